@@ -1,0 +1,125 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { connectBus, natsReachable, natsServerOnPath, NATS_INSTALL_HINT, startNatsServer, type LocalNatsServer } from '@cortex/bus';
+import { loadConfig } from '@cortex/config';
+import { createLogger } from './logger.js';
+import { APP_SERVICES, isAppService, loadService, type AppService } from './services.js';
+import { collectStatus } from './status.js';
+
+const STOP_GRACE_MS = 15_000;
+
+/** `cortex serve <service>`: one service in this process, until SIGINT/SIGTERM. */
+export async function serveOne(name: AppService): Promise<void> {
+  const { config } = loadConfig();
+  const logger = createLogger(name, config.logLevel);
+  const nc = await connectBus({ url: config.nats.url, name: `cortex-${name}`, log: (line) => logger.warn(line) });
+  const start = await loadService(name);
+  const running = await start({ config, nc, logger });
+  let stopping = false;
+  const stop = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    logger.log(`${signal}: draining`);
+    const timer = setTimeout(() => {
+      logger.error(`did not stop within ${STOP_GRACE_MS} ms; exiting`);
+      process.exit(1);
+    }, STOP_GRACE_MS).unref();
+    try {
+      await running.close();
+      await nc.drain();
+    } catch (error) {
+      logger.error(`shutdown: ${(error as Error).message}`);
+    }
+    clearTimeout(timer);
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/**
+ * `cortex serve` with no or several names: make sure NATS is there (starting a local nats-server when
+ * the configured URL is local and silent), then run each service as its own process.
+ */
+export async function serveMany(names: AppService[]): Promise<void> {
+  const { config, path } = loadConfig();
+  const logger = createLogger('launcher', config.logLevel);
+  logger.log(`config: ${path ?? 'built-in defaults'}`);
+  let nats: LocalNatsServer | null = null;
+  const env = { ...process.env };
+  if (!(await natsReachable(config.nats.url))) {
+    const url = new URL(config.nats.url);
+    if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) {
+      throw new Error(`NATS at ${config.nats.url} does not answer; start it or set CORTEX_NATS_URL`);
+    }
+    if (!natsServerOnPath()) throw new Error(`no NATS at ${config.nats.url} and nats-server is not installed: ${NATS_INSTALL_HINT}`);
+    nats = await startNatsServer({
+      port: Number(url.port || 4222),
+      storeDir: resolve('.cortex/nats'),
+      log: (line) => logger.log(line),
+    });
+    env.CORTEX_NATS_URL = nats.url;
+  }
+
+  const cli = fileURLToPath(new URL('./main.js', import.meta.url));
+  const children = new Map<AppService, ChildProcess>();
+  let stopping = false;
+  const stopAll = async (code: number): Promise<never> => {
+    stopping = true;
+    const exits = [...children.values()].map(
+      (child) => new Promise<void>((done) => (child.exitCode !== null || child.signalCode !== null ? done() : child.once('exit', () => done()))),
+    );
+    for (const child of children.values()) child.kill('SIGTERM');
+    const killer = setTimeout(() => {
+      for (const child of children.values()) child.kill('SIGKILL');
+    }, STOP_GRACE_MS + 2_000);
+    await Promise.all(exits);
+    clearTimeout(killer);
+    await nats?.stop();
+    logger.log('stopped');
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stopAll(0));
+  process.on('SIGTERM', () => void stopAll(0));
+
+  for (const name of names) {
+    const child = spawn(process.execPath, [cli, 'serve', name], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+    children.set(name, child);
+    child.on('exit', (code, signal) => {
+      if (stopping) return;
+      logger.error(`${name} exited (${signal ?? `code ${code}`}); stopping the rest`);
+      void stopAll(1);
+    });
+  }
+  await announceWhenReady(env.CORTEX_NATS_URL ?? config.nats.url, names, config.gateway.listen, logger);
+}
+
+async function announceWhenReady(url: string, names: AppService[], listen: string, logger: ReturnType<typeof createLogger>): Promise<void> {
+  const nc = await connectBus({ url, name: 'cortex-launcher' });
+  const deadline = Date.now() + 120_000;
+  try {
+    while (Date.now() < deadline) {
+      const status = await collectStatus(nc, 500).catch(() => null);
+      const up = new Set(status?.services.map((s) => s.service));
+      const modelsReady = !names.includes('worker') || (status?.fleet?.catalogue.some((m) => m.pinned && m.loaded) ?? false) || status?.fleet?.catalogue.every((m) => !m.pinned);
+      if (names.every((name) => up.has(name)) && modelsReady) {
+        const models = status?.fleet?.catalogue.filter((m) => m.loaded).map((m) => m.id).join(', ') || 'none loaded yet';
+        logger.log(`cortex is ready on http://${listen} (models: ${models}); Ctrl-C stops everything`);
+        return;
+      }
+      await new Promise((done) => setTimeout(done, 500));
+    }
+    logger.warn('services did not all report ready within 120 s; `cortex status` shows which are missing');
+  } finally {
+    await nc.close();
+  }
+}
+
+export function parseServiceNames(args: string[]): AppService[] {
+  if (args.length === 0) return [...APP_SERVICES];
+  for (const name of args) {
+    if (!isAppService(name)) throw new Error(`unknown service "${name}"; choose from ${APP_SERVICES.join(', ')}`);
+  }
+  return args as AppService[];
+}

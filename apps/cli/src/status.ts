@@ -1,0 +1,69 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { BusClient, decodeJson, type ServicePing } from '@cortex/bus';
+import { Subjects, type FleetView } from '@cortex/contracts';
+
+export interface StatusReport {
+  services: ServicePing[];
+  fleet: FleetView | null;
+  fleetError: string | null;
+}
+
+/** Pings every service (each answers on the status subject) and asks a router for the fleet. */
+export async function collectStatus(nc: NatsConnection, waitMs = 750): Promise<StatusReport> {
+  const services: ServicePing[] = [];
+  const replies = await nc.requestMany(Subjects.serviceStatus, undefined, { maxWait: waitMs, strategy: 'timer' });
+  try {
+    for await (const msg of replies) services.push(decodeJson(msg.data) as ServicePing);
+  } catch {
+    // No responders: nothing is running; report an empty list.
+  }
+  let fleet: FleetView | null = null;
+  let fleetError: string | null = null;
+  try {
+    fleet = await new BusClient(nc, 2_000).request<FleetView>(Subjects.routerFleet, {});
+  } catch (error) {
+    fleetError = (error as Error).message;
+  }
+  return { services, fleet, fleetError };
+}
+
+const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
+
+export function formatStatus(report: StatusReport): string {
+  const lines: string[] = [];
+  lines.push('SERVICES');
+  const services = [...report.services].sort((a, b) => a.service.localeCompare(b.service) || a.id.localeCompare(b.id));
+  lines.push(...table(['service', 'id', 'host', 'pid', 'uptime', 'ready'], services.map((s) => [s.service, s.id, s.host, String(s.pid), `${s.uptimeS}s`, s.ready ? 'yes' : `no ${s.detail ?? ''}`])));
+  if (services.length === 0) lines.push('  (none answered: is cortex running, and is CORTEX_NATS_URL right?)');
+  lines.push('', 'WORKERS');
+  if (!report.fleet) {
+    lines.push(`  (no router answered: ${report.fleetError})`);
+    return lines.join('\n');
+  }
+  lines.push(
+    ...table(
+      ['worker', 'state', 'device', 'memory free/total', 'models (state, in-flight/slots, queued)'],
+      report.fleet.workers.map((w) => [
+        w.workerId,
+        w.up ? (w.draining ? 'draining' : 'up') : `down (${Math.round(w.lastSeenMs / 1000)}s)`,
+        `${w.device.kind}: ${w.device.name}`,
+        `${mib(w.device.freeBytes)}/${mib(w.device.totalBytes)}`,
+        w.models.map((m) => `${m.id} (${m.state}, ${m.inFlight}/${m.slots}, ${m.queued})`).join('; ') || '-',
+      ]),
+    ),
+  );
+  lines.push('', 'MODELS');
+  lines.push(
+    ...table(
+      ['model', 'loaded', 'where', 'pinned', 'context'],
+      report.fleet.catalogue.map((m) => [m.id, m.loaded ? 'yes' : 'no', m.locations.map((l) => `${l.workerId}:${l.state}`).join(', ') || '-', m.pinned ? 'yes' : 'no', String(m.contextSize)]),
+    ),
+  );
+  return lines.join('\n');
+}
+
+function table(header: string[], rows: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const render = (row: string[]): string => `  ${row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ')}`.trimEnd();
+  return [render(header), ...rows.map(render)];
+}

@@ -1,0 +1,20 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { BusModule } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import { HealthController } from './health/health.controller.js';
+import { InferenceService } from './inference/inference.service.js';
+import { ModelsController } from './models/models.controller.js';
+import { ChatController } from './openai/chat.controller.js';
+
+@Module({})
+export class GatewayModule {
+  static register(config: CortexConfig, nc: NatsConnection): DynamicModule {
+    return {
+      module: GatewayModule,
+      imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
+      controllers: [ChatController, ModelsController, HealthController],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService],
+    };
+  }
+}

@@ -1,0 +1,21 @@
+import { Controller, Get, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { BusClient } from '@cortex/bus';
+
+@Controller()
+export class HealthController {
+  constructor(private readonly bus: BusClient) {}
+
+  /** The process is alive. */
+  @Get('healthz')
+  healthz(): { status: 'ok' } {
+    return { status: 'ok' };
+  }
+
+  /** The gateway can serve: the bus is connected. */
+  @Get('readyz')
+  readyz(@Res() reply: FastifyReply): void {
+    const ready = !this.bus.nc.isClosed() && !this.bus.nc.isDraining();
+    void reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', bus: ready ? 'connected' : 'down' });
+  }
+}

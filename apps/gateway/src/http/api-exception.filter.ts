@@ -1,0 +1,20 @@
+import { Catch, HttpException, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { sendError, toCortexError } from './error-response.js';
+import { requestIdOf } from './request-id.js';
+
+/** Whatever escapes a controller (or Nest's own 404) leaves in the caller's API error shape. */
+@Catch()
+export class ApiExceptionFilter implements ExceptionFilter {
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const http = host.switchToHttp();
+    const request = http.getRequest<FastifyRequest>();
+    const reply = http.getResponse<FastifyReply>();
+    if (reply.sent) return;
+    const error =
+      exception instanceof HttpException
+        ? toCortexError(Object.assign(new Error(exception.message), { statusCode: exception.getStatus() }))
+        : toCortexError(exception);
+    sendError(reply, request.url, error, requestIdOf(request));
+  }
+}

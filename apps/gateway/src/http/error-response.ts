@@ -1,0 +1,27 @@
+import type { FastifyReply } from 'fastify';
+import { CortexError, type ErrorBody } from '@cortex/contracts';
+import { openAiError } from '@cortex/wire';
+
+/** Any thrown value → a CortexError (unknown errors become `internal`, their message kept). */
+export function toCortexError(error: unknown): CortexError {
+  if (error instanceof CortexError) return error;
+  const status = (error as { statusCode?: number }).statusCode;
+  const message = error instanceof Error ? error.message : String(error);
+  if (status === 404) return new CortexError('not_found', message);
+  if (status === 413) return new CortexError('payload_too_large', `request body is too large: ${message}`);
+  if (status === 415) return new CortexError('invalid_request', `${message}; send Content-Type: application/json`);
+  if (status !== undefined && status >= 400 && status < 500) return new CortexError('invalid_request', message);
+  return new CortexError('internal', message, { cause: error });
+}
+
+/** The error body in the dialect of the route that was called. */
+export function dialectErrorBody(_url: string, error: ErrorBody): unknown {
+  return openAiError(error);
+}
+
+export function sendError(reply: FastifyReply, url: string, error: CortexError, requestId: string): void {
+  const body = error.toBody();
+  reply.header('x-request-id', requestId);
+  if (body.retryAfter !== undefined) reply.header('retry-after', String(body.retryAfter));
+  void reply.status(error.status).type('application/json').send(dialectErrorBody(url, body));
+}

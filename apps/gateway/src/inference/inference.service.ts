@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { BusClient, StreamReader } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import {
+  CortexError,
+  streamSubject,
+  Subjects,
+  workerSubject,
+  type CanonicalRequest,
+  type Dialect,
+  type ErrorCode,
+  type FinishReason,
+  type GenerateAccepted,
+  type GenerateCommand,
+  type Placement,
+  type RequestFinishedEvent,
+  type StreamEvent,
+  type Timings,
+  type Usage,
+} from '@cortex/contracts';
+
+/** One request on its way through translator → router → worker, and back as events. */
+export class InferenceRun {
+  readonly runId = randomBytes(12).toString('hex');
+  readonly startedAt = Date.now();
+  request: CanonicalRequest | null = null;
+  placement: Placement | null = null;
+  private reader: StreamReader | null = null;
+  private finished = false;
+  status = 200;
+  errorCode: ErrorCode | null = null;
+  finishReason: FinishReason | null = null;
+  usage: Usage | null = null;
+  timings: Timings | null = null;
+
+  constructor(
+    private readonly service: InferenceService,
+    readonly dialect: Dialect,
+    readonly requestId: string,
+  ) {}
+
+  /** Decodes the body in the translator service. */
+  async decode(body: unknown): Promise<CanonicalRequest> {
+    this.request = await this.service.bus.request<CanonicalRequest>(Subjects.translatorDecode, { dialect: this.dialect, body }, { requestId: this.requestId });
+    return this.request;
+  }
+
+  /** Asks the router for a worker (may wait for a cold load), then starts generation there. */
+  async start(): Promise<AsyncIterable<StreamEvent>> {
+    const request = this.required();
+    const config = this.service.config;
+    this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, { model: request.model, requestId: this.requestId }, {
+      requestId: this.requestId,
+      timeoutMs: config.gateway.placementTimeoutMs,
+    });
+    const subject = streamSubject(this.runId);
+    // Subscribe before asking the worker to start, so no early event is missed.
+    this.reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: config.gateway.streamIdleTimeoutMs });
+    const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement.model } };
+    try {
+      await this.service.bus.request<GenerateAccepted>(workerSubject(Subjects.workerGenerate, this.placement.workerId), command, {
+        requestId: this.requestId,
+      });
+    } catch (error) {
+      this.reader.close();
+      throw error;
+    }
+    this.reader.arm();
+    return this.track(this.reader);
+  }
+
+  /** The client went away: stop the worker so the slot frees at once. */
+  cancel(reason: string): void {
+    if (this.finished || !this.placement || !this.reader) return;
+    this.finishReason = 'cancelled';
+    this.service.bus.publish(workerSubject(Subjects.workerCancel, this.placement.workerId), { requestId: this.runId, reason }, this.requestId);
+    this.reader.close();
+  }
+
+  fail(error: CortexError): void {
+    this.status = this.status === 200 && !this.headersSent ? error.status : this.status;
+    this.errorCode = error.code;
+    this.finishReason ??= 'error';
+  }
+
+  headersSent = false;
+
+  /** Publishes the request-finished event once; metrics count from it. */
+  finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.reader?.close();
+    const event: RequestFinishedEvent = {
+      requestId: this.requestId,
+      model: this.placement?.model ?? this.request?.model ?? 'unknown',
+      workerId: this.placement?.workerId ?? null,
+      dialect: this.dialect,
+      stream: this.request?.stream ?? false,
+      status: this.status,
+      errorCode: this.errorCode,
+      finishReason: this.finishReason,
+      usage: this.usage,
+      timings: this.timings,
+      durationMs: Date.now() - this.startedAt,
+      finishedAt: Date.now(),
+    };
+    this.service.bus.publish(Subjects.requestFinished, event, this.requestId);
+  }
+
+  private async *track(reader: StreamReader): AsyncIterable<StreamEvent> {
+    for await (const event of reader) {
+      if (event.type === 'finish') {
+        this.finishReason = event.reason;
+        this.usage = event.usage;
+        this.timings = event.timings;
+      } else if (event.type === 'error') {
+        this.fail(CortexError.fromBody(event.error));
+      }
+      yield event;
+    }
+  }
+
+  private required(): CanonicalRequest {
+    if (!this.request) throw new Error('decode() must run before start()');
+    return this.request;
+  }
+}
+
+@Injectable()
+export class InferenceService {
+  readonly logger = new Logger('inference');
+
+  constructor(
+    readonly bus: BusClient,
+    @Inject(CONFIG) readonly config: CortexConfig,
+  ) {}
+
+  open(dialect: Dialect, requestId: string): InferenceRun {
+    return new InferenceRun(this, dialect, requestId);
+  }
+}

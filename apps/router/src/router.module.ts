@@ -1,0 +1,26 @@
+import { hostname } from 'node:os';
+import { Module, type DynamicModule } from '@nestjs/common';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { BusModule } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import { FleetRegistry } from './fleet/fleet.registry.js';
+import { PlacementService } from './placement/placement.service.js';
+import { RouterController } from './router.controller.js';
+import { ROUTER_ID } from './router.tokens.js';
+
+@Module({})
+export class RouterModule {
+  static register(config: CortexConfig, nc: NatsConnection): DynamicModule {
+    return {
+      module: RouterModule,
+      imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
+      controllers: [RouterController],
+      providers: [
+        { provide: CONFIG, useValue: config },
+        { provide: ROUTER_ID, useValue: `router-${hostname()}-${process.pid}` },
+        FleetRegistry,
+        PlacementService,
+      ],
+    };
+  }
+}

@@ -1,0 +1,1 @@
+export const ROUTER_ID = Symbol('cortex.router-id');

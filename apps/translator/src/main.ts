@@ -1,0 +1,4 @@
+import { startBusApp, type ServiceStart } from '@cortex/bus';
+import { TranslatorModule } from './translator.module.js';
+
+export const start: ServiceStart = (context) => startBusApp(TranslatorModule, { service: 'translator', context, queue: 'translator' });

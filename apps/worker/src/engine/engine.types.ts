@@ -1,0 +1,40 @@
+import type { CanonicalRequest, StreamEventBody } from '@cortex/contracts';
+
+/** What the worker needs from an inference backend; node-llama-cpp sits behind it in `llama-engine.ts`. */
+export interface Engine {
+  resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string>;
+  readonly backend: string;
+  device(): Promise<{ name: string; kind: string; totalBytes: number; freeBytes: number }>;
+  load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel>;
+  dispose(): Promise<void>;
+}
+
+export interface ModelSpec {
+  id: string;
+  /** Resolved local GGUF path. */
+  path: string;
+  contextSize: number;
+  slots: number;
+  maxQueue: number;
+}
+
+export interface GenerateJob {
+  request: CanonicalRequest;
+  /** When the generate command arrived (performance.now()), for TTFT and queue time. */
+  receivedAt: number;
+  signal: AbortSignal;
+  emit: (event: StreamEventBody) => void;
+}
+
+export interface EngineModel {
+  readonly id: string;
+  readonly sizeBytes: number;
+  readonly slots: number;
+  readonly inFlight: number;
+  readonly queued: number;
+  /** Markers found in the vocabulary at load, e.g. `<think>`…`</think>`. */
+  readonly reasoningMarkers: readonly [string, string] | null;
+  /** Runs one request to its end, emitting start, deltas and exactly one finish or error. */
+  generate(job: GenerateJob): Promise<void>;
+  dispose(): Promise<void>;
+}

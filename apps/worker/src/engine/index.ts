@@ -1,0 +1,2 @@
+export type { Engine, EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
+export { LlamaEngine } from './llama-engine.js';

@@ -1,0 +1,69 @@
+import { getLlama, LlamaLogLevel, type Llama, type LlamaGpuType } from 'node-llama-cpp';
+import { availableParallelism } from 'node:os';
+import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
+import { LlamaEngineModel } from './llama-model.js';
+import { resolveSource } from './resolve-source.js';
+
+export interface LlamaEngineOptions {
+  gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu';
+  /** 0 = every core this process may use. node-llama-cpp's own default oversubscribes small machines badly. */
+  threads: number;
+  log: (line: string) => void;
+}
+
+/** The node-llama-cpp backend: one `Llama` instance per worker process (one GPU). */
+export class LlamaEngine implements Engine {
+  private constructor(
+    private readonly llama: Llama,
+    private readonly threads: number,
+  ) {}
+
+  static async create(options: LlamaEngineOptions): Promise<LlamaEngine> {
+    const gpu: LlamaGpuType | 'auto' = options.gpu === 'cpu' ? false : options.gpu;
+    const llama = await getLlama({
+      gpu,
+      logLevel: LlamaLogLevel.warn,
+      logger: (level, message) => options.log(`llama.cpp ${level}: ${message.trim()}`),
+      // Never compile from source at run time: a worker should start in seconds or say why it cannot.
+      build: 'never',
+    });
+    const threads = options.threads > 0 ? options.threads : Math.max(1, availableParallelism());
+    return new LlamaEngine(llama, threads);
+  }
+
+  resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string> {
+    return resolveSource(source, modelsDir, log);
+  }
+
+  get backend(): string {
+    return this.llama.gpu === false ? 'cpu' : this.llama.gpu;
+  }
+
+  async device(): Promise<{ name: string; kind: string; totalBytes: number; freeBytes: number }> {
+    if (this.llama.gpu === false) {
+      const ram = await this.llama.getRamState();
+      return { name: 'cpu', kind: 'cpu', totalBytes: ram.total, freeBytes: ram.free };
+    }
+    const [vram, names] = await Promise.all([this.llama.getVramState(), this.llama.getGpuDeviceNames()]);
+    return { name: names.join(', ') || this.llama.gpu, kind: this.llama.gpu, totalBytes: vram.total, freeBytes: vram.free };
+  }
+
+  async load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel> {
+    const model = await this.llama.loadModel({ modelPath: spec.path, onLoadProgress: onProgress });
+    try {
+      const context = await model.createContext({
+        contextSize: spec.contextSize,
+        sequences: spec.slots,
+        threads: this.threads,
+      });
+      return new LlamaEngineModel(spec, model, context);
+    } catch (error) {
+      await model.dispose();
+      throw error;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    await this.llama.dispose();
+  }
+}

@@ -1,0 +1,244 @@
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import {
+  resolveChatWrapper,
+  type ChatWrapper,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token,
+} from 'node-llama-cpp';
+import { CortexError, type FinishReason, type StreamEventBody } from '@cortex/contracts';
+import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
+import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
+import { toChatHistory, toFunctions } from './prompt.js';
+import { SlotPool } from './slot-pool.js';
+import { TextStreamer } from './text-streamer.js';
+
+type Mode = 'text' | 'reasoning' | 'tool';
+
+/**
+ * One loaded model: a context with `slots` sequences and cortex's own decode loop. The prompt is
+ * rendered by the model's chat wrapper; each generated token is routed by id (reasoning and tool-call
+ * markers), detokenized incrementally, checked against stop strings and published at once.
+ */
+export class LlamaEngineModel implements EngineModel {
+  readonly id: string;
+  readonly slots: number;
+  readonly reasoningMarkers: readonly [string, string] | null;
+  private readonly pool: SlotPool<LlamaContextSequence>;
+  private readonly chatWrapper: ChatWrapper;
+  private readonly reasoning: { open: Token; close: Token } | null;
+  private readonly toolCall: { open: Token; close: Token } | null;
+
+  constructor(
+    spec: ModelSpec,
+    private readonly model: LlamaModel,
+    private readonly context: LlamaContext,
+  ) {
+    this.id = spec.id;
+    this.slots = spec.slots;
+    const sequences = Array.from({ length: spec.slots }, () => context.getSequence());
+    this.pool = new SlotPool(sequences, spec.maxQueue);
+    this.chatWrapper = resolveChatWrapper(model);
+    const tokenize = (text: string): Token[] => model.tokenize(text, true);
+    const reasoning = probeMarkers(REASONING_MARKERS, tokenize);
+    this.reasoning = reasoning ? { open: reasoning.open as Token, close: reasoning.close as Token } : null;
+    this.reasoningMarkers = reasoning?.pair ?? null;
+    const tool = probeMarkers(TOOL_CALL_MARKERS, tokenize);
+    this.toolCall = tool ? { open: tool.open as Token, close: tool.close as Token } : null;
+  }
+
+  get sizeBytes(): number {
+    return this.model.size;
+  }
+
+  get inFlight(): number {
+    return this.pool.inUse;
+  }
+
+  get queued(): number {
+    return this.pool.queued;
+  }
+
+  async generate(job: GenerateJob): Promise<void> {
+    const { request, emit, signal } = job;
+    const { contextText, stopGenerationTriggers } = this.chatWrapper.generateContextState({
+      chatHistory: toChatHistory(request.messages),
+      availableFunctions: toFunctions(request.tools),
+    });
+    const prompt = contextText.tokenize(this.model.tokenizer);
+    const contextSize = this.context.contextSize;
+    if (prompt.length >= contextSize) {
+      throw new CortexError(
+        'invalid_request',
+        `the prompt is ${prompt.length} tokens but ${this.id} has a context of ${contextSize}; shorten the messages`,
+        { param: 'messages' },
+      );
+    }
+    const sequence = await this.pool.acquire(signal);
+    try {
+      await this.run(job, sequence, prompt, stopTexts(stopGenerationTriggers), emit);
+    } finally {
+      this.pool.release(sequence);
+    }
+  }
+
+  private async run(
+    job: GenerateJob,
+    sequence: LlamaContextSequence,
+    prompt: Token[],
+    hiddenStops: string[],
+    emit: (event: StreamEventBody) => void,
+  ): Promise<void> {
+    const { request, signal, receivedAt } = job;
+    const startedAt = performance.now();
+    const cached = await this.reusePrefix(sequence, prompt);
+    emit({ type: 'start', requestId: '', workerId: '', model: this.id, promptTokens: prompt.length });
+
+    const userStops = request.sampling.stop ?? [];
+    const streamer = new TextStreamer([...userStops, ...hiddenStops]);
+    const maxTokens = Math.min(request.sampling.maxTokens ?? Infinity, sequence.contextSize - prompt.length);
+    let mode: Mode = this.startsInReasoning(prompt) ? 'reasoning' : 'text';
+    let completion = 0;
+    let reasoningTokens = 0;
+    let firstTokenAt = 0;
+    let finish: FinishReason = 'length';
+    let pending: Token[] = [];
+    let recent: Token[] = prompt.slice(-4);
+    let toolText = '';
+    let toolIndex = 0;
+
+    const sample = request.sampling;
+    const iterator = sequence.evaluate(prompt.slice(cached), {
+      temperature: sample.temperature ?? 0.8,
+      topP: sample.topP,
+      topK: sample.topK,
+      seed: sample.seed,
+      yieldEogToken: true,
+      repeatPenalty:
+        sample.presencePenalty || sample.frequencyPenalty
+          ? {
+              punishTokens: () => sequence.contextTokens.slice(prompt.length),
+              presencePenalty: sample.presencePenalty,
+              frequencyPenalty: sample.frequencyPenalty,
+            }
+          : undefined,
+    });
+
+    const emitText = (text: string): boolean => {
+      const { text: safe, stopped } = streamer.push(text);
+      if (safe) emit({ type: mode === 'reasoning' ? 'reasoning' : 'text', text: safe });
+      return stopped;
+    };
+    const flushText = (): void => {
+      const rest = streamer.flush();
+      if (rest) emit({ type: mode === 'reasoning' ? 'reasoning' : 'text', text: rest });
+    };
+
+    for await (const token of iterator) {
+      if (signal.aborted) {
+        finish = 'cancelled';
+        break;
+      }
+      if (firstTokenAt === 0) firstTokenAt = performance.now();
+      if (this.model.isEogToken(token)) {
+        finish = toolIndex > 0 ? 'tool_calls' : 'stop';
+        break;
+      }
+      completion++;
+      if (mode === 'reasoning') reasoningTokens++;
+      if (this.reasoning && (token === this.reasoning.open || token === this.reasoning.close)) {
+        flushText();
+        mode = token === this.reasoning.open ? 'reasoning' : 'text';
+      } else if (this.toolCall && token === this.toolCall.open) {
+        flushText();
+        mode = 'tool';
+        toolText = '';
+      } else if (this.toolCall && token === this.toolCall.close && mode === 'tool') {
+        toolIndex += emitToolCall(toolText, toolIndex, emit) ? 1 : 0;
+        mode = 'text';
+      } else {
+        pending.push(token);
+        const text = this.model.detokenize(pending, false, recent);
+        // A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
+        if (text.endsWith('\uFFFD') && pending.length < 4) continue;
+        recent = [...recent, ...pending].slice(-4);
+        pending = [];
+        if (mode === 'tool') toolText += text;
+        else if (emitText(text)) {
+          finish = 'stop';
+          break;
+        }
+      }
+      if (completion >= maxTokens) {
+        finish = 'length';
+        break;
+      }
+    }
+    if (mode === 'tool' && toolText) emitText(`<tool_call>${toolText}`);
+    flushText();
+    const endedAt = performance.now();
+    const decodeSeconds = firstTokenAt ? (endedAt - firstTokenAt) / 1000 : 0;
+    emit({
+      type: 'finish',
+      reason: finish,
+      usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens },
+      timings: {
+        ttftMs: firstTokenAt ? firstTokenAt - receivedAt : 0,
+        decodeTokensPerSecond: decodeSeconds > 0 && completion > 1 ? (completion - 1) / decodeSeconds : 0,
+        durationMs: endedAt - receivedAt,
+        queueMs: startedAt - receivedAt,
+      },
+    });
+  }
+
+  /** Keeps the longest prefix the sequence already holds (prompt caching); returns its length. */
+  private async reusePrefix(sequence: LlamaContextSequence, prompt: Token[]): Promise<number> {
+    // At least one token must be evaluated to produce the next one.
+    const keep = Math.min(sequence.compareContextTokens(prompt).firstDifferentIndex, prompt.length - 1);
+    if (keep < sequence.nextTokenIndex) {
+      await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
+    }
+    return keep;
+  }
+
+  /** A template that opens the reasoning block itself leaves the model inside it. */
+  private startsInReasoning(prompt: readonly Token[]): boolean {
+    if (!this.reasoning) return false;
+    const open = prompt.lastIndexOf(this.reasoning.open);
+    return open !== -1 && prompt.lastIndexOf(this.reasoning.close) < open;
+  }
+
+  async dispose(): Promise<void> {
+    await this.context.dispose();
+    await this.model.dispose();
+  }
+}
+
+/** Parses `{"name": …, "arguments": {…}}`; anything else is not a tool call and is reported false. */
+function emitToolCall(text: string, index: number, emit: (event: StreamEventBody) => void): boolean {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    emit({ type: 'text', text: `<tool_call>${text}</tool_call>` });
+    return false;
+  }
+  const call = parsed as { name?: unknown; arguments?: unknown };
+  if (typeof call.name !== 'string') {
+    emit({ type: 'text', text: `<tool_call>${text}</tool_call>` });
+    return false;
+  }
+  const args = typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {});
+  emit({ type: 'tool_call', index, id: `call_${randomBytes(12).toString('hex')}`, name: call.name });
+  emit({ type: 'tool_args', index, delta: args });
+  return true;
+}
+
+function stopTexts(triggers: ReadonlyArray<{ values: readonly unknown[] }>): string[] {
+  return triggers
+    .filter((trigger) => trigger.values.length > 0 && trigger.values.every((value) => typeof value === 'string'))
+    .map((trigger) => trigger.values.join(''))
+    .filter((text) => text.length > 0);
+}

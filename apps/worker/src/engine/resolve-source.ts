@@ -1,0 +1,46 @@
+import { existsSync } from 'node:fs';
+import { resolveModelFile } from 'node-llama-cpp';
+import { ensureFixtureModels } from '@cortex/fixtures';
+import { CortexError } from '@cortex/contracts';
+
+/**
+ * A catalogue `file` → a local GGUF path. `fixture:<id>` models are generated on first use;
+ * `hf:` and URLs are downloaded into the models directory with progress (where a hub is reachable).
+ */
+export async function resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string> {
+  if (source.startsWith('fixture:')) {
+    const id = source.slice('fixture:'.length);
+    const paths = await ensureFixtureModels(modelsDir, { log });
+    const path = paths[id];
+    if (!path) {
+      throw new CortexError('model_load_failed', `no fixture model "${id}"; known: ${Object.keys(paths).join(', ')}`);
+    }
+    return path;
+  }
+  if (/^(hf:|https?:)/.test(source)) {
+    let lastPercent = -10;
+    try {
+      return await resolveModelFile(source, {
+        directory: modelsDir,
+        cli: false,
+        onProgress: ({ downloadedSize, totalSize }) => {
+          const percent = totalSize > 0 ? Math.floor((downloadedSize / totalSize) * 100) : 0;
+          if (percent >= lastPercent + 10) {
+            lastPercent = percent;
+            log(`downloading ${source}: ${percent}%`);
+          }
+        },
+      });
+    } catch (error) {
+      throw new CortexError(
+        'model_load_failed',
+        `cannot fetch ${source}: ${(error as Error).message}; download the GGUF yourself and set the model's file to its path`,
+        { cause: error },
+      );
+    }
+  }
+  if (!existsSync(source)) {
+    throw new CortexError('model_load_failed', `model file ${source} does not exist; fix the model's "file" in the config`);
+  }
+  return source;
+}

@@ -1,0 +1,24 @@
+import { startBusApp, type ServiceStart } from '@cortex/bus';
+import { LlamaEngine } from './engine/index.js';
+import { WorkerModule } from './worker.module.js';
+import { defaultWorkerId } from './worker.service.js';
+
+/** One worker process per GPU (or per CPU host). */
+export const start: ServiceStart = async (context) => {
+  const { config, nc, logger } = context;
+  if (config.worker.device !== undefined && process.env.CUDA_VISIBLE_DEVICES === undefined) {
+    // Must be set before the backend initialises CUDA.
+    process.env.CUDA_VISIBLE_DEVICES = String(config.worker.device);
+  }
+  const engine = await LlamaEngine.create({
+    gpu: config.worker.gpu,
+    threads: config.worker.threads,
+    log: (line) => logger.log(line, 'engine'),
+  });
+  const workerId = defaultWorkerId(config, engine.backend);
+  return startBusApp(WorkerModule.register(config, nc, engine, workerId), {
+    service: 'worker',
+    context,
+    workerId,
+  });
+};

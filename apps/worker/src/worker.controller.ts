@@ -1,0 +1,28 @@
+import { Controller } from '@nestjs/common';
+import { MessagePattern } from '@nestjs/microservices';
+import { performance } from 'node:perf_hooks';
+import { CancelCommand, decodeMessage, GenerateCommand, LoadCommand, Subjects } from '@cortex/contracts';
+import { WorkerService } from './worker.service.js';
+
+/** Bus handlers addressed to this worker (`llm.worker.v1.<id>.*`); every payload is validated first. */
+@Controller()
+export class WorkerController {
+  constructor(private readonly worker: WorkerService) {}
+
+  @MessagePattern(Subjects.workerGenerate)
+  generate(payload: unknown) {
+    const receivedAt = performance.now();
+    return this.worker.generate(decodeMessage(GenerateCommand, payload), receivedAt);
+  }
+
+  @MessagePattern(Subjects.workerCancel)
+  cancel(payload: unknown) {
+    const command = decodeMessage(CancelCommand, payload);
+    return { cancelled: this.worker.cancel(command.requestId, command.reason) };
+  }
+
+  @MessagePattern(Subjects.workerLoad)
+  load(payload: unknown) {
+    return this.worker.load(decodeMessage(LoadCommand, payload));
+  }
+}

@@ -1,0 +1,221 @@
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import {
+  CortexError,
+  heartbeatSubject,
+  Subjects,
+  type GenerateAccepted,
+  type GenerateCommand,
+  type Heartbeat,
+  type LoadCommand,
+  type LoadResult,
+  type LoadedModel,
+  type ModelState,
+  type StreamEventBody,
+} from '@cortex/contracts';
+import { BusClient, StreamPublisher } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import { ENGINE, WORKER_ID } from './worker.tokens.js';
+import type { Engine, EngineModel } from './engine/index.js';
+
+interface ModelEntry {
+  id: string;
+  state: ModelState;
+  model: EngineModel | null;
+  loading: Promise<LoadResult> | null;
+  lastUsedAt: number;
+  error?: string;
+}
+
+/** Keep-alive period on a request's stream: silence past the gateway's idle timeout means a dead worker. */
+const STREAM_KEEPALIVE_MS = 1_000;
+
+@Injectable()
+export class WorkerService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('worker');
+  private readonly models = new Map<string, ModelEntry>();
+  private readonly active = new Map<string, AbortController>();
+  private readonly running = new Set<Promise<void>>();
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private readonly startedAt = Date.now();
+  private draining = false;
+
+  constructor(
+    @Inject(CONFIG) private readonly config: CortexConfig,
+    @Inject(ENGINE) private readonly engine: Engine,
+    @Inject(WORKER_ID) readonly workerId: string,
+    private readonly bus: BusClient,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.config.worker.heartbeatMs);
+    void this.heartbeat();
+    this.logger.log(`worker ${this.workerId} up on ${this.engine.backend}`);
+  }
+
+  /** Acknowledges at once, then runs the request in the background, publishing on its stream subject. */
+  generate(command: GenerateCommand, receivedAt = performance.now()): GenerateAccepted {
+    if (this.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
+    const entry = this.models.get(command.request.model);
+    if (!entry?.model || entry.state !== 'ready') {
+      throw new CortexError('service_unavailable', `model ${command.request.model} is not loaded on ${this.workerId}`, {
+        retryAfter: 1,
+      });
+    }
+    if (this.active.has(command.requestId)) {
+      throw new CortexError('invalid_request', `request ${command.requestId} is already running`);
+    }
+    const model = entry.model;
+    const controller = new AbortController();
+    this.active.set(command.requestId, controller);
+    const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
+    entry.lastUsedAt = Date.now();
+    const run = this.run(command, model, controller, receivedAt).finally(() => {
+      this.active.delete(command.requestId);
+      entry.lastUsedAt = Date.now();
+      this.running.delete(run);
+    });
+    this.running.add(run);
+    return { requestId: command.requestId, workerId: this.workerId, queuePosition };
+  }
+
+  cancel(requestId: string, reason = 'cancelled'): boolean {
+    const controller = this.active.get(requestId);
+    controller?.abort(new CortexError('internal', reason));
+    return controller !== undefined;
+  }
+
+  private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number): Promise<void> {
+    const stream = new StreamPublisher(this.bus.nc, command.streamSubject);
+    let done = false;
+    const emit = (event: StreamEventBody): void => {
+      if (done) return;
+      if (event.type === 'start') event = { ...event, requestId: command.requestId, workerId: this.workerId };
+      if (event.type === 'finish' || event.type === 'error') done = true;
+      stream.emit(event);
+    };
+    const keepalive = setInterval(() => emit({ type: 'keepalive' }), STREAM_KEEPALIVE_MS);
+    try {
+      await model.generate({ request: command.request, receivedAt, signal: controller.signal, emit });
+    } catch (error) {
+      const cortex =
+        error instanceof CortexError
+          ? error
+          : new CortexError('internal', `generation failed: ${(error as Error).message}`, { cause: error });
+      if (!(controller.signal.aborted && !(error instanceof CortexError))) {
+        this.logger.warn(`request ${command.requestId}: ${cortex.message}`);
+      }
+      emit({ type: 'error', error: cortex.toBody() });
+    } finally {
+      clearInterval(keepalive);
+    }
+  }
+
+  /** Loads a model once; concurrent loads of the same model share one promise. */
+  load(command: LoadCommand): Promise<LoadResult> {
+    const existing = this.models.get(command.model);
+    if (existing?.state === 'ready' && existing.model) {
+      return Promise.resolve({ model: command.model, workerId: this.workerId, loadMs: 0, sizeBytes: existing.model.sizeBytes });
+    }
+    if (existing?.loading) return existing.loading;
+    const entry: ModelEntry = { id: command.model, state: 'loading', model: null, loading: null, lastUsedAt: Date.now() };
+    this.models.set(command.model, entry);
+    entry.loading = this.doLoad(command, entry).finally(() => (entry.loading = null));
+    void this.heartbeat();
+    return entry.loading;
+  }
+
+  private async doLoad(command: LoadCommand, entry: ModelEntry): Promise<LoadResult> {
+    const started = performance.now();
+    const log = (line: string): void => this.logger.log(`${command.model}: ${line}`);
+    try {
+      const path = await this.engine.resolveSource(command.source, this.config.worker.modelsDir, log);
+      let lastStep = -1;
+      const model = await this.engine.load(
+        { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: this.config.worker.maxQueue },
+        (fraction) => {
+          const step = Math.floor(fraction * 4);
+          if (step > lastStep) {
+            lastStep = step;
+            log(`loading ${Math.round(fraction * 100)}%`);
+          }
+        },
+      );
+      entry.model = model;
+      entry.state = 'ready';
+      const result: LoadResult = {
+        model: command.model,
+        workerId: this.workerId,
+        loadMs: performance.now() - started,
+        sizeBytes: model.sizeBytes,
+      };
+      const markers = model.reasoningMarkers ? `, reasoning markers ${model.reasoningMarkers.join('…')}` : '';
+      log(`ready in ${Math.round(result.loadMs)} ms (${model.slots} slots${markers})`);
+      this.bus.publish(Subjects.modelLoaded, result);
+      return result;
+    } catch (error) {
+      entry.state = 'failed';
+      entry.error = (error as Error).message;
+      this.models.delete(command.model);
+      this.logger.error(`${command.model}: load failed: ${entry.error}`);
+      throw error instanceof CortexError
+        ? error
+        : new CortexError('model_load_failed', `loading ${command.model} failed: ${entry.error}`, { cause: error });
+    } finally {
+      void this.heartbeat();
+    }
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.bus.nc.isClosed()) return;
+    try {
+      const beat: Heartbeat = {
+        workerId: this.workerId,
+        host: hostname(),
+        pid: process.pid,
+        startedAt: this.startedAt,
+        sentAt: Date.now(),
+        intervalMs: this.config.worker.heartbeatMs,
+        draining: this.draining,
+        device: await this.engine.device(),
+        models: [...this.models.values()].map((entry): LoadedModel => ({
+          id: entry.id,
+          state: entry.state,
+          inFlight: entry.model?.inFlight ?? 0,
+          queued: entry.model?.queued ?? 0,
+          slots: entry.model?.slots ?? 0,
+          lastUsedAt: entry.lastUsedAt,
+          sizeBytes: entry.model?.sizeBytes,
+          error: entry.error,
+        })),
+      };
+      this.bus.publish(heartbeatSubject(this.workerId), beat);
+    } catch (error) {
+      this.logger.warn(`heartbeat failed: ${(error as Error).message}`);
+    }
+  }
+
+  /** Drain: refuse new work, say so, let running requests finish (bounded), then free the backend. */
+  async onApplicationShutdown(): Promise<void> {
+    this.draining = true;
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    await this.heartbeat();
+    const drained = await Promise.race([
+      Promise.allSettled([...this.running]).then(() => true),
+      new Promise<false>((resolve) => setTimeout(() => resolve(false), 10_000).unref()),
+    ]);
+    if (!drained) {
+      for (const id of this.active.keys()) this.cancel(id, 'worker shutting down');
+      await Promise.allSettled([...this.running]);
+    }
+    for (const entry of this.models.values()) await entry.model?.dispose();
+    await this.engine.dispose();
+  }
+}
+
+export function defaultWorkerId(config: CortexConfig, backend: string): string {
+  if (config.worker.id) return config.worker.id;
+  const host = hostname().replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 40);
+  return `${host}-${backend}${config.worker.device ?? ''}`;
+}

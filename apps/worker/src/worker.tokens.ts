@@ -1,0 +1,2 @@
+export const ENGINE = Symbol('cortex.engine');
+export const WORKER_ID = Symbol('cortex.worker-id');

@@ -1,0 +1,73 @@
+import { headers as natsHeaders, RequestError, TimeoutError, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { CortexError } from '@cortex/contracts';
+import { decodeJson, encodeJson, REQUEST_ID_HEADER, type Reply } from './envelope.js';
+
+export interface RequestOptions {
+  timeoutMs?: number;
+  requestId?: string;
+}
+
+/** Typed request/reply and publish over one NATS connection, mapping bus failures to error codes. */
+export class BusClient {
+  constructor(
+    readonly nc: NatsConnection,
+    private readonly defaultTimeoutMs = 5_000,
+  ) {}
+
+  /**
+   * Sends a request and unwraps the reply envelope. No responders → `service_unavailable` (HTTP 503),
+   * no answer in time → `timeout` (HTTP 504), an error reply → that error.
+   */
+  async request<T>(subject: string, payload: unknown, options: RequestOptions = {}): Promise<T> {
+    const timeout = options.timeoutMs ?? this.defaultTimeoutMs;
+    const headers = natsHeaders();
+    if (options.requestId) headers.set(REQUEST_ID_HEADER, options.requestId);
+    let reply: Reply<T>;
+    try {
+      const msg = await this.nc.request(subject, encodeJson(payload), { timeout, headers });
+      reply = decodeJson(msg.data) as Reply<T>;
+    } catch (error) {
+      throw mapRequestError(error, subject, timeout);
+    }
+    if (reply.ok) return reply.data;
+    throw CortexError.fromBody(reply.error);
+  }
+
+  publish(subject: string, payload: unknown, requestId?: string): void {
+    if (!requestId) {
+      this.nc.publish(subject, encodeJson(payload));
+      return;
+    }
+    const headers = natsHeaders();
+    headers.set(REQUEST_ID_HEADER, requestId);
+    this.nc.publish(subject, encodeJson(payload), { headers });
+  }
+
+  /** Subscribes with a callback that receives decoded JSON; bad JSON is dropped with a report. */
+  subscribe(subject: string, onMessage: (data: unknown, subject: string) => void, onBad?: (error: Error) => void): Subscription {
+    return this.nc.subscribe(subject, {
+      callback: (error, msg) => {
+        if (error) return onBad?.(error);
+        try {
+          onMessage(decodeJson(msg.data), msg.subject);
+        } catch (cause) {
+          onBad?.(cause as Error);
+        }
+      },
+    });
+  }
+}
+
+export function mapRequestError(error: unknown, subject: string, timeoutMs: number): CortexError {
+  if (error instanceof CortexError) return error;
+  if (error instanceof RequestError && error.isNoResponders()) {
+    return new CortexError('service_unavailable', `nothing is serving ${subject}: is that service running?`, {
+      retryAfter: 2,
+      cause: error,
+    });
+  }
+  if (error instanceof TimeoutError || (error instanceof RequestError && error.cause instanceof TimeoutError)) {
+    return new CortexError('timeout', `${subject} did not answer within ${timeoutMs} ms`, { cause: error });
+  }
+  return new CortexError('internal', `bus request to ${subject} failed: ${(error as Error).message}`, { cause: error });
+}

@@ -1,0 +1,108 @@
+import { hostname } from 'node:os';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { INestApplicationContext, LoggerService } from '@nestjs/common';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Subjects } from '@cortex/contracts';
+import type { CortexConfig } from '@cortex/config';
+import { BusServer } from './bus.server.js';
+import { encodeJson } from './envelope.js';
+
+/** What the launcher hands each service. */
+export interface ServiceContext {
+  config: CortexConfig;
+  nc: NatsConnection;
+  logger: LoggerService;
+}
+
+export interface RunningService {
+  /** Stops taking work, finishes what is in flight, releases resources. Does not close `nc`. */
+  close(): Promise<void>;
+}
+
+/** Every app's `main.ts` exports `start` with this type; the CLI imports it by path. */
+export type ServiceStart = (context: ServiceContext) => Promise<RunningService>;
+
+/** Answer from each service on the status subject, for `cortex status`. */
+export interface ServicePing {
+  service: string;
+  id: string;
+  host: string;
+  pid: number;
+  uptimeS: number;
+  ready: boolean;
+  detail?: string;
+}
+
+interface BusAppOptions {
+  service: string;
+  context: ServiceContext;
+  /** Queue group for the service's request handlers; replicas share the load. */
+  queue?: string;
+  workerId?: string;
+  /** Reported by `cortex status`. */
+  detail?: () => { ready: boolean; detail?: string };
+}
+
+/** A Nest app with no HTTP: bus handlers only. */
+export async function startBusApp(module: unknown, options: BusAppOptions): Promise<RunningService> {
+  const app = await NestFactory.createMicroservice(module as never, {
+    strategy: new BusServer({ nc: options.context.nc, queue: options.queue, workerId: options.workerId }),
+    logger: options.context.logger,
+  });
+  await app.listen();
+  return withStatus(app, options);
+}
+
+/** A Nest app on Fastify that also serves bus handlers. */
+export async function startHttpApp(
+  module: unknown,
+  options: BusAppOptions & { listen: string; bodyLimit?: number; configure?: (app: NestFastifyApplication) => void },
+): Promise<RunningService & { app: NestFastifyApplication }> {
+  const app = await NestFactory.create<NestFastifyApplication>(
+    module as never,
+    new FastifyAdapter({ bodyLimit: options.bodyLimit, return503OnClosing: true }),
+    { logger: options.context.logger },
+  );
+  app.connectMicroservice(
+    { strategy: new BusServer({ nc: options.context.nc, queue: options.queue, workerId: options.workerId }) },
+    { inheritAppConfig: true },
+  );
+  options.configure?.(app);
+  await app.startAllMicroservices();
+  const { host, port } = splitHostPort(options.listen);
+  await app.listen(port, host);
+  const running = withStatus(app, options);
+  return { ...running, app };
+}
+
+function withStatus(app: INestApplicationContext, options: BusAppOptions): RunningService {
+  const startedAt = Date.now();
+  const id = options.workerId ?? `${options.service}-${hostname()}-${process.pid}`;
+  const sub = options.context.nc.subscribe(Subjects.serviceStatus, {
+    callback: (_error, msg) => {
+      const extra = options.detail?.() ?? { ready: true };
+      const ping: ServicePing = {
+        service: options.service,
+        id,
+        host: hostname(),
+        pid: process.pid,
+        uptimeS: Math.round((Date.now() - startedAt) / 1000),
+        ...extra,
+      };
+      msg.respond(encodeJson(ping));
+    },
+  });
+  return {
+    async close() {
+      sub.unsubscribe();
+      await app.close();
+    },
+  };
+}
+
+export function splitHostPort(listen: string): { host: string; port: number } {
+  const at = listen.lastIndexOf(':');
+  const host = listen.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+  return { host, port: Number(listen.slice(at + 1)) };
+}

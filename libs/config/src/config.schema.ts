@@ -1,0 +1,85 @@
+import 'reflect-metadata';
+import { Type } from 'class-transformer';
+import {
+  IsArray,
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  Min,
+  ValidateNested,
+  ArrayUnique,
+} from 'class-validator';
+
+const HOST_PORT = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/;
+
+export class GatewayConfig {
+  @Matches(HOST_PORT, { message: 'must be host:port' }) listen = '127.0.0.1:31313';
+  @IsInt() @Min(1024) bodyLimitBytes = 8 * 1024 * 1024;
+  /** How long a request may wait for translation, placement and a cold load before 504. */
+  @IsInt() @Min(100) placementTimeoutMs = 120_000;
+  /** A stream that sees no event (tokens or keep-alive) for this long is failed as `worker_lost`. */
+  @IsInt() @Min(500) streamIdleTimeoutMs = 10_000;
+  /** SSE comment frames while waiting, so proxies and clients keep the connection. */
+  @IsInt() @Min(100) keepAliveMs = 5_000;
+}
+
+export class NatsConfig {
+  @IsString() url = 'nats://127.0.0.1:4222';
+  /** Bound on every bus request/reply that is not a cold load. */
+  @IsInt() @Min(50) requestTimeoutMs = 5_000;
+}
+
+export class MetricsConfig {
+  @Matches(HOST_PORT, { message: 'must be host:port' }) listen = '127.0.0.1:31314';
+}
+
+export class EvictionConfig {
+  @IsIn(['lru', 'priority']) strategy: 'lru' | 'priority' = 'lru';
+  /** Seconds a model may sit unused before it is unloaded; 0 keeps it. */
+  @IsInt() @Min(0) idleTtl = 0;
+  @IsInt() @Min(0) defragAfterCycles = 0;
+}
+
+export class ModelConfig {
+  @Matches(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, { message: 'must be 1-128 letters, digits or . _ : / -' })
+  id!: string;
+  /** A GGUF path (relative to the config file), an `hf:` URI, or `fixture:<name>` for a generated model. */
+  @IsString() file!: string;
+  @IsInt() @Min(128) contextSize = 2048;
+  @IsInt() @Min(0) @Max(1000) priority = 0;
+  @IsBoolean() pinned = false;
+  /** Parallel sequences in the model's context (continuous batching width). */
+  @IsInt() @Min(1) @Max(64) slots = 4;
+  @IsOptional() @IsArray() @ArrayUnique() @IsString({ each: true }) aliases?: string[];
+  @IsString() ownedBy = 'cortex';
+}
+
+export class WorkerConfig {
+  /** Worker id used in subjects; defaults to the host name plus the device. */
+  @IsOptional() @Matches(/^[A-Za-z0-9_-]{1,64}$/, { message: 'must be 1-64 letters, digits, _ or -' }) id?: string;
+  /** CPU threads for inference; 0 means all cores this process may use. */
+  @IsInt() @Min(0) threads = 0;
+  @IsIn(['auto', 'cuda', 'vulkan', 'metal', 'cpu']) gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu' = 'auto';
+  /** GPU index this worker owns (sets CUDA_VISIBLE_DEVICES for its process). */
+  @IsOptional() @IsInt() @Min(0) device?: number;
+  /** Bytes the worker may use for models; 0 means whatever the device reports free. */
+  @IsInt() @Min(0) memoryBudget = 0;
+  @IsString() modelsDir = '.cortex/models';
+  @IsInt() @Min(100) heartbeatMs = 1_000;
+  /** Requests waiting for a free sequence per model before `busy` (429). */
+  @IsInt() @Min(0) maxQueue = 64;
+}
+
+export class CortexConfig {
+  @ValidateNested() @Type(() => GatewayConfig) gateway = new GatewayConfig();
+  @ValidateNested() @Type(() => NatsConfig) nats = new NatsConfig();
+  @ValidateNested() @Type(() => MetricsConfig) metrics = new MetricsConfig();
+  @ValidateNested() @Type(() => EvictionConfig) eviction = new EvictionConfig();
+  @IsArray() @ValidateNested({ each: true }) @Type(() => ModelConfig) models: ModelConfig[] = [];
+  @ValidateNested() @Type(() => WorkerConfig) worker = new WorkerConfig();
+  @IsIn(['trace', 'debug', 'info', 'warn', 'error']) logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' = 'info';
+}

@@ -1,0 +1,3 @@
+export * from './config.schema.js';
+export * from './load-config.js';
+export * from './tokens.js';

@@ -1,0 +1,70 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, loadConfig, parseConfig } from './load-config.js';
+
+function tempConfig(yaml: string): { dir: string; env: NodeJS.ProcessEnv } {
+  const dir = mkdtempSync(join(tmpdir(), 'cortex-config-'));
+  writeFileSync(join(dir, 'cortex.yaml'), yaml);
+  return { dir, env: { CORTEX_CONFIG: join(dir, 'cortex.yaml') } };
+}
+
+describe('config', () => {
+  it('config - defaults apply when the default file is absent', () => {
+    const { config, path } = loadConfig({}, mkdtempSync(join(tmpdir(), 'cortex-empty-')));
+    assert.equal(path, null);
+    assert.equal(config.gateway.listen, '127.0.0.1:31313');
+    assert.equal(config.metrics.listen, '127.0.0.1:31314');
+    assert.equal(config.nats.url, 'nats://127.0.0.1:4222');
+    assert.equal(config.eviction.strategy, 'lru');
+  });
+
+  it('config - snake_case keys map onto the schema and model paths resolve against the file', () => {
+    const { dir, env } = tempConfig(
+      'eviction:\n  strategy: priority\n  idle_ttl: 30\nmodels:\n  - id: m1\n    file: m1.gguf\n    context_size: 1024\n    pinned: true\n',
+    );
+    const { config } = loadConfig(env, '/');
+    assert.equal(config.eviction.strategy, 'priority');
+    assert.equal(config.eviction.idleTtl, 30);
+    assert.equal(config.models[0]?.contextSize, 1024);
+    assert.equal(config.models[0]?.pinned, true);
+    assert.equal(config.models[0]?.slots, 4);
+    assert.equal(config.models[0]?.file, join(dir, 'm1.gguf'));
+  });
+
+  it('config - a bad value fails fast naming its path', () => {
+    assert.throws(
+      () => parseConfig({ models: [{ id: 'ok', file: 'x.gguf' }, { id: 'm', file: 'y', context_size: 12 }] }),
+      (error: Error) => error instanceof ConfigError && /models\[1\]\.context_size: .*128/.test(error.message),
+    );
+    assert.throws(
+      () => parseConfig({ eviction: { strategy: 'random' } }),
+      (error: Error) => /eviction\.strategy/.test(error.message),
+    );
+  });
+
+  it('config - unknown keys are rejected so typos do not pass silently', () => {
+    assert.throws(() => parseConfig({ gateway: { lisen: '1.2.3.4:5' } }), /gateway\.lisen/);
+  });
+
+  it('config - duplicate model ids and aliases are rejected', () => {
+    assert.throws(
+      () => parseConfig({ models: [{ id: 'a', file: 'a' }, { id: 'b', file: 'b', aliases: ['a'] }] }),
+      /"a" is used twice/,
+    );
+  });
+
+  it('config - env overrides win over the file', () => {
+    const { env } = tempConfig('nats:\n  url: nats://file:4222\n');
+    const { config } = loadConfig({ ...env, CORTEX_NATS_URL: 'nats://env:4333', CORTEX_WORKER_THREADS: '2' }, '/');
+    assert.equal(config.nats.url, 'nats://env:4333');
+    assert.equal(config.worker.threads, 2);
+    assert.throws(() => loadConfig({ ...env, CORTEX_WORKER_THREADS: 'two' }, '/'), /CORTEX_WORKER_THREADS/);
+  });
+
+  it('config - a named file that does not exist is an error', () => {
+    assert.throws(() => loadConfig({ CORTEX_CONFIG: '/nonexistent/cortex.yaml' }), /does not exist/);
+  });
+});

@@ -1,0 +1,125 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { plainToInstance } from 'class-transformer';
+import { validateSync, type ValidationError } from 'class-validator';
+import { parse as parseYaml } from 'yaml';
+import { CortexConfig } from './config.schema.js';
+
+export const DEFAULT_CONFIG_PATH = 'config/cortex.yaml';
+
+/** Environment variables that override the config file; the one place they are named. */
+export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'string' | 'int' }> = [
+  { env: 'CORTEX_NATS_URL', path: 'nats.url', type: 'string' },
+  { env: 'CORTEX_LISTEN', path: 'gateway.listen', type: 'string' },
+  { env: 'CORTEX_METRICS_LISTEN', path: 'metrics.listen', type: 'string' },
+  { env: 'CORTEX_WORKER_ID', path: 'worker.id', type: 'string' },
+  { env: 'CORTEX_WORKER_THREADS', path: 'worker.threads', type: 'int' },
+  { env: 'CORTEX_WORKER_GPU', path: 'worker.gpu', type: 'string' },
+  { env: 'CORTEX_WORKER_DEVICE', path: 'worker.device', type: 'int' },
+  { env: 'CORTEX_WORKER_MEMORY_BUDGET', path: 'worker.memory_budget', type: 'int' },
+  { env: 'CORTEX_MODELS_DIR', path: 'worker.models_dir', type: 'string' },
+  { env: 'CORTEX_LOG_LEVEL', path: 'log_level', type: 'string' },
+];
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+export interface LoadedConfig {
+  config: CortexConfig;
+  /** The file read, or null when built-in defaults were used. */
+  path: string | null;
+}
+
+/**
+ * Reads `CORTEX_CONFIG` (default `config/cortex.yaml`), applies env overrides, validates, and fails
+ * with the offending key's path. A missing default file means built-in defaults; a missing file that
+ * was asked for by name is an error.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): LoadedConfig {
+  const requested = env.CORTEX_CONFIG;
+  const path = resolve(cwd, requested ?? DEFAULT_CONFIG_PATH);
+  let raw: unknown = {};
+  let usedPath: string | null = null;
+  if (existsSync(path)) {
+    try {
+      raw = parseYaml(readFileSync(path, 'utf8')) ?? {};
+    } catch (error) {
+      throw new ConfigError(`config ${path}: not valid YAML: ${(error as Error).message}`);
+    }
+    usedPath = path;
+  } else if (requested !== undefined) {
+    throw new ConfigError(`config ${path} (from CORTEX_CONFIG) does not exist`);
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new ConfigError(`config ${path}: the top level must be a mapping`);
+  }
+  const where = usedPath ?? 'built-in defaults';
+  const plain = applyEnv(raw as Record<string, unknown>, env);
+  const config = parseConfig(plain, where);
+  const base = usedPath ? dirname(usedPath) : cwd;
+  for (const model of config.models) {
+    if (!/^(hf:|fixture:|https?:)/.test(model.file) && !isAbsolute(model.file)) model.file = resolve(base, model.file);
+  }
+  if (!isAbsolute(config.worker.modelsDir)) config.worker.modelsDir = resolve(cwd, config.worker.modelsDir);
+  return { config, path: usedPath };
+}
+
+/** Validates a snake_case plain object (as written in YAML) into a config. */
+export function parseConfig(plain: Record<string, unknown>, where = 'config'): CortexConfig {
+  const config = plainToInstance(CortexConfig, camelKeys(plain) as object);
+  const errors = validateSync(config, { whitelist: true, forbidNonWhitelisted: true });
+  if (errors.length > 0) {
+    const lines = errors.flatMap((e) => describe(e, ''));
+    throw new ConfigError(`${where}: ${lines.join('; ')}`);
+  }
+  const ids = new Set<string>();
+  for (const [i, model] of config.models.entries()) {
+    for (const name of [model.id, ...(model.aliases ?? [])]) {
+      if (ids.has(name)) throw new ConfigError(`${where}: models[${i}]: id or alias "${name}" is used twice`);
+      ids.add(name);
+    }
+  }
+  return config;
+}
+
+function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const out = structuredClone(raw);
+  for (const { env: name, path, type } of ENV_OVERRIDES) {
+    const value = env[name];
+    if (value === undefined || value === '') continue;
+    let parsed: string | number = value;
+    if (type === 'int') {
+      parsed = Number(value);
+      if (!Number.isInteger(parsed)) throw new ConfigError(`${name}=${value}: must be an integer (sets ${path})`);
+    }
+    const keys = path.split('.');
+    let node: Record<string, unknown> = out;
+    for (const key of keys.slice(0, -1)) {
+      const next = node[key];
+      node[key] = next !== null && typeof next === 'object' ? next : {};
+      node = node[key] as Record<string, unknown>;
+    }
+    node[keys[keys.length - 1]!] = parsed;
+  }
+  return out;
+}
+
+const toCamel = (key: string): string => key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+const toSnake = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+function camelKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(camelKeys);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [toCamel(k), camelKeys(v)]));
+}
+
+function describe(error: ValidationError, prefix: string): string[] {
+  const key = /^\d+$/.test(error.property) ? `[${error.property}]` : `${prefix ? '.' : ''}${toSnake(error.property)}`;
+  const path = prefix + key;
+  const own = Object.values(error.constraints ?? {}).map((message) => {
+    const text = message.replace(new RegExp(`^(property )?${error.property} `), '');
+    return `${path}: ${text} (got ${JSON.stringify(error.value)})`;
+  });
+  return [...own, ...(error.children ?? []).flatMap((child) => describe(child, path))];
+}

@@ -1,0 +1,2 @@
+/** Nest injection token for the validated `CortexConfig`. */
+export const CONFIG = Symbol('cortex.config');

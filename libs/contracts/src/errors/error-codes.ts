@@ -1,0 +1,64 @@
+/**
+ * One registry of error codes with their HTTP status. Bus replies carry the code; each HTTP dialect
+ * maps it to its own error body (see @cortex/wire).
+ */
+export const ErrorCodes = {
+  invalid_request: { status: 400, type: 'invalid_request_error' },
+  unauthorized: { status: 401, type: 'authentication_error' },
+  model_not_found: { status: 404, type: 'not_found_error' },
+  not_found: { status: 404, type: 'not_found_error' },
+  payload_too_large: { status: 413, type: 'invalid_request_error' },
+  busy: { status: 429, type: 'rate_limit_error' },
+  no_worker: { status: 503, type: 'service_unavailable' },
+  service_unavailable: { status: 503, type: 'service_unavailable' },
+  model_load_failed: { status: 503, type: 'service_unavailable' },
+  timeout: { status: 504, type: 'timeout_error' },
+  worker_lost: { status: 502, type: 'api_error' },
+  internal: { status: 500, type: 'api_error' },
+} as const satisfies Record<string, { status: number; type: string }>;
+
+export type ErrorCode = keyof typeof ErrorCodes;
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ErrorCodes, value);
+}
+
+/** The error body every bus reply and stream error event carries. */
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  /** The request field at fault, e.g. `messages[0].role`. */
+  param?: string;
+  /** Seconds a client should wait before retrying (503/429). */
+  retryAfter?: number;
+}
+
+/** An error with a registered code; thrown anywhere, rendered at the HTTP edge in the caller's dialect. */
+export class CortexError extends Error {
+  override readonly name = 'CortexError';
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly extra: { param?: string; retryAfter?: number; cause?: unknown } = {},
+  ) {
+    super(message, extra.cause === undefined ? undefined : { cause: extra.cause });
+  }
+
+  get status(): number {
+    return ErrorCodes[this.code].status;
+  }
+
+  toBody(): ErrorBody {
+    const body: ErrorBody = { code: this.code, message: this.message };
+    if (this.extra.param !== undefined) body.param = this.extra.param;
+    if (this.extra.retryAfter !== undefined) body.retryAfter = this.extra.retryAfter;
+    return body;
+  }
+
+  static fromBody(body: ErrorBody): CortexError {
+    return new CortexError(isErrorCode(body.code) ? body.code : 'internal', body.message, {
+      param: body.param,
+      retryAfter: body.retryAfter,
+    });
+  }
+}

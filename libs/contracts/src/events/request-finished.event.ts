@@ -1,0 +1,20 @@
+import type { Dialect, FinishReason, Timings, Usage } from '../generate/generate.messages.js';
+import type { ErrorCode } from '../errors/error-codes.js';
+
+/** gateway → metrics: one per HTTP request that reached the inference path, success or not. */
+export interface RequestFinishedEvent {
+  requestId: string;
+  model: string;
+  workerId: string | null;
+  dialect: Dialect;
+  stream: boolean;
+  /** HTTP status the client saw (200 for a stream that later failed mid-way is reported with errorCode). */
+  status: number;
+  errorCode: ErrorCode | null;
+  finishReason: FinishReason | null;
+  usage: Usage | null;
+  timings: Timings | null;
+  /** Gateway-side wall time from request arrival to the last byte. */
+  durationMs: number;
+  finishedAt: number;
+}

@@ -1,0 +1,101 @@
+import { Type } from 'class-transformer';
+import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, Min, ValidateNested, IsArray } from 'class-validator';
+
+export const MODEL_STATES = ['loading', 'ready', 'unloading', 'failed'] as const;
+export type ModelState = (typeof MODEL_STATES)[number];
+
+export class LoadedModel {
+  @IsString() id!: string;
+  @IsIn(MODEL_STATES) state!: ModelState;
+  @IsInt() @Min(0) inFlight!: number;
+  @IsInt() @Min(0) queued!: number;
+  @IsInt() @Min(0) slots!: number;
+  /** Epoch milliseconds of the last request that used the model. */
+  @IsNumber() lastUsedAt!: number;
+  @IsOptional() @IsNumber() sizeBytes?: number;
+  @IsOptional() @IsString() error?: string;
+}
+
+export class DeviceInfo {
+  @IsString() name!: string;
+  @IsString() kind!: string;
+  @IsNumber() totalBytes!: number;
+  @IsNumber() freeBytes!: number;
+}
+
+/** worker → everyone, about once a second on `llm.hb.v1.worker.<id>`. */
+export class Heartbeat {
+  @IsString() workerId!: string;
+  @IsString() host!: string;
+  @IsInt() pid!: number;
+  @IsNumber() startedAt!: number;
+  @IsNumber() sentAt!: number;
+  @IsNumber() intervalMs!: number;
+  @IsBoolean() draining!: boolean;
+  @ValidateNested() @Type(() => DeviceInfo) device!: DeviceInfo;
+  @IsArray() @ValidateNested({ each: true }) @Type(() => LoadedModel) models!: LoadedModel[];
+}
+
+/** router → worker: load a catalogue model. */
+export class LoadCommand {
+  @IsString() model!: string;
+  /** A file path, `hf:` URI, or `fixture:<id>` for a model the project generates. */
+  @IsString() source!: string;
+  @IsInt() @Min(128) contextSize!: number;
+  @IsInt() @Min(1) slots!: number;
+}
+
+export interface LoadResult {
+  model: string;
+  workerId: string;
+  loadMs: number;
+  sizeBytes: number;
+}
+
+/** gateway → router: where should this model run? */
+export class PlaceRequest {
+  @IsString() model!: string;
+  @IsOptional() @IsString() requestId?: string;
+}
+
+export interface Placement {
+  model: string;
+  workerId: string;
+  /** True when the router had to load the model for this request. */
+  coldStart: boolean;
+}
+
+export interface ModelLocation {
+  workerId: string;
+  state: ModelState;
+  inFlight: number;
+  queued: number;
+}
+
+export interface CatalogueEntry {
+  id: string;
+  ownedBy: string;
+  created: number;
+  contextSize: number;
+  pinned: boolean;
+  priority: number;
+  loaded: boolean;
+  locations: ModelLocation[];
+}
+
+export interface WorkerView {
+  workerId: string;
+  host: string;
+  pid: number;
+  up: boolean;
+  lastSeenMs: number;
+  draining: boolean;
+  device: DeviceInfo;
+  models: LoadedModel[];
+}
+
+export interface FleetView {
+  routerId: string;
+  workers: WorkerView[];
+  catalogue: CatalogueEntry[];
+}

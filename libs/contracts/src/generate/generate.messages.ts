@@ -1,0 +1,69 @@
+import { Type } from 'class-transformer';
+import { IsIn, IsObject, IsOptional, IsString, ValidateNested } from 'class-validator';
+import { CanonicalRequest } from './canonical-request.js';
+import type { ErrorBody } from '../errors/error-codes.js';
+
+export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages'] as const;
+export type Dialect = (typeof DIALECTS)[number];
+
+/** gateway → translator: decode one HTTP body of a dialect into the canonical request. */
+export class DecodeRequest {
+  @IsIn(DIALECTS) dialect!: Dialect;
+  @IsObject() body!: Record<string, unknown>;
+}
+
+/** gateway → worker: run this request and publish its events on `streamSubject`. */
+export class GenerateCommand {
+  @IsString() requestId!: string;
+  @IsString() streamSubject!: string;
+  @ValidateNested() @Type(() => CanonicalRequest) request!: CanonicalRequest;
+}
+
+export interface GenerateAccepted {
+  requestId: string;
+  workerId: string;
+  /** How many requests were ahead of this one when it was admitted. */
+  queuePosition: number;
+}
+
+export class CancelCommand {
+  @IsString() requestId!: string;
+  @IsOptional() @IsString() reason?: string;
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'cancelled' | 'error';
+
+export interface Usage {
+  promptTokens: number;
+  cachedPromptTokens: number;
+  completionTokens: number;
+  reasoningTokens: number;
+}
+
+export interface Timings {
+  /** From `generate` arriving at the worker to the first token event. */
+  ttftMs: number;
+  /** Decode rate after the first token. */
+  decodeTokensPerSecond: number;
+  durationMs: number;
+  queueMs: number;
+}
+
+/**
+ * Canonical events a worker publishes on a request's stream subject. `seq` starts at 0 and grows by
+ * one per event; a gap means lost messages and is treated as an error by the consumer.
+ */
+export type StreamEvent =
+  | { seq: number; type: 'start'; requestId: string; workerId: string; model: string; promptTokens: number }
+  | { seq: number; type: 'text'; text: string }
+  | { seq: number; type: 'reasoning'; text: string }
+  | { seq: number; type: 'tool_call'; index: number; id: string; name: string }
+  | { seq: number; type: 'tool_args'; index: number; delta: string }
+  | { seq: number; type: 'keepalive' }
+  | { seq: number; type: 'finish'; reason: FinishReason; usage: Usage; timings: Timings }
+  | { seq: number; type: 'error'; error: ErrorBody };
+
+export type StreamEventType = StreamEvent['type'];
+
+/** Events without their sequence number, as a producer emits them before numbering. */
+export type StreamEventBody = StreamEvent extends infer E ? (E extends { seq: number } ? Omit<E, 'seq'> : never) : never;

@@ -1,0 +1,8 @@
+import 'reflect-metadata';
+export * from './subjects/subjects.js';
+export * from './errors/error-codes.js';
+export * from './generate/canonical-request.js';
+export * from './generate/generate.messages.js';
+export * from './fleet/fleet.messages.js';
+export * from './events/request-finished.event.js';
+export * from './validate.js';

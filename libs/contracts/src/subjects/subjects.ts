@@ -1,0 +1,44 @@
+/**
+ * Every NATS subject cortex uses. This is the only file that spells a subject string.
+ * Grammar: `llm.<service>.v1.<verb>`, `llm.worker.v1.<workerId>.<verb>`, `llm.hb.v1.worker.<workerId>`,
+ * `llm.evt.v1.<noun>.<past-tense>`, `llm.stream.v1.<requestId>`. Ids come last, lowercase, never `$`.
+ */
+export const WORKER_ID_TOKEN = '{worker}';
+
+export const Subjects = {
+  translatorDecode: 'llm.translator.v1.decode',
+  routerPlace: 'llm.router.v1.place',
+  routerModels: 'llm.router.v1.models',
+  routerFleet: 'llm.router.v1.fleet',
+  /** Handler patterns for one worker; the bus server replaces `{worker}` with its own id. */
+  workerGenerate: `llm.worker.v1.${WORKER_ID_TOKEN}.generate`,
+  workerCancel: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel`,
+  workerLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.load`,
+  heartbeatAll: 'llm.hb.v1.worker.*',
+  requestFinished: 'llm.evt.v1.request.finished',
+  modelLoaded: 'llm.evt.v1.model.loaded',
+  serviceStatus: 'llm.status.v1.ping',
+} as const;
+
+/** The subject of one worker's handler pattern, e.g. `workerSubject(Subjects.workerGenerate, 'w1')`. */
+export function workerSubject(pattern: string, workerId: string): string {
+  assertToken(workerId, 'workerId');
+  return pattern.replace(WORKER_ID_TOKEN, workerId);
+}
+
+export function heartbeatSubject(workerId: string): string {
+  assertToken(workerId, 'workerId');
+  return `llm.hb.v1.worker.${workerId}`;
+}
+
+export function streamSubject(requestId: string): string {
+  assertToken(requestId, 'requestId');
+  return `llm.stream.v1.${requestId}`;
+}
+
+/** Ids end up inside subjects: a dot, a wildcard or white space would change which subscribers match. */
+export function assertToken(value: string, name: string): void {
+  if (!/^[A-Za-z0-9_-]{1,128}$/.test(value)) {
+    throw new Error(`${name} "${value}" must be 1-128 characters of letters, digits, '_' or '-'`);
+  }
+}

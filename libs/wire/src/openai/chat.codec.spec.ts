@@ -1,0 +1,123 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CortexError, type StreamEvent } from '@cortex/contracts';
+import { decodeChatRequest } from './chat.decoder.js';
+import { ChatChunkEncoder, ChatCompletionAggregator, openAiError } from './chat.encoder.js';
+
+function invalid(body: unknown, param: string): void {
+  assert.throws(
+    () => decodeChatRequest(body),
+    (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param,
+    `expected invalid_request on ${param}`,
+  );
+}
+
+const usage = { promptTokens: 5, cachedPromptTokens: 1, completionTokens: 3, reasoningTokens: 1 };
+const timings = { ttftMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
+
+describe('openai chat codec', () => {
+  it('openai chat codec - decodes roles, sampling, tools and a tool round trip', () => {
+    const request = decodeChatRequest({
+      model: 'm',
+      messages: [
+        { role: 'developer', content: 'be brief' },
+        { role: 'user', content: [{ type: 'text', text: 'weather ' }, { type: 'text', text: 'in Paris?' }] },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'w', arguments: '{"city":"Paris"}' } }] },
+        { role: 'tool', tool_call_id: 'c1', content: '{"temp":20}' },
+      ],
+      tools: [{ type: 'function', function: { name: 'w', parameters: { type: 'object' } } }],
+      tool_choice: { type: 'function', function: { name: 'w' } },
+      temperature: 0,
+      max_completion_tokens: 7,
+      stop: 'END',
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    assert.deepEqual(request.messages.map((m) => m.role), ['system', 'user', 'assistant', 'tool']);
+    assert.equal(request.messages[1]?.content, 'weather in Paris?');
+    assert.deepEqual(request.messages[2]?.toolCalls, [{ id: 'c1', name: 'w', arguments: '{"city":"Paris"}' }]);
+    assert.equal(request.messages[3]?.toolCallId, 'c1');
+    assert.deepEqual(request.sampling, { temperature: 0, maxTokens: 7, stop: ['END'] });
+    assert.equal(request.toolChoice, 'function:w');
+    assert.equal(request.includeUsage, true);
+  });
+
+  it('openai chat codec - tool_choice none drops the tools', () => {
+    const request = decodeChatRequest({
+      model: 'm',
+      messages: [{ role: 'user', content: 'hi' }],
+      tools: [{ type: 'function', function: { name: 'w' } }],
+      tool_choice: 'none',
+    });
+    assert.equal(request.tools, undefined);
+  });
+
+  it('openai chat codec - invalid bodies name the field', () => {
+    invalid({ messages: [] }, 'model');
+    invalid({ model: 'm', messages: [] }, 'messages');
+    invalid({ model: 'm', messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role');
+    invalid({ model: 'm', messages: [{ role: 'user', content: 5 }] }, 'messages[0].content');
+    invalid({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 'messages[0].content[0]');
+    invalid({ model: 'm', messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id');
+    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], temperature: 3 }, 'temperature');
+    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], max_tokens: 0 }, 'max_tokens');
+    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], n: 2 }, 'n');
+    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], stream_options: { include_usage: true } }, 'stream_options');
+    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice.function.name');
+  });
+
+  it('openai chat codec - stream chunks put the role first and usage last', () => {
+    const encoder = new ChatChunkEncoder({ id: 'chatcmpl-1', model: 'm', created: 1, includeUsage: true });
+    const events: StreamEvent[] = [
+      { seq: 0, type: 'start', requestId: 'r', workerId: 'w', model: 'm', promptTokens: 5 },
+      { seq: 1, type: 'reasoning', text: 'hmm' },
+      { seq: 2, type: 'keepalive' },
+      { seq: 3, type: 'text', text: 'Hi' },
+      { seq: 4, type: 'finish', reason: 'stop', usage, timings },
+    ];
+    const chunks = events.flatMap((event) => encoder.encode(event)) as Array<{ choices: Array<{ delta: unknown; finish_reason: unknown }>; usage: unknown }>;
+    assert.equal(chunks.length, 4);
+    assert.deepEqual(chunks[0]?.choices[0]?.delta, { role: 'assistant', content: '', reasoning_content: 'hmm' });
+    assert.deepEqual(chunks[1]?.choices[0]?.delta, { content: 'Hi' });
+    assert.equal(chunks[2]?.choices[0]?.finish_reason, 'stop');
+    assert.equal(chunks[2]?.usage, null);
+    assert.deepEqual(chunks[3]?.choices, []);
+    assert.deepEqual(chunks[3]?.usage, {
+      prompt_tokens: 5,
+      completion_tokens: 3,
+      total_tokens: 8,
+      prompt_tokens_details: { cached_tokens: 1 },
+      completion_tokens_details: { reasoning_tokens: 1 },
+    });
+  });
+
+  it('openai chat codec - tool calls stream with integer index, id and argument chunks', () => {
+    const encoder = new ChatChunkEncoder({ id: 'c', model: 'm', created: 1, includeUsage: false });
+    const aggregator = new ChatCompletionAggregator({ id: 'c', model: 'm', created: 1 });
+    const events: StreamEvent[] = [
+      { seq: 0, type: 'tool_call', index: 0, id: 'call_1', name: 'get_weather' },
+      { seq: 1, type: 'tool_args', index: 0, delta: '{"city":' },
+      { seq: 2, type: 'tool_args', index: 0, delta: '"Paris"}' },
+      { seq: 3, type: 'finish', reason: 'tool_calls', usage, timings },
+    ];
+    const chunks = events.flatMap((event) => {
+      aggregator.add(event);
+      return encoder.encode(event);
+    }) as Array<{ choices: Array<{ delta: { tool_calls?: unknown[] }; finish_reason: unknown }> }>;
+    assert.deepEqual(chunks[0]?.choices[0]?.delta.tool_calls, [
+      { index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } },
+    ]);
+    assert.equal(chunks[3]?.choices[0]?.finish_reason, 'tool_calls');
+    const body = aggregator.body() as { choices: Array<{ message: Record<string, unknown>; finish_reason: string }> };
+    assert.deepEqual(body.choices[0]?.message.tool_calls, [
+      { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+    ]);
+    assert.equal(body.choices[0]?.message.content, null);
+  });
+
+  it('openai chat codec - errors use the OpenAI shape', () => {
+    assert.deepEqual(openAiError({ code: 'model_not_found', message: 'no such model' }), {
+      error: { message: 'no such model', type: 'not_found_error', param: null, code: 'model_not_found' },
+    });
+  });
+});

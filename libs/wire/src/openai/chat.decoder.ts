@@ -1,0 +1,146 @@
+import type { CanonicalMessage, CanonicalRequest, ResponseFormat, Sampling, ToolCall, ToolDefinition } from '@cortex/contracts';
+import {
+  array,
+  fail,
+  isObject,
+  object,
+  oneOf,
+  optionalBoolean,
+  optionalInteger,
+  optionalNumber,
+  optionalString,
+  string,
+  type Json,
+} from '../fields.js';
+
+const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
+
+/** OpenAI Chat Completions body → canonical request. Throws `invalid_request` naming the field. */
+export function decodeChatRequest(input: unknown): CanonicalRequest {
+  const body = object(input, 'body');
+  const model = string(body.model, 'model');
+  if (model.length === 0) fail('model', 'must not be empty');
+  const messages = array(body.messages, 'messages').map((m, i) => decodeMessage(m, `messages[${i}]`));
+  if (messages.length === 0) fail('messages', 'must contain at least one message');
+  const n = optionalInteger(body.n, 'n', 1);
+  if (n !== undefined && n !== 1) fail('n', 'only n=1 is supported');
+
+  let tools = body.tools === undefined || body.tools === null ? undefined : array(body.tools, 'tools').map((t, i) => decodeTool(t, `tools[${i}]`));
+  const toolChoice = decodeToolChoice(body.tool_choice, tools);
+  if (toolChoice === 'none') tools = undefined;
+
+  const request: CanonicalRequest = {
+    model,
+    messages,
+    sampling: decodeSampling(body),
+    stream: optionalBoolean(body.stream, 'stream') ?? false,
+  };
+  if (tools && tools.length > 0) request.tools = tools;
+  if (toolChoice && toolChoice !== 'none') request.toolChoice = toolChoice;
+  const format = decodeResponseFormat(body.response_format);
+  if (format) request.responseFormat = format;
+  if (body.stream_options !== undefined && body.stream_options !== null) {
+    const options = object(body.stream_options, 'stream_options');
+    if (!request.stream) fail('stream_options', 'is only allowed when stream is true');
+    request.includeUsage = optionalBoolean(options.include_usage, 'stream_options.include_usage') ?? false;
+  }
+  return request;
+}
+
+function decodeMessage(input: unknown, param: string): CanonicalMessage {
+  const message = object(input, param);
+  const role = oneOf(message.role, `${param}.role`, ROLES);
+  const content = decodeContent(message.content, `${param}.content`, role === 'assistant');
+  const out: CanonicalMessage = { role: role === 'developer' ? 'system' : role, content };
+  const name = optionalString(message.name, `${param}.name`);
+  if (name) out.name = name;
+  if (role === 'assistant') {
+    const reasoning = optionalString(message.reasoning_content, `${param}.reasoning_content`);
+    if (reasoning) out.reasoning = reasoning;
+    if (message.tool_calls !== undefined && message.tool_calls !== null) {
+      out.toolCalls = array(message.tool_calls, `${param}.tool_calls`).map((c, i) => decodeToolCall(c, `${param}.tool_calls[${i}]`));
+    }
+  }
+  if (role === 'tool') out.toolCallId = string(message.tool_call_id, `${param}.tool_call_id`);
+  return out;
+}
+
+function decodeContent(value: unknown, param: string, nullable: boolean): string {
+  if (typeof value === 'string') return value;
+  if ((value === null || value === undefined) && nullable) return '';
+  if (!Array.isArray(value)) fail(param, 'must be a string or an array of content parts');
+  return value
+    .map((part, i) => {
+      const p = object(part, `${param}[${i}]`);
+      const type = string(p.type, `${param}[${i}].type`);
+      if (type === 'text') return string(p.text, `${param}[${i}].text`);
+      if (type === 'image_url' || type === 'input_audio' || type === 'file') {
+        fail(`${param}[${i}]`, `${type} parts are not supported: this model takes text only`);
+      }
+      return fail(`${param}[${i}].type`, `unknown content part type '${type}'`);
+    })
+    .join('');
+}
+
+function decodeToolCall(input: unknown, param: string): ToolCall {
+  const call = object(input, param);
+  const fn = object(call.function, `${param}.function`);
+  return {
+    id: string(call.id, `${param}.id`),
+    name: string(fn.name, `${param}.function.name`),
+    arguments: string(fn.arguments, `${param}.function.arguments`),
+  };
+}
+
+function decodeTool(input: unknown, param: string): ToolDefinition {
+  const tool = object(input, param);
+  oneOf(tool.type, `${param}.type`, ['function']);
+  const fn = object(tool.function, `${param}.function`);
+  const out: ToolDefinition = { name: string(fn.name, `${param}.function.name`) };
+  const description = optionalString(fn.description, `${param}.function.description`);
+  if (description !== undefined) out.description = description;
+  if (fn.parameters !== undefined) out.parameters = object(fn.parameters, `${param}.function.parameters`);
+  return out;
+}
+
+function decodeToolChoice(value: unknown, tools: ToolDefinition[] | undefined): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'string') return oneOf(value, 'tool_choice', ['none', 'auto', 'required']);
+  const choice = object(value, 'tool_choice');
+  oneOf(choice.type, 'tool_choice.type', ['function']);
+  const name = string(object(choice.function, 'tool_choice.function').name, 'tool_choice.function.name');
+  if (!tools?.some((tool) => tool.name === name)) fail('tool_choice.function.name', `no tool named '${name}' in tools`);
+  return `function:${name}`;
+}
+
+function decodeSampling(body: Json): Sampling {
+  const sampling: Sampling = {};
+  const set = <K extends keyof Sampling>(key: K, value: Sampling[K] | undefined): void => {
+    if (value !== undefined) sampling[key] = value;
+  };
+  set('temperature', optionalNumber(body.temperature, 'temperature', 0, 2));
+  set('topP', optionalNumber(body.top_p, 'top_p', 0, 1));
+  set('seed', optionalInteger(body.seed, 'seed', Number.MIN_SAFE_INTEGER));
+  set('maxTokens', optionalInteger(body.max_completion_tokens, 'max_completion_tokens', 1) ?? optionalInteger(body.max_tokens, 'max_tokens', 1));
+  set('presencePenalty', optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2));
+  set('frequencyPenalty', optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2));
+  if (body.stop !== undefined && body.stop !== null) {
+    const stops = typeof body.stop === 'string' ? [body.stop] : array(body.stop, 'stop').map((s, i) => string(s, `stop[${i}]`));
+    if (stops.length > 16) fail('stop', 'at most 16 stop sequences');
+    if (stops.some((s) => s.length === 0)) fail('stop', 'stop sequences must not be empty');
+    sampling.stop = stops;
+  }
+  return sampling;
+}
+
+function decodeResponseFormat(value: unknown): ResponseFormat | undefined {
+  if (value === undefined || value === null) return undefined;
+  const format = object(value, 'response_format');
+  const type = oneOf(format.type, 'response_format.type', ['text', 'json_object', 'json_schema']);
+  if (type === 'text') return undefined;
+  if (type === 'json_object') return { type };
+  const spec = object(format.json_schema, 'response_format.json_schema');
+  string(spec.name, 'response_format.json_schema.name');
+  const schema = isObject(spec.schema) ? spec.schema : {};
+  return { type, schema };
+}
