@@ -6,6 +6,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { Subjects } from '@cortex/contracts';
 import type { CortexConfig } from '@cortex/config';
 import { BusServer } from './bus.server.js';
+import { BusExceptionFilter } from './bus-exception.filter.js';
 import { encodeJson } from './envelope.js';
 
 /** What the launcher hands each service. */
@@ -50,6 +51,7 @@ export async function startBusApp(module: unknown, options: BusAppOptions): Prom
     strategy: new BusServer({ nc: options.context.nc, queue: options.queue, workerId: options.workerId }),
     logger: options.context.logger,
   });
+  app.useGlobalFilters(new BusExceptionFilter());
   await app.listen();
   return withStatus(app, options);
 }
@@ -64,10 +66,10 @@ export async function startHttpApp(
     new FastifyAdapter({ bodyLimit: options.bodyLimit, return503OnClosing: true }),
     { logger: options.context.logger },
   );
-  app.connectMicroservice(
-    { strategy: new BusServer({ nc: options.context.nc, queue: options.queue, workerId: options.workerId }) },
-    { inheritAppConfig: true },
-  );
+  const microservice = app.connectMicroservice({
+    strategy: new BusServer({ nc: options.context.nc, queue: options.queue, workerId: options.workerId }),
+  });
+  microservice.useGlobalFilters(new BusExceptionFilter());
   options.configure?.(app);
   await app.startAllMicroservices();
   const { host, port } = splitHostPort(options.listen);

@@ -1,0 +1,3 @@
+export * from './test-nats.js';
+export * from './test-stack.js';
+export * from './sse-client.js';

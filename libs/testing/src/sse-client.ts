@@ -1,0 +1,16 @@
+import { SseParser, type SseMessage } from '@cortex/wire';
+
+/** Posts JSON and collects the raw SSE messages of the reply, for framing assertions. */
+export async function postSse(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; raw: string; messages: SseMessage[] }> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const parser = new SseParser();
+  const messages: SseMessage[] = [];
+  let raw = '';
+  const decoder = new TextDecoder();
+  for await (const chunk of response.body ?? []) {
+    const text = decoder.decode(chunk as Uint8Array, { stream: true });
+    raw += text;
+    messages.push(...parser.push(text));
+  }
+  return { status: response.status, headers: response.headers, raw, messages };
+}

@@ -1,0 +1,51 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startNatsServer } from '@cortex/bus';
+
+export interface TestNats {
+  url: string;
+  /** How it was started: a container or a local nats-server process. */
+  kind: 'testcontainers' | 'local';
+  stop(): Promise<void>;
+}
+
+function dockerReachable(): boolean {
+  return Boolean(process.env.DOCKER_HOST) || existsSync('/var/run/docker.sock');
+}
+
+/**
+ * A fresh NATS server with JetStream for one test file, never shared: testcontainers when a Docker
+ * engine is reachable, otherwise a local `nats-server` on a free port with a temp store.
+ */
+export async function startTestNats(): Promise<TestNats> {
+  if (dockerReachable() && process.env.CORTEX_TEST_NATS !== 'local') {
+    try {
+      const { GenericContainer, Wait } = await import('testcontainers');
+      const container = await new GenericContainer('nats:2-alpine')
+        .withCommand(['-js'])
+        .withExposedPorts(4222)
+        .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+        .start();
+      return {
+        url: `nats://${container.getHost()}:${container.getMappedPort(4222)}`,
+        kind: 'testcontainers',
+        stop: async () => {
+          await container.stop();
+        },
+      };
+    } catch {
+      // No usable engine behind the socket: fall through to a local server.
+    }
+  }
+  const storeDir = mkdtempSync(join(tmpdir(), 'cortex-nats-'));
+  const server = await startNatsServer({ storeDir });
+  return {
+    url: server.url,
+    kind: 'local',
+    stop: async () => {
+      await server.stop();
+      rmSync(storeDir, { recursive: true, force: true });
+    },
+  };
+}

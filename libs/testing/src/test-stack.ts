@@ -1,0 +1,132 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { freePort } from '@cortex/bus';
+import { startTestNats, type TestNats } from './test-nats.js';
+
+const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
+const CLI = join(ROOT, 'apps/cli/dist/main.js');
+export const SHARED_MODELS = resolve(ROOT, '../shared/models');
+export const STORIES_260K = join(SHARED_MODELS, 'stories260K.gguf');
+
+export interface StackOptions {
+  /** Extra YAML for the `models:` list, one entry per item (snake_case keys). */
+  models?: Array<Record<string, unknown>>;
+  services?: string[];
+  /** Extra top-level YAML sections merged over the defaults. */
+  config?: Record<string, unknown>;
+}
+
+export interface TestStack {
+  baseUrl: string;
+  metricsUrl: string;
+  nats: TestNats;
+  /** A client on the stack's NATS, for tests that watch the bus. */
+  nc: NatsConnection;
+  processes: Map<string, ChildProcess>;
+  logs: () => string;
+  /** Starts one more service process (e.g. a second worker with its own id). */
+  spawnService(name: string, env?: Record<string, string>): ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** The fixture catalogue every e2e test can use; generated on first use by the worker. */
+export const FIXTURE_CATALOGUE = [
+  { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 2 },
+  { id: 'cortex-reasoning', file: 'fixture:cortex-reasoning', context_size: 512, slots: 2 },
+  { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: 512, slots: 2 },
+];
+
+/**
+ * Boots real services as separate processes (`cortex serve <name>`) on a fresh NATS server with a
+ * temp config, and waits until the gateway answers and pinned models are ready.
+ */
+export async function startStack(options: StackOptions = {}): Promise<TestStack> {
+  const nats = await startTestNats();
+  const dir = mkdtempSync(join(tmpdir(), 'cortex-stack-'));
+  const [port, metricsPort] = [await freePort(), await freePort()];
+  const models = options.models ?? FIXTURE_CATALOGUE;
+  const config = {
+    gateway: { listen: `127.0.0.1:${port}`, stream_idle_timeout_ms: 5000, keep_alive_ms: 1000 },
+    nats: { url: nats.url },
+    metrics: { listen: `127.0.0.1:${metricsPort}` },
+    worker: { threads: 1, gpu: 'cpu', models_dir: join(dir, 'models'), heartbeat_ms: 250 },
+    models,
+    log_level: 'warn',
+    ...options.config,
+  };
+  const configPath = join(dir, 'cortex.yaml');
+  writeFileSync(configPath, JSON.stringify(config, null, 2)); // JSON is valid YAML
+  let output = '';
+  const processes = new Map<string, ChildProcess>();
+  let counter = 0;
+  const spawnService = (name: string, env: Record<string, string> = {}): ChildProcess => {
+    const child = spawn(process.execPath, [CLI, 'serve', name], {
+      cwd: ROOT,
+      env: { ...process.env, CORTEX_CONFIG: configPath, CORTEX_NATS_URL: nats.url, NO_COLOR: '1', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const collect = (chunk: Buffer): void => {
+      output = (output + chunk.toString()).slice(-200_000);
+    };
+    child.stdout?.on('data', collect);
+    child.stderr?.on('data', collect);
+    processes.set(processes.has(name) ? `${name}#${++counter}` : name, child);
+    return child;
+  };
+  for (const name of options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway']) spawnService(name);
+  const nc = await connect({ servers: nats.url });
+  const stack: TestStack = {
+    baseUrl: `http://127.0.0.1:${port}`,
+    metricsUrl: `http://127.0.0.1:${metricsPort}`,
+    nats,
+    nc,
+    processes,
+    logs: () => output,
+    spawnService,
+    stop: async () => {
+      await Promise.all(
+        [...processes.values()].map(
+          (child) =>
+            new Promise<void>((done) => {
+              if (child.exitCode !== null || child.signalCode !== null) return done();
+              child.once('exit', () => done());
+              child.kill('SIGTERM');
+              setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+            }),
+        ),
+      );
+      await nc.close();
+      await nats.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  try {
+    await waitFor(async () => {
+      const response = await fetch(`${stack.baseUrl}/v1/models`).catch(() => null);
+      if (!response?.ok) return false;
+      const body = (await response.json()) as { data: Array<{ id: string; loaded: boolean; pinned: boolean }> };
+      return body.data.filter((m) => m.pinned).every((m) => m.loaded);
+    }, 60_000);
+  } catch (error) {
+    await stack.stop();
+    throw new Error(`stack did not come up: ${(error as Error).message}\n${output}`, { cause: error });
+  }
+  return stack;
+}
+
+export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, intervalMs = 100): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((done) => setTimeout(done, intervalMs));
+  }
+}
+
+export function storiesAvailable(): boolean {
+  return existsSync(STORIES_260K);
+}
