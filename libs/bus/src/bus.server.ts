@@ -1,4 +1,4 @@
-import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
+import { BaseRpcContext, Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
 import { lastValueFrom, isObservable } from 'rxjs';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { WORKER_ID_TOKEN } from '@cortex/contracts';
@@ -12,10 +12,15 @@ export interface BusServerOptions {
   workerId?: string;
 }
 
-/** What a handler receives beside the payload. */
-export interface BusContext {
-  subject: string;
-  requestId: string | undefined;
+/** What a handler receives beside the payload (`@Ctx()`), like Nest's own `NatsContext`. */
+export class BusContext extends BaseRpcContext<[string, string | undefined]> {
+  get subject(): string {
+    return this.args[0];
+  }
+
+  get requestId(): string | undefined {
+    return this.args[1];
+  }
 }
 
 /**
@@ -71,7 +76,7 @@ export class BusServer extends Server implements CustomTransportStrategy {
   }
 
   private async dispatch(handler: MessageHandler, msg: Msg): Promise<void> {
-    const context: BusContext = { subject: msg.subject, requestId: msg.headers?.get(REQUEST_ID_HEADER) || undefined };
+    const context = new BusContext([msg.subject, msg.headers?.get(REQUEST_ID_HEADER) || undefined]);
     try {
       const data = decodeJson(msg.data);
       let result: unknown = await handler(data, context);

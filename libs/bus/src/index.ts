@@ -6,3 +6,4 @@ export * from './connect.js';
 export * from './bus.module.js';
 export * from './service.js';
 export * from './nats-server.js';
+export * from './bus-exception.filter.js';

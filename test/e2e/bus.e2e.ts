@@ -1,0 +1,152 @@
+import 'reflect-metadata';
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Controller, Module, type INestMicroservice } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { BusClient, BusExceptionFilter, BusServer, StreamPublisher, StreamReader, type BusContext } from '@cortex/bus';
+import { CortexError, type StreamEvent } from '@cortex/contracts';
+import { startTestNats, waitFor, type TestNats } from '@cortex/testing';
+
+const events: unknown[] = [];
+
+@Controller()
+class EchoController {
+  @MessagePattern('test.echo')
+  echo(@Payload() data: unknown, @Ctx() context: BusContext) {
+    return { data, requestId: context.requestId ?? null };
+  }
+
+  @MessagePattern('test.slow')
+  async slow(data: { ms: number; n: number }) {
+    await new Promise((done) => setTimeout(done, data.ms));
+    return data.n;
+  }
+
+  @MessagePattern('test.fail')
+  fail(): never {
+    throw new CortexError('busy', 'all slots busy', { retryAfter: 3 });
+  }
+
+  @MessagePattern('test.crash')
+  crash(): never {
+    throw new TypeError('boom');
+  }
+
+  @MessagePattern('test.worker.{worker}.ping')
+  ping() {
+    return 'pong';
+  }
+
+  @EventPattern('test.event')
+  event(data: unknown) {
+    events.push(data);
+  }
+}
+
+@Module({ controllers: [EchoController] })
+class EchoModule {}
+
+describe('bus transport', () => {
+  let nats: TestNats;
+  let nc: NatsConnection;
+  let app: INestMicroservice;
+  let bus: BusClient;
+
+  before(async () => {
+    nats = await startTestNats();
+    nc = await connect({ servers: nats.url });
+    const serverNc = await connect({ servers: nats.url });
+    app = await NestFactory.createMicroservice(EchoModule, { strategy: new BusServer({ nc: serverNc, queue: 'test', workerId: 'w1' }), logger: false });
+    app.useGlobalFilters(new BusExceptionFilter());
+    await app.listen();
+    bus = new BusClient(nc, 1_000);
+  });
+
+  after(async () => {
+    await app?.close();
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it('bus - request/reply carries data and the x-request-id header', async () => {
+    assert.deepEqual(await bus.request('test.echo', { a: 1 }, { requestId: 'req-1' }), { data: { a: 1 }, requestId: 'req-1' });
+  });
+
+  it('bus - concurrent requests are handled in parallel, not one by one', async () => {
+    const started = Date.now();
+    const results = await Promise.all(Array.from({ length: 20 }, (_, n) => bus.request<number>('test.slow', { ms: 200, n })));
+    assert.deepEqual(results, Array.from({ length: 20 }, (_, n) => n));
+    assert.ok(Date.now() - started < 2_000, 'twenty 200 ms handlers finish well before 4 s of serial time');
+  });
+
+  it('bus - a CortexError keeps its code and retry hint across the bus', async () => {
+    await assert.rejects(bus.request('test.fail', {}), (error: Error) => {
+      assert.ok(error instanceof CortexError);
+      assert.equal(error.code, 'busy');
+      assert.equal(error.extra.retryAfter, 3);
+      return true;
+    });
+  });
+
+  it('bus - an unexpected exception becomes internal with its message', async () => {
+    await assert.rejects(bus.request('test.crash', {}), (error: Error) => error instanceof CortexError && error.code === 'internal' && /boom/.test(error.message));
+  });
+
+  it('bus - {worker} patterns are bound to the server worker id', async () => {
+    assert.equal(await bus.request('test.worker.w1.ping', {}), 'pong');
+    await assert.rejects(bus.request('test.worker.w2.ping', {}), (error: Error) => error instanceof CortexError && error.code === 'service_unavailable');
+  });
+
+  it('bus - events reach @EventPattern handlers', async () => {
+    bus.publish('test.event', { hello: 'world' });
+    await waitFor(() => events.length > 0, 2_000);
+    assert.deepEqual(events[0], { hello: 'world' });
+  });
+
+  it('bus - no responders is service_unavailable and silence is a timeout', async () => {
+    await assert.rejects(bus.request('test.nobody', {}), (error: Error) => error instanceof CortexError && error.code === 'service_unavailable');
+    const sub = nc.subscribe('test.silent', { callback: () => undefined });
+    await assert.rejects(bus.request('test.silent', {}, { timeoutMs: 200 }), (error: Error) => error instanceof CortexError && error.code === 'timeout');
+    sub.unsubscribe();
+  });
+
+  it('bus - a stream arrives in order and ends with its finish event', async () => {
+    const reader = new StreamReader(nc, 'test.stream.ok', { idleTimeoutMs: 1_000 });
+    reader.arm();
+    const publisher = new StreamPublisher(nc, 'test.stream.ok');
+    for (const text of ['a', 'b', 'c']) publisher.emit({ type: 'text', text });
+    publisher.emit({ type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 3, reasoningTokens: 0 }, timings: { ttftMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } });
+    const seen: StreamEvent[] = [];
+    for await (const event of reader) seen.push(event);
+    assert.deepEqual(seen.map((e) => e.seq), [0, 1, 2, 3]);
+    assert.equal(seen.at(-1)?.type, 'finish');
+  });
+
+  it('bus - a gap in sequence numbers fails the stream', async () => {
+    const reader = new StreamReader(nc, 'test.stream.gap', { idleTimeoutMs: 1_000 });
+    reader.arm();
+    nc.publish('test.stream.gap', JSON.stringify({ seq: 0, type: 'text', text: 'a' }));
+    nc.publish('test.stream.gap', JSON.stringify({ seq: 2, type: 'text', text: 'c' }));
+    await assert.rejects(async () => {
+      for await (const _event of reader) {
+        // consume
+      }
+    }, (error: Error) => error instanceof CortexError && error.code === 'worker_lost' && /expected event 1, got 2/.test(error.message));
+  });
+
+  it('bus - a producer that dies mid-stream is detected by the idle timeout, not a hang', async () => {
+    const reader = new StreamReader(nc, 'test.stream.dead', { idleTimeoutMs: 300 });
+    reader.arm();
+    const publisher = new StreamPublisher(nc, 'test.stream.dead');
+    publisher.emit({ type: 'text', text: 'first and last' });
+    const started = Date.now();
+    const seen: StreamEvent[] = [];
+    await assert.rejects(async () => {
+      for await (const event of reader) seen.push(event);
+    }, (error: Error) => error instanceof CortexError && error.code === 'worker_lost');
+    assert.equal(seen.length, 1);
+    assert.ok(Date.now() - started < 3_000);
+  });
+});
