@@ -158,6 +158,30 @@ describe('chat completions e2e', () => {
     assert.ok((second.usage?.prompt_tokens_details?.cached_tokens ?? 0) > 0, 'the second run reuses the cached prompt prefix');
   });
 
+  it('chat e2e - response_format json_schema is enforced by a grammar', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {
+    const schema = { type: 'object', properties: { answer: { type: 'string', enum: ['yes', 'no'] }, count: { type: 'integer' } }, required: ['answer', 'count'] };
+    const result = await client.chat.completions.create({
+      model: 'stories260K',
+      messages: [{ role: 'user', content: 'Once upon a time' }],
+      max_tokens: 200,
+      response_format: { type: 'json_schema', json_schema: { name: 'reply', schema } },
+    });
+    const parsed = JSON.parse(result.choices[0]?.message.content ?? '') as { answer: string; count: number };
+    assert.ok(['yes', 'no'].includes(parsed.answer));
+    assert.ok(Number.isInteger(parsed.count));
+    assert.equal(result.choices[0]?.finish_reason, 'stop');
+
+    const object = await client.chat.completions.create({
+      model: 'stories260K',
+      messages: [{ role: 'user', content: 'Once upon a time' }],
+      max_tokens: 300,
+      temperature: 0,
+      response_format: { type: 'json_object' },
+    });
+    if (object.choices[0]?.finish_reason === 'stop') JSON.parse(object.choices[0]?.message.content ?? '');
+    assert.match(object.choices[0]?.message.content ?? '', /^\s*[{[]/);
+  });
+
   it('chat e2e - a client that disconnects cancels generation in the worker', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {
     const finishes: Array<Extract<StreamEvent, { type: 'finish' }>> = [];
     const sub = stack.nc.subscribe('llm.stream.v1.>', {

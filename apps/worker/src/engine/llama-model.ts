@@ -1,14 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
+  LlamaGrammarEvaluationState,
   resolveChatWrapper,
   type ChatWrapper,
+  type LlamaGrammar,
   type LlamaContext,
   type LlamaContextSequence,
   type LlamaModel,
   type Token,
 } from 'node-llama-cpp';
-import { CortexError, type FinishReason, type StreamEventBody } from '@cortex/contracts';
+import { CortexError, type FinishReason, type ResponseFormat, type StreamEventBody } from '@cortex/contracts';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
 import { toChatHistory, toFunctions } from './prompt.js';
@@ -30,6 +32,8 @@ export class LlamaEngineModel implements EngineModel {
   private readonly chatWrapper: ChatWrapper;
   private readonly reasoning: { open: Token; close: Token } | null;
   private readonly toolCall: { open: Token; close: Token } | null;
+  /** Compiled grammars by schema text; clients tend to send the same schema again and again. */
+  private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
 
   constructor(
     spec: ModelSpec,
@@ -76,9 +80,10 @@ export class LlamaEngineModel implements EngineModel {
         { param: 'messages' },
       );
     }
+    const grammar = request.responseFormat ? await this.grammarFor(request.responseFormat) : null;
     const sequence = await this.pool.acquire(signal);
     try {
-      await this.run(job, sequence, prompt, stopTexts(stopGenerationTriggers), emit);
+      await this.run(job, sequence, prompt, stopTexts(stopGenerationTriggers), grammar, emit);
     } finally {
       this.pool.release(sequence);
     }
@@ -89,6 +94,7 @@ export class LlamaEngineModel implements EngineModel {
     sequence: LlamaContextSequence,
     prompt: Token[],
     hiddenStops: string[],
+    grammar: LlamaGrammar | null,
     emit: (event: StreamEventBody) => void,
   ): Promise<void> {
     const { request, signal, receivedAt } = job;
@@ -97,7 +103,9 @@ export class LlamaEngineModel implements EngineModel {
     emit({ type: 'start', requestId: '', workerId: '', model: this.id, promptTokens: prompt.length });
 
     const userStops = request.sampling.stop ?? [];
-    const streamer = new TextStreamer([...userStops, ...hiddenStops]);
+    // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
+    const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
+    const streamer = new TextStreamer([...userStops, ...hiddenStops, ...grammarStops]);
     const maxTokens = Math.min(request.sampling.maxTokens ?? Infinity, sequence.contextSize - prompt.length);
     let mode: Mode = this.startsInReasoning(prompt) ? 'reasoning' : 'text';
     let completion = 0;
@@ -116,6 +124,7 @@ export class LlamaEngineModel implements EngineModel {
       topK: sample.topK,
       seed: sample.seed,
       yieldEogToken: true,
+      grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({ model: this.model, grammar }) : undefined,
       repeatPenalty:
         sample.presencePenalty || sample.frequencyPenalty
           ? {
@@ -132,7 +141,8 @@ export class LlamaEngineModel implements EngineModel {
       return stopped;
     };
     const flushText = (): void => {
-      const rest = streamer.flush();
+      const held = streamer.flush();
+      const rest = grammar?.trimWhitespaceSuffix ? held.trimEnd() : held;
       if (rest) emit({ type: mode === 'reasoning' ? 'reasoning' : 'text', text: rest });
     };
 
@@ -193,6 +203,27 @@ export class LlamaEngineModel implements EngineModel {
     });
   }
 
+  /** A grammar that makes every output parse: JSON in general, or JSON of one schema. */
+  private grammarFor(format: ResponseFormat): Promise<LlamaGrammar> {
+    const key = format.type === 'json_schema' ? JSON.stringify(format.schema ?? {}) : format.type;
+    let grammar = this.grammars.get(key);
+    if (!grammar) {
+      const llama = this.model.llama;
+      grammar = (format.type === 'json_schema' ? llama.createGrammarForJsonSchema(format.schema as never) : llama.getGrammarFor('json')).catch(
+        (error: Error) => {
+          this.grammars.delete(key);
+          throw new CortexError('invalid_request', `response_format: this JSON schema cannot be enforced: ${error.message}`, {
+            param: 'response_format',
+            cause: error,
+          });
+        },
+      );
+      if (this.grammars.size >= 64) this.grammars.delete(this.grammars.keys().next().value as string);
+      this.grammars.set(key, grammar);
+    }
+    return grammar;
+  }
+
   /** Keeps the longest prefix the sequence already holds (prompt caching); returns its length. */
   private async reusePrefix(sequence: LlamaContextSequence, prompt: Token[]): Promise<number> {
     // At least one token must be evaluated to produce the next one.
@@ -236,9 +267,16 @@ function emitToolCall(text: string, index: number, emit: (event: StreamEventBody
   return true;
 }
 
-function stopTexts(triggers: ReadonlyArray<{ values: readonly unknown[] }>): string[] {
-  return triggers
-    .filter((trigger) => trigger.values.length > 0 && trigger.values.every((value) => typeof value === 'string'))
-    .map((trigger) => trigger.values.join(''))
-    .filter((text) => text.length > 0);
+/** Stop triggers that are plain text (strings, or LlamaText/arrays of strings only); token triggers are skipped. */
+function stopTexts(triggers: readonly unknown[]): string[] {
+  const texts: string[] = [];
+  for (const trigger of triggers) {
+    const values: readonly unknown[] =
+      typeof trigger === 'string' ? [trigger] : Array.isArray(trigger) ? trigger : ((trigger as { values?: readonly unknown[] }).values ?? []);
+    if (values.length > 0 && values.every((value) => typeof value === 'string')) {
+      const text = values.join('');
+      if (text) texts.push(text);
+    }
+  }
+  return texts;
 }

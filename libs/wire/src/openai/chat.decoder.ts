@@ -141,6 +141,6 @@ function decodeResponseFormat(value: unknown): ResponseFormat | undefined {
   if (type === 'json_object') return { type };
   const spec = object(format.json_schema, 'response_format.json_schema');
   string(spec.name, 'response_format.json_schema.name');
-  const schema = isObject(spec.schema) ? spec.schema : {};
-  return { type, schema };
+  // Without a schema the request still asks for JSON.
+  return isObject(spec.schema) ? { type, schema: spec.schema } : { type: 'json_object' };
 }
