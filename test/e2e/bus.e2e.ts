@@ -5,7 +5,10 @@ import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { BusClient, BusExceptionFilter, BusServer, StreamPublisher, StreamReader, type BusContext } from '@cortex/bus';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BusClient, BusExceptionFilter, BusServer, connectBus, freePort, isBusConnected, startNatsServer, StreamPublisher, StreamReader, type BusContext } from '@cortex/bus';
 import { CortexError, type StreamEvent } from '@cortex/contracts';
 import { startTestNats, waitFor, type TestNats } from '@cortex/testing';
 
@@ -148,5 +151,22 @@ describe('bus transport', () => {
     }, (error: Error) => error instanceof CortexError && error.code === 'worker_lost');
     assert.equal(seen.length, 1);
     assert.ok(Date.now() - started < 3_000);
+  });
+
+  it('bus - connection state follows the server going away and coming back', async () => {
+    const port = await freePort();
+    const storeDir = mkdtempSync(join(tmpdir(), 'cortex-nats-bounce-'));
+    let server = await startNatsServer({ port, storeDir });
+    const client = await connectBus({ url: server.url, name: 'bounce' });
+    try {
+      assert.equal(isBusConnected(client), true);
+      await server.stop();
+      await waitFor(() => !isBusConnected(client), 5_000);
+      server = await startNatsServer({ port, storeDir });
+      await waitFor(() => isBusConnected(client), 10_000);
+    } finally {
+      await client.close();
+      await server.stop();
+    }
   });
 });

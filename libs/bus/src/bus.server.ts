@@ -52,7 +52,11 @@ export class BusServer extends Server implements CustomTransportStrategy {
       });
       this.subscriptions.push(sub);
     }
-    callback();
+    // Report "listening" only once the server has our subscriptions, or early requests find no responders.
+    this.options.nc.flush().then(
+      () => callback(),
+      (error: Error) => callback(error),
+    );
   }
 
   /** Stops taking messages, then waits for handlers already running so their replies go out. */

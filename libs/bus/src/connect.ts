@@ -5,6 +5,15 @@ export interface ConnectOptions {
   /** Shown in `nats server` connection lists: `cortex-<service>`. */
   name: string;
   log?: (line: string) => void;
+  /** Keep retrying the first connection (services started before NATS, e.g. in a cluster) instead of failing. */
+  waitForServer?: boolean;
+}
+
+const connected = new WeakMap<NatsConnection, boolean>();
+
+/** False while the connection is between a disconnect and a reconnect (readiness probes use it). */
+export function isBusConnected(nc: NatsConnection): boolean {
+  return !nc.isClosed() && !nc.isDraining() && (connected.get(nc) ?? true);
 }
 
 /**
@@ -12,27 +21,33 @@ export interface ConnectOptions {
  * changes. The first connect fails fast with a hint, since nothing works without the bus.
  */
 export async function connectBus(options: ConnectOptions): Promise<NatsConnection> {
-  let nc: NatsConnection;
-  try {
-    nc = await connect({
-      servers: options.url,
-      name: options.name,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 500,
-      timeout: 5_000,
-    });
-  } catch (error) {
-    throw new Error(
-      `cannot reach NATS at ${options.url} (${(error as Error).message}); start nats-server or set CORTEX_NATS_URL`,
-      { cause: error },
-    );
+  let nc: NatsConnection | null = null;
+  for (let attempt = 1; !nc; attempt++) {
+    try {
+      nc = await connect({
+        servers: options.url,
+        name: options.name,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 500,
+        timeout: 5_000,
+      });
+    } catch (error) {
+      const hint = `cannot reach NATS at ${options.url} (${(error as Error).message}); start nats-server or set CORTEX_NATS_URL`;
+      if (!options.waitForServer) throw new Error(hint, { cause: error });
+      if (attempt === 1 || attempt % 30 === 0) options.log?.(`${hint}; retrying every second`);
+      await new Promise((done) => setTimeout(done, 1_000));
+    }
   }
+  const connection = nc;
+  connected.set(connection, true);
   void (async () => {
-    for await (const status of nc.status()) {
+    for await (const status of connection.status()) {
+      if (status.type === 'disconnect') connected.set(connection, false);
+      if (status.type === 'reconnect') connected.set(connection, true);
       if (status.type === 'disconnect' || status.type === 'reconnect' || status.type === 'error') {
         options.log?.(`nats ${status.type} (${options.url})`);
       }
     }
   })();
-  return nc;
+  return connection;
 }

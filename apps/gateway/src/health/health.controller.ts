@@ -1,6 +1,6 @@
 import { Controller, Get, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { BusClient } from '@cortex/bus';
+import { BusClient, isBusConnected } from '@cortex/bus';
 
 @Controller()
 export class HealthController {
@@ -15,7 +15,7 @@ export class HealthController {
   /** The gateway can serve: the bus is connected. */
   @Get('readyz')
   readyz(@Res() reply: FastifyReply): void {
-    const ready = !this.bus.nc.isClosed() && !this.bus.nc.isDraining();
+    const ready = isBusConnected(this.bus.nc);
     void reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', bus: ready ? 'connected' : 'down' });
   }
 }
