@@ -127,6 +127,23 @@ describe('bus transport', () => {
     assert.equal(seen.at(-1)?.type, 'finish');
   });
 
+  it('bus - fast deltas are merged per stream interval; the first is never held and order is kept', async () => {
+    const reader = new StreamReader(nc, 'test.stream.merge', { idleTimeoutMs: 2_000 });
+    reader.arm();
+    const publisher = new StreamPublisher(nc, 'test.stream.merge', 50);
+    const pieces = ['a', 'b', 'c', 'd', 'e'];
+    for (const text of pieces) publisher.emit({ type: 'text', text });
+    publisher.emit({ type: 'reasoning', text: 'r' });
+    publisher.emit({ type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 6, reasoningTokens: 1 }, timings: { ttftMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } });
+    const seen: StreamEvent[] = [];
+    for await (const event of reader) seen.push(event);
+    assert.deepEqual(
+      seen.map((e) => (e.type === 'text' || e.type === 'reasoning' ? `${e.type}:${e.text}` : e.type)),
+      ['text:a', 'text:bcde', 'reasoning:r', 'finish'],
+    );
+    assert.deepEqual(seen.map((e) => e.seq), [0, 1, 2, 3]);
+  });
+
   it('bus - a gap in sequence numbers fails the stream', async () => {
     const reader = new StreamReader(nc, 'test.stream.gap', { idleTimeoutMs: 1_000 });
     reader.arm();

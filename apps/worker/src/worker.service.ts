@@ -87,7 +87,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number): Promise<void> {
-    const stream = new StreamPublisher(this.bus.nc, command.streamSubject);
+    const stream = new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs);
     let done = false;
     const emit = (event: StreamEventBody): void => {
       if (done) return;

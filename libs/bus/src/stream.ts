@@ -1,16 +1,62 @@
+import { performance } from 'node:perf_hooks';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { CortexError, type StreamEvent, type StreamEventBody } from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
 
-/** Numbers and publishes one request's events; the producer side of a token stream. */
+type Delta = { type: 'text' | 'reasoning'; text: string };
+
+/**
+ * Numbers and publishes one request's events; the producer side of a token stream.
+ *
+ * Text and reasoning deltas are throttled on the leading edge: a delta goes out at once unless
+ * another went out less than `intervalMs` ago, in which case it waits, merged with whatever follows,
+ * until the interval is over. A slow stream therefore sends every token the moment it exists, and a
+ * fast one (faster than one token per interval) sends a few tokens per message instead of paying a
+ * bus message per token. Any other event flushes the pending delta first, so order is kept.
+ */
 export class StreamPublisher {
   private seq = 0;
+  private pending: Delta | null = null;
+  private lastSent = -Infinity;
+  private timer: NodeJS.Timeout | null = null;
+
   constructor(
     private readonly nc: NatsConnection,
     readonly subject: string,
+    private readonly intervalMs = 0,
   ) {}
 
   emit(event: StreamEventBody): void {
+    if ((event.type === 'text' || event.type === 'reasoning') && this.intervalMs > 0) {
+      if (this.pending?.type === event.type) {
+        this.pending.text += event.text;
+        return;
+      }
+      this.flush();
+      const wait = this.lastSent + this.intervalMs - performance.now();
+      if (wait <= 0) {
+        this.send(event);
+        return;
+      }
+      this.pending = { type: event.type, text: event.text };
+      this.timer = setTimeout(() => this.flush(), wait);
+      return;
+    }
+    this.flush();
+    this.send(event);
+  }
+
+  /** Sends a held delta now. */
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const pending = this.pending;
+    this.pending = null;
+    if (pending) this.send(pending);
+  }
+
+  private send(event: StreamEventBody): void {
+    if (event.type === 'text' || event.type === 'reasoning') this.lastSent = performance.now();
     this.nc.publish(this.subject, encodeJson({ ...event, seq: this.seq++ }));
   }
 

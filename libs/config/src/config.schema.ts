@@ -61,7 +61,7 @@ export class ModelConfig {
 export class WorkerConfig {
   /** Worker id used in subjects; defaults to the host name plus the device. */
   @IsOptional() @Matches(/^[A-Za-z0-9_-]{1,64}$/, { message: 'must be 1-64 letters, digits, _ or -' }) id?: string;
-  /** CPU threads for inference; 0 means all cores this process may use. */
+  /** CPU threads for inference; 0 means every core but one. */
   @IsInt() @Min(0) threads = 0;
   @IsIn(['auto', 'cuda', 'vulkan', 'metal', 'cpu']) gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu' = 'auto';
   /** GPU index this worker owns (sets CUDA_VISIBLE_DEVICES for its process). */
@@ -72,6 +72,12 @@ export class WorkerConfig {
   @IsInt() @Min(100) heartbeatMs = 1_000;
   /** Requests waiting for a free sequence per model before `busy` (429). */
   @IsInt() @Min(0) maxQueue = 64;
+  /**
+   * Minimum spacing of token messages per stream. A token is sent at once unless the previous
+   * message left less than this long ago; faster tokens are merged into one message. 0 = one
+   * message per token.
+   */
+  @IsInt() @Min(0) @Max(1000) streamIntervalMs = 5;
 }
 
 export class CortexConfig {

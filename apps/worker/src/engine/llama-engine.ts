@@ -6,7 +6,10 @@ import { resolveSource } from './resolve-source.js';
 
 export interface LlamaEngineOptions {
   gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu';
-  /** 0 = every core this process may use. node-llama-cpp's own default oversubscribes small machines badly. */
+  /**
+   * 0 = every core but one, which stays free for the event loop, NATS and other services. llama.cpp
+   * threads that compete with anything else for a core slow decoding by an order of magnitude.
+   */
   threads: number;
   log: (line: string) => void;
 }
@@ -27,7 +30,7 @@ export class LlamaEngine implements Engine {
       // Never compile from source at run time: a worker should start in seconds or say why it cannot.
       build: 'never',
     });
-    const threads = options.threads > 0 ? options.threads : Math.max(1, availableParallelism());
+    const threads = options.threads > 0 ? options.threads : Math.max(1, availableParallelism() - 1);
     return new LlamaEngine(llama, threads);
   }
 

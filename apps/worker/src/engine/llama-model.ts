@@ -112,8 +112,8 @@ export class LlamaEngineModel implements EngineModel {
     let reasoningTokens = 0;
     let firstTokenAt = 0;
     let finish: FinishReason = 'length';
-    let pending: Token[] = [];
-    let recent: Token[] = prompt.slice(-4);
+    const pending: Token[] = [];
+    const recent: Token[] = prompt.slice(-4);
     let toolText = '';
     let toolIndex = 0;
 
@@ -136,6 +136,10 @@ export class LlamaEngineModel implements EngineModel {
     });
 
     const emitText = (text: string): boolean => {
+      if (!streamer.holding) {
+        emit({ type: mode === 'reasoning' ? 'reasoning' : 'text', text });
+        return false;
+      }
       const { text: safe, stopped } = streamer.push(text);
       if (safe) emit({ type: mode === 'reasoning' ? 'reasoning' : 'text', text: safe });
       return stopped;
@@ -173,8 +177,9 @@ export class LlamaEngineModel implements EngineModel {
         const text = this.model.detokenize(pending, false, recent);
         // A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
         if (text.endsWith('\uFFFD') && pending.length < 4) continue;
-        recent = [...recent, ...pending].slice(-4);
-        pending = [];
+        recent.push(...pending);
+        if (recent.length > 4) recent.splice(0, recent.length - 4);
+        pending.length = 0;
         if (mode === 'tool') toolText += text;
         else if (emitText(text)) {
           finish = 'stop';

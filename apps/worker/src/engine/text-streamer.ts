@@ -10,6 +10,11 @@ export class TextStreamer {
     this.longest = stops.reduce((max, stop) => Math.max(max, stop.length), 0);
   }
 
+  /** False when there is nothing to watch for: pieces may be sent as they are. */
+  get holding(): boolean {
+    return this.longest > 0;
+  }
+
   /** Feeds a piece; returns what may be sent now, and whether a stop string was hit. */
   push(piece: string): { text: string; stopped: boolean } {
     if (this.longest === 0) return { text: piece, stopped: false };

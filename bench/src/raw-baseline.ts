@@ -1,0 +1,58 @@
+import { performance } from 'node:perf_hooks';
+import { getLlama, LlamaLogLevel, resolveChatWrapper, type Llama, type LlamaContext, type LlamaModel, type Token } from 'node-llama-cpp';
+
+export interface DecodeRun {
+  tokens: number;
+  /** Tokens per second after the first token (prompt evaluation excluded). */
+  tokensPerSecond: number;
+}
+
+/**
+ * The baseline the worker is held to: node-llama-cpp's own `sequence.evaluate` loop doing nothing
+ * per token but counting, on the same model, context size, threads and rendered prompt.
+ */
+export class RawBaseline {
+  private constructor(
+    private readonly llama: Llama,
+    private readonly model: LlamaModel,
+    private readonly context: LlamaContext,
+    private readonly prompt: Token[],
+  ) {}
+
+  static async open(options: { path: string; contextSize: number; threads: number; prompt: string }): Promise<RawBaseline> {
+    const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error, build: 'never' });
+    const model = await llama.loadModel({ modelPath: options.path });
+    const context = await model.createContext({ contextSize: options.contextSize, sequences: 1, threads: options.threads });
+    // The same rendered chat prompt the worker evaluates, so both decode at the same positions.
+    const { contextText } = resolveChatWrapper(model).generateContextState({
+      chatHistory: [
+        { type: 'user', text: options.prompt },
+        { type: 'model', response: [] },
+      ],
+    });
+    return new RawBaseline(llama, model, context, contextText.tokenize(model.tokenizer));
+  }
+
+  async run(maxTokens: number): Promise<DecodeRun> {
+    const sequence = this.context.getSequence();
+    let tokens = 0;
+    let first = 0;
+    let last = 0;
+    try {
+      for await (const _token of sequence.evaluate(this.prompt, { temperature: 0 })) {
+        last = performance.now();
+        if (tokens === 0) first = last;
+        if (++tokens >= maxTokens) break;
+      }
+    } finally {
+      sequence.dispose();
+    }
+    return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (last - first) : 0 };
+  }
+
+  async close(): Promise<void> {
+    await this.context.dispose();
+    await this.model.dispose();
+    await this.llama.dispose();
+  }
+}
