@@ -1,7 +1,7 @@
 import { Controller } from '@nestjs/common';
-import { MessagePattern } from '@nestjs/microservices';
+import { EventPattern, MessagePattern } from '@nestjs/microservices';
 import { performance } from 'node:perf_hooks';
-import { CancelCommand, decodeMessage, GenerateCommand, LoadCommand, Subjects } from '@cortex/contracts';
+import { CancelCommand, decodeMessage, GenerateCommand, LoadCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
 
 /** Bus handlers addressed to this worker (`llm.worker.v1.<id>.*`); every payload is validated first. */
@@ -24,5 +24,16 @@ export class WorkerController {
   @MessagePattern(Subjects.workerLoad)
   load(payload: unknown) {
     return this.worker.load(decodeMessage(LoadCommand, payload));
+  }
+
+  @MessagePattern(Subjects.workerUnload)
+  unload(payload: unknown) {
+    const command = decodeMessage(UnloadCommand, payload);
+    return this.worker.unload(command.model, command.drain ?? true);
+  }
+
+  @EventPattern(Subjects.workerWatch)
+  watch(payload: unknown) {
+    this.worker.watch(decodeMessage(WatchMessage, payload).requestIds);
   }
 }

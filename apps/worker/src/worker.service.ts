@@ -5,7 +5,10 @@ import {
   CortexError,
   heartbeatSubject,
   Subjects,
+  WATCH_INTERVAL_MS,
   type GenerateAccepted,
+  type LoadProgress,
+  type UnloadResult,
   type GenerateCommand,
   type Heartbeat,
   type LoadCommand,
@@ -25,7 +28,16 @@ interface ModelEntry {
   model: EngineModel | null;
   loading: Promise<LoadResult> | null;
   lastUsedAt: number;
+  /** Estimated device memory of the model and its context, reserved from the budget while loading. */
+  bytes: number;
   error?: string;
+}
+
+interface ActiveRequest {
+  controller: AbortController;
+  model: string;
+  /** Last time a gateway said it still reads this stream. */
+  watchedAt: number;
 }
 
 /** Keep-alive period on a request's stream: silence past the gateway's idle timeout means a dead worker. */
@@ -35,9 +47,10 @@ const STREAM_KEEPALIVE_MS = 1_000;
 export class WorkerService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('worker');
   private readonly models = new Map<string, ModelEntry>();
-  private readonly active = new Map<string, AbortController>();
+  private readonly active = new Map<string, ActiveRequest>();
   private readonly running = new Set<Promise<void>>();
   private heartbeatTimer: NodeJS.Timeout | null = null;
+  private watchTimer: NodeJS.Timeout | null = null;
   private readonly startedAt = Date.now();
   private draining = false;
 
@@ -50,6 +63,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   onApplicationBootstrap(): void {
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.config.worker.heartbeatMs);
+    this.watchTimer = setInterval(() => this.dropUnwatched(), WATCH_INTERVAL_MS / 2);
     void this.heartbeat();
     this.logger.log(`worker ${this.workerId} up on ${this.engine.backend}`);
   }
@@ -68,7 +82,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
     const model = entry.model;
     const controller = new AbortController();
-    this.active.set(command.requestId, controller);
+    this.active.set(command.requestId, { controller, model: entry.id, watchedAt: Date.now() });
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
     entry.lastUsedAt = Date.now();
     const run = this.run(command, model, controller, receivedAt).finally(() => {
@@ -81,9 +95,32 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   cancel(requestId: string, reason = 'cancelled'): boolean {
-    const controller = this.active.get(requestId);
-    controller?.abort(new CortexError('internal', reason));
-    return controller !== undefined;
+    const active = this.active.get(requestId);
+    active?.controller.abort(new CortexError('internal', reason));
+    return active !== undefined;
+  }
+
+  /** A gateway still streams these requests. */
+  watch(requestIds: readonly string[]): void {
+    const now = Date.now();
+    for (const id of requestIds) {
+      const active = this.active.get(id);
+      if (active) active.watchedAt = now;
+    }
+  }
+
+  /**
+   * A request no gateway has watched for three intervals lost its reader (the gateway died or was cut
+   * off): stop it so its sequence serves someone who is still there.
+   */
+  private dropUnwatched(): void {
+    const limit = Date.now() - WATCH_INTERVAL_MS * 3;
+    for (const [id, active] of this.active) {
+      if (active.watchedAt < limit && !active.controller.signal.aborted) {
+        this.logger.warn(`request ${id}: no gateway is reading it any more; cancelling`);
+        this.cancel(id, 'abandoned by its gateway');
+      }
+    }
   }
 
   private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number): Promise<void> {
@@ -119,7 +156,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       return Promise.resolve({ model: command.model, workerId: this.workerId, loadMs: 0, sizeBytes: existing.model.sizeBytes });
     }
     if (existing?.loading) return existing.loading;
-    const entry: ModelEntry = { id: command.model, state: 'loading', model: null, loading: null, lastUsedAt: Date.now() };
+    const entry: ModelEntry = { id: command.model, state: 'loading', model: null, loading: null, lastUsedAt: Date.now(), bytes: 0 };
     this.models.set(command.model, entry);
     entry.loading = this.doLoad(command, entry).finally(() => (entry.loading = null));
     void this.heartbeat();
@@ -131,6 +168,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const log = (line: string): void => this.logger.log(`${command.model}: ${line}`);
     try {
       const path = await this.engine.resolveSource(command.source, this.config.worker.modelsDir, log);
+      entry.bytes = await this.engine.estimate({ path, contextSize: command.contextSize, slots: command.slots });
+      await this.assertFits(command.model, entry.bytes);
       let lastStep = -1;
       const model = await this.engine.load(
         { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: this.config.worker.maxQueue },
@@ -139,6 +178,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           if (step > lastStep) {
             lastStep = step;
             log(`loading ${Math.round(fraction * 100)}%`);
+            const progress: LoadProgress = { workerId: this.workerId, model: command.model, fraction };
+            this.bus.publish(Subjects.modelLoading, progress);
           }
         },
       );
@@ -167,6 +208,40 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
   }
 
+  /** Refuses, with the numbers, a load that would not fit the device or the configured budget. */
+  private async assertFits(model: string, bytes: number): Promise<void> {
+    const others = [...this.models.values()].filter((m) => m.id !== model).reduce((sum, m) => sum + m.bytes, 0);
+    const device = await this.engine.device();
+    const budget = this.config.worker.memoryBudget;
+    const free = budget > 0 ? Math.min(device.freeBytes, budget - others) : device.freeBytes;
+    if (bytes > free) {
+      const where = budget > 0 ? `of a ${mib(budget)} budget with ${mib(others)} in use` : `free on ${device.name}`;
+      throw new CortexError(
+        'insufficient_memory',
+        `${model} needs about ${mib(bytes)} but only ${mib(Math.max(0, free))} is ${where}; unload a model, raise worker.memory_budget, or use a smaller context_size/slots`,
+      );
+    }
+  }
+
+  /** Stops serving a model: waits for its requests (or cancels them), then frees it. */
+  async unload(model: string, drain = true): Promise<UnloadResult> {
+    const entry = this.models.get(model);
+    if (!entry) throw new CortexError('not_found', `${model} is not loaded on ${this.workerId}`);
+    if (entry.loading) await entry.loading.catch(() => undefined);
+    entry.state = 'unloading';
+    void this.heartbeat();
+    const mine = [...this.active.entries()].filter(([, a]) => a.model === model);
+    if (!drain) for (const [id] of mine) this.cancel(id, `${model} is being unloaded`);
+    while ([...this.active.values()].some((a) => a.model === model)) await new Promise((done) => setTimeout(done, 20));
+    await entry.model?.dispose();
+    this.models.delete(model);
+    this.logger.log(`${model}: unloaded${drain ? '' : ` (${mine.length} requests cancelled)`}`);
+    const result: UnloadResult = { model, workerId: this.workerId, cancelled: drain ? 0 : mine.length };
+    this.bus.publish(Subjects.modelUnloaded, result);
+    void this.heartbeat();
+    return result;
+  }
+
   private async heartbeat(): Promise<void> {
     if (this.bus.nc.isClosed()) return;
     try {
@@ -186,7 +261,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           queued: entry.model?.queued ?? 0,
           slots: entry.model?.slots ?? 0,
           lastUsedAt: entry.lastUsedAt,
-          sizeBytes: entry.model?.sizeBytes,
+          sizeBytes: entry.bytes || entry.model?.sizeBytes,
           error: entry.error,
         })),
       };
@@ -200,6 +275,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   async onApplicationShutdown(): Promise<void> {
     this.draining = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    if (this.watchTimer) clearInterval(this.watchTimer);
     await this.heartbeat();
     const drained = await Promise.race([
       Promise.allSettled([...this.running]).then(() => true),
@@ -219,3 +295,5 @@ export function defaultWorkerId(config: CortexConfig, backend: string): string {
   const host = hostname().replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 40);
   return `${host}-${backend}${config.worker.device ?? ''}`;
 }
+
+const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { freePort } from '@cortex/bus';
+import { BusClient, freePort } from '@cortex/bus';
+import type { FleetView } from '@cortex/contracts';
 import { startTestNats, type TestNats } from './test-nats.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
@@ -104,12 +105,17 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  const services = options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway'];
   try {
     await waitFor(async () => {
       const response = await fetch(`${stack.baseUrl}/v1/models`).catch(() => null);
       if (!response?.ok) return false;
       const body = (await response.json()) as { data: Array<{ id: string; loaded: boolean; pinned: boolean }> };
-      return body.data.filter((m) => m.pinned).every((m) => m.loaded);
+      if (!body.data.filter((m) => m.pinned).every((m) => m.loaded)) return false;
+      if (!services.includes('worker')) return true;
+      // The router must know a worker before a test's first request, pinned models or not.
+      const fleet = await new BusClient(nc, 1_000).request<FleetView>('llm.router.v1.fleet', {}).catch(() => null);
+      return (fleet?.workers.filter((w) => w.up).length ?? 0) >= services.filter((s) => s === 'worker').length;
     }, 60_000);
   } catch (error) {
     await stack.stop();

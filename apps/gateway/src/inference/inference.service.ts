@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { BusClient, StreamReader } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
   CortexError,
   streamSubject,
   Subjects,
+  WATCH_INTERVAL_MS,
   workerSubject,
   type CanonicalRequest,
   type Dialect,
@@ -67,12 +68,14 @@ export class InferenceRun {
       throw error;
     }
     this.reader.arm();
+    this.service.watching.set(this.runId, this.placement.workerId);
     return this.track(this.reader);
   }
 
   /** The client went away: stop the worker so the slot frees at once. */
   cancel(reason: string): void {
     if (this.finished || !this.placement || !this.reader) return;
+    this.service.watching.delete(this.runId);
     this.finishReason = 'cancelled';
     this.service.bus.publish(workerSubject(Subjects.workerCancel, this.placement.workerId), { requestId: this.runId, reason }, this.requestId);
     this.reader.close();
@@ -90,6 +93,7 @@ export class InferenceRun {
   finish(): void {
     if (this.finished) return;
     this.finished = true;
+    this.service.watching.delete(this.runId);
     this.reader?.close();
     const event: RequestFinishedEvent = {
       requestId: this.requestId,
@@ -128,13 +132,30 @@ export class InferenceRun {
 }
 
 @Injectable()
-export class InferenceService {
+export class InferenceService implements OnModuleInit, OnModuleDestroy {
   readonly logger = new Logger('inference');
+  /** Streams this gateway is reading, by run id → worker id; told to the workers so they can drop the rest. */
+  readonly watching = new Map<string, string>();
+  private timer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly bus: BusClient,
     @Inject(CONFIG) readonly config: CortexConfig,
   ) {}
+
+  onModuleInit(): void {
+    this.timer = setInterval(() => this.sendWatch(), WATCH_INTERVAL_MS);
+  }
+
+  onModuleDestroy(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  private sendWatch(): void {
+    const byWorker = new Map<string, string[]>();
+    for (const [runId, workerId] of this.watching) byWorker.set(workerId, [...(byWorker.get(workerId) ?? []), runId]);
+    for (const [workerId, requestIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { requestIds });
+  }
 
   open(dialect: Dialect, requestId: string): InferenceRun {
     return new InferenceRun(this, dialect, requestId);

@@ -5,6 +5,8 @@ export interface Engine {
   resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string>;
   readonly backend: string;
   device(): Promise<{ name: string; kind: string; totalBytes: number; freeBytes: number }>;
+  /** Bytes of device memory (VRAM on a GPU, RAM on CPU) a model and its context will take, from the GGUF header. */
+  estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number>;
   load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel>;
   dispose(): Promise<void>;
 }

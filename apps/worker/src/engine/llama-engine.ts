@@ -1,4 +1,4 @@
-import { getLlama, LlamaLogLevel, type Llama, type LlamaGpuType } from 'node-llama-cpp';
+import { getLlama, GgufInsights, LlamaLogLevel, readGgufFileInfo, type Llama, type LlamaGpuType } from 'node-llama-cpp';
 import { availableParallelism } from 'node:os';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
 import { LlamaEngineModel } from './llama-model.js';
@@ -49,6 +49,18 @@ export class LlamaEngine implements Engine {
     }
     const [vram, names] = await Promise.all([this.llama.getVramState(), this.llama.getGpuDeviceNames()]);
     return { name: names.join(', ') || this.llama.gpu, kind: this.llama.gpu, totalBytes: vram.total, freeBytes: vram.free };
+  }
+
+  async estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number> {
+    const insights = await GgufInsights.from(await readGgufFileInfo(spec.path), this.llama);
+    const gpuLayers = this.llama.gpu === false ? 0 : insights.totalLayers;
+    const model = await insights.estimateModelResourceRequirementsV2({ gpuLayers });
+    const context = await insights.estimateContextResourceRequirementsV2({
+      contextSize: spec.contextSize,
+      modelGpuLayers: gpuLayers,
+      sequences: spec.slots,
+    });
+    return this.llama.gpu === false ? model.cpuRam + context.cpuRam : model.gpuVram + context.gpuVram;
   }
 
   async load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel> {

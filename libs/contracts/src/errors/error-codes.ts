@@ -12,6 +12,7 @@ export const ErrorCodes = {
   no_worker: { status: 503, type: 'service_unavailable' },
   service_unavailable: { status: 503, type: 'service_unavailable' },
   model_load_failed: { status: 503, type: 'service_unavailable' },
+  insufficient_memory: { status: 503, type: 'service_unavailable' },
   timeout: { status: 504, type: 'timeout_error' },
   worker_lost: { status: 502, type: 'api_error' },
   internal: { status: 500, type: 'api_error' },

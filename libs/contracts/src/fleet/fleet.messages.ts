@@ -45,6 +45,29 @@ export class LoadCommand {
   @IsInt() @Min(1) slots!: number;
 }
 
+export class UnloadCommand {
+  @IsString() model!: string;
+  /** Let requests in flight finish first (default); false cancels them. */
+  @IsOptional() @IsBoolean() drain?: boolean;
+}
+
+export class WatchMessage {
+  @IsArray() @IsString({ each: true }) requestIds!: string[];
+}
+
+/** worker → everyone while a model loads. */
+export interface LoadProgress {
+  workerId: string;
+  model: string;
+  fraction: number;
+}
+
+export interface UnloadResult {
+  model: string;
+  workerId: string;
+  cancelled: number;
+}
+
 export interface LoadResult {
   model: string;
   workerId: string;

@@ -14,11 +14,19 @@ export const Subjects = {
   workerGenerate: `llm.worker.v1.${WORKER_ID_TOKEN}.generate`,
   workerCancel: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel`,
   workerLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.load`,
+  workerUnload: `llm.worker.v1.${WORKER_ID_TOKEN}.unload`,
+  /** Gateways list the requests they still stream from a worker; the rest are abandoned. */
+  workerWatch: `llm.worker.v1.${WORKER_ID_TOKEN}.watch`,
   heartbeatAll: 'llm.hb.v1.worker.*',
   requestFinished: 'llm.evt.v1.request.finished',
   modelLoaded: 'llm.evt.v1.model.loaded',
+  modelLoading: 'llm.evt.v1.model.progressed',
+  modelUnloaded: 'llm.evt.v1.model.unloaded',
   serviceStatus: 'llm.status.v1.ping',
 } as const;
+
+/** How often a gateway sends `watch` for its open streams; a worker drops a request unwatched for 3×. */
+export const WATCH_INTERVAL_MS = 2_000;
 
 /** The subject of one worker's handler pattern, e.g. `workerSubject(Subjects.workerGenerate, 'w1')`. */
 export function workerSubject(pattern: string, workerId: string): string {

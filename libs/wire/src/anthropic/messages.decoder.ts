@@ -1,0 +1,235 @@
+import type { CanonicalMessage, CanonicalRequest, ResponseFormat, Sampling, ToolCall, ToolDefinition } from '@cortex/contracts';
+import {
+  array,
+  fail,
+  object,
+  oneOf,
+  optionalBoolean,
+  optionalInteger,
+  optionalNumber,
+  optionalString,
+  string,
+  type Json,
+} from '../fields.js';
+
+/** A decoded Anthropic request: the canonical request plus what the canonical shape has no field for. */
+export interface DecodedMessagesRequest {
+  request: CanonicalRequest;
+  /**
+   * The client asked for extended thinking. Only then do responses carry `thinking` blocks: a client
+   * that did not ask must not receive block types it may not handle.
+   */
+  thinking: boolean;
+}
+
+// Anthropic sends multiple text blocks as separate blocks; the canonical message is one string, and
+// gluing `<system-reminder>…</system-reminder>` to the next sentence would merge unrelated text.
+const BLOCK_SEPARATOR = '\n';
+
+const TEXT_ONLY = 'this model takes text only';
+
+/**
+ * Anthropic Messages (`POST /v1/messages`) body → canonical request.
+ * Throws `invalid_request` naming the field path in `param`.
+ */
+export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
+  const body = object(input, 'body');
+  const model = string(body.model, 'model');
+  if (model.length === 0) fail('model', 'must not be empty');
+  // Unlike OpenAI, Anthropic requires max_tokens.
+  const maxTokens = optionalInteger(body.max_tokens, 'max_tokens', 1);
+  if (maxTokens === undefined) fail('max_tokens', 'is required');
+
+  const messages: CanonicalMessage[] = [];
+  const system = decodeSystem(body.system);
+  if (system) messages.push({ role: 'system', content: system });
+  const turns = array(body.messages, 'messages');
+  if (turns.length === 0) fail('messages', 'must contain at least one message');
+  turns.forEach((turn, i) => messages.push(...decodeTurn(turn, `messages[${i}]`)));
+
+  let tools = body.tools === undefined || body.tools === null ? undefined : array(body.tools, 'tools').map((t, i) => decodeTool(t, `tools[${i}]`));
+  const toolChoice = decodeToolChoice(body.tool_choice, tools);
+  if (toolChoice === 'none') tools = undefined;
+
+  if (body.metadata !== undefined && body.metadata !== null) object(body.metadata, 'metadata');
+  const thinking = decodeThinking(body.thinking);
+
+  const request: CanonicalRequest = {
+    model,
+    messages,
+    sampling: decodeSampling(body, maxTokens),
+    stream: optionalBoolean(body.stream, 'stream') ?? false,
+  };
+  if (tools && tools.length > 0) request.tools = tools;
+  if (toolChoice && toolChoice !== 'none') request.toolChoice = toolChoice;
+  const format = decodeOutputFormat(body.output_config);
+  if (format) request.responseFormat = format;
+  return { request, thinking };
+}
+
+function decodeSystem(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'string') return value || undefined;
+  const blocks = array(value, 'system').map((block, i) => textBlock(block, `system[${i}]`));
+  return blocks.length > 0 ? blocks.join(BLOCK_SEPARATOR) : undefined;
+}
+
+/** One Anthropic turn → one or more canonical messages (tool results become `tool` messages). */
+function decodeTurn(input: unknown, param: string): CanonicalMessage[] {
+  const turn = object(input, param);
+  const role = oneOf(turn.role, `${param}.role`, ['user', 'assistant'] as const);
+  const content = turn.content;
+  if (typeof content === 'string') return [{ role, content }];
+  const blocks = array(content, `${param}.content`).map((block, i) => {
+    const path = `${param}.content[${i}]`;
+    const b = object(block, path);
+    return { block: b, path, type: string(b.type, `${path}.type`) };
+  });
+  return role === 'user' ? decodeUserBlocks(blocks) : [decodeAssistantBlocks(blocks)];
+}
+
+interface Block {
+  block: Json;
+  path: string;
+  type: string;
+}
+
+function decodeUserBlocks(blocks: Block[]): CanonicalMessage[] {
+  const results: CanonicalMessage[] = [];
+  const texts: string[] = [];
+  for (const { block, path, type } of blocks) {
+    if (type === 'text') texts.push(string(block.text, `${path}.text`));
+    else if (type === 'tool_result') results.push(decodeToolResult(block, path));
+    else rejectBlock(type, path, 'user');
+  }
+  // Canonical chat templates expect the tool results right after the assistant's calls, so the
+  // turn's text follows them as its own user message (Anthropic puts tool_result blocks first anyway).
+  if (texts.length > 0 || results.length === 0) results.push({ role: 'user', content: texts.join(BLOCK_SEPARATOR) });
+  return results;
+}
+
+function decodeToolResult(block: Json, path: string): CanonicalMessage {
+  const toolCallId = string(block.tool_use_id, `${path}.tool_use_id`);
+  let content: string;
+  if (block.content === undefined || block.content === null) content = '';
+  else if (typeof block.content === 'string') content = block.content;
+  else {
+    content = array(block.content, `${path}.content`)
+      .map((part, j) => {
+        const partPath = `${path}.content[${j}]`;
+        const type = string(object(part, partPath).type, `${partPath}.type`);
+        if (type !== 'text') rejectBlock(type, partPath, 'tool_result');
+        return textBlock(part, partPath);
+      })
+      .join(BLOCK_SEPARATOR);
+  }
+  if (optionalBoolean(block.is_error, `${path}.is_error`)) content = `Error: ${content}`;
+  return { role: 'tool', content, toolCallId };
+}
+
+function decodeAssistantBlocks(blocks: Block[]): CanonicalMessage {
+  const texts: string[] = [];
+  const reasoning: string[] = [];
+  const toolCalls: ToolCall[] = [];
+  for (const { block, path, type } of blocks) {
+    if (type === 'text') texts.push(string(block.text, `${path}.text`));
+    else if (type === 'thinking') reasoning.push(string(block.thinking, `${path}.thinking`));
+    else if (type === 'redacted_thinking') continue; // encrypted by another provider: nothing a local model can read
+    else if (type === 'tool_use') toolCalls.push(decodeToolUse(block, path));
+    else rejectBlock(type, path, 'assistant');
+  }
+  const message: CanonicalMessage = { role: 'assistant', content: texts.join(BLOCK_SEPARATOR) };
+  if (reasoning.length > 0) message.reasoning = reasoning.join(BLOCK_SEPARATOR);
+  if (toolCalls.length > 0) message.toolCalls = toolCalls;
+  return message;
+}
+
+function decodeToolUse(block: Json, path: string): ToolCall {
+  return {
+    id: string(block.id, `${path}.id`),
+    name: string(block.name, `${path}.name`),
+    arguments: JSON.stringify(object(block.input, `${path}.input`)),
+  };
+}
+
+const MEDIA_BLOCKS = new Set(['image', 'document', 'search_result', 'container_upload']);
+
+function rejectBlock(type: string, path: string, where: 'user' | 'assistant' | 'tool_result'): never {
+  if (MEDIA_BLOCKS.has(type)) fail(path, `${type} blocks are not supported: ${TEXT_ONLY}`);
+  if (type === 'tool_use' || type === 'thinking' || type === 'redacted_thinking') fail(`${path}.type`, `${type} blocks belong in assistant turns`);
+  if (type === 'tool_result') fail(`${path}.type`, `tool_result blocks belong in user turns`);
+  return fail(`${path}.type`, `unsupported content block type '${type}' in ${where === 'tool_result' ? 'a tool_result' : `a ${where} turn`}`);
+}
+
+function textBlock(input: unknown, path: string): string {
+  const block = object(input, path);
+  oneOf(block.type, `${path}.type`, ['text']);
+  return string(block.text, `${path}.text`);
+}
+
+function decodeTool(input: unknown, param: string): ToolDefinition {
+  const tool = object(input, param);
+  // Server tools (web_search_…, bash_…, code_execution_…) run at Anthropic; a local model has none.
+  if (tool.type !== undefined && tool.type !== null && tool.type !== 'custom') {
+    fail(`${param}.type`, `server tool ${JSON.stringify(tool.type)} is not supported: only custom tools`);
+  }
+  const name = string(tool.name, `${param}.name`);
+  if (name.length === 0) fail(`${param}.name`, 'must not be empty');
+  const out: ToolDefinition = { name, parameters: object(tool.input_schema, `${param}.input_schema`) };
+  const description = optionalString(tool.description, `${param}.description`);
+  if (description !== undefined) out.description = description;
+  return out;
+}
+
+/** Anthropic tool_choice → canonical `auto | required | function:<name>`, or 'none' to drop the tools. */
+function decodeToolChoice(value: unknown, tools: ToolDefinition[] | undefined): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  const choice = object(value, 'tool_choice');
+  const type = oneOf(choice.type, 'tool_choice.type', ['auto', 'any', 'tool', 'none'] as const);
+  // disable_parallel_tool_use has no canonical field: workers emit calls as the model writes them.
+  optionalBoolean(choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use');
+  if (type === 'auto' || type === 'none') return type;
+  if (type === 'any') return 'required';
+  const name = string(choice.name, 'tool_choice.name');
+  if (!tools?.some((tool) => tool.name === name)) fail('tool_choice.name', `no tool named '${name}' in tools`);
+  return `function:${name}`;
+}
+
+function decodeThinking(value: unknown): boolean {
+  if (value === undefined || value === null) return false;
+  const thinking = object(value, 'thinking');
+  const type = oneOf(thinking.type, 'thinking.type', ['enabled', 'disabled', 'adaptive', 'between_tools'] as const);
+  // The budget cannot be enforced separately from max_tokens here; it is checked for shape only.
+  if (type === 'enabled' && optionalInteger(thinking.budget_tokens, 'thinking.budget_tokens', 1) === undefined) {
+    fail('thinking.budget_tokens', 'is required when thinking is enabled');
+  }
+  return type !== 'disabled';
+}
+
+function decodeSampling(body: Json, maxTokens: number): Sampling {
+  const sampling: Sampling = { maxTokens };
+  const set = <K extends keyof Sampling>(key: K, value: Sampling[K] | undefined): void => {
+    if (value !== undefined) sampling[key] = value;
+  };
+  // Anthropic's temperature range is 0..1 (OpenAI's is 0..2); the canonical scale is the same number.
+  set('temperature', optionalNumber(body.temperature, 'temperature', 0, 1));
+  set('topP', optionalNumber(body.top_p, 'top_p', 0, 1));
+  set('topK', optionalInteger(body.top_k, 'top_k', 0));
+  if (body.stop_sequences !== undefined && body.stop_sequences !== null) {
+    const stops = array(body.stop_sequences, 'stop_sequences').map((s, i) => string(s, `stop_sequences[${i}]`));
+    if (stops.length > 16) fail('stop_sequences', 'at most 16 stop sequences');
+    if (stops.some((s) => s.length === 0)) fail('stop_sequences', 'stop sequences must not be empty');
+    if (stops.length > 0) sampling.stop = stops;
+  }
+  return sampling;
+}
+
+/** Structured outputs: `output_config.format = {type: 'json_schema', schema}`. `effort` has no canonical field. */
+function decodeOutputFormat(value: unknown): ResponseFormat | undefined {
+  if (value === undefined || value === null) return undefined;
+  const config = object(value, 'output_config');
+  if (config.format === undefined || config.format === null) return undefined;
+  const format = object(config.format, 'output_config.format');
+  oneOf(format.type, 'output_config.format.type', ['json_schema']);
+  return { type: 'json_schema', schema: object(format.schema, 'output_config.format.schema') };
+}

@@ -1,0 +1,114 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { BusClient } from '@cortex/bus';
+import type { FleetView, LoadProgress, StreamEvent, UnloadResult } from '@cortex/contracts';
+import { fixtureModel } from '@cortex/fixtures';
+import { startStack, waitFor, type TestStack } from '@cortex/testing';
+
+const user = [{ role: 'user' as const, content: 'Go.' }];
+
+describe('worker lifecycle e2e', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+  let bus: BusClient;
+
+  before(async () => {
+    stack = await startStack({
+      models: [
+        { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 32768, slots: 1, pinned: true },
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, slots: 1 },
+      ],
+      config: { worker: { id: 'w1', threads: 1, gpu: 'cpu', heartbeat_ms: 100 } },
+    });
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    bus = new BusClient(stack.nc, 10_000);
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  async function chatState(): Promise<string | undefined> {
+    const fleet = await bus.request<FleetView>('llm.router.v1.fleet', {});
+    return fleet.workers[0]?.models.find((m) => m.id === 'cortex-chat')?.state;
+  }
+
+  it('lifecycle - a cold load publishes progress events and reports the model ready', async () => {
+    const progress: LoadProgress[] = [];
+    const sub = stack.nc.subscribe('llm.evt.v1.model.progressed', { callback: (_e, msg) => void progress.push(msg.json<LoadProgress>()) });
+    await stack.nc.flush();
+    const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
+    assert.equal(result.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text);
+    await waitFor(() => progress.some((p) => p.fraction === 1), 2_000);
+    sub.unsubscribe();
+    assert.ok(progress.every((p) => p.model === 'cortex-chat' && p.workerId === 'w1'));
+    assert.deepEqual(progress.map((p) => p.fraction), [...progress.map((p) => p.fraction)].sort((a, b) => a - b));
+  });
+
+  it('lifecycle - unload frees the model and the next request loads it again', async () => {
+    const result = await bus.request<UnloadResult>('llm.worker.v1.w1.unload', { model: 'cortex-chat' });
+    assert.deepEqual(result, { model: 'cortex-chat', workerId: 'w1', cancelled: 0 });
+    await waitFor(async () => (await chatState()) === undefined, 3_000);
+    const models = await client.models.list();
+    assert.equal((models.data.find((m) => m.id === 'cortex-chat') as unknown as { loaded: boolean }).loaded, false);
+    const again = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
+    assert.equal(again.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text);
+    assert.equal(await chatState(), 'ready');
+  });
+
+  it('lifecycle - unloading a model that is not there is a clear not_found', async () => {
+    await assert.rejects(bus.request('llm.worker.v1.w1.unload', { model: 'nope' }), /nope is not loaded on w1/);
+  });
+
+  it('lifecycle - a stream whose gateway dies is cancelled by the worker, freeing the slot', async () => {
+    const finishes: Array<Extract<StreamEvent, { type: 'finish' }>> = [];
+    const sub = stack.nc.subscribe('llm.stream.v1.>', {
+      callback: (_e, msg) => {
+        const event = msg.json<StreamEvent>();
+        if (event.type === 'finish') finishes.push(event);
+      },
+    });
+    await stack.nc.flush();
+    // ~30k tokens take well over the 6 s a worker waits for a watch, so only cancellation ends it early.
+    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
+    const iterator = stream[Symbol.asyncIterator]();
+    await iterator.next();
+    const gateway = stack.processes.get('gateway');
+    assert.ok(gateway);
+    gateway.kill('SIGKILL');
+    await waitFor(() => finishes.length > 0, 20_000);
+    sub.unsubscribe();
+    assert.equal(finishes[0]?.reason, 'cancelled');
+    assert.ok((finishes[0]?.usage.completionTokens ?? 0) < 30_000);
+    assert.match(stack.logs(), /no gateway is reading it any more; cancelling/);
+  });
+});
+
+describe('worker memory budget e2e', () => {
+  let stack: TestStack;
+
+  before(async () => {
+    stack = await startStack({
+      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512 }],
+      config: { worker: { threads: 1, gpu: 'cpu', heartbeat_ms: 100, memory_budget: 1024 * 1024 } },
+    });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('memory - a model that does not fit the budget is refused with the numbers and what to do', async () => {
+    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-chat', messages: user }),
+    });
+    assert.equal(response.status, 503);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'insufficient_memory');
+    assert.match(body.error.message, /cortex-chat needs about \d+ MiB but only 1 MiB is of a 1 MiB budget/);
+    assert.match(body.error.message, /raise worker\.memory_budget/);
+  });
+});
