@@ -112,8 +112,10 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       if (!response?.ok) return false;
       const body = (await response.json()) as { data: Array<{ id: string; loaded: boolean; pinned: boolean }> };
       if (!body.data.filter((m) => m.pinned).every((m) => m.loaded)) return false;
+      // Every service must answer before a test's first request, and the router must know the workers.
+      const answered = await pingServices(nc);
+      if (services.some((name) => (answered.get(name) ?? 0) < services.filter((s) => s === name).length)) return false;
       if (!services.includes('worker')) return true;
-      // The router must know a worker before a test's first request, pinned models or not.
       const fleet = await new BusClient(nc, 1_000).request<FleetView>('llm.router.v1.fleet', {}).catch(() => null);
       return (fleet?.workers.filter((w) => w.up).length ?? 0) >= services.filter((s) => s === 'worker').length;
     }, 60_000);
@@ -122,6 +124,21 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     throw new Error(`stack did not come up: ${(error as Error).message}\n${output}`, { cause: error });
   }
   return stack;
+}
+
+/** How many instances of each service answer the status ping. */
+async function pingServices(nc: NatsConnection): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  try {
+    const replies = await nc.requestMany('llm.status.v1.ping', undefined, { maxWait: 300, strategy: 'timer' });
+    for await (const msg of replies) {
+      const { service } = msg.json<{ service: string }>();
+      counts.set(service, (counts.get(service) ?? 0) + 1);
+    }
+  } catch {
+    // no responders yet
+  }
+  return counts;
 }
 
 export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, intervalMs = 100): Promise<void> {

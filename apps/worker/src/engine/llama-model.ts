@@ -16,6 +16,7 @@ import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js
 import { toChatHistory, toFunctions } from './prompt.js';
 import { SlotPool } from './slot-pool.js';
 import { TextStreamer } from './text-streamer.js';
+import { ToolCallParser } from './tool-call-parser.js';
 
 type Mode = 'text' | 'reasoning' | 'tool';
 
@@ -114,7 +115,7 @@ export class LlamaEngineModel implements EngineModel {
     let finish: FinishReason = 'length';
     const pending: Token[] = [];
     const recent: Token[] = prompt.slice(-4);
-    let toolText = '';
+    let toolCall: ToolCallParser | null = null;
     let toolIndex = 0;
 
     const sample = request.sampling;
@@ -168,9 +169,10 @@ export class LlamaEngineModel implements EngineModel {
       } else if (this.toolCall && token === this.toolCall.open) {
         flushText();
         mode = 'tool';
-        toolText = '';
-      } else if (this.toolCall && token === this.toolCall.close && mode === 'tool') {
-        toolIndex += emitToolCall(toolText, toolIndex, emit) ? 1 : 0;
+        toolCall = new ToolCallParser(toolIndex, `call_${randomBytes(12).toString('hex')}`, emit);
+      } else if (this.toolCall && token === this.toolCall.close && toolCall) {
+        if (toolCall.end()) toolIndex++;
+        toolCall = null;
         mode = 'text';
       } else {
         pending.push(token);
@@ -180,7 +182,7 @@ export class LlamaEngineModel implements EngineModel {
         recent.push(...pending);
         if (recent.length > 4) recent.splice(0, recent.length - 4);
         pending.length = 0;
-        if (mode === 'tool') toolText += text;
+        if (toolCall) toolCall.push(text);
         else if (emitText(text)) {
           finish = 'stop';
           break;
@@ -191,7 +193,7 @@ export class LlamaEngineModel implements EngineModel {
         break;
       }
     }
-    if (mode === 'tool' && toolText) emitText(`<tool_call>${toolText}`);
+    toolCall?.abandon();
     flushText();
     const endedAt = performance.now();
     const decodeSeconds = firstTokenAt ? (endedAt - firstTokenAt) / 1000 : 0;
@@ -250,26 +252,6 @@ export class LlamaEngineModel implements EngineModel {
     await this.context.dispose();
     await this.model.dispose();
   }
-}
-
-/** Parses `{"name": …, "arguments": {…}}`; anything else is not a tool call and is reported false. */
-function emitToolCall(text: string, index: number, emit: (event: StreamEventBody) => void): boolean {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    emit({ type: 'text', text: `<tool_call>${text}</tool_call>` });
-    return false;
-  }
-  const call = parsed as { name?: unknown; arguments?: unknown };
-  if (typeof call.name !== 'string') {
-    emit({ type: 'text', text: `<tool_call>${text}</tool_call>` });
-    return false;
-  }
-  const args = typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {});
-  emit({ type: 'tool_call', index, id: `call_${randomBytes(12).toString('hex')}`, name: call.name });
-  emit({ type: 'tool_args', index, delta: args });
-  return true;
 }
 
 /** Stop triggers that are plain text (strings, or LlamaText/arrays of strings only); token triggers are skipped. */
