@@ -1,0 +1,360 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CortexError, ErrorCodes, type ErrorCode, type StreamEvent } from '@cortex/contracts';
+import { decodeMessagesRequest } from './messages.decoder.js';
+import { MessagesAggregator, MessagesStreamEncoder, THINKING_SIGNATURE, anthropicError, anthropicErrorType, type FinishHint } from './messages.encoder.js';
+import type { AnthropicFrame } from './messages.types.js';
+
+function invalid(body: unknown, param: string): void {
+  assert.throws(
+    () => decodeMessagesRequest(body),
+    (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param && error.message.startsWith(`${param}: `),
+    `expected invalid_request on ${param}`,
+  );
+}
+
+const user = (content: unknown) => ({ role: 'user', content });
+const base = { model: 'm', max_tokens: 64, messages: [user('hi')] };
+const usage = { promptTokens: 10, cachedPromptTokens: 4, completionTokens: 3, reasoningTokens: 1 };
+const timings = { ttftMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
+const options = { id: 'msg_1', model: 'claude-x', thinking: false };
+
+/** Numbers events in order, as a worker does. */
+function events(...bodies: Array<Record<string, unknown>>): StreamEvent[] {
+  return bodies.map((body, seq) => ({ seq, ...body }) as StreamEvent);
+}
+const start = { type: 'start', requestId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 10 };
+const finish = (reason: string) => ({ type: 'finish', reason, usage, timings });
+
+function encodeAll(list: StreamEvent[], thinking = false, hint: FinishHint = {}): AnthropicFrame[] {
+  const encoder = new MessagesStreamEncoder({ ...options, thinking });
+  return list.flatMap((event) => encoder.encode(event, hint));
+}
+
+function aggregate(list: StreamEvent[], thinking = false, hint: FinishHint = {}) {
+  const aggregator = new MessagesAggregator({ ...options, thinking });
+  for (const event of list) aggregator.add(event, hint);
+  return aggregator.body();
+}
+
+const messageStart = {
+  event: 'message_start',
+  data: {
+    type: 'message_start',
+    message: {
+      id: 'msg_1',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-x',
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      stop_details: null,
+      usage: { input_tokens: 10, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    },
+  },
+};
+const finalUsage = { input_tokens: 6, output_tokens: 3, cache_creation_input_tokens: 0, cache_read_input_tokens: 4 };
+const ending = (stopReason: string, stopSequence: string | null = null) => [
+  {
+    event: 'message_delta',
+    data: { type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: stopSequence, stop_details: null }, usage: finalUsage },
+  },
+  { event: 'message_stop', data: { type: 'message_stop' } },
+];
+const blockStart = (index: number, block: unknown) => ({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: block } });
+const blockDelta = (index: number, delta: unknown) => ({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta } });
+const blockStop = (index: number) => ({ event: 'content_block_stop', data: { type: 'content_block_stop', index } });
+
+describe('anthropic messages codec', () => {
+  it('anthropic codec - decodes model, system, sampling and stream', () => {
+    const { request, thinking } = decodeMessagesRequest({
+      ...base,
+      system: 'be brief',
+      temperature: 0.5,
+      top_p: 0.9,
+      top_k: 40,
+      stop_sequences: ['END'],
+      stream: true,
+      metadata: { user_id: 'u1' },
+      service_tier: 'auto',
+      container: 'c',
+    });
+    assert.equal(thinking, false);
+    assert.deepEqual(request, {
+      model: 'm',
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: 'hi' },
+      ],
+      sampling: { maxTokens: 64, temperature: 0.5, topP: 0.9, topK: 40, stop: ['END'] },
+      stream: true,
+    });
+  });
+
+  it('anthropic codec - system text blocks and user text blocks become one message each', () => {
+    const { request } = decodeMessagesRequest({
+      ...base,
+      system: [{ type: 'text', text: 'one' }, { type: 'text', text: 'two', cache_control: { type: 'ephemeral' } }],
+      messages: [user([{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }])],
+    });
+    assert.deepEqual(request.messages, [
+      { role: 'system', content: 'one\ntwo' },
+      { role: 'user', content: 'a\nb' },
+    ]);
+    assert.equal(request.stream, false);
+  });
+
+  it('anthropic codec - a multi-turn tool round trip keeps call ids, thinking and results in order', () => {
+    const { request } = decodeMessagesRequest({
+      ...base,
+      messages: [
+        user('weather in Paris and Rome?'),
+        {
+          role: 'assistant',
+          content: [
+            { type: 'thinking', thinking: 'need the tool', signature: 'sig' },
+            { type: 'redacted_thinking', data: 'opaque' },
+            { type: 'text', text: 'Checking.' },
+            { type: 'tool_use', id: 'toolu_1', name: 'weather', input: { city: 'Paris' } },
+            { type: 'tool_use', id: 'toolu_2', name: 'weather', input: { city: 'Rome' } },
+          ],
+        },
+        user([
+          { type: 'tool_result', tool_use_id: 'toolu_1', content: '20C' },
+          { type: 'tool_result', tool_use_id: 'toolu_2', content: [{ type: 'text', text: 'no' }, { type: 'text', text: 'data' }], is_error: true },
+          { type: 'text', text: 'and tomorrow?' },
+        ]),
+        { role: 'assistant', content: 'Sunny.' },
+        user([{ type: 'tool_result', tool_use_id: 'toolu_3' }]),
+      ],
+    });
+    assert.deepEqual(request.messages, [
+      { role: 'user', content: 'weather in Paris and Rome?' },
+      {
+        role: 'assistant',
+        content: 'Checking.',
+        reasoning: 'need the tool',
+        toolCalls: [
+          { id: 'toolu_1', name: 'weather', arguments: '{"city":"Paris"}' },
+          { id: 'toolu_2', name: 'weather', arguments: '{"city":"Rome"}' },
+        ],
+      },
+      { role: 'tool', content: '20C', toolCallId: 'toolu_1' },
+      { role: 'tool', content: 'Error: no\ndata', toolCallId: 'toolu_2' },
+      { role: 'user', content: 'and tomorrow?' },
+      { role: 'assistant', content: 'Sunny.' },
+      { role: 'tool', content: '', toolCallId: 'toolu_3' },
+    ]);
+  });
+
+  it('anthropic codec - custom tools and every tool_choice', () => {
+    const tools = [
+      { name: 'weather', description: 'get weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } },
+      { type: 'custom', name: 'time', input_schema: { type: 'object' } },
+    ];
+    const decode = (tool_choice?: unknown) => decodeMessagesRequest({ ...base, tools, tool_choice }).request;
+    assert.deepEqual(decode().tools, [
+      { name: 'weather', description: 'get weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+      { name: 'time', parameters: { type: 'object' } },
+    ]);
+    assert.equal(decode().toolChoice, undefined);
+    assert.equal(decode({ type: 'auto', disable_parallel_tool_use: true }).toolChoice, 'auto');
+    assert.equal(decode({ type: 'any' }).toolChoice, 'required');
+    assert.equal(decode({ type: 'tool', name: 'time' }).toolChoice, 'function:time');
+    const none = decode({ type: 'none' });
+    assert.equal(none.tools, undefined);
+    assert.equal(none.toolChoice, undefined);
+  });
+
+  it('anthropic codec - thinking config sets the flag; output_config maps to a JSON schema format', () => {
+    const flag = (thinking: unknown) => decodeMessagesRequest({ ...base, thinking }).thinking;
+    assert.equal(flag(undefined), false);
+    assert.equal(flag({ type: 'disabled' }), false);
+    assert.equal(flag({ type: 'enabled', budget_tokens: 1024 }), true);
+    assert.equal(flag({ type: 'adaptive' }), true);
+    const schema = { type: 'object', properties: { a: { type: 'number' } } };
+    const { request } = decodeMessagesRequest({ ...base, output_config: { effort: 'low', format: { type: 'json_schema', schema } } });
+    assert.deepEqual(request.responseFormat, { type: 'json_schema', schema });
+  });
+
+  it('anthropic codec - invalid bodies name the field', () => {
+    invalid(null, 'body');
+    invalid({ max_tokens: 5, messages: [user('x')] }, 'model');
+    invalid({ model: 'm', messages: [user('x')] }, 'max_tokens');
+    invalid({ ...base, max_tokens: 0 }, 'max_tokens');
+    invalid({ ...base, max_tokens: 1.5 }, 'max_tokens');
+    invalid({ ...base, messages: [] }, 'messages');
+    invalid({ ...base, messages: [{ role: 'system', content: 'x' }] }, 'messages[0].role');
+    invalid({ ...base, messages: [user(5)] }, 'messages[0].content');
+    invalid({ ...base, messages: [user([{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: '' } }])] }, 'messages[0].content[0]');
+    invalid({ ...base, messages: [user([{ type: 'tool_use', id: 'a', name: 'b', input: {} }])] }, 'messages[0].content[0].type');
+    invalid({ ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_result', tool_use_id: 'a' }] }] }, 'messages[0].content[0].type');
+    invalid({ ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 'a', name: 'b', input: 'x' }] }] }, 'messages[0].content[0].input');
+    invalid({ ...base, messages: [user([{ type: 'tool_result', content: 'x' }])] }, 'messages[0].content[0].tool_use_id');
+    invalid({ ...base, messages: [user([{ type: 'tool_result', tool_use_id: 'a', content: [{ type: 'image' }] }])] }, 'messages[0].content[0].content[0]');
+    invalid({ ...base, messages: [user([{ type: 'wat' }])] }, 'messages[0].content[0].type');
+    invalid({ ...base, system: [{ type: 'text' }] }, 'system[0].text');
+    invalid({ ...base, temperature: 1.5 }, 'temperature');
+    invalid({ ...base, top_k: -1 }, 'top_k');
+    invalid({ ...base, stop_sequences: 'END' }, 'stop_sequences');
+    invalid({ ...base, stop_sequences: [''] }, 'stop_sequences');
+    invalid({ ...base, metadata: 'x' }, 'metadata');
+    invalid({ ...base, stream: 'yes' }, 'stream');
+    invalid({ ...base, thinking: { type: 'enabled' } }, 'thinking.budget_tokens');
+    invalid({ ...base, thinking: { type: 'on' } }, 'thinking.type');
+    invalid({ ...base, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, 'tools[0].type');
+    invalid({ ...base, tools: [{ name: 'w' }] }, 'tools[0].input_schema');
+    invalid({ ...base, tools: [{ name: 'w', input_schema: {} }], tool_choice: { type: 'tool', name: 'nope' } }, 'tool_choice.name');
+    invalid({ ...base, tool_choice: { type: 'function' } }, 'tool_choice.type');
+    invalid({ ...base, output_config: { format: { type: 'json_schema' } } }, 'output_config.format.schema');
+  });
+
+  it('anthropic codec - streams text as one block between message_start and message_stop', () => {
+    const frames = encodeAll(events(start, { type: 'text', text: 'Hel' }, { type: 'text', text: '' }, { type: 'text', text: 'lo' }, finish('stop')));
+    assert.deepEqual(frames, [
+      messageStart,
+      blockStart(0, { type: 'text', text: '' }),
+      blockDelta(0, { type: 'text_delta', text: 'Hel' }),
+      blockDelta(0, { type: 'text_delta', text: 'lo' }),
+      blockStop(0),
+      ...ending('end_turn'),
+    ]);
+    for (const { event, data } of frames) assert.equal(data.type, event);
+  });
+
+  it('anthropic codec - reasoning streams as a signed thinking block only when thinking is enabled', () => {
+    const list = events(start, { type: 'reasoning', text: 'hm' }, { type: 'reasoning', text: 'm' }, { type: 'text', text: 'Hi' }, finish('stop'));
+    assert.deepEqual(encodeAll(list, true), [
+      messageStart,
+      blockStart(0, { type: 'thinking', thinking: '', signature: '' }),
+      blockDelta(0, { type: 'thinking_delta', thinking: 'hm' }),
+      blockDelta(0, { type: 'thinking_delta', thinking: 'm' }),
+      blockDelta(0, { type: 'signature_delta', signature: THINKING_SIGNATURE }),
+      blockStop(0),
+      blockStart(1, { type: 'text', text: '' }),
+      blockDelta(1, { type: 'text_delta', text: 'Hi' }),
+      blockStop(1),
+      ...ending('end_turn'),
+    ]);
+    assert.deepEqual(encodeAll(list, false), [
+      messageStart,
+      blockStart(0, { type: 'text', text: '' }),
+      blockDelta(0, { type: 'text_delta', text: 'Hi' }),
+      blockStop(0),
+      ...ending('end_turn'),
+    ]);
+    assert.deepEqual(aggregate(list, true).content, [
+      { type: 'thinking', thinking: 'hmm', signature: THINKING_SIGNATURE },
+      { type: 'text', text: 'Hi' },
+    ]);
+    assert.deepEqual(aggregate(list, false).content, [{ type: 'text', text: 'Hi' }]);
+  });
+
+  it('anthropic codec - a tool call streams argument chunks and stops with tool_use', () => {
+    const list = events(
+      start,
+      { type: 'text', text: 'Checking.' },
+      { type: 'keepalive' },
+      { type: 'tool_call', index: 0, id: 'call_1', name: 'weather' },
+      { type: 'tool_args', index: 0, delta: '{"city":' },
+      { type: 'tool_args', index: 0, delta: '"Paris"}' },
+      { type: 'tool_call', index: 1, id: 'call_2', name: 'time' },
+      finish('tool_calls'),
+    );
+    assert.deepEqual(encodeAll(list), [
+      messageStart,
+      blockStart(0, { type: 'text', text: '' }),
+      blockDelta(0, { type: 'text_delta', text: 'Checking.' }),
+      { event: 'ping', data: { type: 'ping' } },
+      blockStop(0),
+      blockStart(1, { type: 'tool_use', id: 'call_1', name: 'weather', input: {} }),
+      blockDelta(1, { type: 'input_json_delta', partial_json: '{"city":' }),
+      blockDelta(1, { type: 'input_json_delta', partial_json: '"Paris"}' }),
+      blockStop(1),
+      blockStart(2, { type: 'tool_use', id: 'call_2', name: 'time', input: {} }),
+      blockStop(2),
+      ...ending('tool_use'),
+    ]);
+    assert.deepEqual(aggregate(list), {
+      id: 'msg_1',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-x',
+      content: [
+        { type: 'text', text: 'Checking.' },
+        { type: 'tool_use', id: 'call_1', name: 'weather', input: { city: 'Paris' } },
+        { type: 'tool_use', id: 'call_2', name: 'time', input: {} },
+      ],
+      stop_reason: 'tool_use',
+      stop_sequence: null,
+      stop_details: null,
+      usage: finalUsage,
+    });
+  });
+
+  it('anthropic codec - unparseable tool arguments become {} plus a text block', () => {
+    const body = aggregate(events({ type: 'tool_call', index: 0, id: 'c', name: 'w' }, { type: 'tool_args', index: 0, delta: '{"a":' }, finish('tool_calls')));
+    assert.deepEqual(body.content, [
+      { type: 'tool_use', id: 'c', name: 'w', input: {} },
+      { type: 'text', text: '{"a":' },
+    ]);
+  });
+
+  it('anthropic codec - stop reasons: length, stop sequence hint, and a stream without start', () => {
+    const frames = encodeAll(events({ type: 'text', text: 'x' }, finish('length')));
+    assert.equal(frames[0]?.event, 'message_start', 'message_start comes first even without a start event');
+    assert.deepEqual(frames.slice(-2), ending('max_tokens'));
+    assert.deepEqual(encodeAll(events(start, finish('stop')), false, { stopSequence: 'END' }), [messageStart, ...ending('stop_sequence', 'END')]);
+    const body = aggregate(events(start, { type: 'text', text: 'x' }, finish('stop')), false, { stopSequence: 'END' });
+    assert.equal(body.stop_reason, 'stop_sequence');
+    assert.equal(body.stop_sequence, 'END');
+    assert.equal(aggregate(events(start, finish('cancelled'))).stop_reason, 'end_turn');
+  });
+
+  it('anthropic codec - an error event ends the stream with an error frame', () => {
+    const encoder = new MessagesStreamEncoder(options);
+    const list = events(
+      start,
+      { type: 'text', text: 'x' },
+      { type: 'error', error: { code: 'worker_lost', message: 'gone' } },
+      { type: 'text', text: 'late' },
+      finish('error'),
+    );
+    const frames = list.flatMap((event) => encoder.encode(event));
+    assert.deepEqual(frames.at(-1), { event: 'error', data: { type: 'error', error: { type: 'api_error', message: 'gone' } } });
+    assert.equal(frames.length, 4);
+    assert.equal(encoder.isEnded, true);
+  });
+
+  it('anthropic codec - every cortex error code maps to an Anthropic error type', () => {
+    const anthropicTypes = [
+      'invalid_request_error',
+      'authentication_error',
+      'permission_error',
+      'not_found_error',
+      'request_too_large',
+      'rate_limit_error',
+      'timeout_error',
+      'api_error',
+      'overloaded_error',
+    ];
+    for (const code of Object.keys(ErrorCodes) as ErrorCode[]) assert.ok(anthropicTypes.includes(anthropicErrorType(code)), code);
+    const type = (code: ErrorCode) => anthropicError({ code, message: 'm' }).error.type;
+    assert.equal(type('invalid_request'), 'invalid_request_error');
+    assert.equal(type('unauthorized'), 'authentication_error');
+    assert.equal(type('model_not_found'), 'not_found_error');
+    assert.equal(type('payload_too_large'), 'request_too_large');
+    assert.equal(type('busy'), 'rate_limit_error');
+    assert.equal(type('no_worker'), 'overloaded_error');
+    assert.equal(type('model_load_failed'), 'overloaded_error');
+    assert.equal(type('timeout'), 'timeout_error');
+    assert.equal(type('worker_lost'), 'api_error');
+    assert.equal(type('internal'), 'api_error');
+    assert.equal(type('made_up' as ErrorCode), 'api_error');
+    assert.deepEqual(anthropicError({ code: 'not_found', message: 'no such model', param: 'model' }), {
+      type: 'error',
+      error: { type: 'not_found_error', message: 'no such model' },
+    });
+  });
+});
