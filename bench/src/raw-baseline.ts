@@ -5,6 +5,8 @@ export interface DecodeRun {
   tokens: number;
   /** Tokens per second after the first token (prompt evaluation excluded). */
   tokensPerSecond: number;
+  /** From starting the evaluation (prompt included) to the first generated token. */
+  ttftMs: number;
 }
 
 /**
@@ -38,6 +40,7 @@ export class RawBaseline {
     let tokens = 0;
     let first = 0;
     let last = 0;
+    const started = performance.now();
     try {
       for await (const _token of sequence.evaluate(this.prompt, { temperature: 0 })) {
         last = performance.now();
@@ -47,7 +50,7 @@ export class RawBaseline {
     } finally {
       sequence.dispose();
     }
-    return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (last - first) : 0 };
+    return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (last - first) : 0, ttftMs: first - started };
   }
 
   async close(): Promise<void> {

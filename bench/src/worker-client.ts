@@ -33,15 +33,17 @@ export class WorkerClient {
     let first = 0;
     let tokens = 0;
     let reported = 0;
+    let ttft = 0;
     for await (const event of reader) {
       if ((event.type === 'text' || event.type === 'reasoning') && first === 0) first = performance.now();
       if (event.type === 'error') throw new Error(event.error.message);
       if (event.type === 'finish') {
         tokens = event.usage.completionTokens;
         reported = event.timings.decodeTokensPerSecond;
+        ttft = event.timings.ttftMs;
       }
     }
     const end = performance.now();
-    return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (end - first) : 0, wallMs: end - started, reportedTokensPerSecond: reported };
+    return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (end - first) : 0, wallMs: end - started, reportedTokensPerSecond: reported, ttftMs: ttft };
   }
 }

@@ -62,6 +62,7 @@ async function main(): Promise<void> {
 
     log('single stream: raw sequence.evaluate loop vs worker (at its bus output)');
     log('model          raw tok/s   worker tok/s   ratio');
+    const ttftLines: string[] = [];
     for (const model of models) {
       log(`  ${model.id}: loading in the worker and in this process…`);
       await client.load(model.id, model.path, CONTEXT, Number(process.env.BENCH_SLOTS ?? SLOTS));
@@ -84,8 +85,15 @@ async function main(): Promise<void> {
       }
       const rawRate = median(raw.map((r) => r.tokensPerSecond));
       const workerRate = median(runs.map((r) => r.tokensPerSecond));
+      const rawTtft = median(raw.map((r) => r.ttftMs));
+      const workerTtft = median(runs.map((r) => r.ttftMs));
+      ttftLines.push(`${model.id.padEnd(14)} ${rawTtft.toFixed(2).padStart(6)}   ${workerTtft.toFixed(2).padStart(9)}   ${(workerTtft - rawTtft).toFixed(2).padStart(12)}`);
       log(`${model.id.padEnd(14)} ${rawRate.toFixed(0).padStart(9)}   ${workerRate.toFixed(0).padStart(12)}   ${(workerRate / rawRate).toFixed(2)}  (tokens/run: raw ${raw[0]?.tokens}, worker ${runs[0]?.tokens}; worker's own measure ${median(runs.map((r) => r.reportedTokensPerSecond)).toFixed(0)})`);
     }
+
+    log('\ntime to first token: raw = evaluate() start → first token (prompt eval); worker = generate arrival → first token event');
+    log('model          raw ms   worker ms   worker − raw');
+    for (const line of ttftLines) log(line);
 
     const concurrencyModel = models[0]!.id;
     log(`\naggregate throughput by concurrency (${concurrencyModel}, ${SLOTS} slots, ${TOKENS} tokens per stream)`);
