@@ -164,6 +164,7 @@ describe('chat completions e2e', () => {
       model: 'stories260K',
       messages: [{ role: 'user', content: 'Once upon a time' }],
       max_tokens: 200,
+      temperature: 0,
       response_format: { type: 'json_schema', json_schema: { name: 'reply', schema } },
     });
     const parsed = JSON.parse(result.choices[0]?.message.content ?? '') as { answer: string; count: number };

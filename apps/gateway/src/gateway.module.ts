@@ -6,6 +6,9 @@ import { HealthController } from './health/health.controller.js';
 import { InferenceService } from './inference/inference.service.js';
 import { ModelsController } from './models/models.controller.js';
 import { ChatController } from './openai/chat.controller.js';
+import { MessagesController } from './anthropic/messages.controller.js';
+import { InferenceResponder } from './inference/inference.responder.js';
+import { CountTokensService } from './inference/count-tokens.service.js';
 
 @Module({})
 export class GatewayModule {
@@ -13,8 +16,8 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, ModelsController, HealthController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService],
+      controllers: [ChatController, MessagesController, ModelsController, HealthController],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, CountTokensService],
     };
   }
 }

@@ -1,7 +1,7 @@
 import { Controller } from '@nestjs/common';
 import { MessagePattern } from '@nestjs/microservices';
 import { CortexError, decodeMessage, DecodeRequest, Subjects, type CanonicalRequest } from '@cortex/contracts';
-import { decodeChatRequest } from '@cortex/wire';
+import { decodeChatRequest, decodeMessagesRequest } from '@cortex/wire';
 
 /** Dialect bodies → the canonical request. Stateless, so any number of replicas share the queue group. */
 @Controller()
@@ -12,6 +12,10 @@ export class TranslatorController {
     switch (request.dialect) {
       case 'openai.chat':
         return decodeChatRequest(request.body);
+      case 'anthropic.messages': {
+        const { request: canonical, thinking } = decodeMessagesRequest(request.body);
+        return { ...canonical, showReasoning: thinking };
+      }
       default:
         throw new CortexError('not_found', `dialect ${request.dialect} is not served by this translator`);
     }

@@ -1,7 +1,7 @@
 import { Controller } from '@nestjs/common';
 import { EventPattern, MessagePattern } from '@nestjs/microservices';
 import { performance } from 'node:perf_hooks';
-import { CancelCommand, decodeMessage, GenerateCommand, LoadCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
+import { CancelCommand, decodeMessage, GenerateCommand, LoadCommand, Subjects, TokenizeCommand, UnloadCommand, WatchMessage } from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
 
 /** Bus handlers addressed to this worker (`llm.worker.v1.<id>.*`); every payload is validated first. */
@@ -13,6 +13,11 @@ export class WorkerController {
   generate(payload: unknown) {
     const receivedAt = performance.now();
     return this.worker.generate(decodeMessage(GenerateCommand, payload), receivedAt);
+  }
+
+  @MessagePattern(Subjects.workerTokenize)
+  tokenize(payload: unknown) {
+    return this.worker.tokenize(decodeMessage(TokenizeCommand, payload).request);
   }
 
   @MessagePattern(Subjects.workerCancel)

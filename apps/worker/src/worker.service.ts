@@ -6,7 +6,9 @@ import {
   heartbeatSubject,
   Subjects,
   WATCH_INTERVAL_MS,
+  type CanonicalRequest,
   type GenerateAccepted,
+  type TokenCount,
   type LoadProgress,
   type UnloadResult,
   type GenerateCommand,
@@ -92,6 +94,14 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     });
     this.running.add(run);
     return { requestId: command.requestId, workerId: this.workerId, queuePosition };
+  }
+
+  tokenize(request: CanonicalRequest): TokenCount {
+    const entry = this.models.get(request.model);
+    if (!entry?.model || entry.state !== 'ready') {
+      throw new CortexError('service_unavailable', `model ${request.model} is not loaded on ${this.workerId}`, { retryAfter: 1 });
+    }
+    return { model: request.model, inputTokens: entry.model.countTokens(request) };
   }
 
   cancel(requestId: string, reason = 'cancelled'): boolean {

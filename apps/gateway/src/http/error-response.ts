@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import { CortexError, type ErrorBody } from '@cortex/contracts';
-import { openAiError } from '@cortex/wire';
+import { anthropicError, openAiError } from '@cortex/wire';
 
 /** Any thrown value → a CortexError (unknown errors become `internal`, their message kept). */
 export function toCortexError(error: unknown): CortexError {
@@ -15,8 +15,8 @@ export function toCortexError(error: unknown): CortexError {
 }
 
 /** The error body in the dialect of the route that was called. */
-export function dialectErrorBody(_url: string, error: ErrorBody): unknown {
-  return openAiError(error);
+export function dialectErrorBody(url: string, error: ErrorBody): unknown {
+  return /^\/(v1\/)?messages(\/|\?|$)/.test(url) ? anthropicError(error) : openAiError(error);
 }
 
 export function sendError(reply: FastifyReply, url: string, error: CortexError, requestId: string): void {

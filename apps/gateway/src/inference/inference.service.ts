@@ -81,13 +81,12 @@ export class InferenceRun {
     this.reader.close();
   }
 
-  fail(error: CortexError): void {
-    this.status = this.status === 200 && !this.headersSent ? error.status : this.status;
+  /** Records a failure; the HTTP status changes only if the response had not started. */
+  fail(error: CortexError, responseStarted: boolean): void {
+    if (!responseStarted) this.status = error.status;
     this.errorCode = error.code;
     this.finishReason ??= 'error';
   }
-
-  headersSent = false;
 
   /** Publishes the request-finished event once; metrics count from it. */
   finish(): void {
@@ -118,8 +117,6 @@ export class InferenceRun {
         this.finishReason = event.reason;
         this.usage = event.usage;
         this.timings = event.timings;
-      } else if (event.type === 'error') {
-        this.fail(CortexError.fromBody(event.error));
       }
       yield event;
     }

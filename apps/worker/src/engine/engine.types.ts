@@ -36,6 +36,8 @@ export interface EngineModel {
   readonly queued: number;
   /** Markers found in the vocabulary at load, e.g. `<think>`…`</think>`. */
   readonly reasoningMarkers: readonly [string, string] | null;
+  /** Prompt tokens of a request as this model's template and tokenizer render it. */
+  countTokens(request: CanonicalRequest): number;
   /** Runs one request to its end, emitting start, deltas and exactly one finish or error. */
   generate(job: GenerateJob): Promise<void>;
   dispose(): Promise<void>;

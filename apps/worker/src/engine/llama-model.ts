@@ -10,7 +10,7 @@ import {
   type LlamaModel,
   type Token,
 } from 'node-llama-cpp';
-import { CortexError, type FinishReason, type ResponseFormat, type StreamEventBody } from '@cortex/contracts';
+import { CortexError, type CanonicalRequest, type FinishReason, type ResponseFormat, type StreamEventBody } from '@cortex/contracts';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
 import { toChatHistory, toFunctions } from './prompt.js';
@@ -66,13 +66,21 @@ export class LlamaEngineModel implements EngineModel {
     return this.pool.queued;
   }
 
-  async generate(job: GenerateJob): Promise<void> {
-    const { request, emit, signal } = job;
+  countTokens(request: CanonicalRequest): number {
+    return this.render(request).prompt.length;
+  }
+
+  private render(request: CanonicalRequest): { prompt: Token[]; stops: string[] } {
     const { contextText, stopGenerationTriggers } = this.chatWrapper.generateContextState({
       chatHistory: toChatHistory(request.messages),
       availableFunctions: toFunctions(request.tools),
     });
-    const prompt = contextText.tokenize(this.model.tokenizer);
+    return { prompt: contextText.tokenize(this.model.tokenizer), stops: stopTexts(stopGenerationTriggers) };
+  }
+
+  async generate(job: GenerateJob): Promise<void> {
+    const { request, emit, signal } = job;
+    const { prompt, stops } = this.render(request);
     const contextSize = this.context.contextSize;
     if (prompt.length >= contextSize) {
       throw new CortexError(
@@ -84,7 +92,7 @@ export class LlamaEngineModel implements EngineModel {
     const grammar = request.responseFormat ? await this.grammarFor(request.responseFormat) : null;
     const sequence = await this.pool.acquire(signal);
     try {
-      await this.run(job, sequence, prompt, stopTexts(stopGenerationTriggers), grammar, emit);
+      await this.run(job, sequence, prompt, stops, grammar, emit);
     } finally {
       this.pool.release(sequence);
     }
@@ -116,6 +124,7 @@ export class LlamaEngineModel implements EngineModel {
     const pending: Token[] = [];
     const recent: Token[] = prompt.slice(-4);
     let toolCall: ToolCallParser | null = null;
+    let stopSequence: string | undefined;
     let toolIndex = 0;
 
     const sample = request.sampling;
@@ -141,8 +150,9 @@ export class LlamaEngineModel implements EngineModel {
         emit({ type: mode === 'reasoning' ? 'reasoning' : 'text', text });
         return false;
       }
-      const { text: safe, stopped } = streamer.push(text);
+      const { text: safe, stopped, stop } = streamer.push(text);
       if (safe) emit({ type: mode === 'reasoning' ? 'reasoning' : 'text', text: safe });
+      if (stop !== undefined && userStops.includes(stop)) stopSequence = stop;
       return stopped;
     };
     const flushText = (): void => {
@@ -200,6 +210,7 @@ export class LlamaEngineModel implements EngineModel {
     emit({
       type: 'finish',
       reason: finish,
+      ...(stopSequence !== undefined && { stopSequence }),
       usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens },
       timings: {
         ttftMs: firstTokenAt ? firstTokenAt - receivedAt : 0,

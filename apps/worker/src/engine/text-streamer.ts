@@ -16,18 +16,22 @@ export class TextStreamer {
   }
 
   /** Feeds a piece; returns what may be sent now, and whether a stop string was hit. */
-  push(piece: string): { text: string; stopped: boolean } {
+  push(piece: string): { text: string; stopped: boolean; stop?: string } {
     if (this.longest === 0) return { text: piece, stopped: false };
     this.held += piece;
     let cut = -1;
+    let matched: string | undefined;
     for (const stop of this.stops) {
       const at = this.held.indexOf(stop);
-      if (at !== -1 && (cut === -1 || at < cut)) cut = at;
+      if (at !== -1 && (cut === -1 || at < cut)) {
+        cut = at;
+        matched = stop;
+      }
     }
     if (cut !== -1) {
       const text = this.held.slice(0, cut);
       this.held = '';
-      return { text, stopped: true };
+      return { text, stopped: true, stop: matched };
     }
     const keep = this.partialMatchLength();
     const text = this.held.slice(0, this.held.length - keep);

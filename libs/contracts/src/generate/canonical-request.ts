@@ -67,4 +67,6 @@ export class CanonicalRequest {
   @IsIn([true, false]) stream!: boolean;
   /** Streams end with a usage frame (OpenAI `stream_options.include_usage`). */
   @IsOptional() @IsIn([true, false]) includeUsage?: boolean;
+  /** The client asked to see reasoning (Anthropic `thinking`); dialects that always show it ignore this. */
+  @IsOptional() @IsIn([true, false]) showReasoning?: boolean;
 }

@@ -26,6 +26,16 @@ export interface GenerateAccepted {
   queuePosition: number;
 }
 
+/** gateway → worker: count the prompt tokens of a request with the model's real tokenizer and template. */
+export class TokenizeCommand {
+  @ValidateNested() @Type(() => CanonicalRequest) request!: CanonicalRequest;
+}
+
+export interface TokenCount {
+  model: string;
+  inputTokens: number;
+}
+
 export class CancelCommand {
   @IsString() requestId!: string;
   @IsOptional() @IsString() reason?: string;
@@ -60,7 +70,7 @@ export type StreamEvent =
   | { seq: number; type: 'tool_call'; index: number; id: string; name: string }
   | { seq: number; type: 'tool_args'; index: number; delta: string }
   | { seq: number; type: 'keepalive' }
-  | { seq: number; type: 'finish'; reason: FinishReason; usage: Usage; timings: Timings }
+  | { seq: number; type: 'finish'; reason: FinishReason; usage: Usage; timings: Timings; stopSequence?: string }
   | { seq: number; type: 'error'; error: ErrorBody };
 
 export type StreamEventType = StreamEvent['type'];

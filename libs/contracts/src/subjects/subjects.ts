@@ -13,6 +13,7 @@ export const Subjects = {
   /** Handler patterns for one worker; the bus server replaces `{worker}` with its own id. */
   workerGenerate: `llm.worker.v1.${WORKER_ID_TOKEN}.generate`,
   workerCancel: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel`,
+  workerTokenize: `llm.worker.v1.${WORKER_ID_TOKEN}.tokenize`,
   workerLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.load`,
   workerUnload: `llm.worker.v1.${WORKER_ID_TOKEN}.unload`,
   /** Gateways list the requests they still stream from a worker; the rest are abandoned. */

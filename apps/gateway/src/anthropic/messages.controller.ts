@@ -1,0 +1,26 @@
+import { Controller, Post, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { InferenceResponder } from '../inference/inference.responder.js';
+import { CountTokensService } from '../inference/count-tokens.service.js';
+import { anthropicMessagesAdapter } from './messages.adapter.js';
+
+/** Anthropic Messages, streaming and not, and token counting with the model's real tokenizer. */
+@Controller()
+export class MessagesController {
+  constructor(
+    private readonly responder: InferenceResponder,
+    private readonly counter: CountTokensService,
+  ) {}
+
+  @Post(['v1/messages', 'messages'])
+  create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.responder.handle(req, reply, anthropicMessagesAdapter);
+  }
+
+  @Post(['v1/messages/count_tokens', 'messages/count_tokens'])
+  async countTokens(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    // count_tokens bodies have no max_tokens; the decoder requires one, so supply a placeholder.
+    const body = { max_tokens: 1, ...(req.body as object) };
+    await this.counter.respond(req, reply, 'anthropic.messages', body, (count) => ({ input_tokens: count.inputTokens }));
+  }
+}

@@ -1,0 +1,34 @@
+import type { CanonicalRequest, Dialect, ErrorBody, StreamEvent } from '@cortex/contracts';
+
+/** One SSE frame: JSON (or a raw string) data, with an `event:` line when the dialect names events. */
+export interface SseOut {
+  data: unknown;
+  event?: string;
+}
+
+export interface DialectStream {
+  frames(event: StreamEvent): SseOut[];
+  /** What to send when the request fails after the response has started. */
+  errorFrames(error: ErrorBody): SseOut[];
+  /** OpenAI-style `data: [DONE]` terminator. */
+  readonly terminator: boolean;
+}
+
+export interface DialectBody {
+  add(event: StreamEvent): void;
+  body(): unknown;
+}
+
+/** How one HTTP API renders canonical events; the request path is shared by every dialect. */
+export interface DialectAdapter {
+  readonly dialect: Dialect;
+  stream(request: CanonicalRequest, meta: ResponseMeta): DialectStream;
+  complete(request: CanonicalRequest, meta: ResponseMeta): DialectBody;
+}
+
+export interface ResponseMeta {
+  /** Unique per request (the run id). */
+  id: string;
+  /** Seconds since the epoch when the request arrived. */
+  created: number;
+}

@@ -1,0 +1,82 @@
+import { Injectable, Logger } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { CortexError } from '@cortex/contracts';
+import { sendError, toCortexError } from '../http/error-response.js';
+import { requestIdOf } from '../http/request-id.js';
+import { SseWriter } from '../http/sse.writer.js';
+import type { StreamEvent } from '@cortex/contracts';
+import type { DialectAdapter, SseOut } from './dialect.js';
+import { InferenceService, type InferenceRun } from './inference.service.js';
+
+/**
+ * The HTTP side of one inference request, for any dialect: decode, place, generate, then either an
+ * SSE stream rendered as events arrive or one JSON body. Errors before the first byte are real HTTP
+ * statuses; after it, error frames in the dialect.
+ */
+@Injectable()
+export class InferenceResponder {
+  private readonly logger = new Logger('inference');
+
+  constructor(private readonly inference: InferenceService) {}
+
+  async handle(req: FastifyRequest, reply: FastifyReply, adapter: DialectAdapter): Promise<void> {
+    const requestId = requestIdOf(req);
+    const run = this.inference.open(adapter.dialect, requestId);
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) run.cancel('client disconnected');
+    });
+    const sse = new SseWriter(reply, requestId);
+    let errorFrames: ((error: CortexError) => SseOut[]) | null = null;
+    try {
+      const request = await run.decode(req.body);
+      const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000) };
+      if (request.stream) {
+        const renderer = adapter.stream(request, meta);
+        errorFrames = (error) => renderer.errorFrames(error.toBody());
+        await this.stream(run, sse, renderer.frames.bind(renderer));
+        if (!sse.closed) this.finishStream(sse, renderer.terminator);
+      } else {
+        const body = adapter.complete(request, meta);
+        for await (const event of await run.start()) {
+          if (event.type === 'error') throw CortexError.fromBody(event.error);
+          body.add(event);
+        }
+        if (!reply.raw.destroyed) void reply.status(200).header('x-request-id', requestId).type('application/json').send(body.body());
+      }
+    } catch (thrown) {
+      const error = toCortexError(thrown);
+      run.fail(error, sse.isStarted);
+      if (error.code === 'internal') this.logger.error(`${requestId}: ${error.message}`);
+      if (sse.isStarted) {
+        for (const frame of errorFrames?.(error) ?? []) write(sse, frame);
+        this.finishStream(sse, false);
+      } else if (!reply.sent) {
+        sendError(reply, req.url, error, requestId);
+      }
+    } finally {
+      run.finish();
+    }
+  }
+
+  private async stream(run: InferenceRun, sse: SseWriter, frames: (event: StreamEvent) => SseOut[]): Promise<void> {
+    // While a model loads or the request queues, keep the connection visibly alive with comment frames.
+    const keepAlive = setInterval(() => sse.comment('keep-alive'), this.inference.config.gateway.keepAliveMs);
+    try {
+      for await (const event of await run.start()) {
+        if (event.type === 'error') throw CortexError.fromBody(event.error);
+        for (const frame of frames(event)) write(sse, frame);
+      }
+    } finally {
+      clearInterval(keepAlive);
+    }
+  }
+
+  private finishStream(sse: SseWriter, terminator: boolean): void {
+    if (terminator) sse.done();
+    else sse.end();
+  }
+}
+
+function write(sse: SseWriter, frame: SseOut): void {
+  sse.data(frame.data, frame.event);
+}
