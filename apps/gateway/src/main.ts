@@ -1,8 +1,7 @@
 import { startHttpApp, type ServiceStart } from '@cortex/bus';
 import { GatewayModule } from './gateway.module.js';
 import { ApiExceptionFilter } from './http/api-exception.filter.js';
-import { sendError, toCortexError } from './http/error-response.js';
-import { requestIdOf } from './http/request-id.js';
+import { installAccess } from './http/access.js';
 
 export const start: ServiceStart = async (context) => {
   const { config } = context;
@@ -15,8 +14,7 @@ export const start: ServiceStart = async (context) => {
     configure: (app) => {
       app.useGlobalFilters(new ApiExceptionFilter());
       const fastify = app.getHttpAdapter().getInstance();
-      // Body parsing fails before any controller runs (bad JSON, too large): answer in the API's shape.
-      fastify.setErrorHandler((error, request, reply) => sendError(reply, request.url, toCortexError(error), requestIdOf(request)));
+      installAccess(fastify, config, context.logger);
     },
   });
   context.logger.log(`gateway listening on http://${config.gateway.listen}`, 'gateway');

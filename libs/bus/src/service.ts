@@ -66,11 +66,13 @@ export async function startHttpApp(
     new FastifyAdapter({ bodyLimit: options.bodyLimit, return503OnClosing: true }),
     { logger: options.context.logger },
   );
-  const microservice = app.connectMicroservice({
-    strategy: new BusServer({ nc: options.context.nc, queue: options.queue, workerId: options.workerId }),
-  });
-  microservice.useGlobalFilters(new BusExceptionFilter());
+  // Global filters must be in place before the microservice is connected to be inherited by it; an
+  // HTTP app's filters pass bus (rpc) errors through unchanged (see BusExceptionFilter).
   options.configure?.(app);
+  app.connectMicroservice(
+    { strategy: new BusServer({ nc: options.context.nc, queue: options.queue, workerId: options.workerId }) },
+    { inheritAppConfig: true },
+  );
   await app.startAllMicroservices();
   const { host, port } = splitHostPort(options.listen);
   await app.listen(port, host);

@@ -25,6 +25,22 @@ export class GatewayConfig {
   @IsInt() @Min(500) streamIdleTimeoutMs = 10_000;
   /** SSE comment frames while waiting, so proxies and clients keep the connection. */
   @IsInt() @Min(100) keepAliveMs = 5_000;
+  /** Which API families this gateway serves. */
+  @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();
+}
+
+export class EndpointsConfig {
+  @IsBoolean() chatCompletions = true;
+  @IsBoolean() responses = true;
+  @IsBoolean() messages = true;
+}
+
+export class AuthConfig {
+  /** `keys`: requests need one of `api_keys` (when any are set). `none`: no authentication, on any address. */
+  @IsIn(['keys', 'none']) mode: 'keys' | 'none' = 'keys';
+  @IsArray() @IsString({ each: true }) apiKeys: string[] = [];
+  /** Keys for admin routes (load, unload, pin); they also work as API keys. */
+  @IsArray() @IsString({ each: true }) adminKeys: string[] = [];
 }
 
 export class NatsConfig {
@@ -82,6 +98,7 @@ export class WorkerConfig {
 
 export class CortexConfig {
   @ValidateNested() @Type(() => GatewayConfig) gateway = new GatewayConfig();
+  @ValidateNested() @Type(() => AuthConfig) auth = new AuthConfig();
   @ValidateNested() @Type(() => NatsConfig) nats = new NatsConfig();
   @ValidateNested() @Type(() => MetricsConfig) metrics = new MetricsConfig();
   @ValidateNested() @Type(() => EvictionConfig) eviction = new EvictionConfig();

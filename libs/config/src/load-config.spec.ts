@@ -64,6 +64,15 @@ describe('config', () => {
     assert.throws(() => loadConfig({ ...env, CORTEX_WORKER_THREADS: 'two' }, '/'), /CORTEX_WORKER_THREADS/);
   });
 
+  it('config - auth: none is short for mode none, and key lists come from env', () => {
+    const { env } = tempConfig('auth: none\n');
+    assert.equal(loadConfig(env, '/').config.auth.mode, 'none');
+    const { config } = loadConfig({ CORTEX_API_KEYS: 'a, b,,c', CORTEX_ADMIN_KEYS: 'root' }, mkdtempSync(join(tmpdir(), 'cortex-env-')));
+    assert.deepEqual(config.auth.apiKeys, ['a', 'b', 'c']);
+    assert.deepEqual(config.auth.adminKeys, ['root']);
+    assert.equal(config.auth.mode, 'keys');
+  });
+
   it('config - a named file that does not exist is an error', () => {
     assert.throws(() => loadConfig({ CORTEX_CONFIG: '/nonexistent/cortex.yaml' }), /does not exist/);
   });

@@ -8,7 +8,7 @@ import { CortexConfig } from './config.schema.js';
 export const DEFAULT_CONFIG_PATH = 'config/cortex.yaml';
 
 /** Environment variables that override the config file; the one place they are named. */
-export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'string' | 'int' }> = [
+export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'string' | 'int' | 'list' }> = [
   { env: 'CORTEX_NATS_URL', path: 'nats.url', type: 'string' },
   { env: 'CORTEX_LISTEN', path: 'gateway.listen', type: 'string' },
   { env: 'CORTEX_METRICS_LISTEN', path: 'metrics.listen', type: 'string' },
@@ -19,6 +19,8 @@ export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'st
   { env: 'CORTEX_WORKER_MEMORY_BUDGET', path: 'worker.memory_budget', type: 'int' },
   { env: 'CORTEX_MODELS_DIR', path: 'worker.models_dir', type: 'string' },
   { env: 'CORTEX_LOG_LEVEL', path: 'log_level', type: 'string' },
+  { env: 'CORTEX_API_KEYS', path: 'auth.api_keys', type: 'list' },
+  { env: 'CORTEX_ADMIN_KEYS', path: 'auth.admin_keys', type: 'list' },
 ];
 
 export class ConfigError extends Error {
@@ -85,10 +87,13 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
 
 function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
   const out = structuredClone(raw);
+  // `auth: none` is the documented short form of `auth: {mode: none}`.
+  if (out.auth === 'none') out.auth = { mode: 'none' };
   for (const { env: name, path, type } of ENV_OVERRIDES) {
     const value = env[name];
     if (value === undefined || value === '') continue;
-    let parsed: string | number = value;
+    let parsed: string | number | string[] = value;
+    if (type === 'list') parsed = value.split(',').map((item) => item.trim()).filter(Boolean);
     if (type === 'int') {
       parsed = Number(value);
       if (!Number.isInteger(parsed)) throw new ConfigError(`${name}=${value}: must be an integer (sets ${path})`);

@@ -50,15 +50,15 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   const dir = mkdtempSync(join(tmpdir(), 'cortex-stack-'));
   const [port, metricsPort] = [await freePort(), await freePort()];
   const models = options.models ?? FIXTURE_CATALOGUE;
-  const config = {
+  const config: Record<string, unknown> = {
     gateway: { listen: `127.0.0.1:${port}`, stream_idle_timeout_ms: 5000, keep_alive_ms: 1000 },
     nats: { url: nats.url },
     metrics: { listen: `127.0.0.1:${metricsPort}` },
     worker: { threads: 1, gpu: 'cpu', models_dir: join(dir, 'models'), heartbeat_ms: 250 },
     models,
     log_level: 'warn',
-    ...options.config,
   };
+  mergeInto(config, options.config ?? {});
   const configPath = join(dir, 'cortex.yaml');
   writeFileSync(configPath, JSON.stringify(config, null, 2)); // JSON is valid YAML
   let output = '';
@@ -106,9 +106,11 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     },
   };
   const services = options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway'];
+  const apiKey = (options.config?.auth as { api_keys?: string[] } | undefined)?.api_keys?.[0];
+  const authHeaders: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
   try {
     await waitFor(async () => {
-      const response = await fetch(`${stack.baseUrl}/v1/models`).catch(() => null);
+      const response = await fetch(`${stack.baseUrl}/v1/models`, { headers: authHeaders }).catch(() => null);
       if (!response?.ok) return false;
       const body = (await response.json()) as { data: Array<{ id: string; loaded: boolean; pinned: boolean }> };
       if (!body.data.filter((m) => m.pinned).every((m) => m.loaded)) return false;
@@ -124,6 +126,16 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     throw new Error(`stack did not come up: ${(error as Error).message}\n${output}`, { cause: error });
   }
   return stack;
+}
+
+/** Deep-merges plain objects from `extra` into `target` (arrays and scalars replace). */
+function mergeInto(target: Record<string, unknown>, extra: Record<string, unknown>): void {
+  for (const [key, value] of Object.entries(extra)) {
+    const current = target[key];
+    const isPlain = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+    if (isPlain(current) && isPlain(value)) mergeInto(current, value);
+    else target[key] = value;
+  }
 }
 
 /** How many instances of each service answer the status ping. */

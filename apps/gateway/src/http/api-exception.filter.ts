@@ -1,12 +1,15 @@
 import { Catch, HttpException, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { throwError, type Observable } from 'rxjs';
 import { sendError, toCortexError } from './error-response.js';
 import { requestIdOf } from './request-id.js';
 
 /** Whatever escapes a controller (or Nest's own 404) leaves in the caller's API error shape. */
 @Catch()
 export class ApiExceptionFilter implements ExceptionFilter {
-  catch(exception: unknown, host: ArgumentsHost): void {
+  catch(exception: unknown, host: ArgumentsHost): void | Observable<never> {
+    // Bus handlers inherit this filter; their errors travel back to the caller as they are.
+    if (host.getType() === 'rpc') return throwError(() => exception);
     const http = host.switchToHttp();
     const request = http.getRequest<FastifyRequest>();
     const reply = http.getResponse<FastifyReply>();

@@ -31,4 +31,6 @@ export interface ResponseMeta {
   id: string;
   /** Seconds since the epoch when the request arrived. */
   created: number;
+  /** The HTTP request headers, for dialect switches such as `x-include-thinking`. */
+  headers: Record<string, string | string[] | undefined>;
 }

@@ -29,7 +29,7 @@ export class InferenceResponder {
     let errorFrames: ((error: CortexError) => SseOut[]) | null = null;
     try {
       const request = await run.decode(req.body);
-      const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000) };
+      const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: req.headers };
       if (request.stream) {
         const renderer = adapter.stream(request, meta);
         errorFrames = (error) => renderer.errorFrames(error.toBody());

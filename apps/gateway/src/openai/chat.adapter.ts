@@ -1,11 +1,14 @@
 import { ChatChunkEncoder, ChatCompletionAggregator, openAiError } from '@cortex/wire';
-import type { DialectAdapter } from '../inference/dialect.js';
+import type { DialectAdapter, ResponseMeta } from '../inference/dialect.js';
+
+/** `x-include-thinking: true` puts reasoning into `content` as `<think>…</think>`. */
+const inlineReasoning = (meta: ResponseMeta): boolean => String(meta.headers['x-include-thinking']).toLowerCase() === 'true';
 
 /** OpenAI Chat Completions rendering: `chat.completion.chunk` frames ending in `[DONE]`, or one body. */
 export const openAiChatAdapter: DialectAdapter = {
   dialect: 'openai.chat',
   stream(request, meta) {
-    const encoder = new ChatChunkEncoder({ id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created, includeUsage: request.includeUsage ?? false });
+    const encoder = new ChatChunkEncoder({ id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created, includeUsage: request.includeUsage ?? false, inlineReasoning: inlineReasoning(meta) });
     return {
       terminator: true,
       frames: (event) => encoder.encode(event).map((data) => ({ data })),
@@ -13,6 +16,6 @@ export const openAiChatAdapter: DialectAdapter = {
     };
   },
   complete(request, meta) {
-    return new ChatCompletionAggregator({ id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created });
+    return new ChatCompletionAggregator({ id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created, inlineReasoning: inlineReasoning(meta) });
   },
 };

@@ -115,6 +115,27 @@ describe('openai chat codec', () => {
     assert.equal(body.choices[0]?.message.content, null);
   });
 
+  it('openai chat codec - x-include-thinking inlines reasoning as <think> content, streamed and not', () => {
+    const options = { id: 'c', model: 'm', created: 1, includeUsage: false, inlineReasoning: true };
+    const encoder = new ChatChunkEncoder(options);
+    const aggregator = new ChatCompletionAggregator(options);
+    const events: StreamEvent[] = [
+      { seq: 0, type: 'reasoning', text: 'hmm ' },
+      { seq: 1, type: 'reasoning', text: 'ok' },
+      { seq: 2, type: 'text', text: 'Hi' },
+      { seq: 3, type: 'finish', reason: 'stop', usage, timings },
+    ];
+    const chunks = events.flatMap((event) => {
+      aggregator.add(event);
+      return encoder.encode(event);
+    }) as Array<{ choices: Array<{ delta: { content?: string; reasoning_content?: string } }> }>;
+    assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), '<think>hmm ok</think>Hi');
+    assert.ok(chunks.every((c) => c.choices[0]?.delta.reasoning_content === undefined));
+    const body = aggregator.body() as { choices: Array<{ message: Record<string, unknown> }> };
+    assert.equal(body.choices[0]?.message.content, '<think>hmm ok</think>Hi');
+    assert.equal(body.choices[0]?.message.reasoning_content, undefined);
+  });
+
   it('openai chat codec - errors use the OpenAI shape', () => {
     assert.deepEqual(openAiError({ code: 'model_not_found', message: 'no such model' }), {
       error: { message: 'no such model', type: 'not_found_error', param: null, code: 'model_not_found' },

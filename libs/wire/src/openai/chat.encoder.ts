@@ -6,6 +6,8 @@ export interface ChatEncoderOptions {
   model: string;
   created: number;
   includeUsage: boolean;
+  /** Reasoning goes into `content` as `<think>…</think>` instead of `reasoning_content` (x-include-thinking). */
+  inlineReasoning?: boolean;
 }
 
 type Chunk = Record<string, unknown>;
@@ -13,6 +15,7 @@ type Chunk = Record<string, unknown>;
 /** Canonical stream events → OpenAI `chat.completion.chunk` objects, in order. */
 export class ChatChunkEncoder {
   private started = false;
+  private thinking = false;
 
   constructor(private readonly options: ChatEncoderOptions) {}
 
@@ -22,11 +25,13 @@ export class ChatChunkEncoder {
       case 'start':
         return [];
       case 'text':
-        return [this.delta({ content: event.text })];
+        return [this.delta({ content: this.closeThinking() + event.text })];
       case 'reasoning':
-        return [this.delta({ reasoning_content: event.text })];
+        if (!this.options.inlineReasoning) return [this.delta({ reasoning_content: event.text })];
+        return [this.delta({ content: this.openThinking() + event.text })];
       case 'tool_call':
         return [
+          ...this.closeThinkingChunk(),
           this.delta({
             tool_calls: [{ index: event.index, id: event.id, type: 'function', function: { name: event.name, arguments: '' } }],
           }),
@@ -37,11 +42,28 @@ export class ChatChunkEncoder {
       case 'error':
         return [];
       case 'finish': {
-        const chunks = [this.delta({}, chatFinishReason(event.reason))];
+        const chunks = [...this.closeThinkingChunk(), this.delta({}, chatFinishReason(event.reason))];
         if (this.options.includeUsage) chunks.push({ ...this.base(), choices: [], usage: chatUsage(event.usage) });
         return chunks;
       }
     }
+  }
+
+  private openThinking(): string {
+    if (this.thinking) return '';
+    this.thinking = true;
+    return '<think>';
+  }
+
+  private closeThinking(): string {
+    if (!this.thinking) return '';
+    this.thinking = false;
+    return '</think>';
+  }
+
+  private closeThinkingChunk(): Chunk[] {
+    const close = this.closeThinking();
+    return close ? [this.delta({ content: close })] : [];
   }
 
   private delta(delta: Record<string, unknown>, finishReason: string | null = null): Chunk {
@@ -70,6 +92,7 @@ export class ChatCompletionAggregator {
 
   constructor(private readonly options: Omit<ChatEncoderOptions, 'includeUsage'>) {}
 
+
   add(event: StreamEvent): void {
     switch (event.type) {
       case 'text':
@@ -96,8 +119,10 @@ export class ChatCompletionAggregator {
   }
 
   body(): Record<string, unknown> {
-    const message: Record<string, unknown> = { role: 'assistant', content: this.content || (this.toolCalls.length ? null : ''), refusal: null };
-    if (this.reasoning) message.reasoning_content = this.reasoning;
+    const inline = this.options.inlineReasoning && this.reasoning;
+    const content = inline ? `<think>${this.reasoning}</think>${this.content}` : this.content;
+    const message: Record<string, unknown> = { role: 'assistant', content: content || (this.toolCalls.length ? null : ''), refusal: null };
+    if (this.reasoning && !inline) message.reasoning_content = this.reasoning;
     if (this.toolCalls.length) message.tool_calls = this.toolCalls.filter(Boolean);
     return {
       id: this.options.id,

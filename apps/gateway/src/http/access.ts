@@ -1,0 +1,83 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { LoggerService } from '@nestjs/common';
+import { splitHostPort } from '@cortex/bus';
+import type { CortexConfig } from '@cortex/config';
+import { CortexError } from '@cortex/contracts';
+import { sendError } from './error-response.js';
+import { requestIdOf } from './request-id.js';
+
+const PUBLIC = new Set(['/healthz', '/readyz']);
+const FAMILIES = [
+  { pattern: /^\/(v1\/)?chat\/completions(\/|\?|$)/, key: 'chatCompletions', name: 'Chat Completions', setting: 'chat_completions' },
+  { pattern: /^\/(v1\/)?responses(\/|\?|$)/, key: 'responses', name: 'Responses', setting: 'responses' },
+  { pattern: /^\/(v1\/)?messages(\/|\?|$)/, key: 'messages', name: 'Anthropic Messages', setting: 'messages' },
+] as const;
+
+const digest = (key: string): Buffer => createHash('sha256').update(key).digest();
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+}
+
+/**
+ * API keys and endpoint families, checked before routing. Keys come as `Authorization: Bearer` or
+ * `x-api-key` on every route; admin routes (`/admin/…`) need an admin key. Without keys the gateway
+ * refuses to listen beyond loopback unless `auth: none` says that is intended.
+ */
+export function installAccess(fastify: FastifyInstance, config: CortexConfig, logger: LoggerService): void {
+  const { auth, gateway } = config;
+  const apiKeys = [...auth.apiKeys, ...auth.adminKeys].map(digest);
+  const adminKeys = auth.adminKeys.map(digest);
+  const { host } = splitHostPort(gateway.listen);
+  if (auth.mode === 'keys' && apiKeys.length === 0) {
+    if (!isLoopback(host)) {
+      throw new Error(
+        `gateway.listen is ${gateway.listen} but no API keys are configured: set auth.api_keys (or CORTEX_API_KEYS), or set "auth: none" to serve without authentication`,
+      );
+    }
+    logger.warn(`no API keys configured: serving without authentication, on loopback (${gateway.listen}) only`, 'gateway');
+  }
+  if (auth.mode === 'none') logger.warn(`auth: none — anyone who reaches ${gateway.listen} can use the API`, 'gateway');
+  if (gateway.endpoints.chatCompletions) {
+    logger.log('Chat Completions (/v1/chat/completions) is enabled: a legacy API kept for existing clients; new clients should use /v1/responses', 'gateway');
+  }
+
+  const matches = (presented: string | undefined, keys: Buffer[]): boolean => {
+    if (!presented) return false;
+    const candidate = digest(presented);
+    let found = false;
+    for (const key of keys) found = timingSafeEqual(candidate, key) || found;
+    return found;
+  };
+
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const path = request.url.split('?')[0] ?? '';
+    if (PUBLIC.has(path)) return done();
+    const family = FAMILIES.find((f) => f.pattern.test(path));
+    if (family && !gateway.endpoints[family.key]) {
+      sendError(reply, request.url, new CortexError('not_found', `the ${family.name} API is disabled on this gateway (gateway.endpoints.${family.setting})`), requestIdOf(request));
+      return;
+    }
+    if (auth.mode === 'none' || apiKeys.length === 0) return done();
+    const presented = presentedKey(request);
+    const admin = path.startsWith('/admin/') || path === '/admin';
+    if (!matches(presented, admin ? adminKeys : apiKeys)) {
+      const what = presented ? 'is not valid' : 'is missing';
+      const how = admin ? 'an admin key' : 'an API key';
+      sendError(reply, request.url, new CortexError('unauthorized', `the API key ${what}: send ${how} as "Authorization: Bearer <key>" or "x-api-key: <key>"`), requestIdOf(request));
+      return;
+    }
+    done();
+  });
+}
+
+function presentedKey(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  if (typeof header === 'string') {
+    const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+    if (match?.[1]) return match[1].trim();
+  }
+  const apiKey = request.headers['x-api-key'];
+  return typeof apiKey === 'string' && apiKey ? apiKey : undefined;
+}
