@@ -1,0 +1,296 @@
+import type { CanonicalRequest, ResponseFormat, Sampling, ToolDefinition } from '@cortex/contracts';
+import {
+  array,
+  fail,
+  object,
+  oneOf,
+  optionalBoolean,
+  optionalInteger,
+  optionalNumber,
+  optionalString,
+  string,
+  type Json,
+} from '../fields.js';
+import { conversationMessages, decodeResponsesInput } from './responses.items.js';
+import type { FunctionToolEcho, ResponseEcho, ResponsesItem, TextFormatEcho, ToolChoiceEcho } from './responses.types.js';
+
+/**
+ * A decoded `POST /v1/responses` body. `request` is built from this body's `instructions` and `input` alone;
+ * the state fields say what the caller (the translator, which owns storage) must add before running it:
+ * the previous response's items, the conversation's items, and the items `item_reference`s name.
+ * Then `conversationMessages(instructions, [...history, ...resolveItemReferences(input, found)])` gives the
+ * full message list.
+ */
+export interface DecodedResponsesRequest {
+  request: CanonicalRequest;
+  /** This body's input items, normalized; `item_reference` entries stay in place as placeholders. */
+  input: ResponsesItem[];
+  instructions?: string;
+  /** Ids of the `item_reference` items in `input`, in order (fetch them, then `resolveItemReferences`). */
+  itemReferences: string[];
+  previousResponseId?: string;
+  /** A conversation id (`conversation` given as a string or as `{id}`). */
+  conversation?: string;
+  /** Whether the response is to be stored (default true). */
+  store: boolean;
+  metadata: Record<string, string>;
+  /** What the response resource repeats back of this request (`ResponsesEncoderOptions.echo`). */
+  echo: ResponseEcho;
+}
+
+const REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
+const REASONING_SUMMARIES = ['auto', 'concise', 'detailed'] as const;
+const SERVICE_TIERS = ['auto', 'default', 'flex', 'scale', 'priority'] as const;
+const TOOL_CHOICES = ['none', 'auto', 'required'] as const;
+
+/**
+ * OpenResponses / OpenAI Responses body → canonical request plus the state fields. Every field of the
+ * spec's `CreateResponseBody` is either mapped, accepted (echoed or harmless to ignore) or rejected with
+ * `invalid_request` naming its path; fields the spec does not know are accepted silently (clients send extras).
+ */
+export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest {
+  const body = object(input, 'body');
+  const model = string(body.model, 'model');
+  if (model.length === 0) fail('model', 'must not be empty');
+
+  // Cortex answers every request in the foreground; a background response would need polling and cancel.
+  if (optionalBoolean(body.background, 'background')) fail('background', 'background is not supported: omit it or send false');
+  // OpenAI's stored prompt templates live at OpenAI; there is nothing here to expand them from.
+  if (body.prompt !== undefined && body.prompt !== null) fail('prompt', 'prompt templates are not supported: send instructions and input');
+
+  const previousResponseId = optionalString(body.previous_response_id, 'previous_response_id');
+  const conversation = decodeConversation(body.conversation);
+  if (previousResponseId !== undefined && conversation !== undefined) {
+    fail('previous_response_id', 'cannot be used together with conversation: send one of them');
+  }
+
+  const instructions = optionalString(body.instructions, 'instructions');
+  const items = body.input === undefined || body.input === null ? [] : decodeResponsesInput(body.input);
+  if (items.length === 0 && previousResponseId === undefined && conversation === undefined) {
+    fail('input', 'is required (a string or a non-empty array of items) unless previous_response_id or conversation is given');
+  }
+  const itemReferences = items.flatMap((item) => (item.type === 'item_reference' ? [item.id] : []));
+
+  const tools = decodeTools(body.tools);
+  const choice = decodeToolChoice(body.tool_choice, tools);
+  const text = decodeTextParam(body.text);
+  const stream = optionalBoolean(body.stream, 'stream') ?? false;
+  if (body.stream_options !== undefined && body.stream_options !== null) {
+    const options = object(body.stream_options, 'stream_options');
+    if (!stream) fail('stream_options', 'is only allowed when stream is true');
+    // Obfuscation pads deltas against side channels on shared networks; it changes no content, so it is accepted.
+    optionalBoolean(options.include_obfuscation, 'stream_options.include_obfuscation');
+  }
+  decodeInclude(body.include);
+  const topLogprobs = optionalInteger(body.top_logprobs, 'top_logprobs', 0, 20) ?? 0;
+  if (topLogprobs > 0) fail('top_logprobs', 'logprobs are not supported: omit top_logprobs or send 0');
+  optionalString(body.user, 'user');
+
+  const sampling = decodeSampling(body);
+  const request: CanonicalRequest = {
+    model,
+    // Item references cannot be resolved here; the caller rebuilds the messages once it has them.
+    messages: conversationMessages(instructions, items.filter((item) => item.type !== 'item_reference')),
+    sampling,
+    stream,
+  };
+  // tool_choice 'none' keeps the tools in the echo but out of the prompt, as in the chat dialect.
+  if (choice.canonical !== 'none' && choice.tools.length > 0) request.tools = choice.tools;
+  if (choice.canonical !== undefined && choice.canonical !== 'none') request.toolChoice = choice.canonical;
+  if (text.format) request.responseFormat = text.format;
+
+  const store = optionalBoolean(body.store, 'store') ?? true;
+  const metadata = decodeMetadata(body.metadata);
+  const reasoning = decodeReasoning(body.reasoning);
+  const echo: ResponseEcho = {
+    model,
+    instructions: instructions ?? null,
+    previous_response_id: previousResponseId ?? null,
+    tools: tools.map(({ echo: tool }) => tool),
+    tool_choice: choice.echo,
+    // Echoed, not applied: cortex never drops input items to fit the context ('auto'), nor caps parallel calls.
+    truncation: body.truncation === undefined || body.truncation === null ? 'disabled' : oneOf(body.truncation, 'truncation', ['auto', 'disabled'] as const),
+    parallel_tool_calls: optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls') ?? true,
+    text: text.echo,
+    // The resource must state the values used; absent ones are the API's documented defaults.
+    top_p: sampling.topP ?? 1,
+    temperature: sampling.temperature ?? 1,
+    presence_penalty: sampling.presencePenalty ?? 0,
+    frequency_penalty: sampling.frequencyPenalty ?? 0,
+    top_logprobs: topLogprobs,
+    reasoning,
+    max_output_tokens: sampling.maxTokens ?? null,
+    // Accepted and echoed, not enforced: the worker has no per-request cap on tool calls.
+    max_tool_calls: optionalInteger(body.max_tool_calls, 'max_tool_calls', 1) ?? null,
+    store,
+    background: false,
+    service_tier: decodeServiceTier(body.service_tier),
+    metadata,
+    safety_identifier: optionalString(body.safety_identifier, 'safety_identifier') ?? null,
+    prompt_cache_key: optionalString(body.prompt_cache_key, 'prompt_cache_key') ?? null,
+  };
+  if (conversation !== undefined) echo.conversation = { id: conversation };
+
+  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo };
+  if (instructions !== undefined) decoded.instructions = instructions;
+  if (previousResponseId !== undefined) decoded.previousResponseId = previousResponseId;
+  if (conversation !== undefined) decoded.conversation = conversation;
+  return decoded;
+}
+
+/** Every request runs at the one tier there is: a requested tier is validated, the tier used is reported. */
+function decodeServiceTier(value: unknown): string {
+  if (value !== undefined && value !== null) oneOf(value, 'service_tier', SERVICE_TIERS);
+  return 'default';
+}
+
+function decodeConversation(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'string') return value;
+  return string(object(value, 'conversation').id, 'conversation.id');
+}
+
+interface DecodedTool {
+  canonical: ToolDefinition;
+  echo: FunctionToolEcho;
+}
+
+function decodeTools(value: unknown): DecodedTool[] {
+  if (value === undefined || value === null) return [];
+  return array(value, 'tools').map((input, i) => {
+    const param = `tools[${i}]`;
+    const tool = object(input, param);
+    // Hosted tools (web_search, file_search, code_interpreter, computer_use, mcp, …) run at OpenAI; custom
+    // (free-text) tools need a grammar the worker does not have. Function tools are what a local model calls.
+    if (tool.type !== 'function') {
+      fail(`${param}.type`, `tool type ${JSON.stringify(tool.type)} is not supported: only 'function' tools`);
+    }
+    const name = string(tool.name, `${param}.name`);
+    if (name.length === 0) fail(`${param}.name`, 'must not be empty');
+    const description = optionalString(tool.description, `${param}.description`);
+    const parameters = tool.parameters === undefined || tool.parameters === null ? undefined : object(tool.parameters, `${param}.parameters`);
+    const strict = optionalBoolean(tool.strict, `${param}.strict`);
+    const canonical: ToolDefinition = { name };
+    if (description !== undefined) canonical.description = description;
+    if (parameters !== undefined) canonical.parameters = parameters;
+    // The Responses API's documented default for `strict` is true; the echo states it like OpenAI does.
+    const echo: FunctionToolEcho = { type: 'function', name, description: description ?? null, parameters: parameters ?? null, strict: strict ?? true };
+    return { canonical, echo };
+  });
+}
+
+interface DecodedToolChoice {
+  /** Canonical `auto | required | function:<name>`, 'none' (drop the tools), or nothing said. */
+  canonical: string | undefined;
+  /** The tools the model may see: `allowed_tools` narrows the list. */
+  tools: ToolDefinition[];
+  echo: ToolChoiceEcho;
+}
+
+function decodeToolChoice(value: unknown, tools: DecodedTool[]): DecodedToolChoice {
+  const all = tools.map((tool) => tool.canonical);
+  if (value === undefined || value === null) return { canonical: undefined, tools: all, echo: 'auto' };
+  if (typeof value === 'string') {
+    const mode = oneOf(value, 'tool_choice', TOOL_CHOICES);
+    return { canonical: mode, tools: all, echo: mode };
+  }
+  const choice = object(value, 'tool_choice');
+  const type = oneOf(choice.type, 'tool_choice.type', ['function', 'allowed_tools'] as const);
+  const known = (name: string, param: string) => {
+    if (!all.some((tool) => tool.name === name)) fail(param, `no function tool named '${name}' in tools`);
+    return name;
+  };
+  if (type === 'function') {
+    const name = known(string(choice.name, 'tool_choice.name'), 'tool_choice.name');
+    return { canonical: `function:${name}`, tools: all, echo: { type, name } };
+  }
+  // allowed_tools limits which tools may be called without changing the list; the canonical request has no
+  // such field, so the same effect comes from offering only the allowed tools under the given mode.
+  const mode = choice.mode === undefined || choice.mode === null ? 'auto' : oneOf(choice.mode, 'tool_choice.mode', TOOL_CHOICES);
+  const allowed = array(choice.tools, 'tool_choice.tools').map((input, i) => {
+    const param = `tool_choice.tools[${i}]`;
+    const entry = object(input, param);
+    oneOf(entry.type, `${param}.type`, ['function'] as const);
+    return known(string(entry.name, `${param}.name`), `${param}.name`);
+  });
+  if (allowed.length === 0) fail('tool_choice.tools', 'must name at least one tool');
+  return {
+    canonical: mode,
+    tools: all.filter((tool) => allowed.includes(tool.name)),
+    echo: { type, mode, tools: allowed.map((name) => ({ type: 'function' as const, name })) },
+  };
+}
+
+function decodeTextParam(value: unknown): { format: ResponseFormat | undefined; echo: ResponseEcho['text'] } {
+  if (value === undefined || value === null) return { format: undefined, echo: { format: { type: 'text' }, verbosity: 'medium' } };
+  const text = object(value, 'text');
+  const verbosity = text.verbosity === undefined || text.verbosity === null ? 'medium' : oneOf(text.verbosity, 'text.verbosity', ['low', 'medium', 'high'] as const);
+  const { format, echo } = decodeTextFormat(text.format);
+  return { format, echo: { format: echo, verbosity } };
+}
+
+function decodeTextFormat(value: unknown): { format: ResponseFormat | undefined; echo: TextFormatEcho } {
+  if (value === undefined || value === null) return { format: undefined, echo: { type: 'text' } };
+  const format = object(value, 'text.format');
+  const type = oneOf(format.type, 'text.format.type', ['text', 'json_object', 'json_schema'] as const);
+  if (type === 'text') return { format: undefined, echo: { type } };
+  if (type === 'json_object') return { format: { type }, echo: { type } };
+  const name = string(format.name, 'text.format.name');
+  const schema = object(format.schema, 'text.format.schema');
+  const description = optionalString(format.description, 'text.format.description') ?? null;
+  const strict = optionalBoolean(format.strict, 'text.format.strict') ?? false;
+  // The spec's `JsonSchemaResponseFormat.schema` admits only null, so the echo leaves the schema out (the
+  // client has it; OpenAI would repeat it) and the resource stays valid against the spec.
+  return { format: { type, schema }, echo: { type, name, description, schema: null, strict } };
+}
+
+function decodeReasoning(value: unknown): ResponseEcho['reasoning'] {
+  if (value === undefined || value === null) return { effort: null, summary: null };
+  const reasoning = object(value, 'reasoning');
+  const pick = <T extends string>(field: unknown, param: string, allowed: readonly T[]): T | null =>
+    field === undefined || field === null ? null : oneOf(field, param, allowed);
+  // Effort and summaries are model controls the worker has no knob for: validated, echoed, not applied.
+  // The model's reasoning is always returned as a reasoning item, whatever `summary` asks.
+  const effort = pick(reasoning.effort, 'reasoning.effort', REASONING_EFFORTS);
+  const summary = pick(reasoning.summary, 'reasoning.summary', REASONING_SUMMARIES) ?? pick(reasoning.generate_summary, 'reasoning.generate_summary', REASONING_SUMMARIES);
+  return { effort, summary };
+}
+
+function decodeInclude(value: unknown): void {
+  if (value === undefined || value === null) return;
+  array(value, 'include').forEach((entry, i) => {
+    const name = string(entry, `include[${i}]`);
+    // Other includables name hosted-tool outputs (none here) or encrypted reasoning (the raw text is sent anyway).
+    if (name === 'message.output_text.logprobs') fail(`include[${i}]`, 'logprobs are not supported');
+  });
+}
+
+function decodeMetadata(value: unknown): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  const metadata = object(value, 'metadata');
+  const entries = Object.entries(metadata);
+  if (entries.length > 16) fail('metadata', `at most 16 keys, got ${entries.length}`);
+  const out: Record<string, string> = {};
+  for (const [key, entry] of entries) {
+    if (key.length > 64) fail(`metadata.${key}`, 'keys are at most 64 characters');
+    const text = string(entry, `metadata.${key}`);
+    if (text.length > 512) fail(`metadata.${key}`, 'values are at most 512 characters');
+    out[key] = text;
+  }
+  return out;
+}
+
+function decodeSampling(body: Json): Sampling {
+  const sampling: Sampling = {};
+  const set = <K extends keyof Sampling>(key: K, value: Sampling[K] | undefined): void => {
+    if (value !== undefined) sampling[key] = value;
+  };
+  set('temperature', optionalNumber(body.temperature, 'temperature', 0, 2));
+  set('topP', optionalNumber(body.top_p, 'top_p', 0, 1));
+  // The spec's minimum is 16; smaller caps are still meaningful to a local model, so only >= 1 is required.
+  set('maxTokens', optionalInteger(body.max_output_tokens, 'max_output_tokens', 1));
+  set('presencePenalty', optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2));
+  set('frequencyPenalty', optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2));
+  return sampling;
+}
+

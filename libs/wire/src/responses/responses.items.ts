@@ -1,0 +1,215 @@
+import { CortexError, type CanonicalMessage } from '@cortex/contracts';
+import { array, fail, object, oneOf, optionalString, string, type Json } from '../fields.js';
+import type {
+  ResponsesFunctionCallItem,
+  ResponsesFunctionCallOutputItem,
+  ResponsesInputTextPart,
+  ResponsesItem,
+  ResponsesMessageItem,
+  ResponsesMessageRole,
+  ResponsesOutputTextPart,
+  ResponsesReasoningItem,
+} from './responses.types.js';
+
+const TEXT_ONLY = 'this model takes text only';
+const MEDIA_PARTS = new Set(['input_image', 'input_file', 'input_audio', 'input_video']);
+const ROLES = ['user', 'assistant', 'system', 'developer'] as const;
+
+// Separate content parts are separate pieces of text; gluing them would merge words across the seam.
+const PART_SEPARATOR = '\n';
+
+/** `input` (a string, or an array of items) → normalized items. Throws `invalid_request` naming the path. */
+export function decodeResponsesInput(value: unknown, param = 'input'): ResponsesItem[] {
+  if (typeof value === 'string') return [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: value }] }];
+  return array(value, param).map((item, i) => decodeItem(item, `${param}[${i}]`));
+}
+
+function decodeItem(input: unknown, param: string): ResponsesItem {
+  const item = object(input, param);
+  // `EasyInputMessage` ({role, content}) has no type; an `ItemReferenceParam` may carry only its id.
+  const type = item.type ?? (item.role !== undefined ? 'message' : item.id !== undefined ? 'item_reference' : undefined);
+  if (type === undefined) fail(`${param}.type`, 'is required');
+  const id = optionalString(item.id, `${param}.id`);
+  switch (type) {
+    case 'message':
+      return withId(decodeMessageItem(item, param), id);
+    case 'function_call': {
+      const name = string(item.name, `${param}.name`);
+      if (name.length === 0) fail(`${param}.name`, 'must not be empty');
+      const args = item.arguments === undefined || item.arguments === null ? '' : string(item.arguments, `${param}.arguments`);
+      const call: ResponsesFunctionCallItem = { type: 'function_call', call_id: callId(item.call_id, `${param}.call_id`), name, arguments: args };
+      return withId(call, id);
+    }
+    case 'function_call_output': {
+      const output: ResponsesFunctionCallOutputItem = {
+        type: 'function_call_output',
+        call_id: callId(item.call_id, `${param}.call_id`),
+        output: decodeOutput(item.output, `${param}.output`),
+      };
+      return withId(output, id);
+    }
+    case 'reasoning':
+      return withId(decodeReasoningItem(item, param), id);
+    case 'item_reference':
+      return { type: 'item_reference', id: string(item.id, `${param}.id`) };
+    default:
+      // Hosted-tool calls (web_search_call, computer_call, mcp_call, …), custom tools and other providers'
+      // compaction items have nothing a local model can read or answer.
+      return fail(`${param}.type`, `unsupported item type ${JSON.stringify(type)}: only message, function_call, function_call_output, reasoning and item_reference items`);
+  }
+}
+
+function decodeMessageItem(item: Json, param: string): ResponsesMessageItem {
+  const role = oneOf(item.role, `${param}.role`, ROLES);
+  const texts = decodeText(item.content, `${param}.content`);
+  // Stored as the wire writes each role: assistant text is output, everything else input.
+  const content: Array<ResponsesInputTextPart | ResponsesOutputTextPart> = texts.map((text) =>
+    role === 'assistant' ? { type: 'output_text', text, annotations: [] } : { type: 'input_text', text },
+  );
+  return { type: 'message', role, content };
+}
+
+/** Message content: a string, or text parts (`input_text`, `output_text`, `text`, `refusal`). */
+function decodeText(value: unknown, param: string): string[] {
+  if (typeof value === 'string') return [value];
+  return array(value, param).map((input, i) => {
+    const path = `${param}[${i}]`;
+    const part = object(input, path);
+    const type = string(part.type, `${path}.type`);
+    if (type === 'input_text' || type === 'output_text' || type === 'text') return string(part.text, `${path}.text`);
+    // An assistant's earlier refusal is still what it said.
+    if (type === 'refusal') return string(part.refusal, `${path}.refusal`);
+    if (MEDIA_PARTS.has(type)) fail(path, `${type} parts are not supported: ${TEXT_ONLY}`);
+    return fail(`${path}.type`, `unknown content part type ${JSON.stringify(type)}`);
+  });
+}
+
+function decodeOutput(value: unknown, param: string): string {
+  if (typeof value === 'string') return value;
+  return decodeText(value, param).join(PART_SEPARATOR);
+}
+
+function decodeReasoningItem(item: Json, param: string): ResponsesReasoningItem {
+  const texts = (value: unknown, path: string, type: 'summary_text' | 'reasoning_text'): string[] =>
+    value === undefined || value === null
+      ? []
+      : array(value, path).map((input, i) => {
+          const part = object(input, `${path}[${i}]`);
+          oneOf(part.type, `${path}[${i}].type`, [type]);
+          return string(part.text, `${path}[${i}].text`);
+        });
+  // The spec requires `summary`; OpenAI clients also send raw `content` (reasoning_text) back.
+  const out: ResponsesReasoningItem = { type: 'reasoning', summary: texts(item.summary, `${param}.summary`, 'summary_text').map((text) => ({ type: 'summary_text', text })) };
+  const content = texts(item.content, `${param}.content`, 'reasoning_text');
+  if (content.length > 0) out.content = content.map((text) => ({ type: 'reasoning_text', text }));
+  const encrypted = optionalString(item.encrypted_content, `${param}.encrypted_content`);
+  if (encrypted !== undefined) out.encrypted_content = encrypted;
+  return out;
+}
+
+function callId(value: unknown, param: string): string {
+  const id = string(value, param);
+  if (id.length === 0) fail(param, 'must not be empty');
+  return id;
+}
+
+function withId<T extends Exclude<ResponsesItem, { type: 'item_reference' }>>(item: T, id: string | undefined): T {
+  if (id !== undefined) item.id = id;
+  return item;
+}
+
+/**
+ * Replaces each `item_reference` with the item it names. `lookup` holds the items the caller fetched for
+ * `DecodedResponsesRequest.itemReferences`; a missing one is the client's error, named by its input path.
+ */
+export function resolveItemReferences(
+  items: readonly ResponsesItem[],
+  lookup: ReadonlyMap<string, ResponsesItem> | ((id: string) => ResponsesItem | undefined),
+  param = 'input',
+): ResponsesItem[] {
+  const find = typeof lookup === 'function' ? lookup : (id: string) => lookup.get(id);
+  return items.map((item, i) => {
+    if (item.type !== 'item_reference') return item;
+    const found = find(item.id);
+    if (!found || found.type === 'item_reference') fail(`${param}[${i}].id`, `no item with id '${item.id}'`);
+    return found;
+  });
+}
+
+/** The instructions as a leading system message, then the items' conversation (see `itemsToMessages`). */
+export function conversationMessages(instructions: string | undefined, items: readonly ResponsesItem[]): CanonicalMessage[] {
+  const messages = itemsToMessages(items);
+  return instructions ? [{ role: 'system', content: instructions }, ...messages] : messages;
+}
+
+/**
+ * Normalized items (input items, or a stored response's input then output items) → canonical messages.
+ *
+ * A model turn is spread over several items (`reasoning`, an assistant `message`, `function_call`s); they are
+ * folded back into one assistant message, the shape chat templates render. A turn ends at any other item, at
+ * reasoning that follows text or calls (a new model step), and at text that follows calls. Developer
+ * messages become system messages; `function_call_output` becomes a `tool` message. Reasoning with only
+ * encrypted content is dropped: it cannot be read here.
+ */
+export function itemsToMessages(items: readonly ResponsesItem[]): CanonicalMessage[] {
+  const messages: CanonicalMessage[] = [];
+  // The assistant turn being folded, if any (a holder, so the helpers below can end it).
+  const state: { turn: CanonicalMessage | null } = { turn: null };
+  const flush = () => {
+    if (state.turn) messages.push(state.turn);
+    state.turn = null;
+  };
+  const open = (): CanonicalMessage => (state.turn ??= { role: 'assistant', content: '' });
+  const hasOutput = () => Boolean(state.turn && (state.turn.content || state.turn.toolCalls));
+
+  for (const item of items) {
+    switch (item.type) {
+      case 'reasoning': {
+        const text = reasoningText(item);
+        if (text === undefined) break;
+        if (hasOutput()) flush();
+        const current = open();
+        current.reasoning = current.reasoning ? `${current.reasoning}${PART_SEPARATOR}${text}` : text;
+        break;
+      }
+      case 'message':
+        if (item.role === 'assistant') {
+          if (hasOutput()) flush();
+          open().content = textOf(item.content);
+        } else {
+          flush();
+          messages.push({ role: systemRole(item.role), content: textOf(item.content) });
+        }
+        break;
+      case 'function_call':
+        (open().toolCalls ??= []).push({ id: item.call_id, name: item.name, arguments: item.arguments });
+        break;
+      case 'function_call_output':
+        flush();
+        messages.push(toolMessage(item));
+        break;
+      case 'item_reference':
+        // The decoder leaves references out of its own request; anything else must resolve them first.
+        throw new CortexError('internal', `item_reference '${item.id}' was not resolved before building messages`);
+    }
+  }
+  flush();
+  return messages;
+}
+
+function reasoningText(item: ResponsesReasoningItem): string | undefined {
+  const parts = item.content?.length ? item.content : item.summary;
+  return parts.length > 0 ? parts.map((part) => part.text).join(PART_SEPARATOR) : undefined;
+}
+
+function textOf(content: ReadonlyArray<{ text: string }>): string {
+  return content.map((part) => part.text).join(PART_SEPARATOR);
+}
+
+function systemRole(role: ResponsesMessageRole): 'user' | 'system' {
+  return role === 'user' ? 'user' : 'system';
+}
+
+function toolMessage(item: ResponsesFunctionCallOutputItem): CanonicalMessage {
+  return { role: 'tool', content: item.output, toolCallId: item.call_id };
+}
