@@ -7,6 +7,7 @@ import { InferenceService } from './inference/inference.service.js';
 import { ModelsController } from './models/models.controller.js';
 import { ChatController } from './openai/chat.controller.js';
 import { MessagesController } from './anthropic/messages.controller.js';
+import { ResponsesController } from './responses/responses.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
 import { CountTokensService } from './inference/count-tokens.service.js';
 
@@ -16,7 +17,7 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, MessagesController, ModelsController, HealthController],
+      controllers: [ChatController, ResponsesController, MessagesController, ModelsController, HealthController],
       providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, CountTokensService],
     };
   }

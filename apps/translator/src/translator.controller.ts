@@ -1,23 +1,58 @@
 import { Controller } from '@nestjs/common';
 import { MessagePattern } from '@nestjs/microservices';
-import { CortexError, decodeMessage, DecodeRequest, Subjects, type CanonicalRequest } from '@cortex/contracts';
-import { decodeChatRequest, decodeMessagesRequest } from '@cortex/wire';
+import { CortexError, decodeMessage, DecodeRequest, Subjects, type DecodedRequest } from '@cortex/contracts';
+import { decodeChatRequest, decodeMessagesRequest, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import { ResponsesService } from './responses/responses.service.js';
 
-/** Dialect bodies → the canonical request. Stateless, so any number of replicas share the queue group. */
+interface IdPayload {
+  id: string;
+}
+
+/** Dialect bodies → the canonical request, and the Responses API's stored state. */
 @Controller()
 export class TranslatorController {
+  constructor(private readonly responses: ResponsesService) {}
+
   @MessagePattern(Subjects.translatorDecode)
-  decode(payload: unknown): CanonicalRequest {
+  async decode(payload: unknown): Promise<DecodedRequest> {
     const request = decodeMessage(DecodeRequest, payload);
     switch (request.dialect) {
       case 'openai.chat':
-        return decodeChatRequest(request.body);
+        return { request: decodeChatRequest(request.body) };
       case 'anthropic.messages': {
         const { request: canonical, thinking } = decodeMessagesRequest(request.body);
-        return { ...canonical, showReasoning: thinking };
+        return { request: { ...canonical, showReasoning: thinking } };
       }
+      case 'openai.responses':
+        return this.responses.decode(request.body);
       default:
-        throw new CortexError('not_found', `dialect ${request.dialect} is not served by this translator`);
+        throw new CortexError('not_found', `dialect ${String(request.dialect)} is not served by this translator`);
     }
   }
+
+  @MessagePattern(Subjects.responsesStore)
+  async store(payload: { state: ResponsesState; resource: ResponseResource }): Promise<{ stored: boolean }> {
+    await this.responses.save(payload.state, payload.resource);
+    return { stored: payload.state.store };
+  }
+
+  @MessagePattern(Subjects.responsesGet)
+  get(payload: IdPayload): Promise<ResponseResource> {
+    return this.responses.get(idOf(payload));
+  }
+
+  @MessagePattern(Subjects.responsesDelete)
+  delete(payload: IdPayload) {
+    return this.responses.delete(idOf(payload));
+  }
+
+  @MessagePattern(Subjects.responsesInputItems)
+  inputItems(payload: IdPayload & { after?: string; limit?: number; order?: 'asc' | 'desc' }) {
+    return this.responses.inputItems(idOf(payload), payload);
+  }
+}
+
+function idOf(payload: IdPayload): string {
+  if (typeof payload?.id !== 'string') throw new CortexError('invalid_request', 'id: required', { param: 'id' });
+  return payload.id;
 }

@@ -35,6 +35,18 @@ export class EndpointsConfig {
   @IsBoolean() messages = true;
 }
 
+export class ResponsesConfig {
+  /** How long stored responses and conversations live, in seconds. */
+  @IsInt() @Min(60) ttlS = 30 * 24 * 3600;
+  /** At most this many stored responses (and as many conversations); the oldest go first. */
+  @IsInt() @Min(1) maxStored = 100_000;
+  /**
+   * Reasoning stream event names: `openai` (`response.reasoning_text.*`, which the official openai
+   * client accepts) or `openresponses` (the spec's `response.reasoning.*`, which that client rejects).
+   */
+  @IsIn(['openai', 'openresponses']) reasoningEvents: 'openai' | 'openresponses' = 'openai';
+}
+
 export class AuthConfig {
   /** `keys`: requests need one of `api_keys` (when any are set). `none`: no authentication, on any address. */
   @IsIn(['keys', 'none']) mode: 'keys' | 'none' = 'keys';
@@ -99,6 +111,7 @@ export class WorkerConfig {
 export class CortexConfig {
   @ValidateNested() @Type(() => GatewayConfig) gateway = new GatewayConfig();
   @ValidateNested() @Type(() => AuthConfig) auth = new AuthConfig();
+  @ValidateNested() @Type(() => ResponsesConfig) responses = new ResponsesConfig();
   @ValidateNested() @Type(() => NatsConfig) nats = new NatsConfig();
   @ValidateNested() @Type(() => MetricsConfig) metrics = new MetricsConfig();
   @ValidateNested() @Type(() => EvictionConfig) eviction = new EvictionConfig();

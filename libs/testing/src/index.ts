@@ -1,3 +1,4 @@
 export * from './test-nats.js';
 export * from './test-stack.js';
 export * from './sse-client.js';
+export * from './openresponses-schema.js';

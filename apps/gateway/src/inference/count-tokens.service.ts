@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { Subjects, workerSubject, type CanonicalRequest, type Dialect, type Placement, type TokenCount } from '@cortex/contracts';
+import { Subjects, workerSubject, type DecodedRequest, type Dialect, type Placement, type TokenCount } from '@cortex/contracts';
 import { sendError, toCortexError } from '../http/error-response.js';
 import { requestIdOf } from '../http/request-id.js';
 import { InferenceService } from './inference.service.js';
@@ -20,7 +20,7 @@ export class CountTokensService {
   async respond(req: FastifyRequest, reply: FastifyReply, dialect: Dialect, body: unknown, render: (count: TokenCount) => unknown): Promise<void> {
     const requestId = requestIdOf(req);
     try {
-      const request = await this.bus.request<CanonicalRequest>(Subjects.translatorDecode, { dialect, body }, { requestId });
+      const { request } = await this.bus.request<DecodedRequest>(Subjects.translatorDecode, { dialect, body }, { requestId });
       const placement = await this.bus.request<Placement>(Subjects.routerPlace, { model: request.model, requestId }, {
         requestId,
         timeoutMs: this.inference.config.gateway.placementTimeoutMs,

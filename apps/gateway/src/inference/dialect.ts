@@ -8,6 +8,8 @@ export interface SseOut {
 
 export interface DialectStream {
   frames(event: StreamEvent): SseOut[];
+  /** Runs after the final event's frames are rendered and before they are written (e.g. storing the response). */
+  settle?(): Promise<void>;
   /** What to send when the request fails after the response has started. */
   errorFrames(error: ErrorBody): SseOut[];
   /** OpenAI-style `data: [DONE]` terminator. */
@@ -17,13 +19,15 @@ export interface DialectStream {
 export interface DialectBody {
   add(event: StreamEvent): void;
   body(): unknown;
+  /** Runs before the body is sent. */
+  settle?(): Promise<void>;
 }
 
 /** How one HTTP API renders canonical events; the request path is shared by every dialect. */
 export interface DialectAdapter {
   readonly dialect: Dialect;
-  stream(request: CanonicalRequest, meta: ResponseMeta): DialectStream;
-  complete(request: CanonicalRequest, meta: ResponseMeta): DialectBody;
+  stream(request: CanonicalRequest, meta: ResponseMeta, state: unknown): DialectStream;
+  complete(request: CanonicalRequest, meta: ResponseMeta, state: unknown): DialectBody;
 }
 
 export interface ResponseMeta {

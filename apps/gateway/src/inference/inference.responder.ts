@@ -27,20 +27,23 @@ export class InferenceResponder {
     });
     const sse = new SseWriter(reply, requestId);
     let errorFrames: ((error: CortexError) => SseOut[]) | null = null;
+    let settle: (() => Promise<void>) | null = null;
     try {
       const request = await run.decode(req.body);
       const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: req.headers };
       if (request.stream) {
-        const renderer = adapter.stream(request, meta);
+        const renderer = adapter.stream(request, meta, run.state);
         errorFrames = (error) => renderer.errorFrames(error.toBody());
-        await this.stream(run, sse, renderer.frames.bind(renderer));
+        settle = () => renderer.settle?.() ?? Promise.resolve();
+        await this.stream(run, sse, renderer.frames.bind(renderer), settle);
         if (!sse.closed) this.finishStream(sse, renderer.terminator);
       } else {
-        const body = adapter.complete(request, meta);
+        const body = adapter.complete(request, meta, run.state);
         for await (const event of await run.start()) {
           if (event.type === 'error') throw CortexError.fromBody(event.error);
           body.add(event);
         }
+        await body.settle?.();
         if (!reply.raw.destroyed) void reply.status(200).header('x-request-id', requestId).type('application/json').send(body.body());
       }
     } catch (thrown) {
@@ -48,7 +51,9 @@ export class InferenceResponder {
       run.fail(error, sse.isStarted);
       if (error.code === 'internal') this.logger.error(`${requestId}: ${error.message}`);
       if (sse.isStarted) {
-        for (const frame of errorFrames?.(error) ?? []) write(sse, frame);
+        const frames = errorFrames?.(error) ?? [];
+        await settle?.().catch((cause: Error) => this.logger.warn(`${requestId}: could not settle a failed stream: ${cause.message}`));
+        for (const frame of frames) write(sse, frame);
         this.finishStream(sse, false);
       } else if (!reply.sent) {
         sendError(reply, req.url, error, requestId);
@@ -58,13 +63,15 @@ export class InferenceResponder {
     }
   }
 
-  private async stream(run: InferenceRun, sse: SseWriter, frames: (event: StreamEvent) => SseOut[]): Promise<void> {
+  private async stream(run: InferenceRun, sse: SseWriter, frames: (event: StreamEvent) => SseOut[], settle: () => Promise<void>): Promise<void> {
     // While a model loads or the request queues, keep the connection visibly alive with comment frames.
     const keepAlive = setInterval(() => sse.comment('keep-alive'), this.inference.config.gateway.keepAliveMs);
     try {
       for await (const event of await run.start()) {
         if (event.type === 'error') throw CortexError.fromBody(event.error);
-        for (const frame of frames(event)) write(sse, frame);
+        const out = frames(event);
+        if (event.type === 'finish') await settle();
+        for (const frame of out) write(sse, frame);
       }
     } finally {
       clearInterval(keepAlive);

@@ -9,6 +9,7 @@ import {
   WATCH_INTERVAL_MS,
   workerSubject,
   type CanonicalRequest,
+  type DecodedRequest,
   type Dialect,
   type ErrorCode,
   type FinishReason,
@@ -26,6 +27,8 @@ export class InferenceRun {
   readonly runId = randomBytes(12).toString('hex');
   readonly startedAt = Date.now();
   request: CanonicalRequest | null = null;
+  /** Dialect state from the translator (see DecodedRequest). */
+  state: unknown = undefined;
   placement: Placement | null = null;
   private reader: StreamReader | null = null;
   private finished = false;
@@ -43,8 +46,10 @@ export class InferenceRun {
 
   /** Decodes the body in the translator service. */
   async decode(body: unknown): Promise<CanonicalRequest> {
-    this.request = await this.service.bus.request<CanonicalRequest>(Subjects.translatorDecode, { dialect: this.dialect, body }, { requestId: this.requestId });
-    return this.request;
+    const decoded = await this.service.bus.request<DecodedRequest>(Subjects.translatorDecode, { dialect: this.dialect, body }, { requestId: this.requestId });
+    this.request = decoded.request;
+    this.state = decoded.state;
+    return decoded.request;
   }
 
   /** Asks the router for a worker (may wait for a cold load), then starts generation there. */

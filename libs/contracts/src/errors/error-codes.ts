@@ -7,6 +7,7 @@ export const ErrorCodes = {
   unauthorized: { status: 401, type: 'authentication_error' },
   model_not_found: { status: 404, type: 'not_found_error' },
   not_found: { status: 404, type: 'not_found_error' },
+  previous_response_not_found: { status: 404, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   busy: { status: 429, type: 'rate_limit_error' },
   no_worker: { status: 503, type: 'service_unavailable' },

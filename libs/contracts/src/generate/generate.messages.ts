@@ -12,6 +12,13 @@ export class DecodeRequest {
   @IsObject() body!: Record<string, unknown>;
 }
 
+/** translator → gateway: the canonical request, plus what the dialect needs to render and store the reply. */
+export interface DecodedRequest {
+  request: CanonicalRequest;
+  /** Dialect-specific state, opaque to the gateway's request path (e.g. a Responses id and history). */
+  state?: unknown;
+}
+
 /** gateway → worker: run this request and publish its events on `streamSubject`. */
 export class GenerateCommand {
   @IsString() requestId!: string;

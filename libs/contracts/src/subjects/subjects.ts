@@ -7,6 +7,10 @@ export const WORKER_ID_TOKEN = '{worker}';
 
 export const Subjects = {
   translatorDecode: 'llm.translator.v1.decode',
+  responsesStore: 'llm.translator.v1.responses.store',
+  responsesGet: 'llm.translator.v1.responses.get',
+  responsesDelete: 'llm.translator.v1.responses.delete',
+  responsesInputItems: 'llm.translator.v1.responses.input_items',
   routerPlace: 'llm.router.v1.place',
   routerModels: 'llm.router.v1.models',
   routerFleet: 'llm.router.v1.fleet',

@@ -6,3 +6,4 @@ export * from './responses.items.js';
 export * from './responses.decoder.js';
 export * from './responses.resource.js';
 export * from './responses.encoder.js';
+export * from './responses.state.js';

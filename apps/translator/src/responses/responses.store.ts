@@ -1,0 +1,94 @@
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import { BusClient } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import { CortexError } from '@cortex/contracts';
+import type { ResponsesItem, StoredResponse } from '@cortex/wire';
+
+const RESPONSES_BUCKET = 'cortex_responses';
+const CONVERSATIONS_BUCKET = 'cortex_conversations';
+const KEY = /^[-_=.A-Za-z0-9]{1,200}$/;
+
+interface StoredConversation {
+  items: ResponsesItem[];
+}
+
+/**
+ * Stored responses and conversations in JetStream KV: shared by every translator replica and kept
+ * across restarts of any service. Bounded by a TTL and a count (the bucket streams discard their
+ * oldest entries), both from `responses` in the config.
+ */
+@Injectable()
+export class ResponsesStore implements OnModuleInit {
+  private readonly logger = new Logger('responses');
+  private responses!: KV;
+  private conversations!: KV;
+
+  constructor(
+    @Inject(CONFIG) private readonly config: CortexConfig,
+    private readonly bus: BusClient,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    const kvm = new Kvm(this.bus.nc);
+    const { ttlS, maxStored } = this.config.responses;
+    const options = { ttl: ttlS * 1000, history: 1 };
+    this.responses = await kvm.create(RESPONSES_BUCKET, options);
+    this.conversations = await kvm.create(CONVERSATIONS_BUCKET, options);
+    // KV buckets refuse writes when full; a store of past responses should forget the oldest instead.
+    const jsm = await jetstreamManager(this.bus.nc);
+    for (const bucket of [RESPONSES_BUCKET, CONVERSATIONS_BUCKET]) {
+      const stream = `KV_${bucket}`;
+      const info = await jsm.streams.info(stream);
+      if (info.config.max_msgs !== maxStored || info.config.discard !== 'old') {
+        await jsm.streams.update(stream, { ...info.config, max_msgs: maxStored, discard: 'old' as never });
+      }
+    }
+    this.logger.log(`responses kept ${Math.round(ttlS / 3600)} h, at most ${maxStored}`);
+  }
+
+  async get(id: string): Promise<StoredResponse | null> {
+    if (!KEY.test(id)) return null;
+    const entry = await this.responses.get(id);
+    return entry && entry.operation === 'PUT' ? entry.json<StoredResponse>() : null;
+  }
+
+  async put(stored: StoredResponse): Promise<void> {
+    await this.responses.put(stored.resource.id, JSON.stringify(stored));
+  }
+
+  async delete(id: string): Promise<boolean> {
+    if (!(await this.get(id))) return false;
+    await this.responses.delete(id);
+    return true;
+  }
+
+  async conversation(id: string): Promise<ResponsesItem[]> {
+    assertKey(id, 'conversation');
+    const entry = await this.conversations.get(id);
+    return entry && entry.operation === 'PUT' ? entry.json<StoredConversation>().items : [];
+  }
+
+  /** Appends items to a conversation; concurrent appends retry on the revision, so none is lost. */
+  async appendToConversation(id: string, items: readonly ResponsesItem[]): Promise<void> {
+    assertKey(id, 'conversation');
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const entry = await this.conversations.get(id);
+      const current = entry && entry.operation === 'PUT' ? entry.json<StoredConversation>().items : [];
+      const value = JSON.stringify({ items: [...current, ...items] } satisfies StoredConversation);
+      try {
+        if (entry && entry.operation === 'PUT') await this.conversations.update(id, value, entry.revision);
+        else await this.conversations.create(id, value);
+        return;
+      } catch {
+        // Someone else wrote first: read again and retry.
+      }
+    }
+    throw new CortexError('internal', `conversation ${id}: too many concurrent writers`);
+  }
+}
+
+function assertKey(id: string, param: string): void {
+  if (!KEY.test(id)) throw new CortexError('invalid_request', `${param}: ids are 1-200 letters, digits, '-', '_', '=' or '.'`, { param });
+}

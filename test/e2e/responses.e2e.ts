@@ -1,0 +1,160 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { fixtureModel } from '@cortex/fixtures';
+import { OpenResponsesSchema, postSse, startStack, waitFor, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
+
+const chat = fixtureModel('cortex-chat');
+const reasoning = fixtureModel('cortex-reasoning');
+const tools = fixtureModel('cortex-tools');
+const weather = { type: 'function' as const, name: 'get_weather', description: 'Current weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false };
+
+describe('responses e2e', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+  const schema = new OpenResponsesSchema();
+
+  before(async () => {
+    stack = await startStack({ models: FIXTURE_CATALOGUE.map((m) => ({ ...m, context_size: 1024 })) });
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('responses e2e - create returns a complete ResponseResource with output_text', async () => {
+    const response = await client.responses.create({ model: 'cortex-chat', input: 'Say hello.', instructions: 'Be kind.', metadata: { run: 'e2e' } });
+    assert.equal(response.object, 'response');
+    assert.equal(response.status, 'completed');
+    assert.equal(response.output_text, chat.expected.text);
+    assert.equal(response.usage?.output_tokens, chat.completionTokens);
+    assert.equal(response.instructions, 'Be kind.');
+    assert.deepEqual(response.metadata, { run: 'e2e' });
+    const { output_text: _text, ...resource } = response as unknown as Record<string, unknown>;
+    assert.equal(schema.check('ResponseResource', resource), null);
+  });
+
+  it('responses e2e - stream() is accepted, events are numbered and valid against the spec', async () => {
+    const final = await client.responses.stream({ model: 'cortex-chat', input: 'Say hello.' }).finalResponse();
+    assert.equal(final.output_text, chat.expected.text);
+    const { status, messages } = await postSse(`${stack.baseUrl}/v1/responses`, { model: 'cortex-chat', input: 'Say hello.', stream: true });
+    assert.equal(status, 200);
+    assert.equal(messages.at(-1)?.data, '[DONE]');
+    const events = messages.slice(0, -1).map((m) => ({ name: m.event, data: JSON.parse(m.data) as { type: string; sequence_number: number } }));
+    assert.deepEqual(events.map((e) => e.data.sequence_number), events.map((_, i) => i));
+    for (const event of events) {
+      assert.equal(event.name, event.data.type);
+      assert.equal(schema.checkEvent(event.data), null, `${event.data.type}`);
+    }
+    assert.deepEqual(events.slice(0, 2).map((e) => e.name), ['response.created', 'response.in_progress']);
+    assert.equal(events.at(-1)?.name, 'response.completed');
+  });
+
+  it('responses e2e - reasoning arrives as a reasoning item the openai client accepts', async () => {
+    const final = await client.responses.stream({ model: 'cortex-reasoning', input: 'Say hello.' }).finalResponse();
+    assert.equal(final.output_text, reasoning.expected.text);
+    const item = final.output.find((o) => o.type === 'reasoning') as { content?: Array<{ text: string }> } | undefined;
+    assert.equal(item?.content?.map((c) => c.text).join(''), reasoning.expected.reasoning);
+    assert.ok((final.usage?.output_tokens_details.reasoning_tokens ?? 0) > 0);
+  });
+
+  it('responses e2e - a function call, then its output via previous_response_id, gets the answer', async () => {
+    const first = await client.responses.create({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather] });
+    const call = first.output.find((o) => o.type === 'function_call');
+    assert.ok(call && call.type === 'function_call');
+    assert.equal(call.name, 'get_weather');
+    assert.deepEqual(JSON.parse(call.arguments), tools.expected.toolCall?.arguments);
+
+    const streamed = await client.responses.stream({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather] }).finalResponse();
+    assert.ok(streamed.output.some((o) => o.type === 'function_call' && o.name === 'get_weather'));
+
+    const second = await client.responses.create({
+      model: 'cortex-tools',
+      previous_response_id: first.id,
+      tools: [weather],
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"temp_c": 21}' }],
+    });
+    assert.equal(second.output_text, tools.expected.afterToolResult?.text);
+    assert.equal(second.previous_response_id, first.id);
+  });
+
+  it('responses e2e - retrieve, list input items with pagination, delete', async () => {
+    const created = await client.responses.create({
+      model: 'cortex-chat',
+      input: [
+        { role: 'user', content: 'one' },
+        { role: 'assistant', content: 'two' },
+        { role: 'user', content: 'three' },
+      ],
+    });
+    const fetched = await client.responses.retrieve(created.id);
+    assert.equal(fetched.id, created.id);
+    assert.equal(fetched.output_text, chat.expected.text);
+
+    const page = await client.responses.inputItems.list(created.id, { limit: 2, order: 'asc' });
+    assert.equal(page.data.length, 2);
+    assert.equal(page.has_more, true);
+    const rest = await client.responses.inputItems.list(created.id, { limit: 2, order: 'asc', after: page.data[1]?.id });
+    assert.equal(rest.data.length, 1);
+    assert.equal(rest.has_more, false);
+    const texts = [...page.data, ...rest.data].map((item) => ((item as { content: Array<{ text: string }> }).content[0]?.text));
+    assert.deepEqual(texts, ['one', 'two', 'three']);
+
+    await client.responses.delete(created.id);
+    await assert.rejects(client.responses.retrieve(created.id), (error: unknown) => error instanceof OpenAI.NotFoundError);
+  });
+
+  it('responses e2e - clear errors: unknown previous response, both ids, background, cancel of a stored one', async () => {
+    await assert.rejects(client.responses.create({ model: 'cortex-chat', input: 'x', previous_response_id: 'resp_nope' }), (error: unknown) => {
+      assert.ok(error instanceof OpenAI.NotFoundError);
+      assert.equal(error.code, 'previous_response_not_found');
+      assert.equal(error.param, 'previous_response_id');
+      return true;
+    });
+    await assert.rejects(client.responses.create({ model: 'cortex-chat', input: 'x', previous_response_id: 'resp_a', conversation: 'c1' }), (error: unknown) => error instanceof OpenAI.BadRequestError && error.param === 'previous_response_id');
+    await assert.rejects(client.responses.create({ model: 'cortex-chat', input: 'x', background: true }), (error: unknown) => error instanceof OpenAI.BadRequestError && error.param === 'background');
+    const stored = await client.responses.create({ model: 'cortex-chat', input: 'x' });
+    await assert.rejects(client.responses.cancel(stored.id), (error: unknown) => error instanceof OpenAI.BadRequestError && /background/.test(error.message));
+  });
+
+  it('responses e2e - input_tokens counts with the real tokenizer', async () => {
+    const counted = (await (await fetch(`${stack.baseUrl}/v1/responses/input_tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-chat', input: 'Say hello.' }),
+    })).json()) as { object: string; input_tokens: number };
+    const created = await client.responses.create({ model: 'cortex-chat', input: 'Say hello.' });
+    assert.equal(counted.object, 'response.input_tokens');
+    assert.equal(counted.input_tokens, created.usage?.input_tokens);
+  });
+
+  it('responses e2e - a conversation accumulates its turns', async () => {
+    const conversation = `conv_e2e_${Date.now()}`;
+    const first = await client.responses.create({ model: 'cortex-chat', input: 'Hello there.', conversation });
+    const second = await client.responses.create({ model: 'cortex-chat', input: 'And again.', conversation });
+    assert.equal(second.output_text, chat.expected.text);
+    assert.ok((second.usage?.input_tokens ?? 0) > (first.usage?.input_tokens ?? 0) + 10, 'the second turn carries the first');
+  });
+
+  it('responses e2e - a conversation continues across a restart of the gateway and translator', async () => {
+    const first = await client.responses.create({ model: 'cortex-chat', input: 'Remember this.' });
+    for (const name of ['gateway', 'translator']) {
+      const child = stack.processes.get(name);
+      assert.ok(child);
+      const exited = new Promise((done) => child.once('exit', done));
+      child.kill('SIGTERM');
+      await exited;
+      stack.processes.delete(name);
+      stack.spawnService(name);
+    }
+    await waitFor(async () => (await fetch(`${stack.baseUrl}/readyz`).catch(() => null))?.ok === true, 30_000);
+    await waitFor(async () => {
+      const response = await fetch(`${stack.baseUrl}/v1/responses/${first.id}`).catch(() => null);
+      return response?.status === 200;
+    }, 30_000);
+    const next = await client.responses.create({ model: 'cortex-chat', input: 'What did I say?', previous_response_id: first.id });
+    assert.equal(next.output_text, chat.expected.text);
+    assert.ok((next.usage?.input_tokens ?? 0) > (first.usage?.input_tokens ?? 0), 'the earlier turn was rehydrated from the store');
+  });
+});
