@@ -48,7 +48,7 @@ describe('worker lifecycle e2e', () => {
 
   it('lifecycle - unload frees the model and the next request loads it again', async () => {
     const result = await bus.request<UnloadResult>('llm.worker.v1.w1.unload', { model: 'cortex-chat' });
-    assert.deepEqual(result, { model: 'cortex-chat', workerId: 'w1', cancelled: 0 });
+    assert.deepEqual(result, { model: 'cortex-chat', workerId: 'w1', cancelled: 0, reason: 'admin' });
     await waitFor(async () => (await chatState()) === undefined, 3_000);
     const models = await client.models.list();
     assert.equal((models.data.find((m) => m.id === 'cortex-chat') as unknown as { loaded: boolean }).loaded, false);

@@ -1,4 +1,5 @@
-import { ConsoleLogger, type LogLevel } from '@nestjs/common';
+import { ConsoleLogger, type LoggerService, type LogLevel } from '@nestjs/common';
+import { JsonLogger } from '@cortex/bus';
 
 const LEVELS: Record<string, LogLevel[]> = {
   trace: ['verbose', 'debug', 'log', 'warn', 'error', 'fatal'],
@@ -8,6 +9,7 @@ const LEVELS: Record<string, LogLevel[]> = {
   error: ['error', 'fatal'],
 };
 
-export function createLogger(service: string, level: string): ConsoleLogger {
+export function createLogger(service: string, level: string, format: 'json' | 'pretty' = 'json'): LoggerService {
+  if (format === 'json') return new JsonLogger(service, level);
   return new ConsoleLogger({ prefix: `cortex:${service}`, logLevels: LEVELS[level] ?? LEVELS.info, colors: process.stdout.isTTY });
 }

@@ -12,7 +12,7 @@ const STOP_GRACE_MS = 15_000;
 /** `cortex serve <service>`: one service in this process, until SIGINT/SIGTERM. */
 export async function serveOne(name: AppService): Promise<void> {
   const { config } = loadConfig();
-  const logger = createLogger(name, config.logLevel);
+  const logger = createLogger(name, config.logLevel, config.logFormat);
   const nc = await connectBus({ url: config.nats.url, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
   const start = await loadService(name);
   const running = await start({ config, nc, logger });
@@ -44,7 +44,7 @@ export async function serveOne(name: AppService): Promise<void> {
  */
 export async function serveMany(names: AppService[]): Promise<void> {
   const { config, path } = loadConfig();
-  const logger = createLogger('launcher', config.logLevel);
+  const logger = createLogger('launcher', config.logLevel, config.logFormat);
   logger.log(`config: ${path ?? 'built-in defaults'}`);
   let nats: LocalNatsServer | null = null;
   const env = { ...process.env };

@@ -21,10 +21,11 @@ export class MetricsController {
     return { status: 'ok' };
   }
 
-  /** Ready while the bus is connected: without it no event reaches the counters. */
+  /** Ready once the counters have replayed the stored events, and while the bus is connected. */
   @Get('readyz')
   ready(@Res() reply: FastifyReply): void {
-    const ready = isBusConnected(this.bus.nc);
-    void reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready' });
+    const bus = isBusConnected(this.bus.nc);
+    const ready = bus && this.service.caughtUp;
+    void reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', bus: bus ? 'connected' : 'down', replayed: this.service.caughtUp });
   }
 }

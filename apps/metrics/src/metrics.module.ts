@@ -1,7 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusModule } from '@cortex/bus';
-import type { CortexConfig } from '@cortex/config';
+import { CONFIG, type CortexConfig } from '@cortex/config';
 import { MetricsController } from './metrics.controller.js';
 import { MetricsService } from './metrics.service.js';
 
@@ -12,7 +12,7 @@ export class MetricsModule {
       module: MetricsModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [MetricsController],
-      providers: [MetricsService],
+      providers: [{ provide: CONFIG, useValue: config }, MetricsService],
     };
   }
 }

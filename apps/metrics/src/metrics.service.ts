@@ -1,29 +1,81 @@
-import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { jetstream, type ConsumerMessages } from '@nats-io/jetstream';
 import type { Subscription } from '@nats-io/transport-node';
-import { BusClient } from '@cortex/bus';
-import { decodeMessage, Heartbeat, Subjects, type RequestFinishedEvent } from '@cortex/contracts';
+import { BusClient, ensureEventsStream } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import { decodeMessage, EVENTS_STREAM, Heartbeat, Subjects, type BusStatusEvent, type LoadResult, type RequestFinishedEvent, type UnloadResult } from '@cortex/contracts';
 import { CortexMetrics } from './request.metrics.js';
 
+/**
+ * Feeds the registry. Request and lifecycle events come from the JetStream stream, read from its
+ * first retained message every time this service starts: counters live in memory, so a restarted
+ * metrics service rebuilds them from the log and every request is counted once, however often it
+ * restarts (a durable consumer would resume after its last ack and lose what the dead process had
+ * counted). JetStream de-duplicates re-published events by message id. Heartbeats and bus status are
+ * plain NATS: they only set gauges.
+ */
 @Injectable()
 export class MetricsService implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('metrics');
   readonly metrics = new CortexMetrics();
   private readonly subs: Subscription[] = [];
   private timer: NodeJS.Timeout | null = null;
+  private messages: ConsumerMessages | null = null;
+  /** True once the replay reached the end of the stream. */
+  caughtUp = false;
 
-  constructor(private readonly bus: BusClient) {}
+  constructor(
+    private readonly bus: BusClient,
+    @Inject(CONFIG) private readonly config: CortexConfig,
+  ) {}
 
-  onModuleInit(): void {
-    const onBad = (error: Error): void => this.logger.warn(`dropped an event: ${error.message}`);
+  async onModuleInit(): Promise<void> {
+    const onBad = (error: Error): void => this.logger.warn(`dropped a message: ${error.message}`);
     this.subs.push(
-      this.bus.subscribe(Subjects.requestFinished, (data) => this.metrics.recordRequest(data as RequestFinishedEvent), onBad),
       this.bus.subscribe(Subjects.heartbeatAll, (data) => this.metrics.recordHeartbeat(decodeMessage(Heartbeat, data, 'heartbeat')), onBad),
+      this.bus.subscribe(Subjects.serviceBus, (data) => this.metrics.recordBus(data as BusStatusEvent), onBad),
     );
-    this.timer = setInterval(() => this.metrics.expireWorkers(), 1_000);
+    this.timer = setInterval(() => this.metrics.expire(), 1_000);
+    await ensureEventsStream(this.bus.nc, this.config.metrics);
+    const consumer = await jetstream(this.bus.nc).consumers.get(EVENTS_STREAM);
+    const pending = (await consumer.info()).num_pending;
+    if (pending === 0) this.caughtUp = true;
+    this.messages = await consumer.consume();
+    void this.read(this.messages, pending);
   }
 
-  onModuleDestroy(): void {
+  private async read(messages: ConsumerMessages, initial: number): Promise<void> {
+    let replayed = 0;
+    for await (const message of messages) {
+      try {
+        this.record(message.subject, message.json());
+      } catch (error) {
+        this.logger.warn(`skipped event ${message.seq} on ${message.subject}: ${(error as Error).message}`);
+      }
+      replayed++;
+      if (!this.caughtUp && message.info.pending === 0) {
+        this.caughtUp = true;
+        this.logger.log(`replayed ${replayed} events (${initial} were stored when this service started)`);
+      }
+    }
+  }
+
+  private record(subject: string, data: unknown): void {
+    switch (subject) {
+      case Subjects.requestFinished:
+        return this.metrics.recordRequest(data as RequestFinishedEvent);
+      case Subjects.modelLoaded:
+        return this.metrics.recordLoaded(data as LoadResult);
+      case Subjects.modelUnloaded:
+        return this.metrics.recordUnloaded(data as UnloadResult);
+      default:
+        return undefined;
+    }
+  }
+
+  async onModuleDestroy(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     for (const sub of this.subs) sub.unsubscribe();
+    await this.messages?.close();
   }
 }

@@ -1,111 +1,137 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Heartbeat, RequestFinishedEvent } from '@cortex/contracts';
+import type { BusStatusEvent, Heartbeat, LoadResult, RequestFinishedEvent, UnloadResult } from '@cortex/contracts';
 
-const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const RATES = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
+/** Error codes that mean "turned away for lack of capacity", counted as rejections. */
+const REJECTIONS = new Set(['busy', 'no_worker', 'insufficient_memory', 'service_unavailable', 'model_load_failed']);
 
 /** The fleet's Prometheus metrics, fed only from bus events (never from this process's own work). */
 export class CortexMetrics {
   readonly registry = new Registry();
-  private readonly requests = new Counter({
-    name: 'cortex_requests_total',
-    help: 'Requests that reached the inference path, by outcome',
-    labelNames: ['model', 'worker', 'api', 'status'],
-    registers: [this.registry],
-  });
-  private readonly errors = new Counter({
-    name: 'cortex_request_errors_total',
-    help: 'Requests that ended in an error, by error code',
-    labelNames: ['model', 'api', 'code'],
-    registers: [this.registry],
-  });
-  private readonly cancelled = new Counter({
-    name: 'cortex_requests_cancelled_total',
-    help: 'Requests cancelled because the client went away',
-    labelNames: ['model', 'api'],
-    registers: [this.registry],
-  });
-  private readonly duration = new Histogram({
-    name: 'cortex_request_duration_seconds',
-    help: 'Gateway wall time from request arrival to the last byte',
-    labelNames: ['model', 'api'],
-    buckets: SECONDS,
-    registers: [this.registry],
-  });
-  private readonly ttft = new Histogram({
-    name: 'cortex_time_to_first_token_seconds',
-    help: 'Worker time from generate arriving to the first token',
-    labelNames: ['model', 'worker'],
-    buckets: SECONDS,
-    registers: [this.registry],
-  });
-  private readonly rate = new Histogram({
-    name: 'cortex_tokens_per_second',
-    help: 'Decode rate of each request after its first token',
-    labelNames: ['model', 'worker'],
-    buckets: RATES,
-    registers: [this.registry],
-  });
+  private readonly counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Counter<L>({ name, help, labelNames, registers: [this.registry] });
+  private readonly gauge = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Gauge<L>({ name, help, labelNames, registers: [this.registry] });
+  private readonly histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets = SECONDS) =>
+    new Histogram<L>({ name, help, labelNames, buckets, registers: [this.registry] });
+
+  private readonly requests = this.counter('cortex_requests_total', 'Requests that reached the inference path, by outcome', ['model', 'worker', 'api', 'status']);
+  private readonly errors = this.counter('cortex_request_errors_total', 'Requests that ended in an error, by error code', ['model', 'api', 'code']);
+  private readonly cancelled = this.counter('cortex_requests_cancelled_total', 'Requests cancelled because the client went away', ['model', 'api']);
+  private readonly coldStarts = this.counter('cortex_cold_starts_total', 'Requests that waited for their model to load', ['model']);
+  private readonly rejections = this.counter('cortex_rejections_total', 'Requests turned away for lack of capacity', ['reason']);
+  private readonly duration = this.histogram('cortex_request_duration_seconds', 'Gateway wall time from request arrival to the last byte', ['model', 'api']);
+  private readonly ttft = this.histogram('cortex_time_to_first_token_seconds', 'Worker time from generate arriving to the first token', ['model', 'worker']);
+  private readonly itl = this.histogram('cortex_inter_token_latency_seconds', 'Mean time between tokens of a request', ['model', 'worker']);
+  private readonly rate = this.histogram('cortex_tokens_per_second', 'Decode rate of each request after its first token', ['model', 'worker'], RATES);
+  private readonly queue = this.histogram('cortex_request_queue_seconds', 'Time a request waited for a free sequence', ['model', 'worker']);
   private readonly tokens = {
-    prompt: this.tokenCounter('cortex_prompt_tokens_total', 'Prompt tokens processed'),
-    cached: this.tokenCounter('cortex_cached_prompt_tokens_total', 'Prompt tokens served from a reused sequence prefix'),
-    completion: this.tokenCounter('cortex_completion_tokens_total', 'Tokens generated'),
-    reasoning: this.tokenCounter('cortex_reasoning_tokens_total', 'Generated tokens that were reasoning'),
+    prompt: this.counter('cortex_prompt_tokens_total', 'Prompt tokens processed', ['model']),
+    cached: this.counter('cortex_cached_prompt_tokens_total', 'Prompt tokens served from a reused sequence prefix', ['model']),
+    completion: this.counter('cortex_completion_tokens_total', 'Tokens generated', ['model']),
+    reasoning: this.counter('cortex_reasoning_tokens_total', 'Generated tokens that were reasoning', ['model']),
   };
-  private readonly workerUp = new Gauge({
-    name: 'cortex_worker_up',
-    help: '1 while a worker heartbeats',
-    labelNames: ['worker'],
-    registers: [this.registry],
-  });
-  private readonly modelLoaded = new Gauge({
-    name: 'cortex_model_loaded',
-    help: '1 when the model is ready on the worker',
-    labelNames: ['model', 'worker'],
-    registers: [this.registry],
-  });
-  private readonly lastBeat = new Map<string, { at: number; intervalMs: number; models: string[] }>();
+  private readonly route = this.histogram('cortex_bus_route_seconds', "Round trip of the gateway's placement request to the router (cold loads included)", []);
+
+  private readonly workerUp = this.gauge('cortex_worker_up', '1 while a worker heartbeats', ['worker']);
+  private readonly modelLoaded = this.gauge('cortex_model_loaded', '1 when the model is ready on the worker', ['model', 'worker']);
+  private readonly inFlight = this.gauge('cortex_model_in_flight', 'Requests generating on the model', ['model', 'worker']);
+  private readonly queueDepth = this.gauge('cortex_model_queue_depth', 'Requests waiting for a sequence of the model', ['model', 'worker']);
+  private readonly memoryUsed = this.gauge('cortex_device_memory_used_bytes', 'Device memory in use', ['worker', 'device']);
+  private readonly memoryFree = this.gauge('cortex_device_memory_free_bytes', 'Device memory free', ['worker', 'device']);
+  private readonly loadTime = this.histogram('cortex_model_load_seconds', 'Time to load a model on a worker', ['model', 'worker'], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]);
+  private readonly evictions = this.counter('cortex_evictions_total', 'Models unloaded from a worker, by reason', ['model', 'worker', 'reason']);
+
+  private readonly busConnected = this.gauge('cortex_bus_connected', '1 while the service reports a live NATS connection', ['service', 'instance']);
+  private readonly busReconnects = this.counter('cortex_bus_reconnects_total', 'NATS reconnects of the service', ['service', 'instance']);
+
+  private readonly beats = new Map<string, { at: number; intervalMs: number; models: string[]; device: string }>();
+  private readonly buses = new Map<string, { at: number; intervalMs: number; reconnects: number; service: string; instance: string }>();
 
   recordRequest(event: RequestFinishedEvent): void {
-    const api = event.dialect;
+    const { model, dialect: api } = event;
     const worker = event.workerId ?? 'none';
-    this.requests.inc({ model: event.model, worker, api, status: String(event.status) });
-    this.duration.observe({ model: event.model, api }, event.durationMs / 1000);
-    if (event.errorCode) this.errors.inc({ model: event.model, api, code: event.errorCode });
-    if (event.finishReason === 'cancelled') this.cancelled.inc({ model: event.model, api });
+    this.requests.inc({ model, worker, api, status: String(event.status) });
+    this.duration.observe({ model, api }, event.durationMs / 1000);
+    if (event.errorCode) {
+      this.errors.inc({ model, api, code: event.errorCode });
+      if (REJECTIONS.has(event.errorCode)) this.rejections.inc({ reason: event.errorCode });
+    }
+    if (event.finishReason === 'cancelled') this.cancelled.inc({ model, api });
+    if (event.coldStart) this.coldStarts.inc({ model });
+    if (event.placeMs !== null && event.placeMs !== undefined) this.route.observe(event.placeMs / 1000);
     if (event.usage) {
-      const labels = { model: event.model };
-      this.tokens.prompt.inc(labels, event.usage.promptTokens);
-      this.tokens.cached.inc(labels, event.usage.cachedPromptTokens);
-      this.tokens.completion.inc(labels, event.usage.completionTokens);
-      this.tokens.reasoning.inc(labels, event.usage.reasoningTokens);
+      this.tokens.prompt.inc({ model }, event.usage.promptTokens);
+      this.tokens.cached.inc({ model }, event.usage.cachedPromptTokens);
+      this.tokens.completion.inc({ model }, event.usage.completionTokens);
+      this.tokens.reasoning.inc({ model }, event.usage.reasoningTokens);
     }
     if (event.timings && event.usage && event.usage.completionTokens > 0) {
-      this.ttft.observe({ model: event.model, worker }, event.timings.ttftMs / 1000);
-      if (event.timings.decodeTokensPerSecond > 0) this.rate.observe({ model: event.model, worker }, event.timings.decodeTokensPerSecond);
+      this.ttft.observe({ model, worker }, event.timings.ttftMs / 1000);
+      this.queue.observe({ model, worker }, event.timings.queueMs / 1000);
+      const rate = event.timings.decodeTokensPerSecond;
+      if (rate > 0) {
+        this.rate.observe({ model, worker }, rate);
+        this.itl.observe({ model, worker }, 1 / rate);
+      }
     }
+  }
+
+  recordLoaded(event: LoadResult): void {
+    this.loadTime.observe({ model: event.model, worker: event.workerId }, event.loadMs / 1000);
+  }
+
+  recordUnloaded(event: UnloadResult): void {
+    this.evictions.inc({ model: event.model, worker: event.workerId, reason: event.reason ?? 'admin' });
   }
 
   recordHeartbeat(beat: Heartbeat): void {
-    const previous = this.lastBeat.get(beat.workerId);
-    const ready = beat.models.filter((m) => m.state === 'ready').map((m) => m.id);
-    for (const model of previous?.models ?? []) if (!ready.includes(model)) this.modelLoaded.remove({ model, worker: beat.workerId });
-    for (const model of ready) this.modelLoaded.set({ model, worker: beat.workerId }, 1);
-    this.workerUp.set({ worker: beat.workerId }, beat.draining ? 0 : 1);
-    this.lastBeat.set(beat.workerId, { at: Date.now(), intervalMs: beat.intervalMs, models: ready });
+    const worker = beat.workerId;
+    const previous = this.beats.get(worker);
+    const present = beat.models.map((m) => m.id);
+    for (const model of previous?.models ?? []) if (!present.includes(model)) this.dropModel(model, worker);
+    for (const m of beat.models) {
+      this.modelLoaded.set({ model: m.id, worker }, m.state === 'ready' ? 1 : 0);
+      this.inFlight.set({ model: m.id, worker }, m.inFlight);
+      this.queueDepth.set({ model: m.id, worker }, m.queued);
+    }
+    const device = beat.device.name;
+    this.memoryUsed.set({ worker, device }, Math.max(0, beat.device.totalBytes - beat.device.freeBytes));
+    this.memoryFree.set({ worker, device }, beat.device.freeBytes);
+    this.workerUp.set({ worker }, beat.draining ? 0 : 1);
+    this.beats.set(worker, { at: Date.now(), intervalMs: beat.intervalMs, models: present, device });
   }
 
-  /** Gauges of a worker that stopped heartbeating go away instead of freezing at their last value. */
-  expireWorkers(now = Date.now()): void {
-    for (const [worker, beat] of this.lastBeat) {
+  recordBus(event: BusStatusEvent): void {
+    const key = `${event.service}/${event.instance}`;
+    const previous = this.buses.get(key);
+    const labels = { service: event.service, instance: event.instance };
+    this.busConnected.set(labels, event.connected ? 1 : 0);
+    const delta = event.reconnects - (previous?.reconnects ?? 0);
+    if (delta > 0) this.busReconnects.inc(labels, delta);
+    else if (!previous) this.busReconnects.inc(labels, 0);
+    this.buses.set(key, { at: Date.now(), intervalMs: event.intervalMs, reconnects: event.reconnects, ...labels });
+  }
+
+  /** Gauges of a worker or service that went silent go to 0 or away instead of freezing at their last value. */
+  expire(now = Date.now()): void {
+    for (const [worker, beat] of this.beats) {
       if (now - beat.at <= beat.intervalMs * 3) continue;
       this.workerUp.set({ worker }, 0);
-      for (const model of beat.models) this.modelLoaded.remove({ model, worker });
+      for (const model of beat.models) this.dropModel(model, worker);
+      this.memoryUsed.remove({ worker, device: beat.device });
+      this.memoryFree.remove({ worker, device: beat.device });
       beat.models = [];
+    }
+    for (const bus of this.buses.values()) {
+      if (now - bus.at > bus.intervalMs * 3) this.busConnected.set({ service: bus.service, instance: bus.instance }, 0);
     }
   }
 
-  private tokenCounter(name: string, help: string): Counter<'model'> {
-    return new Counter({ name, help, labelNames: ['model'], registers: [this.registry] });
+  private dropModel(model: string, worker: string): void {
+    this.modelLoaded.remove({ model, worker });
+    this.inFlight.remove({ model, worker });
+    this.queueDepth.remove({ model, worker });
   }
 }

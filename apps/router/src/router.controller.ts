@@ -1,13 +1,15 @@
-import { Controller } from '@nestjs/common';
-import { MessagePattern } from '@nestjs/microservices';
+import { Controller, Inject, Logger } from '@nestjs/common';
+import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
+import type { BusContext } from '@cortex/bus';
 import { decodeMessage, PlaceRequest, Subjects, type CatalogueEntry, type FleetView, type Placement } from '@cortex/contracts';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { PlacementService } from './placement/placement.service.js';
 import { ROUTER_ID } from './router.tokens.js';
-import { Inject } from '@nestjs/common';
 
 @Controller()
 export class RouterController {
+  private readonly logger = new Logger('router');
+
   constructor(
     private readonly placement: PlacementService,
     private readonly fleet: FleetRegistry,
@@ -15,8 +17,17 @@ export class RouterController {
   ) {}
 
   @MessagePattern(Subjects.routerPlace)
-  place(payload: unknown): Promise<Placement> {
-    return this.placement.place(decodeMessage(PlaceRequest, payload).model);
+  async place(@Payload() payload: unknown, @Ctx() context: BusContext): Promise<Placement> {
+    const { model } = decodeMessage(PlaceRequest, payload);
+    const started = Date.now();
+    try {
+      const placement = await this.placement.place(model);
+      this.logger.log({ msg: `placed ${model} on ${placement.workerId}${placement.coldStart ? ' after a cold load' : ''}`, requestId: context.requestId, worker: placement.workerId, coldStart: placement.coldStart, ms: Date.now() - started });
+      return placement;
+    } catch (error) {
+      this.logger.log({ msg: `could not place ${model}: ${(error as Error).message}`, requestId: context.requestId });
+      throw error;
+    }
   }
 
   @MessagePattern(Subjects.routerModels)

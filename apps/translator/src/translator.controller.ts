@@ -1,5 +1,6 @@
-import { Controller } from '@nestjs/common';
-import { MessagePattern } from '@nestjs/microservices';
+import { Controller, Logger } from '@nestjs/common';
+import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
+import type { BusContext } from '@cortex/bus';
 import { CortexError, decodeMessage, DecodeRequest, Subjects, type DecodedRequest } from '@cortex/contracts';
 import { decodeChatRequest, decodeMessagesRequest, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import { ResponsesService } from './responses/responses.service.js';
@@ -11,11 +12,24 @@ interface IdPayload {
 /** Dialect bodies → the canonical request, and the Responses API's stored state. */
 @Controller()
 export class TranslatorController {
+  private readonly logger = new Logger('translator');
+
   constructor(private readonly responses: ResponsesService) {}
 
   @MessagePattern(Subjects.translatorDecode)
-  async decode(payload: unknown): Promise<DecodedRequest> {
+  async decode(@Payload() payload: unknown, @Ctx() context: BusContext): Promise<DecodedRequest> {
     const request = decodeMessage(DecodeRequest, payload);
+    try {
+      const decoded = await this.decodeDialect(request);
+      this.logger.log({ msg: `decoded ${request.dialect} for ${decoded.request.model}`, requestId: context.requestId, messages: decoded.request.messages.length, stream: decoded.request.stream });
+      return decoded;
+    } catch (error) {
+      this.logger.log({ msg: `rejected ${request.dialect}: ${(error as Error).message}`, requestId: context.requestId });
+      throw error;
+    }
+  }
+
+  private async decodeDialect(request: DecodeRequest): Promise<DecodedRequest> {
     switch (request.dialect) {
       case 'openai.chat':
         return { request: decodeChatRequest(request.body) };

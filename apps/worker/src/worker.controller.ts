@@ -1,5 +1,6 @@
 import { Controller } from '@nestjs/common';
-import { EventPattern, MessagePattern } from '@nestjs/microservices';
+import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
+import type { BusContext } from '@cortex/bus';
 import { performance } from 'node:perf_hooks';
 import { CancelCommand, decodeMessage, GenerateCommand, LoadCommand, Subjects, TokenizeCommand, UnloadCommand, WatchMessage } from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
@@ -10,9 +11,9 @@ export class WorkerController {
   constructor(private readonly worker: WorkerService) {}
 
   @MessagePattern(Subjects.workerGenerate)
-  generate(payload: unknown) {
+  generate(@Payload() payload: unknown, @Ctx() context: BusContext) {
     const receivedAt = performance.now();
-    return this.worker.generate(decodeMessage(GenerateCommand, payload), receivedAt);
+    return this.worker.generate(decodeMessage(GenerateCommand, payload), receivedAt, context.requestId);
   }
 
   @MessagePattern(Subjects.workerTokenize)
@@ -34,7 +35,7 @@ export class WorkerController {
   @MessagePattern(Subjects.workerUnload)
   unload(payload: unknown) {
     const command = decodeMessage(UnloadCommand, payload);
-    return this.worker.unload(command.model, command.drain ?? true);
+    return this.worker.unload(command.model, command.drain ?? true, command.reason ?? 'admin');
   }
 
   @EventPattern(Subjects.workerWatch)

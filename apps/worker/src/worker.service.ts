@@ -10,6 +10,7 @@ import {
   type GenerateAccepted,
   type TokenCount,
   type LoadProgress,
+  type UnloadReason,
   type UnloadResult,
   type GenerateCommand,
   type Heartbeat,
@@ -19,7 +20,7 @@ import {
   type ModelState,
   type StreamEventBody,
 } from '@cortex/contracts';
-import { BusClient, StreamPublisher } from '@cortex/bus';
+import { BusClient, ensureEventsStream, EventPublisher, StreamPublisher } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { ENGINE, WORKER_ID } from './worker.tokens.js';
 import type { Engine, EngineModel } from './engine/index.js';
@@ -61,9 +62,14 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     @Inject(ENGINE) private readonly engine: Engine,
     @Inject(WORKER_ID) readonly workerId: string,
     private readonly bus: BusClient,
-  ) {}
+  ) {
+    this.events = new EventPublisher(bus.nc);
+  }
 
-  onApplicationBootstrap(): void {
+  private readonly events: EventPublisher;
+
+  async onApplicationBootstrap(): Promise<void> {
+    await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.config.worker.heartbeatMs);
     this.watchTimer = setInterval(() => this.dropUnwatched(), WATCH_INTERVAL_MS / 2);
     void this.heartbeat();
@@ -71,7 +77,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /** Acknowledges at once, then runs the request in the background, publishing on its stream subject. */
-  generate(command: GenerateCommand, receivedAt = performance.now()): GenerateAccepted {
+  generate(command: GenerateCommand, receivedAt = performance.now(), requestId?: string): GenerateAccepted {
     if (this.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
     const entry = this.models.get(command.request.model);
     if (!entry?.model || entry.state !== 'ready') {
@@ -87,7 +93,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     this.active.set(command.requestId, { controller, model: entry.id, watchedAt: Date.now() });
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
     entry.lastUsedAt = Date.now();
-    const run = this.run(command, model, controller, receivedAt).finally(() => {
+    this.logger.log({ msg: `generating with ${entry.id}`, requestId, runId: command.requestId, queuePosition });
+    const run = this.run(command, model, controller, receivedAt, requestId).finally(() => {
       this.active.delete(command.requestId);
       entry.lastUsedAt = Date.now();
       this.running.delete(run);
@@ -133,13 +140,23 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
   }
 
-  private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number): Promise<void> {
+  private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number, requestId?: string): Promise<void> {
     const stream = new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs);
     let done = false;
     const emit = (event: StreamEventBody): void => {
       if (done) return;
       if (event.type === 'start') event = { ...event, requestId: command.requestId, workerId: this.workerId };
       if (event.type === 'finish' || event.type === 'error') done = true;
+      if (event.type === 'finish') {
+        this.logger.log({
+          msg: `finished (${event.reason}): ${event.usage.completionTokens} tokens at ${Math.round(event.timings.decodeTokensPerSecond)} tok/s`,
+          requestId,
+          runId: command.requestId,
+          promptTokens: event.usage.promptTokens,
+          cachedPromptTokens: event.usage.cachedPromptTokens,
+          ttftMs: Math.round(event.timings.ttftMs * 10) / 10,
+        });
+      }
       stream.emit(event);
     };
     const keepalive = setInterval(() => emit({ type: 'keepalive' }), STREAM_KEEPALIVE_MS);
@@ -151,7 +168,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           ? error
           : new CortexError('internal', `generation failed: ${(error as Error).message}`, { cause: error });
       if (!(controller.signal.aborted && !(error instanceof CortexError))) {
-        this.logger.warn(`request ${command.requestId}: ${cortex.message}`);
+        this.logger.warn({ msg: `failed: ${cortex.message}`, requestId, runId: command.requestId, code: cortex.code });
       }
       emit({ type: 'error', error: cortex.toBody() });
     } finally {
@@ -203,7 +220,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       };
       const markers = model.reasoningMarkers ? `, reasoning markers ${model.reasoningMarkers.join('…')}` : '';
       log(`ready in ${Math.round(result.loadMs)} ms (${model.slots} slots${markers})`);
-      this.bus.publish(Subjects.modelLoaded, result);
+      this.publishEvent(Subjects.modelLoaded, result, `${this.workerId}.${command.model}.loaded.${Date.now()}`);
       return result;
     } catch (error) {
       entry.state = 'failed';
@@ -234,7 +251,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /** Stops serving a model: waits for its requests (or cancels them), then frees it. */
-  async unload(model: string, drain = true): Promise<UnloadResult> {
+  async unload(model: string, drain = true, reason: UnloadReason = 'admin'): Promise<UnloadResult> {
     const entry = this.models.get(model);
     if (!entry) throw new CortexError('not_found', `${model} is not loaded on ${this.workerId}`);
     if (entry.loading) await entry.loading.catch(() => undefined);
@@ -246,10 +263,15 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     await entry.model?.dispose();
     this.models.delete(model);
     this.logger.log(`${model}: unloaded${drain ? '' : ` (${mine.length} requests cancelled)`}`);
-    const result: UnloadResult = { model, workerId: this.workerId, cancelled: drain ? 0 : mine.length };
-    this.bus.publish(Subjects.modelUnloaded, result);
+    const result: UnloadResult = { model, workerId: this.workerId, cancelled: drain ? 0 : mine.length, reason };
+    this.publishEvent(Subjects.modelUnloaded, result, `${this.workerId}.${model}.unloaded.${Date.now()}`);
     void this.heartbeat();
     return result;
+  }
+
+  /** Lifecycle facts go to JetStream so metrics count them even if they start later. */
+  private publishEvent(subject: string, payload: unknown, id: string): void {
+    this.events.publish(subject, payload, id).catch((error: Error) => this.logger.warn(`could not record ${subject}: ${error.message}`));
   }
 
   private async heartbeat(): Promise<void> {

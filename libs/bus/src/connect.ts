@@ -10,6 +10,12 @@ export interface ConnectOptions {
 }
 
 const connected = new WeakMap<NatsConnection, boolean>();
+const reconnects = new WeakMap<NatsConnection, number>();
+
+/** How many times this connection has reconnected since it was opened. */
+export function busReconnects(nc: NatsConnection): number {
+  return reconnects.get(nc) ?? 0;
+}
 
 /** False while the connection is between a disconnect and a reconnect (readiness probes use it). */
 export function isBusConnected(nc: NatsConnection): boolean {
@@ -43,7 +49,10 @@ export async function connectBus(options: ConnectOptions): Promise<NatsConnectio
   void (async () => {
     for await (const status of connection.status()) {
       if (status.type === 'disconnect') connected.set(connection, false);
-      if (status.type === 'reconnect') connected.set(connection, true);
+      if (status.type === 'reconnect') {
+        connected.set(connection, true);
+        reconnects.set(connection, busReconnects(connection) + 1);
+      }
       if (status.type === 'disconnect' || status.type === 'reconnect' || status.type === 'error') {
         options.log?.(`nats ${status.type} (${options.url})`);
       }

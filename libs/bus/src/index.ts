@@ -7,3 +7,5 @@ export * from './bus.module.js';
 export * from './service.js';
 export * from './nats-server.js';
 export * from './bus-exception.filter.js';
+export * from './events.js';
+export * from './logger.js';

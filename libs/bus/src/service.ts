@@ -8,6 +8,8 @@ import type { CortexConfig } from '@cortex/config';
 import { BusServer } from './bus.server.js';
 import { BusExceptionFilter } from './bus-exception.filter.js';
 import { encodeJson } from './envelope.js';
+import { busReconnects, isBusConnected } from './connect.js';
+import type { BusStatusEvent } from '@cortex/contracts';
 
 /** What the launcher hands each service. */
 export interface ServiceContext {
@@ -97,13 +99,25 @@ function withStatus(app: INestApplicationContext, options: BusAppOptions): Runni
       msg.respond(encodeJson(ping));
     },
   });
+  // Bus health for the metrics service; a service that cannot publish shows as disconnected there.
+  const publishBus = (): void => {
+    const nc = options.context.nc;
+    if (nc.isClosed() || nc.isDraining()) return;
+    const event: BusStatusEvent = { service: options.service, instance: id, connected: isBusConnected(nc), reconnects: busReconnects(nc), intervalMs: BUS_STATUS_MS };
+    nc.publish(Subjects.serviceBus, encodeJson(event));
+  };
+  const timer = setInterval(publishBus, BUS_STATUS_MS);
+  publishBus();
   return {
     async close() {
+      clearInterval(timer);
       sub.unsubscribe();
       await app.close();
     },
   };
 }
+
+const BUS_STATUS_MS = 5_000;
 
 export function splitHostPort(listen: string): { host: string; port: number } {
   const at = listen.lastIndexOf(':');

@@ -63,6 +63,12 @@ export class NatsConfig {
 
 export class MetricsConfig {
   @Matches(HOST_PORT, { message: 'must be host:port' }) listen = '127.0.0.1:31314';
+  /**
+   * How long request and lifecycle events stay in JetStream. The metrics service rebuilds its counters
+   * from them when it starts, so this is also how far back a restarted metrics service can count.
+   */
+  @IsInt() @Min(60) retentionS = 7 * 24 * 3600;
+  @IsInt() @Min(1000) maxEvents = 1_000_000;
 }
 
 export class EvictionConfig {
@@ -118,4 +124,6 @@ export class CortexConfig {
   @IsArray() @ValidateNested({ each: true }) @Type(() => ModelConfig) models: ModelConfig[] = [];
   @ValidateNested() @Type(() => WorkerConfig) worker = new WorkerConfig();
   @IsIn(['trace', 'debug', 'info', 'warn', 'error']) logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' = 'info';
+  /** `json`: one pino JSON object per line (for log pipelines); `pretty`: Nest's coloured console lines. */
+  @IsIn(['json', 'pretty']) logFormat: 'json' | 'pretty' = 'json';
 }

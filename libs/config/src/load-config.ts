@@ -19,6 +19,7 @@ export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'st
   { env: 'CORTEX_WORKER_MEMORY_BUDGET', path: 'worker.memory_budget', type: 'int' },
   { env: 'CORTEX_MODELS_DIR', path: 'worker.models_dir', type: 'string' },
   { env: 'CORTEX_LOG_LEVEL', path: 'log_level', type: 'string' },
+  { env: 'CORTEX_LOG_FORMAT', path: 'log_format', type: 'string' },
   { env: 'CORTEX_API_KEYS', path: 'auth.api_keys', type: 'list' },
   { env: 'CORTEX_ADMIN_KEYS', path: 'auth.admin_keys', type: 'list' },
 ];

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { BusClient, StreamReader } from '@cortex/bus';
+import { BusClient, ensureEventsStream, EventPublisher, StreamReader } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
   CortexError,
@@ -30,6 +31,7 @@ export class InferenceRun {
   /** Dialect state from the translator (see DecodedRequest). */
   state: unknown = undefined;
   placement: Placement | null = null;
+  private placeMs: number | null = null;
   private reader: StreamReader | null = null;
   private finished = false;
   status = 200;
@@ -56,10 +58,12 @@ export class InferenceRun {
   async start(): Promise<AsyncIterable<StreamEvent>> {
     const request = this.required();
     const config = this.service.config;
+    const placeStarted = performance.now();
     this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, { model: request.model, requestId: this.requestId }, {
       requestId: this.requestId,
       timeoutMs: config.gateway.placementTimeoutMs,
     });
+    this.placeMs = performance.now() - placeStarted;
     const subject = streamSubject(this.runId);
     // Subscribe before asking the worker to start, so no early event is missed.
     this.reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: config.gateway.streamIdleTimeoutMs });
@@ -112,8 +116,10 @@ export class InferenceRun {
       timings: this.timings,
       durationMs: Date.now() - this.startedAt,
       finishedAt: Date.now(),
+      coldStart: this.placement?.coldStart ?? false,
+      placeMs: this.placeMs,
     };
-    this.service.bus.publish(Subjects.requestFinished, event, this.requestId);
+    this.service.recordFinished(event, this.runId);
   }
 
   private async *track(reader: StreamReader): AsyncIterable<StreamEvent> {
@@ -139,14 +145,35 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   /** Streams this gateway is reading, by run id → worker id; told to the workers so they can drop the rest. */
   readonly watching = new Map<string, string>();
   private timer: NodeJS.Timeout | null = null;
+  private readonly events: EventPublisher;
 
   constructor(
     readonly bus: BusClient,
     @Inject(CONFIG) readonly config: CortexConfig,
-  ) {}
+  ) {
+    this.events = new EventPublisher(bus.nc);
+  }
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
     this.timer = setInterval(() => this.sendWatch(), WATCH_INTERVAL_MS);
+    await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));
+  }
+
+  /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once). */
+  recordFinished(event: RequestFinishedEvent, runId: string): void {
+    this.logger.log({
+      msg: `${event.dialect} ${event.model}: ${event.status}${event.errorCode ? ` ${event.errorCode}` : ''} in ${event.durationMs} ms`,
+      requestId: event.requestId,
+      runId,
+      worker: event.workerId,
+      status: event.status,
+      finishReason: event.finishReason,
+      promptTokens: event.usage?.promptTokens,
+      completionTokens: event.usage?.completionTokens,
+      ttftMs: event.timings ? Math.round(event.timings.ttftMs) : undefined,
+      coldStart: event.coldStart,
+    });
+    this.events.publish(Subjects.requestFinished, event, runId).catch((error: Error) => this.logger.warn(`${event.requestId}: request-finished event lost: ${error.message}`));
   }
 
   onModuleDestroy(): void {

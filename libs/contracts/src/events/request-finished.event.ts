@@ -16,5 +16,18 @@ export interface RequestFinishedEvent {
   timings: Timings | null;
   /** Gateway-side wall time from request arrival to the last byte. */
   durationMs: number;
+  /** The request waited for its model to load. */
+  coldStart: boolean;
+  /** Round trip of the placement request to the router (cold loads included), or null if not placed. */
+  placeMs: number | null;
   finishedAt: number;
+}
+
+/** Every few seconds from each service, for bus health metrics. */
+export interface BusStatusEvent {
+  service: string;
+  instance: string;
+  connected: boolean;
+  reconnects: number;
+  intervalMs: number;
 }

@@ -45,8 +45,13 @@ export class LoadCommand {
   @IsInt() @Min(1) slots!: number;
 }
 
+export const UNLOAD_REASONS = ['admin', 'idle', 'lru', 'priority', 'drain'] as const;
+export type UnloadReason = (typeof UNLOAD_REASONS)[number];
+
 export class UnloadCommand {
   @IsString() model!: string;
+  /** Why, for logs and `cortex_evictions_total{reason}`. */
+  @IsOptional() @IsIn(UNLOAD_REASONS) reason?: UnloadReason;
   /** Let requests in flight finish first (default); false cancels them. */
   @IsOptional() @IsBoolean() drain?: boolean;
 }
@@ -66,6 +71,7 @@ export interface UnloadResult {
   model: string;
   workerId: string;
   cancelled: number;
+  reason: UnloadReason;
 }
 
 export interface LoadResult {

@@ -28,7 +28,14 @@ export const Subjects = {
   modelLoading: 'llm.evt.v1.model.progressed',
   modelUnloaded: 'llm.evt.v1.model.unloaded',
   serviceStatus: 'llm.status.v1.ping',
+  /** Every service, every few seconds: its bus connection state (core NATS, not stored). */
+  serviceBus: 'llm.status.v1.bus',
+  /** Everything under `llm.evt.v1.` is kept in this JetStream stream. */
+  eventsAll: 'llm.evt.v1.>',
 } as const;
+
+/** The JetStream stream that keeps lifecycle and request events for metrics. */
+export const EVENTS_STREAM = 'CORTEX_EVENTS';
 
 /** How often a gateway sends `watch` for its open streams; a worker drops a request unwatched for 3×. */
 export const WATCH_INTERVAL_MS = 2_000;

@@ -1,0 +1,47 @@
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { EVENTS_STREAM, Subjects } from '@cortex/contracts';
+import { encodeJson } from './envelope.js';
+
+export interface EventsStreamLimits {
+  retentionS: number;
+  maxEvents: number;
+}
+
+const DUPLICATE_WINDOW_NS = 2 * 60 * 1e9;
+
+/** Creates (or updates the limits of) the JetStream stream that keeps `llm.evt.v1.>`; idempotent. */
+export async function ensureEventsStream(nc: NatsConnection, limits: EventsStreamLimits): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  const config = {
+    name: EVENTS_STREAM,
+    subjects: [Subjects.eventsAll],
+    max_age: limits.retentionS * 1e9,
+    max_msgs: limits.maxEvents,
+    duplicate_window: DUPLICATE_WINDOW_NS,
+  };
+  try {
+    const info = await jsm.streams.info(EVENTS_STREAM);
+    if (info.config.max_age !== config.max_age || info.config.max_msgs !== config.max_msgs) {
+      await jsm.streams.update(EVENTS_STREAM, { ...info.config, ...config });
+    }
+  } catch {
+    await jsm.streams.add(config);
+  }
+}
+
+/**
+ * Publishes facts that must not be lost (request finished, model loaded…) to JetStream with a message
+ * id, so a retried publish is stored once and a metrics service that starts later still sees it.
+ */
+export class EventPublisher {
+  private readonly js: JetStreamClient;
+
+  constructor(nc: NatsConnection) {
+    this.js = jetstream(nc);
+  }
+
+  async publish(subject: string, payload: unknown, messageId: string): Promise<void> {
+    await this.js.publish(subject, encodeJson(payload), { msgID: messageId });
+  }
+}
