@@ -33,7 +33,12 @@ export function formatStatus(report: StatusReport): string {
   const lines: string[] = [];
   lines.push('SERVICES');
   const services = [...report.services].sort((a, b) => a.service.localeCompare(b.service) || a.id.localeCompare(b.id));
-  lines.push(...table(['service', 'id', 'host', 'pid', 'uptime', 'ready'], services.map((s) => [s.service, s.id, s.host, String(s.pid), `${s.uptimeS}s`, s.ready ? 'yes' : `no ${s.detail ?? ''}`])));
+  lines.push(
+    ...table(
+      ['service', 'id', 'host', 'pid', 'uptime', 'ready', 'detail'],
+      services.map((s) => [s.service, s.id, s.host, String(s.pid), `${s.uptimeS}s`, s.ready ? 'yes' : 'no', s.detail ?? '']),
+    ),
+  );
   if (services.length === 0) lines.push('  (none answered: is cortex running, and is CORTEX_NATS_URL right?)');
   lines.push('', 'WORKERS');
   if (!report.fleet) {

@@ -1,7 +1,7 @@
 import { startBusApp, type ServiceStart } from '@cortex/bus';
 import { LlamaEngine } from './engine/index.js';
 import { WorkerModule } from './worker.module.js';
-import { defaultWorkerId } from './worker.service.js';
+import { defaultWorkerId, WorkerService } from './worker.service.js';
 
 /** One worker process per GPU (or per CPU host). */
 export const start: ServiceStart = async (context) => {
@@ -20,5 +20,6 @@ export const start: ServiceStart = async (context) => {
     service: 'worker',
     context,
     workerId,
+    detail: (app) => app.get(WorkerService).readiness(),
   });
 };

@@ -117,6 +117,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     return active !== undefined;
   }
 
+  /** For `cortex status`: ready when not draining; the detail lists model states. */
+  readiness(): { ready: boolean; detail: string } {
+    const models = [...this.models.values()].map((m) => `${m.id} ${m.state}`).join(', ');
+    return { ready: !this.draining, detail: models || 'no models loaded' };
+  }
+
   /** A gateway still streams these requests. */
   watch(requestIds: readonly string[]): void {
     const now = Date.now();

@@ -43,8 +43,8 @@ interface BusAppOptions {
   /** Queue group for the service's request handlers; replicas share the load. */
   queue?: string;
   workerId?: string;
-  /** Reported by `cortex status`. */
-  detail?: () => { ready: boolean; detail?: string };
+  /** Readiness beyond the bus connection, reported by `cortex status` (e.g. a worker's loaded models). */
+  detail?: (app: INestApplicationContext) => { ready: boolean; detail?: string };
 }
 
 /** A Nest app with no HTTP: bus handlers only. */
@@ -87,7 +87,9 @@ function withStatus(app: INestApplicationContext, options: BusAppOptions): Runni
   const id = options.workerId ?? `${options.service}-${hostname()}-${process.pid}`;
   const sub = options.context.nc.subscribe(Subjects.serviceStatus, {
     callback: (_error, msg) => {
-      const extra = options.detail?.() ?? { ready: true };
+      const own = options.detail?.(app) ?? { ready: true };
+      const bus = isBusConnected(options.context.nc);
+      const extra = { ready: bus && own.ready, detail: [bus ? undefined : 'bus disconnected', own.detail].filter(Boolean).join('; ') || undefined };
       const ping: ServicePing = {
         service: options.service,
         id,
