@@ -108,7 +108,7 @@ describe('worker memory budget e2e', () => {
     assert.equal(response.status, 503);
     const body = (await response.json()) as { error: { code: string; message: string } };
     assert.equal(body.error.code, 'insufficient_memory');
-    assert.match(body.error.message, /cortex-chat needs about \d+ MiB but only 1 MiB is of a 1 MiB budget/);
+    assert.match(body.error.message, /cortex-chat needs about \d+ MiB and no worker can make room: \S+ has the most free \(1 MiB\)/);
     assert.match(body.error.message, /raise worker\.memory_budget/);
   });
 });

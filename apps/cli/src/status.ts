@@ -47,12 +47,12 @@ export function formatStatus(report: StatusReport): string {
   }
   lines.push(
     ...table(
-      ['worker', 'state', 'device', 'memory free/total', 'models (state, in-flight/slots, queued)'],
+      ['worker', 'state', 'device', 'memory used/free (budget)', 'models (state, in-flight/slots, queued)'],
       report.fleet.workers.map((w) => [
         w.workerId,
         w.up ? (w.draining ? 'draining' : 'up') : `down (${Math.round(w.lastSeenMs / 1000)}s)`,
         `${w.device.kind}: ${w.device.name}`,
-        `${mib(w.device.freeBytes)}/${mib(w.device.totalBytes)}`,
+        `${mib(w.memory.usedBytes)}/${mib(w.memory.freeBytes)}${w.memory.budgetBytes ? ` (${mib(w.memory.budgetBytes)})` : ` (device ${mib(w.device.totalBytes)})`}`,
         w.models.map((m) => `${m.id} (${m.state}, ${m.inFlight}/${m.slots}, ${m.queued})`).join('; ') || '-',
       ]),
     ),

@@ -5,6 +5,7 @@ import { BusModule } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { PlacementService } from './placement/placement.service.js';
+import { LoadLease } from './placement/load-lease.js';
 import { RouterController } from './router.controller.js';
 import { ROUTER_ID } from './router.tokens.js';
 
@@ -19,6 +20,7 @@ export class RouterModule {
         { provide: CONFIG, useValue: config },
         { provide: ROUTER_ID, useValue: `router-${hostname()}-${process.pid}` },
         FleetRegistry,
+        LoadLease,
         PlacementService,
       ],
     };

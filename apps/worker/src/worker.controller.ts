@@ -2,7 +2,7 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
 import { performance } from 'node:perf_hooks';
-import { CancelCommand, decodeMessage, GenerateCommand, LoadCommand, Subjects, TokenizeCommand, UnloadCommand, WatchMessage } from '@cortex/contracts';
+import { CancelCommand, decodeMessage, EstimateCommand, GenerateCommand, LoadCommand, Subjects, TokenizeCommand, UnloadCommand, WatchMessage } from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
 
 /** Bus handlers addressed to this worker (`llm.worker.v1.<id>.*`); every payload is validated first. */
@@ -30,6 +30,11 @@ export class WorkerController {
   @MessagePattern(Subjects.workerLoad)
   load(payload: unknown) {
     return this.worker.load(decodeMessage(LoadCommand, payload));
+  }
+
+  @MessagePattern(Subjects.workerEstimate)
+  estimate(payload: unknown) {
+    return this.worker.estimate(decodeMessage(EstimateCommand, payload));
   }
 
   @MessagePattern(Subjects.workerUnload)

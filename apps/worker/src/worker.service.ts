@@ -7,7 +7,9 @@ import {
   Subjects,
   WATCH_INTERVAL_MS,
   type CanonicalRequest,
+  type EstimateCommand,
   type GenerateAccepted,
+  type MemoryInfo,
   type TokenCount,
   type LoadProgress,
   type UnloadReason,
@@ -98,6 +100,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       this.active.delete(command.requestId);
       entry.lastUsedAt = Date.now();
       this.running.delete(run);
+      this.heartbeatSoon();
     });
     this.running.add(run);
     return { requestId: command.requestId, workerId: this.workerId, queuePosition };
@@ -241,12 +244,24 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
   }
 
-  /** Refuses, with the numbers, a load that would not fit the device or the configured budget. */
-  private async assertFits(model: string, bytes: number): Promise<void> {
-    const others = [...this.models.values()].filter((m) => m.id !== model).reduce((sum, m) => sum + m.bytes, 0);
+  /** Memory the worker may still give to models: device free memory, capped by the budget. */
+  private async memory(except?: string): Promise<MemoryInfo> {
+    const used = [...this.models.values()].filter((m) => m.id !== except).reduce((sum, m) => sum + m.bytes, 0);
     const device = await this.engine.device();
     const budget = this.config.worker.memoryBudget;
-    const free = budget > 0 ? Math.min(device.freeBytes, budget - others) : device.freeBytes;
+    return { budgetBytes: budget, usedBytes: used, freeBytes: Math.max(0, budget > 0 ? Math.min(device.freeBytes, budget - used) : device.freeBytes) };
+  }
+
+  async estimate(command: EstimateCommand): Promise<{ bytes: number }> {
+    const path = await this.engine.resolveSource(command.source, this.config.worker.modelsDir, (line) => this.logger.log(line));
+    return { bytes: await this.engine.estimate({ path, contextSize: command.contextSize, slots: command.slots }) };
+  }
+
+  /** Refuses, with the numbers, a load that would not fit the device or the configured budget. */
+  private async assertFits(model: string, bytes: number): Promise<void> {
+    const { usedBytes: others, freeBytes: free } = await this.memory(model);
+    const device = await this.engine.device();
+    const budget = this.config.worker.memoryBudget;
     if (bytes > free) {
       const where = budget > 0 ? `of a ${mib(budget)} budget with ${mib(others)} in use` : `free on ${device.name}`;
       throw new CortexError(
@@ -275,6 +290,20 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     return result;
   }
 
+  /**
+   * A request ended: tell the routers soon rather than at the next beat, so placement and eviction
+   * see the model idle. Requests ending together share one heartbeat.
+   */
+  private heartbeatSoon(): void {
+    if (this.beatSoon) return;
+    this.beatSoon = setTimeout(() => {
+      this.beatSoon = null;
+      void this.heartbeat();
+    }, 20);
+  }
+
+  private beatSoon: NodeJS.Timeout | null = null;
+
   /** Lifecycle facts go to JetStream so metrics count them even if they start later. */
   private publishEvent(subject: string, payload: unknown, id: string): void {
     this.events.publish(subject, payload, id).catch((error: Error) => this.logger.warn(`could not record ${subject}: ${error.message}`));
@@ -292,6 +321,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         intervalMs: this.config.worker.heartbeatMs,
         draining: this.draining,
         device: await this.engine.device(),
+        memory: await this.memory(),
         models: [...this.models.values()].map((entry): LoadedModel => ({
           id: entry.id,
           state: entry.state,

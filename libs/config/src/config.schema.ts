@@ -89,6 +89,8 @@ export class ModelConfig {
   /** Parallel sequences in the model's context (continuous batching width). */
   @IsInt() @Min(1) @Max(64) slots = 4;
   @IsOptional() @IsArray() @ArrayUnique() @IsString({ each: true }) aliases?: string[];
+  /** Seconds unused before the model is unloaded; overrides `eviction.idle_ttl`. 0 keeps it. */
+  @IsOptional() @IsInt() @Min(0) idleTtl?: number;
   @IsString() ownedBy = 'cortex';
 }
 

@@ -41,6 +41,12 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   accept(beat: Heartbeat): void {
     const known = this.workers.get(beat.workerId);
     if (!known || !this.isUp(known)) this.logger.log(`worker ${beat.workerId} is up (${beat.device.kind}, ${beat.host})`);
+    // Last use only moves forward: a heartbeat built before a request this router just placed must
+    // not make that model look colder than it is (LRU would evict the model in use).
+    for (const model of beat.models) {
+      const seen = known?.beat.models.find((m) => m.id === model.id)?.lastUsedAt ?? 0;
+      model.lastUsedAt = Math.max(model.lastUsedAt, seen);
+    }
     this.workers.set(beat.workerId, { beat, lastSeen: Date.now() });
     for (const listener of this.listeners) listener(beat.workerId);
   }
@@ -57,6 +63,18 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     entry.beat.models = [...entry.beat.models.filter((m) => m.id !== model.id), model];
   }
 
+  /** A request was just placed on this model: it is the most recently used now, before the next heartbeat says so. */
+  touch(workerId: string, model: string): void {
+    const entry = this.workers.get(workerId)?.beat.models.find((m) => m.id === model);
+    if (entry) entry.lastUsedAt = Date.now();
+  }
+
+  /** The router unloaded a model; forget it until a heartbeat says otherwise. */
+  dropModel(workerId: string, model: string): void {
+    const entry = this.workers.get(workerId);
+    if (entry) entry.beat.models = entry.beat.models.filter((m) => m.id !== model);
+  }
+
   views(): WorkerView[] {
     const now = Date.now();
     return [...this.workers.values()].map(({ beat, lastSeen }) => ({
@@ -67,6 +85,7 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
       lastSeenMs: now - lastSeen,
       draining: beat.draining,
       device: beat.device,
+      memory: beat.memory,
       models: beat.models,
     }));
   }

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
 import {
@@ -10,29 +10,35 @@ import {
   type LoadCommand,
   type LoadResult,
   type Placement,
+  type UnloadReason,
 } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
+import { chooseVictims, type ResidentModel } from '../eviction/eviction.policy.js';
+import { LoadLease } from './load-lease.js';
 
 /**
- * Decides where a model runs: ready somewhere → least loaded; loading somewhere → join that load;
- * otherwise load it on the worker with the most free memory.
+ * Decides where a model runs: ready somewhere → least loaded; loading somewhere → wait for it;
+ * otherwise load it where it fits now, or where evicting what it may displace makes room. Nothing
+ * feasible → 503 saying why. Also unloads models idle past their TTL.
  */
 @Injectable()
-export class PlacementService implements OnModuleInit {
+export class PlacementService implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('placement');
   private readonly byName = new Map<string, ModelConfig>();
   /**
-   * Loads this router started and has not seen finish. Concurrent cold requests for one model join
-   * one load instead of each starting their own. (Across router replicas the worker's own
-   * single-flight covers the same worker; a fleet-wide lease is still to come.)
+   * Loads this router is waiting for. Concurrent cold requests in this router share one; across
+   * router replicas the KV lease (LoadLease) makes sure only one router loads a model at a time.
    */
   private readonly loads = new Map<string, Promise<Placement>>();
+  private readonly estimates = new Map<string, number>();
   private readonly created = Math.floor(Date.now() / 1000);
+  private sweeper: NodeJS.Timeout | null = null;
 
   constructor(
     @Inject(CONFIG) private readonly config: CortexConfig,
     private readonly fleet: FleetRegistry,
     private readonly bus: BusClient,
+    private readonly lease: LoadLease,
   ) {
     for (const model of config.models) {
       this.byName.set(model.id, model);
@@ -43,6 +49,11 @@ export class PlacementService implements OnModuleInit {
   onModuleInit(): void {
     // Pinned models are loaded as soon as a worker can take them.
     this.fleet.onHeartbeat(() => this.ensurePinned());
+    this.sweeper = setInterval(() => this.unloadIdle(), 1_000);
+  }
+
+  onModuleDestroy(): void {
+    if (this.sweeper) clearInterval(this.sweeper);
   }
 
   async place(name: string): Promise<Placement> {
@@ -52,8 +63,9 @@ export class PlacementService implements OnModuleInit {
       throw new CortexError('model_not_found', `The model '${name}' does not exist; available: ${known}`, { param: 'model' });
     }
     const ready = this.pick(model.id, 'ready');
-    if (ready) return { model: model.id, workerId: ready.workerId, coldStart: false };
-    return this.loadOnce(model);
+    const placement = ready ? { model: model.id, workerId: ready.workerId, coldStart: false } : await this.loadOnce(model);
+    this.fleet.touch(placement.workerId, model.id);
+    return placement;
   }
 
   catalogue(): CatalogueEntry[] {
@@ -81,18 +93,39 @@ export class PlacementService implements OnModuleInit {
   private loadOnce(model: ModelConfig): Promise<Placement> {
     let load = this.loads.get(model.id);
     if (!load) {
-      load = this.load(model).finally(() => this.loads.delete(model.id));
+      load = this.coordinate(model).finally(() => this.loads.delete(model.id));
       this.loads.set(model.id, load);
     }
     return load;
   }
 
+  /** Loads under the fleet-wide lease, or waits for the router that holds it to finish. */
+  private async coordinate(model: ModelConfig): Promise<Placement> {
+    const deadline = Date.now() + this.config.gateway.placementTimeoutMs;
+    for (;;) {
+      const ready = this.pick(model.id, 'ready');
+      if (ready) return { model: model.id, workerId: ready.workerId, coldStart: true };
+      if (await this.lease.acquire(model.id)) {
+        try {
+          const loaded = this.pick(model.id, 'ready');
+          return loaded ? { model: model.id, workerId: loaded.workerId, coldStart: true } : await this.load(model);
+        } finally {
+          await this.lease.release(model.id).catch((error: Error) => this.logger.warn(`lease for ${model.id}: ${error.message}`));
+        }
+      }
+      if (Date.now() > deadline) throw new CortexError('timeout', `${model.id} is still loading after ${this.config.gateway.placementTimeoutMs} ms`);
+      await new Promise((done) => setTimeout(done, 50));
+    }
+  }
+
   private async load(model: ModelConfig): Promise<Placement> {
-    // A load already running on some worker (started by another router) is joined: the worker
-    // answers a second load command with the same in-progress load.
-    const target = this.pick(model.id, 'loading') ?? this.chooseWorker(model);
+    // A load already under way (e.g. started before this router restarted) is joined: the worker
+    // answers a second load command with the load in progress.
+    const loading = this.pick(model.id, 'loading');
+    const { target, victims } = loading ? { target: loading, victims: [] } : await this.plan(model);
+    for (const victim of victims) await this.unload(target.workerId, victim.id, this.config.eviction.strategy);
     const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots };
-    this.logger.log(`loading ${model.id} on ${target.workerId}`);
+    this.logger.log(`loading ${model.id} on ${target.workerId}${victims.length ? ` after evicting ${victims.map((v) => v.id).join(', ')}` : ''}`);
     this.fleet.noteModel(target.workerId, { id: model.id, state: 'loading', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now() });
     const result = await this.bus.request<LoadResult>(workerSubject(Subjects.workerLoad, target.workerId), command, {
       timeoutMs: this.config.gateway.placementTimeoutMs,
@@ -124,12 +157,69 @@ export class PlacementService implements OnModuleInit {
     return best;
   }
 
-  private chooseWorker(model: ModelConfig): Heartbeat {
+  /**
+   * Where to load: a worker it fits on now (most free memory first), else the one where evicting
+   * what the model may displace frees enough with the fewest bytes evicted.
+   */
+  private async plan(model: ModelConfig): Promise<{ target: Heartbeat; victims: ResidentModel[] }> {
     const workers = this.fleet.available();
     if (workers.length === 0) {
       throw new CortexError('no_worker', `no worker is up to run ${model.id}; start one with \`cortex serve worker\``, { retryAfter: 5 });
     }
-    return workers.reduce((best, w) => (w.device.freeBytes > best.device.freeBytes ? w : best));
+    const needed = await this.estimate(model, workers[0]!.workerId);
+    const plans = workers
+      .map((worker) => ({ target: worker, victims: chooseVictims(this.resident(worker), worker.memory.freeBytes, needed, this.config.eviction.strategy, model.priority) }))
+      .filter((p): p is { target: Heartbeat; victims: ResidentModel[] } => p.victims !== null);
+    const evicted = (p: { victims: ResidentModel[] }): number => p.victims.reduce((sum, v) => sum + (v.sizeBytes ?? 0), 0);
+    plans.sort((a, b) => evicted(a) - evicted(b) || b.target.memory.freeBytes - a.target.memory.freeBytes);
+    const best = plans[0];
+    if (best) return best;
+    const roomiest = workers.reduce((a, b) => (b.memory.freeBytes > a.memory.freeBytes ? b : a));
+    throw new CortexError(
+      'insufficient_memory',
+      `${model.id} needs about ${mib(needed)} and no worker can make room: ${roomiest.workerId} has the most free (${mib(roomiest.memory.freeBytes)}), and the models it could evict under '${this.config.eviction.strategy}' do not free enough (pinned or of higher priority); unload a model, raise worker.memory_budget, or add a worker`,
+      { retryAfter: 10 },
+    );
+  }
+
+  private resident(worker: Heartbeat): ResidentModel[] {
+    return worker.models.map((m) => {
+      const config = this.byName.get(m.id);
+      return { ...m, pinned: config?.pinned ?? false, priority: config?.priority ?? 0 };
+    });
+  }
+
+  /** The model's memory need, as a worker estimates it from the GGUF header (cached per model). */
+  private async estimate(model: ModelConfig, workerId: string): Promise<number> {
+    let bytes = this.estimates.get(model.id);
+    if (bytes === undefined) {
+      ({ bytes } = await this.bus.request<{ bytes: number }>(workerSubject(Subjects.workerEstimate, workerId), {
+        source: model.file,
+        contextSize: model.contextSize,
+        slots: model.slots,
+      }, { timeoutMs: this.config.gateway.placementTimeoutMs }));
+      this.estimates.set(model.id, bytes);
+    }
+    return bytes;
+  }
+
+  private async unload(workerId: string, model: string, reason: UnloadReason): Promise<void> {
+    this.logger.log(`unloading ${model} from ${workerId} (${reason})`);
+    this.fleet.dropModel(workerId, model);
+    await this.bus.request(workerSubject(Subjects.workerUnload, workerId), { model, reason, drain: true }, { timeoutMs: this.config.gateway.placementTimeoutMs });
+  }
+
+  /** Models unused for longer than their idle TTL go, unless pinned or busy. */
+  private unloadIdle(): void {
+    const now = Date.now();
+    for (const worker of this.fleet.available()) {
+      for (const model of this.resident(worker)) {
+        const ttl = this.byName.get(model.id)?.idleTtl ?? this.config.eviction.idleTtl;
+        if (ttl <= 0 || model.pinned || model.state !== 'ready' || model.inFlight > 0 || model.queued > 0) continue;
+        if (now - model.lastUsedAt < ttl * 1000) continue;
+        this.unload(worker.workerId, model.id, 'idle').catch((error: Error) => this.logger.warn(`idle unload of ${model.id}: ${error.message}`));
+      }
+    }
   }
 
   private ensurePinned(): void {
@@ -141,3 +231,5 @@ export class PlacementService implements OnModuleInit {
     }
   }
 }
+
+const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;

@@ -23,6 +23,15 @@ export class DeviceInfo {
   @IsNumber() freeBytes!: number;
 }
 
+/** What a worker may still use for models: the device's free memory, capped by its budget. */
+export class MemoryInfo {
+  /** 0 when no budget is set. */
+  @IsNumber() budgetBytes!: number;
+  /** Estimated memory of the models it holds (loading included). */
+  @IsNumber() usedBytes!: number;
+  @IsNumber() freeBytes!: number;
+}
+
 /** worker → everyone, about once a second on `llm.hb.v1.worker.<id>`. */
 export class Heartbeat {
   @IsString() workerId!: string;
@@ -33,7 +42,15 @@ export class Heartbeat {
   @IsNumber() intervalMs!: number;
   @IsBoolean() draining!: boolean;
   @ValidateNested() @Type(() => DeviceInfo) device!: DeviceInfo;
+  @ValidateNested() @Type(() => MemoryInfo) memory!: MemoryInfo;
   @IsArray() @ValidateNested({ each: true }) @Type(() => LoadedModel) models!: LoadedModel[];
+}
+
+/** router → worker: how much memory would this model take on you? */
+export class EstimateCommand {
+  @IsString() source!: string;
+  @IsInt() @Min(128) contextSize!: number;
+  @IsInt() @Min(1) slots!: number;
 }
 
 /** router → worker: load a catalogue model. */
@@ -113,6 +130,7 @@ export interface CatalogueEntry {
 }
 
 export interface WorkerView {
+  memory: MemoryInfo;
   workerId: string;
   host: string;
   pid: number;

@@ -20,6 +20,7 @@ export const Subjects = {
   workerTokenize: `llm.worker.v1.${WORKER_ID_TOKEN}.tokenize`,
   workerLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.load`,
   workerUnload: `llm.worker.v1.${WORKER_ID_TOKEN}.unload`,
+  workerEstimate: `llm.worker.v1.${WORKER_ID_TOKEN}.estimate`,
   /** Gateways list the requests they still stream from a worker; the rest are abandoned. */
   workerWatch: `llm.worker.v1.${WORKER_ID_TOKEN}.watch`,
   heartbeatAll: 'llm.hb.v1.worker.*',

@@ -1,0 +1,149 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { BusClient } from '@cortex/bus';
+import type { FleetView, LoadResult, UnloadResult } from '@cortex/contracts';
+import { startStack, waitFor, type TestStack } from '@cortex/testing';
+
+const user = [{ role: 'user' as const, content: 'Hi.' }];
+/** Each fixture at context 512 with one slot needs ~1.06 MiB: two fit in this budget, three do not. */
+const BUDGET = Math.round(2.5 * 2 ** 20);
+const fixture = (id: string, extra: Record<string, unknown> = {}) => ({ id, file: `fixture:${id}`, context_size: 512, slots: 1, ...extra });
+
+function watchUnloads(stack: TestStack): { events: UnloadResult[]; stop: () => void } {
+  const events: UnloadResult[] = [];
+  const sub = stack.nc.subscribe('llm.evt.v1.model.unloaded', { callback: (_e, msg) => void events.push(msg.json<UnloadResult>()) });
+  return { events, stop: () => sub.unsubscribe() };
+}
+
+async function modelsOn(stack: TestStack, workerId: string): Promise<string[]> {
+  const fleet = await new BusClient(stack.nc).request<FleetView>('llm.router.v1.fleet', {});
+  return (fleet.workers.find((w) => w.workerId === workerId)?.models ?? []).filter((m) => m.state === 'ready').map((m) => m.id).sort();
+}
+
+describe('fleet e2e - lru eviction and idle ttl', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+
+  before(async () => {
+    stack = await startStack({
+      models: [fixture('cortex-chat'), fixture('cortex-reasoning'), fixture('cortex-tools', { idle_ttl: 2 })],
+      config: { eviction: { strategy: 'lru' }, worker: { id: 'w1', memory_budget: BUDGET, heartbeat_ms: 100 }, log_level: 'info' },
+    });
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('fleet - lru evicts the least recently used idle model to make room', async () => {
+    const unloads = watchUnloads(stack);
+    await stack.nc.flush();
+    await client.chat.completions.create({ model: 'cortex-chat', messages: user });
+    await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
+    await client.chat.completions.create({ model: 'cortex-chat', messages: user }); // chat is now the most recent
+    await waitFor(async () => (await modelsOn(stack, 'w1')).length === 2, 3_000);
+    await client.chat.completions.create({ model: 'cortex-tools', messages: user });
+    await waitFor(() => unloads.events.length >= 1, 3_000);
+    unloads.stop();
+    assert.deepEqual(unloads.events.map((e) => [e.model, e.reason]), [['cortex-reasoning', 'lru']], stack.logs());
+    await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat,cortex-tools', 3_000);
+  });
+
+  it('fleet - a model unused past its idle_ttl is unloaded', async () => {
+    const unloads = watchUnloads(stack);
+    await stack.nc.flush();
+    await waitFor(() => unloads.events.some((e) => e.model === 'cortex-tools'), 8_000);
+    unloads.stop();
+    assert.deepEqual(unloads.events.map((e) => [e.model, e.reason]), [['cortex-tools', 'idle']]);
+    assert.deepEqual(await modelsOn(stack, 'w1'), ['cortex-chat'], 'models without a TTL stay');
+  });
+});
+
+describe('fleet e2e - priority eviction and pinning', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+
+  before(async () => {
+    stack = await startStack({
+      models: [
+        fixture('cortex-chat', { pinned: true, priority: 0 }),
+        fixture('cortex-reasoning', { priority: 1 }),
+        fixture('cortex-tools', { priority: 5 }),
+        fixture('cortex-loop', { priority: 0 }),
+      ],
+      config: { eviction: { strategy: 'priority' }, worker: { id: 'w1', memory_budget: BUDGET, heartbeat_ms: 100 } },
+    });
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('fleet - priority displaces a lower priority and never the pinned model', async () => {
+    const unloads = watchUnloads(stack);
+    await stack.nc.flush();
+    await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
+    await client.chat.completions.create({ model: 'cortex-tools', messages: user });
+    await waitFor(() => unloads.events.length >= 1, 3_000);
+    unloads.stop();
+    assert.deepEqual(unloads.events.map((e) => [e.model, e.reason]), [['cortex-reasoning', 'priority']]);
+    await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat,cortex-tools', 3_000);
+  });
+
+  it('fleet - a model that may displace nothing gets a 503 saying why', async () => {
+    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-loop', messages: user, max_tokens: 2 }),
+    });
+    assert.equal(response.status, 503);
+    assert.ok(Number(response.headers.get('retry-after')) > 0);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'insufficient_memory');
+    assert.match(body.error.message, /cortex-loop needs about 1 MiB and no worker can make room/);
+    assert.deepEqual(await modelsOn(stack, 'w1'), ['cortex-chat', 'cortex-tools']);
+  });
+});
+
+describe('fleet e2e - single-flight loads across router replicas', () => {
+  let stack: TestStack;
+
+  before(async () => {
+    stack = await startStack({
+      services: ['router', 'translator', 'worker', 'gateway'],
+      models: [fixture('cortex-loop', { slots: 4 })],
+      config: { worker: { id: 'w1', heartbeat_ms: 100 }, log_level: 'info' },
+    });
+    stack.spawnService('router');
+    stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
+    await waitFor(async () => {
+      const fleets = await Promise.all(
+        [0, 1, 2, 3].map(() => new BusClient(stack.nc, 1_000).request<FleetView>('llm.router.v1.fleet', {}).catch(() => null)),
+      );
+      return new Set(fleets.filter((f) => f && f.workers.filter((w) => w.up).length === 2).map((f) => f?.routerId)).size === 2;
+    }, 30_000);
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('fleet - fifty concurrent cold requests through two routers cause exactly one load', async () => {
+    const loads: LoadResult[] = [];
+    const sub = stack.nc.subscribe('llm.evt.v1.model.loaded', { callback: (_e, msg) => void loads.push(msg.json<LoadResult>()) });
+    await stack.nc.flush();
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const results = await Promise.all(Array.from({ length: 50 }, () => client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 2 })));
+    assert.ok(results.every((r) => r.choices[0]?.message.content === 'Round and round'));
+    await new Promise((done) => setTimeout(done, 500));
+    sub.unsubscribe();
+    assert.equal(loads.length, 1, `loads: ${JSON.stringify(loads)}`);
+    const placers = new Set(
+      stack.logs().split('\n').filter((line) => line.includes('"placed cortex-loop')).map((line) => (JSON.parse(line) as { pid: number }).pid),
+    );
+    assert.equal(placers.size, 2, 'both routers placed some of the requests');
+  });
+});
