@@ -147,3 +147,62 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
     assert.equal(placers.size, 2, 'both routers placed some of the requests');
   });
 });
+
+describe('fleet e2e - failover', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+
+  before(async () => {
+    stack = await startStack({
+      services: ['router', 'translator', 'worker', 'gateway'],
+      models: [fixture('cortex-chat', { pinned: true }), fixture('cortex-loop', { context_size: 32768 })],
+      // Slow heartbeats: the router still believes in a dead worker for seconds, as after a real crash.
+      config: { worker: { id: 'w1', heartbeat_ms: 2_000 }, log_level: 'info' },
+    });
+    stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
+    await waitFor(async () => {
+      const fleet = await new BusClient(stack.nc, 1_000).request<FleetView>('llm.router.v1.fleet', {}).catch(() => null);
+      return fleet?.workers.filter((w) => w.up).length === 2;
+    }, 30_000);
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  const holderOf = async (model: string): Promise<string> => {
+    const fleet = await new BusClient(stack.nc).request<FleetView>('llm.router.v1.fleet', {});
+    const holder = fleet.workers.find((w) => w.models.some((m) => m.id === model && m.state === 'ready'));
+    assert.ok(holder, `${model} is loaded somewhere`);
+    return holder.workerId;
+  };
+
+  const kill = (workerId: string): void => {
+    const name = workerId === 'w1' ? 'worker' : [...stack.processes.keys()].find((key) => key.startsWith('worker#'));
+    const child = name ? stack.processes.get(name) : undefined;
+    assert.ok(child, `process of ${workerId}`);
+    child.kill('SIGKILL');
+  };
+
+  it('fleet - a worker that dies before the first token: the request is placed again, invisibly', async () => {
+    const holder = await holderOf('cortex-chat');
+    kill(holder);
+    const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
+    assert.equal(result.choices[0]?.message.content, 'Hello from a tiny model.');
+    assert.match(stack.logs(), new RegExp(`worker ${holder} failed before the first token`));
+  });
+
+  it('fleet - a worker that dies mid-stream: the client gets an error and the stream ends within seconds', async () => {
+    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
+    const holder = await holderOf('cortex-loop');
+    let chunks = 0;
+    const started = Date.now();
+    await assert.rejects(async () => {
+      for await (const _chunk of stream) {
+        if (++chunks === 3) kill(holder);
+      }
+    }, (error: Error) => /no event from the worker/.test(error.message));
+    assert.ok(Date.now() - started < 10_000, 'ended within the idle timeout and a margin');
+  });
+});

@@ -54,35 +54,65 @@ export class InferenceRun {
     return decoded.request;
   }
 
-  /** Asks the router for a worker (may wait for a cold load), then starts generation there. */
+  /**
+   * Asks the router for a worker (may wait for a cold load), starts generation there, and waits for
+   * the first token. A worker that fails before then (gone, or silent past the idle timeout) costs the
+   * client nothing: the request is placed once more, on another worker. After the first token a
+   * failure reaches the client as an error event.
+   */
   async start(): Promise<AsyncIterable<StreamEvent>> {
+    const exclude: string[] = [];
+    for (;;) {
+      const workerId = await this.place(exclude);
+      let reader: StreamReader | null = null;
+      try {
+        reader = await this.launch(workerId);
+        const iterator = reader[Symbol.asyncIterator]();
+        const head = await untilFirstToken(iterator);
+        return this.track(head, iterator);
+      } catch (error) {
+        reader?.close();
+        if (exclude.length > 0 || !(error instanceof CortexError) || !RETRYABLE.has(error.code) || this.cancelled) throw error;
+        this.service.logger.warn({ msg: `worker ${workerId} failed before the first token (${error.message}); placing the request again`, requestId: this.requestId });
+        exclude.push(workerId);
+      }
+    }
+  }
+
+  private async place(exclude: string[]): Promise<string> {
     const request = this.required();
-    const config = this.service.config;
     const placeStarted = performance.now();
-    this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, { model: request.model, requestId: this.requestId }, {
+    this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, { model: request.model, requestId: this.requestId, exclude }, {
       requestId: this.requestId,
-      timeoutMs: config.gateway.placementTimeoutMs,
+      timeoutMs: this.service.config.gateway.placementTimeoutMs,
     });
-    this.placeMs = performance.now() - placeStarted;
+    this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
+    return this.placement.workerId;
+  }
+
+  private async launch(workerId: string): Promise<StreamReader> {
+    const request = this.required();
     const subject = streamSubject(this.runId);
     // Subscribe before asking the worker to start, so no early event is missed.
-    this.reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: config.gateway.streamIdleTimeoutMs });
-    const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement.model } };
+    const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
+    this.reader = reader;
+    const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
     try {
-      await this.service.bus.request<GenerateAccepted>(workerSubject(Subjects.workerGenerate, this.placement.workerId), command, {
-        requestId: this.requestId,
-      });
+      await this.service.bus.request<GenerateAccepted>(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId });
     } catch (error) {
-      this.reader.close();
+      reader.close();
       throw error;
     }
-    this.reader.arm();
-    this.service.watching.set(this.runId, this.placement.workerId);
-    return this.track(this.reader);
+    reader.arm();
+    this.service.watching.set(this.runId, workerId);
+    return reader;
   }
 
   /** The client went away: stop the worker so the slot frees at once. */
+  private cancelled = false;
+
   cancel(reason: string): void {
+    this.cancelled = true;
     if (this.finished || !this.placement || !this.reader) return;
     this.service.watching.delete(this.runId);
     this.finishReason = 'cancelled';
@@ -122,8 +152,12 @@ export class InferenceRun {
     this.service.recordFinished(event, this.runId);
   }
 
-  private async *track(reader: StreamReader): AsyncIterable<StreamEvent> {
-    for await (const event of reader) {
+  private async *track(head: StreamEvent[], rest: AsyncIterator<StreamEvent>): AsyncIterable<StreamEvent> {
+    const events = async function* (): AsyncIterable<StreamEvent> {
+      yield* head;
+      for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
+    };
+    for await (const event of events()) {
       if (event.type === 'finish') {
         this.finishReason = event.reason;
         this.usage = event.usage;
@@ -136,6 +170,20 @@ export class InferenceRun {
   private required(): CanonicalRequest {
     if (!this.request) throw new Error('decode() must run before start()');
     return this.request;
+  }
+}
+
+/** Failures that say nothing about the request itself, only about the worker that had it. */
+const RETRYABLE = new Set(['worker_lost', 'service_unavailable', 'timeout']);
+
+/** Reads events up to and including the first that carries output (or ends the stream). */
+async function untilFirstToken(iterator: AsyncIterator<StreamEvent>): Promise<StreamEvent[]> {
+  const head: StreamEvent[] = [];
+  for (;;) {
+    const next = await iterator.next();
+    if (next.done) return head;
+    head.push(next.value);
+    if (next.value.type !== 'start' && next.value.type !== 'keepalive') return head;
   }
 }
 

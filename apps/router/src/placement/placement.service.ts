@@ -56,16 +56,28 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     if (this.sweeper) clearInterval(this.sweeper);
   }
 
-  async place(name: string): Promise<Placement> {
+  async place(name: string, exclude: readonly string[] = []): Promise<Placement> {
     const model = this.byName.get(name);
     if (!model) {
       const known = this.config.models.map((m) => m.id).join(', ') || 'none';
       throw new CortexError('model_not_found', `The model '${name}' does not exist; available: ${known}`, { param: 'model' });
     }
+    if (exclude.length > 0) return this.placeAvoiding(model, exclude);
     const ready = this.pick(model.id, 'ready');
     const placement = ready ? { model: model.id, workerId: ready.workerId, coldStart: false } : await this.loadOnce(model);
     this.fleet.touch(placement.workerId, model.id);
     return placement;
+  }
+
+  /**
+   * A retry after a worker failed: only other workers, loading the model on one of them if none has it.
+   * The failed worker is excluded here rather than marked down, since it may only have lost this request.
+   */
+  private async placeAvoiding(model: ModelConfig, exclude: readonly string[]): Promise<Placement> {
+    const ready = this.pick(model.id, 'ready', exclude);
+    if (ready) return { model: model.id, workerId: ready.workerId, coldStart: false };
+    const { target, victims } = await this.plan(model, exclude);
+    return this.loadOn(model, target, victims);
   }
 
   catalogue(): CatalogueEntry[] {
@@ -123,6 +135,18 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     // answers a second load command with the load in progress.
     const loading = this.pick(model.id, 'loading');
     const { target, victims } = loading ? { target: loading, victims: [] } : await this.plan(model);
+    try {
+      return await this.loadOn(model, target, victims);
+    } catch (error) {
+      // The chosen worker vanished since its last heartbeat: plan once more without it.
+      if (!(error instanceof CortexError) || error.code !== 'service_unavailable') throw error;
+      this.logger.warn(`${target.workerId} did not answer the load of ${model.id}; trying another worker`);
+      const retry = await this.plan(model, [target.workerId]);
+      return this.loadOn(model, retry.target, retry.victims);
+    }
+  }
+
+  private async loadOn(model: ModelConfig, target: Heartbeat, victims: readonly ResidentModel[]): Promise<Placement> {
     for (const victim of victims) await this.unload(target.workerId, victim.id, this.config.eviction.strategy);
     const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots };
     this.logger.log(`loading ${model.id} on ${target.workerId}${victims.length ? ` after evicting ${victims.map((v) => v.id).join(', ')}` : ''}`);
@@ -142,10 +166,11 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     return { model: model.id, workerId: target.workerId, coldStart: true };
   }
 
-  private pick(modelId: string, state: 'ready' | 'loading'): Heartbeat | undefined {
+  private pick(modelId: string, state: 'ready' | 'loading', exclude: readonly string[] = []): Heartbeat | undefined {
     let best: Heartbeat | undefined;
     let bestLoad = Infinity;
     for (const worker of this.fleet.available()) {
+      if (exclude.includes(worker.workerId)) continue;
       const entry = worker.models.find((m) => m.id === modelId && m.state === state);
       if (!entry) continue;
       const load = entry.inFlight + entry.queued;
@@ -161,12 +186,12 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
    * Where to load: a worker it fits on now (most free memory first), else the one where evicting
    * what the model may displace frees enough with the fewest bytes evicted.
    */
-  private async plan(model: ModelConfig): Promise<{ target: Heartbeat; victims: ResidentModel[] }> {
-    const workers = this.fleet.available();
+  private async plan(model: ModelConfig, exclude: readonly string[] = []): Promise<{ target: Heartbeat; victims: ResidentModel[] }> {
+    const workers = this.fleet.available().filter((w) => !exclude.includes(w.workerId));
     if (workers.length === 0) {
       throw new CortexError('no_worker', `no worker is up to run ${model.id}; start one with \`cortex serve worker\``, { retryAfter: 5 });
     }
-    const needed = await this.estimate(model, workers[0]!.workerId);
+    const needed = await this.estimate(model, workers.map((w) => w.workerId));
     const plans = workers
       .map((worker) => ({ target: worker, victims: chooseVictims(this.resident(worker), worker.memory.freeBytes, needed, this.config.eviction.strategy, model.priority) }))
       .filter((p): p is { target: Heartbeat; victims: ResidentModel[] } => p.victims !== null);
@@ -190,17 +215,26 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   }
 
   /** The model's memory need, as a worker estimates it from the GGUF header (cached per model). */
-  private async estimate(model: ModelConfig, workerId: string): Promise<number> {
-    let bytes = this.estimates.get(model.id);
-    if (bytes === undefined) {
-      ({ bytes } = await this.bus.request<{ bytes: number }>(workerSubject(Subjects.workerEstimate, workerId), {
-        source: model.file,
-        contextSize: model.contextSize,
-        slots: model.slots,
-      }, { timeoutMs: this.config.gateway.placementTimeoutMs }));
-      this.estimates.set(model.id, bytes);
+  private async estimate(model: ModelConfig, workerIds: readonly string[]): Promise<number> {
+    const cached = this.estimates.get(model.id);
+    if (cached !== undefined) return cached;
+    let failure: unknown;
+    // A worker may have died since its last heartbeat: ask the next one.
+    for (const workerId of workerIds) {
+      try {
+        const { bytes } = await this.bus.request<{ bytes: number }>(
+          workerSubject(Subjects.workerEstimate, workerId),
+          { source: model.file, contextSize: model.contextSize, slots: model.slots },
+          { timeoutMs: this.config.gateway.placementTimeoutMs },
+        );
+        this.estimates.set(model.id, bytes);
+        return bytes;
+      } catch (error) {
+        failure = error;
+        if (!(error instanceof CortexError) || error.code !== 'service_unavailable') throw error;
+      }
     }
-    return bytes;
+    throw failure;
   }
 
   private async unload(workerId: string, model: string, reason: UnloadReason): Promise<void> {

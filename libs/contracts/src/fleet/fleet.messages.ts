@@ -102,6 +102,8 @@ export interface LoadResult {
 export class PlaceRequest {
   @IsString() model!: string;
   @IsOptional() @IsString() requestId?: string;
+  /** Workers not to use (a retry after one of them failed). */
+  @IsOptional() @IsArray() @IsString({ each: true }) exclude?: string[];
 }
 
 export interface Placement {
