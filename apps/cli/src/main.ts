@@ -5,7 +5,9 @@ import { connectBus } from '@cortex/bus';
 import { loadConfig } from '@cortex/config';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { parseServiceNames, serveMany, serveOne } from './serve.js';
-import { collectStatus, formatStatus } from './status.js';
+import { collectStatus, formatModels, formatStatus } from './status.js';
+import { BusClient } from '@cortex/bus';
+import { Subjects, type CatalogueEntry } from '@cortex/contracts';
 
 const USAGE = `cortex — an inference gateway for GPU fleets
 
@@ -13,6 +15,10 @@ usage:
   cortex serve                 run NATS (if none answers), router, translator, metrics, worker and gateway
   cortex serve <service...>    run only the named services (one name: in this process)
   cortex status [--json]       services, workers, devices, loaded models and in-flight requests
+  cortex models                the catalogue: where each model is loaded, pinned, context
+  cortex load <model> [--worker <id>]    load a model now
+  cortex unload <model> [--worker <id>]  unload a model (from every worker unless one is named)
+  cortex pin <model> | cortex unpin <model>  keep a model loaded (never evicted), or stop
   cortex fixtures [dir]        write the generated fixture models (default .cortex/models)
 
 environment: CORTEX_CONFIG (default config/cortex.yaml), CORTEX_NATS_URL, CORTEX_LISTEN, ... (see README)`;
@@ -36,6 +42,12 @@ async function main(argv: string[]): Promise<void> {
       }
       return;
     }
+    case 'models':
+    case 'load':
+    case 'unload':
+    case 'pin':
+    case 'unpin':
+      return admin(command, args);
     case 'fixtures': {
       const dir = resolve(args[0] ?? loadConfig().config.worker.modelsDir);
       const paths = await ensureFixtureModels(dir, { log: (line) => console.log(line) });
@@ -50,6 +62,28 @@ async function main(argv: string[]): Promise<void> {
       return;
     default:
       throw new Error(`unknown command "${command}"\n\n${USAGE}`);
+  }
+}
+
+/** Fleet operations, sent to a router over the bus. */
+async function admin(command: string, args: string[]): Promise<void> {
+  const { config } = loadConfig();
+  const nc = await connectBus({ url: config.nats.url, name: 'cortex-admin' });
+  const bus = new BusClient(nc, config.gateway.placementTimeoutMs);
+  try {
+    if (command === 'models') {
+      console.log(formatModels(await bus.request<CatalogueEntry[]>(Subjects.routerModels, {})));
+      return;
+    }
+    const model = args.find((arg, i) => !arg.startsWith('--') && args[i - 1] !== '--worker');
+    if (!model) throw new Error(`usage: cortex ${command} <model>${command === 'load' || command === 'unload' ? ' [--worker <id>]' : ''}`);
+    const at = args.indexOf('--worker');
+    const worker = at === -1 ? undefined : args[at + 1];
+    const subject = { load: Subjects.routerLoad, unload: Subjects.routerUnload, pin: Subjects.routerPin, unpin: Subjects.routerPin }[command]!;
+    const payload = command === 'pin' || command === 'unpin' ? { model, pinned: command === 'pin' } : { model, ...(worker && { worker }) };
+    console.log(JSON.stringify(await bus.request(subject, payload), null, 2));
+  } finally {
+    await nc.close();
   }
 }
 

@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, decodeJson, type ServicePing } from '@cortex/bus';
-import { Subjects, type FleetView } from '@cortex/contracts';
+import { Subjects, type CatalogueEntry, type FleetView } from '@cortex/contracts';
 
 export interface StatusReport {
   services: ServicePing[];
@@ -65,6 +65,13 @@ export function formatStatus(report: StatusReport): string {
     ),
   );
   return lines.join('\n');
+}
+
+export function formatModels(catalogue: readonly CatalogueEntry[]): string {
+  return table(
+    ['model', 'loaded', 'where', 'pinned', 'priority', 'context'],
+    catalogue.map((m) => [m.id, m.loaded ? 'yes' : 'no', m.locations.map((l) => `${l.workerId}:${l.state}`).join(', ') || '-', m.pinned ? 'yes' : 'no', String(m.priority), String(m.contextSize)]),
+  ).join('\n');
 }
 
 function table(header: string[], rows: string[][]): string[] {

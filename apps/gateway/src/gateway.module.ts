@@ -8,6 +8,7 @@ import { ModelsController } from './models/models.controller.js';
 import { ChatController } from './openai/chat.controller.js';
 import { MessagesController } from './anthropic/messages.controller.js';
 import { ResponsesController } from './responses/responses.controller.js';
+import { AdminController } from './admin/admin.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
 import { CountTokensService } from './inference/count-tokens.service.js';
 
@@ -17,7 +18,7 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, ResponsesController, MessagesController, ModelsController, HealthController],
+      controllers: [ChatController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController],
       providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, CountTokensService],
     };
   }

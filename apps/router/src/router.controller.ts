@@ -1,7 +1,7 @@
 import { Controller, Inject, Logger } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
-import { decodeMessage, PlaceRequest, Subjects, type CatalogueEntry, type FleetView, type Placement } from '@cortex/contracts';
+import { AdminModelCommand, decodeMessage, PinCommand, PlaceRequest, Subjects, type CatalogueEntry, type FleetView, type Placement } from '@cortex/contracts';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { PlacementService } from './placement/placement.service.js';
 import { ROUTER_ID } from './router.tokens.js';
@@ -28,6 +28,24 @@ export class RouterController {
       this.logger.log({ msg: `could not place ${model}: ${(error as Error).message}`, requestId: context.requestId });
       throw error;
     }
+  }
+
+  @MessagePattern(Subjects.routerLoad)
+  load(payload: unknown): Promise<Placement> {
+    const command = decodeMessage(AdminModelCommand, payload);
+    return this.placement.adminLoad(command.model, command.worker);
+  }
+
+  @MessagePattern(Subjects.routerUnload)
+  unload(payload: unknown) {
+    const command = decodeMessage(AdminModelCommand, payload);
+    return this.placement.adminUnload(command.model, command.worker);
+  }
+
+  @MessagePattern(Subjects.routerPin)
+  pin(payload: unknown) {
+    const command = decodeMessage(PinCommand, payload);
+    return this.placement.adminPin(command.model, command.pinned);
   }
 
   @MessagePattern(Subjects.routerModels)

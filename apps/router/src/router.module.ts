@@ -6,6 +6,7 @@ import { CONFIG, type CortexConfig } from '@cortex/config';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { PlacementService } from './placement/placement.service.js';
 import { LoadLease } from './placement/load-lease.js';
+import { PinStore } from './placement/pin.store.js';
 import { RouterController } from './router.controller.js';
 import { ROUTER_ID } from './router.tokens.js';
 
@@ -21,6 +22,7 @@ export class RouterModule {
         { provide: ROUTER_ID, useValue: `router-${hostname()}-${process.pid}` },
         FleetRegistry,
         LoadLease,
+        PinStore,
         PlacementService,
       ],
     };

@@ -15,6 +15,7 @@ import {
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { chooseVictims, type ResidentModel } from '../eviction/eviction.policy.js';
 import { LoadLease } from './load-lease.js';
+import { PinStore } from './pin.store.js';
 
 /**
  * Decides where a model runs: ready somewhere → least loaded; loading somewhere → wait for it;
@@ -39,6 +40,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     private readonly fleet: FleetRegistry,
     private readonly bus: BusClient,
     private readonly lease: LoadLease,
+    private readonly pins: PinStore,
   ) {
     for (const model of config.models) {
       this.byName.set(model.id, model);
@@ -80,6 +82,41 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     return this.loadOn(model, target, victims);
   }
 
+  /** Admin: load a model now, on the named worker or wherever placement picks. */
+  async adminLoad(name: string, workerId?: string): Promise<Placement> {
+    const model = this.model(name);
+    if (!workerId) return this.place(model.id);
+    const worker = this.fleet.available().find((w) => w.workerId === workerId);
+    if (!worker) throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
+    if (worker.models.some((m) => m.id === model.id && m.state === 'ready')) return { model: model.id, workerId, coldStart: false };
+    const others = this.fleet.available().filter((w) => w.workerId !== workerId).map((w) => w.workerId);
+    const { target, victims } = await this.plan(model, others);
+    return this.loadOn(model, target, victims);
+  }
+
+  /** Admin: unload a model from one worker or from all; returns the workers it left. */
+  async adminUnload(name: string, workerId?: string): Promise<{ model: string; unloaded: string[] }> {
+    const model = this.model(name);
+    const holders = this.fleet.available().filter((w) => (!workerId || w.workerId === workerId) && w.models.some((m) => m.id === model.id));
+    if (holders.length === 0) throw new CortexError('not_found', `${model.id} is not loaded${workerId ? ` on ${workerId}` : ''}`);
+    for (const worker of holders) await this.unload(worker.workerId, model.id, 'admin');
+    return { model: model.id, unloaded: holders.map((w) => w.workerId) };
+  }
+
+  async adminPin(name: string, pinned: boolean): Promise<{ model: string; pinned: boolean }> {
+    const model = this.model(name);
+    await this.pins.set(model.id, pinned);
+    this.logger.log(`${model.id} ${pinned ? 'pinned' : 'unpinned'}`);
+    if (pinned) this.ensurePinned();
+    return { model: model.id, pinned };
+  }
+
+  private model(name: string): ModelConfig {
+    const model = this.byName.get(name);
+    if (!model) throw new CortexError('model_not_found', `The model '${name}' does not exist`, { param: 'model' });
+    return model;
+  }
+
   catalogue(): CatalogueEntry[] {
     const workers = this.fleet.available();
     const entries: CatalogueEntry[] = [];
@@ -92,7 +129,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
         ownedBy: model.ownedBy,
         created: this.created,
         contextSize: model.contextSize,
-        pinned: model.pinned,
+        pinned: this.pins.isPinned(model.id, model.pinned),
         priority: model.priority,
         loaded: locations.some((l) => l.state === 'ready'),
         locations,
@@ -210,7 +247,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   private resident(worker: Heartbeat): ResidentModel[] {
     return worker.models.map((m) => {
       const config = this.byName.get(m.id);
-      return { ...m, pinned: config?.pinned ?? false, priority: config?.priority ?? 0 };
+      return { ...m, pinned: this.pins.isPinned(m.id, config?.pinned ?? false), priority: config?.priority ?? 0 };
     });
   }
 
@@ -258,7 +295,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 
   private ensurePinned(): void {
     for (const model of this.config.models) {
-      if (!model.pinned || this.loads.has(model.id)) continue;
+      if (!this.pins.isPinned(model.id, model.pinned) || this.loads.has(model.id)) continue;
       const present = this.fleet.available().some((w) => w.models.some((m) => m.id === model.id && m.state !== 'failed'));
       if (present) continue;
       this.loadOnce(model).catch((error: Error) => this.logger.error(`pinned model ${model.id} failed to load: ${error.message}`));

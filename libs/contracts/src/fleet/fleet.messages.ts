@@ -98,6 +98,17 @@ export interface LoadResult {
   sizeBytes: number;
 }
 
+/** admin → router: load a model (on one worker, or wherever placement picks). */
+export class AdminModelCommand {
+  @IsString() model!: string;
+  @IsOptional() @IsString() worker?: string;
+}
+
+export class PinCommand {
+  @IsString() model!: string;
+  @IsBoolean() pinned!: boolean;
+}
+
 /** gateway → router: where should this model run? */
 export class PlaceRequest {
   @IsString() model!: string;

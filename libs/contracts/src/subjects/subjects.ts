@@ -14,6 +14,9 @@ export const Subjects = {
   routerPlace: 'llm.router.v1.place',
   routerModels: 'llm.router.v1.models',
   routerFleet: 'llm.router.v1.fleet',
+  routerLoad: 'llm.router.v1.load',
+  routerUnload: 'llm.router.v1.unload',
+  routerPin: 'llm.router.v1.pin',
   /** Handler patterns for one worker; the bus server replaces `{worker}` with its own id. */
   workerGenerate: `llm.worker.v1.${WORKER_ID_TOKEN}.generate`,
   workerCancel: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel`,

@@ -1,0 +1,51 @@
+import { Controller, Get, Post, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { BusClient } from '@cortex/bus';
+import { Subjects } from '@cortex/contracts';
+import { sendError, toCortexError } from '../http/error-response.js';
+import { requestIdOf } from '../http/request-id.js';
+
+type Body = { model?: unknown; worker?: unknown };
+
+/**
+ * Fleet operations over HTTP, for an admin key (see http/access.ts): the same router requests the
+ * `cortex` CLI sends over the bus. Bodies are `{"model": "...", "worker": "..."}`; the router validates.
+ */
+@Controller('admin')
+export class AdminController {
+  constructor(private readonly bus: BusClient) {}
+
+  @Get('fleet')
+  fleet(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.relay(req, reply, Subjects.routerFleet, {});
+  }
+
+  @Post('load')
+  load(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.relay(req, reply, Subjects.routerLoad, req.body, 120_000);
+  }
+
+  @Post('unload')
+  unload(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.relay(req, reply, Subjects.routerUnload, req.body, 120_000);
+  }
+
+  @Post('pin')
+  pin(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.relay(req, reply, Subjects.routerPin, { ...(req.body as Body), pinned: true });
+  }
+
+  @Post('unpin')
+  unpin(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.relay(req, reply, Subjects.routerPin, { ...(req.body as Body), pinned: false });
+  }
+
+  private async relay(req: FastifyRequest, reply: FastifyReply, subject: string, payload: unknown, timeoutMs?: number): Promise<void> {
+    const requestId = requestIdOf(req);
+    try {
+      void reply.status(200).header('x-request-id', requestId).send(await this.bus.request(subject, payload ?? {}, { requestId, timeoutMs }));
+    } catch (error) {
+      sendError(reply, req.url, toCortexError(error), requestId);
+    }
+  }
+}

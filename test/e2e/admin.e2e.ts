@@ -1,0 +1,81 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startStack, waitFor, type TestStack } from '@cortex/testing';
+
+const CLI = resolve(fileURLToPath(new URL('../../../apps/cli/dist/main.js', import.meta.url)));
+const fixture = (id: string) => ({ id, file: `fixture:${id}`, context_size: 512, slots: 1 });
+
+describe('admin surface e2e', () => {
+  let stack: TestStack;
+
+  before(async () => {
+    stack = await startStack({
+      models: [fixture('cortex-chat'), fixture('cortex-reasoning'), fixture('cortex-tools')],
+      config: { auth: { api_keys: ['sk-user'], admin_keys: ['sk-admin'] }, worker: { id: 'w1', heartbeat_ms: 100 } },
+    });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  const admin = async (path: string, body?: unknown) => {
+    const response = await fetch(`${stack.baseUrl}/admin/${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { authorization: 'Bearer sk-admin', 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  const catalogue = async () => {
+    const models = (await admin('fleet')).body.catalogue as Array<{ id: string; loaded: boolean; pinned: boolean }>;
+    return new Map(models.map((m) => [m.id, m]));
+  };
+
+  const cli = (...args: string[]) =>
+    spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, CORTEX_NATS_URL: stack.nats.url }, encoding: 'utf8' });
+
+  it('admin - load and unload over HTTP with an admin key', async () => {
+    const loaded = await admin('load', { model: 'cortex-reasoning', worker: 'w1' });
+    assert.equal(loaded.status, 200);
+    assert.deepEqual(loaded.body, { model: 'cortex-reasoning', workerId: 'w1', coldStart: true });
+    await waitFor(async () => (await catalogue()).get('cortex-reasoning')?.loaded === true, 3_000);
+    const unloaded = await admin('unload', { model: 'cortex-reasoning' });
+    assert.deepEqual(unloaded.body, { model: 'cortex-reasoning', unloaded: ['w1'] });
+    await waitFor(async () => (await catalogue()).get('cortex-reasoning')?.loaded === false, 3_000);
+    const again = await admin('unload', { model: 'cortex-reasoning' });
+    assert.equal(again.status, 404);
+    assert.match(String((again.body.error as { message: string }).message), /cortex-reasoning is not loaded/);
+    const unknown = await admin('load', { model: 'nope' });
+    assert.equal(unknown.status, 404);
+  });
+
+  it('admin - pinning a model loads it and shows it pinned; unpin clears it', async () => {
+    assert.equal((await admin('pin', { model: 'cortex-tools' })).status, 200);
+    await waitFor(async () => {
+      const entry = (await catalogue()).get('cortex-tools');
+      return entry?.pinned === true && entry.loaded;
+    }, 5_000);
+    await admin('unpin', { model: 'cortex-tools' });
+    await waitFor(async () => (await catalogue()).get('cortex-tools')?.pinned === false, 3_000);
+  });
+
+  it('admin - the cortex CLI does the same over the bus', async () => {
+    const load = cli('load', 'cortex-chat', '--worker', 'w1');
+    assert.equal(load.status, 0, load.stderr);
+    assert.equal((JSON.parse(load.stdout) as { workerId: string }).workerId, 'w1');
+    const models = cli('models');
+    assert.equal(models.status, 0, models.stderr);
+    assert.match(models.stdout, /cortex-chat\s+yes\s+w1:ready/);
+    const unload = cli('unload', 'cortex-chat');
+    assert.equal(unload.status, 0, unload.stderr);
+    assert.deepEqual(JSON.parse(unload.stdout), { model: 'cortex-chat', unloaded: ['w1'] });
+    const bad = cli('load');
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr, /usage: cortex load <model>/);
+  });
+});
