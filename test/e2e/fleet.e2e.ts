@@ -186,11 +186,16 @@ describe('fleet e2e - failover', () => {
   };
 
   it('fleet - a worker that dies before the first token: the request is placed again, invisibly', async () => {
+    const downs: Array<{ workerId: string }> = [];
+    const sub = stack.nc.subscribe('llm.evt.v1.worker.down', { callback: (_e, msg) => void downs.push(msg.json<{ workerId: string }>()) });
+    await stack.nc.flush();
     const holder = await holderOf('cortex-chat');
     kill(holder);
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     assert.equal(result.choices[0]?.message.content, 'Hello from a tiny model.');
     assert.match(stack.logs(), new RegExp(`worker ${holder} failed before the first token`));
+    await waitFor(() => downs.some((d) => d.workerId === holder), 10_000);
+    sub.unsubscribe();
   });
 
   it('fleet - a worker that dies mid-stream: the client gets an error and the stream ends within seconds', async () => {
@@ -204,5 +209,41 @@ describe('fleet e2e - failover', () => {
       }
     }, (error: Error) => /no event from the worker/.test(error.message));
     assert.ok(Date.now() - started < 10_000, 'ended within the idle timeout and a margin');
+  });
+});
+
+describe('fleet e2e - defragmentation', () => {
+  let stack: TestStack;
+
+  before(async () => {
+    stack = await startStack({
+      models: [fixture('cortex-chat', { pinned: true }), fixture('cortex-reasoning')],
+      config: { eviction: { defrag_after_cycles: 2 }, worker: { id: 'w1', heartbeat_ms: 100 }, log_level: 'info' },
+    });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('fleet - after defrag_after_cycles the worker recreates its backend and the pinned model comes back', async () => {
+    const defrags: Array<{ workerId: string; cycles: number; dropped: string[] }> = [];
+    const sub = stack.nc.subscribe('llm.evt.v1.worker.defragmented', { callback: (_e, msg) => void defrags.push(msg.json()) });
+    await stack.nc.flush();
+    const bus = new BusClient(stack.nc, 10_000);
+    for (let cycle = 0; cycle < 2; cycle++) {
+      await bus.request('llm.router.v1.load', { model: 'cortex-reasoning' });
+      await bus.request('llm.router.v1.unload', { model: 'cortex-reasoning' }).catch((error: Error) => {
+        throw new Error(`${error.message}\n${stack.logs().split('\n').filter((l) => /router|worker/.test(l)).map((l) => l.slice(0, 220)).join('\n')}`, { cause: error });
+      });
+    }
+    await waitFor(() => defrags.length === 1, 10_000);
+    sub.unsubscribe();
+    assert.deepEqual(defrags[0] && { workerId: defrags[0].workerId, cycles: defrags[0].cycles, dropped: defrags[0].dropped }, { workerId: 'w1', cycles: 2, dropped: ['cortex-chat'] });
+    await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat', 10_000);
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
+    assert.equal(result.choices[0]?.message.content, 'Hello from a tiny model.');
+    await waitFor(async () => (await (await fetch(`${stack.metricsUrl}/metrics`)).text()).includes('cortex_defrags_total{worker="w1"} 1'), 5_000);
   });
 });

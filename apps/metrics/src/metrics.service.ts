@@ -3,7 +3,7 @@ import { jetstream, type ConsumerMessages } from '@nats-io/jetstream';
 import type { Subscription } from '@nats-io/transport-node';
 import { BusClient, ensureEventsStream } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { decodeMessage, EVENTS_STREAM, Heartbeat, Subjects, type BusStatusEvent, type LoadResult, type RequestFinishedEvent, type UnloadResult } from '@cortex/contracts';
+import { decodeMessage, EVENTS_STREAM, Heartbeat, Subjects, type BusStatusEvent, type DefragEvent, type LoadFailedEvent, type LoadResult, type RequestFinishedEvent, type UnloadResult } from '@cortex/contracts';
 import { CortexMetrics } from './request.metrics.js';
 
 /**
@@ -68,6 +68,10 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
         return this.metrics.recordLoaded(data as LoadResult);
       case Subjects.modelUnloaded:
         return this.metrics.recordUnloaded(data as UnloadResult);
+      case Subjects.modelLoadFailed:
+        return this.metrics.recordLoadFailed(data as LoadFailedEvent);
+      case Subjects.workerDefragmented:
+        return this.metrics.recordDefrag(data as DefragEvent);
       default:
         return undefined;
     }

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { BusStatusEvent, Heartbeat, LoadResult, RequestFinishedEvent, UnloadResult } from '@cortex/contracts';
+import type { BusStatusEvent, DefragEvent, Heartbeat, LoadFailedEvent, LoadResult, RequestFinishedEvent, UnloadResult } from '@cortex/contracts';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const RATES = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
@@ -42,6 +42,8 @@ export class CortexMetrics {
   private readonly memoryFree = this.gauge('cortex_device_memory_free_bytes', 'Device memory free', ['worker', 'device']);
   private readonly loadTime = this.histogram('cortex_model_load_seconds', 'Time to load a model on a worker', ['model', 'worker'], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]);
   private readonly evictions = this.counter('cortex_evictions_total', 'Models unloaded from a worker, by reason', ['model', 'worker', 'reason']);
+  private readonly loadFailures = this.counter('cortex_model_load_failures_total', 'Model loads that failed', ['model', 'worker']);
+  private readonly defrags = this.counter('cortex_defrags_total', 'Backends recreated after defrag_after_cycles load/unload cycles', ['worker']);
 
   private readonly busConnected = this.gauge('cortex_bus_connected', '1 while the service reports a live NATS connection', ['service', 'instance']);
   private readonly busReconnects = this.counter('cortex_bus_reconnects_total', 'NATS reconnects of the service', ['service', 'instance']);
@@ -86,6 +88,15 @@ export class CortexMetrics {
     this.evictions.inc({ model: event.model, worker: event.workerId, reason: event.reason ?? 'admin' });
   }
 
+  recordLoadFailed(event: LoadFailedEvent): void {
+    this.loadFailures.inc({ model: event.model, worker: event.workerId });
+  }
+
+  recordDefrag(event: DefragEvent): void {
+    this.defrags.inc({ worker: event.workerId });
+    for (const model of event.dropped) this.evictions.inc({ model, worker: event.workerId, reason: 'defrag' });
+  }
+
   recordHeartbeat(beat: Heartbeat): void {
     const worker = beat.workerId;
     const previous = this.beats.get(worker);
@@ -117,7 +128,7 @@ export class CortexMetrics {
   /** Gauges of a worker or service that went silent go to 0 or away instead of freezing at their last value. */
   expire(now = Date.now()): void {
     for (const [worker, beat] of this.beats) {
-      if (now - beat.at <= beat.intervalMs * 3) continue;
+      if (now - beat.at <= Math.max(beat.intervalMs * 3, 2_000)) continue;
       this.workerUp.set({ worker }, 0);
       for (const model of beat.models) this.dropModel(model, worker);
       this.memoryUsed.remove({ worker, device: beat.device });

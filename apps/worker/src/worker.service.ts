@@ -7,7 +7,9 @@ import {
   Subjects,
   WATCH_INTERVAL_MS,
   type CanonicalRequest,
+  type DefragEvent,
   type EstimateCommand,
+  type LoadFailedEvent,
   type GenerateAccepted,
   type MemoryInfo,
   type TokenCount,
@@ -58,6 +60,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private watchTimer: NodeJS.Timeout | null = null;
   private readonly startedAt = Date.now();
   private draining = false;
+  /** Load/unload cycles since the backend was (re)created; `eviction.defrag_after_cycles` acts on it. */
+  private cycles = 0;
+  private defragging = false;
 
   constructor(
     @Inject(CONFIG) private readonly config: CortexConfig,
@@ -101,6 +106,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       entry.lastUsedAt = Date.now();
       this.running.delete(run);
       this.heartbeatSoon();
+      void this.maybeDefrag();
     });
     this.running.add(run);
     return { requestId: command.requestId, workerId: this.workerId, queuePosition };
@@ -187,6 +193,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   /** Loads a model once; concurrent loads of the same model share one promise. */
   load(command: LoadCommand): Promise<LoadResult> {
+    if (this.draining) return Promise.reject(new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 }));
     const existing = this.models.get(command.model);
     if (existing?.state === 'ready' && existing.model) {
       return Promise.resolve({ model: command.model, workerId: this.workerId, loadMs: 0, sizeBytes: existing.model.sizeBytes });
@@ -225,7 +232,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         model: command.model,
         workerId: this.workerId,
         loadMs: performance.now() - started,
-        sizeBytes: model.sizeBytes,
+        sizeBytes: entry.bytes,
       };
       const markers = model.reasoningMarkers ? `, reasoning markers ${model.reasoningMarkers.join('…')}` : '';
       log(`ready in ${Math.round(result.loadMs)} ms (${model.slots} slots${markers})`);
@@ -236,6 +243,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       entry.error = (error as Error).message;
       this.models.delete(command.model);
       this.logger.error(`${command.model}: load failed: ${entry.error}`);
+      const failed: LoadFailedEvent = { workerId: this.workerId, at: Date.now(), model: command.model, error: entry.error };
+      this.publishEvent(Subjects.modelLoadFailed, failed, `${this.workerId}.${command.model}.failed.${failed.at}`);
       throw error instanceof CortexError
         ? error
         : new CortexError('model_load_failed', `loading ${command.model} failed: ${entry.error}`, { cause: error });
@@ -255,6 +264,36 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   async estimate(command: EstimateCommand): Promise<{ bytes: number }> {
     const path = await this.engine.resolveSource(command.source, this.config.worker.modelsDir, (line) => this.logger.log(line));
     return { bytes: await this.engine.estimate({ path, contextSize: command.contextSize, slots: command.slots }) };
+  }
+
+  /**
+   * After `defrag_after_cycles` load/unload cycles, once no request is running: drop every model,
+   * dispose the backend and create it anew, so memory fragmented by the cycles comes back whole. The
+   * worker drains (refuses new work) meanwhile; routers reload its pinned models when it is back.
+   */
+  private async maybeDefrag(): Promise<void> {
+    const after = this.config.eviction.defragAfterCycles;
+    if (after <= 0 || this.cycles < after || this.defragging || this.draining) return;
+    if (this.active.size > 0 || [...this.models.values()].some((m) => m.loading)) return;
+    this.defragging = true;
+    this.draining = true;
+    await this.heartbeat();
+    const dropped = [...this.models.keys()];
+    try {
+      this.logger.log({ msg: `defragmenting after ${this.cycles} load/unload cycles: dropping ${dropped.join(', ') || 'no models'} and recreating the backend`, cycles: this.cycles });
+      for (const entry of this.models.values()) await entry.model?.dispose();
+      this.models.clear();
+      await this.engine.restart();
+      const event: DefragEvent = { workerId: this.workerId, at: Date.now(), cycles: this.cycles, dropped };
+      this.publishEvent(Subjects.workerDefragmented, event, `${this.workerId}.defrag.${event.at}`);
+      this.cycles = 0;
+    } catch (error) {
+      this.logger.error(`defragmentation failed: ${(error as Error).message}`);
+    } finally {
+      this.draining = false;
+      this.defragging = false;
+      void this.heartbeat();
+    }
   }
 
   /** Refuses, with the numbers, a load that would not fit the device or the configured budget. */
@@ -286,7 +325,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     this.logger.log(`${model}: unloaded${drain ? '' : ` (${mine.length} requests cancelled)`}`);
     const result: UnloadResult = { model, workerId: this.workerId, cancelled: drain ? 0 : mine.length, reason };
     this.publishEvent(Subjects.modelUnloaded, result, `${this.workerId}.${model}.unloaded.${Date.now()}`);
+    this.cycles++;
     void this.heartbeat();
+    void this.maybeDefrag();
     return result;
   }
 

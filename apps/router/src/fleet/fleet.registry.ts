@@ -1,10 +1,18 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { Subscription } from '@nats-io/transport-node';
-import { BusClient } from '@cortex/bus';
-import { decodeMessage, Heartbeat, Subjects, type LoadedModel, type WorkerView } from '@cortex/contracts';
+import { BusClient, EventPublisher } from '@cortex/bus';
+import { decodeMessage, Heartbeat, Subjects, type LoadedModel, type WorkerLifecycleEvent, type WorkerView } from '@cortex/contracts';
 
-/** A worker that missed this many heartbeats is down until it beats again. */
+/** How long the router trusts its own notes about a worker's models over its heartbeats. */
+const NOTE_MS = 1_500;
+
+/**
+ * A worker that missed this many heartbeats is down until it beats again, but never sooner than
+ * DOWN_FLOOR_MS: a worker's event loop can stall for most of a second while it sets up a model's chat
+ * template, and a short heartbeat interval must not turn that into a false "down".
+ */
 const MISSED_BEATS_DOWN = 3;
+const DOWN_FLOOR_MS = 2_000;
 
 interface WorkerEntry {
   beat: Heartbeat;
@@ -18,10 +26,16 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   private readonly workers = new Map<string, WorkerEntry>();
   private readonly listeners = new Set<(workerId: string) => void>();
   private sub: Subscription | null = null;
+  private sweeper: NodeJS.Timeout | null = null;
+  private readonly down = new Set<string>();
+  private readonly events: EventPublisher;
 
-  constructor(private readonly bus: BusClient) {}
+  constructor(private readonly bus: BusClient) {
+    this.events = new EventPublisher(bus.nc);
+  }
 
   onModuleInit(): void {
+    this.sweeper = setInterval(() => this.markDown(), 500);
     this.sub = this.bus.subscribe(
       Subjects.heartbeatAll,
       (data) => this.accept(decodeMessage(Heartbeat, data, 'heartbeat')),
@@ -31,6 +45,22 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
 
   onModuleDestroy(): void {
     this.sub?.unsubscribe();
+    if (this.sweeper) clearInterval(this.sweeper);
+  }
+
+  /** Announces workers that stopped heartbeating (once each; every router may, JetStream keeps one). */
+  private markDown(): void {
+    for (const [workerId, entry] of this.workers) {
+      if (this.isUp(entry) || this.down.has(workerId)) continue;
+      this.down.add(workerId);
+      this.logger.warn(`worker ${workerId} is down (no heartbeat for ${Date.now() - entry.lastSeen} ms)`);
+      this.announce(Subjects.workerDown, workerId, `${workerId}.down.${entry.lastSeen}`);
+    }
+  }
+
+  private announce(subject: string, workerId: string, id: string): void {
+    const event: WorkerLifecycleEvent = { workerId, at: Date.now() };
+    this.events.publish(subject, event, id).catch((error: Error) => this.logger.warn(`could not record ${subject}: ${error.message}`));
   }
 
   /** Called with a worker id on every heartbeat. */
@@ -40,15 +70,46 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
 
   accept(beat: Heartbeat): void {
     const known = this.workers.get(beat.workerId);
-    if (!known || !this.isUp(known)) this.logger.log(`worker ${beat.workerId} is up (${beat.device.kind}, ${beat.host})`);
+    if (!known || !this.isUp(known)) {
+      this.logger.log(`worker ${beat.workerId} is up (${beat.device.kind}, ${beat.host})`);
+      this.down.delete(beat.workerId);
+      this.announce(Subjects.workerUp, beat.workerId, `${beat.workerId}.up.${beat.startedAt}.${known?.lastSeen ?? 0}`);
+    }
     // Last use only moves forward: a heartbeat built before a request this router just placed must
     // not make that model look colder than it is (LRU would evict the model in use).
     for (const model of beat.models) {
       const seen = known?.beat.models.find((m) => m.id === model.id)?.lastUsedAt ?? 0;
       model.lastUsedAt = Math.max(model.lastUsedAt, seen);
     }
+    this.applyNotes(beat);
     this.workers.set(beat.workerId, { beat, lastSeen: Date.now() });
     for (const listener of this.listeners) listener(beat.workerId);
+  }
+
+  /**
+   * Changes this router made itself (a load finished, a model dropped) win over heartbeats for a short
+   * while: a heartbeat built just before the change may arrive just after it.
+   */
+  private applyNotes(beat: Heartbeat): void {
+    const notes = this.notes.get(beat.workerId);
+    if (!notes) return;
+    const now = Date.now();
+    for (const [id, note] of notes) {
+      if (now - note.at > NOTE_MS) {
+        notes.delete(id);
+        continue;
+      }
+      beat.models = beat.models.filter((m) => m.id !== id);
+      if (note.model) beat.models.push(note.model);
+    }
+  }
+
+  private readonly notes = new Map<string, Map<string, { model: LoadedModel | null; at: number }>>();
+
+  private note(workerId: string, id: string, model: LoadedModel | null): void {
+    let notes = this.notes.get(workerId);
+    if (!notes) this.notes.set(workerId, (notes = new Map()));
+    notes.set(id, { model, at: Date.now() });
   }
 
   /** Workers that may take new requests. */
@@ -58,6 +119,7 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
 
   /** Records a state change the router caused before the worker's next heartbeat reports it. */
   noteModel(workerId: string, model: LoadedModel): void {
+    this.note(workerId, model.id, model);
     const entry = this.workers.get(workerId);
     if (!entry) return;
     entry.beat.models = [...entry.beat.models.filter((m) => m.id !== model.id), model];
@@ -71,6 +133,7 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
 
   /** The router unloaded a model; forget it until a heartbeat says otherwise. */
   dropModel(workerId: string, model: string): void {
+    this.note(workerId, model, null);
     const entry = this.workers.get(workerId);
     if (entry) entry.beat.models = entry.beat.models.filter((m) => m.id !== model);
   }
@@ -91,6 +154,6 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   }
 
   private isUp(entry: WorkerEntry): boolean {
-    return Date.now() - entry.lastSeen <= entry.beat.intervalMs * MISSED_BEATS_DOWN;
+    return Date.now() - entry.lastSeen <= Math.max(entry.beat.intervalMs * MISSED_BEATS_DOWN, DOWN_FLOOR_MS);
   }
 }

@@ -8,6 +8,11 @@ export interface Engine {
   /** Bytes of device memory (VRAM on a GPU, RAM on CPU) a model and its context will take, from the GGUF header. */
   estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number>;
   load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel>;
+  /**
+   * Disposes the backend and creates it anew (defragmentation): device memory fragmented by many
+   * load/unload cycles is returned whole. Every model must be disposed first.
+   */
+  restart(): Promise<void>;
   dispose(): Promise<void>;
 }
 

@@ -17,21 +17,30 @@ export interface LlamaEngineOptions {
 /** The node-llama-cpp backend: one `Llama` instance per worker process (one GPU). */
 export class LlamaEngine implements Engine {
   private constructor(
-    private readonly llama: Llama,
+    private llama: Llama,
     private readonly threads: number,
+    private readonly options: LlamaEngineOptions,
   ) {}
 
   static async create(options: LlamaEngineOptions): Promise<LlamaEngine> {
+    const threads = options.threads > 0 ? options.threads : Math.max(1, availableParallelism() - 1);
+    return new LlamaEngine(await LlamaEngine.backend(options), threads, options);
+  }
+
+  private static backend(options: LlamaEngineOptions): Promise<Llama> {
     const gpu: LlamaGpuType | 'auto' = options.gpu === 'cpu' ? false : options.gpu;
-    const llama = await getLlama({
+    return getLlama({
       gpu,
       logLevel: LlamaLogLevel.warn,
       logger: (level, message) => options.log(`llama.cpp ${level}: ${message.trim()}`),
       // Never compile from source at run time: a worker should start in seconds or say why it cannot.
       build: 'never',
     });
-    const threads = options.threads > 0 ? options.threads : Math.max(1, availableParallelism() - 1);
-    return new LlamaEngine(llama, threads);
+  }
+
+  async restart(): Promise<void> {
+    await this.llama.dispose();
+    this.llama = await LlamaEngine.backend(this.options);
   }
 
   resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string> {

@@ -91,6 +91,23 @@ export interface UnloadResult {
   reason: UnloadReason;
 }
 
+/** Lifecycle facts on `llm.evt.v1.*`, kept in JetStream. */
+export interface WorkerLifecycleEvent {
+  workerId: string;
+  at: number;
+}
+
+export interface DefragEvent extends WorkerLifecycleEvent {
+  cycles: number;
+  /** Models the worker held and dropped; the router reloads the pinned ones. */
+  dropped: string[];
+}
+
+export interface LoadFailedEvent extends WorkerLifecycleEvent {
+  model: string;
+  error: string;
+}
+
 export interface LoadResult {
   model: string;
   workerId: string;

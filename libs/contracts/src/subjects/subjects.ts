@@ -31,6 +31,10 @@ export const Subjects = {
   modelLoaded: 'llm.evt.v1.model.loaded',
   modelLoading: 'llm.evt.v1.model.progressed',
   modelUnloaded: 'llm.evt.v1.model.unloaded',
+  modelLoadFailed: 'llm.evt.v1.model.load_failed',
+  workerUp: 'llm.evt.v1.worker.up',
+  workerDown: 'llm.evt.v1.worker.down',
+  workerDefragmented: 'llm.evt.v1.worker.defragmented',
   serviceStatus: 'llm.status.v1.ping',
   /** Every service, every few seconds: its bus connection state (core NATS, not stored). */
   serviceBus: 'llm.status.v1.bus',
