@@ -59,10 +59,6 @@ export class StreamPublisher {
     if (event.type === 'text' || event.type === 'reasoning') this.lastSent = performance.now();
     this.nc.publish(this.subject, encodeJson({ ...event, seq: this.seq++ }));
   }
-
-  get lastSeq(): number {
-    return this.seq - 1;
-  }
 }
 
 export interface StreamReaderOptions {
