@@ -5,42 +5,24 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import type { StreamEvent } from '@cortex/contracts';
 import { sseFrame } from '../sse.js';
+import { withReplyServer, type CannedReply } from '../testing/reply-server.js';
 import { decodeMessagesRequest } from './messages.decoder.js';
 import { MessagesAggregator, MessagesStreamEncoder, THINKING_SIGNATURE, anthropicError } from './messages.encoder.js';
 
 type Reply = { status: number; json: unknown } | { sse: StreamEvent[]; thinking: boolean };
 
 /** Runs `run` against a server that records each request body and answers with `reply`. */
-async function withServer(reply: Reply, run: (client: Anthropic, bodies: unknown[]) => Promise<void>): Promise<void> {
-  const bodies: unknown[] = [];
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      bodies.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      if ('json' in reply) {
-        res.writeHead(reply.status, { 'content-type': 'application/json' }).end(JSON.stringify(reply.json));
-        return;
-      }
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      const encoder = new MessagesStreamEncoder({ id: 'msg_sdk', model: 'claude-x', thinking: reply.thinking });
-      for (const event of reply.sse) for (const { event: name, data } of encoder.encode(event)) res.write(sseFrame(data, name));
-      res.end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  const client = new Anthropic({ apiKey: 'test-key', baseURL: `http://127.0.0.1:${port}`, maxRetries: 0 });
-  try {
-    await run(client, bodies);
-  } finally {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+function withServer(reply: Reply, run: (client: Anthropic, bodies: unknown[]) => Promise<void>): Promise<void> {
+  let canned: CannedReply;
+  if ('json' in reply) canned = reply;
+  else {
+    const encoder = new MessagesStreamEncoder({ id: 'msg_sdk', model: 'claude-x', thinking: reply.thinking });
+    canned = { sse: reply.sse.flatMap((event) => encoder.encode(event)).map(({ event, data }) => sseFrame(data, event)).join('') };
   }
+  return withReplyServer(canned, (baseURL) => new Anthropic({ apiKey: 'test-key', baseURL, maxRetries: 0 }), run);
 }
 
 const usage = { promptTokens: 12, cachedPromptTokens: 2, completionTokens: 9, reasoningTokens: 2 };

@@ -5,10 +5,9 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import type { StreamEvent } from '@cortex/contracts';
+import { withReplyServer, type CannedReply } from '../testing/reply-server.js';
 import { decodeResponsesRequest } from './responses.decoder.js';
 import { conversationMessages } from './responses.items.js';
 import { responsesError, type ReasoningEventFamily } from './responses.resource.js';
@@ -17,29 +16,9 @@ import { aggregate, encodeAll, encoderOptions, scripts, sseText, weatherTool } f
 type Reply = { status: number; json: unknown } | { sse: StreamEvent[]; family: ReasoningEventFamily };
 
 /** Runs `run` against a server that records each request body and answers with `reply`. */
-async function withServer(reply: Reply, run: (client: OpenAI, bodies: unknown[]) => Promise<void>): Promise<void> {
-  const bodies: unknown[] = [];
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      bodies.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      if ('json' in reply) {
-        res.writeHead(reply.status, { 'content-type': 'application/json' }).end(JSON.stringify(reply.json));
-        return;
-      }
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      res.end(sseText(encodeAll(reply.sse, encoderOptions(reply.family))));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  const client = new OpenAI({ apiKey: 'test-key', baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0 });
-  try {
-    await run(client, bodies);
-  } finally {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  }
+function withServer(reply: Reply, run: (client: OpenAI, bodies: unknown[]) => Promise<void>): Promise<void> {
+  const canned: CannedReply = 'json' in reply ? reply : { sse: sseText(encodeAll(reply.sse, encoderOptions(reply.family))) };
+  return withReplyServer(canned, (base) => new OpenAI({ apiKey: 'test-key', baseURL: `${base}/v1`, maxRetries: 0 }), run);
 }
 
 const params = {
