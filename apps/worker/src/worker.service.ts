@@ -372,6 +372,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           lastUsedAt: entry.lastUsedAt,
           sizeBytes: entry.bytes || entry.model?.sizeBytes,
           error: entry.error,
+          capabilities: entry.model?.capabilities,
         })),
       };
       this.bus.publish(heartbeatSubject(this.workerId), beat);

@@ -47,6 +47,7 @@ function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
     loaded: entry.loaded,
     locations: entry.locations.map((l) => ({ worker: l.workerId, state: l.state, in_flight: l.inFlight, queued: l.queued })),
     context_length: entry.contextSize,
+    capabilities: entry.capabilities,
     pinned: entry.pinned,
     priority: entry.priority,
   };

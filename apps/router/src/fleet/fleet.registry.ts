@@ -99,6 +99,12 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
         notes.delete(id);
         continue;
       }
+      const reported = beat.models.find((m) => m.id === id);
+      // A heartbeat that already shows the model ready says more than the note (in-flight, capabilities).
+      if (note.model && reported?.state === 'ready') {
+        notes.delete(id);
+        continue;
+      }
       beat.models = beat.models.filter((m) => m.id !== id);
       if (note.model) beat.models.push(note.model);
     }

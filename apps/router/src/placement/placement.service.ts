@@ -9,6 +9,7 @@ import {
   type Heartbeat,
   type LoadCommand,
   type LoadResult,
+  type ModelCapabilities,
   type Placement,
   type UnloadReason,
 } from '@cortex/contracts';
@@ -32,6 +33,8 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
    */
   private readonly loads = new Map<string, Promise<Placement>>();
   private readonly estimates = new Map<string, number>();
+  /** Capabilities a worker reported for a model, remembered after it is unloaded. */
+  private readonly capabilities = new Map<string, ModelCapabilities>();
   private readonly created = Math.floor(Date.now() / 1000);
   private sweeper: NodeJS.Timeout | null = null;
 
@@ -111,6 +114,12 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     return { model: model.id, pinned };
   }
 
+  private capabilitiesOf(modelId: string, workers: readonly Heartbeat[]): ModelCapabilities | null {
+    const reported = workers.flatMap((w) => w.models).find((m) => m.id === modelId && m.capabilities)?.capabilities;
+    if (reported) this.capabilities.set(modelId, reported);
+    return this.capabilities.get(modelId) ?? null;
+  }
+
   private model(name: string): ModelConfig {
     const model = this.byName.get(name);
     if (!model) throw new CortexError('model_not_found', `The model '${name}' does not exist`, { param: 'model' });
@@ -133,6 +142,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
         priority: model.priority,
         loaded: locations.some((l) => l.state === 'ready'),
         locations,
+        capabilities: this.capabilitiesOf(model.id, workers),
       };
       entries.push(entry, ...(model.aliases ?? []).map((alias) => ({ ...entry, id: alias })));
     }

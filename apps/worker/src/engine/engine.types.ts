@@ -41,6 +41,7 @@ export interface EngineModel {
   readonly queued: number;
   /** Markers found in the vocabulary at load, e.g. `<think>`…`</think>`. */
   readonly reasoningMarkers: readonly [string, string] | null;
+  readonly capabilities: { tools: boolean; reasoning: boolean; vision: boolean };
   /** Prompt tokens of a request as this model's template and tokenizer render it. */
   countTokens(request: CanonicalRequest): number;
   /** Runs one request to its end, emitting start, deltas and exactly one finish or error. */

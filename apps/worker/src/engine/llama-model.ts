@@ -54,6 +54,10 @@ export class LlamaEngineModel implements EngineModel {
     this.toolCall = tool ? { open: tool.open as Token, close: tool.close as Token } : null;
   }
 
+  get capabilities(): { tools: boolean; reasoning: boolean; vision: boolean } {
+    return { tools: this.toolCall !== null, reasoning: this.reasoning !== null, vision: false };
+  }
+
   get sizeBytes(): number {
     return this.model.size;
   }

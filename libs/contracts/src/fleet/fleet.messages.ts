@@ -4,6 +4,16 @@ import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, Min, ValidateNe
 export const MODEL_STATES = ['loading', 'ready', 'unloading', 'failed'] as const;
 export type ModelState = (typeof MODEL_STATES)[number];
 
+/** What a loaded model can do, as its worker found out at load (marker tokens, template). */
+export class ModelCapabilities {
+  /** Emits tool calls cortex parses (`<tool_call>` … as single tokens). */
+  @IsBoolean() tools!: boolean;
+  /** Emits reasoning between single-token markers (`<think>` …). */
+  @IsBoolean() reasoning!: boolean;
+  /** Accepts images (never, with the text-only backend). */
+  @IsBoolean() vision!: boolean;
+}
+
 export class LoadedModel {
   @IsString() id!: string;
   @IsIn(MODEL_STATES) state!: ModelState;
@@ -14,6 +24,7 @@ export class LoadedModel {
   @IsNumber() lastUsedAt!: number;
   @IsOptional() @IsNumber() sizeBytes?: number;
   @IsOptional() @IsString() error?: string;
+  @IsOptional() @ValidateNested() @Type(() => ModelCapabilities) capabilities?: ModelCapabilities;
 }
 
 export class DeviceInfo {
@@ -157,6 +168,8 @@ export interface CatalogueEntry {
   priority: number;
   loaded: boolean;
   locations: ModelLocation[];
+  /** Known once the model has been loaded somewhere. */
+  capabilities: ModelCapabilities | null;
 }
 
 export interface WorkerView {
