@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import type { StreamEvent } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { postSse, startStack, waitFor, STORIES_260K, storiesAvailable, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
+import { postSse, startStack, waitFor, watchBus, STORIES_260K, storiesAvailable, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
 const reasoning = fixtureModel('cortex-reasoning');
@@ -190,14 +190,8 @@ describe('chat completions e2e', () => {
   });
 
   it('chat e2e - a client that disconnects cancels generation in the worker', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {
-    const finishes: Array<Extract<StreamEvent, { type: 'finish' }>> = [];
-    const sub = stack.nc.subscribe('llm.stream.v1.>', {
-      callback: (_e, msg) => {
-        const event = msg.json<StreamEvent>();
-        if (event.type === 'finish') finishes.push(event);
-      },
-    });
-    await stack.nc.flush();
+    const events = await watchBus<StreamEvent>(stack.nc, 'llm.stream.v1.>');
+    const finishes = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish');
     const controller = new AbortController();
     const stream = await client.chat.completions.create(
       { model: 'stories260K', messages: [{ role: 'user', content: 'Once upon a time' }], stream: true, max_tokens: 900, temperature: 0.9 },
@@ -211,10 +205,10 @@ describe('chat completions e2e', () => {
       }
     }
     assert.equal(received, 3);
-    await waitFor(() => finishes.length > 0, 5_000);
-    sub.unsubscribe();
-    assert.equal(finishes[0]?.reason, 'cancelled');
-    assert.ok((finishes[0]?.usage.completionTokens ?? 900) < 900, 'generation stopped early');
+    await waitFor(() => finishes().length > 0, 5_000);
+    events.stop();
+    assert.equal(finishes()[0]?.reason, 'cancelled');
+    assert.ok((finishes()[0]?.usage.completionTokens ?? 900) < 900, 'generation stopped early');
   });
 });
 

@@ -3,18 +3,12 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
 import type { FleetView, LoadResult, UnloadResult } from '@cortex/contracts';
-import { startStack, waitFor, type TestStack } from '@cortex/testing';
+import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
 /** Each fixture at context 512 with one slot needs ~1.06 MiB: two fit in this budget, three do not. */
 const BUDGET = Math.round(2.5 * 2 ** 20);
 const fixture = (id: string, extra: Record<string, unknown> = {}) => ({ id, file: `fixture:${id}`, context_size: 512, slots: 1, ...extra });
-
-function watchUnloads(stack: TestStack): { events: UnloadResult[]; stop: () => void } {
-  const events: UnloadResult[] = [];
-  const sub = stack.nc.subscribe('llm.evt.v1.model.unloaded', { callback: (_e, msg) => void events.push(msg.json<UnloadResult>()) });
-  return { events, stop: () => sub.unsubscribe() };
-}
 
 async function modelsOn(stack: TestStack, workerId: string): Promise<string[]> {
   const fleet = await new BusClient(stack.nc).request<FleetView>('llm.router.v1.fleet', {});
@@ -38,25 +32,23 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
   });
 
   it('fleet - lru evicts the least recently used idle model to make room', async () => {
-    const unloads = watchUnloads(stack);
-    await stack.nc.flush();
+    const unloads = await watchBus<UnloadResult>(stack.nc, 'llm.evt.v1.model.unloaded');
     await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     await client.chat.completions.create({ model: 'cortex-chat', messages: user }); // chat is now the most recent
     await waitFor(async () => (await modelsOn(stack, 'w1')).length === 2, 3_000);
     await client.chat.completions.create({ model: 'cortex-tools', messages: user });
-    await waitFor(() => unloads.events.length >= 1, 3_000);
+    await waitFor(() => unloads.messages.length >= 1, 3_000);
     unloads.stop();
-    assert.deepEqual(unloads.events.map((e) => [e.model, e.reason]), [['cortex-reasoning', 'lru']], stack.logs());
+    assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]), [['cortex-reasoning', 'lru']], stack.logs());
     await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat,cortex-tools', 3_000);
   });
 
   it('fleet - a model unused past its idle_ttl is unloaded', async () => {
-    const unloads = watchUnloads(stack);
-    await stack.nc.flush();
-    await waitFor(() => unloads.events.some((e) => e.model === 'cortex-tools'), 8_000);
+    const unloads = await watchBus<UnloadResult>(stack.nc, 'llm.evt.v1.model.unloaded');
+    await waitFor(() => unloads.messages.some((e) => e.model === 'cortex-tools'), 8_000);
     unloads.stop();
-    assert.deepEqual(unloads.events.map((e) => [e.model, e.reason]), [['cortex-tools', 'idle']]);
+    assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]), [['cortex-tools', 'idle']]);
     assert.deepEqual(await modelsOn(stack, 'w1'), ['cortex-chat'], 'models without a TTL stay');
   });
 });
@@ -83,13 +75,12 @@ describe('fleet e2e - priority eviction and pinning', () => {
   });
 
   it('fleet - priority displaces a lower priority and never the pinned model', async () => {
-    const unloads = watchUnloads(stack);
-    await stack.nc.flush();
+    const unloads = await watchBus<UnloadResult>(stack.nc, 'llm.evt.v1.model.unloaded');
     await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     await client.chat.completions.create({ model: 'cortex-tools', messages: user });
-    await waitFor(() => unloads.events.length >= 1, 3_000);
+    await waitFor(() => unloads.messages.length >= 1, 3_000);
     unloads.stop();
-    assert.deepEqual(unloads.events.map((e) => [e.model, e.reason]), [['cortex-reasoning', 'priority']]);
+    assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]), [['cortex-reasoning', 'priority']]);
     await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat,cortex-tools', 3_000);
   });
 

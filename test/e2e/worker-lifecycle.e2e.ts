@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
 import type { FleetView, LoadProgress, StreamEvent, UnloadResult } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { startStack, waitFor, type TestStack } from '@cortex/testing';
+import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Go.' }];
 
@@ -62,14 +62,8 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - a stream whose gateway dies is cancelled by the worker, freeing the slot', async () => {
-    const finishes: Array<Extract<StreamEvent, { type: 'finish' }>> = [];
-    const sub = stack.nc.subscribe('llm.stream.v1.>', {
-      callback: (_e, msg) => {
-        const event = msg.json<StreamEvent>();
-        if (event.type === 'finish') finishes.push(event);
-      },
-    });
-    await stack.nc.flush();
+    const events = await watchBus<StreamEvent>(stack.nc, 'llm.stream.v1.>');
+    const finishes = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish');
     // ~30k tokens take well over the 6 s a worker waits for a watch, so only cancellation ends it early.
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
     const iterator = stream[Symbol.asyncIterator]();
@@ -77,10 +71,10 @@ describe('worker lifecycle e2e', () => {
     const gateway = stack.processes.get('gateway');
     assert.ok(gateway);
     gateway.kill('SIGKILL');
-    await waitFor(() => finishes.length > 0, 20_000);
-    sub.unsubscribe();
-    assert.equal(finishes[0]?.reason, 'cancelled');
-    assert.ok((finishes[0]?.usage.completionTokens ?? 0) < 30_000);
+    await waitFor(() => finishes().length > 0, 20_000);
+    events.stop();
+    assert.equal(finishes()[0]?.reason, 'cancelled');
+    assert.ok((finishes()[0]?.usage.completionTokens ?? 0) < 30_000);
     assert.match(stack.logs(), /no gateway is reading it any more; cancelling/);
   });
 });

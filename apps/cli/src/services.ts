@@ -1,6 +1,5 @@
 import type { ServiceStart } from '@cortex/bus';
 
-export const SERVICES = ['nats', 'router', 'translator', 'metrics', 'worker', 'gateway'] as const;
 export const APP_SERVICES = ['router', 'translator', 'metrics', 'worker', 'gateway'] as const;
 export type AppService = (typeof APP_SERVICES)[number];
 

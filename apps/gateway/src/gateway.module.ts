@@ -10,7 +10,6 @@ import { MessagesController } from './anthropic/messages.controller.js';
 import { ResponsesController } from './responses/responses.controller.js';
 import { AdminController } from './admin/admin.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
-import { CountTokensService } from './inference/count-tokens.service.js';
 
 @Module({})
 export class GatewayModule {
@@ -19,7 +18,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [ChatController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, CountTokensService],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder],
     };
   }
 }

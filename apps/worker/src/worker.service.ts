@@ -254,9 +254,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /** Memory the worker may still give to models: device free memory, capped by the budget. */
-  private async memory(except?: string): Promise<MemoryInfo> {
+  private memory(device: { freeBytes: number }, except?: string): MemoryInfo {
     const used = [...this.models.values()].filter((m) => m.id !== except).reduce((sum, m) => sum + m.bytes, 0);
-    const device = await this.engine.device();
     const budget = this.config.worker.memoryBudget;
     return { budgetBytes: budget, usedBytes: used, freeBytes: Math.max(0, budget > 0 ? Math.min(device.freeBytes, budget - used) : device.freeBytes) };
   }
@@ -298,8 +297,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   /** Refuses, with the numbers, a load that would not fit the device or the configured budget. */
   private async assertFits(model: string, bytes: number): Promise<void> {
-    const { usedBytes: others, freeBytes: free } = await this.memory(model);
     const device = await this.engine.device();
+    const { usedBytes: others, freeBytes: free } = this.memory(device, model);
     const budget = this.config.worker.memoryBudget;
     if (bytes > free) {
       const where = budget > 0 ? `of a ${mib(budget)} budget with ${mib(others)} in use` : `free on ${device.name}`;
@@ -353,6 +352,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private async heartbeat(): Promise<void> {
     if (this.bus.nc.isClosed()) return;
     try {
+      const device = await this.engine.device();
       const beat: Heartbeat = {
         workerId: this.workerId,
         host: hostname(),
@@ -361,8 +361,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         sentAt: Date.now(),
         intervalMs: this.config.worker.heartbeatMs,
         draining: this.draining,
-        device: await this.engine.device(),
-        memory: await this.memory(),
+        device,
+        memory: this.memory(device),
         models: [...this.models.values()].map((entry): LoadedModel => ({
           id: entry.id,
           state: entry.state,

@@ -165,3 +165,11 @@ export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs
 export function storiesAvailable(): boolean {
   return existsSync(STORIES_260K);
 }
+
+/** Collects the JSON messages on `subject` (wildcards allowed) from now on, for tests that watch the bus. */
+export async function watchBus<T>(nc: NatsConnection, subject: string): Promise<{ messages: T[]; stop: () => void }> {
+  const messages: T[] = [];
+  const sub = nc.subscribe(subject, { callback: (_error, msg) => void messages.push(msg.json<T>()) });
+  await nc.flush();
+  return { messages, stop: () => sub.unsubscribe() };
+}

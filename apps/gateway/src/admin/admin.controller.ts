@@ -2,8 +2,7 @@ import { Controller, Get, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
 import { Subjects } from '@cortex/contracts';
-import { sendError, toCortexError } from '../http/error-response.js';
-import { requestIdOf } from '../http/request-id.js';
+import { respondJson } from '../http/error-response.js';
 
 type Body = { model?: unknown; worker?: unknown };
 
@@ -40,12 +39,7 @@ export class AdminController {
     return this.relay(req, reply, Subjects.routerPin, { ...(req.body as Body), pinned: false });
   }
 
-  private async relay(req: FastifyRequest, reply: FastifyReply, subject: string, payload: unknown, timeoutMs?: number): Promise<void> {
-    const requestId = requestIdOf(req);
-    try {
-      void reply.status(200).header('x-request-id', requestId).send(await this.bus.request(subject, payload ?? {}, { requestId, timeoutMs }));
-    } catch (error) {
-      sendError(reply, req.url, toCortexError(error), requestId);
-    }
+  private relay(req: FastifyRequest, reply: FastifyReply, subject: string, payload: unknown, timeoutMs?: number): Promise<void> {
+    return respondJson(req, reply, (requestId) => this.bus.request(subject, payload ?? {}, { requestId, timeoutMs }));
   }
 }

@@ -1,7 +1,8 @@
 import { Controller, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { InferenceResponder } from '../inference/inference.responder.js';
-import { CountTokensService } from '../inference/count-tokens.service.js';
+import { InferenceService } from '../inference/inference.service.js';
+import { respondJson } from '../http/error-response.js';
 import { anthropicMessagesAdapter } from './messages.adapter.js';
 
 /** Anthropic Messages, streaming and not, and token counting with the model's real tokenizer. */
@@ -9,7 +10,7 @@ import { anthropicMessagesAdapter } from './messages.adapter.js';
 export class MessagesController {
   constructor(
     private readonly responder: InferenceResponder,
-    private readonly counter: CountTokensService,
+    private readonly inference: InferenceService,
   ) {}
 
   @Post(['v1/messages', 'messages'])
@@ -21,6 +22,6 @@ export class MessagesController {
   async countTokens(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     // count_tokens bodies have no max_tokens; the decoder requires one, so supply a placeholder.
     const body = { max_tokens: 1, ...(req.body as object) };
-    await this.counter.respond(req, reply, 'anthropic.messages', body, (count) => ({ input_tokens: count.inputTokens }));
+    await respondJson(req, reply, async (requestId) => ({ input_tokens: (await this.inference.countTokens('anthropic.messages', requestId, body)).inputTokens }));
   }
 }

@@ -1,4 +1,5 @@
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { requestIdOf } from './request-id.js';
 import { CortexError, type ErrorBody } from '@cortex/contracts';
 import { anthropicError, openAiError } from '@cortex/wire';
 
@@ -24,4 +25,18 @@ export function sendError(reply: FastifyReply, url: string, error: CortexError, 
   reply.header('x-request-id', requestId);
   if (body.retryAfter !== undefined) reply.header('retry-after', String(body.retryAfter));
   void reply.status(error.status).type('application/json').send(dialectErrorBody(url, body));
+}
+
+/**
+ * Answers a plain JSON route: 200 with what `body` returns, or the error it throws in the route's
+ * dialect; `x-request-id` either way.
+ */
+export async function respondJson(req: FastifyRequest, reply: FastifyReply, body: (requestId: string) => Promise<unknown>): Promise<void> {
+  const requestId = requestIdOf(req);
+  try {
+    const result = await body(requestId);
+    void reply.status(200).header('x-request-id', requestId).type('application/json').send(result);
+  } catch (error) {
+    sendError(reply, req.url, toCortexError(error), requestId);
+  }
 }

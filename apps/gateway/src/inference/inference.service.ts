@@ -19,6 +19,7 @@ import {
   type Placement,
   type RequestFinishedEvent,
   type StreamEvent,
+  type TokenCount,
   type Timings,
   type Usage,
 } from '@cortex/contracts';
@@ -77,6 +78,13 @@ export class InferenceRun {
         exclude.push(workerId);
       }
     }
+  }
+
+  /** Prompt tokens of the decoded request, rendered by a worker that has (or loads) the model. */
+  async countTokens(): Promise<TokenCount> {
+    const workerId = await this.place([]);
+    const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
+    return this.service.bus.request<TokenCount>(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId });
   }
 
   private async place(exclude: string[]): Promise<string> {
@@ -152,19 +160,19 @@ export class InferenceRun {
     this.service.recordFinished(event, this.runId);
   }
 
+  /** The buffered head, then the rest of the stream, noting the finish for the request-finished event. */
   private async *track(head: StreamEvent[], rest: AsyncIterator<StreamEvent>): AsyncIterable<StreamEvent> {
-    const events = async function* (): AsyncIterable<StreamEvent> {
-      yield* head;
-      for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
-    };
-    for await (const event of events()) {
-      if (event.type === 'finish') {
-        this.finishReason = event.reason;
-        this.usage = event.usage;
-        this.timings = event.timings;
-      }
-      yield event;
+    for (const event of head) yield this.observe(event);
+    for (let next = await rest.next(); !next.done; next = await rest.next()) yield this.observe(next.value);
+  }
+
+  private observe(event: StreamEvent): StreamEvent {
+    if (event.type === 'finish') {
+      this.finishReason = event.reason;
+      this.usage = event.usage;
+      this.timings = event.timings;
     }
+    return event;
   }
 
   private required(): CanonicalRequest {
@@ -236,5 +244,12 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
 
   open(dialect: Dialect, requestId: string): InferenceRun {
     return new InferenceRun(this, dialect, requestId);
+  }
+
+  /** count_tokens / input_tokens: decoded and placed like a generation, but only tokenized. */
+  async countTokens(dialect: Dialect, requestId: string, body: unknown): Promise<TokenCount> {
+    const run = this.open(dialect, requestId);
+    await run.decode(body);
+    return run.countTokens();
   }
 }

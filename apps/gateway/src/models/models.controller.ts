@@ -2,8 +2,7 @@ import { Controller, Get, Param, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
 import { CortexError, Subjects, type CatalogueEntry } from '@cortex/contracts';
-import { sendError, toCortexError } from '../http/error-response.js';
-import { requestIdOf } from '../http/request-id.js';
+import { respondJson } from '../http/error-response.js';
 
 /** The catalogue merged with the fleet, in OpenAI's list format plus where each model is loaded. */
 @Controller()
@@ -12,12 +11,12 @@ export class ModelsController {
 
   @Get(['v1/models', 'models'])
   async list(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    await this.respond(req, reply, async () => ({ object: 'list', data: (await this.catalogue()).map(toOpenAiModel) }));
+    await respondJson(req, reply, async () => ({ object: 'list', data: (await this.catalogue()).map(toOpenAiModel) }));
   }
 
   @Get(['v1/models/:id', 'models/:id'])
   async one(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
-    await this.respond(req, reply, async () => {
+    await respondJson(req, reply, async () => {
       const entry = (await this.catalogue()).find((m) => m.id === id);
       if (!entry) throw new CortexError('model_not_found', `The model '${id}' does not exist`, { param: 'model' });
       return toOpenAiModel(entry);
@@ -28,14 +27,6 @@ export class ModelsController {
     return this.bus.request<CatalogueEntry[]>(Subjects.routerModels, {});
   }
 
-  private async respond(req: FastifyRequest, reply: FastifyReply, body: () => Promise<unknown>): Promise<void> {
-    const requestId = requestIdOf(req);
-    try {
-      void reply.header('x-request-id', requestId).send(await body());
-    } catch (error) {
-      sendError(reply, req.url, toCortexError(error), requestId);
-    }
-  }
 }
 
 function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {

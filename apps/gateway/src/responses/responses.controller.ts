@@ -3,9 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError, Subjects } from '@cortex/contracts';
-import { sendError, toCortexError } from '../http/error-response.js';
-import { requestIdOf } from '../http/request-id.js';
-import { CountTokensService } from '../inference/count-tokens.service.js';
+import { respondJson } from '../http/error-response.js';
+import { InferenceService } from '../inference/inference.service.js';
 import type { DialectAdapter } from '../inference/dialect.js';
 import { InferenceResponder } from '../inference/inference.responder.js';
 import { responsesAdapter } from './responses.adapter.js';
@@ -17,7 +16,7 @@ export class ResponsesController {
 
   constructor(
     private readonly responder: InferenceResponder,
-    private readonly counter: CountTokensService,
+    private readonly inference: InferenceService,
     private readonly bus: BusClient,
     @Inject(CONFIG) config: CortexConfig,
   ) {
@@ -31,7 +30,10 @@ export class ResponsesController {
 
   @Post(['v1/responses/input_tokens', 'responses/input_tokens'])
   inputTokens(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.counter.respond(req, reply, 'openai.responses', req.body, (count) => ({ object: 'response.input_tokens', input_tokens: count.inputTokens }));
+    return respondJson(req, reply, async (requestId) => ({
+      object: 'response.input_tokens',
+      input_tokens: (await this.inference.countTokens('openai.responses', requestId, req.body)).inputTokens,
+    }));
   }
 
   @Get(['v1/responses/:id', 'responses/:id'])
@@ -51,30 +53,24 @@ export class ResponsesController {
     @Param('id') id: string,
     @Query() query: { after?: string; limit?: string; order?: string },
   ): Promise<void> {
-    const order = query.order === undefined ? undefined : query.order === 'asc' || query.order === 'desc' ? query.order : 'invalid';
-    if (order === 'invalid') return Promise.resolve(sendError(reply, req.url, new CortexError('invalid_request', "order: must be 'asc' or 'desc'", { param: 'order' }), requestIdOf(req)));
-    const limit = query.limit === undefined ? undefined : Number(query.limit);
-    return this.relay(req, reply, Subjects.responsesInputItems, { id, after: query.after, limit, order });
+    return respondJson(req, reply, (requestId) => {
+      const { order, after } = query;
+      if (order !== undefined && order !== 'asc' && order !== 'desc') throw new CortexError('invalid_request', "order: must be 'asc' or 'desc'", { param: 'order' });
+      const limit = query.limit === undefined ? undefined : Number(query.limit);
+      return this.bus.request(Subjects.responsesInputItems, { id, after, limit, order }, { requestId });
+    });
   }
 
   /** Only background responses can be cancelled, and cortex runs none: say so for stored ones. */
   @Post(['v1/responses/:id/cancel', 'responses/:id/cancel'])
-  async cancel(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
-    const requestId = requestIdOf(req);
-    try {
+  cancel(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
+    return respondJson(req, reply, async (requestId) => {
       await this.bus.request(Subjects.responsesGet, { id }, { requestId });
       throw new CortexError('invalid_request', `Response ${id} is not a background response; only background responses can be cancelled`, { param: 'response_id' });
-    } catch (error) {
-      sendError(reply, req.url, toCortexError(error), requestId);
-    }
+    });
   }
 
-  private async relay(req: FastifyRequest, reply: FastifyReply, subject: string, payload: unknown): Promise<void> {
-    const requestId = requestIdOf(req);
-    try {
-      void reply.status(200).header('x-request-id', requestId).send(await this.bus.request(subject, payload, { requestId }));
-    } catch (error) {
-      sendError(reply, req.url, toCortexError(error), requestId);
-    }
+  private relay(req: FastifyRequest, reply: FastifyReply, subject: string, payload: unknown): Promise<void> {
+    return respondJson(req, reply, (requestId) => this.bus.request(subject, payload, { requestId }));
   }
 }
