@@ -88,9 +88,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     if (this.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
     const entry = this.models.get(command.request.model);
     if (!entry?.model || entry.state !== 'ready') {
-      throw new CortexError('service_unavailable', `model ${command.request.model} is not loaded on ${this.workerId}`, {
-        retryAfter: 1,
-      });
+      const state = entry ? entry.state : 'not loaded';
+      throw new CortexError('model_not_ready', `model ${command.request.model} is ${state} on ${this.workerId}`, { retryAfter: 1 });
     }
     if (this.active.has(command.requestId)) {
       throw new CortexError('invalid_request', `request ${command.requestId} is already running`);
@@ -115,7 +114,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   tokenize(request: CanonicalRequest): TokenCount {
     const entry = this.models.get(request.model);
     if (!entry?.model || entry.state !== 'ready') {
-      throw new CortexError('service_unavailable', `model ${request.model} is not loaded on ${this.workerId}`, { retryAfter: 1 });
+      throw new CortexError('model_not_ready', `model ${request.model} is ${entry ? entry.state : 'not loaded'} on ${this.workerId}`, { retryAfter: 1 });
     }
     return { model: request.model, inputTokens: entry.model.countTokens(request) };
   }

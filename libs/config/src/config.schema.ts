@@ -76,6 +76,28 @@ export class EvictionConfig {
   /** Seconds a model may sit unused before it is unloaded; 0 keeps it. */
   @IsInt() @Min(0) idleTtl = 0;
   @IsInt() @Min(0) defragAfterCycles = 0;
+  /**
+   * When a model must make room for another on a worker while it is still serving, it keeps taking
+   * new requests for at most this long, then stops, drains and is swapped out. Requests for either
+   * model queue meanwhile and run together once their model is in (batching by model, not a swap per
+   * request).
+   */
+  @IsInt() @Min(0) swapHoldMs = 1_000;
+}
+
+export class RouterConfig {
+  /**
+   * Requests one router lets wait for a model that is loading or waiting for room; past this the
+   * next gets `busy` (429 with Retry-After). The wait itself is bounded by `gateway.placement_timeout_ms`.
+   */
+  @IsInt() @Min(1) maxWaitingPerModel = 256;
+  /**
+   * Send follow-ups of a conversation (session header, `prompt_cache_key`, `previous_response_id`,
+   * `conversation`) to the worker that served it before, so its cached prompt prefix is reused.
+   */
+  @IsBoolean() affinity = true;
+  /** How long a conversation stays bound to its worker after its last request, in seconds. */
+  @IsInt() @Min(1) affinityTtlS = 3_600;
 }
 
 export class ModelConfig {
@@ -123,6 +145,7 @@ export class CortexConfig {
   @ValidateNested() @Type(() => NatsConfig) nats = new NatsConfig();
   @ValidateNested() @Type(() => MetricsConfig) metrics = new MetricsConfig();
   @ValidateNested() @Type(() => EvictionConfig) eviction = new EvictionConfig();
+  @ValidateNested() @Type(() => RouterConfig) router = new RouterConfig();
   @IsArray() @ValidateNested({ each: true }) @Type(() => ModelConfig) models: ModelConfig[] = [];
   @ValidateNested() @Type(() => WorkerConfig) worker = new WorkerConfig();
   @IsIn(['trace', 'debug', 'info', 'warn', 'error']) logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' = 'info';

@@ -63,6 +63,7 @@ export class InferenceRun {
    */
   async start(): Promise<AsyncIterable<StreamEvent>> {
     const exclude: string[] = [];
+    let replaced = 0;
     for (;;) {
       const workerId = await this.place(exclude);
       let reader: StreamReader | null = null;
@@ -73,7 +74,16 @@ export class InferenceRun {
         return this.track(head, iterator);
       } catch (error) {
         reader?.close();
-        if (exclude.length > 0 || !(error instanceof CortexError) || !RETRYABLE.has(error.code) || this.cancelled) throw error;
+        if (!(error instanceof CortexError) || this.cancelled) throw error;
+        // The worker is fine but its model just went (swapped out between placement and generate):
+        // the router knows by now, so ask again without holding it against the worker.
+        if (error.code === 'model_not_ready' && replaced < MAX_REPLACEMENTS) {
+          replaced++;
+          this.service.logger.log({ msg: `${error.message}; placing the request again`, requestId: this.requestId });
+          await new Promise((done) => setTimeout(done, 50 * replaced));
+          continue;
+        }
+        if (exclude.length > 0 || !RETRYABLE.has(error.code)) throw error;
         this.service.logger.warn({ msg: `worker ${workerId} failed before the first token (${error.message}); placing the request again`, requestId: this.requestId });
         exclude.push(workerId);
       }
@@ -180,6 +190,9 @@ export class InferenceRun {
     return this.request;
   }
 }
+
+/** How often a request is placed again because its model left the worker it was placed on. */
+const MAX_REPLACEMENTS = 3;
 
 /** Failures that say nothing about the request itself, only about the worker that had it. */
 const RETRYABLE = new Set(['worker_lost', 'service_unavailable', 'timeout']);

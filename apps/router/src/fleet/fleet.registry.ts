@@ -106,7 +106,11 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
         continue;
       }
       beat.models = beat.models.filter((m) => m.id !== id);
-      if (note.model) beat.models.push(note.model);
+      if (note.model) {
+        // A load the worker has not started (or not sized) yet is not in its memory figures.
+        if (!reported?.sizeBytes) beat.memory.freeBytes = Math.max(0, beat.memory.freeBytes - (note.model.sizeBytes ?? 0));
+        beat.models.push(note.model);
+      }
     }
   }
 
@@ -128,6 +132,8 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     this.note(workerId, model.id, model);
     const entry = this.workers.get(workerId);
     if (!entry) return;
+    const before = entry.beat.models.find((m) => m.id === model.id);
+    if (!before?.sizeBytes) entry.beat.memory.freeBytes = Math.max(0, entry.beat.memory.freeBytes - (model.sizeBytes ?? 0));
     entry.beat.models = [...entry.beat.models.filter((m) => m.id !== model.id), model];
   }
 

@@ -37,6 +37,13 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   private readonly capabilities = new Map<string, ModelCapabilities>();
   private readonly created = Math.floor(Date.now() / 1000);
   private sweeper: NodeJS.Timeout | null = null;
+  /**
+   * Models another model waits to replace, by worker and model → the time they stop taking new
+   * requests. Until then they keep serving (their requests batch in); after it they drain and go.
+   */
+  private readonly closing = new Map<string, number>();
+  /** Requests in this router waiting for a model to load (or for room to load it), by model. */
+  private readonly waiting = new Map<string, number>();
 
   constructor(
     @Inject(CONFIG) private readonly config: CortexConfig,
@@ -69,9 +76,26 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     }
     if (exclude.length > 0) return this.placeAvoiding(model, exclude);
     const ready = this.pick(model.id, 'ready');
-    const placement = ready ? { model: model.id, workerId: ready.workerId, coldStart: false } : await this.loadOnce(model);
+    const placement = ready ? { model: model.id, workerId: ready.workerId, coldStart: false } : await this.waitForLoad(model);
     this.fleet.touch(placement.workerId, model.id);
     return placement;
+  }
+
+  /** Joins (or starts) the model's load; a bounded number of requests may wait for it. */
+  private async waitForLoad(model: ModelConfig): Promise<Placement> {
+    const waiting = this.waiting.get(model.id) ?? 0;
+    const bound = this.config.router.maxWaitingPerModel;
+    if (waiting >= bound) {
+      throw new CortexError('busy', `${bound} requests already wait for ${model.id} to load; retry shortly (router.max_waiting_per_model)`, { retryAfter: 2 });
+    }
+    this.waiting.set(model.id, waiting + 1);
+    try {
+      return await this.loadOnce(model);
+    } finally {
+      const left = (this.waiting.get(model.id) ?? 1) - 1;
+      if (left > 0) this.waiting.set(model.id, left);
+      else this.waiting.delete(model.id);
+    }
   }
 
   /**
@@ -194,10 +218,14 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   }
 
   private async loadOn(model: ModelConfig, target: Heartbeat, victims: readonly ResidentModel[]): Promise<Placement> {
-    for (const victim of victims) await this.unload(target.workerId, victim.id, this.config.eviction.strategy);
+    try {
+      await this.close(target.workerId, victims);
+      for (const victim of victims) await this.unload(target.workerId, victim.id, this.config.eviction.strategy);
+    } finally {
+      for (const victim of victims) this.closing.delete(closingKey(target.workerId, victim.id));
+    }
     const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots };
     this.logger.log(`loading ${model.id} on ${target.workerId}${victims.length ? ` after evicting ${victims.map((v) => v.id).join(', ')}` : ''}`);
-    this.fleet.noteModel(target.workerId, { id: model.id, state: 'loading', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now() });
     const result = await this.bus.request<LoadResult>(workerSubject(Subjects.workerLoad, target.workerId), command, {
       timeoutMs: this.config.gateway.placementTimeoutMs,
     });
@@ -213,11 +241,40 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     return { model: model.id, workerId: target.workerId, coldStart: true };
   }
 
+  /**
+   * Victims that are still serving keep taking requests for `eviction.swap_hold_ms` (so requests for
+   * them batch in rather than each costing a swap), or until they go idle; then placement stops sending
+   * them work and the worker drains them as it unloads.
+   */
+  private async close(workerId: string, victims: readonly ResidentModel[]): Promise<void> {
+    const busy = victims.filter((v) => this.isBusy(v));
+    if (busy.length === 0) return;
+    const until = this.closing.get(closingKey(workerId, busy[0]?.id ?? '')) ?? 0;
+    this.logger.log(`${busy.map((v) => v.id).join(', ')} on ${workerId} take new requests for ${this.config.eviction.swapHoldMs} ms more, then drain to make room`);
+    while (Date.now() < until && busy.some((v) => this.isBusy(this.resident(this.worker(workerId)).find((m) => m.id === v.id) ?? v))) {
+      await sleep(25);
+    }
+  }
+
+  /** Serving, queued, or placed on so recently that the worker may not have the request yet. */
+  private isBusy(model: ResidentModel): boolean {
+    return model.inFlight > 0 || model.queued > 0 || Date.now() - model.lastUsedAt < RECENT_USE_MS;
+  }
+
+  private worker(workerId: string): Heartbeat | undefined {
+    return this.fleet.available().find((w) => w.workerId === workerId);
+  }
+
+  private isClosed(workerId: string, modelId: string): boolean {
+    const until = this.closing.get(closingKey(workerId, modelId));
+    return until !== undefined && Date.now() >= until;
+  }
+
   private pick(modelId: string, state: 'ready' | 'loading', exclude: readonly string[] = []): Heartbeat | undefined {
     let best: Heartbeat | undefined;
     let bestLoad = Infinity;
     for (const worker of this.fleet.available()) {
-      if (exclude.includes(worker.workerId)) continue;
+      if (exclude.includes(worker.workerId) || this.isClosed(worker.workerId, modelId)) continue;
       const entry = worker.models.find((m) => m.id === modelId && m.state === state);
       if (!entry) continue;
       const load = entry.inFlight + entry.queued;
@@ -234,30 +291,93 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
    * what the model may displace frees enough with the fewest bytes evicted.
    */
   private async plan(model: ModelConfig, exclude: readonly string[] = []): Promise<{ target: Heartbeat; victims: ResidentModel[] }> {
-    const workers = this.fleet.available().filter((w) => !exclude.includes(w.workerId));
-    if (workers.length === 0) {
-      throw new CortexError('no_worker', `no worker is up to run ${model.id}; start one with \`cortex serve worker\``, { retryAfter: 5 });
+    const deadline = Date.now() + Math.max(0, this.config.gateway.placementTimeoutMs - PLACEMENT_MARGIN_MS);
+    for (;;) {
+      const up = (): Heartbeat[] => this.fleet.available().filter((w) => !exclude.includes(w.workerId));
+      if (up().length === 0) {
+        throw new CortexError('no_worker', `no worker is up to run ${model.id}; start one with \`cortex serve worker\``, { retryAfter: 5 });
+      }
+      const needed = await this.estimate(model, up().map((w) => w.workerId));
+      // Read the fleet again after the await: heartbeats and other placements' claims have moved on.
+      const workers = up();
+      if (workers.length === 0) continue;
+      const best = this.bestPlan(model, workers, needed);
+      if (best) {
+        this.claim(model, best.target, best.victims);
+        return best;
+      }
+      // Models being loaded, unloaded or swapped out will settle; wait for them rather than fail.
+      if (Date.now() < deadline && workers.some((w) => this.fitsOnceSettled(model, w, needed))) {
+        await sleep(SETTLE_POLL_MS);
+        continue;
+      }
+      throw this.noRoom(model, workers, needed);
     }
-    const needed = await this.estimate(model, workers.map((w) => w.workerId));
+  }
+
+  /**
+   * Takes the plan's room at once, in the same turn as it was planned: the model shows as loading on
+   * the target (with its memory) and the victims as closing, so no other placement plans with them.
+   */
+  private claim(model: ModelConfig, target: Heartbeat, victims: readonly ResidentModel[]): void {
+    this.fleet.noteModel(target.workerId, {
+      id: model.id,
+      state: 'loading',
+      inFlight: 0,
+      queued: 0,
+      slots: model.slots,
+      lastUsedAt: Date.now(),
+      sizeBytes: this.estimates.get(model.id),
+    });
+    const until = Date.now() + (victims.some((v) => this.isBusy(v)) ? this.config.eviction.swapHoldMs : 0);
+    for (const victim of victims) this.closing.set(closingKey(target.workerId, victim.id), until);
+  }
+
+  private bestPlan(model: ModelConfig, workers: readonly Heartbeat[], needed: number): { target: Heartbeat; victims: ResidentModel[] } | undefined {
     const plans = workers
-      .map((worker) => ({ target: worker, victims: chooseVictims(this.resident(worker), worker.memory.freeBytes, needed, this.config.eviction.strategy, model.priority) }))
+      .map((worker) => ({
+        target: worker,
+        victims: chooseVictims(
+          this.resident(worker).filter((m) => !this.closing.has(closingKey(worker.workerId, m.id))),
+          worker.memory.freeBytes,
+          needed,
+          this.config.eviction.strategy,
+          model.priority,
+        ),
+      }))
       .filter((p): p is { target: Heartbeat; victims: ResidentModel[] } => p.victims !== null);
     const evicted = (p: { victims: ResidentModel[] }): number => p.victims.reduce((sum, v) => sum + (v.sizeBytes ?? 0), 0);
     plans.sort((a, b) => evicted(a) - evicted(b) || b.target.memory.freeBytes - a.target.memory.freeBytes);
-    const best = plans[0];
-    if (best) return best;
+    return plans[0];
+  }
+
+  /** Would the model fit once the worker's loading, unloading and closing models have settled and become evictable? */
+  private fitsOnceSettled(model: ModelConfig, worker: Heartbeat, needed: number): boolean {
+    const settling = (m: ResidentModel): boolean => m.state === 'loading' || m.state === 'unloading' || this.closing.has(closingKey(worker.workerId, m.id));
+    const resident = this.resident(worker);
+    if (!resident.some(settling)) return false;
+    const settled = resident.map((m) => (settling(m) ? { ...m, state: 'ready' as const } : m));
+    return chooseVictims(settled, worker.memory.freeBytes, needed, this.config.eviction.strategy, model.priority) !== null;
+  }
+
+  private noRoom(model: ModelConfig, workers: readonly Heartbeat[], needed: number): CortexError {
     const roomiest = workers.reduce((a, b) => (b.memory.freeBytes > a.memory.freeBytes ? b : a));
-    throw new CortexError(
+    return new CortexError(
       'insufficient_memory',
       `${model.id} needs about ${mib(needed)} and no worker can make room: ${roomiest.workerId} has the most free (${mib(roomiest.memory.freeBytes)}), and the models it could evict under '${this.config.eviction.strategy}' do not free enough (pinned or of higher priority); unload a model, raise worker.memory_budget, or add a worker`,
       { retryAfter: 10 },
     );
   }
 
-  private resident(worker: Heartbeat): ResidentModel[] {
-    return worker.models.map((m) => {
+  private resident(worker: Heartbeat | undefined): ResidentModel[] {
+    return (worker?.models ?? []).map((m) => {
       const config = this.byName.get(m.id);
-      return { ...m, pinned: this.pins.isPinned(m.id, config?.pinned ?? false), priority: config?.priority ?? 0 };
+      return {
+        ...m,
+        sizeBytes: m.sizeBytes ?? this.estimates.get(m.id),
+        pinned: this.pins.isPinned(m.id, config?.pinned ?? false),
+        priority: config?.priority ?? 0,
+      };
     });
   }
 
@@ -314,3 +434,12 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 }
 
 const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
+const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
+const closingKey = (workerId: string, modelId: string): string => `${workerId}\n${modelId}`;
+
+/** A request placed this recently may still be on its way to the worker: its model counts as busy. */
+const RECENT_USE_MS = 250;
+/** How often a placement that waits for models to settle looks again. */
+const SETTLE_POLL_MS = 50;
+/** A placement gives up this long before the gateway's timeout, so the client hears why. */
+const PLACEMENT_MARGIN_MS = 1_000;

@@ -13,6 +13,8 @@ export const ErrorCodes = {
   no_worker: { status: 503, type: 'service_unavailable' },
   service_unavailable: { status: 503, type: 'service_unavailable' },
   model_load_failed: { status: 503, type: 'service_unavailable' },
+  /** The worker answered but no longer (or not yet) holds the model, e.g. it is being swapped out. */
+  model_not_ready: { status: 503, type: 'service_unavailable' },
   insufficient_memory: { status: 503, type: 'service_unavailable' },
   timeout: { status: 504, type: 'timeout_error' },
   worker_lost: { status: 502, type: 'api_error' },

@@ -1,0 +1,86 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import type { LoadResult } from '@cortex/contracts';
+import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
+
+const user = [{ role: 'user' as const, content: 'Hi.' }];
+const fixture = (id: string, extra: Record<string, unknown> = {}) => ({ id, file: `fixture:${id}`, context_size: 512, slots: 1, ...extra });
+
+describe('fleet e2e - batching by model on a worker that holds one model at a time', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+
+  before(async () => {
+    stack = await startStack({
+      // cortex-loop at context 4096 needs ~5 MiB, cortex-chat ~1.06 MiB: the budget holds one or the other.
+      models: [fixture('cortex-loop', { context_size: 4096 }), fixture('cortex-chat')],
+      config: {
+        eviction: { strategy: 'lru', swap_hold_ms: 300 },
+        router: { max_waiting_per_model: 3 },
+        worker: { id: 'w1', memory_budget: Math.round(5.5 * 2 ** 20), heartbeat_ms: 100 },
+        log_level: 'info',
+      },
+    });
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('fleet - interleaved requests for two models queue and run model by model: one swap, none fails', async () => {
+    const loads = await watchBus<LoadResult>(stack.nc, 'llm.evt.v1.model.loaded');
+    const finished = await watchBus<{ model: string; status: number }>(stack.nc, 'llm.evt.v1.request.finished');
+    const models = ['cortex-loop', 'cortex-chat', 'cortex-loop', 'cortex-chat', 'cortex-loop', 'cortex-chat'];
+    const results = await Promise.all(
+      models.map(async (model, n) => {
+        // Staggered so the first model is loading when the second is asked for.
+        await new Promise((done) => setTimeout(done, n * 20));
+        return client.chat.completions.create({ model, messages: user, max_tokens: model === 'cortex-loop' ? 2_000 : undefined });
+      }),
+    );
+    assert.deepEqual(
+      results.map((r) => r.choices[0]?.finish_reason),
+      ['length', 'stop', 'length', 'stop', 'length', 'stop'],
+    );
+    await waitFor(() => finished.messages.length === 6, 3_000);
+    loads.stop();
+    finished.stop();
+    assert.deepEqual(loads.messages.map((l) => l.model), ['cortex-loop', 'cortex-chat'], 'each model loaded once for its whole batch');
+    assert.deepEqual(
+      finished.messages.map((f) => f.model),
+      ['cortex-loop', 'cortex-loop', 'cortex-loop', 'cortex-chat', 'cortex-chat', 'cortex-chat'],
+      'the loaded model finished its batch before the swap',
+    );
+  });
+
+  it('fleet - past router.max_waiting_per_model, requests waiting for a load get 429 with Retry-After', async () => {
+    const controller = new AbortController();
+    const long = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 }, { signal: controller.signal });
+    const reading = (async () => {
+      for await (const _chunk of long);
+    })().catch(() => undefined);
+    const ask = (): Promise<Response> =>
+      fetch(`${stack.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'cortex-chat', messages: user }),
+      });
+    // The loop model is busy, so cortex-chat waits for it to drain; only three may wait.
+    const waiting = [ask(), ask(), ask()];
+    await waitFor(() => stack.logs().includes('take new requests for 300 ms more'), 5_000);
+    await new Promise((done) => setTimeout(done, 500));
+    const refused = await Promise.all([ask(), ask()]);
+    for (const response of refused) {
+      assert.equal(response.status, 429);
+      assert.ok(Number(response.headers.get('retry-after')) > 0);
+      const body = (await response.json()) as { error: { message: string } };
+      assert.match(body.error.message, /3 requests already wait for cortex-chat to load/);
+    }
+    controller.abort();
+    await reading;
+    const served = await Promise.all(waiting);
+    assert.deepEqual(served.map((r) => r.status), [200, 200, 200]);
+  });
+});
