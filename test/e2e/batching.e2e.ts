@@ -47,10 +47,14 @@ describe('fleet e2e - batching by model on a worker that holds one model at a ti
     await waitFor(() => finished.messages.length === 6, 3_000);
     loads.stop();
     finished.stop();
-    assert.deepEqual(loads.messages.map((l) => l.model), ['cortex-loop', 'cortex-chat'], 'each model loaded once for its whole batch');
+    // Which model the worker gets first depends on which estimate answers first; either way each
+    // model is loaded once, and its whole batch finishes before the other model's.
+    const loaded = loads.messages.map((l) => l.model);
+    assert.equal(loaded.length, 2, `one load per model: ${loaded.join(', ')}`);
+    assert.deepEqual([...loaded].sort(), ['cortex-chat', 'cortex-loop']);
     assert.deepEqual(
       finished.messages.map((f) => f.model),
-      ['cortex-loop', 'cortex-loop', 'cortex-loop', 'cortex-chat', 'cortex-chat', 'cortex-chat'],
+      [loaded[0], loaded[0], loaded[0], loaded[1], loaded[1], loaded[1]],
       'the loaded model finished its batch before the swap',
     );
   });

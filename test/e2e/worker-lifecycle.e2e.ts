@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
 import type { FleetView, LoadProgress, StreamEvent, UnloadResult } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
+import { postSse, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Go.' }];
 
@@ -55,6 +55,24 @@ describe('worker lifecycle e2e', () => {
     const again = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     assert.equal(again.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text);
     assert.equal(await chatState(), 'ready');
+  });
+
+  it('lifecycle - a stream that waits for a cold load shows its progress, as comments and on request as reasoning', async () => {
+    await bus.request<UnloadResult>('llm.worker.v1.w1.unload', { model: 'cortex-chat' });
+    await waitFor(async () => (await chatState()) === undefined, 3_000);
+    const body = { model: 'cortex-chat', messages: user, stream: true };
+    const cold = await postSse(`${stack.baseUrl}/v1/chat/completions`, body, { 'x-cortex-load-progress': 'reasoning' });
+    assert.equal(cold.status, 200);
+    assert.match(cold.raw, /^: loading cortex-chat on w1: 100%$/m);
+    const chunks = cold.messages.filter((m) => m.data !== '[DONE]').map((m) => JSON.parse(m.data) as { choices: Array<{ delta: { content?: string; reasoning_content?: string } }> });
+    const reasoning = chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? '').join('');
+    const content = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
+    assert.match(reasoning, /^(loading cortex-chat on w1: \d+%\n)+$/);
+    assert.match(reasoning, /: 100%\n$/);
+    assert.equal(content, fixtureModel('cortex-chat').expected.text);
+    // Warm, and without the header: nothing but the answer.
+    const warm = await postSse(`${stack.baseUrl}/v1/chat/completions`, body);
+    assert.doesNotMatch(warm.raw, /loading/);
   });
 
   it('lifecycle - unloading a model that is not there is a clear not_found', async () => {

@@ -5,6 +5,7 @@ import { BusModule } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { PlacementService } from './placement/placement.service.js';
+import { AffinityTable } from './placement/affinity.table.js';
 import { LoadLease } from './placement/load-lease.js';
 import { PinStore } from './placement/pin.store.js';
 import { RouterController } from './router.controller.js';
@@ -21,6 +22,7 @@ export class RouterModule {
         { provide: CONFIG, useValue: config },
         { provide: ROUTER_ID, useValue: `router-${hostname()}-${process.pid}` },
         FleetRegistry,
+        AffinityTable,
         LoadLease,
         PinStore,
         PlacementService,

@@ -25,6 +25,17 @@ export class GatewayConfig {
   @IsInt() @Min(500) streamIdleTimeoutMs = 10_000;
   /** SSE comment frames while waiting, so proxies and clients keep the connection. */
   @IsInt() @Min(100) keepAliveMs = 5_000;
+  /**
+   * How a stream that waits for a cold load shows its progress: `comments` (SSE comment lines, which
+   * every client ignores), or `reasoning` (also as reasoning text in Chat Completions streams, which
+   * chat UIs display). A request can choose with the header `x-cortex-load-progress`.
+   */
+  @IsIn(['comments', 'reasoning']) loadProgress: 'comments' | 'reasoning' = 'comments';
+  /**
+   * Headers that name a client's session, first match wins (Claude Code, Codex, generic); requests of
+   * one session go to the worker that holds its prompt prefix (see `router.affinity`).
+   */
+  @IsArray() @IsString({ each: true }) sessionHeaders: string[] = ['x-claude-code-session-id', 'session-id', 'session_id', 'x-session-id', 'x-session-affinity'];
   /** Which API families this gateway serves. */
   @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();
 }

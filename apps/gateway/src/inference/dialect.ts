@@ -12,6 +12,12 @@ export interface DialectStream {
   settle?(): Promise<void>;
   /** What to send when the request fails after the response has started. */
   errorFrames(error: ErrorBody): SseOut[];
+  /**
+   * Frames that show a cold load's progress as reasoning text (`gateway.load_progress: reasoning`).
+   * Only dialects whose streams are not stored and replayed offer it: in Responses and Anthropic
+   * Messages the text would become part of the conversation the client sends back.
+   */
+  progress?(text: string): SseOut[];
   /** OpenAI-style `data: [DONE]` terminator. */
   readonly terminator: boolean;
 }

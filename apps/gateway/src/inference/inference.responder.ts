@@ -1,11 +1,12 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CortexError } from '@cortex/contracts';
+import { sessionFromHeaders } from '@cortex/wire';
 import { sendError, toCortexError } from '../http/error-response.js';
 import { requestIdOf } from '../http/request-id.js';
 import { SseWriter } from '../http/sse.writer.js';
 import type { StreamEvent } from '@cortex/contracts';
-import type { DialectAdapter, SseOut } from './dialect.js';
+import type { DialectAdapter, DialectStream, SseOut } from './dialect.js';
 import { InferenceService, type InferenceRun } from './inference.service.js';
 
 /**
@@ -30,11 +31,13 @@ export class InferenceResponder {
     let settle: (() => Promise<void>) | null = null;
     try {
       const request = await run.decode(req.body);
+      request.affinityKey = sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders) ?? request.affinityKey;
       const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: req.headers };
       if (request.stream) {
         const renderer = adapter.stream(request, meta, run.state);
         errorFrames = (error) => renderer.errorFrames(error.toBody());
         settle = () => renderer.settle?.() ?? Promise.resolve();
+        this.showLoadProgress(run, sse, renderer, req.headers['x-cortex-load-progress']);
         await this.stream(run, sse, renderer.frames.bind(renderer), settle);
         if (!sse.closed) this.finishStream(sse, renderer.terminator);
       } else {
@@ -76,6 +79,21 @@ export class InferenceResponder {
     } finally {
       clearInterval(keepAlive);
     }
+  }
+
+  /**
+   * While the request waits for a cold load: a comment line per progress step, and with
+   * `load_progress: reasoning` (config, or the request's `x-cortex-load-progress` header) the same
+   * line as reasoning text where the dialect offers it.
+   */
+  private showLoadProgress(run: InferenceRun, sse: SseWriter, renderer: DialectStream, header: string | string[] | undefined): void {
+    const asked = typeof header === 'string' ? header.toLowerCase() : undefined;
+    const mode = asked === 'reasoning' || asked === 'comments' ? asked : this.inference.config.gateway.loadProgress;
+    run.onLoadProgress = (progress) => {
+      const line = `loading ${progress.model} on ${progress.workerId}: ${Math.round(progress.fraction * 100)}%`;
+      sse.comment(line);
+      if (mode === 'reasoning' && renderer.progress) for (const frame of renderer.progress(`${line}\n`)) write(sse, frame);
+    };
   }
 
   private finishStream(sse: SseWriter, terminator: boolean): void {

@@ -16,7 +16,9 @@ import {
   type FinishReason,
   type GenerateAccepted,
   type GenerateCommand,
+  type LoadProgress,
   type Placement,
+  type PlaceRequest,
   type RequestFinishedEvent,
   type StreamEvent,
   type TokenCount,
@@ -32,6 +34,8 @@ export class InferenceRun {
   /** Dialect state from the translator (see DecodedRequest). */
   state: unknown = undefined;
   placement: Placement | null = null;
+  /** Called with the progress of a cold load this request waits for. */
+  onLoadProgress: ((progress: LoadProgress) => void) | null = null;
   private placeMs: number | null = null;
   private reader: StreamReader | null = null;
   private finished = false;
@@ -100,11 +104,27 @@ export class InferenceRun {
   private async place(exclude: string[]): Promise<string> {
     const request = this.required();
     const placeStarted = performance.now();
-    this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, { model: request.model, requestId: this.requestId, exclude }, {
+    const modelId = this.service.config.models.find((m) => m.id === request.model || m.aliases?.includes(request.model))?.id ?? request.model;
+    const progress = this.onLoadProgress
+      ? this.service.bus.subscribe(Subjects.modelLoading, (data) => {
+          const event = data as LoadProgress;
+          if (event.model === modelId) this.onLoadProgress?.(event);
+        })
+      : null;
+    try {
+      return await this.askRouter(request, exclude);
+    } finally {
+      progress?.unsubscribe();
+      this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
+    }
+  }
+
+  private async askRouter(request: CanonicalRequest, exclude: string[]): Promise<string> {
+    const place: PlaceRequest = { model: request.model, requestId: this.requestId, exclude, ...(request.affinityKey && { affinity: request.affinityKey }) };
+    this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, place, {
       requestId: this.requestId,
       timeoutMs: this.service.config.gateway.placementTimeoutMs,
     });
-    this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
     return this.placement.workerId;
   }
 

@@ -12,6 +12,7 @@ export const openAiChatAdapter: DialectAdapter = {
     return {
       terminator: true,
       frames: (event) => encoder.encode(event).map((data) => ({ data })),
+      progress: (text) => encoder.encode({ seq: 0, type: 'reasoning', text }).map((data) => ({ data })),
       errorFrames: (error) => [{ data: openAiError(error) }],
     };
   },

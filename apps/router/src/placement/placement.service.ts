@@ -17,6 +17,7 @@ import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { chooseVictims, type ResidentModel } from '../eviction/eviction.policy.js';
 import { LoadLease } from './load-lease.js';
 import { PinStore } from './pin.store.js';
+import { AffinityTable } from './affinity.table.js';
 
 /**
  * Decides where a model runs: ready somewhere → least loaded; loading somewhere → wait for it;
@@ -51,6 +52,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     private readonly bus: BusClient,
     private readonly lease: LoadLease,
     private readonly pins: PinStore,
+    private readonly affinity: AffinityTable,
   ) {
     for (const model of config.models) {
       this.byName.set(model.id, model);
@@ -68,17 +70,35 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     if (this.sweeper) clearInterval(this.sweeper);
   }
 
-  async place(name: string, exclude: readonly string[] = []): Promise<Placement> {
+  async place(name: string, exclude: readonly string[] = [], affinity?: string): Promise<Placement> {
     const model = this.byName.get(name);
     if (!model) {
       const known = this.config.models.map((m) => m.id).join(', ') || 'none';
       throw new CortexError('model_not_found', `The model '${name}' does not exist; available: ${known}`, { param: 'model' });
     }
-    if (exclude.length > 0) return this.placeAvoiding(model, exclude);
-    const ready = this.pick(model.id, 'ready');
-    const placement = ready ? { model: model.id, workerId: ready.workerId, coldStart: false } : await this.waitForLoad(model);
-    this.fleet.touch(placement.workerId, model.id);
+    let placement: Placement;
+    if (exclude.length > 0) {
+      placement = await this.placeAvoiding(model, exclude);
+    } else {
+      const ready = (affinity && this.affine(model.id, affinity)) || this.pick(model.id, 'ready');
+      placement = ready ? { model: model.id, workerId: ready.workerId, coldStart: false } : await this.waitForLoad(model);
+      this.fleet.touch(placement.workerId, model.id);
+    }
+    if (affinity) this.affinity.remember(affinity, model.id, placement.workerId);
     return placement;
+  }
+
+  /**
+   * The worker that served this conversation before, while it still has the model ready and no
+   * request queued for it there: its sequences hold the conversation's prefix, which beats a less
+   * loaded worker that would evaluate the whole prompt again.
+   */
+  private affine(modelId: string, affinity: string): Heartbeat | undefined {
+    const workerId = this.affinity.workerFor(affinity, modelId);
+    if (!workerId || this.isClosed(workerId, modelId)) return undefined;
+    const worker = this.worker(workerId);
+    const entry = worker?.models.find((m) => m.id === modelId && m.state === 'ready');
+    return entry && entry.queued === 0 ? worker : undefined;
   }
 
   /** Joins (or starts) the model's load; a bounded number of requests may wait for it. */
@@ -270,8 +290,9 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     return until !== undefined && Date.now() >= until;
   }
 
+  /** The least loaded worker with the model in this state; equally loaded ones take turns. */
   private pick(modelId: string, state: 'ready' | 'loading', exclude: readonly string[] = []): Heartbeat | undefined {
-    let best: Heartbeat | undefined;
+    let best: Heartbeat[] = [];
     let bestLoad = Infinity;
     for (const worker of this.fleet.available()) {
       if (exclude.includes(worker.workerId) || this.isClosed(worker.workerId, modelId)) continue;
@@ -279,12 +300,16 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
       if (!entry) continue;
       const load = entry.inFlight + entry.queued;
       if (load < bestLoad) {
-        best = worker;
+        best = [worker];
         bestLoad = load;
+      } else if (load === bestLoad) {
+        best.push(worker);
       }
     }
-    return best;
+    return best[this.turn++ % Math.max(1, best.length)];
   }
+
+  private turn = 0;
 
   /**
    * Where to load: a worker it fits on now (most free memory first), else the one where evicting

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { CortexError, type DecodedRequest } from '@cortex/contracts';
 import {
+  affinityKey,
   conversationMessages,
   decodeResponsesRequest,
   inputItemId,
@@ -24,6 +25,9 @@ export class ResponsesService {
     const decoded = decodeResponsesRequest(body);
     const responseId = `resp_${randomBytes(16).toString('hex')}`;
     let history: ResponsesItem[] = [];
+    // The conversation's worker affinity: the client's cache key, else the conversation, else the
+    // chain's first response (each response stores the key it ran under, and follow-ups inherit it).
+    let affinity = decoded.request.affinityKey;
     if (decoded.previousResponseId) {
       const previous = await this.store.get(decoded.previousResponseId);
       if (!previous) {
@@ -32,9 +36,13 @@ export class ResponsesService {
         });
       }
       history = [...previous.history, ...previous.input, ...previous.resource.output];
+      affinity ??= previous.affinityKey ?? affinityKey.response(previous.resource.id);
     } else if (decoded.conversation) {
       history = await this.store.conversation(decoded.conversation);
+      affinity ??= affinityKey.conversation(decoded.conversation);
     }
+    // An unstored response cannot be continued, so it starts no chain worth remembering.
+    if (decoded.store) affinity ??= affinityKey.response(responseId);
     const referenced = await this.referencedItems(decoded.itemReferences);
     const input = resolveItemReferences(decoded.input, referenced).map((item, i) =>
       item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item,
@@ -49,13 +57,20 @@ export class ResponsesService {
       input,
       history,
       ...(decoded.conversation !== undefined && { conversation: decoded.conversation }),
+      affinityKey: affinity,
     };
-    return { request: { ...decoded.request, messages }, state };
+    return { request: { ...decoded.request, messages, affinityKey: affinity }, state };
   }
 
   async save(state: ResponsesState, resource: ResponseResource): Promise<void> {
     if (!state.store) return;
-    const stored: StoredResponse = { resource, input: state.input, history: state.history, ...(state.conversation && { conversation: state.conversation }) };
+    const stored: StoredResponse = {
+      resource,
+      input: state.input,
+      history: state.history,
+      ...(state.conversation && { conversation: state.conversation }),
+      ...(state.affinityKey && { affinityKey: state.affinityKey }),
+    };
     await this.store.put(stored);
     if (state.conversation) await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
   }

@@ -94,7 +94,8 @@ export class LlamaEngineModel implements EngineModel {
       );
     }
     const grammar = request.responseFormat ? await this.grammarFor(request.responseFormat) : null;
-    const sequence = await this.pool.acquire(signal);
+    // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
+    const sequence = await this.pool.acquire(signal, (candidate) => candidate.compareContextTokens(prompt).firstDifferentIndex);
     try {
       await this.run(job, sequence, prompt, stops, grammar, emit);
     } finally {

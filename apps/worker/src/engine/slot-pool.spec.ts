@@ -34,4 +34,13 @@ describe('slot pool', () => {
     await assert.rejects(waiting, /client gone/);
     assert.equal(pool.queued, 0);
   });
+
+  it('slot pool - a free slot the preference scores highest is taken first', async () => {
+    const prefix: Record<string, number> = { a: 3, b: 40, c: 7 };
+    const pool = new SlotPool(['a', 'b', 'c'], 0);
+    assert.equal(await pool.acquire(undefined, (slot) => prefix[slot] ?? 0), 'b');
+    assert.equal(await pool.acquire(undefined, (slot) => prefix[slot] ?? 0), 'c');
+    assert.equal(await pool.acquire(), 'a');
+    assert.equal(pool.inUse, 3);
+  });
 });

@@ -33,10 +33,22 @@ export class SlotPool<T> {
     return this.waiters.length;
   }
 
-  /** Resolves with a slot; rejects with `busy` when the queue is full, or the abort reason. */
-  acquire(signal?: AbortSignal): Promise<T> {
-    const slot = this.free.pop();
-    if (slot !== undefined) {
+  /**
+   * Resolves with a slot — among free ones, the one `preference` scores highest (e.g. the sequence
+   * sharing the longest prompt prefix), else the most recently released; rejects with `busy` when the
+   * queue is full, or with the abort reason.
+   */
+  acquire(signal?: AbortSignal, preference?: (slot: T) => number): Promise<T> {
+    if (this.free.length > 0) {
+      let at = this.free.length - 1;
+      if (preference && this.free.length > 1) {
+        let best = preference(this.free[at] as T);
+        for (let i = at - 1; i >= 0; i--) {
+          const score = preference(this.free[i] as T);
+          if (score > best) [best, at] = [score, i];
+        }
+      }
+      const [slot] = this.free.splice(at, 1) as [T];
       this.inUse++;
       return Promise.resolve(slot);
     }

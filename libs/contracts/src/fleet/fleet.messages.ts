@@ -1,5 +1,5 @@
 import { Type } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, Min, ValidateNested, IsArray } from 'class-validator';
+import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, MaxLength, Min, ValidateNested, IsArray } from 'class-validator';
 
 export const MODEL_STATES = ['loading', 'ready', 'unloading', 'failed'] as const;
 export type ModelState = (typeof MODEL_STATES)[number];
@@ -143,6 +143,8 @@ export class PlaceRequest {
   @IsOptional() @IsString() requestId?: string;
   /** Workers not to use (a retry after one of them failed). */
   @IsOptional() @IsArray() @IsString({ each: true }) exclude?: string[];
+  /** The request's conversation (CanonicalRequest.affinityKey): prefer the worker that served it. */
+  @IsOptional() @IsString() @MaxLength(512) affinity?: string;
 }
 
 export interface Placement {

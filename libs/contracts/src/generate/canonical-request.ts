@@ -69,4 +69,10 @@ export class CanonicalRequest {
   @IsOptional() @IsIn([true, false]) includeUsage?: boolean;
   /** The client asked to see reasoning (Anthropic `thinking`); dialects that always show it ignore this. */
   @IsOptional() @IsIn([true, false]) showReasoning?: boolean;
+  /**
+   * Names the conversation this request continues (a session header, `prompt_cache_key`,
+   * `conversation`, the first response of a `previous_response_id` chain), so the router can send it
+   * to the worker that already holds its prompt prefix.
+   */
+  @IsOptional() @IsString() @MaxLength(512) affinityKey?: string;
 }

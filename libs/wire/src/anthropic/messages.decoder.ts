@@ -1,4 +1,5 @@
 import type { CanonicalMessage, CanonicalRequest, ResponseFormat, Sampling, ToolCall, ToolDefinition } from '@cortex/contracts';
+import { sessionFromAnthropicUserId } from '../affinity.js';
 import {
   array,
   fail,
@@ -51,7 +52,9 @@ export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
   const toolChoice = decodeToolChoice(body.tool_choice, tools);
   if (toolChoice === 'none') tools = undefined;
 
-  if (body.metadata !== undefined && body.metadata !== null) object(body.metadata, 'metadata');
+  const metadata = body.metadata === undefined || body.metadata === null ? undefined : object(body.metadata, 'metadata');
+  if (metadata?.user_id !== undefined && metadata.user_id !== null) string(metadata.user_id, 'metadata.user_id');
+  const session = sessionFromAnthropicUserId(metadata?.user_id);
   const thinking = decodeThinking(body.thinking);
 
   const request: CanonicalRequest = {
@@ -64,6 +67,7 @@ export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
   if (toolChoice && toolChoice !== 'none') request.toolChoice = toolChoice;
   const format = decodeOutputFormat(body.output_config);
   if (format) request.responseFormat = format;
+  if (session) request.affinityKey = session;
   return { request, thinking };
 }
 

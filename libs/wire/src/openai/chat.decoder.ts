@@ -1,4 +1,5 @@
 import type { CanonicalMessage, CanonicalRequest, ResponseFormat, Sampling, ToolCall, ToolDefinition } from '@cortex/contracts';
+import { affinityKey } from '../affinity.js';
 import {
   array,
   fail,
@@ -44,6 +45,8 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
     if (!request.stream) fail('stream_options', 'is only allowed when stream is true');
     request.includeUsage = optionalBoolean(options.include_usage, 'stream_options.include_usage') ?? false;
   }
+  const cacheKey = optionalString(body.prompt_cache_key, 'prompt_cache_key');
+  if (cacheKey) request.affinityKey = affinityKey.promptCacheKey(cacheKey);
   return request;
 }
 

@@ -1,3 +1,4 @@
+import { affinityKey } from '../affinity.js';
 import type { CanonicalRequest, ResponseFormat, Sampling, ToolDefinition } from '@cortex/contracts';
 import {
   array,
@@ -98,6 +99,8 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
   if (choice.canonical !== 'none' && choice.tools.length > 0) request.tools = choice.tools;
   if (choice.canonical !== undefined && choice.canonical !== 'none') request.toolChoice = choice.canonical;
   if (text.format) request.responseFormat = text.format;
+  const cacheKey = optionalString(body.prompt_cache_key, 'prompt_cache_key');
+  if (cacheKey) request.affinityKey = affinityKey.promptCacheKey(cacheKey);
 
   const store = optionalBoolean(body.store, 'store') ?? true;
   const metadata = decodeMetadata(body.metadata);
@@ -127,7 +130,7 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
     service_tier: decodeServiceTier(body.service_tier),
     metadata,
     safety_identifier: optionalString(body.safety_identifier, 'safety_identifier') ?? null,
-    prompt_cache_key: optionalString(body.prompt_cache_key, 'prompt_cache_key') ?? null,
+    prompt_cache_key: cacheKey ?? null,
   };
   if (conversation !== undefined) echo.conversation = { id: conversation };
 

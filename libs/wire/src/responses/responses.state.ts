@@ -12,6 +12,8 @@ export interface ResponsesState {
   /** The conversation before this input (from `previous_response_id` or `conversation`). */
   history: ResponsesItem[];
   conversation?: string;
+  /** See CanonicalRequest.affinityKey; responses that continue this one inherit it. */
+  affinityKey?: string;
 }
 
 /** One stored response: enough to show it again, list its input, and continue from it. */
@@ -20,6 +22,8 @@ export interface StoredResponse {
   input: ResponsesItem[];
   history: ResponsesItem[];
   conversation?: string;
+  /** The conversation's affinity key, inherited by responses that continue this one. */
+  affinityKey?: string;
 }
 
 /** Input item ids name their response like output item ids do: `in_<response hex>_<index>`. */

@@ -1,0 +1,80 @@
+import { createHash } from 'node:crypto';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Kvm, type KV } from '@nats-io/kv';
+import { BusClient } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+
+const BUCKET = 'cortex_affinity';
+/** Bindings one router keeps in memory; the oldest go first (KV keeps them for every router). */
+const MAX_BINDINGS = 100_000;
+
+interface Binding {
+  workerId: string;
+  /** When the binding was last written to KV (epoch ms). */
+  at: number;
+}
+
+/**
+ * Which worker served a conversation last, per model: follow-ups go there so the worker reuses the
+ * prompt prefix it still holds. Bindings live in the KV bucket `cortex_affinity` (TTL
+ * `router.affinity_ttl_s`), watched by every router, so any replica routes a follow-up the same way
+ * and a restarted router loses nothing. A binding is written only when it changes, or when half its
+ * TTL has passed, so a steady conversation costs no writes.
+ */
+@Injectable()
+export class AffinityTable implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('affinity');
+  private readonly bindings = new Map<string, Binding>();
+  private kv: KV | null = null;
+  private stopWatch: (() => void) | null = null;
+
+  constructor(
+    private readonly bus: BusClient,
+    @Inject(CONFIG) private readonly config: CortexConfig,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    if (!this.config.router.affinity) return;
+    this.kv = await new Kvm(this.bus.nc).create(BUCKET, { history: 1, ttl: this.config.router.affinityTtlS * 1000 });
+    const watch = await this.kv.watch();
+    this.stopWatch = () => watch.stop();
+    void (async () => {
+      for await (const entry of watch) {
+        if (entry.operation === 'PUT') this.bind(entry.key, { workerId: entry.string(), at: entry.created.getTime() });
+        else this.bindings.delete(entry.key);
+      }
+    })().catch((error: Error) => this.logger.warn(`affinity watch ended: ${error.message}`));
+  }
+
+  onModuleDestroy(): void {
+    this.stopWatch?.();
+  }
+
+  /** The worker that last served this conversation with this model, if it is still remembered. */
+  workerFor(affinity: string, model: string): string | undefined {
+    const binding = this.bindings.get(bindingKey(affinity, model));
+    if (!binding || Date.now() - binding.at > this.config.router.affinityTtlS * 1000) return undefined;
+    return binding.workerId;
+  }
+
+  remember(affinity: string, model: string, workerId: string): void {
+    if (!this.kv) return;
+    const key = bindingKey(affinity, model);
+    const known = this.bindings.get(key);
+    const now = Date.now();
+    if (known?.workerId === workerId && now - known.at < (this.config.router.affinityTtlS * 1000) / 2) return;
+    this.bind(key, { workerId, at: now });
+    this.kv.put(key, workerId).catch((error: Error) => this.logger.warn(`could not store an affinity binding: ${error.message}`));
+  }
+
+  private bind(key: string, binding: Binding): void {
+    this.bindings.delete(key);
+    this.bindings.set(key, binding);
+    if (this.bindings.size > MAX_BINDINGS) this.bindings.delete(this.bindings.keys().next().value as string);
+  }
+}
+
+/** KV keys allow few characters, and affinity keys are client text: a digest of model and key. */
+function bindingKey(affinity: string, model: string): string {
+  return `a.${createHash('sha256').update(model).update('\0').update(affinity).digest('base64url').slice(0, 32)}`;
+}

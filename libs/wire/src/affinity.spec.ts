@@ -1,0 +1,47 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CortexError } from '@cortex/contracts';
+import { sessionFromAnthropicUserId, sessionFromHeaders } from './affinity.js';
+import { decodeChatRequest } from './openai/chat.decoder.js';
+import { decodeMessagesRequest } from './anthropic/messages.decoder.js';
+import { decodeResponsesRequest } from './responses/responses.decoder.js';
+
+const names = ['x-claude-code-session-id', 'session-id', 'x-session-id'];
+
+describe('affinity keys', () => {
+  it('affinity - the first named session header wins; blank ones are skipped', () => {
+    assert.equal(sessionFromHeaders({ 'x-session-id': 'b', 'x-claude-code-session-id': 'a' }, names), 'session:a');
+    assert.equal(sessionFromHeaders({ 'x-claude-code-session-id': '  ', 'session-id': ['c', 'd'] }, names), 'session:c');
+    assert.equal(sessionFromHeaders({ authorization: 'Bearer x' }, names), undefined);
+  });
+
+  it('affinity - Claude Code metadata.user_id gives its session, in both formats; a plain user id gives none', () => {
+    const uuid = '57a121ec-f78c-48c3-a745-e3036a3ecc33';
+    assert.equal(sessionFromAnthropicUserId(JSON.stringify({ device_id: 'x', account_uuid: '', session_id: uuid })), `session:${uuid}`);
+    assert.equal(sessionFromAnthropicUserId(`user_abc123_account__session_${uuid}`), `session:${uuid}`);
+    assert.equal(sessionFromAnthropicUserId('user-42'), undefined);
+    assert.equal(sessionFromAnthropicUserId('{not json'), undefined);
+    assert.equal(sessionFromAnthropicUserId(undefined), undefined);
+  });
+
+  it('affinity - the header and the metadata name the same session with the same key', () => {
+    const uuid = '5c0d2b1e-5a47-4d1b-9d7e-2f3f1d0b9a11';
+    assert.equal(sessionFromHeaders({ 'x-claude-code-session-id': uuid }, names), sessionFromAnthropicUserId(JSON.stringify({ session_id: uuid })));
+  });
+
+  it('affinity - each dialect decodes its conversation key into the canonical request', () => {
+    const user = [{ role: 'user', content: 'Hi.' }];
+    assert.equal(decodeChatRequest({ model: 'm', messages: user, prompt_cache_key: 'k1' }).affinityKey, 'pck:k1');
+    assert.equal(decodeChatRequest({ model: 'm', messages: user }).affinityKey, undefined);
+    assert.equal(decodeResponsesRequest({ model: 'm', input: 'Hi.', prompt_cache_key: 'k2' }).request.affinityKey, 'pck:k2');
+    const anthropic = decodeMessagesRequest({ model: 'm', max_tokens: 8, messages: user, metadata: { user_id: '{"session_id":"s-1"}' } });
+    assert.equal(anthropic.request.affinityKey, 'session:s-1');
+  });
+
+  it('affinity - a metadata.user_id that is not a string is a 400 naming it', () => {
+    assert.throws(
+      () => decodeMessagesRequest({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'Hi.' }], metadata: { user_id: 7 } }),
+      (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === 'metadata.user_id',
+    );
+  });
+});

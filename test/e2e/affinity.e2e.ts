@@ -1,0 +1,127 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { BusClient } from '@cortex/bus';
+import type { FleetView, RequestFinishedEvent } from '@cortex/contracts';
+import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
+
+type Turn = { role: 'user' | 'assistant'; content: string };
+
+/**
+ * Two workers both hold cortex-chat. Without a conversation key equally loaded workers take turns;
+ * with one, every follow-up goes back to the worker that holds the conversation's prefix.
+ */
+describe('affinity e2e', () => {
+  let stack: TestStack;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+  let finished: { messages: RequestFinishedEvent[]; stop: () => void };
+
+  before(async () => {
+    stack = await startStack({
+      services: ['router', 'translator', 'worker', 'gateway'],
+      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 1024, slots: 2 }],
+      config: { worker: { id: 'w1', heartbeat_ms: 200 } },
+    });
+    stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
+    const bus = new BusClient(stack.nc, 10_000);
+    await waitFor(async () => (await bus.request<FleetView>('llm.router.v1.fleet', {})).workers.filter((w) => w.up).length === 2, 30_000);
+    for (const worker of ['w1', 'w2']) await bus.request('llm.router.v1.load', { model: 'cortex-chat', worker });
+    openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0 });
+    finished = await watchBus<RequestFinishedEvent>(stack.nc, 'llm.evt.v1.request.finished');
+  });
+
+  after(async () => {
+    finished?.stop();
+    await stack?.stop();
+  });
+
+  /** The worker each of the last `n` requests ran on, once their request-finished events are in. */
+  async function workersOfLast(n: number, before: number): Promise<string[]> {
+    await waitFor(() => finished.messages.length >= before + n, 5_000);
+    return finished.messages.slice(before, before + n).map((e) => e.workerId ?? 'none');
+  }
+
+  async function chatConversation(turns: number, headers: Record<string, string>, body: Record<string, unknown> = {}): Promise<number[]> {
+    const messages: Turn[] = [];
+    const cached: number[] = [];
+    for (let turn = 0; turn < turns; turn++) {
+      messages.push({ role: 'user', content: `Question number ${turn + 1}, please.` });
+      const reply = await openai.chat.completions.create({ model: 'cortex-chat', messages, ...body }, { headers });
+      messages.push({ role: 'assistant', content: reply.choices[0]?.message.content ?? '' });
+      cached.push(reply.usage?.prompt_tokens_details?.cached_tokens ?? 0);
+    }
+    return cached;
+  }
+
+  it('affinity - without a conversation key, equally loaded workers take turns', async () => {
+    const seen = finished.messages.length;
+    await chatConversation(2, {});
+    const [first, second] = await workersOfLast(2, seen);
+    assert.notEqual(first, second, 'consecutive requests spread over both workers');
+  });
+
+  it('affinity - a session header keeps a conversation on one worker, which reuses its prefix', async () => {
+    const seen = finished.messages.length;
+    const cached = await chatConversation(4, { 'x-session-id': 'chat-session-1' });
+    const workers = await workersOfLast(4, seen);
+    assert.equal(new Set(workers).size, 1, `all turns on one worker: ${workers.join(', ')}`);
+    for (const [turn, tokens] of cached.slice(1).entries()) assert.ok(tokens > 0, `turn ${turn + 2} read its prefix from the cache (${cached.join(', ')})`);
+  });
+
+  it('affinity - prompt_cache_key does the same for a client that sends no session header', async () => {
+    const seen = finished.messages.length;
+    await chatConversation(3, {}, { prompt_cache_key: 'agent-7' });
+    assert.equal(new Set(await workersOfLast(3, seen)).size, 1);
+  });
+
+  it('affinity - a previous_response_id chain follows its first response', async () => {
+    const seen = finished.messages.length;
+    let previous: string | undefined;
+    const cached: number[] = [];
+    for (let turn = 0; turn < 3; turn++) {
+      const response = await openai.responses.create({ model: 'cortex-chat', input: `Step ${turn + 1}.`, ...(previous && { previous_response_id: previous }) });
+      previous = response.id;
+      cached.push(response.usage?.input_tokens_details.cached_tokens ?? 0);
+    }
+    assert.equal(new Set(await workersOfLast(3, seen)).size, 1);
+    assert.ok(cached.slice(1).every((tokens) => tokens > 0), `follow-ups reuse the prefix: ${cached.join(', ')}`);
+  });
+
+  it('affinity - Claude Code sessions (metadata.user_id) stay on one worker', async () => {
+    const seen = finished.messages.length;
+    const metadata = { user_id: JSON.stringify({ device_id: 'd1', account_uuid: '', session_id: '5c0d2b1e-5a47-4d1b-9d7e-2f3f1d0b9a11' }) };
+    const messages: Turn[] = [];
+    for (let turn = 0; turn < 3; turn++) {
+      messages.push({ role: 'user', content: `Task ${turn + 1}.` });
+      const reply = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 64, messages, metadata });
+      messages.push({ role: 'assistant', content: reply.content.map((block) => (block.type === 'text' ? block.text : '')).join('') });
+    }
+    assert.equal(new Set(await workersOfLast(3, seen)).size, 1);
+  });
+
+  it('affinity - a restarted router rebuilds the fleet from heartbeats and keeps its bindings from KV', async () => {
+    const session = { 'x-session-id': 'survives-a-router-restart' };
+    let seen = finished.messages.length;
+    await chatConversation(1, session);
+    const [bound] = await workersOfLast(1, seen);
+    const loads = await watchBus<{ model: string }>(stack.nc, 'llm.evt.v1.model.loaded');
+    const router = stack.processes.get('router');
+    assert.ok(router, 'the router process');
+    router.kill('SIGKILL');
+    stack.spawnService('router');
+    const bus = new BusClient(stack.nc, 1_000);
+    await waitFor(async () => {
+      const fleet = await bus.request<FleetView>('llm.router.v1.fleet', {}).catch(() => null);
+      return fleet?.workers.filter((w) => w.up && w.models.some((m) => m.id === 'cortex-chat' && m.state === 'ready')).length === 2;
+    }, 30_000);
+    seen = finished.messages.length;
+    await chatConversation(3, session);
+    const workers = await workersOfLast(3, seen);
+    loads.stop();
+    assert.deepEqual(workers, [bound, bound, bound], 'the new router sends the session where the old one did');
+    assert.equal(loads.messages.length, 0, 'nothing was loaded again');
+  });
+});
