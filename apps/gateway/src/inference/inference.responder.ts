@@ -82,17 +82,18 @@ export class InferenceResponder {
   }
 
   /**
-   * While the request waits for a cold load: a comment line per progress step, and with
-   * `load_progress: reasoning` (config, or the request's `x-cortex-load-progress` header) the same
-   * line as reasoning text where the dialect offers it.
+   * While the request waits for a cold load: with `load_progress: reasoning` (config, or the
+   * request's `x-cortex-load-progress` header) each progress step as reasoning text where the dialect
+   * offers it, and as a comment line once the stream has started (progress alone does not start it, so
+   * a load that fails can still be answered with a real HTTP status).
    */
   private showLoadProgress(run: InferenceRun, sse: SseWriter, renderer: DialectStream, header: string | string[] | undefined): void {
     const asked = typeof header === 'string' ? header.toLowerCase() : undefined;
     const mode = asked === 'reasoning' || asked === 'comments' ? asked : this.inference.config.gateway.loadProgress;
     run.onLoadProgress = (progress) => {
       const line = `loading ${progress.model} on ${progress.workerId}: ${Math.round(progress.fraction * 100)}%`;
-      sse.comment(line);
       if (mode === 'reasoning' && renderer.progress) for (const frame of renderer.progress(`${line}\n`)) write(sse, frame);
+      if (sse.isStarted) sse.comment(line);
     };
   }
 

@@ -112,10 +112,11 @@ export class InferenceRun {
         })
       : null;
     try {
-      return await this.askRouter(request, exclude);
+      const workerId = await this.askRouter(request, exclude);
+      this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
+      return workerId;
     } finally {
       progress?.unsubscribe();
-      this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
     }
   }
 
