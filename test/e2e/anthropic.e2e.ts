@@ -100,6 +100,24 @@ describe('anthropic messages e2e', () => {
     });
     assert.equal(second.stop_reason, 'end_turn');
     assert.equal((second.content[0] as Anthropic.TextBlock).text, tools.expected.afterToolResult?.text);
+
+    // tool_choice any: the same turn must be a tool call instead, streamed through the SDK's helper.
+    const forced = await client.messages
+      .stream({
+        model: 'cortex-tools',
+        max_tokens: 128,
+        tools: [weatherTool],
+        tool_choice: { type: 'any', disable_parallel_tool_use: true },
+        messages: [
+          { role: 'user', content: 'Weather in Paris?' },
+          { role: 'assistant', content: first.content },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.id, content: '{"temp_c": 21}' }] },
+        ],
+      })
+      .finalMessage();
+    assert.equal(forced.stop_reason, 'tool_use');
+    assert.deepEqual(forced.content.map((b) => b.type), ['tool_use']);
+    assert.equal((forced.content[0] as Anthropic.ToolUseBlock).name, 'get_weather');
   });
 
   it('anthropic e2e - stop_sequences end with stop_sequence and the matched text', async () => {

@@ -125,6 +125,41 @@ describe('chat completions e2e', () => {
     assert.deepEqual(JSON.parse(streamed.function.arguments), tools.expected.toolCall?.arguments);
   });
 
+  it('chat e2e - tool_choice required and a named function are enforced, not hoped for', async () => {
+    const weather = { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
+    const time = { type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object', properties: {} } } };
+    // With the tool's result in context the model answers in text on its own ...
+    const answered = [
+      ...user,
+      { role: 'assistant' as const, content: null, tool_calls: [{ id: 'call_1', type: 'function' as const, function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool' as const, tool_call_id: 'call_1', content: '{"temp_c": 21}' },
+    ];
+    const free = await client.chat.completions.create({ model: 'cortex-tools', messages: answered, tools: [weather] });
+    assert.equal(free.choices[0]?.message.content, tools.expected.afterToolResult?.text);
+    // ... but 'required' makes it call a tool, streamed through the SDK's helper too.
+    const required = await client.chat.completions.stream({ model: 'cortex-tools', messages: answered, tools: [weather], tool_choice: 'required' }).finalChatCompletion();
+    assert.equal(required.choices[0]?.finish_reason, 'tool_calls');
+    const call = required.choices[0]?.message.tool_calls?.[0] as { function: { name: string; arguments: string } };
+    assert.equal(call.function.name, 'get_weather');
+    assert.equal(typeof (JSON.parse(call.function.arguments) as { city: unknown }).city, 'string');
+    // A named function wins over the one the model would pick, with arguments of its schema.
+    const named = await client.chat.completions.create({ model: 'cortex-tools', messages: user, tools: [weather, time], tool_choice: { type: 'function', function: { name: 'get_time' } } });
+    assert.equal(named.choices[0]?.finish_reason, 'tool_calls');
+    const namedCall = named.choices[0]?.message.tool_calls?.[0] as { function: { name: string; arguments: string } };
+    assert.equal(namedCall.function.name, 'get_time');
+    assert.deepEqual(JSON.parse(namedCall.function.arguments), {});
+  });
+
+  it('chat e2e - tool_choice required on a model that writes no parseable tool calls is a 400 naming it', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {
+    const weather = { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } };
+    await assert.rejects(client.chat.completions.create({ model: 'stories260K', messages: user, tools: [weather], tool_choice: 'required' }), (error: unknown) => {
+      assert.ok(error instanceof OpenAI.BadRequestError);
+      assert.equal((error.error as { param?: string }).param, 'tool_choice');
+      assert.match(error.message, /cannot be enforced: stories260K writes no tool calls/);
+      return true;
+    });
+  });
+
   it('chat e2e - unknown model is a 404 in OpenAI shape', async () => {
     await assert.rejects(client.chat.completions.create({ model: 'no-such-model', messages: user }), (error: unknown) => {
       assert.ok(error instanceof OpenAI.NotFoundError);

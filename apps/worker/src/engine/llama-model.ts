@@ -10,13 +10,13 @@ import {
   type LlamaModel,
   type Token,
 } from 'node-llama-cpp';
-import { CortexError, type CanonicalRequest, type FinishReason, type ResponseFormat, type StreamEventBody } from '@cortex/contracts';
+import { CortexError, type CanonicalRequest, type FinishReason, type ResponseFormat, type StreamEventBody, type ToolDefinition } from '@cortex/contracts';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { SlotPool } from './slot-pool.js';
 import { TextStreamer } from './text-streamer.js';
-import { ToolCallParser } from './tool-call-parser.js';
+import { JsonEnd, ToolCallParser } from './tool-call-parser.js';
 
 type Mode = 'text' | 'reasoning' | 'tool';
 
@@ -93,11 +93,12 @@ export class LlamaEngineModel implements EngineModel {
         { param: 'messages' },
       );
     }
-    const grammar = request.responseFormat ? await this.grammarFor(request.responseFormat) : null;
+    const forced = this.forcedToolCall(request);
+    const grammar = forced ? await this.toolCallGrammar(forced) : request.responseFormat ? await this.grammarFor(request.responseFormat) : null;
     // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
     const sequence = await this.pool.acquire(signal, (candidate) => candidate.compareContextTokens(prompt).firstDifferentIndex);
     try {
-      await this.run(job, sequence, prompt, stops, grammar, emit);
+      await this.run(job, sequence, prompt, stops, grammar, forced !== null, emit);
     } finally {
       this.pool.release(sequence);
     }
@@ -109,6 +110,7 @@ export class LlamaEngineModel implements EngineModel {
     prompt: Token[],
     hiddenStops: string[],
     grammar: LlamaGrammar | null,
+    forceToolCall: boolean,
     emit: (event: StreamEventBody) => void,
   ): Promise<void> {
     const { request, signal, receivedAt } = job;
@@ -118,7 +120,7 @@ export class LlamaEngineModel implements EngineModel {
 
     const userStops = request.sampling.stop ?? [];
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
-    const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
+    const grammarStops = grammar && !forceToolCall ? stopTexts(grammar.stopGenerationTriggers) : [];
     const streamer = new TextStreamer([...userStops, ...hiddenStops, ...grammarStops]);
     const maxTokens = Math.min(request.sampling.maxTokens ?? Infinity, sequence.contextSize - prompt.length);
     let mode: Mode = this.startsInReasoning(prompt) ? 'reasoning' : 'text';
@@ -131,9 +133,22 @@ export class LlamaEngineModel implements EngineModel {
     let toolCall: ToolCallParser | null = null;
     let stopSequence: string | undefined;
     let toolIndex = 0;
+    const maxToolCalls = request.maxToolCalls ?? Infinity;
+    const newToolCall = (): ToolCallParser => new ToolCallParser(toolIndex, `call_${randomBytes(12).toString('hex')}`, emit);
+    // tool_choice required or named: the model starts inside a call (its opening marker is written for
+    // it) and the call grammar holds it to the allowed names and their argument schemas.
+    let forcedCall: JsonEnd | null = null;
+    const input = prompt.slice(cached);
+    if (forceToolCall && this.toolCall) {
+      input.push(this.toolCall.open);
+      completion++;
+      mode = 'tool';
+      toolCall = newToolCall();
+      forcedCall = new JsonEnd();
+    }
 
     const sample = request.sampling;
-    const iterator = sequence.evaluate(prompt.slice(cached), {
+    const iterator = sequence.evaluate(input, {
       temperature: sample.temperature ?? 0.8,
       topP: sample.topP,
       topK: sample.topK,
@@ -184,11 +199,16 @@ export class LlamaEngineModel implements EngineModel {
       } else if (this.toolCall && token === this.toolCall.open) {
         flushText();
         mode = 'tool';
-        toolCall = new ToolCallParser(toolIndex, `call_${randomBytes(12).toString('hex')}`, emit);
+        toolCall = newToolCall();
       } else if (this.toolCall && token === this.toolCall.close && toolCall) {
         if (toolCall.end()) toolIndex++;
         toolCall = null;
         mode = 'text';
+        // max_tool_calls / parallel_tool_calls: false — the response ends with the last call allowed.
+        if (toolIndex >= maxToolCalls) {
+          finish = 'tool_calls';
+          break;
+        }
       } else {
         pending.push(token);
         const text = this.model.detokenize(pending, false, recent);
@@ -197,8 +217,16 @@ export class LlamaEngineModel implements EngineModel {
         recent.push(...pending);
         if (recent.length > 4) recent.splice(0, recent.length - 4);
         pending.length = 0;
-        if (toolCall) toolCall.push(text);
-        else if (emitText(text)) {
+        if (toolCall) {
+          toolCall.push(text);
+          // A forced call is complete when its JSON object closes; the model need not close the marker.
+          if (forcedCall?.push(text)) {
+            if (toolCall.end()) toolIndex++;
+            toolCall = null;
+            finish = 'tool_calls';
+            break;
+          }
+        } else if (emitText(text)) {
           finish = 'stop';
           break;
         }
@@ -241,6 +269,48 @@ export class LlamaEngineModel implements EngineModel {
           });
         },
       );
+      if (this.grammars.size >= 64) this.grammars.delete(this.grammars.keys().next().value as string);
+      this.grammars.set(key, grammar);
+    }
+    return grammar;
+  }
+
+  /**
+   * The tools a request obliges the model to call (`tool_choice` required: any of them; a named
+   * function: that one), or null when the model chooses. Enforcing needs the model's tool-call
+   * markers; without them the request is refused rather than silently left to chance.
+   */
+  private forcedToolCall(request: CanonicalRequest): ToolDefinition[] | null {
+    const choice = request.toolChoice;
+    if (!choice || choice === 'auto' || !request.tools?.length) return null;
+    if (!this.toolCall) {
+      throw new CortexError(
+        'invalid_request',
+        `tool_choice '${choice}' cannot be enforced: ${this.id} writes no tool calls cortex can parse (it has no single-token <tool_call> marker); send tool_choice 'auto' or use a tool-calling model`,
+        { param: 'tool_choice' },
+      );
+    }
+    if (choice === 'required') return request.tools;
+    const name = choice.slice('function:'.length);
+    const tool = request.tools.find((t) => t.name === name);
+    if (!tool) throw new CortexError('invalid_request', `tool_choice names '${name}', which is not in tools`, { param: 'tool_choice' });
+    return [tool];
+  }
+
+  /** JSON of `{"name": <one of the tools>, "arguments": <that tool's parameters>}`, compiled once per tool set. */
+  private toolCallGrammar(tools: readonly ToolDefinition[]): Promise<LlamaGrammar> {
+    const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => ({
+      type: 'object',
+      properties: { name: { const: tool.name }, arguments: strictArguments && tool.parameters ? tool.parameters : { type: 'object', additionalProperties: true } },
+    });
+    const schema = (strict: boolean): Record<string, unknown> => (tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) });
+    const key = `tools:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
+    let grammar = this.grammars.get(key);
+    if (!grammar) {
+      const llama = this.model.llama;
+      // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
+      grammar = llama.createGrammarForJsonSchema(schema(true) as never).catch(() => llama.createGrammarForJsonSchema(schema(false) as never));
+      grammar.catch(() => this.grammars.delete(key));
       if (this.grammars.size >= 64) this.grammars.delete(this.grammars.keys().next().value as string);
       this.grammars.set(key, grammar);
     }

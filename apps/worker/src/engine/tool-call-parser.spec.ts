@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { StreamEventBody } from '@cortex/contracts';
-import { ToolCallParser } from './tool-call-parser.js';
+import { JsonEnd, ToolCallParser } from './tool-call-parser.js';
 
 function parse(pieces: string[]): { events: StreamEventBody[]; ok: boolean } {
   const events: StreamEventBody[] = [];
@@ -42,5 +42,19 @@ describe('tool call parser', () => {
     const { events, ok } = parse(['not json at all']);
     assert.equal(ok, false);
     assert.deepEqual(events, [{ type: 'text', text: '<tool_call>not json at all</tool_call>' }]);
+  });
+});
+
+describe('json end', () => {
+  it('json end - closes with the top-level object, not with braces inside strings or nested objects', () => {
+    const end = new JsonEnd();
+    const pieces = ['{"name": "a}b', '\\"}", "arguments": {"q": "{[', ']"}', '}'];
+    assert.deepEqual(pieces.map((piece) => end.push(piece)), [false, false, false, true]);
+  });
+
+  it('json end - white space before the object is not an end', () => {
+    const end = new JsonEnd();
+    assert.equal(end.push('  \n'), false);
+    assert.equal(end.push('{}'), true);
   });
 });

@@ -92,3 +92,34 @@ function parseWhole(text: string): { name: string; arguments: string } | null {
   const args = call.arguments ?? call.parameters ?? {};
   return { name: call.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) };
 }
+
+/**
+ * Follows JSON text as it streams and says when its top-level value has closed (strings and escapes
+ * understood), so a grammar-forced tool call can end the moment its object is complete.
+ */
+export class JsonEnd {
+  private depth = 0;
+  private opened = false;
+  private inString = false;
+  private escaped = false;
+
+  /** Feeds text; true once the first object or array has closed. */
+  push(text: string): boolean {
+    for (const char of text) {
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (char === '\\') this.escaped = true;
+        else if (char === '"') this.inString = false;
+      } else if (char === '"') {
+        this.inString = true;
+      } else if (char === '{' || char === '[') {
+        this.depth++;
+        this.opened = true;
+      } else if (char === '}' || char === ']') {
+        this.depth--;
+        if (this.opened && this.depth === 0) return true;
+      }
+    }
+    return false;
+  }
+}

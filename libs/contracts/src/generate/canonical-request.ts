@@ -61,7 +61,10 @@ export class CanonicalRequest {
   @IsString() model!: string;
   @IsArray() @ValidateNested({ each: true }) @Type(() => CanonicalMessage) messages!: CanonicalMessage[];
   @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => ToolDefinition) tools?: ToolDefinition[];
+  /** `auto` (default), `required` (some tool must be called) or `function:<name>` (that one). */
   @IsOptional() @IsString() toolChoice?: string;
+  /** At most this many tool calls in the reply (`max_tool_calls`; 1 for `parallel_tool_calls: false`). */
+  @IsOptional() @IsInt() @Min(1) maxToolCalls?: number;
   @ValidateNested() @Type(() => Sampling) sampling!: Sampling;
   @IsOptional() @ValidateNested() @Type(() => ResponseFormat) responseFormat?: ResponseFormat;
   @IsIn([true, false]) stream!: boolean;

@@ -3,6 +3,7 @@ import { sessionFromAnthropicUserId } from '../affinity.js';
 import {
   array,
   fail,
+  isObject,
   object,
   oneOf,
   optionalBoolean,
@@ -65,6 +66,7 @@ export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
   };
   if (tools && tools.length > 0) request.tools = tools;
   if (toolChoice && toolChoice !== 'none') request.toolChoice = toolChoice;
+  if (isObject(body.tool_choice) && optionalBoolean(body.tool_choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use')) request.maxToolCalls = 1;
   const format = decodeOutputFormat(body.output_config);
   if (format) request.responseFormat = format;
   if (session) request.affinityKey = session;
@@ -190,8 +192,6 @@ function decodeToolChoice(value: unknown, tools: ToolDefinition[] | undefined): 
   if (value === undefined || value === null) return undefined;
   const choice = object(value, 'tool_choice');
   const type = oneOf(choice.type, 'tool_choice.type', ['auto', 'any', 'tool', 'none'] as const);
-  // disable_parallel_tool_use has no canonical field: workers emit calls as the model writes them.
-  optionalBoolean(choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use');
   if (type === 'auto' || type === 'none') return type;
   if (type === 'any') return 'required';
   const name = string(choice.name, 'tool_choice.name');

@@ -42,6 +42,12 @@ describe('openai chat codec', () => {
     assert.equal(request.includeUsage, true);
   });
 
+  it('openai chat codec - parallel_tool_calls false allows one tool call', () => {
+    const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'w' } }] };
+    assert.equal(decodeChatRequest({ ...body, parallel_tool_calls: false }).maxToolCalls, 1);
+    assert.equal(decodeChatRequest({ ...body, parallel_tool_calls: true }).maxToolCalls, undefined);
+  });
+
   it('openai chat codec - tool_choice none drops the tools', () => {
     const request = decodeChatRequest({
       model: 'm',

@@ -38,6 +38,7 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   };
   if (tools && tools.length > 0) request.tools = tools;
   if (toolChoice && toolChoice !== 'none') request.toolChoice = toolChoice;
+  if (optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls') === false) request.maxToolCalls = 1;
   const format = decodeResponseFormat(body.response_format);
   if (format) request.responseFormat = format;
   if (body.stream_options !== undefined && body.stream_options !== null) {

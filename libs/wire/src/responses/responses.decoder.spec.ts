@@ -157,6 +157,17 @@ describe('responses codec - request decoding', () => {
     assert.deepEqual(allowed.echo.tool_choice, { type: 'allowed_tools', mode: 'required', tools: [{ type: 'function', name: 'time' }] });
   });
 
+  it('responses codec - max_tool_calls and parallel_tool_calls cap the tool calls, and are echoed', () => {
+    const base = { model: 'm', input: 'hi' };
+    assert.equal(decodeResponsesRequest(base).request.maxToolCalls, undefined);
+    const capped = decodeResponsesRequest({ ...base, max_tool_calls: 3 });
+    assert.equal(capped.request.maxToolCalls, 3);
+    assert.equal(capped.echo.max_tool_calls, 3);
+    const serial = decodeResponsesRequest({ ...base, max_tool_calls: 3, parallel_tool_calls: false });
+    assert.equal(serial.request.maxToolCalls, 1);
+    assert.equal(serial.echo.parallel_tool_calls, false);
+  });
+
   it('responses codec - text.format maps to the canonical response format', () => {
     const schema = { type: 'object', properties: { a: { type: 'string' } } };
     const jsonSchema = decodeResponsesRequest({ ...base, text: { format: { type: 'json_schema', name: 'answer', schema, strict: true }, verbosity: 'low' } });

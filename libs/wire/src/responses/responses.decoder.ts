@@ -99,6 +99,9 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
   if (choice.canonical !== 'none' && choice.tools.length > 0) request.tools = choice.tools;
   if (choice.canonical !== undefined && choice.canonical !== 'none') request.toolChoice = choice.canonical;
   if (text.format) request.responseFormat = text.format;
+  const parallelToolCalls = optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls') ?? true;
+  const maxToolCalls = optionalInteger(body.max_tool_calls, 'max_tool_calls', 1);
+  if (maxToolCalls !== undefined || !parallelToolCalls) request.maxToolCalls = Math.min(maxToolCalls ?? Infinity, parallelToolCalls ? Infinity : 1);
   const cacheKey = optionalString(body.prompt_cache_key, 'prompt_cache_key');
   if (cacheKey) request.affinityKey = affinityKey.promptCacheKey(cacheKey);
 
@@ -111,9 +114,9 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
     previous_response_id: previousResponseId ?? null,
     tools: tools.map(({ echo: tool }) => tool),
     tool_choice: choice.echo,
-    // Echoed, not applied: cortex never drops input items to fit the context ('auto'), nor caps parallel calls.
+    // Echoed, not applied: cortex never drops input items to fit the context ('auto').
     truncation: body.truncation === undefined || body.truncation === null ? 'disabled' : oneOf(body.truncation, 'truncation', ['auto', 'disabled'] as const),
-    parallel_tool_calls: optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls') ?? true,
+    parallel_tool_calls: parallelToolCalls,
     text: text.echo,
     // The resource must state the values used; absent ones are the API's documented defaults.
     top_p: sampling.topP ?? 1,
@@ -123,8 +126,7 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
     top_logprobs: topLogprobs,
     reasoning,
     max_output_tokens: sampling.maxTokens ?? null,
-    // Accepted and echoed, not enforced: the worker has no per-request cap on tool calls.
-    max_tool_calls: optionalInteger(body.max_tool_calls, 'max_tool_calls', 1) ?? null,
+    max_tool_calls: maxToolCalls ?? null,
     store,
     background: false,
     service_tier: decodeServiceTier(body.service_tier),
