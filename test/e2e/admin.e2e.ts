@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
@@ -77,5 +78,23 @@ describe('admin surface e2e', () => {
     const bad = cli('load');
     assert.equal(bad.status, 1);
     assert.match(bad.stderr, /usage: cortex load <model>/);
+  });
+
+  it('admin - cortex status --watch shows the fleet changing as it happens', async () => {
+    const watcher = spawn(process.execPath, [CLI, 'status', '--watch', '--interval', '200'], { env: { ...process.env, CORTEX_NATS_URL: stack.nats.url } });
+    let out = '';
+    watcher.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    try {
+      await waitFor(() => out.includes('WORKERS') && out.includes('w1'), 10_000);
+      assert.doesNotMatch(out, /cortex-reasoning \(ready/);
+      assert.equal(cli('load', 'cortex-reasoning').status, 0);
+      await waitFor(() => /cortex-reasoning loaded on w1 in \d+ ms/.test(out) && /cortex-reasoning \(ready, 0\/1, 0\)/.test(out), 10_000);
+      assert.equal(cli('unload', 'cortex-reasoning').status, 0);
+      await waitFor(() => /cortex-reasoning unloaded from w1 \(admin\)/.test(out), 10_000);
+    } finally {
+      watcher.kill('SIGINT');
+    }
+    const [code] = (await once(watcher, 'exit')) as [number | null];
+    assert.equal(code, 0, 'Ctrl-C ends the watch cleanly');
   });
 });

@@ -5,7 +5,7 @@ import { connectBus } from '@cortex/bus';
 import { loadConfig } from '@cortex/config';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { parseServiceNames, serveMany, serveOne } from './serve.js';
-import { collectStatus, formatModels, formatStatus } from './status.js';
+import { collectStatus, formatModels, formatStatus, watchStatus } from './status.js';
 import { BusClient } from '@cortex/bus';
 import { Subjects, type CatalogueEntry } from '@cortex/contracts';
 
@@ -15,6 +15,7 @@ usage:
   cortex serve                 run NATS (if none answers), router, translator, metrics, worker and gateway
   cortex serve <service...>    run only the named services (one name: in this process)
   cortex status [--json]       services, workers, devices, loaded models and in-flight requests
+  cortex status --watch [--interval <ms>]  the same, kept up to date, with lifecycle events as they happen
   cortex models                the catalogue: where each model is loaded, pinned, context
   cortex load <model> [--worker <id>]    load a model now
   cortex unload <model> [--worker <id>]  unload a model (from every worker unless one is named)
@@ -35,6 +36,12 @@ async function main(argv: string[]): Promise<void> {
       const { config } = loadConfig();
       const nc = await connectBus({ url: config.nats.url, name: 'cortex-status' });
       try {
+        if (args.includes('--watch')) {
+          const at = args.indexOf('--interval');
+          const interval = at === -1 ? 1_000 : Number(args[at + 1]);
+          if (!Number.isInteger(interval) || interval < 100) throw new Error('--interval: milliseconds, at least 100');
+          return await watchStatus(nc, interval);
+        }
         const report = await collectStatus(nc);
         console.log(args.includes('--json') ? JSON.stringify(report, null, 2) : formatStatus(report));
       } finally {

@@ -79,3 +79,63 @@ function table(header: string[], rows: string[][]): string[] {
   const render = (row: string[]): string => `  ${row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ')}`.trimEnd();
   return [render(header), ...rows.map(render)];
 }
+
+/** One line for a lifecycle event on `llm.evt.v1.>`, or null for those a fleet view leaves out. */
+export function formatEvent(subject: string, event: Record<string, unknown>): string | null {
+  const at = new Date(typeof event.at === 'number' ? event.at : Date.now()).toISOString().slice(11, 19);
+  const worker = String(event.workerId ?? '?');
+  switch (subject) {
+    case Subjects.modelLoaded:
+      return `${at}  ${event.model} loaded on ${worker} in ${Math.round(Number(event.loadMs ?? 0))} ms`;
+    case Subjects.modelUnloaded:
+      return `${at}  ${event.model} unloaded from ${worker} (${event.reason})`;
+    case Subjects.modelLoadFailed:
+      return `${at}  ${event.model} failed to load on ${worker}: ${event.error}`;
+    case Subjects.workerUp:
+      return `${at}  worker ${worker} up`;
+    case Subjects.workerDown:
+      return `${at}  worker ${worker} down`;
+    case Subjects.workerDefragmented:
+      return `${at}  worker ${worker} recreated its backend after ${event.cycles} load/unload cycles`;
+    default:
+      return null;
+  }
+}
+
+/**
+ * `cortex status --watch`: the status again every interval, with the fleet's lifecycle events as they
+ * happen. On a terminal the screen is redrawn; otherwise a block is printed whenever the view changes.
+ */
+export async function watchStatus(nc: NatsConnection, intervalMs: number, out: NodeJS.WriteStream = process.stdout): Promise<void> {
+  const events: string[] = [];
+  const sub = nc.subscribe(Subjects.eventsAll, {
+    callback: (error, msg) => {
+      if (error) return;
+      try {
+        const line = formatEvent(msg.subject, decodeJson(msg.data) as Record<string, unknown>);
+        if (line) events.push(line);
+        if (events.length > 12) events.shift();
+      } catch {
+        // Not JSON: not an event this view shows.
+      }
+    },
+  });
+  let stopped = false;
+  const stop = (): void => {
+    stopped = true;
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  let last = '';
+  try {
+    while (!stopped && !nc.isClosed()) {
+      const view = [formatStatus(await collectStatus(nc, Math.min(750, intervalMs))), '', 'EVENTS', ...(events.length ? events.map((e) => `  ${e}`) : ['  (none yet)'])].join('\n');
+      if (out.isTTY) out.write(`\x1b[2J\x1b[H${new Date().toISOString().slice(11, 19)}  every ${intervalMs} ms, Ctrl-C to stop\n\n${view}\n`);
+      else if (view !== last) out.write(`--- ${new Date().toISOString()}\n${view}\n`);
+      last = view;
+      await new Promise((done) => setTimeout(done, intervalMs));
+    }
+  } finally {
+    sub.unsubscribe();
+  }
+}
