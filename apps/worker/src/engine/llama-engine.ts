@@ -1,4 +1,15 @@
-import { getLlama, GgufInsights, LlamaLogLevel, readGgufFileInfo, type Llama, type LlamaGpuType } from 'node-llama-cpp';
+import {
+  getLlama,
+  GgufInsights,
+  JinjaTemplateChatWrapper,
+  LlamaLogLevel,
+  readGgufFileInfo,
+  resolveChatWrapper,
+  type ChatWrapper,
+  type Llama,
+  type LlamaGpuType,
+  type LlamaModel,
+} from 'node-llama-cpp';
 import { availableParallelism } from 'node:os';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
 import { LlamaEngineModel } from './llama-model.js';
@@ -16,6 +27,15 @@ export interface LlamaEngineOptions {
 
 /** The node-llama-cpp backend: one `Llama` instance per worker process (one GPU). */
 export class LlamaEngine implements Engine {
+  /**
+   * How each model file's chat template was resolved. node-llama-cpp compares a Jinja template with
+   * every specialized wrapper it knows (~0.6 s on the worker's event loop, stalling other streams), so
+   * a model loaded again — after an eviction, a swap, a defragmentation — reuses the answer. A
+   * specialized wrapper holds only settings and is reused as is; a Jinja wrapper is bound to its
+   * model's tokenizer, so only the decision is kept and the wrapper built again (a few ms).
+   */
+  private readonly chatWrappers = new Map<string, ChatWrapper | 'jinja'>();
+
   private constructor(
     private llama: Llama,
     private readonly threads: number,
@@ -80,11 +100,24 @@ export class LlamaEngine implements Engine {
         sequences: spec.slots,
         threads: this.threads,
       });
-      return new LlamaEngineModel(spec, model, context);
+      return new LlamaEngineModel(spec, model, context, this.chatWrapperFor(model, spec.path));
     } catch (error) {
       await model.dispose();
       throw error;
     }
+  }
+
+  private chatWrapperFor(model: LlamaModel, path: string): ChatWrapper {
+    const template = model.fileInfo.metadata.tokenizer?.chat_template ?? '';
+    const key = `${path}\n${template}`;
+    const known = this.chatWrappers.get(key);
+    if (known === 'jinja') {
+      return resolveChatWrapper({ type: 'jinjaTemplate', bosString: model.tokens.bosString, filename: model.filename, fileInfo: model.fileInfo, tokenizer: model.tokenizer }) ?? resolveChatWrapper(model);
+    }
+    if (known) return known;
+    const wrapper = resolveChatWrapper(model);
+    this.chatWrappers.set(key, wrapper instanceof JinjaTemplateChatWrapper ? 'jinja' : wrapper);
+    return wrapper;
   }
 
   async dispose(): Promise<void> {

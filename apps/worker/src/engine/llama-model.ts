@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   LlamaGrammarEvaluationState,
-  resolveChatWrapper,
   type ChatWrapper,
   type LlamaGrammar,
   type LlamaContext,
@@ -40,12 +39,13 @@ export class LlamaEngineModel implements EngineModel {
     spec: ModelSpec,
     private readonly model: LlamaModel,
     private readonly context: LlamaContext,
+    chatWrapper: ChatWrapper,
   ) {
     this.id = spec.id;
     this.slots = spec.slots;
     const sequences = Array.from({ length: spec.slots }, () => context.getSequence());
     this.pool = new SlotPool(sequences, spec.maxQueue);
-    this.chatWrapper = resolveChatWrapper(model);
+    this.chatWrapper = chatWrapper;
     const tokenize = (text: string): Token[] => model.tokenize(text, true);
     const reasoning = probeMarkers(REASONING_MARKERS, tokenize);
     this.reasoning = reasoning ? { open: reasoning.open as Token, close: reasoning.close as Token } : null;
