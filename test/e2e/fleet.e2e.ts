@@ -105,11 +105,12 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
   before(async () => {
     stack = await startStack({
       services: ['router', 'translator', 'worker', 'gateway'],
-      models: [fixture('cortex-loop', { slots: 4 })],
+      models: [fixture('cortex-loop', { slots: 4 }), fixture('cortex-chat', { workers: ['w2'] })],
       config: { worker: { id: 'w1', heartbeat_ms: 100 }, log_level: 'info' },
     });
     stack.spawnService('router');
-    stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
+    // w2 has far less room than w1, so only a preference sends a model there.
+    stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2', CORTEX_WORKER_MEMORY_BUDGET: String(64 * 2 ** 20) });
     await waitFor(async () => {
       const fleets = await Promise.all(
         [0, 1, 2, 3].map(() => new BusClient(stack.nc, 1_000).request<FleetView>('llm.router.v1.fleet', {}).catch(() => null)),
@@ -136,6 +137,16 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
       stack.logs().split('\n').filter((line) => line.includes('"placed cortex-loop')).map((line) => (JSON.parse(line) as { pid: number }).pid),
     );
     assert.equal(placers.size, 2, 'both routers placed some of the requests');
+    assert.equal(loads[0]?.workerId, 'w1', 'a model without preferred workers goes where there is most room');
+  });
+
+  it('fleet - a model with preferred workers is loaded on them first', async () => {
+    const loads = await watchBus<LoadResult>(stack.nc, 'llm.evt.v1.model.loaded');
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    await client.chat.completions.create({ model: 'cortex-chat', messages: user });
+    await waitFor(() => loads.messages.length === 1, 3_000);
+    loads.stop();
+    assert.deepEqual(loads.messages.map((l) => [l.model, l.workerId]), [['cortex-chat', 'w2']]);
   });
 });
 

@@ -77,6 +77,23 @@ describe('responses e2e', () => {
     });
     assert.equal(second.output_text, tools.expected.afterToolResult?.text);
     assert.equal(second.previous_response_id, first.id);
+
+    // The same turn with tool_choice required and one call allowed: a call, not an answer, through stream().
+    const forced = await client.responses
+      .stream({
+        model: 'cortex-tools',
+        previous_response_id: first.id,
+        tools: [weather],
+        tool_choice: 'required',
+        max_tool_calls: 1,
+        input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"temp_c": 21}' }],
+      })
+      .finalResponse();
+    assert.deepEqual(forced.output.map((o) => o.type), ['function_call']);
+    assert.equal((forced.output[0] as { name: string }).name, 'get_weather');
+    assert.equal((forced as unknown as { max_tool_calls: number }).max_tool_calls, 1);
+    const { output_text: _text, ...resource } = forced as unknown as Record<string, unknown>;
+    assert.equal(schema.check('ResponseResource', resource), null);
   });
 
   it('responses e2e - retrieve, list input items with pagination, delete', async () => {

@@ -122,6 +122,11 @@ export class ModelConfig {
   /** Parallel sequences in the model's context (continuous batching width). */
   @IsInt() @Min(1) @Max(64) slots = 4;
   @IsOptional() @IsArray() @ArrayUnique() @IsString({ each: true }) aliases?: string[];
+  /**
+   * Workers this model should live on (e.g. the hosts with the big GPUs), in order of preference: a
+   * cold load goes to the first of them where it fits or can make room, before any other worker.
+   */
+  @IsOptional() @IsArray() @ArrayUnique() @IsString({ each: true }) workers?: string[];
   /** Seconds unused before the model is unloaded; overrides `eviction.idle_ttl`. 0 keeps it. */
   @IsOptional() @IsInt() @Min(0) idleTtl?: number;
   @IsString() ownedBy = 'cortex';

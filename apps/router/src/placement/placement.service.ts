@@ -20,7 +20,8 @@ import { PinStore } from './pin.store.js';
 import { AffinityTable } from './affinity.table.js';
 
 /**
- * Decides where a model runs: ready somewhere → least loaded; loading somewhere → wait for it;
+ * Decides where a model runs: ready somewhere → the conversation's worker (affinity), else the least
+ * loaded; loading somewhere → wait for it;
  * otherwise load it where it fits now, or where evicting what it may displace makes room. Nothing
  * feasible → 503 saying why. Also unloads models idle past their TTL.
  */
@@ -45,6 +46,8 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   private readonly closing = new Map<string, number>();
   /** Requests in this router waiting for a model to load (or for room to load it), by model. */
   private readonly waiting = new Map<string, number>();
+  /** Round-robin counter for equally loaded workers. */
+  private turn = 0;
 
   constructor(
     @Inject(CONFIG) private readonly config: CortexConfig,
@@ -309,8 +312,6 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     return best[this.turn++ % Math.max(1, best.length)];
   }
 
-  private turn = 0;
-
   /**
    * Where to load: a worker it fits on now (most free memory first), else the one where evicting
    * what the model may displace frees enough with the fewest bytes evicted.
@@ -372,7 +373,12 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
       }))
       .filter((p): p is { target: Heartbeat; victims: ResidentModel[] } => p.victims !== null);
     const evicted = (p: { victims: ResidentModel[] }): number => p.victims.reduce((sum, v) => sum + (v.sizeBytes ?? 0), 0);
-    plans.sort((a, b) => evicted(a) - evicted(b) || b.target.memory.freeBytes - a.target.memory.freeBytes);
+    // The model's own workers first (in their order), then fewest bytes evicted, then most free memory.
+    const preference = (p: { target: Heartbeat }): number => {
+      const at = model.workers?.indexOf(p.target.workerId) ?? -1;
+      return at === -1 ? Infinity : at;
+    };
+    plans.sort((a, b) => preference(a) - preference(b) || evicted(a) - evicted(b) || b.target.memory.freeBytes - a.target.memory.freeBytes);
     return plans[0];
   }
 
