@@ -26,7 +26,8 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const GPU = process.env.BENCH_GPU ?? 'cpu';
 const STREAM_INTERVAL = Number(process.env.BENCH_STREAM_INTERVAL ?? 5);
 const CONTEXT = 2048;
-const SLOTS = 8;
+/** Sequences of the model the concurrency runs use; single-stream runs use one, like the raw loop. */
+const SLOTS = Number(process.env.BENCH_SLOTS ?? 8);
 const PROMPT = 'Once upon a time';
 
 const median = (values: number[]): number => {
@@ -65,7 +66,8 @@ async function main(): Promise<void> {
     const ttftLines: string[] = [];
     for (const model of models) {
       log(`  ${model.id}: loading in the worker and in this process…`);
-      await client.load(model.id, model.path, CONTEXT, Number(process.env.BENCH_SLOTS ?? SLOTS));
+      // One sequence, as in the raw loop: a context with more sequences holds a larger KV cache.
+      await client.load(model.id, model.path, CONTEXT, 1);
       const baseline = await RawBaseline.open({ path: model.path, contextSize: CONTEXT, threads: THREADS, prompt: PROMPT });
       const raw = [];
       const runs = [];
@@ -95,8 +97,10 @@ async function main(): Promise<void> {
     log('model          raw ms   worker ms   worker − raw');
     for (const line of ttftLines) log(line);
 
-    const concurrencyModel = models[0]!.id;
-    log(`\naggregate throughput by concurrency (${concurrencyModel}, ${SLOTS} slots, ${TOKENS} tokens per stream)`);
+    const base = models[0]!;
+    const concurrencyModel = `${base.id}-x${SLOTS}`;
+    await client.load(concurrencyModel, base.path, CONTEXT, SLOTS);
+    log(`\naggregate throughput by concurrency (${base.id}, ${SLOTS} slots, ${TOKENS} tokens per stream)`);
     log('streams   aggregate tok/s   per-stream tok/s');
     for (const streams of [1, 2, 4, 8]) {
       const started = performance.now();
