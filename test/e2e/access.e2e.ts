@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { freePort } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
-import { startStack, type TestStack } from '@cortex/testing';
+import { postJson, startStack, type TestStack } from '@cortex/testing';
 
 const CLI = resolve(fileURLToPath(new URL('../../../apps/cli/dist/main.js', import.meta.url)));
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -35,7 +35,7 @@ describe('gateway access e2e', () => {
   });
 
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${stack.baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+    postJson(`${stack.baseUrl}${path}`, body, headers);
 
   it('access - a missing or wrong key is a 401 in the caller’s dialect', async () => {
     const openai = await post('/v1/chat/completions', { model: 'cortex-chat', messages: user });

@@ -4,10 +4,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startStack, waitFor, type TestStack } from '@cortex/testing';
+import { fixtureEntry as fixture, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const CLI = resolve(fileURLToPath(new URL('../../../apps/cli/dist/main.js', import.meta.url)));
-const fixture = (id: string) => ({ id, file: `fixture:${id}`, context_size: 512, slots: 1 });
 
 describe('admin surface e2e', () => {
   let stack: TestStack;

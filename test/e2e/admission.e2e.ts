@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import type { FleetView } from '@cortex/contracts';
 import { BusClient } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
-import { startStack, waitFor, type TestStack } from '@cortex/testing';
+import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const loop = fixtureModel('cortex-loop');
 const user = [{ role: 'user' as const, content: 'Go.' }];
@@ -44,11 +44,7 @@ describe('worker admission e2e', () => {
     const queued = client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 5 });
     await waitFor(async () => (await loopState()).queued === 1, 5_000);
 
-    const rejected = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'cortex-loop', messages: user, max_tokens: 5 }),
-    });
+    const rejected = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-loop', messages: user, max_tokens: 5 });
     assert.equal(rejected.status, 429);
     assert.ok(Number(rejected.headers.get('retry-after')) >= 1);
     assert.equal(((await rejected.json()) as { error: { code: string } }).error.code, 'busy');

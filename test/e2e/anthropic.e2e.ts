@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import { fixtureModel } from '@cortex/fixtures';
-import { postSse, startStack, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
+import { postJson, postSse, startStack, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
 const reasoning = fixtureModel('cortex-reasoning');
@@ -144,11 +144,7 @@ describe('anthropic messages e2e', () => {
       assert.equal((error.error as { type: string; error: { type: string } }).error.type, 'not_found_error');
       return true;
     });
-    const response = await fetch(`${stack.baseUrl}/v1/messages`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': 'k', 'anthropic-version': '2023-06-01' },
-      body: JSON.stringify({ model: 'cortex-chat', messages: user }),
-    });
+    const response = await postJson(`${stack.baseUrl}/v1/messages`, { model: 'cortex-chat', messages: user }, { 'x-api-key': 'k', 'anthropic-version': '2023-06-01' });
     assert.equal(response.status, 400);
     const body = (await response.json()) as { type: string; error: { type: string; message: string } };
     assert.equal(body.type, 'error');

@@ -2,10 +2,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import type { LoadResult } from '@cortex/contracts';
-import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
+import { fixtureEntry as fixture, postJson, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
-const fixture = (id: string, extra: Record<string, unknown> = {}) => ({ id, file: `fixture:${id}`, context_size: 512, slots: 1, ...extra });
 
 describe('fleet e2e - batching by model on a worker that holds one model at a time', () => {
   let stack: TestStack;
@@ -66,11 +65,7 @@ describe('fleet e2e - batching by model on a worker that holds one model at a ti
       for await (const _chunk of long);
     })().catch(() => undefined);
     const ask = (): Promise<Response> =>
-      fetch(`${stack.baseUrl}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'cortex-chat', messages: user }),
-      });
+      postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: user });
     // The loop model is busy, so cortex-chat waits for it to drain; only three may wait.
     const waiting = [ask(), ask(), ask()];
     await waitFor(() => stack.logs().includes('take new requests for 300 ms more'), 5_000);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import type { StreamEvent } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { postSse, startStack, waitFor, watchBus, STORIES_260K, storiesAvailable, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
+import { postJson, postSse, startStack, waitFor, watchBus, STORIES_260K, storiesAvailable, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
 const reasoning = fixtureModel('cortex-reasoning');
@@ -179,7 +179,7 @@ describe('chat completions e2e', () => {
         return true;
       },
     );
-    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":' });
+    const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, '{"model":');
     assert.equal(response.status, 400);
     const body = (await response.json()) as { error: { type: string; message: string } };
     assert.equal(body.error.type, 'invalid_request_error');
@@ -262,11 +262,7 @@ describe('chat completions e2e without workers', () => {
   });
 
   it('chat e2e - no worker is a 503 with Retry-After', async () => {
-    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'cortex-chat', messages: user }),
-    });
+    const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: user });
     assert.equal(response.status, 503);
     assert.ok(Number(response.headers.get('retry-after')) > 0);
     const body = (await response.json()) as { error: { code: string; message: string } };

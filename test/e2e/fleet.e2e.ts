@@ -3,12 +3,11 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
 import type { FleetView, LoadResult, UnloadResult } from '@cortex/contracts';
-import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
+import { fixtureEntry as fixture, postJson, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
 /** Each fixture at context 512 with one slot needs ~1.06 MiB: two fit in this budget, three do not. */
 const BUDGET = Math.round(2.5 * 2 ** 20);
-const fixture = (id: string, extra: Record<string, unknown> = {}) => ({ id, file: `fixture:${id}`, context_size: 512, slots: 1, ...extra });
 
 async function modelsOn(stack: TestStack, workerId: string): Promise<string[]> {
   const fleet = await new BusClient(stack.nc).request<FleetView>('llm.router.v1.fleet', {});
@@ -85,11 +84,7 @@ describe('fleet e2e - priority eviction and pinning', () => {
   });
 
   it('fleet - a model that may displace nothing gets a 503 saying why', async () => {
-    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'cortex-loop', messages: user, max_tokens: 2 }),
-    });
+    const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-loop', messages: user, max_tokens: 2 });
     assert.equal(response.status, 503);
     assert.ok(Number(response.headers.get('retry-after')) > 0);
     const body = (await response.json()) as { error: { code: string; message: string } };

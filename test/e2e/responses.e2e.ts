@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { fixtureModel } from '@cortex/fixtures';
-import { OpenResponsesSchema, postSse, startStack, waitFor, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
+import { OpenResponsesSchema, postJson, postSse, startStack, waitFor, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
 const reasoning = fixtureModel('cortex-reasoning');
@@ -136,11 +136,7 @@ describe('responses e2e', () => {
   });
 
   it('responses e2e - input_tokens counts with the real tokenizer', async () => {
-    const counted = (await (await fetch(`${stack.baseUrl}/v1/responses/input_tokens`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'cortex-chat', input: 'Say hello.' }),
-    })).json()) as { object: string; input_tokens: number };
+    const counted = (await (await postJson(`${stack.baseUrl}/v1/responses/input_tokens`, { model: 'cortex-chat', input: 'Say hello.' })).json()) as { object: string; input_tokens: number };
     const created = await client.responses.create({ model: 'cortex-chat', input: 'Say hello.' });
     assert.equal(counted.object, 'response.input_tokens');
     assert.equal(counted.input_tokens, created.usage?.input_tokens);

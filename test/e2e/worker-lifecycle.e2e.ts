@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
 import type { FleetView, LoadProgress, StreamEvent, UnloadResult } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { postSse, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
+import { postJson, postSse, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Go.' }];
 
@@ -112,11 +112,7 @@ describe('worker memory budget e2e', () => {
   });
 
   it('memory - a model that does not fit the budget is refused with the numbers and what to do', async () => {
-    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'cortex-chat', messages: user }),
-    });
+    const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: user });
     assert.equal(response.status, 503);
     const body = (await response.json()) as { error: { code: string; message: string } };
     assert.equal(body.error.code, 'insufficient_memory');

@@ -1,8 +1,13 @@
 import { SseParser, type SseMessage } from '@cortex/wire';
 
+/** POSTs a JSON body (a string is sent as it is, for malformed-body tests) and returns the raw response. */
+export function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+}
+
 /** Posts JSON and collects the raw SSE messages of the reply, for framing assertions. */
 export async function postSse(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; raw: string; messages: SseMessage[] }> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const response = await postJson(url, body, headers);
   const parser = new SseParser();
   const messages: SseMessage[] = [];
   let raw = '';

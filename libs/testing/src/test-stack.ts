@@ -41,6 +41,11 @@ export const FIXTURE_CATALOGUE = [
   { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: 512, slots: 2 },
 ];
 
+/** A catalogue entry for one generated fixture: context 512 and one slot, so memory budgets in MiB force eviction. */
+export function fixtureEntry(id: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { id, file: `fixture:${id}`, context_size: 512, slots: 1, ...extra };
+}
+
 /**
  * Boots real services as separate processes (`cortex serve <name>`) on a fresh NATS server with a
  * temp config, and waits until the gateway answers and pinned models are ready.

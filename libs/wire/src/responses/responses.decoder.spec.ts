@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { CortexError } from '@cortex/contracts';
 import { decodeResponsesRequest } from './responses.decoder.js';
 import { conversationMessages, itemsToMessages, resolveItemReferences } from './responses.items.js';
-import { aggregate, scripts } from './responses.fixtures.js';
+import { aggregate, scripts, toolCallTurns, toolResults } from './responses.fixtures.js';
 import type { ResponsesItem } from './responses.types.js';
 
 function invalid(body: unknown, param: string, message?: RegExp): void {
@@ -272,26 +272,12 @@ describe('responses codec - request decoding', () => {
       model: 'm',
       instructions: 'New instructions.',
       previous_response_id: stored.id,
-      input: [
-        { type: 'function_call_output', call_id: 'call_1', output: '18C' },
-        { type: 'function_call_output', call_id: 'call_2', output: '21C' },
-      ],
+      input: [...toolResults],
     });
     // Instructions are not inherited: only this request's instructions lead.
     assert.deepEqual(conversationMessages(next.instructions, [...previous.input, ...stored.output, ...next.input]), [
       { role: 'system', content: 'New instructions.' },
-      { role: 'user', content: 'Weather in Paris?' },
-      {
-        role: 'assistant',
-        content: 'Let me check.',
-        reasoning: 'Need the forecast.',
-        toolCalls: [
-          { id: 'call_1', name: 'weather', arguments: '{"city": "Paris"}' },
-          { id: 'call_2', name: 'weather', arguments: '{"city": "Lyon"}' },
-        ],
-      },
-      { role: 'tool', content: '18C', toolCallId: 'call_1' },
-      { role: 'tool', content: '21C', toolCallId: 'call_2' },
+      ...toolCallTurns,
     ]);
   });
 

@@ -54,6 +54,28 @@ export const scripts = {
 
 export type ScriptName = keyof typeof scripts;
 
+/** The results of the toolCall script's two calls, as the client sends them back. */
+export const toolResults = [
+  { type: 'function_call_output', call_id: 'call_1', output: '18C' },
+  { type: 'function_call_output', call_id: 'call_2', output: '21C' },
+] as const;
+
+/** The conversation after `Weather in Paris?`, the toolCall script's output and `toolResults`, as canonical messages. */
+export const toolCallTurns = [
+  { role: 'user', content: 'Weather in Paris?' },
+  {
+    role: 'assistant',
+    content: 'Let me check.',
+    reasoning: 'Need the forecast.',
+    toolCalls: [
+      { id: 'call_1', name: 'weather', arguments: '{"city": "Paris"}' },
+      { id: 'call_2', name: 'weather', arguments: '{"city": "Lyon"}' },
+    ],
+  },
+  { role: 'tool', content: '18C', toolCallId: 'call_1' },
+  { role: 'tool', content: '21C', toolCallId: 'call_2' },
+];
+
 export function encoderOptions(reasoningEvents: ReasoningEventFamily = 'openai', body: unknown = requestBody): ResponsesEncoderOptions {
   return { id: 'resp_test1', createdAt: 1_700_000_000, echo: decodeResponsesRequest(body).echo, reasoningEvents, now: () => 1_700_000_005 };
 }

@@ -11,7 +11,7 @@ import { withReplyServer, type CannedReply } from '../testing/reply-server.js';
 import { decodeResponsesRequest } from './responses.decoder.js';
 import { conversationMessages } from './responses.items.js';
 import { responsesError, type ReasoningEventFamily } from './responses.resource.js';
-import { aggregate, encodeAll, encoderOptions, scripts, sseText, weatherTool } from './responses.fixtures.js';
+import { aggregate, encodeAll, encoderOptions, scripts, sseText, toolCallTurns, toolResults, weatherTool } from './responses.fixtures.js';
 
 type Reply = { status: number; json: unknown } | { sse: StreamEvent[]; family: ReasoningEventFamily };
 
@@ -93,26 +93,12 @@ describe('responses codec with the openai client', () => {
         input: [
           { role: 'user', content: 'Weather in Paris?' },
           ...response.output,
-          { type: 'function_call_output', call_id: 'call_1', output: '18C' },
-          { type: 'function_call_output', call_id: 'call_2', output: '21C' },
+          ...toolResults,
         ],
       });
       const next = decodeResponsesRequest(bodies[1]);
       assert.deepEqual(conversationMessages(next.instructions, next.input), next.request.messages);
-      assert.deepEqual(next.request.messages.slice(1), [
-        { role: 'user', content: 'Weather in Paris?' },
-        {
-          role: 'assistant',
-          content: 'Let me check.',
-          reasoning: 'Need the forecast.',
-          toolCalls: [
-            { id: 'call_1', name: 'weather', arguments: '{"city": "Paris"}' },
-            { id: 'call_2', name: 'weather', arguments: '{"city": "Lyon"}' },
-          ],
-        },
-        { role: 'tool', content: '18C', toolCallId: 'call_1' },
-        { role: 'tool', content: '21C', toolCallId: 'call_2' },
-      ]);
+      assert.deepEqual(next.request.messages.slice(1), toolCallTurns);
     });
   });
 
