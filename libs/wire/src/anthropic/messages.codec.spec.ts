@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError, ErrorCodes, type ErrorCode, type StreamEvent } from '@cortex/contracts';
 import { decodeMessagesRequest } from './messages.decoder.js';
-import { MessagesAggregator, MessagesStreamEncoder, THINKING_SIGNATURE, anthropicError, anthropicErrorType, type FinishHint } from './messages.encoder.js';
+import { MessagesAggregator, MessagesStreamEncoder, THINKING_SIGNATURE, anthropicError, anthropicErrorType } from './messages.encoder.js';
 import type { AnthropicFrame } from './messages.types.js';
 
 function invalid(body: unknown, param: string): void {
@@ -26,14 +26,14 @@ function events(...bodies: Array<Record<string, unknown>>): StreamEvent[] {
 const start = { type: 'start', requestId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 10 };
 const finish = (reason: string) => ({ type: 'finish', reason, usage, timings });
 
-function encodeAll(list: StreamEvent[], thinking = false, hint: FinishHint = {}): AnthropicFrame[] {
+function encodeAll(list: StreamEvent[], thinking = false): AnthropicFrame[] {
   const encoder = new MessagesStreamEncoder({ ...options, thinking });
-  return list.flatMap((event) => encoder.encode(event, hint));
+  return list.flatMap((event) => encoder.encode(event));
 }
 
-function aggregate(list: StreamEvent[], thinking = false, hint: FinishHint = {}) {
+function aggregate(list: StreamEvent[], thinking = false) {
   const aggregator = new MessagesAggregator({ ...options, thinking });
-  for (const event of list) aggregator.add(event, hint);
+  for (const event of list) aggregator.add(event);
   return aggregator.body();
 }
 
@@ -301,12 +301,12 @@ describe('anthropic messages codec', () => {
     ]);
   });
 
-  it('anthropic codec - stop reasons: length, stop sequence hint, and a stream without start', () => {
+  it('anthropic codec - stop reasons: length, the stop sequence of the finish event, and a stream without start', () => {
     const frames = encodeAll(events({ type: 'text', text: 'x' }, finish('length')));
     assert.equal(frames[0]?.event, 'message_start', 'message_start comes first even without a start event');
     assert.deepEqual(frames.slice(-2), ending('max_tokens'));
-    assert.deepEqual(encodeAll(events(start, finish('stop')), false, { stopSequence: 'END' }), [messageStart, ...ending('stop_sequence', 'END')]);
-    const body = aggregate(events(start, { type: 'text', text: 'x' }, finish('stop')), false, { stopSequence: 'END' });
+    assert.deepEqual(encodeAll(events(start, { ...finish('stop'), stopSequence: 'END' })), [messageStart, ...ending('stop_sequence', 'END')]);
+    const body = aggregate(events(start, { type: 'text', text: 'x' }, { ...finish('stop'), stopSequence: 'END' }));
     assert.equal(body.stop_reason, 'stop_sequence');
     assert.equal(body.stop_sequence, 'END');
     assert.equal(aggregate(events(start, finish('cancelled'))).stop_reason, 'end_turn');

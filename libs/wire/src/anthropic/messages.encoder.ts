@@ -20,11 +20,6 @@ export interface MessagesEncoderOptions {
   thinking: boolean;
 }
 
-/** What the canonical `finish` event cannot say: which user stop sequence ended the text, if known. */
-export interface FinishHint {
-  stopSequence?: string;
-}
-
 /**
  * The signature sent on every thinking block. Anthropic signs thinking so it can verify blocks sent back
  * in history; cortex never verifies them (the decoder reads the text and ignores signatures), so a fixed
@@ -54,8 +49,8 @@ export class MessagesStreamEncoder {
     return this.ended;
   }
 
-  /** Frames to send for one event. `hint` matters only for a `finish` event. */
-  encode(event: StreamEvent, hint: FinishHint = {}): AnthropicFrame[] {
+  /** Frames to send for one event. */
+  encode(event: StreamEvent): AnthropicFrame[] {
     if (this.ended) return [];
     switch (event.type) {
       case 'start':
@@ -87,11 +82,11 @@ export class MessagesStreamEncoder {
       case 'finish': {
         const frames = [...this.ensureStarted(), ...this.closeBlock()];
         this.ended = true;
-        const stopReason = anthropicStopReason(event.reason, hint.stopSequence);
+        const stopReason = anthropicStopReason(event.reason, event.stopSequence);
         frames.push(
           frame({
             type: 'message_delta',
-            delta: { stop_reason: stopReason, stop_sequence: stopReason === 'stop_sequence' ? (hint.stopSequence ?? null) : null, stop_details: null },
+            delta: { stop_reason: stopReason, stop_sequence: stopReason === 'stop_sequence' ? (event.stopSequence ?? null) : null, stop_details: null },
             // The SDK overwrites the message_start usage with these totals, now that the cache split is known.
             usage: anthropicUsage(event.usage),
           }),
@@ -157,8 +152,8 @@ export class MessagesAggregator {
     this.message = emptyMessage(options, anthropicUsage({ promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }));
   }
 
-  add(event: StreamEvent, hint: FinishHint = {}): void {
-    for (const { data } of this.encoder.encode(event, hint)) this.fold(data);
+  add(event: StreamEvent): void {
+    for (const { data } of this.encoder.encode(event)) this.fold(data);
   }
 
   body(): AnthropicMessage {
@@ -218,8 +213,8 @@ function parseToolInput(json: string): Record<string, unknown> | undefined {
 }
 
 /**
- * Canonical finish reason → Anthropic stop_reason. `stop_sequence` needs the matched sequence, which the
- * canonical event does not carry: without a hint a stop is `end_turn`. Cancelled and errored streams have
+ * Canonical finish reason → Anthropic stop_reason. `stop_sequence` needs the matched user stop sequence
+ * (the finish event's `stopSequence`): without one a stop is `end_turn`. Cancelled and errored streams have
  * no Anthropic equivalent and also read `end_turn` (an errored stream normally ends with an `error` frame).
  */
 export function anthropicStopReason(reason: FinishReason, stopSequence?: string): AnthropicStopReason {
