@@ -37,7 +37,6 @@ interface ModelEntry {
   lastUsedAt: number;
   /** Estimated device memory of the model and its context, reserved from the budget while loading. */
   bytes: number;
-  error?: string;
 }
 
 interface ActiveRequest {
@@ -59,10 +58,15 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private watchTimer: NodeJS.Timeout | null = null;
   private readonly startedAt = Date.now();
-  private draining = false;
+  private shuttingDown = false;
   /** Load/unload cycles since the backend was (re)created; `eviction.defrag_after_cycles` acts on it. */
   private cycles = 0;
   private defragging = false;
+
+  /** Refusing new work: shutting down, or recreating the backend (a defrag ending must not undo a shutdown). */
+  private get draining(): boolean {
+    return this.shuttingDown || this.defragging;
+  }
 
   constructor(
     @Inject(CONFIG) private readonly config: CortexConfig,
@@ -173,7 +177,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       }
       stream.emit(event);
     };
-    const keepalive = setInterval(() => emit({ type: 'keepalive' }), STREAM_KEEPALIVE_MS);
+    // Checked four times per interval, so a silent stream still shows life at least every 1.25 intervals.
+    const keepalive = setInterval(() => {
+      if (!done) stream.keepalive(STREAM_KEEPALIVE_MS);
+    }, STREAM_KEEPALIVE_MS / 4);
     try {
       await model.generate({ request: command.request, receivedAt, signal: controller.signal, emit });
     } catch (error) {
@@ -238,15 +245,13 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       this.publishEvent(Subjects.modelLoaded, result, `${this.workerId}.${command.model}.loaded.${Date.now()}`);
       return result;
     } catch (error) {
-      entry.state = 'failed';
-      entry.error = (error as Error).message;
+      // A failed load leaves nothing behind: the model is simply not there; load_failed says why.
+      const message = (error as Error).message;
       this.models.delete(command.model);
-      this.logger.error(`${command.model}: load failed: ${entry.error}`);
-      const failed: LoadFailedEvent = { workerId: this.workerId, at: Date.now(), model: command.model, error: entry.error };
+      this.logger.error(`${command.model}: load failed: ${message}`);
+      const failed: LoadFailedEvent = { workerId: this.workerId, at: Date.now(), model: command.model, error: message };
       this.publishEvent(Subjects.modelLoadFailed, failed, `${this.workerId}.${command.model}.failed.${failed.at}`);
-      throw error instanceof CortexError
-        ? error
-        : new CortexError('model_load_failed', `loading ${command.model} failed: ${entry.error}`, { cause: error });
+      throw error instanceof CortexError ? error : new CortexError('model_load_failed', `loading ${command.model} failed: ${message}`, { cause: error });
     } finally {
       void this.heartbeat();
     }
@@ -271,10 +276,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
    */
   private async maybeDefrag(): Promise<void> {
     const after = this.config.eviction.defragAfterCycles;
-    if (after <= 0 || this.cycles < after || this.defragging || this.draining) return;
+    if (after <= 0 || this.cycles < after || this.draining) return;
     if (this.active.size > 0 || [...this.models.values()].some((m) => m.loading)) return;
     this.defragging = true;
-    this.draining = true;
     await this.heartbeat();
     const dropped = [...this.models.keys()];
     try {
@@ -288,7 +292,6 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     } catch (error) {
       this.logger.error(`defragmentation failed: ${(error as Error).message}`);
     } finally {
-      this.draining = false;
       this.defragging = false;
       void this.heartbeat();
     }
@@ -370,7 +373,6 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           slots: entry.model?.slots ?? 0,
           lastUsedAt: entry.lastUsedAt,
           sizeBytes: entry.bytes || entry.model?.sizeBytes,
-          error: entry.error,
           capabilities: entry.model?.capabilities,
         })),
       };
@@ -382,7 +384,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   /** Drain: refuse new work, say so, let running requests finish (bounded), then free the backend. */
   async onApplicationShutdown(): Promise<void> {
-    this.draining = true;
+    this.shuttingDown = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.watchTimer) clearInterval(this.watchTimer);
     await this.heartbeat();

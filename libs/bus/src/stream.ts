@@ -18,6 +18,8 @@ export class StreamPublisher {
   private seq = 0;
   private pending: Delta | null = null;
   private lastSent = -Infinity;
+  /** When any event last went out (keep-alives are only needed when nothing else did). */
+  private lastAny = -Infinity;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -46,6 +48,15 @@ export class StreamPublisher {
     this.send(event);
   }
 
+  /**
+   * Tells the reader the stream is alive, unless another event did so within `idleMs` — a keep-alive
+   * in the middle of a token stream would only flush the held delta early.
+   */
+  keepalive(idleMs: number): void {
+    if (performance.now() - this.lastAny < idleMs) return;
+    this.emit({ type: 'keepalive' });
+  }
+
   /** Sends a held delta now. */
   flush(): void {
     if (this.timer) clearTimeout(this.timer);
@@ -56,7 +67,9 @@ export class StreamPublisher {
   }
 
   private send(event: StreamEventBody): void {
-    if (event.type === 'text' || event.type === 'reasoning') this.lastSent = performance.now();
+    const now = performance.now();
+    this.lastAny = now;
+    if (event.type === 'text' || event.type === 'reasoning') this.lastSent = now;
     this.nc.publish(this.subject, encodeJson({ ...event, seq: this.seq++ }));
   }
 }

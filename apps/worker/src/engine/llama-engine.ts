@@ -10,6 +10,7 @@ import {
   type LlamaGpuType,
   type LlamaModel,
 } from 'node-llama-cpp';
+import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
 import { LlamaEngineModel } from './llama-model.js';
@@ -35,6 +36,13 @@ export class LlamaEngine implements Engine {
    * model's tokenizer, so only the decision is kept and the wrapper built again (a few ms).
    */
   private readonly chatWrappers = new Map<string, ChatWrapper | 'jinja'>();
+  /**
+   * Memory estimates by file (path, size, mtime), context and slots: reading a GGUF header costs tens
+   * of milliseconds for a real vocabulary, and a model is estimated again at every reload.
+   */
+  private readonly estimates = new Map<string, Promise<number>>();
+  /** Device names do not change while the backend lives; asked once, not at every heartbeat. */
+  private gpuNames: Promise<string[]> | null = null;
 
   private constructor(
     private llama: Llama,
@@ -61,6 +69,7 @@ export class LlamaEngine implements Engine {
   async restart(): Promise<void> {
     await this.llama.dispose();
     this.llama = await LlamaEngine.backend(this.options);
+    this.gpuNames = null;
   }
 
   resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string> {
@@ -76,11 +85,24 @@ export class LlamaEngine implements Engine {
       const ram = await this.llama.getRamState();
       return { name: 'cpu', kind: 'cpu', totalBytes: ram.total, freeBytes: ram.free };
     }
-    const [vram, names] = await Promise.all([this.llama.getVramState(), this.llama.getGpuDeviceNames()]);
+    this.gpuNames ??= this.llama.getGpuDeviceNames();
+    const [vram, names] = await Promise.all([this.llama.getVramState(), this.gpuNames]);
     return { name: names.join(', ') || this.llama.gpu, kind: this.llama.gpu, totalBytes: vram.total, freeBytes: vram.free };
   }
 
-  async estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number> {
+  estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number> {
+    const file = statSync(spec.path, { throwIfNoEntry: false });
+    const key = `${spec.path}|${file?.size}|${file?.mtimeMs}|${spec.contextSize}|${spec.slots}`;
+    let estimate = this.estimates.get(key);
+    if (!estimate) {
+      estimate = this.readEstimate(spec);
+      estimate.catch(() => this.estimates.delete(key));
+      this.estimates.set(key, estimate);
+    }
+    return estimate;
+  }
+
+  private async readEstimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number> {
     const insights = await GgufInsights.from(await readGgufFileInfo(spec.path), this.llama);
     const gpuLayers = this.llama.gpu === false ? 0 : insights.totalLayers;
     const model = await insights.estimateModelResourceRequirementsV2({ gpuLayers });

@@ -148,6 +148,9 @@ export class LlamaEngineModel implements EngineModel {
     }
 
     const sample = request.sampling;
+    // Tokens written so far, for presence/frequency penalties (which node-llama-cpp asks for at every
+    // step: kept here rather than copied out of the sequence's whole context each time).
+    const penalized = sample.presencePenalty || sample.frequencyPenalty ? input.slice(prompt.length - cached) : null;
     const iterator = sequence.evaluate(input, {
       temperature: sample.temperature ?? 0.8,
       topP: sample.topP,
@@ -155,14 +158,9 @@ export class LlamaEngineModel implements EngineModel {
       seed: sample.seed,
       yieldEogToken: true,
       grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({ model: this.model, grammar }) : undefined,
-      repeatPenalty:
-        sample.presencePenalty || sample.frequencyPenalty
-          ? {
-              punishTokens: () => sequence.contextTokens.slice(prompt.length),
-              presencePenalty: sample.presencePenalty,
-              frequencyPenalty: sample.frequencyPenalty,
-            }
-          : undefined,
+      repeatPenalty: penalized
+        ? { punishTokens: () => penalized, presencePenalty: sample.presencePenalty, frequencyPenalty: sample.frequencyPenalty }
+        : undefined,
     });
 
     const emitText = (text: string): boolean => {
@@ -182,6 +180,7 @@ export class LlamaEngineModel implements EngineModel {
     };
 
     for await (const token of iterator) {
+      penalized?.push(token);
       if (signal.aborted) {
         finish = 'cancelled';
         break;
@@ -257,18 +256,23 @@ export class LlamaEngineModel implements EngineModel {
   /** A grammar that makes every output parse: JSON in general, or JSON of one schema. */
   private grammarFor(format: ResponseFormat): Promise<LlamaGrammar> {
     const key = format.type === 'json_schema' ? JSON.stringify(format.schema ?? {}) : format.type;
+    const llama = this.model.llama;
+    return this.cachedGrammar(key, () =>
+      (format.type === 'json_schema' ? llama.createGrammarForJsonSchema(format.schema as never) : llama.getGrammarFor('json')).catch((error: Error) => {
+        throw new CortexError('invalid_request', `response_format: this JSON schema cannot be enforced: ${error.message}`, {
+          param: 'response_format',
+          cause: error,
+        });
+      }),
+    );
+  }
+
+  /** Compiled grammars by key, at most 64; one that fails to compile is forgotten so a retry compiles again. */
+  private cachedGrammar(key: string, create: () => Promise<LlamaGrammar>): Promise<LlamaGrammar> {
     let grammar = this.grammars.get(key);
     if (!grammar) {
-      const llama = this.model.llama;
-      grammar = (format.type === 'json_schema' ? llama.createGrammarForJsonSchema(format.schema as never) : llama.getGrammarFor('json')).catch(
-        (error: Error) => {
-          this.grammars.delete(key);
-          throw new CortexError('invalid_request', `response_format: this JSON schema cannot be enforced: ${error.message}`, {
-            param: 'response_format',
-            cause: error,
-          });
-        },
-      );
+      grammar = create();
+      grammar.catch(() => this.grammars.delete(key));
       if (this.grammars.size >= 64) this.grammars.delete(this.grammars.keys().next().value as string);
       this.grammars.set(key, grammar);
     }
@@ -305,16 +309,9 @@ export class LlamaEngineModel implements EngineModel {
     });
     const schema = (strict: boolean): Record<string, unknown> => (tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) });
     const key = `tools:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
-    let grammar = this.grammars.get(key);
-    if (!grammar) {
-      const llama = this.model.llama;
-      // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
-      grammar = llama.createGrammarForJsonSchema(schema(true) as never).catch(() => llama.createGrammarForJsonSchema(schema(false) as never));
-      grammar.catch(() => this.grammars.delete(key));
-      if (this.grammars.size >= 64) this.grammars.delete(this.grammars.keys().next().value as string);
-      this.grammars.set(key, grammar);
-    }
-    return grammar;
+    const llama = this.model.llama;
+    // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
+    return this.cachedGrammar(key, () => llama.createGrammarForJsonSchema(schema(true) as never).catch(() => llama.createGrammarForJsonSchema(schema(false) as never)));
   }
 
   /** Keeps the longest prefix the sequence already holds (prompt caching); returns its length. */

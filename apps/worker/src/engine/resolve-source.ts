@@ -3,6 +3,19 @@ import { resolveModelFile } from 'node-llama-cpp';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
 
+/** The generated fixture set per models directory: written (or checked) once per process, not per load. */
+const fixtureSets = new Map<string, Promise<Record<string, string>>>();
+
+function fixtures(modelsDir: string, log: (line: string) => void): Promise<Record<string, string>> {
+  let set = fixtureSets.get(modelsDir);
+  if (!set) {
+    set = ensureFixtureModels(modelsDir, { log });
+    set.catch(() => fixtureSets.delete(modelsDir));
+    fixtureSets.set(modelsDir, set);
+  }
+  return set;
+}
+
 /**
  * A catalogue `file` → a local GGUF path. `fixture:<id>` models are generated on first use;
  * `hf:` and URLs are downloaded into the models directory with progress (where a hub is reachable).
@@ -10,7 +23,12 @@ import { CortexError } from '@cortex/contracts';
 export async function resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string> {
   if (source.startsWith('fixture:')) {
     const id = source.slice('fixture:'.length);
-    const paths = await ensureFixtureModels(modelsDir, { log });
+    let paths = await fixtures(modelsDir, log);
+    if (paths[id] && !existsSync(paths[id])) {
+      // Removed since it was written: generate the set again.
+      fixtureSets.delete(modelsDir);
+      paths = await fixtures(modelsDir, log);
+    }
     const path = paths[id];
     if (!path) {
       throw new CortexError('model_load_failed', `no fixture model "${id}"; known: ${Object.keys(paths).join(', ')}`);
