@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { BusStatusEvent, DefragEvent, Heartbeat, LoadFailedEvent, LoadResult, RequestFinishedEvent, UnloadResult } from '@cortex/contracts';
+import { heartbeatFresh } from '@cortex/contracts';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const RATES = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
@@ -128,7 +129,7 @@ export class CortexMetrics {
   /** Gauges of a worker or service that went silent go to 0 or away instead of freezing at their last value. */
   expire(now = Date.now()): void {
     for (const [worker, beat] of this.beats) {
-      if (now - beat.at <= Math.max(beat.intervalMs * 3, 2_000)) continue;
+      if (heartbeatFresh(beat.intervalMs, now - beat.at)) continue;
       this.workerUp.set({ worker }, 0);
       for (const model of beat.models) this.dropModel(model, worker);
       this.memoryUsed.remove({ worker, device: beat.device });

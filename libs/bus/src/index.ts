@@ -9,3 +9,4 @@ export * from './nats-server.js';
 export * from './bus-exception.filter.js';
 export * from './events.js';
 export * from './logger.js';
+export * from './kv-watch.js';

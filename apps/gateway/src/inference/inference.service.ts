@@ -104,7 +104,7 @@ export class InferenceRun {
   private async place(exclude: string[]): Promise<string> {
     const request = this.required();
     const placeStarted = performance.now();
-    const modelId = this.service.config.models.find((m) => m.id === request.model || m.aliases?.includes(request.model))?.id ?? request.model;
+    const modelId = this.service.modelIds.get(request.model) ?? request.model;
     const progress = this.onLoadProgress
       ? this.service.bus.subscribe(Subjects.modelLoading, (data) => {
           const event = data as LoadProgress;
@@ -121,7 +121,7 @@ export class InferenceRun {
   }
 
   private async askRouter(request: CanonicalRequest, exclude: string[]): Promise<string> {
-    const place: PlaceRequest = { model: request.model, requestId: this.requestId, exclude, ...(request.affinityKey && { affinity: request.affinityKey }) };
+    const place: PlaceRequest = { model: request.model, exclude, ...(request.affinityKey && { affinity: request.affinityKey }) };
     this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, place, {
       requestId: this.requestId,
       timeoutMs: this.service.config.gateway.placementTimeoutMs,
@@ -236,12 +236,15 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   readonly watching = new Map<string, string>();
   private timer: NodeJS.Timeout | null = null;
   private readonly events: EventPublisher;
+  /** Catalogue id by the name a request may use (the id or an alias), to follow a cold load's progress. */
+  readonly modelIds = new Map<string, string>();
 
   constructor(
     readonly bus: BusClient,
     @Inject(CONFIG) readonly config: CortexConfig,
   ) {
     this.events = new EventPublisher(bus.nc);
+    for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.modelIds.set(name, model.id);
   }
 
   async onModuleInit(): Promise<void> {
@@ -272,7 +275,11 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
 
   private sendWatch(): void {
     const byWorker = new Map<string, string[]>();
-    for (const [runId, workerId] of this.watching) byWorker.set(workerId, [...(byWorker.get(workerId) ?? []), runId]);
+    for (const [runId, workerId] of this.watching) {
+      const runs = byWorker.get(workerId);
+      if (runs) runs.push(runId);
+      else byWorker.set(workerId, [runId]);
+    }
     for (const [workerId, requestIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { requestIds });
   }
 

@@ -1,18 +1,10 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { Subscription } from '@nats-io/transport-node';
 import { BusClient, EventPublisher } from '@cortex/bus';
-import { decodeMessage, Heartbeat, Subjects, type LoadedModel, type WorkerLifecycleEvent, type WorkerView } from '@cortex/contracts';
+import { decodeMessage, Heartbeat, heartbeatFresh, Subjects, type LoadedModel, type WorkerLifecycleEvent, type WorkerView } from '@cortex/contracts';
 
 /** How long the router trusts its own notes about a worker's models over its heartbeats. */
 const NOTE_MS = 1_500;
-
-/**
- * A worker that missed this many heartbeats is down until it beats again, but never sooner than
- * DOWN_FLOOR_MS: a worker's event loop can stall for most of a second while it sets up a model's chat
- * template, and a short heartbeat interval must not turn that into a false "down".
- */
-const MISSED_BEATS_DOWN = 3;
-const DOWN_FLOOR_MS = 2_000;
 
 interface WorkerEntry {
   beat: Heartbeat;
@@ -63,6 +55,29 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     this.events.publish(subject, event, id).catch((error: Error) => this.logger.warn(`could not record ${subject}: ${error.message}`));
   }
 
+  private waiters: Array<() => void> = [];
+
+  /** Resolves at the next change of the fleet view (a heartbeat, or a change this router noted), or after `maxMs`. */
+  changed(maxMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((waiter) => waiter !== wake);
+        resolve();
+      }, Math.max(0, maxMs));
+      const wake = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.waiters.push(wake);
+    });
+  }
+
+  private notify(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
+
   /** Called with a worker id on every heartbeat. */
   onHeartbeat(listener: (workerId: string) => void): void {
     this.listeners.add(listener);
@@ -84,6 +99,7 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     this.applyNotes(beat);
     this.workers.set(beat.workerId, { beat, lastSeen: Date.now() });
     for (const listener of this.listeners) listener(beat.workerId);
+    this.notify();
   }
 
   /**
@@ -95,31 +111,20 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     if (!notes) return;
     const now = Date.now();
     for (const [id, note] of notes) {
-      if (now - note.at > NOTE_MS) {
-        notes.delete(id);
-        continue;
-      }
-      const reported = beat.models.find((m) => m.id === id);
-      // A heartbeat that already shows the model ready says more than the note (in-flight, capabilities).
-      if (note.model && reported?.state === 'ready') {
-        notes.delete(id);
-        continue;
-      }
-      beat.models = beat.models.filter((m) => m.id !== id);
-      if (note.model) {
-        // A load the worker has not started (or not sized) yet is not in its memory figures.
-        if (!reported?.sizeBytes) beat.memory.freeBytes = Math.max(0, beat.memory.freeBytes - (note.model.sizeBytes ?? 0));
-        beat.models.push(note.model);
-      }
+      if (now - note.at > NOTE_MS || !applyNote(beat, id, note.model)) notes.delete(id);
     }
   }
 
   private readonly notes = new Map<string, Map<string, { model: LoadedModel | null; at: number }>>();
 
+  /** Records a change and applies it to the current view at once, as the next heartbeats will get it. */
   private note(workerId: string, id: string, model: LoadedModel | null): void {
     let notes = this.notes.get(workerId);
     if (!notes) this.notes.set(workerId, (notes = new Map()));
     notes.set(id, { model, at: Date.now() });
+    const entry = this.workers.get(workerId);
+    if (entry && !applyNote(entry.beat, id, model)) notes.delete(id);
+    this.notify();
   }
 
   /** Workers that may take new requests. */
@@ -130,11 +135,6 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   /** Records a state change the router caused before the worker's next heartbeat reports it. */
   noteModel(workerId: string, model: LoadedModel): void {
     this.note(workerId, model.id, model);
-    const entry = this.workers.get(workerId);
-    if (!entry) return;
-    const before = entry.beat.models.find((m) => m.id === model.id);
-    if (!before?.sizeBytes) entry.beat.memory.freeBytes = Math.max(0, entry.beat.memory.freeBytes - (model.sizeBytes ?? 0));
-    entry.beat.models = [...entry.beat.models.filter((m) => m.id !== model.id), model];
   }
 
   /** A request was just placed on this model: it is the most recently used now, before the next heartbeat says so. */
@@ -146,8 +146,6 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   /** The router unloaded a model; forget it until a heartbeat says otherwise. */
   dropModel(workerId: string, model: string): void {
     this.note(workerId, model, null);
-    const entry = this.workers.get(workerId);
-    if (entry) entry.beat.models = entry.beat.models.filter((m) => m.id !== model);
   }
 
   views(): WorkerView[] {
@@ -166,6 +164,22 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   }
 
   private isUp(entry: WorkerEntry): boolean {
-    return Date.now() - entry.lastSeen <= Math.max(entry.beat.intervalMs * MISSED_BEATS_DOWN, DOWN_FLOOR_MS);
+    return heartbeatFresh(entry.beat.intervalMs, Date.now() - entry.lastSeen);
   }
+}
+
+/**
+ * Puts a model the router noted (null: dropped) into a heartbeat's view. Returns false when the
+ * heartbeat already shows the model ready, which says more (in-flight, capabilities) than the note.
+ */
+function applyNote(beat: Heartbeat, id: string, model: LoadedModel | null): boolean {
+  const reported = beat.models.find((m) => m.id === id);
+  if (model && reported?.state === 'ready') return false;
+  beat.models = beat.models.filter((m) => m.id !== id);
+  if (model) {
+    // A load the worker has not started (or not sized) yet is not in its memory figures.
+    if (!reported?.sizeBytes) beat.memory.freeBytes = Math.max(0, beat.memory.freeBytes - (model.sizeBytes ?? 0));
+    beat.models.push(model);
+  }
+  return true;
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Kvm, type KV } from '@nats-io/kv';
-import { BusClient } from '@cortex/bus';
+import { BusClient, watchKv } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 
 const BUCKET = 'cortex_affinity';
@@ -36,14 +36,14 @@ export class AffinityTable implements OnModuleInit, OnModuleDestroy {
   async onModuleInit(): Promise<void> {
     if (!this.config.router.affinity) return;
     this.kv = await new Kvm(this.bus.nc).create(BUCKET, { history: 1, ttl: this.config.router.affinityTtlS * 1000 });
-    const watch = await this.kv.watch();
-    this.stopWatch = () => watch.stop();
-    void (async () => {
-      for await (const entry of watch) {
+    this.stopWatch = watchKv(
+      this.kv,
+      (entry) => {
         if (entry.operation === 'PUT') this.bind(entry.key, { workerId: entry.string(), at: entry.created.getTime() });
         else this.bindings.delete(entry.key);
-      }
-    })().catch((error: Error) => this.logger.warn(`affinity watch ended: ${error.message}`));
+      },
+      (error) => this.logger.warn(`affinity watch: ${error.message}; watching again`),
+    );
   }
 
   onModuleDestroy(): void {

@@ -1,6 +1,6 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Kvm, type KV } from '@nats-io/kv';
-import { BusClient } from '@cortex/bus';
+import { BusClient, watchKv } from '@cortex/bus';
 
 const BUCKET = 'cortex_pins';
 
@@ -19,15 +19,15 @@ export class PinStore implements OnModuleInit, OnModuleDestroy {
 
   async onModuleInit(): Promise<void> {
     this.kv = await new Kvm(this.bus.nc).create(BUCKET, { history: 1 });
-    const watch = await this.kv.watch();
-    this.stopWatch = () => watch.stop();
-    void (async () => {
-      for await (const entry of watch) {
+    this.stopWatch = watchKv(
+      this.kv,
+      (entry) => {
         const model = Buffer.from(entry.key, 'base64url').toString();
         if (entry.operation === 'PUT') this.pins.set(model, entry.string() === '1');
         else this.pins.delete(model);
-      }
-    })().catch((error: Error) => this.logger.warn(`pin watch ended: ${error.message}`));
+      },
+      (error) => this.logger.warn(`pin watch: ${error.message}; watching again`),
+    );
   }
 
   onModuleDestroy(): void {

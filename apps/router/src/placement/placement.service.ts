@@ -48,6 +48,8 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   private readonly waiting = new Map<string, number>();
   /** Round-robin counter for equally loaded workers. */
   private turn = 0;
+  /** When each pinned model's last load failed. */
+  private readonly pinFailures = new Map<string, number>();
 
   constructor(
     @Inject(CONFIG) private readonly config: CortexConfig,
@@ -85,8 +87,8 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     } else {
       const ready = (affinity && this.affine(model.id, affinity)) || this.pick(model.id, 'ready');
       placement = ready ? { model: model.id, workerId: ready.workerId, coldStart: false } : await this.waitForLoad(model);
-      this.fleet.touch(placement.workerId, model.id);
     }
+    this.fleet.touch(placement.workerId, model.id);
     if (affinity) this.affinity.remember(affinity, model.id, placement.workerId);
     return placement;
   }
@@ -208,10 +210,14 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   /** Loads under the fleet-wide lease, or waits for the router that holds it to finish. */
   private async coordinate(model: ModelConfig): Promise<Placement> {
     const deadline = Date.now() + this.config.gateway.placementTimeoutMs;
+    let nextTry = 0;
     for (;;) {
       const ready = this.pick(model.id, 'ready');
       if (ready) return { model: model.id, workerId: ready.workerId, coldStart: true };
-      if (await this.lease.acquire(model.id)) {
+      // The fleet view is looked at on every change; the lease (a KV round trip) at most every LEASE_RETRY_MS.
+      const tryLease = Date.now() >= nextTry;
+      if (tryLease) nextTry = Date.now() + LEASE_RETRY_MS;
+      if (tryLease && (await this.lease.acquire(model.id))) {
         try {
           const loaded = this.pick(model.id, 'ready');
           return loaded ? { model: model.id, workerId: loaded.workerId, coldStart: true } : await this.load(model);
@@ -220,7 +226,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
         }
       }
       if (Date.now() > deadline) throw new CortexError('timeout', `${model.id} is still loading after ${this.config.gateway.placementTimeoutMs} ms`);
-      await new Promise((done) => setTimeout(done, 50));
+      await this.fleet.changed(LEASE_RETRY_MS);
     }
   }
 
@@ -275,7 +281,8 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     const until = this.closing.get(closingKey(workerId, busy[0]?.id ?? '')) ?? 0;
     this.logger.log(`${busy.map((v) => v.id).join(', ')} on ${workerId} take new requests for ${this.config.eviction.swapHoldMs} ms more, then drain to make room`);
     while (Date.now() < until && busy.some((v) => this.isBusy(this.resident(this.worker(workerId)).find((m) => m.id === v.id) ?? v))) {
-      await sleep(25);
+      // In-flight counts change with heartbeats; "recently used" runs out on its own.
+      await this.fleet.changed(Math.min(RECENT_USE_MS, until - Date.now()));
     }
   }
 
@@ -334,7 +341,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
       }
       // Models being loaded, unloaded or swapped out will settle; wait for them rather than fail.
       if (Date.now() < deadline && workers.some((w) => this.fitsOnceSettled(model, w, needed))) {
-        await sleep(SETTLE_POLL_MS);
+        await this.fleet.changed(SETTLE_POLL_MS);
         continue;
       }
       throw this.noRoom(model, workers, needed);
@@ -454,23 +461,38 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     }
   }
 
+  /** Pinned models not loaded anywhere are loaded; one whose load failed is tried again after a pause, not at every heartbeat. */
   private ensurePinned(): void {
+    const now = Date.now();
     for (const model of this.config.models) {
       if (!this.pins.isPinned(model.id, model.pinned) || this.loads.has(model.id)) continue;
-      const present = this.fleet.available().some((w) => w.models.some((m) => m.id === model.id && m.state !== 'failed'));
+      if (now - (this.pinFailures.get(model.id) ?? -Infinity) < PIN_RETRY_MS) continue;
+      const present = this.fleet.available().some((w) => w.models.some((m) => m.id === model.id));
       if (present) continue;
-      this.loadOnce(model).catch((error: Error) => this.logger.error(`pinned model ${model.id} failed to load: ${error.message}`));
+      this.loadOnce(model).then(
+        () => this.pinFailures.delete(model.id),
+        (error: Error) => {
+          this.pinFailures.set(model.id, Date.now());
+          this.logger.error(`pinned model ${model.id} failed to load (trying again in ${PIN_RETRY_MS / 1000} s): ${error.message}`);
+        },
+      );
     }
   }
 }
 
 const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
-const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 const closingKey = (workerId: string, modelId: string): string => `${workerId}\n${modelId}`;
 
 /** A request placed this recently may still be on its way to the worker: its model counts as busy. */
 const RECENT_USE_MS = 250;
-/** How often a placement that waits for models to settle looks again. */
-const SETTLE_POLL_MS = 50;
+/**
+ * A placement waiting for models to settle looks again at every change of the fleet view, and at
+ * least this often (a swap this router finishes changes no heartbeat at once).
+ */
+const SETTLE_POLL_MS = 250;
+/** How long a pinned model whose load failed waits before the next try. */
+const PIN_RETRY_MS = 10_000;
+/** How often a router waiting for another router's load tries for the load lease (a KV round trip). */
+const LEASE_RETRY_MS = 250;
 /** A placement gives up this long before the gateway's timeout, so the client hears why. */
 const PLACEMENT_MARGIN_MS = 1_000;

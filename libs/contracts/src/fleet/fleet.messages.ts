@@ -1,7 +1,7 @@
 import { Type } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, MaxLength, Min, ValidateNested, IsArray } from 'class-validator';
 
-export const MODEL_STATES = ['loading', 'ready', 'unloading', 'failed'] as const;
+export const MODEL_STATES = ['loading', 'ready', 'unloading'] as const;
 export type ModelState = (typeof MODEL_STATES)[number];
 
 /** What a loaded model can do, as its worker found out at load (marker tokens, template). */
@@ -23,7 +23,6 @@ export class LoadedModel {
   /** Epoch milliseconds of the last request that used the model. */
   @IsNumber() lastUsedAt!: number;
   @IsOptional() @IsNumber() sizeBytes?: number;
-  @IsOptional() @IsString() error?: string;
   @IsOptional() @ValidateNested() @Type(() => ModelCapabilities) capabilities?: ModelCapabilities;
 }
 
@@ -41,6 +40,14 @@ export class MemoryInfo {
   /** Estimated memory of the models it holds (loading included). */
   @IsNumber() usedBytes!: number;
   @IsNumber() freeBytes!: number;
+}
+
+/**
+ * A worker whose last heartbeat is older than three intervals is down — never sooner than 2 s, since a
+ * worker's event loop can stall for most of a second while it sets up a model's chat template.
+ */
+export function heartbeatFresh(intervalMs: number, ageMs: number): boolean {
+  return ageMs <= Math.max(intervalMs * 3, 2_000);
 }
 
 /** worker → everyone, about once a second on `llm.hb.v1.worker.<id>`. */
@@ -140,7 +147,6 @@ export class PinCommand {
 /** gateway → router: where should this model run? */
 export class PlaceRequest {
   @IsString() model!: string;
-  @IsOptional() @IsString() requestId?: string;
   /** Workers not to use (a retry after one of them failed). */
   @IsOptional() @IsArray() @IsString({ each: true }) exclude?: string[];
   /** The request's conversation (CanonicalRequest.affinityKey): prefer the worker that served it. */

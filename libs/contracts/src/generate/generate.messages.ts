@@ -80,7 +80,6 @@ export type StreamEvent =
   | { seq: number; type: 'finish'; reason: FinishReason; usage: Usage; timings: Timings; stopSequence?: string }
   | { seq: number; type: 'error'; error: ErrorBody };
 
-export type StreamEventType = StreamEvent['type'];
 
 /** Events without their sequence number, as a producer emits them before numbering. */
 export type StreamEventBody = StreamEvent extends infer E ? (E extends { seq: number } ? Omit<E, 'seq'> : never) : never;

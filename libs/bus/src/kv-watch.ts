@@ -1,0 +1,28 @@
+import type { KV, KvWatchEntry } from '@nats-io/kv';
+
+/**
+ * Keeps a local view of a KV bucket: `onEntry` gets every current entry, then every change (puts and
+ * deletes alike; see `entry.operation`). A watch that ends unexpectedly (the bus went away) is opened
+ * again after a second, which replays the current entries. Returns a function that stops watching.
+ */
+export function watchKv(kv: KV, onEntry: (entry: KvWatchEntry) => void, onError: (error: Error) => void): () => void {
+  let stopped = false;
+  let stopCurrent: (() => void) | null = null;
+  void (async () => {
+    while (!stopped) {
+      try {
+        const watch = await kv.watch();
+        stopCurrent = () => watch.stop();
+        if (stopped) watch.stop();
+        for await (const entry of watch) onEntry(entry);
+      } catch (error) {
+        onError(error as Error);
+      }
+      if (!stopped) await new Promise((done) => setTimeout(done, 1_000).unref());
+    }
+  })();
+  return () => {
+    stopped = true;
+    stopCurrent?.();
+  };
+}
