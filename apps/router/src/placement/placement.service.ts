@@ -286,9 +286,13 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  /** Serving, queued, or placed on so recently that the worker may not have the request yet. */
+  /**
+   * Serving, queued, placed on so recently that the worker may not have the request yet, or just
+   * loaded by this router for requests about to be placed on it (its heartbeat can say ready before
+   * the load's reply hands the waiting requests their placement).
+   */
   private isBusy(model: ResidentModel): boolean {
-    return model.inFlight > 0 || model.queued > 0 || Date.now() - model.lastUsedAt < RECENT_USE_MS;
+    return model.inFlight > 0 || model.queued > 0 || Date.now() - model.lastUsedAt < RECENT_USE_MS || this.loads.has(model.id);
   }
 
   private worker(workerId: string): Heartbeat | undefined {
