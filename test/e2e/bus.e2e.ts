@@ -120,7 +120,7 @@ describe('bus transport', () => {
     reader.arm();
     const publisher = new StreamPublisher(nc, 'test.stream.ok');
     for (const text of ['a', 'b', 'c']) publisher.emit({ type: 'text', text });
-    publisher.emit({ type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 3, reasoningTokens: 0 }, timings: { ttftMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } });
+    publisher.emit({ type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 3, reasoningTokens: 0 }, timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } });
     const seen: StreamEvent[] = [];
     for await (const event of reader) seen.push(event);
     assert.deepEqual(seen.map((e) => e.seq), [0, 1, 2, 3]);
@@ -134,7 +134,7 @@ describe('bus transport', () => {
     const pieces = ['a', 'b', 'c', 'd', 'e'];
     for (const text of pieces) publisher.emit({ type: 'text', text });
     publisher.emit({ type: 'reasoning', text: 'r' });
-    publisher.emit({ type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 6, reasoningTokens: 1 }, timings: { ttftMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } });
+    publisher.emit({ type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 6, reasoningTokens: 1 }, timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } });
     const seen: StreamEvent[] = [];
     for await (const event of reader) seen.push(event);
     assert.deepEqual(

@@ -85,6 +85,8 @@ describe('metrics e2e', () => {
     assert.equal(sum(m, 'cortex_tokens_per_second_count', { model: 'cortex-chat' }), 3);
     assert.equal(sum(m, 'cortex_inter_token_latency_seconds_count', { model: 'cortex-chat' }), 3);
     assert.equal(sum(m, 'cortex_request_queue_seconds_count', { model: 'cortex-chat' }), 3);
+    assert.equal(sum(m, 'cortex_prompt_eval_seconds_count', { model: 'cortex-chat' }), 3);
+    assert.ok(sum(m, 'cortex_prompt_eval_seconds_sum', { model: 'cortex-chat' }) > 0, 'prompt evaluation takes time');
     assert.equal(sum(m, 'cortex_model_load_seconds_count', { model: 'cortex-loop', worker: 'w1' }), 1);
     assert.equal(sum(m, 'cortex_bus_route_seconds_count'), 5, 'every placed request timed its route');
     assert.equal(sum(m, 'cortex_worker_up', { worker: 'w1' }), 1);

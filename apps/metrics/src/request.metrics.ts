@@ -24,6 +24,7 @@ export class CortexMetrics {
   private readonly rejections = this.counter('cortex_rejections_total', 'Requests turned away for lack of capacity', ['reason']);
   private readonly duration = this.histogram('cortex_request_duration_seconds', 'Gateway wall time from request arrival to the last byte', ['model', 'api']);
   private readonly ttft = this.histogram('cortex_time_to_first_token_seconds', 'Worker time from generate arriving to the first token', ['model', 'worker']);
+  private readonly promptEval = this.histogram('cortex_prompt_eval_seconds', 'Worker time evaluating the prompt tokens its sequence did not already hold, up to the first token', ['model', 'worker']);
   private readonly itl = this.histogram('cortex_inter_token_latency_seconds', 'Mean time between tokens of a request', ['model', 'worker']);
   private readonly rate = this.histogram('cortex_tokens_per_second', 'Decode rate of each request after its first token', ['model', 'worker'], RATES);
   private readonly queue = this.histogram('cortex_request_queue_seconds', 'Time a request waited for a free sequence', ['model', 'worker']);
@@ -73,6 +74,7 @@ export class CortexMetrics {
     if (event.timings && event.usage && event.usage.completionTokens > 0) {
       this.ttft.observe({ model, worker }, event.timings.ttftMs / 1000);
       this.queue.observe({ model, worker }, event.timings.queueMs / 1000);
+      this.promptEval.observe({ model, worker }, event.timings.promptMs / 1000);
       const rate = event.timings.decodeTokensPerSecond;
       if (rate > 0) {
         this.rate.observe({ model, worker }, rate);

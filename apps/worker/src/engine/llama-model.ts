@@ -96,9 +96,15 @@ export class LlamaEngineModel implements EngineModel {
     const forced = this.forcedToolCall(request);
     const grammar = forced ? await this.toolCallGrammar(forced) : request.responseFormat ? await this.grammarFor(request.responseFormat) : null;
     // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
-    const sequence = await this.pool.acquire(signal, (candidate) => candidate.compareContextTokens(prompt).firstDifferentIndex);
+    const shared = new Map<LlamaContextSequence, number>();
+    const sharedPrefix = (candidate: LlamaContextSequence): number => {
+      let length = shared.get(candidate);
+      if (length === undefined) shared.set(candidate, (length = candidate.compareContextTokens(prompt).firstDifferentIndex));
+      return length;
+    };
+    const sequence = await this.pool.acquire(signal, sharedPrefix);
     try {
-      await this.run(job, sequence, prompt, stops, grammar, forced !== null, emit);
+      await this.run(job, sequence, prompt, sharedPrefix(sequence), stops, grammar, forced !== null, emit);
     } finally {
       this.pool.release(sequence);
     }
@@ -108,6 +114,7 @@ export class LlamaEngineModel implements EngineModel {
     job: GenerateJob,
     sequence: LlamaContextSequence,
     prompt: Token[],
+    sharedPrefix: number,
     hiddenStops: string[],
     grammar: LlamaGrammar | null,
     forceToolCall: boolean,
@@ -115,7 +122,7 @@ export class LlamaEngineModel implements EngineModel {
   ): Promise<void> {
     const { request, signal, receivedAt } = job;
     const startedAt = performance.now();
-    const cached = await this.reusePrefix(sequence, prompt);
+    const cached = await this.reusePrefix(sequence, prompt, sharedPrefix);
     emit({ type: 'start', requestId: '', workerId: '', model: this.id, promptTokens: prompt.length });
 
     const userStops = request.sampling.stop ?? [];
@@ -179,6 +186,7 @@ export class LlamaEngineModel implements EngineModel {
       if (rest) emit({ type: mode === 'reasoning' ? 'reasoning' : 'text', text: rest });
     };
 
+    const evaluationStartedAt = performance.now();
     for await (const token of iterator) {
       penalized?.push(token);
       if (signal.aborted) {
@@ -246,6 +254,7 @@ export class LlamaEngineModel implements EngineModel {
       usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens },
       timings: {
         ttftMs: firstTokenAt ? firstTokenAt - receivedAt : 0,
+        promptMs: firstTokenAt ? firstTokenAt - evaluationStartedAt : 0,
         decodeTokensPerSecond: decodeSeconds > 0 && completion > 1 ? (completion - 1) / decodeSeconds : 0,
         durationMs: endedAt - receivedAt,
         queueMs: startedAt - receivedAt,
@@ -314,10 +323,10 @@ export class LlamaEngineModel implements EngineModel {
     return this.cachedGrammar(key, () => llama.createGrammarForJsonSchema(schema(true) as never).catch(() => llama.createGrammarForJsonSchema(schema(false) as never)));
   }
 
-  /** Keeps the longest prefix the sequence already holds (prompt caching); returns its length. */
-  private async reusePrefix(sequence: LlamaContextSequence, prompt: Token[]): Promise<number> {
+  /** Keeps the prefix the sequence shares with the prompt (prompt caching); returns its length. */
+  private async reusePrefix(sequence: LlamaContextSequence, prompt: Token[], shared: number): Promise<number> {
     // At least one token must be evaluated to produce the next one.
-    const keep = Math.min(sequence.compareContextTokens(prompt).firstDifferentIndex, prompt.length - 1);
+    const keep = Math.min(shared, prompt.length - 1);
     if (keep < sequence.nextTokenIndex) {
       await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
     }

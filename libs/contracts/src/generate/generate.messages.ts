@@ -60,6 +60,11 @@ export interface Usage {
 export interface Timings {
   /** From `generate` arriving at the worker to the first token event. */
   ttftMs: number;
+  /**
+   * Prompt evaluation: from starting to evaluate the prompt tokens the sequence did not already hold
+   * to the first token. `ttftMs - promptMs` is the worker's own overhead (validation, rendering, slot).
+   */
+  promptMs: number;
   /** Decode rate after the first token. */
   decodeTokensPerSecond: number;
   durationMs: number;

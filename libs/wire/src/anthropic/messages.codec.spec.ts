@@ -16,7 +16,7 @@ function invalid(body: unknown, param: string): void {
 const user = (content: unknown) => ({ role: 'user', content });
 const base = { model: 'm', max_tokens: 64, messages: [user('hi')] };
 const usage = { promptTokens: 10, cachedPromptTokens: 4, completionTokens: 3, reasoningTokens: 1 };
-const timings = { ttftMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
+const timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
 const options = { id: 'msg_1', model: 'claude-x', thinking: false };
 
 /** Numbers events in order, as a worker does. */

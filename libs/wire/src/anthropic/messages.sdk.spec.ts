@@ -26,7 +26,7 @@ function withServer(reply: Reply, run: (client: Anthropic, bodies: unknown[]) =>
 }
 
 const usage = { promptTokens: 12, cachedPromptTokens: 2, completionTokens: 9, reasoningTokens: 2 };
-const timings = { ttftMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
+const timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
 const script = (thinkingText: boolean): StreamEvent[] => {
   const bodies: Array<Record<string, unknown>> = [
     { type: 'start', requestId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 12 },

@@ -13,7 +13,7 @@ function invalid(body: unknown, param: string): void {
 }
 
 const usage = { promptTokens: 5, cachedPromptTokens: 1, completionTokens: 3, reasoningTokens: 1 };
-const timings = { ttftMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
+const timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
 
 describe('openai chat codec', () => {
   it('openai chat codec - decodes roles, sampling, tools and a tool round trip', () => {

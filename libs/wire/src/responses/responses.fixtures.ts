@@ -7,7 +7,7 @@ import type { ReasoningEventFamily, ResponsesEncoderOptions } from './responses.
 import type { ResponseBody, ResponsesFrame } from './responses.types.js';
 
 export const usage = { promptTokens: 12, cachedPromptTokens: 2, completionTokens: 9, reasoningTokens: 3 };
-export const timings = { ttftMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
+export const timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
 
 /** Numbers events in order, as a worker does. */
 export function events(...bodies: Array<Record<string, unknown>>): StreamEvent[] {
