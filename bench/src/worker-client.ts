@@ -21,7 +21,11 @@ export class WorkerClient {
   }
 
   /** One request; times from the first token event to the finish event as received on the bus. */
-  async generate(model: string, prompt: string, maxTokens: number): Promise<DecodeRun & { wallMs: number; reportedTokensPerSecond: number }> {
+  async generate(
+    model: string,
+    prompt: string,
+    maxTokens: number,
+  ): Promise<DecodeRun & { wallMs: number; reportedTokensPerSecond: number; promptMs: number; promptTokens: number; cachedTokens: number }> {
     const runId = randomBytes(8).toString('hex');
     const subject = streamSubject(runId);
     const reader = new StreamReader(this.nc, subject, { idleTimeoutMs: 30_000 });
@@ -34,6 +38,9 @@ export class WorkerClient {
     let tokens = 0;
     let reported = 0;
     let ttft = 0;
+    let promptMs = 0;
+    let promptTokens = 0;
+    let cachedTokens = 0;
     for await (const event of reader) {
       if ((event.type === 'text' || event.type === 'reasoning') && first === 0) first = performance.now();
       if (event.type === 'error') throw new Error(event.error.message);
@@ -41,9 +48,12 @@ export class WorkerClient {
         tokens = event.usage.completionTokens;
         reported = event.timings.decodeTokensPerSecond;
         ttft = event.timings.ttftMs;
+        promptMs = event.timings.promptMs;
+        promptTokens = event.usage.promptTokens;
+        cachedTokens = event.usage.cachedPromptTokens;
       }
     }
     const end = performance.now();
-    return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (end - first) : 0, wallMs: end - started, reportedTokensPerSecond: reported, ttftMs: ttft };
+    return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (end - first) : 0, wallMs: end - started, reportedTokensPerSecond: reported, ttftMs: ttft, promptMs, promptTokens, cachedTokens };
   }
 }

@@ -3,9 +3,10 @@
  * node-llama-cpp evaluate loop on the same model, context and threads, in one run; then aggregate
  * throughput at 1, 2, 4 and 8 concurrent streams.
  *
- * Options (env): BENCH_THREADS (default 1), BENCH_TOKENS (default 512), BENCH_RUNS (default 5),
- * BENCH_GPU (cpu | auto | cuda | vulkan; default cpu), BENCH_STREAM_INTERVAL (ms, default 5: the worker's
- * `stream_interval_ms`).
+ * Options (env): BENCH_THREADS (default 1), BENCH_TOKENS (default 512), BENCH_RUNS (default 9),
+ * BENCH_GPU (cpu | auto | cuda | vulkan; default cpu), BENCH_STREAM_INTERVAL (ms, the worker's
+ * `stream_interval_ms`; default: the worker's default), BENCH_PAUSE (ms of idle before every run, 50),
+ * BENCH_SLOTS (8), BENCH_WORKER_PROFILE (a directory: the worker writes a CPU profile there).
  */
 import 'reflect-metadata';
 import { spawn } from 'node:child_process';
@@ -14,17 +15,24 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
+import { WorkerConfig } from '@cortex/config';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { startTestNats, STORIES_260K, waitFor } from '@cortex/testing';
-import { RawBaseline } from './raw-baseline.js';
+import { RawBaseline, type DecodeRun } from './raw-baseline.js';
 import { WorkerClient } from './worker-client.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const THREADS = Number(process.env.BENCH_THREADS ?? 1);
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 512);
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const RUNS = Number(process.env.BENCH_RUNS ?? 9);
 const GPU = process.env.BENCH_GPU ?? 'cpu';
-const STREAM_INTERVAL = Number(process.env.BENCH_STREAM_INTERVAL ?? 5);
+const STREAM_INTERVAL = Number(process.env.BENCH_STREAM_INTERVAL ?? new WorkerConfig().streamIntervalMs);
+/**
+ * Idle time before every measured run, raw and worker alike. A process that has slept runs its next
+ * few milliseconds several times slower on a VM (caches, a descheduled vCPU); without the pause the
+ * worker would always start from idle and the raw loop never, which skews time to first token.
+ */
+const PAUSE = Number(process.env.BENCH_PAUSE ?? 50);
 const CONTEXT = 2048;
 /** Sequences of the model the concurrency runs use; single-stream runs use one, like the raw loop. */
 const SLOTS = Number(process.env.BENCH_SLOTS ?? 8);
@@ -34,6 +42,8 @@ const median = (values: number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 };
+const range = (values: number[]): string => `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}`;
+const pause = (): Promise<void> => new Promise((done) => setTimeout(done, PAUSE));
 const log = (line: string): void => console.log(line);
 
 async function main(): Promise<void> {
@@ -44,7 +54,7 @@ async function main(): Promise<void> {
   models.push({ id: 'cortex-loop', path: fixtures['cortex-loop']! });
   log(`cortex bench — ${new Date().toISOString()}`);
   log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`);
-  log(`settings: threads ${THREADS}, gpu ${GPU}, context ${CONTEXT}, stream interval ${STREAM_INTERVAL} ms, ${TOKENS} tokens per run, median of ${RUNS} runs\n`);
+  log(`settings: threads ${THREADS}, gpu ${GPU}, context ${CONTEXT}, stream interval ${STREAM_INTERVAL} ms, ${TOKENS} tokens per run, ${RUNS} runs, ${PAUSE} ms idle before each\n`);
 
   const nats = await startTestNats();
   const config = { nats: { url: nats.url }, worker: { id: 'bench', threads: THREADS, gpu: GPU, models_dir: join(dir, 'models'), heartbeat_ms: 250, max_queue: 64, stream_interval_ms: STREAM_INTERVAL }, log_level: 'warn' };
@@ -61,16 +71,17 @@ async function main(): Promise<void> {
     sub.unsubscribe();
     const client = new WorkerClient(nc, 'bench');
 
-    log('single stream: raw sequence.evaluate loop vs worker (at its bus output)');
-    log('model          raw tok/s   worker tok/s   ratio');
+    log('single stream: raw sequence.evaluate loop vs worker (at its bus output); raw and worker runs alternate,');
+    log('each ratio is a worker run over the raw run just before it; medians, with the range of the ratios');
+    log('model          raw tok/s   worker tok/s   ratio   (range)');
     const ttftLines: string[] = [];
     for (const model of models) {
       log(`  ${model.id}: loading in the worker and in this process…`);
       // One sequence, as in the raw loop: a context with more sequences holds a larger KV cache.
       await client.load(model.id, model.path, CONTEXT, 1);
       const baseline = await RawBaseline.open({ path: model.path, contextSize: CONTEXT, threads: THREADS, prompt: PROMPT });
-      const raw = [];
-      const runs = [];
+      const raw: DecodeRun[] = [];
+      const runs: Array<Awaited<ReturnType<WorkerClient['generate']>>> = [];
       try {
         // Warm-up (JIT, caches), then alternate raw and worker runs so drift hits both alike.
         for (let i = 0; i < 3; i++) {
@@ -79,7 +90,9 @@ async function main(): Promise<void> {
         }
         for (let i = 0; i < RUNS; i++) {
           log(`  ${model.id}: run ${i + 1}/${RUNS}…`);
+          await pause();
           raw.push(await baseline.run(TOKENS));
+          await pause();
           runs.push(await client.generate(model.id, PROMPT, TOKENS));
         }
       } finally {
@@ -87,14 +100,19 @@ async function main(): Promise<void> {
       }
       const rawRate = median(raw.map((r) => r.tokensPerSecond));
       const workerRate = median(runs.map((r) => r.tokensPerSecond));
-      const rawTtft = median(raw.map((r) => r.ttftMs));
-      const workerTtft = median(runs.map((r) => r.ttftMs));
-      ttftLines.push(`${model.id.padEnd(14)} ${rawTtft.toFixed(2).padStart(6)}   ${workerTtft.toFixed(2).padStart(9)}   ${(workerTtft - rawTtft).toFixed(2).padStart(12)}`);
-      log(`${model.id.padEnd(14)} ${rawRate.toFixed(0).padStart(9)}   ${workerRate.toFixed(0).padStart(12)}   ${(workerRate / rawRate).toFixed(2)}  (tokens/run: raw ${raw[0]?.tokens}, worker ${runs[0]?.tokens}; worker's own measure ${median(runs.map((r) => r.reportedTokensPerSecond)).toFixed(0)})`);
+      const ratios = runs.map((r, i) => r.tokensPerSecond / (raw[i]?.tokensPerSecond ?? Infinity));
+      const cell = (value: number, width: number): string => value.toFixed(2).padStart(width);
+      const ttft = median(runs.map((r) => r.ttftMs));
+      const prompt = median(runs.map((r) => r.promptMs));
+      const overhead = median(runs.map((r) => r.ttftMs - r.promptMs));
+      ttftLines.push(`${model.id.padEnd(14)} ${cell(median(raw.map((r) => r.ttftMs)), 6)}   ${cell(ttft, 9)}   ${cell(prompt, 9)}   ${cell(overhead, 11)}   ${String(runs[0]?.promptTokens ?? 0).padStart(6)} / ${runs[0]?.cachedTokens ?? 0}`);
+      log(`${model.id.padEnd(14)} ${rawRate.toFixed(0).padStart(9)}   ${workerRate.toFixed(0).padStart(12)}   ${median(ratios).toFixed(2)}   (${range(ratios)})  tokens/run: raw ${raw[0]?.tokens}, worker ${runs[0]?.tokens}; worker's own measure ${median(runs.map((r) => r.reportedTokensPerSecond)).toFixed(0)} tok/s`);
     }
 
-    log('\ntime to first token: raw = evaluate() start → first token (prompt eval); worker = generate arrival → first token event');
-    log('model          raw ms   worker ms   worker − raw');
+    log('\ntime to first token, medians: raw = evaluate() start → first token (the whole prompt evaluated);');
+    log('worker = generate arrival → first token, of which prompt eval = evaluating the tokens its sequence did not');
+    log('already hold, and overhead = the rest (validation, template rendering, tokenizing, slot, prefix trim)');
+    log('model          raw ms   worker ms   prompt ms   overhead ms   prompt / cached tokens');
     for (const line of ttftLines) log(line);
 
     const base = models[0]!;
