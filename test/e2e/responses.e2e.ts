@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { Kvm } from '@nats-io/kv';
 import { fixtureModel } from '@cortex/fixtures';
 import { OpenResponsesSchema, postJson, postSse, startStack, waitFor, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
@@ -148,6 +149,63 @@ describe('responses e2e', () => {
     const second = await client.responses.create({ model: 'cortex-chat', input: 'And again.', conversation });
     assert.equal(second.output_text, chat.expected.text);
     assert.ok((second.usage?.input_tokens ?? 0) > (first.usage?.input_tokens ?? 0) + 10, 'the second turn carries the first');
+  });
+
+  it('responses e2e - a previous_response_id chain stores each turn once and rebuilds the whole history', async () => {
+    const responses = await new Kvm(stack.nc).open('cortex_responses');
+    const ids: string[] = [];
+    const inputTokens: number[] = [];
+    for (let turn = 0; turn < 5; turn++) {
+      const response = await client.responses.create({ model: 'cortex-chat', input: `Turn ${turn}, marker${turn}.`, ...(turn > 0 && { previous_response_id: ids.at(-1) }) });
+      ids.push(response.id);
+      inputTokens.push(response.usage?.input_tokens ?? 0);
+    }
+    for (let turn = 1; turn < 5; turn++) {
+      assert.ok((inputTokens[turn] ?? 0) > (inputTokens[turn - 1] ?? 0) + 10, `turn ${turn} carries every turn before it: ${inputTokens.join(', ')}`);
+    }
+    const last = (await responses.get(ids[4] as string))?.json<Record<string, unknown>>();
+    assert.ok(last);
+    assert.deepEqual(last.chain, ids.slice(0, 4), 'the chain is stored as ids');
+    assert.equal(last.history, undefined);
+    assert.ok(!JSON.stringify(last).includes('marker0'), 'the first turn is stored once, with its own response');
+
+    // A follow-up across the chain is the same request whichever turn is asked about.
+    const again = await client.responses.create({ model: 'cortex-chat', input: 'Once more.', previous_response_id: ids[4] });
+    assert.ok((again.usage?.input_tokens ?? 0) > (inputTokens[4] ?? 0));
+
+    // A deleted turn in the middle breaks the chain, and the error names it.
+    await client.responses.delete(ids[1] as string);
+    await assert.rejects(client.responses.create({ model: 'cortex-chat', input: 'And now?', previous_response_id: ids[4] }), (error: unknown) => {
+      assert.ok(error instanceof OpenAI.NotFoundError, String(error));
+      assert.equal(error.param, 'previous_response_id');
+      assert.match(error.message, new RegExp(`${ids[1]}.*no longer stored`));
+      return true;
+    });
+  });
+
+  it('responses e2e - a chain that starts in a conversation keeps the conversation before it', async () => {
+    const conversation = `conv_chain_${Date.now()}`;
+    await client.responses.create({ model: 'cortex-chat', input: 'The first turn of the conversation.', conversation });
+    const second = await client.responses.create({ model: 'cortex-chat', input: 'The second turn.', conversation });
+    const alone = await client.responses.create({ model: 'cortex-chat', input: 'The second turn.' });
+    const next = await client.responses.create({ model: 'cortex-chat', input: 'Go on.', previous_response_id: second.id });
+    assert.ok((second.usage?.input_tokens ?? 0) > (alone.usage?.input_tokens ?? 0) + 10, 'the second turn carries the first');
+    assert.ok(
+      (next.usage?.input_tokens ?? 0) > (second.usage?.input_tokens ?? 0) + (second.usage?.output_tokens ?? 0),
+      'the follow-up carries both turns of the conversation and the second answer',
+    );
+  });
+
+  it('responses e2e - a response stored with its whole history (the earlier format) can still be continued', async () => {
+    const responses = await new Kvm(stack.nc).open('cortex_responses');
+    const first = await client.responses.create({ model: 'cortex-chat', input: 'Hello.' });
+    const plain = await client.responses.create({ model: 'cortex-chat', input: 'Go on.', previous_response_id: first.id });
+    const stored = (await responses.get(first.id))?.json<Record<string, unknown>>();
+    assert.ok(stored);
+    const history = [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'An earlier turn kept whole by the earlier format of stored responses.' }] }];
+    await responses.put(first.id, JSON.stringify({ resource: stored.resource, input: stored.input, history }));
+    const legacy = await client.responses.create({ model: 'cortex-chat', input: 'Go on.', previous_response_id: first.id });
+    assert.ok((legacy.usage?.input_tokens ?? 0) > (plain.usage?.input_tokens ?? 0) + 10, 'the stored history is part of the prompt');
   });
 
   it('responses e2e - a conversation continues across a restart of the gateway and translator', async () => {

@@ -25,6 +25,8 @@ export class ResponsesService {
     const decoded = decodeResponsesRequest(body);
     const responseId = `resp_${randomBytes(16).toString('hex')}`;
     let history: ResponsesItem[] = [];
+    let chain: string[] = [];
+    let conversationItems: number | undefined;
     // The conversation's worker affinity: the client's cache key, else the conversation, else the
     // chain's first response (each response stores the key it ran under, and follow-ups inherit it).
     let affinity = decoded.request.affinityKey;
@@ -35,10 +37,12 @@ export class ResponsesService {
           param: 'previous_response_id',
         });
       }
-      history = [...previous.history, ...previous.input, ...previous.resource.output];
+      chain = [...(previous.chain ?? []), previous.resource.id];
+      history = await this.historyThrough(previous);
       affinity ??= previous.affinityKey ?? affinityKey.response(previous.resource.id);
     } else if (decoded.conversation) {
       history = await this.store.conversation(decoded.conversation);
+      conversationItems = history.length;
       affinity ??= affinityKey.conversation(decoded.conversation);
     }
     // An unstored response cannot be continued, so it starts no chain worth remembering.
@@ -55,8 +59,8 @@ export class ResponsesService {
       echo: decoded.echo,
       store: decoded.store,
       input,
-      history,
-      ...(decoded.conversation !== undefined && { conversation: decoded.conversation }),
+      chain,
+      ...(decoded.conversation !== undefined && { conversation: decoded.conversation, conversationItems }),
       affinityKey: affinity,
     };
     return { request: { ...decoded.request, messages, affinityKey: affinity }, state };
@@ -67,8 +71,8 @@ export class ResponsesService {
     const stored: StoredResponse = {
       resource,
       input: state.input,
-      history: state.history,
-      ...(state.conversation && { conversation: state.conversation }),
+      ...(state.chain.length > 0 && { chain: state.chain }),
+      ...(state.conversation && { conversation: state.conversation, conversationItems: state.conversationItems }),
       ...(state.affinityKey && { affinityKey: state.affinityKey }),
     };
     await this.store.put(stored);
@@ -98,6 +102,37 @@ export class ResponsesService {
     }
     const data = ordered.slice(start, start + limit);
     return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + limit < ordered.length };
+  }
+
+  /**
+   * The whole conversation up to and including `last`: the conversation items its chain started
+   * after, then every response of the chain (input, then output). The earlier responses are fetched
+   * together; one that has expired or was deleted breaks the chain, which is said rather than
+   * answered from a silently shortened history.
+   */
+  private async historyThrough(last: StoredResponse): Promise<ResponsesItem[]> {
+    const ids = last.chain ?? [];
+    const earlier = await Promise.all(ids.map((id) => this.store.get(id)));
+    const links: StoredResponse[] = [];
+    for (const [i, stored] of earlier.entries()) {
+      if (!stored) {
+        throw new CortexError(
+          'previous_response_not_found',
+          `Response '${ids[i]}', an earlier turn of '${last.resource.id}', is no longer stored (expired or deleted), so the conversation cannot be rebuilt; start a new one or send the history as input.`,
+          { param: 'previous_response_id' },
+        );
+      }
+      links.push(stored);
+    }
+    links.push(last);
+    const first = links[0] as StoredResponse;
+    const history: ResponsesItem[] = first.history
+      ? [...first.history]
+      : first.conversation && first.conversationItems
+        ? (await this.store.conversation(first.conversation)).slice(0, first.conversationItems)
+        : [];
+    for (const link of links) history.push(...link.input, ...link.resource.output);
+    return history;
   }
 
   private async required(id: string): Promise<StoredResponse> {

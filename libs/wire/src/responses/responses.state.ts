@@ -9,21 +9,33 @@ export interface ResponsesState {
   store: boolean;
   /** This request's input items: references resolved, each with an id. */
   input: ResponsesItem[];
-  /** The conversation before this input (from `previous_response_id` or `conversation`). */
-  history: ResponsesItem[];
+  /** See StoredResponse.chain. */
+  chain: string[];
   conversation?: string;
+  /** See StoredResponse.conversationItems. */
+  conversationItems?: number;
   /** See CanonicalRequest.affinityKey; responses that continue this one inherit it. */
   affinityKey?: string;
 }
 
-/** One stored response: enough to show it again, list its input, and continue from it. */
+/**
+ * One stored response: enough to show it again, list its input, and continue from it. Each response
+ * stores only its own items; the conversation before it is rebuilt from the responses in `chain`, so
+ * storage grows with the length of a conversation, not with its square.
+ */
 export interface StoredResponse {
   resource: ResponseResource;
   input: ResponsesItem[];
-  history: ResponsesItem[];
+  /** The earlier responses of its `previous_response_id` chain, oldest first (ids only). */
+  chain?: string[];
+  /** The `conversation` it was created in. */
   conversation?: string;
+  /** How many of that conversation's items came before this response (the first of a chain only). */
+  conversationItems?: number;
   /** The conversation's affinity key, inherited by responses that continue this one. */
   affinityKey?: string;
+  /** Written by earlier versions instead of `chain`: the whole conversation before this response. */
+  history?: ResponsesItem[];
 }
 
 /** Input item ids name their response like output item ids do: `in_<response hex>_<index>`. */
