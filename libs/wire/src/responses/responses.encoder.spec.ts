@@ -2,7 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { StreamEvent } from '@cortex/contracts';
 import { ResponsesStreamEncoder } from './responses.encoder.js';
-import { outputItemId, responseIdOfItem, responsesError } from './responses.resource.js';
+import { outputItemId } from './responses.resource.js';
+import { inputItemId, responseIdOfAnyItem } from './responses.state.js';
 import { aggregate, encodeAll, encoderOptions, events, finish, scripts, start } from './responses.fixtures.js';
 import type { ResponseResource, ResponsesFrame } from './responses.types.js';
 
@@ -235,13 +236,12 @@ describe('responses codec - stream encoding', () => {
     );
   });
 
-  it('responses codec - error bodies use the OpenAI envelope; item ids name their response', () => {
-    assert.deepEqual(responsesError({ code: 'invalid_request', message: 'background: background is not supported', param: 'background' }), {
-      error: { message: 'background: background is not supported', type: 'invalid_request_error', param: 'background', code: 'invalid_request' },
-    });
+  it('responses codec - input and output item ids name their response', () => {
     assert.equal(outputItemId('resp_abc', 'fc', 3), 'fc_abc_3');
-    assert.equal(responseIdOfItem('fc_abc_3'), 'resp_abc');
-    assert.equal(responseIdOfItem('msg_a_b_0'), 'resp_a_b');
-    assert.equal(responseIdOfItem('something'), undefined);
+    assert.equal(responseIdOfAnyItem(outputItemId('resp_abc', 'fc', 3)), 'resp_abc');
+    assert.equal(responseIdOfAnyItem(outputItemId('resp_0f9e', 'rs', 0)), 'resp_0f9e');
+    assert.equal(responseIdOfAnyItem(inputItemId('resp_0f9e', 2)), 'resp_0f9e');
+    assert.equal(responseIdOfAnyItem('call_abc_1'), undefined, 'a client-made id names no response');
+    assert.equal(responseIdOfAnyItem('something'), undefined);
   });
 });

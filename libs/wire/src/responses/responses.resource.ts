@@ -1,5 +1,4 @@
 import { ErrorCodes, type ErrorBody, type Usage } from '@cortex/contracts';
-import { openAiError } from '../openai/chat.encoder.js';
 import type { ResponseBody, ResponseEcho, ResponseResource, ResponsesErrorPayload, ResponsesUsage } from './responses.types.js';
 
 /** Which names carry reasoning text in a stream (see `ReasoningEventType`). */
@@ -23,17 +22,11 @@ export interface ResponsesEncoderOptions {
 
 /**
  * Output item ids derive from the response id (`resp_X` → `msg_X_0`, `fc_X_1`, `rs_X_2`): unique as long as
- * response ids are, and an item id names the response that holds it (`responseIdOfItem`), which is how a
- * store finds the item an `item_reference` points at.
+ * response ids are, and an item id names the response that holds it (`responseIdOfAnyItem`), which is how
+ * a store finds the item an `item_reference` points at.
  */
 export function outputItemId(responseId: string, prefix: 'msg' | 'fc' | 'rs', outputIndex: number): string {
   return `${prefix}_${responseId.replace(/^resp_/, '')}_${outputIndex}`;
-}
-
-/** The response id an `outputItemId` was made from, or undefined for ids of another shape. */
-export function responseIdOfItem(itemId: string): string | undefined {
-  const match = /^(?:msg|fc|rs)_(.+)_\d+$/.exec(itemId);
-  return match ? `resp_${match[1]}` : undefined;
 }
 
 /** A resource with no output yet: what `response.created` carries. */
@@ -78,11 +71,6 @@ export function responseOutputText(resource: ResponseResource): string {
 /** The non-streaming body: the resource plus `output_text` (the openai client computes the same). */
 export function withOutputText(resource: ResponseResource): ResponseBody {
   return { ...resource, output_text: responseOutputText(resource) };
-}
-
-/** The Responses API uses OpenAI's error envelope, `{error: {message, type, param, code}}`. */
-export function responsesError(error: ErrorBody): Record<string, unknown> {
-  return openAiError(error);
 }
 
 /** The `error` object of a stream's `error` event (`ErrorPayload`). */

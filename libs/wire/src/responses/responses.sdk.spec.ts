@@ -10,7 +10,8 @@ import type { StreamEvent } from '@cortex/contracts';
 import { withReplyServer, type CannedReply } from '../testing/reply-server.js';
 import { decodeResponsesRequest } from './responses.decoder.js';
 import { conversationMessages } from './responses.items.js';
-import { responsesError, type ReasoningEventFamily } from './responses.resource.js';
+import { openAiError } from '../openai/chat.encoder.js';
+import type { ReasoningEventFamily } from './responses.resource.js';
 import { aggregate, encodeAll, encoderOptions, scripts, sseText, toolCallTurns, toolResults, weatherTool } from './responses.fixtures.js';
 
 type Reply = { status: number; json: unknown } | { sse: StreamEvent[]; family: ReasoningEventFamily };
@@ -142,8 +143,8 @@ describe('responses codec with the openai client', () => {
     });
   });
 
-  it('responses codec - an HTTP error body reads as the client error class with code and param', async () => {
-    const json = responsesError({ code: 'invalid_request', message: 'background: background is not supported', param: 'background' });
+  it('responses codec - an HTTP error body (the OpenAI envelope the gateway sends) reads as the client error class with code and param', async () => {
+    const json = openAiError({ code: 'invalid_request', message: 'background: background is not supported', param: 'background' });
     await withServer({ status: 400, json }, async (client) => {
       await assert.rejects(client.responses.create({ ...params, background: true }), (error: unknown) => {
         assert.ok(error instanceof OpenAI.BadRequestError);
