@@ -129,16 +129,18 @@ describe('openai chat codec', () => {
       { seq: 0, type: 'reasoning', text: 'hmm ' },
       { seq: 1, type: 'reasoning', text: 'ok' },
       { seq: 2, type: 'text', text: 'Hi' },
-      { seq: 3, type: 'finish', reason: 'stop', usage, timings },
+      { seq: 3, type: 'reasoning', text: 'and more' },
+      { seq: 4, type: 'text', text: '!' },
+      { seq: 5, type: 'finish', reason: 'stop', usage, timings },
     ];
     const chunks = events.flatMap((event) => {
       aggregator.add(event);
       return encoder.encode(event);
     }) as Array<{ choices: Array<{ delta: { content?: string; reasoning_content?: string } }> }>;
-    assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), '<think>hmm ok</think>Hi');
+    assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), '<think>hmm ok</think>Hi<think>and more</think>!');
     assert.ok(chunks.every((c) => c.choices[0]?.delta.reasoning_content === undefined));
     const body = aggregator.body() as { choices: Array<{ message: Record<string, unknown> }> };
-    assert.equal(body.choices[0]?.message.content, '<think>hmm ok</think>Hi');
+    assert.equal(body.choices[0]?.message.content, '<think>hmm ok</think>Hi<think>and more</think>!', 'the body reads like the stream');
     assert.equal(body.choices[0]?.message.reasoning_content, undefined);
   });
 

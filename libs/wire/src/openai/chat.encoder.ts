@@ -82,47 +82,50 @@ export class ChatChunkEncoder {
   }
 }
 
-/** Collects a whole stream into one `chat.completion` body (non-streaming requests). */
+interface ChunkDelta {
+  content?: string;
+  reasoning_content?: string;
+  tool_calls?: Array<{ index: number; id?: string; function: { name?: string; arguments: string } }>;
+}
+
+/**
+ * Collects a whole stream into one `chat.completion` body (non-streaming requests) by adding up the
+ * chunks the stream encoder makes, so a body reads exactly like the stream it replaces (reasoning
+ * inlined as `<think>` where it occurred, tool calls in order).
+ */
 export class ChatCompletionAggregator {
+  private readonly encoder: ChatChunkEncoder;
   private content = '';
   private reasoning = '';
   private readonly toolCalls: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }> = [];
   private finishReason: FinishReason | null = null;
   private usage: Usage | null = null;
 
-  constructor(private readonly options: Omit<ChatEncoderOptions, 'includeUsage'>) {}
-
+  constructor(private readonly options: Omit<ChatEncoderOptions, 'includeUsage'>) {
+    this.encoder = new ChatChunkEncoder({ ...options, includeUsage: false });
+  }
 
   add(event: StreamEvent): void {
-    switch (event.type) {
-      case 'text':
-        this.content += event.text;
-        break;
-      case 'reasoning':
-        this.reasoning += event.text;
-        break;
-      case 'tool_call':
-        this.toolCalls[event.index] = { id: event.id, type: 'function', function: { name: event.name, arguments: '' } };
-        break;
-      case 'tool_args': {
-        const call = this.toolCalls[event.index];
-        if (call) call.function.arguments += event.delta;
-        break;
+    for (const chunk of this.encoder.encode(event)) {
+      const delta = (chunk.choices as Array<{ delta: ChunkDelta }>)[0]?.delta ?? {};
+      this.content += delta.content ?? '';
+      this.reasoning += delta.reasoning_content ?? '';
+      for (const call of delta.tool_calls ?? []) {
+        const known = this.toolCalls[call.index];
+        if (known) known.function.arguments += call.function.arguments;
+        else if (call.id) this.toolCalls[call.index] = { id: call.id, type: 'function', function: { name: call.function.name ?? '', arguments: call.function.arguments } };
       }
-      case 'finish':
-        this.finishReason = event.reason;
-        this.usage = event.usage;
-        break;
-      default:
-        break;
+    }
+    if (event.type === 'finish') {
+      this.finishReason = event.reason;
+      this.usage = event.usage;
     }
   }
 
   body(): Record<string, unknown> {
-    const inline = this.options.inlineReasoning && this.reasoning;
-    const content = inline ? `<think>${this.reasoning}</think>${this.content}` : this.content;
+    const content = this.content;
     const message: Record<string, unknown> = { role: 'assistant', content: content || (this.toolCalls.length ? null : ''), refusal: null };
-    if (this.reasoning && !inline) message.reasoning_content = this.reasoning;
+    if (this.reasoning) message.reasoning_content = this.reasoning;
     if (this.toolCalls.length) message.tool_calls = this.toolCalls.filter(Boolean);
     return {
       id: this.options.id,
