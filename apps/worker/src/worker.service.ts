@@ -44,6 +44,8 @@ interface ActiveRequest {
   model: string;
   /** Last time a gateway said it still reads this stream. */
   watchedAt: number;
+  /** Settles when the request has ended and its sequence is free. */
+  done: Promise<void>;
 }
 
 /** Keep-alive period on a request's stream: silence past the gateway's idle timeout means a dead worker. */
@@ -100,7 +102,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
     const model = entry.model;
     const controller = new AbortController();
-    this.active.set(command.requestId, { controller, model: entry.id, watchedAt: Date.now() });
+    const active: ActiveRequest = { controller, model: entry.id, watchedAt: Date.now(), done: Promise.resolve() };
+    this.active.set(command.requestId, active);
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
     entry.lastUsedAt = Date.now();
     this.logger.log({ msg: `generating with ${entry.id}`, requestId, runId: command.requestId, queuePosition });
@@ -112,6 +115,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       void this.maybeDefrag();
     });
     this.running.add(run);
+    active.done = run;
     return { requestId: command.requestId, workerId: this.workerId, queuePosition };
   }
 
@@ -320,7 +324,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     void this.heartbeat();
     const mine = [...this.active.entries()].filter(([, a]) => a.model === model);
     if (!drain) for (const [id] of mine) this.cancel(id, `${model} is being unloaded`);
-    while ([...this.active.values()].some((a) => a.model === model)) await new Promise((done) => setTimeout(done, 20));
+    // The model is no longer ready, so no request joins these while they finish.
+    await Promise.allSettled(mine.map(([, request]) => request.done));
     await entry.model?.dispose();
     this.models.delete(model);
     this.logger.log(`${model}: unloaded${drain ? '' : ` (${mine.length} requests cancelled)`}`);
