@@ -1,4 +1,5 @@
 import { after, before, describe, it } from 'node:test';
+import type { ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
@@ -148,6 +149,7 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
 describe('fleet e2e - failover', () => {
   let stack: TestStack;
   let client: OpenAI;
+  const workers = new Map<string, ChildProcess | undefined>();
 
   before(async () => {
     stack = await startStack({
@@ -156,10 +158,11 @@ describe('fleet e2e - failover', () => {
       // Slow heartbeats: the router still believes in a dead worker for seconds, as after a real crash.
       config: { worker: { id: 'w1', heartbeat_ms: 2_000 }, log_level: 'info' },
     });
-    stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
+    workers.set('w1', stack.processes.get('worker'));
+    for (const id of ['w2', 'w3']) workers.set(id, stack.spawnService('worker', { CORTEX_WORKER_ID: id }));
     await waitFor(async () => {
       const fleet = await new BusClient(stack.nc, 1_000).request<FleetView>('llm.router.v1.fleet', {}).catch(() => null);
-      return fleet?.workers.filter((w) => w.up).length === 2;
+      return fleet?.workers.filter((w) => w.up).length === 3;
     }, 30_000);
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
@@ -176,23 +179,31 @@ describe('fleet e2e - failover', () => {
   };
 
   const kill = (workerId: string): void => {
-    const name = workerId === 'w1' ? 'worker' : [...stack.processes.keys()].find((key) => key.startsWith('worker#'));
-    const child = name ? stack.processes.get(name) : undefined;
+    const child = workers.get(workerId);
     assert.ok(child, `process of ${workerId}`);
     child.kill('SIGKILL');
   };
 
-  it('fleet - a worker that dies before the first token: the request is placed again, invisibly', async () => {
+  it('fleet - a worker that dies before the first token: the requests are placed again, invisibly, and the model loads once', async () => {
     const downs: Array<{ workerId: string }> = [];
-    const sub = stack.nc.subscribe('llm.evt.v1.worker.down', { callback: (_e, msg) => void downs.push(msg.json<{ workerId: string }>()) });
+    const loads: LoadResult[] = [];
+    const subs = [
+      stack.nc.subscribe('llm.evt.v1.worker.down', { callback: (_e, msg) => void downs.push(msg.json<{ workerId: string }>()) }),
+      stack.nc.subscribe('llm.evt.v1.model.loaded', { callback: (_e, msg) => void loads.push(msg.json<LoadResult>()) }),
+    ];
     await stack.nc.flush();
     const holder = await holderOf('cortex-chat');
     kill(holder);
-    const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
-    assert.equal(result.choices[0]?.message.content, 'Hello from a tiny model.');
+    // Every request is sent to the dead worker first; their retries, with two workers left that tie
+    // for room, must share one load rather than each planning its own.
+    const results = await Promise.all(Array.from({ length: 4 }, () => client.chat.completions.create({ model: 'cortex-chat', messages: user })));
+    assert.ok(results.every((result) => result.choices[0]?.message.content === 'Hello from a tiny model.'));
     assert.match(stack.logs(), new RegExp(`worker ${holder} failed before the first token`));
     await waitFor(() => downs.some((d) => d.workerId === holder), 10_000);
-    sub.unsubscribe();
+    for (const sub of subs) sub.unsubscribe();
+    const chatLoads = loads.filter((load) => load.model === 'cortex-chat');
+    assert.equal(chatLoads.length, 1, `loads of cortex-chat: ${JSON.stringify(chatLoads)}`);
+    assert.notEqual(chatLoads[0]?.workerId, holder);
   });
 
   it('fleet - a worker that dies mid-stream: the client gets an error and the stream ends within seconds', async () => {

@@ -106,8 +106,12 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     return entry && entry.queued === 0 ? worker : undefined;
   }
 
-  /** Joins (or starts) the model's load; a bounded number of requests may wait for it. */
-  private async waitForLoad(model: ModelConfig): Promise<Placement> {
+  /**
+   * Joins (or starts) the model's load; a bounded number of requests may wait for it. With workers
+   * to avoid (a retry), the load goes through the same fleet-wide lease but is not shared with
+   * requests that may use any worker.
+   */
+  private async waitForLoad(model: ModelConfig, exclude: readonly string[] = []): Promise<Placement> {
     const waiting = this.waiting.get(model.id) ?? 0;
     const bound = this.config.router.maxWaitingPerModel;
     if (waiting >= bound) {
@@ -115,7 +119,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     }
     this.waiting.set(model.id, waiting + 1);
     try {
-      return await this.loadOnce(model);
+      return await (exclude.length > 0 ? this.coordinate(model, exclude) : this.loadOnce(model));
     } finally {
       const left = (this.waiting.get(model.id) ?? 1) - 1;
       if (left > 0) this.waiting.set(model.id, left);
@@ -130,8 +134,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   private async placeAvoiding(model: ModelConfig, exclude: readonly string[]): Promise<Placement> {
     const ready = this.pick(model.id, 'ready', exclude);
     if (ready) return { model: model.id, workerId: ready.workerId, coldStart: false };
-    const { target, victims } = await this.plan(model, exclude);
-    return this.loadOn(model, target, victims);
+    return this.waitForLoad(model, exclude);
   }
 
   /** Admin: load a model now, on the named worker or wherever placement picks. */
@@ -207,20 +210,23 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     return load;
   }
 
-  /** Loads under the fleet-wide lease, or waits for the router that holds it to finish. */
-  private async coordinate(model: ModelConfig): Promise<Placement> {
+  /**
+   * Loads under the fleet-wide lease, or waits for the router that holds it to finish. The lease is
+   * not re-entrant, so retries in this router that avoid a worker also load the model only once.
+   */
+  private async coordinate(model: ModelConfig, exclude: readonly string[] = []): Promise<Placement> {
     const deadline = Date.now() + this.config.gateway.placementTimeoutMs;
     let nextTry = 0;
     for (;;) {
-      const ready = this.pick(model.id, 'ready');
+      const ready = this.pick(model.id, 'ready', exclude);
       if (ready) return { model: model.id, workerId: ready.workerId, coldStart: true };
       // The fleet view is looked at on every change; the lease (a KV round trip) at most every LEASE_RETRY_MS.
       const tryLease = Date.now() >= nextTry;
       if (tryLease) nextTry = Date.now() + LEASE_RETRY_MS;
       if (tryLease && (await this.lease.acquire(model.id))) {
         try {
-          const loaded = this.pick(model.id, 'ready');
-          return loaded ? { model: model.id, workerId: loaded.workerId, coldStart: true } : await this.load(model);
+          const loaded = this.pick(model.id, 'ready', exclude);
+          return loaded ? { model: model.id, workerId: loaded.workerId, coldStart: true } : await this.load(model, exclude);
         } finally {
           await this.lease.release(model.id).catch((error: Error) => this.logger.warn(`lease for ${model.id}: ${error.message}`));
         }
@@ -230,18 +236,18 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  private async load(model: ModelConfig): Promise<Placement> {
+  private async load(model: ModelConfig, exclude: readonly string[]): Promise<Placement> {
     // A load already under way (e.g. started before this router restarted) is joined: the worker
     // answers a second load command with the load in progress.
-    const loading = this.pick(model.id, 'loading');
-    const { target, victims } = loading ? { target: loading, victims: [] } : await this.plan(model);
+    const loading = this.pick(model.id, 'loading', exclude);
+    const { target, victims } = loading ? { target: loading, victims: [] } : await this.plan(model, exclude);
     try {
       return await this.loadOn(model, target, victims);
     } catch (error) {
       // The chosen worker vanished since its last heartbeat: plan once more without it.
       if (!(error instanceof CortexError) || error.code !== 'service_unavailable') throw error;
       this.logger.warn(`${target.workerId} did not answer the load of ${model.id}; trying another worker`);
-      const retry = await this.plan(model, [target.workerId]);
+      const retry = await this.plan(model, [...exclude, target.workerId]);
       return this.loadOn(model, retry.target, retry.victims);
     }
   }
