@@ -21,6 +21,13 @@ export function string(value: unknown, param: string): string {
   return value;
 }
 
+/** The requested model: a string, not empty. */
+export function modelName(value: unknown): string {
+  const model = string(value, 'model');
+  if (model.length === 0) fail('model', 'must not be empty');
+  return model;
+}
+
 export function optionalString(value: unknown, param: string): string | undefined {
   return value === undefined || value === null ? undefined : string(value, param);
 }
@@ -54,6 +61,21 @@ export function oneOf<T extends string>(value: unknown, param: string, allowed: 
     fail(param, `must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(value)}`);
   }
   return value as T;
+}
+
+/** Stop sequences (at most 16, none empty; a lone string where the dialect allows one); none → undefined. */
+export function stopSequences(value: unknown, param: string, options: { single?: boolean } = {}): string[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  const stops = options.single && typeof value === 'string' ? [value] : array(value, param).map((s, i) => string(s, `${param}[${i}]`));
+  if (stops.length > 16) fail(param, 'at most 16 stop sequences');
+  if (stops.some((s) => s.length === 0)) fail(param, 'stop sequences must not be empty');
+  return stops.length > 0 ? stops : undefined;
+}
+
+/** The fields that are set: an option the request left out stays out of the decoded object. */
+export function defined<T extends object>(fields: T): T {
+  for (const [key, value] of Object.entries(fields)) if (value === undefined) delete (fields as Record<string, unknown>)[key];
+  return fields;
 }
 
 function kind(value: unknown): string {

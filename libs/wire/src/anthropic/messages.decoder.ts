@@ -12,6 +12,9 @@ import {
   optionalString,
   string,
   type Json,
+  modelName,
+  defined,
+  stopSequences,
 } from '../fields.js';
 
 /** A decoded Anthropic request: the canonical request plus what the canonical shape has no field for. */
@@ -36,8 +39,7 @@ const TEXT_ONLY = 'this model takes text only';
  */
 export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
   const body = object(input, 'body');
-  const model = string(body.model, 'model');
-  if (model.length === 0) fail('model', 'must not be empty');
+  const model = modelName(body.model);
   // Unlike OpenAI, Anthropic requires max_tokens.
   const maxTokens = optionalInteger(body.max_tokens, 'max_tokens', 1);
   if (maxTokens === undefined) fail('max_tokens', 'is required');
@@ -211,21 +213,14 @@ function decodeThinking(value: unknown): boolean {
 }
 
 function decodeSampling(body: Json, maxTokens: number): Sampling {
-  const sampling: Sampling = { maxTokens };
-  const set = <K extends keyof Sampling>(key: K, value: Sampling[K] | undefined): void => {
-    if (value !== undefined) sampling[key] = value;
-  };
-  // Anthropic's temperature range is 0..1 (OpenAI's is 0..2); the canonical scale is the same number.
-  set('temperature', optionalNumber(body.temperature, 'temperature', 0, 1));
-  set('topP', optionalNumber(body.top_p, 'top_p', 0, 1));
-  set('topK', optionalInteger(body.top_k, 'top_k', 0));
-  if (body.stop_sequences !== undefined && body.stop_sequences !== null) {
-    const stops = array(body.stop_sequences, 'stop_sequences').map((s, i) => string(s, `stop_sequences[${i}]`));
-    if (stops.length > 16) fail('stop_sequences', 'at most 16 stop sequences');
-    if (stops.some((s) => s.length === 0)) fail('stop_sequences', 'stop sequences must not be empty');
-    if (stops.length > 0) sampling.stop = stops;
-  }
-  return sampling;
+  return defined<Sampling>({
+    maxTokens,
+    // Anthropic's temperature range is 0..1 (OpenAI's is 0..2); the canonical scale is the same number.
+    temperature: optionalNumber(body.temperature, 'temperature', 0, 1),
+    topP: optionalNumber(body.top_p, 'top_p', 0, 1),
+    topK: optionalInteger(body.top_k, 'top_k', 0),
+    stop: stopSequences(body.stop_sequences, 'stop_sequences'),
+  });
 }
 
 /** Structured outputs: `output_config.format = {type: 'json_schema', schema}`. `effort` has no canonical field. */

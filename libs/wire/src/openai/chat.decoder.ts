@@ -12,6 +12,9 @@ import {
   optionalString,
   string,
   type Json,
+  modelName,
+  defined,
+  stopSequences,
 } from '../fields.js';
 
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
@@ -19,8 +22,7 @@ const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
 /** OpenAI Chat Completions body → canonical request. Throws `invalid_request` naming the field. */
 export function decodeChatRequest(input: unknown): CanonicalRequest {
   const body = object(input, 'body');
-  const model = string(body.model, 'model');
-  if (model.length === 0) fail('model', 'must not be empty');
+  const model = modelName(body.model);
   const messages = array(body.messages, 'messages').map((m, i) => decodeMessage(m, `messages[${i}]`));
   if (messages.length === 0) fail('messages', 'must contain at least one message');
   const n = optionalInteger(body.n, 'n', 1);
@@ -118,23 +120,15 @@ function decodeToolChoice(value: unknown, tools: ToolDefinition[] | undefined): 
 }
 
 function decodeSampling(body: Json): Sampling {
-  const sampling: Sampling = {};
-  const set = <K extends keyof Sampling>(key: K, value: Sampling[K] | undefined): void => {
-    if (value !== undefined) sampling[key] = value;
-  };
-  set('temperature', optionalNumber(body.temperature, 'temperature', 0, 2));
-  set('topP', optionalNumber(body.top_p, 'top_p', 0, 1));
-  set('seed', optionalInteger(body.seed, 'seed', Number.MIN_SAFE_INTEGER));
-  set('maxTokens', optionalInteger(body.max_completion_tokens, 'max_completion_tokens', 1) ?? optionalInteger(body.max_tokens, 'max_tokens', 1));
-  set('presencePenalty', optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2));
-  set('frequencyPenalty', optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2));
-  if (body.stop !== undefined && body.stop !== null) {
-    const stops = typeof body.stop === 'string' ? [body.stop] : array(body.stop, 'stop').map((s, i) => string(s, `stop[${i}]`));
-    if (stops.length > 16) fail('stop', 'at most 16 stop sequences');
-    if (stops.some((s) => s.length === 0)) fail('stop', 'stop sequences must not be empty');
-    sampling.stop = stops;
-  }
-  return sampling;
+  return defined<Sampling>({
+    temperature: optionalNumber(body.temperature, 'temperature', 0, 2),
+    topP: optionalNumber(body.top_p, 'top_p', 0, 1),
+    seed: optionalInteger(body.seed, 'seed', Number.MIN_SAFE_INTEGER),
+    maxTokens: optionalInteger(body.max_completion_tokens, 'max_completion_tokens', 1) ?? optionalInteger(body.max_tokens, 'max_tokens', 1),
+    presencePenalty: optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2),
+    frequencyPenalty: optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2),
+    stop: stopSequences(body.stop, 'stop', { single: true }),
+  });
 }
 
 function decodeResponseFormat(value: unknown): ResponseFormat | undefined {

@@ -11,6 +11,8 @@ import {
   optionalString,
   string,
   type Json,
+  modelName,
+  defined,
 } from '../fields.js';
 import { conversationMessages, decodeResponsesInput } from './responses.items.js';
 import type { FunctionToolEcho, ResponseEcho, ResponsesItem, TextFormatEcho, ToolChoiceEcho } from './responses.types.js';
@@ -51,8 +53,7 @@ const TOOL_CHOICES = ['none', 'auto', 'required'] as const;
  */
 export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest {
   const body = object(input, 'body');
-  const model = string(body.model, 'model');
-  if (model.length === 0) fail('model', 'must not be empty');
+  const model = modelName(body.model);
 
   // Cortex answers every request in the foreground; a background response would need polling and cancel.
   if (optionalBoolean(body.background, 'background')) fail('background', 'background is not supported: omit it or send false');
@@ -286,16 +287,13 @@ function decodeMetadata(value: unknown): Record<string, string> {
 }
 
 function decodeSampling(body: Json): Sampling {
-  const sampling: Sampling = {};
-  const set = <K extends keyof Sampling>(key: K, value: Sampling[K] | undefined): void => {
-    if (value !== undefined) sampling[key] = value;
-  };
-  set('temperature', optionalNumber(body.temperature, 'temperature', 0, 2));
-  set('topP', optionalNumber(body.top_p, 'top_p', 0, 1));
-  // The spec's minimum is 16; smaller caps are still meaningful to a local model, so only >= 1 is required.
-  set('maxTokens', optionalInteger(body.max_output_tokens, 'max_output_tokens', 1));
-  set('presencePenalty', optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2));
-  set('frequencyPenalty', optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2));
-  return sampling;
+  return defined<Sampling>({
+    temperature: optionalNumber(body.temperature, 'temperature', 0, 2),
+    topP: optionalNumber(body.top_p, 'top_p', 0, 1),
+    // The spec's minimum is 16; smaller caps are still meaningful to a local model, so only >= 1 is required.
+    maxTokens: optionalInteger(body.max_output_tokens, 'max_output_tokens', 1),
+    presencePenalty: optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2),
+    frequencyPenalty: optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2),
+  });
 }
 
