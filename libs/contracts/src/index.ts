@@ -6,3 +6,4 @@ export * from './generate/generate.messages.js';
 export * from './fleet/fleet.messages.js';
 export * from './events/request-finished.event.js';
 export * from './validate.js';
+export * from './fields.js';

@@ -1,5 +1,4 @@
 export * from './sse.js';
-export * from './fields.js';
 export * from './openai/chat.decoder.js';
 export * from './openai/chat.encoder.js';
 export * from './anthropic/messages.codec.js';

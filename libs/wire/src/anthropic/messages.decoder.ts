@@ -15,7 +15,7 @@ import {
   modelName,
   defined,
   stopSequences,
-} from '../fields.js';
+} from '@cortex/contracts';
 
 /** A decoded Anthropic request: the canonical request plus what the canonical shape has no field for. */
 export interface DecodedMessagesRequest {

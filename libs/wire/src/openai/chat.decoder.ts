@@ -15,7 +15,7 @@ import {
   modelName,
   defined,
   stopSequences,
-} from '../fields.js';
+} from '@cortex/contracts';
 
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
 

@@ -13,7 +13,7 @@ import {
   type Json,
   modelName,
   defined,
-} from '../fields.js';
+} from '@cortex/contracts';
 import { conversationMessages, decodeResponsesInput } from './responses.items.js';
 import type { FunctionToolEcho, ResponseEcho, ResponsesItem, TextFormatEcho, ToolChoiceEcho } from './responses.types.js';
 

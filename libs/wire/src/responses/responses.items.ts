@@ -1,5 +1,4 @@
-import { CortexError, type CanonicalMessage } from '@cortex/contracts';
-import { array, fail, object, oneOf, optionalString, string, type Json } from '../fields.js';
+import { array, CortexError, fail, object, oneOf, optionalString, string, type CanonicalMessage, type Json } from '@cortex/contracts';
 import type {
   ResponsesFunctionCallItem,
   ResponsesFunctionCallOutputItem,

@@ -1,4 +1,4 @@
-import { CortexError } from '@cortex/contracts';
+import { CortexError } from './errors/error-codes.js';
 
 /** Small readers for untrusted JSON bodies: each throws `invalid_request` naming the field's path. */
 export type Json = Record<string, unknown>;
