@@ -2,7 +2,7 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
 import { performance } from 'node:perf_hooks';
-import { CancelCommand, decodeMessage, EstimateCommand, GenerateCommand, LoadCommand, Subjects, TokenizeCommand, UnloadCommand, WatchMessage } from '@cortex/contracts';
+import { CancelCommand, decodeGenerateCommand, decodeMessage, decodeTokenizeCommand, EstimateCommand, LoadCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
 
 /** Bus handlers addressed to this worker (`llm.worker.v1.<id>.*`); every payload is validated first. */
@@ -13,12 +13,12 @@ export class WorkerController {
   @MessagePattern(Subjects.workerGenerate)
   generate(@Payload() payload: unknown, @Ctx() context: BusContext) {
     const receivedAt = performance.now();
-    return this.worker.generate(decodeMessage(GenerateCommand, payload), receivedAt, context.requestId);
+    return this.worker.generate(decodeGenerateCommand(payload), receivedAt, context.requestId);
   }
 
   @MessagePattern(Subjects.workerTokenize)
   tokenize(payload: unknown) {
-    return this.worker.tokenize(decodeMessage(TokenizeCommand, payload).request);
+    return this.worker.tokenize(decodeTokenizeCommand(payload).request);
   }
 
   @MessagePattern(Subjects.workerCancel)

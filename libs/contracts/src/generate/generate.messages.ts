@@ -1,6 +1,6 @@
-import { Type } from 'class-transformer';
-import { IsIn, IsObject, IsOptional, IsString, ValidateNested } from 'class-validator';
-import { CanonicalRequest } from './canonical-request.js';
+import { IsIn, IsObject, IsOptional, IsString } from 'class-validator';
+import { object, string } from '../fields.js';
+import { decodeCanonicalRequest, type CanonicalRequest } from './canonical-request.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 
 export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages'] as const;
@@ -20,10 +20,19 @@ export interface DecodedRequest {
 }
 
 /** gateway → worker: run this request and publish its events on `streamSubject`. */
-export class GenerateCommand {
-  @IsString() requestId!: string;
-  @IsString() streamSubject!: string;
-  @ValidateNested() @Type(() => CanonicalRequest) request!: CanonicalRequest;
+export interface GenerateCommand {
+  requestId: string;
+  streamSubject: string;
+  request: CanonicalRequest;
+}
+
+/** Checks a `generate` command from the bus (the worker's hot path: see decodeCanonicalRequest). */
+export function decodeGenerateCommand(value: unknown): GenerateCommand {
+  const command = object(value, 'generate');
+  string(command.requestId, 'requestId');
+  string(command.streamSubject, 'streamSubject');
+  decodeCanonicalRequest(command.request, 'request');
+  return command as unknown as GenerateCommand;
 }
 
 export interface GenerateAccepted {
@@ -34,8 +43,12 @@ export interface GenerateAccepted {
 }
 
 /** gateway → worker: count the prompt tokens of a request with the model's real tokenizer and template. */
-export class TokenizeCommand {
-  @ValidateNested() @Type(() => CanonicalRequest) request!: CanonicalRequest;
+export interface TokenizeCommand {
+  request: CanonicalRequest;
+}
+
+export function decodeTokenizeCommand(value: unknown): TokenizeCommand {
+  return { request: decodeCanonicalRequest(object(value, 'tokenize').request, 'request') };
 }
 
 export interface TokenCount {

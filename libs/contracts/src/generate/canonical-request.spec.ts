@@ -1,0 +1,83 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CortexError } from '../errors/error-codes.js';
+import { decodeGenerateCommand, decodeTokenizeCommand } from './generate.messages.js';
+
+const request = () => ({
+  model: 'm',
+  messages: [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'Weather?' },
+    { role: 'assistant', content: '', reasoning: 'look it up', toolCalls: [{ id: 'c1', name: 'get_weather', arguments: '{"city":"Paris"}' }] },
+    { role: 'tool', content: '{"temp_c":21}', toolCallId: 'c1', name: 'get_weather' },
+  ],
+  tools: [{ name: 'get_weather', description: 'Current weather', parameters: { type: 'object' } }],
+  toolChoice: 'auto',
+  maxToolCalls: 2,
+  sampling: { temperature: 0.7, topP: 0.9, topK: 40, seed: -3, maxTokens: 64, stop: ['\n\n'], presencePenalty: 0.5, frequencyPenalty: -0.5 },
+  responseFormat: { type: 'json_schema', schema: { type: 'object' } },
+  stream: true,
+  includeUsage: true,
+  showReasoning: false,
+  affinityKey: 'session:abc',
+});
+const command = (changes: (r: ReturnType<typeof request>) => void = () => {}) => {
+  const r = request();
+  changes(r);
+  return { requestId: 'run1', streamSubject: 'llm.stream.v1.run1', request: r };
+};
+
+function rejects(payload: unknown, param: string): void {
+  assert.throws(
+    () => decodeGenerateCommand(payload),
+    (error: unknown) => {
+      assert.ok(error instanceof CortexError);
+      assert.equal(error.code, 'invalid_request');
+      assert.equal(error.extra.param, param);
+      assert.ok(error.message.startsWith(`${param}: `), error.message);
+      return true;
+    },
+  );
+}
+
+describe('canonical request decoding', () => {
+  it('canonical request - a command that uses every field passes unchanged', () => {
+    const payload = command();
+    assert.equal(decodeGenerateCommand(payload), payload);
+    assert.deepEqual(decodeGenerateCommand(structuredClone(payload)), command());
+    assert.deepEqual(decodeTokenizeCommand({ request: request() }), { request: request() });
+  });
+
+  it('canonical request - optional fields may be absent or null', () => {
+    const minimal = { requestId: 'r', streamSubject: 's', request: { model: 'm', messages: [], sampling: {}, stream: false, tools: null, responseFormat: null } };
+    assert.equal(decodeGenerateCommand(minimal), minimal);
+  });
+
+  it('canonical request - each rule names the field that breaks it', () => {
+    rejects('generate me', 'generate');
+    rejects({ ...command(), requestId: 7 }, 'requestId');
+    rejects({ ...command(), streamSubject: undefined }, 'streamSubject');
+    rejects({ ...command(), request: [] }, 'request');
+    rejects(command((r) => void ((r as { model: unknown }).model = null)), 'request.model');
+    rejects(command((r) => void ((r as { messages: unknown }).messages = 'hi')), 'request.messages');
+    rejects(command((r) => void ((r.messages[1] as { role: string }).role = 'robot')), 'request.messages[1].role');
+    rejects(command((r) => void ((r.messages[0] as { content: unknown }).content = ['x'])), 'request.messages[0].content');
+    rejects(command((r) => void ((r.messages[2]!.toolCalls![0] as { arguments: unknown }).arguments = { city: 'Paris' })), 'request.messages[2].toolCalls[0].arguments');
+    rejects(command((r) => void ((r.messages[3] as { toolCallId: unknown }).toolCallId = 1)), 'request.messages[3].toolCallId');
+    rejects(command((r) => void ((r.tools[0] as { parameters: unknown }).parameters = 'object')), 'request.tools[0].parameters');
+    rejects(command((r) => void ((r as { toolChoice: unknown }).toolChoice = { type: 'any' })), 'request.toolChoice');
+    rejects(command((r) => void (r.maxToolCalls = 0)), 'request.maxToolCalls');
+    rejects(command((r) => void ((r as { sampling: unknown }).sampling = undefined)), 'request.sampling');
+    rejects(command((r) => void (r.sampling.temperature = 2.5)), 'request.sampling.temperature');
+    rejects(command((r) => void (r.sampling.topP = -0.1)), 'request.sampling.topP');
+    rejects(command((r) => void (r.sampling.topK = 1.5)), 'request.sampling.topK');
+    rejects(command((r) => void (r.sampling.maxTokens = 0)), 'request.sampling.maxTokens');
+    rejects(command((r) => void (r.sampling.presencePenalty = Number.POSITIVE_INFINITY)), 'request.sampling.presencePenalty');
+    rejects(command((r) => void (r.sampling.stop = Array.from({ length: 17 }, () => 'x'))), 'request.sampling.stop');
+    rejects(command((r) => void (r.sampling.stop = ['ok', 'x'.repeat(257)])), 'request.sampling.stop[1]');
+    rejects(command((r) => void ((r.responseFormat as { type: string }).type = 'xml')), 'request.responseFormat.type');
+    rejects(command((r) => void ((r as { stream: unknown }).stream = 'yes')), 'request.stream');
+    rejects(command((r) => void ((r as { includeUsage: unknown }).includeUsage = 1)), 'request.includeUsage');
+    rejects(command((r) => void (r.affinityKey = 'k'.repeat(513))), 'request.affinityKey');
+  });
+});
