@@ -21,7 +21,8 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
 
   before(async () => {
     stack = await startStack({
-      models: [fixture('cortex-chat'), fixture('cortex-reasoning'), fixture('cortex-tools', { idle_ttl: 2 })],
+      // cortex-loop at context 1024 needs ~1.6 MiB: with two fixtures resident, only evicting both makes room.
+      models: [fixture('cortex-chat'), fixture('cortex-reasoning'), fixture('cortex-tools', { idle_ttl: 2 }), fixture('cortex-loop', { context_size: 1024 })],
       config: { eviction: { strategy: 'lru' }, worker: { id: 'w1', memory_budget: BUDGET, heartbeat_ms: 100 }, log_level: 'info' },
     });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
@@ -50,6 +51,18 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
     unloads.stop();
     assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]), [['cortex-tools', 'idle']]);
     assert.deepEqual(await modelsOn(stack, 'w1'), ['cortex-chat'], 'models without a TTL stay');
+  });
+
+  it('fleet - a model that needs the room of two evicts both, then loads', async () => {
+    await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
+    await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat,cortex-reasoning', 3_000);
+    const unloads = await watchBus<UnloadResult>(stack.nc, 'llm.evt.v1.model.unloaded');
+    const result = await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 2 });
+    assert.equal(result.choices[0]?.message.content, 'Round and round');
+    await waitFor(() => unloads.messages.length >= 2, 3_000);
+    unloads.stop();
+    assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]).sort(), [['cortex-chat', 'lru'], ['cortex-reasoning', 'lru']], stack.logs());
+    await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-loop', 3_000);
   });
 });
 

@@ -281,7 +281,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private async maybeDefrag(): Promise<void> {
     const after = this.config.eviction.defragAfterCycles;
     if (after <= 0 || this.cycles < after || this.draining) return;
-    if (this.active.size > 0 || [...this.models.values()].some((m) => m.loading)) return;
+    // Not while another model is still loading or being unloaded (unloads may run side by side).
+    if (this.active.size > 0 || [...this.models.values()].some((m) => m.loading || m.state === 'unloading')) return;
     this.defragging = true;
     await this.heartbeat();
     const dropped = [...this.models.keys()];

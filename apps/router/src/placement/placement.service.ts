@@ -255,7 +255,8 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   private async loadOn(model: ModelConfig, target: Heartbeat, victims: readonly ResidentModel[]): Promise<Placement> {
     try {
       await this.close(target.workerId, victims);
-      for (const victim of victims) await this.unload(target.workerId, victim.id, this.config.eviction.strategy);
+      // Each victim drains and frees on its own: together they take as long as the slowest, not the sum.
+      await Promise.all(victims.map((victim) => this.unload(target.workerId, victim.id, this.config.eviction.strategy)));
     } finally {
       for (const victim of victims) this.closing.delete(closingKey(target.workerId, victim.id));
     }
