@@ -1,8 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import type { FleetView } from '@cortex/contracts';
-import { BusClient } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
 
@@ -27,8 +25,7 @@ describe('worker admission e2e', () => {
   });
 
   async function loopState(): Promise<{ inFlight: number; queued: number }> {
-    const fleet = await new BusClient(stack.nc).request<FleetView>('llm.router.v1.fleet', {});
-    const model = fleet.workers[0]?.models.find((m) => m.id === 'cortex-loop');
+    const model = (await stack.fleet())?.workers[0]?.models.find((m) => m.id === 'cortex-loop');
     return { inFlight: model?.inFlight ?? -1, queued: model?.queued ?? -1 };
   }
 

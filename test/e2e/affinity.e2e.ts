@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { BusClient } from '@cortex/bus';
-import type { FleetView, RequestFinishedEvent } from '@cortex/contracts';
+import type { RequestFinishedEvent } from '@cortex/contracts';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 type Turn = { role: 'user' | 'assistant'; content: string };
@@ -26,7 +26,7 @@ describe('affinity e2e', () => {
     });
     stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
     const bus = new BusClient(stack.nc, 10_000);
-    await waitFor(async () => (await bus.request<FleetView>('llm.router.v1.fleet', {})).workers.filter((w) => w.up).length === 2, 30_000);
+    await stack.workersUp(2);
     for (const worker of ['w1', 'w2']) await bus.request('llm.router.v1.load', { model: 'cortex-chat', worker });
     openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0 });
@@ -112,9 +112,8 @@ describe('affinity e2e', () => {
     assert.ok(router, 'the router process');
     router.kill('SIGKILL');
     stack.spawnService('router');
-    const bus = new BusClient(stack.nc, 1_000);
     await waitFor(async () => {
-      const fleet = await bus.request<FleetView>('llm.router.v1.fleet', {}).catch(() => null);
+      const fleet = await stack.fleet();
       return fleet?.workers.filter((w) => w.up && w.models.some((m) => m.id === 'cortex-chat' && m.state === 'ready')).length === 2;
     }, 30_000);
     seen = finished.messages.length;

@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
-import type { FleetView, LoadResult, UnloadResult } from '@cortex/contracts';
+import type { LoadResult, UnloadResult } from '@cortex/contracts';
 import { fixtureEntry as fixture, postJson, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -11,8 +11,8 @@ const user = [{ role: 'user' as const, content: 'Hi.' }];
 const BUDGET = Math.round(2.5 * 2 ** 20);
 
 async function modelsOn(stack: TestStack, workerId: string): Promise<string[]> {
-  const fleet = await new BusClient(stack.nc).request<FleetView>('llm.router.v1.fleet', {});
-  return (fleet.workers.find((w) => w.workerId === workerId)?.models ?? []).filter((m) => m.state === 'ready').map((m) => m.id).sort();
+  const fleet = await stack.fleet();
+  return (fleet?.workers.find((w) => w.workerId === workerId)?.models ?? []).filter((m) => m.state === 'ready').map((m) => m.id).sort();
 }
 
 describe('fleet e2e - lru eviction and idle ttl', () => {
@@ -122,7 +122,7 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
     stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2', CORTEX_WORKER_MEMORY_BUDGET: String(64 * 2 ** 20) });
     await waitFor(async () => {
       const fleets = await Promise.all(
-        [0, 1, 2, 3].map(() => new BusClient(stack.nc, 1_000).request<FleetView>('llm.router.v1.fleet', {}).catch(() => null)),
+        [0, 1, 2, 3].map(() => stack.fleet()),
       );
       return new Set(fleets.filter((f) => f && f.workers.filter((w) => w.up).length === 2).map((f) => f?.routerId)).size === 2;
     }, 30_000);
@@ -173,10 +173,7 @@ describe('fleet e2e - failover', () => {
     });
     workers.set('w1', stack.processes.get('worker'));
     for (const id of ['w2', 'w3']) workers.set(id, stack.spawnService('worker', { CORTEX_WORKER_ID: id }));
-    await waitFor(async () => {
-      const fleet = await new BusClient(stack.nc, 1_000).request<FleetView>('llm.router.v1.fleet', {}).catch(() => null);
-      return fleet?.workers.filter((w) => w.up).length === 3;
-    }, 30_000);
+    await stack.workersUp(3);
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
 
@@ -185,8 +182,7 @@ describe('fleet e2e - failover', () => {
   });
 
   const holderOf = async (model: string): Promise<string> => {
-    const fleet = await new BusClient(stack.nc).request<FleetView>('llm.router.v1.fleet', {});
-    const holder = fleet.workers.find((w) => w.models.some((m) => m.id === model && m.state === 'ready'));
+    const holder = (await stack.fleet())?.workers.find((w) => w.models.some((m) => m.id === model && m.state === 'ready'));
     assert.ok(holder, `${model} is loaded somewhere`);
     return holder.workerId;
   };

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
-import type { FleetView, LoadProgress, StreamEvent, UnloadResult } from '@cortex/contracts';
+import type { LoadProgress, StreamEvent, UnloadResult } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, postSse, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -30,8 +30,7 @@ describe('worker lifecycle e2e', () => {
   });
 
   async function chatState(): Promise<string | undefined> {
-    const fleet = await bus.request<FleetView>('llm.router.v1.fleet', {});
-    return fleet.workers[0]?.models.find((m) => m.id === 'cortex-chat')?.state;
+    return (await stack.fleet())?.workers[0]?.models.find((m) => m.id === 'cortex-chat')?.state;
   }
 
   it('lifecycle - a cold load publishes progress events and reports the model ready', async () => {

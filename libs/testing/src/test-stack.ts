@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { BusClient, freePort } from '@cortex/bus';
-import type { FleetView } from '@cortex/contracts';
+import { Subjects, type FleetView } from '@cortex/contracts';
 import { startTestNats, type TestNats } from './test-nats.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
@@ -31,6 +31,10 @@ export interface TestStack {
   logs: () => string;
   /** Starts one more service process (e.g. a second worker with its own id). */
   spawnService(name: string, env?: Record<string, string>): ChildProcess;
+  /** A router's view of the fleet, or null when no router answers within a second. */
+  fleet(): Promise<FleetView | null>;
+  /** Waits until a router sees this many workers up (after `spawnService('worker', …)`). */
+  workersUp(count: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -85,6 +89,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   };
   for (const name of options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway']) spawnService(name);
   const nc = await connect({ servers: nats.url });
+  const fleet = (): Promise<FleetView | null> => new BusClient(nc, 1_000).request<FleetView>(Subjects.routerFleet, {}).catch(() => null);
   const stack: TestStack = {
     baseUrl: `http://127.0.0.1:${port}`,
     metricsUrl: `http://127.0.0.1:${metricsPort}`,
@@ -93,6 +98,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     processes,
     logs: () => output,
     spawnService,
+    fleet,
+    workersUp: (count) => waitFor(async () => ((await fleet())?.workers.filter((w) => w.up).length ?? 0) >= count, 30_000),
     stop: async () => {
       await Promise.all(
         [...processes.values()].map(
@@ -123,8 +130,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       const answered = await pingServices(nc);
       if (services.some((name) => (answered.get(name) ?? 0) < services.filter((s) => s === name).length)) return false;
       if (!services.includes('worker')) return true;
-      const fleet = await new BusClient(nc, 1_000).request<FleetView>('llm.router.v1.fleet', {}).catch(() => null);
-      return (fleet?.workers.filter((w) => w.up).length ?? 0) >= services.filter((s) => s === 'worker').length;
+      return ((await fleet())?.workers.filter((w) => w.up).length ?? 0) >= services.filter((s) => s === 'worker').length;
     }, 60_000);
   } catch (error) {
     await stack.stop();
