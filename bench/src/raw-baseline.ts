@@ -21,8 +21,10 @@ export class RawBaseline {
     private readonly prompt: Token[],
   ) {}
 
-  static async open(options: { path: string; contextSize: number; threads: number; prompt: string }): Promise<RawBaseline> {
-    const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error, build: 'never' });
+  /** `gpu` as the worker's `worker.gpu`: `cpu`, `auto`, `cuda`, `vulkan` or `metal`, so both run on the same backend. */
+  static async open(options: { path: string; contextSize: number; threads: number; prompt: string; gpu: string }): Promise<RawBaseline> {
+    const gpu = options.gpu === 'cpu' ? false : (options.gpu as 'auto' | 'cuda' | 'vulkan' | 'metal');
+    const llama = await getLlama({ gpu, logLevel: LlamaLogLevel.error, build: 'never' });
     const model = await llama.loadModel({ modelPath: options.path });
     const context = await model.createContext({ contextSize: options.contextSize, sequences: 1, threads: options.threads });
     // The same rendered chat prompt the worker evaluates, so both decode at the same positions.

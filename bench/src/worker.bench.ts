@@ -79,7 +79,7 @@ async function main(): Promise<void> {
       log(`  ${model.id}: loading in the worker and in this process…`);
       // One sequence, as in the raw loop: a context with more sequences holds a larger KV cache.
       await client.load(model.id, model.path, CONTEXT, 1);
-      const baseline = await RawBaseline.open({ path: model.path, contextSize: CONTEXT, threads: THREADS, prompt: PROMPT });
+      const baseline = await RawBaseline.open({ path: model.path, contextSize: CONTEXT, threads: THREADS, prompt: PROMPT, gpu: GPU });
       const raw: DecodeRun[] = [];
       const runs: Array<Awaited<ReturnType<WorkerClient['generate']>>> = [];
       try {
