@@ -16,6 +16,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
 import { WorkerConfig } from '@cortex/config';
+import { heartbeatSubject } from '@cortex/contracts';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { startTestNats, STORIES_260K, waitFor } from '@cortex/testing';
 import { RawBaseline, type DecodeRun } from './raw-baseline.js';
@@ -66,7 +67,7 @@ async function main(): Promise<void> {
   const nc = await connect({ servers: nats.url });
   try {
     let beat = false;
-    const sub = nc.subscribe('llm.hb.v1.worker.bench', { callback: () => void (beat = true) });
+    const sub = nc.subscribe(heartbeatSubject('bench'), { callback: () => void (beat = true) });
     await waitFor(() => beat, 60_000);
     sub.unsubscribe();
     const client = new WorkerClient(nc, 'bench');

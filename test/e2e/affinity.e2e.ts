@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { BusClient } from '@cortex/bus';
-import type { RequestFinishedEvent } from '@cortex/contracts';
+import { Subjects, type RequestFinishedEvent } from '@cortex/contracts';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 type Turn = { role: 'user' | 'assistant'; content: string };
@@ -27,10 +27,10 @@ describe('affinity e2e', () => {
     stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
     const bus = new BusClient(stack.nc, 10_000);
     await stack.workersUp(2);
-    for (const worker of ['w1', 'w2']) await bus.request('llm.router.v1.load', { model: 'cortex-chat', worker });
+    for (const worker of ['w1', 'w2']) await bus.request(Subjects.routerLoad, { model: 'cortex-chat', worker });
     openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0 });
-    finished = await watchBus<RequestFinishedEvent>(stack.nc, 'llm.evt.v1.request.finished');
+    finished = await watchBus<RequestFinishedEvent>(stack.nc, Subjects.requestFinished);
   });
 
   after(async () => {
@@ -107,7 +107,7 @@ describe('affinity e2e', () => {
     let seen = finished.messages.length;
     await chatConversation(1, session);
     const [bound] = await workersOfLast(1, seen);
-    const loads = await watchBus<{ model: string }>(stack.nc, 'llm.evt.v1.model.loaded');
+    const loads = await watchBus<{ model: string }>(stack.nc, Subjects.modelLoaded);
     const router = stack.processes.get('router');
     assert.ok(router, 'the router process');
     router.kill('SIGKILL');

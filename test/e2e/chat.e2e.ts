@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import type { StreamEvent } from '@cortex/contracts';
+import { Subjects, type StreamEvent } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, postSse, startStack, waitFor, watchBus, STORIES_260K, storiesAvailable, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
@@ -85,13 +85,12 @@ describe('chat completions e2e', () => {
   });
 
   it('chat e2e - tokens cross the bus as numbered events on the stream subject', async () => {
-    const seen: StreamEvent[] = [];
-    const sub = stack.nc.subscribe('llm.stream.v1.>', { callback: (_e, msg) => void seen.push(msg.json<StreamEvent>()) });
-    await stack.nc.flush();
+    const events = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
+    const seen = events.messages;
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     // The observer's copy of the last event may land just after the gateway answered.
     await waitFor(() => seen.at(-1)?.type === 'finish', 2_000);
-    sub.unsubscribe();
+    events.stop();
     assert.equal(result.choices[0]?.message.content, chat.expected.text);
     assert.deepEqual(seen.map((e) => e.seq), seen.map((_, i) => i));
     assert.equal(seen[0]?.type, 'start');
@@ -225,7 +224,7 @@ describe('chat completions e2e', () => {
   });
 
   it('chat e2e - a client that disconnects cancels generation in the worker', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {
-    const events = await watchBus<StreamEvent>(stack.nc, 'llm.stream.v1.>');
+    const events = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
     const finishes = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish');
     const controller = new AbortController();
     const stream = await client.chat.completions.create(

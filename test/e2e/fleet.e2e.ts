@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
-import type { LoadResult, UnloadResult } from '@cortex/contracts';
+import { Subjects, type DefragEvent, type LoadResult, type UnloadResult } from '@cortex/contracts';
 import { fixtureEntry as fixture, postJson, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -33,7 +33,7 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
   });
 
   it('fleet - lru evicts the least recently used idle model to make room', async () => {
-    const unloads = await watchBus<UnloadResult>(stack.nc, 'llm.evt.v1.model.unloaded');
+    const unloads = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
     await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     await client.chat.completions.create({ model: 'cortex-chat', messages: user }); // chat is now the most recent
@@ -46,7 +46,7 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
   });
 
   it('fleet - a model unused past its idle_ttl is unloaded', async () => {
-    const unloads = await watchBus<UnloadResult>(stack.nc, 'llm.evt.v1.model.unloaded');
+    const unloads = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
     await waitFor(() => unloads.messages.some((e) => e.model === 'cortex-tools'), 8_000);
     unloads.stop();
     assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]), [['cortex-tools', 'idle']]);
@@ -56,7 +56,7 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
   it('fleet - a model that needs the room of two evicts both, then loads', async () => {
     await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat,cortex-reasoning', 3_000);
-    const unloads = await watchBus<UnloadResult>(stack.nc, 'llm.evt.v1.model.unloaded');
+    const unloads = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
     const result = await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 2 });
     assert.equal(result.choices[0]?.message.content, 'Round and round');
     await waitFor(() => unloads.messages.length >= 2, 3_000);
@@ -88,7 +88,7 @@ describe('fleet e2e - priority eviction and pinning', () => {
   });
 
   it('fleet - priority displaces a lower priority and never the pinned model', async () => {
-    const unloads = await watchBus<UnloadResult>(stack.nc, 'llm.evt.v1.model.unloaded');
+    const unloads = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
     await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     await client.chat.completions.create({ model: 'cortex-tools', messages: user });
     await waitFor(() => unloads.messages.length >= 1, 3_000);
@@ -133,24 +133,22 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
   });
 
   it('fleet - fifty concurrent cold requests through two routers cause exactly one load', async () => {
-    const loads: LoadResult[] = [];
-    const sub = stack.nc.subscribe('llm.evt.v1.model.loaded', { callback: (_e, msg) => void loads.push(msg.json<LoadResult>()) });
-    await stack.nc.flush();
+    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
     const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     const results = await Promise.all(Array.from({ length: 50 }, () => client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 2 })));
     assert.ok(results.every((r) => r.choices[0]?.message.content === 'Round and round'));
     await new Promise((done) => setTimeout(done, 500));
-    sub.unsubscribe();
-    assert.equal(loads.length, 1, `loads: ${JSON.stringify(loads)}`);
+    loads.stop();
+    assert.equal(loads.messages.length, 1, `loads: ${JSON.stringify(loads.messages)}`);
     const placers = new Set(
       stack.logs().split('\n').filter((line) => line.includes('"placed cortex-loop')).map((line) => (JSON.parse(line) as { pid: number }).pid),
     );
     assert.equal(placers.size, 2, 'both routers placed some of the requests');
-    assert.equal(loads[0]?.workerId, 'w1', 'a model without preferred workers goes where there is most room');
+    assert.equal(loads.messages[0]?.workerId, 'w1', 'a model without preferred workers goes where there is most room');
   });
 
   it('fleet - a model with preferred workers is loaded on them first', async () => {
-    const loads = await watchBus<LoadResult>(stack.nc, 'llm.evt.v1.model.loaded');
+    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
     const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     await waitFor(() => loads.messages.length === 1, 3_000);
@@ -194,13 +192,8 @@ describe('fleet e2e - failover', () => {
   };
 
   it('fleet - a worker that dies before the first token: the requests are placed again, invisibly, and the model loads once', async () => {
-    const downs: Array<{ workerId: string }> = [];
-    const loads: LoadResult[] = [];
-    const subs = [
-      stack.nc.subscribe('llm.evt.v1.worker.down', { callback: (_e, msg) => void downs.push(msg.json<{ workerId: string }>()) }),
-      stack.nc.subscribe('llm.evt.v1.model.loaded', { callback: (_e, msg) => void loads.push(msg.json<LoadResult>()) }),
-    ];
-    await stack.nc.flush();
+    const downs = await watchBus<{ workerId: string }>(stack.nc, Subjects.workerDown);
+    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
     const holder = await holderOf('cortex-chat');
     kill(holder);
     // Every request is sent to the dead worker first; their retries, with two workers left that tie
@@ -208,9 +201,10 @@ describe('fleet e2e - failover', () => {
     const results = await Promise.all(Array.from({ length: 4 }, () => client.chat.completions.create({ model: 'cortex-chat', messages: user })));
     assert.ok(results.every((result) => result.choices[0]?.message.content === 'Hello from a tiny model.'));
     assert.match(stack.logs(), new RegExp(`worker ${holder} failed before the first token`));
-    await waitFor(() => downs.some((d) => d.workerId === holder), 10_000);
-    for (const sub of subs) sub.unsubscribe();
-    const chatLoads = loads.filter((load) => load.model === 'cortex-chat');
+    await waitFor(() => downs.messages.some((d) => d.workerId === holder), 10_000);
+    downs.stop();
+    loads.stop();
+    const chatLoads = loads.messages.filter((load) => load.model === 'cortex-chat');
     assert.equal(chatLoads.length, 1, `loads of cortex-chat: ${JSON.stringify(chatLoads)}`);
     assert.notEqual(chatLoads[0]?.workerId, holder);
   });
@@ -244,19 +238,18 @@ describe('fleet e2e - defragmentation', () => {
   });
 
   it('fleet - after defrag_after_cycles the worker recreates its backend and the pinned model comes back', async () => {
-    const defrags: Array<{ workerId: string; cycles: number; dropped: string[] }> = [];
-    const sub = stack.nc.subscribe('llm.evt.v1.worker.defragmented', { callback: (_e, msg) => void defrags.push(msg.json()) });
-    await stack.nc.flush();
+    const defrags = await watchBus<DefragEvent>(stack.nc, Subjects.workerDefragmented);
     const bus = new BusClient(stack.nc, 10_000);
     for (let cycle = 0; cycle < 2; cycle++) {
-      await bus.request('llm.router.v1.load', { model: 'cortex-reasoning' });
-      await bus.request('llm.router.v1.unload', { model: 'cortex-reasoning' }).catch((error: Error) => {
+      await bus.request(Subjects.routerLoad, { model: 'cortex-reasoning' });
+      await bus.request(Subjects.routerUnload, { model: 'cortex-reasoning' }).catch((error: Error) => {
         throw new Error(`${error.message}\n${stack.logs().split('\n').filter((l) => /router|worker/.test(l)).map((l) => l.slice(0, 220)).join('\n')}`, { cause: error });
       });
     }
-    await waitFor(() => defrags.length === 1, 10_000);
-    sub.unsubscribe();
-    assert.deepEqual(defrags[0] && { workerId: defrags[0].workerId, cycles: defrags[0].cycles, dropped: defrags[0].dropped }, { workerId: 'w1', cycles: 2, dropped: ['cortex-chat'] });
+    await waitFor(() => defrags.messages.length === 1, 10_000);
+    defrags.stop();
+    const [defrag] = defrags.messages;
+    assert.deepEqual(defrag && { workerId: defrag.workerId, cycles: defrag.cycles, dropped: defrag.dropped }, { workerId: 'w1', cycles: 2, dropped: ['cortex-chat'] });
     await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat', 10_000);
     const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });

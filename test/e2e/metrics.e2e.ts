@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
+import { Subjects, workerSubject } from '@cortex/contracts';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
 
@@ -61,7 +62,7 @@ describe('metrics e2e', () => {
         break;
       }
     }
-    await new BusClient(stack.nc, 10_000).request('llm.worker.v1.w1.unload', { model: 'cortex-loop', reason: 'admin' });
+    await new BusClient(stack.nc, 10_000).request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-loop', reason: 'admin' });
 
     let m = new Map<string, number>();
     await waitFor(async () => {

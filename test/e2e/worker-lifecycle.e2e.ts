@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
-import type { LoadProgress, StreamEvent, UnloadResult } from '@cortex/contracts';
+import { Subjects, workerSubject, type LoadProgress, type StreamEvent, type UnloadResult } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, postSse, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -34,19 +34,18 @@ describe('worker lifecycle e2e', () => {
   }
 
   it('lifecycle - a cold load publishes progress events and reports the model ready', async () => {
-    const progress: LoadProgress[] = [];
-    const sub = stack.nc.subscribe('llm.evt.v1.model.progressed', { callback: (_e, msg) => void progress.push(msg.json<LoadProgress>()) });
-    await stack.nc.flush();
+    const events = await watchBus<LoadProgress>(stack.nc, Subjects.modelLoading);
+    const progress = events.messages;
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     assert.equal(result.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text);
     await waitFor(() => progress.some((p) => p.fraction === 1), 2_000);
-    sub.unsubscribe();
+    events.stop();
     assert.ok(progress.every((p) => p.model === 'cortex-chat' && p.workerId === 'w1'));
     assert.deepEqual(progress.map((p) => p.fraction), [...progress.map((p) => p.fraction)].sort((a, b) => a - b));
   });
 
   it('lifecycle - unload frees the model and the next request loads it again', async () => {
-    const result = await bus.request<UnloadResult>('llm.worker.v1.w1.unload', { model: 'cortex-chat' });
+    const result = await bus.request<UnloadResult>(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' });
     assert.deepEqual(result, { model: 'cortex-chat', workerId: 'w1', cancelled: 0, reason: 'admin' });
     await waitFor(async () => (await chatState()) === undefined, 3_000);
     const models = await client.models.list();
@@ -57,7 +56,7 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - a stream that waits for a cold load shows its progress, as comments and on request as reasoning', async () => {
-    await bus.request<UnloadResult>('llm.worker.v1.w1.unload', { model: 'cortex-chat' });
+    await bus.request<UnloadResult>(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' });
     await waitFor(async () => (await chatState()) === undefined, 3_000);
     const body = { model: 'cortex-chat', messages: user, stream: true };
     const cold = await postSse(`${stack.baseUrl}/v1/chat/completions`, body, { 'x-cortex-load-progress': 'reasoning' });
@@ -75,11 +74,11 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - unloading a model that is not there is a clear not_found', async () => {
-    await assert.rejects(bus.request('llm.worker.v1.w1.unload', { model: 'nope' }), /nope is not loaded on w1/);
+    await assert.rejects(bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'nope' }), /nope is not loaded on w1/);
   });
 
   it('lifecycle - a stream whose gateway dies is cancelled by the worker, freeing the slot', async () => {
-    const events = await watchBus<StreamEvent>(stack.nc, 'llm.stream.v1.>');
+    const events = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
     const finishes = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish');
     // ~30k tokens take well over the 6 s a worker waits for a watch, so only cancellation ends it early.
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });

@@ -153,7 +153,7 @@ function mergeInto(target: Record<string, unknown>, extra: Record<string, unknow
 async function pingServices(nc: NatsConnection): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
   try {
-    const replies = await nc.requestMany('llm.status.v1.ping', undefined, { maxWait: 300, strategy: 'timer' });
+    const replies = await nc.requestMany(Subjects.serviceStatus, undefined, { maxWait: 300, strategy: 'timer' });
     for await (const msg of replies) {
       const { service } = msg.json<{ service: string }>();
       counts.set(service, (counts.get(service) ?? 0) + 1);

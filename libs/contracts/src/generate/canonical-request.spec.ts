@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError } from '../errors/error-codes.js';
+import { streamSubject } from '../subjects/subjects.js';
 import { decodeGenerateCommand, decodeTokenizeCommand } from './generate.messages.js';
 
 const request = () => ({
@@ -24,7 +25,7 @@ const request = () => ({
 const command = (changes: (r: ReturnType<typeof request>) => void = () => {}) => {
   const r = request();
   changes(r);
-  return { requestId: 'run1', streamSubject: 'llm.stream.v1.run1', request: r };
+  return { requestId: 'run1', streamSubject: streamSubject('run1'), request: r };
 };
 
 function rejects(payload: unknown, param: string): void {

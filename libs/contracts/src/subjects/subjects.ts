@@ -27,6 +27,8 @@ export const Subjects = {
   /** Gateways list the requests they still stream from a worker; the rest are abandoned. */
   workerWatch: `llm.worker.v1.${WORKER_ID_TOKEN}.watch`,
   heartbeatAll: 'llm.hb.v1.worker.*',
+  /** Every request's token stream (observers and tests; a gateway reads only its own, `streamSubject`). */
+  streamsAll: 'llm.stream.v1.>',
   requestFinished: 'llm.evt.v1.request.finished',
   modelLoaded: 'llm.evt.v1.model.loaded',
   modelLoading: 'llm.evt.v1.model.progressed',
