@@ -75,19 +75,15 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     if (this.sweeper) clearInterval(this.sweeper);
   }
 
+  /**
+   * A worker for the model: the conversation's worker, else the least loaded one that has it ready,
+   * else the model's load (joined or started). `exclude` is a retry after those workers failed; it
+   * only looks elsewhere (the failed worker is not marked down: it may only have lost this request).
+   */
   async place(name: string, exclude: readonly string[] = [], affinity?: string): Promise<Placement> {
-    const model = this.byName.get(name);
-    if (!model) {
-      const known = this.config.models.map((m) => m.id).join(', ') || 'none';
-      throw new CortexError('model_not_found', `The model '${name}' does not exist; available: ${known}`, { param: 'model' });
-    }
-    let placement: Placement;
-    if (exclude.length > 0) {
-      placement = await this.placeAvoiding(model, exclude);
-    } else {
-      const ready = (affinity && this.affine(model.id, affinity)) || this.pick(model.id, 'ready');
-      placement = ready ? { model: model.id, workerId: ready.workerId, coldStart: false } : await this.waitForLoad(model);
-    }
+    const model = this.model(name);
+    const ready = (exclude.length === 0 && affinity && this.affine(model.id, affinity)) || this.pick(model.id, 'ready', exclude);
+    const placement = ready ? { model: model.id, workerId: ready.workerId, coldStart: false } : await this.waitForLoad(model, exclude);
     this.fleet.touch(placement.workerId, model.id);
     if (affinity) this.affinity.remember(affinity, model.id, placement.workerId);
     return placement;
@@ -108,8 +104,8 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 
   /**
    * Joins (or starts) the model's load; a bounded number of requests may wait for it. With workers
-   * to avoid (a retry), the load goes through the same fleet-wide lease but is not shared with
-   * requests that may use any worker.
+   * to avoid (a retry, or an admin load on one worker), the load goes through the same fleet-wide
+   * lease but is not shared with requests that may use any worker.
    */
   private async waitForLoad(model: ModelConfig, exclude: readonly string[] = []): Promise<Placement> {
     const waiting = this.waiting.get(model.id) ?? 0;
@@ -127,26 +123,15 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  /**
-   * A retry after a worker failed: only other workers, loading the model on one of them if none has it.
-   * The failed worker is excluded here rather than marked down, since it may only have lost this request.
-   */
-  private async placeAvoiding(model: ModelConfig, exclude: readonly string[]): Promise<Placement> {
-    const ready = this.pick(model.id, 'ready', exclude);
-    if (ready) return { model: model.id, workerId: ready.workerId, coldStart: false };
-    return this.waitForLoad(model, exclude);
-  }
-
   /** Admin: load a model now, on the named worker or wherever placement picks. */
   async adminLoad(name: string, workerId?: string): Promise<Placement> {
     const model = this.model(name);
     if (!workerId) return this.place(model.id);
-    const worker = this.fleet.available().find((w) => w.workerId === workerId);
-    if (!worker) throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
-    if (worker.models.some((m) => m.id === model.id && m.state === 'ready')) return { model: model.id, workerId, coldStart: false };
+    if (!this.worker(workerId)) throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
+    // Every other worker excluded: the same lease and load sharing as any placement, on this worker only.
     const others = this.fleet.available().filter((w) => w.workerId !== workerId).map((w) => w.workerId);
-    const { target, victims } = await this.plan(model, others);
-    return this.loadOn(model, target, victims);
+    const ready = this.pick(model.id, 'ready', others);
+    return ready ? { model: model.id, workerId, coldStart: false } : this.waitForLoad(model, others);
   }
 
   /** Admin: unload a model from one worker or from all; returns the workers it left. */
@@ -154,7 +139,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     const model = this.model(name);
     const holders = this.fleet.available().filter((w) => (!workerId || w.workerId === workerId) && w.models.some((m) => m.id === model.id));
     if (holders.length === 0) throw new CortexError('not_found', `${model.id} is not loaded${workerId ? ` on ${workerId}` : ''}`);
-    for (const worker of holders) await this.unload(worker.workerId, model.id, 'admin');
+    await Promise.all(holders.map((worker) => this.unload(worker.workerId, model.id, 'admin')));
     return { model: model.id, unloaded: holders.map((w) => w.workerId) };
   }
 
@@ -174,7 +159,10 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 
   private model(name: string): ModelConfig {
     const model = this.byName.get(name);
-    if (!model) throw new CortexError('model_not_found', `The model '${name}' does not exist`, { param: 'model' });
+    if (!model) {
+      const known = this.config.models.map((m) => m.id).join(', ') || 'none';
+      throw new CortexError('model_not_found', `The model '${name}' does not exist; available: ${known}`, { param: 'model' });
+    }
     return model;
   }
 
