@@ -34,6 +34,8 @@ interface ModelEntry {
   state: ModelState;
   model: EngineModel | null;
   loading: Promise<LoadResult> | null;
+  /** An unload under way: a second unload command (another router, an admin) joins it. */
+  unloading: Promise<UnloadResult> | null;
   lastUsedAt: number;
   /** Estimated device memory of the model and its context, reserved from the budget while loading. */
   bytes: number;
@@ -56,7 +58,6 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private readonly logger = new Logger('worker');
   private readonly models = new Map<string, ModelEntry>();
   private readonly active = new Map<string, ActiveRequest>();
-  private readonly running = new Set<Promise<void>>();
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private watchTimer: NodeJS.Timeout | null = null;
   private readonly startedAt = Date.now();
@@ -102,20 +103,16 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
     const model = entry.model;
     const controller = new AbortController();
-    const active: ActiveRequest = { controller, model: entry.id, watchedAt: Date.now(), done: Promise.resolve() };
-    this.active.set(command.requestId, active);
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
     entry.lastUsedAt = Date.now();
     this.logger.log({ msg: `generating with ${entry.id}`, requestId, runId: command.requestId, queuePosition });
-    const run = this.run(command, model, controller, receivedAt, requestId).finally(() => {
+    const done = this.run(command, model, controller, receivedAt, requestId).finally(() => {
       this.active.delete(command.requestId);
       entry.lastUsedAt = Date.now();
-      this.running.delete(run);
       this.heartbeatSoon();
       void this.maybeDefrag();
     });
-    this.running.add(run);
-    active.done = run;
+    this.active.set(command.requestId, { controller, model: entry.id, watchedAt: Date.now(), done });
     return { requestId: command.requestId, workerId: this.workerId, queuePosition };
   }
 
@@ -206,10 +203,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     if (this.draining) return Promise.reject(new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 }));
     const existing = this.models.get(command.model);
     if (existing?.state === 'ready' && existing.model) {
-      return Promise.resolve({ model: command.model, workerId: this.workerId, loadMs: 0, sizeBytes: existing.model.sizeBytes });
+      return Promise.resolve({ model: command.model, workerId: this.workerId, loadMs: 0, sizeBytes: existing.bytes });
     }
     if (existing?.loading) return existing.loading;
-    const entry: ModelEntry = { id: command.model, state: 'loading', model: null, loading: null, lastUsedAt: Date.now(), bytes: 0 };
+    const entry: ModelEntry = { id: command.model, state: 'loading', model: null, loading: null, unloading: null, lastUsedAt: Date.now(), bytes: 0 };
     this.models.set(command.model, entry);
     entry.loading = this.doLoad(command, entry).finally(() => (entry.loading = null));
     void this.heartbeat();
@@ -316,10 +313,16 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
   }
 
-  /** Stops serving a model: waits for its requests (or cancels them), then frees it. */
-  async unload(model: string, drain = true, reason: UnloadReason = 'admin'): Promise<UnloadResult> {
+  /** Stops serving a model: waits for its requests (or cancels them), then frees it; once, however often asked. */
+  unload(model: string, drain = true, reason: UnloadReason = 'admin'): Promise<UnloadResult> {
     const entry = this.models.get(model);
-    if (!entry) throw new CortexError('not_found', `${model} is not loaded on ${this.workerId}`);
+    if (!entry) return Promise.reject(new CortexError('not_found', `${model} is not loaded on ${this.workerId}`));
+    entry.unloading ??= this.doUnload(entry, drain, reason);
+    return entry.unloading;
+  }
+
+  private async doUnload(entry: ModelEntry, drain: boolean, reason: UnloadReason): Promise<UnloadResult> {
+    const model = entry.id;
     if (entry.loading) await entry.loading.catch(() => undefined);
     entry.state = 'unloading';
     void this.heartbeat();
@@ -393,14 +396,16 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     this.shuttingDown = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.watchTimer) clearInterval(this.watchTimer);
+    if (this.beatSoon) clearTimeout(this.beatSoon);
     await this.heartbeat();
+    const running = (): Promise<unknown> => Promise.allSettled([...this.active.values()].map((request) => request.done));
     const drained = await Promise.race([
-      Promise.allSettled([...this.running]).then(() => true),
+      running().then(() => true),
       new Promise<false>((resolve) => setTimeout(() => resolve(false), 10_000).unref()),
     ]);
     if (!drained) {
       for (const id of this.active.keys()) this.cancel(id, 'worker shutting down');
-      await Promise.allSettled([...this.running]);
+      await running();
     }
     for (const entry of this.models.values()) await entry.model?.dispose();
     await this.engine.dispose();

@@ -1,4 +1,4 @@
-import type { CanonicalRequest, StreamEventBody } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, StreamEventBody } from '@cortex/contracts';
 
 /** What the worker needs from an inference backend; node-llama-cpp sits behind it in `llama-engine.ts`. */
 export interface Engine {
@@ -41,7 +41,7 @@ export interface EngineModel {
   readonly queued: number;
   /** Markers found in the vocabulary at load, e.g. `<think>`…`</think>`. */
   readonly reasoningMarkers: readonly [string, string] | null;
-  readonly capabilities: { tools: boolean; reasoning: boolean; vision: boolean };
+  readonly capabilities: ModelCapabilities;
   /** Prompt tokens of a request as this model's template and tokenizer render it. */
   countTokens(request: CanonicalRequest): number;
   /** Runs one request to its end, emitting start, deltas and exactly one finish or error. */

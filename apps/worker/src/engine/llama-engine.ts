@@ -14,6 +14,7 @@ import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
 import { LlamaEngineModel } from './llama-model.js';
+import { memoAsync } from './memo.js';
 import { resolveSource } from './resolve-source.js';
 
 export interface LlamaEngineOptions {
@@ -92,14 +93,7 @@ export class LlamaEngine implements Engine {
 
   estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number> {
     const file = statSync(spec.path, { throwIfNoEntry: false });
-    const key = `${spec.path}|${file?.size}|${file?.mtimeMs}|${spec.contextSize}|${spec.slots}`;
-    let estimate = this.estimates.get(key);
-    if (!estimate) {
-      estimate = this.readEstimate(spec);
-      estimate.catch(() => this.estimates.delete(key));
-      this.estimates.set(key, estimate);
-    }
-    return estimate;
+    return memoAsync(this.estimates, `${spec.path}|${file?.size}|${file?.mtimeMs}|${spec.contextSize}|${spec.slots}`, () => this.readEstimate(spec));
   }
 
   private async readEstimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number> {

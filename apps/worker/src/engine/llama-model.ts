@@ -9,9 +9,10 @@ import {
   type LlamaModel,
   type Token,
 } from 'node-llama-cpp';
-import { CortexError, type CanonicalRequest, type FinishReason, type ResponseFormat, type StreamEventBody, type ToolDefinition } from '@cortex/contracts';
+import { CortexError, type CanonicalRequest, type ModelCapabilities, type FinishReason, type ResponseFormat, type StreamEventBody, type ToolDefinition } from '@cortex/contracts';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
+import { memoAsync } from './memo.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { SlotPool } from './slot-pool.js';
 import { TextStreamer } from './text-streamer.js';
@@ -28,6 +29,7 @@ export class LlamaEngineModel implements EngineModel {
   readonly id: string;
   readonly slots: number;
   readonly reasoningMarkers: readonly [string, string] | null;
+  readonly capabilities: ModelCapabilities;
   private readonly pool: SlotPool<LlamaContextSequence>;
   private readonly chatWrapper: ChatWrapper;
   private readonly reasoning: { open: Token; close: Token } | null;
@@ -52,10 +54,7 @@ export class LlamaEngineModel implements EngineModel {
     this.reasoningMarkers = reasoning?.pair ?? null;
     const tool = probeMarkers(TOOL_CALL_MARKERS, tokenize);
     this.toolCall = tool ? { open: tool.open as Token, close: tool.close as Token } : null;
-  }
-
-  get capabilities(): { tools: boolean; reasoning: boolean; vision: boolean } {
-    return { tools: this.toolCall !== null, reasoning: this.reasoning !== null, vision: false };
+    this.capabilities = { tools: this.toolCall !== null, reasoning: this.reasoning !== null, vision: false };
   }
 
   get sizeBytes(): number {
@@ -278,14 +277,7 @@ export class LlamaEngineModel implements EngineModel {
 
   /** Compiled grammars by key, at most 64; one that fails to compile is forgotten so a retry compiles again. */
   private cachedGrammar(key: string, create: () => Promise<LlamaGrammar>): Promise<LlamaGrammar> {
-    let grammar = this.grammars.get(key);
-    if (!grammar) {
-      grammar = create();
-      grammar.catch(() => this.grammars.delete(key));
-      if (this.grammars.size >= 64) this.grammars.delete(this.grammars.keys().next().value as string);
-      this.grammars.set(key, grammar);
-    }
-    return grammar;
+    return memoAsync(this.grammars, key, create, 64);
   }
 
   /**

@@ -2,18 +2,13 @@ import { existsSync } from 'node:fs';
 import { resolveModelFile } from 'node-llama-cpp';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
+import { memoAsync } from './memo.js';
 
 /** The generated fixture set per models directory: written (or checked) once per process, not per load. */
 const fixtureSets = new Map<string, Promise<Record<string, string>>>();
 
 function fixtures(modelsDir: string, log: (line: string) => void): Promise<Record<string, string>> {
-  let set = fixtureSets.get(modelsDir);
-  if (!set) {
-    set = ensureFixtureModels(modelsDir, { log });
-    set.catch(() => fixtureSets.delete(modelsDir));
-    fixtureSets.set(modelsDir, set);
-  }
-  return set;
+  return memoAsync(fixtureSets, modelsDir, () => ensureFixtureModels(modelsDir, { log }));
 }
 
 /**
