@@ -90,6 +90,15 @@ describe('affinity e2e', () => {
     assert.ok(cached.slice(1).every((tokens) => tokens > 0), `follow-ups reuse the prefix: ${cached.join(', ')}`);
   });
 
+  it('affinity - a chain begun under a session header keeps that worker when follow-ups send no header', async () => {
+    const seen = finished.messages.length;
+    const first = await openai.responses.create({ model: 'cortex-chat', input: 'Begin.' }, { headers: { 'x-session-id': 'responses-session' } });
+    let previous = first.id;
+    for (let turn = 0; turn < 2; turn++) previous = (await openai.responses.create({ model: 'cortex-chat', input: `Go on ${turn}.`, previous_response_id: previous })).id;
+    const workers = await workersOfLast(3, seen);
+    assert.equal(new Set(workers).size, 1, `the stored response keeps the key its turn ran under: ${workers.join(', ')}`);
+  });
+
   it('affinity - Claude Code sessions (metadata.user_id) stay on one worker', async () => {
     const seen = finished.messages.length;
     const metadata = { user_id: JSON.stringify({ device_id: 'd1', account_uuid: '', session_id: '5c0d2b1e-5a47-4d1b-9d7e-2f3f1d0b9a11' }) };

@@ -1,7 +1,7 @@
 import { Controller, Logger } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
-import { CortexError, decodeMessage, DecodeRequest, Subjects, type DecodedRequest } from '@cortex/contracts';
+import { CortexError, decodeMessage, DecodeRequest, Subjects, type CanonicalRequest, type DecodedRequest } from '@cortex/contracts';
 import { decodeChatRequest, decodeMessagesRequest, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import { ResponsesService } from './responses/responses.service.js';
 
@@ -32,13 +32,13 @@ export class TranslatorController {
   private async decodeDialect(request: DecodeRequest): Promise<DecodedRequest> {
     switch (request.dialect) {
       case 'openai.chat':
-        return { request: decodeChatRequest(request.body) };
+        return { request: withSession(decodeChatRequest(request.body), request.session) };
       case 'anthropic.messages': {
         const { request: canonical, thinking } = decodeMessagesRequest(request.body);
-        return { request: { ...canonical, showReasoning: thinking } };
+        return { request: withSession({ ...canonical, showReasoning: thinking }, request.session) };
       }
       case 'openai.responses':
-        return this.responses.decode(request.body);
+        return this.responses.decode(request.body, request.session);
       default:
         throw new CortexError('not_found', `dialect ${String(request.dialect)} is not served by this translator`);
     }
@@ -64,6 +64,11 @@ export class TranslatorController {
   inputItems(payload: IdPayload & { after?: string; limit?: number; order?: 'asc' | 'desc' }) {
     return this.responses.inputItems(idOf(payload), payload);
   }
+}
+
+/** A session header names the conversation before the body does. */
+function withSession(request: CanonicalRequest, session: string | undefined): CanonicalRequest {
+  return session ? { ...request, affinityKey: session } : request;
 }
 
 function idOf(payload: IdPayload): string {

@@ -4,12 +4,13 @@
  * never meet; the same session seen through a header or through Anthropic metadata gives one key.
  */
 export const affinityKey = {
-  session: (id: string): string => `session:${id}`,
-  promptCacheKey: (key: string): string => `pck:${key}`,
-  conversation: (id: string): string => `conv:${id}`,
-  response: (id: string): string => `resp:${id}`,
+  session: (id: string): string => `session:${id.slice(0, MAX_KEY)}`,
+  promptCacheKey: (key: string): string => `pck:${key.slice(0, MAX_KEY)}`,
+  conversation: (id: string): string => `conv:${id.slice(0, MAX_KEY)}`,
+  response: (id: string): string => `resp:${id.slice(0, MAX_KEY)}`,
 };
 
+/** Client-chosen ids are cut here, so every key fits the bus contracts' 512 characters. */
 const MAX_KEY = 256;
 
 /** The first non-empty header of `names` (see `gateway.session_headers`), as an affinity key. */
@@ -17,7 +18,7 @@ export function sessionFromHeaders(headers: Record<string, string | string[] | u
   for (const name of names) {
     const raw = headers[name.toLowerCase()];
     const value = (Array.isArray(raw) ? raw[0] : raw)?.trim();
-    if (value) return affinityKey.session(value.slice(0, MAX_KEY));
+    if (value) return affinityKey.session(value);
   }
   return undefined;
 }
@@ -32,7 +33,7 @@ export function sessionFromAnthropicUserId(userId: unknown): string | undefined 
   if (userId.startsWith('{')) {
     try {
       const parsed = JSON.parse(userId) as { session_id?: unknown };
-      return typeof parsed.session_id === 'string' && parsed.session_id ? affinityKey.session(parsed.session_id.slice(0, MAX_KEY)) : undefined;
+      return typeof parsed.session_id === 'string' && parsed.session_id ? affinityKey.session(parsed.session_id) : undefined;
     } catch {
       return undefined;
     }

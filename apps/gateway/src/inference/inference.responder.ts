@@ -30,8 +30,7 @@ export class InferenceResponder {
     let errorFrames: ((error: CortexError) => SseOut[]) | null = null;
     let settle: (() => Promise<void>) | null = null;
     try {
-      const request = await run.decode(req.body);
-      request.affinityKey = sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders) ?? request.affinityKey;
+      const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders));
       const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: req.headers };
       if (request.stream) {
         const renderer = adapter.stream(request, meta, run.state);

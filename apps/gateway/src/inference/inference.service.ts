@@ -51,9 +51,13 @@ export class InferenceRun {
     readonly requestId: string,
   ) {}
 
-  /** Decodes the body in the translator service. */
-  async decode(body: unknown): Promise<CanonicalRequest> {
-    const decoded = await this.service.bus.request<DecodedRequest>(Subjects.translatorDecode, { dialect: this.dialect, body }, { requestId: this.requestId });
+  /** Decodes the body in the translator service; `session` is a session header's affinity key. */
+  async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
+    const decoded = await this.service.bus.request<DecodedRequest>(
+      Subjects.translatorDecode,
+      { dialect: this.dialect, body, ...(session && { session }) },
+      { requestId: this.requestId },
+    );
     this.request = decoded.request;
     this.state = decoded.state;
     return decoded.request;
@@ -69,7 +73,7 @@ export class InferenceRun {
     const exclude: string[] = [];
     let replaced = 0;
     for (;;) {
-      const workerId = await this.place(exclude);
+      const workerId = await this.place(exclude, this.required().affinityKey);
       let reader: StreamReader | null = null;
       try {
         reader = await this.launch(workerId);
@@ -94,14 +98,17 @@ export class InferenceRun {
     }
   }
 
-  /** Prompt tokens of the decoded request, rendered by a worker that has (or loads) the model. */
+  /**
+   * Prompt tokens of the decoded request, rendered by a worker that has (or loads) the model. Placed
+   * without the conversation's affinity: counting does not move a conversation to another worker.
+   */
   async countTokens(): Promise<TokenCount> {
     const workerId = await this.place([]);
     const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
     return this.service.bus.request<TokenCount>(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId });
   }
 
-  private async place(exclude: string[]): Promise<string> {
+  private async place(exclude: string[], affinity?: string): Promise<string> {
     const request = this.required();
     const placeStarted = performance.now();
     const modelId = this.service.modelIds.get(request.model) ?? request.model;
@@ -112,7 +119,7 @@ export class InferenceRun {
         })
       : null;
     try {
-      const workerId = await this.askRouter(request, exclude);
+      const workerId = await this.askRouter(request.model, exclude, affinity);
       this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
       return workerId;
     } finally {
@@ -120,8 +127,8 @@ export class InferenceRun {
     }
   }
 
-  private async askRouter(request: CanonicalRequest, exclude: string[]): Promise<string> {
-    const place: PlaceRequest = { model: request.model, exclude, ...(request.affinityKey && { affinity: request.affinityKey }) };
+  private async askRouter(model: string, exclude: string[], affinity: string | undefined): Promise<string> {
+    const place: PlaceRequest = { model, exclude, ...(affinity && { affinity }) };
     this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, place, {
       requestId: this.requestId,
       timeoutMs: this.service.config.gateway.placementTimeoutMs,

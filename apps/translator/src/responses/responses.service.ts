@@ -20,16 +20,17 @@ import { ResponsesStore } from './responses.store.js';
 export class ResponsesService {
   constructor(private readonly store: ResponsesStore) {}
 
-  /** Decodes a body and rebuilds the conversation it continues. */
-  async decode(body: unknown): Promise<DecodedRequest> {
+  /** Decodes a body and rebuilds the conversation it continues; `session` is a session header's affinity key. */
+  async decode(body: unknown, session?: string): Promise<DecodedRequest> {
     const decoded = decodeResponsesRequest(body);
     const responseId = `resp_${randomBytes(16).toString('hex')}`;
     let history: ResponsesItem[] = [];
     let chain: string[] = [];
     let conversationItems: number | undefined;
-    // The conversation's worker affinity: the client's cache key, else the conversation, else the
-    // chain's first response (each response stores the key it ran under, and follow-ups inherit it).
-    let affinity = decoded.request.affinityKey;
+    // The conversation's worker affinity: a session header, else the client's cache key, else the
+    // conversation, else the chain's first response (each response stores the key it ran under, and
+    // follow-ups inherit it).
+    let affinity = session ?? decoded.request.affinityKey;
     if (decoded.previousResponseId) {
       const previous = await this.store.get(decoded.previousResponseId);
       if (!previous) {

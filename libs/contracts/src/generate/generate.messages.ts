@@ -1,4 +1,4 @@
-import { IsIn, IsObject, IsOptional, IsString } from 'class-validator';
+import { IsIn, IsObject, IsOptional, IsString, MaxLength } from 'class-validator';
 import { object, string } from '../fields.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from './canonical-request.js';
 import type { ErrorBody } from '../errors/error-codes.js';
@@ -10,6 +10,11 @@ export type Dialect = (typeof DIALECTS)[number];
 export class DecodeRequest {
   @IsIn(DIALECTS) dialect!: Dialect;
   @IsObject() body!: Record<string, unknown>;
+  /**
+   * The affinity key of a session header (`gateway.session_headers`): it names the conversation
+   * before anything in the body does, and a stored response keeps the key its turn ran under.
+   */
+  @IsOptional() @IsString() @MaxLength(512) session?: string;
 }
 
 /** translator → gateway: the canonical request, plus what the dialect needs to render and store the reply. */
