@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { BusClient, ensureEventsStream, EventPublisher, StreamReader } from '@cortex/bus';
+import type { Subscription } from '@nats-io/transport-node';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
   CortexError,
@@ -111,19 +112,14 @@ export class InferenceRun {
   private async place(exclude: string[], affinity?: string): Promise<string> {
     const request = this.required();
     const placeStarted = performance.now();
-    const modelId = this.service.modelIds.get(request.model) ?? request.model;
-    const progress = this.onLoadProgress
-      ? this.service.bus.subscribe(Subjects.modelLoading, (data) => {
-          const event = data as LoadProgress;
-          if (event.model === modelId) this.onLoadProgress?.(event);
-        })
-      : null;
+    const onProgress = this.onLoadProgress;
+    const stopWatching = onProgress ? this.service.watchLoadProgress(request.model, onProgress) : null;
     try {
       const workerId = await this.askRouter(request.model, exclude, affinity);
       this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
       return workerId;
     } finally {
-      progress?.unsubscribe();
+      stopWatching?.();
     }
   }
 
@@ -244,7 +240,10 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   private timer: NodeJS.Timeout | null = null;
   private readonly events: EventPublisher;
   /** Catalogue id by the name a request may use (the id or an alias), to follow a cold load's progress. */
-  readonly modelIds = new Map<string, string>();
+  private readonly modelIds = new Map<string, string>();
+  /** Requests following a cold load, by catalogue id; one bus subscription feeds them all. */
+  private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
+  private progress: Subscription | null = null;
 
   constructor(
     readonly bus: BusClient,
@@ -256,6 +255,10 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
 
   async onModuleInit(): Promise<void> {
     this.timer = setInterval(() => this.sendWatch(), WATCH_INTERVAL_MS);
+    this.progress = this.bus.subscribe(Subjects.modelLoading, (data) => {
+      const event = data as LoadProgress;
+      for (const watcher of this.progressWatchers.get(event.model) ?? []) watcher(event);
+    });
     await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));
   }
 
@@ -278,6 +281,18 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
 
   onModuleDestroy(): void {
     if (this.timer) clearInterval(this.timer);
+    this.progress?.unsubscribe();
+  }
+
+  /** Calls `watcher` with each load progress event of the model a request names (id or alias) until the returned stop. */
+  watchLoadProgress(name: string, watcher: (progress: LoadProgress) => void): () => void {
+    const model = this.modelIds.get(name) ?? name;
+    const watchers = this.progressWatchers.get(model) ?? new Set();
+    this.progressWatchers.set(model, watchers.add(watcher));
+    return () => {
+      watchers.delete(watcher);
+      if (watchers.size === 0 && this.progressWatchers.get(model) === watchers) this.progressWatchers.delete(model);
+    };
   }
 
   private sendWatch(): void {
