@@ -37,6 +37,14 @@ export function array(value: unknown, param: string): unknown[] {
   return value;
 }
 
+export function optionalArray(value: unknown, param: string): unknown[] | undefined {
+  return value === undefined || value === null ? undefined : array(value, param);
+}
+
+export function optionalObject(value: unknown, param: string): Json | undefined {
+  return value === undefined || value === null ? undefined : object(value, param);
+}
+
 export function optionalBoolean(value: unknown, param: string): boolean | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'boolean') fail(param, `must be a boolean, got ${kind(value)}`);

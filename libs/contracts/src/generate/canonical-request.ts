@@ -1,4 +1,4 @@
-import { array, fail, object, oneOf, optionalBoolean, optionalInteger, optionalNumber, optionalString, string, type Json } from '../fields.js';
+import { array, fail, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalNumber, optionalObject, optionalString, string, type Json } from '../fields.js';
 
 export const ROLES = ['system', 'user', 'assistant', 'tool'] as const;
 export type Role = (typeof ROLES)[number];
@@ -130,14 +130,6 @@ function checkSampling(sampling: Json, at: string): void {
   stops?.forEach((stop, i) => maxLength(string(stop, `${at}.stop[${i}]`), 256, `${at}.stop[${i}]`));
   optionalNumber(sampling.presencePenalty, `${at}.presencePenalty`, -2, 2);
   optionalNumber(sampling.frequencyPenalty, `${at}.frequencyPenalty`, -2, 2);
-}
-
-function optionalArray(value: unknown, at: string): unknown[] | undefined {
-  return value === undefined || value === null ? undefined : array(value, at);
-}
-
-function optionalObject(value: unknown, at: string): void {
-  if (value !== undefined && value !== null) object(value, at);
 }
 
 function maxLength(value: string | undefined, max: number, at: string): void {

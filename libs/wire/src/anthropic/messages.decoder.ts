@@ -1,20 +1,27 @@
-import type { CanonicalMessage, CanonicalRequest, ResponseFormat, Sampling, ToolCall, ToolDefinition } from '@cortex/contracts';
 import { sessionFromAnthropicUserId } from '../affinity.js';
 import {
   array,
+  defined,
   fail,
   isObject,
+  modelName,
   object,
   oneOf,
+  optionalArray,
   optionalBoolean,
   optionalInteger,
   optionalNumber,
+  optionalObject,
   optionalString,
-  string,
-  type Json,
-  modelName,
-  defined,
   stopSequences,
+  string,
+  type CanonicalMessage,
+  type CanonicalRequest,
+  type Json,
+  type ResponseFormat,
+  type Sampling,
+  type ToolCall,
+  type ToolDefinition,
 } from '@cortex/contracts';
 
 /** A decoded Anthropic request: the canonical request plus what the canonical shape has no field for. */
@@ -51,11 +58,11 @@ export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
   if (turns.length === 0) fail('messages', 'must contain at least one message');
   turns.forEach((turn, i) => messages.push(...decodeTurn(turn, `messages[${i}]`)));
 
-  let tools = body.tools === undefined || body.tools === null ? undefined : array(body.tools, 'tools').map((t, i) => decodeTool(t, `tools[${i}]`));
+  let tools = optionalArray(body.tools, 'tools')?.map((t, i) => decodeTool(t, `tools[${i}]`));
   const toolChoice = decodeToolChoice(body.tool_choice, tools);
   if (toolChoice === 'none') tools = undefined;
 
-  const metadata = body.metadata === undefined || body.metadata === null ? undefined : object(body.metadata, 'metadata');
+  const metadata = optionalObject(body.metadata, 'metadata');
   if (metadata?.user_id !== undefined && metadata.user_id !== null) string(metadata.user_id, 'metadata.user_id');
   const session = sessionFromAnthropicUserId(metadata?.user_id);
   const thinking = decodeThinking(body.thinking);

@@ -1,20 +1,26 @@
-import type { CanonicalMessage, CanonicalRequest, ResponseFormat, Sampling, ToolCall, ToolDefinition } from '@cortex/contracts';
 import { affinityKey } from '../affinity.js';
 import {
   array,
+  defined,
   fail,
   isObject,
+  modelName,
   object,
   oneOf,
+  optionalArray,
   optionalBoolean,
   optionalInteger,
   optionalNumber,
   optionalString,
-  string,
-  type Json,
-  modelName,
-  defined,
   stopSequences,
+  string,
+  type CanonicalMessage,
+  type CanonicalRequest,
+  type Json,
+  type ResponseFormat,
+  type Sampling,
+  type ToolCall,
+  type ToolDefinition,
 } from '@cortex/contracts';
 
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
@@ -28,7 +34,7 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   const n = optionalInteger(body.n, 'n', 1);
   if (n !== undefined && n !== 1) fail('n', 'only n=1 is supported');
 
-  let tools = body.tools === undefined || body.tools === null ? undefined : array(body.tools, 'tools').map((t, i) => decodeTool(t, `tools[${i}]`));
+  let tools = optionalArray(body.tools, 'tools')?.map((t, i) => decodeTool(t, `tools[${i}]`));
   const toolChoice = decodeToolChoice(body.tool_choice, tools);
   if (toolChoice === 'none') tools = undefined;
 

@@ -1,18 +1,22 @@
 import { affinityKey } from '../affinity.js';
-import type { CanonicalRequest, ResponseFormat, Sampling, ToolDefinition } from '@cortex/contracts';
 import {
   array,
+  defined,
   fail,
+  modelName,
   object,
   oneOf,
   optionalBoolean,
   optionalInteger,
   optionalNumber,
+  optionalObject,
   optionalString,
   string,
+  type CanonicalRequest,
   type Json,
-  modelName,
-  defined,
+  type ResponseFormat,
+  type Sampling,
+  type ToolDefinition,
 } from '@cortex/contracts';
 import { conversationMessages, decodeResponsesInput } from './responses.items.js';
 import type { FunctionToolEcho, ResponseEcho, ResponsesItem, TextFormatEcho, ToolChoiceEcho } from './responses.types.js';
@@ -174,7 +178,7 @@ function decodeTools(value: unknown): DecodedTool[] {
     const name = string(tool.name, `${param}.name`);
     if (name.length === 0) fail(`${param}.name`, 'must not be empty');
     const description = optionalString(tool.description, `${param}.description`);
-    const parameters = tool.parameters === undefined || tool.parameters === null ? undefined : object(tool.parameters, `${param}.parameters`);
+    const parameters = optionalObject(tool.parameters, `${param}.parameters`);
     const strict = optionalBoolean(tool.strict, `${param}.strict`);
     const canonical: ToolDefinition = { name };
     if (description !== undefined) canonical.description = description;
