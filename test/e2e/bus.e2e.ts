@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BusClient, BusExceptionFilter, BusServer, connectBus, freePort, isBusConnected, startNatsServer, StreamPublisher, StreamReader, type BusContext } from '@cortex/bus';
 import { CortexError, type StreamEvent } from '@cortex/contracts';
-import { startTestNats, waitFor, type TestNats } from '@cortex/testing';
+import { startTestNats, waitFor, watchBus, type TestNats } from '@cortex/testing';
 
 const events: unknown[] = [];
 
@@ -142,6 +142,25 @@ describe('bus transport', () => {
       ['text:a', 'text:bcde', 'reasoning:r', 'finish'],
     );
     assert.deepEqual(seen.map((e) => e.seq), [0, 1, 2, 3]);
+  });
+
+  it('bus - a silent stream sends keep-alives that hold the reader, and none after its finish', async () => {
+    const reader = new StreamReader(nc, 'test.stream.alive', { idleTimeoutMs: 600 });
+    reader.arm();
+    const publisher = new StreamPublisher(nc, 'test.stream.alive', 0, 100);
+    const finish = { type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 1, reasoningTokens: 0 }, timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } } as const;
+    // Silent for more than two idle timeouts: only the keep-alives keep the reader from failing.
+    setTimeout(() => publisher.emit({ type: 'text', text: 'late' }), 1_500);
+    setTimeout(() => publisher.emit(finish), 1_700);
+    const seen: StreamEvent[] = [];
+    for await (const event of reader) seen.push(event);
+    assert.ok(seen.filter((e) => e.type === 'keepalive').length >= 4, seen.map((e) => e.type).join(', '));
+    assert.deepEqual(seen.slice(-1).map((e) => e.type), ['finish']);
+    assert.deepEqual(seen.map((e) => e.seq), seen.map((_e, i) => i));
+    const after = await watchBus<StreamEvent>(nc, 'test.stream.alive');
+    await new Promise((done) => setTimeout(done, 300));
+    after.stop();
+    assert.deepEqual(after.messages, [], 'the finish stopped the keep-alives');
   });
 
   it('bus - a gap in sequence numbers fails the stream', async () => {

@@ -160,7 +160,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number, requestId?: string): Promise<void> {
-    const stream = new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs);
+    const stream = new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs, STREAM_KEEPALIVE_MS);
     let done = false;
     const emit = (event: StreamEventBody): void => {
       if (done) return;
@@ -178,10 +178,6 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       }
       stream.emit(event);
     };
-    // Checked four times per interval, so a silent stream still shows life at least every 1.25 intervals.
-    const keepalive = setInterval(() => {
-      if (!done) stream.keepalive(STREAM_KEEPALIVE_MS);
-    }, STREAM_KEEPALIVE_MS / 4);
     try {
       await model.generate({ request: command.request, receivedAt, signal: controller.signal, emit });
     } catch (error) {
@@ -194,7 +190,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       }
       emit({ type: 'error', error: cortex.toBody() });
     } finally {
-      clearInterval(keepalive);
+      stream.close();
     }
   }
 

@@ -13,20 +13,28 @@ type Delta = { type: 'text' | 'reasoning'; text: string };
  * until the interval is over. A slow stream therefore sends every token the moment it exists, and a
  * fast one (faster than one token per interval) sends a few tokens per message instead of paying a
  * bus message per token. Any other event flushes the pending delta first, so order is kept.
+ *
+ * With `keepaliveMs`, a `keepalive` event goes out whenever nothing else did for that long, until the
+ * stream ends (`finish`, `error` or `close()`): one timer per stream, which wakes at most once per
+ * period and never touches the token path.
  */
 export class StreamPublisher {
   private seq = 0;
   private pending: Delta | null = null;
   private lastSent = -Infinity;
   /** When any event last went out (keep-alives are only needed when nothing else did). */
-  private lastAny = -Infinity;
+  private lastAny = performance.now();
   private timer: NodeJS.Timeout | null = null;
+  private keepaliveTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly nc: NatsConnection,
     readonly subject: string,
     private readonly intervalMs = 0,
-  ) {}
+    private readonly keepaliveMs = 0,
+  ) {
+    if (keepaliveMs > 0) this.armKeepalive(keepaliveMs);
+  }
 
   emit(event: StreamEventBody): void {
     if ((event.type === 'text' || event.type === 'reasoning') && this.intervalMs > 0) {
@@ -48,13 +56,18 @@ export class StreamPublisher {
     this.send(event);
   }
 
-  /**
-   * Tells the reader the stream is alive, unless another event did so within `idleMs` — a keep-alive
-   * in the middle of a token stream would only flush the held delta early.
-   */
-  keepalive(idleMs: number): void {
-    if (performance.now() - this.lastAny < idleMs) return;
-    this.emit({ type: 'keepalive' });
+  /** Stops the keep-alives (a terminal event does so itself). */
+  close(): void {
+    if (this.keepaliveTimer) clearTimeout(this.keepaliveTimer);
+    this.keepaliveTimer = null;
+  }
+
+  private armKeepalive(delayMs: number): void {
+    this.keepaliveTimer = setTimeout(() => {
+      const idle = performance.now() - this.lastAny;
+      if (idle >= this.keepaliveMs) this.emit({ type: 'keepalive' });
+      if (this.keepaliveTimer) this.armKeepalive(idle >= this.keepaliveMs ? this.keepaliveMs : this.keepaliveMs - idle);
+    }, delayMs);
   }
 
   /** Sends a held delta now. */
@@ -71,6 +84,7 @@ export class StreamPublisher {
     this.lastAny = now;
     if (event.type === 'text' || event.type === 'reasoning') this.lastSent = now;
     this.nc.publish(this.subject, encodeJson({ ...event, seq: this.seq++ }));
+    if (event.type === 'finish' || event.type === 'error') this.close();
   }
 }
 
