@@ -183,6 +183,24 @@ describe('responses e2e', () => {
     });
   });
 
+  it('responses e2e - item references resolve from stored responses, in the chain or not', async () => {
+    const other = await client.responses.create({ model: 'cortex-chat', input: 'A turn to refer to later.' });
+    const first = await client.responses.create({ model: 'cortex-chat', input: 'Hello.' });
+    const answer = first.output.find((item) => item.type === 'message');
+    assert.ok(answer?.id && other.output[0]?.id);
+    const plain = await client.responses.create({ model: 'cortex-chat', input: 'Go on.', previous_response_id: first.id });
+    const referring = await client.responses.create({
+      model: 'cortex-chat',
+      previous_response_id: first.id,
+      input: [{ type: 'item_reference', id: answer.id }, { type: 'item_reference', id: other.output[0].id }, { role: 'user', content: 'Go on.' }],
+    });
+    assert.ok((referring.usage?.input_tokens ?? 0) > (plain.usage?.input_tokens ?? 0) + 10, 'both referenced answers are part of the prompt');
+    await assert.rejects(
+      client.responses.create({ model: 'cortex-chat', input: [{ type: 'item_reference', id: 'msg_0f0f0f_0' }] }),
+      (error: unknown) => error instanceof OpenAI.BadRequestError && error.param === 'input[0].id',
+    );
+  });
+
   it('responses e2e - a chain that starts in a conversation keeps the conversation before it', async () => {
     const conversation = `conv_chain_${Date.now()}`;
     await client.responses.create({ model: 'cortex-chat', input: 'The first turn of the conversation.', conversation });

@@ -27,6 +27,7 @@ export class ResponsesService {
     let history: ResponsesItem[] = [];
     let chain: string[] = [];
     let conversationItems: number | undefined;
+    let fetched: StoredResponse[] = [];
     // The conversation's worker affinity: a session header, else the client's cache key, else the
     // conversation, else the chain's first response (each response stores the key it ran under, and
     // follow-ups inherit it).
@@ -39,7 +40,8 @@ export class ResponsesService {
         });
       }
       chain = [...(previous.chain ?? []), previous.resource.id];
-      history = await this.historyThrough(previous);
+      fetched = await this.chainThrough(previous);
+      history = await this.historyOf(fetched);
       affinity ??= previous.affinityKey ?? affinityKey.response(previous.resource.id);
     } else if (decoded.conversation) {
       history = await this.store.conversation(decoded.conversation);
@@ -48,7 +50,7 @@ export class ResponsesService {
     }
     // An unstored response cannot be continued, so it starts no chain worth remembering.
     if (decoded.store) affinity ??= affinityKey.response(responseId);
-    const referenced = await this.referencedItems(decoded.itemReferences);
+    const referenced = await this.referencedItems(decoded.itemReferences, fetched);
     const input = resolveItemReferences(decoded.input, referenced).map((item, i) =>
       item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item,
     );
@@ -106,12 +108,11 @@ export class ResponsesService {
   }
 
   /**
-   * The whole conversation up to and including `last`: the conversation items its chain started
-   * after, then every response of the chain (input, then output). The earlier responses are fetched
-   * together; one that has expired or was deleted breaks the chain, which is said rather than
-   * answered from a silently shortened history.
+   * Every response of the chain up to and including `last`, oldest first, fetched together. One that
+   * has expired or was deleted breaks the chain, which is said rather than answered from a silently
+   * shortened history.
    */
-  private async historyThrough(last: StoredResponse): Promise<ResponsesItem[]> {
+  private async chainThrough(last: StoredResponse): Promise<StoredResponse[]> {
     const ids = last.chain ?? [];
     const earlier = await Promise.all(ids.map((id) => this.store.get(id)));
     const links: StoredResponse[] = [];
@@ -126,6 +127,11 @@ export class ResponsesService {
       links.push(stored);
     }
     links.push(last);
+    return links;
+  }
+
+  /** The whole conversation of a chain: the conversation items it started after, then each response's input and output. */
+  private async historyOf(links: readonly StoredResponse[]): Promise<ResponsesItem[]> {
     const first = links[0] as StoredResponse;
     const history: ResponsesItem[] = first.history
       ? [...first.history]
@@ -142,12 +148,13 @@ export class ResponsesService {
     return stored;
   }
 
-  /** Fetches the responses that hold the referenced items and indexes their items by id. */
-  private async referencedItems(ids: readonly string[]): Promise<Map<string, ResponsesItem>> {
+  /** The items that references name, by id, from the responses that hold them: those `fetched` already, the rest read together. */
+  private async referencedItems(ids: readonly string[], fetched: readonly StoredResponse[]): Promise<Map<string, ResponsesItem>> {
+    const known = new Map(fetched.map((stored) => [stored.resource.id, stored]));
+    const responseIds = [...new Set(ids.map(responseIdOfAnyItem).filter((id): id is string => id !== undefined))];
+    const holders = await Promise.all(responseIds.map((id) => known.get(id) ?? this.store.get(id)));
     const found = new Map<string, ResponsesItem>();
-    const responseIds = new Set(ids.map(responseIdOfAnyItem).filter((id): id is string => id !== undefined));
-    for (const responseId of responseIds) {
-      const stored = await this.store.get(responseId);
+    for (const stored of holders) {
       for (const item of [...(stored?.input ?? []), ...(stored?.resource.output ?? [])]) if (item.id) found.set(item.id, item as ResponsesItem);
     }
     return found;

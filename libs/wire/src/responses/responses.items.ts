@@ -118,20 +118,15 @@ function withId<T extends Exclude<ResponsesItem, { type: 'item_reference' }>>(it
 }
 
 /**
- * Replaces each `item_reference` with the item it names. `lookup` holds the items the caller fetched for
+ * Replaces each `item_reference` with the item it names. `found` holds the items the caller fetched for
  * `DecodedResponsesRequest.itemReferences`; a missing one is the client's error, named by its input path.
  */
-export function resolveItemReferences(
-  items: readonly ResponsesItem[],
-  lookup: ReadonlyMap<string, ResponsesItem> | ((id: string) => ResponsesItem | undefined),
-  param = 'input',
-): ResponsesItem[] {
-  const find = typeof lookup === 'function' ? lookup : (id: string) => lookup.get(id);
+export function resolveItemReferences(items: readonly ResponsesItem[], found: ReadonlyMap<string, ResponsesItem>): ResponsesItem[] {
   return items.map((item, i) => {
     if (item.type !== 'item_reference') return item;
-    const found = find(item.id);
-    if (!found || found.type === 'item_reference') fail(`${param}[${i}].id`, `no item with id '${item.id}'`);
-    return found;
+    const target = found.get(item.id);
+    if (!target || target.type === 'item_reference') fail(`input[${i}].id`, `no item with id '${item.id}'`);
+    return target;
   });
 }
 
