@@ -9,7 +9,7 @@ const LEVELS: Record<string, LogLevel[]> = {
   error: ['error', 'fatal'],
 };
 
-export function createLogger(service: string, level: string, format: 'json' | 'pretty' = 'json'): LoggerService {
+export function createLogger(service: string, level: string, format: 'json' | 'pretty'): LoggerService {
   if (format === 'json') return new JsonLogger(service, level);
   return new ConsoleLogger({ prefix: `cortex:${service}`, logLevels: LEVELS[level] ?? LEVELS.info, colors: process.stdout.isTTY });
 }

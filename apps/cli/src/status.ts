@@ -81,7 +81,7 @@ function table(header: string[], rows: string[][]): string[] {
 }
 
 /** One line for a lifecycle event on `llm.evt.v1.>`, or null for those a fleet view leaves out. */
-export function formatEvent(subject: string, event: Record<string, unknown>): string | null {
+function formatEvent(subject: string, event: Record<string, unknown>): string | null {
   const at = new Date(typeof event.at === 'number' ? event.at : Date.now()).toISOString().slice(11, 19);
   const worker = String(event.workerId ?? '?');
   switch (subject) {
@@ -106,19 +106,14 @@ export function formatEvent(subject: string, event: Record<string, unknown>): st
  * `cortex status --watch`: the status again every interval, with the fleet's lifecycle events as they
  * happen. On a terminal the screen is redrawn; otherwise a block is printed whenever the view changes.
  */
-export async function watchStatus(nc: NatsConnection, intervalMs: number, out: NodeJS.WriteStream = process.stdout): Promise<void> {
+export async function watchStatus(nc: NatsConnection, intervalMs: number): Promise<void> {
+  const out = process.stdout;
   const events: string[] = [];
-  const sub = nc.subscribe(Subjects.eventsAll, {
-    callback: (error, msg) => {
-      if (error) return;
-      try {
-        const line = formatEvent(msg.subject, decodeJson(msg.data) as Record<string, unknown>);
-        if (line) events.push(line);
-        if (events.length > 12) events.shift();
-      } catch {
-        // Not JSON: not an event this view shows.
-      }
-    },
+  // A message that is not JSON is not an event this view shows: BusClient drops it.
+  const sub = new BusClient(nc).subscribe(Subjects.eventsAll, (data, subject) => {
+    const line = formatEvent(subject, data as Record<string, unknown>);
+    if (line) events.push(line);
+    if (events.length > 12) events.shift();
   });
   let stopped = false;
   const stop = (): void => {
