@@ -40,13 +40,16 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     if (this.sweeper) clearInterval(this.sweeper);
   }
 
-  /** Announces workers that stopped heartbeating (once each; every router may, JetStream keeps one). */
+  /**
+   * Announces workers that stopped heartbeating (once each). Every router may; the message ids come
+   * from the worker's own timestamps, the same in every router, so JetStream keeps one.
+   */
   private markDown(): void {
     for (const [workerId, entry] of this.workers) {
       if (this.isUp(entry) || this.down.has(workerId)) continue;
       this.down.add(workerId);
       this.logger.warn(`worker ${workerId} is down (no heartbeat for ${Date.now() - entry.lastSeen} ms)`);
-      this.announce(Subjects.workerDown, workerId, `${workerId}.down.${entry.lastSeen}`);
+      this.announce(Subjects.workerDown, workerId, `${workerId}.down.${entry.beat.sentAt}`);
     }
   }
 
@@ -88,7 +91,7 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     if (!known || !this.isUp(known)) {
       this.logger.log(`worker ${beat.workerId} is up (${beat.device.kind}, ${beat.host})`);
       this.down.delete(beat.workerId);
-      this.announce(Subjects.workerUp, beat.workerId, `${beat.workerId}.up.${beat.startedAt}.${known?.lastSeen ?? 0}`);
+      this.announce(Subjects.workerUp, beat.workerId, `${beat.workerId}.up.${beat.startedAt}.${known?.beat.sentAt ?? 0}`);
     }
     // Last use only moves forward: a heartbeat built before a request this router just placed must
     // not make that model look colder than it is (LRU would evict the model in use).
