@@ -210,8 +210,13 @@ describe('fleet e2e - failover', () => {
   });
 
   it('fleet - a worker that dies mid-stream: the client gets an error and the stream ends within seconds', async () => {
+    // The holder is whichever worker reports the load: heartbeats are 2 s apart here, so the fleet view
+    // may not show the model ready yet when the stream opens.
+    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
-    const holder = await holderOf('cortex-loop');
+    await waitFor(() => loads.messages.some((load) => load.model === 'cortex-loop'), 10_000);
+    loads.stop();
+    const holder = loads.messages.find((load) => load.model === 'cortex-loop')?.workerId ?? assert.fail('cortex-loop was loaded');
     let chunks = 0;
     const started = Date.now();
     await assert.rejects(async () => {
