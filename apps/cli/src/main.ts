@@ -34,7 +34,7 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'status': {
       const { config } = loadConfig();
-      const nc = await connectBus({ url: config.nats.url, name: 'cortex-status' });
+      const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-status' });
       try {
         if (args.includes('--watch')) {
           const at = args.indexOf('--interval');
@@ -75,7 +75,7 @@ async function main(argv: string[]): Promise<void> {
 /** Fleet operations, sent to a router over the bus. */
 async function admin(command: string, args: string[]): Promise<void> {
   const { config } = loadConfig();
-  const nc = await connectBus({ url: config.nats.url, name: 'cortex-admin' });
+  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-admin' });
   const bus = new BusClient(nc, config.gateway.placementTimeoutMs);
   try {
     if (command === 'models') {

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connectBus, natsReachable, natsServerOnPath, NATS_INSTALL_HINT, startNatsServer, type LocalNatsServer } from '@cortex/bus';
+import { connectBus, natsReachable, natsServerOnPath, NATS_INSTALL_HINT, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
+import type { NatsConfig } from '@cortex/config';
 import { loadConfig } from '@cortex/config';
 import { createLogger } from './logger.js';
 import { APP_SERVICES, isAppService, loadService, type AppService } from './services.js';
@@ -13,7 +14,7 @@ const STOP_GRACE_MS = 15_000;
 export async function serveOne(name: AppService): Promise<void> {
   const { config } = loadConfig();
   const logger = createLogger(name, config.logLevel, config.logFormat);
-  const nc = await connectBus({ url: config.nats.url, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
+  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
   const start = await loadService(name);
   const running = await start({ config, nc, logger });
   let stopping = false;
@@ -48,12 +49,12 @@ export async function serveMany(names: AppService[]): Promise<void> {
   logger.log(`config: ${path ?? 'built-in defaults'}`);
   let nats: LocalNatsServer | null = null;
   const env = { ...process.env };
-  if (!(await natsReachable(config.nats.url))) {
+  if (!(await natsReachable(config.nats.url, 1_000, config.nats))) {
     const url = new URL(config.nats.url);
     if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) {
-      throw new Error(`NATS at ${config.nats.url} does not answer; start it or set CORTEX_NATS_URL`);
+      throw new Error(`NATS at ${redactNatsUrl(config.nats.url)} does not answer or refuses the credentials; start it or check CORTEX_NATS_URL and CORTEX_NATS_*`);
     }
-    if (!natsServerOnPath()) throw new Error(`no NATS at ${config.nats.url} and nats-server is not installed: ${NATS_INSTALL_HINT}`);
+    if (!natsServerOnPath()) throw new Error(`no NATS at ${redactNatsUrl(config.nats.url)} and nats-server is not installed: ${NATS_INSTALL_HINT}`);
     nats = await startNatsServer({
       port: Number(url.port || 4222),
       storeDir: resolve('.cortex/nats'),
@@ -92,11 +93,11 @@ export async function serveMany(names: AppService[]): Promise<void> {
       void stopAll(1);
     });
   }
-  await announceWhenReady(env.CORTEX_NATS_URL ?? config.nats.url, names, config.gateway.listen, logger);
+  await announceWhenReady(env.CORTEX_NATS_URL ?? config.nats.url, config.nats, names, config.gateway.listen, logger);
 }
 
-async function announceWhenReady(url: string, names: AppService[], listen: string, logger: ReturnType<typeof createLogger>): Promise<void> {
-  const nc = await connectBus({ url, name: 'cortex-launcher' });
+async function announceWhenReady(url: string, auth: NatsConfig, names: AppService[], listen: string, logger: ReturnType<typeof createLogger>): Promise<void> {
+  const nc = await connectBus({ url, auth, name: 'cortex-launcher' });
   const deadline = Date.now() + 120_000;
   try {
     while (Date.now() < deadline) {

@@ -1,4 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { natsConnectOptions, redactNatsUrl, type NatsAuth } from './nats-auth.js';
 
 export interface ConnectOptions {
   url: string;
@@ -7,6 +8,8 @@ export interface ConnectOptions {
   log?: (line: string) => void;
   /** Keep retrying the first connection (services started before NATS, e.g. in a cluster) instead of failing. */
   waitForServer?: boolean;
+  /** Credentials, TLS and inbox prefix (`config.nats`). */
+  auth?: NatsAuth;
 }
 
 const connected = new WeakMap<NatsConnection, boolean>();
@@ -28,17 +31,23 @@ export function isBusConnected(nc: NatsConnection): boolean {
  */
 export async function connectBus(options: ConnectOptions): Promise<NatsConnection> {
   let nc: NatsConnection | null = null;
+  const shownUrl = redactNatsUrl(options.url);
+  // Read once, outside the retry loop: a missing creds or seed file is a mistake to report, not to wait out.
+  const auth = natsConnectOptions(options.url, options.auth);
   for (let attempt = 1; !nc; attempt++) {
     try {
       nc = await connect({
-        servers: options.url,
+        ...auth,
         name: options.name,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 500,
         timeout: 5_000,
       });
     } catch (error) {
-      const hint = `cannot reach NATS at ${options.url} (${(error as Error).message}); start nats-server or set CORTEX_NATS_URL`;
+      const message = (error as Error).message;
+      const hint = /authori[sz]ation|authentication|permission/i.test(message)
+        ? `NATS at ${shownUrl} refused this connection's credentials (${message}); check nats.user/password, token, creds_file or nkey_seed_file (CORTEX_NATS_*)`
+        : `cannot reach NATS at ${shownUrl} (${message}); start nats-server or set CORTEX_NATS_URL`;
       if (!options.waitForServer) throw new Error(hint, { cause: error });
       if (attempt === 1 || attempt % 30 === 0) options.log?.(`${hint}; retrying every second`);
       await new Promise((done) => setTimeout(done, 1_000));
@@ -54,7 +63,8 @@ export async function connectBus(options: ConnectOptions): Promise<NatsConnectio
         reconnects.set(connection, busReconnects(connection) + 1);
       }
       if (status.type === 'disconnect' || status.type === 'reconnect' || status.type === 'error') {
-        options.log?.(`nats ${status.type} (${options.url})`);
+        // The error's text says what the server refused ("Permissions Violation for Publish to …").
+        options.log?.(`nats ${status.type} (${shownUrl})${status.type === 'error' ? `: ${status.error.message}` : ''}`);
       }
     }
   })();

@@ -3,6 +3,7 @@ export * from './bus.client.js';
 export * from './bus.server.js';
 export * from './stream.js';
 export * from './connect.js';
+export * from './nats-auth.js';
 export * from './bus.module.js';
 export * from './service.js';
 export * from './nats-server.js';

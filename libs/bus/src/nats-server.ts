@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { connect } from '@nats-io/transport-node';
+import { natsConnectOptions, type NatsAuth } from './nats-auth.js';
 
 export interface LocalNatsServer {
   url: string;
@@ -16,10 +17,10 @@ export function natsServerOnPath(): boolean {
   return spawnSync('nats-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
-/** Whether a NATS server answers at `url` within `timeoutMs`. */
-export async function natsReachable(url: string, timeoutMs = 1_000): Promise<boolean> {
+/** Whether a NATS server answers at `url` within `timeoutMs` and takes `auth` (credentials in the URL count). */
+export async function natsReachable(url: string, timeoutMs = 1_000, auth?: NatsAuth): Promise<boolean> {
   try {
-    const nc = await connect({ servers: url, timeout: timeoutMs, reconnect: false });
+    const nc = await connect({ ...natsConnectOptions(url, auth), timeout: timeoutMs, reconnect: false });
     await nc.close();
     return true;
   } catch {
@@ -43,20 +44,33 @@ export async function freePort(): Promise<number> {
  * Starts a local `nats-server` with JetStream on 127.0.0.1:`port` (a free one when omitted), storing
  * data in `storeDir`, and resolves once it accepts connections.
  */
-export async function startNatsServer(options: { port?: number; storeDir: string; log?: (line: string) => void }): Promise<LocalNatsServer> {
+export async function startNatsServer(options: {
+  port?: number;
+  storeDir: string;
+  log?: (line: string) => void;
+  /** A server config file (users, permissions, TLS); the port, address and store dir flags win over it. */
+  configFile?: string;
+  /** Variables the config file reads from the environment (e.g. passwords). */
+  env?: Record<string, string>;
+}): Promise<LocalNatsServer> {
   if (!natsServerOnPath()) throw new Error(`nats-server is not on PATH: ${NATS_INSTALL_HINT}`);
   const port = options.port ?? (await freePort());
   mkdirSync(options.storeDir, { recursive: true });
-  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', options.storeDir], {
+  const config = options.configFile ? ['-c', options.configFile] : [];
+  const child = spawn('nats-server', [...config, '-a', '127.0.0.1', '-p', String(port), '-js', '-sd', options.storeDir], {
     stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, ...options.env },
   });
   let stderr = '';
+  let ready = false;
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4_000);
+    // A server that wants credentials or TLS refuses the plain probe below; its log says when it is up.
+    ready ||= stderr.includes('Server is ready');
   });
   const url = `nats://127.0.0.1:${port}`;
   const deadline = Date.now() + 10_000;
-  while (!(await natsReachable(url, 500))) {
+  while (!ready && !(await natsReachable(url, 500))) {
     if (child.exitCode !== null || Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`nats-server did not start on port ${port}: ${stderr.trim() || 'no output'}`);

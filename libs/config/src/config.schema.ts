@@ -66,10 +66,34 @@ export class AuthConfig {
   @IsArray() @IsString({ each: true }) adminKeys: string[] = [];
 }
 
+/** TLS to NATS: on when any file is set or the URL is `tls://`; the server's certificate is checked against `ca_file` (or the system CAs). */
+export class NatsTlsConfig {
+  @IsOptional() @IsString() caFile?: string;
+  /** A client certificate and its key, for servers that verify clients (`verify: true`). */
+  @IsOptional() @IsString() certFile?: string;
+  @IsOptional() @IsString() keyFile?: string;
+}
+
+/**
+ * How this process proves who it is to NATS: at most one of `user`/`password`, `token`, `creds_file`
+ * (a JWT `.creds` file) or `nkey_seed_file`. Credentials in the URL (`nats://user:pass@host`,
+ * `nats://token@host`) work too.
+ */
 export class NatsConfig {
   @IsString() url = 'nats://127.0.0.1:4222';
   /** Bound on every bus request/reply that is not a cold load. */
   @IsInt() @Min(50) requestTimeoutMs = 5_000;
+  @IsOptional() @IsString() user?: string;
+  @IsOptional() @IsString() password?: string;
+  @IsOptional() @IsString() token?: string;
+  @IsOptional() @IsString() credsFile?: string;
+  @IsOptional() @IsString() nkeySeedFile?: string;
+  /**
+   * Subject prefix of this process's reply inboxes. A server config that gives each role its own
+   * prefix (`_INBOX.worker`, …) keeps one role from reading the replies sent to another.
+   */
+  @Matches(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, { message: 'must be dot-separated tokens of letters, digits, _ or -' }) inboxPrefix = '_INBOX';
+  @ValidateNested() @Type(() => NatsTlsConfig) tls = new NatsTlsConfig();
 }
 
 export class MetricsConfig {

@@ -73,6 +73,19 @@ describe('config', () => {
     assert.equal(config.auth.mode, 'keys');
   });
 
+  it('config - NATS credentials and TLS come from env, and conflicting ways are rejected', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cortex-env-'));
+    const { config } = loadConfig({ CORTEX_NATS_USER: 'router', CORTEX_NATS_PASSWORD: 'pw', CORTEX_NATS_INBOX_PREFIX: '_INBOX.router', CORTEX_NATS_TLS_CA: '/ca.pem' }, dir);
+    assert.equal(config.nats.user, 'router');
+    assert.equal(config.nats.password, 'pw');
+    assert.equal(config.nats.inboxPrefix, '_INBOX.router');
+    assert.equal(config.nats.tls.caFile, '/ca.pem');
+    assert.throws(() => loadConfig({ CORTEX_NATS_USER: 'router', CORTEX_NATS_CREDS: '/x.creds' }, dir), /nats: set one of .*got user, creds_file/);
+    assert.throws(() => loadConfig({ CORTEX_NATS_PASSWORD: 'pw' }, dir), /nats\.password: needs nats\.user/);
+    assert.throws(() => loadConfig({ CORTEX_NATS_TLS_CERT: '/c.pem' }, dir), /cert_file and key_file go together/);
+    assert.throws(() => loadConfig({ CORTEX_NATS_INBOX_PREFIX: '_INBOX.>' }, dir), /nats\.inbox_prefix/);
+  });
+
   it('config - a named file that does not exist is an error', () => {
     assert.throws(() => loadConfig({ CORTEX_CONFIG: '/nonexistent/cortex.yaml' }), /does not exist/);
   });

@@ -10,6 +10,15 @@ export const DEFAULT_CONFIG_PATH = 'config/cortex.yaml';
 /** Environment variables that override the config file; the one place they are named. */
 export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'string' | 'int' | 'list' }> = [
   { env: 'CORTEX_NATS_URL', path: 'nats.url', type: 'string' },
+  { env: 'CORTEX_NATS_USER', path: 'nats.user', type: 'string' },
+  { env: 'CORTEX_NATS_PASSWORD', path: 'nats.password', type: 'string' },
+  { env: 'CORTEX_NATS_TOKEN', path: 'nats.token', type: 'string' },
+  { env: 'CORTEX_NATS_CREDS', path: 'nats.creds_file', type: 'string' },
+  { env: 'CORTEX_NATS_NKEY_SEED_FILE', path: 'nats.nkey_seed_file', type: 'string' },
+  { env: 'CORTEX_NATS_INBOX_PREFIX', path: 'nats.inbox_prefix', type: 'string' },
+  { env: 'CORTEX_NATS_TLS_CA', path: 'nats.tls.ca_file', type: 'string' },
+  { env: 'CORTEX_NATS_TLS_CERT', path: 'nats.tls.cert_file', type: 'string' },
+  { env: 'CORTEX_NATS_TLS_KEY', path: 'nats.tls.key_file', type: 'string' },
   { env: 'CORTEX_LISTEN', path: 'gateway.listen', type: 'string' },
   { env: 'CORTEX_METRICS_LISTEN', path: 'metrics.listen', type: 'string' },
   { env: 'CORTEX_WORKER_ID', path: 'worker.id', type: 'string' },
@@ -76,6 +85,11 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
     const lines = errors.flatMap((e) => describe(e, ''));
     throw new ConfigError(`${where}: ${lines.join('; ')}`);
   }
+  const nats = config.nats;
+  const ways = [nats.user !== undefined && 'user', nats.token !== undefined && 'token', nats.credsFile !== undefined && 'creds_file', nats.nkeySeedFile !== undefined && 'nkey_seed_file'].filter(Boolean);
+  if (ways.length > 1) throw new ConfigError(`${where}: nats: set one of user, token, creds_file or nkey_seed_file (got ${ways.join(', ')})`);
+  if (nats.password !== undefined && nats.user === undefined) throw new ConfigError(`${where}: nats.password: needs nats.user`);
+  if ((nats.tls.certFile === undefined) !== (nats.tls.keyFile === undefined)) throw new ConfigError(`${where}: nats.tls: cert_file and key_file go together`);
   const ids = new Set<string>();
   for (const [i, model] of config.models.entries()) {
     for (const name of [model.id, ...(model.aliases ?? [])]) {
