@@ -14,12 +14,20 @@ function dockerReachable(): boolean {
   return Boolean(process.env.DOCKER_HOST) || existsSync('/var/run/docker.sock');
 }
 
+export interface TestNatsOptions {
+  /** A nats-server config file (e.g. deploy/nats/nats-server.conf); starts a local nats-server. */
+  configFile?: string;
+  /** Environment for the server, e.g. the passwords the config file reads. */
+  env?: Record<string, string>;
+}
+
 /**
  * A fresh NATS server with JetStream for one test file, never shared: testcontainers when a Docker
  * engine is reachable, otherwise a local `nats-server` on a free port with a temp store.
  */
-export async function startTestNats(): Promise<TestNats> {
-  if (dockerReachable() && process.env.CORTEX_TEST_NATS !== 'local') {
+export async function startTestNats(options: TestNatsOptions = {}): Promise<TestNats> {
+  // A config file needs the local binary: the container would need the file copied in.
+  if (!options.configFile && dockerReachable() && process.env.CORTEX_TEST_NATS !== 'local') {
     try {
       const { GenericContainer, Wait } = await import('testcontainers');
       const container = await new GenericContainer('nats:2-alpine')
@@ -39,7 +47,7 @@ export async function startTestNats(): Promise<TestNats> {
     }
   }
   const storeDir = mkdtempSync(join(tmpdir(), 'cortex-nats-'));
-  const server = await startNatsServer({ storeDir });
+  const server = await startNatsServer({ storeDir, ...(options.configFile && { configFile: options.configFile }), ...(options.env && { env: options.env }) });
   return {
     url: server.url,
     kind: 'local',

@@ -3,10 +3,10 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { BusClient, freePort } from '@cortex/bus';
 import { Subjects, type FleetView } from '@cortex/contracts';
-import { startTestNats, type TestNats } from './test-nats.js';
+import { startTestNats, type TestNats, type TestNatsOptions } from './test-nats.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const CLI = join(ROOT, 'apps/cli/dist/main.js');
@@ -19,6 +19,16 @@ export interface StackOptions {
   services?: string[];
   /** Extra top-level YAML sections merged over the defaults. */
   config?: Record<string, unknown>;
+  /** A NATS server that wants credentials, and what each process connects with. */
+  natsAuth?: StackNatsAuth;
+}
+
+export interface StackNatsAuth {
+  server: TestNatsOptions;
+  /** Environment per service name (`CORTEX_NATS_USER`, …); `spawnService`'s own env wins. */
+  services: Record<string, Record<string, string>>;
+  /** Credentials of the stack's own connection (`nc`), which pings services and asks for the fleet. */
+  observer: Partial<ConnectionOptions>;
 }
 
 export interface TestStack {
@@ -55,7 +65,7 @@ export function fixtureEntry(id: string, extra: Record<string, unknown> = {}): R
  * temp config, and waits until the gateway answers and pinned models are ready.
  */
 export async function startStack(options: StackOptions = {}): Promise<TestStack> {
-  const nats = await startTestNats();
+  const nats = await startTestNats(options.natsAuth?.server);
   const dir = mkdtempSync(join(tmpdir(), 'cortex-stack-'));
   const [port, metricsPort] = [await freePort(), await freePort()];
   const models = options.models ?? FIXTURE_CATALOGUE;
@@ -76,7 +86,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   const spawnService = (name: string, env: Record<string, string> = {}): ChildProcess => {
     const child = spawn(process.execPath, [CLI, 'serve', name], {
       cwd: ROOT,
-      env: { ...process.env, CORTEX_CONFIG: configPath, CORTEX_NATS_URL: nats.url, NO_COLOR: '1', ...env },
+      env: { ...process.env, CORTEX_CONFIG: configPath, CORTEX_NATS_URL: nats.url, NO_COLOR: '1', ...options.natsAuth?.services[name], ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const collect = (chunk: Buffer): void => {
@@ -88,7 +98,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     return child;
   };
   for (const name of options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway']) spawnService(name);
-  const nc = await connect({ servers: nats.url });
+  const nc = await connect({ servers: nats.url, ...options.natsAuth?.observer });
   const fleet = (): Promise<FleetView | null> => new BusClient(nc, 1_000).request<FleetView>(Subjects.routerFleet, {}).catch(() => null);
   const stack: TestStack = {
     baseUrl: `http://127.0.0.1:${port}`,

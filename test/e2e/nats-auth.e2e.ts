@@ -1,0 +1,242 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
+import { connect, errors, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
+import { createAccount, createOperator, createUser } from '@nats-io/nkeys';
+import { BusClient, connectBus, startNatsServer, type LocalNatsServer, type NatsAuth } from '@cortex/bus';
+import { streamSubject, workerSubject, Subjects, type FleetView, type LoadCommand, type LoadResult } from '@cortex/contracts';
+import { fixtureModel } from '@cortex/fixtures';
+import { startStack, fixtureEntry, waitFor, type TestStack } from '@cortex/testing';
+
+const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
+const SERVER_CONFIG = resolve(ROOT, 'deploy/nats/nats-server.conf');
+const WORKER = 'worker-cpu0';
+const chat = fixtureModel('cortex-chat');
+const LOAD: LoadCommand = { model: 'cortex-chat', source: 'fixture:cortex-chat', contextSize: 512, slots: 1 };
+
+/** One user per role, as in deploy/nats/nats-server.conf; passwords are fresh for every run. */
+const ROLES = ['router', 'translator', 'metrics', 'gateway', 'admin', WORKER, 'worker-gpu0'] as const;
+const passwords = Object.fromEntries(ROLES.map((role) => [role, randomBytes(12).toString('hex')])) as Record<(typeof ROLES)[number], string>;
+const passwordVariable = (role: string): string => `CORTEX_NATS_${role.replace(/-/g, '_').toUpperCase()}_PASSWORD`;
+
+const serviceEnv = (role: (typeof ROLES)[number]): Record<string, string> => ({
+  CORTEX_NATS_USER: role,
+  CORTEX_NATS_PASSWORD: passwords[role],
+  CORTEX_NATS_INBOX_PREFIX: `_INBOX.${role}`,
+});
+
+/** A request whose publish the server refused (nats.js wraps the server's -ERR in a RequestError). */
+const refusedPublish = (error: Error): boolean =>
+  error instanceof errors.RequestError && error.cause instanceof errors.PermissionViolationError && error.cause.operation === 'publish';
+
+/** nats.js options of one role, for test connections. */
+const as = (role: (typeof ROLES)[number]): Partial<ConnectionOptions> => ({ user: role, pass: passwords[role], inboxPrefix: `_INBOX.${role}` });
+
+describe('NATS credentials and per-role permissions e2e', () => {
+  let stack: TestStack;
+  const extra: NatsConnection[] = [];
+
+  before(async () => {
+    stack = await startStack({
+      models: [fixtureEntry('cortex-chat', { pinned: true })],
+      config: { worker: { id: WORKER } },
+      natsAuth: {
+        // nats-server parses an environment variable as a config value: quoted, a password that starts
+        // with a digit stays a string (hex passwords do).
+        server: { configFile: SERVER_CONFIG, env: Object.fromEntries(ROLES.map((role) => [passwordVariable(role), `"${passwords[role]}"`])) },
+        services: { router: serviceEnv('router'), translator: serviceEnv('translator'), metrics: serviceEnv('metrics'), gateway: serviceEnv('gateway'), worker: serviceEnv(WORKER) },
+        observer: as('admin'),
+      },
+    });
+  });
+
+  after(async () => {
+    await Promise.all(extra.map((nc) => nc.close()));
+    await stack?.stop();
+  });
+
+  const open = async (options: Partial<ConnectionOptions>): Promise<NatsConnection> => {
+    const nc = await connect({ servers: stack.nats.url, reconnect: false, ...options });
+    extra.push(nc);
+    return nc;
+  };
+
+  it('nats-auth e2e - with one user per role a chat completion streams end to end', async () => {
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const deltas: string[] = [];
+    const stream = client.chat.completions.stream({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Say hello.' }] });
+    stream.on('content', (delta) => deltas.push(delta));
+    const final = await stream.finalChatCompletion();
+    assert.equal(final.choices[0]?.message.content, chat.expected.text);
+    assert.ok(deltas.length > 1, 'tokens arrive as several deltas');
+    // Stored responses live in the translator's KV buckets; the request counter comes through the
+    // events stream (gateway publishes, metrics consumes): each role's JetStream rights are enough.
+    const stored = await client.responses.create({ model: 'cortex-chat', input: 'Say hello.', store: true });
+    assert.equal((await client.responses.retrieve(stored.id)).output_text, chat.expected.text);
+    const served = async (): Promise<number> =>
+      (await (await fetch(`${stack.metricsUrl}/metrics`)).text())
+        .split('\n')
+        .filter((line) => line.startsWith('cortex_requests_total{') && line.includes('status="200"'))
+        .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+    await waitFor(async () => (await served()) === 2, 20_000);
+    // Services log every error the server sends them, so a missing right shows up here.
+    assert.doesNotMatch(stack.logs(), /Permissions Violation|Authorization Violation/i, 'no service was refused a subject it needs');
+  });
+
+  it('nats-auth e2e - a client without credentials, or with a wrong password, cannot connect', async () => {
+    await assert.rejects(connect({ servers: stack.nats.url, reconnect: false }), (error: Error) => error instanceof errors.AuthorizationError);
+    await assert.rejects(connect({ servers: stack.nats.url, reconnect: false, user: 'router', pass: 'wrong' }), (error: Error) => error instanceof errors.AuthorizationError);
+  });
+
+  it('nats-auth e2e - nats://user:pass@host URLs carry the credentials, and errors never show the password', async () => {
+    const url = new URL(stack.nats.url);
+    url.username = 'admin';
+    url.password = passwords.admin;
+    const nc = await connectBus({ url: url.toString(), name: 'cortex-test', auth: { inboxPrefix: '_INBOX.admin' } });
+    extra.push(nc);
+    const fleet = await new BusClient(nc, 5_000).request<FleetView>(Subjects.routerFleet, {});
+    assert.deepEqual(fleet.workers.map((w) => w.workerId), [WORKER]);
+    url.password = 'not-the-password';
+    await assert.rejects(connectBus({ url: url.toString(), name: 'cortex-test' }), (error: Error) => {
+      assert.match(error.message, /refused this connection's credentials/);
+      assert.ok(!error.message.includes('not-the-password'), error.message);
+      return true;
+    });
+  });
+
+  it('nats-auth e2e - a worker cannot command loads, read token streams or hear another worker', async () => {
+    const worker = await open(as(WORKER));
+    await assert.rejects(
+      worker.request(workerSubject(Subjects.workerLoad, WORKER), JSON.stringify(LOAD), { timeout: 5_000 }),
+      (error: Error) => refusedPublish(error),
+    );
+    const streams = worker.subscribe(Subjects.streamsAll);
+    const closed = await streams.closed;
+    assert.ok(closed instanceof errors.PermissionViolationError && closed.operation === 'subscription', `got ${String(closed)}`);
+    const other = worker.subscribe(workerSubject(Subjects.workerGenerate, 'worker-gpu0'));
+    assert.ok((await other.closed) instanceof errors.PermissionViolationError);
+    const replies = worker.subscribe('_INBOX.gateway.>');
+    assert.ok((await replies.closed) instanceof errors.PermissionViolationError);
+    // The same load from the router's user reaches the worker: the refusal above is the permission.
+    const router = await open(as('router'));
+    const loaded = await new BusClient(router, 60_000).request<LoadResult>(workerSubject(Subjects.workerLoad, WORKER), LOAD);
+    assert.equal(loaded.model, 'cortex-chat');
+  });
+
+  it('nats-auth e2e - only gateways read token streams; the gateway cannot command loads', async () => {
+    const gateway = await open(as('gateway'));
+    const own = gateway.subscribe(streamSubject('req_0123456789abcdef01234567'));
+    await gateway.flush();
+    assert.equal(own.isClosed(), false);
+    await assert.rejects(
+      gateway.request(workerSubject(Subjects.workerLoad, WORKER), JSON.stringify(LOAD), { timeout: 5_000 }),
+      (error: Error) => refusedPublish(error),
+    );
+    for (const role of ['admin', 'router', 'translator', 'metrics'] as const) {
+      const nc = await open(as(role));
+      const sub = nc.subscribe(Subjects.streamsAll);
+      assert.ok((await sub.closed) instanceof errors.PermissionViolationError, `${role} must not read token streams`);
+    }
+  });
+});
+
+/** A bare nats-server from a config written for one test. */
+async function serverWith(dir: string, name: string, conf: string): Promise<LocalNatsServer> {
+  const file = join(dir, `${name}.conf`);
+  writeFileSync(file, conf);
+  return startNatsServer({ storeDir: join(dir, `${name}-store`), configFile: file });
+}
+
+/** Connects as a cortex service does, checks the connection carries traffic, closes it. */
+async function roundTrip(url: string, auth: NatsAuth): Promise<void> {
+  const nc = await connectBus({ url, name: 'cortex-test', auth });
+  try {
+    const sub = nc.subscribe('auth.check', { max: 1 });
+    nc.publish('auth.check', 'ping');
+    for await (const msg of sub) assert.equal(msg.string(), 'ping');
+  } finally {
+    await nc.close();
+  }
+}
+
+describe('NATS token, NKey, creds and TLS e2e', () => {
+  let dir: string;
+  const servers: LocalNatsServer[] = [];
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'cortex-nats-auth-'));
+  });
+
+  after(async () => {
+    await Promise.all(servers.map((server) => server.stop()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('nats-auth e2e - a token connects from config and from nats://token@host; no token is refused', async () => {
+    const token = randomBytes(16).toString('hex');
+    const server = await serverWith(dir, 'token', `authorization { token: "${token}" }\n`);
+    servers.push(server);
+    await roundTrip(server.url, { token });
+    await roundTrip(server.url.replace('nats://', `nats://${token}@`), {});
+    await assert.rejects(connectBus({ url: server.url, name: 'cortex-test' }), /refused this connection's credentials/);
+  });
+
+  it('nats-auth e2e - an NKey user connects with its seed file; another key is refused', async () => {
+    const user = createUser();
+    const seedFile = join(dir, 'user.nk');
+    writeFileSync(seedFile, `${new TextDecoder().decode(user.getSeed())}\n`);
+    const server = await serverWith(dir, 'nkey', `authorization { users: [ { nkey: ${user.getPublicKey()} } ] }\n`);
+    servers.push(server);
+    await roundTrip(server.url, { nkeySeedFile: seedFile });
+    const strangerFile = join(dir, 'stranger.nk');
+    writeFileSync(strangerFile, createUser().getSeed());
+    await assert.rejects(connectBus({ url: server.url, name: 'cortex-test', auth: { nkeySeedFile: strangerFile } }), /refused/);
+  });
+
+  it('nats-auth e2e - a .creds file (user JWT signed by an account of an operator) connects', async () => {
+    const operator = createOperator();
+    const account = createAccount();
+    const user = createUser();
+    // The server runs JetStream, which needs a system account.
+    const system = createAccount();
+    const operatorJwt = await encodeOperator('cortex-op', operator, { system_account: system.getPublicKey() });
+    const systemJwt = await encodeAccount('SYS', system, {}, { signer: operator });
+    // An account JWT without limits allows no connections at all; -1 is unlimited.
+    const limits = { conn: -1, subs: -1, data: -1, payload: -1, imports: -1, exports: -1, leaf: -1, wildcards: true };
+    const accountJwt = await encodeAccount('cortex', account, { limits }, { signer: operator });
+    const userJwt = await encodeUser('gateway', user, account);
+    const credsFile = join(dir, 'gateway.creds');
+    writeFileSync(credsFile, fmtCreds(userJwt, user));
+    const conf = `operator: ${operatorJwt}\nresolver: MEMORY\nsystem_account: ${system.getPublicKey()}\nresolver_preload: { ${account.getPublicKey()}: ${accountJwt}, ${system.getPublicKey()}: ${systemJwt} }\n`;
+    const server = await serverWith(dir, 'creds', conf);
+    servers.push(server);
+    await roundTrip(server.url, { credsFile });
+    const forged = join(dir, 'forged.creds');
+    writeFileSync(forged, fmtCreds(await encodeUser('gateway', user, createAccount()), user));
+    await assert.rejects(connectBus({ url: server.url, name: 'cortex-test', auth: { credsFile: forged } }), /refused/);
+  });
+
+  it('nats-auth e2e - TLS with a private CA and client certificates; no client certificate is refused', async () => {
+    const ssl = (args: string): void => void execSync(`openssl ${args}`, { cwd: dir, stdio: 'ignore' });
+    ssl('req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=cortex-test-ca -keyout ca.key -out ca.pem');
+    for (const [name, ext] of [['server', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], ['client', 'extendedKeyUsage=clientAuth']] as const) {
+      ssl(`req -newkey rsa:2048 -nodes -subj /CN=${name} -keyout ${name}.key -out ${name}.csr`);
+      writeFileSync(join(dir, `${name}.ext`), `${ext}\n`);
+      ssl(`x509 -req -in ${name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile ${name}.ext -out ${name}.pem`);
+    }
+    const server = await serverWith(dir, 'tls', `tls { cert_file: "${join(dir, 'server.pem')}", key_file: "${join(dir, 'server.key')}", ca_file: "${join(dir, 'ca.pem')}", verify: true }\n`);
+    servers.push(server);
+    await roundTrip(server.url, { tls: { caFile: join(dir, 'ca.pem'), certFile: join(dir, 'client.pem'), keyFile: join(dir, 'client.key') } });
+    // The server drops a handshake without a client certificate; nats.js reports it as a connect timeout.
+    await assert.rejects(connectBus({ url: server.url, name: 'cortex-test', auth: { tls: { caFile: join(dir, 'ca.pem') } } }), /cannot reach NATS/);
+    // And the client checks the server: without the private CA the server's certificate is not trusted.
+    await assert.rejects(connectBus({ url: server.url, name: 'cortex-test', auth: { tls: { certFile: join(dir, 'client.pem'), keyFile: join(dir, 'client.key') } } }), /cannot reach NATS/);
+  });
+});
