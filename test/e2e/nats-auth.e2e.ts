@@ -1,12 +1,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execSync } from 'node:child_process';
+import { execSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import { parseAllDocuments } from 'yaml';
 import { connect, errors, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser } from '@nats-io/nkeys';
@@ -177,6 +178,15 @@ describe('NATS token, NKey, creds and TLS e2e', () => {
   after(async () => {
     await Promise.all(servers.map((server) => server.stop()));
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('nats-auth e2e - the Kubernetes NATS config (shared worker user) is a valid server config', () => {
+    const manifest = parseAllDocuments(readFileSync(resolve(ROOT, 'k8s/nats.yaml'), 'utf8')).map((doc) => doc.toJSON() as { kind: string; data?: Record<string, string> });
+    const conf = join(dir, 'k8s-nats.conf');
+    writeFileSync(conf, manifest.find((doc) => doc.kind === 'ConfigMap')!.data!['nats.conf']!);
+    const env = { ...process.env, POD_NAME: 'nats-0', ...Object.fromEntries(['ROUTER', 'TRANSLATOR', 'METRICS', 'GATEWAY', 'ADMIN', 'WORKER'].map((r) => [`CORTEX_NATS_${r}_PASSWORD`, '"0pw"'])) };
+    const check = spawnSync('nats-server', ['-t', '-c', conf], { env, encoding: 'utf8' });
+    assert.equal(check.status, 0, check.stderr);
   });
 
   it('nats-auth e2e - a token connects from config and from nats://token@host; no token is refused', async () => {
