@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execSync, spawnSync } from 'node:child_process';
+import { execFile, execSync, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,7 @@ import { streamSubject, workerSubject, Subjects, type FleetView, type LoadComman
 import { fixtureModel } from '@cortex/fixtures';
 import { startStack, fixtureEntry, waitFor, type TestStack } from '@cortex/testing';
 
+const run = promisify(execFile);
 const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const SERVER_CONFIG = resolve(ROOT, 'deploy/nats/nats-server.conf');
 const WORKER = 'worker-cpu0';
@@ -89,6 +91,17 @@ describe('NATS credentials and per-role permissions e2e', () => {
     await waitFor(async () => (await served()) === 2, 20_000);
     // Services log every error the server sends them, so a missing right shows up here.
     assert.doesNotMatch(stack.logs(), /Permissions Violation|Authorization Violation/i, 'no service was refused a subject it needs');
+  });
+
+  it('nats-auth e2e - `cortex status` works as the admin user', async () => {
+    const cli = join(ROOT, 'apps/cli/dist/main.js');
+    // Built-in defaults (no config file in a temp dir), so only the environment names the user.
+    const { CORTEX_CONFIG: _config, ...inherited } = process.env;
+    const env = { ...inherited, CORTEX_NATS_URL: stack.nats.url, ...serviceEnv('admin') };
+    const { stdout } = await run(process.execPath, [cli, 'status', '--json'], { env, cwd: tmpdir(), timeout: 30_000 });
+    const report = JSON.parse(stdout) as { services: Array<{ service: string }>; fleet: FleetView | null };
+    assert.deepEqual([...new Set(report.services.map((s) => s.service))].sort(), ['gateway', 'metrics', 'router', 'translator', 'worker']);
+    assert.deepEqual(report.fleet?.workers.map((w) => w.workerId), [WORKER]);
   });
 
   it('nats-auth e2e - a client without credentials, or with a wrong password, cannot connect', async () => {
