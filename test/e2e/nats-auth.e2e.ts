@@ -256,7 +256,9 @@ describe('NATS token, NKey, creds and TLS e2e', () => {
     }
     const server = await serverWith(dir, 'tls', `tls { cert_file: "${join(dir, 'server.pem')}", key_file: "${join(dir, 'server.key')}", ca_file: "${join(dir, 'ca.pem')}", verify: true }\n`);
     servers.push(server);
-    await roundTrip(server.url, { tls: { caFile: join(dir, 'ca.pem'), certFile: join(dir, 'client.pem'), keyFile: join(dir, 'client.key') } });
+    const tls = { caFile: join(dir, 'ca.pem'), certFile: join(dir, 'client.pem'), keyFile: join(dir, 'client.key') };
+    await roundTrip(server.url, { tls });
+    await roundTrip(server.url.replace('nats://', 'tls://'), { tls });
     // The server drops a handshake without a client certificate; nats.js reports it as a connect timeout.
     await assert.rejects(connectBus({ url: server.url, name: 'cortex-test', auth: { tls: { caFile: join(dir, 'ca.pem') } } }), /cannot reach NATS/);
     // And the client checks the server: without the private CA the server's certificate is not trusted.
