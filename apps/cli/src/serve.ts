@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connectBus, natsReachable, natsServerOnPath, NATS_INSTALL_HINT, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
+import { connectBus, natsConnectOptions, natsReachable, natsServerOnPath, NATS_INSTALL_HINT, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
 import type { NatsConfig } from '@cortex/config';
 import { loadConfig } from '@cortex/config';
 import { createLogger } from './logger.js';
@@ -49,6 +49,8 @@ export async function serveMany(names: AppService[]): Promise<void> {
   logger.log(`config: ${path ?? 'built-in defaults'}`);
   let nats: LocalNatsServer | null = null;
   const env = { ...process.env };
+  // A missing creds or seed file must say so, not read as "NATS does not answer".
+  natsConnectOptions(config.nats.url, config.nats);
   if (!(await natsReachable(config.nats.url, 1_000, config.nats))) {
     const url = new URL(config.nats.url);
     if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) {

@@ -41,5 +41,9 @@ describe('nats auth options', () => {
     assert.equal(redactNatsUrl('nats://router:hunter2@nats:4222'), 'nats://router:***@nats:4222');
     assert.equal(redactNatsUrl('nats://tok@nats:4222,nats://n2:4222'), 'nats://***@nats:4222,nats://n2:4222');
     assert.equal(redactNatsUrl('nats://127.0.0.1:4222'), 'nats://127.0.0.1:4222');
+    assert.throws(
+      () => natsConnectOptions('nats://router:50%zz@nats:4222'),
+      (error: Error) => /nats\.url nats:\/\/router:\*\*\*@nats:4222: .*percent-encoding/.test(error.message) && !error.message.includes('50%zz'),
+    );
   });
 });

@@ -63,20 +63,36 @@ export function natsConnectOptions(url: string, auth: NatsAuth = {}): Partial<Co
   return options;
 }
 
+/** `scheme://` (optional), the user info before `@`, and the rest of one server URL. */
+const USER_INFO = /^((?:[a-z]+:\/\/)?)([^@/]*)@(.*)$/i;
+
 /** `url` with any password or token replaced by `***`, for logs and error messages. */
 export function redactNatsUrl(url: string): string {
   return url
     .split(',')
-    .map((server) => server.replace(/^(\s*(?:[a-z]+:\/\/)?)([^@/]*)@/i, (_, scheme: string, info: string) => `${scheme}${info.includes(':') ? `${info.slice(0, info.indexOf(':'))}:***` : '***'}@`))
+    .map((server) => {
+      const match = USER_INFO.exec(server);
+      if (!match) return server;
+      const [, scheme, info, rest] = match as unknown as [string, string, string, string];
+      const at = info.indexOf(':');
+      return `${scheme}${at === -1 ? '***' : `${info.slice(0, at)}:***`}@${rest}`;
+    })
     .join(',');
 }
 
 function parseServer(server: string): { server: string; user?: string; pass?: string } {
-  const match = /^((?:[a-z]+:\/\/)?)([^@/]*)@(.*)$/i.exec(server);
+  const match = USER_INFO.exec(server);
   if (!match) return { server };
   const [, scheme, info, rest] = match as unknown as [string, string, string, string];
+  const decode = (value: string): string => {
+    try {
+      return decodeURIComponent(value);
+    } catch {
+      // The message must not quote the URL: it holds the password.
+      throw new Error(`nats.url ${redactNatsUrl(server)}: the user or password is not valid percent-encoding`);
+    }
+  };
   const at = info.indexOf(':');
-  const decode = (value: string): string => decodeURIComponent(value);
   if (at === -1) return { server: `${scheme}${rest}`, user: decode(info) };
   return { server: `${scheme}${rest}`, user: decode(info.slice(0, at)), pass: decode(info.slice(at + 1)) };
 }
