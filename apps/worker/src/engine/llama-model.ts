@@ -11,6 +11,7 @@ import {
 } from 'node-llama-cpp';
 import { CortexError, type CanonicalRequest, type ModelCapabilities, type FinishReason, type ResponseFormat, type StreamEventBody, type ToolDefinition } from '@cortex/contracts';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
+import { createJsonGrammar } from './json-grammar.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
 import { memoAsync } from './memo.js';
 import { toChatHistory, toFunctions } from './prompt.js';
@@ -266,7 +267,7 @@ export class LlamaEngineModel implements EngineModel {
     const key = format.type === 'json_schema' ? JSON.stringify(format.schema ?? {}) : format.type;
     const llama = this.model.llama;
     return this.cachedGrammar(key, () =>
-      (format.type === 'json_schema' ? llama.createGrammarForJsonSchema(format.schema as never) : llama.getGrammarFor('json')).catch((error: Error) => {
+      createJsonGrammar(llama, format.type === 'json_schema' ? (format.schema ?? {}) : null).catch((error: Error) => {
         throw new CortexError('invalid_request', `response_format: this JSON schema cannot be enforced: ${error.message}`, {
           param: 'response_format',
           cause: error,
@@ -312,7 +313,7 @@ export class LlamaEngineModel implements EngineModel {
     const key = `tools:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
     const llama = this.model.llama;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
-    return this.cachedGrammar(key, () => llama.createGrammarForJsonSchema(schema(true) as never).catch(() => llama.createGrammarForJsonSchema(schema(false) as never)));
+    return this.cachedGrammar(key, () => createJsonGrammar(llama, schema(true)).catch(() => createJsonGrammar(llama, schema(false))));
   }
 
   /** Keeps the prefix the sequence shares with the prompt (prompt caching); returns its length. */
