@@ -141,7 +141,8 @@ export class LlamaEngineModel implements EngineModel {
     let stopSequence: string | undefined;
     let toolIndex = 0;
     const maxToolCalls = request.maxToolCalls ?? Infinity;
-    const newToolCall = (): ToolCallParser => new ToolCallParser(toolIndex, `call_${randomBytes(12).toString('hex')}`, emit);
+    const declared = new Set(request.tools?.map((tool) => tool.name));
+    const newToolCall = (): ToolCallParser => new ToolCallParser(toolIndex, `call_${randomBytes(12).toString('hex')}`, emit, declared);
     // tool_choice required or named: the model starts inside a call (its opening marker is written for
     // it) and the call grammar holds it to the allowed names and their argument schemas.
     let forcedCall: JsonEnd | null = null;
