@@ -4,6 +4,7 @@ import {
   defined,
   fail,
   isObject,
+  jsonSchema,
   modelName,
   object,
   oneOf,
@@ -190,7 +191,7 @@ function decodeTool(input: unknown, param: string): ToolDefinition {
   }
   const name = string(tool.name, `${param}.name`);
   if (name.length === 0) fail(`${param}.name`, 'must not be empty');
-  const out: ToolDefinition = { name, parameters: object(tool.input_schema, `${param}.input_schema`) };
+  const out: ToolDefinition = { name, parameters: jsonSchema(tool.input_schema, `${param}.input_schema`) };
   const description = optionalString(tool.description, `${param}.description`);
   if (description !== undefined) out.description = description;
   return out;
@@ -237,5 +238,5 @@ function decodeOutputFormat(value: unknown): ResponseFormat | undefined {
   if (config.format === undefined || config.format === null) return undefined;
   const format = object(config.format, 'output_config.format');
   oneOf(format.type, 'output_config.format.type', ['json_schema']);
-  return { type: 'json_schema', schema: object(format.schema, 'output_config.format.schema') };
+  return { type: 'json_schema', schema: jsonSchema(format.schema, 'output_config.format.schema') };
 }
