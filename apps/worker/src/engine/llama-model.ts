@@ -14,6 +14,7 @@ import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { createJsonGrammar } from './json-grammar.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
 import { memoAsync } from './memo.js';
+import { OutputCheck } from './output-check.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { SlotPool } from './slot-pool.js';
 import { TextStreamer } from './text-streamer.js';
@@ -83,7 +84,9 @@ export class LlamaEngineModel implements EngineModel {
   }
 
   async generate(job: GenerateJob): Promise<void> {
-    const { request, emit, signal } = job;
+    const { request, signal } = job;
+    const check = new OutputCheck(request, job.emit);
+    const emit = check.active ? check.emit : job.emit;
     const { prompt, stops } = this.render(request);
     const contextSize = this.context.contextSize;
     if (prompt.length >= contextSize) {
