@@ -182,6 +182,10 @@ describe('anthropic messages codec', () => {
     invalid({ ...base, output_config: { format: { type: 'json_schema', schema: 'x' } } }, 'output_config.format.schema');
     invalid({ ...base, output_config: { format: { type: 'json_schema', schema: { type: 'objekt' } } } }, 'output_config.format.schema');
     invalid({ ...base, tools: [{ name: 'f', input_schema: { type: 'object', properties: 3 } }] }, 'tools[0].input_schema');
+    // The beta's older top-level `output_format` (still sent by @anthropic-ai/sdk's beta helpers) means the same.
+    const schema = { type: 'object', properties: { n: { type: 'integer' } } };
+    assert.deepEqual(decodeMessagesRequest({ ...base, output_format: { type: 'json_schema', schema } }).request.responseFormat, { type: 'json_schema', schema });
+    invalid({ ...base, output_format: { type: 'json_schema', schema: [] } }, 'output_format.schema');
   });
 
   it('anthropic codec - invalid bodies name the field', () => {
