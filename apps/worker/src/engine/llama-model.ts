@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   LlamaGrammarEvaluationState,
+  TokenBias,
   type ChatWrapper,
   type LlamaGrammar,
   type LlamaContext,
@@ -36,6 +37,11 @@ export class LlamaEngineModel implements EngineModel {
   private readonly chatWrapper: ChatWrapper;
   private readonly reasoning: { open: Token; close: Token } | null;
   private readonly toolCall: { open: Token; close: Token } | null;
+  /**
+   * Marker tokens banned while a grammar holds the output: a marker's text can fit inside a JSON
+   * string, and read as a marker it would open a new call (or reasoning) inside the one being written.
+   */
+  private readonly markerBias: TokenBias | undefined;
   /** Compiled grammars by schema text; clients tend to send the same schema again and again. */
   private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
 
@@ -56,6 +62,8 @@ export class LlamaEngineModel implements EngineModel {
     this.reasoningMarkers = reasoning?.pair ?? null;
     const tool = probeMarkers(TOOL_CALL_MARKERS, tokenize);
     this.toolCall = tool ? { open: tool.open as Token, close: tool.close as Token } : null;
+    const markers = [this.reasoning?.open, this.reasoning?.close, this.toolCall?.open, this.toolCall?.close].filter((t) => t !== undefined);
+    this.markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
     this.capabilities = { tools: this.toolCall !== null, reasoning: this.reasoning !== null, vision: false };
   }
 
@@ -169,6 +177,7 @@ export class LlamaEngineModel implements EngineModel {
       seed: sample.seed,
       yieldEogToken: true,
       grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({ model: this.model, grammar }) : undefined,
+      tokenBias: grammar ? this.markerBias : undefined,
       repeatPenalty: penalized
         ? { punishTokens: () => penalized, presencePenalty: sample.presencePenalty, frequencyPenalty: sample.frequencyPenalty }
         : undefined,
