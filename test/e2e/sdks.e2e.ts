@@ -10,7 +10,7 @@ import type { BaseChatModel } from '@langchain/core/language_models/chat_models'
 import { z } from 'zod';
 import { compileJsonSchema } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { postJson, startStack, storiesAvailable, FIXTURE_CATALOGUE, STORIES_260K, type TestStack } from '@cortex/testing';
+import { postJson, postSse, startStack, storiesAvailable, FIXTURE_CATALOGUE, STORIES_260K, type TestStack } from '@cortex/testing';
 
 /*
  * The SDKs people build on, driving the gateway as they would drive OpenAI or Anthropic: the AI SDK's
@@ -114,6 +114,29 @@ describe('sdks e2e', () => {
         return true;
       },
     );
+  });
+
+  it('sdks e2e - streamed output that breaks the schema ends with the dialect\'s error, not a finish', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {
+    const schema = { type: 'object', properties: { code: { type: 'string', pattern: '^[A-Z]{3}$' } }, required: ['code'], additionalProperties: false };
+    const mismatch = /does not match the requested JSON schema: output\/code must match pattern/;
+    const base = { model: 'stories260K', stream: true, temperature: 0 };
+    const lastData = (messages: Array<{ event?: string; data: string }>) => messages.filter((m) => m.data !== '[DONE]').map((m) => ({ event: m.event, data: JSON.parse(m.data) as Record<string, any> })); // eslint-disable-line @typescript-eslint/no-explicit-any
+
+    const chatStream = lastData((await postSse(`${stack.baseUrl}/v1/chat/completions`, { ...base, messages: [{ role: 'user', content: 'Once upon a time' }], response_format: { type: 'json_schema', json_schema: { name: 'r', schema } } })).messages);
+    assert.ok(chatStream.some((m) => m.data.choices?.[0]?.delta?.content), 'the answer streamed before the check');
+    assert.ok(!chatStream.some((m) => m.data.choices?.[0]?.finish_reason), 'no finish_reason');
+    assert.equal(chatStream.at(-1)?.data.error?.code, 'invalid_output');
+    assert.match(chatStream.at(-1)?.data.error?.message, mismatch);
+
+    const responses = lastData((await postSse(`${stack.baseUrl}/v1/responses`, { ...base, input: 'Once upon a time', text: { format: { type: 'json_schema', name: 'r', schema } } })).messages);
+    assert.deepEqual(responses.slice(-2).map((m) => m.data.type), ['error', 'response.failed']);
+    assert.match(responses.at(-2)?.data.message, mismatch);
+
+    const messages = lastData((await postSse(`${stack.baseUrl}/v1/messages`, { ...base, max_tokens: 200, messages: [{ role: 'user', content: 'Once upon a time' }], output_config: { format: { type: 'json_schema', schema } } })).messages);
+    assert.ok(!messages.some((m) => m.event === 'message_stop'), 'no message_stop');
+    assert.equal(messages.at(-1)?.event, 'error');
+    assert.equal(messages.at(-1)?.data.error?.type, 'api_error');
+    assert.match(messages.at(-1)?.data.error?.message, mismatch);
   });
 
   describe('langchain', () => {
