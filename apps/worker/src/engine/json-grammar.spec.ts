@@ -29,6 +29,22 @@ describe('json grammar - rules', () => {
     assert.throws(() => boundNumbers('big-number-rule ::= [0-9]+'), /unrecognised number rule/);
   });
 
+  it('json grammar - a minimum of 0 or more drops the sign from the rule', () => {
+    const schema = grammarSchema({
+      type: 'object',
+      properties: { count: { type: 'integer', minimum: 0 }, id: { type: 'integer', exclusiveMinimum: 0 }, area: { type: 'number', minimum: 0 }, delta: { type: 'integer', minimum: -1 } },
+    }) as { properties: Record<string, { const?: string }> };
+    const grammar = boundNumbers(
+      ['count', 'id', 'area'].map((name) => `${name} ::= "\\"${schema.properties[name]?.const}\\""`).join('\n'),
+    );
+    assert.deepEqual(grammar.split('\n'), [
+      'count ::= (("0" | [1-9] [0-9]{0,14}))',
+      'id ::= ([1-9] [0-9]{0,14})',
+      'area ::= (("0" | [1-9] [0-9]{0,14}) ("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?)',
+    ]);
+    assert.deepEqual(schema.properties.delta, { type: 'integer', minimum: -1 });
+  });
+
   it('json grammar - anyOf becomes oneOf, small integer ranges become enums, names and data stay', () => {
     const schema = {
       type: 'object',
@@ -36,7 +52,7 @@ describe('json grammar - rules', () => {
         anyOf: { anyOf: [{ type: 'string' }, { type: 'null' }] },
         rating: { type: 'integer', minimum: 1, maximum: 5 },
         odd: { type: 'integer', exclusiveMinimum: 0, exclusiveMaximum: 3 },
-        year: { type: 'integer', minimum: 0, maximum: 3000 },
+        year: { type: 'integer', minimum: -5000, maximum: 3000 },
         tag: { type: 'string', enum: ['anyOf'], default: { anyOf: 1 } },
       },
       required: ['anyOf'],
@@ -47,7 +63,7 @@ describe('json grammar - rules', () => {
         anyOf: { oneOf: [{ type: 'string' }, { type: 'null' }] },
         rating: { minimum: 1, maximum: 5, enum: [1, 2, 3, 4, 5] },
         odd: { exclusiveMinimum: 0, exclusiveMaximum: 3, enum: [1, 2] },
-        year: { type: 'integer', minimum: 0, maximum: 3000 },
+        year: { type: 'integer', minimum: -5000, maximum: 3000 },
         tag: { type: 'string', enum: ['anyOf'], default: { anyOf: 1 } },
       },
       required: ['anyOf'],
@@ -69,8 +85,8 @@ describe('json grammar - generation', { skip: !existsSync(STORIES) && 'no ../sha
   it('json grammar - sampled integers have no fraction or exponent and numbers stay finite', async () => {
     const schema = {
       type: 'object',
-      properties: { population: { type: 'integer' }, founded: { type: 'integer' }, area: { type: 'number' } },
-      required: ['population', 'founded', 'area'],
+      properties: { population: { type: 'integer' }, founded: { type: 'integer' }, area: { type: 'number' }, count: { type: 'integer', minimum: 0 } },
+      required: ['population', 'founded', 'area', 'count'],
       additionalProperties: false,
     };
     const model = await llama.loadModel({ modelPath: STORIES });
@@ -87,6 +103,8 @@ describe('json grammar - generation', { skip: !existsSync(STORIES) && 'no ../sha
           for (const field of ['population', 'founded']) {
             assert.match(text, new RegExp(`"${field}":\\s*-?(0|[1-9][0-9]{0,14})\\s*[,}]`), at);
           }
+          // This model writes negative numbers by preference: a minimum of 0 must still hold.
+          assert.match(text, /"count":\s*(0|[1-9][0-9]{0,14})\s*[,}]/, at);
           const area = /"area":\s*([^,}\s]+)/.exec(text)?.[1] ?? '';
           assert.match(area, /^-?(0|[1-9][0-9]{0,14})(\.[0-9]{1,15})?([eE][-+]?[0-9]{1,2})?$/, at);
           // Finite, and not a non-zero mantissa that underflowed to 0.

@@ -7,8 +7,20 @@ import type { Llama, LlamaGrammar } from 'node-llama-cpp';
  * always a safe integer; a number has at most 15 digits on each side of the point and an exponent of
  * at most two digits, so it is always finite.
  */
-export const INTEGER_RULE = '"-"? ("0" | [1-9] [0-9]{0,14})';
-export const NUMBER_RULE = `${INTEGER_RULE} ("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?`;
+const DIGITS = '("0" | [1-9] [0-9]{0,14})';
+const FRACTION_AND_EXPONENT = '("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?';
+export const INTEGER_RULE = `"-"? ${DIGITS}`;
+export const NUMBER_RULE = `${INTEGER_RULE} ${FRACTION_AND_EXPONENT}`;
+
+/**
+ * Stand-ins for numbers the generator cannot bound below: `grammarSchema` writes one as a `const`
+ * string and `boundNumbers` swaps the literal it becomes for the rule (a minimum of 0 drops the sign).
+ */
+const SIGNLESS: Readonly<Record<string, string>> = {
+  'cortex-grammar:positive-integer': '[1-9] [0-9]{0,14}',
+  'cortex-grammar:non-negative-integer': DIGITS,
+  'cortex-grammar:non-negative-number': `${DIGITS} ${FRACTION_AND_EXPONENT}`,
+};
 
 /** The rule names node-llama-cpp's JSON-schema grammar generator gives its number rules. */
 const SCHEMA_RULES: Readonly<Record<string, string>> = {
@@ -22,7 +34,9 @@ const SCHEMA_RULES: Readonly<Record<string, string>> = {
  * recognise, so a change in the generator is found by the tests rather than silently unbounded.
  */
 export function boundNumbers(grammar: string): string {
-  return grammar
+  let text = grammar;
+  for (const [stand, rule] of Object.entries(SIGNLESS)) text = text.replaceAll(`"\\"${stand}\\""`, `(${rule})`);
+  return text
     .split('\n')
     .map((line) => {
       const rule = /^([a-z][a-z0-9-]*)\s*::=/.exec(line)?.[1];
@@ -66,8 +80,19 @@ export function grammarSchema(schema: unknown): unknown {
     const values = Array.from({ length: range.max - range.min + 1 }, (_, i) => range.min + i);
     delete out.type;
     out.enum = values;
+    return out;
   }
-  return out;
+  const stand = signless(out);
+  return stand ? { const: stand } : out;
+}
+
+/** The stand-in for an integer or number whose minimum leaves no room for a sign, or null. */
+function signless(schema: Record<string, unknown>): string | null {
+  if ((schema.type !== 'integer' && schema.type !== 'number') || schema.enum !== undefined || schema.const !== undefined) return null;
+  const low = bound(schema.minimum, schema.exclusiveMinimum, Math.ceil, 1);
+  if (low === null || low < 0) return null;
+  if (schema.type === 'number') return 'cortex-grammar:non-negative-number';
+  return low >= 1 ? 'cortex-grammar:positive-integer' : 'cortex-grammar:non-negative-integer';
 }
 
 function integerRange(schema: Record<string, unknown>): { min: number; max: number } | null {
