@@ -124,6 +124,16 @@ describe('chat completions e2e', () => {
     assert.deepEqual(JSON.parse(streamed.function.arguments), tools.expected.toolCall?.arguments);
   });
 
+  it('chat e2e - tool-call markup for a tool the request did not declare is text', async () => {
+    const other = [{ type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object', properties: {} } } }];
+    for (const declared of [undefined, [], other]) {
+      const result = await client.chat.completions.create({ model: 'cortex-tools', messages: user, ...(declared && { tools: declared }) });
+      assert.equal(result.choices[0]?.finish_reason, 'stop', `tools: ${JSON.stringify(declared)}`);
+      assert.equal(result.choices[0]?.message.tool_calls, undefined);
+      assert.equal(result.choices[0]?.message.content, tools.expected.raw);
+    }
+  });
+
   it('chat e2e - tool_choice required and a named function are enforced, not hoped for', async () => {
     const weather = { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
     const time = { type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object', properties: {} } } };

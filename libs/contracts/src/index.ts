@@ -7,3 +7,4 @@ export * from './fleet/fleet.messages.js';
 export * from './events/request-finished.event.js';
 export * from './validate.js';
 export * from './fields.js';
+export * from './json-schema.js';

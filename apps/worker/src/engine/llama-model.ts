@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   LlamaGrammarEvaluationState,
+  TokenBias,
   type ChatWrapper,
   type LlamaGrammar,
   type LlamaContext,
@@ -11,8 +12,10 @@ import {
 } from 'node-llama-cpp';
 import { CortexError, type CanonicalRequest, type ModelCapabilities, type FinishReason, type ResponseFormat, type StreamEventBody, type ToolDefinition } from '@cortex/contracts';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
+import { createJsonGrammar } from './json-grammar.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
 import { memoAsync } from './memo.js';
+import { OutputCheck } from './output-check.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { SlotPool } from './slot-pool.js';
 import { TextStreamer } from './text-streamer.js';
@@ -34,6 +37,11 @@ export class LlamaEngineModel implements EngineModel {
   private readonly chatWrapper: ChatWrapper;
   private readonly reasoning: { open: Token; close: Token } | null;
   private readonly toolCall: { open: Token; close: Token } | null;
+  /**
+   * Marker tokens banned while a grammar holds the output: a marker's text can fit inside a JSON
+   * string, and read as a marker it would open a new call (or reasoning) inside the one being written.
+   */
+  private readonly markerBias: TokenBias | undefined;
   /** Compiled grammars by schema text; clients tend to send the same schema again and again. */
   private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
 
@@ -54,6 +62,8 @@ export class LlamaEngineModel implements EngineModel {
     this.reasoningMarkers = reasoning?.pair ?? null;
     const tool = probeMarkers(TOOL_CALL_MARKERS, tokenize);
     this.toolCall = tool ? { open: tool.open as Token, close: tool.close as Token } : null;
+    const markers = [this.reasoning?.open, this.reasoning?.close, this.toolCall?.open, this.toolCall?.close].filter((t) => t !== undefined);
+    this.markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
     this.capabilities = { tools: this.toolCall !== null, reasoning: this.reasoning !== null, vision: false };
   }
 
@@ -82,7 +92,9 @@ export class LlamaEngineModel implements EngineModel {
   }
 
   async generate(job: GenerateJob): Promise<void> {
-    const { request, emit, signal } = job;
+    const { request, signal } = job;
+    const check = new OutputCheck(request, job.emit);
+    const emit = check.active ? check.emit : job.emit;
     const { prompt, stops } = this.render(request);
     const contextSize = this.context.contextSize;
     if (prompt.length >= contextSize) {
@@ -140,7 +152,8 @@ export class LlamaEngineModel implements EngineModel {
     let stopSequence: string | undefined;
     let toolIndex = 0;
     const maxToolCalls = request.maxToolCalls ?? Infinity;
-    const newToolCall = (): ToolCallParser => new ToolCallParser(toolIndex, `call_${randomBytes(12).toString('hex')}`, emit);
+    const declared = new Set(request.tools?.map((tool) => tool.name));
+    const newToolCall = (): ToolCallParser => new ToolCallParser(toolIndex, `call_${randomBytes(12).toString('hex')}`, emit, declared);
     // tool_choice required or named: the model starts inside a call (its opening marker is written for
     // it) and the call grammar holds it to the allowed names and their argument schemas.
     let forcedCall: JsonEnd | null = null;
@@ -164,6 +177,7 @@ export class LlamaEngineModel implements EngineModel {
       seed: sample.seed,
       yieldEogToken: true,
       grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({ model: this.model, grammar }) : undefined,
+      tokenBias: grammar ? this.markerBias : undefined,
       repeatPenalty: penalized
         ? { punishTokens: () => penalized, presencePenalty: sample.presencePenalty, frequencyPenalty: sample.frequencyPenalty }
         : undefined,
@@ -266,7 +280,7 @@ export class LlamaEngineModel implements EngineModel {
     const key = format.type === 'json_schema' ? JSON.stringify(format.schema ?? {}) : format.type;
     const llama = this.model.llama;
     return this.cachedGrammar(key, () =>
-      (format.type === 'json_schema' ? llama.createGrammarForJsonSchema(format.schema as never) : llama.getGrammarFor('json')).catch((error: Error) => {
+      createJsonGrammar(llama, format.type === 'json_schema' ? (format.schema ?? {}) : null).catch((error: Error) => {
         throw new CortexError('invalid_request', `response_format: this JSON schema cannot be enforced: ${error.message}`, {
           param: 'response_format',
           cause: error,
@@ -312,7 +326,7 @@ export class LlamaEngineModel implements EngineModel {
     const key = `tools:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
     const llama = this.model.llama;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
-    return this.cachedGrammar(key, () => llama.createGrammarForJsonSchema(schema(true) as never).catch(() => llama.createGrammarForJsonSchema(schema(false) as never)));
+    return this.cachedGrammar(key, () => createJsonGrammar(llama, schema(true)).catch(() => createJsonGrammar(llama, schema(false))));
   }
 
   /** Keeps the prefix the sequence shares with the prompt (prompt caching); returns its length. */

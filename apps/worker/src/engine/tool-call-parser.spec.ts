@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import type { StreamEventBody } from '@cortex/contracts';
 import { JsonEnd, ToolCallParser } from './tool-call-parser.js';
 
-function parse(pieces: string[]): { events: StreamEventBody[]; ok: boolean } {
+function parse(pieces: string[], declared: readonly string[] = ['get_weather', 'lookup', 'f']): { events: StreamEventBody[]; ok: boolean } {
   const events: StreamEventBody[] = [];
-  const parser = new ToolCallParser(0, 'call_1', (event) => events.push(event));
+  const parser = new ToolCallParser(0, 'call_1', (event) => events.push(event), new Set(declared));
   for (const piece of pieces) parser.push(piece);
   return { events, ok: parser.end() };
 }
@@ -42,6 +42,26 @@ describe('tool call parser', () => {
     const { events, ok } = parse(['not json at all']);
     assert.equal(ok, false);
     assert.deepEqual(events, [{ type: 'text', text: '<tool_call>not json at all</tool_call>' }]);
+  });
+
+  it('tool call parser - a call to a tool the request did not declare is text, streamed or whole', () => {
+    const pieces = ['{"name": "get_', 'weather", "arguments": ', '{"city": "', 'Paris"}', '}'];
+    for (const declared of [[], ['lookup']]) {
+      const { events, ok } = parse(pieces, declared);
+      assert.equal(ok, false);
+      assert.deepEqual(events, [{ type: 'text', text: `<tool_call>${pieces.join('')}</tool_call>` }]);
+    }
+    const whole = parse(['{"arguments": {"a": 1}, "name": "f"}'], ['g']);
+    assert.equal(whole.ok, false);
+    assert.deepEqual(whole.events, [{ type: 'text', text: '<tool_call>{"arguments": {"a": 1}, "name": "f"}</tool_call>' }]);
+  });
+
+  it('tool call parser - an undeclared call cut short comes back as the text written', () => {
+    const events: StreamEventBody[] = [];
+    const parser = new ToolCallParser(0, 'call_1', (event) => events.push(event), new Set());
+    parser.push('{"name": "get_weather", "arguments": {"ci');
+    parser.abandon();
+    assert.deepEqual(events, [{ type: 'text', text: '<tool_call>{"name": "get_weather", "arguments": {"ci' }]);
   });
 });
 

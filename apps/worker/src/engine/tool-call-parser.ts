@@ -6,29 +6,38 @@ const PREFIX = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\
  * Parses the text between a model's `<tool_call>` and `</tool_call>` markers (Hermes/Qwen style:
  * `{"name": "...", "arguments": {...}}`) as it streams: a `tool_call` event as soon as the name is
  * known, then the arguments as `tool_args` deltas, holding back the object's closing brace. A call in
- * another shape is parsed whole at the end; one that does not parse comes back as text.
+ * another shape is parsed whole at the end; one that does not parse, or that names a tool the request
+ * did not declare, comes back as text: a client must never receive a call to a tool it does not have.
  */
 export class ToolCallParser {
   private buffer = '';
   private started = false;
   /** Argument text not yet sent: a trailing `}` and white space may be the end of the wrapper object. */
   private held = '';
+  /** The call names an undeclared tool: everything is kept to be given back as text. */
+  private undeclared = false;
 
   constructor(
     private readonly index: number,
     private readonly id: string,
     private readonly emit: (event: StreamEventBody) => void,
+    private readonly declared: ReadonlySet<string>,
   ) {}
 
   push(text: string): void {
     if (this.started) return this.pushArgs(text);
     this.buffer += text;
+    if (this.undeclared) return;
     const match = PREFIX.exec(this.buffer);
     if (match?.[1] === undefined) return;
     let name: string;
     try {
       name = JSON.parse(`"${match[1]}"`) as string;
     } catch {
+      return;
+    }
+    if (!this.declared.has(name)) {
+      this.undeclared = true;
       return;
     }
     this.started = true;
@@ -48,8 +57,8 @@ export class ToolCallParser {
       this.send(tail);
       return true;
     }
-    const call = parseWhole(this.buffer);
-    if (!call) {
+    const call = this.undeclared ? null : parseWhole(this.buffer);
+    if (!call || !this.declared.has(call.name)) {
       this.emit({ type: 'text', text: `<tool_call>${this.buffer}</tool_call>` });
       return false;
     }

@@ -18,6 +18,8 @@ export const ErrorCodes = {
   insufficient_memory: { status: 503, type: 'service_unavailable' },
   timeout: { status: 504, type: 'timeout_error' },
   worker_lost: { status: 502, type: 'api_error' },
+  /** The model's output broke the request's JSON schema (response format or tool parameters): never sent as success. */
+  invalid_output: { status: 502, type: 'api_error' },
   internal: { status: 500, type: 'api_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 

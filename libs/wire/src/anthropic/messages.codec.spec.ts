@@ -178,6 +178,16 @@ describe('anthropic messages codec', () => {
     assert.deepEqual(request.responseFormat, { type: 'json_schema', schema });
   });
 
+  it('anthropic codec - a JSON schema that is not an object or does not compile is a 400 naming it', () => {
+    invalid({ ...base, output_config: { format: { type: 'json_schema', schema: 'x' } } }, 'output_config.format.schema');
+    invalid({ ...base, output_config: { format: { type: 'json_schema', schema: { type: 'objekt' } } } }, 'output_config.format.schema');
+    invalid({ ...base, tools: [{ name: 'f', input_schema: { type: 'object', properties: 3 } }] }, 'tools[0].input_schema');
+    // The beta's older top-level `output_format` (still sent by @anthropic-ai/sdk's beta helpers) means the same.
+    const schema = { type: 'object', properties: { n: { type: 'integer' } } };
+    assert.deepEqual(decodeMessagesRequest({ ...base, output_format: { type: 'json_schema', schema } }).request.responseFormat, { type: 'json_schema', schema });
+    invalid({ ...base, output_format: { type: 'json_schema', schema: [] } }, 'output_format.schema');
+  });
+
   it('anthropic codec - invalid bodies name the field', () => {
     invalid(null, 'body');
     invalid({ max_tokens: 5, messages: [user('x')] }, 'model');

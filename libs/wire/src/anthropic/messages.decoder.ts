@@ -4,6 +4,7 @@ import {
   defined,
   fail,
   isObject,
+  jsonSchema,
   modelName,
   object,
   oneOf,
@@ -76,7 +77,7 @@ export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
   if (tools && tools.length > 0) request.tools = tools;
   if (toolChoice && toolChoice !== 'none') request.toolChoice = toolChoice;
   if (isObject(body.tool_choice) && optionalBoolean(body.tool_choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use')) request.maxToolCalls = 1;
-  const format = decodeOutputFormat(body.output_config);
+  const format = decodeOutputFormat(body.output_config) ?? decodeJsonFormat(body.output_format, 'output_format');
   if (format) request.responseFormat = format;
   if (session) request.affinityKey = session;
   return { request, thinking };
@@ -190,7 +191,7 @@ function decodeTool(input: unknown, param: string): ToolDefinition {
   }
   const name = string(tool.name, `${param}.name`);
   if (name.length === 0) fail(`${param}.name`, 'must not be empty');
-  const out: ToolDefinition = { name, parameters: object(tool.input_schema, `${param}.input_schema`) };
+  const out: ToolDefinition = { name, parameters: jsonSchema(tool.input_schema, `${param}.input_schema`) };
   const description = optionalString(tool.description, `${param}.description`);
   if (description !== undefined) out.description = description;
   return out;
@@ -235,7 +236,13 @@ function decodeOutputFormat(value: unknown): ResponseFormat | undefined {
   if (value === undefined || value === null) return undefined;
   const config = object(value, 'output_config');
   if (config.format === undefined || config.format === null) return undefined;
-  const format = object(config.format, 'output_config.format');
-  oneOf(format.type, 'output_config.format.type', ['json_schema']);
-  return { type: 'json_schema', schema: object(format.schema, 'output_config.format.schema') };
+  return decodeJsonFormat(config.format, 'output_config.format');
+}
+
+/** `{type: 'json_schema', schema}`: `output_config.format`, or the beta's older top-level `output_format`. */
+function decodeJsonFormat(value: unknown, param: string): ResponseFormat | undefined {
+  if (value === undefined || value === null) return undefined;
+  const format = object(value, param);
+  oneOf(format.type, `${param}.type`, ['json_schema']);
+  return { type: 'json_schema', schema: jsonSchema(format.schema, `${param}.schema`) };
 }

@@ -72,6 +72,24 @@ describe('openai chat codec', () => {
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice.function.name');
   });
 
+  it('openai chat codec - a JSON schema that is not an object or does not compile is a 400 naming it', () => {
+    const body = { model: 'm', messages: [{ role: 'user', content: 'x' }] };
+    const format = (schema: unknown) => ({ ...body, response_format: { type: 'json_schema', json_schema: { name: 'r', schema } } });
+    invalid(format('a string'), 'response_format.json_schema.schema');
+    invalid(format([{ type: 'object' }]), 'response_format.json_schema.schema');
+    invalid(format({ type: 'objekt' }), 'response_format.json_schema.schema');
+    invalid(format({ type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }), 'response_format.json_schema.schema');
+    const tool = (parameters: unknown) => ({ ...body, tools: [{ type: 'function', function: { name: 'f', parameters } }] });
+    invalid(tool(7), 'tools[0].function.parameters');
+    invalid(tool({ type: 'object', required: 'a' }), 'tools[0].function.parameters');
+    // A draft 2020-12 schema (zod) and a draft-07 one (older tools) both compile; no schema still asks for JSON.
+    const zod = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
+    assert.deepEqual(decodeChatRequest(format(zod)).responseFormat, { type: 'json_schema', schema: zod });
+    const draft7 = { $schema: 'http://json-schema.org/draft-07/schema#', definitions: { n: { type: 'number' } }, type: 'object', properties: { n: { $ref: '#/definitions/n' } } };
+    assert.deepEqual(decodeChatRequest(tool(draft7)).tools?.[0]?.parameters, draft7);
+    assert.deepEqual(decodeChatRequest({ ...body, response_format: { type: 'json_schema', json_schema: { name: 'r' } } }).responseFormat, { type: 'json_object' });
+  });
+
   it('openai chat codec - stream chunks put the role first and usage last', () => {
     const encoder = new ChatChunkEncoder({ id: 'chatcmpl-1', model: 'm', created: 1, includeUsage: true });
     const events: StreamEvent[] = [

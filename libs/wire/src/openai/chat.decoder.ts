@@ -3,7 +3,7 @@ import {
   array,
   defined,
   fail,
-  isObject,
+  jsonSchema,
   modelName,
   object,
   oneOf,
@@ -111,7 +111,7 @@ function decodeTool(input: unknown, param: string): ToolDefinition {
   const out: ToolDefinition = { name: string(fn.name, `${param}.function.name`) };
   const description = optionalString(fn.description, `${param}.function.description`);
   if (description !== undefined) out.description = description;
-  if (fn.parameters !== undefined) out.parameters = object(fn.parameters, `${param}.function.parameters`);
+  if (fn.parameters !== undefined) out.parameters = jsonSchema(fn.parameters, `${param}.function.parameters`);
   return out;
 }
 
@@ -146,5 +146,6 @@ function decodeResponseFormat(value: unknown): ResponseFormat | undefined {
   const spec = object(format.json_schema, 'response_format.json_schema');
   string(spec.name, 'response_format.json_schema.name');
   // Without a schema the request still asks for JSON.
-  return isObject(spec.schema) ? { type, schema: spec.schema } : { type: 'json_object' };
+  if (spec.schema === undefined || spec.schema === null) return { type: 'json_object' };
+  return { type, schema: jsonSchema(spec.schema, 'response_format.json_schema.schema') };
 }

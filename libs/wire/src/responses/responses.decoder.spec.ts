@@ -281,6 +281,12 @@ describe('responses codec - request decoding', () => {
     ]);
   });
 
+  it('responses codec - a JSON schema that is not an object or does not compile is a 400 naming it', () => {
+    invalid({ model: 'm', input: 'hi', text: { format: { type: 'json_schema', name: 'r', schema: true } } }, 'text.format.schema', /JSON schema object/);
+    invalid({ model: 'm', input: 'hi', text: { format: { type: 'json_schema', name: 'r', schema: { type: 'objekt' } } } }, 'text.format.schema', /not a valid JSON schema/);
+    invalid({ model: 'm', input: 'hi', tools: [{ type: 'function', name: 'f', parameters: { type: 'object', minProperties: -1 } }] }, 'tools[0].parameters');
+  });
+
   it('responses codec - errors name the field at fault', () => {
     invalid('nope', 'body');
     invalid({ input: 'hi' }, 'model');

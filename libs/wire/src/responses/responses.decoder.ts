@@ -3,13 +3,13 @@ import {
   array,
   defined,
   fail,
+  jsonSchema,
   modelName,
   object,
   oneOf,
   optionalBoolean,
   optionalInteger,
   optionalNumber,
-  optionalObject,
   optionalString,
   string,
   type CanonicalRequest,
@@ -178,7 +178,7 @@ function decodeTools(value: unknown): DecodedTool[] {
     const name = string(tool.name, `${param}.name`);
     if (name.length === 0) fail(`${param}.name`, 'must not be empty');
     const description = optionalString(tool.description, `${param}.description`);
-    const parameters = optionalObject(tool.parameters, `${param}.parameters`);
+    const parameters = tool.parameters === undefined || tool.parameters === null ? undefined : jsonSchema(tool.parameters, `${param}.parameters`);
     const strict = optionalBoolean(tool.strict, `${param}.strict`);
     const canonical: ToolDefinition = { name };
     if (description !== undefined) canonical.description = description;
@@ -246,7 +246,7 @@ function decodeTextFormat(value: unknown): { format: ResponseFormat | undefined;
   if (type === 'text') return { format: undefined, echo: { type } };
   if (type === 'json_object') return { format: { type }, echo: { type } };
   const name = string(format.name, 'text.format.name');
-  const schema = object(format.schema, 'text.format.schema');
+  const schema = jsonSchema(format.schema, 'text.format.schema');
   const description = optionalString(format.description, 'text.format.description') ?? null;
   const strict = optionalBoolean(format.strict, 'text.format.strict') ?? false;
   // The spec's `JsonSchemaResponseFormat.schema` admits only null, so the echo leaves the schema out (the

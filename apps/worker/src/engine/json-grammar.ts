@@ -1,0 +1,129 @@
+import type { Llama, LlamaGrammar } from 'node-llama-cpp';
+
+/**
+ * Number rules for the JSON grammars. node-llama-cpp's own let an integer carry an exponent
+ * (`5344E64698663`) and a number take a 16-digit exponent, which parses to `Infinity` (and to `null`
+ * once re-serialized). Ours: an integer is at most 15 digits with no fraction or exponent, so it is
+ * always a safe integer; a number has at most 15 digits on each side of the point and an exponent of
+ * at most two digits, so it is always finite.
+ */
+const DIGITS = '("0" | [1-9] [0-9]{0,14})';
+const FRACTION_AND_EXPONENT = '("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?';
+export const INTEGER_RULE = `"-"? ${DIGITS}`;
+export const NUMBER_RULE = `${INTEGER_RULE} ${FRACTION_AND_EXPONENT}`;
+
+/**
+ * Stand-ins for numbers the generator cannot bound below: `grammarSchema` writes one as a `const`
+ * string and `boundNumbers` swaps the literal it becomes for the rule (a minimum of 0 drops the sign).
+ */
+const SIGNLESS: Readonly<Record<string, string>> = {
+  'cortex-grammar:positive-integer': '[1-9] [0-9]{0,14}',
+  'cortex-grammar:non-negative-integer': DIGITS,
+  'cortex-grammar:non-negative-number': `${DIGITS} ${FRACTION_AND_EXPONENT}`,
+};
+
+/** The rule names node-llama-cpp's JSON-schema grammar generator gives its number rules. */
+const SCHEMA_RULES: Readonly<Record<string, string>> = {
+  'integer-number-rule': INTEGER_RULE,
+  'fractional-number-rule': NUMBER_RULE,
+};
+
+/**
+ * Replaces the number rules of a grammar node-llama-cpp generated (from a JSON schema, or its
+ * built-in `json` grammar) with the bounded ones. Throws if a grammar has a number rule this does not
+ * recognise, so a change in the generator is found by the tests rather than silently unbounded.
+ */
+export function boundNumbers(grammar: string): string {
+  let text = grammar;
+  for (const [stand, rule] of Object.entries(SIGNLESS)) text = text.replaceAll(`"\\"${stand}\\""`, `(${rule})`);
+  return text
+    .split('\n')
+    .map((line) => {
+      const rule = /^([a-z][a-z0-9-]*)\s*::=/.exec(line)?.[1];
+      if (rule === undefined) return line;
+      const bounded = SCHEMA_RULES[rule];
+      if (bounded) return `${rule} ::= ${bounded}`;
+      // The built-in json grammar: `number ::= <number> ws`.
+      if (rule === 'number') return `number ::= (${NUMBER_RULE}) ws`;
+      if (/number/.test(rule)) throw new Error(`unrecognised number rule in a JSON grammar: ${line}`);
+      return line;
+    })
+    .join('\n');
+}
+
+/** Keywords whose values are data, not schemas. */
+const DATA_KEYWORDS = new Set(['enum', 'const', 'default', 'examples', 'required']);
+/** Keywords whose values map names to schemas. */
+const NAME_MAPS = new Set(['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas']);
+
+/** Integer ranges up to this size are written out as an enum, so the grammar itself keeps them in bounds. */
+const MAX_ENUM_RANGE = 64;
+
+/**
+ * Rewrites a client's JSON schema into one node-llama-cpp's generator reads as meant: it knows
+ * `oneOf` but not `anyOf` (which it turns into `null`; zod writes optional and nullable fields as
+ * `anyOf`), and it ignores `minimum`/`maximum`, so a small integer range becomes an enum. Anything
+ * else the grammar cannot hold is left to the validation of the final object.
+ */
+export function grammarSchema(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(grammarSchema);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema as Record<string, unknown>)) {
+    if (DATA_KEYWORDS.has(key)) out[key] = value;
+    else if (NAME_MAPS.has(key) && value !== null && typeof value === 'object') {
+      out[key] = Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, grammarSchema(sub)]));
+    } else out[key === 'anyOf' ? 'oneOf' : key] = grammarSchema(value);
+  }
+  const range = integerRange(out);
+  if (range) {
+    const values = Array.from({ length: range.max - range.min + 1 }, (_, i) => range.min + i);
+    delete out.type;
+    out.enum = values;
+    return out;
+  }
+  const stand = signless(out);
+  return stand ? { const: stand } : out;
+}
+
+/** The stand-in for an integer or number whose minimum leaves no room for a sign, or null. */
+function signless(schema: Record<string, unknown>): string | null {
+  if ((schema.type !== 'integer' && schema.type !== 'number') || schema.enum !== undefined || schema.const !== undefined) return null;
+  const low = bound(schema.minimum, schema.exclusiveMinimum, Math.ceil, 1);
+  if (low === null || low < 0) return null;
+  if (schema.type === 'number') return 'cortex-grammar:non-negative-number';
+  return low >= 1 ? 'cortex-grammar:positive-integer' : 'cortex-grammar:non-negative-integer';
+}
+
+function integerRange(schema: Record<string, unknown>): { min: number; max: number } | null {
+  if (schema.type !== 'integer' || schema.enum !== undefined || schema.const !== undefined) return null;
+  const low = bound(schema.minimum, schema.exclusiveMinimum, Math.ceil, 1);
+  const high = bound(schema.maximum, schema.exclusiveMaximum, Math.floor, -1);
+  if (low === null || high === null || high < low || high - low >= MAX_ENUM_RANGE) return null;
+  return { min: low, max: high };
+}
+
+/** An inclusive integer bound from `minimum`/`exclusiveMinimum` (draft 6+ numbers), or null. */
+function bound(inclusive: unknown, exclusive: unknown, round: (x: number) => number, step: number): number | null {
+  const candidates: number[] = [];
+  if (typeof inclusive === 'number' && Number.isFinite(inclusive)) candidates.push(round(inclusive));
+  if (typeof exclusive === 'number' && Number.isFinite(exclusive)) {
+    const rounded = round(exclusive);
+    candidates.push(rounded === exclusive ? rounded + step : rounded);
+  }
+  if (candidates.length === 0) return null;
+  return step > 0 ? Math.max(...candidates) : Math.min(...candidates);
+}
+
+/**
+ * A grammar for JSON of `schema` (any JSON when null) with bounded numbers: node-llama-cpp writes the
+ * grammar, the number rules are replaced and the result compiled again with the same stop triggers.
+ */
+export async function createJsonGrammar(llama: Llama, schema: Record<string, unknown> | null): Promise<LlamaGrammar> {
+  const generated = schema ? await llama.createGrammarForJsonSchema(grammarSchema(schema) as never) : await llama.getGrammarFor('json');
+  return llama.createGrammar({
+    grammar: boundNumbers(generated.grammar),
+    stopGenerationTriggers: generated.stopGenerationTriggers,
+    trimWhitespaceSuffix: generated.trimWhitespaceSuffix,
+  });
+}

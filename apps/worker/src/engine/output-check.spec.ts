@@ -1,0 +1,89 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { CanonicalRequest, FinishReason, StreamEventBody } from '@cortex/contracts';
+import { OutputCheck } from './output-check.js';
+
+const usage = { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 1, reasoningTokens: 0 };
+const timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 1, queueMs: 0 };
+const finish = (reason: FinishReason): StreamEventBody => ({ type: 'finish', reason, usage, timings });
+
+const schema = {
+  $schema: 'https://json-schema.org/draft/2020-12/schema',
+  type: 'object',
+  properties: { population: { type: 'integer', minimum: 0 }, area: { type: 'number' } },
+  required: ['population', 'area'],
+  additionalProperties: false,
+};
+
+function request(extra: Partial<CanonicalRequest>): CanonicalRequest {
+  return { model: 'm', messages: [{ role: 'user', content: 'x' }], sampling: {}, stream: false, ...extra };
+}
+
+/** The events that leave the check when `events` go in. */
+function run(req: CanonicalRequest, events: StreamEventBody[]): StreamEventBody[] {
+  const out: StreamEventBody[] = [];
+  const check = new OutputCheck(req, (event) => out.push(event));
+  for (const event of events) check.emit(event);
+  return out;
+}
+
+const last = (events: StreamEventBody[]): StreamEventBody | undefined => events.at(-1);
+
+describe('output check', () => {
+  const structured = request({ responseFormat: { type: 'json_schema', schema } });
+
+  it('output check - output that matches the schema finishes as it was', () => {
+    const out = run(structured, [{ type: 'text', text: '{"population": 6904, ' }, { type: 'text', text: '"area": 105.4}' }, finish('stop')]);
+    assert.deepEqual(last(out), finish('stop'));
+    assert.equal(out.length, 3);
+  });
+
+  it('output check - a mismatch is an invalid_output error in place of the finish, naming the field', () => {
+    for (const [text, pattern] of [
+      ['{"population": 1.5, "area": 1}', /output\/population must be integer/],
+      ['{"population": -3, "area": 1}', /output\/population must be >= 0/],
+      ['{"population": 3}', /must have required property 'area'/],
+      ['{"population": 3, "area": 1', /not JSON/],
+    ] as const) {
+      const out = run(structured, [{ type: 'text', text }, finish('stop')]);
+      const error = last(out);
+      assert.equal(error?.type, 'error', text);
+      assert.equal(error?.type === 'error' && error.error.code, 'invalid_output');
+      assert.match(error?.type === 'error' ? error.error.message : '', pattern);
+      assert.ok(!out.some((e) => e.type === 'finish'), 'no finish once failed');
+    }
+  });
+
+  it('output check - output cut short is left to its finish reason', () => {
+    assert.deepEqual(last(run(structured, [{ type: 'text', text: '{"popu' }, finish('length')])), finish('length'));
+    assert.deepEqual(last(run(structured, [{ type: 'text', text: '{"popu' }, finish('cancelled')])), finish('cancelled'));
+  });
+
+  it('output check - json_object output must be JSON', () => {
+    const req = request({ responseFormat: { type: 'json_object' } });
+    assert.deepEqual(last(run(req, [{ type: 'text', text: '[1, {"a": null}]' }, finish('stop')])), finish('stop'));
+    const out = run(req, [{ type: 'text', text: 'Hello' }, finish('stop')]);
+    assert.match(last(out)?.type === 'error' ? (last(out) as { error: { message: string } }).error.message : '', /JSON format: it is not JSON/);
+  });
+
+  it('output check - tool-call arguments are checked against the declared parameters', () => {
+    const req = request({ tools: [{ name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }, { name: 'free' }] });
+    const call = (name: string, args: string): StreamEventBody[] => [
+      { type: 'tool_call', index: 0, id: 'c', name },
+      { type: 'tool_args', index: 0, delta: args.slice(0, 3) },
+      { type: 'tool_args', index: 0, delta: args.slice(3) },
+      finish('tool_calls'),
+    ];
+    assert.deepEqual(last(run(req, call('get_weather', '{"city": "Paris"}'))), finish('tool_calls'));
+    assert.deepEqual(last(run(req, call('free', '{"anything": 1}'))), finish('tool_calls'));
+    const out = last(run(req, call('get_weather', '{"town": "Paris"}')));
+    assert.equal(out?.type === 'error' && out.error.code, 'invalid_output');
+    assert.match(out?.type === 'error' ? out.error.message : '', /tool call 0 \(get_weather\).*required property 'city'/);
+  });
+
+  it('output check - a request with neither format nor tool schemas is not checked', () => {
+    assert.equal(new OutputCheck(request({}), () => undefined).active, false);
+    assert.equal(new OutputCheck(request({ tools: [{ name: 'free' }] }), () => undefined).active, false);
+    assert.equal(new OutputCheck(request({ responseFormat: { type: 'text' } }), () => undefined).active, false);
+  });
+});

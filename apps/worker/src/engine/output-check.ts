@@ -1,0 +1,69 @@
+import { jsonSchemaMismatch, type CanonicalRequest, type ErrorBody, type StreamEventBody } from '@cortex/contracts';
+
+/**
+ * Checks a finished generation against what the request asked for before its `finish` goes out: the
+ * answer text against a `json_schema` (or `json_object`) response format, and each tool call's
+ * arguments against the declared tool's parameters. The grammar holds the model to most of a schema
+ * but not all of it (bounds, patterns, formats, sizes of arrays...), so a mismatch is possible; it is
+ * published as an `invalid_output` error in place of the finish, never as a success. Deltas already
+ * streamed stay sent: the error is the stream's last word.
+ */
+export class OutputCheck {
+  private text = '';
+  private readonly calls = new Map<number, { name: string; args: string }>();
+  private readonly format: { schema: Record<string, unknown> | null } | null;
+  private readonly tools: ReadonlyMap<string, Record<string, unknown>>;
+
+  constructor(
+    request: CanonicalRequest,
+    private readonly emitEvent: (event: StreamEventBody) => void,
+  ) {
+    const format = request.responseFormat;
+    this.format = format?.type === 'json_schema' ? { schema: format.schema ?? null } : format?.type === 'json_object' ? { schema: null } : null;
+    this.tools = new Map((request.tools ?? []).flatMap((tool) => (tool.parameters ? [[tool.name, tool.parameters] as const] : [])));
+  }
+
+  /** Whether any check applies; when not, the model's `emit` is used directly. */
+  get active(): boolean {
+    return this.format !== null || this.tools.size > 0;
+  }
+
+  readonly emit = (event: StreamEventBody): void => {
+    switch (event.type) {
+      case 'text':
+        if (this.format) this.text += event.text;
+        break;
+      case 'tool_call':
+        this.calls.set(event.index, { name: event.name, args: '' });
+        break;
+      case 'tool_args': {
+        const call = this.calls.get(event.index);
+        if (call) call.args += event.delta;
+        break;
+      }
+      case 'finish': {
+        // Output cut short (max tokens, a cancel) is told by its finish reason; only a complete one is judged.
+        const error = event.reason === 'stop' || event.reason === 'tool_calls' ? this.mismatch() : null;
+        if (error) return this.emitEvent({ type: 'error', error });
+        break;
+      }
+    }
+    this.emitEvent(event);
+  };
+
+  private mismatch(): ErrorBody | null {
+    for (const [index, call] of this.calls) {
+      const schema = this.tools.get(call.name);
+      const why = schema ? jsonSchemaMismatch(schema, call.args || '{}') : null;
+      if (why) return invalid(`the model's arguments for tool call ${index} (${call.name}) do not match the tool's parameters schema: ${why}`);
+    }
+    // A reply that is only tool calls has no answer text to judge.
+    if (!this.format || (this.calls.size > 0 && !this.text.trim())) return null;
+    const why = jsonSchemaMismatch(this.format.schema ?? {}, this.text);
+    return why ? invalid(`the model's output does not match the requested ${this.format.schema ? 'JSON schema' : 'JSON format'}: ${why}`) : null;
+  }
+}
+
+function invalid(message: string): ErrorBody {
+  return { code: 'invalid_output', message };
+}
