@@ -108,12 +108,30 @@ describe('responses reasoning summaries e2e', () => {
   });
 
   it('responses reasoning e2e - the AI SDK reads reasoningText from the summary, streamed and not', async () => {
-    const openai = createOpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused' });
+    const sent: Array<{ input?: unknown[] }> = [];
+    const record: typeof fetch = (url, init) => {
+      if (typeof init?.body === 'string') sent.push(JSON.parse(init.body) as { input?: unknown[] });
+      return fetch(url, init);
+    };
+    const openai = createOpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', fetch: record });
     // The AI SDK sends `reasoning` only for model ids it knows to reason; forceReasoning marks a local one.
     const providerOptions = { openai: { reasoningSummary: 'auto', forceReasoning: true } };
     const generated = await generateText({ model: openai.responses('cortex-reasoning'), prompt: 'Say hello.', providerOptions, maxRetries: 0 });
     assert.equal(generated.reasoningText, thought);
     assert.equal(generated.text, reasoning.expected.text);
+
+    // The next turn sends the reasoning back (as an item_reference to the stored item) with the history.
+    const followUp = await generateText({
+      model: openai.responses('cortex-reasoning'),
+      messages: [{ role: 'user', content: 'Say hello.' }, ...generated.response.messages, { role: 'user', content: 'Again.' }],
+      providerOptions,
+      maxRetries: 0,
+    });
+    const reasoningId = generated.reasoning[0]?.providerMetadata?.openai?.itemId;
+    assert.match(String(reasoningId), /^rs_/);
+    assert.ok(sent.at(-1)?.input?.some((item) => JSON.stringify(item) === JSON.stringify({ type: 'item_reference', id: reasoningId })));
+    assert.equal(followUp.reasoningText, thought);
+    assert.equal(followUp.text, reasoning.expected.text);
 
     const streamed = streamText({ model: openai.responses('cortex-reasoning'), prompt: 'Say hello.', providerOptions, maxRetries: 0 });
     assert.equal(await streamed.reasoningText, thought);
