@@ -259,8 +259,8 @@ function decodeReasoning(value: unknown): ResponseEcho['reasoning'] {
   const reasoning = object(value, 'reasoning');
   const pick = <T extends string>(field: unknown, param: string, allowed: readonly T[]): T | null =>
     field === undefined || field === null ? null : oneOf(field, param, allowed);
-  // Effort and summaries are model controls the worker has no knob for: validated, echoed, not applied.
-  // The model's reasoning is always returned as a reasoning item, whatever `summary` asks.
+  // Effort is a model control the worker has no knob for: validated, echoed, not applied. A `summary` asks
+  // the encoder to put the model's reasoning in the reasoning item's summary (see ResponsesStreamEncoder).
   const effort = pick(reasoning.effort, 'reasoning.effort', REASONING_EFFORTS);
   const summary = pick(reasoning.summary, 'reasoning.summary', REASONING_SUMMARIES) ?? pick(reasoning.generate_summary, 'reasoning.generate_summary', REASONING_SUMMARIES);
   return { effort, summary };

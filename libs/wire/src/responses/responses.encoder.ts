@@ -17,6 +17,7 @@ import type {
   ResponsesOutputTextPart,
   ResponsesReasoningTextPart,
   ResponsesStreamEvent,
+  ResponsesSummaryTextPart,
 } from './responses.types.js';
 
 type Unnumbered = ResponsesStreamEvent extends infer E ? (E extends { sequence_number: number } ? Omit<E, 'sequence_number'> : never) : never;
@@ -36,6 +37,9 @@ const REASONING_EVENTS: Record<ReasoningEventFamily, { delta: 'response.reasonin
  * `response.completed` (stop, tool calls), `response.incomplete` (length) or `response.failed` (cancelled,
  * error; an error event also sends an `error` frame first). One item is open at a time: text, reasoning and
  * each tool call get their own item, and an item closes when another starts or the stream ends.
+ * A request that asks for a reasoning summary gets the reasoning as the item's one summary part
+ * (`response.reasoning_summary_part.*`, `response.reasoning_summary_text.*`) instead of its content: a local
+ * model has no separate summariser, and the same text in both places would show twice in clients that read both.
  * The encoder's state is the resource itself, so `resource()` is exactly what the last frame carried.
  */
 export class ResponsesStreamEncoder {
@@ -48,11 +52,14 @@ export class ResponsesStreamEncoder {
   /** Canonical tool-call index → output index of its function_call item. */
   private readonly calls = new Map<number, number>();
   private readonly reasoningEvents: (typeof REASONING_EVENTS)[ReasoningEventFamily];
+  /** The request asked for a reasoning summary (`reasoning.summary`): reasoning text goes there. */
+  private readonly summaries: boolean;
   private readonly now: () => number;
 
   constructor(private readonly options: ResponsesEncoderOptions) {
     this.state = emptyResponseResource(options);
     this.reasoningEvents = REASONING_EVENTS[options.reasoningEvents ?? 'openai'];
+    this.summaries = options.echo.reasoning.summary !== null;
     this.now = options.now ?? (() => Math.floor(Date.now() / 1000));
   }
 
@@ -112,6 +119,7 @@ export class ResponsesStreamEncoder {
     if (this.current()?.type === kind) return [];
     const frames = this.closeItem('completed');
     const index = this.state.output.length;
+    if (kind === 'reasoning' && this.summaries) return [...frames, ...this.openSummary(index)];
     // Each item has one content part, opened with it: the text of a run of deltas.
     let item: ResponsesOutputItem;
     let part: ResponsesOutputTextPart | ResponsesReasoningTextPart;
@@ -139,11 +147,27 @@ export class ResponsesStreamEncoder {
       item.content[0].text += delta;
       return [this.frame({ type: 'response.output_text.delta', ...ref, delta, logprobs: [] })];
     }
-    if (item?.type === 'reasoning' && item.content[0]) {
+    if (item?.type === 'reasoning' && item.content?.[0]) {
       item.content[0].text += delta;
       return [this.frame({ type: this.reasoningEvents.delta, ...ref, delta })];
     }
+    if (item?.type === 'reasoning' && item.summary[0]) {
+      item.summary[0].text += delta;
+      return [this.frame({ type: 'response.reasoning_summary_text.delta', ...summaryRef(item, ref.output_index), delta })];
+    }
     return [];
+  }
+
+  /** A reasoning item whose text is its summary: announced with an empty summary, then its one part. */
+  private openSummary(index: number): ResponsesFrame[] {
+    const part: ResponsesSummaryTextPart = { type: 'summary_text', text: '' };
+    const item: ResponsesOutputItem = { type: 'reasoning', id: outputItemId(this.options.id, 'rs', index), summary: [part] };
+    this.state.output.push(item);
+    this.open = index;
+    return [
+      this.frame({ type: 'response.output_item.added', output_index: index, item: { ...structuredClone(item), summary: [] } }),
+      this.frame({ type: 'response.reasoning_summary_part.added', ...summaryRef(item, index), part: structuredClone(part) }),
+    ];
   }
 
   private openCall(toolIndex: number, callId: string, name: string): ResponsesFrame[] {
@@ -183,10 +207,14 @@ export class ResponsesStreamEncoder {
         frames.push(this.frame({ type: 'response.content_part.done', ...ref, part: structuredClone(part) }));
       }
     } else if (item.type === 'reasoning') {
-      const part = item.content[0];
+      const part = item.content?.[0];
+      const summary = item.summary[0];
       if (part) {
         frames.push(this.frame({ type: this.reasoningEvents.done, ...ref, text: part.text }));
         frames.push(this.frame({ type: 'response.content_part.done', ...ref, part: structuredClone(part) }));
+      } else if (summary) {
+        frames.push(this.frame({ type: 'response.reasoning_summary_text.done', ...summaryRef(item, index), text: summary.text }));
+        frames.push(this.frame({ type: 'response.reasoning_summary_part.done', ...summaryRef(item, index), part: structuredClone(summary) }));
       }
     } else {
       item.status = status;
@@ -233,6 +261,11 @@ export class ResponsesStreamEncoder {
     const data = { ...body, sequence_number: this.sequence++ } as ResponsesStreamEvent;
     return { event: data.type, data };
   }
+}
+
+/** Where a summary event points: the item, its output index, and its one summary part. */
+function summaryRef(item: { id: string }, outputIndex: number): { item_id: string; output_index: number; summary_index: 0 } {
+  return { item_id: item.id, output_index: outputIndex, summary_index: 0 };
 }
 
 /**

@@ -132,6 +132,17 @@ describe('responses codec - OpenResponses schema conformance (ajv)', () => {
     }
   });
 
+  it('responses codec - with a reasoning summary asked for, every frame and resource validates (both families)', () => {
+    const body = { ...requestBody, reasoning: { summary: 'auto' } };
+    for (const family of ['openai', 'openresponses'] as const) {
+      for (const name of ALL_SCRIPTS) {
+        const frames = encodeAll(scripts[name], encoderOptions(family, body));
+        assertFramesValid(frames, `${family} ${name} with summary`);
+        assertValid('/components/schemas/ResponseResource', aggregate(scripts[name], encoderOptions(family, body)), `${family} ${name} body with summary`);
+      }
+    }
+  });
+
   it('responses codec - a CreateResponseBody with every spec field validates and decodes', () => {
     const body = {
       model: 'local-model',

@@ -59,7 +59,10 @@ export interface ResponsesFunctionCallOutputItem {
   status?: ResponsesItemStatus;
 }
 
-/** `ReasoningBody`: cortex writes the model's raw reasoning as `reasoning_text` content; `summary` stays empty. */
+/**
+ * `ReasoningBody`. Cortex writes the model's reasoning as `reasoning_text` content with an empty `summary`,
+ * or, when the request asks for a summary (`reasoning.summary`), as one `summary_text` part and no content.
+ */
 export interface ResponsesReasoningItem {
   type: 'reasoning';
   id?: string;
@@ -87,7 +90,7 @@ export type ResponsesItem = ResponsesMessageItem | ResponsesFunctionCallItem | R
 export type ResponsesOutputItem =
   | (ResponsesMessageItem & { id: string; status: ResponsesItemStatus; role: 'assistant'; content: ResponsesOutputTextPart[] })
   | (ResponsesFunctionCallItem & { id: string; status: ResponsesItemStatus })
-  | (ResponsesReasoningItem & { id: string; content: ResponsesReasoningTextPart[] });
+  | (ResponsesReasoningItem & { id: string });
 
 /** `FunctionTool` as echoed in the resource: every field present, nulls where the request had none. */
 export interface FunctionToolEcho {
@@ -178,6 +181,7 @@ export interface ResponsesErrorPayload {
 
 type Seq = { sequence_number: number };
 type ContentRef = { item_id: string; output_index: number; content_index: number };
+type SummaryRef = { item_id: string; output_index: number; summary_index: number };
 
 /**
  * Reasoning text events. Which family a stream uses is the encoder's `reasoningEvents` option:
@@ -197,6 +201,10 @@ export type ResponsesStreamEvent =
   | ({ type: 'response.output_text.done'; text: string; logprobs: unknown[] } & ContentRef & Seq)
   | ({ type: ResponsesReasoningEventType; delta: string } & ContentRef & Seq)
   | ({ type: ResponsesReasoningDoneEventType; text: string } & ContentRef & Seq)
+  // Reasoning summaries: the same names in the spec and at OpenAI.
+  | ({ type: 'response.reasoning_summary_part.added' | 'response.reasoning_summary_part.done'; part: ResponsesSummaryTextPart } & SummaryRef & Seq)
+  | ({ type: 'response.reasoning_summary_text.delta'; delta: string } & SummaryRef & Seq)
+  | ({ type: 'response.reasoning_summary_text.done'; text: string } & SummaryRef & Seq)
   | ({ type: 'response.function_call_arguments.delta'; item_id: string; output_index: number; delta: string } & Seq)
   | ({ type: 'response.function_call_arguments.done'; item_id: string; output_index: number; arguments: string } & Seq)
   // Both error shapes at once: OpenAI documents `code/message/param` at the top, the spec's `ErrorStreamingEvent`
