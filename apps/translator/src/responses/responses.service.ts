@@ -8,6 +8,7 @@ import {
   inputItemId,
   resolveItemReferences,
   responseIdOfAnyItem,
+  type DecodeOptions,
   type ResponseResource,
   type ResponsesItem,
   type ResponsesState,
@@ -21,8 +22,8 @@ export class ResponsesService {
   constructor(private readonly store: ResponsesStore) {}
 
   /** Decodes a body and rebuilds the conversation it continues; `session` is a session header's affinity key. */
-  async decode(body: unknown, session?: string): Promise<DecodedRequest> {
-    const decoded = decodeResponsesRequest(body);
+  async decode(body: unknown, session?: string, options: DecodeOptions = {}): Promise<DecodedRequest & { droppedTools: string[] }> {
+    const decoded = decodeResponsesRequest(body, options);
     const responseId = `resp_${randomBytes(16).toString('hex')}`;
     let history: ResponsesItem[] = [];
     let chain: string[] = [];
@@ -66,7 +67,7 @@ export class ResponsesService {
       ...(decoded.conversation !== undefined && { conversation: decoded.conversation, conversationItems }),
       affinityKey: affinity,
     };
-    return { request: { ...decoded.request, messages, affinityKey: affinity }, state };
+    return { request: { ...decoded.request, messages, affinityKey: affinity }, state, droppedTools: decoded.droppedTools };
   }
 
   async save(state: ResponsesState, resource: ResponseResource): Promise<void> {

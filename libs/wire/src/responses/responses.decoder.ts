@@ -1,4 +1,5 @@
 import { affinityKey } from '../affinity.js';
+import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
 import {
   array,
   defined,
@@ -43,6 +44,8 @@ export interface DecodedResponsesRequest {
   metadata: Record<string, string>;
   /** What the response resource repeats back of this request (`ResponsesEncoderOptions.echo`). */
   echo: ResponseEcho;
+  /** Hosted tools left out under `hostedTools: drop`, each as `tools[i] (type)`, for the log. */
+  droppedTools: string[];
 }
 
 const REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
@@ -55,7 +58,7 @@ const TOOL_CHOICES = ['none', 'auto', 'required'] as const;
  * spec's `CreateResponseBody` is either mapped, accepted (echoed or harmless to ignore) or rejected with
  * `invalid_request` naming its path; fields the spec does not know are accepted silently (clients send extras).
  */
-export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest {
+export function decodeResponsesRequest(input: unknown, options: DecodeOptions = {}): DecodedResponsesRequest {
   const body = object(input, 'body');
   const model = modelName(body.model);
 
@@ -77,7 +80,8 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
   }
   const itemReferences = items.flatMap((item) => (item.type === 'item_reference' ? [item.id] : []));
 
-  const tools = decodeTools(body.tools);
+  const droppedTools: string[] = [];
+  const tools = decodeTools(body.tools, options, droppedTools);
   const choice = decodeToolChoice(body.tool_choice, tools);
   const text = decodeTextParam(body.text);
   const stream = optionalBoolean(body.stream, 'stream') ?? false;
@@ -141,7 +145,7 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
   };
   if (conversation !== undefined) echo.conversation = { id: conversation };
 
-  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo };
+  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo, droppedTools };
   if (instructions !== undefined) decoded.instructions = instructions;
   if (previousResponseId !== undefined) decoded.previousResponseId = previousResponseId;
   if (conversation !== undefined) decoded.conversation = conversation;
@@ -165,28 +169,49 @@ interface DecodedTool {
   echo: FunctionToolEcho;
 }
 
-function decodeTools(value: unknown): DecodedTool[] {
+function decodeTools(value: unknown, options: DecodeOptions, dropped: string[]): DecodedTool[] {
   if (value === undefined || value === null) return [];
-  return array(value, 'tools').map((input, i) => {
+  const tools = array(value, 'tools').flatMap((input, i) => {
     const param = `tools[${i}]`;
     const tool = object(input, param);
-    // Hosted tools (web_search, file_search, code_interpreter, computer_use, mcp, …) run at OpenAI; custom
-    // (free-text) tools need a grammar the worker does not have. Function tools are what a local model calls.
-    if (tool.type !== 'function') {
-      fail(`${param}.type`, `tool type ${JSON.stringify(tool.type)} is not supported: only 'function' tools`);
+    if (tool.type === 'function') return [decodeFunctionTool(tool, param)];
+    // A namespace groups function tools under one name for the model (Codex's `multi_agent_v1`); the
+    // calls come back under the functions' own names, so the functions are offered as they are.
+    if (tool.type === 'namespace') {
+      string(tool.name, `${param}.name`);
+      return array(tool.tools, `${param}.tools`).flatMap((inner, j) => {
+        const innerParam = `${param}.tools[${j}]`;
+        const member = object(inner, innerParam);
+        if (member.type === 'function') return [decodeFunctionTool(member, innerParam)];
+        dropped.push(unrunnableTool(options, innerParam, `tool type ${JSON.stringify(member.type)}`));
+        return [];
+      });
     }
-    const name = string(tool.name, `${param}.name`);
-    if (name.length === 0) fail(`${param}.name`, 'must not be empty');
-    const description = optionalString(tool.description, `${param}.description`);
-    const parameters = optionalObject(tool.parameters, `${param}.parameters`);
-    const strict = optionalBoolean(tool.strict, `${param}.strict`);
-    const canonical: ToolDefinition = { name };
-    if (description !== undefined) canonical.description = description;
-    if (parameters !== undefined) canonical.parameters = parameters;
-    // The Responses API's documented default for `strict` is true; the echo states it like OpenAI does.
-    const echo: FunctionToolEcho = { type: 'function', name, description: description ?? null, parameters: parameters ?? null, strict: strict ?? true };
-    return { canonical, echo };
+    // Hosted tools (web_search, file_search, code_interpreter, computer_use, mcp, image_generation,
+    // local_shell, …) run at OpenAI; custom (free-text) tools need a grammar the worker does not have.
+    dropped.push(unrunnableTool(options, param, `tool type ${JSON.stringify(tool.type)}`));
+    return [];
   });
+  const seen = new Set<string>();
+  for (const { canonical } of tools) {
+    if (seen.has(canonical.name)) fail('tools', `two tools are named '${canonical.name}': function names must be unique, namespaces included`);
+    seen.add(canonical.name);
+  }
+  return tools;
+}
+
+function decodeFunctionTool(tool: Json, param: string): DecodedTool {
+  const name = string(tool.name, `${param}.name`);
+  if (name.length === 0) fail(`${param}.name`, 'must not be empty');
+  const description = optionalString(tool.description, `${param}.description`);
+  const parameters = optionalObject(tool.parameters, `${param}.parameters`);
+  const strict = optionalBoolean(tool.strict, `${param}.strict`);
+  const canonical: ToolDefinition = { name };
+  if (description !== undefined) canonical.description = description;
+  if (parameters !== undefined) canonical.parameters = parameters;
+  // The Responses API's documented default for `strict` is true; the echo states it like OpenAI does.
+  const echo: FunctionToolEcho = { type: 'function', name, description: description ?? null, parameters: parameters ?? null, strict: strict ?? true };
+  return { canonical, echo };
 }
 
 interface DecodedToolChoice {
