@@ -65,6 +65,21 @@ describe('gateway access e2e', () => {
     assert.equal((await fetch(`${stack.baseUrl}/readyz`)).status, 200);
   });
 
+  it('access - HEAD / and GET / answer 200 without a key; query strings do not change the route', async () => {
+    // Claude Code probes HEAD / before its first request and posts to /v1/messages?beta=true.
+    const head = await fetch(`${stack.baseUrl}/`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    const get = await fetch(`${stack.baseUrl}/`);
+    assert.equal(get.status, 200);
+    assert.deepEqual(await get.json(), { status: 'ok', service: 'cortex' });
+    const anthropic = await post('/v1/messages?beta=true', { model: 'cortex-chat', max_tokens: 16, messages: user }, { 'x-api-key': 'sk-user' });
+    assert.equal(anthropic.status, 200);
+    assert.equal(((await anthropic.json()) as { content: Array<{ text: string }> }).content[0]?.text, fixtureModel('cortex-chat').expected.text);
+    const unauthorized = await post('/v1/messages?beta=true', { model: 'cortex-chat', max_tokens: 16, messages: user });
+    assert.equal(unauthorized.status, 401);
+    assert.equal(((await unauthorized.json()) as { error: { type: string } }).error.type, 'authentication_error');
+  });
+
   it('access - admin routes need an admin key', async () => {
     const asUser = await fetch(`${stack.baseUrl}/admin/fleet`, { headers: { authorization: 'Bearer sk-user' } });
     assert.equal(asUser.status, 401);
