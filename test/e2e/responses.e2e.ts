@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { Kvm } from '@nats-io/kv';
 import { fixtureModel } from '@cortex/fixtures';
+import { BusClient } from '@cortex/bus';
+import { Subjects, type DecodedRequest } from '@cortex/contracts';
 import { OpenResponsesSchema, postJson, postSse, startStack, waitFor, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
@@ -16,7 +18,7 @@ describe('responses e2e', () => {
   const schema = new OpenResponsesSchema();
 
   before(async () => {
-    stack = await startStack({ models: FIXTURE_CATALOGUE.map((m) => ({ ...m, context_size: 1024 })) });
+    stack = await startStack({ models: FIXTURE_CATALOGUE.map((m) => ({ ...m, context_size: 1024 })), config: { responses: { reasoning_key: 'e2e shared secret' } } });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
 
@@ -34,6 +36,30 @@ describe('responses e2e', () => {
     assert.deepEqual(response.metadata, { run: 'e2e' });
     const { output_text: _text, ...resource } = response as unknown as Record<string, unknown>;
     assert.equal(schema.check('ResponseResource', resource), null);
+  });
+
+  it('responses e2e - store:false with encrypted reasoning: the sealed reasoning a client sends back is restored', async () => {
+    const first = await client.responses.create({ model: 'cortex-reasoning', input: 'Say hello.', store: false, include: ['reasoning.encrypted_content'] });
+    const item = first.output.find((o) => o.type === 'reasoning');
+    assert.ok(item?.type === 'reasoning' && typeof item.encrypted_content === 'string', 'the reasoning item carries encrypted_content');
+    assert.doesNotMatch(item.encrypted_content ?? '', /greeting/);
+    // Codex sends reasoning items back with summary and encrypted_content only; the translator (another
+    // process from the gateway that sealed it) must restore the text into the assistant turn.
+    const body = {
+      model: 'cortex-reasoning',
+      store: false,
+      input: [
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Say hello.' }] },
+        { type: 'reasoning', summary: [], encrypted_content: item.encrypted_content },
+        { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: first.output_text }] },
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Again.' }] },
+      ],
+    };
+    const decoded = await new BusClient(stack.nc, 10_000).request<DecodedRequest>(Subjects.translatorDecode, { dialect: 'openai.responses', body });
+    const assistant = decoded.request.messages.find((m) => m.role === 'assistant');
+    assert.equal(assistant?.reasoning, reasoning.expected.reasoning);
+    const next = await client.responses.create(body as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    assert.equal(next.output_text, reasoning.expected.text);
   });
 
   it('responses e2e - stream() is accepted, events are numbered and valid against the spec', async () => {

@@ -62,6 +62,13 @@ export class ResponsesConfig {
    * client accepts) or `openresponses` (the spec's `response.reasoning.*`, which that client rejects).
    */
   @IsIn(['openai', 'openresponses']) reasoningEvents: 'openai' | 'openresponses' = 'openai';
+  /**
+   * Secret every gateway and translator share: reasoning items of requests that include
+   * `reasoning.encrypted_content` carry the reasoning sealed with it (AES-256-GCM), and a stateless
+   * (`store: false`) client that sends them back gets that reasoning restored into the prompt. Unset:
+   * no `encrypted_content` is returned.
+   */
+  @IsOptional() @IsString() reasoningKey?: string;
 }
 
 export class AuthConfig {

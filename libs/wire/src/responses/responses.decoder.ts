@@ -46,6 +46,8 @@ export interface DecodedResponsesRequest {
   echo: ResponseEcho;
   /** Hosted tools left out under `hostedTools: drop`, each as `tools[i] (type)`, for the log. */
   droppedTools: string[];
+  /** `include` named `reasoning.encrypted_content`. */
+  encryptedReasoning: boolean;
 }
 
 const REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
@@ -91,7 +93,7 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
     // Obfuscation pads deltas against side channels on shared networks; it changes no content, so it is accepted.
     optionalBoolean(options.include_obfuscation, 'stream_options.include_obfuscation');
   }
-  decodeInclude(body.include);
+  const encryptedReasoning = decodeInclude(body.include);
   const topLogprobs = optionalInteger(body.top_logprobs, 'top_logprobs', 0, 20) ?? 0;
   if (topLogprobs > 0) fail('top_logprobs', 'logprobs are not supported: omit top_logprobs or send 0');
   optionalString(body.user, 'user');
@@ -145,7 +147,7 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   };
   if (conversation !== undefined) echo.conversation = { id: conversation };
 
-  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo, droppedTools };
+  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo, droppedTools, encryptedReasoning };
   if (instructions !== undefined) decoded.instructions = instructions;
   if (previousResponseId !== undefined) decoded.previousResponseId = previousResponseId;
   if (conversation !== undefined) decoded.conversation = conversation;
@@ -291,13 +293,17 @@ function decodeReasoning(value: unknown): ResponseEcho['reasoning'] {
   return { effort, summary };
 }
 
-function decodeInclude(value: unknown): void {
-  if (value === undefined || value === null) return;
-  array(value, 'include').forEach((entry, i) => {
-    const name = string(entry, `include[${i}]`);
-    // Other includables name hosted-tool outputs (none here) or encrypted reasoning (the raw text is sent anyway).
-    if (name === 'message.output_text.logprobs') fail(`include[${i}]`, 'logprobs are not supported');
-  });
+/** Checks `include`; true when it asks for `reasoning.encrypted_content`. */
+function decodeInclude(value: unknown): boolean {
+  if (value === undefined || value === null) return false;
+  return array(value, 'include')
+    .map((entry, i) => {
+      const name = string(entry, `include[${i}]`);
+      // Other includables name hosted-tool outputs, which never occur here.
+      if (name === 'message.output_text.logprobs') fail(`include[${i}]`, 'logprobs are not supported');
+      return name;
+    })
+    .includes('reasoning.encrypted_content');
 }
 
 function decodeMetadata(value: unknown): Record<string, string> {

@@ -184,6 +184,7 @@ export class ResponsesStreamEncoder {
       }
     } else if (item.type === 'reasoning') {
       const part = item.content[0];
+      if (part && this.options.sealReasoning) item.encrypted_content = this.options.sealReasoning(part.text);
       if (part) {
         frames.push(this.frame({ type: this.reasoningEvents.done, ...ref, text: part.text }));
         frames.push(this.frame({ type: 'response.content_part.done', ...ref, part: structuredClone(part) }));
