@@ -1,9 +1,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { CortexError, type CanonicalMessage } from '@cortex/contracts';
+import { CortexError, type CanonicalMessage, type StreamEvent } from '@cortex/contracts';
 import { decodeMessagesRequest } from './anthropic/messages.decoder.js';
 import { decodeResponsesRequest } from './responses/responses.decoder.js';
+import { ResponsesStreamEncoder } from './responses/responses.encoder.js';
 
 // Request bodies recorded from the real agents against a loopback server (prompt text cut to its length,
 // ids zeroed; see each file's `client` and `note`). The fixtures stay in src: the build copies no JSON.
@@ -80,6 +81,28 @@ describe('recorded agents - Codex CLI 0.169.0 through the Responses decoder', ()
     assert.equal(decoded.store, false);
     assert.equal(decoded.request.stream, true);
     assert.equal(decoded.request.affinityKey, 'pck:00000000-0000-0000-0000-000000000000');
+  });
+
+  it('recorded agents - codex: a call of a namespaced function carries its namespace back, a plain one none', () => {
+    // Codex dispatches namespaced calls by (namespace, name); without the namespace it answers "unsupported call".
+    const decoded = decodeResponsesRequest(recorded('codex.say-hi').body);
+    assert.deepEqual(decoded.toolNamespaces, Object.fromEntries(CODEX_NAMESPACE.map((name) => [name, 'multi_agent_v1'])));
+    const encoder = new ResponsesStreamEncoder({ id: 'resp_1', createdAt: 1, echo: decoded.echo, toolNamespaces: decoded.toolNamespaces });
+    const events = [
+      { type: 'start', requestId: 'r', workerId: 'w', model: 'm', promptTokens: 1 },
+      { type: 'tool_call', index: 0, id: 'call_a', name: 'wait_agent' },
+      { type: 'tool_args', index: 0, delta: '{"targets":["a"]}' },
+      { type: 'tool_call', index: 1, id: 'call_b', name: 'exec_command' },
+      { type: 'tool_args', index: 1, delta: '{"cmd":"ls"}' },
+    ].map((event, seq) => ({ seq, ...event }) as StreamEvent);
+    const frames = events.flatMap((event) => encoder.encode(event));
+    const added = frames.flatMap((frame) => (frame.data.type === 'response.output_item.added' ? [frame.data.item] : []));
+    assert.deepEqual(added.map((item) => [item.type === 'function_call' && item.name, item.type === 'function_call' && item.namespace]), [
+      ['wait_agent', 'multi_agent_v1'],
+      ['exec_command', undefined],
+    ]);
+    const output = encoder.resource().output;
+    assert.equal(output[0]?.type === 'function_call' && output[0].namespace, 'multi_agent_v1');
   });
 
   it('recorded agents - codex with hosted_tools reject names the web_search tool', () => {

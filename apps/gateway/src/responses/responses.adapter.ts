@@ -13,7 +13,7 @@ export function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'op
   const options = (state: unknown) => {
     const s = state as ResponsesState;
     const sealReasoning = seal && s.sealReasoning ? (text: string) => seal.seal(text) : undefined;
-    return { id: s.responseId, createdAt: s.createdAt, echo: s.echo, reasoningEvents, ...(sealReasoning && { sealReasoning }) };
+    return { id: s.responseId, createdAt: s.createdAt, echo: s.echo, reasoningEvents, ...(sealReasoning && { sealReasoning }), ...(s.toolNamespaces && { toolNamespaces: s.toolNamespaces }) };
   };
   const save = async (state: unknown, resource: ResponseResource): Promise<void> => {
     if ((state as ResponsesState).store) await bus.request(Subjects.responsesStore, { state, resource });

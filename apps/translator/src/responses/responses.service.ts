@@ -76,6 +76,7 @@ export class ResponsesService {
       ...(decoded.conversation !== undefined && { conversation: decoded.conversation, conversationItems }),
       affinityKey: affinity,
       sealReasoning: decoded.encryptedReasoning,
+      ...(Object.keys(decoded.toolNamespaces).length > 0 && { toolNamespaces: decoded.toolNamespaces }),
     };
     return { request: { ...decoded.request, messages, affinityKey: affinity }, state, droppedTools: decoded.droppedTools };
   }

@@ -48,6 +48,8 @@ export interface DecodedResponsesRequest {
   droppedTools: string[];
   /** `include` named `reasoning.encrypted_content`. */
   encryptedReasoning: boolean;
+  /** Function name → the `namespace` tool it came from, for the calls the model makes (`ResponsesEncoderOptions`). */
+  toolNamespaces: Record<string, string>;
 }
 
 const REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
@@ -147,7 +149,7 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   };
   if (conversation !== undefined) echo.conversation = { id: conversation };
 
-  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo, droppedTools, encryptedReasoning };
+  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo, droppedTools, encryptedReasoning, toolNamespaces: namespacesOf(tools) };
   if (instructions !== undefined) decoded.instructions = instructions;
   if (previousResponseId !== undefined) decoded.previousResponseId = previousResponseId;
   if (conversation !== undefined) decoded.conversation = conversation;
@@ -169,6 +171,11 @@ function decodeConversation(value: unknown): string | undefined {
 interface DecodedTool {
   canonical: ToolDefinition;
   echo: FunctionToolEcho;
+  namespace?: string;
+}
+
+function namespacesOf(tools: DecodedTool[]): Record<string, string> {
+  return Object.fromEntries(tools.flatMap((tool) => (tool.namespace === undefined ? [] : [[tool.canonical.name, tool.namespace]])));
 }
 
 function decodeTools(value: unknown, options: DecodeOptions, dropped: string[]): DecodedTool[] {
@@ -177,14 +184,15 @@ function decodeTools(value: unknown, options: DecodeOptions, dropped: string[]):
     const param = `tools[${i}]`;
     const tool = object(input, param);
     if (tool.type === 'function') return [decodeFunctionTool(tool, param)];
-    // A namespace groups function tools under one name for the model (Codex's `multi_agent_v1`); the
-    // calls come back under the functions' own names, so the functions are offered as they are.
+    // A namespace groups function tools under one name (Codex's `multi_agent_v1`). The model is offered
+    // the functions under their own names; its calls carry the namespace back, which is how the client
+    // dispatches them (Codex answers a call without it with "unsupported call").
     if (tool.type === 'namespace') {
-      string(tool.name, `${param}.name`);
+      const namespace = string(tool.name, `${param}.name`);
       return array(tool.tools, `${param}.tools`).flatMap((inner, j) => {
         const innerParam = `${param}.tools[${j}]`;
         const member = object(inner, innerParam);
-        if (member.type === 'function') return [decodeFunctionTool(member, innerParam)];
+        if (member.type === 'function') return [{ ...decodeFunctionTool(member, innerParam), namespace }];
         dropped.push(unrunnableTool(options, innerParam, `tool type ${JSON.stringify(member.type)}`));
         return [];
       });

@@ -149,7 +149,8 @@ export class ResponsesStreamEncoder {
   private openCall(toolIndex: number, callId: string, name: string): ResponsesFrame[] {
     const frames = this.closeItem('completed');
     const index = this.state.output.length;
-    const item: ResponsesOutputItem = { type: 'function_call', id: outputItemId(this.options.id, 'fc', index), call_id: callId, name, arguments: '', status: 'in_progress' };
+    const namespace = this.options.toolNamespaces?.[name];
+    const item: ResponsesOutputItem = { type: 'function_call', id: outputItemId(this.options.id, 'fc', index), call_id: callId, name, ...(namespace !== undefined && { namespace }), arguments: '', status: 'in_progress' };
     this.state.output.push(item);
     this.open = index;
     this.calls.set(toolIndex, index);

@@ -18,6 +18,8 @@ export interface ResponsesEncoderOptions {
   reasoningEvents?: ReasoningEventFamily;
   /** Seals each reasoning item's text into its `encrypted_content` (the request included `reasoning.encrypted_content`). */
   sealReasoning?: (text: string) => string;
+  /** Function name → namespace (`decodeResponsesRequest(...).toolNamespaces`): calls of those functions carry it. */
+  toolNamespaces?: Record<string, string>;
   /** Clock for `completed_at`, in Unix seconds (tests pin it). */
   now?: () => number;
 }

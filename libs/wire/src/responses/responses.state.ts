@@ -18,6 +18,8 @@ export interface ResponsesState {
   affinityKey?: string;
   /** The request included `reasoning.encrypted_content`: reasoning items carry it (when a key is configured). */
   sealReasoning?: boolean;
+  /** See `DecodedResponsesRequest.toolNamespaces`. */
+  toolNamespaces?: Record<string, string>;
 }
 
 /**
