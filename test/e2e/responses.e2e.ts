@@ -86,6 +86,21 @@ describe('responses e2e', () => {
     assert.ok((final.usage?.output_tokens_details.reasoning_tokens ?? 0) > 0);
   });
 
+  it('responses e2e - Codex-style tools: hosted web_search dropped, a namespaced function called with its namespace', async () => {
+    const body = {
+      model: 'cortex-tools',
+      input: 'Weather in Paris?',
+      store: false,
+      tools: [{ type: 'web_search', external_web_access: false }, { type: 'namespace', name: 'weather_v1', description: 'Weather tools', tools: [weather] }],
+    };
+    const response = await postJson(`${stack.baseUrl}/v1/responses`, body);
+    assert.equal(response.status, 200);
+    const resource = (await response.json()) as { output: Array<{ type: string; name?: string; namespace?: string }>; tools: Array<{ name: string }> };
+    const call = resource.output.find((o) => o.type === 'function_call');
+    assert.deepEqual([call?.name, call?.namespace], ['get_weather', 'weather_v1']);
+    assert.deepEqual(resource.tools.map((tool) => tool.name), ['get_weather']);
+  });
+
   it('responses e2e - a function call, then its output via previous_response_id, gets the answer', async () => {
     const first = await client.responses.create({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather] });
     const call = first.output.find((o) => o.type === 'function_call');
