@@ -25,7 +25,7 @@ describe('gateway access e2e', () => {
       ],
       config: {
         auth: { api_keys: ['sk-user'], admin_keys: ['sk-admin'] },
-        gateway: { body_limit_bytes: 2048, endpoints: { responses: false } },
+        gateway: { body_limit_bytes: 2048, endpoints: { responses: false }, hosted_tools: 'reject' },
       },
     });
   });
@@ -65,6 +65,21 @@ describe('gateway access e2e', () => {
     assert.equal((await fetch(`${stack.baseUrl}/readyz`)).status, 200);
   });
 
+  it('access - HEAD / and GET / answer 200 without a key; query strings do not change the route', async () => {
+    // Claude Code probes HEAD / before its first request and posts to /v1/messages?beta=true.
+    const head = await fetch(`${stack.baseUrl}/`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    const get = await fetch(`${stack.baseUrl}/`);
+    assert.equal(get.status, 200);
+    assert.deepEqual(await get.json(), { status: 'ok', service: 'cortex' });
+    const anthropic = await post('/v1/messages?beta=true', { model: 'cortex-chat', max_tokens: 16, messages: user }, { 'x-api-key': 'sk-user' });
+    assert.equal(anthropic.status, 200);
+    assert.equal(((await anthropic.json()) as { content: Array<{ text: string }> }).content[0]?.text, fixtureModel('cortex-chat').expected.text);
+    const unauthorized = await post('/v1/messages?beta=true', { model: 'cortex-chat', max_tokens: 16, messages: user });
+    assert.equal(unauthorized.status, 401);
+    assert.equal(((await unauthorized.json()) as { error: { type: string } }).error.type, 'authentication_error');
+  });
+
   it('access - admin routes need an admin key', async () => {
     const asUser = await fetch(`${stack.baseUrl}/admin/fleet`, { headers: { authorization: 'Bearer sk-user' } });
     assert.equal(asUser.status, 401);
@@ -75,6 +90,15 @@ describe('gateway access e2e', () => {
     const response = await post('/v1/responses', { model: 'cortex-chat', input: 'hi' }, { authorization: 'Bearer sk-user' });
     assert.equal(response.status, 404);
     assert.match(((await response.json()) as { error: { message: string } }).error.message, /gateway\.endpoints\.responses/);
+  });
+
+  it('access - gateway.hosted_tools: reject answers a server tool with a 400 naming it', async () => {
+    const body = { model: 'cortex-chat', max_tokens: 8, messages: user, tools: [{ type: 'web_search_20250305', name: 'web_search' }] };
+    const response = await post('/v1/messages', body, { 'x-api-key': 'sk-user' });
+    assert.equal(response.status, 400);
+    const error = ((await response.json()) as { error: { type: string; message: string } }).error;
+    assert.equal(error.type, 'invalid_request_error');
+    assert.match(error.message, /^tools\[0\]\.type: server tool "web_search_20250305" is not supported/);
   });
 
   it('access - a body over the limit is a 413 in the caller’s dialect', async () => {

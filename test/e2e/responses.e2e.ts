@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { Kvm } from '@nats-io/kv';
 import { fixtureModel } from '@cortex/fixtures';
+import { BusClient } from '@cortex/bus';
+import { Subjects, type DecodedRequest } from '@cortex/contracts';
 import { OpenResponsesSchema, postJson, postSse, startStack, waitFor, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
@@ -16,7 +18,7 @@ describe('responses e2e', () => {
   const schema = new OpenResponsesSchema();
 
   before(async () => {
-    stack = await startStack({ models: FIXTURE_CATALOGUE.map((m) => ({ ...m, context_size: 1024 })) });
+    stack = await startStack({ models: FIXTURE_CATALOGUE.map((m) => ({ ...m, context_size: 1024 })), config: { responses: { reasoning_key: 'e2e shared secret' } } });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
 
@@ -34,6 +36,30 @@ describe('responses e2e', () => {
     assert.deepEqual(response.metadata, { run: 'e2e' });
     const { output_text: _text, ...resource } = response as unknown as Record<string, unknown>;
     assert.equal(schema.check('ResponseResource', resource), null);
+  });
+
+  it('responses e2e - store:false with encrypted reasoning: the sealed reasoning a client sends back is restored', async () => {
+    const first = await client.responses.create({ model: 'cortex-reasoning', input: 'Say hello.', store: false, include: ['reasoning.encrypted_content'] });
+    const item = first.output.find((o) => o.type === 'reasoning');
+    assert.ok(item?.type === 'reasoning' && typeof item.encrypted_content === 'string', 'the reasoning item carries encrypted_content');
+    assert.doesNotMatch(item.encrypted_content ?? '', /greeting/);
+    // Codex sends reasoning items back with summary and encrypted_content only; the translator (another
+    // process from the gateway that sealed it) must restore the text into the assistant turn.
+    const body = {
+      model: 'cortex-reasoning',
+      store: false,
+      input: [
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Say hello.' }] },
+        { type: 'reasoning', summary: [], encrypted_content: item.encrypted_content },
+        { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: first.output_text }] },
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Again.' }] },
+      ],
+    };
+    const decoded = await new BusClient(stack.nc, 10_000).request<DecodedRequest>(Subjects.translatorDecode, { dialect: 'openai.responses', body });
+    const assistant = decoded.request.messages.find((m) => m.role === 'assistant');
+    assert.equal(assistant?.reasoning, reasoning.expected.reasoning);
+    const next = await client.responses.create(body as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    assert.equal(next.output_text, reasoning.expected.text);
   });
 
   it('responses e2e - stream() is accepted, events are numbered and valid against the spec', async () => {
@@ -58,6 +84,21 @@ describe('responses e2e', () => {
     const item = final.output.find((o) => o.type === 'reasoning') as { content?: Array<{ text: string }> } | undefined;
     assert.equal(item?.content?.map((c) => c.text).join(''), reasoning.expected.reasoning);
     assert.ok((final.usage?.output_tokens_details.reasoning_tokens ?? 0) > 0);
+  });
+
+  it('responses e2e - Codex-style tools: hosted web_search dropped, a namespaced function called with its namespace', async () => {
+    const body = {
+      model: 'cortex-tools',
+      input: 'Weather in Paris?',
+      store: false,
+      tools: [{ type: 'web_search', external_web_access: false }, { type: 'namespace', name: 'weather_v1', description: 'Weather tools', tools: [weather] }],
+    };
+    const response = await postJson(`${stack.baseUrl}/v1/responses`, body);
+    assert.equal(response.status, 200);
+    const resource = (await response.json()) as { output: Array<{ type: string; name?: string; namespace?: string }>; tools: Array<{ name: string }> };
+    const call = resource.output.find((o) => o.type === 'function_call');
+    assert.deepEqual([call?.name, call?.namespace], ['get_weather', 'weather_v1']);
+    assert.deepEqual(resource.tools.map((tool) => tool.name), ['get_weather']);
   });
 
   it('responses e2e - a function call, then its output via previous_response_id, gets the answer', async () => {

@@ -1,8 +1,9 @@
-import { Controller, Logger } from '@nestjs/common';
+import { Controller, Inject, Logger } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError, decodeMessage, DecodeRequest, Subjects, type CanonicalRequest, type DecodedRequest } from '@cortex/contracts';
-import { decodeChatRequest, decodeMessagesRequest, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import { decodeChatRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import { ResponsesService } from './responses/responses.service.js';
 
 interface IdPayload {
@@ -14,13 +15,23 @@ interface IdPayload {
 export class TranslatorController {
   private readonly logger = new Logger('translator');
 
-  constructor(private readonly responses: ResponsesService) {}
+  private readonly options: DecodeOptions;
+
+  constructor(
+    private readonly responses: ResponsesService,
+    @Inject(CONFIG) config: CortexConfig,
+  ) {
+    this.options = { hostedTools: config.gateway.hostedTools };
+  }
 
   @MessagePattern(Subjects.translatorDecode)
   async decode(@Payload() payload: unknown, @Ctx() context: BusContext): Promise<DecodedRequest> {
     const request = decodeMessage(DecodeRequest, payload);
     try {
-      const decoded = await this.decodeDialect(request);
+      const { droppedTools, ...decoded } = await this.decodeDialect(request);
+      if (droppedTools.length > 0) {
+        this.logger.log({ msg: `dropped tools the model cannot run: ${droppedTools.join(', ')}`, requestId: context.requestId, dialect: request.dialect });
+      }
       this.logger.log({ msg: `decoded ${request.dialect} for ${decoded.request.model}`, requestId: context.requestId, messages: decoded.request.messages.length, stream: decoded.request.stream });
       return decoded;
     } catch (error) {
@@ -29,16 +40,16 @@ export class TranslatorController {
     }
   }
 
-  private async decodeDialect(request: DecodeRequest): Promise<DecodedRequest> {
+  private async decodeDialect(request: DecodeRequest): Promise<DecodedRequest & { droppedTools: string[] }> {
     switch (request.dialect) {
       case 'openai.chat':
-        return { request: withSession(decodeChatRequest(request.body), request.session) };
+        return { request: withSession(decodeChatRequest(request.body), request.session), droppedTools: [] };
       case 'anthropic.messages': {
-        const { request: canonical, thinking } = decodeMessagesRequest(request.body);
-        return { request: withSession({ ...canonical, showReasoning: thinking }, request.session) };
+        const { request: canonical, thinking, droppedTools } = decodeMessagesRequest(request.body, this.options);
+        return { request: withSession({ ...canonical, showReasoning: thinking }, request.session), droppedTools };
       }
       case 'openai.responses':
-        return this.responses.decode(request.body, request.session);
+        return this.responses.decode(request.body, request.session, this.options);
       default:
         throw new CortexError('not_found', `dialect ${String(request.dialect)} is not served by this translator`);
     }

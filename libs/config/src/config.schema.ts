@@ -36,6 +36,12 @@ export class GatewayConfig {
    * one session go to the worker that holds its prompt prefix (see `router.affinity`).
    */
   @IsArray() @IsString({ each: true }) sessionHeaders: string[] = ['x-claude-code-session-id', 'session-id', 'session_id', 'x-session-id', 'x-session-affinity'];
+  /**
+   * Tools only the provider's servers can run (OpenAI hosted tools such as `web_search`, Anthropic server
+   * tools): `drop` leaves them out of the request and logs it, so agents that always offer them work;
+   * `reject` answers 400 naming the tool.
+   */
+  @IsIn(['drop', 'reject']) hostedTools: 'drop' | 'reject' = 'drop';
   /** Which API families this gateway serves. */
   @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();
 }
@@ -56,6 +62,13 @@ export class ResponsesConfig {
    * client accepts) or `openresponses` (the spec's `response.reasoning.*`, which that client rejects).
    */
   @IsIn(['openai', 'openresponses']) reasoningEvents: 'openai' | 'openresponses' = 'openai';
+  /**
+   * Secret every gateway and translator share: reasoning items of requests that include
+   * `reasoning.encrypted_content` carry the reasoning sealed with it (AES-256-GCM), and a stateless
+   * (`store: false`) client that sends them back gets that reasoning restored into the prompt. Unset:
+   * no `encrypted_content` is returned.
+   */
+  @IsOptional() @IsString() reasoningKey?: string;
 }
 
 export class AuthConfig {

@@ -31,6 +31,7 @@ export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'st
   { env: 'CORTEX_LOG_FORMAT', path: 'log_format', type: 'string' },
   { env: 'CORTEX_API_KEYS', path: 'auth.api_keys', type: 'list' },
   { env: 'CORTEX_ADMIN_KEYS', path: 'auth.admin_keys', type: 'list' },
+  { env: 'CORTEX_REASONING_KEY', path: 'responses.reasoning_key', type: 'string' },
 ];
 
 export class ConfigError extends Error {

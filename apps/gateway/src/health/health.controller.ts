@@ -6,6 +6,15 @@ import { BusClient, isBusConnected } from '@cortex/bus';
 export class HealthController {
   constructor(private readonly bus: BusClient) {}
 
+  /**
+   * The root answers 200 (and HEAD, which Fastify derives from GET): agents such as Claude Code probe
+   * `HEAD /` of their base URL to see whether it is reachable before the first request.
+   */
+  @Get()
+  root(): { status: 'ok'; service: 'cortex' } {
+    return { status: 'ok', service: 'cortex' };
+  }
+
   /** The process is alive. */
   @Get('healthz')
   healthz(): { status: 'ok' } {

@@ -7,7 +7,8 @@ import { CortexError } from '@cortex/contracts';
 import { sendError } from './error-response.js';
 import { requestIdOf } from './request-id.js';
 
-const PUBLIC = new Set(['/healthz', '/readyz']);
+// The root is a reachability probe (`HEAD /`); it says nothing a caller without a key should not know.
+const PUBLIC = new Set(['/', '/healthz', '/readyz']);
 const FAMILIES = [
   { pattern: /^\/(v1\/)?chat\/completions(\/|\?|$)/, key: 'chatCompletions', name: 'Chat Completions', setting: 'chat_completions' },
   { pattern: /^\/(v1\/)?responses(\/|\?|$)/, key: 'responses', name: 'Responses', setting: 'responses' },

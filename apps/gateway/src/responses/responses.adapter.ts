@@ -1,6 +1,6 @@
 import { BusClient } from '@cortex/bus';
 import { Subjects } from '@cortex/contracts';
-import { ResponsesAggregator, ResponsesStreamEncoder, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import { ReasoningSeal, ResponsesAggregator, ResponsesStreamEncoder, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import type { DialectAdapter } from '../inference/dialect.js';
 
 /**
@@ -8,10 +8,12 @@ import type { DialectAdapter } from '../inference/dialect.js';
  * resource, or one resource body. The finished response is stored (through the translator, which owns
  * the store) before the client sees it finish, so a follow-up with `previous_response_id` always finds it.
  */
-export function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'openresponses'): DialectAdapter {
+export function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'openresponses', reasoningKey?: string): DialectAdapter {
+  const seal = reasoningKey ? new ReasoningSeal(reasoningKey) : undefined;
   const options = (state: unknown) => {
     const s = state as ResponsesState;
-    return { id: s.responseId, createdAt: s.createdAt, echo: s.echo, reasoningEvents };
+    const sealReasoning = seal && s.sealReasoning ? (text: string) => seal.seal(text) : undefined;
+    return { id: s.responseId, createdAt: s.createdAt, echo: s.echo, reasoningEvents, ...(sealReasoning && { sealReasoning }), ...(s.toolNamespaces && { toolNamespaces: s.toolNamespaces }) };
   };
   const save = async (state: unknown, resource: ResponseResource): Promise<void> => {
     if ((state as ResponsesState).store) await bus.request(Subjects.responsesStore, { state, resource });

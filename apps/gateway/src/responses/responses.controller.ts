@@ -20,7 +20,7 @@ export class ResponsesController {
     private readonly bus: BusClient,
     @Inject(CONFIG) config: CortexConfig,
   ) {
-    this.adapter = responsesAdapter(bus, config.responses.reasoningEvents);
+    this.adapter = responsesAdapter(bus, config.responses.reasoningEvents, config.responses.reasoningKey);
   }
 
   @Post(['v1/responses', 'responses'])

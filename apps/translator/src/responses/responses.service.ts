@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError, type DecodedRequest } from '@cortex/contracts';
 import {
   affinityKey,
   conversationMessages,
   decodeResponsesRequest,
   inputItemId,
+  ReasoningSeal,
   resolveItemReferences,
   responseIdOfAnyItem,
+  type DecodeOptions,
   type ResponseResource,
   type ResponsesItem,
   type ResponsesState,
@@ -18,11 +21,18 @@ import { ResponsesStore } from './responses.store.js';
 /** Responses API state: history for `previous_response_id` and `conversation`, storage, listing. */
 @Injectable()
 export class ResponsesService {
-  constructor(private readonly store: ResponsesStore) {}
+  private readonly seal: ReasoningSeal | undefined;
+
+  constructor(
+    private readonly store: ResponsesStore,
+    @Inject(CONFIG) config: CortexConfig,
+  ) {
+    this.seal = config.responses.reasoningKey ? new ReasoningSeal(config.responses.reasoningKey) : undefined;
+  }
 
   /** Decodes a body and rebuilds the conversation it continues; `session` is a session header's affinity key. */
-  async decode(body: unknown, session?: string): Promise<DecodedRequest> {
-    const decoded = decodeResponsesRequest(body);
+  async decode(body: unknown, session?: string, options: DecodeOptions = {}): Promise<DecodedRequest & { droppedTools: string[] }> {
+    const decoded = decodeResponsesRequest(body, options);
     const responseId = `resp_${randomBytes(16).toString('hex')}`;
     let history: ResponsesItem[] = [];
     let chain: string[] = [];
@@ -52,7 +62,7 @@ export class ResponsesService {
     if (decoded.store) affinity ??= affinityKey.response(responseId);
     const referenced = await this.referencedItems(decoded.itemReferences, fetched);
     const input = resolveItemReferences(decoded.input, referenced).map((item, i) =>
-      item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item,
+      this.unseal(item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item),
     );
     const messages = conversationMessages(decoded.instructions, [...history, ...input]);
     if (messages.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to respond to', { param: 'input' });
@@ -65,8 +75,20 @@ export class ResponsesService {
       chain,
       ...(decoded.conversation !== undefined && { conversation: decoded.conversation, conversationItems }),
       affinityKey: affinity,
+      sealReasoning: decoded.encryptedReasoning,
+      ...(Object.keys(decoded.toolNamespaces).length > 0 && { toolNamespaces: decoded.toolNamespaces }),
     };
-    return { request: { ...decoded.request, messages, affinityKey: affinity }, state };
+    return { request: { ...decoded.request, messages, affinityKey: affinity }, state, droppedTools: decoded.droppedTools };
+  }
+
+  /**
+   * A reasoning item a stateless client sends back with only `encrypted_content` (Codex drops the raw
+   * text) gets its text again when this deployment sealed it; other providers' blobs stay opaque.
+   */
+  private unseal(item: ResponsesItem): ResponsesItem {
+    if (item.type !== 'reasoning' || item.content?.length || item.encrypted_content === undefined || !this.seal) return item;
+    const text = this.seal.open(item.encrypted_content);
+    return text === undefined ? item : { ...item, content: [{ type: 'reasoning_text', text }] };
   }
 
   async save(state: ResponsesState, resource: ResponseResource): Promise<void> {

@@ -195,7 +195,9 @@ describe('anthropic messages codec', () => {
     invalid({ ...base, max_tokens: 0 }, 'max_tokens');
     invalid({ ...base, max_tokens: 1.5 }, 'max_tokens');
     invalid({ ...base, messages: [] }, 'messages');
-    invalid({ ...base, messages: [{ role: 'system', content: 'x' }] }, 'messages[0].role');
+    invalid({ ...base, messages: [{ role: 'system', content: 'x' }] }, 'messages');
+    invalid({ ...base, messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].role');
+    invalid({ ...base, messages: [user('hi'), { role: 'system', content: [{ type: 'image' }] }] }, 'messages[1].content[0].type');
     invalid({ ...base, messages: [user(5)] }, 'messages[0].content');
     invalid({ ...base, messages: [user([{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: '' } }])] }, 'messages[0].content[0]');
     invalid({ ...base, messages: [user([{ type: 'tool_use', id: 'a', name: 'b', input: {} }])] }, 'messages[0].content[0].type');
@@ -213,11 +215,44 @@ describe('anthropic messages codec', () => {
     invalid({ ...base, stream: 'yes' }, 'stream');
     invalid({ ...base, thinking: { type: 'enabled' } }, 'thinking.budget_tokens');
     invalid({ ...base, thinking: { type: 'on' } }, 'thinking.type');
-    invalid({ ...base, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, 'tools[0].type');
     invalid({ ...base, tools: [{ name: 'w' }] }, 'tools[0].input_schema');
     invalid({ ...base, tools: [{ name: 'w', input_schema: {} }], tool_choice: { type: 'tool', name: 'nope' } }, 'tool_choice.name');
     invalid({ ...base, tool_choice: { type: 'function' } }, 'tool_choice.type');
     invalid({ ...base, output_config: { format: { type: 'json_schema' } } }, 'output_config.format.schema');
+  });
+
+  it('anthropic codec - a system turn mid-conversation stays where it stands, as a string or text blocks', () => {
+    const { request } = decodeMessagesRequest({
+      ...base,
+      system: 'first',
+      messages: [user('hi'), { role: 'system', content: 'now' }, { role: 'assistant', content: 'ok' }, { role: 'system', content: [{ type: 'text', text: 'a', cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'b' }] }, user('go')],
+    });
+    assert.deepEqual(request.messages, [
+      { role: 'system', content: 'first' },
+      { role: 'user', content: 'hi' },
+      { role: 'system', content: 'now' },
+      { role: 'assistant', content: 'ok' },
+      { role: 'system', content: 'a\nb' },
+      { role: 'user', content: 'go' },
+    ]);
+  });
+
+  it('anthropic codec - server tools are dropped and named, or rejected under hosted_tools reject', () => {
+    const body = { ...base, tools: [{ type: 'web_search_20250305', name: 'web_search' }, { name: 'w', input_schema: { type: 'object' }, defer_loading: true }, { type: 'bash_20250124', name: 'bash' }] };
+    const { request, droppedTools } = decodeMessagesRequest(body);
+    assert.deepEqual(request.tools, [{ name: 'w', parameters: { type: 'object' } }]);
+    assert.deepEqual(droppedTools, ['tools[0] (server tool "web_search_20250305")', 'tools[2] (server tool "bash_20250124")']);
+    assert.throws(
+      () => decodeMessagesRequest(body, { hostedTools: 'reject' }),
+      (error: Error) => error instanceof CortexError && error.extra.param === 'tools[0].type' && /"web_search_20250305" is not supported/.test(error.message),
+    );
+  });
+
+  it('anthropic codec - adaptive thinking, output_config.effort and unknown fields are accepted', () => {
+    const decoded = decodeMessagesRequest({ ...base, thinking: { type: 'adaptive', display: 'omitted' }, output_config: { effort: 'high' }, context_management: { edits: [] }, some_future_field: 1 });
+    assert.equal(decoded.thinking, true);
+    assert.equal(decoded.request.responseFormat, undefined);
+    invalid({ ...base, output_config: { effort: 3 } }, 'output_config.effort');
   });
 
   it('anthropic codec - streams text as one block between message_start and message_stop', () => {

@@ -1,4 +1,5 @@
 import { sessionFromAnthropicUserId } from '../affinity.js';
+import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
 import {
   array,
   defined,
@@ -33,6 +34,8 @@ export interface DecodedMessagesRequest {
    * that did not ask must not receive block types it may not handle.
    */
   thinking: boolean;
+  /** Server tools left out under `hostedTools: drop`, each as `tools[i] (type)`, for the log. */
+  droppedTools: string[];
 }
 
 // Anthropic sends multiple text blocks as separate blocks; the canonical message is one string, and
@@ -45,7 +48,7 @@ const TEXT_ONLY = 'this model takes text only';
  * Anthropic Messages (`POST /v1/messages`) body → canonical request.
  * Throws `invalid_request` naming the field path in `param`.
  */
-export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
+export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {}): DecodedMessagesRequest {
   const body = object(input, 'body');
   const model = modelName(body.model);
   // Unlike OpenAI, Anthropic requires max_tokens.
@@ -58,8 +61,21 @@ export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
   const turns = array(body.messages, 'messages');
   if (turns.length === 0) fail('messages', 'must contain at least one message');
   turns.forEach((turn, i) => messages.push(...decodeTurn(turn, `messages[${i}]`)));
+  if (messages.every((message) => message.role === 'system')) fail('messages', 'must contain a user or assistant turn, not only system turns');
 
-  let tools = optionalArray(body.tools, 'tools')?.map((t, i) => decodeTool(t, `tools[${i}]`));
+  const droppedTools: string[] = [];
+  let tools = optionalArray(body.tools, 'tools')?.flatMap((t, i) => {
+    const param = `tools[${i}]`;
+    const tool = object(t, param);
+    // Server tools (web_search_…, code_execution_…) run at Anthropic, and the Anthropic-defined client
+    // tools (bash_…, text_editor_…, computer_…) have schemas only Anthropic's models know: none of them
+    // is a tool a local model can be offered.
+    if (tool.type !== undefined && tool.type !== null && tool.type !== 'custom') {
+      droppedTools.push(unrunnableTool(options, param, `server tool ${JSON.stringify(tool.type)}`));
+      return [];
+    }
+    return [decodeTool(tool, param)];
+  });
   const toolChoice = decodeToolChoice(body.tool_choice, tools);
   if (toolChoice === 'none') tools = undefined;
 
@@ -77,10 +93,10 @@ export function decodeMessagesRequest(input: unknown): DecodedMessagesRequest {
   if (tools && tools.length > 0) request.tools = tools;
   if (toolChoice && toolChoice !== 'none') request.toolChoice = toolChoice;
   if (isObject(body.tool_choice) && optionalBoolean(body.tool_choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use')) request.maxToolCalls = 1;
-  const format = decodeOutputFormat(body.output_config) ?? decodeJsonFormat(body.output_format, 'output_format');
+  const format = decodeOutputConfig(body.output_config) ?? decodeJsonFormat(body.output_format, 'output_format');
   if (format) request.responseFormat = format;
   if (session) request.affinityKey = session;
-  return { request, thinking };
+  return { request, thinking, droppedTools };
 }
 
 function decodeSystem(value: unknown): string | undefined {
@@ -93,8 +109,11 @@ function decodeSystem(value: unknown): string | undefined {
 /** One Anthropic turn → one or more canonical messages (tool results become `tool` messages). */
 function decodeTurn(input: unknown, param: string): CanonicalMessage[] {
   const turn = object(input, param);
-  const role = oneOf(turn.role, `${param}.role`, ['user', 'assistant'] as const);
+  // A system turn mid-conversation (Claude Code sends one after the first user turn) stays where it
+  // stands: the canonical conversation keeps system messages in order and the chat template renders them.
+  const role = oneOf(turn.role, `${param}.role`, ['user', 'assistant', 'system'] as const);
   const content = turn.content;
+  if (role === 'system') return [{ role, content: typeof content === 'string' ? content : array(content, `${param}.content`).map((block, i) => textBlock(block, `${param}.content[${i}]`)).join(BLOCK_SEPARATOR) }];
   if (typeof content === 'string') return [{ role, content }];
   const blocks = array(content, `${param}.content`).map((block, i) => {
     const path = `${param}.content[${i}]`;
@@ -183,12 +202,8 @@ function textBlock(input: unknown, path: string): string {
   return string(block.text, `${path}.text`);
 }
 
-function decodeTool(input: unknown, param: string): ToolDefinition {
-  const tool = object(input, param);
-  // Server tools (web_search_…, bash_…, code_execution_…) run at Anthropic; a local model has none.
-  if (tool.type !== undefined && tool.type !== null && tool.type !== 'custom') {
-    fail(`${param}.type`, `server tool ${JSON.stringify(tool.type)} is not supported: only custom tools`);
-  }
+/** A custom tool; `defer_loading`, `cache_control` and other hints for Anthropic's servers are ignored. */
+function decodeTool(tool: Json, param: string): ToolDefinition {
   const name = string(tool.name, `${param}.name`);
   if (name.length === 0) fail(`${param}.name`, 'must not be empty');
   const out: ToolDefinition = { name, parameters: jsonSchema(tool.input_schema, `${param}.input_schema`) };
@@ -231,10 +246,14 @@ function decodeSampling(body: Json, maxTokens: number): Sampling {
   });
 }
 
-/** Structured outputs: `output_config.format = {type: 'json_schema', schema}`. `effort` has no canonical field. */
-function decodeOutputFormat(value: unknown): ResponseFormat | undefined {
+/**
+ * Structured outputs: `output_config.format = {type: 'json_schema', schema}`. `effort` (low … max) is
+ * accepted and not applied: the worker has no reasoning-effort control, and the canonical request no field.
+ */
+function decodeOutputConfig(value: unknown): ResponseFormat | undefined {
   if (value === undefined || value === null) return undefined;
   const config = object(value, 'output_config');
+  optionalString(config.effort, 'output_config.effort');
   if (config.format === undefined || config.format === null) return undefined;
   return decodeJsonFormat(config.format, 'output_config.format');
 }

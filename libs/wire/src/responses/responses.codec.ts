@@ -7,3 +7,4 @@ export * from './responses.decoder.js';
 export * from './responses.resource.js';
 export * from './responses.encoder.js';
 export * from './responses.state.js';
+export * from './reasoning-seal.js';

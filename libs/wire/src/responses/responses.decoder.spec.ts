@@ -287,6 +287,23 @@ describe('responses codec - request decoding', () => {
     invalid({ model: 'm', input: 'hi', tools: [{ type: 'function', name: 'f', parameters: { type: 'object', minProperties: -1 } }] }, 'tools[0].parameters');
   });
 
+  it('responses codec - namespace tools are flattened to their functions; hosted tools are dropped or rejected', () => {
+    const body = {
+      ...base,
+      tools: [tool('f'), { type: 'web_search', external_web_access: false }, { type: 'namespace', name: 'ns', description: 'group', tools: [tool('g'), { type: 'custom', name: 'patch' }] }, { type: 'mcp', server_label: 's' }],
+    };
+    const decoded = decodeResponsesRequest(body);
+    assert.deepEqual(decoded.request.tools, [
+      { name: 'f', parameters: { type: 'object' } },
+      { name: 'g', parameters: { type: 'object' } },
+    ]);
+    assert.deepEqual(decoded.droppedTools, ['tools[1] (tool type "web_search")', 'tools[2].tools[1] (tool type "custom")', 'tools[3] (tool type "mcp")']);
+    assert.throws(
+      () => decodeResponsesRequest(body, { hostedTools: 'reject' }),
+      (error: Error) => error instanceof CortexError && error.extra.param === 'tools[1].type' && /"web_search" is not supported/.test(error.message),
+    );
+  });
+
   it('responses codec - errors name the field at fault', () => {
     invalid('nope', 'body');
     invalid({ input: 'hi' }, 'model');
@@ -301,7 +318,8 @@ describe('responses codec - request decoding', () => {
     invalid({ model: 'm', input: [{ content: 'no role' }] }, 'input[0].type');
     invalid({ ...base, background: true }, 'background', /background is not supported/);
     invalid({ ...base, previous_response_id: 'resp_1', conversation: 'conv_1' }, 'previous_response_id', /conversation/);
-    invalid({ ...base, tools: [tool('f'), { type: 'web_search' }] }, 'tools[1].type', /only 'function'/);
+    invalid({ ...base, tools: [tool('f'), { type: 'namespace', name: 'ns', tools: [tool('f')] }] }, 'tools', /two tools are named 'f'/);
+    invalid({ ...base, tools: [{ type: 'namespace', name: 'ns' }] }, 'tools[0].tools');
     invalid({ ...base, tools: [{ type: 'function' }] }, 'tools[0].name');
     invalid({ ...base, tools: [tool('f')], tool_choice: { type: 'function', name: 'g' } }, 'tool_choice.name');
     invalid({ ...base, tool_choice: { type: 'web_search_preview' } }, 'tool_choice.type');

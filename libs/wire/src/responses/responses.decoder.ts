@@ -1,4 +1,5 @@
 import { affinityKey } from '../affinity.js';
+import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
 import {
   array,
   defined,
@@ -43,6 +44,12 @@ export interface DecodedResponsesRequest {
   metadata: Record<string, string>;
   /** What the response resource repeats back of this request (`ResponsesEncoderOptions.echo`). */
   echo: ResponseEcho;
+  /** Hosted tools left out under `hostedTools: drop`, each as `tools[i] (type)`, for the log. */
+  droppedTools: string[];
+  /** `include` named `reasoning.encrypted_content`. */
+  encryptedReasoning: boolean;
+  /** Function name → the `namespace` tool it came from, for the calls the model makes (`ResponsesEncoderOptions`). */
+  toolNamespaces: Record<string, string>;
 }
 
 const REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
@@ -55,7 +62,7 @@ const TOOL_CHOICES = ['none', 'auto', 'required'] as const;
  * spec's `CreateResponseBody` is either mapped, accepted (echoed or harmless to ignore) or rejected with
  * `invalid_request` naming its path; fields the spec does not know are accepted silently (clients send extras).
  */
-export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest {
+export function decodeResponsesRequest(input: unknown, options: DecodeOptions = {}): DecodedResponsesRequest {
   const body = object(input, 'body');
   const model = modelName(body.model);
 
@@ -77,7 +84,8 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
   }
   const itemReferences = items.flatMap((item) => (item.type === 'item_reference' ? [item.id] : []));
 
-  const tools = decodeTools(body.tools);
+  const droppedTools: string[] = [];
+  const tools = decodeTools(body.tools, options, droppedTools);
   const choice = decodeToolChoice(body.tool_choice, tools);
   const text = decodeTextParam(body.text);
   const stream = optionalBoolean(body.stream, 'stream') ?? false;
@@ -87,7 +95,7 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
     // Obfuscation pads deltas against side channels on shared networks; it changes no content, so it is accepted.
     optionalBoolean(options.include_obfuscation, 'stream_options.include_obfuscation');
   }
-  decodeInclude(body.include);
+  const encryptedReasoning = decodeInclude(body.include);
   const topLogprobs = optionalInteger(body.top_logprobs, 'top_logprobs', 0, 20) ?? 0;
   if (topLogprobs > 0) fail('top_logprobs', 'logprobs are not supported: omit top_logprobs or send 0');
   optionalString(body.user, 'user');
@@ -141,7 +149,7 @@ export function decodeResponsesRequest(input: unknown): DecodedResponsesRequest 
   };
   if (conversation !== undefined) echo.conversation = { id: conversation };
 
-  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo };
+  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo, droppedTools, encryptedReasoning, toolNamespaces: namespacesOf(tools) };
   if (instructions !== undefined) decoded.instructions = instructions;
   if (previousResponseId !== undefined) decoded.previousResponseId = previousResponseId;
   if (conversation !== undefined) decoded.conversation = conversation;
@@ -163,30 +171,57 @@ function decodeConversation(value: unknown): string | undefined {
 interface DecodedTool {
   canonical: ToolDefinition;
   echo: FunctionToolEcho;
+  namespace?: string;
 }
 
-function decodeTools(value: unknown): DecodedTool[] {
+function namespacesOf(tools: DecodedTool[]): Record<string, string> {
+  return Object.fromEntries(tools.flatMap((tool) => (tool.namespace === undefined ? [] : [[tool.canonical.name, tool.namespace]])));
+}
+
+function decodeTools(value: unknown, options: DecodeOptions, dropped: string[]): DecodedTool[] {
   if (value === undefined || value === null) return [];
-  return array(value, 'tools').map((input, i) => {
+  const tools = array(value, 'tools').flatMap((input, i) => {
     const param = `tools[${i}]`;
     const tool = object(input, param);
-    // Hosted tools (web_search, file_search, code_interpreter, computer_use, mcp, …) run at OpenAI; custom
-    // (free-text) tools need a grammar the worker does not have. Function tools are what a local model calls.
-    if (tool.type !== 'function') {
-      fail(`${param}.type`, `tool type ${JSON.stringify(tool.type)} is not supported: only 'function' tools`);
+    if (tool.type === 'function') return [decodeFunctionTool(tool, param)];
+    // A namespace groups function tools under one name (Codex's `multi_agent_v1`). The model is offered
+    // the functions under their own names; its calls carry the namespace back, which is how the client
+    // dispatches them (Codex answers a call without it with "unsupported call").
+    if (tool.type === 'namespace') {
+      const namespace = string(tool.name, `${param}.name`);
+      return array(tool.tools, `${param}.tools`).flatMap((inner, j) => {
+        const innerParam = `${param}.tools[${j}]`;
+        const member = object(inner, innerParam);
+        if (member.type === 'function') return [{ ...decodeFunctionTool(member, innerParam), namespace }];
+        dropped.push(unrunnableTool(options, innerParam, `tool type ${JSON.stringify(member.type)}`));
+        return [];
+      });
     }
-    const name = string(tool.name, `${param}.name`);
-    if (name.length === 0) fail(`${param}.name`, 'must not be empty');
-    const description = optionalString(tool.description, `${param}.description`);
-    const parameters = tool.parameters === undefined || tool.parameters === null ? undefined : jsonSchema(tool.parameters, `${param}.parameters`);
-    const strict = optionalBoolean(tool.strict, `${param}.strict`);
-    const canonical: ToolDefinition = { name };
-    if (description !== undefined) canonical.description = description;
-    if (parameters !== undefined) canonical.parameters = parameters;
-    // The Responses API's documented default for `strict` is true; the echo states it like OpenAI does.
-    const echo: FunctionToolEcho = { type: 'function', name, description: description ?? null, parameters: parameters ?? null, strict: strict ?? true };
-    return { canonical, echo };
+    // Hosted tools (web_search, file_search, code_interpreter, computer_use, mcp, image_generation,
+    // local_shell, …) run at OpenAI; custom (free-text) tools need a grammar the worker does not have.
+    dropped.push(unrunnableTool(options, param, `tool type ${JSON.stringify(tool.type)}`));
+    return [];
   });
+  const seen = new Set<string>();
+  for (const { canonical } of tools) {
+    if (seen.has(canonical.name)) fail('tools', `two tools are named '${canonical.name}': function names must be unique, namespaces included`);
+    seen.add(canonical.name);
+  }
+  return tools;
+}
+
+function decodeFunctionTool(tool: Json, param: string): DecodedTool {
+  const name = string(tool.name, `${param}.name`);
+  if (name.length === 0) fail(`${param}.name`, 'must not be empty');
+  const description = optionalString(tool.description, `${param}.description`);
+  const parameters = tool.parameters === undefined || tool.parameters === null ? undefined : jsonSchema(tool.parameters, `${param}.parameters`);
+  const strict = optionalBoolean(tool.strict, `${param}.strict`);
+  const canonical: ToolDefinition = { name };
+  if (description !== undefined) canonical.description = description;
+  if (parameters !== undefined) canonical.parameters = parameters;
+  // The Responses API's documented default for `strict` is true; the echo states it like OpenAI does.
+  const echo: FunctionToolEcho = { type: 'function', name, description: description ?? null, parameters: parameters ?? null, strict: strict ?? true };
+  return { canonical, echo };
 }
 
 interface DecodedToolChoice {
@@ -266,13 +301,17 @@ function decodeReasoning(value: unknown): ResponseEcho['reasoning'] {
   return { effort, summary };
 }
 
-function decodeInclude(value: unknown): void {
-  if (value === undefined || value === null) return;
-  array(value, 'include').forEach((entry, i) => {
-    const name = string(entry, `include[${i}]`);
-    // Other includables name hosted-tool outputs (none here) or encrypted reasoning (the raw text is sent anyway).
-    if (name === 'message.output_text.logprobs') fail(`include[${i}]`, 'logprobs are not supported');
-  });
+/** Checks `include`; true when it asks for `reasoning.encrypted_content`. */
+function decodeInclude(value: unknown): boolean {
+  if (value === undefined || value === null) return false;
+  return array(value, 'include')
+    .map((entry, i) => {
+      const name = string(entry, `include[${i}]`);
+      // Other includables name hosted-tool outputs, which never occur here.
+      if (name === 'message.output_text.logprobs') fail(`include[${i}]`, 'logprobs are not supported');
+      return name;
+    })
+    .includes('reasoning.encrypted_content');
 }
 
 function decodeMetadata(value: unknown): Record<string, string> {

@@ -173,7 +173,8 @@ export class ResponsesStreamEncoder {
   private openCall(toolIndex: number, callId: string, name: string): ResponsesFrame[] {
     const frames = this.closeItem('completed');
     const index = this.state.output.length;
-    const item: ResponsesOutputItem = { type: 'function_call', id: outputItemId(this.options.id, 'fc', index), call_id: callId, name, arguments: '', status: 'in_progress' };
+    const namespace = this.options.toolNamespaces?.[name];
+    const item: ResponsesOutputItem = { type: 'function_call', id: outputItemId(this.options.id, 'fc', index), call_id: callId, name, ...(namespace !== undefined && { namespace }), arguments: '', status: 'in_progress' };
     this.state.output.push(item);
     this.open = index;
     this.calls.set(toolIndex, index);
@@ -209,6 +210,9 @@ export class ResponsesStreamEncoder {
     } else if (item.type === 'reasoning') {
       const part = item.content?.[0];
       const summary = item.summary[0];
+      // The summary is the reasoning itself (no separate summariser), so either one is what gets sealed.
+      const reasoning = part?.text ?? summary?.text;
+      if (reasoning !== undefined && this.options.sealReasoning) item.encrypted_content = this.options.sealReasoning(reasoning);
       if (part) {
         frames.push(this.frame({ type: this.reasoningEvents.done, ...ref, text: part.text }));
         frames.push(this.frame({ type: 'response.content_part.done', ...ref, part: structuredClone(part) }));

@@ -16,6 +16,10 @@ export interface ResponsesEncoderOptions {
    * 'openresponses': the spec's `response.reasoning.delta|done`, which that client rejects.
    */
   reasoningEvents?: ReasoningEventFamily;
+  /** Seals each reasoning item's text into its `encrypted_content` (the request included `reasoning.encrypted_content`). */
+  sealReasoning?: (text: string) => string;
+  /** Function name → namespace (`decodeResponsesRequest(...).toolNamespaces`): calls of those functions carry it. */
+  toolNamespaces?: Record<string, string>;
   /** Clock for `completed_at`, in Unix seconds (tests pin it). */
   now?: () => number;
 }

@@ -16,6 +16,10 @@ export interface ResponsesState {
   conversationItems?: number;
   /** See CanonicalRequest.affinityKey; responses that continue this one inherit it. */
   affinityKey?: string;
+  /** The request included `reasoning.encrypted_content`: reasoning items carry it (when a key is configured). */
+  sealReasoning?: boolean;
+  /** See `DecodedResponsesRequest.toolNamespaces`. */
+  toolNamespaces?: Record<string, string>;
 }
 
 /**

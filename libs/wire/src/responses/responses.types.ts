@@ -47,6 +47,8 @@ export interface ResponsesFunctionCallItem {
   name: string;
   /** JSON text, as the model wrote it. */
   arguments: string;
+  /** The `namespace` tool the function was offered in: clients dispatch namespaced calls by it. */
+  namespace?: string;
   status?: ResponsesItemStatus;
 }
 

@@ -1,0 +1,176 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { fixtureModel } from '@cortex/fixtures';
+import { startStack, type TestStack } from '@cortex/testing';
+
+// The real agents, at the versions whose requests are recorded in libs/wire/src/testing/recorded.
+const CLAUDE_CODE = '@anthropic-ai/claude-code@2.1.330';
+const CODEX = '@openai/codex@0.169.0';
+const AGENTS_DIR = resolve(process.env.CORTEX_AGENTS_DIR ?? '.cortex/agents/claude-code-2.1.330+codex-0.169.0');
+const CLAUDE_BIN = join(AGENTS_DIR, 'node_modules/.bin/claude');
+const CODEX_BIN = join(AGENTS_DIR, 'node_modules/@openai/codex/bin/codex.js');
+// An agent's first turn is a 40-80 kB prompt; the fixtures are tiny, so a large context costs little.
+const CONTEXT = 131_072;
+const RUN_TIMEOUT_MS = 480_000;
+/**
+ * With their default prompts (Claude Code ~49k fixture tokens, Codex ~40k) the first turn's prefill
+ * on a shared 2-core CPU with one thread takes longer than a test can wait, so by default the agents
+ * run with short instructions and fewer built-in tools: the same clients, the same request shapes
+ * (mid-conversation system turn, adaptive thinking, `?beta=true`; developer messages, a namespace
+ * tool, hosted web_search, store false). `CORTEX_AGENTS_FULL=1` runs them exactly as a user would.
+ */
+const FULL = process.env.CORTEX_AGENTS_FULL === '1';
+
+const chat = fixtureModel('cortex-chat');
+const tools = fixtureModel('cortex-tools');
+
+/** Installs the pinned agents once (npm, with their native binaries); later runs reuse the directory. */
+async function installAgents(): Promise<void> {
+  if (existsSync(CLAUDE_BIN) && existsSync(CODEX_BIN)) return;
+  await mkdir(AGENTS_DIR, { recursive: true });
+  await promisify(execFile)('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', AGENTS_DIR, CLAUDE_CODE, CODEX], { timeout: 300_000 });
+  assert.ok(existsSync(CLAUDE_BIN) && existsSync(CODEX_BIN), `npm installed the agents but ${CLAUDE_BIN} or ${CODEX_BIN} is missing`);
+}
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs an agent to its end (bounded), with a throwaway HOME and nothing inherited but PATH. */
+function runAgent(command: string, args: string[], env: Record<string, string>, cwd: string): Promise<Run> {
+  return new Promise((resolveRun, reject) => {
+    // Its own process group: the codex launcher is a node script whose native child would outlive a
+    // kill of the launcher alone and keep the pipes (and this test) open.
+    const child = spawn(command, args, { cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    }, RUN_TIMEOUT_MS);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolveRun({ code, stdout, stderr });
+    });
+  });
+}
+
+const explain = (run: Run, stack: TestStack) => `exit ${run.code}\nstdout: ${run.stdout.slice(-2000)}\nstderr: ${run.stderr.slice(-2000)}\nstack: ${stack.logs().slice(-3000)}`;
+
+describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
+  let stack: TestStack;
+  let home: string;
+
+  before(async () => {
+    await installAgents();
+    home = await mkdtemp(join(tmpdir(), 'cortex-agents-'));
+    stack = await startStack({
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: CONTEXT, pinned: true, slots: 1 },
+        { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: CONTEXT, slots: 1 },
+      ],
+    });
+  });
+
+  after(async () => {
+    await stack?.stop();
+    if (home) await rm(home, { recursive: true, force: true });
+  });
+
+  const claude = async (name: string, model: string, tools: string, extraEnv: Record<string, string> = {}): Promise<Run> => {
+    const dir = join(home, name);
+    await mkdir(dir, { recursive: true });
+    const env = {
+      HOME: dir,
+      ANTHROPIC_BASE_URL: stack.baseUrl,
+      ANTHROPIC_API_KEY: 'unused',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_TELEMETRY: '1',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      ...extraEnv,
+    };
+    const compact = FULL ? [] : ['--system-prompt', 'Answer briefly.', '--tools', tools];
+    return runAgent(CLAUDE_BIN, ['-p', 'say hi', '--model', model, ...compact], env, dir);
+  };
+
+  const codex = async (name: string, model: string): Promise<Run> => {
+    const dir = join(home, name);
+    const codexHome = join(dir, '.codex');
+    await mkdir(codexHome, { recursive: true });
+    const config = [
+      `model = "${model}"`,
+      'model_provider = "cortex"',
+      '[model_providers.cortex]',
+      'name = "cortex"',
+      `base_url = "${stack.baseUrl}/v1"`,
+      'wire_api = "responses"',
+      'env_key = "CORTEX_API_KEY"',
+      '',
+    ];
+    if (!FULL) {
+      await writeFile(join(dir, 'instructions.md'), 'Answer briefly.\n');
+      // Top-level keys must come before the first table.
+      config.unshift(
+        `model_instructions_file = "${join(dir, 'instructions.md')}"`,
+        'include_permissions_instructions = false',
+        'include_environment_context = false',
+        'include_apps_instructions = false',
+      );
+      // The multi_agent_v1 namespace and the hosted web_search stay: they are what is under test.
+      config.push('[features]', 'goals = false', 'view_image = false', '');
+    }
+    await writeFile(join(codexHome, 'config.toml'), config.join('\n'));
+    const env = { HOME: dir, CODEX_HOME: codexHome, CORTEX_API_KEY: 'unused' };
+    // Codex refuses to run outside a trusted directory unless told to skip the check.
+    return runAgent(process.execPath, [CODEX_BIN, 'exec', '--skip-git-repo-check', 'say hi'], env, dir);
+  };
+
+  it('agents e2e - claude -p "say hi" prints the model\'s answer', async () => {
+    const run = await claude('claude-chat', 'cortex-chat', '');
+    assert.equal(run.code, 0, explain(run, stack));
+    assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
+  });
+
+  it('agents e2e - claude with experimental betas off prints the model\'s answer', async () => {
+    const run = await claude('claude-nobeta', 'cortex-chat', '', { CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS: '1' });
+    assert.equal(run.code, 0, explain(run, stack));
+    assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
+  });
+
+  it('agents e2e - claude answers a tool call it cannot run and gets the model\'s answer after the tool result', async () => {
+    // cortex-tools calls get_weather, which Claude Code does not have: it sends back an error
+    // tool_result, and the model answers once a tool result is in the conversation.
+    const run = await claude('claude-tools', 'cortex-tools', 'Read');
+    assert.equal(run.code, 0, explain(run, stack));
+    assert.match(run.stdout, new RegExp(escape(tools.expected.afterToolResult?.text ?? '')), explain(run, stack));
+  });
+
+  it('agents e2e - codex exec "say hi" prints the model\'s answer', async () => {
+    const run = await codex('codex-chat', 'cortex-chat');
+    assert.equal(run.code, 0, explain(run, stack));
+    assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
+  });
+
+  it('agents e2e - codex answers a tool call it cannot run and gets the model\'s answer after the output', async () => {
+    const run = await codex('codex-tools', 'cortex-tools');
+    assert.equal(run.code, 0, explain(run, stack));
+    assert.match(run.stdout, new RegExp(escape(tools.expected.afterToolResult?.text ?? '')), explain(run, stack));
+  });
+});
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
