@@ -1,0 +1,133 @@
+import { after, before, describe, it, type TestContext } from 'node:test';
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { streamSubject, Subjects, workerSubject, type StreamEvent } from '@cortex/contracts';
+import { fixtureEntry as fixture, startStack, streamSse, waitFor, watchBus, type TestStack } from '@cortex/testing';
+
+// Each case kills or freezes a real service process at a moment chosen by an event (a token, a
+// process exit), then reports what the client saw and how long it took. The table is printed at the
+// end (`npm run test:faults`).
+
+const user = [{ role: 'user' as const, content: 'Hi.' }];
+const rows: string[] = [];
+
+function report(t: TestContext, fault: string, saw: string, ms: number): void {
+  const line = `| ${fault} | ${saw} | ${Math.round(ms)} ms |`;
+  rows.push(line);
+  t.diagnostic(line);
+}
+
+describe('faults e2e', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+
+  before(async () => {
+    stack = await startStack({
+      services: ['router', 'translator', 'worker', 'gateway'],
+      models: [fixture('cortex-chat', { pinned: true }), fixture('cortex-loop', { context_size: 32768, pinned: true })],
+      // The shipped defaults for liveness and idle timeout, so the times below are what operators get.
+      config: { worker: { id: 'w1', heartbeat_ms: 1_000 }, gateway: { stream_idle_timeout_ms: 10_000 }, log_level: 'info' },
+    });
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  after(async () => {
+    console.log(['| fault | what the client saw | time |', '|---|---|---|', ...rows].join('\n'));
+    await stack?.stop();
+  });
+
+  const processOf = (name: string): ChildProcess => stack.processes.get(name) ?? assert.fail(`no ${name} process`);
+
+  /** Replaces a killed service with a fresh process under the same name. */
+  const respawn = (name: string): void => {
+    stack.processes.delete(name);
+    stack.spawnService(name);
+  };
+
+  it('faults - translator killed during a /v1/responses stream: error and response.failed, then the stream ends', async (t) => {
+    const worker = processOf('worker');
+    const translator = processOf('translator');
+    const seen: string[] = [];
+    let killedAt = 0;
+    let stopped = false;
+    try {
+      for await (const message of streamSse(`${stack.baseUrl}/v1/responses`, { model: 'cortex-loop', input: 'Hi.', stream: true, max_output_tokens: 40 })) {
+        seen.push(message.event ?? message.data);
+        if (message.event === 'response.output_text.delta' && !killedAt) {
+          // Freeze the worker so the stream cannot finish before the translator is gone.
+          worker.kill('SIGSTOP');
+          stopped = true;
+          killedAt = performance.now();
+          translator.kill('SIGKILL');
+          await once(translator, 'exit');
+          worker.kill('SIGCONT');
+          stopped = false;
+        }
+      }
+    } finally {
+      if (stopped) worker.kill('SIGCONT');
+      if (killedAt) respawn('translator');
+    }
+    const ms = performance.now() - killedAt;
+    assert.ok(killedAt > 0, `a text delta came: ${seen.join(', ')}`);
+    report(t, 'translator SIGKILL during a /v1/responses stream', seen.slice(-3).join(', '), ms);
+    assert.deepEqual(seen.slice(-3), ['error', 'response.failed', '[DONE]'], seen.join(', '));
+    assert.ok(!seen.includes('response.completed'), 'a response that was not stored is not reported completed');
+    await waitFor(async () => (await client.chat.completions.create({ model: 'cortex-chat', messages: user }).catch(() => null)) !== null, 30_000);
+  });
+
+  it('faults - a worker frozen mid-stream: declared down, the stream ends with an error and the worker is told to stop', async (t) => {
+    const worker = processOf('worker');
+    const cancels = await watchBus<{ requestId: string; reason: string }>(stack.nc, workerSubject(Subjects.workerCancel, 'w1'));
+    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
+    let frozenAt = 0;
+    let error: Error | null = null;
+    try {
+      for await (const _chunk of stream) {
+        if (!frozenAt) {
+          worker.kill('SIGSTOP');
+          frozenAt = performance.now();
+        }
+      }
+    } catch (thrown) {
+      error = thrown as Error;
+    }
+    const ms = performance.now() - frozenAt;
+    try {
+      assert.match(error?.message ?? 'no error', /w1 is down/);
+      await waitFor(() => cancels.messages.length > 0, 5_000);
+      const runId = cancels.messages[0]?.requestId ?? '';
+      // Once it runs again, the worker reads the cancel and ends the generation: the slot is free.
+      const events = await watchBus<StreamEvent>(stack.nc, streamSubject(runId));
+      worker.kill('SIGCONT');
+      await waitFor(() => events.messages.some((e) => e.type === 'finish' && e.reason === 'cancelled'), 10_000);
+      events.stop();
+      report(t, 'worker SIGSTOP after the first token', `${error?.message}; worker cancelled`, ms);
+    } finally {
+      cancels.stop();
+      worker.kill('SIGCONT');
+    }
+    assert.ok(ms < 5_000, `ended ${Math.round(ms)} ms after the freeze`);
+  });
+
+  it('faults - worker killed after the first token: the stream ends with an error within 5 s', async (t) => {
+    const worker = processOf('worker');
+    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
+    let killedAt = 0;
+    await assert.rejects(async () => {
+      for await (const _chunk of stream) {
+        if (!killedAt) {
+          worker.kill('SIGKILL');
+          killedAt = performance.now();
+        }
+      }
+    }, /w1 is down/);
+    const ms = performance.now() - killedAt;
+    report(t, 'worker SIGKILL after the first token', 'error chunk: worker w1 is down', ms);
+    assert.ok(ms < 5_000, `ended ${Math.round(ms)} ms after the kill`);
+    respawn('worker');
+    await stack.workersUp(1);
+  });
+});
