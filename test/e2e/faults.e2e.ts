@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { streamSubject, Subjects, workerSubject, type StreamEvent } from '@cortex/contracts';
-import { fixtureEntry as fixture, startStack, streamSse, waitFor, watchBus, type TestStack } from '@cortex/testing';
+import { fixtureEntry as fixture, postJson, startStack, streamSse, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 // Each case kills or freezes a real service process at a moment chosen by an event (a token, a
 // process exit), then reports what the client saw and how long it took. The table is printed at the
@@ -45,6 +45,66 @@ describe('faults e2e', () => {
     stack.processes.delete(name);
     stack.spawnService(name);
   };
+
+  const MiB = 2 ** 20;
+
+  it('faults - a 3 MiB body (over NATS max_payload, under the HTTP limit) is carried through the bus and answered', async (t) => {
+    const started = performance.now();
+    // The padding is a field the decoder ignores: the whole body still crosses gateway → translator.
+    const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: user, user: 'x'.repeat(3 * MiB) });
+    const body = (await response.json()) as { choices?: Array<{ message: { content: string } }> };
+    report(t, '3 MiB chat body, 1 MiB max_payload', `${response.status} ${body.choices?.[0]?.message.content ?? JSON.stringify(body)}`, performance.now() - started);
+    assert.equal(response.status, 200, JSON.stringify(body));
+    assert.equal(body.choices?.[0]?.message.content, 'Hello from a tiny model.');
+  });
+
+  it('faults - a 2 MiB prompt reaches the worker whole: the answer is the context error, not a bus error', async (t) => {
+    const started = performance.now();
+    const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi. '.repeat(MiB / 2) }] });
+    const body = (await response.json()) as { error?: { type: string; message: string } };
+    report(t, '2 MiB prompt', `${response.status} ${body.error?.message.slice(0, 60)}`, performance.now() - started);
+    assert.equal(response.status, 400, JSON.stringify(body));
+    assert.equal(body.error?.type, 'invalid_request_error');
+    assert.match(body.error?.message ?? '', /the prompt is \d+ tokens but cortex-chat has a context of 512/);
+  });
+
+  it('faults - /v1/responses with 10,000 input items: the decoded request (over max_payload) reaches the worker', async (t) => {
+    const input = Array.from({ length: 10_000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `Turn ${i}.` }));
+    const started = performance.now();
+    const response = await postJson(`${stack.baseUrl}/v1/responses`, { model: 'cortex-chat', input, store: false });
+    const body = (await response.json()) as { error?: { type: string; message: string } };
+    report(t, '/v1/responses, 10,000 input items', `${response.status} ${body.error?.message.slice(0, 60)}`, performance.now() - started);
+    assert.equal(response.status, 400, JSON.stringify(body));
+    assert.match(body.error?.message ?? '', /the prompt is \d+ tokens but cortex-chat has a context of 512/);
+  });
+
+  it('faults - a body over body_limit_bytes is 413 in the dialect shape', async (t) => {
+    const started = performance.now();
+    const response = await postJson(`${stack.baseUrl}/v1/messages`, { model: 'cortex-chat', max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(9 * MiB) }] });
+    const body = (await response.json()) as { type?: string; error?: { type: string; message: string } };
+    report(t, '9 MiB body (limit 8 MiB), /v1/messages', `${response.status} ${body.error?.type}`, performance.now() - started);
+    assert.equal(response.status, 413);
+    assert.equal(body.type, 'error');
+    assert.equal(body.error?.type, 'request_too_large');
+  });
+
+  for (const [path, shape] of [
+    ['/v1/chat/completions', 'openai'],
+    ['/v1/messages', 'anthropic'],
+    ['/v1/responses', 'openai'],
+  ] as const) {
+    it(`faults - JSON nested 5,000 deep on ${path} is 400 in the dialect shape, naming the field`, async (t) => {
+      const deep = `${'['.repeat(5_000)}${']'.repeat(5_000)}`;
+      const started = performance.now();
+      const response = await postJson(`${stack.baseUrl}${path}`, `{"model":"cortex-chat","max_tokens":5,"messages":${deep},"input":${deep}}`);
+      const body = (await response.json()) as { type?: string; error?: { type: string; message: string; param?: string } };
+      report(t, `JSON nested 5,000 deep, ${path}`, `${response.status} ${body.error?.message}`, performance.now() - started);
+      assert.equal(response.status, 400, JSON.stringify(body));
+      assert.equal(body.error?.type, 'invalid_request_error');
+      assert.match(body.error?.message ?? '', /field `(messages|input)` nests deeper than 128 levels/);
+      if (shape === 'anthropic') assert.equal(body.type, 'error');
+    });
+  }
 
   it('faults - translator killed during a /v1/responses stream: error and response.failed, then the stream ends', async (t) => {
     const worker = processOf('worker');
