@@ -26,7 +26,7 @@ export class InferenceResponder {
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
-    const sse = new SseWriter(reply, requestId);
+    const sse = new SseWriter(reply, requestId, this.inference.config.gateway.stallTimeoutMs);
     let errorFrames: ((error: CortexError) => SseOut[]) | null = null;
     let terminator = false;
     let settle: (() => Promise<void>) | null = null;
@@ -78,6 +78,8 @@ export class InferenceResponder {
         const out = frames(event);
         if (event.type === 'finish') await settle();
         for (const frame of out) write(sse, frame);
+        // Take the next event only once the client has taken this one (see SseWriter.drained).
+        await sse.drained();
       }
     } finally {
       clearInterval(keepAlive);
