@@ -191,3 +191,30 @@ describe('faults e2e', () => {
     await stack.workersUp(1);
   });
 });
+
+describe('faults e2e - before the first worker', () => {
+  let stack: TestStack;
+
+  before(async () => {
+    stack = await startStack({ services: ['router', 'translator', 'gateway'], models: [fixture('cortex-chat')] });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('faults - a stream that arrives before any worker has joined waits for the first one instead of 503', async (t) => {
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const places = await watchBus<unknown>(stack.nc, Subjects.routerPlace);
+    const started = performance.now();
+    const stream = client.chat.completions.create({ model: 'cortex-chat', messages: user, stream: true });
+    // The router has answered "no worker" at least once: only now does the first worker start.
+    await waitFor(() => places.messages.length > 0, 10_000);
+    places.stop();
+    stack.spawnService('worker');
+    let text = '';
+    for await (const chunk of await stream) text += chunk.choices[0]?.delta.content ?? '';
+    report(t, 'stream sent before any worker joined', `200, "${text}"`, performance.now() - started);
+    assert.equal(text, 'Hello from a tiny model.');
+  });
+});

@@ -75,7 +75,7 @@ export class InferenceRun {
     const exclude: string[] = [];
     let replaced = 0;
     for (;;) {
-      const workerId = await this.place(exclude, this.required().affinityKey);
+      const workerId = await this.placeOrWait(exclude, this.required().affinityKey);
       let reader: StreamReader | null = null;
       try {
         reader = await this.launch(workerId);
@@ -106,9 +106,27 @@ export class InferenceRun {
    * without the conversation's affinity: counting does not move a conversation to another worker.
    */
   async countTokens(): Promise<TokenCount> {
-    const workerId = await this.place([]);
+    const workerId = await this.placeOrWait([]);
     const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
     return this.service.bus.request<TokenCount>(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId });
+  }
+
+  /**
+   * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
+   * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
+   */
+  private async placeOrWait(exclude: string[], affinity?: string): Promise<string> {
+    const deadline = performance.now() + this.service.config.gateway.workerWaitMs;
+    for (;;) {
+      // Counted before asking, so a worker that joins between the answer and the wait is not missed.
+      const seen = this.service.workerUps;
+      try {
+        return await this.place(exclude, affinity);
+      } catch (error) {
+        if (!(error instanceof CortexError) || error.code !== 'no_worker' || this.cancelled) throw error;
+        if (!(await this.service.workerUpAfter(seen, deadline - performance.now(), this.stopped.signal))) throw error;
+      }
+    }
   }
 
   private async place(exclude: string[], affinity?: string): Promise<string> {
@@ -156,8 +174,12 @@ export class InferenceRun {
   /** The client went away: stop the worker so the slot frees at once. */
   private cancelled = false;
 
+  /** Aborted when the client goes, to end waits that no longer serve anyone. */
+  private readonly stopped = new AbortController();
+
   cancel(reason: string): void {
     this.cancelled = true;
+    this.stopped.abort();
     if (this.finished || !this.placement || !this.reader) return;
     this.finishReason = 'cancelled';
     this.stopReading(this.placement.workerId, reason);
@@ -267,6 +289,10 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
   private progress: Subscription | null = null;
   private workerDowns: Subscription | null = null;
+  private workerUpEvents: Subscription | null = null;
+  /** Worker-up events seen so far; requests waiting for a first worker compare against it. */
+  workerUps = 0;
+  private readonly upWaiters = new Set<() => void>();
 
   constructor(
     readonly bus: BusClient,
@@ -283,6 +309,10 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
       for (const watcher of this.progressWatchers.get(event.model) ?? []) watcher(event);
     });
     this.workerDowns = this.bus.subscribe(Subjects.workerDown, (data) => this.endStreamsOf((data as WorkerLifecycleEvent).workerId));
+    this.workerUpEvents = this.bus.subscribe(Subjects.workerUp, () => {
+      this.workerUps++;
+      for (const wake of this.upWaiters) wake();
+    });
     await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));
   }
 
@@ -307,6 +337,28 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
     if (this.timer) clearInterval(this.timer);
     this.progress?.unsubscribe();
     this.workerDowns?.unsubscribe();
+    this.workerUpEvents?.unsubscribe();
+  }
+
+  /** Whether a worker-up event came after the `seen`-th, waiting up to `maxMs` (or until `signal`) for one. */
+  async workerUpAfter(seen: number, maxMs: number, signal: AbortSignal): Promise<boolean> {
+    if (this.workerUps > seen) return true;
+    if (maxMs <= 0 || signal.aborted) return false;
+    let wake = (): void => undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, maxMs);
+        signal.addEventListener('abort', wake, { once: true });
+        this.upWaiters.add(wake);
+      });
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', wake);
+      this.upWaiters.delete(wake);
+    }
+    return this.workerUps > seen;
   }
 
   /**
