@@ -172,6 +172,51 @@ describe('faults e2e', () => {
     assert.ok(ms < 5_000, `ended ${Math.round(ms)} ms after the freeze`);
   });
 
+  it('faults - gateway killed mid-stream: the client sees the connection drop, the worker stops the orphaned stream', async (t) => {
+    const gateway = processOf('gateway');
+    const streams = await watchBus<StreamEvent & { requestId?: string }>(stack.nc, Subjects.streamsAll);
+    let killedAt = 0;
+    let error: Error | null = null;
+    try {
+      for await (const message of streamSse(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 })) {
+        if (!killedAt && message.data.includes('Round')) {
+          gateway.kill('SIGKILL');
+          killedAt = performance.now();
+        }
+      }
+    } catch (thrown) {
+      error = thrown as Error;
+    }
+    const dropMs = performance.now() - killedAt;
+    respawn('gateway');
+    try {
+      assert.ok(error, 'the client saw the connection fail');
+      const finished = (): boolean => streams.messages.some((e) => e.type === 'finish' && e.reason === 'cancelled');
+      const answers = async (): Promise<boolean> => (await fetch(`${stack.baseUrl}/v1/models`).catch(() => null))?.ok === true;
+      const [stopMs, backMs] = await Promise.all([
+        waitFor(finished, 15_000).then(() => performance.now() - killedAt),
+        waitFor(answers, 30_000).then(() => performance.now() - killedAt),
+      ]);
+      report(t, 'gateway SIGKILL mid-stream', `client: ${error.message} after ${Math.round(dropMs)} ms; worker stopped the stream after ${Math.round(stopMs)} ms; a new gateway answered after ${Math.round(backMs)} ms`, stopMs);
+    } finally {
+      streams.stop();
+    }
+  });
+
+  it('faults - router killed: placement fails with 503 until a router is back, then requests work', async (t) => {
+    const router = processOf('router');
+    router.kill('SIGKILL');
+    await once(router, 'exit');
+    const started = performance.now();
+    const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: user });
+    const body = (await response.json()) as { error?: { message: string } };
+    const failMs = performance.now() - started;
+    respawn('router');
+    await waitFor(async () => (await client.chat.completions.create({ model: 'cortex-chat', messages: user }).catch(() => null)) !== null, 30_000);
+    report(t, 'router SIGKILL, then a request', `${response.status} ${body.error?.message} after ${Math.round(failMs)} ms; requests work again ${Math.round(performance.now() - started)} ms after the restart began`, failMs);
+    assert.equal(response.status, 503);
+  });
+
   it('faults - worker killed after the first token: the stream ends with an error within 5 s', async (t) => {
     const worker = processOf('worker');
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
