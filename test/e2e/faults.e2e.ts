@@ -240,6 +240,38 @@ describe('faults e2e', () => {
     assert.equal(response.status, 503);
   });
 
+  it('faults - NATS killed mid-stream, then restarted: what clients see, and when requests work again', async (t) => {
+    const nats = stack.nats;
+    if (!nats.kill || !nats.restart) return t.skip('needs a local nats-server (not a container)');
+    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
+    let killedAt = 0;
+    let during: Promise<string> | null = null;
+    let error: Error | null = null;
+    try {
+      for await (const _chunk of stream) {
+        if (!killedAt) {
+          await nats.kill();
+          killedAt = performance.now();
+          // A new request while the bus is down.
+          during = postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: user }).then(
+            async (response) => `${response.status} ${((await response.json()) as { error?: { message: string } }).error?.message} after ${Math.round(performance.now() - killedAt)} ms`,
+          );
+        }
+      }
+    } catch (thrown) {
+      error = thrown as Error;
+    }
+    const streamMs = performance.now() - killedAt;
+    const duringSaw = await during;
+    const restartedAt = performance.now();
+    await nats.restart();
+    await waitFor(async () => (await client.chat.completions.create({ model: 'cortex-chat', messages: user }).catch(() => null)) !== null, 60_000, 250);
+    const backMs = performance.now() - restartedAt;
+    report(t, 'NATS SIGKILL mid-stream', `stream: ${error?.message ?? 'ended without error'} after ${Math.round(streamMs)} ms; a new request: ${duringSaw}`, streamMs);
+    report(t, 'NATS restarted', `requests work again after ${Math.round(backMs)} ms`, backMs);
+    assert.ok(error, 'the stream ended with an error');
+  });
+
   it('faults - worker killed after the first token: the stream ends with an error within 5 s', async (t) => {
     const worker = processOf('worker');
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });

@@ -25,8 +25,8 @@ import {
   type TokenCount,
   type Timings,
   type Usage,
-  type WorkerLifecycleEvent,
 } from '@cortex/contracts';
+import { WorkerEvents } from './worker-events.js';
 
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
@@ -119,12 +119,12 @@ export class InferenceRun {
     const deadline = performance.now() + this.service.config.gateway.workerWaitMs;
     for (;;) {
       // Counted before asking, so a worker that joins between the answer and the wait is not missed.
-      const seen = this.service.workerUps;
+      const seen = this.service.workerEvents.ups;
       try {
         return await this.place(exclude, affinity);
       } catch (error) {
         if (!(error instanceof CortexError) || error.code !== 'no_worker' || this.cancelled) throw error;
-        if (!(await this.service.workerUpAfter(seen, deadline - performance.now(), this.stopped.signal))) throw error;
+        if (!(await this.service.workerEvents.upAfter(seen, deadline - performance.now(), this.stopped.signal))) throw error;
       }
     }
   }
@@ -288,17 +288,14 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   /** Requests following a cold load, by catalogue id; one bus subscription feeds them all. */
   private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
   private progress: Subscription | null = null;
-  private workerDowns: Subscription | null = null;
-  private workerUpEvents: Subscription | null = null;
-  /** Worker-up events seen so far; requests waiting for a first worker compare against it. */
-  workerUps = 0;
-  private readonly upWaiters = new Set<() => void>();
+  readonly workerEvents: WorkerEvents;
 
   constructor(
     readonly bus: BusClient,
     @Inject(CONFIG) readonly config: CortexConfig,
   ) {
     this.events = new EventPublisher(bus.nc);
+    this.workerEvents = new WorkerEvents(bus, (workerId) => this.endStreamsOf(workerId));
     for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.modelIds.set(name, model.id);
   }
 
@@ -307,11 +304,6 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
     this.progress = this.bus.subscribe(Subjects.modelLoading, (data) => {
       const event = data as LoadProgress;
       for (const watcher of this.progressWatchers.get(event.model) ?? []) watcher(event);
-    });
-    this.workerDowns = this.bus.subscribe(Subjects.workerDown, (data) => this.endStreamsOf((data as WorkerLifecycleEvent).workerId));
-    this.workerUpEvents = this.bus.subscribe(Subjects.workerUp, () => {
-      this.workerUps++;
-      for (const wake of this.upWaiters) wake();
     });
     await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));
   }
@@ -336,29 +328,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   onModuleDestroy(): void {
     if (this.timer) clearInterval(this.timer);
     this.progress?.unsubscribe();
-    this.workerDowns?.unsubscribe();
-    this.workerUpEvents?.unsubscribe();
-  }
-
-  /** Whether a worker-up event came after the `seen`-th, waiting up to `maxMs` (or until `signal`) for one. */
-  async workerUpAfter(seen: number, maxMs: number, signal: AbortSignal): Promise<boolean> {
-    if (this.workerUps > seen) return true;
-    if (maxMs <= 0 || signal.aborted) return false;
-    let wake = (): void => undefined;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        timer = setTimeout(resolve, maxMs);
-        signal.addEventListener('abort', wake, { once: true });
-        this.upWaiters.add(wake);
-      });
-    } finally {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', wake);
-      this.upWaiters.delete(wake);
-    }
-    return this.workerUps > seen;
+    this.workerEvents.close();
   }
 
   /**
@@ -366,8 +336,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
    * ends now with `worker_lost` instead of at the idle timeout. Before the first token that error
    * places the request again; after it the client gets the dialect's error event.
    */
-  private endStreamsOf(workerId: string | undefined): void {
-    if (typeof workerId !== 'string') return;
+  private endStreamsOf(workerId: string): void {
     for (const [runId, holder] of this.watching) {
       if (holder !== workerId) continue;
       this.readers.get(runId)?.fail(new CortexError('worker_lost', `worker ${workerId} is down (its heartbeats stopped)`));
