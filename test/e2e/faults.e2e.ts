@@ -5,7 +5,7 @@ import { request as httpRequest } from 'node:http';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { streamSubject, Subjects, workerSubject, type StreamEvent } from '@cortex/contracts';
-import { fixtureEntry as fixture, postJson, startStack, streamSse, waitFor, watchBus, type TestStack } from '@cortex/testing';
+import { fixtureEntry as fixture, OpenResponsesSchema, postJson, startStack, streamSse, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 // Each case kills or freezes a real service process at a moment chosen by an event (a token, a
 // process exit), then reports what the client saw and how long it took. The table is printed at the
@@ -45,6 +45,7 @@ function report(t: TestContext, fault: string, saw: string, ms: number): void {
 describe('faults e2e', () => {
   let stack: TestStack;
   let client: OpenAI;
+  const schema = new OpenResponsesSchema();
 
   before(async () => {
     stack = await startStack({
@@ -133,11 +134,13 @@ describe('faults e2e', () => {
     const worker = processOf('worker');
     const translator = processOf('translator');
     const seen: string[] = [];
+    const frames: Array<{ type: string; sequence_number: number }> = [];
     let killedAt = 0;
     let stopped = false;
     try {
       for await (const message of streamSse(`${stack.baseUrl}/v1/responses`, { model: 'cortex-loop', input: 'Hi.', stream: true, max_output_tokens: 40 })) {
         seen.push(message.event ?? message.data);
+        if (message.event) frames.push(JSON.parse(message.data) as { type: string; sequence_number: number });
         if (message.event === 'response.output_text.delta' && !killedAt) {
           // Freeze the worker so the stream cannot finish before the translator is gone.
           worker.kill('SIGSTOP');
@@ -158,6 +161,9 @@ describe('faults e2e', () => {
     report(t, 'translator SIGKILL during a /v1/responses stream', seen.slice(-3).join(', '), ms);
     assert.deepEqual(seen.slice(-3), ['error', 'response.failed', '[DONE]'], seen.join(', '));
     assert.ok(!seen.includes('response.completed'), 'a response that was not stored is not reported completed');
+    // The replacement frames are valid events of the spec and keep the numbering unbroken.
+    for (const frame of frames.slice(-2)) assert.equal(schema.checkEvent(frame), null, frame.type);
+    assert.deepEqual(frames.map((f) => f.sequence_number), frames.map((_, i) => i));
     await waitFor(async () => (await client.chat.completions.create({ model: 'cortex-chat', messages: user }).catch(() => null)) !== null, 30_000);
   });
 

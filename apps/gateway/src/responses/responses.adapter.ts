@@ -58,7 +58,13 @@ export function failInstead(held: ResponsesFrame[], error: ErrorBody): Responses
   const terminal = held.at(-1)?.data;
   if (!terminal || !('response' in terminal)) return [];
   const sequence = terminal.sequence_number;
-  const response: ResponseResource = { ...terminal.response, status: 'failed', completed_at: null, error: { code: error.code, message: error.message } };
+  const response: ResponseResource = {
+    ...terminal.response,
+    status: 'failed',
+    completed_at: null,
+    incomplete_details: null,
+    error: { code: error.code, message: error.message },
+  };
   return [
     ...held.slice(0, -1),
     { event: 'error', data: { type: 'error', code: error.code, message: error.message, param: error.param ?? null, error: responsesErrorPayload(error), sequence_number: sequence } },
