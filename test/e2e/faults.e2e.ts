@@ -42,6 +42,9 @@ function report(t: TestContext, fault: string, saw: string, ms: number): void {
   t.diagnostic(line);
 }
 
+// The table of every case, once all suites are done.
+after(() => console.log(['| fault | what the client saw | time |', '|---|---|---|', ...rows].join('\n')));
+
 describe('faults e2e', () => {
   let stack: TestStack;
   let client: OpenAI;
@@ -58,7 +61,6 @@ describe('faults e2e', () => {
   });
 
   after(async () => {
-    console.log(['| fault | what the client saw | time |', '|---|---|---|', ...rows].join('\n'));
     await stack?.stop();
   });
 
