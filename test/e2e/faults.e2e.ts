@@ -4,7 +4,8 @@ import { once } from 'node:events';
 import { request as httpRequest } from 'node:http';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { streamSubject, Subjects, workerSubject, type StreamEvent } from '@cortex/contracts';
+import { BusClient } from '@cortex/bus';
+import { streamSubject, Subjects, workerSubject, type CortexError, type StreamEvent } from '@cortex/contracts';
 import { fixtureEntry as fixture, OpenResponsesSchema, postJson, startStack, streamSse, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 // Each case kills or freezes a real service process at a moment chosen by an event (a token, a
@@ -102,6 +103,21 @@ describe('faults e2e', () => {
     report(t, '/v1/responses, 10,000 input items', `${response.status} ${body.error?.message.slice(0, 60)}`, performance.now() - started);
     assert.equal(response.status, 400, JSON.stringify(body));
     assert.match(body.error?.message ?? '', /the prompt is \d+ tokens but cortex-chat has a context of 512/);
+  });
+
+  it('faults - a response too large for a KV value is payload_too_large, saying what to do, not internal', async (t) => {
+    const id = 'resp_faults_large';
+    const input = [{ type: 'message', id: 'msg_in', role: 'user', content: [{ type: 'input_text', text: 'x'.repeat(2 * MiB) }] }];
+    const state = { responseId: id, createdAt: 0, echo: {}, store: true, input, chain: [] };
+    const resource = { id, object: 'response', created_at: 0, completed_at: 0, status: 'completed', incomplete_details: null, output: [], error: null, usage: null };
+    const started = performance.now();
+    const error = await new BusClient(stack.nc, 10_000).request(Subjects.responsesStore, { state, resource }).then(
+      () => null,
+      (thrown: CortexError) => thrown,
+    );
+    report(t, 'storing a 2 MiB response (KV value over max_payload)', `${error?.code}: ${error?.message.slice(0, 70)}`, performance.now() - started);
+    assert.equal(error?.code, 'payload_too_large');
+    assert.match(error?.message ?? '', /over the NATS server's max_payload \(1048576\); send "store": false/);
   });
 
   it('faults - a body over body_limit_bytes is 413 in the dialect shape', async (t) => {
