@@ -5,10 +5,11 @@ import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { Objm } from '@nats-io/obj';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BusClient, BusExceptionFilter, BusServer, connectBus, freePort, isBusConnected, startNatsServer, StreamPublisher, StreamReader, type BusContext } from '@cortex/bus';
+import { BusClient, BusExceptionFilter, BusServer, connectBus, freePort, isBusConnected, maxPayload, PAYLOAD_BUCKET, startNatsServer, StreamPublisher, StreamReader, type BusContext } from '@cortex/bus';
 import { CortexError, type StreamEvent } from '@cortex/contracts';
 import { startTestNats, waitFor, watchBus, type TestNats } from '@cortex/testing';
 
@@ -71,6 +72,22 @@ describe('bus transport', () => {
     await app?.close();
     await nc?.close();
     await nats?.stop();
+  });
+
+  it('bus - a request and a reply over max_payload go through the object store, and nothing is left in it', async () => {
+    const big = 'x'.repeat(3 * 2 ** 20);
+    assert.ok(big.length > maxPayload(nc), 'the test body is over the server limit');
+    const reply = await bus.request<{ data: { big: string } }>('test.echo', { big }, { timeoutMs: 10_000 });
+    assert.equal(reply.data.big.length, big.length);
+    // Each side deletes what it read; the deletes are not awaited, so wait for them.
+    const store = await new Objm(nc).open(PAYLOAD_BUCKET);
+    await waitFor(async () => (await store.list()).length === 0, 5_000);
+  });
+
+  it('bus - a payload too deep to encode is invalid_request, not a crash', async () => {
+    let deep: unknown = [];
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    await assert.rejects(bus.request('test.echo', deep), (error: CortexError) => error.code === 'invalid_request' && /nests too deeply/.test(error.message));
   });
 
   it('bus - request/reply carries data and the x-request-id header', async () => {

@@ -263,6 +263,7 @@ describe('chat completions e2e without workers', () => {
     stack = await startStack({
       services: ['router', 'translator', 'gateway'],
       models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat' }],
+      config: { gateway: { worker_wait_ms: 500 } },
     });
   });
 
@@ -270,7 +271,7 @@ describe('chat completions e2e without workers', () => {
     await stack?.stop();
   });
 
-  it('chat e2e - no worker is a 503 with Retry-After', async () => {
+  it('chat e2e - no worker (after gateway.worker_wait_ms) is a 503 with Retry-After', async () => {
     const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: user });
     assert.equal(response.status, 503);
     assert.ok(Number(response.headers.get('retry-after')) > 0);

@@ -223,7 +223,7 @@ describe('fleet e2e - failover', () => {
       for await (const _chunk of stream) {
         if (++chunks === 3) kill(holder);
       }
-    }, (error: Error) => /no event from the worker/.test(error.message));
+    }, (error: Error) => /no event from the worker|is down/.test(error.message));
     assert.ok(Date.now() - started < 10_000, 'ended within the idle timeout and a margin');
   });
 });

@@ -1,6 +1,7 @@
 import { headers as natsHeaders, RequestError, TimeoutError, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { CortexError } from '@cortex/contracts';
-import { decodeJson, encodeJson, REQUEST_ID_HEADER, type Reply } from './envelope.js';
+import { decodeJson, REQUEST_ID_HEADER, type Reply } from './envelope.js';
+import { decodeLarge, encodeBody, encodeLarge } from './payload.js';
 
 export interface RequestOptions {
   timeoutMs?: number;
@@ -16,7 +17,8 @@ export class BusClient {
 
   /**
    * Sends a request and unwraps the reply envelope. No responders → `service_unavailable` (HTTP 503),
-   * no answer in time → `timeout` (HTTP 504), an error reply → that error.
+   * no answer in time → `timeout` (HTTP 504), an error reply → that error. Bodies over the server's
+   * `max_payload`, either way, travel through the object store (see `encodeLarge`).
    */
   async request<T>(subject: string, payload: unknown, options: RequestOptions = {}): Promise<T> {
     const timeout = options.timeoutMs ?? this.defaultTimeoutMs;
@@ -24,8 +26,9 @@ export class BusClient {
     if (options.requestId) headers.set(REQUEST_ID_HEADER, options.requestId);
     let reply: Reply<T>;
     try {
-      const msg = await this.nc.request(subject, encodeJson(payload), { timeout, headers });
-      reply = decodeJson(msg.data) as Reply<T>;
+      const out = await encodeLarge(this.nc, payload, headers);
+      const msg = await this.nc.request(subject, out.data, { timeout, headers: out.headers });
+      reply = (await decodeLarge(this.nc, msg)) as Reply<T>;
     } catch (error) {
       throw mapRequestError(error, subject, timeout);
     }
@@ -35,12 +38,12 @@ export class BusClient {
 
   publish(subject: string, payload: unknown, requestId?: string): void {
     if (!requestId) {
-      this.nc.publish(subject, encodeJson(payload));
+      this.nc.publish(subject, encodeBody(payload));
       return;
     }
     const headers = natsHeaders();
     headers.set(REQUEST_ID_HEADER, requestId);
-    this.nc.publish(subject, encodeJson(payload), { headers });
+    this.nc.publish(subject, encodeBody(payload), { headers });
   }
 
   /** Subscribes with a callback that receives decoded JSON; bad JSON is dropped with a report. */

@@ -2,7 +2,8 @@ import { BaseRpcContext, Server, type CustomTransportStrategy, type MessageHandl
 import { lastValueFrom, isObservable } from 'rxjs';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { WORKER_ID_TOKEN } from '@cortex/contracts';
-import { decodeJson, encodeJson, errorReply, REQUEST_ID_HEADER } from './envelope.js';
+import { encodeJson, errorReply, REQUEST_ID_HEADER } from './envelope.js';
+import { decodeLarge, encodeLarge } from './payload.js';
 
 export interface BusServerOptions {
   nc: NatsConnection;
@@ -82,10 +83,13 @@ export class BusServer extends Server implements CustomTransportStrategy {
   private async dispatch(handler: MessageHandler, msg: Msg): Promise<void> {
     const context = new BusContext([msg.subject, msg.headers?.get(REQUEST_ID_HEADER) || undefined]);
     try {
-      const data = decodeJson(msg.data);
+      const data = await decodeLarge(this.options.nc, msg);
       let result: unknown = await handler(data, context);
       if (isObservable(result)) result = await lastValueFrom(result, { defaultValue: undefined });
-      if (msg.reply) msg.respond(encodeJson({ ok: true, data: result ?? null }));
+      if (msg.reply) {
+        const out = await encodeLarge(this.options.nc, { ok: true, data: result ?? null });
+        msg.respond(out.data, { headers: out.headers });
+      }
     } catch (error) {
       if (msg.reply) msg.respond(encodeJson(errorReply(error)));
       else this.logger.error(`event ${msg.subject} failed: ${(error as Error).message}`);

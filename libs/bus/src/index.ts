@@ -11,3 +11,4 @@ export * from './bus-exception.filter.js';
 export * from './events.js';
 export * from './logger.js';
 export * from './kv-watch.js';
+export * from './payload.js';

@@ -166,7 +166,9 @@ export class StreamReader implements AsyncIterable<StreamEvent> {
     this.notify();
   }
 
-  private fail(error: CortexError): void {
+  /** Ends the stream with `error` after the events already queued (e.g. its producer is known to be gone). */
+  fail(error: CortexError): void {
+    if (this.ended) return;
     this.failure ??= error;
     this.notify();
   }

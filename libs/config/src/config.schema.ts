@@ -25,6 +25,10 @@ export class GatewayConfig {
   @IsInt() @Min(500) streamIdleTimeoutMs = 10_000;
   /** SSE comment frames while waiting, so proxies and clients keep the connection. */
   @IsInt() @Min(100) keepAliveMs = 5_000;
+  /** A streaming client that takes nothing of what was written for this long is cut off, and its generation cancelled. */
+  @IsInt() @Min(100) stallTimeoutMs = 30_000;
+  /** A request that finds no worker up (just after start-up) waits this long for one to join before 503 `no_worker`. */
+  @IsInt() @Min(0) workerWaitMs = 30_000;
   /**
    * How a stream that waits for a cold load shows its progress: `comments` (SSE comment lines, which
    * every client ignores), or `reasoning` (also as reasoning text in Chat Completions streams, which

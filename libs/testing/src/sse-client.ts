@@ -19,3 +19,12 @@ export async function postSse(url: string, body: unknown, headers: Record<string
   }
   return { status: response.status, headers: response.headers, raw, messages };
 }
+
+/** Posts JSON and yields each SSE message of the reply as it arrives, for tests that act mid-stream. */
+export async function* streamSse(url: string, body: unknown, headers: Record<string, string> = {}): AsyncGenerator<SseMessage, { status: number }> {
+  const response = await postJson(url, body, headers);
+  const parser = new SseParser();
+  const decoder = new TextDecoder();
+  for await (const chunk of response.body ?? []) yield* parser.push(decoder.decode(chunk as Uint8Array, { stream: true }));
+  return { status: response.status };
+}

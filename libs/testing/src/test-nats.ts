@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +9,10 @@ export interface TestNats {
   /** How it was started: a container or a local nats-server process. */
   kind: 'testcontainers' | 'local';
   stop(): Promise<void>;
+  /** Local servers only: SIGKILLs the server (a crash), resolving once the process is gone. */
+  kill?(): Promise<void>;
+  /** Local servers only: starts it again on the same port and JetStream store, after `kill`. */
+  restart?(): Promise<void>;
 }
 
 function dockerReachable(): boolean {
@@ -47,13 +52,24 @@ export async function startTestNats(options: TestNatsOptions = {}): Promise<Test
     }
   }
   const storeDir = mkdtempSync(join(tmpdir(), 'cortex-nats-'));
-  const server = await startNatsServer({ storeDir, ...(options.configFile && { configFile: options.configFile }), ...(options.env && { env: options.env }) });
+  const serverOptions = { ...(options.configFile && { configFile: options.configFile }), ...(options.env && { env: options.env }) };
+  let server = await startNatsServer({ storeDir, ...serverOptions });
   return {
     url: server.url,
     kind: 'local',
     stop: async () => {
       await server.stop();
       rmSync(storeDir, { recursive: true, force: true });
+    },
+    kill: async () => {
+      const child = server.process;
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGKILL');
+      await exited;
+    },
+    restart: async () => {
+      server = await startNatsServer({ port: server.port, storeDir, ...serverOptions });
     },
   };
 }

@@ -1,16 +1,21 @@
 import type { FastifyReply } from 'fastify';
+import { CortexError } from '@cortex/contracts';
 import { sseComment, sseFrame, SSE_DONE } from '@cortex/wire';
 
 /**
  * Writes one SSE response on the raw socket. Headers go out lazily, so errors found before the
- * first event can still be sent as a proper HTTP status.
+ * first event can still be sent as a proper HTTP status. Writes honour backpressure through
+ * `drained()`: a slow client makes its stream wait instead of piling frames up in the gateway.
  */
 export class SseWriter {
   private started = false;
+  /** The last write filled the socket's buffer: wait for 'drain' before the next event. */
+  private full = false;
 
   constructor(
-    private readonly reply: FastifyReply,
+    private readonly reply: Pick<FastifyReply, 'hijack' | 'raw'>,
     private readonly requestId: string,
+    private readonly stallTimeoutMs = 30_000,
   ) {}
 
   get isStarted(): boolean {
@@ -52,8 +57,35 @@ export class SseWriter {
     if (!this.closed) this.reply.raw.end();
   }
 
+  /**
+   * Resolves once the client has taken what was written (at once unless the socket's buffer is
+   * full), or the connection closed. A client that takes nothing for `stallTimeoutMs` is cut off:
+   * the socket is destroyed and this throws, so the caller stops reading the worker.
+   */
+  async drained(): Promise<void> {
+    if (!this.full || this.closed) return;
+    const raw = this.reply.raw;
+    await new Promise<void>((resolve, reject) => {
+      const settle = (error?: CortexError): void => {
+        clearTimeout(timer);
+        raw.off('drain', onDrain);
+        raw.off('close', onDrain);
+        if (error) reject(error);
+        else resolve();
+      };
+      const onDrain = (): void => settle();
+      const timer = setTimeout(() => {
+        raw.destroy();
+        settle(new CortexError('timeout', `the client read nothing of the stream for ${this.stallTimeoutMs} ms`));
+      }, this.stallTimeoutMs);
+      raw.once('drain', onDrain);
+      raw.once('close', onDrain);
+    });
+    this.full = false;
+  }
+
   private write(frame: string): void {
     this.start();
-    if (!this.closed) this.reply.raw.write(frame);
+    if (!this.closed && !this.reply.raw.write(frame)) this.full = true;
   }
 }

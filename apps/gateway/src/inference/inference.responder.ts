@@ -26,8 +26,9 @@ export class InferenceResponder {
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
-    const sse = new SseWriter(reply, requestId);
+    const sse = new SseWriter(reply, requestId, this.inference.config.gateway.stallTimeoutMs);
     let errorFrames: ((error: CortexError) => SseOut[]) | null = null;
+    let terminator = false;
     let settle: (() => Promise<void>) | null = null;
     try {
       const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders));
@@ -35,6 +36,7 @@ export class InferenceResponder {
       if (request.stream) {
         const renderer = adapter.stream(request, meta, run.state);
         errorFrames = (error) => renderer.errorFrames(error.toBody());
+        terminator = renderer.terminator;
         settle = () => renderer.settle?.() ?? Promise.resolve();
         this.showLoadProgress(run, sse, renderer, req.headers['x-cortex-load-progress']);
         await this.stream(run, sse, renderer.frames.bind(renderer), settle);
@@ -56,7 +58,9 @@ export class InferenceResponder {
         const frames = errorFrames?.(error) ?? [];
         await settle?.().catch((cause: Error) => this.logger.warn(`${requestId}: could not settle a failed stream: ${cause.message}`));
         for (const frame of frames) write(sse, frame);
-        this.finishStream(sse, false);
+        // A failed stream still ends the way the dialect ends every stream, so clients that wait for
+        // `[DONE]` stop at once instead of at the socket's close.
+        this.finishStream(sse, terminator);
       } else if (!reply.sent) {
         sendError(reply, req.url, error, requestId);
       }
@@ -74,6 +78,8 @@ export class InferenceResponder {
         const out = frames(event);
         if (event.type === 'finish') await settle();
         for (const frame of out) write(sse, frame);
+        // Take the next event only once the client has taken this one (see SseWriter.drained).
+        await sse.drained();
       }
     } finally {
       clearInterval(keepAlive);

@@ -26,6 +26,7 @@ import {
   type Timings,
   type Usage,
 } from '@cortex/contracts';
+import { WorkerEvents } from './worker-events.js';
 
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
@@ -74,7 +75,7 @@ export class InferenceRun {
     const exclude: string[] = [];
     let replaced = 0;
     for (;;) {
-      const workerId = await this.place(exclude, this.required().affinityKey);
+      const workerId = await this.placeOrWait(exclude, this.required().affinityKey);
       let reader: StreamReader | null = null;
       try {
         reader = await this.launch(workerId);
@@ -82,7 +83,8 @@ export class InferenceRun {
         const head = await untilFirstToken(iterator);
         return this.track(head, iterator);
       } catch (error) {
-        reader?.close();
+        // A worker that is alive but late (idle timeout) must not keep generating for nobody.
+        if (reader) this.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`);
         if (!(error instanceof CortexError) || this.cancelled) throw error;
         // The worker is fine but its model just went (swapped out between placement and generate):
         // the router knows by now, so ask again without holding it against the worker.
@@ -104,9 +106,27 @@ export class InferenceRun {
    * without the conversation's affinity: counting does not move a conversation to another worker.
    */
   async countTokens(): Promise<TokenCount> {
-    const workerId = await this.place([]);
+    const workerId = await this.placeOrWait([]);
     const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
     return this.service.bus.request<TokenCount>(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId });
+  }
+
+  /**
+   * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
+   * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
+   */
+  private async placeOrWait(exclude: string[], affinity?: string): Promise<string> {
+    const deadline = performance.now() + this.service.config.gateway.workerWaitMs;
+    for (;;) {
+      // Counted before asking, so a worker that joins between the answer and the wait is not missed.
+      const seen = this.service.workerEvents.ups;
+      try {
+        return await this.place(exclude, affinity);
+      } catch (error) {
+        if (!(error instanceof CortexError) || error.code !== 'no_worker' || this.cancelled) throw error;
+        if (!(await this.service.workerEvents.upAfter(seen, deadline - performance.now(), this.stopped.signal))) throw error;
+      }
+    }
   }
 
   private async place(exclude: string[], affinity?: string): Promise<string> {
@@ -147,19 +167,41 @@ export class InferenceRun {
     }
     reader.arm();
     this.service.watching.set(this.runId, workerId);
+    this.service.readers.set(this.runId, reader);
     return reader;
   }
 
   /** The client went away: stop the worker so the slot frees at once. */
   private cancelled = false;
 
+  /** Aborted when the client goes, to end waits that no longer serve anyone. */
+  private readonly stopped = new AbortController();
+
   cancel(reason: string): void {
     this.cancelled = true;
+    this.stopped.abort();
     if (this.finished || !this.placement || !this.reader) return;
-    this.service.watching.delete(this.runId);
     this.finishReason = 'cancelled';
-    this.service.bus.publish(workerSubject(Subjects.workerCancel, this.placement.workerId), { requestId: this.runId, reason }, this.requestId);
-    this.reader.close();
+    this.stopReading(this.placement.workerId, reason);
+  }
+
+  /** The worker's stream ended with its own finish or error event: nothing left to cancel. */
+  private ended = false;
+
+  /**
+   * Stops reading the current stream and tells its worker to stop generating, whatever made the
+   * gateway give up (client gone, idle timeout, worker declared down, a failure while rendering).
+   * A worker that is really gone never hears it; one that is only slow frees its slot at once
+   * instead of after the watch lapses.
+   */
+  private stopReading(workerId: string, reason: string): void {
+    const reader = this.reader;
+    if (!reader) return;
+    this.reader = null;
+    this.service.watching.delete(this.runId);
+    this.service.readers.delete(this.runId);
+    reader.close();
+    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { requestId: this.runId, reason }, this.requestId);
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */
@@ -172,9 +214,8 @@ export class InferenceRun {
   /** Publishes the request-finished event once; metrics count from it. */
   finish(): void {
     if (this.finished) return;
+    if (this.placement) this.stopReading(this.placement.workerId, this.errorCode ? `the request failed (${this.errorCode})` : 'the gateway stopped reading');
     this.finished = true;
-    this.service.watching.delete(this.runId);
-    this.reader?.close();
     const event: RequestFinishedEvent = {
       requestId: this.requestId,
       model: this.placement?.model ?? this.request?.model ?? 'unknown',
@@ -201,6 +242,7 @@ export class InferenceRun {
   }
 
   private observe(event: StreamEvent): StreamEvent {
+    if (event.type === 'finish' || event.type === 'error') this.ended = true;
     if (event.type === 'finish') {
       this.finishReason = event.reason;
       this.usage = event.usage;
@@ -237,6 +279,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   readonly logger = new Logger('inference');
   /** Streams this gateway is reading, by run id → worker id; told to the workers so they can drop the rest. */
   readonly watching = new Map<string, string>();
+  /** The reader of each watched stream, by run id, to end it when its worker is declared down. */
+  readonly readers = new Map<string, StreamReader>();
   private timer: NodeJS.Timeout | null = null;
   private readonly events: EventPublisher;
   /** Catalogue id by the name a request may use (the id or an alias), to follow a cold load's progress. */
@@ -244,12 +288,14 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   /** Requests following a cold load, by catalogue id; one bus subscription feeds them all. */
   private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
   private progress: Subscription | null = null;
+  readonly workerEvents: WorkerEvents;
 
   constructor(
     readonly bus: BusClient,
     @Inject(CONFIG) readonly config: CortexConfig,
   ) {
     this.events = new EventPublisher(bus.nc);
+    this.workerEvents = new WorkerEvents(bus, (workerId) => this.endStreamsOf(workerId));
     for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.modelIds.set(name, model.id);
   }
 
@@ -282,6 +328,19 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   onModuleDestroy(): void {
     if (this.timer) clearInterval(this.timer);
     this.progress?.unsubscribe();
+    this.workerEvents.close();
+  }
+
+  /**
+   * A router declared this worker down (missed heartbeats): its streams will never go on, so each
+   * ends now with `worker_lost` instead of at the idle timeout. Before the first token that error
+   * places the request again; after it the client gets the dialect's error event.
+   */
+  private endStreamsOf(workerId: string): void {
+    for (const [runId, holder] of this.watching) {
+      if (holder !== workerId) continue;
+      this.readers.get(runId)?.fail(new CortexError('worker_lost', `worker ${workerId} is down (its heartbeats stopped)`));
+    }
   }
 
   /** Calls `watcher` with each load progress event of the model a request names (id or alias) until the returned stop. */

@@ -1,6 +1,15 @@
 import { BusClient } from '@cortex/bus';
 import { Subjects } from '@cortex/contracts';
-import { ReasoningSeal, ResponsesAggregator, ResponsesStreamEncoder, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import type { ErrorBody } from '@cortex/contracts';
+import {
+  ReasoningSeal,
+  responsesErrorPayload,
+  ResponsesAggregator,
+  ResponsesStreamEncoder,
+  type ResponseResource,
+  type ResponsesFrame,
+  type ResponsesState,
+} from '@cortex/wire';
 import type { DialectAdapter } from '../inference/dialect.js';
 
 /**
@@ -22,10 +31,12 @@ export function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'op
     dialect: 'openai.responses',
     stream(_request, _meta, state) {
       const encoder = new ResponsesStreamEncoder(options(state));
+      // The final event's frames, rendered but held back until the response is stored.
+      let last: ResponsesFrame[] = [];
       return {
         terminator: true,
-        frames: (event) => encoder.encode(event),
-        errorFrames: (error) => encoder.fail(error),
+        frames: (event) => (last = encoder.encode(event)),
+        errorFrames: (error) => (encoder.isEnded ? failInstead(last, error) : encoder.fail(error)),
         settle: () => save(state, encoder.resource()),
       };
     },
@@ -38,4 +49,28 @@ export function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'op
       };
     },
   };
+}
+
+/**
+ * The stream had finished but storing the response failed (the translator is gone), so its terminal
+ * frame was never sent: send the frames before it, then `error` and `response.failed` in its place,
+ * numbered on from where it stood. A client that then reads the response by id would not find it,
+ * so `response.completed` would be a lie.
+ */
+export function failInstead(held: ResponsesFrame[], error: ErrorBody): ResponsesFrame[] {
+  const terminal = held.at(-1)?.data;
+  if (!terminal || !('response' in terminal)) return [];
+  const sequence = terminal.sequence_number;
+  const response: ResponseResource = {
+    ...terminal.response,
+    status: 'failed',
+    completed_at: null,
+    incomplete_details: null,
+    error: { code: error.code, message: error.message },
+  };
+  return [
+    ...held.slice(0, -1),
+    { event: 'error', data: { type: 'error', code: error.code, message: error.message, param: error.param ?? null, error: responsesErrorPayload(error), sequence_number: sequence } },
+    { event: 'response.failed', data: { type: 'response.failed', response, sequence_number: sequence + 1 } },
+  ];
 }

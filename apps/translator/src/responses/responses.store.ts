@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
-import { BusClient } from '@cortex/bus';
+import { BusClient, maxPayload } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError } from '@cortex/contracts';
 import type { ResponsesItem, StoredResponse } from '@cortex/wire';
@@ -55,7 +55,20 @@ export class ResponsesStore implements OnModuleInit {
   }
 
   async put(stored: StoredResponse): Promise<void> {
-    await this.responses.put(stored.resource.id, JSON.stringify(stored));
+    await this.responses.put(stored.resource.id, this.fitting(JSON.stringify(stored), `response ${stored.resource.id}`));
+  }
+
+  /**
+   * A KV value is one NATS message: past the server's max_payload the put fails with a bare protocol
+   * error. Say what is too large and what to do instead.
+   */
+  private fitting(value: string, what: string): string {
+    const size = Buffer.byteLength(value);
+    const limit = maxPayload(this.bus.nc);
+    if (size > limit) {
+      throw new CortexError('payload_too_large', `${what} would be ${size} bytes stored, over the NATS server's max_payload (${limit}); send "store": false, or raise max_payload`, { param: 'store' });
+    }
+    return value;
   }
 
   async delete(id: string): Promise<boolean> {
@@ -76,7 +89,7 @@ export class ResponsesStore implements OnModuleInit {
     for (let attempt = 0; attempt < 10; attempt++) {
       const entry = await this.conversations.get(id);
       const current = entry && entry.operation === 'PUT' ? entry.json<StoredConversation>().items : [];
-      const value = JSON.stringify({ items: [...current, ...items] } satisfies StoredConversation);
+      const value = this.fitting(JSON.stringify({ items: [...current, ...items] } satisfies StoredConversation), `conversation ${id}`);
       try {
         if (entry && entry.operation === 'PUT') await this.conversations.update(id, value, entry.revision);
         else await this.conversations.create(id, value);

@@ -1,0 +1,52 @@
+import type { Subscription } from '@nats-io/transport-node';
+import type { BusClient } from '@cortex/bus';
+import { Subjects, type WorkerLifecycleEvent } from '@cortex/contracts';
+
+/**
+ * The routers' worker-up and worker-down events, as the gateway uses them: a down ends the streams
+ * read from that worker (`onDown`), an up wakes requests waiting for a first worker.
+ */
+export class WorkerEvents {
+  /** Worker-up events seen so far; a waiting request compares against the count it saw before asking. */
+  ups = 0;
+  private readonly waiters = new Set<() => void>();
+  private readonly subs: Subscription[];
+
+  constructor(bus: BusClient, onDown: (workerId: string) => void) {
+    this.subs = [
+      bus.subscribe(Subjects.workerDown, (data) => {
+        const workerId = (data as WorkerLifecycleEvent).workerId;
+        if (typeof workerId === 'string') onDown(workerId);
+      }),
+      bus.subscribe(Subjects.workerUp, () => {
+        this.ups++;
+        for (const wake of this.waiters) wake();
+      }),
+    ];
+  }
+
+  /** Whether a worker-up event came after the `seen`-th, waiting up to `maxMs` (or until `signal`) for one. */
+  async upAfter(seen: number, maxMs: number, signal: AbortSignal): Promise<boolean> {
+    if (this.ups > seen) return true;
+    if (maxMs <= 0 || signal.aborted) return false;
+    let wake = (): void => undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, maxMs);
+        signal.addEventListener('abort', wake, { once: true });
+        this.waiters.add(wake);
+      });
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', wake);
+      this.waiters.delete(wake);
+    }
+    return this.ups > seen;
+  }
+
+  close(): void {
+    for (const sub of this.subs) sub.unsubscribe();
+  }
+}
