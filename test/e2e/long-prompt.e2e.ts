@@ -1,8 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { Subjects, type StreamEvent } from '@cortex/contracts';
-import { fixtureModel } from '@cortex/fixtures';
+import { AGENT_SYSTEM_PROMPT, fixtureModel } from '@cortex/fixtures';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 type Finish = Extract<StreamEvent, { type: 'finish' }>;
@@ -16,14 +17,20 @@ const MARK = '✓';
 const LONG_MARKS = 10_000;
 const PREFIX_MARKS = 6_000;
 
-describe('prompt evaluation cancel e2e', () => {
+describe('long prompt e2e', () => {
   let stack: TestStack;
   let client: OpenAI;
 
   before(async () => {
     // One slot: the follow-up runs on the sequence the cancelled request used, so its cached prefix
     // says how far that request's prompt evaluation got.
-    stack = await startStack({ models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 32_768, slots: 1, pinned: true }] });
+    // Contexts as in the default catalogue (config/cortex.yaml).
+    stack = await startStack({
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 32_768, slots: 1, pinned: true },
+        { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: 32_768, slots: 1 },
+      ],
+    });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
 
@@ -31,7 +38,7 @@ describe('prompt evaluation cancel e2e', () => {
     await stack?.stop();
   });
 
-  it('prompt cancel e2e - a client that disconnects during prompt evaluation stops it at a batch boundary', async () => {
+  it('long prompt e2e - a client that disconnects during prompt evaluation stops it at a batch boundary', async () => {
     const events = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
     const starts = (): Start[] => events.messages.filter((e): e is Start => e.type === 'start');
     const finishes = (): Finish[] => events.messages.filter((e): e is Finish => e.type === 'finish');
@@ -74,5 +81,25 @@ describe('prompt evaluation cancel e2e', () => {
     } finally {
       events.stop();
     }
+  });
+
+  it('long prompt e2e - an 80 KB first agent turn with tools is answered by the default fixture context', async () => {
+    let system = '';
+    while (Buffer.byteLength(system) < 80_000) system += `${AGENT_SYSTEM_PROMPT}\n`;
+    const anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0 });
+    const message = await anthropic.messages.create({
+      model: 'cortex-tools',
+      max_tokens: 256,
+      system,
+      tools: [
+        { name: 'get_weather', description: 'Current weather in a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+        { name: 'Bash', description: 'Runs a shell command', input_schema: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } },
+      ],
+      messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+    });
+    assert.equal(message.stop_reason, 'tool_use');
+    const call = message.content.find((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use');
+    assert.deepEqual(call?.input, fixtureModel('cortex-tools').expected.toolCall?.arguments);
+    assert.ok(message.usage.input_tokens > 15_000 && message.usage.input_tokens < 32_768, `${message.usage.input_tokens} input tokens`);
   });
 });
