@@ -155,7 +155,7 @@ export class RouterConfig {
 export class ModelConfig {
   @Matches(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, { message: 'must be 1-128 letters, digits or . _ : / -' })
   id!: string;
-  /** A GGUF path (relative to the config file), an `hf:` URI, or `fixture:<name>` for a generated model. */
+  /** A GGUF path (relative to the config file), an `hf:` URI, or `fixture:<name>[:bytes]` for a generated model. */
   @IsString() file!: string;
   @IsInt() @Min(128) contextSize = 2048;
   @IsInt() @Min(0) @Max(1000) priority = 0;

@@ -55,9 +55,12 @@ export const FIXTURE_CATALOGUE = [
   { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: 512, slots: 2 },
 ];
 
-/** A catalogue entry for one generated fixture: context 512 and one slot, so memory budgets in MiB force eviction. */
+/**
+ * A catalogue entry for one generated fixture: context 512, one slot and the byte-level vocabulary
+ * (~1 MiB with its context), so memory budgets in MiB force eviction.
+ */
 export function fixtureEntry(id: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { id, file: `fixture:${id}`, context_size: 512, slots: 1, ...extra };
+  return { id, file: `fixture:${id}:bytes`, context_size: 512, slots: 1, ...extra };
 }
 
 /**

@@ -27,6 +27,9 @@ export interface LlamaEngineOptions {
   log: (line: string) => void;
 }
 
+/** Attention heads narrower than this evaluate faster without flash attention on the CPU. */
+const SMALL_HEAD_DIM = 32;
+
 /** The node-llama-cpp backend: one `Llama` instance per worker process (one GPU). */
 export class LlamaEngine implements Engine {
   /**
@@ -115,12 +118,26 @@ export class LlamaEngine implements Engine {
         contextSize: spec.contextSize,
         sequences: spec.slots,
         threads: this.threads,
+        ...(this.slowFlashAttention(model) && { flashAttention: false }),
       });
       return new LlamaEngineModel(spec, model, context, this.chatWrapperFor(model, spec.path));
     } catch (error) {
       await model.dispose();
       throw error;
     }
+  }
+
+  /**
+   * llama.cpp turns flash attention on by itself ("auto") wherever it is supported, the CPU included.
+   * Its CPU kernel has a fixed cost per query row and KV cell that small attention heads cannot
+   * amortize: with heads of 8 dimensions (the fixtures, stories260K, llama-2-tiny-random) prompt
+   * evaluation was 3 to 12 times slower with it than without (docs/benchmarks.md).
+   */
+  private slowFlashAttention(model: LlamaModel): boolean {
+    if (this.llama.gpu !== false) return false;
+    const attention = (model.fileInfo.architectureMetadata as { attention?: { head_count?: number; key_length?: number } }).attention;
+    const headDim = attention?.key_length ?? (attention?.head_count ? model.embeddingVectorSize / attention.head_count : undefined);
+    return headDim !== undefined && headDim < SMALL_HEAD_DIM;
   }
 
   private chatWrapperFor(model: LlamaModel, path: string): ChatWrapper {

@@ -12,6 +12,7 @@ import {
 } from 'node-llama-cpp';
 import { CortexError, type CanonicalRequest, type ModelCapabilities, type FinishReason, type ResponseFormat, type StreamEventBody, type ToolDefinition } from '@cortex/contracts';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
+import { evaluatePromptInBatches } from './evaluate-prompt.js';
 import { createJsonGrammar } from './json-grammar.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
 import { memoAsync } from './memo.js';
@@ -157,7 +158,12 @@ export class LlamaEngineModel implements EngineModel {
     // tool_choice required or named: the model starts inside a call (its opening marker is written for
     // it) and the call grammar holds it to the allowed names and their argument schemas.
     let forcedCall: JsonEnd | null = null;
-    const input = prompt.slice(cached);
+    // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
+    // at the next batch boundary; the last one goes to evaluate() to produce the first token.
+    const evaluationStartedAt = performance.now();
+    const evaluated = await evaluatePromptInBatches(sequence, prompt.slice(cached, -1), this.context.batchSize, signal);
+    const promptDone = cached + evaluated === prompt.length - 1;
+    const input = prompt.slice(-1);
     if (forceToolCall && this.toolCall) {
       input.push(this.toolCall.open);
       completion++;
@@ -169,8 +175,9 @@ export class LlamaEngineModel implements EngineModel {
     const sample = request.sampling;
     // Tokens written so far, for presence/frequency penalties (which node-llama-cpp asks for at every
     // step: kept here rather than copied out of the sequence's whole context each time).
-    const penalized = sample.presencePenalty || sample.frequencyPenalty ? input.slice(prompt.length - cached) : null;
-    const iterator = sequence.evaluate(input, {
+    const penalized = sample.presencePenalty || sample.frequencyPenalty ? input.slice(1) : null;
+    if (!promptDone) finish = 'cancelled';
+    const iterator = promptDone ? sequence.evaluate(input, {
       temperature: sample.temperature ?? 0.8,
       topP: sample.topP,
       topK: sample.topK,
@@ -181,7 +188,7 @@ export class LlamaEngineModel implements EngineModel {
       repeatPenalty: penalized
         ? { punishTokens: () => penalized, presencePenalty: sample.presencePenalty, frequencyPenalty: sample.frequencyPenalty }
         : undefined,
-    });
+    }) : null;
 
     const emitText = (text: string): boolean => {
       if (!streamer.holding) {
@@ -199,8 +206,7 @@ export class LlamaEngineModel implements EngineModel {
       if (rest) emit({ type: mode === 'reasoning' ? 'reasoning' : 'text', text: rest });
     };
 
-    const evaluationStartedAt = performance.now();
-    for await (const token of iterator) {
+    for await (const token of iterator ?? []) {
       penalized?.push(token);
       if (signal.aborted) {
         finish = 'cancelled';
@@ -267,7 +273,8 @@ export class LlamaEngineModel implements EngineModel {
       usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens },
       timings: {
         ttftMs: firstTokenAt ? firstTokenAt - receivedAt : 0,
-        promptMs: firstTokenAt ? firstTokenAt - evaluationStartedAt : 0,
+        // Without a first token (cancelled during the prompt) this is the prompt time spent until the cancel.
+        promptMs: (firstTokenAt || endedAt) - evaluationStartedAt,
         decodeTokensPerSecond: decodeSeconds > 0 && completion > 1 ? (completion - 1) / decodeSeconds : 0,
         durationMs: endedAt - receivedAt,
         queueMs: startedAt - receivedAt,

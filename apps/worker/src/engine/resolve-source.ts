@@ -1,28 +1,33 @@
 import { existsSync } from 'node:fs';
 import { resolveModelFile } from 'node-llama-cpp';
-import { ensureFixtureModels } from '@cortex/fixtures';
+import { ensureFixtureModels, type FixtureVocabulary } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
 import { memoAsync } from './memo.js';
 
-/** The generated fixture set per models directory: written (or checked) once per process, not per load. */
+/** The generated fixture set per models directory and vocabulary: written (or checked) once per process, not per load. */
 const fixtureSets = new Map<string, Promise<Record<string, string>>>();
 
-function fixtures(modelsDir: string, log: (line: string) => void): Promise<Record<string, string>> {
-  return memoAsync(fixtureSets, modelsDir, () => ensureFixtureModels(modelsDir, { log }));
+function fixtures(modelsDir: string, vocabulary: FixtureVocabulary, log: (line: string) => void): Promise<Record<string, string>> {
+  return memoAsync(fixtureSets, `${vocabulary}:${modelsDir}`, () => ensureFixtureModels(modelsDir, { log, vocabulary }));
 }
 
 /**
- * A catalogue `file` → a local GGUF path. `fixture:<id>` models are generated on first use;
+ * A catalogue `file` → a local GGUF path. `fixture:<id>` models are generated on first use
+ * (`fixture:<id>:bytes` with the byte-level vocabulary);
  * `hf:` and URLs are downloaded into the models directory with progress (where a hub is reachable).
  */
 export async function resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string> {
   if (source.startsWith('fixture:')) {
-    const id = source.slice('fixture:'.length);
-    let paths = await fixtures(modelsDir, log);
+    const [id = '', variant] = source.slice('fixture:'.length).split(':');
+    const vocabulary: FixtureVocabulary = variant === 'bytes' ? 'bytes' : 'words';
+    if (variant !== undefined && variant !== 'bytes') {
+      throw new CortexError('model_load_failed', `fixture "${source}": the only variant is ":bytes"`);
+    }
+    let paths = await fixtures(modelsDir, vocabulary, log);
     if (paths[id] && !existsSync(paths[id])) {
       // Removed since it was written: generate the set again.
-      fixtureSets.delete(modelsDir);
-      paths = await fixtures(modelsDir, log);
+      fixtureSets.delete(`${vocabulary}:${modelsDir}`);
+      paths = await fixtures(modelsDir, vocabulary, log);
     }
     const path = paths[id];
     if (!path) {
