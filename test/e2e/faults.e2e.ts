@@ -185,7 +185,8 @@ describe('faults e2e', () => {
     await waitFor(async () => (await client.chat.completions.create({ model: 'cortex-chat', messages: user }).catch(() => null)) !== null, 30_000);
   });
 
-  it('faults - a worker frozen mid-stream: declared down, the stream ends with an error and the worker is told to stop', async (t) => {
+  // A frozen process still holds its subjects, so it is not taken for dead: the stream idle timeout ends it.
+  it('faults - a worker frozen mid-stream: the stream ends at the idle timeout with an error and the worker is told to stop', async (t) => {
     const worker = processOf('worker');
     const cancels = await watchBus<{ requestId: string; reason: string }>(stack.nc, workerSubject(Subjects.workerCancel, 'w1'));
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
@@ -203,7 +204,7 @@ describe('faults e2e', () => {
     }
     const ms = performance.now() - frozenAt;
     try {
-      assert.match(error?.message ?? 'no error', /w1 is down/);
+      assert.match(error?.message ?? 'no error', /no event from the worker/);
       await waitFor(() => cancels.messages.length > 0, 5_000);
       const runId = cancels.messages[0]?.requestId ?? '';
       // Once it runs again, the worker reads the cancel and ends the generation: the slot is free.
@@ -216,7 +217,6 @@ describe('faults e2e', () => {
       cancels.stop();
       worker.kill('SIGCONT');
     }
-    assert.ok(ms < 5_000, `ended ${Math.round(ms)} ms after the freeze`);
   });
 
   it('faults - gateway killed mid-stream: the client sees the connection drop, the worker stops the orphaned stream', async (t) => {
@@ -296,7 +296,7 @@ describe('faults e2e', () => {
     assert.ok(error, 'the stream ended with an error');
   });
 
-  it('faults - worker killed after the first token: the stream ends with an error within 5 s', async (t) => {
+  it('faults - worker killed after the first token: the stream ends with worker_lost, not at the idle timeout', async (t) => {
     const worker = processOf('worker');
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
     let killedAt = 0;
@@ -310,7 +310,6 @@ describe('faults e2e', () => {
     }, /w1 is down/);
     const ms = performance.now() - killedAt;
     report(t, 'worker SIGKILL after the first token', 'error chunk: worker w1 is down', ms);
-    assert.ok(ms < 5_000, `ended ${Math.round(ms)} ms after the kill`);
     respawn('worker');
     await stack.workersUp(1);
   });

@@ -61,6 +61,11 @@ export class BusClient {
   }
 }
 
+/** The bus's "no responders": nothing holds the subject, e.g. the process that served it was killed. */
+export function isNoResponders(error: unknown): boolean {
+  return error instanceof CortexError && error.code === 'service_unavailable' && error.cause instanceof RequestError && error.cause.isNoResponders();
+}
+
 export function mapRequestError(error: unknown, subject: string, timeoutMs: number): CortexError {
   if (error instanceof CortexError) return error;
   if (error instanceof RequestError && error.isNoResponders()) {

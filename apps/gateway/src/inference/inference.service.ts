@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { BusClient, ensureEventsStream, EventPublisher, StreamReader } from '@cortex/bus';
+import { BusClient, ensureEventsStream, EventPublisher, isNoResponders, StreamReader } from '@cortex/bus';
 import type { Subscription } from '@nats-io/transport-node';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
@@ -262,6 +262,8 @@ const MAX_REPLACEMENTS = 3;
 
 /** Failures that say nothing about the request itself, only about the worker that had it. */
 const RETRYABLE = new Set(['worker_lost', 'service_unavailable', 'timeout']);
+/** How long a worker declared down has to show it still holds its subjects ("no responders" comes at once). */
+const DOWN_PROBE_MS = 1_000;
 
 /** Reads events up to and including the first that carries output (or ends the stream). */
 async function untilFirstToken(iterator: AsyncIterator<StreamEvent>): Promise<StreamEvent[]> {
@@ -295,7 +297,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
     @Inject(CONFIG) readonly config: CortexConfig,
   ) {
     this.events = new EventPublisher(bus.nc);
-    this.workerEvents = new WorkerEvents(bus, (workerId) => this.endStreamsOf(workerId));
+    this.workerEvents = new WorkerEvents(bus, (workerId) => void this.endStreamsOf(workerId));
     for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.modelIds.set(name, model.id);
   }
 
@@ -332,14 +334,27 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * A router declared this worker down (missed heartbeats): its streams will never go on, so each
-   * ends now with `worker_lost` instead of at the idle timeout. Before the first token that error
-   * places the request again; after it the client gets the dialect's error event.
+   * A router declared this worker down (missed heartbeats). A killed worker's subjects have no
+   * responders at once: then its streams will never go on, and each ends now with `worker_lost`
+   * instead of at the idle timeout (before the first token that error places the request again; after
+   * it the client gets the dialect's error event). A worker that only stalled (its event loop busy for
+   * seconds on a loaded host) still holds its subscriptions and keeps its streams; the stream idle
+   * timeout still ends them if it never comes back.
    */
-  private endStreamsOf(workerId: string): void {
-    for (const [runId, holder] of this.watching) {
-      if (holder !== workerId) continue;
-      this.readers.get(runId)?.fail(new CortexError('worker_lost', `worker ${workerId} is down (its heartbeats stopped)`));
+  private async endStreamsOf(workerId: string): Promise<void> {
+    const runIds = [...this.watching].filter(([, holder]) => holder === workerId).map(([runId]) => runId);
+    if (runIds.length === 0) return;
+    // `watch` is what this gateway sends the worker anyway; it has no reply, so only "no responders" is quick.
+    const gone = await this.bus.request(workerSubject(Subjects.workerWatch, workerId), { requestIds: runIds }, { timeoutMs: DOWN_PROBE_MS }).then(
+      () => false,
+      (error: unknown) => isNoResponders(error),
+    );
+    if (!gone) {
+      this.logger.warn(`worker ${workerId} was declared down but still holds its subjects: its ${runIds.length} stream(s) go on, bounded by the idle timeout`);
+      return;
+    }
+    for (const runId of runIds) {
+      this.readers.get(runId)?.fail(new CortexError('worker_lost', `worker ${workerId} is down (its heartbeats stopped and nothing serves its subjects)`));
     }
   }
 
