@@ -4,6 +4,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { BusModule } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { FleetRegistry } from './fleet/fleet.registry.js';
+import { CatalogueService } from './catalogue/catalogue.service.js';
+import { AdminService } from './placement/admin.service.js';
+import { LoadCoordinator } from './placement/load-coordinator.js';
 import { PlacementService } from './placement/placement.service.js';
 import { AffinityTable } from './placement/affinity.table.js';
 import { LoadLease } from './placement/load-lease.js';
@@ -25,7 +28,10 @@ export class RouterModule {
         AffinityTable,
         LoadLease,
         PinStore,
+        CatalogueService,
+        LoadCoordinator,
         PlacementService,
+        AdminService,
       ],
     };
   }
