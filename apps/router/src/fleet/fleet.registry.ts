@@ -13,7 +13,6 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('fleet');
   private readonly state = new FleetState();
   private readonly listeners = new Set<(workerId: string) => void>();
-  private readonly downListeners = new Set<(workerId: string) => void>();
   private sub: Subscription | null = null;
   private sweeper: NodeJS.Timeout | null = null;
   private readonly down = new Set<string>();
@@ -48,7 +47,6 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
       this.down.add(workerId);
       this.logger.warn(`worker ${workerId} is down (no heartbeat for ${silentMs} ms)`);
       this.announce(Subjects.workerDown, workerId, `${workerId}.down.${beat.sentAt}`);
-      for (const listener of this.downListeners) listener(workerId);
       this.notify();
     }
   }
@@ -82,16 +80,6 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   /** Called with a worker id on every heartbeat. */
   onHeartbeat(listener: (workerId: string) => void): void {
     this.listeners.add(listener);
-  }
-
-  /** Called once with a worker id when the worker is declared down; returns the unsubscribe. */
-  onDown(listener: (workerId: string) => void): () => void {
-    this.downListeners.add(listener);
-    return () => this.downListeners.delete(listener);
-  }
-
-  isDown(workerId: string): boolean {
-    return this.down.has(workerId) || !this.state.lastBeat(workerId);
   }
 
   accept(beat: Heartbeat): void {

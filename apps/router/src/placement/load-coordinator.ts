@@ -114,7 +114,7 @@ export class LoadCoordinator {
       return await this.carryOut(model, step);
     } catch (error) {
       if (!(error instanceof CortexError) || error.code !== 'service_unavailable') throw error;
-      this.logger.warn(`${step.workerId} did not answer the load of ${model.id}; trying another worker`);
+      this.logger.warn(`${step.workerId} did not answer the load of ${model.id} (${error.message}); trying another worker`);
       return this.carryOut(model, await this.nextStep(model, [...exclude, step.workerId]));
     }
   }
@@ -197,7 +197,7 @@ export class LoadCoordinator {
   private async loadOn(model: ModelConfig, workerId: string, evicted: readonly string[]): Promise<Placement> {
     const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots };
     this.logger.log(`loading ${model.id} on ${workerId}${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
-    const result = await this.bus.request<LoadResult>(workerSubject(Subjects.workerLoad, workerId), command, { timeoutMs: this.config.gateway.placementTimeoutMs });
+    const result = await this.askWorker<LoadResult>(workerId, Subjects.workerLoad, command);
     this.fleet.noteModel(workerId, { id: model.id, state: 'ready', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now(), sizeBytes: result.sizeBytes });
     return { model: model.id, workerId, coldStart: true };
   }
@@ -206,7 +206,45 @@ export class LoadCoordinator {
   async unload(workerId: string, model: string, reason: UnloadReason): Promise<void> {
     this.logger.log(`unloading ${model} from ${workerId} (${reason})`);
     this.fleet.dropModel(workerId, model);
-    await this.bus.request(workerSubject(Subjects.workerUnload, workerId), { model, reason, drain: true }, { timeoutMs: this.config.gateway.placementTimeoutMs });
+    await this.askWorker(workerId, Subjects.workerUnload, { model, reason, drain: true });
+  }
+
+  /**
+   * A command to one worker, answered by the worker or ended as soon as the worker is known dead,
+   * whichever comes first: a worker killed mid-load never replies, and waiting out the placement
+   * timeout would hold every request that shares the load. Ends as `service_unavailable`, which
+   * callers treat as "try another worker".
+   */
+  private async askWorker<T>(workerId: string, subject: string, payload: unknown): Promise<T> {
+    const target = workerSubject(subject, workerId);
+    let answered = false;
+    const gone = this.untilGone(workerId, target, payload, () => answered);
+    // The race below handles a rejection that wins; one that comes later has no one left to hear it.
+    gone.catch(() => undefined);
+    try {
+      return await Promise.race([this.bus.request<T>(target, payload, { timeoutMs: this.config.gateway.placementTimeoutMs }), gone]);
+    } finally {
+      answered = true;
+    }
+  }
+
+  /**
+   * Rejects once the worker is dead: after its heartbeats stop, the same command is sent again (every
+   * worker command is safe to repeat: a second load joins the first) and "no responders" is proof —
+   * a killed process's connection is gone at once. A timeout is not: a worker whose event loop stalls
+   * while it sets up a model misses heartbeats too, and is still loading.
+   */
+  private async untilGone(workerId: string, target: string, payload: unknown, answered: () => boolean): Promise<never> {
+    while (!answered()) {
+      await this.fleet.changed(PROBE_MS);
+      if (answered() || this.fleet.worker(workerId)) continue;
+      const unreachable = await this.bus.request(target, payload, { timeoutMs: PROBE_MS }).then(
+        () => false,
+        (error: unknown) => error instanceof CortexError && error.code === 'service_unavailable' && error.cause !== undefined,
+      );
+      if (unreachable && !answered()) throw new CortexError('service_unavailable', `worker ${workerId} went down before it answered ${target}`);
+    }
+    return new Promise<never>(() => undefined);
   }
 
   /** The model's memory need, as a worker estimates it from the GGUF header (cached per model). */
@@ -216,11 +254,7 @@ export class LoadCoordinator {
     // A worker may have died since its last heartbeat: ask the next one.
     for (const workerId of workerIds) {
       try {
-        const { bytes } = await this.bus.request<{ bytes: number }>(
-          workerSubject(Subjects.workerEstimate, workerId),
-          { source: model.file, contextSize: model.contextSize, slots: model.slots },
-          { timeoutMs: this.config.gateway.placementTimeoutMs },
-        );
+        const { bytes } = await this.askWorker<{ bytes: number }>(workerId, Subjects.workerEstimate, { source: model.file, contextSize: model.contextSize, slots: model.slots });
         this.catalogue.rememberEstimate(model.id, bytes);
         return bytes;
       } catch (error) {
@@ -251,6 +285,8 @@ const RECENT_USE_POLL_MS = 250;
  * least this often (a swap this router finishes changes no heartbeat at once).
  */
 const SETTLE_POLL_MS = 250;
+/** How often a command's worker is looked at for signs of death while the command waits (and how long a probe waits). */
+const PROBE_MS = 1_000;
 /** How often a router waiting for another router's load tries for the load lease (a KV round trip). */
 const LEASE_RETRY_MS = 250;
 /** A placement gives up this long before the gateway's timeout, so the client hears why. */

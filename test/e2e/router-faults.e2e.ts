@@ -1,0 +1,64 @@
+import { after, before, describe, it } from 'node:test';
+import type { ChildProcess } from 'node:child_process';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { Subjects, WORKER_ID_TOKEN, type LoadResult } from '@cortex/contracts';
+import { fixtureEntry as fixture, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
+
+const user = [{ role: 'user' as const, content: 'Hi.' }];
+/**
+ * Far above the 5 s the fixes aim for (this host is shared and slow), far below the 120 s placement
+ * timeout a stuck placement waits out: a request that outlives it was held by the dead process.
+ */
+const CLIENT_TIMEOUT_MS = 30_000;
+/** A large context makes the load slow enough that the kill lands before the worker answers. */
+const SLOW_LOAD = fixture('cortex-loop', { context_size: 8192 });
+
+describe('router faults e2e - a worker killed while it loads', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+  const workers = new Map<string, ChildProcess | undefined>();
+
+  before(async () => {
+    stack = await startStack({
+      services: ['router', 'translator', 'worker', 'gateway'],
+      models: [SLOW_LOAD],
+      config: { worker: { id: 'w1' }, log_level: 'info' },
+    });
+    workers.set('w1', stack.processes.get('worker'));
+    workers.set('w2', stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' }));
+    await stack.workersUp(2);
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: CLIENT_TIMEOUT_MS });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('router faults - the load moves to another worker once the loading one is declared down', async () => {
+    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
+    // Kill the worker the moment the router's load command reaches the bus.
+    const killed = new Promise<string>((resolve) => {
+      stack.nc.subscribe(Subjects.workerLoad.replace(WORKER_ID_TOKEN, '*'), {
+        max: 1,
+        callback: (_error, msg) => {
+          const workerId = msg.subject.split('.')[3] ?? '';
+          workers.get(workerId)?.kill('SIGKILL');
+          resolve(workerId);
+        },
+      });
+    });
+    await stack.nc.flush();
+    const result = await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 4 });
+    const victim = await killed;
+    assert.ok(result.choices[0]?.message.content, 'the client got its answer');
+    await waitFor(() => loads.messages.some((l) => l.model === 'cortex-loop'), 5_000);
+    loads.stop();
+    assert.deepEqual(
+      loads.messages.filter((l) => l.model === 'cortex-loop').map((l) => l.workerId),
+      [victim === 'w1' ? 'w2' : 'w1'],
+      'the killed worker never finished the load; the survivor did, once',
+    );
+    assert.match(stack.logs(), new RegExp(`worker ${victim} went down before it answered`));
+  });
+});
