@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import type { ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { once } from 'node:events';
 import { Subjects, WORKER_ID_TOKEN, type LoadResult } from '@cortex/contracts';
 import { fixtureEntry as fixture, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -13,6 +14,21 @@ const user = [{ role: 'user' as const, content: 'Hi.' }];
 const CLIENT_TIMEOUT_MS = 30_000;
 /** A large context makes the load slow enough that the kill lands before the worker answers. */
 const SLOW_LOAD = fixture('cortex-loop', { context_size: 8192 });
+
+/** Resolves with the line once a process prints one that contains `text`. */
+function lineFrom(child: ChildProcess, text: string): Promise<string> {
+  return new Promise((resolve) => {
+    let buffered = '';
+    const onData = (chunk: Buffer): void => {
+      buffered += chunk.toString();
+      const line = buffered.split('\n').find((l) => l.includes(text));
+      if (!line) return;
+      child.stdout?.off('data', onData);
+      resolve(line);
+    };
+    child.stdout?.on('data', onData);
+  });
+}
 
 describe('router faults e2e - a worker killed while it loads', () => {
   let stack: TestStack;
@@ -60,5 +76,53 @@ describe('router faults e2e - a worker killed while it loads', () => {
       'the killed worker never finished the load; the survivor did, once',
     );
     assert.match(stack.logs(), new RegExp(`worker ${victim} went down before it answered`));
+  });
+});
+
+describe('router faults e2e - a router killed while it places a cold request', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+  const routers: ChildProcess[] = [];
+
+  before(async () => {
+    stack = await startStack({
+      services: ['router', 'translator', 'worker', 'gateway'],
+      models: [SLOW_LOAD],
+      config: { worker: { id: 'w1' }, log_level: 'info' },
+    });
+    const first = stack.processes.get('router');
+    assert.ok(first);
+    routers.push(first, stack.spawnService('router'));
+    // Both routers answer in the queue group.
+    await waitFor(async () => new Set((await Promise.all([0, 1, 2, 3, 4, 5].map(() => stack.fleet()))).map((f) => f?.routerId).filter(Boolean)).size === 2, 30_000);
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: CLIENT_TIMEOUT_MS });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('router faults - the placement is asked again of the surviving router', async () => {
+    // Kill whichever router starts the load, as soon as it says so.
+    const killed = Promise.race(routers.map((router) => lineFrom(router, '"loading cortex-loop on').then(() => router))).then(async (router) => {
+      const exited = once(router, 'exit');
+      router.kill('SIGKILL');
+      await exited;
+      return router;
+    });
+    const result = await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 4 });
+    const victim = await killed;
+    assert.ok(result.choices[0]?.message.content, 'the client got its answer');
+    assert.equal(victim.signalCode, 'SIGKILL', 'the placing router was killed');
+    const survivor = routers.find((r) => r !== victim);
+    assert.equal(survivor?.exitCode, null, 'the other router still runs');
+    const placers = stack
+      .logs()
+      .split('\n')
+      .filter((line) => line.includes('"placed cortex-loop'))
+      .map((line) => (JSON.parse(line) as { pid: number }).pid);
+    // Each try the survivor got answers (tries of one run share its placement); the victim answered none.
+    assert.ok(placers.length > 0, 'the survivor placed the request');
+    assert.deepEqual(placers.filter((pid) => pid !== survivor?.pid), [], 'the killed router never answered');
   });
 });

@@ -18,6 +18,8 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   private sweeper: NodeJS.Timeout | null = null;
   /** When each pinned model's last load failed. */
   private readonly pinFailures = new Map<string, number>();
+  /** Placements under way by run (and the workers it avoids). */
+  private readonly runs = new Map<string, Promise<Placement>>();
 
   constructor(
     @Inject(CONFIG) private readonly config: CortexConfig,
@@ -35,6 +37,21 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 
   onModuleDestroy(): void {
     if (this.sweeper) clearInterval(this.sweeper);
+  }
+
+  /**
+   * `place` for a gateway's run, once: a try the gateway sends again (its router did not answer in
+   * time, or died) joins the placement this router already has under way for the run.
+   */
+  placeRun(runId: string | undefined, name: string, exclude: readonly string[] = [], affinity?: string): Promise<Placement> {
+    if (!runId) return this.place(name, exclude, affinity);
+    const key = `${runId}\n${exclude.join('\n')}`;
+    let run = this.runs.get(key);
+    if (!run) {
+      run = this.place(name, exclude, affinity).finally(() => this.runs.delete(key));
+      this.runs.set(key, run);
+    }
+    return run;
   }
 
   /**

@@ -151,6 +151,8 @@ export class PlaceRequest {
   @IsOptional() @IsArray() @IsString({ each: true }) exclude?: string[];
   /** The request's conversation (CanonicalRequest.affinityKey): prefer the worker that served it. */
   @IsOptional() @IsString() @MaxLength(512) affinity?: string;
+  /** The gateway's run: a try sent again after a router did not answer joins the run's placement. */
+  @IsOptional() @IsString() @MaxLength(64) runId?: string;
 }
 
 export interface Placement {
