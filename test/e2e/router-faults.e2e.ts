@@ -3,6 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { once } from 'node:events';
+import { Kvm } from '@nats-io/kv';
 import { Subjects, WORKER_ID_TOKEN, type LoadResult } from '@cortex/contracts';
 import { fixtureEntry as fixture, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -87,7 +88,7 @@ describe('router faults e2e - a router killed while it places a cold request', (
   before(async () => {
     stack = await startStack({
       services: ['router', 'translator', 'worker', 'gateway'],
-      models: [SLOW_LOAD],
+      models: [SLOW_LOAD, fixture('cortex-chat')],
       config: { worker: { id: 'w1' }, log_level: 'info' },
     });
     const first = stack.processes.get('router');
@@ -124,5 +125,15 @@ describe('router faults e2e - a router killed while it places a cold request', (
     // Each try the survivor got answers (tries of one run share its placement); the victim answered none.
     assert.ok(placers.length > 0, 'the survivor placed the request');
     assert.deepEqual(placers.filter((pid) => pid !== survivor?.pid), [], 'the killed router never answered');
+  });
+
+  it('router faults - a load lease left by a dead router is taken over', async () => {
+    // Exactly what a router killed between taking the lease and sending the load leaves behind: a
+    // lease nobody renews (the key and its base64url model id are the lease's own format).
+    const leases = await new Kvm(stack.nc).open('cortex_leases');
+    await leases.create(`load.${Buffer.from('cortex-chat').toString('base64url')}`, 'router-that-died');
+    const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
+    assert.equal(result.choices[0]?.message.content, 'Hello from a tiny model.');
+    assert.match(stack.logs(), /took over the load lease of cortex-chat from router-that-died/);
   });
 });
