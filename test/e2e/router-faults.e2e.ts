@@ -88,14 +88,17 @@ describe('router faults e2e - a router killed while it places a cold request', (
   before(async () => {
     stack = await startStack({
       services: ['router', 'translator', 'worker', 'gateway'],
-      models: [SLOW_LOAD, fixture('cortex-chat')],
+      models: [SLOW_LOAD, fixture('cortex-chat'), fixture('cortex-tools')],
       config: { worker: { id: 'w1' }, log_level: 'info' },
     });
     const first = stack.processes.get('router');
     assert.ok(first);
     routers.push(first, stack.spawnService('router'));
-    // Both routers answer in the queue group.
-    await waitFor(async () => new Set((await Promise.all([0, 1, 2, 3, 4, 5].map(() => stack.fleet()))).map((f) => f?.routerId).filter(Boolean)).size === 2, 30_000);
+    // Both routers answer in the queue group, and both know the worker.
+    await waitFor(async () => {
+      const fleets = await Promise.all([0, 1, 2, 3, 4, 5].map(() => stack.fleet()));
+      return new Set(fleets.filter((f) => f?.workers.some((w) => w.workerId === 'w1' && w.up)).map((f) => f?.routerId)).size === 2;
+    }, 30_000);
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: CLIENT_TIMEOUT_MS });
   });
 
@@ -135,5 +138,30 @@ describe('router faults e2e - a router killed while it places a cold request', (
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     assert.equal(result.choices[0]?.message.content, 'Hello from a tiny model.');
     assert.match(stack.logs(), /took over the load lease of cortex-chat from router-that-died/);
+  });
+
+  it('router faults - a worker that stalls past its heartbeats is waited for, not reported gone', async () => {
+    // SIGSTOP is a real stall: the process keeps its connection and subscriptions, as when its event
+    // loop is busy setting up a model, but sends nothing until SIGCONT.
+    const worker = stack.processes.get('worker');
+    assert.ok(worker);
+    const downs = await watchBus<{ workerId: string }>(stack.nc, Subjects.workerDown);
+    const probed = new Promise<void>((resolve) => {
+      stack.nc.subscribe(Subjects.workerEstimate.replace(WORKER_ID_TOKEN, 'w1'), { max: 1, callback: () => resolve() });
+    });
+    await stack.nc.flush();
+    worker.kill('SIGSTOP');
+    try {
+      await waitFor(() => downs.messages.some((d) => d.workerId === 'w1'), 10_000);
+      const answer = client.chat.completions.create({ model: 'cortex-tools', messages: user, max_tokens: 4 });
+      // The router asks the silent worker whether it is still there; that is the moment it resumes.
+      await Promise.race([probed, answer.then(() => undefined, () => undefined)]);
+      worker.kill('SIGCONT');
+      const result = await answer;
+      assert.ok(['stop', 'length', 'tool_calls'].includes(result.choices[0]?.finish_reason ?? ''), 'the client got its answer');
+    } finally {
+      worker.kill('SIGCONT');
+      downs.stop();
+    }
   });
 });

@@ -22,10 +22,10 @@ export class RouterController {
 
   @MessagePattern(Subjects.routerPlace)
   async place(@Payload() payload: unknown, @Ctx() context: BusContext): Promise<Placement> {
-    const { model, exclude, affinity, runId } = decodeMessage(PlaceRequest, payload);
+    const { model, exclude, affinity, runId, attempt } = decodeMessage(PlaceRequest, payload);
     const started = Date.now();
     try {
-      const placement = await this.placement.placeRun(runId, model, exclude ?? [], affinity);
+      const placement = await this.placement.placeRun({ runId, admitted: (attempt ?? 0) > 0 }, model, exclude ?? [], affinity);
       this.logger.log({ msg: `placed ${model} on ${placement.workerId}${placement.coldStart ? ' after a cold load' : ''}`, requestId: context.requestId, worker: placement.workerId, coldStart: placement.coldStart, ms: Date.now() - started });
       return placement;
     } catch (error) {

@@ -11,6 +11,7 @@ import { PlacementService } from './placement/placement.service.js';
 import { AffinityTable } from './placement/affinity.table.js';
 import { LoadLease } from './placement/load-lease.js';
 import { PinStore } from './placement/pin.store.js';
+import { WorkerCommands } from './placement/worker-commands.js';
 import { RouterController } from './router.controller.js';
 import { ROUTER_ID } from './router.tokens.js';
 
@@ -29,6 +30,7 @@ export class RouterModule {
         LoadLease,
         PinStore,
         CatalogueService,
+        WorkerCommands,
         LoadCoordinator,
         PlacementService,
         AdminService,

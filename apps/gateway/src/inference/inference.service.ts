@@ -133,9 +133,9 @@ export class InferenceRun {
     const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }) };
     const { placementTimeoutMs } = this.service.config.gateway;
     const deadline = Date.now() + placementTimeoutMs;
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
       try {
-        this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, place, {
+        this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, { ...place, attempt }, {
           requestId: this.requestId,
           timeoutMs: Math.max(1, Math.min(PLACE_TRY_MS, deadline - Date.now())),
         });

@@ -93,6 +93,14 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     this.notify();
   }
 
+  /** Workers that stopped heartbeating less than `withinMs` ago (and were not draining). */
+  silent(withinMs: number): string[] {
+    return this.state
+      .silent(Date.now())
+      .filter(({ beat, silentMs }) => silentMs < withinMs && !beat.draining)
+      .map(({ workerId }) => workerId);
+  }
+
   /** Workers that may take new requests, with this router's claims applied. */
   available(): WorkerState[] {
     return this.state.available(Date.now());

@@ -1,10 +1,11 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
-import { CortexError, Subjects, workerSubject, type LoadCommand, type LoadResult, type Placement, type UnloadReason } from '@cortex/contracts';
+import { CortexError, Subjects, type LoadCommand, type LoadResult, type Placement, type UnloadReason } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadLease } from './load-lease.js';
+import { WorkerCommands } from './worker-commands.js';
 import { decide, isBusy, type Decision, type PlaceQuestion, type PlanContext } from './planner.js';
 
 type LoadStep = Extract<Decision, { kind: 'serve' | 'join' | 'load' }>;
@@ -29,6 +30,7 @@ export class LoadCoordinator {
     private readonly bus: BusClient,
     private readonly lease: LoadLease,
     private readonly catalogue: CatalogueService,
+    private readonly workers: WorkerCommands,
   ) {}
 
   /** The planner's answer for this question on the fleet as it is now. */
@@ -56,10 +58,10 @@ export class LoadCoordinator {
    * to avoid (a retry, or an admin load on one worker), the load goes through the same fleet-wide
    * lease but is not shared with requests that may use any worker.
    */
-  async waitForLoad(model: ModelConfig, exclude: readonly string[] = []): Promise<Placement> {
+  async waitForLoad(model: ModelConfig, exclude: readonly string[] = [], admitted = false): Promise<Placement> {
     const waiting = this.waiting.get(model.id) ?? 0;
     const bound = this.config.router.maxWaitingPerModel;
-    if (waiting >= bound) {
+    if (waiting >= bound && !admitted) {
       throw new CortexError('busy', `${bound} requests already wait for ${model.id} to load; retry shortly (router.max_waiting_per_model)`, { retryAfter: 2 });
     }
     this.waiting.set(model.id, waiting + 1);
@@ -140,6 +142,11 @@ export class LoadCoordinator {
           await this.estimate(model, exclude);
           continue;
         case 'no_worker':
+          // A worker whose event loop stalls (setting up a model) misses heartbeats but is not gone.
+          if (Date.now() < deadline && (await this.workers.anyStalled(model, exclude))) {
+            await this.fleet.changed(SETTLE_POLL_MS);
+            continue;
+          }
           throw new CortexError('no_worker', `no worker is up to run ${model.id}; start one with \`cortex serve worker\``, { retryAfter: 5 });
         case 'wait':
           if (Date.now() < deadline) {
@@ -197,7 +204,7 @@ export class LoadCoordinator {
   private async loadOn(model: ModelConfig, workerId: string, evicted: readonly string[]): Promise<Placement> {
     const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots };
     this.logger.log(`loading ${model.id} on ${workerId}${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
-    const result = await this.askWorker<LoadResult>(workerId, Subjects.workerLoad, command);
+    const result = await this.workers.ask<LoadResult>(workerId, Subjects.workerLoad, command);
     this.fleet.noteModel(workerId, { id: model.id, state: 'ready', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now(), sizeBytes: result.sizeBytes });
     return { model: model.id, workerId, coldStart: true };
   }
@@ -206,45 +213,7 @@ export class LoadCoordinator {
   async unload(workerId: string, model: string, reason: UnloadReason): Promise<void> {
     this.logger.log(`unloading ${model} from ${workerId} (${reason})`);
     this.fleet.dropModel(workerId, model);
-    await this.askWorker(workerId, Subjects.workerUnload, { model, reason, drain: true });
-  }
-
-  /**
-   * A command to one worker, answered by the worker or ended as soon as the worker is known dead,
-   * whichever comes first: a worker killed mid-load never replies, and waiting out the placement
-   * timeout would hold every request that shares the load. Ends as `service_unavailable`, which
-   * callers treat as "try another worker".
-   */
-  private async askWorker<T>(workerId: string, subject: string, payload: unknown): Promise<T> {
-    const target = workerSubject(subject, workerId);
-    let answered = false;
-    const gone = this.untilGone(workerId, target, payload, () => answered);
-    // The race below handles a rejection that wins; one that comes later has no one left to hear it.
-    gone.catch(() => undefined);
-    try {
-      return await Promise.race([this.bus.request<T>(target, payload, { timeoutMs: this.config.gateway.placementTimeoutMs }), gone]);
-    } finally {
-      answered = true;
-    }
-  }
-
-  /**
-   * Rejects once the worker is dead: after its heartbeats stop, the same command is sent again (every
-   * worker command is safe to repeat: a second load joins the first) and "no responders" is proof —
-   * a killed process's connection is gone at once. A timeout is not: a worker whose event loop stalls
-   * while it sets up a model misses heartbeats too, and is still loading.
-   */
-  private async untilGone(workerId: string, target: string, payload: unknown, answered: () => boolean): Promise<never> {
-    while (!answered()) {
-      await this.fleet.changed(PROBE_MS);
-      if (answered() || this.fleet.worker(workerId)) continue;
-      const unreachable = await this.bus.request(target, payload, { timeoutMs: PROBE_MS }).then(
-        () => false,
-        (error: unknown) => error instanceof CortexError && error.code === 'service_unavailable' && error.cause !== undefined,
-      );
-      if (unreachable && !answered()) throw new CortexError('service_unavailable', `worker ${workerId} went down before it answered ${target}`);
-    }
-    return new Promise<never>(() => undefined);
+    await this.workers.ask(workerId, Subjects.workerUnload, { model, reason, drain: true });
   }
 
   /** The model's memory need, as a worker estimates it from the GGUF header (cached per model). */
@@ -254,7 +223,7 @@ export class LoadCoordinator {
     // A worker may have died since its last heartbeat: ask the next one.
     for (const workerId of workerIds) {
       try {
-        const { bytes } = await this.askWorker<{ bytes: number }>(workerId, Subjects.workerEstimate, { source: model.file, contextSize: model.contextSize, slots: model.slots });
+        const { bytes } = await this.workers.ask<{ bytes: number }>(workerId, Subjects.workerEstimate, { source: model.file, contextSize: model.contextSize, slots: model.slots });
         this.catalogue.rememberEstimate(model.id, bytes);
         return bytes;
       } catch (error) {
@@ -285,8 +254,6 @@ const RECENT_USE_POLL_MS = 250;
  * least this often (a swap this router finishes changes no heartbeat at once).
  */
 const SETTLE_POLL_MS = 250;
-/** How often a command's worker is looked at for signs of death while the command waits (and how long a probe waits). */
-const PROBE_MS = 1_000;
 /** How often a router waiting for another router's load tries for the load lease (a KV round trip). */
 const LEASE_RETRY_MS = 250;
 /** A placement gives up this long before the gateway's timeout, so the client hears why. */

@@ -41,17 +41,18 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 
   /**
    * `place` for a gateway's run, once: a try the gateway sends again (its router did not answer in
-   * time, or died) joins the placement this router already has under way for the run.
+   * time, or died) joins the placement this router already has under way for the run. A try that
+   * reaches another router was admitted by the first: it does not count against the waiting bound.
    */
-  placeRun(runId: string | undefined, name: string, exclude: readonly string[] = [], affinity?: string): Promise<Placement> {
-    if (!runId) return this.place(name, exclude, affinity);
-    const key = `${runId}\n${exclude.join('\n')}`;
-    let run = this.runs.get(key);
-    if (!run) {
-      run = this.place(name, exclude, affinity).finally(() => this.runs.delete(key));
-      this.runs.set(key, run);
+  placeRun(run: { runId?: string; admitted: boolean }, name: string, exclude: readonly string[] = [], affinity?: string): Promise<Placement> {
+    if (!run.runId) return this.place(name, exclude, affinity, run.admitted);
+    const key = `${run.runId}\n${exclude.join('\n')}`;
+    let placing = this.runs.get(key);
+    if (!placing) {
+      placing = this.place(name, exclude, affinity, run.admitted).finally(() => this.runs.delete(key));
+      this.runs.set(key, placing);
     }
-    return run;
+    return placing;
   }
 
   /**
@@ -59,11 +60,11 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
    * else the model's load (joined or started). `exclude` is a retry after those workers failed; it
    * only looks elsewhere (the failed worker is not marked down: it may only have lost this request).
    */
-  async place(name: string, exclude: readonly string[] = [], affinity?: string): Promise<Placement> {
+  async place(name: string, exclude: readonly string[] = [], affinity?: string, admitted = false): Promise<Placement> {
     const model = this.catalogue.model(name);
     const affineWorker = affinity ? this.affinity.workerFor(affinity, model.id) : undefined;
     const decision = this.loads.decide({ model, exclude, affineWorker });
-    const placement = decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false } : await this.loads.waitForLoad(model, exclude);
+    const placement = decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false } : await this.loads.waitForLoad(model, exclude, admitted);
     this.fleet.touch(placement.workerId, model.id);
     if (affinity) this.affinity.remember(affinity, model.id, placement.workerId);
     return placement;

@@ -153,6 +153,8 @@ export class PlaceRequest {
   @IsOptional() @IsString() @MaxLength(512) affinity?: string;
   /** The gateway's run: a try sent again after a router did not answer joins the run's placement. */
   @IsOptional() @IsString() @MaxLength(64) runId?: string;
+  /** How many tries of this placement went unanswered before this one (0: the first). */
+  @IsOptional() @IsInt() @Min(0) attempt?: number;
 }
 
 export interface Placement {
