@@ -193,7 +193,7 @@ export class LoadCoordinator {
     };
     const busy = busyNow();
     if (busy.length === 0 || Date.now() >= until) return;
-    this.logger.log(`${busy.join(', ')} on ${workerId} take new requests for ${until - Date.now()} ms more, then drain to make room`);
+    this.logger.log(`${busy.join(', ')} on ${workerId} take new requests for ${this.config.eviction.swapHoldMs} ms more, then drain to make room`);
     while (Date.now() < until && busyNow().length > 0) {
       // In-flight counts change with heartbeats; "recently used" runs out on its own.
       await this.fleet.changed(Math.min(RECENT_USE_POLL_MS, until - Date.now()));
