@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { once } from 'node:events';
 import { Kvm } from '@nats-io/kv';
+import { BusClient } from '@cortex/bus';
 import { Subjects, WORKER_ID_TOKEN, type LoadResult } from '@cortex/contracts';
 import { fixtureEntry as fixture, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -159,6 +160,30 @@ describe('router faults e2e - a router killed while it places a cold request', (
       worker.kill('SIGCONT');
       const result = await answer;
       assert.ok(['stop', 'length', 'tool_calls'].includes(result.choices[0]?.finish_reason ?? ''), 'the client got its answer');
+    } finally {
+      worker.kill('SIGCONT');
+      downs.stop();
+    }
+  });
+
+  it('router faults - an admin unload waits for a stalled holder instead of calling the model not loaded', async () => {
+    const worker = stack.processes.get('worker');
+    assert.ok(worker);
+    const bus = new BusClient(stack.nc, 60_000);
+    await bus.request(Subjects.routerLoad, { model: 'cortex-chat' });
+    const downs = await watchBus<{ workerId: string }>(stack.nc, Subjects.workerDown);
+    const asked = new Promise<void>((resolve) => {
+      stack.nc.subscribe(Subjects.workerUnload.replace(WORKER_ID_TOKEN, 'w1'), { max: 1, callback: () => resolve() });
+    });
+    await stack.nc.flush();
+    worker.kill('SIGSTOP');
+    try {
+      await waitFor(() => downs.messages.some((d) => d.workerId === 'w1'), 10_000);
+      const unloading = bus.request<{ unloaded: string[] }>(Subjects.routerUnload, { model: 'cortex-chat' });
+      // The unload command reaching the stalled worker's subject is the moment it resumes.
+      await Promise.race([asked, unloading.then(() => undefined, () => undefined)]);
+      worker.kill('SIGCONT');
+      assert.deepEqual((await unloading).unloaded, ['w1']);
     } finally {
       worker.kill('SIGCONT');
       downs.stop();

@@ -101,6 +101,17 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
       .map(({ workerId }) => workerId);
   }
 
+  /**
+   * Workers up, or silent for less than `graceMs` (perhaps only stalled), claims applied: for commands
+   * that may wait for a stalled worker and fail cleanly on a dead one.
+   */
+  reachable(graceMs: number): WorkerState[] {
+    return this.state
+      .all(Date.now())
+      .filter(({ beat, up, silentMs }) => !beat.draining && (up || silentMs < graceMs))
+      .map(({ state }) => state);
+  }
+
   /** Workers that may take new requests, with this router's claims applied. */
   available(): WorkerState[] {
     return this.state.available(Date.now());

@@ -5,6 +5,7 @@ import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadCoordinator } from './load-coordinator.js';
 import { PinStore } from './pin.store.js';
 import { PlacementService } from './placement.service.js';
+import { STALL_GRACE_MS } from './worker-commands.js';
 
 /** `cortex load`, `unload` and `pin`: the same planner and load coordinator as any request. */
 @Injectable()
@@ -33,7 +34,8 @@ export class AdminService {
   /** Unloads a model from one worker or from all; returns the workers it left. */
   async unload(name: string, workerId?: string): Promise<{ model: string; unloaded: string[] }> {
     const model = this.catalogue.model(name);
-    const holders = this.fleet.available().filter((w) => (!workerId || w.workerId === workerId) && w.models.some((m) => m.id === model.id));
+    // A holder that missed its last heartbeats may only be stalled: the unload waits for it, or fails if it is dead.
+    const holders = this.fleet.reachable(STALL_GRACE_MS).filter((w) => (!workerId || w.workerId === workerId) && w.models.some((m) => m.id === model.id));
     if (holders.length === 0) throw new CortexError('not_found', `${model.id} is not loaded${workerId ? ` on ${workerId}` : ''}`);
     await Promise.all(holders.map((worker) => this.loads.unload(worker.workerId, model.id, 'admin')));
     return { model: model.id, unloaded: holders.map((w) => w.workerId) };

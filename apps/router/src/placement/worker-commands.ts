@@ -81,4 +81,4 @@ function noResponders(error: unknown): boolean {
 /** How often a command's worker is looked at for signs of death while the command waits (and how long a probe waits). */
 const PROBE_MS = 1_000;
 /** A worker silent for longer than this is not waited for, stalled or not. */
-const STALL_GRACE_MS = 30_000;
+export const STALL_GRACE_MS = 30_000;
