@@ -3,6 +3,8 @@ import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
 import { AdminModelCommand, decodeMessage, PinCommand, PlaceRequest, Subjects, type CatalogueEntry, type FleetView, type Placement } from '@cortex/contracts';
 import { FleetRegistry } from './fleet/fleet.registry.js';
+import { CatalogueService } from './catalogue/catalogue.service.js';
+import { AdminService } from './placement/admin.service.js';
 import { PlacementService } from './placement/placement.service.js';
 import { ROUTER_ID } from './router.tokens.js';
 
@@ -12,16 +14,18 @@ export class RouterController {
 
   constructor(
     private readonly placement: PlacementService,
+    private readonly admin: AdminService,
+    private readonly catalogue: CatalogueService,
     private readonly fleet: FleetRegistry,
     @Inject(ROUTER_ID) private readonly routerId: string,
   ) {}
 
   @MessagePattern(Subjects.routerPlace)
   async place(@Payload() payload: unknown, @Ctx() context: BusContext): Promise<Placement> {
-    const { model, exclude, affinity } = decodeMessage(PlaceRequest, payload);
+    const { model, exclude, affinity, runId, attempt } = decodeMessage(PlaceRequest, payload);
     const started = Date.now();
     try {
-      const placement = await this.placement.place(model, exclude ?? [], affinity);
+      const placement = await this.placement.placeRun({ runId, admitted: (attempt ?? 0) > 0 }, model, exclude ?? [], affinity);
       this.logger.log({ msg: `placed ${model} on ${placement.workerId}${placement.coldStart ? ' after a cold load' : ''}`, requestId: context.requestId, worker: placement.workerId, coldStart: placement.coldStart, ms: Date.now() - started });
       return placement;
     } catch (error) {
@@ -33,28 +37,28 @@ export class RouterController {
   @MessagePattern(Subjects.routerLoad)
   load(payload: unknown): Promise<Placement> {
     const command = decodeMessage(AdminModelCommand, payload);
-    return this.placement.adminLoad(command.model, command.worker);
+    return this.admin.load(command.model, command.worker);
   }
 
   @MessagePattern(Subjects.routerUnload)
   unload(payload: unknown) {
     const command = decodeMessage(AdminModelCommand, payload);
-    return this.placement.adminUnload(command.model, command.worker);
+    return this.admin.unload(command.model, command.worker);
   }
 
   @MessagePattern(Subjects.routerPin)
   pin(payload: unknown) {
     const command = decodeMessage(PinCommand, payload);
-    return this.placement.adminPin(command.model, command.pinned);
+    return this.admin.pin(command.model, command.pinned);
   }
 
   @MessagePattern(Subjects.routerModels)
   models(): CatalogueEntry[] {
-    return this.placement.catalogue();
+    return this.catalogue.catalogue();
   }
 
   @MessagePattern(Subjects.routerFleet)
   fleetView(): FleetView {
-    return { routerId: this.routerId, workers: this.fleet.views(), catalogue: this.placement.catalogue() };
+    return { routerId: this.routerId, workers: this.fleet.views(), catalogue: this.catalogue.catalogue() };
   }
 }

@@ -4,10 +4,14 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { BusModule } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { FleetRegistry } from './fleet/fleet.registry.js';
+import { CatalogueService } from './catalogue/catalogue.service.js';
+import { AdminService } from './placement/admin.service.js';
+import { LoadCoordinator } from './placement/load-coordinator.js';
 import { PlacementService } from './placement/placement.service.js';
 import { AffinityTable } from './placement/affinity.table.js';
 import { LoadLease } from './placement/load-lease.js';
 import { PinStore } from './placement/pin.store.js';
+import { WorkerCommands } from './placement/worker-commands.js';
 import { RouterController } from './router.controller.js';
 import { ROUTER_ID } from './router.tokens.js';
 
@@ -25,7 +29,11 @@ export class RouterModule {
         AffinityTable,
         LoadLease,
         PinStore,
+        CatalogueService,
+        WorkerCommands,
+        LoadCoordinator,
         PlacementService,
+        AdminService,
       ],
     };
   }

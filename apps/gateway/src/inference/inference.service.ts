@@ -143,13 +143,31 @@ export class InferenceRun {
     }
   }
 
+  /**
+   * Asks the routers (a queue group) in tries of PLACE_TRY_MS: a router killed mid-placement never
+   * answers, and one request would wait out the whole placement timeout. An unanswered try is sent
+   * again with the same run id; a live router joins the placement it already has under way for the
+   * run, and a dead router's subscription is gone, so the queue group hands the try to a live one.
+   */
   private async askRouter(model: string, exclude: string[], affinity: string | undefined): Promise<string> {
-    const place: PlaceRequest = { model, exclude, ...(affinity && { affinity }) };
-    this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, place, {
-      requestId: this.requestId,
-      timeoutMs: this.service.config.gateway.placementTimeoutMs,
-    });
-    return this.placement.workerId;
+    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }) };
+    const { placementTimeoutMs } = this.service.config.gateway;
+    const deadline = Date.now() + placementTimeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, { ...place, attempt }, {
+          requestId: this.requestId,
+          timeoutMs: Math.max(1, Math.min(PLACE_TRY_MS, deadline - Date.now())),
+        });
+        return this.placement.workerId;
+      } catch (error) {
+        // Only the bus's own timeout (it carries the NATS error as cause) means "no answer"; a router
+        // that answers with an error (its own `timeout` included) has answered.
+        const unanswered = error instanceof CortexError && error.code === 'timeout' && error.cause !== undefined;
+        if (!unanswered || this.cancelled) throw error;
+        if (Date.now() >= deadline) throw new CortexError('timeout', `${Subjects.routerPlace} did not answer within ${placementTimeoutMs} ms`, { cause: error });
+      }
+    }
   }
 
   private async launch(workerId: string): Promise<StreamReader> {
@@ -256,6 +274,9 @@ export class InferenceRun {
     return this.request;
   }
 }
+
+/** How long one try of a placement waits for a router before asking again (a cold load spans many tries). */
+const PLACE_TRY_MS = 2_000;
 
 /** How often a request is placed again because its model left the worker it was placed on. */
 const MAX_REPLACEMENTS = 3;

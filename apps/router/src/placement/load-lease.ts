@@ -1,19 +1,30 @@
-import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Kvm, type KV } from '@nats-io/kv';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { ROUTER_ID } from '../router.tokens.js';
 
 const BUCKET = 'cortex_leases';
+/** The holder writes its lease again this often while it loads. */
+const RENEW_MS = 1_000;
+/** A lease not written for this long (as this router's clock measures it) belongs to a dead router. */
+const STALE_MS = 3_000;
 
 /**
  * One load per model across every router replica: a router loads a model only while it holds the
- * model's lease, a KV key created atomically (`create` fails if the key exists). A router that dies
- * mid-load leaves a lease that expires with the bucket's TTL, so the model is not blocked for ever.
+ * model's lease, a KV key created atomically (`create` fails if the key exists). The holder renews the
+ * key every second; a router that dies mid-load stops renewing, and another router takes the lease
+ * over once it has seen the same revision for STALE_MS (measured on its own clock, so clock skew
+ * between hosts does not matter). The bucket's TTL is the last resort.
  */
 @Injectable()
-export class LoadLease implements OnModuleInit {
+export class LoadLease implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('lease');
   private kv!: KV;
+  /** Leases this router holds: the revision it last wrote, and the renewal timer. */
+  private readonly held = new Map<string, { revision: number; timer: NodeJS.Timeout }>();
+  /** Leases other routers hold: the revision last seen, and since when. */
+  private readonly seen = new Map<string, { revision: number; since: number }>();
 
   constructor(
     private readonly bus: BusClient,
@@ -25,17 +36,63 @@ export class LoadLease implements OnModuleInit {
     this.kv = await new Kvm(this.bus.nc).create(BUCKET, { history: 1, ttl: this.config.gateway.placementTimeoutMs + 10_000 });
   }
 
+  onModuleDestroy(): void {
+    for (const { timer } of this.held.values()) clearInterval(timer);
+  }
+
   async acquire(model: string): Promise<boolean> {
+    const k = key(model);
     try {
-      await this.kv.create(key(model), this.routerId);
+      this.hold(model, await this.kv.create(k, this.routerId));
       return true;
     } catch {
-      return false;
+      return this.takeOverStale(model, k);
     }
   }
 
   async release(model: string): Promise<void> {
+    const held = this.held.get(model);
+    if (held) clearInterval(held.timer);
+    this.held.delete(model);
     await this.kv.purge(key(model));
+  }
+
+  private async takeOverStale(model: string, k: string): Promise<boolean> {
+    const entry = await this.kv.get(k).catch(() => null);
+    if (!entry || entry.operation !== 'PUT') return false;
+    const now = Date.now();
+    const seen = this.seen.get(model);
+    if (seen?.revision !== entry.revision) {
+      this.seen.set(model, { revision: entry.revision, since: now });
+      return false;
+    }
+    if (now - seen.since < STALE_MS) return false;
+    try {
+      // Only if nobody wrote it since: a live holder's renewal, or another router's takeover, wins.
+      this.hold(model, await this.kv.update(k, this.routerId, entry.revision));
+    } catch {
+      return false;
+    }
+    this.seen.delete(model);
+    this.logger.warn(`took over the load lease of ${model} from ${entry.string()}, which stopped renewing it`);
+    return true;
+  }
+
+  private hold(model: string, revision: number): void {
+    const held = { revision, timer: setInterval(() => this.renew(model), RENEW_MS) };
+    held.timer.unref();
+    this.held.set(model, held);
+  }
+
+  private renew(model: string): void {
+    const held = this.held.get(model);
+    if (!held) return;
+    this.kv.update(key(model), this.routerId, held.revision).then(
+      (revision) => {
+        held.revision = revision;
+      },
+      (error: Error) => this.logger.warn(`could not renew the load lease of ${model}: ${error.message}`),
+    );
   }
 }
 

@@ -151,6 +151,10 @@ export class PlaceRequest {
   @IsOptional() @IsArray() @IsString({ each: true }) exclude?: string[];
   /** The request's conversation (CanonicalRequest.affinityKey): prefer the worker that served it. */
   @IsOptional() @IsString() @MaxLength(512) affinity?: string;
+  /** The gateway's run: a try sent again after a router did not answer joins the run's placement. */
+  @IsOptional() @IsString() @MaxLength(64) runId?: string;
+  /** How many tries of this placement went unanswered before this one (0: the first). */
+  @IsOptional() @IsInt() @Min(0) attempt?: number;
 }
 
 export interface Placement {

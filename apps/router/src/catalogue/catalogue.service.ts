@@ -1,0 +1,90 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
+import { CortexError, type CatalogueEntry, type ModelCapabilities } from '@cortex/contracts';
+import { FleetRegistry } from '../fleet/fleet.registry.js';
+import { PinStore } from '../placement/pin.store.js';
+import type { ModelPolicy } from '../placement/planner.js';
+
+/** The configured models by id and alias, what placement weighs of each, and the catalogue clients list. */
+@Injectable()
+export class CatalogueService {
+  private readonly byName = new Map<string, ModelConfig>();
+  /** Capabilities a worker reported for a model, remembered after it is unloaded. */
+  private readonly capabilities = new Map<string, ModelCapabilities>();
+  /** The model's memory need as a worker estimated it from the GGUF header, per model. */
+  private readonly estimates = new Map<string, number>();
+  private readonly created = Math.floor(Date.now() / 1000);
+
+  constructor(
+    @Inject(CONFIG) private readonly config: CortexConfig,
+    private readonly fleet: FleetRegistry,
+    private readonly pins: PinStore,
+  ) {
+    for (const model of config.models) {
+      this.byName.set(model.id, model);
+      for (const alias of model.aliases ?? []) this.byName.set(alias, model);
+    }
+  }
+
+  /** The configured model for an id or alias; unknown → `model_not_found` naming the known ones. */
+  model(name: string): ModelConfig {
+    const model = this.byName.get(name);
+    if (!model) {
+      const known = this.config.models.map((m) => m.id).join(', ') || 'none';
+      throw new CortexError('model_not_found', `The model '${name}' does not exist; available: ${known}`, { param: 'model' });
+    }
+    return model;
+  }
+
+  models(): readonly ModelConfig[] {
+    return this.config.models;
+  }
+
+  isPinned(model: ModelConfig): boolean {
+    return this.pins.isPinned(model.id, model.pinned);
+  }
+
+  /** What eviction weighs of a model (one a worker reports but the config lacks: unpinned, priority 0). */
+  policy(modelId: string): ModelPolicy {
+    const model = this.byName.get(modelId);
+    return { pinned: this.pins.isPinned(modelId, model?.pinned ?? false), priority: model?.priority ?? 0, estimate: this.estimates.get(modelId) };
+  }
+
+  /** Idle TTL in seconds, the model's own or `eviction.idle_ttl`. */
+  idleTtl(modelId: string): number {
+    return this.byName.get(modelId)?.idleTtl ?? this.config.eviction.idleTtl;
+  }
+
+  estimate(modelId: string): number | undefined {
+    return this.estimates.get(modelId);
+  }
+
+  rememberEstimate(modelId: string, bytes: number): void {
+    this.estimates.set(modelId, bytes);
+  }
+
+  catalogue(): CatalogueEntry[] {
+    const workers = this.fleet.available();
+    const entries: CatalogueEntry[] = [];
+    for (const model of this.config.models) {
+      const locations = workers.flatMap((w) =>
+        w.models.filter((m) => m.id === model.id).map((m) => ({ workerId: w.workerId, state: m.state, inFlight: m.inFlight, queued: m.queued })),
+      );
+      const reported = workers.flatMap((w) => w.models).find((m) => m.id === model.id && m.capabilities)?.capabilities;
+      if (reported) this.capabilities.set(model.id, reported);
+      const entry: CatalogueEntry = {
+        id: model.id,
+        ownedBy: model.ownedBy,
+        created: this.created,
+        contextSize: model.contextSize,
+        pinned: this.isPinned(model),
+        priority: model.priority,
+        loaded: locations.some((l) => l.state === 'ready'),
+        locations,
+        capabilities: this.capabilities.get(model.id) ?? null,
+      };
+      entries.push(entry, ...(model.aliases ?? []).map((alias) => ({ ...entry, id: alias })));
+    }
+    return entries;
+  }
+}

@@ -1,0 +1,178 @@
+import { chooseVictims, type EvictionStrategy, type ResidentModel } from '../eviction/eviction.policy.js';
+import type { ModelView, WorkerState } from '../fleet/fleet-state.js';
+
+/**
+ * The placement rules, as pure functions of a fleet snapshot: no bus, no clock, no state of their own.
+ * Every rule in docs/architecture.md ("Placement and eviction") is decided here and tested in
+ * planner.spec.ts; the load coordinator only carries decisions out.
+ */
+
+/** What placement knows of a catalogue model besides the fleet. */
+export interface ModelPolicy {
+  pinned: boolean;
+  priority: number;
+  /** The model's estimated memory, for a model the worker has not sized yet. */
+  estimate?: number;
+}
+
+export interface PlanContext {
+  now: number;
+  strategy: EvictionStrategy;
+  policy(modelId: string): ModelPolicy;
+  /** Models this router is loading right now (their requests are about to be placed). */
+  loading: ReadonlySet<string>;
+  /** Round-robin counter: equally loaded workers take turns. */
+  turn: number;
+  /** How long busy victims keep taking requests before they close (`eviction.swap_hold_ms`). */
+  swapHoldMs: number;
+}
+
+export interface PlaceQuestion {
+  model: { id: string; priority: number; workers?: readonly string[] };
+  /** Workers to leave out (a retry after they failed, or an admin load on one worker). */
+  exclude: readonly string[];
+  /** The worker that served this conversation last, if any. */
+  affineWorker?: string;
+  /** The model's memory need; without it no load can be planned. */
+  needed?: number;
+}
+
+export type Decision =
+  /** The model is ready there: send the request. */
+  | { kind: 'serve'; workerId: string }
+  /** The model is loading there: wait for that load. */
+  | { kind: 'join'; workerId: string }
+  /** Load it there after evicting these (possibly none). */
+  | { kind: 'load'; workerId: string; victims: ResidentModel[]; closeUntil: number }
+  /** The model must be sized before a load can be planned. */
+  | { kind: 'estimate' }
+  /** Nothing fits now, but would once models loading, unloading or closing settle. */
+  | { kind: 'wait' }
+  | { kind: 'no_room'; roomiest: WorkerState }
+  | { kind: 'no_worker' };
+
+/** Serve, join or load: the first rule that applies wins, in the order the docs list them. */
+export function decide(workers: readonly WorkerState[], question: PlaceQuestion, context: PlanContext): Decision {
+  const { model, exclude } = question;
+  const affine = exclude.length === 0 && question.affineWorker ? affineWorker(workers, model.id, question.affineWorker, context.now) : undefined;
+  if (affine) return { kind: 'serve', workerId: affine.workerId };
+  const ready = leastLoaded(workers, model.id, 'ready', exclude, context);
+  if (ready) return { kind: 'serve', workerId: ready.workerId };
+  // A load already under way (perhaps started by a router since restarted) is joined, not repeated.
+  const loading = leastLoaded(workers, model.id, 'loading', exclude, context);
+  if (loading) return { kind: 'join', workerId: loading.workerId };
+  const up = workers.filter((w) => !exclude.includes(w.workerId));
+  if (up.length === 0) return { kind: 'no_worker' };
+  if (question.needed === undefined) return { kind: 'estimate' };
+  return planLoad(up, model, question.needed, context);
+}
+
+/**
+ * The worker that served the conversation before, while it still has the model ready, open and with
+ * nothing queued for it: its sequences hold the conversation's prefix, which beats a less loaded
+ * worker that would evaluate the whole prompt again.
+ */
+export function affineWorker(workers: readonly WorkerState[], modelId: string, workerId: string, now: number): WorkerState | undefined {
+  const worker = workers.find((w) => w.workerId === workerId);
+  const entry = worker?.models.find((m) => m.id === modelId && m.state === 'ready');
+  return entry && !isClosed(entry, now) && entry.queued === 0 ? worker : undefined;
+}
+
+/** The least loaded worker (in flight + queued) with the model in this state; ties take turns. */
+export function leastLoaded(workers: readonly WorkerState[], modelId: string, state: 'ready' | 'loading', exclude: readonly string[], context: Pick<PlanContext, 'now' | 'turn'>): WorkerState | undefined {
+  let best: WorkerState[] = [];
+  let bestLoad = Infinity;
+  for (const worker of workers) {
+    if (exclude.includes(worker.workerId)) continue;
+    const entry = worker.models.find((m) => m.id === modelId && m.state === state);
+    if (!entry || isClosed(entry, context.now)) continue;
+    const load = entry.inFlight + entry.queued;
+    if (load < bestLoad) {
+      best = [worker];
+      bestLoad = load;
+    } else if (load === bestLoad) {
+      best.push(worker);
+    }
+  }
+  return best[context.turn % Math.max(1, best.length)];
+}
+
+/**
+ * Where to load: the model's own workers first (in their order), then the plan that evicts the fewest
+ * bytes, ties to the most free memory. Models already closing are not counted on twice. Busy victims
+ * keep serving for `swapHoldMs` (requests for them batch in) before they close.
+ */
+export function planLoad(workers: readonly WorkerState[], model: PlaceQuestion['model'], needed: number, context: PlanContext): Decision {
+  const plans = workers
+    .map((worker) => ({
+      worker,
+      victims: chooseVictims(
+        resident(worker, context).filter((m) => m.closingUntil === undefined),
+        worker.freeBytes,
+        needed,
+        context.strategy,
+        model.priority,
+      ),
+    }))
+    .filter((p): p is { worker: WorkerState; victims: Array<ResidentModel & ModelView> } => p.victims !== null);
+  const evicted = (p: { victims: ResidentModel[] }): number => p.victims.reduce((sum, v) => sum + (v.sizeBytes ?? 0), 0);
+  const preference = (p: { worker: WorkerState }): number => {
+    const at = model.workers?.indexOf(p.worker.workerId) ?? -1;
+    return at === -1 ? Infinity : at;
+  };
+  plans.sort((a, b) => preference(a) - preference(b) || evicted(a) - evicted(b) || b.worker.freeBytes - a.worker.freeBytes);
+  const best = plans[0];
+  if (best) {
+    const hold = best.victims.some((v) => isBusy(v, context)) ? context.swapHoldMs : 0;
+    return { kind: 'load', workerId: best.worker.workerId, victims: best.victims, closeUntil: context.now + hold };
+  }
+  if (workers.some((w) => fitsOnceSettled(w, model.priority, needed, context))) return { kind: 'wait' };
+  return { kind: 'no_room', roomiest: workers.reduce((a, b) => (b.freeBytes > a.freeBytes ? b : a)) };
+}
+
+/** Would the model fit once the worker's loading, unloading and closing models have settled and become evictable? */
+export function fitsOnceSettled(worker: WorkerState, priority: number, needed: number, context: PlanContext): boolean {
+  const settling = (m: ModelView): boolean => m.state === 'loading' || m.state === 'unloading' || m.closingUntil !== undefined;
+  const models = resident(worker, context);
+  if (!models.some(settling)) return false;
+  const settled = models.map((m) => (settling(m) ? { ...m, state: 'ready' as const } : m));
+  return chooseVictims(settled, worker.freeBytes, needed, context.strategy, priority) !== null;
+}
+
+/**
+ * Serving, queued, placed on so recently that the worker may not have the request yet, or just
+ * loaded by this router for requests about to be placed on it (its heartbeat can say ready before
+ * the load's reply hands the waiting requests their placement).
+ */
+export function isBusy(model: Pick<ModelView, 'id' | 'inFlight' | 'queued' | 'lastUsedAt'>, context: Pick<PlanContext, 'now' | 'loading'>): boolean {
+  return model.inFlight > 0 || model.queued > 0 || context.now - model.lastUsedAt < RECENT_USE_MS || context.loading.has(model.id);
+}
+
+/** A closing model whose hold has run out takes no new requests. */
+export function isClosed(model: ModelView, now: number): boolean {
+  return model.closingUntil !== undefined && now >= model.closingUntil;
+}
+
+/** Models unused for longer than their idle TTL (seconds; 0 = never), unless pinned or busy. */
+export function idleExpired(workers: readonly WorkerState[], ttlOf: (modelId: string) => number, context: PlanContext): Array<{ workerId: string; model: string }> {
+  const expired: Array<{ workerId: string; model: string }> = [];
+  for (const worker of workers) {
+    for (const model of resident(worker, context)) {
+      const ttl = ttlOf(model.id);
+      if (ttl <= 0 || model.pinned || model.state !== 'ready' || model.inFlight > 0 || model.queued > 0) continue;
+      if (context.now - model.lastUsedAt >= ttl * 1000) expired.push({ workerId: worker.workerId, model: model.id });
+    }
+  }
+  return expired;
+}
+
+/** The worker's models with what eviction weighs: size (reported, else estimated), pin, priority. */
+export function resident(worker: WorkerState, context: Pick<PlanContext, 'policy'>): Array<ResidentModel & ModelView> {
+  return worker.models.map((m) => {
+    const policy = context.policy(m.id);
+    return { ...m, sizeBytes: m.sizeBytes ?? policy.estimate, pinned: policy.pinned, priority: policy.priority };
+  });
+}
+
+/** A request placed this recently may still be on its way to the worker: its model counts as busy. */
+export const RECENT_USE_MS = 250;
