@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { BusClient } from '@cortex/bus';
+import { BusClient, isNoResponders } from '@cortex/bus';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { CortexError, Subjects, workerSubject } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
@@ -48,7 +48,7 @@ export class WorkerCommands {
       if (answered() || this.fleet.worker(workerId)) continue;
       const unreachable = await this.bus.request(target, payload, { timeoutMs: PROBE_MS }).then(
         () => false,
-        (error: unknown) => noResponders(error),
+        (error: unknown) => isNoResponders(error),
       );
       if (unreachable && !answered()) throw new CortexError('service_unavailable', `worker ${workerId} went down before it answered ${target}`);
     }
@@ -66,16 +66,11 @@ export class WorkerCommands {
         .request(workerSubject(Subjects.workerEstimate, workerId), { source: model.file, contextSize: model.contextSize, slots: model.slots }, { timeoutMs: PROBE_MS })
         .then(
           () => true,
-          (error: unknown) => !noResponders(error),
+          (error: unknown) => !isNoResponders(error),
         ),
     );
     return (await Promise.all(probes)).some(Boolean);
   }
-}
-
-/** Bus "no responders": nothing holds the subject (the bus's own error carries the NATS one as cause). */
-function noResponders(error: unknown): boolean {
-  return error instanceof CortexError && error.code === 'service_unavailable' && error.cause !== undefined;
 }
 
 /** How often a command's worker is looked at for signs of death while the command waits (and how long a probe waits). */
