@@ -2,12 +2,14 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { fixtureModel } from '@cortex/fixtures';
 import { startStack, type TestStack } from '@cortex/testing';
+import { WEATHER_TOOL } from './weather-mcp.js';
 
 // The real agents, at the versions whose requests are recorded in libs/wire/src/testing/recorded.
 const CLAUDE_CODE = '@anthropic-ai/claude-code@2.1.330';
@@ -28,7 +30,15 @@ const RUN_TIMEOUT_MS = 480_000;
 const FULL = process.env.CORTEX_AGENTS_FULL === '1';
 
 const chat = fixtureModel('cortex-chat');
-const tools = fixtureModel('cortex-tools');
+/*
+ * The tool round trip: each agent is given a stdio MCP server (weather-mcp.ts) whose get_weather
+ * tool it declares to the model under its own name. Claude Code names it `mcp__weather__get_weather`
+ * (cortex-tools-mcp calls that); Codex offers it in a `mcp__weather` namespace tool, which cortex
+ * flattens to `get_weather` (cortex-tools calls that).
+ */
+const claudeTools = fixtureModel('cortex-tools-mcp');
+const codexTools = fixtureModel('cortex-tools');
+const WEATHER_MCP = join(dirname(fileURLToPath(import.meta.url)), 'weather-mcp.js');
 
 /** Installs the pinned agents once (npm, with their native binaries); later runs reuse the directory. */
 async function installAgents(): Promise<void> {
@@ -81,6 +91,7 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
       models: [
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: CONTEXT, pinned: true, slots: 1 },
         { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: CONTEXT, slots: 1 },
+        { id: 'cortex-tools-mcp', file: 'fixture:cortex-tools-mcp', context_size: CONTEXT, slots: 1 },
       ],
     });
   });
@@ -90,7 +101,7 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     if (home) await rm(home, { recursive: true, force: true });
   });
 
-  const claude = async (name: string, model: string, tools: string, extraEnv: Record<string, string> = {}): Promise<Run> => {
+  const claude = async (name: string, model: string, extraEnv: Record<string, string> = {}, extraArgs: string[] = []): Promise<Run> => {
     const dir = join(home, name);
     await mkdir(dir, { recursive: true });
     const env = {
@@ -102,11 +113,11 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
       ...extraEnv,
     };
-    const compact = FULL ? [] : ['--system-prompt', 'Answer briefly.', '--tools', tools];
-    return runAgent(CLAUDE_BIN, ['-p', 'say hi', '--model', model, ...compact], env, dir);
+    const compact = FULL ? [] : ['--system-prompt', 'Answer briefly.', '--tools', ''];
+    return runAgent(CLAUDE_BIN, ['-p', 'say hi', '--model', model, ...compact, ...extraArgs], env, dir);
   };
 
-  const codex = async (name: string, model: string): Promise<Run> => {
+  const codex = async (name: string, model: string, extraConfig: string[] = []): Promise<Run> => {
     const dir = join(home, name);
     const codexHome = join(dir, '.codex');
     await mkdir(codexHome, { recursive: true });
@@ -132,30 +143,33 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
       // The multi_agent_v1 namespace and the hosted web_search stay: they are what is under test.
       config.push('[features]', 'goals = false', 'view_image = false', '');
     }
-    await writeFile(join(codexHome, 'config.toml'), config.join('\n'));
+    await writeFile(join(codexHome, 'config.toml'), [...config, ...extraConfig].join('\n'));
     const env = { HOME: dir, CODEX_HOME: codexHome, CORTEX_API_KEY: 'unused' };
     // Codex refuses to run outside a trusted directory unless told to skip the check.
     return runAgent(process.execPath, [CODEX_BIN, 'exec', '--skip-git-repo-check', 'say hi'], env, dir);
   };
 
   it('agents e2e - claude -p "say hi" prints the model\'s answer', async () => {
-    const run = await claude('claude-chat', 'cortex-chat', '');
+    const run = await claude('claude-chat', 'cortex-chat');
     assert.equal(run.code, 0, explain(run, stack));
     assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
   });
 
   it('agents e2e - claude with experimental betas off prints the model\'s answer', async () => {
-    const run = await claude('claude-nobeta', 'cortex-chat', '', { CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS: '1' });
+    const run = await claude('claude-nobeta', 'cortex-chat', { CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS: '1' });
     assert.equal(run.code, 0, explain(run, stack));
     assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
   });
 
-  it('agents e2e - claude answers a tool call it cannot run and gets the model\'s answer after the tool result', async () => {
-    // cortex-tools calls get_weather, which Claude Code does not have: it sends back an error
-    // tool_result, and the model answers once a tool result is in the conversation.
-    const run = await claude('claude-tools', 'cortex-tools', 'Read');
+  it('agents e2e - claude runs the MCP tool the model calls and prints the model\'s answer after the tool result', async () => {
+    const calls = join(home, 'claude-weather.log');
+    const mcpConfig = join(home, 'claude-mcp.json');
+    await writeFile(mcpConfig, JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MCP, calls] } } }));
+    // Print mode runs no tool without a permission rule for it.
+    const run = await claude('claude-tools', claudeTools.id, {}, ['--mcp-config', mcpConfig, '--strict-mcp-config', '--allowedTools', claudeTools.expected.toolCall?.name ?? '']);
     assert.equal(run.code, 0, explain(run, stack));
-    assert.match(run.stdout, new RegExp(escape(tools.expected.afterToolResult?.text ?? '')), explain(run, stack));
+    assert.deepEqual(await toolCalls(calls), [{ name: WEATHER_TOOL, arguments: claudeTools.expected.toolCall?.arguments }], explain(run, stack));
+    assert.match(run.stdout, new RegExp(escape(claudeTools.expected.afterToolResult?.text ?? '')), explain(run, stack));
   });
 
   it('agents e2e - codex exec "say hi" prints the model\'s answer', async () => {
@@ -164,12 +178,28 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
   });
 
-  it('agents e2e - codex answers a tool call it cannot run and gets the model\'s answer after the output', async () => {
-    const run = await codex('codex-tools', 'cortex-tools');
+  it('agents e2e - codex runs the MCP tool the model calls and prints the model\'s answer after the output', async () => {
+    const calls = join(home, 'codex-weather.log');
+    const server = [
+      '[mcp_servers.weather]',
+      `command = ${JSON.stringify(process.execPath)}`,
+      `args = ${JSON.stringify([WEATHER_MCP, calls])}`,
+      // exec never asks for approval, so a tool that needs it fails without running.
+      'default_tools_approval_mode = "approve"',
+      '',
+    ];
+    const run = await codex('codex-tools', codexTools.id, server);
     assert.equal(run.code, 0, explain(run, stack));
-    assert.match(run.stdout, new RegExp(escape(tools.expected.afterToolResult?.text ?? '')), explain(run, stack));
+    assert.deepEqual(await toolCalls(calls), [{ name: WEATHER_TOOL, arguments: codexTools.expected.toolCall?.arguments }], explain(run, stack));
+    assert.match(run.stdout, new RegExp(escape(codexTools.expected.afterToolResult?.text ?? '')), explain(run, stack));
   });
 });
+
+/** The calls the weather MCP server logged (none: no file). */
+async function toolCalls(log: string): Promise<unknown[]> {
+  const text = await readFile(log, 'utf8').catch(() => '');
+  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as unknown);
+}
 
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
