@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -14,7 +14,8 @@ import { WEATHER_TOOL } from './weather-mcp.js';
 // The real agents, at the versions whose requests are recorded in libs/wire/src/testing/recorded.
 const CLAUDE_CODE = '@anthropic-ai/claude-code@2.1.330';
 const CODEX = '@openai/codex@0.169.0';
-const AGENTS_DIR = resolve(process.env.CORTEX_AGENTS_DIR ?? '.cortex/agents/claude-code-2.1.330+codex-0.169.0');
+// Outside the checkout, so fresh clones (CI) reuse one install of ~1.2 GB instead of fetching it again.
+const AGENTS_DIR = resolve(process.env.CORTEX_AGENTS_DIR ?? join(homedir(), '.cache/cortex/agents/claude-code-2.1.330+codex-0.169.0'));
 const CLAUDE_BIN = join(AGENTS_DIR, 'node_modules/.bin/claude');
 const CODEX_BIN = join(AGENTS_DIR, 'node_modules/@openai/codex/bin/codex.js');
 // An agent's first turn is a 40-80 kB prompt; the fixtures are tiny, so a large context costs little.
