@@ -18,17 +18,18 @@ const CODEX = '@openai/codex@0.169.0';
 const AGENTS_DIR = resolve(process.env.CORTEX_AGENTS_DIR ?? join(homedir(), '.cache/cortex/agents/claude-code-2.1.330+codex-0.169.0'));
 const CLAUDE_BIN = join(AGENTS_DIR, 'node_modules/.bin/claude');
 const CODEX_BIN = join(AGENTS_DIR, 'node_modules/@openai/codex/bin/codex.js');
-// An agent's first turn is a 40-80 kB prompt; the fixtures are tiny, so a large context costs little.
-const CONTEXT = 131_072;
+// The default catalogue's context: an agent's first turn (70-80 kB) is ~14-22k fixture tokens.
+const CONTEXT = 32_768;
 const RUN_TIMEOUT_MS = 480_000;
 /**
- * With their default prompts (Claude Code ~49k fixture tokens, Codex ~40k) the first turn's prefill
- * on a shared 2-core CPU with one thread takes longer than a test can wait, so by default the agents
- * run with short instructions and fewer built-in tools: the same clients, the same request shapes
- * (mid-conversation system turn, adaptive thinking, `?beta=true`; developer messages, a namespace
- * tool, hosted web_search, store false). `CORTEX_AGENTS_FULL=1` runs them exactly as a user would.
+ * By default the agents run exactly as a user would, with their own system prompts and built-in
+ * tools (Claude Code's first turn is ~14k fixture tokens; each run took 3-5 s here).
+ * `CORTEX_AGENTS_COMPACT=1` gives them short instructions and fewer built-in tools instead, for a
+ * quicker loop on a slow machine: the same clients and the same request shapes (mid-conversation
+ * system turn, adaptive thinking, `?beta=true`; developer messages, a namespace tool, hosted
+ * web_search, store false).
  */
-const FULL = process.env.CORTEX_AGENTS_FULL === '1';
+const FULL = process.env.CORTEX_AGENTS_COMPACT !== '1';
 
 const chat = fixtureModel('cortex-chat');
 /*
@@ -167,7 +168,9 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     const mcpConfig = join(home, 'claude-mcp.json');
     await writeFile(mcpConfig, JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MCP, calls] } } }));
     // Print mode runs no tool without a permission rule for it.
-    const run = await claude('claude-tools', claudeTools.id, {}, ['--mcp-config', mcpConfig, '--strict-mcp-config', '--allowedTools', claudeTools.expected.toolCall?.name ?? '']);
+    // With tool search on (its default), Claude Code sends MCP tools only after a ToolSearch call the
+    // fixture never makes; off, it declares them in the request.
+    const run = await claude('claude-tools', claudeTools.id, { ENABLE_TOOL_SEARCH: 'false' }, ['--mcp-config', mcpConfig, '--strict-mcp-config', '--allowedTools', claudeTools.expected.toolCall?.name ?? '']);
     assert.equal(run.code, 0, explain(run, stack));
     assert.deepEqual(await toolCalls(calls), [{ name: WEATHER_TOOL, arguments: claudeTools.expected.toolCall?.arguments }], explain(run, stack));
     assert.match(run.stdout, new RegExp(escape(claudeTools.expected.afterToolResult?.text ?? '')), explain(run, stack));
