@@ -1,0 +1,291 @@
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import {
+  LlamaGrammarEvaluationState,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type LlamaModel,
+  type Token,
+  type TokenBias,
+} from 'node-llama-cpp';
+import type { FinishReason, StreamEventBody } from '@cortex/contracts';
+import type { GenerateJob } from './engine.types.js';
+import { evaluatePromptInBatches } from './evaluate-prompt.js';
+import { stopTexts } from './stop-texts.js';
+import { TextStreamer } from './text-streamer.js';
+import { JsonEnd, ToolCallParser } from './tool-call-parser.js';
+
+type Mode = 'text' | 'reasoning' | 'tool';
+
+/** An opening and a closing marker, each one token of the model's vocabulary. */
+export interface MarkerPair {
+  open: Token;
+  close: Token;
+}
+
+/** What a decode reads from its loaded model: the same for every request. */
+export interface DecodeModel {
+  id: string;
+  model: LlamaModel;
+  batchSize: number;
+  reasoning: MarkerPair | null;
+  toolCall: MarkerPair | null;
+  /** Bans the marker tokens while a grammar holds the output. */
+  markerBias: TokenBias | undefined;
+}
+
+/** One request as the model settled it before taking a sequence. */
+export interface DecodePlan {
+  job: GenerateJob;
+  sequence: LlamaContextSequence;
+  prompt: Token[];
+  /** Prompt tokens the sequence already holds from an earlier request. */
+  sharedPrefix: number;
+  /** The chat template's own stop strings: they end the output but are not a user's stop sequence. */
+  hiddenStops: string[];
+  grammar: LlamaGrammar | null;
+  /** tool_choice required or named: the model starts inside a call held by `grammar`. */
+  forceToolCall: boolean;
+  emit: (event: StreamEventBody) => void;
+}
+
+/**
+ * One request's decode on one sequence, step by step: reuse the cached prefix, evaluate the prompt,
+ * sample token by token, route each token by mode (text, reasoning, tool call), check stops, finish.
+ * Each generated token is routed by id (reasoning and tool-call markers), detokenized incrementally,
+ * checked against stop strings and published at once.
+ */
+export class Decode {
+  private readonly emit: (event: StreamEventBody) => void;
+  private readonly userStops: string[];
+  private readonly streamer: TextStreamer;
+  private readonly maxTokens: number;
+  private readonly maxToolCalls: number;
+  private readonly declared: ReadonlySet<string>;
+  private readonly startedAt = performance.now();
+  private mode: Mode;
+  private completion = 0;
+  private reasoningTokens = 0;
+  private firstTokenAt = 0;
+  private stopSequence: string | undefined;
+  /** Tool calls completed so far; the next call's index. */
+  private toolIndex = 0;
+  private toolCall: ToolCallParser | null = null;
+  /** Set while a forced call is written: it ends when its JSON object closes. */
+  private forcedCall: JsonEnd | null = null;
+  /** Tokens of a multi-byte character not yet complete. */
+  private readonly pending: Token[] = [];
+  /** The last few tokens detokenized, for the tokenizer's leading-space context. */
+  private readonly recent: Token[];
+
+  constructor(
+    private readonly model: DecodeModel,
+    private readonly plan: DecodePlan,
+  ) {
+    const { job, prompt, grammar, forceToolCall } = plan;
+    this.emit = plan.emit;
+    this.userStops = job.request.sampling.stop ?? [];
+    // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
+    const grammarStops = grammar && !forceToolCall ? stopTexts(grammar.stopGenerationTriggers) : [];
+    this.streamer = new TextStreamer([...this.userStops, ...plan.hiddenStops, ...grammarStops]);
+    this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
+    this.maxToolCalls = job.request.maxToolCalls ?? Infinity;
+    this.declared = new Set(job.request.tools?.map((tool) => tool.name));
+    this.mode = this.startsInReasoning() ? 'reasoning' : 'text';
+    this.recent = prompt.slice(-4);
+  }
+
+  async run(): Promise<void> {
+    const { prompt, sequence, job } = this.plan;
+    const cached = await this.reusePrefix();
+    this.emit({ type: 'start', requestId: '', workerId: '', model: this.model.id, promptTokens: prompt.length });
+    // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
+    // at the next batch boundary; the last one goes to evaluate() to produce the first token.
+    const evaluationStartedAt = performance.now();
+    const evaluated = await evaluatePromptInBatches(sequence, prompt.slice(cached, -1), this.model.batchSize, job.signal);
+    const promptDone = cached + evaluated === prompt.length - 1;
+    const input = this.firstInput();
+    const finish = promptDone ? await this.sample(input) : 'cancelled';
+    this.finish(finish, cached, evaluationStartedAt);
+  }
+
+  /** Keeps the prefix the sequence shares with the prompt (prompt caching); returns its length. */
+  private async reusePrefix(): Promise<number> {
+    const { sequence, prompt, sharedPrefix } = this.plan;
+    // At least one token must be evaluated to produce the next one.
+    const keep = Math.min(sharedPrefix, prompt.length - 1);
+    if (keep < sequence.nextTokenIndex) {
+      await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
+    }
+    return keep;
+  }
+
+  /** A template that opens the reasoning block itself leaves the model inside it. */
+  private startsInReasoning(): boolean {
+    const { reasoning } = this.model;
+    if (!reasoning) return false;
+    const open = this.plan.prompt.lastIndexOf(reasoning.open);
+    return open !== -1 && this.plan.prompt.lastIndexOf(reasoning.close) < open;
+  }
+
+  /**
+   * The last prompt token, and for a forced tool call the call's opening marker, written for the
+   * model: it starts inside the call and the call grammar holds it to the allowed names and schemas.
+   */
+  private firstInput(): Token[] {
+    const input = this.plan.prompt.slice(-1);
+    if (this.plan.forceToolCall && this.model.toolCall) {
+      input.push(this.model.toolCall.open);
+      this.completion++;
+      this.mode = 'tool';
+      this.toolCall = this.newToolCall();
+      this.forcedCall = new JsonEnd();
+    }
+    return input;
+  }
+
+  /** Samples until a token ends the output; returns why it ended. */
+  private async sample(input: Token[]): Promise<FinishReason> {
+    const { job, grammar, sequence } = this.plan;
+    const { sampling } = job.request;
+    // Tokens written so far, for presence/frequency penalties (which node-llama-cpp asks for at every
+    // step: kept here rather than copied out of the sequence's whole context each time).
+    const penalized = sampling.presencePenalty || sampling.frequencyPenalty ? input.slice(1) : null;
+    const tokens = sequence.evaluate(input, {
+      temperature: sampling.temperature ?? 0.8,
+      topP: sampling.topP,
+      topK: sampling.topK,
+      seed: sampling.seed,
+      yieldEogToken: true,
+      grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({ model: this.model.model, grammar }) : undefined,
+      tokenBias: grammar ? this.model.markerBias : undefined,
+      repeatPenalty: penalized
+        ? { punishTokens: () => penalized, presencePenalty: sampling.presencePenalty, frequencyPenalty: sampling.frequencyPenalty }
+        : undefined,
+    });
+    for await (const token of tokens) {
+      penalized?.push(token);
+      if (job.signal.aborted) return 'cancelled';
+      if (this.firstTokenAt === 0) this.firstTokenAt = performance.now();
+      const finish = this.step(token);
+      if (finish) return finish;
+    }
+    return 'length';
+  }
+
+  /** Routes one sampled token; returns a finish reason when it ends the output. */
+  private step(token: Token): FinishReason | null {
+    if (this.model.model.isEogToken(token)) return this.toolIndex > 0 ? 'tool_calls' : 'stop';
+    this.completion++;
+    if (this.mode === 'reasoning') this.reasoningTokens++;
+    const outcome = this.isMarker(token) ? this.onMarker(token) : this.onContent(token);
+    // A character still incomplete is not checked against the token limit until it is.
+    if (outcome === 'incomplete') return null;
+    if (outcome) return outcome;
+    return this.completion >= this.maxTokens ? 'length' : null;
+  }
+
+  private isMarker(token: Token): boolean {
+    const { reasoning, toolCall } = this.model;
+    if (reasoning && (token === reasoning.open || token === reasoning.close)) return true;
+    // A closing tool-call marker outside a call is plain text.
+    return toolCall !== null && (token === toolCall.open || (token === toolCall.close && this.toolCall !== null));
+  }
+
+  /** A reasoning or tool-call marker switches mode; closing a call may end the output. */
+  private onMarker(token: Token): FinishReason | null {
+    const { reasoning } = this.model;
+    if (reasoning && (token === reasoning.open || token === reasoning.close)) {
+      this.flushText();
+      this.mode = token === reasoning.open ? 'reasoning' : 'text';
+      return null;
+    }
+    if (token === this.model.toolCall?.open) {
+      this.flushText();
+      this.mode = 'tool';
+      this.toolCall = this.newToolCall();
+      return null;
+    }
+    this.endToolCall();
+    this.mode = 'text';
+    // max_tool_calls / parallel_tool_calls: false — the response ends with the last call allowed.
+    return this.toolIndex >= this.maxToolCalls ? 'tool_calls' : null;
+  }
+
+  /** Text for the current tool call or for the client; 'incomplete' while a character is split. */
+  private onContent(token: Token): FinishReason | 'incomplete' | null {
+    const { pending, recent } = this;
+    pending.push(token);
+    const text = this.model.model.detokenize(pending, false, recent);
+    // A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
+    if (text.endsWith('\uFFFD') && pending.length < 4) return 'incomplete';
+    recent.push(...pending);
+    if (recent.length > 4) recent.splice(0, recent.length - 4);
+    pending.length = 0;
+    if (this.toolCall) {
+      this.toolCall.push(text);
+      // A forced call is complete when its JSON object closes; the model need not close the marker.
+      if (this.forcedCall?.push(text)) {
+        this.endToolCall();
+        return 'tool_calls';
+      }
+      return null;
+    }
+    return this.emitText(text) ? 'stop' : null;
+  }
+
+  private newToolCall(): ToolCallParser {
+    return new ToolCallParser(this.toolIndex, `call_${randomBytes(12).toString('hex')}`, this.emit, this.declared);
+  }
+
+  /** Closes the open call; one that parsed as a call to a declared tool counts. */
+  private endToolCall(): void {
+    if (this.toolCall?.end()) this.toolIndex++;
+    this.toolCall = null;
+  }
+
+  /** Sends text held back only as long as it may be a stop string; true when a stop string ended it. */
+  private emitText(text: string): boolean {
+    if (!this.streamer.holding) {
+      this.emitDelta(text);
+      return false;
+    }
+    const { text: safe, stopped, stop } = this.streamer.push(text);
+    if (safe) this.emitDelta(safe);
+    if (stop !== undefined && this.userStops.includes(stop)) this.stopSequence = stop;
+    return stopped;
+  }
+
+  private flushText(): void {
+    const held = this.streamer.flush();
+    const rest = this.plan.grammar?.trimWhitespaceSuffix ? held.trimEnd() : held;
+    if (rest) this.emitDelta(rest);
+  }
+
+  private emitDelta(text: string): void {
+    this.emit({ type: this.mode === 'reasoning' ? 'reasoning' : 'text', text });
+  }
+
+  private finish(reason: FinishReason, cached: number, evaluationStartedAt: number): void {
+    this.toolCall?.abandon();
+    this.flushText();
+    const { prompt, job } = this.plan;
+    const { firstTokenAt, completion } = this;
+    const endedAt = performance.now();
+    const decodeSeconds = firstTokenAt ? (endedAt - firstTokenAt) / 1000 : 0;
+    this.emit({
+      type: 'finish',
+      reason,
+      ...(this.stopSequence !== undefined && { stopSequence: this.stopSequence }),
+      usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens: this.reasoningTokens },
+      timings: {
+        ttftMs: firstTokenAt ? firstTokenAt - job.receivedAt : 0,
+        // Without a first token (cancelled during the prompt) this is the prompt time spent until the cancel.
+        promptMs: (firstTokenAt || endedAt) - evaluationStartedAt,
+        decodeTokensPerSecond: decodeSeconds > 0 && completion > 1 ? (completion - 1) / decodeSeconds : 0,
+        durationMs: endedAt - job.receivedAt,
+        queueMs: this.startedAt - job.receivedAt,
+      },
+    });
+  }
+}

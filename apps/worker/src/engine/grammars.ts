@@ -1,0 +1,43 @@
+import type { Llama, LlamaGrammar } from 'node-llama-cpp';
+import { CortexError, type ResponseFormat, type ToolDefinition } from '@cortex/contracts';
+import { createJsonGrammar } from './json-grammar.js';
+import { memoAsync } from './memo.js';
+
+/**
+ * A model's compiled grammars by key, at most 64; clients tend to send the same schema again and
+ * again. One that fails to compile is forgotten so a retry compiles again.
+ */
+export class GrammarCache {
+  private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
+
+  constructor(private readonly llama: Llama) {}
+
+  /** A grammar that makes every output parse: JSON in general, or JSON of one schema. */
+  forResponseFormat(format: ResponseFormat): Promise<LlamaGrammar> {
+    const key = format.type === 'json_schema' ? JSON.stringify(format.schema ?? {}) : format.type;
+    return this.cached(key, () =>
+      createJsonGrammar(this.llama, format.type === 'json_schema' ? (format.schema ?? {}) : null).catch((error: Error) => {
+        throw new CortexError('invalid_request', `response_format: this JSON schema cannot be enforced: ${error.message}`, {
+          param: 'response_format',
+          cause: error,
+        });
+      }),
+    );
+  }
+
+  /** JSON of `{"name": <one of the tools>, "arguments": <that tool's parameters>}`, compiled once per tool set. */
+  forToolCall(tools: readonly ToolDefinition[]): Promise<LlamaGrammar> {
+    const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => ({
+      type: 'object',
+      properties: { name: { const: tool.name }, arguments: strictArguments && tool.parameters ? tool.parameters : { type: 'object', additionalProperties: true } },
+    });
+    const schema = (strict: boolean): Record<string, unknown> => (tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) });
+    const key = `tools:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
+    // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
+    return this.cached(key, () => createJsonGrammar(this.llama, schema(true)).catch(() => createJsonGrammar(this.llama, schema(false))));
+  }
+
+  private cached(key: string, create: () => Promise<LlamaGrammar>): Promise<LlamaGrammar> {
+    return memoAsync(this.grammars, key, create, 64);
+  }
+}

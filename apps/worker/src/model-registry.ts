@@ -1,0 +1,278 @@
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '@nestjs/common';
+import {
+  CortexError,
+  Subjects,
+  type DefragEvent,
+  type EstimateCommand,
+  type LoadCommand,
+  type LoadedModel,
+  type LoadFailedEvent,
+  type LoadProgress,
+  type LoadResult,
+  type MemoryInfo,
+  type ModelState,
+  type UnloadReason,
+  type UnloadResult,
+} from '@cortex/contracts';
+import { EventPublisher, type BusClient } from '@cortex/bus';
+import type { CortexConfig } from '@cortex/config';
+import type { Engine, EngineModel } from './engine/index.js';
+import type { Device, HeartbeatSource } from './heartbeat.js';
+
+interface ModelEntry {
+  id: string;
+  state: ModelState;
+  model: EngineModel | null;
+  loading: Promise<LoadResult> | null;
+  /** An unload under way: a second unload command (another router, an admin) joins it. */
+  unloading: Promise<UnloadResult> | null;
+  lastUsedAt: number;
+  /** Estimated device memory of the model and its context, reserved from the budget while loading. */
+  bytes: number;
+}
+
+/** A loaded model as a request sees it. */
+export interface ReadyModel {
+  readonly id: string;
+  readonly model: EngineModel;
+  /** Marks it used now: eviction picks the least recently used. */
+  touch(): void;
+}
+
+/** The runs an unload or a defragmentation must wait for (or cancel). */
+export interface RunningRequests {
+  readonly size: number;
+  /** The runs on one model, each with the promise that settles when its sequence is free. */
+  onModel(model: string): { runId: string; done: Promise<void> }[];
+  cancel(runId: string, reason: string): boolean;
+}
+
+export interface RegistryDeps {
+  config: CortexConfig;
+  engine: Engine;
+  workerId: string;
+  bus: BusClient;
+  logger: Logger;
+  runs: RunningRequests;
+  /** Publishes a heartbeat now, so routers see a state change without waiting for the next beat. */
+  beat: () => Promise<void>;
+}
+
+/**
+ * The worker's models: loads (refused when they would not fit), unloads (draining or cancelling
+ * their runs), the memory budget, and defragmentation (recreating the backend after many cycles).
+ * It also says whether the worker is draining, which the heartbeat reports.
+ */
+export class ModelRegistry implements HeartbeatSource {
+  private readonly models = new Map<string, ModelEntry>();
+  private readonly events: EventPublisher;
+  private shuttingDown = false;
+  /** Load/unload cycles since the backend was (re)created; `eviction.defrag_after_cycles` acts on it. */
+  private cycles = 0;
+  private defragging = false;
+
+  constructor(private readonly deps: RegistryDeps) {
+    this.events = new EventPublisher(deps.bus.nc);
+  }
+
+  /** Refusing new work: shutting down, or recreating the backend (a defrag ending must not undo a shutdown). */
+  get draining(): boolean {
+    return this.shuttingDown || this.defragging;
+  }
+
+  /** From now on the worker refuses new work, for good. */
+  shutDown(): void {
+    this.shuttingDown = true;
+  }
+
+  /** A model ready to serve, or a `model_not_ready` error that says what state it is in. */
+  ready(model: string): ReadyModel {
+    const entry = this.models.get(model);
+    if (!entry?.model || entry.state !== 'ready') {
+      throw new CortexError('model_not_ready', `model ${model} is ${entry ? entry.state : 'not loaded'} on ${this.deps.workerId}`, { retryAfter: 1 });
+    }
+    const touch = (): void => {
+      entry.lastUsedAt = Date.now();
+    };
+    return { id: entry.id, model: entry.model, touch };
+  }
+
+  /** For `cortex status`: each model and its state. */
+  describe(): string {
+    return [...this.models.values()].map((m) => `${m.id} ${m.state}`).join(', ');
+  }
+
+  /** Loads a model once; concurrent loads of the same model share one promise. */
+  load(command: LoadCommand): Promise<LoadResult> {
+    const { workerId } = this.deps;
+    if (this.draining) return Promise.reject(new CortexError('service_unavailable', `worker ${workerId} is draining`, { retryAfter: 1 }));
+    const existing = this.models.get(command.model);
+    if (existing?.state === 'ready' && existing.model) {
+      return Promise.resolve({ model: command.model, workerId, loadMs: 0, sizeBytes: existing.bytes });
+    }
+    if (existing?.loading) return existing.loading;
+    const entry: ModelEntry = { id: command.model, state: 'loading', model: null, loading: null, unloading: null, lastUsedAt: Date.now(), bytes: 0 };
+    this.models.set(command.model, entry);
+    entry.loading = this.doLoad(command, entry).finally(() => (entry.loading = null));
+    void this.deps.beat();
+    return entry.loading;
+  }
+
+  private async doLoad(command: LoadCommand, entry: ModelEntry): Promise<LoadResult> {
+    const { config, engine, workerId, logger } = this.deps;
+    const started = performance.now();
+    const log = (line: string): void => logger.log(`${command.model}: ${line}`);
+    try {
+      const path = await engine.resolveSource(command.source, config.worker.modelsDir, log);
+      entry.bytes = await engine.estimate({ path, contextSize: command.contextSize, slots: command.slots });
+      await this.assertFits(command.model, entry.bytes);
+      let lastStep = -1;
+      const model = await engine.load(
+        { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue },
+        (fraction) => {
+          const step = Math.floor(fraction * 4);
+          if (step > lastStep) {
+            lastStep = step;
+            log(`loading ${Math.round(fraction * 100)}%`);
+            const progress: LoadProgress = { workerId, model: command.model, fraction };
+            this.deps.bus.publish(Subjects.modelLoading, progress);
+          }
+        },
+      );
+      entry.model = model;
+      entry.state = 'ready';
+      const result: LoadResult = { model: command.model, workerId, loadMs: performance.now() - started, sizeBytes: entry.bytes };
+      const markers = model.reasoningMarkers ? `, reasoning markers ${model.reasoningMarkers.join('…')}` : '';
+      log(`ready in ${Math.round(result.loadMs)} ms (${model.slots} slots${markers})`);
+      this.publishEvent(Subjects.modelLoaded, result, `${workerId}.${command.model}.loaded.${Date.now()}`);
+      return result;
+    } catch (error) {
+      // A failed load leaves nothing behind: the model is simply not there; load_failed says why.
+      const message = (error as Error).message;
+      this.models.delete(command.model);
+      logger.error(`${command.model}: load failed: ${message}`);
+      const failed: LoadFailedEvent = { workerId, at: Date.now(), model: command.model, error: message };
+      this.publishEvent(Subjects.modelLoadFailed, failed, `${workerId}.${command.model}.failed.${failed.at}`);
+      throw error instanceof CortexError ? error : new CortexError('model_load_failed', `loading ${command.model} failed: ${message}`, { cause: error });
+    } finally {
+      void this.deps.beat();
+    }
+  }
+
+  /** Memory the worker may still give to models: device free memory, capped by the budget. */
+  memory(device: { freeBytes: number }, except?: string): MemoryInfo {
+    const used = [...this.models.values()].filter((m) => m.id !== except).reduce((sum, m) => sum + m.bytes, 0);
+    const budget = this.deps.config.worker.memoryBudget;
+    return { budgetBytes: budget, usedBytes: used, freeBytes: Math.max(0, budget > 0 ? Math.min(device.freeBytes, budget - used) : device.freeBytes) };
+  }
+
+  device(): Promise<Device> {
+    return this.deps.engine.device();
+  }
+
+  /** The models as a heartbeat reports them. */
+  loaded(): LoadedModel[] {
+    return [...this.models.values()].map((entry) => ({
+      id: entry.id,
+      state: entry.state,
+      inFlight: entry.model?.inFlight ?? 0,
+      queued: entry.model?.queued ?? 0,
+      slots: entry.model?.slots ?? 0,
+      lastUsedAt: entry.lastUsedAt,
+      sizeBytes: entry.bytes || entry.model?.sizeBytes,
+      capabilities: entry.model?.capabilities,
+    }));
+  }
+
+  async estimate(command: EstimateCommand): Promise<{ bytes: number }> {
+    const { engine, config, logger } = this.deps;
+    const path = await engine.resolveSource(command.source, config.worker.modelsDir, (line) => logger.log(line));
+    return { bytes: await engine.estimate({ path, contextSize: command.contextSize, slots: command.slots }) };
+  }
+
+  /**
+   * After `defrag_after_cycles` load/unload cycles, once no request is running: drop every model,
+   * dispose the backend and create it anew, so memory fragmented by the cycles comes back whole. The
+   * worker drains (refuses new work) meanwhile; routers reload its pinned models when it is back.
+   */
+  async maybeDefrag(): Promise<void> {
+    const { config, engine, workerId, logger } = this.deps;
+    const after = config.eviction.defragAfterCycles;
+    if (after <= 0 || this.cycles < after || this.draining) return;
+    // Not while another model is still loading or being unloaded (unloads may run side by side).
+    if (this.deps.runs.size > 0 || [...this.models.values()].some((m) => m.loading || m.state === 'unloading')) return;
+    this.defragging = true;
+    await this.deps.beat();
+    const dropped = [...this.models.keys()];
+    try {
+      logger.log({ msg: `defragmenting after ${this.cycles} load/unload cycles: dropping ${dropped.join(', ') || 'no models'} and recreating the backend`, cycles: this.cycles });
+      await this.disposeAll();
+      this.models.clear();
+      await engine.restart();
+      const event: DefragEvent = { workerId, at: Date.now(), cycles: this.cycles, dropped };
+      this.publishEvent(Subjects.workerDefragmented, event, `${workerId}.defrag.${event.at}`);
+      this.cycles = 0;
+    } catch (error) {
+      logger.error(`defragmentation failed: ${(error as Error).message}`);
+    } finally {
+      this.defragging = false;
+      void this.deps.beat();
+    }
+  }
+
+  /** Refuses, with the numbers, a load that would not fit the device or the configured budget. */
+  private async assertFits(model: string, bytes: number): Promise<void> {
+    const device = await this.deps.engine.device();
+    const { usedBytes: others, freeBytes: free } = this.memory(device, model);
+    const budget = this.deps.config.worker.memoryBudget;
+    if (bytes > free) {
+      const where = budget > 0 ? `of a ${mib(budget)} budget with ${mib(others)} in use` : `free on ${device.name}`;
+      throw new CortexError(
+        'insufficient_memory',
+        `${model} needs about ${mib(bytes)} but only ${mib(Math.max(0, free))} is ${where}; unload a model, raise worker.memory_budget, or use a smaller context_size/slots`,
+      );
+    }
+  }
+
+  /** Stops serving a model: waits for its requests (or cancels them), then frees it; once, however often asked. */
+  unload(model: string, drain = true, reason: UnloadReason = 'admin'): Promise<UnloadResult> {
+    const entry = this.models.get(model);
+    if (!entry) return Promise.reject(new CortexError('not_found', `${model} is not loaded on ${this.deps.workerId}`));
+    entry.unloading ??= this.doUnload(entry, drain, reason);
+    return entry.unloading;
+  }
+
+  private async doUnload(entry: ModelEntry, drain: boolean, reason: UnloadReason): Promise<UnloadResult> {
+    const { workerId, logger, runs } = this.deps;
+    const model = entry.id;
+    if (entry.loading) await entry.loading.catch(() => undefined);
+    entry.state = 'unloading';
+    void this.deps.beat();
+    const mine = runs.onModel(model);
+    if (!drain) for (const { runId } of mine) runs.cancel(runId, `${model} is being unloaded`);
+    // The model is no longer ready, so no request joins these while they finish.
+    await Promise.allSettled(mine.map((run) => run.done));
+    await entry.model?.dispose();
+    this.models.delete(model);
+    logger.log(`${model}: unloaded${drain ? '' : ` (${mine.length} requests cancelled)`}`);
+    const result: UnloadResult = { model, workerId, cancelled: drain ? 0 : mine.length, reason };
+    this.publishEvent(Subjects.modelUnloaded, result, `${workerId}.${model}.unloaded.${Date.now()}`);
+    this.cycles++;
+    void this.deps.beat();
+    void this.maybeDefrag();
+    return result;
+  }
+
+  /** Frees every model (defragmentation, shutdown). */
+  async disposeAll(): Promise<void> {
+    for (const entry of this.models.values()) await entry.model?.dispose();
+  }
+
+  /** Lifecycle facts go to JetStream so metrics count them even if they start later. */
+  private publishEvent(subject: string, payload: unknown, id: string): void {
+    this.events.publish(subject, payload, id).catch((error: Error) => this.deps.logger.warn(`could not record ${subject}: ${error.message}`));
+  }
+}
+
+const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
