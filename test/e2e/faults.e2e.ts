@@ -92,7 +92,20 @@ describe('faults e2e', () => {
     report(t, '2 MiB prompt', `${response.status} ${body.error?.message.slice(0, 60)}`, performance.now() - started);
     assert.equal(response.status, 400, JSON.stringify(body));
     assert.equal(body.error?.type, 'invalid_request_error');
-    assert.match(body.error?.message ?? '', /the prompt is \d+ tokens but cortex-chat has a context of 512/);
+    assert.match(body.error?.message ?? '', /the prompt is (at least )?\d+ tokens but cortex-chat has a context of 512/);
+  });
+
+  it('faults - 1.5 MB of one repeated character is refused at once and the worker stays up', async (t) => {
+    // Tokenized whole, such a run costs minutes of the worker's event loop (the tokenizer is quadratic on it).
+    const downs = await watchBus<{ workerId: string }>(stack.nc, Subjects.workerDown);
+    const started = performance.now();
+    const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: [{ role: 'user', content: 'x'.repeat(1_500_000) }] });
+    const body = (await response.json()) as { error?: { type: string; message: string } };
+    report(t, '1.5 MB run of one character', `${response.status} ${body.error?.message.slice(0, 60)}`, performance.now() - started);
+    downs.stop();
+    assert.equal(response.status, 400, JSON.stringify(body));
+    assert.match(body.error?.message ?? '', /the prompt is at least \d+ tokens but cortex-chat has a context of 512/);
+    assert.deepEqual(downs.messages, [], 'no worker was declared down meanwhile');
   });
 
   it('faults - /v1/responses with 10,000 input items: the decoded request (over max_payload) reaches the worker', async (t) => {
@@ -102,7 +115,7 @@ describe('faults e2e', () => {
     const body = (await response.json()) as { error?: { type: string; message: string } };
     report(t, '/v1/responses, 10,000 input items', `${response.status} ${body.error?.message.slice(0, 60)}`, performance.now() - started);
     assert.equal(response.status, 400, JSON.stringify(body));
-    assert.match(body.error?.message ?? '', /the prompt is \d+ tokens but cortex-chat has a context of 512/);
+    assert.match(body.error?.message ?? '', /the prompt is (at least )?\d+ tokens but cortex-chat has a context of 512/);
   });
 
   it('faults - a response too large for a KV value is payload_too_large, saying what to do, not internal', async (t) => {

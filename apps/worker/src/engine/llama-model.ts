@@ -5,6 +5,7 @@ import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
 import { OutputCheck } from './output-check.js';
+import { promptTokensAtLeast } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { SlotPool } from './slot-pool.js';
 import { stopTexts } from './stop-texts.js';
@@ -79,8 +80,16 @@ export class LlamaEngineModel implements EngineModel {
     const { request, signal } = job;
     const check = new OutputCheck(request, job.emit);
     const emit = check.active ? check.emit : job.emit;
-    const { prompt, stops } = this.render(request);
     const contextSize = this.context.contextSize;
+    const atLeast = promptTokensAtLeast(this.model, request, contextSize);
+    if (atLeast >= contextSize) {
+      throw new CortexError(
+        'invalid_request',
+        `the prompt is at least ${atLeast} tokens but ${this.id} has a context of ${contextSize}; shorten the messages`,
+        { param: 'messages' },
+      );
+    }
+    const { prompt, stops } = this.render(request);
     if (prompt.length >= contextSize) {
       throw new CortexError(
         'invalid_request',

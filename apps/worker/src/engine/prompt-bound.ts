@@ -1,0 +1,39 @@
+import type { LlamaModel } from 'node-llama-cpp';
+import type { CanonicalRequest } from '@cortex/contracts';
+
+/**
+ * Characters tokenized at a time. llama.cpp's SentencePiece tokenizer slows down with the square of a
+ * run's length: 1.5 M repeated characters took 6.6 minutes on one call (100 k: 0.75 s), all of it on
+ * the worker's event loop, so no heartbeat, cancel or other stream moves meanwhile.
+ */
+const CHUNK_CHARS = 4_096;
+/** Tokens a chunk boundary may add (a piece split in two, a space prefix): the count stays a lower bound. */
+const BOUNDARY_SLACK = 2;
+
+/**
+ * A lower bound of the request's prompt length in tokens, counted chunk by chunk and only until it
+ * reaches `limit`: a prompt far over the context is refused after a few chunks instead of being
+ * tokenized whole. Returns a number below `limit` when the texts may fit.
+ */
+export function promptTokensAtLeast(model: LlamaModel, request: CanonicalRequest, limit: number): number {
+  let count = 0;
+  for (const text of promptTexts(request)) {
+    for (let at = 0; at < text.length; at += CHUNK_CHARS) {
+      count += Math.max(0, model.tokenize(text.slice(at, at + CHUNK_CHARS)).length - BOUNDARY_SLACK);
+      if (count >= limit) return count;
+    }
+  }
+  return count;
+}
+
+function* promptTexts(request: CanonicalRequest): Iterable<string> {
+  for (const message of request.messages) {
+    yield message.content;
+    if (message.reasoning) yield message.reasoning;
+    for (const call of message.toolCalls ?? []) yield call.arguments;
+  }
+  for (const tool of request.tools ?? []) {
+    if (tool.description) yield tool.description;
+    if (tool.parameters) yield JSON.stringify(tool.parameters);
+  }
+}
