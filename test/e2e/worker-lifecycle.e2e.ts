@@ -34,7 +34,7 @@ describe('worker lifecycle e2e', () => {
   }
 
   it('lifecycle - a cold load publishes progress events and reports the model ready', async () => {
-    const events = await watchBus<LoadProgress>(stack.nc, Subjects.modelLoading);
+    const events = await watchBus<LoadProgress>(stack.nc, Subjects.modelProgressed);
     const progress = events.messages;
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     assert.equal(result.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text);

@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, decodeJson, type ServicePing } from '@cortex/bus';
-import { Subjects, type CatalogueEntry, type FleetView } from '@cortex/contracts';
+import { BusClient, decodeJson } from '@cortex/bus';
+import { mib, Subjects, type CatalogueEntry, type FleetView, type ServicePing } from '@cortex/contracts';
 
 export interface StatusReport {
   services: ServicePing[];
@@ -27,7 +27,6 @@ export async function collectStatus(nc: NatsConnection, waitMs = 750): Promise<S
   return { services, fleet, fleetError };
 }
 
-const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 export function formatStatus(report: StatusReport): string {
   const lines: string[] = [];

@@ -23,6 +23,7 @@ import {
   type LoadedModel,
   type ModelState,
   type StreamEventBody,
+  mib,
 } from '@cortex/contracts';
 import { BusClient, ensureEventsStream, EventPublisher, StreamPublisher } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
@@ -126,7 +127,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   cancel(requestId: string, reason = 'cancelled'): boolean {
     const active = this.active.get(requestId);
-    active?.controller.abort(new CortexError('internal', reason));
+    active?.controller.abort(new CortexError('cancelled', reason));
     return active !== undefined;
   }
 
@@ -225,7 +226,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
             lastStep = step;
             log(`loading ${Math.round(fraction * 100)}%`);
             const progress: LoadProgress = { workerId: this.workerId, model: command.model, fraction };
-            this.bus.publish(Subjects.modelLoading, progress);
+            this.bus.publish(Subjects.modelProgressed, progress);
           }
         },
       );
@@ -414,4 +415,3 @@ export function defaultWorkerId(config: CortexConfig, backend: string): string {
   return `${host}-${backend}${config.worker.device ?? ''}`;
 }
 
-const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;

@@ -5,6 +5,7 @@ export * from './generate/canonical-request.js';
 export * from './generate/generate.messages.js';
 export * from './fleet/fleet.messages.js';
 export * from './events/request-finished.event.js';
+export * from './bus/bus.contract.js';
 export * from './validate.js';
 export * from './fields.js';
 export * from './json-schema.js';

@@ -303,7 +303,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
 
   async onModuleInit(): Promise<void> {
     this.timer = setInterval(() => this.sendWatch(), WATCH_INTERVAL_MS);
-    this.progress = this.bus.subscribe(Subjects.modelLoading, (data) => {
+    this.progress = this.bus.subscribe(Subjects.modelProgressed, (data) => {
       const event = data as LoadProgress;
       for (const watcher of this.progressWatchers.get(event.model) ?? []) watcher(event);
     });

@@ -4,7 +4,8 @@ import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { ROUTER_ID } from '../router.tokens.js';
 
-const BUCKET = 'cortex_leases';
+import { Buckets } from '@cortex/contracts';
+const BUCKET = Buckets.leases;
 
 /**
  * One load per model across every router replica: a router loads a model only while it holds the

@@ -12,6 +12,7 @@ import {
   type ModelCapabilities,
   type Placement,
   type UnloadReason,
+  mib,
 } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { chooseVictims, type ResidentModel } from '../eviction/eviction.policy.js';
@@ -479,7 +480,6 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   }
 }
 
-const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
 const closingKey = (workerId: string, modelId: string): string => `${workerId}\n${modelId}`;
 
 /** A request placed this recently may still be on its way to the worker: its model counts as busy. */

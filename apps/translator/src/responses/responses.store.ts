@@ -3,11 +3,11 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { BusClient, maxPayload } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError } from '@cortex/contracts';
+import { Buckets, CortexError } from '@cortex/contracts';
 import type { ResponsesItem, StoredResponse } from '@cortex/wire';
 
-const RESPONSES_BUCKET = 'cortex_responses';
-const CONVERSATIONS_BUCKET = 'cortex_conversations';
+const RESPONSES_BUCKET = Buckets.responses;
+const CONVERSATIONS_BUCKET = Buckets.conversations;
 const KEY = /^[-_=.A-Za-z0-9]{1,200}$/;
 
 interface StoredConversation {
