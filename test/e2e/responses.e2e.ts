@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import { Kvm } from '@nats-io/kv';
 import { fixtureModel } from '@cortex/fixtures';
 import { BusClient } from '@cortex/bus';
-import { Subjects, type DecodedRequest } from '@cortex/contracts';
+import { decodeDecodedRequest, Subjects } from '@cortex/contracts';
 import { OpenResponsesSchema, postJson, postSse, startStack, waitFor, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
@@ -55,7 +55,7 @@ describe('responses e2e', () => {
         { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Again.' }] },
       ],
     };
-    const decoded = await new BusClient(stack.nc, 10_000).request<DecodedRequest>(Subjects.translatorDecode, { dialect: 'openai.responses', body });
+    const decoded = await new BusClient(stack.nc, 10_000).request(Subjects.translatorDecode, { dialect: 'openai.responses', body }, { decode: decodeDecodedRequest });
     const assistant = decoded.request.messages.find((m) => m.role === 'assistant');
     assert.equal(assistant?.reasoning, reasoning.expected.reasoning);
     const next = await client.responses.create(body as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);

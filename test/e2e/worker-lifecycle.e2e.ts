@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
-import { Subjects, workerSubject, type LoadProgress, type StreamEvent, type UnloadResult } from '@cortex/contracts';
+import { decodeUnloadResult, Subjects, workerSubject, type LoadProgress, type StreamEvent } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, postSse, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -45,7 +45,7 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - unload frees the model and the next request loads it again', async () => {
-    const result = await bus.request<UnloadResult>(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' });
+    const result = await bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' }, { decode: decodeUnloadResult });
     assert.deepEqual(result, { model: 'cortex-chat', workerId: 'w1', cancelled: 0, reason: 'admin' });
     await waitFor(async () => (await chatState()) === undefined, 3_000);
     const models = await client.models.list();
@@ -56,7 +56,7 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - a stream that waits for a cold load shows its progress, as comments and on request as reasoning', async () => {
-    await bus.request<UnloadResult>(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' });
+    await bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' }, { decode: decodeUnloadResult });
     await waitFor(async () => (await chatState()) === undefined, 3_000);
     const body = { model: 'cortex-chat', messages: user, stream: true };
     const cold = await postSse(`${stack.baseUrl}/v1/chat/completions`, body, { 'x-cortex-load-progress': 'reasoning' });

@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, decodeJson } from '@cortex/bus';
-import { mib, Subjects, type CatalogueEntry, type FleetView, type ServicePing } from '@cortex/contracts';
+import { decodeFleetView, decodeServicePing, mib, Subjects, type CatalogueEntry, type FleetView, type ServicePing } from '@cortex/contracts';
 
 export interface StatusReport {
   services: ServicePing[];
@@ -13,14 +13,14 @@ export async function collectStatus(nc: NatsConnection, waitMs = 750): Promise<S
   const services: ServicePing[] = [];
   const replies = await nc.requestMany(Subjects.serviceStatus, undefined, { maxWait: waitMs, strategy: 'timer' });
   try {
-    for await (const msg of replies) services.push(decodeJson(msg.data) as ServicePing);
+    for await (const msg of replies) services.push(decodeServicePing(decodeJson(msg.data)));
   } catch {
     // No responders: nothing is running; report an empty list.
   }
   let fleet: FleetView | null = null;
   let fleetError: string | null = null;
   try {
-    fleet = await new BusClient(nc, 2_000).request<FleetView>(Subjects.routerFleet, {});
+    fleet = await new BusClient(nc, 2_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView });
   } catch (error) {
     fleetError = (error as Error).message;
   }

@@ -6,6 +6,7 @@ export * from './generate/generate.messages.js';
 export * from './fleet/fleet.messages.js';
 export * from './events/request-finished.event.js';
 export * from './bus/bus.contract.js';
+export * from './bus/replies.js';
 export * from './validate.js';
 export * from './fields.js';
 export * from './json-schema.js';

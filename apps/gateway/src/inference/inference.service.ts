@@ -11,11 +11,9 @@ import {
   WATCH_INTERVAL_MS,
   workerSubject,
   type CanonicalRequest,
-  type DecodedRequest,
   type Dialect,
   type ErrorCode,
   type FinishReason,
-  type GenerateAccepted,
   type GenerateCommand,
   type LoadProgress,
   type Placement,
@@ -25,6 +23,10 @@ import {
   type TokenCount,
   type Timings,
   type Usage,
+  decodeDecodedRequest,
+  decodeGenerateAccepted,
+  decodePlacement,
+  decodeTokenCount,
 } from '@cortex/contracts';
 import { WorkerEvents } from './worker-events.js';
 
@@ -55,10 +57,10 @@ export class InferenceRun {
 
   /** Decodes the body in the translator service; `session` is a session header's affinity key. */
   async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
-    const decoded = await this.service.bus.request<DecodedRequest>(
+    const decoded = await this.service.bus.request(
       Subjects.translatorDecode,
       { dialect: this.dialect, body, ...(session && { session }) },
-      { requestId: this.requestId },
+      { requestId: this.requestId, decode: decodeDecodedRequest },
     );
     this.request = decoded.request;
     this.state = decoded.state;
@@ -108,7 +110,7 @@ export class InferenceRun {
   async countTokens(): Promise<TokenCount> {
     const workerId = await this.placeOrWait([]);
     const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
-    return this.service.bus.request<TokenCount>(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId });
+    return this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
   }
 
   /**
@@ -145,7 +147,8 @@ export class InferenceRun {
 
   private async askRouter(model: string, exclude: string[], affinity: string | undefined): Promise<string> {
     const place: PlaceRequest = { model, exclude, ...(affinity && { affinity }) };
-    this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, place, {
+    this.placement = await this.service.bus.request(Subjects.routerPlace, place, {
+      decode: decodePlacement,
       requestId: this.requestId,
       timeoutMs: this.service.config.gateway.placementTimeoutMs,
     });
@@ -160,7 +163,7 @@ export class InferenceRun {
     this.reader = reader;
     const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
     try {
-      await this.service.bus.request<GenerateAccepted>(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId });
+      await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
     } catch (error) {
       reader.close();
       throw error;

@@ -8,11 +8,12 @@ import {
   type CatalogueEntry,
   type Heartbeat,
   type LoadCommand,
-  type LoadResult,
   type ModelCapabilities,
   type Placement,
   type UnloadReason,
   mib,
+  decodeEstimate,
+  decodeLoadResult,
 } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { chooseVictims, type ResidentModel } from '../eviction/eviction.policy.js';
@@ -251,7 +252,8 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     }
     const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots };
     this.logger.log(`loading ${model.id} on ${target.workerId}${victims.length ? ` after evicting ${victims.map((v) => v.id).join(', ')}` : ''}`);
-    const result = await this.bus.request<LoadResult>(workerSubject(Subjects.workerLoad, target.workerId), command, {
+    const result = await this.bus.request(workerSubject(Subjects.workerLoad, target.workerId), command, {
+      decode: decodeLoadResult,
       timeoutMs: this.config.gateway.placementTimeoutMs,
     });
     this.fleet.noteModel(target.workerId, {
@@ -427,10 +429,10 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     // A worker may have died since its last heartbeat: ask the next one.
     for (const workerId of workerIds) {
       try {
-        const { bytes } = await this.bus.request<{ bytes: number }>(
+        const { bytes } = await this.bus.request(
           workerSubject(Subjects.workerEstimate, workerId),
           { source: model.file, contextSize: model.contextSize, slots: model.slots },
-          { timeoutMs: this.config.gateway.placementTimeoutMs },
+          { timeoutMs: this.config.gateway.placementTimeoutMs, decode: decodeEstimate },
         );
         this.estimates.set(model.id, bytes);
         return bytes;
