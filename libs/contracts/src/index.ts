@@ -5,6 +5,7 @@ export * from './generate/canonical-request.js';
 export * from './generate/generate.messages.js';
 export * from './fleet/fleet.messages.js';
 export * from './events/request-finished.event.js';
+export * from './events/event-decoders.js';
 export * from './bus/bus.contract.js';
 export * from './bus/replies.js';
 export * from './validate.js';

@@ -1,0 +1,40 @@
+import 'reflect-metadata';
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CortexError } from '../errors/error-codes.js';
+import { decodeBusStatus, decodeDefrag, decodeLoadFailed, decodeRequestFinished } from './event-decoders.js';
+
+function rejects(read: () => unknown, param: string): void {
+  assert.throws(read, (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param, param);
+}
+
+const finished = {
+  requestId: 'r1', model: 'm', workerId: 'w1', dialect: 'openai.chat', stream: true, status: 200, errorCode: null, finishReason: 'stop',
+  usage: { promptTokens: 3, cachedPromptTokens: 0, completionTokens: 4, reasoningTokens: 0 },
+  timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 10, durationMs: 5, queueMs: 0 },
+  durationMs: 6, coldStart: false, placeMs: 1, finishedAt: 1,
+};
+
+describe('event decoders', () => {
+  it('event decoders - a request-finished event comes back whole; absent optional fields read as null', () => {
+    assert.deepEqual(decodeRequestFinished(finished), finished);
+    const { placeMs: _placeMs, ...older } = finished;
+    assert.equal(decodeRequestFinished(older).placeMs, null);
+  });
+
+  it('event decoders - a bad request-finished field is named by its path', () => {
+    rejects(() => decodeRequestFinished({ ...finished, status: '200' }), 'status');
+    rejects(() => decodeRequestFinished({ ...finished, dialect: 'smoke-signals' }), 'dialect');
+    rejects(() => decodeRequestFinished({ ...finished, errorCode: 'made_up' }), 'errorCode');
+    rejects(() => decodeRequestFinished({ ...finished, usage: { ...finished.usage, completionTokens: -1 } }), 'usage.completionTokens');
+    rejects(() => decodeRequestFinished({ ...finished, timings: { ...finished.timings, ttftMs: 'fast' } }), 'timings.ttftMs');
+    rejects(() => decodeRequestFinished([]), 'event');
+  });
+
+  it('event decoders - lifecycle and bus events name the field at fault', () => {
+    assert.deepEqual(decodeDefrag({ workerId: 'w1', at: 1, cycles: 3, dropped: ['m'] }), { workerId: 'w1', at: 1, cycles: 3, dropped: ['m'] });
+    rejects(() => decodeDefrag({ workerId: 'w1', at: 1, cycles: 3, dropped: [7] }), 'dropped[0]');
+    rejects(() => decodeLoadFailed({ workerId: 'w1', at: 1, model: 'm' }), 'error');
+    rejects(() => decodeBusStatus({ service: 's', instance: 'i', connected: true, reconnects: 0, intervalMs: 0 }), 'intervalMs');
+  });
+});

@@ -1,0 +1,84 @@
+import { array, boolean, integer, number, object, oneOf, string, type Json } from '../fields.js';
+import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
+import { DIALECTS, type FinishReason, type Timings, type Usage } from '../generate/generate.messages.js';
+import type { DefragEvent, LoadFailedEvent } from '../fleet/fleet.messages.js';
+import type { BusStatusEvent, RequestFinishedEvent } from './request-finished.event.js';
+
+/**
+ * Readers for the events metrics consumes. An event comes from another process, possibly another
+ * version: each field the consumer reads is checked, and the first bad one throws `invalid_request`
+ * naming it, so the consumer can log and skip that one event.
+ */
+export const FINISH_REASONS = ['stop', 'length', 'tool_calls', 'cancelled', 'error'] as const satisfies readonly FinishReason[];
+
+const ERROR_CODES = Object.keys(ErrorCodes) as ErrorCode[];
+
+export function decodeRequestFinished(value: unknown): RequestFinishedEvent {
+  const event = object(value, 'event');
+  return {
+    requestId: string(event.requestId, 'requestId'),
+    model: string(event.model, 'model'),
+    workerId: nullable(event.workerId, (v) => string(v, 'workerId')),
+    dialect: oneOf(event.dialect, 'dialect', DIALECTS),
+    stream: boolean(event.stream, 'stream'),
+    status: integer(event.status, 'status', 100),
+    errorCode: nullable(event.errorCode, (v) => oneOf(v, 'errorCode', ERROR_CODES)),
+    finishReason: nullable(event.finishReason, (v) => oneOf(v, 'finishReason', FINISH_REASONS)),
+    usage: nullable(event.usage, (v) => usage(object(v, 'usage'))),
+    timings: nullable(event.timings, (v) => timings(object(v, 'timings'))),
+    durationMs: number(event.durationMs, 'durationMs', 0),
+    coldStart: boolean(event.coldStart, 'coldStart'),
+    placeMs: nullable(event.placeMs, (v) => number(v, 'placeMs', 0)),
+    finishedAt: number(event.finishedAt, 'finishedAt'),
+  };
+}
+
+export function decodeLoadFailed(value: unknown): LoadFailedEvent {
+  const event = object(value, 'event');
+  return { workerId: string(event.workerId, 'workerId'), at: number(event.at, 'at'), model: string(event.model, 'model'), error: string(event.error, 'error') };
+}
+
+export function decodeDefrag(value: unknown): DefragEvent {
+  const event = object(value, 'event');
+  return {
+    workerId: string(event.workerId, 'workerId'),
+    at: number(event.at, 'at'),
+    cycles: integer(event.cycles, 'cycles', 0),
+    dropped: array(event.dropped, 'dropped').map((model, i) => string(model, `dropped[${i}]`)),
+  };
+}
+
+export function decodeBusStatus(value: unknown): BusStatusEvent {
+  const event = object(value, 'event');
+  return {
+    service: string(event.service, 'service'),
+    instance: string(event.instance, 'instance'),
+    connected: boolean(event.connected, 'connected'),
+    reconnects: integer(event.reconnects, 'reconnects', 0),
+    intervalMs: number(event.intervalMs, 'intervalMs', 1),
+  };
+}
+
+function usage(value: Json): Usage {
+  return {
+    promptTokens: integer(value.promptTokens, 'usage.promptTokens', 0),
+    cachedPromptTokens: integer(value.cachedPromptTokens, 'usage.cachedPromptTokens', 0),
+    completionTokens: integer(value.completionTokens, 'usage.completionTokens', 0),
+    reasoningTokens: integer(value.reasoningTokens, 'usage.reasoningTokens', 0),
+  };
+}
+
+function timings(value: Json): Timings {
+  return {
+    ttftMs: number(value.ttftMs, 'timings.ttftMs', 0),
+    promptMs: number(value.promptMs, 'timings.promptMs', 0),
+    decodeTokensPerSecond: number(value.decodeTokensPerSecond, 'timings.decodeTokensPerSecond', 0),
+    durationMs: number(value.durationMs, 'timings.durationMs', 0),
+    queueMs: number(value.queueMs, 'timings.queueMs', 0),
+  };
+}
+
+/** Null and absent both read as null (older events left optional fields out). */
+function nullable<T>(value: unknown, read: (value: unknown) => T): T | null {
+  return value === null || value === undefined ? null : read(value);
+}
