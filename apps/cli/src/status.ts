@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, decodeJson } from '@cortex/bus';
-import { decodeFleetView, decodeServicePing, mib, Subjects, type CatalogueEntry, type FleetView, type ServicePing } from '@cortex/contracts';
+import { decodeFleetView, decodeServicePing, isObject, mib, Subjects, type CatalogueEntry, type FleetView, type ServicePing } from '@cortex/contracts';
 
 export interface StatusReport {
   services: ServicePing[];
@@ -110,7 +110,8 @@ export async function watchStatus(nc: NatsConnection, intervalMs: number): Promi
   const events: string[] = [];
   // A message that is not JSON is not an event this view shows: BusClient drops it.
   const sub = new BusClient(nc).subscribe(Subjects.eventsAll, (data, subject) => {
-    const line = formatEvent(subject, data as Record<string, unknown>);
+    // Events from other processes: a body that is not an object is skipped; formatEvent reads each field defensively.
+    const line = isObject(data) ? formatEvent(subject, data) : null;
     if (line) events.push(line);
     if (events.length > 12) events.shift();
   });
