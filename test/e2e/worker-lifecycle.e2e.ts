@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
-import { decodeUnloadResult, Subjects, workerSubject, type LoadProgress, type StreamEvent } from '@cortex/contracts';
+import { decodeUnloadResult, streamSubject, Subjects, workerSubject, type LoadProgress, type StreamEvent } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, postSse, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -75,6 +75,27 @@ describe('worker lifecycle e2e', () => {
 
   it('lifecycle - unloading a model that is not there is a clear not_found', async () => {
     await assert.rejects(bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'nope' }), /nope is not loaded on w1/);
+  });
+
+  it('lifecycle - a generation cancelled while it waits for a slot ends with the error code cancelled, not internal', async () => {
+    const events = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
+    const command = (id: string) => ({
+      requestId: id,
+      streamSubject: streamSubject(id),
+      request: { model: 'cortex-loop', messages: user, sampling: { maxTokens: 30_000 }, stream: true },
+    });
+    const generate = workerSubject(Subjects.workerGenerate, 'w1');
+    const [running, queued] = [`cancel-run-${Date.now()}`, `cancel-queued-${Date.now()}`];
+    await bus.request(generate, command(running));
+    // cortex-loop has one slot: the second waits for it until it is cancelled.
+    await bus.request(generate, command(queued));
+    await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { requestId: queued, reason: 'client went away' });
+    const errors = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'error' }> => e.type === 'error');
+    await waitFor(() => errors().length > 0, 10_000);
+    await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { requestId: running, reason: 'test over' });
+    events.stop();
+    assert.equal(errors()[0]?.error.code, 'cancelled');
+    assert.equal(errors()[0]?.error.message, 'client went away');
   });
 
   it('lifecycle - a stream whose gateway dies is cancelled by the worker, freeing the slot', async () => {
