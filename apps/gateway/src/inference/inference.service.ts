@@ -25,6 +25,7 @@ import {
   type Usage,
   decodeDecodedRequest,
   decodeGenerateAccepted,
+  decodeLoadProgress,
   decodePlacement,
   decodeTokenCount,
 } from '@cortex/contracts';
@@ -307,7 +308,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   async onModuleInit(): Promise<void> {
     this.timer = setInterval(() => this.sendWatch(), WATCH_INTERVAL_MS);
     this.progress = this.bus.subscribe(Subjects.modelProgressed, (data) => {
-      const event = data as LoadProgress;
+      const event = decodeLoadProgress(data);
       for (const watcher of this.progressWatchers.get(event.model) ?? []) watcher(event);
     });
     await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));

@@ -1,7 +1,7 @@
-import { array, boolean, integer, number, object, oneOf, string, type Json } from '../fields.js';
+import { array, boolean, fail, integer, number, object, oneOf, string, type Json } from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
 import { DIALECTS, type FinishReason, type Timings, type Usage } from '../generate/generate.messages.js';
-import type { DefragEvent, LoadFailedEvent } from '../fleet/fleet.messages.js';
+import type { DefragEvent, LoadFailedEvent, LoadProgress } from '../fleet/fleet.messages.js';
 import type { BusStatusEvent, RequestFinishedEvent } from './request-finished.event.js';
 
 /**
@@ -46,6 +46,14 @@ export function decodeDefrag(value: unknown): DefragEvent {
     cycles: integer(event.cycles, 'cycles', 0),
     dropped: array(event.dropped, 'dropped').map((model, i) => string(model, `dropped[${i}]`)),
   };
+}
+
+/** A model load's progress (core NATS, while the load runs). */
+export function decodeLoadProgress(value: unknown): LoadProgress {
+  const event = object(value, 'event');
+  const fraction = number(event.fraction, 'fraction', 0);
+  if (fraction > 1) fail('fraction', `must be at most 1, got ${fraction}`);
+  return { workerId: string(event.workerId, 'workerId'), model: string(event.model, 'model'), fraction };
 }
 
 export function decodeBusStatus(value: unknown): BusStatusEvent {
