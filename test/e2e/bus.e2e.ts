@@ -210,6 +210,18 @@ describe('bus transport', () => {
     }, (error: Error) => error instanceof CortexError && error.code === 'worker_lost' && /expected event 1, got 2/.test(error.message));
   });
 
+  it('bus - a malformed stream event fails the stream naming the field, after the good events before it', async () => {
+    const reader = new StreamReader(nc, 'test.stream.bad', { idleTimeoutMs: 1_000 });
+    reader.arm();
+    nc.publish('test.stream.bad', JSON.stringify({ seq: 0, type: 'text', text: 'a' }));
+    nc.publish('test.stream.bad', JSON.stringify({ seq: 1, type: 'tool_call', index: 0, id: 'c1', name: 42 }));
+    const seen: StreamEvent[] = [];
+    await assert.rejects(async () => {
+      for await (const event of reader) seen.push(event);
+    }, (error: Error) => error instanceof CortexError && error.code === 'internal' && /bad event: name: must be a string/.test(error.message));
+    assert.deepEqual(seen, [{ seq: 0, type: 'text', text: 'a' }]);
+  });
+
   it('bus - a producer that dies mid-stream is detected by the idle timeout, not a hang', async () => {
     const reader = new StreamReader(nc, 'test.stream.dead', { idleTimeoutMs: 300 });
     reader.arm();

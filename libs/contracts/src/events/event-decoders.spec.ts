@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError } from '../errors/error-codes.js';
-import { decodeBusStatus, decodeDefrag, decodeLoadFailed, decodeLoadProgress, decodeRequestFinished } from './event-decoders.js';
+import { decodeBusStatus, decodeDefrag, decodeLoadFailed, decodeLoadProgress, decodeRequestFinished, decodeStreamEvent } from './event-decoders.js';
 
 function rejects(read: () => unknown, param: string): void {
   assert.throws(read, (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param, param);
@@ -38,5 +38,20 @@ describe('event decoders', () => {
     assert.deepEqual(decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 0.5 }), { workerId: 'w1', model: 'm', fraction: 0.5 });
     rejects(() => decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 2 }), 'fraction');
     rejects(() => decodeBusStatus({ service: 's', instance: 'i', connected: true, reconnects: 0, intervalMs: 0 }), 'intervalMs');
+  });
+
+  it('event decoders - stream events: each type checks its own fields', () => {
+    const finish = { seq: 3, type: 'finish', reason: 'stop', usage: finished.usage, timings: finished.timings };
+    assert.deepEqual(decodeStreamEvent(finish), finish);
+    assert.deepEqual(decodeStreamEvent({ seq: 0, type: 'keepalive' }), { seq: 0, type: 'keepalive' });
+    const error = { seq: 1, type: 'error', error: { code: 'busy', message: 'full', retryAfter: 1.5 } };
+    assert.deepEqual(decodeStreamEvent(error), error);
+    rejects(() => decodeStreamEvent({ seq: -1, type: 'text', text: 'a' }), 'seq');
+    rejects(() => decodeStreamEvent({ seq: 0, type: 'shout' }), 'type');
+    rejects(() => decodeStreamEvent({ seq: 0, type: 'text' }), 'text');
+    rejects(() => decodeStreamEvent({ seq: 0, type: 'tool_args', index: 0 }), 'delta');
+    rejects(() => decodeStreamEvent({ ...finish, reason: 'bored' }), 'reason');
+    rejects(() => decodeStreamEvent({ ...finish, timings: { ...finished.timings, queueMs: null } }), 'timings.queueMs');
+    rejects(() => decodeStreamEvent({ seq: 1, type: 'error', error: { message: 'no code' } }), 'error.code');
   });
 });

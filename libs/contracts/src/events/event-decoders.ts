@@ -1,6 +1,6 @@
-import { array, boolean, fail, integer, number, object, oneOf, string, type Json } from '../fields.js';
+import { array, boolean, fail, integer, number, object, oneOf, optionalNumber, optionalString, string, type Json } from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
-import { DIALECTS, type FinishReason, type Timings, type Usage } from '../generate/generate.messages.js';
+import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
 import type { DefragEvent, LoadFailedEvent, LoadProgress } from '../fleet/fleet.messages.js';
 import type { BusStatusEvent, RequestFinishedEvent } from './request-finished.event.js';
 
@@ -26,9 +26,9 @@ export function decodeRequestFinished(value: unknown): RequestFinishedEvent {
     finishReason: nullable(event.finishReason, (v) => oneOf(v, 'finishReason', FINISH_REASONS)),
     usage: nullable(event.usage, (v) => usage(object(v, 'usage'))),
     timings: nullable(event.timings, (v) => timings(object(v, 'timings'))),
-    durationMs: number(event.durationMs, 'durationMs', 0),
+    durationMs: number(event.durationMs, 'durationMs'),
     coldStart: boolean(event.coldStart, 'coldStart'),
-    placeMs: nullable(event.placeMs, (v) => number(v, 'placeMs', 0)),
+    placeMs: nullable(event.placeMs, (v) => number(v, 'placeMs')),
     finishedAt: number(event.finishedAt, 'finishedAt'),
   };
 }
@@ -67,6 +67,55 @@ export function decodeBusStatus(value: unknown): BusStatusEvent {
   };
 }
 
+const STREAM_EVENT_TYPES = ['start', 'text', 'reasoning', 'tool_call', 'tool_args', 'keepalive', 'finish', 'error'] as const;
+
+/**
+ * One event of a token stream, as a gateway receives it. Hand-written and flat: it runs once per
+ * delivered event, i.e. on the token path.
+ */
+export function decodeStreamEvent(value: unknown): StreamEvent {
+  const event = object(value, 'event');
+  integer(event.seq, 'seq', 0);
+  switch (oneOf(event.type, 'type', STREAM_EVENT_TYPES)) {
+    case 'text':
+    case 'reasoning':
+      string(event.text, 'text');
+      break;
+    case 'start':
+      string(event.requestId, 'requestId');
+      string(event.workerId, 'workerId');
+      string(event.model, 'model');
+      integer(event.promptTokens, 'promptTokens', 0);
+      break;
+    case 'tool_call':
+      integer(event.index, 'index', 0);
+      string(event.id, 'id');
+      string(event.name, 'name');
+      break;
+    case 'tool_args':
+      integer(event.index, 'index', 0);
+      string(event.delta, 'delta');
+      break;
+    case 'finish':
+      oneOf(event.reason, 'reason', FINISH_REASONS);
+      usage(object(event.usage, 'usage'));
+      timings(object(event.timings, 'timings'));
+      optionalString(event.stopSequence, 'stopSequence');
+      break;
+    case 'error': {
+      const error = object(event.error, 'error');
+      string(error.code, 'error.code');
+      string(error.message, 'error.message');
+      optionalString(error.param, 'error.param');
+      optionalNumber(error.retryAfter, 'error.retryAfter', 0, Number.MAX_SAFE_INTEGER);
+      break;
+    }
+    case 'keepalive':
+      break;
+  }
+  return event as unknown as StreamEvent;
+}
+
 function usage(value: Json): Usage {
   return {
     promptTokens: integer(value.promptTokens, 'usage.promptTokens', 0),
@@ -76,13 +125,14 @@ function usage(value: Json): Usage {
   };
 }
 
+/** Durations are read as any finite number: a clock step must not cost a stream or an event. */
 function timings(value: Json): Timings {
   return {
-    ttftMs: number(value.ttftMs, 'timings.ttftMs', 0),
-    promptMs: number(value.promptMs, 'timings.promptMs', 0),
-    decodeTokensPerSecond: number(value.decodeTokensPerSecond, 'timings.decodeTokensPerSecond', 0),
-    durationMs: number(value.durationMs, 'timings.durationMs', 0),
-    queueMs: number(value.queueMs, 'timings.queueMs', 0),
+    ttftMs: number(value.ttftMs, 'timings.ttftMs'),
+    promptMs: number(value.promptMs, 'timings.promptMs'),
+    decodeTokensPerSecond: number(value.decodeTokensPerSecond, 'timings.decodeTokensPerSecond'),
+    durationMs: number(value.durationMs, 'timings.durationMs'),
+    queueMs: number(value.queueMs, 'timings.queueMs'),
   };
 }
 
