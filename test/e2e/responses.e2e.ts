@@ -73,6 +73,15 @@ describe('responses e2e', () => {
     await assert.rejects(bus.request(Subjects.responsesInputItems, { id: 'resp_bad', order: 'sideways' }), invalid('order'));
   });
 
+  it('responses e2e - a malformed stored response is reported naming the field, not served', async () => {
+    const responses = await new Kvm(stack.nc).open('cortex_responses');
+    await responses.put('resp_corrupt', JSON.stringify({ resource: 'gone', input: [] }));
+    const reply = await fetch(`${stack.baseUrl}/v1/responses/resp_corrupt`);
+    const body = (await reply.json()) as { error?: { message?: string } };
+    assert.equal(reply.status, 500);
+    assert.match(body.error?.message ?? '', /stored response resp_corrupt is malformed: resource: must be an object/);
+  });
+
   it('responses e2e - stream() is accepted, events are numbered and valid against the spec', async () => {
     const final = await client.responses.stream({ model: 'cortex-chat', input: 'Say hello.' }).finalResponse();
     assert.equal(final.output_text, chat.expected.text);
