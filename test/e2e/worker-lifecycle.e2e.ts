@@ -78,14 +78,15 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - a generation cancelled while it waits for a slot ends with the error code cancelled, not internal', async () => {
-    const events = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
+    const [running, queued] = [`cancel-run-${Date.now()}`, `cancel-queued-${Date.now()}`];
+    const events = await watchBus<StreamEvent>(stack.nc, streamSubject(queued));
+    const first = await watchBus<StreamEvent>(stack.nc, streamSubject(running));
     const command = (id: string) => ({
       requestId: id,
       streamSubject: streamSubject(id),
       request: { model: 'cortex-loop', messages: user, sampling: { maxTokens: 30_000 }, stream: true },
     });
     const generate = workerSubject(Subjects.workerGenerate, 'w1');
-    const [running, queued] = [`cancel-run-${Date.now()}`, `cancel-queued-${Date.now()}`];
     await bus.request(generate, command(running));
     // cortex-loop has one slot: the second waits for it until it is cancelled.
     await bus.request(generate, command(queued));
@@ -93,6 +94,9 @@ describe('worker lifecycle e2e', () => {
     const errors = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'error' }> => e.type === 'error');
     await waitFor(() => errors().length > 0, 10_000);
     await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { requestId: running, reason: 'test over' });
+    // The slot is free again only once the running one has ended; the next test needs it.
+    await waitFor(() => first.messages.some((e) => e.type === 'finish' || e.type === 'error'), 20_000);
+    first.stop();
     events.stop();
     assert.equal(errors()[0]?.error.code, 'cancelled');
     assert.equal(errors()[0]?.error.message, 'client went away');
