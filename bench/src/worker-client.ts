@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, StreamReader } from '@cortex/bus';
-import { streamSubject, Subjects, workerSubject, type CanonicalRequest, type GenerateCommand, type LoadResult } from '@cortex/contracts';
+import { decodeLoadResult, streamSubject, Subjects, workerSubject, type CanonicalRequest, type GenerateCommand, type LoadResult } from '@cortex/contracts';
 import type { DecodeRun } from './raw-baseline.js';
 
 /** Drives one worker directly over the bus, as the gateway does, and times its stream at the bus. */
@@ -17,7 +17,7 @@ export class WorkerClient {
   }
 
   load(model: string, source: string, contextSize: number, slots: number): Promise<LoadResult> {
-    return this.bus.request<LoadResult>(workerSubject(Subjects.workerLoad, this.workerId), { model, source, contextSize, slots });
+    return this.bus.request(workerSubject(Subjects.workerLoad, this.workerId), { model, source, contextSize, slots }, { decode: decodeLoadResult });
   }
 
   /** One request; times from the first token event to the finish event as received on the bus. */

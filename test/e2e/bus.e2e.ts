@@ -10,7 +10,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BusClient, BusExceptionFilter, BusServer, connectBus, freePort, isBusConnected, maxPayload, PAYLOAD_BUCKET, startNatsServer, StreamPublisher, StreamReader, type BusContext } from '@cortex/bus';
-import { CortexError, type StreamEvent } from '@cortex/contracts';
+import { CortexError, decodePlacement, integer, object, string, type StreamEvent } from '@cortex/contracts';
 import { startTestNats, waitFor, watchBus, type TestNats } from '@cortex/testing';
 
 const events: unknown[] = [];
@@ -77,8 +77,8 @@ describe('bus transport', () => {
   it('bus - a request and a reply over max_payload go through the object store, and nothing is left in it', async () => {
     const big = 'x'.repeat(3 * 2 ** 20);
     assert.ok(big.length > maxPayload(nc), 'the test body is over the server limit');
-    const reply = await bus.request<{ data: { big: string } }>('test.echo', { big }, { timeoutMs: 10_000 });
-    assert.equal(reply.data.big.length, big.length);
+    const reply = await bus.request('test.echo', { big }, { timeoutMs: 10_000, decode: (value) => string(object(object(value, 'echo').data, 'data').big, 'data.big') });
+    assert.equal(reply.length, big.length);
     // Each side deletes what it read; the deletes are not awaited, so wait for them.
     const store = await new Objm(nc).open(PAYLOAD_BUCKET);
     await waitFor(async () => (await store.list()).length === 0, 5_000);
@@ -96,7 +96,7 @@ describe('bus transport', () => {
 
   it('bus - concurrent requests are handled in parallel, not one by one', async () => {
     const started = Date.now();
-    const results = await Promise.all(Array.from({ length: 20 }, (_, n) => bus.request<number>('test.slow', { ms: 200, n })));
+    const results = await Promise.all(Array.from({ length: 20 }, (_, n) => bus.request('test.slow', { ms: 200, n }, { decode: (value) => integer(value, 'n') })));
     assert.deepEqual(results, Array.from({ length: 20 }, (_, n) => n));
     assert.ok(Date.now() - started < 2_000, 'twenty 200 ms handlers finish well before 4 s of serial time');
   });
@@ -130,6 +130,24 @@ describe('bus transport', () => {
     const sub = nc.subscribe('test.silent', { callback: () => undefined });
     await assert.rejects(bus.request('test.silent', {}, { timeoutMs: 200 }), (error: Error) => error instanceof CortexError && error.code === 'timeout');
     sub.unsubscribe();
+  });
+
+  it('bus - a malformed reply is the replier\'s internal error naming the field, never a cast', async () => {
+    const replies: Record<string, unknown> = {
+      'test.raw.envelope': { ok: 'yes', data: {} },
+      'test.raw.error': { ok: false, error: { code: 'busy' } },
+      'test.raw.placement': { ok: true, data: { model: 'm', workerId: 7, coldStart: false } },
+    };
+    const subs = Object.entries(replies).map(([subject, reply]) => nc.subscribe(subject, { callback: (_error, msg) => void msg.respond(JSON.stringify(reply)) }));
+    try {
+      const malformed = (field: string) => (error: Error) =>
+        error instanceof CortexError && error.code === 'internal' && error.message.includes('malformed reply') && error.message.includes(field);
+      await assert.rejects(bus.request('test.raw.envelope', {}), malformed('ok: must be a boolean'));
+      await assert.rejects(bus.request('test.raw.error', {}), malformed('error: must have a string code and message'));
+      await assert.rejects(bus.request('test.raw.placement', {}, { decode: decodePlacement }), malformed('workerId: must be a string'));
+    } finally {
+      for (const sub of subs) sub.unsubscribe();
+    }
   });
 
   it('bus - a stream arrives in order and ends with its finish event', async () => {
@@ -190,6 +208,18 @@ describe('bus transport', () => {
         // consume
       }
     }, (error: Error) => error instanceof CortexError && error.code === 'worker_lost' && /expected event 1, got 2/.test(error.message));
+  });
+
+  it('bus - a malformed stream event fails the stream naming the field, after the good events before it', async () => {
+    const reader = new StreamReader(nc, 'test.stream.bad', { idleTimeoutMs: 1_000 });
+    reader.arm();
+    nc.publish('test.stream.bad', JSON.stringify({ seq: 0, type: 'text', text: 'a' }));
+    nc.publish('test.stream.bad', JSON.stringify({ seq: 1, type: 'tool_call', index: 0, id: 'c1', name: 42 }));
+    const seen: StreamEvent[] = [];
+    await assert.rejects(async () => {
+      for await (const event of reader) seen.push(event);
+    }, (error: Error) => error instanceof CortexError && error.code === 'internal' && /bad event: name: must be a string/.test(error.message));
+    assert.deepEqual(seen, [{ seq: 0, type: 'text', text: 'a' }]);
   });
 
   it('bus - a producer that dies mid-stream is detected by the idle timeout, not a hang', async () => {

@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { BusClient } from '@cortex/bus';
+import { BusClient, EventPublisher } from '@cortex/bus';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
 import { Subjects, workerSubject } from '@cortex/contracts';
 
@@ -128,5 +128,19 @@ describe('metrics e2e', () => {
     const services = new Set(lines.map((line) => line.service));
     for (const service of ['gateway', 'translator', 'router', 'worker']) assert.ok(services.has(service), `${service} logged ${requestId}`);
     assert.ok(lines.every((line) => line.requestId === requestId));
+  });
+
+  it('metrics - a malformed stored event is logged and skipped; the events after it still count', async () => {
+    const events = new EventPublisher(stack.nc);
+    const finished = (model: string) => ({
+      requestId: `req-${model}`, model, workerId: 'w1', dialect: 'openai.chat', stream: false, status: 200, errorCode: null,
+      finishReason: 'stop', usage: null, timings: null, durationMs: 5, coldStart: false, placeMs: null, finishedAt: Date.now(),
+    });
+    await events.publish(Subjects.requestFinished, { ...finished('evt-bad'), status: 'oops' }, `bad-${Date.now()}`);
+    await events.publish(Subjects.requestFinished, finished('evt-good'), `good-${Date.now()}`);
+    let m = new Map<string, number>();
+    await waitFor(async () => sum((m = await scrape(stack)), 'cortex_requests_total', { model: 'evt-good' }) === 1, 10_000);
+    assert.equal(sum(m, 'cortex_requests_total', { model: 'evt-bad' }), 0, 'the malformed event is not counted');
+    assert.match(stack.logs(), /skipped event \d+ on llm\.evt\.v1\.request\.finished: status: must be a number/);
   });
 });

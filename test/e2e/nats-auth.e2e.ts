@@ -13,7 +13,7 @@ import { connect, errors, type ConnectionOptions, type NatsConnection } from '@n
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser } from '@nats-io/nkeys';
 import { BusClient, connectBus, startNatsServer, type LocalNatsServer, type NatsAuth } from '@cortex/bus';
-import { streamSubject, workerSubject, Subjects, type FleetView, type LoadCommand, type LoadResult } from '@cortex/contracts';
+import { decodeFleetView, decodeLoadResult, streamSubject, workerSubject, Subjects, type FleetView, type LoadCommand } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { startStack, fixtureEntry, waitFor, type TestStack } from '@cortex/testing';
 
@@ -124,7 +124,7 @@ describe('NATS credentials and per-role permissions e2e', () => {
     url.password = passwords.admin;
     const nc = await connectBus({ url: url.toString(), name: 'cortex-test', auth: { inboxPrefix: '_INBOX.admin' } });
     extra.push(nc);
-    const fleet = await new BusClient(nc, 5_000).request<FleetView>(Subjects.routerFleet, {});
+    const fleet = await new BusClient(nc, 5_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView });
     assert.deepEqual(fleet.workers.map((w) => w.workerId), [WORKER]);
     url.password = 'not-the-password';
     await assert.rejects(connectBus({ url: url.toString(), name: 'cortex-test' }), (error: Error) => {
@@ -149,7 +149,7 @@ describe('NATS credentials and per-role permissions e2e', () => {
     assert.ok((await replies.closed) instanceof errors.PermissionViolationError);
     // The same load from the router's user reaches the worker: the refusal above is the permission.
     const router = await open(as('router'));
-    const loaded = await new BusClient(router, 60_000).request<LoadResult>(workerSubject(Subjects.workerLoad, WORKER), LOAD);
+    const loaded = await new BusClient(router, 60_000).request(workerSubject(Subjects.workerLoad, WORKER), LOAD, { decode: decodeLoadResult });
     assert.equal(loaded.model, 'cortex-chat');
   });
 

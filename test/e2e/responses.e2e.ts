@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import { Kvm } from '@nats-io/kv';
 import { fixtureModel } from '@cortex/fixtures';
 import { BusClient } from '@cortex/bus';
-import { Subjects, type DecodedRequest } from '@cortex/contracts';
+import { CortexError, decodeDecodedRequest, Subjects } from '@cortex/contracts';
 import { OpenResponsesSchema, postJson, postSse, startStack, waitFor, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
@@ -55,11 +55,31 @@ describe('responses e2e', () => {
         { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Again.' }] },
       ],
     };
-    const decoded = await new BusClient(stack.nc, 10_000).request<DecodedRequest>(Subjects.translatorDecode, { dialect: 'openai.responses', body });
+    const decoded = await new BusClient(stack.nc, 10_000).request(Subjects.translatorDecode, { dialect: 'openai.responses', body }, { decode: decodeDecodedRequest });
     const assistant = decoded.request.messages.find((m) => m.role === 'assistant');
     assert.equal(assistant?.reasoning, reasoning.expected.reasoning);
     const next = await client.responses.create(body as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
     assert.equal(next.output_text, reasoning.expected.text);
+  });
+
+  it('responses e2e - malformed store, get and input_items payloads are invalid_request naming the field', async () => {
+    const bus = new BusClient(stack.nc, 10_000);
+    const state = { responseId: 'resp_bad', createdAt: 0, echo: {}, store: true, input: [] };
+    const invalid = (param: string) => (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param;
+    await assert.rejects(bus.request(Subjects.responsesStore, { state, resource: { id: 'resp_bad' } }), invalid('state.chain'));
+    await assert.rejects(bus.request(Subjects.responsesStore, { state: { ...state, chain: [] } }), invalid('resource'));
+    await assert.rejects(bus.request(Subjects.responsesGet, { id: 42 }), invalid('id'));
+    await assert.rejects(bus.request(Subjects.responsesDelete, []), invalid('payload'));
+    await assert.rejects(bus.request(Subjects.responsesInputItems, { id: 'resp_bad', order: 'sideways' }), invalid('order'));
+  });
+
+  it('responses e2e - a malformed stored response is reported naming the field, not served', async () => {
+    const responses = await new Kvm(stack.nc).open('cortex_responses');
+    await responses.put('resp_corrupt', JSON.stringify({ resource: 'gone', input: [] }));
+    const reply = await fetch(`${stack.baseUrl}/v1/responses/resp_corrupt`);
+    const body = (await reply.json()) as { error?: { message?: string } };
+    assert.equal(reply.status, 500);
+    assert.match(body.error?.message ?? '', /stored response resp_corrupt is malformed: resource: must be an object/);
   });
 
   it('responses e2e - stream() is accepted, events are numbered and valid against the spec', async () => {

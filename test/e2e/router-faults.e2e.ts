@@ -179,11 +179,11 @@ describe('router faults e2e - a router killed while it places a cold request', (
     worker.kill('SIGSTOP');
     try {
       await waitFor(() => downs.messages.some((d) => d.workerId === 'w1'), 10_000);
-      const unloading = bus.request<{ unloaded: string[] }>(Subjects.routerUnload, { model: 'cortex-chat' });
+      const unloading = bus.request(Subjects.routerUnload, { model: 'cortex-chat' });
       // The unload command reaching the stalled worker's subject is the moment it resumes.
       await Promise.race([asked, unloading.then(() => undefined, () => undefined)]);
       worker.kill('SIGCONT');
-      assert.deepEqual((await unloading).unloaded, ['w1']);
+      assert.deepEqual(((await unloading) as { unloaded: string[] }).unloaded, ['w1']);
     } finally {
       worker.kill('SIGCONT');
       downs.stop();

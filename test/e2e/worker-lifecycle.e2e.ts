@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
-import { Subjects, workerSubject, type LoadProgress, type StreamEvent, type UnloadResult } from '@cortex/contracts';
+import { decodeUnloadResult, streamSubject, Subjects, workerSubject, type LoadProgress, type StreamEvent } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, postSse, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -34,7 +34,7 @@ describe('worker lifecycle e2e', () => {
   }
 
   it('lifecycle - a cold load publishes progress events and reports the model ready', async () => {
-    const events = await watchBus<LoadProgress>(stack.nc, Subjects.modelLoading);
+    const events = await watchBus<LoadProgress>(stack.nc, Subjects.modelProgressed);
     const progress = events.messages;
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     assert.equal(result.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text);
@@ -45,7 +45,7 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - unload frees the model and the next request loads it again', async () => {
-    const result = await bus.request<UnloadResult>(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' });
+    const result = await bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' }, { decode: decodeUnloadResult });
     assert.deepEqual(result, { model: 'cortex-chat', workerId: 'w1', cancelled: 0, reason: 'admin' });
     await waitFor(async () => (await chatState()) === undefined, 3_000);
     const models = await client.models.list();
@@ -56,7 +56,7 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - a stream that waits for a cold load shows its progress, as comments and on request as reasoning', async () => {
-    await bus.request<UnloadResult>(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' });
+    await bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' }, { decode: decodeUnloadResult });
     await waitFor(async () => (await chatState()) === undefined, 3_000);
     const body = { model: 'cortex-chat', messages: user, stream: true };
     const cold = await postSse(`${stack.baseUrl}/v1/chat/completions`, body, { 'x-cortex-load-progress': 'reasoning' });
@@ -75,6 +75,31 @@ describe('worker lifecycle e2e', () => {
 
   it('lifecycle - unloading a model that is not there is a clear not_found', async () => {
     await assert.rejects(bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'nope' }), /nope is not loaded on w1/);
+  });
+
+  it('lifecycle - a generation cancelled while it waits for a slot ends with the error code cancelled, not internal', async () => {
+    const [running, queued] = [`cancel-run-${Date.now()}`, `cancel-queued-${Date.now()}`];
+    const events = await watchBus<StreamEvent>(stack.nc, streamSubject(queued));
+    const first = await watchBus<StreamEvent>(stack.nc, streamSubject(running));
+    const command = (id: string) => ({
+      requestId: id,
+      streamSubject: streamSubject(id),
+      request: { model: 'cortex-loop', messages: user, sampling: { maxTokens: 30_000 }, stream: true },
+    });
+    const generate = workerSubject(Subjects.workerGenerate, 'w1');
+    await bus.request(generate, command(running));
+    // cortex-loop has one slot: the second waits for it until it is cancelled.
+    await bus.request(generate, command(queued));
+    await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { requestId: queued, reason: 'client went away' });
+    const errors = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'error' }> => e.type === 'error');
+    await waitFor(() => errors().length > 0, 10_000);
+    await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { requestId: running, reason: 'test over' });
+    // The slot is free again only once the running one has ended; the next test needs it.
+    await waitFor(() => first.messages.some((e) => e.type === 'finish' || e.type === 'error'), 20_000);
+    first.stop();
+    events.stop();
+    assert.equal(errors()[0]?.error.code, 'cancelled');
+    assert.equal(errors()[0]?.error.message, 'client went away');
   });
 
   it('lifecycle - a stream whose gateway dies is cancelled by the worker, freeing the slot', async () => {

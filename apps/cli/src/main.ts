@@ -7,7 +7,7 @@ import { ensureFixtureModels } from '@cortex/fixtures';
 import { parseServiceNames, serveMany, serveOne } from './serve.js';
 import { collectStatus, formatModels, formatStatus, watchStatus } from './status.js';
 import { BusClient } from '@cortex/bus';
-import { Subjects, type CatalogueEntry } from '@cortex/contracts';
+import { decodeCatalogue, Subjects } from '@cortex/contracts';
 
 const USAGE = `cortex — an inference gateway for GPU fleets
 
@@ -79,7 +79,7 @@ async function admin(command: string, args: string[]): Promise<void> {
   const bus = new BusClient(nc, config.gateway.placementTimeoutMs);
   try {
     if (command === 'models') {
-      console.log(formatModels(await bus.request<CatalogueEntry[]>(Subjects.routerModels, {})));
+      console.log(formatModels(await bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue })));
       return;
     }
     const model = args.find((arg, i) => !arg.startsWith('--') && args[i - 1] !== '--worker');

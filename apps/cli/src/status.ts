@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, decodeJson, type ServicePing } from '@cortex/bus';
-import { Subjects, type CatalogueEntry, type FleetView } from '@cortex/contracts';
+import { BusClient, decodeJson } from '@cortex/bus';
+import { decodeFleetView, decodeServicePing, isObject, mib, Subjects, type CatalogueEntry, type FleetView, type ServicePing } from '@cortex/contracts';
 
 export interface StatusReport {
   services: ServicePing[];
@@ -13,21 +13,20 @@ export async function collectStatus(nc: NatsConnection, waitMs = 750): Promise<S
   const services: ServicePing[] = [];
   const replies = await nc.requestMany(Subjects.serviceStatus, undefined, { maxWait: waitMs, strategy: 'timer' });
   try {
-    for await (const msg of replies) services.push(decodeJson(msg.data) as ServicePing);
+    for await (const msg of replies) services.push(decodeServicePing(decodeJson(msg.data)));
   } catch {
     // No responders: nothing is running; report an empty list.
   }
   let fleet: FleetView | null = null;
   let fleetError: string | null = null;
   try {
-    fleet = await new BusClient(nc, 2_000).request<FleetView>(Subjects.routerFleet, {});
+    fleet = await new BusClient(nc, 2_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView });
   } catch (error) {
     fleetError = (error as Error).message;
   }
   return { services, fleet, fleetError };
 }
 
-const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 export function formatStatus(report: StatusReport): string {
   const lines: string[] = [];
@@ -111,7 +110,8 @@ export async function watchStatus(nc: NatsConnection, intervalMs: number): Promi
   const events: string[] = [];
   // A message that is not JSON is not an event this view shows: BusClient drops it.
   const sub = new BusClient(nc).subscribe(Subjects.eventsAll, (data, subject) => {
-    const line = formatEvent(subject, data as Record<string, unknown>);
+    // Events from other processes: a body that is not an object is skipped; formatEvent reads each field defensively.
+    const line = isObject(data) ? formatEvent(subject, data) : null;
     if (line) events.push(line);
     if (events.length > 12) events.shift();
   });

@@ -3,7 +3,18 @@ import { jetstream, type ConsumerMessages } from '@nats-io/jetstream';
 import type { Subscription } from '@nats-io/transport-node';
 import { BusClient, ensureEventsStream } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { decodeMessage, EVENTS_STREAM, Heartbeat, Subjects, type BusStatusEvent, type DefragEvent, type LoadFailedEvent, type LoadResult, type RequestFinishedEvent, type UnloadResult } from '@cortex/contracts';
+import {
+  decodeBusStatus,
+  decodeDefrag,
+  decodeLoadFailed,
+  decodeLoadResult,
+  decodeMessage,
+  decodeRequestFinished,
+  decodeUnloadResult,
+  EVENTS_STREAM,
+  Heartbeat,
+  Subjects,
+} from '@cortex/contracts';
 import { CortexMetrics } from './request.metrics.js';
 
 /**
@@ -33,7 +44,7 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
     const onBad = (error: Error): void => this.logger.warn(`dropped a message: ${error.message}`);
     this.subs.push(
       this.bus.subscribe(Subjects.heartbeatAll, (data) => this.metrics.recordHeartbeat(decodeMessage(Heartbeat, data, 'heartbeat')), onBad),
-      this.bus.subscribe(Subjects.serviceBus, (data) => this.metrics.recordBus(data as BusStatusEvent), onBad),
+      this.bus.subscribe(Subjects.serviceBus, (data) => this.metrics.recordBus(decodeBusStatus(data)), onBad),
     );
     this.timer = setInterval(() => this.metrics.expire(), 1_000);
     await ensureEventsStream(this.bus.nc, this.config.metrics);
@@ -60,18 +71,19 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
     }
   }
 
+  /** Each event is decoded before it counts: a malformed one throws, and `read` logs and skips it. */
   private record(subject: string, data: unknown): void {
     switch (subject) {
       case Subjects.requestFinished:
-        return this.metrics.recordRequest(data as RequestFinishedEvent);
+        return this.metrics.recordRequest(decodeRequestFinished(data));
       case Subjects.modelLoaded:
-        return this.metrics.recordLoaded(data as LoadResult);
+        return this.metrics.recordLoaded(decodeLoadResult(data));
       case Subjects.modelUnloaded:
-        return this.metrics.recordUnloaded(data as UnloadResult);
+        return this.metrics.recordUnloaded(decodeUnloadResult(data));
       case Subjects.modelLoadFailed:
-        return this.metrics.recordLoadFailed(data as LoadFailedEvent);
+        return this.metrics.recordLoadFailed(decodeLoadFailed(data));
       case Subjects.workerDefragmented:
-        return this.metrics.recordDefrag(data as DefragEvent);
+        return this.metrics.recordDefrag(decodeDefrag(data));
       default:
         return undefined;
     }

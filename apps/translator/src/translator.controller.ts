@@ -2,13 +2,19 @@ import { Controller, Inject, Logger } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError, decodeMessage, DecodeRequest, Subjects, type CanonicalRequest, type DecodedRequest } from '@cortex/contracts';
+import {
+  CortexError,
+  decodeInputItems,
+  decodeMessage,
+  DecodeRequest,
+  decodeResponseId,
+  decodeStoreResponse,
+  Subjects,
+  type CanonicalRequest,
+  type DecodedRequest,
+} from '@cortex/contracts';
 import { decodeChatRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import { ResponsesService } from './responses/responses.service.js';
-
-interface IdPayload {
-  id: string;
-}
 
 /** Dialect bodies → the canonical request, and the Responses API's stored state. */
 @Controller()
@@ -55,34 +61,34 @@ export class TranslatorController {
     }
   }
 
+  // The Responses handlers decode their payloads like `decode` does: a bad one is `invalid_request`
+  // naming the field, never a TypeError deep in the store.
   @MessagePattern(Subjects.responsesStore)
-  async store(payload: { state: ResponsesState; resource: ResponseResource }): Promise<{ stored: boolean }> {
-    await this.responses.save(payload.state, payload.resource);
-    return { stored: payload.state.store };
+  async store(@Payload() payload: unknown): Promise<{ stored: boolean }> {
+    const { state, resource } = decodeStoreResponse(payload);
+    // The checked fields are the ones the store reads; the rest are the translator's own, handed out by `decode`.
+    await this.responses.save(state as unknown as ResponsesState, resource as unknown as ResponseResource);
+    return { stored: state.store };
   }
 
   @MessagePattern(Subjects.responsesGet)
-  get(payload: IdPayload): Promise<ResponseResource> {
-    return this.responses.get(idOf(payload));
+  get(@Payload() payload: unknown): Promise<ResponseResource> {
+    return this.responses.get(decodeResponseId(payload).id);
   }
 
   @MessagePattern(Subjects.responsesDelete)
-  delete(payload: IdPayload) {
-    return this.responses.delete(idOf(payload));
+  delete(@Payload() payload: unknown) {
+    return this.responses.delete(decodeResponseId(payload).id);
   }
 
   @MessagePattern(Subjects.responsesInputItems)
-  inputItems(payload: IdPayload & { after?: string; limit?: number; order?: 'asc' | 'desc' }) {
-    return this.responses.inputItems(idOf(payload), payload);
+  inputItems(@Payload() payload: unknown) {
+    const { id, ...page } = decodeInputItems(payload);
+    return this.responses.inputItems(id, page);
   }
 }
 
 /** A session header names the conversation before the body does. */
 function withSession(request: CanonicalRequest, session: string | undefined): CanonicalRequest {
   return session ? { ...request, affinityKey: session } : request;
-}
-
-function idOf(payload: IdPayload): string {
-  if (typeof payload?.id !== 'string') throw new CortexError('invalid_request', 'id: required', { param: 'id' });
-  return payload.id;
 }

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '@nestjs/common';
 import {
   CortexError,
+  mib,
   Subjects,
   type DefragEvent,
   type EstimateCommand,
@@ -136,7 +137,7 @@ export class ModelRegistry implements HeartbeatSource {
             lastStep = step;
             log(`loading ${Math.round(fraction * 100)}%`);
             const progress: LoadProgress = { workerId, model: command.model, fraction };
-            this.deps.bus.publish(Subjects.modelLoading, progress);
+            this.deps.bus.publish(Subjects.modelProgressed, progress);
           }
         },
       );
@@ -275,4 +276,3 @@ export class ModelRegistry implements HeartbeatSource {
   }
 }
 
-const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;

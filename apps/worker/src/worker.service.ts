@@ -103,7 +103,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   cancel(runId: string, reason = 'cancelled'): boolean {
     const run = this.runs.get(runId);
-    run?.controller.abort(new CortexError('internal', reason));
+    run?.controller.abort(new CortexError('cancelled', reason));
     return run !== undefined;
   }
 

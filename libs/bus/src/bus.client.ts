@@ -1,11 +1,16 @@
 import { headers as natsHeaders, RequestError, TimeoutError, type NatsConnection, type Subscription } from '@nats-io/transport-node';
-import { CortexError } from '@cortex/contracts';
-import { decodeJson, REQUEST_ID_HEADER, type Reply } from './envelope.js';
+import { CortexError, decodeReply, REQUEST_ID_HEADER, type Decoder } from '@cortex/contracts';
+import { decodeJson } from './envelope.js';
 import { decodeLarge, encodeBody, encodeLarge } from './payload.js';
 
 export interface RequestOptions {
   timeoutMs?: number;
   requestId?: string;
+}
+
+/** Options with the reader of the reply's data, which types what `request` resolves to. */
+export interface DecodedRequestOptions<T> extends RequestOptions {
+  decode: Decoder<T>;
 }
 
 /** Typed request/reply and publish over one NATS connection, mapping bus failures to error codes. */
@@ -19,21 +24,29 @@ export class BusClient {
    * Sends a request and unwraps the reply envelope. No responders → `service_unavailable` (HTTP 503),
    * no answer in time → `timeout` (HTTP 504), an error reply → that error. Bodies over the server's
    * `max_payload`, either way, travel through the object store (see `encodeLarge`).
+   *
+   * The reply is checked, never cast: the envelope always, its data with `options.decode` (without
+   * one the data stays `unknown`). A malformed reply is the replying service's fault → `internal`,
+   * naming the field.
    */
-  async request<T>(subject: string, payload: unknown, options: RequestOptions = {}): Promise<T> {
+  request<T>(subject: string, payload: unknown, options: DecodedRequestOptions<T>): Promise<T>;
+  request(subject: string, payload: unknown, options?: RequestOptions): Promise<unknown>;
+  async request(subject: string, payload: unknown, options: RequestOptions & { decode?: Decoder<unknown> } = {}): Promise<unknown> {
     const timeout = options.timeoutMs ?? this.defaultTimeoutMs;
     const headers = natsHeaders();
     if (options.requestId) headers.set(REQUEST_ID_HEADER, options.requestId);
-    let reply: Reply<T>;
+    let body: unknown;
     try {
       const out = await encodeLarge(this.nc, payload, headers);
       const msg = await this.nc.request(subject, out.data, { timeout, headers: out.headers });
-      reply = (await decodeLarge(this.nc, msg)) as Reply<T>;
+      body = await decodeLarge(this.nc, msg);
     } catch (error) {
       throw mapRequestError(error, subject, timeout);
     }
-    if (reply.ok) return reply.data;
-    throw CortexError.fromBody(reply.error);
+    const reply = malformedAs(subject, () => decodeReply(body));
+    if (!reply.ok) throw CortexError.fromBody(reply.error);
+    const decode = options.decode;
+    return decode ? malformedAs(subject, () => decode(reply.data)) : reply.data;
   }
 
   publish(subject: string, payload: unknown, requestId?: string): void {
@@ -58,6 +71,15 @@ export class BusClient {
         }
       },
     });
+  }
+}
+
+/** Runs a reader over a reply; its `invalid_request` (the field at fault) becomes the replier's `internal`. */
+function malformedAs<T>(subject: string, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    throw new CortexError('internal', `${subject} sent a malformed reply: ${(error as Error).message}`, { cause: error });
   }
 }
 

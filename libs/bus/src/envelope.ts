@@ -1,9 +1,7 @@
-import { CortexError, type ErrorBody } from '@cortex/contracts';
+import { CortexError, type Reply } from '@cortex/contracts';
 
-/** Every bus reply is one of these, JSON-encoded: plain data, no transport framing. */
-export type Reply<T> = { ok: true; data: T } | { ok: false; error: ErrorBody };
-
-export const REQUEST_ID_HEADER = 'x-request-id';
+// Re-exported so `@cortex/bus` users keep one import; the definitions live in `@cortex/contracts`.
+export { REQUEST_ID_HEADER, type Reply } from '@cortex/contracts';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -9,7 +9,7 @@ import { BusServer } from './bus.server.js';
 import { BusExceptionFilter } from './bus-exception.filter.js';
 import { encodeJson } from './envelope.js';
 import { busReconnects, isBusConnected } from './connect.js';
-import type { BusStatusEvent } from '@cortex/contracts';
+import type { BusStatusEvent, ServicePing } from '@cortex/contracts';
 
 /** What the launcher hands each service. */
 export interface ServiceContext {
@@ -26,16 +26,7 @@ export interface RunningService {
 /** Every app's `main.ts` exports `start` with this type; the CLI imports it by path. */
 export type ServiceStart = (context: ServiceContext) => Promise<RunningService>;
 
-/** Answer from each service on the status subject, for `cortex status`. */
-export interface ServicePing {
-  service: string;
-  id: string;
-  host: string;
-  pid: number;
-  uptimeS: number;
-  ready: boolean;
-  detail?: string;
-}
+export type { ServicePing } from '@cortex/contracts';
 
 interface BusAppOptions {
   service: string;

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { CortexError, type StreamEvent, type StreamEventBody } from '@cortex/contracts';
+import { CortexError, decodeStreamEvent, type StreamEvent, type StreamEventBody } from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
 
 type Delta = { type: 'text' | 'reasoning'; text: string };
@@ -115,11 +115,13 @@ export class StreamReader implements AsyncIterable<StreamEvent> {
     this.sub = nc.subscribe(subject, {
       callback: (error, msg) => {
         if (error) return this.fail(new CortexError('worker_lost', `stream ${subject} failed: ${error.message}`));
+        let event: StreamEvent;
         try {
-          this.push(decodeJson(msg.data) as StreamEvent);
+          event = decodeStreamEvent(decodeJson(msg.data));
         } catch (cause) {
-          this.fail(new CortexError('internal', `stream ${subject}: bad event`, { cause }));
+          return this.fail(new CortexError('internal', `stream ${subject}: bad event: ${(cause as Error).message}`, { cause }));
         }
+        this.push(event);
       },
     });
   }

@@ -28,6 +28,24 @@ export function modelName(value: unknown): string {
   return model;
 }
 
+/** A finite number, not below `min`. */
+export function number(value: unknown, param: string, min = -Number.MAX_VALUE): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) fail(param, `must be a number, got ${kind(value)}`);
+  if (value < min) fail(param, `must be at least ${min}, got ${value}`);
+  return value;
+}
+
+export function integer(value: unknown, param: string, min = Number.MIN_SAFE_INTEGER): number {
+  const n = number(value, param, min);
+  if (!Number.isInteger(n)) fail(param, `must be an integer, got ${n}`);
+  return n;
+}
+
+export function boolean(value: unknown, param: string): boolean {
+  if (typeof value !== 'boolean') fail(param, `must be a boolean, got ${kind(value)}`);
+  return value;
+}
+
 export function optionalString(value: unknown, param: string): string | undefined {
   return value === undefined || value === null ? undefined : string(value, param);
 }

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { BusClient, freePort } from '@cortex/bus';
-import { Subjects, type FleetView } from '@cortex/contracts';
+import { decodeFleetView, Subjects, type FleetView } from '@cortex/contracts';
 import { startTestNats, type TestNats, type TestNatsOptions } from './test-nats.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
@@ -102,7 +102,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   };
   for (const name of options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway']) spawnService(name);
   const nc = await connect({ servers: nats.url, ...options.natsAuth?.observer });
-  const fleet = (): Promise<FleetView | null> => new BusClient(nc, 1_000).request<FleetView>(Subjects.routerFleet, {}).catch(() => null);
+  const fleet = (): Promise<FleetView | null> => new BusClient(nc, 1_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView }).catch(() => null);
   const stack: TestStack = {
     baseUrl: `http://127.0.0.1:${port}`,
     metricsUrl: `http://127.0.0.1:${metricsPort}`,

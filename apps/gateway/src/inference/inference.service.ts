@@ -11,11 +11,9 @@ import {
   WATCH_INTERVAL_MS,
   workerSubject,
   type CanonicalRequest,
-  type DecodedRequest,
   type Dialect,
   type ErrorCode,
   type FinishReason,
-  type GenerateAccepted,
   type GenerateCommand,
   type LoadProgress,
   type Placement,
@@ -25,6 +23,11 @@ import {
   type TokenCount,
   type Timings,
   type Usage,
+  decodeDecodedRequest,
+  decodeGenerateAccepted,
+  decodeLoadProgress,
+  decodePlacement,
+  decodeTokenCount,
 } from '@cortex/contracts';
 import { WorkerEvents } from './worker-events.js';
 
@@ -55,10 +58,10 @@ export class InferenceRun {
 
   /** Decodes the body in the translator service; `session` is a session header's affinity key. */
   async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
-    const decoded = await this.service.bus.request<DecodedRequest>(
+    const decoded = await this.service.bus.request(
       Subjects.translatorDecode,
       { dialect: this.dialect, body, ...(session && { session }) },
-      { requestId: this.requestId },
+      { requestId: this.requestId, decode: decodeDecodedRequest },
     );
     this.request = decoded.request;
     this.state = decoded.state;
@@ -108,7 +111,7 @@ export class InferenceRun {
   async countTokens(): Promise<TokenCount> {
     const workerId = await this.placeOrWait([]);
     const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
-    return this.service.bus.request<TokenCount>(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId });
+    return this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
   }
 
   /**
@@ -155,7 +158,8 @@ export class InferenceRun {
     const deadline = Date.now() + placementTimeoutMs;
     for (let attempt = 0; ; attempt++) {
       try {
-        this.placement = await this.service.bus.request<Placement>(Subjects.routerPlace, { ...place, attempt }, {
+        this.placement = await this.service.bus.request(Subjects.routerPlace, { ...place, attempt }, {
+          decode: decodePlacement,
           requestId: this.requestId,
           timeoutMs: Math.max(1, Math.min(PLACE_TRY_MS, deadline - Date.now())),
         });
@@ -178,7 +182,7 @@ export class InferenceRun {
     this.reader = reader;
     const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
     try {
-      await this.service.bus.request<GenerateAccepted>(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId });
+      await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
     } catch (error) {
       reader.close();
       throw error;
@@ -324,8 +328,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
 
   async onModuleInit(): Promise<void> {
     this.timer = setInterval(() => this.sendWatch(), WATCH_INTERVAL_MS);
-    this.progress = this.bus.subscribe(Subjects.modelLoading, (data) => {
-      const event = data as LoadProgress;
+    this.progress = this.bus.subscribe(Subjects.modelProgressed, (data) => {
+      const event = decodeLoadProgress(data);
       for (const watcher of this.progressWatchers.get(event.model) ?? []) watcher(event);
     });
     await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));

@@ -1,7 +1,7 @@
 import { Controller, Get, Param, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { CortexError, Subjects, type CatalogueEntry } from '@cortex/contracts';
+import { CortexError, decodeCatalogue, Subjects, type CatalogueEntry } from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
 
 /** The catalogue merged with the fleet, in OpenAI's list format plus where each model is loaded. */
@@ -24,7 +24,7 @@ export class ModelsController {
   }
 
   private catalogue(): Promise<CatalogueEntry[]> {
-    return this.bus.request<CatalogueEntry[]>(Subjects.routerModels, {});
+    return this.bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
   }
 
 }

@@ -4,7 +4,8 @@ import { Kvm, type KV } from '@nats-io/kv';
 import { BusClient, watchKv } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 
-const BUCKET = 'cortex_affinity';
+import { Buckets } from '@cortex/contracts';
+const BUCKET = Buckets.affinity;
 /** Bindings one router keeps in memory; the oldest go first (KV keeps them for every router). */
 const MAX_BINDINGS = 100_000;
 

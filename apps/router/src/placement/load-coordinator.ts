@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
-import { CortexError, Subjects, type LoadCommand, type LoadResult, type Placement, type UnloadReason } from '@cortex/contracts';
+import { CortexError, decodeEstimate, decodeLoadResult, decodeUnloadResult, mib, Subjects, type LoadCommand, type Placement, type UnloadReason } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadLease } from './load-lease.js';
@@ -204,7 +204,7 @@ export class LoadCoordinator {
   private async loadOn(model: ModelConfig, workerId: string, evicted: readonly string[]): Promise<Placement> {
     const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots };
     this.logger.log(`loading ${model.id} on ${workerId}${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
-    const result = await this.workers.ask<LoadResult>(workerId, Subjects.workerLoad, command);
+    const result = await this.workers.ask(workerId, Subjects.workerLoad, command, decodeLoadResult);
     this.fleet.noteModel(workerId, { id: model.id, state: 'ready', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now(), sizeBytes: result.sizeBytes });
     return { model: model.id, workerId, coldStart: true };
   }
@@ -213,7 +213,7 @@ export class LoadCoordinator {
   async unload(workerId: string, model: string, reason: UnloadReason): Promise<void> {
     this.logger.log(`unloading ${model} from ${workerId} (${reason})`);
     this.fleet.dropModel(workerId, model);
-    await this.workers.ask(workerId, Subjects.workerUnload, { model, reason, drain: true });
+    await this.workers.ask(workerId, Subjects.workerUnload, { model, reason, drain: true }, decodeUnloadResult);
   }
 
   /** The model's memory need, as a worker estimates it from the GGUF header (cached per model). */
@@ -223,7 +223,7 @@ export class LoadCoordinator {
     // A worker may have died since its last heartbeat: ask the next one.
     for (const workerId of workerIds) {
       try {
-        const { bytes } = await this.workers.ask<{ bytes: number }>(workerId, Subjects.workerEstimate, { source: model.file, contextSize: model.contextSize, slots: model.slots });
+        const { bytes } = await this.workers.ask(workerId, Subjects.workerEstimate, { source: model.file, contextSize: model.contextSize, slots: model.slots }, decodeEstimate);
         this.catalogue.rememberEstimate(model.id, bytes);
         return bytes;
       } catch (error) {
@@ -245,7 +245,6 @@ export class LoadCoordinator {
   }
 }
 
-const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 /** How often a closing victim is looked at again while it may only be "recently used". */
 const RECENT_USE_POLL_MS = 250;

@@ -4,7 +4,9 @@ import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { ROUTER_ID } from '../router.tokens.js';
 
-const BUCKET = 'cortex_leases';
+import { Buckets } from '@cortex/contracts';
+
+const BUCKET = Buckets.leases;
 /** The holder writes its lease again this often while it loads. */
 const RENEW_MS = 1_000;
 /** A lease not written for this long (as this router's clock measures it) belongs to a dead router. */

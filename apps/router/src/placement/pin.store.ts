@@ -2,7 +2,8 @@ import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@ne
 import { Kvm, type KV } from '@nats-io/kv';
 import { BusClient, watchKv } from '@cortex/bus';
 
-const BUCKET = 'cortex_pins';
+import { Buckets } from '@cortex/contracts';
+const BUCKET = Buckets.pins;
 
 /**
  * Pins set at run time (`cortex pin`), shared by every router through KV and watched, so a pin made

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { BusClient, isNoResponders } from '@cortex/bus';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
-import { CortexError, Subjects, workerSubject } from '@cortex/contracts';
+import { CortexError, Subjects, workerSubject, type Decoder } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 
 /**
@@ -23,14 +23,14 @@ export class WorkerCommands {
    * timeout would hold every request that shares the load. Ends as `service_unavailable`, which
    * callers treat as "try another worker".
    */
-  async ask<T>(workerId: string, subject: string, payload: unknown): Promise<T> {
+  async ask<T>(workerId: string, subject: string, payload: unknown, decode: Decoder<T>): Promise<T> {
     const target = workerSubject(subject, workerId);
     let answered = false;
     const gone = this.untilGone(workerId, target, payload, () => answered);
     // The race below handles a rejection that wins; one that comes later has no one left to hear it.
     gone.catch(() => undefined);
     try {
-      return await Promise.race([this.bus.request<T>(target, payload, { timeoutMs: this.config.gateway.placementTimeoutMs }), gone]);
+      return await Promise.race([this.bus.request(target, payload, { decode, timeoutMs: this.config.gateway.placementTimeoutMs }), gone]);
     } finally {
       answered = true;
     }

@@ -3,11 +3,11 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { BusClient, maxPayload } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError } from '@cortex/contracts';
+import { array, Buckets, CortexError, object, optionalArray, string } from '@cortex/contracts';
 import type { ResponsesItem, StoredResponse } from '@cortex/wire';
 
-const RESPONSES_BUCKET = 'cortex_responses';
-const CONVERSATIONS_BUCKET = 'cortex_conversations';
+const RESPONSES_BUCKET = Buckets.responses;
+const CONVERSATIONS_BUCKET = Buckets.conversations;
 const KEY = /^[-_=.A-Za-z0-9]{1,200}$/;
 
 interface StoredConversation {
@@ -51,7 +51,7 @@ export class ResponsesStore implements OnModuleInit {
   async get(id: string): Promise<StoredResponse | null> {
     if (!KEY.test(id)) return null;
     const entry = await this.responses.get(id);
-    return entry && entry.operation === 'PUT' ? entry.json<StoredResponse>() : null;
+    return entry && entry.operation === 'PUT' ? storedResponse(entry.json<unknown>(), id) : null;
   }
 
   async put(stored: StoredResponse): Promise<void> {
@@ -104,4 +104,22 @@ export class ResponsesStore implements OnModuleInit {
 
 function assertKey(id: string, param: string): void {
   if (!KEY.test(id)) throw new CortexError('invalid_request', `${param}: ids are 1-200 letters, digits, '-', '_', '=' or '.'`, { param });
+}
+
+/**
+ * A stored value is read like a bus message: checked, not cast. Written by this or an earlier version
+ * (`history` instead of `chain`), so only what every version wrote is required. One that does not
+ * match is this service's fault, `internal`, naming the field.
+ */
+function storedResponse(value: unknown, id: string): StoredResponse {
+  try {
+    const stored = object(value, 'stored');
+    string(object(stored.resource, 'resource').id, 'resource.id');
+    array(stored.input, 'input').forEach((item, i) => object(item, `input[${i}]`));
+    optionalArray(stored.chain, 'chain')?.forEach((link, i) => string(link, `chain[${i}]`));
+    optionalArray(stored.history, 'history');
+    return stored as unknown as StoredResponse;
+  } catch (error) {
+    throw new CortexError('internal', `stored response ${id} is malformed: ${(error as Error).message}`, { cause: error });
+  }
 }

@@ -20,6 +20,8 @@ export const ErrorCodes = {
   worker_lost: { status: 502, type: 'api_error' },
   /** The model's output broke the request's JSON schema (response format or tool parameters): never sent as success. */
   invalid_output: { status: 502, type: 'api_error' },
+  /** The request was cancelled (its client went away, or a model unload ended it): not a fault. */
+  cancelled: { status: 499, type: 'api_error' },
   internal: { status: 500, type: 'api_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 

@@ -31,12 +31,17 @@ export const Subjects = {
   streamsAll: 'llm.stream.v1.>',
   requestFinished: 'llm.evt.v1.request.finished',
   modelLoaded: 'llm.evt.v1.model.loaded',
-  modelLoading: 'llm.evt.v1.model.progressed',
   modelUnloaded: 'llm.evt.v1.model.unloaded',
   modelLoadFailed: 'llm.evt.v1.model.load_failed',
   workerUp: 'llm.evt.v1.worker.up',
   workerDown: 'llm.evt.v1.worker.down',
   workerDefragmented: 'llm.evt.v1.worker.defragmented',
+  /**
+   * A loading model's progress, many times per load. Core NATS, not under `llm.evt.v1.`: it is only
+   * of use while the load runs (gateways show it to waiting clients), nothing replays it, and keeping
+   * it would crowd request events out of the bounded events stream.
+   */
+  modelProgressed: 'llm.status.v1.model.progressed',
   serviceStatus: 'llm.status.v1.ping',
   /** Every service, every few seconds: its bus connection state (core NATS, not stored). */
   serviceBus: 'llm.status.v1.bus',

@@ -1,0 +1,35 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import Fastify from 'fastify';
+import { requestIdOf } from './request-id.js';
+
+/** A real Fastify request, asked for its id twice (as the access hook and the error filter each do). */
+async function idsOf(headers: Record<string, string>): Promise<{ first: string; second: string; echoed: string }> {
+  const app = Fastify();
+  app.get('/', (request, reply) => {
+    const first = requestIdOf(request);
+    void reply.header('x-request-id', first).send({ first, second: requestIdOf(request) });
+  });
+  try {
+    const response = await app.inject({ method: 'GET', url: '/', headers });
+    return { ...(response.json() as { first: string; second: string }), echoed: String(response.headers['x-request-id']) };
+  } finally {
+    await app.close();
+  }
+}
+
+describe('request id', () => {
+  it('request id - a request without one gets a fresh id, the same on every call', async () => {
+    const { first, second, echoed } = await idsOf({});
+    assert.match(first, /^req_[0-9a-f]{24}$/);
+    assert.equal(second, first);
+    assert.equal(echoed, first);
+  });
+
+  it('request id - a sane caller id is kept; an unsafe one is replaced once', async () => {
+    assert.equal((await idsOf({ 'x-request-id': 'abc-123' })).second, 'abc-123');
+    const unsafe = await idsOf({ 'x-request-id': 'has space' });
+    assert.notEqual(unsafe.first, 'has space');
+    assert.equal(unsafe.second, unsafe.first);
+  });
+});

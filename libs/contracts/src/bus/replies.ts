@@ -1,0 +1,155 @@
+import { array, boolean, fail, integer, number, object, oneOf, optionalString, string } from '../fields.js';
+import type { ErrorBody } from '../errors/error-codes.js';
+import { decodeCanonicalRequest } from '../generate/canonical-request.js';
+import type { DecodedRequest, GenerateAccepted, TokenCount } from '../generate/generate.messages.js';
+import {
+  MODEL_STATES,
+  UNLOAD_REASONS,
+  type CatalogueEntry,
+  type FleetView,
+  type LoadResult,
+  type Placement,
+  type UnloadResult,
+} from '../fleet/fleet.messages.js';
+import type { Reply, ServicePing } from './bus.contract.js';
+
+/**
+ * Readers for bus replies. Each checks what its callers read and returns the value typed; a field
+ * that is wrong throws `invalid_request` naming it, which `BusClient.request` reports as the
+ * replying service's fault.
+ */
+export type Decoder<T> = (value: unknown) => T;
+
+/** The reply envelope: `{ ok: true, data }` or `{ ok: false, error: { code, message } }`. */
+export function decodeReply(value: unknown): Reply<unknown> {
+  const reply = object(value, 'reply');
+  if (boolean(reply.ok, 'ok')) return { ok: true, data: reply.data };
+  const error = object(reply.error, 'error');
+  if (!isErrorBody(error)) fail('error', 'must have a string code and message');
+  return { ok: false, error };
+}
+
+export function decodeDecodedRequest(value: unknown): DecodedRequest {
+  const decoded = object(value, 'decoded');
+  return { request: decodeCanonicalRequest(decoded.request, 'request'), ...(decoded.state === undefined ? {} : { state: decoded.state }) };
+}
+
+export function decodeTokenCount(value: unknown): TokenCount {
+  const count = object(value, 'tokenCount');
+  return { model: string(count.model, 'model'), inputTokens: integer(count.inputTokens, 'inputTokens', 0) };
+}
+
+export function decodePlacement(value: unknown): Placement {
+  const placement = object(value, 'placement');
+  return { model: string(placement.model, 'model'), workerId: string(placement.workerId, 'workerId'), coldStart: boolean(placement.coldStart, 'coldStart') };
+}
+
+export function decodeGenerateAccepted(value: unknown): GenerateAccepted {
+  const accepted = object(value, 'accepted');
+  return {
+    requestId: string(accepted.requestId, 'requestId'),
+    workerId: string(accepted.workerId, 'workerId'),
+    queuePosition: integer(accepted.queuePosition, 'queuePosition', 0),
+  };
+}
+
+export function decodeLoadResult(value: unknown): LoadResult {
+  const result = object(value, 'loadResult');
+  return {
+    model: string(result.model, 'model'),
+    workerId: string(result.workerId, 'workerId'),
+    loadMs: number(result.loadMs, 'loadMs', 0),
+    sizeBytes: number(result.sizeBytes, 'sizeBytes', 0),
+  };
+}
+
+export function decodeUnloadResult(value: unknown): UnloadResult {
+  const result = object(value, 'unloadResult');
+  return {
+    model: string(result.model, 'model'),
+    workerId: string(result.workerId, 'workerId'),
+    cancelled: integer(result.cancelled, 'cancelled', 0),
+    reason: oneOf(result.reason, 'reason', UNLOAD_REASONS),
+  };
+}
+
+/** A worker's estimate of a model's memory. */
+export function decodeEstimate(value: unknown): { bytes: number } {
+  return { bytes: number(object(value, 'estimate').bytes, 'bytes', 0) };
+}
+
+/** The translator's answer to `responses.store`. */
+export function decodeStored(value: unknown): { stored: boolean } {
+  return { stored: boolean(object(value, 'stored').stored, 'stored') };
+}
+
+export function decodeCatalogue(value: unknown): CatalogueEntry[] {
+  return array(value, 'catalogue').map((entry, i) => catalogueEntry(entry, `catalogue[${i}]`));
+}
+
+export function decodeFleetView(value: unknown): FleetView {
+  const fleet = object(value, 'fleet');
+  string(fleet.routerId, 'routerId');
+  array(fleet.workers, 'workers').forEach((worker, i) => {
+    const at = `workers[${i}]`;
+    const w = object(worker, at);
+    string(w.workerId, `${at}.workerId`);
+    string(w.host, `${at}.host`);
+    integer(w.pid, `${at}.pid`);
+    boolean(w.up, `${at}.up`);
+    boolean(w.draining, `${at}.draining`);
+    number(w.lastSeenMs, `${at}.lastSeenMs`);
+    const device = object(w.device, `${at}.device`);
+    string(device.name, `${at}.device.name`);
+    number(device.totalBytes, `${at}.device.totalBytes`);
+    const memory = object(w.memory, `${at}.memory`);
+    for (const key of ['budgetBytes', 'usedBytes', 'freeBytes']) number(memory[key], `${at}.memory.${key}`);
+    array(w.models, `${at}.models`).forEach((model, j) => {
+      const m = object(model, `${at}.models[${j}]`);
+      string(m.id, `${at}.models[${j}].id`);
+      oneOf(m.state, `${at}.models[${j}].state`, MODEL_STATES);
+    });
+  });
+  decodeCatalogue(fleet.catalogue);
+  return fleet as unknown as FleetView;
+}
+
+export function decodeServicePing(value: unknown): ServicePing {
+  const ping = object(value, 'ping');
+  return {
+    service: string(ping.service, 'service'),
+    id: string(ping.id, 'id'),
+    host: string(ping.host, 'host'),
+    pid: integer(ping.pid, 'pid'),
+    uptimeS: number(ping.uptimeS, 'uptimeS', 0),
+    ready: boolean(ping.ready, 'ready'),
+    ...(ping.detail == null ? {} : { detail: optionalString(ping.detail, 'detail') }),
+  };
+}
+
+function catalogueEntry(value: unknown, at: string): CatalogueEntry {
+  const entry = object(value, at);
+  string(entry.id, `${at}.id`);
+  string(entry.ownedBy, `${at}.ownedBy`);
+  number(entry.created, `${at}.created`);
+  integer(entry.contextSize, `${at}.contextSize`, 0);
+  boolean(entry.pinned, `${at}.pinned`);
+  number(entry.priority, `${at}.priority`);
+  boolean(entry.loaded, `${at}.loaded`);
+  array(entry.locations, `${at}.locations`).forEach((location, i) => {
+    const l = object(location, `${at}.locations[${i}]`);
+    string(l.workerId, `${at}.locations[${i}].workerId`);
+    oneOf(l.state, `${at}.locations[${i}].state`, MODEL_STATES);
+    integer(l.inFlight, `${at}.locations[${i}].inFlight`, 0);
+    integer(l.queued, `${at}.locations[${i}].queued`, 0);
+  });
+  if (entry.capabilities !== null) {
+    const caps = object(entry.capabilities, `${at}.capabilities`);
+    for (const key of ['tools', 'reasoning', 'vision']) boolean(caps[key], `${at}.capabilities.${key}`);
+  }
+  return entry as unknown as CatalogueEntry;
+}
+
+function isErrorBody(value: Record<string, unknown>): value is ErrorBody & Record<string, unknown> {
+  return typeof value.code === 'string' && typeof value.message === 'string';
+}

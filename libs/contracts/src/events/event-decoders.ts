@@ -1,0 +1,142 @@
+import { array, boolean, fail, integer, number, object, oneOf, optionalNumber, optionalString, string, type Json } from '../fields.js';
+import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
+import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
+import type { DefragEvent, LoadFailedEvent, LoadProgress } from '../fleet/fleet.messages.js';
+import type { BusStatusEvent, RequestFinishedEvent } from './request-finished.event.js';
+
+/**
+ * Readers for the events metrics consumes. An event comes from another process, possibly another
+ * version: each field the consumer reads is checked, and the first bad one throws `invalid_request`
+ * naming it, so the consumer can log and skip that one event.
+ */
+export const FINISH_REASONS = ['stop', 'length', 'tool_calls', 'cancelled', 'error'] as const satisfies readonly FinishReason[];
+
+const ERROR_CODES = Object.keys(ErrorCodes) as ErrorCode[];
+
+export function decodeRequestFinished(value: unknown): RequestFinishedEvent {
+  const event = object(value, 'event');
+  return {
+    requestId: string(event.requestId, 'requestId'),
+    model: string(event.model, 'model'),
+    workerId: nullable(event.workerId, (v) => string(v, 'workerId')),
+    dialect: oneOf(event.dialect, 'dialect', DIALECTS),
+    stream: boolean(event.stream, 'stream'),
+    status: integer(event.status, 'status', 100),
+    errorCode: nullable(event.errorCode, (v) => oneOf(v, 'errorCode', ERROR_CODES)),
+    finishReason: nullable(event.finishReason, (v) => oneOf(v, 'finishReason', FINISH_REASONS)),
+    usage: nullable(event.usage, (v) => usage(object(v, 'usage'))),
+    timings: nullable(event.timings, (v) => timings(object(v, 'timings'))),
+    durationMs: number(event.durationMs, 'durationMs'),
+    coldStart: boolean(event.coldStart, 'coldStart'),
+    placeMs: nullable(event.placeMs, (v) => number(v, 'placeMs')),
+    finishedAt: number(event.finishedAt, 'finishedAt'),
+  };
+}
+
+export function decodeLoadFailed(value: unknown): LoadFailedEvent {
+  const event = object(value, 'event');
+  return { workerId: string(event.workerId, 'workerId'), at: number(event.at, 'at'), model: string(event.model, 'model'), error: string(event.error, 'error') };
+}
+
+export function decodeDefrag(value: unknown): DefragEvent {
+  const event = object(value, 'event');
+  return {
+    workerId: string(event.workerId, 'workerId'),
+    at: number(event.at, 'at'),
+    cycles: integer(event.cycles, 'cycles', 0),
+    dropped: array(event.dropped, 'dropped').map((model, i) => string(model, `dropped[${i}]`)),
+  };
+}
+
+/** A model load's progress (core NATS, while the load runs). */
+export function decodeLoadProgress(value: unknown): LoadProgress {
+  const event = object(value, 'event');
+  const fraction = number(event.fraction, 'fraction', 0);
+  if (fraction > 1) fail('fraction', `must be at most 1, got ${fraction}`);
+  return { workerId: string(event.workerId, 'workerId'), model: string(event.model, 'model'), fraction };
+}
+
+export function decodeBusStatus(value: unknown): BusStatusEvent {
+  const event = object(value, 'event');
+  return {
+    service: string(event.service, 'service'),
+    instance: string(event.instance, 'instance'),
+    connected: boolean(event.connected, 'connected'),
+    reconnects: integer(event.reconnects, 'reconnects', 0),
+    intervalMs: number(event.intervalMs, 'intervalMs', 1),
+  };
+}
+
+const STREAM_EVENT_TYPES = ['start', 'text', 'reasoning', 'tool_call', 'tool_args', 'keepalive', 'finish', 'error'] as const;
+
+/**
+ * One event of a token stream, as a gateway receives it. Hand-written and flat: it runs once per
+ * delivered event, i.e. on the token path.
+ */
+export function decodeStreamEvent(value: unknown): StreamEvent {
+  const event = object(value, 'event');
+  integer(event.seq, 'seq', 0);
+  switch (oneOf(event.type, 'type', STREAM_EVENT_TYPES)) {
+    case 'text':
+    case 'reasoning':
+      string(event.text, 'text');
+      break;
+    case 'start':
+      string(event.requestId, 'requestId');
+      string(event.workerId, 'workerId');
+      string(event.model, 'model');
+      integer(event.promptTokens, 'promptTokens', 0);
+      break;
+    case 'tool_call':
+      integer(event.index, 'index', 0);
+      string(event.id, 'id');
+      string(event.name, 'name');
+      break;
+    case 'tool_args':
+      integer(event.index, 'index', 0);
+      string(event.delta, 'delta');
+      break;
+    case 'finish':
+      oneOf(event.reason, 'reason', FINISH_REASONS);
+      usage(object(event.usage, 'usage'));
+      timings(object(event.timings, 'timings'));
+      optionalString(event.stopSequence, 'stopSequence');
+      break;
+    case 'error': {
+      const error = object(event.error, 'error');
+      string(error.code, 'error.code');
+      string(error.message, 'error.message');
+      optionalString(error.param, 'error.param');
+      optionalNumber(error.retryAfter, 'error.retryAfter', 0, Number.MAX_SAFE_INTEGER);
+      break;
+    }
+    case 'keepalive':
+      break;
+  }
+  return event as unknown as StreamEvent;
+}
+
+function usage(value: Json): Usage {
+  return {
+    promptTokens: integer(value.promptTokens, 'usage.promptTokens', 0),
+    cachedPromptTokens: integer(value.cachedPromptTokens, 'usage.cachedPromptTokens', 0),
+    completionTokens: integer(value.completionTokens, 'usage.completionTokens', 0),
+    reasoningTokens: integer(value.reasoningTokens, 'usage.reasoningTokens', 0),
+  };
+}
+
+/** Durations are read as any finite number: a clock step must not cost a stream or an event. */
+function timings(value: Json): Timings {
+  return {
+    ttftMs: number(value.ttftMs, 'timings.ttftMs'),
+    promptMs: number(value.promptMs, 'timings.promptMs'),
+    decodeTokensPerSecond: number(value.decodeTokensPerSecond, 'timings.decodeTokensPerSecond'),
+    durationMs: number(value.durationMs, 'timings.durationMs'),
+    queueMs: number(value.queueMs, 'timings.queueMs'),
+  };
+}
+
+/** Null and absent both read as null (older events left optional fields out). */
+function nullable<T>(value: unknown, read: (value: unknown) => T): T | null {
+  return value === null || value === undefined ? null : read(value);
+}
