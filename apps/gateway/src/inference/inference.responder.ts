@@ -7,7 +7,8 @@ import { requestIdOf } from '../http/request-id.js';
 import { SseWriter } from '../http/sse.writer.js';
 import type { StreamEvent } from '@cortex/contracts';
 import type { DialectAdapter, DialectStream, SseOut } from './dialect.js';
-import { InferenceService, type InferenceRun } from './inference.service.js';
+import type { InferenceRun } from './inference-run.js';
+import { InferenceService } from './inference.service.js';
 
 /**
  * The HTTP side of one inference request, for any dialect: decode, place, generate, then either an
