@@ -108,6 +108,18 @@ describe('faults e2e', () => {
     assert.deepEqual(downs.messages, [], 'no worker was declared down meanwhile');
   });
 
+  it('faults - count_tokens on 1.5 MB of one repeated character answers at once with at least the context', async (t) => {
+    const downs = await watchBus<{ workerId: string }>(stack.nc, Subjects.workerDown);
+    const started = performance.now();
+    const response = await postJson(`${stack.baseUrl}/v1/messages/count_tokens`, { model: 'cortex-chat', messages: [{ role: 'user', content: 'x'.repeat(1_500_000) }] });
+    const body = (await response.json()) as { input_tokens?: number };
+    report(t, 'count_tokens, 1.5 MB run of one character', `${response.status} input_tokens ${body.input_tokens}`, performance.now() - started);
+    downs.stop();
+    assert.equal(response.status, 200, JSON.stringify(body));
+    assert.ok((body.input_tokens ?? 0) >= 512, `input_tokens ${body.input_tokens} is at least the context`);
+    assert.deepEqual(downs.messages, [], 'no worker was declared down meanwhile');
+  });
+
   it('faults - /v1/responses with 10,000 input items: the decoded request (over max_payload) reaches the worker', async (t) => {
     const input = Array.from({ length: 10_000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `Turn ${i}.` }));
     const started = performance.now();

@@ -64,8 +64,14 @@ export class LlamaEngineModel implements EngineModel {
     return this.pool.queued;
   }
 
+  /**
+   * The prompt's length in tokens. Past the context it is the lower bound the chunked count reached
+   * (never less than the context): such a prompt cannot run here, and tokenizing it whole may hold the
+   * event loop for minutes.
+   */
   countTokens(request: CanonicalRequest): number {
-    return this.render(request).prompt.length;
+    const atLeast = promptTokensAtLeast(this.model, request, this.context.contextSize);
+    return atLeast >= this.context.contextSize ? atLeast : this.render(request).prompt.length;
   }
 
   private render(request: CanonicalRequest): { prompt: Token[]; stops: string[] } {
