@@ -9,8 +9,8 @@ import { Objm } from '@nats-io/obj';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BusClient, BusExceptionFilter, BusServer, connectBus, freePort, isBusConnected, maxPayload, PAYLOAD_BUCKET, startNatsServer, StreamPublisher, StreamReader, type BusContext } from '@cortex/bus';
-import { CortexError, decodePlacement, integer, object, string, type StreamEvent } from '@cortex/contracts';
+import { BusClient, BusExceptionFilter, BusServer, connectBus, freePort, isBusConnected, maxPayload, startNatsServer, StreamPublisher, StreamReader, type BusContext } from '@cortex/bus';
+import { CortexError, decodePlacement, integer, object, PAYLOAD_BUCKET, string, type StreamEvent } from '@cortex/contracts';
 import { startTestNats, waitFor, watchBus, type TestNats } from '@cortex/testing';
 
 const events: unknown[] = [];

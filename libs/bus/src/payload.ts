@@ -1,14 +1,8 @@
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { StorageType } from '@nats-io/jetstream';
 import { Empty, headers as natsHeaders, nanos, nuid, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
-import { CortexError } from '@cortex/contracts';
+import { CortexError, PAYLOAD_BUCKET, PAYLOAD_HEADER } from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
-
-/** Names the object that holds a message's body when the body was too large for one NATS message. */
-export const PAYLOAD_HEADER = 'cortex-payload';
-
-/** Object store bucket for oversized request and reply bodies. */
-export const PAYLOAD_BUCKET = 'cortex-payloads';
 
 /** Room kept under `max_payload` for headers, which count towards it. */
 const HEADROOM = 16 * 1024;

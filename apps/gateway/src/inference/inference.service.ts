@@ -40,7 +40,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
     @Inject(CONFIG) readonly config: CortexConfig,
   ) {
     this.events = new EventPublisher(bus.nc);
-    this.workerEvents = new WorkerEvents(bus, (workerId) => void this.endStreamsOf(workerId));
+    this.workerEvents = new WorkerEvents(bus, this.logger, (workerId) => void this.endStreamsOf(workerId));
     for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.modelIds.set(name, model.id);
   }
 

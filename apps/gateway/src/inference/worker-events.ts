@@ -1,6 +1,7 @@
 import type { Subscription } from '@nats-io/transport-node';
+import type { Logger } from '@nestjs/common';
 import type { BusClient } from '@cortex/bus';
-import { Subjects, type WorkerLifecycleEvent } from '@cortex/contracts';
+import { decodeWorkerLifecycle, Subjects } from '@cortex/contracts';
 
 /**
  * The routers' worker-up and worker-down events, as the gateway uses them: a down ends the streams
@@ -12,12 +13,13 @@ export class WorkerEvents {
   private readonly waiters = new Set<() => void>();
   private readonly subs: Subscription[];
 
-  constructor(bus: BusClient, onDown: (workerId: string) => void) {
+  constructor(bus: BusClient, logger: Pick<Logger, 'warn'>, onDown: (workerId: string) => void) {
     this.subs = [
-      bus.subscribe(Subjects.workerDown, (data) => {
-        const workerId = (data as WorkerLifecycleEvent).workerId;
-        if (typeof workerId === 'string') onDown(workerId);
-      }),
+      bus.subscribe(
+        Subjects.workerDown,
+        (data) => onDown(decodeWorkerLifecycle(data).workerId),
+        (error) => logger.warn(`skipped a worker-down event: ${error.message}`),
+      ),
       bus.subscribe(Subjects.workerUp, () => {
         this.ups++;
         for (const wake of this.waiters) wake();

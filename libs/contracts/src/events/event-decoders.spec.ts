@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError } from '../errors/error-codes.js';
-import { decodeBusStatus, decodeDefrag, decodeLoadFailed, decodeLoadProgress, decodeRequestFinished, decodeStreamEvent } from './event-decoders.js';
+import { decodeBusStatus, decodeDefrag, decodeLoadFailed, decodeLoadProgress, decodeRequestFinished, decodeStreamEvent, decodeWorkerLifecycle } from './event-decoders.js';
 
 function rejects(read: () => unknown, param: string): void {
   assert.throws(read, (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param, param);
@@ -38,6 +38,8 @@ describe('event decoders', () => {
     assert.deepEqual(decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 0.5 }), { workerId: 'w1', model: 'm', fraction: 0.5 });
     rejects(() => decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 2 }), 'fraction');
     rejects(() => decodeBusStatus({ service: 's', instance: 'i', connected: true, reconnects: 0, intervalMs: 0 }), 'intervalMs');
+    assert.deepEqual(decodeWorkerLifecycle({ workerId: 'w1', at: 1, extra: true }), { workerId: 'w1', at: 1 });
+    rejects(() => decodeWorkerLifecycle({ workerId: 7, at: 1 }), 'workerId');
   });
 
   it('event decoders - stream events: each type checks its own fields', () => {

@@ -1,7 +1,7 @@
 import { array, boolean, fail, integer, number, object, oneOf, optionalNumber, optionalString, string, type Json } from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
 import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
-import type { DefragEvent, LoadFailedEvent, LoadProgress } from '../fleet/fleet.messages.js';
+import type { DefragEvent, LoadFailedEvent, LoadProgress, WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
 import type { BusStatusEvent, RequestFinishedEvent } from './request-finished.event.js';
 
 /**
@@ -31,6 +31,11 @@ export function decodeRequestFinished(value: unknown): RequestFinishedEvent {
     placeMs: nullable(event.placeMs, (v) => number(v, 'placeMs')),
     finishedAt: number(event.finishedAt, 'finishedAt'),
   };
+}
+
+export function decodeWorkerLifecycle(value: unknown): WorkerLifecycleEvent {
+  const event = object(value, 'event');
+  return { workerId: string(event.workerId, 'workerId'), at: number(event.at, 'at') };
 }
 
 export function decodeLoadFailed(value: unknown): LoadFailedEvent {
