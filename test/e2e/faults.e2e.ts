@@ -19,20 +19,27 @@ const user = [{ role: 'user' as const, content: 'Hi.' }];
  * (as it does past body_limit_bytes): the upload's EPIPE is ignored once a response has come, as
  * curl does. fetch reports such a race as a failed request.
  */
-function postLarge(url: string, body: string): Promise<{ status: number; body: string }> {
+/**
+ * Posts a body whose Content-Length is over the gateway's limit, sending only its first 64 KiB: the
+ * gateway answers 413 from the header alone and closes, so a client still writing the rest would
+ * race that close (EPIPE) instead of reading the answer.
+ */
+function postOverLimit(url: string, body: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    let answered = false;
-    const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      answered = true;
+    const bytes = Buffer.from(body);
+    const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': bytes.length } }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      res.on('end', () => {
+        req.destroy();
+        resolve({ status: res.statusCode ?? 0, body: text });
+      });
     });
-    req.on('error', (error) => {
-      if (!answered) reject(error);
-    });
-    req.end(body);
+    const timer = setTimeout(() => req.destroy(new Error('no answer within 10 s to a body over the limit')), 10_000);
+    req.on('close', () => clearTimeout(timer));
+    req.on('error', reject);
+    req.write(bytes.subarray(0, 64 * 1024));
   });
 }
 const rows: string[] = [];
@@ -147,7 +154,7 @@ describe('faults e2e', () => {
 
   it('faults - a body over body_limit_bytes is 413 in the dialect shape', async (t) => {
     const started = performance.now();
-    const response = await postLarge(`${stack.baseUrl}/v1/messages`, JSON.stringify({ model: 'cortex-chat', max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(9 * MiB) }] }));
+    const response = await postOverLimit(`${stack.baseUrl}/v1/messages`, JSON.stringify({ model: 'cortex-chat', max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(9 * MiB) }] }));
     const body = JSON.parse(response.body) as { type?: string; error?: { type: string; message: string } };
     report(t, '9 MiB body (limit 8 MiB), /v1/messages', `${response.status} ${body.error?.type}`, performance.now() - started);
     assert.equal(response.status, 413);
