@@ -1,7 +1,7 @@
 import { headers as natsHeaders, RequestError, TimeoutError, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { CortexError, decodeReply, REQUEST_ID_HEADER, type Decoder } from '@cortex/contracts';
-import { decodeJson } from './envelope.js';
-import { decodeLarge, encodeBody, encodeLarge } from './payload.js';
+import { decodeJson, encodeJson } from './envelope.js';
+import { decodeLarge, encodeLarge } from './payload.js';
 
 export interface RequestOptions {
   timeoutMs?: number;
@@ -51,12 +51,12 @@ export class BusClient {
 
   publish(subject: string, payload: unknown, requestId?: string): void {
     if (!requestId) {
-      this.nc.publish(subject, encodeBody(payload));
+      this.nc.publish(subject, encodeJson(payload));
       return;
     }
     const headers = natsHeaders();
     headers.set(REQUEST_ID_HEADER, requestId);
-    this.nc.publish(subject, encodeBody(payload), { headers });
+    this.nc.publish(subject, encodeJson(payload), { headers });
   }
 
   /** Subscribes with a callback that receives decoded JSON; bad JSON is dropped with a report. */

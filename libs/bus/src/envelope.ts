@@ -6,8 +6,14 @@ export { REQUEST_ID_HEADER, type Reply } from '@cortex/contracts';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/** JSON for the bus; a value too deep for `JSON.stringify` is the sender's bad input, not a crash. */
 export function encodeJson(value: unknown): Uint8Array {
-  return encoder.encode(JSON.stringify(value));
+  try {
+    return encoder.encode(JSON.stringify(value));
+  } catch (error) {
+    if (error instanceof RangeError) throw new CortexError('invalid_request', 'the message nests too deeply to be encoded as JSON', { cause: error });
+    throw error;
+  }
 }
 
 export function decodeJson(data: Uint8Array): unknown {

@@ -31,16 +31,6 @@ export function maxPayload(nc: NatsConnection): number {
   return nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
 }
 
-/** JSON for the bus; a value too deep for `JSON.stringify` is the sender's bad input, not a crash. */
-export function encodeBody(payload: unknown): Uint8Array {
-  try {
-    return encodeJson(payload);
-  } catch (error) {
-    if (error instanceof RangeError) throw new CortexError('invalid_request', 'the message nests too deeply to be encoded as JSON', { cause: error });
-    throw error;
-  }
-}
-
 /**
  * Encodes a request or reply body. One that fits the server's `max_payload` goes as it is; a larger
  * one is put in the JetStream object store and the message carries only its name, so bodies up to
@@ -48,7 +38,7 @@ export function encodeBody(payload: unknown): Uint8Array {
  * with one reader (requests and their replies): the reader deletes the object.
  */
 export async function encodeLarge(nc: NatsConnection, payload: unknown, headers?: MsgHdrs): Promise<{ data: Uint8Array; headers?: MsgHdrs }> {
-  const data = encodeBody(payload);
+  const data = encodeJson(payload);
   const limit = maxPayload(nc);
   if (data.length <= limit - HEADROOM) return { data, headers };
   const name = nuid.next();
