@@ -5,7 +5,7 @@ import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
 import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
 import { OutputCheck } from './output-check.js';
-import { promptTokensAtLeast } from './prompt-bound.js';
+import { PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { SlotPool } from './slot-pool.js';
 import { stopTexts } from './stop-texts.js';
@@ -65,13 +65,25 @@ export class LlamaEngineModel implements EngineModel {
   }
 
   /**
-   * The prompt's length in tokens. Past the context it is the lower bound the chunked count reached
-   * (never less than the context): such a prompt cannot run here, and tokenizing it whole may hold the
-   * event loop for minutes.
+   * The prompt's length in tokens. Past the context it may be the lower bound the chunked count
+   * reached (never less than the context): such a prompt cannot run here.
    */
   countTokens(request: CanonicalRequest): number {
-    const atLeast = promptTokensAtLeast(this.model, request, this.context.contextSize);
-    return atLeast >= this.context.contextSize ? atLeast : this.render(request).prompt.length;
+    const atLeast = this.tokensIfOverContext(request);
+    return atLeast ?? this.render(request).prompt.length;
+  }
+
+  /**
+   * For a prompt whose text is far longer than the context could hold at a plausible bytes per
+   * token, a chunked lower bound of its length once that passes the context; otherwise null, and the
+   * caller tokenizes it whole. Whole tokenizing is quadratic on long runs (1.5 MB of one character
+   * took minutes of the event loop), and counting first would tokenize ordinary prompts twice.
+   */
+  private tokensIfOverContext(request: CanonicalRequest): number | null {
+    const contextSize = this.context.contextSize;
+    if (promptBytes(request) <= contextSize * PLAUSIBLE_BYTES_PER_TOKEN) return null;
+    const atLeast = promptTokensAtLeast(this.model, request, contextSize);
+    return atLeast >= contextSize ? atLeast : null;
   }
 
   private render(request: CanonicalRequest): { prompt: Token[]; stops: string[] } {
@@ -87,22 +99,17 @@ export class LlamaEngineModel implements EngineModel {
     const check = new OutputCheck(request, job.emit);
     const emit = check.active ? check.emit : job.emit;
     const contextSize = this.context.contextSize;
-    const atLeast = promptTokensAtLeast(this.model, request, contextSize);
-    if (atLeast >= contextSize) {
+    const atLeast = this.tokensIfOverContext(request);
+    const rendered = atLeast === null ? this.render(request) : null;
+    const length = atLeast ?? rendered?.prompt.length ?? 0;
+    if (!rendered || length >= contextSize) {
       throw new CortexError(
         'invalid_request',
-        `the prompt is at least ${atLeast} tokens but ${this.id} has a context of ${contextSize}; shorten the messages`,
+        `the prompt is ${atLeast === null ? '' : 'at least '}${length} tokens but ${this.id} has a context of ${contextSize}; shorten the messages`,
         { param: 'messages' },
       );
     }
-    const { prompt, stops } = this.render(request);
-    if (prompt.length >= contextSize) {
-      throw new CortexError(
-        'invalid_request',
-        `the prompt is ${prompt.length} tokens but ${this.id} has a context of ${contextSize}; shorten the messages`,
-        { param: 'messages' },
-      );
-    }
+    const { prompt, stops } = rendered;
     const forced = this.forcedToolCall(request);
     const grammar = forced
       ? await this.grammars.forToolCall(forced)

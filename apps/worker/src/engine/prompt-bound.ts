@@ -7,6 +7,14 @@ import type { CanonicalRequest } from '@cortex/contracts';
  * the worker's event loop, so no heartbeat, cancel or other stream moves meanwhile.
  */
 const CHUNK_CHARS = 4_096;
+/**
+ * Above this many bytes of text per token of context a prompt is counted in chunks first; under it,
+ * it is tokenized once, whole, and its exact length checked. Real vocabularies average 3-5 bytes per
+ * token on prose and code (the fixtures 3.6), so a prompt that fits is rarely counted twice, and the
+ * longest run tokenized whole stays near 4 bytes per token of context (128 KB at 32k: about a second
+ * for one repeated character, by the quadratic cost measured above).
+ */
+export const PLAUSIBLE_BYTES_PER_TOKEN = 4;
 /** Tokens a chunk boundary may add (a piece split in two, a space prefix): the count stays a lower bound. */
 const BOUNDARY_SLACK = 2;
 
@@ -24,6 +32,13 @@ export function promptTokensAtLeast(model: LlamaModel, request: CanonicalRequest
     }
   }
   return count;
+}
+
+/** The UTF-8 size of every text the prompt is made of (a token is at least one byte). */
+export function promptBytes(request: CanonicalRequest): number {
+  let bytes = 0;
+  for (const text of promptTexts(request)) bytes += Buffer.byteLength(text);
+  return bytes;
 }
 
 function* promptTexts(request: CanonicalRequest): Iterable<string> {
