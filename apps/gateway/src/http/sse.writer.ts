@@ -9,13 +9,11 @@ import { sseComment, sseFrame, SSE_DONE } from '@cortex/wire';
  */
 export class SseWriter {
   private started = false;
-  /** The last write filled the socket's buffer: wait for 'drain' before the next event. */
-  private full = false;
 
   constructor(
     private readonly reply: Pick<FastifyReply, 'hijack' | 'raw'>,
     private readonly requestId: string,
-    private readonly stallTimeoutMs = 30_000,
+    private readonly stallTimeoutMs: number,
   ) {}
 
   get isStarted(): boolean {
@@ -57,13 +55,18 @@ export class SseWriter {
     if (!this.closed) this.reply.raw.end();
   }
 
+  /** The socket's buffer is full: wait for `drained()` before the next event. */
+  get needsDrain(): boolean {
+    return this.reply.raw.writableNeedDrain && !this.closed;
+  }
+
   /**
    * Resolves once the client has taken what was written (at once unless the socket's buffer is
    * full), or the connection closed. A client that takes nothing for `stallTimeoutMs` is cut off:
    * the socket is destroyed and this throws, so the caller stops reading the worker.
    */
   async drained(): Promise<void> {
-    if (!this.full || this.closed) return;
+    if (!this.needsDrain) return;
     const raw = this.reply.raw;
     await new Promise<void>((resolve, reject) => {
       const settle = (error?: CortexError): void => {
@@ -81,11 +84,10 @@ export class SseWriter {
       raw.once('drain', onDrain);
       raw.once('close', onDrain);
     });
-    this.full = false;
   }
 
   private write(frame: string): void {
     this.start();
-    if (!this.closed && !this.reply.raw.write(frame)) this.full = true;
+    if (!this.closed) this.reply.raw.write(frame);
   }
 }

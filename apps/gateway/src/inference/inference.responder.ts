@@ -80,7 +80,7 @@ export class InferenceResponder {
         if (event.type === 'finish') await settle();
         for (const frame of out) write(sse, frame);
         // Take the next event only once the client has taken this one (see SseWriter.drained).
-        await sse.drained();
+        if (sse.needsDrain) await sse.drained();
       }
     } finally {
       clearInterval(keepAlive);
