@@ -49,6 +49,18 @@ export class BusClient {
     return decode ? malformedAs(subject, () => decode(reply.data)) : reply.data;
   }
 
+  /**
+   * Whether nothing serves `subject` any more: asks it and answers true only on "no responders",
+   * which NATS knows at once when the serving process is gone. An answer, an error or a timeout
+   * (a stalled or frozen process still holds its subscription) is false.
+   */
+  unreachable(subject: string, payload: unknown, timeoutMs: number): Promise<boolean> {
+    return this.request(subject, payload, { timeoutMs }).then(
+      () => false,
+      (error: unknown) => isNoResponders(error),
+    );
+  }
+
   publish(subject: string, payload: unknown, requestId?: string): void {
     if (!requestId) {
       this.nc.publish(subject, encodeJson(payload));
@@ -84,7 +96,7 @@ function malformedAs<T>(subject: string, read: () => T): T {
 }
 
 /** The bus's "no responders": nothing holds the subject, e.g. the process that served it was killed. */
-export function isNoResponders(error: unknown): boolean {
+function isNoResponders(error: unknown): boolean {
   return error instanceof CortexError && error.code === 'service_unavailable' && error.cause instanceof RequestError && error.cause.isNoResponders();
 }
 

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { BusClient, ensureEventsStream, EventPublisher, isNoResponders, StreamReader } from '@cortex/bus';
+import { BusClient, ensureEventsStream, EventPublisher, StreamReader } from '@cortex/bus';
 import type { Subscription } from '@nats-io/transport-node';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
@@ -88,10 +88,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
     const runIds = [...this.watching].filter(([, holder]) => holder === workerId).map(([runId]) => runId);
     if (runIds.length === 0) return;
     // `watch` is what this gateway sends the worker anyway; it has no reply, so only "no responders" is quick.
-    const gone = await this.bus.request(workerSubject(Subjects.workerWatch, workerId), { requestIds: runIds }, { timeoutMs: DOWN_PROBE_MS }).then(
-      () => false,
-      (error: unknown) => isNoResponders(error),
-    );
+    const gone = await this.bus.unreachable(workerSubject(Subjects.workerWatch, workerId), { requestIds: runIds }, DOWN_PROBE_MS);
     if (!gone) {
       this.logger.warn(`worker ${workerId} was declared down but still holds its subjects: its ${runIds.length} stream(s) go on, bounded by the idle timeout`);
       return;

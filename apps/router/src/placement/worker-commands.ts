@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { BusClient, isNoResponders } from '@cortex/bus';
+import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { CortexError, Subjects, workerSubject, type Decoder } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
@@ -46,10 +46,7 @@ export class WorkerCommands {
     while (!answered()) {
       await this.fleet.changed(PROBE_MS);
       if (answered() || this.fleet.worker(workerId)) continue;
-      const unreachable = await this.bus.request(target, payload, { timeoutMs: PROBE_MS }).then(
-        () => false,
-        (error: unknown) => isNoResponders(error),
-      );
+      const unreachable = await this.bus.unreachable(target, payload, PROBE_MS);
       if (unreachable && !answered()) throw new CortexError('service_unavailable', `worker ${workerId} went down before it answered ${target}`);
     }
     return new Promise<never>(() => undefined);
@@ -63,11 +60,8 @@ export class WorkerCommands {
     const silent = this.fleet.silent(STALL_GRACE_MS).filter((id) => !exclude.includes(id));
     const probes = silent.map((workerId) =>
       this.bus
-        .request(workerSubject(Subjects.workerEstimate, workerId), { source: model.file, contextSize: model.contextSize, slots: model.slots }, { timeoutMs: PROBE_MS })
-        .then(
-          () => true,
-          (error: unknown) => !isNoResponders(error),
-        ),
+        .unreachable(workerSubject(Subjects.workerEstimate, workerId), { source: model.file, contextSize: model.contextSize, slots: model.slots }, PROBE_MS)
+        .then((gone) => !gone),
     );
     return (await Promise.all(probes)).some(Boolean);
   }
