@@ -106,6 +106,12 @@ export class FleetState {
       .map((entry) => ({ workerId: entry.beat.workerId, beat: entry.beat, silentMs: now - entry.receivedAt }));
   }
 
+  /** Whether this worker's heartbeats are fresh (draining or not). */
+  heartbeating(workerId: string, now: number): boolean {
+    const entry = this.observed.get(workerId);
+    return entry !== undefined && this.isUp(entry, now);
+  }
+
   lastBeat(workerId: string): Readonly<Heartbeat> | undefined {
     return this.observed.get(workerId)?.beat;
   }

@@ -117,6 +117,11 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     return this.state.available(Date.now());
   }
 
+  /** Whether a worker still heartbeats, draining or not: alive, whatever it may take. */
+  heartbeating(workerId: string): boolean {
+    return this.state.heartbeating(workerId, Date.now());
+  }
+
   worker(workerId: string): WorkerState | undefined {
     return this.available().find((w) => w.workerId === workerId);
   }

@@ -45,7 +45,8 @@ export class WorkerCommands {
   private async untilGone(workerId: string, target: string, payload: unknown, answered: () => boolean): Promise<never> {
     while (!answered()) {
       await this.fleet.changed(PROBE_MS);
-      if (answered() || this.fleet.worker(workerId)) continue;
+      // Only silence is a sign of death: a draining worker still heartbeats and still answers.
+      if (answered() || this.fleet.heartbeating(workerId)) continue;
       const unreachable = await this.bus.unreachable(target, payload, PROBE_MS);
       if (unreachable && !answered()) throw new CortexError('service_unavailable', `worker ${workerId} went down before it answered ${target}`);
     }
