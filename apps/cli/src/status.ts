@@ -13,7 +13,13 @@ export async function collectStatus(nc: NatsConnection, waitMs = 750): Promise<S
   const services: ServicePing[] = [];
   const replies = await nc.requestMany(Subjects.serviceStatus, undefined, { maxWait: waitMs, strategy: 'timer' });
   try {
-    for await (const msg of replies) services.push(decodeServicePing(decodeJson(msg.data)));
+    for await (const msg of replies) {
+      try {
+        services.push(decodeServicePing(decodeJson(msg.data)));
+      } catch {
+        // One malformed answer (another version?) does not hide the others.
+      }
+    }
   } catch {
     // No responders: nothing is running; report an empty list.
   }

@@ -64,16 +64,14 @@ export function optionalObject(value: unknown, param: string): Json | undefined 
 }
 
 export function optionalBoolean(value: unknown, param: string): boolean | undefined {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'boolean') fail(param, `must be a boolean, got ${kind(value)}`);
-  return value;
+  return value === undefined || value === null ? undefined : boolean(value, param);
 }
 
 export function optionalNumber(value: unknown, param: string, min: number, max: number): number | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !Number.isFinite(value)) fail(param, `must be a number, got ${kind(value)}`);
-  if (value < min || value > max) fail(param, `must be between ${min} and ${max}, got ${value}`);
-  return value;
+  const n = number(value, param);
+  if (n < min || n > max) fail(param, `must be between ${min} and ${max}, got ${n}`);
+  return n;
 }
 
 export function optionalInteger(value: unknown, param: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {

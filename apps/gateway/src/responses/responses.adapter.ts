@@ -1,6 +1,5 @@
 import { BusClient } from '@cortex/bus';
-import { Subjects } from '@cortex/contracts';
-import type { ErrorBody } from '@cortex/contracts';
+import { decodeStored, Subjects, type ErrorBody } from '@cortex/contracts';
 import {
   ReasoningSeal,
   responsesErrorPayload,
@@ -25,7 +24,7 @@ export function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'op
     return { id: s.responseId, createdAt: s.createdAt, echo: s.echo, reasoningEvents, ...(sealReasoning && { sealReasoning }), ...(s.toolNamespaces && { toolNamespaces: s.toolNamespaces }) };
   };
   const save = async (state: unknown, resource: ResponseResource): Promise<void> => {
-    if ((state as ResponsesState).store) await bus.request(Subjects.responsesStore, { state, resource });
+    if ((state as ResponsesState).store) await bus.request(Subjects.responsesStore, { state, resource }, { decode: decodeStored });
   };
   return {
     dialect: 'openai.responses',
@@ -57,7 +56,7 @@ export function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'op
  * numbered on from where it stood. A client that then reads the response by id would not find it,
  * so `response.completed` would be a lie.
  */
-export function failInstead(held: ResponsesFrame[], error: ErrorBody): ResponsesFrame[] {
+function failInstead(held: ResponsesFrame[], error: ErrorBody): ResponsesFrame[] {
   const terminal = held.at(-1)?.data;
   if (!terminal || !('response' in terminal)) return [];
   const sequence = terminal.sequence_number;

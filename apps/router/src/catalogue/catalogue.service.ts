@@ -36,10 +36,6 @@ export class CatalogueService {
     return model;
   }
 
-  models(): readonly ModelConfig[] {
-    return this.config.models;
-  }
-
   isPinned(model: ModelConfig): boolean {
     return this.pins.isPinned(model.id, model.pinned);
   }
