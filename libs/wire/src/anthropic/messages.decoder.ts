@@ -101,9 +101,13 @@ export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {
 
 function decodeSystem(value: unknown): string | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof value === 'string') return value || undefined;
-  const blocks = array(value, 'system').map((block, i) => textBlock(block, `system[${i}]`));
-  return blocks.length > 0 ? blocks.join(BLOCK_SEPARATOR) : undefined;
+  return systemText(value, 'system') || undefined;
+}
+
+/** A system prompt's text: a string, or text blocks (with `cache_control` and the like ignored). */
+function systemText(value: unknown, param: string): string {
+  if (typeof value === 'string') return value;
+  return array(value, param).map((block, i) => textBlock(block, `${param}[${i}]`)).join(BLOCK_SEPARATOR);
 }
 
 /** One Anthropic turn → one or more canonical messages (tool results become `tool` messages). */
@@ -113,7 +117,7 @@ function decodeTurn(input: unknown, param: string): CanonicalMessage[] {
   // stands: the canonical conversation keeps system messages in order and the chat template renders them.
   const role = oneOf(turn.role, `${param}.role`, ['user', 'assistant', 'system'] as const);
   const content = turn.content;
-  if (role === 'system') return [{ role, content: typeof content === 'string' ? content : array(content, `${param}.content`).map((block, i) => textBlock(block, `${param}.content[${i}]`)).join(BLOCK_SEPARATOR) }];
+  if (role === 'system') return [{ role, content: systemText(content, `${param}.content`) }];
   if (typeof content === 'string') return [{ role, content }];
   const blocks = array(content, `${param}.content`).map((block, i) => {
     const path = `${param}.content[${i}]`;
