@@ -19,14 +19,14 @@ const agent = new Agent({ keepAlive: true, maxSockets: Infinity });
  * One streamed `/v1/chat/completions` over a keep-alive socket, read as raw bytes: the client does
  * as little as a client can (no SSE or JSON parsing per event) so the measurement is cortex's cost.
  */
-export function streamChat(baseUrl: string, model: string, maxTokens: number, prompt = 'Once upon a time'): Promise<StreamTiming> {
-  const body = JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens: maxTokens, messages: [{ role: 'user', content: prompt }] });
+export function streamChat(baseUrl: string, model: string, maxTokens: number, options: { prompt?: string; requestId?: string } = {}): Promise<StreamTiming> {
+  const body = JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens: maxTokens, messages: [{ role: 'user', content: options.prompt ?? 'Once upon a time' }] });
   const url = new URL('/v1/chat/completions', baseUrl);
   return new Promise((resolve, reject) => {
     const started = performance.now();
     let first = 0;
     let tail = '';
-    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(options.requestId && { 'x-request-id': options.requestId }) } }, (res) => {
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
         if (first === 0 && chunk.includes('"content":"') && !chunk.includes('"content":""')) first = performance.now();
