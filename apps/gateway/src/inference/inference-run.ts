@@ -175,7 +175,7 @@ export class InferenceRun {
     // Subscribe before asking the worker to start, so no early event is missed.
     const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
     this.reader = reader;
-    const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
+    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
     } catch (error) {
@@ -218,7 +218,7 @@ export class InferenceRun {
     this.service.watching.delete(this.runId);
     this.service.readers.delete(this.runId);
     reader.close();
-    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { requestId: this.runId, reason }, this.requestId);
+    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason }, this.requestId);
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */
