@@ -7,7 +7,8 @@
  *
  * Options (env): BENCH_SYNTH_TPS (tokens per second per stream, 2000), BENCH_TOKENS (per request, 256),
  * BENCH_SECONDS (per concurrency level, 5), BENCH_LEVELS (comma list, 1,16,64,256),
- * BENCH_STREAM_INTERVAL (the worker's `stream_interval_ms`; default: the worker's default).
+ * BENCH_STREAM_INTERVAL (the worker's `stream_interval_ms`; default: the worker's default),
+ * BENCH_PROFILE (a directory: every service writes a CPU profile there when it stops).
  */
 import 'reflect-metadata';
 import { cpus, totalmem } from 'node:os';
@@ -34,6 +35,7 @@ async function main(): Promise<void> {
   const models = Array.from({ length: MODELS }, (_, i) => ({ id: `synthetic-${i}`, file: 'synthetic', slots: SLOTS, context_size: 4096, pinned: true }));
   const stack = await startStack({
     models,
+    ...(process.env.BENCH_PROFILE && { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] }),
     config: {
       worker: { engine: 'synthetic', synthetic_tokens_per_second: TPS, stream_interval_ms: STREAM_INTERVAL, max_queue: 1024 },
       gateway: { stream_idle_timeout_ms: 30_000 },
