@@ -87,13 +87,21 @@ async function main(): Promise<void> {
       log('(no request-finished events seen: no split by hop)');
       return;
     }
-    const row = (name: string, values: number[]): void => log(`  ${name.padEnd(52)} ${median(values).toFixed(2).padStart(7)}`);
-    log(`split by hop (${hops.length} runs with the services' own timings):`);
-    row('router: placement (gateway asks → answer)', hops.map((h) => h.event.placeMs ?? 0));
-    row('worker: queue (generate arrives → a sequence is free)', hops.map((h) => h.timings.queueMs));
-    row('worker: template + tokenize + prefix reuse', hops.map((h) => h.timings.ttftMs - h.timings.promptMs - h.timings.queueMs));
-    row('worker: prompt evaluation → first token', hops.map((h) => h.timings.promptMs));
-    row('rest: HTTP, decode, hand-off, bus, SSE write', hops.map((h) => h.client - (h.event.placeMs ?? 0) - h.timings.ttftMs));
+    const row = (name: string, values: number[]): void => log(`  ${name.padEnd(56)} ${median(values).toFixed(2).padStart(7)}`);
+    const split = hops.flatMap((h) => (h.event.hops ? [{ ...h, hops: h.event.hops }] : []));
+    log(`split by hop, medians of ${split.length} runs (ms; the services' own timings from each request-finished event):`);
+    const gatewayTotal = (h: (typeof split)[number]): number =>
+      h.hops.parseMs + h.hops.decodeMs + (h.event.placeMs ?? 0) + h.hops.generateMs + h.hops.firstEventMs + h.hops.writeMs;
+    row('client ↔ gateway sockets (client TTFT − gateway total)', split.map((h) => h.client - gatewayTotal(h)));
+    row('gateway: HTTP parse, access checks', split.map((h) => h.hops.parseMs));
+    row('translator: decode round trip', split.map((h) => h.hops.decodeMs));
+    row('router: placement round trip', split.map((h) => h.event.placeMs ?? 0));
+    row('worker: generate hand-off (sent → accepted)', split.map((h) => h.hops.generateMs));
+    row('worker: queue (arrival → a sequence is free)', split.map((h) => h.timings.queueMs));
+    row('worker: template + tokenize + prefix reuse', split.map((h) => h.timings.ttftMs - h.timings.promptMs - h.timings.queueMs));
+    row('worker: prompt evaluation → first token', split.map((h) => h.timings.promptMs));
+    row('bus: first token → gateway (first event − worker TTFT)', split.map((h) => h.hops.firstEventMs - h.timings.ttftMs));
+    row('gateway: first event → first byte on the socket', split.map((h) => h.hops.writeMs));
   } finally {
     sub.unsubscribe();
     await baseline.close();

@@ -119,8 +119,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
     for (const [workerId, runIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { runIds });
   }
 
-  open(dialect: Dialect, requestId: string): InferenceRun {
-    return new InferenceRun(this, dialect, requestId);
+  open(dialect: Dialect, requestId: string, arrivedAt?: number): InferenceRun {
+    return new InferenceRun(this, dialect, requestId, arrivedAt);
   }
 
   /** count_tokens / input_tokens: decoded and placed like a generation, but only tokenized. */
