@@ -1,0 +1,94 @@
+import {
+  array,
+  defined,
+  fail,
+  integer,
+  modelName,
+  object,
+  optionalBoolean,
+  optionalInteger,
+  optionalNumber,
+  optionalString,
+  stopSequences,
+  type CanonicalRequest,
+  type Json,
+  type RawPrompt,
+} from '@cortex/contracts';
+
+/** Prompts one `/v1/completions` request may carry as an array (each becomes a choice). */
+export const MAX_COMPLETION_PROMPTS = 16;
+
+/**
+ * The prompts of a legacy completion body, one per choice: a string, an array of token ids, or an
+ * array of either. Anything else, or more than MAX_COMPLETION_PROMPTS, throws naming `prompt`.
+ */
+export function completionPrompts(value: unknown): Array<string | number[]> {
+  if (typeof value === 'string') return [value];
+  const items = array(value, 'prompt');
+  if (items.length === 0) fail('prompt', 'must not be empty');
+  // An array of numbers is one prompt as token ids.
+  if (items.every((item) => typeof item === 'number')) return [tokenIds(items, 'prompt')];
+  if (items.length > MAX_COMPLETION_PROMPTS) fail('prompt', `at most ${MAX_COMPLETION_PROMPTS} prompts in one request, got ${items.length}`);
+  return items.map((item, i) => {
+    if (typeof item === 'string') return item;
+    if (Array.isArray(item)) return tokenIds(item, `prompt[${i}]`);
+    return fail(`prompt[${i}]`, 'must be a string or an array of token ids');
+  });
+}
+
+function tokenIds(items: unknown[], param: string): number[] {
+  if (items.length === 0) fail(param, 'must not be empty');
+  return items.map((token, i) => integer(token, `${param}[${i}]`, 0));
+}
+
+/**
+ * One legacy OpenAI completion body (`/v1/completions`) with a single prompt → canonical request with
+ * a raw prompt (no chat template). A body with several prompts is split by the gateway first, one
+ * request per prompt. Throws `invalid_request` naming the field.
+ */
+export function decodeCompletionRequest(input: unknown): CanonicalRequest {
+  const body = object(input, 'body');
+  const model = modelName(body.model);
+  const prompts = completionPrompts(body.prompt);
+  if (prompts.length !== 1) fail('prompt', `send one prompt per request here, got ${prompts.length}`);
+  const prompt = prompts[0] as string | number[];
+  refuseUnserved(body);
+  const raw: RawPrompt = typeof prompt === 'string' ? { text: prompt } : { tokens: prompt };
+  const suffix = optionalString(body.suffix, 'suffix');
+  if (suffix !== undefined && suffix !== '') raw.suffix = suffix;
+  if (optionalBoolean(body.echo, 'echo')) raw.echo = true;
+  const stream = optionalBoolean(body.stream, 'stream') ?? false;
+  const request: CanonicalRequest = {
+    model,
+    messages: [],
+    raw,
+    sampling: defined({
+      temperature: optionalNumber(body.temperature, 'temperature', 0, 2),
+      topP: optionalNumber(body.top_p, 'top_p', 0, 1),
+      seed: optionalInteger(body.seed, 'seed', Number.MIN_SAFE_INTEGER),
+      // OpenAI's default for this API is 16 tokens.
+      maxTokens: optionalInteger(body.max_tokens, 'max_tokens', 1) ?? 16,
+      presencePenalty: optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2),
+      frequencyPenalty: optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2),
+      stop: stopSequences(body.stop, 'stop', { single: true }),
+    }),
+    stream,
+  };
+  if (body.stream_options !== undefined && body.stream_options !== null) {
+    const options = object(body.stream_options, 'stream_options');
+    if (!stream) fail('stream_options', 'is only allowed when stream is true');
+    request.includeUsage = optionalBoolean(options.include_usage, 'stream_options.include_usage') ?? false;
+  }
+  return request;
+}
+
+/** Options this API has that cortex does not serve: a 400 naming each rather than a silent difference. */
+function refuseUnserved(body: Json): void {
+  const n = optionalInteger(body.n, 'n', 1);
+  if (n !== undefined && n !== 1) fail('n', 'only n=1 is supported; send the prompt several times (an array prompt) for several completions');
+  const bestOf = optionalInteger(body.best_of, 'best_of', 1);
+  if (bestOf !== undefined && bestOf !== 1) fail('best_of', 'only best_of=1 is supported');
+  if (body.logprobs !== undefined && body.logprobs !== null) {
+    fail('logprobs', 'token log probabilities are not served by this gateway; leave logprobs out (or null)');
+  }
+}
