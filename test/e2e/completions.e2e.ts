@@ -90,6 +90,15 @@ describe('legacy completions e2e', () => {
     }
     assert.deepEqual(texts, prompts.map(() => chat.expected.text));
     assert.equal(usage?.completion_tokens, prompts.length * chat.completionTokens);
+
+    // n completions of each prompt, the first prompt's first.
+    const twice = await client.completions.create({ model: 'cortex-chat', prompt: ['One.', 'Two.'], n: 2, echo: true });
+    assert.deepEqual(twice.choices.map((c) => [c.index, c.text]), [
+      [0, `One.${chat.expected.text}`],
+      [1, `One.${chat.expected.text}`],
+      [2, `Two.${chat.expected.text}`],
+      [3, `Two.${chat.expected.text}`],
+    ]);
   });
 
   it('completions e2e - echo sends the prompt back first; token-id prompts work too', async () => {
@@ -139,7 +148,7 @@ describe('legacy completions e2e', () => {
       [{ model: 'cortex-chat', prompt: Array.from({ length: 17 }, () => 'x') }, 'prompt'],
       [{ model: 'cortex-chat', prompt: [1.5] }, 'prompt[0]'],
       [{ model: 'cortex-chat', prompt: [10_000_000] }, 'prompt'],
-      [{ model: 'cortex-chat', prompt: 'x', n: 2 }, 'n'],
+      [{ model: 'cortex-chat', prompt: ['x', 'y'], n: 9 }, 'n'],
       [{ model: 'cortex-chat', prompt: 'x', best_of: 3 }, 'best_of'],
       [{ model: 'cortex-chat', prompt: 'x', logprobs: 2 }, 'logprobs'],
       [{ model: 'cortex-chat', prompt: 'x', max_tokens: 0 }, 'max_tokens'],

@@ -1,4 +1,4 @@
-import { completionPrompts } from '@cortex/wire';
+import { completionChoices } from '@cortex/wire';
 import { isObject, type CanonicalRequest, type CortexError, type LoadProgress, type StreamEvent } from '@cortex/contracts';
 import type { InferenceRun } from '../inference/inference-run.js';
 import type { ResponderRun } from '../inference/inference.responder.js';
@@ -17,13 +17,14 @@ export const choiceOf = (event: StreamEvent): number => (event as ChoiceEvent).c
 export const choicesOf = (state: unknown): number => (isObject(state) && typeof state.choices === 'number' ? state.choices : 1);
 
 /**
- * The prompts of a completion body that carries several (an array prompt), or null: a single prompt
- * (or a malformed one, which the translator then refuses naming the field) runs as one request.
+ * The prompt of each choice of a completion body that asks for several (an array prompt, `n`), or
+ * null: a single choice (or a malformed body, which the translator then refuses naming the field)
+ * runs as one request.
  */
 export function fanOutPrompts(body: unknown): Array<string | number[]> | null {
-  if (!isObject(body) || !Array.isArray(body.prompt)) return null;
+  if (!isObject(body)) return null;
   try {
-    const prompts = completionPrompts(body.prompt);
+    const prompts = completionChoices(body);
     return prompts.length > 1 ? prompts : null;
   } catch {
     return null;
@@ -31,9 +32,9 @@ export function fanOutPrompts(body: unknown): Array<string | number[]> | null {
 }
 
 /**
- * One run per prompt of a legacy completion with an array prompt, driven by the responder as one:
- * each prompt is decoded, placed and generated like a request of its own (so they share the model's
- * slots side by side), and their events come out merged, each tagged with its choice index.
+ * One run per choice of a legacy completion (an array prompt, `n`), driven by the responder as one:
+ * each is decoded, placed and generated like a request of its own (so they share the model's slots
+ * side by side), and their events come out merged, each tagged with its choice index.
  */
 export class FanOutRun implements ResponderRun {
   private readonly runs: InferenceRun[];
@@ -65,7 +66,7 @@ export class FanOutRun implements ResponderRun {
   }
 
   async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
-    const requests = await Promise.all(this.runs.map((run, i) => run.decode({ ...(body as object), prompt: this.prompts[i] }, session)));
+    const requests = await Promise.all(this.runs.map((run, i) => run.decode({ ...(body as object), prompt: this.prompts[i], n: 1 }, session)));
     return requests[0] as CanonicalRequest;
   }
 

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError, type StreamEvent } from '@cortex/contracts';
-import { completionPrompts, decodeCompletionRequest } from './completions.decoder.js';
+import { completionChoices, completionPrompts, decodeCompletionRequest } from './completions.decoder.js';
 import { CompletionAggregator, CompletionChunkEncoder } from './completions.encoder.js';
 
 function invalid(body: unknown, param: string): void {
@@ -36,6 +36,7 @@ describe('openai completions codec', () => {
     assert.deepEqual(completionPrompts('a'), ['a']);
     assert.deepEqual(completionPrompts([1, 2]), [[1, 2]]);
     assert.deepEqual(completionPrompts(['a', [1]]), ['a', [1]]);
+    assert.deepEqual(completionChoices({ prompt: ['a', 'b'], n: 2 }), ['a', 'a', 'b', 'b']);
   });
 
   it('openai completions codec - refuses what it does not serve, naming the field', () => {
@@ -45,6 +46,8 @@ describe('openai completions codec', () => {
     invalid({ model: 'm', prompt: [-1] }, 'prompt[0]');
     invalid({ model: 'm', prompt: ['a', 3] }, 'prompt[1]');
     invalid({ model: 'm', prompt: 'a', n: 3 }, 'n');
+    invalid({ model: 'm', prompt: 'a', n: 0 }, 'n');
+    invalid({ model: 'm', prompt: ['a', 'b'], n: 9 }, 'n');
     invalid({ model: 'm', prompt: 'a', best_of: 2 }, 'best_of');
     invalid({ model: 'm', prompt: 'a', logprobs: 0 }, 'logprobs');
     invalid({ model: 'm', prompt: 'a', suffix: 4 }, 'suffix');

@@ -15,7 +15,7 @@ import {
   type RawPrompt,
 } from '@cortex/contracts';
 
-/** Prompts one `/v1/completions` request may carry as an array (each becomes a choice). */
+/** Choices one `/v1/completions` request may ask for: prompts in an array prompt times `n`. */
 export const MAX_COMPLETION_PROMPTS = 16;
 
 /**
@@ -36,22 +36,35 @@ export function completionPrompts(value: unknown): Array<string | number[]> {
   });
 }
 
+/**
+ * One entry per choice of a completion body: each prompt `n` times, in OpenAI's order (the choices
+ * of the first prompt first). Throws naming `prompt` or `n`, also past MAX_COMPLETION_PROMPTS.
+ */
+export function completionChoices(body: Json): Array<string | number[]> {
+  const prompts = completionPrompts(body.prompt);
+  const n = optionalInteger(body.n, 'n', 1, MAX_COMPLETION_PROMPTS) ?? 1;
+  if (prompts.length * n > MAX_COMPLETION_PROMPTS) {
+    fail('n', `${prompts.length} prompts × n=${n} is ${prompts.length * n} choices; at most ${MAX_COMPLETION_PROMPTS} in one request`);
+  }
+  return prompts.flatMap((prompt) => Array.from({ length: n }, () => prompt));
+}
+
 function tokenIds(items: unknown[], param: string): number[] {
   if (items.length === 0) fail(param, 'must not be empty');
   return items.map((token, i) => integer(token, `${param}[${i}]`, 0));
 }
 
 /**
- * One legacy OpenAI completion body (`/v1/completions`) with a single prompt → canonical request with
- * a raw prompt (no chat template). A body with several prompts is split by the gateway first, one
- * request per prompt. Throws `invalid_request` naming the field.
+ * One legacy OpenAI completion body (`/v1/completions`) with a single choice → canonical request
+ * with a raw prompt (no chat template). A body with several choices (an array prompt, `n`) is split
+ * by the gateway first, one request per choice. Throws `invalid_request` naming the field.
  */
 export function decodeCompletionRequest(input: unknown): CanonicalRequest {
   const body = object(input, 'body');
   const model = modelName(body.model);
-  const prompts = completionPrompts(body.prompt);
-  if (prompts.length !== 1) fail('prompt', `send one prompt per request here, got ${prompts.length}`);
-  const prompt = prompts[0] as string | number[];
+  const choices = completionChoices(body);
+  if (choices.length !== 1) fail(body.n === undefined || body.n === 1 ? 'prompt' : 'n', `send one prompt with n=1 per request here, got ${choices.length} choices`);
+  const prompt = choices[0] as string | number[];
   refuseUnserved(body);
   const raw: RawPrompt = typeof prompt === 'string' ? { text: prompt } : { tokens: prompt };
   const suffix = optionalString(body.suffix, 'suffix');
@@ -84,8 +97,6 @@ export function decodeCompletionRequest(input: unknown): CanonicalRequest {
 
 /** Options this API has that cortex does not serve: a 400 naming each rather than a silent difference. */
 function refuseUnserved(body: Json): void {
-  const n = optionalInteger(body.n, 'n', 1);
-  if (n !== undefined && n !== 1) fail('n', 'only n=1 is supported; send the prompt several times (an array prompt) for several completions');
   const bestOf = optionalInteger(body.best_of, 'best_of', 1);
   if (bestOf !== undefined && bestOf !== 1) fail('best_of', 'only best_of=1 is supported');
   if (body.logprobs !== undefined && body.logprobs !== null) {
