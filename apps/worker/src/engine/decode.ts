@@ -11,7 +11,7 @@ import {
 import type { FinishReason, StreamEventBody } from '@cortex/contracts';
 import type { GenerateJob } from './engine.types.js';
 import { evaluatePromptInBatches } from './evaluate-prompt.js';
-import { predictionCounts, type PredictionCounts } from './speculative.js';
+import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
 import { TextStreamer } from './text-streamer.js';
 import { JsonEnd, ToolCallParser } from './tool-call-parser.js';
@@ -273,13 +273,6 @@ export class Decode {
     this.emit({ type: this.mode === 'reasoning' ? 'reasoning' : 'text', text });
   }
 
-  /** This request's share of the sequence's speculative decoding totals. */
-  private draftUsage(): { draftTokens: number; acceptedDraftTokens: number } | undefined {
-    const after = predictionCounts(this.plan.sequence);
-    if (!after || !this.predictionsBefore) return undefined;
-    return { draftTokens: after.drafted - this.predictionsBefore.drafted, acceptedDraftTokens: after.accepted - this.predictionsBefore.accepted };
-  }
-
   private finish(reason: FinishReason, cached: number, evaluationStartedAt: number): void {
     this.toolCall?.abandon();
     this.flushText();
@@ -291,7 +284,7 @@ export class Decode {
       type: 'finish',
       reason,
       ...(this.stopSequence !== undefined && { stopSequence: this.stopSequence }),
-      usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens: this.reasoningTokens, ...this.draftUsage() },
+      usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens: this.reasoningTokens, ...draftUsageSince(this.predictionsBefore, this.plan.sequence) },
       timings: {
         ttftMs: firstTokenAt ? firstTokenAt - job.receivedAt : 0,
         // Without a first token (cancelled during the prompt) this is the prompt time spent until the cancel.

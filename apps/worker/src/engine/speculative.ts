@@ -46,6 +46,13 @@ export interface PredictionCounts {
   accepted: number;
 }
 
+/** A request's drafted and accepted tokens: the sequence's totals now, less those before it began. */
+export function draftUsageSince(before: PredictionCounts | null, sequence: LlamaContextSequence): { draftTokens: number; acceptedDraftTokens: number } | undefined {
+  const after = predictionCounts(sequence);
+  if (!after || !before) return undefined;
+  return { draftTokens: after.drafted - before.drafted, acceptedDraftTokens: after.accepted - before.accepted };
+}
+
 /** The sequence's running totals of checked and accepted predictions; null without a predictor. */
 export function predictionCounts(sequence: LlamaContextSequence): PredictionCounts | null {
   if (!sequence.tokenPredictor) return null;
