@@ -6,6 +6,7 @@ import { HealthController } from './health/health.controller.js';
 import { InferenceService } from './inference/inference.service.js';
 import { ModelsController } from './models/models.controller.js';
 import { ChatController } from './openai/chat.controller.js';
+import { CompletionsController } from './completions/completions.controller.js';
 import { MessagesController } from './anthropic/messages.controller.js';
 import { ResponsesController } from './responses/responses.controller.js';
 import { AdminController } from './admin/admin.controller.js';
@@ -17,7 +18,7 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController],
+      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController],
       providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder],
     };
   }

@@ -33,6 +33,8 @@ export class CortexMetrics {
     cached: this.counter('cortex_cached_prompt_tokens_total', 'Prompt tokens served from a reused sequence prefix', ['model']),
     completion: this.counter('cortex_completion_tokens_total', 'Tokens generated', ['model']),
     reasoning: this.counter('cortex_reasoning_tokens_total', 'Generated tokens that were reasoning', ['model']),
+    draft: this.counter('cortex_draft_tokens_total', 'Tokens a draft model or input lookup proposed and the model checked (speculative decoding)', ['model']),
+    acceptedDraft: this.counter('cortex_accepted_draft_tokens_total', 'Proposed tokens the model accepted (speculative decoding)', ['model']),
   };
   private readonly route = this.histogram('cortex_bus_route_seconds', "Round trip of the gateway's placement request to the router (cold loads included)", []);
 
@@ -70,6 +72,10 @@ export class CortexMetrics {
       this.tokens.cached.inc({ model }, event.usage.cachedPromptTokens);
       this.tokens.completion.inc({ model }, event.usage.completionTokens);
       this.tokens.reasoning.inc({ model }, event.usage.reasoningTokens);
+      if (event.usage.draftTokens !== undefined) {
+        this.tokens.draft.inc({ model }, event.usage.draftTokens);
+        this.tokens.acceptedDraft.inc({ model }, event.usage.acceptedDraftTokens ?? 0);
+      }
     }
     if (event.timings && event.usage && event.usage.completionTokens > 0) {
       this.ttft.observe({ model, worker }, event.timings.ttftMs / 1000);

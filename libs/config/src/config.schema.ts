@@ -54,6 +54,8 @@ export class EndpointsConfig {
   @IsBoolean() chatCompletions = true;
   @IsBoolean() responses = true;
   @IsBoolean() messages = true;
+  /** Legacy text completions (`/v1/completions`), which code-completion clients still use. */
+  @IsBoolean() completions = true;
 }
 
 export class ResponsesConfig {
@@ -171,6 +173,12 @@ export class ModelConfig {
   /** Seconds unused before the model is unloaded; overrides `eviction.idle_ttl`. 0 keeps it. */
   @IsOptional() @IsInt() @Min(0) idleTtl?: number;
   @IsString() ownedBy = 'cortex';
+  /**
+   * Speculative decoding: a draft model that proposes tokens this one checks in one batch — the id
+   * of another catalogue model or a source in the forms of `file` (it must share this model's
+   * vocabulary) — or `lookup`, which drafts from the prompt itself (input lookup). Unset: none.
+   */
+  @IsOptional() @IsString() draft?: string;
 }
 
 export class WorkerConfig {

@@ -23,6 +23,8 @@ export interface ModelSpec {
   contextSize: number;
   slots: number;
   maxQueue: number;
+  /** Speculative decoding: the draft model's resolved local path, or `lookup` for input lookup. */
+  draft?: string;
 }
 
 export interface GenerateJob {

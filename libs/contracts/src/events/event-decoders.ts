@@ -1,4 +1,4 @@
-import { array, boolean, fail, integer, number, object, oneOf, optionalNumber, optionalString, string, type Json } from '../fields.js';
+import { array, boolean, defined, fail, integer, number, object, oneOf, optionalInteger, optionalNumber, optionalString, string, type Json } from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
 import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
 import type { DefragEvent, LoadFailedEvent, LoadProgress, WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
@@ -128,6 +128,10 @@ function usage(value: Json): Usage {
     cachedPromptTokens: integer(value.cachedPromptTokens, 'usage.cachedPromptTokens', 0),
     completionTokens: integer(value.completionTokens, 'usage.completionTokens', 0),
     reasoningTokens: integer(value.reasoningTokens, 'usage.reasoningTokens', 0),
+    ...defined({
+      draftTokens: optionalInteger(value.draftTokens, 'usage.draftTokens', 0),
+      acceptedDraftTokens: optionalInteger(value.acceptedDraftTokens, 'usage.acceptedDraftTokens', 0),
+    }),
   };
 }
 

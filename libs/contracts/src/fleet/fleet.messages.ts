@@ -12,6 +12,12 @@ export class ModelCapabilities {
   @IsBoolean() reasoning!: boolean;
   /** Accepts images (never, with the text-only backend). */
   @IsBoolean() vision!: boolean;
+  /** Serves legacy text completions (`/v1/completions`: a raw prompt, no chat template). */
+  @IsOptional() @IsBoolean() completions?: boolean;
+  /** Has fill-in-the-middle tokens: `/v1/completions` takes a `suffix`. */
+  @IsOptional() @IsBoolean() fim?: boolean;
+  /** Decodes speculatively: `draft` (a draft model) or `lookup` (input lookup). */
+  @IsOptional() @IsIn(['draft', 'lookup']) speculative?: 'draft' | 'lookup';
 }
 
 export class LoadedModel {
@@ -69,6 +75,8 @@ export class EstimateCommand {
   @IsString() source!: string;
   @IsInt() @Min(128) contextSize!: number;
   @IsInt() @Min(1) slots!: number;
+  /** As in LoadCommand: a draft model is estimated with its target. */
+  @IsOptional() @IsString() draft?: string;
 }
 
 /** router → worker: load a catalogue model. */
@@ -78,6 +86,8 @@ export class LoadCommand {
   @IsString() source!: string;
   @IsInt() @Min(128) contextSize!: number;
   @IsInt() @Min(1) slots!: number;
+  /** Speculative decoding: a draft model's source (same forms as `source`), or `lookup` for input lookup. */
+  @IsOptional() @IsString() draft?: string;
 }
 
 export const UNLOAD_REASONS = ['admin', 'idle', 'lru', 'priority', 'drain'] as const;

@@ -3,7 +3,7 @@ import { object, string } from '../fields.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from './canonical-request.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 
-export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages'] as const;
+export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages', 'openai.completions'] as const;
 export type Dialect = (typeof DIALECTS)[number];
 
 /** gateway → translator: decode one HTTP body of a dialect into the canonical request. */
@@ -74,6 +74,12 @@ export interface Usage {
   cachedPromptTokens: number;
   completionTokens: number;
   reasoningTokens: number;
+  /**
+   * Speculative decoding (a model with a `draft`): tokens the draft model (or input lookup) proposed,
+   * and how many of them the model accepted. Absent for models without a draft.
+   */
+  draftTokens?: number;
+  acceptedDraftTokens?: number;
 }
 
 export interface Timings {
