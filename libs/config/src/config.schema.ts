@@ -54,6 +54,10 @@ export class EndpointsConfig {
   @IsBoolean() chatCompletions = true;
   @IsBoolean() responses = true;
   @IsBoolean() messages = true;
+  /** `/v1/embeddings`. */
+  @IsBoolean() embeddings = true;
+  /** `/v1/rerank` (also `/rerank` and `/v1/reranking`). */
+  @IsBoolean() rerank = true;
 }
 
 export class ResponsesConfig {
@@ -171,6 +175,13 @@ export class ModelConfig {
   /** Seconds unused before the model is unloaded; overrides `eviction.idle_ttl`. 0 keeps it. */
   @IsOptional() @IsInt() @Min(0) idleTtl?: number;
   @IsString() ownedBy = 'cortex';
+  /** `chat` generates; `embedding` serves /v1/embeddings, `ranking` /v1/rerank. */
+  @IsIn(['chat', 'embedding', 'ranking']) kind: 'chat' | 'embedding' | 'ranking' = 'chat';
+  /**
+   * An embedding model trained so that a prefix of its vector is an embedding too (Matryoshka):
+   * requests may then ask for fewer `dimensions`, which are cut and renormalized.
+   */
+  @IsBoolean() matryoshka = false;
 }
 
 export class WorkerConfig {

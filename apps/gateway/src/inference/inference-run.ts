@@ -12,7 +12,9 @@ import {
   type FinishReason,
   type GenerateCommand,
   type LoadProgress,
+  type ModelKind,
   type Placement,
+  type RetrievalApi,
   type PlaceRequest,
   type RequestFinishedEvent,
   type StreamEvent,
@@ -37,6 +39,8 @@ export class InferenceRun {
   /** Called with the progress of a cold load this request waits for. */
   onLoadProgress: ((progress: LoadProgress) => void) | null = null;
   private placeMs: number | null = null;
+  /** A request with no translated body (embeddings, rerank): the model it names and the kind it needs. */
+  private target: { model: string; kind: ModelKind } | null = null;
   private reader: StreamReader | null = null;
   private finished = false;
   status = 200;
@@ -47,7 +51,7 @@ export class InferenceRun {
 
   constructor(
     private readonly service: InferenceService,
-    readonly dialect: Dialect,
+    readonly dialect: Dialect | RetrievalApi,
     readonly requestId: string,
   ) {}
 
@@ -110,6 +114,16 @@ export class InferenceRun {
   }
 
   /**
+   * Places a request that needs no translation (embeddings, rerank) on a worker that holds `model`,
+   * which must be of `kind`; `exclude` after a worker failed it. Waits for a cold load like `start`.
+   */
+  async placeFor(model: string, kind: ModelKind, exclude: string[] = []): Promise<Placement> {
+    this.target = { model, kind };
+    await this.placeOrWait(exclude);
+    return this.placement as Placement;
+  }
+
+  /**
    * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
    * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
    */
@@ -128,12 +142,12 @@ export class InferenceRun {
   }
 
   private async place(exclude: string[], affinity?: string): Promise<string> {
-    const request = this.required();
+    const model = this.target?.model ?? this.required().model;
     const placeStarted = performance.now();
     const onProgress = this.onLoadProgress;
-    const stopWatching = onProgress ? this.service.watchLoadProgress(request.model, onProgress) : null;
+    const stopWatching = onProgress ? this.service.watchLoadProgress(model, onProgress) : null;
     try {
-      const workerId = await this.askRouter(request.model, exclude, affinity);
+      const workerId = await this.askRouter(model, exclude, affinity);
       this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
       return workerId;
     } finally {
@@ -148,7 +162,8 @@ export class InferenceRun {
    * run, and a dead router's subscription is gone, so the queue group hands the try to a live one.
    */
   private async askRouter(model: string, exclude: string[], affinity: string | undefined): Promise<string> {
-    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }) };
+    const kind = this.target?.kind;
+    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }), ...(kind && kind !== 'chat' && { kind }) };
     const { placementTimeoutMs } = this.service.config.gateway;
     const deadline = Date.now() + placementTimeoutMs;
     for (let attempt = 0; ; attempt++) {
@@ -235,7 +250,7 @@ export class InferenceRun {
     this.finished = true;
     const event: RequestFinishedEvent = {
       requestId: this.requestId,
-      model: this.placement?.model ?? this.request?.model ?? 'unknown',
+      model: this.placement?.model ?? this.request?.model ?? this.target?.model ?? 'unknown',
       workerId: this.placement?.workerId ?? null,
       dialect: this.dialect,
       stream: this.request?.stream ?? false,

@@ -202,7 +202,7 @@ export class LoadCoordinator {
 
   /** Sends the load command and records the model ready on that worker. */
   private async loadOn(model: ModelConfig, workerId: string, evicted: readonly string[]): Promise<Placement> {
-    const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots };
+    const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots, ...(model.kind !== 'chat' && { kind: model.kind }) };
     this.logger.log(`loading ${model.id} on ${workerId}${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
     const result = await this.workers.ask(workerId, Subjects.workerLoad, command, decodeLoadResult);
     this.fleet.noteModel(workerId, { id: model.id, state: 'ready', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now(), sizeBytes: result.sizeBytes });

@@ -13,6 +13,7 @@ import {
 import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
+import { RetrievalEngineModel } from './embed.js';
 import { LlamaEngineModel } from './llama-model.js';
 import { memoAsync } from './memo.js';
 import { resolveSource } from './resolve-source.js';
@@ -114,6 +115,7 @@ export class LlamaEngine implements Engine {
   async load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel> {
     const model = await this.llama.loadModel({ modelPath: spec.path, onLoadProgress: onProgress });
     try {
+      if (spec.kind === 'embedding' || spec.kind === 'ranking') return await RetrievalEngineModel.create(spec, model, this.threads);
       const context = await model.createContext({
         contextSize: spec.contextSize,
         sequences: spec.slots,

@@ -1,5 +1,6 @@
 import { Type } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, MaxLength, Min, ValidateNested, IsArray } from 'class-validator';
+import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
 
 export const MODEL_STATES = ['loading', 'ready', 'unloading'] as const;
 export type ModelState = (typeof MODEL_STATES)[number];
@@ -78,6 +79,8 @@ export class LoadCommand {
   @IsString() source!: string;
   @IsInt() @Min(128) contextSize!: number;
   @IsInt() @Min(1) slots!: number;
+  /** Absent: chat. Embedding and ranking models get contexts of their kind. */
+  @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
 }
 
 export const UNLOAD_REASONS = ['admin', 'idle', 'lru', 'priority', 'drain'] as const;
@@ -155,6 +158,8 @@ export class PlaceRequest {
   @IsOptional() @IsString() @MaxLength(64) runId?: string;
   /** How many tries of this placement went unanswered before this one (0: the first). */
   @IsOptional() @IsInt() @Min(0) attempt?: number;
+  /** What the request needs the model to be (absent: chat); a model of another kind is a 400. */
+  @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
 }
 
 export interface Placement {
@@ -182,6 +187,8 @@ export interface CatalogueEntry {
   locations: ModelLocation[];
   /** Known once the model has been loaded somewhere. */
   capabilities: ModelCapabilities | null;
+  /** What the model serves, from the catalogue (absent from older routers: chat). */
+  kind?: ModelKind;
 }
 
 export interface WorkerView {
