@@ -3,8 +3,8 @@ import { CortexError, Subjects, workerSubject, type ModelKind, type RetrievalApi
 import { InferenceService } from '../inference/inference.service.js';
 import { toCortexError } from '../http/error-response.js';
 
-/** One try of the work on a worker: `runId` is what a cancel names. */
-export type RetrievalCall<T> = (workerId: string, runId: string) => Promise<T>;
+/** One try of the work on the worker placed, for the catalogue id of the model (not an alias); `runId` is what a cancel names. */
+export type RetrievalCall<T> = (placed: { workerId: string; model: string }, runId: string) => Promise<T>;
 
 /** How often a request is placed again because its model left the worker (as for generation). */
 const MAX_REPLACEMENTS = 3;
@@ -30,11 +30,11 @@ export class RetrievalService {
     let replaced = 0;
     try {
       for (;;) {
-        const { workerId } = await run.placeFor(target.model, target.kind, exclude);
+        const { workerId, model } = await run.placeFor(target.model, target.kind, exclude);
         const cancel = (): void => this.inference.bus.publish(workerSubject(Subjects.workerCancel, workerId), { requestId: run.runId, reason: 'client disconnected' }, requestId);
         closed.addEventListener('abort', cancel, { once: true });
         try {
-          const result = await call(workerId, run.runId);
+          const result = await call({ workerId, model }, run.runId);
           const promptTokens = tokens(result);
           run.usage = { promptTokens, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
           run.finishReason = 'stop';
@@ -59,7 +59,7 @@ export class RetrievalService {
   }
 
   /** Asks a worker, bounded like a placement: a large batch on a slow device takes a while. */
-  ask<T>(workerId: string, pattern: string, command: unknown, requestId: string, decode: (value: unknown) => T): Promise<T> {
+  ask<T>(workerId: string, pattern: string, command: object, requestId: string, decode: (value: unknown) => T): Promise<T> {
     return this.inference.bus.request(workerSubject(pattern, workerId), command, { requestId, decode, timeoutMs: this.inference.config.gateway.placementTimeoutMs });
   }
 
