@@ -1,6 +1,6 @@
 import { Controller, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CortexError, decodeEmbedResult, decodeRankResult, Subjects, type EmbedCommand, type RankCommand } from '@cortex/contracts';
+import { CortexError, decodeEmbedResult, decodeRankResult, Subjects, unitLength, type EmbedCommand, type RankCommand } from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
 import { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings.request.js';
 import { parseRerankRequest } from './rerank.request.js';
@@ -71,9 +71,7 @@ function fitDimensions(vector: number[], dimensions: number | undefined): number
   if (dimensions > vector.length) {
     throw new CortexError('invalid_request', `dimensions: ${dimensions} is more than the model's ${vector.length}; ask for at most ${vector.length}`, { param: 'dimensions' });
   }
-  const cut = vector.slice(0, dimensions);
-  const norm = Math.sqrt(cut.reduce((sum, x) => sum + x * x, 0));
-  return norm > 0 ? cut.map((x) => x / norm) : cut;
+  return unitLength(vector.slice(0, dimensions));
 }
 
 /** OpenAI's base64 encoding: the float32 values, little-endian, base64. */

@@ -1,5 +1,5 @@
 import type { LlamaEmbeddingContext, LlamaModel, LlamaRankingContext, Token } from 'node-llama-cpp';
-import { CortexError, type ModelCapabilities, type ModelKind, type RetrievalInput } from '@cortex/contracts';
+import { CortexError, unitLength, type ModelCapabilities, type ModelKind, type RetrievalInput } from '@cortex/contracts';
 import type { EngineModel, ModelSpec, RetrievalModel } from './engine.types.js';
 import { SlotPool } from './slot-pool.js';
 
@@ -87,7 +87,7 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
         this.assertFits(length, `input[${i}]`);
         tokens += length;
         signal.throwIfAborted();
-        vectors.push(normalize((await embedder.getEmbeddingFor(input)).vector));
+        vectors.push(unitLength((await embedder.getEmbeddingFor(input)).vector));
       }
       return { vectors, tokens };
     });
@@ -146,10 +146,4 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
     await Promise.allSettled(this.contexts.map((c) => c.dispose()));
     await this.model.dispose();
   }
-}
-
-/** The vector scaled to length 1 (all zeros stays zeros): OpenAI's embeddings are unit vectors. */
-export function normalize(vector: readonly number[]): number[] {
-  const norm = Math.sqrt(vector.reduce((sum, x) => sum + x * x, 0));
-  return norm > 0 ? vector.map((x) => x / norm) : [...vector];
 }

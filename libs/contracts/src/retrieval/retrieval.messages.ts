@@ -99,3 +99,9 @@ export function decodeRankResult(value: unknown): RankResult {
 export function modelKindOf(value: unknown, param: string): ModelKind {
   return value === undefined ? 'chat' : oneOf(value, param, MODEL_KINDS);
 }
+
+/** The vector scaled to length 1 (all zeros stays zeros): embeddings go out as unit vectors, as OpenAI's do. */
+export function unitLength(vector: readonly number[]): number[] {
+  const norm = Math.sqrt(vector.reduce((sum, x) => sum + x * x, 0));
+  return norm > 0 ? vector.map((x) => x / norm) : [...vector];
+}
