@@ -136,6 +136,15 @@ describe('embeddings and rerank e2e', () => {
     response.data.forEach((d, i) => assert.ok(cosine(d.embedding, i % 2 === 0 ? first : second) > 0.9999, `input ${i}`));
   });
 
+  it('embeddings e2e - an unloaded embedding model is loaded again by the next request', async () => {
+    const unloaded = await postJson(`${stack.baseUrl}/admin/unload`, { model: 'cortex-embed' });
+    assert.equal(unloaded.status, 200, await unloaded.text());
+    await waitFor(async () => (await models()).find((m) => m.id === 'cortex-embed')?.loaded === false, 10_000);
+    const response = await client.embeddings.create({ model: 'cortex-embed', input: TEXT, encoding_format: 'float' });
+    assert.equal(response.data[0]?.embedding.length, 64);
+    assert.equal((await models()).find((m) => m.id === 'cortex-embed')?.loaded, true);
+  });
+
   it('embeddings e2e - dimensions cuts and renormalizes on a matryoshka model, and is a 400 elsewhere', async () => {
     const response = await client.embeddings.create({ model: 'cortex-embed', input: [TEXT, NEAR, FAR], dimensions: 16, encoding_format: 'float' });
     const [text = [], near = [], far = []] = response.data.map((d) => d.embedding);
