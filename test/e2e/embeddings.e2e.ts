@@ -128,8 +128,8 @@ describe('embeddings and rerank e2e', () => {
     assert.equal(single.usage.prompt_tokens, text.usage.prompt_tokens);
   });
 
-  it('embeddings e2e - a batch of 40 inputs comes back in order, one vector each', async () => {
-    const inputs = Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? TEXT : FAR));
+  it('embeddings e2e - a batch of the most inputs allowed comes back in order, one vector each (a reply over NATS max_payload)', async () => {
+    const inputs = Array.from({ length: 2048 }, (_, i) => (i % 2 === 0 ? TEXT : FAR));
     const response = await client.embeddings.create({ model: 'cortex-embed', input: inputs, encoding_format: 'float' });
     assert.deepEqual(response.data.map((d) => d.index), inputs.map((_, i) => i));
     const [first = [], second = []] = response.data.map((d) => d.embedding);
