@@ -27,9 +27,8 @@ import { ModelRegistry, type RunningRequests } from './model-registry.js';
 import { ENGINE, WORKER_ID } from './worker.tokens.js';
 
 /**
- * One generate command being served. Its key is the command's `requestId`, which is the gateway's run
- * id (one per attempt on a worker), not the client's request id: that one travels in the
- * `x-request-id` header and is only logged.
+ * One generate command being served, keyed by the gateway's run id (one per attempt on a worker), not
+ * the client's request id: that one travels in the `x-request-id` header and is only logged.
  */
 interface ActiveRun {
   controller: AbortController;
@@ -80,12 +79,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
    * `requestId` is the client's request id from the message header, for the logs.
    */
   generate(command: GenerateCommand, receivedAt = performance.now(), requestId?: string): GenerateAccepted {
-    if (this.models.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
-    const served = this.models.ready(command.request.model);
-    const runId = command.requestId;
-    if (this.runs.has(runId)) {
-      throw new CortexError('invalid_request', `request ${runId} is already running`);
-    }
+    const { runId } = command;
+    const served = this.admit(command.request.model, runId);
     const model = served.model;
     const controller = new AbortController();
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
@@ -98,7 +93,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       void this.models.maybeDefrag();
     });
     this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done });
-    return { requestId: runId, workerId: this.workerId, queuePosition };
+    return { runId, workerId: this.workerId, queuePosition };
   }
 
   tokenize(request: CanonicalRequest): TokenCount {
@@ -106,14 +101,14 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   embed(command: EmbedCommand, requestId?: string): Promise<EmbedResult> {
-    return this.read(command.model, command.requestId, requestId, async (model, signal) => {
+    return this.read(command.model, command.runId, requestId, async (model, signal) => {
       const { vectors, tokens } = await model.embed(command.inputs, signal);
       return { model: model.id, workerId: this.workerId, embeddings: vectors, promptTokens: tokens };
     });
   }
 
   rank(command: RankCommand, requestId?: string): Promise<RankResult> {
-    return this.read(command.model, command.requestId, requestId, async (model, signal) => {
+    return this.read(command.model, command.runId, requestId, async (model, signal) => {
       const { scores, tokens } = await model.rank(command.query, command.documents, signal);
       return { model: model.id, workerId: this.workerId, scores, promptTokens: tokens };
     });
@@ -125,11 +120,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
    * waits for the reply instead.
    */
   private async read<T>(name: string, runId: string, requestId: string | undefined, work: (model: EngineModel & RetrievalModel, signal: AbortSignal) => Promise<T>): Promise<T> {
-    if (this.models.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
-    const served = this.models.ready(name);
+    const served = this.admit(name, runId);
     const model = served.model;
     if (!isRetrievalModel(model)) throw new CortexError('invalid_request', `the model '${name}' is a chat model; it serves no embeddings or rankings`, { param: 'model' });
-    if (this.runs.has(runId)) throw new CortexError('invalid_request', `request ${runId} is already running`);
     const controller = new AbortController();
     served.touch();
     this.logger.log({ msg: `${model.kind === 'ranking' ? 'ranking' : 'embedding'} with ${served.id}`, requestId, runId });
@@ -141,6 +134,14 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const done = result.then(() => undefined, () => undefined);
     this.runs.set(runId, { controller, model: served.id, watchedAt: Number.POSITIVE_INFINITY, done });
     return result;
+  }
+
+  /** The ready model for a new run: refused while draining, when the model is not ready here, or for a run id already running. */
+  private admit(model: string, runId: string): ReturnType<ModelRegistry['ready']> {
+    if (this.models.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
+    const served = this.models.ready(model);
+    if (this.runs.has(runId)) throw new CortexError('invalid_request', `request ${runId} is already running`);
+    return served;
   }
 
   cancel(runId: string, reason = 'cancelled'): boolean {
@@ -186,12 +187,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number, requestId?: string): Promise<void> {
-    const runId = command.requestId;
+    const { runId } = command;
     const stream = new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs, STREAM_KEEPALIVE_MS);
     let done = false;
     const emit = (event: StreamEventBody): void => {
       if (done) return;
-      if (event.type === 'start') event = { ...event, requestId: runId, workerId: this.workerId };
+      if (event.type === 'start') event = { ...event, runId, workerId: this.workerId };
       if (event.type === 'finish' || event.type === 'error') done = true;
       if (event.type === 'finish') {
         this.logger.log({

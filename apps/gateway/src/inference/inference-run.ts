@@ -113,10 +113,7 @@ export class InferenceRun {
     return this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
   }
 
-  /**
-   * Places a request that needs no translation (embeddings, rerank) on a worker that holds `model`,
-   * which must be of `kind`; `exclude` after a worker failed it. Waits for a cold load like `start`.
-   */
+  /** Places a request that has no translated body (embeddings, rerank) on a worker holding `model`, of `kind`; waits for a cold load. */
   async placeFor(model: string, kind: ModelKind, exclude: string[] = []): Promise<Placement> {
     this.target = { model, kind };
     await this.placeOrWait(exclude);
@@ -190,7 +187,7 @@ export class InferenceRun {
     // Subscribe before asking the worker to start, so no early event is missed.
     const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
     this.reader = reader;
-    const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
+    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
     } catch (error) {
@@ -233,7 +230,7 @@ export class InferenceRun {
     this.service.watching.delete(this.runId);
     this.service.readers.delete(this.runId);
     reader.close();
-    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { requestId: this.runId, reason }, this.requestId);
+    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason }, this.requestId);
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */
@@ -293,10 +290,10 @@ export class InferenceRun {
 const PLACE_TRY_MS = 2_000;
 
 /** How often a request is placed again because its model left the worker it was placed on. */
-const MAX_REPLACEMENTS = 3;
+export const MAX_REPLACEMENTS = 3;
 
 /** Failures that say nothing about the request itself, only about the worker that had it. */
-const RETRYABLE = new Set(['worker_lost', 'service_unavailable', 'timeout']);
+export const RETRYABLE: ReadonlySet<string> = new Set(['worker_lost', 'service_unavailable', 'timeout']);
 
 /** Reads events up to and including the first that carries output (or ends the stream). */
 async function untilFirstToken(iterator: AsyncIterator<StreamEvent>): Promise<StreamEvent[]> {

@@ -17,7 +17,7 @@ export class RetrievalController {
       const request = parseEmbeddingsRequest(req.body);
       this.assertDimensions(request);
       const result = await this.retrieval.run('openai.embeddings', requestId, { model: request.model, kind: 'embedding' }, ({ workerId, model }, runId) => {
-        const command: EmbedCommand = { requestId: runId, model, inputs: request.inputs };
+        const command: EmbedCommand = { runId, model, inputs: request.inputs };
         return this.retrieval.ask(workerId, Subjects.workerEmbed, command, requestId, decodeEmbedResult);
       }, (r) => r.promptTokens, closedSignal(reply));
       const vectors = result.embeddings.map((v) => fitDimensions(v, request.dimensions));
@@ -35,7 +35,7 @@ export class RetrievalController {
     return respondJson(req, reply, async (requestId) => {
       const request = parseRerankRequest(req.body);
       const result = await this.retrieval.run('rerank', requestId, { model: request.model, kind: 'ranking' }, ({ workerId, model }, runId) => {
-        const command: RankCommand = { requestId: runId, model, query: request.query, documents: request.documents };
+        const command: RankCommand = { runId, model, query: request.query, documents: request.documents };
         return this.retrieval.ask(workerId, Subjects.workerRank, command, requestId, decodeRankResult);
       }, (r) => r.promptTokens, closedSignal(reply));
       const ranked = result.scores

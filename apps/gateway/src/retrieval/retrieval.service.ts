@@ -1,15 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { CortexError, Subjects, workerSubject, type ModelKind, type RetrievalApi } from '@cortex/contracts';
+import { MAX_REPLACEMENTS, RETRYABLE } from '../inference/inference-run.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { toCortexError } from '../http/error-response.js';
 
 /** One try of the work on the worker placed, for the catalogue id of the model (not an alias); `runId` is what a cancel names. */
 export type RetrievalCall<T> = (placed: { workerId: string; model: string }, runId: string) => Promise<T>;
 
-/** How often a request is placed again because its model left the worker (as for generation). */
-const MAX_REPLACEMENTS = 3;
-/** Failures of the worker, not of the request: the request is placed once more, elsewhere. */
-const RETRYABLE = new Set(['worker_lost', 'service_unavailable', 'timeout']);
 
 /**
  * Embeddings and rerank requests: placed through the router like any request (a cold load included),
@@ -31,7 +28,7 @@ export class RetrievalService {
     try {
       for (;;) {
         const { workerId, model } = await run.placeFor(target.model, target.kind, exclude);
-        const cancel = (): void => this.inference.bus.publish(workerSubject(Subjects.workerCancel, workerId), { requestId: run.runId, reason: 'client disconnected' }, requestId);
+        const cancel = (): void => this.inference.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: run.runId, reason: 'client disconnected' }, requestId);
         closed.addEventListener('abort', cancel, { once: true });
         try {
           const result = await call({ workerId, model }, run.runId);

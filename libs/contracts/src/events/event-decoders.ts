@@ -88,7 +88,7 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       string(event.text, 'text');
       break;
     case 'start':
-      string(event.requestId, 'requestId');
+      string(event.runId, 'runId');
       string(event.workerId, 'workerId');
       string(event.model, 'model');
       integer(event.promptTokens, 'promptTokens', 0);

@@ -27,7 +27,7 @@ export type RetrievalInput = string | number[];
 /** gateway → worker: embed these inputs, one vector each, in order. */
 export interface EmbedCommand {
   /** The gateway's run id: a cancel for it stops the work between inputs. */
-  requestId: string;
+  runId: string;
   model: string;
   inputs: RetrievalInput[];
 }
@@ -42,7 +42,7 @@ export interface EmbedResult {
 
 /** gateway → worker: score each document's relevance to the query. */
 export interface RankCommand {
-  requestId: string;
+  runId: string;
   model: string;
   query: string;
   documents: string[];
@@ -62,7 +62,7 @@ function input(value: unknown, param: string): RetrievalInput {
 
 export function decodeEmbedCommand(value: unknown): EmbedCommand {
   const command = object(value, 'embed');
-  return { requestId: string(command.requestId, 'requestId'), model: string(command.model, 'model'), inputs: array(command.inputs, 'inputs').map((item, i) => input(item, `inputs[${i}]`)) };
+  return { runId: string(command.runId, 'runId'), model: string(command.model, 'model'), inputs: array(command.inputs, 'inputs').map((item, i) => input(item, `inputs[${i}]`)) };
 }
 
 export function decodeEmbedResult(value: unknown): EmbedResult {
@@ -78,7 +78,7 @@ export function decodeEmbedResult(value: unknown): EmbedResult {
 export function decodeRankCommand(value: unknown): RankCommand {
   const command = object(value, 'rank');
   return {
-    requestId: string(command.requestId, 'requestId'),
+    runId: string(command.runId, 'runId'),
     model: string(command.model, 'model'),
     query: string(command.query, 'query'),
     documents: array(command.documents, 'documents').map((d, i) => string(d, `documents[${i}]`)),
