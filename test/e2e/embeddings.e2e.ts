@@ -213,6 +213,16 @@ describe('embeddings and rerank e2e', () => {
     await expect400(path, { model: 'cortex-rank', query: 'cat', documents: [`${'cat '.repeat(300)}`] }, 'documents[0]', /context of 256/);
   });
 
+  it('embeddings e2e - a client that goes away cancels its batch, counted as cancelled', async () => {
+    const controller = new AbortController();
+    const inputs = Array.from({ length: 2048 }, (_, i) => `${FAR} ${i}`);
+    const request = fetch(`${stack.baseUrl}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cortex-embed', input: inputs }), signal: controller.signal });
+    setTimeout(() => controller.abort(), 200);
+    await assert.rejects(request, { name: 'AbortError' });
+    const cancelled = /^cortex_requests_cancelled_total\{[^}]*api="openai\.embeddings"[^}]*\} 1$/m;
+    await waitFor(async () => cancelled.test(await (await fetch(`${stack.metricsUrl}/metrics`)).text()), 20_000);
+  });
+
   it('embeddings e2e - metrics count requests and tokens per endpoint', async () => {
     const line = (api: string, metric: string): RegExp => new RegExp(`^${metric}\\{[^}]*api="${api.replace('.', '\\.')}"[^}]*\\} [1-9]`, 'm');
     await waitFor(async () => {

@@ -21,13 +21,17 @@ export class RetrievalService {
   /** The work's result; `tokens` reads its prompt tokens for usage and metrics. */
   async run<T>(api: RetrievalApi, requestId: string, target: { model: string; kind: ModelKind }, call: RetrievalCall<T>, tokens: (result: T) => number, closed: AbortSignal): Promise<T> {
     const run = this.inference.open(api, requestId);
-    const onClose = (): void => run.cancel('client disconnected');
+    const onClose = (): void => {
+      run.finishReason = 'cancelled';
+      run.cancel('client disconnected');
+    };
     closed.addEventListener('abort', onClose, { once: true });
     const exclude: string[] = [];
     let replaced = 0;
     try {
       for (;;) {
         const { workerId, model } = await run.placeFor(target.model, target.kind, exclude);
+        if (closed.aborted) throw new CortexError('cancelled', 'the client went away while the request was placed');
         const cancel = (): void => this.inference.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: run.runId, reason: 'client disconnected' }, requestId);
         closed.addEventListener('abort', cancel, { once: true });
         try {
