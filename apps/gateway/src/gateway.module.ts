@@ -11,6 +11,8 @@ import { MessagesController } from './anthropic/messages.controller.js';
 import { ResponsesController } from './responses/responses.controller.js';
 import { AdminController } from './admin/admin.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
+import { RetrievalController } from './retrieval/retrieval.controller.js';
+import { RetrievalService } from './retrieval/retrieval.service.js';
 
 @Module({})
 export class GatewayModule {
@@ -18,8 +20,8 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder],
+      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, RetrievalController],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService],
     };
   }
 }

@@ -29,7 +29,7 @@ export class CortexMetrics {
   private readonly rate = this.histogram('cortex_tokens_per_second', 'Decode rate of each request after its first token', ['model', 'worker'], RATES);
   private readonly queue = this.histogram('cortex_request_queue_seconds', 'Time a request waited for a free sequence', ['model', 'worker']);
   private readonly tokens = {
-    prompt: this.counter('cortex_prompt_tokens_total', 'Prompt tokens processed', ['model']),
+    prompt: this.counter('cortex_prompt_tokens_total', 'Prompt tokens processed (texts embedded and ranked included), by API', ['model', 'api']),
     cached: this.counter('cortex_cached_prompt_tokens_total', 'Prompt tokens served from a reused sequence prefix', ['model']),
     completion: this.counter('cortex_completion_tokens_total', 'Tokens generated', ['model']),
     reasoning: this.counter('cortex_reasoning_tokens_total', 'Generated tokens that were reasoning', ['model']),
@@ -68,7 +68,7 @@ export class CortexMetrics {
     if (event.coldStart) this.coldStarts.inc({ model });
     if (event.placeMs !== null && event.placeMs !== undefined) this.route.observe(event.placeMs / 1000);
     if (event.usage) {
-      this.tokens.prompt.inc({ model }, event.usage.promptTokens);
+      this.tokens.prompt.inc({ model, api }, event.usage.promptTokens);
       this.tokens.cached.inc({ model }, event.usage.cachedPromptTokens);
       this.tokens.completion.inc({ model }, event.usage.completionTokens);
       this.tokens.reasoning.inc({ model }, event.usage.reasoningTokens);

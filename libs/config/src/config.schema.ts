@@ -56,6 +56,10 @@ export class EndpointsConfig {
   @IsBoolean() messages = true;
   /** Legacy text completions (`/v1/completions`), which code-completion clients still use. */
   @IsBoolean() completions = true;
+  /** `/v1/embeddings`. */
+  @IsBoolean() embeddings = true;
+  /** `/v1/rerank` (also `/rerank` and `/v1/reranking`). */
+  @IsBoolean() rerank = true;
 }
 
 export class ResponsesConfig {
@@ -179,6 +183,13 @@ export class ModelConfig {
    * vocabulary) — or `lookup`, which drafts from the prompt itself (input lookup). Unset: none.
    */
   @IsOptional() @IsString() draft?: string;
+  /** `chat` generates; `embedding` serves /v1/embeddings, `ranking` /v1/rerank. */
+  @IsIn(['chat', 'embedding', 'ranking']) kind: 'chat' | 'embedding' | 'ranking' = 'chat';
+  /**
+   * An embedding model trained so that a prefix of its vector is an embedding too (Matryoshka):
+   * requests may then ask for fewer `dimensions`, which are cut and renormalized.
+   */
+  @IsBoolean() matryoshka = false;
 }
 
 export class WorkerConfig {

@@ -7,6 +7,8 @@ export interface ModelSource {
   slots: number;
   /** The draft model's source, or `lookup`; absent without speculative decoding. */
   draft?: string;
+  /** Embedding and ranking models get contexts of their kind; absent: chat. */
+  kind?: 'embedding' | 'ranking';
 }
 
 /**
@@ -15,6 +17,7 @@ export interface ModelSource {
  */
 export function modelSource(config: Pick<CortexConfig, 'models'>, model: ModelConfig): ModelSource {
   const source: ModelSource = { source: model.file, contextSize: model.contextSize, slots: model.slots };
+  if (model.kind !== 'chat') source.kind = model.kind;
   if (model.draft) source.draft = model.draft === 'lookup' ? 'lookup' : (config.models.find((m) => m.id === model.draft)?.file ?? model.draft);
   return source;
 }

@@ -13,7 +13,9 @@ import {
   type FinishReason,
   type GenerateCommand,
   type LoadProgress,
+  type ModelKind,
   type Placement,
+  type RetrievalApi,
   type PlaceRequest,
   type RequestFinishedEvent,
   type StreamEvent,
@@ -41,6 +43,8 @@ export class InferenceRun {
   /** Time to first byte inside the gateway, hop by hop; `writeMs` is set when the first token's frame is written. */
   private readonly hops: GatewayHops = { parseMs: 0, decodeMs: 0, generateMs: 0, firstEventMs: 0, writeMs: -1 };
   private firstEventAt = 0;
+  /** A request with no translated body (embeddings, rerank): the model it names and the kind it needs. */
+  private target: { model: string; kind: ModelKind } | null = null;
   private reader: StreamReader | null = null;
   private finished = false;
   status = 200;
@@ -51,7 +55,7 @@ export class InferenceRun {
 
   constructor(
     private readonly service: InferenceService,
-    readonly dialect: Dialect,
+    readonly dialect: Dialect | RetrievalApi,
     readonly requestId: string,
     arrivedAt = performance.now(),
   ) {
@@ -121,6 +125,13 @@ export class InferenceRun {
     return this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
   }
 
+  /** Places a request that has no translated body (embeddings, rerank) on a worker holding `model`, of `kind`; waits for a cold load. */
+  async placeFor(model: string, kind: ModelKind, exclude: string[] = []): Promise<Placement> {
+    this.target = { model, kind };
+    await this.placeOrWait(exclude);
+    return this.placement as Placement;
+  }
+
   /**
    * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
    * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
@@ -140,12 +151,12 @@ export class InferenceRun {
   }
 
   private async place(exclude: string[], affinity?: string): Promise<string> {
-    const request = this.required();
+    const model = this.target?.model ?? this.required().model;
     const placeStarted = performance.now();
     const onProgress = this.onLoadProgress;
-    const stopWatching = onProgress ? this.service.watchLoadProgress(request.model, onProgress) : null;
+    const stopWatching = onProgress ? this.service.watchLoadProgress(model, onProgress) : null;
     try {
-      const workerId = await this.askRouter(request.model, exclude, affinity);
+      const workerId = await this.askRouter(model, exclude, affinity);
       this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
       return workerId;
     } finally {
@@ -160,7 +171,8 @@ export class InferenceRun {
    * run, and a dead router's subscription is gone, so the queue group hands the try to a live one.
    */
   private async askRouter(model: string, exclude: string[], affinity: string | undefined): Promise<string> {
-    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }) };
+    const kind = this.target?.kind;
+    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }), ...(kind && kind !== 'chat' && { kind }) };
     const { placementTimeoutMs } = this.service.config.gateway;
     const deadline = Date.now() + placementTimeoutMs;
     for (let attempt = 0; ; attempt++) {
@@ -254,7 +266,7 @@ export class InferenceRun {
     this.finished = true;
     const event: RequestFinishedEvent = {
       requestId: this.requestId,
-      model: this.placement?.model ?? this.request?.model ?? 'unknown',
+      model: this.placement?.model ?? this.request?.model ?? this.target?.model ?? 'unknown',
       workerId: this.placement?.workerId ?? null,
       dialect: this.dialect,
       stream: this.request?.stream ?? false,
@@ -298,10 +310,10 @@ export class InferenceRun {
 const PLACE_TRY_MS = 2_000;
 
 /** How often a request is placed again because its model left the worker it was placed on. */
-const MAX_REPLACEMENTS = 3;
+export const MAX_REPLACEMENTS = 3;
 
 /** Failures that say nothing about the request itself, only about the worker that had it. */
-const RETRYABLE = new Set(['worker_lost', 'service_unavailable', 'timeout']);
+export const RETRYABLE: ReadonlySet<string> = new Set(['worker_lost', 'service_unavailable', 'timeout']);
 
 /** Reads events up to and including the first that carries output (or ends the stream). */
 async function untilFirstToken(iterator: AsyncIterator<StreamEvent>): Promise<StreamEvent[]> {

@@ -14,6 +14,7 @@ import {
 import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
+import { RetrievalEngineModel } from './embed.js';
 import { LlamaEngineModel } from './llama-model.js';
 import { memoAsync } from './memo.js';
 import { resolveSource } from './resolve-source.js';
@@ -117,6 +118,7 @@ export class LlamaEngine implements Engine {
     const model = await this.llama.loadModel({ modelPath: spec.path, onLoadProgress: onProgress });
     let speculation: Speculation | null = null;
     try {
+      if (spec.kind === 'embedding' || spec.kind === 'ranking') return await RetrievalEngineModel.create(spec, model, this.threads);
       const context = await this.createContext(model, spec);
       speculation = spec.draft ? await this.speculation(spec.draft, spec) : null;
       return new LlamaEngineModel(spec, model, context, this.chatWrapperFor(model, spec.path), speculation);
