@@ -14,7 +14,7 @@ import {
   type DecodedRequest,
 } from '@cortex/contracts';
 import { decodeChatRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
-import { ResponsesService } from './responses/responses.service.js';
+import { ResponsesService, type CompactionPlan } from './responses/responses.service.js';
 
 /** Dialect bodies → the canonical request, and the Responses API's stored state. */
 @Controller()
@@ -69,6 +69,12 @@ export class TranslatorController {
     // The checked fields are the ones the store reads; the rest are the translator's own, handed out by `decode`.
     await this.responses.save(state as unknown as ResponsesState, resource as unknown as ResponseResource);
     return { stored: state.store };
+  }
+
+  @MessagePattern(Subjects.responsesCompaction)
+  compaction(@Payload() payload: unknown): Promise<CompactionPlan> {
+    const request = decodeMessage(DecodeRequest, payload);
+    return this.responses.compaction(request.body, request.session);
   }
 
   @MessagePattern(Subjects.responsesGet)

@@ -63,6 +63,11 @@ export class InferenceRun {
     return decoded.request;
   }
 
+  /** A request the gateway made itself (a compaction's summary), run like a decoded one. */
+  use(request: CanonicalRequest): void {
+    this.request = request;
+  }
+
   /**
    * Asks the router for a worker (may wait for a cold load), starts generation there, and waits for
    * the first token. A worker that fails before then (gone, or silent past the idle timeout) costs the

@@ -8,11 +8,13 @@ import { InferenceService } from '../inference/inference.service.js';
 import type { DialectAdapter } from '../inference/dialect.js';
 import { InferenceResponder } from '../inference/inference.responder.js';
 import { responsesAdapter } from './responses.adapter.js';
+import { ResponsesCompactor } from './responses.compact.js';
 
-/** OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens. */
+/** OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens, compact. */
 @Controller()
 export class ResponsesController {
   private readonly adapter: DialectAdapter;
+  private readonly compactor: ResponsesCompactor;
 
   constructor(
     private readonly responder: InferenceResponder,
@@ -21,11 +23,17 @@ export class ResponsesController {
     @Inject(CONFIG) config: CortexConfig,
   ) {
     this.adapter = responsesAdapter(bus, config.responses.reasoningEvents, config.responses.reasoningKey);
+    this.compactor = new ResponsesCompactor(inference);
   }
 
   @Post(['v1/responses', 'responses'])
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.responder.handle(req, reply, this.adapter);
+  }
+
+  @Post(['v1/responses/compact', 'responses/compact'])
+  compact(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return respondJson(req, reply, (requestId) => this.compactor.compact(req, requestId));
   }
 
   @Post(['v1/responses/input_tokens', 'responses/input_tokens'])

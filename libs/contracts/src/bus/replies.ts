@@ -1,6 +1,6 @@
 import { array, boolean, fail, integer, number, object, oneOf, optionalString, string } from '../fields.js';
 import type { ErrorBody } from '../errors/error-codes.js';
-import { decodeCanonicalRequest } from '../generate/canonical-request.js';
+import { decodeCanonicalRequest, type CanonicalRequest } from '../generate/canonical-request.js';
 import type { DecodedRequest, GenerateAccepted, TokenCount } from '../generate/generate.messages.js';
 import {
   MODEL_STATES,
@@ -32,6 +32,15 @@ export function decodeReply(value: unknown): Reply<unknown> {
 export function decodeDecodedRequest(value: unknown): DecodedRequest {
   const decoded = object(value, 'decoded');
   return { request: decodeCanonicalRequest(decoded.request, 'request'), ...(decoded.state === undefined ? {} : { state: decoded.state }) };
+}
+
+/** The translator's compaction plan: the summarisation request (null when nothing is older than the latest turn) and the items kept. */
+export function decodeCompactionPlan(value: unknown): { request: CanonicalRequest | null; recent: Record<string, unknown>[] } {
+  const plan = object(value, 'plan');
+  return {
+    request: plan.request === null ? null : decodeCanonicalRequest(plan.request, 'request'),
+    recent: array(plan.recent, 'recent').map((item, i) => object(item, `recent[${i}]`)),
+  };
 }
 
 export function decodeTokenCount(value: unknown): TokenCount {

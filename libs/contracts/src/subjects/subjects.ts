@@ -11,6 +11,8 @@ export const Subjects = {
   responsesGet: 'llm.translator.v1.responses.get',
   responsesDelete: 'llm.translator.v1.responses.delete',
   responsesInputItems: 'llm.translator.v1.responses.input_items',
+  /** `POST /v1/responses/compact`: the summarisation request and the items kept verbatim. */
+  responsesCompaction: 'llm.translator.v1.responses.compaction',
   routerPlace: 'llm.router.v1.place',
   routerModels: 'llm.router.v1.models',
   routerFleet: 'llm.router.v1.fleet',
