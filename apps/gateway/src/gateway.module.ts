@@ -8,6 +8,7 @@ import { ModelsController } from './models/models.controller.js';
 import { ChatController } from './openai/chat.controller.js';
 import { MessagesController } from './anthropic/messages.controller.js';
 import { ResponsesController } from './responses/responses.controller.js';
+import { BackgroundResponder } from './responses/responses.background.js';
 import { AdminController } from './admin/admin.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
 
@@ -18,7 +19,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [ChatController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, BackgroundResponder],
     };
   }
 }

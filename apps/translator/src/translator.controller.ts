@@ -15,6 +15,7 @@ import {
 } from '@cortex/contracts';
 import { decodeChatRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import { ResponsesService, type CompactionPlan } from './responses/responses.service.js';
+import { BackgroundResponses, type BackgroundState } from './responses/responses.background.js';
 
 /** Dialect bodies → the canonical request, and the Responses API's stored state. */
 @Controller()
@@ -25,6 +26,7 @@ export class TranslatorController {
 
   constructor(
     private readonly responses: ResponsesService,
+    private readonly background: BackgroundResponses,
     @Inject(CONFIG) config: CortexConfig,
   ) {
     this.options = { hostedTools: config.gateway.hostedTools };
@@ -78,8 +80,13 @@ export class TranslatorController {
   }
 
   @MessagePattern(Subjects.responsesGet)
-  get(@Payload() payload: unknown): Promise<ResponseResource> {
-    return this.responses.get(decodeResponseId(payload).id);
+  async get(@Payload() payload: unknown): Promise<ResponseResource> {
+    return (await this.background.state(decodeResponseId(payload).id)).resource;
+  }
+
+  @MessagePattern(Subjects.responsesBackground)
+  backgroundState(@Payload() payload: unknown): Promise<BackgroundState> {
+    return this.background.state(decodeResponseId(payload).id);
   }
 
   @MessagePattern(Subjects.responsesDelete)

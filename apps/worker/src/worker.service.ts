@@ -32,6 +32,7 @@ interface ActiveRun {
   model: string;
   /** Last time a gateway said it still reads this stream. */
   watchedAt: number;
+  background: boolean;
   /** Settles when the run has ended and its sequence is free. */
   done: Promise<void>;
 }
@@ -93,7 +94,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       this.heartbeats.soon();
       void this.models.maybeDefrag();
     });
-    this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done });
+    this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done, background: command.background === true });
     return { requestId: runId, workerId: this.workerId, queuePosition };
   }
 
@@ -136,7 +137,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private dropUnwatched(): void {
     const limit = Date.now() - WATCH_INTERVAL_MS * 3;
     for (const [id, run] of this.runs) {
-      if (run.watchedAt < limit && !run.controller.signal.aborted) {
+      // A background run has no reader by design; its events are kept in JetStream.
+      if (!run.background && run.watchedAt < limit && !run.controller.signal.aborted) {
         this.logger.warn(`request ${id}: no gateway is reading it any more; cancelling`);
         this.cancel(id, 'abandoned by its gateway');
       }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { StreamReader } from '@cortex/bus';
 import {
+  backgroundSubject,
   CortexError,
   streamSubject,
   Subjects,
@@ -34,6 +35,11 @@ export class InferenceRun {
   /** Dialect state from the translator (see DecodedRequest). */
   state: unknown = undefined;
   placement: Placement | null = null;
+  /**
+   * Set for a background response: the run's events go to its JetStream-kept subject (one per try,
+   * `backgroundSubject(responseId, runId)`) and the worker runs it to the end with no gateway watching.
+   */
+  backgroundOf: string | null = null;
   /** Called with the progress of a cold load this request waits for. */
   onLoadProgress: ((progress: LoadProgress) => void) | null = null;
   private placeMs: number | null = null;
@@ -176,11 +182,16 @@ export class InferenceRun {
 
   private async launch(workerId: string): Promise<StreamReader> {
     const request = this.required();
-    const subject = streamSubject(this.runId);
+    const subject = this.backgroundOf ? backgroundSubject(this.backgroundOf, this.runId) : streamSubject(this.runId);
     // Subscribe before asking the worker to start, so no early event is missed.
     const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
     this.reader = reader;
-    const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
+    const command: GenerateCommand = {
+      requestId: this.runId,
+      streamSubject: subject,
+      request: { ...request, model: this.placement?.model ?? request.model },
+      ...(this.backgroundOf && { background: true }),
+    };
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
     } catch (error) {
@@ -224,6 +235,12 @@ export class InferenceRun {
     this.service.readers.delete(this.runId);
     reader.close();
     if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { requestId: this.runId, reason }, this.requestId);
+  }
+
+  /** A background run has its first token: stop reading and leave it to run on the worker (no cancel). */
+  detach(): void {
+    this.ended = true;
+    if (this.placement) this.stopReading(this.placement.workerId, 'detached');
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */

@@ -14,6 +14,7 @@ import {
   conversationMessages,
   decodeResponsesRequest,
   inputItemId,
+  isTerminalStatus,
   ReasoningSeal,
   resolveItemReferences,
   responseIdOfAnyItem,
@@ -144,9 +145,11 @@ export class ResponsesService {
       ...(state.chain.length > 0 && { chain: state.chain }),
       ...(state.conversation && { conversation: state.conversation, conversationItems: state.conversationItems }),
       ...(state.affinityKey && { affinityKey: state.affinityKey }),
+      ...(state.echo.background && { background: { echo: state.echo, sealReasoning: state.sealReasoning, ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }) } }),
     };
     await this.store.put(stored);
-    if (state.conversation) await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
+    // A background response joins its conversation once, when it has finished.
+    if (state.conversation && isTerminalStatus(resource.status)) await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
   }
 
   async get(id: string): Promise<ResponseResource> {

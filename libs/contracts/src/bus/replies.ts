@@ -43,6 +43,30 @@ export function decodeCompactionPlan(value: unknown): { request: CanonicalReques
   };
 }
 
+/** The translator's view of a response that may run in the background (`responses.background`). */
+export function decodeBackgroundState(value: unknown): {
+  resource: { id: string; status: string } & Record<string, unknown>;
+  background?: { id: string; createdAt: number; record: { echo: Record<string, unknown> } & Record<string, unknown> };
+  run: { runId: string; workerId: string } | null;
+} {
+  const state = object(value, 'state');
+  const resource = object(state.resource, 'resource');
+  string(resource.id, 'resource.id');
+  string(resource.status, 'resource.status');
+  if (state.background !== undefined) {
+    const background = object(state.background, 'background');
+    string(background.id, 'background.id');
+    integer(background.createdAt, 'background.createdAt', 0);
+    object(object(background.record, 'background.record').echo, 'background.record.echo');
+  }
+  if (state.run !== null) {
+    const run = object(state.run, 'run');
+    string(run.runId, 'run.runId');
+    string(run.workerId, 'run.workerId');
+  }
+  return state as ReturnType<typeof decodeBackgroundState>;
+}
+
 export function decodeTokenCount(value: unknown): TokenCount {
   const count = object(value, 'tokenCount');
   return { model: string(count.model, 'model'), inputTokens: integer(count.inputTokens, 'inputTokens', 0) };

@@ -9,3 +9,4 @@ export * from './responses.encoder.js';
 export * from './responses.state.js';
 export * from './reasoning-seal.js';
 export * from './responses.compaction.js';
+export * from './responses.background.js';

@@ -157,7 +157,7 @@ export interface ResponseEcho {
   max_output_tokens: number | null;
   max_tool_calls: number | null;
   store: boolean;
-  background: false;
+  background: boolean;
   service_tier: string;
   metadata: Record<string, string>;
   safety_identifier: string | null;
@@ -166,7 +166,8 @@ export interface ResponseEcho {
   conversation?: { id: string };
 }
 
-export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed';
+/** `queued` and `cancelled` only for background responses. */
+export type ResponseStatus = 'queued' | 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
 
 export interface ResponsesUsage {
   input_tokens: number;
