@@ -56,15 +56,15 @@ export function isTerminalStatus(status: string): boolean {
  * A run stopped by `cancel` ends `cancelled`, as OpenAI's background responses do.
  */
 export class BackgroundReplay {
-  private encoder: ResponsesStreamEncoder;
+  private readonly encoder: ResponsesStreamEncoder;
   private current: { runId: string; workerId: string } | null = null;
   private at = 0;
   private cancelled = false;
   /** When the last event (of any run) was stored, in milliseconds since the epoch; 0 before any. */
   lastAt = 0;
 
-  constructor(private readonly options: Omit<ResponsesEncoderOptions, 'now'>) {
-    this.encoder = this.fresh();
+  constructor(options: Omit<ResponsesEncoderOptions, 'now'>) {
+    this.encoder = new ResponsesStreamEncoder({ ...options, now: () => Math.floor(this.at / 1000) });
   }
 
   /** The run that holds the response now, once one has started. */
@@ -79,11 +79,9 @@ export class BackgroundReplay {
   /** Frames for one stored event; events of an abandoned run make none. */
   add({ runId, event, at }: RunEvent): ResponsesFrame[] {
     this.lastAt = Math.max(this.lastAt, at);
-    if (event.type === 'start' && this.current?.runId !== runId) {
-      this.current = { runId, workerId: event.workerId };
-      // A run that replaces one that only started: nothing but `response.created`/`in_progress` went out.
-      if (!this.ended) this.encoder = this.fresh();
-    }
+    // A run replaces one that only started (the gateway commits to a run at its first token), so the
+    // encoder goes on: `response.created`/`in_progress` went out once, and the numbering continues.
+    if (event.type === 'start' && this.current?.runId !== runId) this.current = { runId, workerId: event.workerId };
     if (this.current?.runId !== runId) return [];
     this.at = at;
     if (event.type === 'finish' && !this.ended) this.cancelled = event.reason === 'cancelled';
@@ -100,10 +98,6 @@ export class BackgroundReplay {
   resource(): ResponseResource {
     const resource = this.cancelledResource(this.encoder.resource());
     return this.current || this.ended ? resource : { ...resource, status: 'queued' };
-  }
-
-  private fresh(): ResponsesStreamEncoder {
-    return new ResponsesStreamEncoder({ ...this.options, now: () => Math.floor(this.at / 1000) });
   }
 
   private cancelledFrame(frame: ResponsesFrame): ResponsesFrame {
