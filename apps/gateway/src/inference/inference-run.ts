@@ -35,10 +35,7 @@ export class InferenceRun {
   /** Dialect state from the translator (see DecodedRequest). */
   state: unknown = undefined;
   placement: Placement | null = null;
-  /**
-   * Set for a background response: the run's events go to its JetStream-kept subject (one per try,
-   * `backgroundSubject(responseId, runId)`) and the worker runs it to the end with no gateway watching.
-   */
+  /** A background response's id: events go to its kept subject, and the worker runs it unwatched. */
   backgroundOf: string | null = null;
   /** Called with the progress of a cold load this request waits for. */
   onLoadProgress: ((progress: LoadProgress) => void) | null = null;
@@ -186,12 +183,8 @@ export class InferenceRun {
     // Subscribe before asking the worker to start, so no early event is missed.
     const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
     this.reader = reader;
-    const command: GenerateCommand = {
-      requestId: this.runId,
-      streamSubject: subject,
-      request: { ...request, model: this.placement?.model ?? request.model },
-      ...(this.backgroundOf && { background: true }),
-    };
+    const model = this.placement?.model ?? request.model;
+    const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model }, ...(this.backgroundOf && { background: true }) };
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
     } catch (error) {

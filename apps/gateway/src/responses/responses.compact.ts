@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CortexError, decodeCompactionPlan, Subjects, type Usage } from '@cortex/contracts';
 import { compactionItem, compactResource, CompactionSeal, sessionFromHeaders, type CompactResource, type ResponsesItem } from '@cortex/wire';
 import { toCortexError } from '../http/error-response.js';
@@ -18,7 +18,7 @@ export class ResponsesCompactor {
     this.seal = new CompactionSeal(inference.config.responses.reasoningKey);
   }
 
-  async compact(req: FastifyRequest, requestId: string): Promise<CompactResource> {
+  async compact(req: FastifyRequest, reply: FastifyReply, requestId: string): Promise<CompactResource> {
     const session = sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders);
     const plan = await this.inference.bus.request(
       Subjects.responsesCompaction,
@@ -29,8 +29,8 @@ export class ResponsesCompactor {
     if (!plan.request) return compactResource(recent, undefined, NO_USAGE);
     const run = this.inference.open('openai.responses', requestId);
     run.use(plan.request);
-    req.raw.on('close', () => {
-      if (req.raw.destroyed) run.cancel('client disconnected');
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
     let summary = '';
     let usage = NO_USAGE;

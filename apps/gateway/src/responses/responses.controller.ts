@@ -36,7 +36,7 @@ export class ResponsesController {
 
   @Post(['v1/responses/compact', 'responses/compact'])
   compact(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return respondJson(req, reply, (requestId) => this.compactor.compact(req, requestId));
+    return respondJson(req, reply, (requestId) => this.compactor.compact(req, reply, requestId));
   }
 
   @Post(['v1/responses/input_tokens', 'responses/input_tokens'])

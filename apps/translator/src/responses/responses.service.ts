@@ -152,10 +152,6 @@ export class ResponsesService {
     if (state.conversation && isTerminalStatus(resource.status)) await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
   }
 
-  async get(id: string): Promise<ResponseResource> {
-    return (await this.required(id)).resource;
-  }
-
   async delete(id: string): Promise<{ id: string; object: 'response'; deleted: true }> {
     if (!(await this.store.delete(id))) throw notFound(id);
     return { id, object: 'response', deleted: true };
