@@ -46,14 +46,18 @@ describe('responses background e2e', () => {
     return valid(last as unknown as Resource);
   };
   /** `GET …?stream=true`, every event checked against the spec's schema for its type. */
-  const streamFrom = async (id: string, startingAfter?: number): Promise<Frame[]> => {
+  const streamFrom = async (id: string, startingAfter?: number, onFirst?: () => Promise<void>): Promise<Frame[]> => {
     const query = startingAfter === undefined ? 'stream=true' : `stream=true&starting_after=${startingAfter}`;
     const reply = await fetch(`${stack.baseUrl}/v1/responses/${id}?${query}`);
     assert.equal(reply.status, 200);
     const parser = new SseParser();
     const messages: SseMessage[] = [];
     const decoder = new TextDecoder();
-    for await (const chunk of (reply.body ?? []) as unknown as AsyncIterable<Uint8Array>) messages.push(...parser.push(decoder.decode(chunk as Uint8Array, { stream: true })));
+    for await (const chunk of (reply.body ?? []) as unknown as AsyncIterable<Uint8Array>) {
+      const first = messages.length === 0;
+      messages.push(...parser.push(decoder.decode(chunk as Uint8Array, { stream: true })));
+      if (first && messages.length > 0) await onFirst?.();
+    }
     assert.equal(messages.at(-1)?.data, '[DONE]');
     const frames = messages.slice(0, -1).map((message) => JSON.parse(message.data) as Frame);
     for (const frame of frames) assert.equal(schema.checkEvent(frame), null, `${frame.type} matches the spec`);
@@ -87,16 +91,17 @@ describe('responses background e2e', () => {
   });
 
   it('responses background e2e - streams from starting_after while it runs, then replays the same events once done', async () => {
-    const created = (await client.responses.create({ model: 'cortex-loop', input: 'Go.', background: true, max_output_tokens: 300 })) as unknown as Resource;
+    const created = (await client.responses.create({ model: 'cortex-loop', input: 'Go.', background: true, max_output_tokens: 2000 })) as unknown as Resource;
     await until(created.id, (r) => r.status === 'in_progress');
-    const live = await streamFrom(created.id, 2);
+    // The first frames arrive while the run is still going: the stream follows it live.
+    const live = await streamFrom(created.id, 2, async () => assert.equal((await get(created.id)).status, 'in_progress'));
     assert.equal(live[0]?.sequence_number, 3);
     live.forEach((frame, i) => assert.equal(frame.sequence_number, 3 + i, 'numbered on without gaps'));
     assert.equal(live.at(-1)?.type, 'response.incomplete');
     const text = live.filter((f) => f.type === 'response.output_text.delta').map((f) => f.delta).join('');
     assert.ok(text.startsWith(loop.expected.text), `the loop fixture's text, got ${text.slice(0, 40)}`);
     const done = await until(created.id, (r) => r.status === 'incomplete');
-    assert.equal(done.usage?.output_tokens, 300);
+    assert.equal(done.usage?.output_tokens, 2000);
     // The whole run again, from the stored events: the same frames, the same numbers.
     const all = await streamFrom(created.id);
     assert.equal(all[0]?.type, 'response.created');
