@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { Kvm } from '@nats-io/kv';
 import { fixtureModel } from '@cortex/fixtures';
 import { Subjects } from '@cortex/contracts';
 import { SseParser, type SseMessage } from '@cortex/wire';
@@ -75,6 +76,16 @@ describe('responses background e2e', () => {
     // A background response continues like any stored one.
     const next = await client.responses.create({ model: 'cortex-chat', previous_response_id: created.id, input: 'Again.' });
     assert.equal(next.output_text, chat.expected.text);
+  });
+
+  it('responses background e2e - a background turn joins its conversation once, when it ends', async () => {
+    const conversation = `conv_bg_${Date.now()}`;
+    const created = (await client.responses.create({ model: 'cortex-chat', input: 'Say hello.', conversation, background: true } as never)) as unknown as Resource;
+    // Reads race the translators' own finishing of the response; only one of them may append.
+    await Promise.all([until(created.id, (r) => r.status === 'completed'), until(created.id, (r) => r.status === 'completed')]);
+    const entry = await (await new Kvm(stack.nc).open('cortex_conversations')).get(conversation);
+    const items = (entry?.json<{ items: Array<{ type: string; role?: string }> }>().items ?? []).map((item) => `${item.type}:${item.role}`);
+    assert.deepEqual(items, ['message:user', 'message:assistant']);
   });
 
   it('responses background e2e - background with stream: the events come from the kept run, valid and numbered from 0', async () => {

@@ -97,7 +97,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       if (!Number.isInteger(after) || after < -1 || startingAfter === '') {
         throw new CortexError('invalid_request', 'starting_after: must be a sequence number (an integer from 0)', { param: 'starting_after' });
       }
-      const state = await this.bus.request(Subjects.responsesBackground, { id }, { requestId, decode: decodeBackgroundState });
+      const state = await this.current(id, requestId);
       if (!state.background) throw new CortexError('invalid_request', `Response ${id} did not run in the background; only background responses can be streamed again`, { param: 'stream' });
       await this.replay(req, reply, state.background as unknown as BackgroundSource, after, !isTerminalStatus(state.resource.status));
     } catch (thrown) {
@@ -107,7 +107,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
 
   /** `POST /v1/responses/{id}/cancel`: stops the run (on its worker, or before it is placed) and answers once it has ended. */
   async cancel(id: string, requestId: string): Promise<unknown> {
-    const state = await this.bus.request(Subjects.responsesBackground, { id }, { requestId, decode: decodeBackgroundState });
+    const state = await this.current(id, requestId);
     if (!state.background) throw new CortexError('invalid_request', `Response ${id} is not a background response; only background responses can be cancelled`, { param: 'response_id' });
     if (isTerminalStatus(state.resource.status)) return state.resource;
     this.bus.publish(Subjects.backgroundCancel, { id }, requestId);
@@ -116,10 +116,15 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     }
     const deadline = Date.now() + CANCEL_WAIT_MS;
     for (;;) {
-      const now = await this.bus.request(Subjects.responsesBackground, { id }, { requestId, decode: decodeBackgroundState });
+      const now = await this.current(id, requestId);
       if (isTerminalStatus(now.resource.status) || Date.now() >= deadline) return now.resource;
       await new Promise((done) => setTimeout(done, POLL_MS));
     }
+  }
+
+  /** A translator's view of the response: as it stands, how to render it, and its current run. */
+  private current(id: string, requestId: string) {
+    return this.bus.request(Subjects.responsesBackground, { id }, { requestId, decode: decodeBackgroundState });
   }
 
   private options(source: BackgroundSource) {

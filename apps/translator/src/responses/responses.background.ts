@@ -44,7 +44,9 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
   async onModuleInit(): Promise<void> {
     await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS);
     const jsm = await jetstreamManager(this.bus.nc);
-    await jsm.consumers.add(BACKGROUND_STREAM, { durable_name: FINALISER, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: Subjects.backgroundAll });
+    await jsm.consumers
+      .add(BACKGROUND_STREAM, { durable_name: FINALISER, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: Subjects.backgroundAll })
+      .catch((error: Error) => this.logger.warn(`consumer ${FINALISER} kept as it is: ${error.message}`));
     this.messages = await (await jetstream(this.bus.nc).consumers.get(BACKGROUND_STREAM, FINALISER)).consume();
     void this.finalise(this.messages);
   }
@@ -68,8 +70,9 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
 
   /** The response by id: a background one rebuilt from its events while it runs (and stored once it has ended). */
   async state(id: string): Promise<BackgroundState> {
-    const stored = await this.store.get(id);
-    if (!stored) throw new CortexError('not_found', `Response with id '${id}' not found.`, { param: 'response_id' });
+    const read = await this.store.read(id);
+    if (!read) throw new CortexError('not_found', `Response with id '${id}' not found.`, { param: 'response_id' });
+    const { stored, revision } = read;
     const record = stored.background;
     if (!record) return { resource: stored.resource, run: null };
     const background = { id, createdAt: stored.resource.created_at, record };
@@ -78,7 +81,8 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
     for await (const event of readBackgroundEvents(this.bus.nc, id, { follow: false, idleMs: this.config.gateway.streamIdleTimeoutMs })) replay.add(event);
     const failure = replay.ended ? null : this.stalled(replay, stored.resource.created_at);
     if (failure) replay.fail(failure.toBody());
-    if (replay.ended) await this.responses.save(stateOf(stored, record), replay.resource());
+    // Stored over the revision read: of two replicas finishing it at once, one writes (and appends to its conversation).
+    if (replay.ended) await this.responses.save(stateOf(stored, record), replay.resource(), revision);
     return { resource: replay.resource(), background, run: replay.run };
   }
 

@@ -137,7 +137,8 @@ export class ResponsesService {
     return { ...item, summary };
   }
 
-  async save(state: ResponsesState, resource: ResponseResource): Promise<void> {
+  /** Stores a response (with `revision`, only over that stored revision: a replica that lost the race appends nothing). */
+  async save(state: ResponsesState, resource: ResponseResource, revision?: number): Promise<void> {
     if (!state.store) return;
     const stored: StoredResponse = {
       resource,
@@ -147,7 +148,7 @@ export class ResponsesService {
       ...(state.affinityKey && { affinityKey: state.affinityKey }),
       ...(state.echo.background && { background: { echo: state.echo, sealReasoning: state.sealReasoning, ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }) } }),
     };
-    await this.store.put(stored);
+    if (!(await this.store.put(stored, revision))) return;
     // A background response joins its conversation once, when it has finished.
     if (state.conversation && isTerminalStatus(resource.status)) await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
   }
