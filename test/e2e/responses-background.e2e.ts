@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { Kvm } from '@nats-io/kv';
 import { fixtureModel } from '@cortex/fixtures';
-import { Subjects } from '@cortex/contracts';
+import { Subjects, workerSubject } from '@cortex/contracts';
+import { BusClient } from '@cortex/bus';
 import { SseParser, type SseMessage } from '@cortex/wire';
 import { OpenResponsesSchema, postJson, postSse, startStack, waitFor, watchBus, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
@@ -11,6 +12,8 @@ const chat = fixtureModel('cortex-chat');
 const loop = fixtureModel('cortex-loop');
 
 type Resource = { id: string; status: string; output_text?: string; usage: { output_tokens: number } | null; output: unknown[] } & Record<string, unknown>;
+const isTerminal = (status: string) => ['completed', 'incomplete', 'failed', 'cancelled'].includes(status);
+
 type Frame = { type: string; sequence_number: number } & Record<string, unknown>;
 
 describe('responses background e2e', () => {
@@ -178,5 +181,17 @@ describe('responses background e2e', () => {
     const bad = await fetch(`${stack.baseUrl}/v1/responses/${created.id}?stream=true&starting_after=soon`);
     assert.equal(bad.status, 400);
     assert.equal(((await bad.json()) as { error: { param: string } }).error.param, 'starting_after');
+  });
+
+  it('responses background e2e - a run its worker stops (an unload that does not drain) fails, it is not cancelled', async () => {
+    const created = (await client.responses.create({ model: 'cortex-loop', input: 'Go.', background: true, max_output_tokens: 3500 })) as unknown as Resource;
+    await until(created.id, (r) => r.status === 'in_progress' && r.output.length > 0);
+    const workerId = (await stack.fleet())?.workers[0]?.workerId;
+    assert.ok(workerId);
+    await new BusClient(stack.nc, 10_000).request(workerSubject(Subjects.workerUnload, workerId), { model: 'cortex-loop', drain: false });
+    const failed = await until(created.id, (r) => isTerminal(r.status));
+    assert.equal(failed.status, 'failed');
+    assert.equal((failed.error as { code: string } | null)?.code, 'worker_lost');
+    assert.match(String((failed.error as { message: string }).message), /unloaded/);
   });
 });

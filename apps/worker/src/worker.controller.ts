@@ -24,7 +24,7 @@ export class WorkerController {
   @MessagePattern(Subjects.workerCancel)
   cancel(payload: unknown) {
     const command = decodeMessage(CancelCommand, payload);
-    return { cancelled: this.worker.cancel(command.requestId, command.reason) };
+    return { cancelled: this.worker.cancel(command.requestId, command.reason, true) };
   }
 
   @MessagePattern(Subjects.workerLoad)

@@ -33,6 +33,8 @@ interface ActiveRun {
   /** Last time a gateway said it still reads this stream. */
   watchedAt: number;
   background: boolean;
+  /** A `cancel` command stopped it (a background run's end is then `cancelled`, not a failure). */
+  asked: boolean;
   /** Settles when the run has ended and its sequence is free. */
   done: Promise<void>;
 }
@@ -94,7 +96,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       this.heartbeats.soon();
       void this.models.maybeDefrag();
     });
-    this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done, background: command.background === true });
+    this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done, background: command.background === true, asked: false });
     return { requestId: runId, workerId: this.workerId, queuePosition };
   }
 
@@ -102,8 +104,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     return { model: request.model, inputTokens: this.models.ready(request.model).model.countTokens(request) };
   }
 
-  cancel(runId: string, reason = 'cancelled'): boolean {
+  /** Stops a run; `asked` when a `cancel` command asked for it (not this worker's own shutdown or unload). */
+  cancel(runId: string, reason = 'cancelled', asked = false): boolean {
     const run = this.runs.get(runId);
+    if (run) run.asked ||= asked;
     run?.controller.abort(new CortexError('cancelled', reason));
     return run !== undefined;
   }
@@ -152,6 +156,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const emit = (event: StreamEventBody): void => {
       if (done) return;
       if (event.type === 'start') event = { ...event, requestId: runId, workerId: this.workerId };
+      // A background run stopped by this worker (shutdown, unload) was not cancelled by anyone: it failed.
+      if (event.type === 'finish' && event.reason === 'cancelled' && command.background && !this.runs.get(runId)?.asked) {
+        const why = controller.signal.reason instanceof Error ? controller.signal.reason.message : 'stopped';
+        event = { type: 'error', error: new CortexError('worker_lost', `worker ${this.workerId} stopped this background response (${why}); create it again`).toBody() };
+      }
       if (event.type === 'finish' || event.type === 'error') done = true;
       if (event.type === 'finish') {
         this.logger.log({
