@@ -69,12 +69,18 @@ describe('responses background e2e', () => {
   };
 
   it('responses background e2e - create answers at once (queued), and GET polls it to completed', async () => {
+    const finished = await watchBus<{ finishReason: string | null; usage: { completionTokens: number } | null }>(stack.nc, Subjects.requestFinished);
     const created = (await client.responses.create({ model: 'cortex-chat', input: 'Say hello.', background: true })) as unknown as Resource;
     assert.equal(created.status, 'queued');
     assert.equal(created.background, true);
     valid(created);
     const done = await until(created.id, (r) => r.status === 'completed');
     assert.equal(done.background, true);
+    // The gateway that started it counts it like any request, with its usage.
+    await waitFor(() => finished.messages.length > 0, 10_000);
+    finished.stop();
+    assert.equal(finished.messages[0]?.finishReason, 'stop');
+    assert.equal(finished.messages[0]?.usage?.completionTokens, chat.completionTokens);
     assert.equal((await client.responses.retrieve(created.id)).output_text, chat.expected.text);
     // A background response continues like any stored one.
     const next = await client.responses.create({ model: 'cortex-chat', previous_response_id: created.id, input: 'Again.' });

@@ -3,7 +3,7 @@ import type { Subscription } from '@nats-io/transport-node';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject } from '@cortex/contracts';
+import { CortexError, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject, type StreamEvent } from '@cortex/contracts';
 import {
   BackgroundReplay,
   isTerminalStatus,
@@ -132,15 +132,17 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * Places and starts the run, then detaches. A run that never got a first token (no worker, a load
-   * that failed, cancelled while placed) is stored as ended here; one that started is a worker's to end.
+   * Places and starts the run, then only follows it to record how it ended (`countToEnd`). A run that
+   * never got a first token (no worker, a load that failed, cancelled while placed) is stored as ended
+   * here; one that started is its worker's to end.
    */
   private async launch(run: InferenceRun, state: ResponsesState, source: BackgroundSource): Promise<void> {
     run.backgroundOf = state.responseId;
     this.launching.set(state.responseId, run);
     try {
-      await run.start();
-      run.detach();
+      const events = await run.start();
+      this.launching.delete(state.responseId);
+      await countToEnd(run, events);
     } catch (thrown) {
       const error = toCortexError(thrown);
       run.fail(error, false);
@@ -189,5 +191,18 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       clearInterval(keepAlive);
     }
     sse.done();
+  }
+}
+
+/**
+ * Reads a started background run to its end only so its request-finished event carries the finish and
+ * usage. The run does not depend on it: a read that fails (this worker declared down, silence) detaches
+ * without cancelling, and a gateway that dies just stops counting.
+ */
+async function countToEnd(run: InferenceRun, events: AsyncIterable<StreamEvent>): Promise<void> {
+  try {
+    for await (const event of events) if (event.type === 'error') run.fail(CortexError.fromBody(event.error), true);
+  } catch {
+    run.detach();
   }
 }
