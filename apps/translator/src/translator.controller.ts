@@ -13,7 +13,7 @@ import {
   type CanonicalRequest,
   type DecodedRequest,
 } from '@cortex/contracts';
-import { decodeChatRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import { decodeChatRequest, decodeCompletionRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import { ResponsesService, type CompactionPlan } from './responses/responses.service.js';
 import { BackgroundResponses, type BackgroundState } from './responses/responses.background.js';
 
@@ -56,6 +56,8 @@ export class TranslatorController {
         const { request: canonical, thinking, droppedTools } = decodeMessagesRequest(request.body, this.options);
         return { request: withSession({ ...canonical, showReasoning: thinking }, request.session), droppedTools };
       }
+      case 'openai.completions':
+        return { request: withSession(decodeCompletionRequest(request.body), request.session), droppedTools: [] };
       case 'openai.responses':
         return this.responses.decode(request.body, request.session, this.options);
       default:

@@ -112,7 +112,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     if (isTerminalStatus(state.resource.status)) return state.resource;
     this.bus.publish(Subjects.backgroundCancel, { id }, requestId);
     if (state.run) {
-      this.bus.publish(workerSubject(Subjects.workerCancel, state.run.workerId), { requestId: state.run.runId, reason: 'cancelled by POST /v1/responses/{id}/cancel' }, requestId);
+      this.bus.publish(workerSubject(Subjects.workerCancel, state.run.workerId), { runId: state.run.runId, reason: 'cancelled by POST /v1/responses/{id}/cancel' }, requestId);
     }
     const deadline = Date.now() + CANCEL_WAIT_MS;
     for (;;) {
