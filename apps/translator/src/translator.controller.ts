@@ -14,7 +14,8 @@ import {
   type DecodedRequest,
 } from '@cortex/contracts';
 import { decodeChatRequest, decodeCompletionRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
-import { ResponsesService } from './responses/responses.service.js';
+import { ResponsesService, type CompactionPlan } from './responses/responses.service.js';
+import { BackgroundResponses, type BackgroundState } from './responses/responses.background.js';
 
 /** Dialect bodies → the canonical request, and the Responses API's stored state. */
 @Controller()
@@ -25,6 +26,7 @@ export class TranslatorController {
 
   constructor(
     private readonly responses: ResponsesService,
+    private readonly background: BackgroundResponses,
     @Inject(CONFIG) config: CortexConfig,
   ) {
     this.options = { hostedTools: config.gateway.hostedTools };
@@ -73,9 +75,20 @@ export class TranslatorController {
     return { stored: state.store };
   }
 
+  @MessagePattern(Subjects.responsesCompaction)
+  compaction(@Payload() payload: unknown): Promise<CompactionPlan> {
+    const request = decodeMessage(DecodeRequest, payload);
+    return this.responses.compaction(request.body, request.session);
+  }
+
   @MessagePattern(Subjects.responsesGet)
-  get(@Payload() payload: unknown): Promise<ResponseResource> {
-    return this.responses.get(decodeResponseId(payload).id);
+  async get(@Payload() payload: unknown): Promise<ResponseResource> {
+    return (await this.background.state(decodeResponseId(payload).id)).resource;
+  }
+
+  @MessagePattern(Subjects.responsesBackground)
+  backgroundState(@Payload() payload: unknown): Promise<BackgroundState> {
+    return this.background.state(decodeResponseId(payload).id);
   }
 
   @MessagePattern(Subjects.responsesDelete)

@@ -34,7 +34,7 @@ export class WorkerController {
   @MessagePattern(Subjects.workerCancel)
   cancel(payload: unknown) {
     const command = decodeMessage(CancelCommand, payload);
-    return { cancelled: this.worker.cancel(command.runId, command.reason) };
+    return { cancelled: this.worker.cancel(command.runId, command.reason, true) };
   }
 
   @MessagePattern(Subjects.workerLoad)

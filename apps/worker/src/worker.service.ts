@@ -35,6 +35,9 @@ interface ActiveRun {
   model: string;
   /** Last time a gateway said it still reads this stream. */
   watchedAt: number;
+  background: boolean;
+  /** A `cancel` command stopped it (a background run's end is then `cancelled`, not a failure). */
+  asked: boolean;
   /** Settles when the run has ended and its sequence is free. */
   done: Promise<void>;
 }
@@ -92,7 +95,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       this.heartbeats.soon();
       void this.models.maybeDefrag();
     });
-    this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done });
+    this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done, background: command.background === true, asked: false });
     return { runId, workerId: this.workerId, queuePosition };
   }
 
@@ -132,7 +135,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       this.heartbeats.soon();
     });
     const done = result.then(() => undefined, () => undefined);
-    this.runs.set(runId, { controller, model: served.id, watchedAt: Number.POSITIVE_INFINITY, done });
+    this.runs.set(runId, { controller, model: served.id, watchedAt: Number.POSITIVE_INFINITY, done, background: false, asked: false });
     return result;
   }
 
@@ -144,8 +147,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     return served;
   }
 
-  cancel(runId: string, reason = 'cancelled'): boolean {
+  /** Stops a run; `asked` when a `cancel` command asked for it (not this worker's own shutdown or unload). */
+  cancel(runId: string, reason = 'cancelled', asked = false): boolean {
     const run = this.runs.get(runId);
+    if (run) run.asked ||= asked;
     run?.controller.abort(new CortexError('cancelled', reason));
     return run !== undefined;
   }
@@ -179,7 +184,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private dropUnwatched(): void {
     const limit = Date.now() - WATCH_INTERVAL_MS * 3;
     for (const [id, run] of this.runs) {
-      if (run.watchedAt < limit && !run.controller.signal.aborted) {
+      // A background run has no reader by design; its events are kept in JetStream.
+      if (!run.background && run.watchedAt < limit && !run.controller.signal.aborted) {
         this.logger.warn(`request ${id}: no gateway is reading it any more; cancelling`);
         this.cancel(id, 'abandoned by its gateway');
       }
@@ -193,6 +199,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const emit = (event: StreamEventBody): void => {
       if (done) return;
       if (event.type === 'start') event = { ...event, runId, workerId: this.workerId };
+      // A background run stopped by this worker (shutdown, unload) was not cancelled by anyone: it failed.
+      if (event.type === 'finish' && event.reason === 'cancelled' && command.background && !this.runs.get(runId)?.asked) {
+        const why = controller.signal.reason instanceof Error ? controller.signal.reason.message : 'stopped';
+        event = { type: 'error', error: new CortexError('worker_lost', `worker ${this.workerId} stopped this background response (${why}); create it again`).toBody() };
+      }
       if (event.type === 'finish' || event.type === 'error') done = true;
       if (event.type === 'finish') {
         this.logger.log({

@@ -79,6 +79,12 @@ export class ResponsesConfig {
    * no `encrypted_content` is returned.
    */
   @IsOptional() @IsString() reasoningKey?: string;
+  /**
+   * How long the events of a background response (`background: true`) are kept in JetStream, in
+   * seconds: `GET /v1/responses/{id}?stream=true` replays them within this time. The finished
+   * response itself is stored like any other (`ttl_s`).
+   */
+  @IsInt() @Min(60) backgroundEventsTtlS = 3600;
 }
 
 export class AuthConfig {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { StreamReader } from '@cortex/bus';
 import {
+  backgroundSubject,
   CortexError,
   streamSubject,
   Subjects,
@@ -37,6 +38,8 @@ export class InferenceRun {
   /** Dialect state from the translator (see DecodedRequest). */
   state: unknown = undefined;
   placement: Placement | null = null;
+  /** A background response's id: events go to its kept subject, and the worker runs it unwatched. */
+  backgroundOf: string | null = null;
   /** Called with the progress of a cold load this request waits for. */
   onLoadProgress: ((progress: LoadProgress) => void) | null = null;
   private placeMs: number | null = null;
@@ -74,6 +77,11 @@ export class InferenceRun {
     this.state = decoded.state;
     this.hops.decodeMs = performance.now() - started;
     return decoded.request;
+  }
+
+  /** A request the gateway made itself (a compaction's summary), run like a decoded one. */
+  use(request: CanonicalRequest): void {
+    this.request = request;
   }
 
   /**
@@ -195,11 +203,12 @@ export class InferenceRun {
 
   private async launch(workerId: string): Promise<StreamReader> {
     const request = this.required();
-    const subject = streamSubject(this.runId);
+    const subject = this.backgroundOf ? backgroundSubject(this.backgroundOf, this.runId) : streamSubject(this.runId);
     // Subscribe before asking the worker to start, so no early event is missed.
     const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
     this.reader = reader;
-    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
+    const model = this.placement?.model ?? request.model;
+    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model }, ...(this.backgroundOf && { background: true }) };
     const sent = performance.now();
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
@@ -250,6 +259,12 @@ export class InferenceRun {
   /** The first token's frame is on the client's socket: the last hop of time to first byte. */
   firstByteWritten(): void {
     if (this.hops.writeMs < 0 && this.firstEventAt) this.hops.writeMs = performance.now() - this.firstEventAt;
+  }
+
+  /** A background run has its first token: stop reading and leave it to run on the worker (no cancel). */
+  detach(): void {
+    this.ended = true;
+    if (this.placement) this.stopReading(this.placement.workerId, 'detached');
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */
