@@ -10,6 +10,7 @@ import { MessagesController } from './anthropic/messages.controller.js';
 import { ResponsesController } from './responses/responses.controller.js';
 import { AdminController } from './admin/admin.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
+import { ResponsesSocket } from './responses/ws/responses.socket.js';
 
 @Module({})
 export class GatewayModule {
@@ -18,7 +19,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [ChatController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, ResponsesSocket],
     };
   }
 }

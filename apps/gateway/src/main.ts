@@ -3,6 +3,7 @@ import { GatewayModule } from './gateway.module.js';
 import { ApiExceptionFilter } from './http/api-exception.filter.js';
 import { installAccess } from './http/access.js';
 import { installBodyDepth } from './http/body-depth.js';
+import { ResponsesSocket } from './responses/ws/responses.socket.js';
 
 export const start: ServiceStart = async (context) => {
   const { config } = context;
@@ -17,6 +18,7 @@ export const start: ServiceStart = async (context) => {
       const fastify = app.getHttpAdapter().getInstance();
       installAccess(fastify, config, context.logger);
       installBodyDepth(fastify);
+      app.get(ResponsesSocket).install(fastify);
     },
   });
   context.logger.log(`gateway listening on http://${config.gateway.listen}`, 'gateway');

@@ -13,7 +13,7 @@ import {
   type CanonicalRequest,
   type DecodedRequest,
 } from '@cortex/contracts';
-import { decodeChatRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import { decodeChatRequest, decodeMessagesRequest, decodeSocketTurn, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import { ResponsesService } from './responses/responses.service.js';
 
 /** Dialect bodies → the canonical request, and the Responses API's stored state. */
@@ -55,7 +55,7 @@ export class TranslatorController {
         return { request: withSession({ ...canonical, showReasoning: thinking }, request.session), droppedTools };
       }
       case 'openai.responses':
-        return this.responses.decode(request.body, request.session, this.options);
+        return this.responses.decode(request.body, request.session, this.options, request.socket && decodeSocketTurn(request.socket));
       default:
         throw new CortexError('not_found', `dialect ${String(request.dialect)} is not served by this translator`);
     }

@@ -73,6 +73,11 @@ export class ResponsesConfig {
    * no `encrypted_content` is returned.
    */
   @IsOptional() @IsString() reasoningKey?: string;
+  /**
+   * How long one WebSocket connection on `/v1/responses` may stay open (the spec's 60 minutes); then it
+   * ends with `websocket_connection_limit_reached` and the client opens a new one.
+   */
+  @IsInt() @Min(1000) websocketConnectionLimitMs = 60 * 60 * 1000;
 }
 
 export class AuthConfig {

@@ -7,7 +7,7 @@ import { respondJson } from '../http/error-response.js';
 import { InferenceService } from '../inference/inference.service.js';
 import type { DialectAdapter } from '../inference/dialect.js';
 import { InferenceResponder } from '../inference/inference.responder.js';
-import { responsesAdapter } from './responses.adapter.js';
+import { responsesAdapterFor } from './responses.adapter.js';
 
 /** OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens. */
 @Controller()
@@ -20,7 +20,7 @@ export class ResponsesController {
     private readonly bus: BusClient,
     @Inject(CONFIG) config: CortexConfig,
   ) {
-    this.adapter = responsesAdapter(bus, config.responses.reasoningEvents, config.responses.reasoningKey);
+    this.adapter = responsesAdapterFor(bus, config);
   }
 
   @Post(['v1/responses', 'responses'])

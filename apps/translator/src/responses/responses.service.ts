@@ -14,6 +14,7 @@ import {
   type ResponseResource,
   type ResponsesItem,
   type ResponsesState,
+  type SocketTurn,
   type StoredResponse,
 } from '@cortex/wire';
 import { ResponsesStore } from './responses.store.js';
@@ -30,9 +31,14 @@ export class ResponsesService {
     this.seal = config.responses.reasoningKey ? new ReasoningSeal(config.responses.reasoningKey) : undefined;
   }
 
-  /** Decodes a body and rebuilds the conversation it continues; `session` is a session header's affinity key. */
-  async decode(body: unknown, session?: string, options: DecodeOptions = {}): Promise<DecodedRequest & { droppedTools: string[] }> {
+  /**
+   * Decodes a body and rebuilds the conversation it continues; `session` is a session header's affinity
+   * key. A WebSocket turn (`socket`) continues its connection's latest response from memory when it
+   * names it, and gets the conversation before its input back in the state.
+   */
+  async decode(body: unknown, session?: string, options: DecodeOptions = {}, socket?: SocketTurn): Promise<DecodedRequest & { droppedTools: string[] }> {
     const decoded = decodeResponsesRequest(body, options);
+    const local = socket?.previous?.id === decoded.previousResponseId ? socket?.previous : undefined;
     const responseId = `resp_${randomBytes(16).toString('hex')}`;
     let history: ResponsesItem[] = [];
     let chain: string[] = [];
@@ -42,7 +48,12 @@ export class ResponsesService {
     // conversation, else the chain's first response (each response stores the key it ran under, and
     // follow-ups inherit it).
     let affinity = session ?? decoded.request.affinityKey;
-    if (decoded.previousResponseId) {
+    if (local) {
+      history = local.items;
+      // An unstored response has no stored chain: the history is stored with this one instead (see save).
+      chain = local.chain ? [...local.chain, local.id] : [];
+      affinity ??= local.affinityKey ?? affinityKey.response(local.id);
+    } else if (decoded.previousResponseId) {
       const previous = await this.store.get(decoded.previousResponseId);
       if (!previous) {
         throw new CortexError('previous_response_not_found', `Previous response with id '${decoded.previousResponseId}' not found.`, {
@@ -58,8 +69,8 @@ export class ResponsesService {
       conversationItems = history.length;
       affinity ??= affinityKey.conversation(decoded.conversation);
     }
-    // An unstored response cannot be continued, so it starts no chain worth remembering.
-    if (decoded.store) affinity ??= affinityKey.response(responseId);
+    // An unstored response cannot be continued (except on its WebSocket), so it starts no chain worth remembering.
+    if (decoded.store || socket) affinity ??= affinityKey.response(responseId);
     const referenced = await this.referencedItems(decoded.itemReferences, fetched);
     const input = resolveItemReferences(decoded.input, referenced).map((item, i) =>
       this.unseal(item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item),
@@ -77,6 +88,7 @@ export class ResponsesService {
       affinityKey: affinity,
       sealReasoning: decoded.encryptedReasoning,
       ...(Object.keys(decoded.toolNamespaces).length > 0 && { toolNamespaces: decoded.toolNamespaces }),
+      ...(socket && { history }),
     };
     return { request: { ...decoded.request, messages, affinityKey: affinity }, state, droppedTools: decoded.droppedTools };
   }
@@ -99,6 +111,8 @@ export class ResponsesService {
       ...(state.chain.length > 0 && { chain: state.chain }),
       ...(state.conversation && { conversation: state.conversation, conversationItems: state.conversationItems }),
       ...(state.affinityKey && { affinityKey: state.affinityKey }),
+      // A WebSocket turn that continues an unstored response: no chain leads here, so keep what came before.
+      ...(state.chain.length === 0 && !state.conversation && state.history?.length && { history: state.history }),
     };
     await this.store.put(stored);
     if (state.conversation) await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
