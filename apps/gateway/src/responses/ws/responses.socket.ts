@@ -3,7 +3,9 @@ import websocket from '@fastify/websocket';
 import type { FastifyInstance } from 'fastify';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
+import { CortexError } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
+import { sendError } from '../../http/error-response.js';
 import { requestIdOf } from '../../http/request-id.js';
 import { InferenceResponder } from '../../inference/inference.responder.js';
 import { InferenceService } from '../../inference/inference.service.js';
@@ -32,14 +34,23 @@ export class ResponsesSocket {
     // The largest message is one create body; the HTTP body limit applies to it as well.
     void fastify.register(websocket, { options: { maxPayload: this.config.gateway.bodyLimitBytes } });
     void fastify.register(async (scope) => {
-      for (const path of ['/v1/responses', '/responses']) {
-        scope.get(path, { websocket: true }, (socket, request) => {
-          const context = {
-            requestId: requestIdOf(request),
-            headers: request.headers,
-            session: sessionFromHeaders(request.headers, this.config.gateway.sessionHeaders),
-          };
-          new ResponsesConnection(socket, context, this.deps);
+      for (const url of ['/v1/responses', '/responses']) {
+        scope.route({
+          method: 'GET',
+          url,
+          // A plain GET (no upgrade) is told what this URL is for.
+          handler: (request, reply) => {
+            const error = new CortexError('not_found', `GET ${url} is the Responses WebSocket: connect with "Upgrade: websocket", or create a response with POST ${url}`);
+            sendError(reply, request.url, error, requestIdOf(request));
+          },
+          wsHandler: (socket, request) => {
+            const context = {
+              requestId: requestIdOf(request),
+              headers: request.headers,
+              session: sessionFromHeaders(request.headers, this.config.gateway.sessionHeaders),
+            };
+            new ResponsesConnection(socket, context, this.deps);
+          },
         });
       }
     });
