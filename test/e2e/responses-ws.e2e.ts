@@ -250,21 +250,65 @@ describe('responses websocket e2e', () => {
     assert.match(((await plain.json()) as { error: { message: string } }).error.message, /is the Responses WebSocket: connect with "Upgrade: websocket"/);
   });
 
-  it('responses ws - a connection past its time limit gets websocket_connection_limit_reached and is closed', async () => {
-    // A second gateway on the same bus, with a short limit.
-    const config = JSON.parse(readFileSync(stack.configPath, 'utf8')) as { gateway: Record<string, unknown>; responses?: Record<string, unknown> };
+  /** One more gateway on the same bus, with its own config over the stack's. */
+  const spawnGateway = async (name: string, override: Record<string, Record<string, unknown>>) => {
+    const config = JSON.parse(readFileSync(stack.configPath, 'utf8')) as Record<string, Record<string, unknown>>;
     const port = await freePort();
-    config.gateway.listen = `127.0.0.1:${port}`;
-    config.responses = { ...config.responses, websocket_connection_limit_ms: 1000 };
-    const path = `${stack.configPath}.limit.json`;
+    for (const [section, values] of Object.entries(override)) config[section] = { ...config[section], ...values };
+    config.gateway = { ...config.gateway, listen: `127.0.0.1:${port}` };
+    const path = `${stack.configPath}.${name}.json`;
     writeFileSync(path, JSON.stringify(config));
-    stack.spawnService('gateway', { CORTEX_CONFIG: path });
-    const limited = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: KEY, maxRetries: 0 });
-    await waitFor(async () => (await limited.models.list().catch(() => null)) !== null, 30_000);
+    const child = stack.spawnService('gateway', { CORTEX_CONFIG: path });
+    const target = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: KEY, maxRetries: 0 });
+    await waitFor(async () => (await target.models.list().catch(() => null)) !== null, 30_000);
+    return { child, client: target, port };
+  };
+
+  it('responses ws - a connection past its time limit gets websocket_connection_limit_reached and is closed', async () => {
+    const { client: limited } = await spawnGateway('limit', { responses: { websocket_connection_limit_ms: 1000 } });
     const socket = open({}, limited);
     await waitFor(() => socket.closed !== null, 30_000);
     const envelope = checkError(socket.events.filter((e) => e.type === 'error'), 400, 'websocket_connection_limit_reached');
     assert.match(envelope.error?.message ?? '', /open a new connection/);
     assert.equal(socket.closed?.code, 1000);
+  });
+
+  it('responses ws - with the Responses API switched off, the upgrade is refused like a POST', async () => {
+    const { port } = await spawnGateway('off', { gateway: { endpoints: { chat_completions: true, responses: false, messages: true } } });
+    const refused = await new Promise<number>((resolve, reject) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/responses`, { headers: { authorization: `Bearer ${KEY}` } });
+      ws.on('open', () => reject(new Error('the upgrade was accepted')));
+      ws.on('error', () => undefined);
+      ws.on('unexpected-response', (request, response) => {
+        request.destroy();
+        resolve(response.statusCode ?? 0);
+      });
+    });
+    assert.equal(refused, 404);
+  });
+
+  it('responses ws - a gateway that dies mid-turn: the worker cancels the run, another gateway continues from the store', async () => {
+    const { child: doomed, client: viaDoomed } = await spawnGateway('doomed', {});
+    const streams = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
+    const finishes = () => streams.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish' && e.reason === 'cancelled');
+    try {
+      const socket = open({}, viaDoomed);
+      const stored = checkTurn(await socket.turn({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather] }));
+      socket.send({ model: 'cortex-loop', input: 'Go.', max_output_tokens: 30_000, store: false });
+      await waitFor(() => socket.events.some((e) => e.type === 'response.output_text.delta'), 60_000, 20);
+      doomed.kill('SIGKILL');
+      await waitFor(() => socket.closed !== null, 30_000);
+      assert.equal(socket.closed?.code, 1006);
+      await waitFor(() => finishes().length > 0, 30_000);
+      assert.ok((finishes()[0]?.usage.completionTokens ?? 0) < 30_000);
+      const call = stored.output.find((o) => o.type === 'function_call');
+      const again = open();
+      const output = { type: 'function_call_output', call_id: call?.call_id, output: '{"temp_c": 21}' };
+      const next = checkTurn(await again.turn({ model: 'cortex-tools', previous_response_id: stored.id, input: [output], tools: [weather] }));
+      assert.equal(next.text, tools.expected.afterToolResult?.text);
+      again.close();
+    } finally {
+      streams.stop();
+    }
   });
 });
