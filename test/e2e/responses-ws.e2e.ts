@@ -192,6 +192,21 @@ describe('responses websocket e2e', () => {
     socket.close();
   });
 
+  it('responses ws - creates run in the order sent; past 16 waiting, one more is refused as busy', async () => {
+    const socket = open();
+    const from = socket.events.length;
+    // All sent at once: the first is in flight, 16 wait, the 18th finds the queue full.
+    for (let n = 0; n < 18; n++) socket.send({ model: 'cortex-chat', input: 'Say hello.', store: false, metadata: { n: String(n) } });
+    const metadataOf = (event: ServerEvent) => (event.response as { metadata?: Record<string, string> } | undefined)?.metadata?.n;
+    const completed = () => socket.events.slice(from).filter((e) => e.type === 'response.completed');
+    await waitFor(() => completed().length === 17, 120_000, 50);
+    assert.deepEqual(completed().map(metadataOf), Array.from({ length: 17 }, (_, n) => String(n)));
+    const busy = socket.events.slice(from).filter((e) => e.type === 'error');
+    checkError(busy, 429, 'busy');
+    assert.match(busy[0]?.error?.message ?? '', /open another connection for parallel runs/);
+    socket.close();
+  });
+
   it('responses ws - a client that disconnects cancels its run in the worker', async () => {
     const streams = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
     const finishes = () => streams.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish');
