@@ -56,6 +56,23 @@ class Socket {
   }
 }
 
+/** The HTTP answer to an upgrade the gateway refuses (a plain `ws` client: the refusal happens before any WebSocket). */
+function refusedUpgrade(url: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers });
+    ws.on('open', () => reject(new Error('the upgrade was accepted')));
+    ws.on('error', () => undefined);
+    ws.on('unexpected-response', (request, response) => {
+      let body = '';
+      response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      response.on('end', () => {
+        request.destroy();
+        resolve({ status: response.statusCode ?? 0, body });
+      });
+    });
+  });
+}
+
 describe('responses websocket e2e', () => {
   let stack: TestStack;
   let client: OpenAI;
@@ -199,7 +216,9 @@ describe('responses websocket e2e', () => {
     for (let n = 0; n < 18; n++) socket.send({ model: 'cortex-chat', input: 'Say hello.', store: false, metadata: { n: String(n) } });
     const metadataOf = (event: ServerEvent) => (event.response as { metadata?: Record<string, string> } | undefined)?.metadata?.n;
     const completed = () => socket.events.slice(from).filter((e) => e.type === 'response.completed');
-    await waitFor(() => completed().length === 17, 120_000, 50);
+    await waitFor(() => completed().length === 17, 120_000, 50).catch((error: Error) => {
+      throw new Error(`${error.message}: ${socket.events.slice(from).map((e) => e.type).join(' ')}\n${stack.logs().slice(-3000)}`);
+    });
     assert.deepEqual(completed().map(metadataOf), Array.from({ length: 17 }, (_, n) => String(n)));
     const busy = socket.events.slice(from).filter((e) => e.type === 'error');
     checkError(busy, 429, 'busy');
@@ -242,20 +261,8 @@ describe('responses websocket e2e', () => {
 
   it('responses ws - the upgrade is refused without a valid API key, with the HTTP status of a POST', async () => {
     const url = `${stack.baseUrl.replace('http', 'ws')}/v1/responses`;
-    for (const headers of [{}, { authorization: 'Bearer wrong' }]) {
-      const refused = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-        const ws = new WebSocket(url, { headers });
-        ws.on('open', () => reject(new Error('the upgrade was accepted')));
-        ws.on('error', () => undefined);
-        ws.on('unexpected-response', (request, response) => {
-          let body = '';
-          response.on('data', (chunk: Buffer) => (body += chunk.toString()));
-          response.on('end', () => {
-            request.destroy();
-            resolve({ status: response.statusCode ?? 0, body });
-          });
-        });
-      });
+    for (const headers of [{}, { authorization: 'Bearer wrong' }] as Array<Record<string, string>>) {
+      const refused = await refusedUpgrade(url, headers);
       assert.equal(refused.status, 401);
       assert.match(refused.body, /API key (is missing|is not valid)/);
     }
@@ -290,16 +297,9 @@ describe('responses websocket e2e', () => {
 
   it('responses ws - with the Responses API switched off, the upgrade is refused like a POST', async () => {
     const { port } = await spawnGateway('off', { gateway: { endpoints: { chat_completions: true, responses: false, messages: true } } });
-    const refused = await new Promise<number>((resolve, reject) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/responses`, { headers: { authorization: `Bearer ${KEY}` } });
-      ws.on('open', () => reject(new Error('the upgrade was accepted')));
-      ws.on('error', () => undefined);
-      ws.on('unexpected-response', (request, response) => {
-        request.destroy();
-        resolve(response.statusCode ?? 0);
-      });
-    });
-    assert.equal(refused, 404);
+    const refused = await refusedUpgrade(`ws://127.0.0.1:${port}/v1/responses`, { authorization: `Bearer ${KEY}` });
+    assert.equal(refused.status, 404);
+    assert.match(refused.body, /the Responses API is disabled on this gateway/);
   });
 
   it('responses ws - a gateway that dies mid-turn: the worker cancels the run, another gateway continues from the store', async () => {

@@ -40,7 +40,8 @@ export interface ConnectionContext {
 export class ResponsesConnection {
   private latest: LocalResponse | null = null;
   private queue: Promise<void> = Promise.resolve();
-  private waiting = 0;
+  /** Turns received and not finished: the one in flight and those waiting. */
+  private pending = 0;
   private turns = 0;
   private closed = false;
   /** The turn in flight, to cancel when the client goes. */
@@ -60,19 +61,23 @@ export class ResponsesConnection {
 
   private receive(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
-    if (this.waiting >= MAX_QUEUED) {
+    // One turn in flight and MAX_QUEUED waiting (counted on arrival, however the messages were batched).
+    if (this.pending > MAX_QUEUED) {
       const error = new CortexError('busy', `${MAX_QUEUED} response.create messages are already waiting on this connection: wait for their responses, or open another connection for parallel runs`);
       this.sendError(error);
       return;
     }
     const text = isBinary ? null : data.toString();
-    this.waiting++;
-    this.queue = this.queue.then(async () => {
-      this.waiting--;
-      if (this.closed) return;
-      if (text === null) this.sendError(new CortexError('invalid_request', 'binary messages are not accepted: send response.create as a JSON text message'));
-      else await this.turn(text);
-    });
+    this.pending++;
+    this.queue = this.queue
+      .then(async () => {
+        if (this.closed) return;
+        if (text === null) this.sendError(new CortexError('invalid_request', 'binary messages are not accepted: send response.create as a JSON text message'));
+        else await this.turn(text);
+      })
+      // A turn answers its own failures; this keeps one unexpected throw from stalling the turns behind it.
+      .catch((error: Error) => this.deps.inference.logger.error(`${this.context.requestId}: a WebSocket turn failed: ${error.message}`))
+      .finally(() => this.pending--);
   }
 
   private async turn(text: string): Promise<void> {
