@@ -2,6 +2,7 @@ import { startHttpApp, type ServiceStart } from '@cortex/bus';
 import { GatewayModule } from './gateway.module.js';
 import { ApiExceptionFilter } from './http/api-exception.filter.js';
 import { installAccess } from './http/access.js';
+import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
 
@@ -16,6 +17,7 @@ export const start: ServiceStart = async (context) => {
     configure: (app) => {
       app.useGlobalFilters(new ApiExceptionFilter());
       const fastify = app.getHttpAdapter().getInstance();
+      installArrival(fastify);
       installAccess(fastify, config, context.logger);
       installBodyDepth(fastify);
       app.get(ResponsesSocket).install(fastify);

@@ -13,7 +13,7 @@ import {
   type CanonicalRequest,
   type DecodedRequest,
 } from '@cortex/contracts';
-import { decodeChatRequest, decodeMessagesRequest, decodeSocketTurn, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import { decodeChatRequest, decodeCompletionRequest, decodeMessagesRequest, decodeSocketTurn, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import { ResponsesService } from './responses/responses.service.js';
 
 /** Dialect bodies → the canonical request, and the Responses API's stored state. */
@@ -54,6 +54,8 @@ export class TranslatorController {
         const { request: canonical, thinking, droppedTools } = decodeMessagesRequest(request.body, this.options);
         return { request: withSession({ ...canonical, showReasoning: thinking }, request.session), droppedTools };
       }
+      case 'openai.completions':
+        return { request: withSession(decodeCompletionRequest(request.body), request.session), droppedTools: [] };
       case 'openai.responses':
         return this.responses.decode(request.body, request.session, this.options, request.socket && decodeSocketTurn(request.socket));
       default:

@@ -5,11 +5,15 @@ import {
   CortexError,
   WATCH_INTERVAL_MS,
   type CanonicalRequest,
+  type EmbedCommand,
+  type EmbedResult,
   type EstimateCommand,
   type GenerateAccepted,
   type GenerateCommand,
   type LoadCommand,
   type LoadResult,
+  type RankCommand,
+  type RankResult,
   type StreamEventBody,
   type TokenCount,
   type UnloadReason,
@@ -17,15 +21,14 @@ import {
 } from '@cortex/contracts';
 import { BusClient, ensureEventsStream, StreamPublisher } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import type { Engine, EngineModel } from './engine/index.js';
+import { isRetrievalModel, type Engine, type EngineModel, type RetrievalModel } from './engine/index.js';
 import { HeartbeatPublisher } from './heartbeat.js';
 import { ModelRegistry, type RunningRequests } from './model-registry.js';
 import { ENGINE, WORKER_ID } from './worker.tokens.js';
 
 /**
- * One generate command being served. Its key is the command's `requestId`, which is the gateway's run
- * id (one per attempt on a worker), not the client's request id: that one travels in the
- * `x-request-id` header and is only logged.
+ * One generate command being served, keyed by the gateway's run id (one per attempt on a worker), not
+ * the client's request id: that one travels in the `x-request-id` header and is only logged.
  */
 interface ActiveRun {
   controller: AbortController;
@@ -76,12 +79,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
    * `requestId` is the client's request id from the message header, for the logs.
    */
   generate(command: GenerateCommand, receivedAt = performance.now(), requestId?: string): GenerateAccepted {
-    if (this.models.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
-    const served = this.models.ready(command.request.model);
-    const runId = command.requestId;
-    if (this.runs.has(runId)) {
-      throw new CortexError('invalid_request', `request ${runId} is already running`);
-    }
+    const { runId } = command;
+    const served = this.admit(command.request.model, runId);
     const model = served.model;
     const controller = new AbortController();
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
@@ -94,11 +93,55 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       void this.models.maybeDefrag();
     });
     this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done });
-    return { requestId: runId, workerId: this.workerId, queuePosition };
+    return { runId, workerId: this.workerId, queuePosition };
   }
 
   tokenize(request: CanonicalRequest): TokenCount {
     return { model: request.model, inputTokens: this.models.ready(request.model).model.countTokens(request) };
+  }
+
+  embed(command: EmbedCommand, requestId?: string): Promise<EmbedResult> {
+    return this.read(command.model, command.runId, requestId, async (model, signal) => {
+      const { vectors, tokens } = await model.embed(command.inputs, signal);
+      return { model: model.id, workerId: this.workerId, embeddings: vectors, promptTokens: tokens };
+    });
+  }
+
+  rank(command: RankCommand, requestId?: string): Promise<RankResult> {
+    return this.read(command.model, command.runId, requestId, async (model, signal) => {
+      const { scores, tokens } = await model.rank(command.query, command.documents, signal);
+      return { model: model.id, workerId: this.workerId, scores, promptTokens: tokens };
+    });
+  }
+
+  /**
+   * Runs an embedding or ranking request on a ready model and answers with its result. It is a run
+   * like a generation (cancel stops it, an unload drains it) but nobody watches it: the gateway
+   * waits for the reply instead.
+   */
+  private async read<T>(name: string, runId: string, requestId: string | undefined, work: (model: EngineModel & RetrievalModel, signal: AbortSignal) => Promise<T>): Promise<T> {
+    const served = this.admit(name, runId);
+    const model = served.model;
+    if (!isRetrievalModel(model)) throw new CortexError('invalid_request', `the model '${name}' is a chat model; it serves no embeddings or rankings`, { param: 'model' });
+    const controller = new AbortController();
+    served.touch();
+    this.logger.log({ msg: `${model.kind === 'ranking' ? 'ranking' : 'embedding'} with ${served.id}`, requestId, runId });
+    const result = work(model, controller.signal).finally(() => {
+      this.runs.delete(runId);
+      served.touch();
+      this.heartbeats.soon();
+    });
+    const done = result.then(() => undefined, () => undefined);
+    this.runs.set(runId, { controller, model: served.id, watchedAt: Number.POSITIVE_INFINITY, done });
+    return result;
+  }
+
+  /** The ready model for a new run: refused while draining, when the model is not ready here, or for a run id already running. */
+  private admit(model: string, runId: string): ReturnType<ModelRegistry['ready']> {
+    if (this.models.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
+    const served = this.models.ready(model);
+    if (this.runs.has(runId)) throw new CortexError('invalid_request', `request ${runId} is already running`);
+    return served;
   }
 
   cancel(runId: string, reason = 'cancelled'): boolean {
@@ -144,12 +187,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number, requestId?: string): Promise<void> {
-    const runId = command.requestId;
+    const { runId } = command;
     const stream = new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs, STREAM_KEEPALIVE_MS);
     let done = false;
     const emit = (event: StreamEventBody): void => {
       if (done) return;
-      if (event.type === 'start') event = { ...event, requestId: runId, workerId: this.workerId };
+      if (event.type === 'start') event = { ...event, runId, workerId: this.workerId };
       if (event.type === 'finish' || event.type === 'error') done = true;
       if (event.type === 'finish') {
         this.logger.log({

@@ -54,6 +54,12 @@ export class EndpointsConfig {
   @IsBoolean() chatCompletions = true;
   @IsBoolean() responses = true;
   @IsBoolean() messages = true;
+  /** Legacy text completions (`/v1/completions`), which code-completion clients still use. */
+  @IsBoolean() completions = true;
+  /** `/v1/embeddings`. */
+  @IsBoolean() embeddings = true;
+  /** `/v1/rerank` (also `/rerank` and `/v1/reranking`). */
+  @IsBoolean() rerank = true;
 }
 
 export class ResponsesConfig {
@@ -176,6 +182,19 @@ export class ModelConfig {
   /** Seconds unused before the model is unloaded; overrides `eviction.idle_ttl`. 0 keeps it. */
   @IsOptional() @IsInt() @Min(0) idleTtl?: number;
   @IsString() ownedBy = 'cortex';
+  /**
+   * Speculative decoding: a draft model that proposes tokens this one checks in one batch — the id
+   * of another catalogue model or a source in the forms of `file` (it must share this model's
+   * vocabulary) — or `lookup`, which drafts from the prompt itself (input lookup). Unset: none.
+   */
+  @IsOptional() @IsString() draft?: string;
+  /** `chat` generates; `embedding` serves /v1/embeddings, `ranking` /v1/rerank. */
+  @IsIn(['chat', 'embedding', 'ranking']) kind: 'chat' | 'embedding' | 'ranking' = 'chat';
+  /**
+   * An embedding model trained so that a prefix of its vector is an embedding too (Matryoshka):
+   * requests may then ask for fewer `dimensions`, which are cut and renormalized.
+   */
+  @IsBoolean() matryoshka = false;
 }
 
 export class WorkerConfig {
@@ -199,6 +218,12 @@ export class WorkerConfig {
    * a fast stream costs the bus, the gateway and the client 60 messages a second instead of hundreds.
    */
   @IsInt() @Min(0) @Max(1000) streamIntervalMs = 16;
+  /**
+   * `llama`: node-llama-cpp. `synthetic`: no inference at all — every model emits a fixed word at
+   * `synthetic_tokens_per_second` per stream, to measure cortex's own pipeline (`npm run bench:pipeline`).
+   */
+  @IsIn(['llama', 'synthetic']) engine: 'llama' | 'synthetic' = 'llama';
+  @IsInt() @Min(1) @Max(1_000_000) syntheticTokensPerSecond = 1_000;
 }
 
 export class CortexConfig {

@@ -8,11 +8,14 @@ import {
   workerSubject,
   type CanonicalRequest,
   type Dialect,
+  type GatewayHops,
   type ErrorCode,
   type FinishReason,
   type GenerateCommand,
   type LoadProgress,
+  type ModelKind,
   type Placement,
+  type RetrievalApi,
   type PlaceRequest,
   type RequestFinishedEvent,
   type StreamEvent,
@@ -37,6 +40,11 @@ export class InferenceRun {
   /** Called with the progress of a cold load this request waits for. */
   onLoadProgress: ((progress: LoadProgress) => void) | null = null;
   private placeMs: number | null = null;
+  /** Time to first byte inside the gateway, hop by hop; `writeMs` is set when the first token's frame is written. */
+  private readonly hops: GatewayHops = { parseMs: 0, decodeMs: 0, generateMs: 0, firstEventMs: 0, writeMs: -1 };
+  private firstEventAt = 0;
+  /** A request with no translated body (embeddings, rerank): the model it names and the kind it needs. */
+  private target: { model: string; kind: ModelKind } | null = null;
   private reader: StreamReader | null = null;
   private finished = false;
   status = 200;
@@ -47,15 +55,19 @@ export class InferenceRun {
 
   constructor(
     private readonly service: InferenceService,
-    readonly dialect: Dialect,
+    readonly dialect: Dialect | RetrievalApi,
     readonly requestId: string,
-  ) {}
+    arrivedAt = performance.now(),
+  ) {
+    this.hops.parseMs = performance.now() - arrivedAt;
+  }
 
   /**
    * Decodes the body in the translator service; `session` is a session header's affinity key, `socket`
    * what a Responses WebSocket turn adds (see DecodeRequest.socket).
    */
   async decode(body: unknown, session?: string, socket?: object): Promise<CanonicalRequest> {
+    const started = performance.now();
     const decoded = await this.service.bus.request(
       Subjects.translatorDecode,
       { dialect: this.dialect, body, ...(session && { session }), ...(socket && { socket }) },
@@ -63,6 +75,7 @@ export class InferenceRun {
     );
     this.request = decoded.request;
     this.state = decoded.state;
+    this.hops.decodeMs = performance.now() - started;
     return decoded.request;
   }
 
@@ -81,7 +94,10 @@ export class InferenceRun {
       try {
         reader = await this.launch(workerId);
         const iterator = reader[Symbol.asyncIterator]();
+        const accepted = performance.now();
         const head = await untilFirstToken(iterator);
+        this.firstEventAt = performance.now();
+        this.hops.firstEventMs = this.firstEventAt - accepted;
         return this.track(head, iterator);
       } catch (error) {
         // A worker that is alive but late (idle timeout) must not keep generating for nobody.
@@ -112,6 +128,13 @@ export class InferenceRun {
     return this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
   }
 
+  /** Places a request that has no translated body (embeddings, rerank) on a worker holding `model`, of `kind`; waits for a cold load. */
+  async placeFor(model: string, kind: ModelKind, exclude: string[] = []): Promise<Placement> {
+    this.target = { model, kind };
+    await this.placeOrWait(exclude);
+    return this.placement as Placement;
+  }
+
   /**
    * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
    * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
@@ -131,12 +154,12 @@ export class InferenceRun {
   }
 
   private async place(exclude: string[], affinity?: string): Promise<string> {
-    const request = this.required();
+    const model = this.target?.model ?? this.required().model;
     const placeStarted = performance.now();
     const onProgress = this.onLoadProgress;
-    const stopWatching = onProgress ? this.service.watchLoadProgress(request.model, onProgress) : null;
+    const stopWatching = onProgress ? this.service.watchLoadProgress(model, onProgress) : null;
     try {
-      const workerId = await this.askRouter(request.model, exclude, affinity);
+      const workerId = await this.askRouter(model, exclude, affinity);
       this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
       return workerId;
     } finally {
@@ -151,7 +174,8 @@ export class InferenceRun {
    * run, and a dead router's subscription is gone, so the queue group hands the try to a live one.
    */
   private async askRouter(model: string, exclude: string[], affinity: string | undefined): Promise<string> {
-    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }) };
+    const kind = this.target?.kind;
+    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }), ...(kind && kind !== 'chat' && { kind }) };
     const { placementTimeoutMs } = this.service.config.gateway;
     const deadline = Date.now() + placementTimeoutMs;
     for (let attempt = 0; ; attempt++) {
@@ -178,9 +202,11 @@ export class InferenceRun {
     // Subscribe before asking the worker to start, so no early event is missed.
     const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
     this.reader = reader;
-    const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
+    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
+    const sent = performance.now();
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
+      this.hops.generateMs = performance.now() - sent;
     } catch (error) {
       reader.close();
       throw error;
@@ -221,7 +247,12 @@ export class InferenceRun {
     this.service.watching.delete(this.runId);
     this.service.readers.delete(this.runId);
     reader.close();
-    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { requestId: this.runId, reason }, this.requestId);
+    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason }, this.requestId);
+  }
+
+  /** The first token's frame is on the client's socket: the last hop of time to first byte. */
+  firstByteWritten(): void {
+    if (this.hops.writeMs < 0 && this.firstEventAt) this.hops.writeMs = performance.now() - this.firstEventAt;
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */
@@ -238,7 +269,7 @@ export class InferenceRun {
     this.finished = true;
     const event: RequestFinishedEvent = {
       requestId: this.requestId,
-      model: this.placement?.model ?? this.request?.model ?? 'unknown',
+      model: this.placement?.model ?? this.request?.model ?? this.target?.model ?? 'unknown',
       workerId: this.placement?.workerId ?? null,
       dialect: this.dialect,
       stream: this.request?.stream ?? false,
@@ -251,6 +282,7 @@ export class InferenceRun {
       finishedAt: Date.now(),
       coldStart: this.placement?.coldStart ?? false,
       placeMs: this.placeMs,
+      hops: this.hops.writeMs < 0 ? null : this.hops,
     };
     this.service.recordFinished(event, this.runId);
   }
@@ -281,10 +313,10 @@ export class InferenceRun {
 const PLACE_TRY_MS = 2_000;
 
 /** How often a request is placed again because its model left the worker it was placed on. */
-const MAX_REPLACEMENTS = 3;
+export const MAX_REPLACEMENTS = 3;
 
 /** Failures that say nothing about the request itself, only about the worker that had it. */
-const RETRYABLE = new Set(['worker_lost', 'service_unavailable', 'timeout']);
+export const RETRYABLE: ReadonlySet<string> = new Set(['worker_lost', 'service_unavailable', 'timeout']);
 
 /** Reads events up to and including the first that carries output (or ends the stream). */
 async function untilFirstToken(iterator: AsyncIterator<StreamEvent>): Promise<StreamEvent[]> {

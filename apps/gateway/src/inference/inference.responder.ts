@@ -3,11 +3,15 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CortexError } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
 import { sendError, toCortexError } from '../http/error-response.js';
+import { arrivalOf } from '../http/arrival.js';
 import { requestIdOf } from '../http/request-id.js';
 import { SseWriter } from '../http/sse.writer.js';
 import type { DialectAdapter, DialectStream, SseOut } from './dialect.js';
 import type { InferenceRun } from './inference-run.js';
 import { InferenceService } from './inference.service.js';
+
+/** What the responder drives: one InferenceRun, or several behind one response (see FanOutRun). */
+export type ResponderRun = Pick<InferenceRun, 'runId' | 'startedAt' | 'state' | 'onLoadProgress' | 'decode' | 'start' | 'cancel' | 'fail' | 'finish' | 'firstByteWritten'>;
 
 /**
  * The HTTP side of one inference request, for any dialect: decode, place, generate, then either an
@@ -20,9 +24,10 @@ export class InferenceResponder {
 
   constructor(private readonly inference: InferenceService) {}
 
-  async handle(req: FastifyRequest, reply: FastifyReply, adapter: DialectAdapter): Promise<void> {
+  /** `open` makes the run to drive; by default one InferenceRun of the adapter's dialect. */
+  async handle(req: FastifyRequest, reply: FastifyReply, adapter: DialectAdapter, open?: (requestId: string) => ResponderRun): Promise<void> {
     const requestId = requestIdOf(req);
-    const run = this.inference.open(adapter.dialect, requestId);
+    const run = open?.(requestId) ?? this.inference.open(adapter.dialect, requestId, arrivalOf(req));
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
@@ -66,7 +71,7 @@ export class InferenceResponder {
    * Writes a run's events as the dialect renders them, the final event's frames only once `settle` has
    * run (the response is stored). Shared by SSE and the Responses WebSocket.
    */
-  async stream(run: InferenceRun, sse: FrameSink, renderer: Pick<DialectStream, 'frames' | 'settle'>): Promise<void> {
+  async stream(run: ResponderRun, sse: FrameSink, renderer: Pick<DialectStream, 'frames' | 'settle'>): Promise<void> {
     // While a model loads or the request queues, keep the connection visibly alive with comment frames.
     const keepAlive = setInterval(() => sse.comment('keep-alive'), this.inference.config.gateway.keepAliveMs);
     try {
@@ -75,6 +80,7 @@ export class InferenceResponder {
         const out = renderer.frames(event);
         if (event.type === 'finish') await renderer.settle?.();
         for (const frame of out) write(sse, frame);
+        if (event.type !== 'start' && event.type !== 'keepalive') run.firstByteWritten();
         // Take the next event only once the client has taken this one (see SseWriter.drained).
         if (sse.needsDrain) await sse.drained();
       }
@@ -96,7 +102,7 @@ export class InferenceResponder {
    * offers it, and as a comment line once the stream has started (progress alone does not start it, so
    * a load that fails can still be answered with a real HTTP status).
    */
-  private showLoadProgress(run: InferenceRun, sse: SseWriter, renderer: DialectStream, header: string | string[] | undefined): void {
+  private showLoadProgress(run: ResponderRun, sse: SseWriter, renderer: DialectStream, header: string | string[] | undefined): void {
     const asked = typeof header === 'string' ? header.toLowerCase() : undefined;
     const mode = asked === 'reasoning' || asked === 'comments' ? asked : this.inference.config.gateway.loadProgress;
     run.onLoadProgress = (progress) => {

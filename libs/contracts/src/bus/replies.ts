@@ -1,5 +1,6 @@
 import { array, boolean, fail, integer, number, object, oneOf, optionalString, string } from '../fields.js';
 import type { ErrorBody } from '../errors/error-codes.js';
+import { modelKindOf } from '../retrieval/retrieval.messages.js';
 import { decodeCanonicalRequest } from '../generate/canonical-request.js';
 import type { DecodedRequest, GenerateAccepted, TokenCount } from '../generate/generate.messages.js';
 import {
@@ -47,7 +48,7 @@ export function decodePlacement(value: unknown): Placement {
 export function decodeGenerateAccepted(value: unknown): GenerateAccepted {
   const accepted = object(value, 'accepted');
   return {
-    requestId: string(accepted.requestId, 'requestId'),
+    runId: string(accepted.runId, 'runId'),
     workerId: string(accepted.workerId, 'workerId'),
     queuePosition: integer(accepted.queuePosition, 'queuePosition', 0),
   };
@@ -143,6 +144,7 @@ function catalogueEntry(value: unknown, at: string): CatalogueEntry {
     integer(l.inFlight, `${at}.locations[${i}].inFlight`, 0);
     integer(l.queued, `${at}.locations[${i}].queued`, 0);
   });
+  modelKindOf(entry.kind, `${at}.kind`);
   if (entry.capabilities !== null) {
     const caps = object(entry.capabilities, `${at}.capabilities`);
     for (const key of ['tools', 'reasoning', 'vision']) boolean(caps[key], `${at}.capabilities.${key}`);

@@ -3,7 +3,7 @@ import { object, string } from '../fields.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from './canonical-request.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 
-export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages'] as const;
+export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages', 'openai.completions'] as const;
 export type Dialect = (typeof DIALECTS)[number];
 
 /** gateway → translator: decode one HTTP body of a dialect into the canonical request. */
@@ -31,7 +31,8 @@ export interface DecodedRequest {
 
 /** gateway → worker: run this request and publish its events on `streamSubject`. */
 export interface GenerateCommand {
-  requestId: string;
+  /** The gateway's run id: one per placement of a request, the key of its stream and of cancels. */
+  runId: string;
   streamSubject: string;
   request: CanonicalRequest;
 }
@@ -39,14 +40,14 @@ export interface GenerateCommand {
 /** Checks a `generate` command from the bus (the worker's hot path: see decodeCanonicalRequest). */
 export function decodeGenerateCommand(value: unknown): GenerateCommand {
   const command = object(value, 'generate');
-  string(command.requestId, 'requestId');
+  string(command.runId, 'runId');
   string(command.streamSubject, 'streamSubject');
   decodeCanonicalRequest(command.request, 'request');
   return command as unknown as GenerateCommand;
 }
 
 export interface GenerateAccepted {
-  requestId: string;
+  runId: string;
   workerId: string;
   /** How many requests were ahead of this one when it was admitted. */
   queuePosition: number;
@@ -67,7 +68,7 @@ export interface TokenCount {
 }
 
 export class CancelCommand {
-  @IsString() requestId!: string;
+  @IsString() runId!: string;
   @IsOptional() @IsString() reason?: string;
 }
 
@@ -78,6 +79,12 @@ export interface Usage {
   cachedPromptTokens: number;
   completionTokens: number;
   reasoningTokens: number;
+  /**
+   * Speculative decoding (a model with a `draft`): tokens the draft model (or input lookup) proposed,
+   * and how many of them the model accepted. Absent for models without a draft.
+   */
+  draftTokens?: number;
+  acceptedDraftTokens?: number;
 }
 
 export interface Timings {
@@ -99,7 +106,7 @@ export interface Timings {
  * one per event; a gap means lost messages and is treated as an error by the consumer.
  */
 export type StreamEvent =
-  | { seq: number; type: 'start'; requestId: string; workerId: string; model: string; promptTokens: number }
+  | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number }
   | { seq: number; type: 'text'; text: string }
   | { seq: number; type: 'reasoning'; text: string }
   | { seq: number; type: 'tool_call'; index: number; id: string; name: string }

@@ -21,6 +21,8 @@ export const Subjects = {
   workerGenerate: `llm.worker.v1.${WORKER_ID_TOKEN}.generate`,
   workerCancel: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel`,
   workerTokenize: `llm.worker.v1.${WORKER_ID_TOKEN}.tokenize`,
+  workerEmbed: `llm.worker.v1.${WORKER_ID_TOKEN}.embed`,
+  workerRank: `llm.worker.v1.${WORKER_ID_TOKEN}.rank`,
   workerLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.load`,
   workerUnload: `llm.worker.v1.${WORKER_ID_TOKEN}.unload`,
   workerEstimate: `llm.worker.v1.${WORKER_ID_TOKEN}.estimate`,
