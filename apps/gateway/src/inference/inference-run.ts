@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { StreamReader } from '@cortex/bus';
+import { StreamReader, type BusClient } from '@cortex/bus';
+import type { CortexConfig } from '@cortex/config';
+import type { Logger } from '@nestjs/common';
 import {
   backgroundSubject,
   CortexError,
@@ -17,7 +19,6 @@ import {
   type ModelKind,
   type Placement,
   type RetrievalApi,
-  type PlaceRequest,
   type RequestFinishedEvent,
   type StreamEvent,
   type TokenCount,
@@ -25,10 +26,22 @@ import {
   type Usage,
   decodeDecodedRequest,
   decodeGenerateAccepted,
-  decodePlacement,
   decodeTokenCount,
 } from '@cortex/contracts';
-import type { InferenceService } from './inference.service.js';
+import type { PlacementClient } from './placement-client.js';
+import { MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
+
+/** What a run needs from the gateway's inference service (InferenceService). */
+export interface RunServices {
+  readonly bus: BusClient;
+  readonly config: CortexConfig;
+  readonly logger: Pick<Logger, 'log' | 'warn'>;
+  readonly placer: PlacementClient;
+  /** A stream now read from `workerId`: told to the worker in watch messages, ended if the worker goes down. */
+  watch(runId: string, workerId: string, reader: StreamReader): void;
+  unwatch(runId: string): void;
+  recordFinished(event: RequestFinishedEvent, runId: string): void;
+}
 
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
@@ -50,14 +63,14 @@ export class InferenceRun {
   private target: { model: string; kind: ModelKind } | null = null;
   private reader: StreamReader | null = null;
   private finished = false;
-  status = 200;
-  errorCode: ErrorCode | null = null;
-  finishReason: FinishReason | null = null;
-  usage: Usage | null = null;
-  timings: Timings | null = null;
+  private status = 200;
+  private errorCode: ErrorCode | null = null;
+  private finishReason: FinishReason | null = null;
+  private usage: Usage | null = null;
+  private timings: Timings | null = null;
 
   constructor(
-    private readonly service: InferenceService,
+    private readonly service: RunServices,
     readonly dialect: Dialect | RetrievalApi,
     readonly requestId: string,
     arrivedAt = performance.now(),
@@ -110,7 +123,7 @@ export class InferenceRun {
       } catch (error) {
         // A worker that is alive but late (idle timeout) must not keep generating for nobody.
         if (reader) this.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`);
-        if (!(error instanceof CortexError) || this.cancelled) throw error;
+        if (!(error instanceof CortexError) || this.stopped.signal.aborted) throw error;
         // The worker is fine but its model just went (swapped out between placement and generate):
         // the router knows by now, so ask again without holding it against the worker.
         if (error.code === 'model_not_ready' && replaced < MAX_REPLACEMENTS) {
@@ -143,65 +156,15 @@ export class InferenceRun {
     return this.placement as Placement;
   }
 
-  /**
-   * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
-   * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
-   */
+  /** Places the request (a cold load included) and notes where and how long it took. */
   private async placeOrWait(exclude: string[], affinity?: string): Promise<string> {
-    const deadline = performance.now() + this.service.config.gateway.workerWaitMs;
-    for (;;) {
-      // Counted before asking, so a worker that joins between the answer and the wait is not missed.
-      const seen = this.service.workerEvents.ups;
-      try {
-        return await this.place(exclude, affinity);
-      } catch (error) {
-        if (!(error instanceof CortexError) || error.code !== 'no_worker' || this.cancelled) throw error;
-        if (!(await this.service.workerEvents.upAfter(seen, deadline - performance.now(), this.stopped.signal))) throw error;
-      }
-    }
-  }
-
-  private async place(exclude: string[], affinity?: string): Promise<string> {
     const model = this.target?.model ?? this.required().model;
-    const placeStarted = performance.now();
-    const onProgress = this.onLoadProgress;
-    const stopWatching = onProgress ? this.service.watchLoadProgress(model, onProgress) : null;
-    try {
-      const workerId = await this.askRouter(model, exclude, affinity);
-      this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
-      return workerId;
-    } finally {
-      stopWatching?.();
-    }
-  }
-
-  /**
-   * Asks the routers (a queue group) in tries of PLACE_TRY_MS: a router killed mid-placement never
-   * answers, and one request would wait out the whole placement timeout. An unanswered try is sent
-   * again with the same run id; a live router joins the placement it already has under way for the
-   * run, and a dead router's subscription is gone, so the queue group hands the try to a live one.
-   */
-  private async askRouter(model: string, exclude: string[], affinity: string | undefined): Promise<string> {
     const kind = this.target?.kind;
-    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }), ...(kind && kind !== 'chat' && { kind }) };
-    const { placementTimeoutMs } = this.service.config.gateway;
-    const deadline = Date.now() + placementTimeoutMs;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        this.placement = await this.service.bus.request(Subjects.routerPlace, { ...place, attempt }, {
-          decode: decodePlacement,
-          requestId: this.requestId,
-          timeoutMs: Math.max(1, Math.min(PLACE_TRY_MS, deadline - Date.now())),
-        });
-        return this.placement.workerId;
-      } catch (error) {
-        // Only the bus's own timeout (it carries the NATS error as cause) means "no answer"; a router
-        // that answers with an error (its own `timeout` included) has answered.
-        const unanswered = error instanceof CortexError && error.code === 'timeout' && error.cause !== undefined;
-        if (!unanswered || this.cancelled) throw error;
-        if (Date.now() >= deadline) throw new CortexError('timeout', `${Subjects.routerPlace} did not answer within ${placementTimeoutMs} ms`, { cause: error });
-      }
-    }
+    const ask = { model, runId: this.runId, requestId: this.requestId, exclude, ...(affinity && { affinity }), ...(kind && { kind }), onLoadProgress: this.onLoadProgress, signal: this.stopped.signal };
+    const { placement, ms } = await this.service.placer.place(ask);
+    this.placement = placement;
+    this.placeMs = (this.placeMs ?? 0) + ms;
+    return placement.workerId;
   }
 
   private async launch(workerId: string): Promise<StreamReader> {
@@ -221,22 +184,19 @@ export class InferenceRun {
       throw error;
     }
     reader.arm();
-    this.service.watching.set(this.runId, workerId);
-    this.service.readers.set(this.runId, reader);
+    this.service.watch(this.runId, workerId, reader);
     return reader;
   }
-
-  /** The client went away: stop the worker so the slot frees at once. */
-  private cancelled = false;
 
   /** Aborted when the client goes, to end waits that no longer serve anyone. */
   private readonly stopped = new AbortController();
 
+  /** The client went away: end every wait and stop the worker so the slot frees at once. */
   cancel(reason: string): void {
-    this.cancelled = true;
     this.stopped.abort();
-    if (this.finished || !this.placement || !this.reader) return;
+    if (this.finished) return;
     this.finishReason = 'cancelled';
+    if (!this.placement || !this.reader) return;
     this.stopReading(this.placement.workerId, reason);
   }
 
@@ -253,8 +213,7 @@ export class InferenceRun {
     const reader = this.reader;
     if (!reader) return;
     this.reader = null;
-    this.service.watching.delete(this.runId);
-    this.service.readers.delete(this.runId);
+    this.service.unwatch(this.runId);
     reader.close();
     if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason }, this.requestId);
   }
@@ -268,6 +227,12 @@ export class InferenceRun {
   detach(): void {
     this.ended = true;
     if (this.placement) this.stopReading(this.placement.workerId, 'detached');
+  }
+
+  /** A request answered without a stream (embeddings, rerank): its usage for the request-finished event. */
+  answered(promptTokens: number): void {
+    this.usage = { promptTokens, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
+    this.finishReason = 'stop';
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */
@@ -323,15 +288,6 @@ export class InferenceRun {
     return this.request;
   }
 }
-
-/** How long one try of a placement waits for a router before asking again (a cold load spans many tries). */
-const PLACE_TRY_MS = 2_000;
-
-/** How often a request is placed again because its model left the worker it was placed on. */
-export const MAX_REPLACEMENTS = 3;
-
-/** Failures that say nothing about the request itself, only about the worker that had it. */
-export const RETRYABLE: ReadonlySet<string> = new Set(['worker_lost', 'service_unavailable', 'timeout']);
 
 /** Reads events up to and including the first that carries output (or ends the stream). */
 async function untilFirstToken(iterator: AsyncIterator<StreamEvent>): Promise<StreamEvent[]> {

@@ -14,19 +14,21 @@ import {
   type TokenCount,
   decodeLoadProgress,
 } from '@cortex/contracts';
-import { InferenceRun } from './inference-run.js';
+import { InferenceRun, type RunServices } from './inference-run.js';
+import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
 
 /** How long a worker declared down has to show it still holds its subjects ("no responders" comes at once). */
 const DOWN_PROBE_MS = 1_000;
 
 @Injectable()
-export class InferenceService implements OnModuleInit, OnModuleDestroy {
+export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServices {
   readonly logger = new Logger('inference');
-  /** Streams this gateway is reading, by run id → worker id; told to the workers so they can drop the rest. */
-  readonly watching = new Map<string, string>();
-  /** The reader of each watched stream, by run id, to end it when its worker is declared down. */
-  readonly readers = new Map<string, StreamReader>();
+  /**
+   * Streams this gateway is reading, by run id: told to their workers every few seconds so they can
+   * drop the rest, and ended when their worker is declared down.
+   */
+  private readonly streams = new Map<string, { workerId: string; reader: StreamReader }>();
   private timer: NodeJS.Timeout | null = null;
   private readonly events: EventPublisher;
   /** Catalogue id by the name a request may use (the id or an alias), to follow a cold load's progress. */
@@ -35,6 +37,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
   private progress: Subscription | null = null;
   readonly workerEvents: WorkerEvents;
+  readonly placer: PlacementClient;
 
   constructor(
     readonly bus: BusClient,
@@ -42,6 +45,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
   ) {
     this.events = new EventPublisher(bus.nc);
     this.workerEvents = new WorkerEvents(bus, this.logger, (workerId) => void this.endStreamsOf(workerId));
+    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher));
     for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.modelIds.set(name, model.id);
   }
 
@@ -86,7 +90,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
    * timeout still ends them if it never comes back.
    */
   private async endStreamsOf(workerId: string): Promise<void> {
-    const runIds = [...this.watching].filter(([, holder]) => holder === workerId).map(([runId]) => runId);
+    const runIds = [...this.streams].filter(([, stream]) => stream.workerId === workerId).map(([runId]) => runId);
     if (runIds.length === 0) return;
     // `watch` is what this gateway sends the worker anyway; it has no reply, so only "no responders" is quick.
     const gone = await this.bus.unreachable(workerSubject(Subjects.workerWatch, workerId), { runIds }, DOWN_PROBE_MS);
@@ -95,7 +99,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
       return;
     }
     for (const runId of runIds) {
-      this.readers.get(runId)?.fail(new CortexError('worker_lost', `worker ${workerId} is down (its heartbeats stopped and nothing serves its subjects)`));
+      this.streams.get(runId)?.reader.fail(new CortexError('worker_lost', `worker ${workerId} is down (its heartbeats stopped and nothing serves its subjects)`));
     }
   }
 
@@ -112,12 +116,20 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
 
   private sendWatch(): void {
     const byWorker = new Map<string, string[]>();
-    for (const [runId, workerId] of this.watching) {
+    for (const [runId, { workerId }] of this.streams) {
       const runs = byWorker.get(workerId);
       if (runs) runs.push(runId);
       else byWorker.set(workerId, [runId]);
     }
     for (const [workerId, runIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { runIds });
+  }
+
+  watch(runId: string, workerId: string, reader: StreamReader): void {
+    this.streams.set(runId, { workerId, reader });
+  }
+
+  unwatch(runId: string): void {
+    this.streams.delete(runId);
   }
 
   open(dialect: Dialect | RetrievalApi, requestId: string, arrivedAt?: number): InferenceRun {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { CortexError, Subjects, workerSubject, type ModelKind, type RetrievalApi } from '@cortex/contracts';
-import { MAX_REPLACEMENTS, RETRYABLE } from '../inference/inference-run.js';
+import { MAX_REPLACEMENTS, RETRYABLE } from '../inference/retry.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { toCortexError } from '../http/error-response.js';
 
@@ -21,10 +21,7 @@ export class RetrievalService {
   /** The work's result; `tokens` reads its prompt tokens for usage and metrics. */
   async run<T>(api: RetrievalApi, requestId: string, target: { model: string; kind: ModelKind }, call: RetrievalCall<T>, tokens: (result: T) => number, closed: AbortSignal): Promise<T> {
     const run = this.inference.open(api, requestId);
-    const onClose = (): void => {
-      run.finishReason = 'cancelled';
-      run.cancel('client disconnected');
-    };
+    const onClose = (): void => run.cancel('client disconnected');
     closed.addEventListener('abort', onClose, { once: true });
     const exclude: string[] = [];
     let replaced = 0;
@@ -36,9 +33,7 @@ export class RetrievalService {
         closed.addEventListener('abort', cancel, { once: true });
         try {
           const result = await call({ workerId, model }, run.runId);
-          const promptTokens = tokens(result);
-          run.usage = { promptTokens, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
-          run.finishReason = 'stop';
+          run.answered(tokens(result));
           return result;
         } catch (error) {
           if (!(error instanceof CortexError) || closed.aborted) throw error;

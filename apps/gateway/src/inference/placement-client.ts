@@ -1,0 +1,97 @@
+import { performance } from 'node:perf_hooks';
+import type { BusClient } from '@cortex/bus';
+import type { GatewayConfig } from '@cortex/config';
+import { CortexError, decodePlacement, Subjects, type LoadProgress, type ModelKind, type Placement, type PlaceRequest } from '@cortex/contracts';
+import type { WorkerEvents } from './worker-events.js';
+
+/** How long one try of a placement waits for a router before asking again (a cold load spans many tries). */
+const PLACE_TRY_MS = 2_000;
+
+/** One run's question to the routers. */
+export interface PlaceAsk {
+  model: string;
+  runId: string;
+  requestId: string;
+  /** Workers not to use (a retry after one of them failed). */
+  exclude: string[];
+  affinity?: string;
+  /** Absent or `chat`: a generating model. */
+  kind?: ModelKind;
+  /** Called with each progress step of a cold load the placement waits for. */
+  onLoadProgress: ((progress: LoadProgress) => void) | null;
+  /** Aborted when the client goes: every wait ends. */
+  signal: AbortSignal;
+}
+
+/** A placement and the time the router took to answer it (a cold load included). */
+export interface Placed {
+  placement: Placement;
+  ms: number;
+}
+
+/** The gateway's side of placement: asking the router queue group, and waiting for a first worker. */
+export class PlacementClient {
+  constructor(
+    private readonly bus: BusClient,
+    private readonly config: Pick<GatewayConfig, 'placementTimeoutMs' | 'workerWaitMs'>,
+    private readonly workerEvents: WorkerEvents,
+    private readonly watchLoadProgress: (model: string, watcher: (progress: LoadProgress) => void) => () => void,
+  ) {}
+
+  /**
+   * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
+   * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
+   */
+  async place(ask: PlaceAsk): Promise<Placed> {
+    const deadline = performance.now() + this.config.workerWaitMs;
+    for (;;) {
+      // Counted before asking, so a worker that joins between the answer and the wait is not missed.
+      const seen = this.workerEvents.ups;
+      try {
+        return await this.watched(ask);
+      } catch (error) {
+        if (!(error instanceof CortexError) || error.code !== 'no_worker' || ask.signal.aborted) throw error;
+        if (!(await this.workerEvents.upAfter(seen, deadline - performance.now(), ask.signal))) throw error;
+      }
+    }
+  }
+
+  private async watched(ask: PlaceAsk): Promise<Placed> {
+    const started = performance.now();
+    const stopWatching = ask.onLoadProgress ? this.watchLoadProgress(ask.model, ask.onLoadProgress) : null;
+    try {
+      const placement = await this.askRouter(ask);
+      return { placement, ms: performance.now() - started };
+    } finally {
+      stopWatching?.();
+    }
+  }
+
+  /**
+   * Asks the routers (a queue group) in tries of PLACE_TRY_MS: a router killed mid-placement never
+   * answers, and one request would wait out the whole placement timeout. An unanswered try is sent
+   * again with the same run id; a live router joins the placement it already has under way for the
+   * run, and a dead router's subscription is gone, so the queue group hands the try to a live one.
+   */
+  private async askRouter(ask: PlaceAsk): Promise<Placement> {
+    const { model, exclude, runId, affinity, kind } = ask;
+    const place: PlaceRequest = { model, exclude, runId, ...(affinity && { affinity }), ...(kind && kind !== 'chat' && { kind }) };
+    const { placementTimeoutMs } = this.config;
+    const deadline = Date.now() + placementTimeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.bus.request(Subjects.routerPlace, { ...place, attempt }, {
+          decode: decodePlacement,
+          requestId: ask.requestId,
+          timeoutMs: Math.max(1, Math.min(PLACE_TRY_MS, deadline - Date.now())),
+        });
+      } catch (error) {
+        // Only the bus's own timeout (it carries the NATS error as cause) means "no answer"; a router
+        // that answers with an error (its own `timeout` included) has answered.
+        const unanswered = error instanceof CortexError && error.code === 'timeout' && error.cause !== undefined;
+        if (!unanswered || ask.signal.aborted) throw error;
+        if (Date.now() >= deadline) throw new CortexError('timeout', `${Subjects.routerPlace} did not answer within ${placementTimeoutMs} ms`, { cause: error });
+      }
+    }
+  }
+}
