@@ -14,7 +14,7 @@ const STOP_GRACE_MS = 15_000;
 export async function serveOne(name: AppService): Promise<void> {
   const { config } = loadConfig();
   const logger = createLogger(name, config.logLevel, config.logFormat);
-  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
+  const nc = await connectBus({ url: config.nats.url, auth: config.nats, replicas: config.nats.replicas, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
   const start = await loadService(name);
   const running = await start({ config, nc, logger });
   let stopping = false;

@@ -12,3 +12,4 @@ export * from './events.js';
 export * from './logger.js';
 export * from './kv-watch.js';
 export * from './payload.js';
+export * from './replicas.js';

@@ -111,6 +111,16 @@ export class NatsConfig {
    */
   @Matches(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, { message: 'must be dot-separated tokens of letters, digits, _ or -' }) inboxPrefix = '_INBOX';
   @ValidateNested() @Type(() => NatsTlsConfig) tls = new NatsTlsConfig();
+  /**
+   * Copies JetStream keeps of each stream, KV bucket and object store cortex creates: 1 on a single
+   * server, 3 on a NATS cluster (state then survives losing a server). Buckets that already exist keep theirs.
+   */
+  @IsInt() @Min(1) @Max(5) replicas = 1;
+  /**
+   * With several servers in `url`: try them in random order (spreads clients over a cluster), or, when
+   * false, in the order listed (e.g. each service's nearest server first).
+   */
+  @IsBoolean() randomize = true;
 }
 
 export class MetricsConfig {

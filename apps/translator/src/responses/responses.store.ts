@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
-import { BusClient, maxPayload } from '@cortex/bus';
+import type { KV } from '@nats-io/kv';
+import { BusClient, maxPayload, openKv } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { array, Buckets, CortexError, object, optionalArray, string } from '@cortex/contracts';
 import type { ResponsesItem, StoredResponse } from '@cortex/wire';
@@ -31,11 +31,10 @@ export class ResponsesStore implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    const kvm = new Kvm(this.bus.nc);
     const { ttlS, maxStored } = this.config.responses;
     const options = { ttl: ttlS * 1000, history: 1 };
-    this.responses = await kvm.create(RESPONSES_BUCKET, options);
-    this.conversations = await kvm.create(CONVERSATIONS_BUCKET, options);
+    this.responses = await openKv(this.bus.nc, RESPONSES_BUCKET, options);
+    this.conversations = await openKv(this.bus.nc, CONVERSATIONS_BUCKET, options);
     // KV buckets refuse writes when full; a store of past responses should forget the oldest instead.
     const jsm = await jetstreamManager(this.bus.nc);
     for (const bucket of [RESPONSES_BUCKET, CONVERSATIONS_BUCKET]) {
