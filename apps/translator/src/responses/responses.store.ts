@@ -49,12 +49,13 @@ export class ResponsesStore implements OnModuleInit {
 
   async get(id: string): Promise<StoredResponse | null> {
     if (!KEY.test(id)) return null;
-    const entry = await this.responses.get(id);
+    const entry = await reach(RESPONSES_BUCKET, () => this.responses.get(id));
     return entry && entry.operation === 'PUT' ? storedResponse(entry.json<unknown>(), id) : null;
   }
 
   async put(stored: StoredResponse): Promise<void> {
-    await this.responses.put(stored.resource.id, this.fitting(JSON.stringify(stored), `response ${stored.resource.id}`));
+    const value = this.fitting(JSON.stringify(stored), `response ${stored.resource.id}`);
+    await reach(RESPONSES_BUCKET, () => this.responses.put(stored.resource.id, value));
   }
 
   /**
@@ -72,13 +73,13 @@ export class ResponsesStore implements OnModuleInit {
 
   async delete(id: string): Promise<boolean> {
     if (!(await this.get(id))) return false;
-    await this.responses.delete(id);
+    await reach(RESPONSES_BUCKET, () => this.responses.delete(id));
     return true;
   }
 
   async conversation(id: string): Promise<ResponsesItem[]> {
     assertKey(id, 'conversation');
-    const entry = await this.conversations.get(id);
+    const entry = await reach(CONVERSATIONS_BUCKET, () => this.conversations.get(id));
     return entry && entry.operation === 'PUT' ? entry.json<StoredConversation>().items : [];
   }
 
@@ -86,7 +87,7 @@ export class ResponsesStore implements OnModuleInit {
   async appendToConversation(id: string, items: readonly ResponsesItem[]): Promise<void> {
     assertKey(id, 'conversation');
     for (let attempt = 0; attempt < 10; attempt++) {
-      const entry = await this.conversations.get(id);
+      const entry = await reach(CONVERSATIONS_BUCKET, () => this.conversations.get(id));
       const current = entry && entry.operation === 'PUT' ? entry.json<StoredConversation>().items : [];
       const value = this.fitting(JSON.stringify({ items: [...current, ...items] } satisfies StoredConversation), `conversation ${id}`);
       try {
@@ -98,6 +99,19 @@ export class ResponsesStore implements OnModuleInit {
       }
     }
     throw new CortexError('internal', `conversation ${id}: too many concurrent writers`);
+  }
+}
+
+/**
+ * A JetStream error here (no stream leader while a NATS cluster elects a new one, a timeout) means the
+ * store is briefly out of reach: 503 with a retry hint, not a 500.
+ */
+async function reach<T>(bucket: string, operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    if (error instanceof CortexError) throw error;
+    throw new CortexError('service_unavailable', `the JetStream KV bucket ${bucket} did not answer (${(error as Error).message}); retry in a few seconds (a NATS cluster that lost a server first elects a new leader)`, { retryAfter: 2, cause: error });
   }
 }
 
