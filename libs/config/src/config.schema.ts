@@ -217,6 +217,9 @@ export class CortexConfig {
   @IsArray() @ValidateNested({ each: true }) @Type(() => ModelConfig) models: ModelConfig[] = [];
   @ValidateNested() @Type(() => WorkerConfig) worker = new WorkerConfig();
   @IsIn(['trace', 'debug', 'info', 'warn', 'error']) logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' = 'info';
-  /** `json`: one pino JSON object per line (for log pipelines); `pretty`: Nest's coloured console lines. */
-  @IsIn(['json', 'pretty']) logFormat: 'json' | 'pretty' = 'json';
+  /**
+   * `json`: one pino JSON object per line (for log pipelines); `pretty`: one readable line per record
+   * (pino-pretty). Unset: pretty when stdout is a terminal, json otherwise.
+   */
+  @IsOptional() @IsIn(['json', 'pretty']) logFormat?: 'json' | 'pretty';
 }
