@@ -26,7 +26,11 @@ export class RawBaseline {
     const gpu = options.gpu === 'cpu' ? false : (options.gpu as 'auto' | 'cuda' | 'vulkan' | 'metal');
     const llama = await getLlama({ gpu, logLevel: LlamaLogLevel.error, build: 'never' });
     const model = await llama.loadModel({ modelPath: options.path });
-    const context = await model.createContext({ contextSize: options.contextSize, sequences: 1, threads: options.threads });
+    // The worker turns flash attention off on the CPU for heads under 32 dimensions (llama-engine.ts:
+    // 3-12x slower prompts there); the baseline must run the same kernels.
+    const heads = (model.fileInfo.architectureMetadata as { attention?: { head_count?: number } }).attention?.head_count;
+    const smallHeads = gpu === false && heads !== undefined && model.embeddingVectorSize / heads < 32;
+    const context = await model.createContext({ contextSize: options.contextSize, sequences: 1, threads: options.threads, ...(smallHeads && { flashAttention: false }) });
     // The same rendered chat prompt the worker evaluates, so both decode at the same positions.
     const { contextText } = resolveChatWrapper(model).generateContextState({
       chatHistory: [

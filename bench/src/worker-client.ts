@@ -30,7 +30,7 @@ export class WorkerClient {
     const subject = streamSubject(runId);
     const reader = new StreamReader(this.nc, subject, { idleTimeoutMs: 30_000 });
     const request: CanonicalRequest = { model, messages: [{ role: 'user', content: prompt }], sampling: { temperature: 0, maxTokens }, stream: true };
-    const command: GenerateCommand = { requestId: runId, streamSubject: subject, request };
+    const command: GenerateCommand = { runId, streamSubject: subject, request };
     const started = performance.now();
     await this.bus.request(workerSubject(Subjects.workerGenerate, this.workerId), command);
     reader.arm();

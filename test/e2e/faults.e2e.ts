@@ -220,7 +220,7 @@ describe('faults e2e', () => {
   // A frozen process still holds its subjects, so it is not taken for dead: the stream idle timeout ends it.
   it('faults - a worker frozen mid-stream: the stream ends at the idle timeout with an error and the worker is told to stop', async (t) => {
     const worker = processOf('worker');
-    const cancels = await watchBus<{ requestId: string; reason: string }>(stack.nc, workerSubject(Subjects.workerCancel, 'w1'));
+    const cancels = await watchBus<{ runId: string; reason: string }>(stack.nc, workerSubject(Subjects.workerCancel, 'w1'));
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
     let frozenAt = 0;
     let error: Error | null = null;
@@ -238,7 +238,7 @@ describe('faults e2e', () => {
     try {
       assert.match(error?.message ?? 'no error', /no event from the worker/);
       await waitFor(() => cancels.messages.length > 0, 5_000);
-      const runId = cancels.messages[0]?.requestId ?? '';
+      const runId = cancels.messages[0]?.runId ?? '';
       // Once it runs again, the worker reads the cancel and ends the generation: the slot is free.
       const events = await watchBus<StreamEvent>(stack.nc, streamSubject(runId));
       worker.kill('SIGCONT');
@@ -253,7 +253,7 @@ describe('faults e2e', () => {
 
   it('faults - gateway killed mid-stream: the client sees the connection drop, the worker stops the orphaned stream', async (t) => {
     const gateway = processOf('gateway');
-    const streams = await watchBus<StreamEvent & { requestId?: string }>(stack.nc, Subjects.streamsAll);
+    const streams = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
     let killedAt = 0;
     let error: Error | null = null;
     try {

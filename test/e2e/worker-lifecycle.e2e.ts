@@ -82,7 +82,7 @@ describe('worker lifecycle e2e', () => {
     const events = await watchBus<StreamEvent>(stack.nc, streamSubject(queued));
     const first = await watchBus<StreamEvent>(stack.nc, streamSubject(running));
     const command = (id: string) => ({
-      requestId: id,
+      runId: id,
       streamSubject: streamSubject(id),
       request: { model: 'cortex-loop', messages: user, sampling: { maxTokens: 30_000 }, stream: true },
     });
@@ -90,10 +90,10 @@ describe('worker lifecycle e2e', () => {
     await bus.request(generate, command(running));
     // cortex-loop has one slot: the second waits for it until it is cancelled.
     await bus.request(generate, command(queued));
-    await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { requestId: queued, reason: 'client went away' });
+    await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { runId: queued, reason: 'client went away' });
     const errors = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'error' }> => e.type === 'error');
     await waitFor(() => errors().length > 0, 10_000);
-    await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { requestId: running, reason: 'test over' });
+    await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { runId: running, reason: 'test over' });
     // The slot is free again only once the running one has ended; the next test needs it.
     await waitFor(() => first.messages.some((e) => e.type === 'finish' || e.type === 'error'), 20_000);
     first.stop();

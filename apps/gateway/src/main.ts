@@ -2,6 +2,7 @@ import { startHttpApp, type ServiceStart } from '@cortex/bus';
 import { GatewayModule } from './gateway.module.js';
 import { ApiExceptionFilter } from './http/api-exception.filter.js';
 import { installAccess } from './http/access.js';
+import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
 
 export const start: ServiceStart = async (context) => {
@@ -15,6 +16,7 @@ export const start: ServiceStart = async (context) => {
     configure: (app) => {
       app.useGlobalFilters(new ApiExceptionFilter());
       const fastify = app.getHttpAdapter().getInstance();
+      installArrival(fastify);
       installAccess(fastify, config, context.logger);
       installBodyDepth(fastify);
     },

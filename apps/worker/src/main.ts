@@ -1,5 +1,5 @@
 import { startBusApp, type ServiceStart } from '@cortex/bus';
-import { LlamaEngine } from './engine/index.js';
+import { LlamaEngine, SyntheticEngine, type Engine } from './engine/index.js';
 import { WorkerModule } from './worker.module.js';
 import { defaultWorkerId, WorkerService } from './worker.service.js';
 
@@ -10,11 +10,10 @@ export const start: ServiceStart = async (context) => {
     // Must be set before the backend initialises CUDA.
     process.env.CUDA_VISIBLE_DEVICES = String(config.worker.device);
   }
-  const engine = await LlamaEngine.create({
-    gpu: config.worker.gpu,
-    threads: config.worker.threads,
-    log: (line) => logger.log(line, 'engine'),
-  });
+  const engine: Engine =
+    config.worker.engine === 'synthetic'
+      ? new SyntheticEngine(config.worker.syntheticTokensPerSecond)
+      : await LlamaEngine.create({ gpu: config.worker.gpu, threads: config.worker.threads, log: (line) => logger.log(line, 'engine') });
   const workerId = defaultWorkerId(config, engine.backend);
   return startBusApp(WorkerModule.register(config, nc, engine, workerId), {
     service: 'worker',

@@ -24,7 +24,7 @@ export class WorkerController {
   @MessagePattern(Subjects.workerCancel)
   cancel(payload: unknown) {
     const command = decodeMessage(CancelCommand, payload);
-    return { cancelled: this.worker.cancel(command.requestId, command.reason) };
+    return { cancelled: this.worker.cancel(command.runId, command.reason) };
   }
 
   @MessagePattern(Subjects.workerLoad)
@@ -45,6 +45,6 @@ export class WorkerController {
 
   @EventPattern(Subjects.workerWatch)
   watch(payload: unknown) {
-    this.worker.watch(decodeMessage(WatchMessage, payload).requestIds);
+    this.worker.watch(decodeMessage(WatchMessage, payload).runIds);
   }
 }

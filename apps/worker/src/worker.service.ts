@@ -23,9 +23,8 @@ import { ModelRegistry, type RunningRequests } from './model-registry.js';
 import { ENGINE, WORKER_ID } from './worker.tokens.js';
 
 /**
- * One generate command being served. Its key is the command's `requestId`, which is the gateway's run
- * id (one per attempt on a worker), not the client's request id: that one travels in the
- * `x-request-id` header and is only logged.
+ * One generate command being served, keyed by the gateway's run id (one per attempt on a worker), not
+ * the client's request id: that one travels in the `x-request-id` header and is only logged.
  */
 interface ActiveRun {
   controller: AbortController;
@@ -78,7 +77,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   generate(command: GenerateCommand, receivedAt = performance.now(), requestId?: string): GenerateAccepted {
     if (this.models.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
     const served = this.models.ready(command.request.model);
-    const runId = command.requestId;
+    const { runId } = command;
     if (this.runs.has(runId)) {
       throw new CortexError('invalid_request', `request ${runId} is already running`);
     }
@@ -94,7 +93,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       void this.models.maybeDefrag();
     });
     this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done });
-    return { requestId: runId, workerId: this.workerId, queuePosition };
+    return { runId, workerId: this.workerId, queuePosition };
   }
 
   tokenize(request: CanonicalRequest): TokenCount {
@@ -144,12 +143,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number, requestId?: string): Promise<void> {
-    const runId = command.requestId;
+    const { runId } = command;
     const stream = new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs, STREAM_KEEPALIVE_MS);
     let done = false;
     const emit = (event: StreamEventBody): void => {
       if (done) return;
-      if (event.type === 'start') event = { ...event, requestId: runId, workerId: this.workerId };
+      if (event.type === 'start') event = { ...event, runId, workerId: this.workerId };
       if (event.type === 'finish' || event.type === 'error') done = true;
       if (event.type === 'finish') {
         this.logger.log({

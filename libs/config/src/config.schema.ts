@@ -204,6 +204,12 @@ export class WorkerConfig {
    * a fast stream costs the bus, the gateway and the client 60 messages a second instead of hundreds.
    */
   @IsInt() @Min(0) @Max(1000) streamIntervalMs = 16;
+  /**
+   * `llama`: node-llama-cpp. `synthetic`: no inference at all — every model emits a fixed word at
+   * `synthetic_tokens_per_second` per stream, to measure cortex's own pipeline (`npm run bench:pipeline`).
+   */
+  @IsIn(['llama', 'synthetic']) engine: 'llama' | 'synthetic' = 'llama';
+  @IsInt() @Min(1) @Max(1_000_000) syntheticTokensPerSecond = 1_000;
 }
 
 export class CortexConfig {

@@ -25,6 +25,7 @@ export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'st
   { env: 'CORTEX_WORKER_ID', path: 'worker.id', type: 'string' },
   { env: 'CORTEX_WORKER_THREADS', path: 'worker.threads', type: 'int' },
   { env: 'CORTEX_WORKER_GPU', path: 'worker.gpu', type: 'string' },
+  { env: 'CORTEX_WORKER_ENGINE', path: 'worker.engine', type: 'string' },
   { env: 'CORTEX_WORKER_DEVICE', path: 'worker.device', type: 'int' },
   { env: 'CORTEX_WORKER_MEMORY_BUDGET', path: 'worker.memory_budget', type: 'int' },
   { env: 'CORTEX_MODELS_DIR', path: 'worker.models_dir', type: 'string' },

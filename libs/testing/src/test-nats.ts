@@ -13,6 +13,8 @@ export interface TestNats {
   kill?(): Promise<void>;
   /** Local servers only: starts it again on the same port and JetStream store, after `kill`. */
   restart?(): Promise<void>;
+  /** Local servers only: the server's process id (for CPU accounting in benchmarks). */
+  pid?(): number | undefined;
 }
 
 function dockerReachable(): boolean {
@@ -71,5 +73,6 @@ export async function startTestNats(options: TestNatsOptions = {}): Promise<Test
     restart: async () => {
       server = await startNatsServer({ port: server.port, storeDir, ...serverOptions });
     },
+    pid: () => server.process.pid,
   };
 }

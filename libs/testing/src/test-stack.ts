@@ -25,6 +25,8 @@ export interface StackOptions {
   nats?: TestNats;
   /** Environment per service name (e.g. its own `CORTEX_NATS_URL`); `spawnService`'s own env wins. */
   serviceEnv?: Record<string, Record<string, string>>;
+  /** Node options for every service process, e.g. `--cpu-prof` for a benchmark's profile. */
+  nodeArgs?: string[];
 }
 
 export interface StackNatsAuth {
@@ -91,7 +93,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   const processes = new Map<string, ChildProcess>();
   let counter = 0;
   const spawnService = (name: string, env: Record<string, string> = {}): ChildProcess => {
-    const child = spawn(process.execPath, [CLI, 'serve', name], {
+    const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CLI, 'serve', name], {
       cwd: ROOT,
       env: { ...process.env, CORTEX_CONFIG: configPath, CORTEX_NATS_URL: nats.url, NO_COLOR: '1', ...options.natsAuth?.services[name], ...options.serviceEnv?.[name], ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

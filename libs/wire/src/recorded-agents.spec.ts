@@ -89,7 +89,7 @@ describe('recorded agents - Codex CLI 0.169.0 through the Responses decoder', ()
     assert.deepEqual(decoded.toolNamespaces, Object.fromEntries(CODEX_NAMESPACE.map((name) => [name, 'multi_agent_v1'])));
     const encoder = new ResponsesStreamEncoder({ id: 'resp_1', createdAt: 1, echo: decoded.echo, toolNamespaces: decoded.toolNamespaces });
     const events = [
-      { type: 'start', requestId: 'r', workerId: 'w', model: 'm', promptTokens: 1 },
+      { type: 'start', runId: 'r', workerId: 'w', model: 'm', promptTokens: 1 },
       { type: 'tool_call', index: 0, id: 'call_a', name: 'wait_agent' },
       { type: 'tool_args', index: 0, delta: '{"targets":["a"]}' },
       { type: 'tool_call', index: 1, id: 'call_b', name: 'exec_command' },

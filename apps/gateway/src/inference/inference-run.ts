@@ -8,6 +8,7 @@ import {
   workerSubject,
   type CanonicalRequest,
   type Dialect,
+  type GatewayHops,
   type ErrorCode,
   type FinishReason,
   type GenerateCommand,
@@ -37,6 +38,9 @@ export class InferenceRun {
   /** Called with the progress of a cold load this request waits for. */
   onLoadProgress: ((progress: LoadProgress) => void) | null = null;
   private placeMs: number | null = null;
+  /** Time to first byte inside the gateway, hop by hop; `writeMs` is set when the first token's frame is written. */
+  private readonly hops: GatewayHops = { parseMs: 0, decodeMs: 0, generateMs: 0, firstEventMs: 0, writeMs: -1 };
+  private firstEventAt = 0;
   private reader: StreamReader | null = null;
   private finished = false;
   status = 200;
@@ -49,10 +53,14 @@ export class InferenceRun {
     private readonly service: InferenceService,
     readonly dialect: Dialect,
     readonly requestId: string,
-  ) {}
+    arrivedAt = performance.now(),
+  ) {
+    this.hops.parseMs = performance.now() - arrivedAt;
+  }
 
   /** Decodes the body in the translator service; `session` is a session header's affinity key. */
   async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
+    const started = performance.now();
     const decoded = await this.service.bus.request(
       Subjects.translatorDecode,
       { dialect: this.dialect, body, ...(session && { session }) },
@@ -60,6 +68,7 @@ export class InferenceRun {
     );
     this.request = decoded.request;
     this.state = decoded.state;
+    this.hops.decodeMs = performance.now() - started;
     return decoded.request;
   }
 
@@ -78,7 +87,10 @@ export class InferenceRun {
       try {
         reader = await this.launch(workerId);
         const iterator = reader[Symbol.asyncIterator]();
+        const accepted = performance.now();
         const head = await untilFirstToken(iterator);
+        this.firstEventAt = performance.now();
+        this.hops.firstEventMs = this.firstEventAt - accepted;
         return this.track(head, iterator);
       } catch (error) {
         // A worker that is alive but late (idle timeout) must not keep generating for nobody.
@@ -175,9 +187,11 @@ export class InferenceRun {
     // Subscribe before asking the worker to start, so no early event is missed.
     const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
     this.reader = reader;
-    const command: GenerateCommand = { requestId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
+    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
+    const sent = performance.now();
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
+      this.hops.generateMs = performance.now() - sent;
     } catch (error) {
       reader.close();
       throw error;
@@ -218,7 +232,12 @@ export class InferenceRun {
     this.service.watching.delete(this.runId);
     this.service.readers.delete(this.runId);
     reader.close();
-    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { requestId: this.runId, reason }, this.requestId);
+    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason }, this.requestId);
+  }
+
+  /** The first token's frame is on the client's socket: the last hop of time to first byte. */
+  firstByteWritten(): void {
+    if (this.hops.writeMs < 0 && this.firstEventAt) this.hops.writeMs = performance.now() - this.firstEventAt;
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */
@@ -248,6 +267,7 @@ export class InferenceRun {
       finishedAt: Date.now(),
       coldStart: this.placement?.coldStart ?? false,
       placeMs: this.placeMs,
+      hops: this.hops.writeMs < 0 ? null : this.hops,
     };
     this.service.recordFinished(event, this.runId);
   }

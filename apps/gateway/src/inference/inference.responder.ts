@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CortexError } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
 import { sendError, toCortexError } from '../http/error-response.js';
+import { arrivalOf } from '../http/arrival.js';
 import { requestIdOf } from '../http/request-id.js';
 import { SseWriter } from '../http/sse.writer.js';
 import type { StreamEvent } from '@cortex/contracts';
@@ -23,7 +24,7 @@ export class InferenceResponder {
 
   async handle(req: FastifyRequest, reply: FastifyReply, adapter: DialectAdapter): Promise<void> {
     const requestId = requestIdOf(req);
-    const run = this.inference.open(adapter.dialect, requestId);
+    const run = this.inference.open(adapter.dialect, requestId, arrivalOf(req));
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
@@ -79,6 +80,7 @@ export class InferenceResponder {
         const out = frames(event);
         if (event.type === 'finish') await settle();
         for (const frame of out) write(sse, frame);
+        if (event.type !== 'start' && event.type !== 'keepalive') run.firstByteWritten();
         // Take the next event only once the client has taken this one (see SseWriter.drained).
         if (sse.needsDrain) await sse.drained();
       }

@@ -88,7 +88,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
     const runIds = [...this.watching].filter(([, holder]) => holder === workerId).map(([runId]) => runId);
     if (runIds.length === 0) return;
     // `watch` is what this gateway sends the worker anyway; it has no reply, so only "no responders" is quick.
-    const gone = await this.bus.unreachable(workerSubject(Subjects.workerWatch, workerId), { requestIds: runIds }, DOWN_PROBE_MS);
+    const gone = await this.bus.unreachable(workerSubject(Subjects.workerWatch, workerId), { runIds }, DOWN_PROBE_MS);
     if (!gone) {
       this.logger.warn(`worker ${workerId} was declared down but still holds its subjects: its ${runIds.length} stream(s) go on, bounded by the idle timeout`);
       return;
@@ -116,11 +116,11 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
       if (runs) runs.push(runId);
       else byWorker.set(workerId, [runId]);
     }
-    for (const [workerId, requestIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { requestIds });
+    for (const [workerId, runIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { runIds });
   }
 
-  open(dialect: Dialect, requestId: string): InferenceRun {
-    return new InferenceRun(this, dialect, requestId);
+  open(dialect: Dialect, requestId: string, arrivedAt?: number): InferenceRun {
+    return new InferenceRun(this, dialect, requestId, arrivedAt);
   }
 
   /** count_tokens / input_tokens: decoded and placed like a generation, but only tokenized. */

@@ -98,7 +98,7 @@ export class Decode {
   async run(): Promise<void> {
     const { prompt, sequence, job } = this.plan;
     const cached = await this.reusePrefix();
-    this.emit({ type: 'start', requestId: '', workerId: '', model: this.model.id, promptTokens: prompt.length });
+    this.emit({ type: 'start', runId: '', workerId: '', model: this.model.id, promptTokens: prompt.length });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.
     const evaluationStartedAt = performance.now();

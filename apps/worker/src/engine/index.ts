@@ -1,2 +1,3 @@
 export type { Engine, EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 export { LlamaEngine } from './llama-engine.js';
+export { SyntheticEngine, SYNTHETIC_TOKEN } from './synthetic-engine.js';

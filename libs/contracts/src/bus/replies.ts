@@ -47,7 +47,7 @@ export function decodePlacement(value: unknown): Placement {
 export function decodeGenerateAccepted(value: unknown): GenerateAccepted {
   const accepted = object(value, 'accepted');
   return {
-    requestId: string(accepted.requestId, 'requestId'),
+    runId: string(accepted.runId, 'runId'),
     workerId: string(accepted.workerId, 'workerId'),
     queuePosition: integer(accepted.queuePosition, 'queuePosition', 0),
   };

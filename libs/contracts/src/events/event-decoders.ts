@@ -2,7 +2,7 @@ import { array, boolean, fail, integer, number, object, oneOf, optionalNumber, o
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
 import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
 import type { DefragEvent, LoadFailedEvent, LoadProgress, WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
-import type { BusStatusEvent, RequestFinishedEvent } from './request-finished.event.js';
+import type { BusStatusEvent, GatewayHops, RequestFinishedEvent } from './request-finished.event.js';
 
 /**
  * Readers for the events metrics consumes. An event comes from another process, possibly another
@@ -29,6 +29,7 @@ export function decodeRequestFinished(value: unknown): RequestFinishedEvent {
     durationMs: number(event.durationMs, 'durationMs'),
     coldStart: boolean(event.coldStart, 'coldStart'),
     placeMs: nullable(event.placeMs, (v) => number(v, 'placeMs')),
+    hops: nullable(event.hops, (v) => hops(object(v, 'hops'))),
     finishedAt: number(event.finishedAt, 'finishedAt'),
   };
 }
@@ -87,7 +88,7 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       string(event.text, 'text');
       break;
     case 'start':
-      string(event.requestId, 'requestId');
+      string(event.runId, 'runId');
       string(event.workerId, 'workerId');
       string(event.model, 'model');
       integer(event.promptTokens, 'promptTokens', 0);
@@ -139,6 +140,11 @@ function timings(value: Json): Timings {
     durationMs: number(value.durationMs, 'timings.durationMs'),
     queueMs: number(value.queueMs, 'timings.queueMs'),
   };
+}
+
+function hops(value: Json): GatewayHops {
+  const ms = (field: keyof GatewayHops): number => number(value[field], `hops.${field}`);
+  return { parseMs: ms('parseMs'), decodeMs: ms('decodeMs'), generateMs: ms('generateMs'), firstEventMs: ms('firstEventMs'), writeMs: ms('writeMs') };
 }
 
 /** Null and absent both read as null (older events left optional fields out). */

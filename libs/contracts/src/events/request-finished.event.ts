@@ -20,7 +20,26 @@ export interface RequestFinishedEvent {
   coldStart: boolean;
   /** Round trip of the placement request to the router (cold loads included), or null if not placed. */
   placeMs: number | null;
+  /** Where a stream's time to first byte went inside the gateway; null without a first token. */
+  hops?: GatewayHops | null;
   finishedAt: number;
+}
+
+/**
+ * The gateway's part of time to first byte, in ms, hop by hop (`npm run bench:gateway` prints it).
+ * The worker's part (queue, template and tokenizing, prompt evaluation) is in `timings`.
+ */
+export interface GatewayHops {
+  /** Request arrival → handler: reading and parsing the body, access checks. */
+  parseMs: number;
+  /** The translator's decode round trip. */
+  decodeMs: number;
+  /** `generate` sent → the worker's acceptance. */
+  generateMs: number;
+  /** Acceptance → the first token's event read from the bus (the worker's time to first token, mostly). */
+  firstEventMs: number;
+  /** That event → its frame written to the client's socket. */
+  writeMs: number;
 }
 
 /** Every few seconds from each service, for bus health metrics. */

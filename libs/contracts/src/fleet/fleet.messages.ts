@@ -92,7 +92,7 @@ export class UnloadCommand {
 }
 
 export class WatchMessage {
-  @IsArray() @IsString({ each: true }) requestIds!: string[];
+  @IsArray() @IsString({ each: true }) runIds!: string[];
 }
 
 /** worker → everyone while a model loads. */

@@ -25,7 +25,7 @@ const request = () => ({
 const command = (changes: (r: ReturnType<typeof request>) => void = () => {}) => {
   const r = request();
   changes(r);
-  return { requestId: 'run1', streamSubject: streamSubject('run1'), request: r };
+  return { runId: 'run1', streamSubject: streamSubject('run1'), request: r };
 };
 
 function rejects(payload: unknown, param: string): void {
@@ -50,13 +50,13 @@ describe('canonical request decoding', () => {
   });
 
   it('canonical request - optional fields may be absent or null', () => {
-    const minimal = { requestId: 'r', streamSubject: 's', request: { model: 'm', messages: [], sampling: {}, stream: false, tools: null, responseFormat: null } };
+    const minimal = { runId: 'r', streamSubject: 's', request: { model: 'm', messages: [], sampling: {}, stream: false, tools: null, responseFormat: null } };
     assert.equal(decodeGenerateCommand(minimal), minimal);
   });
 
   it('canonical request - each rule names the field that breaks it', () => {
     rejects('generate me', 'generate');
-    rejects({ ...command(), requestId: 7 }, 'requestId');
+    rejects({ ...command(), runId: 7 }, 'runId');
     rejects({ ...command(), streamSubject: undefined }, 'streamSubject');
     rejects({ ...command(), request: [] }, 'request');
     rejects(command((r) => void ((r as { model: unknown }).model = null)), 'request.model');

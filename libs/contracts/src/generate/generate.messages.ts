@@ -26,7 +26,8 @@ export interface DecodedRequest {
 
 /** gateway → worker: run this request and publish its events on `streamSubject`. */
 export interface GenerateCommand {
-  requestId: string;
+  /** The gateway's run id: one per placement of a request, the key of its stream and of cancels. */
+  runId: string;
   streamSubject: string;
   request: CanonicalRequest;
 }
@@ -34,14 +35,14 @@ export interface GenerateCommand {
 /** Checks a `generate` command from the bus (the worker's hot path: see decodeCanonicalRequest). */
 export function decodeGenerateCommand(value: unknown): GenerateCommand {
   const command = object(value, 'generate');
-  string(command.requestId, 'requestId');
+  string(command.runId, 'runId');
   string(command.streamSubject, 'streamSubject');
   decodeCanonicalRequest(command.request, 'request');
   return command as unknown as GenerateCommand;
 }
 
 export interface GenerateAccepted {
-  requestId: string;
+  runId: string;
   workerId: string;
   /** How many requests were ahead of this one when it was admitted. */
   queuePosition: number;
@@ -62,7 +63,7 @@ export interface TokenCount {
 }
 
 export class CancelCommand {
-  @IsString() requestId!: string;
+  @IsString() runId!: string;
   @IsOptional() @IsString() reason?: string;
 }
 
@@ -94,7 +95,7 @@ export interface Timings {
  * one per event; a gap means lost messages and is treated as an error by the consumer.
  */
 export type StreamEvent =
-  | { seq: number; type: 'start'; requestId: string; workerId: string; model: string; promptTokens: number }
+  | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number }
   | { seq: number; type: 'text'; text: string }
   | { seq: number; type: 'reasoning'; text: string }
   | { seq: number; type: 'tool_call'; index: number; id: string; name: string }

@@ -23,7 +23,7 @@ const options = { id: 'msg_1', model: 'claude-x', thinking: false };
 function events(...bodies: Array<Record<string, unknown>>): StreamEvent[] {
   return bodies.map((body, seq) => ({ seq, ...body }) as StreamEvent);
 }
-const start = { type: 'start', requestId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 10 };
+const start = { type: 'start', runId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 10 };
 const finish = (reason: string) => ({ type: 'finish', reason, usage, timings });
 
 function encodeAll(list: StreamEvent[], thinking = false): AnthropicFrame[] {

@@ -29,7 +29,7 @@ const usage = { promptTokens: 12, cachedPromptTokens: 2, completionTokens: 9, re
 const timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 100, durationMs: 10, queueMs: 0 };
 const script = (thinkingText: boolean): StreamEvent[] => {
   const bodies: Array<Record<string, unknown>> = [
-    { type: 'start', requestId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 12 },
+    { type: 'start', runId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 12 },
     { type: 'keepalive' },
     ...(thinkingText ? [{ type: 'reasoning', text: 'The user ' }, { type: 'reasoning', text: 'wants weather.' }] : []),
     { type: 'text', text: 'Let me ' },

@@ -93,7 +93,7 @@ describe('openai chat codec', () => {
   it('openai chat codec - stream chunks put the role first and usage last', () => {
     const encoder = new ChatChunkEncoder({ id: 'chatcmpl-1', model: 'm', created: 1, includeUsage: true });
     const events: StreamEvent[] = [
-      { seq: 0, type: 'start', requestId: 'r', workerId: 'w', model: 'm', promptTokens: 5 },
+      { seq: 0, type: 'start', runId: 'r', workerId: 'w', model: 'm', promptTokens: 5 },
       { seq: 1, type: 'reasoning', text: 'hmm' },
       { seq: 2, type: 'keepalive' },
       { seq: 3, type: 'text', text: 'Hi' },

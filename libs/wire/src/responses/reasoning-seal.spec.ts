@@ -33,7 +33,7 @@ describe('reasoning seal', () => {
     assert.equal(decodeResponsesRequest({ model: 'm', input: 'hi' }).encryptedReasoning, false);
     const aggregator = new ResponsesAggregator({ id: 'resp_1', createdAt: 1, echo: decoded.echo, sealReasoning: (text) => seal.seal(text) });
     const events = [
-      { type: 'start', requestId: 'r', workerId: 'w', model: 'm', promptTokens: 1 },
+      { type: 'start', runId: 'r', workerId: 'w', model: 'm', promptTokens: 1 },
       { type: 'reasoning', text: 'Think ' },
       { type: 'reasoning', text: 'first.' },
       { type: 'text', text: 'Hi.' },

@@ -14,7 +14,7 @@ export function events(...bodies: Array<Record<string, unknown>>): StreamEvent[]
   return bodies.map((body, seq) => ({ seq, ...body }) as StreamEvent);
 }
 
-export const start = { type: 'start', requestId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 12 };
+export const start = { type: 'start', runId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 12 };
 export const finish = (reason: string) => ({ type: 'finish', reason, usage, timings });
 
 export const weatherTool = {

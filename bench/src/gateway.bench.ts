@@ -1,0 +1,115 @@
+/**
+ * `npm run bench:gateway`: what a user feels. A streamed chat completion through the whole stack
+ * (HTTP → translator → router → worker → NATS → gateway → SSE), timed by the client on the socket,
+ * against node-llama-cpp's raw `sequence.evaluate` loop in this process on the same model file,
+ * threads and context; runs alternate so drift hits both alike. Time to first token is split by hop
+ * with the timings the services report in their request-finished event.
+ *
+ * Options (env): BENCH_THREADS (1), BENCH_TOKENS (512), BENCH_RUNS (9), BENCH_PAUSE (ms idle before
+ * each run, 50), BENCH_MODEL (a GGUF path; default ../shared/models/stories260K.gguf).
+ */
+import 'reflect-metadata';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { decodeRequestFinished, Subjects, type RequestFinishedEvent } from '@cortex/contracts';
+import { startStack, STORIES_260K } from '@cortex/testing';
+import { RawBaseline, type DecodeRun } from './raw-baseline.js';
+import { streamChat, type StreamTiming } from './sse-load.js';
+
+const THREADS = Number(process.env.BENCH_THREADS ?? 1);
+const TOKENS = Number(process.env.BENCH_TOKENS ?? 512);
+const RUNS = Number(process.env.BENCH_RUNS ?? 9);
+const PAUSE = Number(process.env.BENCH_PAUSE ?? 50);
+const MODEL = process.env.BENCH_MODEL ?? STORIES_260K;
+const CONTEXT = 2048;
+const PROMPT = 'Once upon a time';
+
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
+};
+const pause = (): Promise<void> => new Promise((done) => setTimeout(done, PAUSE));
+const log = (line: string): void => console.log(line);
+const rate = (run: StreamTiming): number => (run.tokens > 1 ? ((run.tokens - 1) * 1000) / run.decodeMs : 0);
+
+async function main(): Promise<void> {
+  if (!existsSync(MODEL)) throw new Error(`no model at ${MODEL}: set BENCH_MODEL to a GGUF file`);
+  log(`cortex gateway bench — ${new Date().toISOString()}`);
+  log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`);
+  log(`settings: ${MODEL.split('/').pop()}, threads ${THREADS}, context ${CONTEXT}, ${TOKENS} tokens per run, ${RUNS} runs, ${PAUSE} ms idle before each\n`);
+  log('starting NATS and every service (one CPU worker)…');
+  const stack = await startStack({
+    models: [{ id: 'bench', file: MODEL, context_size: CONTEXT, slots: 1, pinned: true }],
+    config: { worker: { threads: THREADS }, gateway: { stream_idle_timeout_ms: 30_000 } },
+  });
+  const finished = new Map<string, RequestFinishedEvent>();
+  const sub = stack.nc.subscribe(Subjects.requestFinished, { callback: (_error, msg) => {
+    const event = decodeRequestFinished(msg.json());
+    finished.set(event.requestId, event);
+  } });
+  const baseline = await RawBaseline.open({ path: MODEL, contextSize: CONTEXT, threads: THREADS, prompt: PROMPT, gpu: 'cpu' });
+  try {
+    const raw: DecodeRun[] = [];
+    const runs: Array<StreamTiming & { event: RequestFinishedEvent | undefined }> = [];
+    const viaCortex = async (): Promise<StreamTiming & { event: RequestFinishedEvent | undefined }> => {
+      const requestId = `bench-${randomBytes(6).toString('hex')}`;
+      const timing = await streamChat(stack.baseUrl, 'bench', TOKENS, { prompt: PROMPT, requestId });
+      await stack.nc.flush();
+      for (let i = 0; i < 50 && !finished.has(requestId); i++) await new Promise((done) => setTimeout(done, 10));
+      return { ...timing, event: finished.get(requestId) };
+    };
+    log('warming up (3 runs each)…');
+    for (let i = 0; i < 3; i++) {
+      await baseline.run(TOKENS);
+      await viaCortex();
+    }
+    for (let i = 0; i < RUNS; i++) {
+      log(`  run ${i + 1}/${RUNS}…`);
+      await pause();
+      raw.push(await baseline.run(TOKENS));
+      await pause();
+      runs.push(await viaCortex());
+    }
+    const ratios = runs.map((run, i) => rate(run) / (raw[i]?.tokensPerSecond ?? Infinity));
+    log('\ndecode, single stream (tokens after the first; cortex timed on the client socket)');
+    log('raw tok/s   cortex tok/s   ratio   (range)      tokens per run');
+    log(
+      `${median(raw.map((r) => r.tokensPerSecond)).toFixed(0).padStart(9)}   ${median(runs.map(rate)).toFixed(0).padStart(12)}   ${median(ratios).toFixed(3)}   (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})   raw ${raw[0]?.tokens}, cortex ${runs[0]?.tokens}`,
+    );
+    const ttft = median(runs.map((r) => r.ttftMs));
+    const rawTtft = median(raw.map((r) => r.ttftMs));
+    log('\ntime to first token, medians (ms)');
+    log(`raw loop (prompt evaluation → first token)   ${rawTtft.toFixed(2).padStart(7)}`);
+    log(`through cortex (request written → first content byte)   ${ttft.toFixed(2).padStart(7)}   overhead ${(ttft - rawTtft).toFixed(2)}`);
+    const hops = runs.flatMap((r) => (r.event?.timings ? [{ client: r.ttftMs, event: r.event, timings: r.event.timings }] : []));
+    if (hops.length === 0) {
+      log('(no request-finished events seen: no split by hop)');
+      return;
+    }
+    const row = (name: string, values: number[]): void => log(`  ${name.padEnd(56)} ${median(values).toFixed(2).padStart(7)}`);
+    const split = hops.flatMap((h) => (h.event.hops ? [{ ...h, hops: h.event.hops }] : []));
+    log(`split by hop, medians of ${split.length} runs (ms; the services' own timings from each request-finished event):`);
+    const gatewayTotal = (h: (typeof split)[number]): number =>
+      h.hops.parseMs + h.hops.decodeMs + (h.event.placeMs ?? 0) + h.hops.generateMs + h.hops.firstEventMs + h.hops.writeMs;
+    row('client ↔ gateway sockets (client TTFT − gateway total)', split.map((h) => h.client - gatewayTotal(h)));
+    row('gateway: HTTP parse, access checks', split.map((h) => h.hops.parseMs));
+    row('translator: decode round trip', split.map((h) => h.hops.decodeMs));
+    row('router: placement round trip', split.map((h) => h.event.placeMs ?? 0));
+    row('worker: generate hand-off (sent → accepted)', split.map((h) => h.hops.generateMs));
+    row('worker: queue (arrival → a sequence is free)', split.map((h) => h.timings.queueMs));
+    row('worker: template + tokenize + prefix reuse', split.map((h) => h.timings.ttftMs - h.timings.promptMs - h.timings.queueMs));
+    row('worker: prompt evaluation → first token', split.map((h) => h.timings.promptMs));
+    row('bus: first token → gateway (first event − worker TTFT)', split.map((h) => h.hops.firstEventMs - h.timings.ttftMs));
+    row('gateway: first event → first byte on the socket', split.map((h) => h.hops.writeMs));
+  } finally {
+    sub.unsubscribe();
+    await baseline.close();
+    await stack.stop();
+  }
+}
+
+main().catch((error: Error) => {
+  console.error(`bench failed: ${error.stack ?? error.message}`);
+  process.exit(1);
+});

@@ -1,0 +1,59 @@
+import { request, Agent } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+
+/** What one streamed chat completion looked like from the client's side. */
+export interface StreamTiming {
+  /** Request written → first byte of the first content delta on the socket. */
+  ttftMs: number;
+  /** Completion tokens from the final usage chunk. */
+  tokens: number;
+  /** First content byte → `[DONE]`. */
+  decodeMs: number;
+  status: number;
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: Infinity });
+
+/**
+ * One streamed `/v1/chat/completions` over a keep-alive socket, read as raw bytes: the client does
+ * as little as a client can (no SSE or JSON parsing per event) so the measurement is cortex's cost.
+ */
+export function streamChat(baseUrl: string, model: string, maxTokens: number, options: { prompt?: string; requestId?: string } = {}): Promise<StreamTiming> {
+  const body = JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens: maxTokens, messages: [{ role: 'user', content: options.prompt ?? 'Once upon a time' }] });
+  const url = new URL('/v1/chat/completions', baseUrl);
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let first = 0;
+    let tail = '';
+    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(options.requestId && { 'x-request-id': options.requestId }) } }, (res) => {
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        if (first === 0 && chunk.includes('"content":"') && !chunk.includes('"content":""')) first = performance.now();
+        tail = (tail + chunk).slice(-600);
+      });
+      res.on('end', () => {
+        const end = performance.now();
+        const usage = /"completion_tokens":(\d+)/.exec(tail);
+        if (res.statusCode !== 200 || !usage) return reject(new Error(`status ${res.statusCode}: ${tail.slice(-300)}`));
+        resolve({ ttftMs: first - started, tokens: Number(usage[1]), decodeMs: end - first, status: res.statusCode });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces), from the closing parenthesis on.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+export const percentile = (values: number[], p: number): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+};
