@@ -5,7 +5,7 @@
 // the schemas do not know (the objects are type-checked against the same models' TypeScript types,
 // whose excess-property check catches a misspelt field the OpenAPI schemas let through), checks the
 // ConfigMap's cortex.yaml with cortex's own config schema, and checks what the manifests promise:
-// resources everywhere, probes on everything that serves HTTP, one GPU per worker pod, a
+// resources and probes everywhere, one GPU per worker pod, a
 // PodDisruptionBudget per workload, and an autoscaler that scales the worker on a documented metric.
 // Offline: nothing is applied to a cluster.
 import { spawnSync } from 'node:child_process';
@@ -112,7 +112,7 @@ function checkWorkload(object, objects, label) {
     const at = `${where} container ${container.name}`;
     const { requests = {}, limits = {} } = container.resources ?? {};
     if (!requests.cpu || !requests.memory || !limits.memory) problem(at, 'needs resources.requests.cpu, requests.memory and limits.memory');
-    if ((container.ports ?? []).length > 0 && (!container.readinessProbe || !container.livenessProbe)) problem(at, 'serves a port, so it needs a readinessProbe and a livenessProbe');
+    if (!container.readinessProbe || !container.livenessProbe) problem(at, 'needs a readinessProbe and a livenessProbe');
     if (String(container.image).includes('worker-cuda') && String(limits['nvidia.com/gpu']) !== '1') problem(at, `a GPU worker pod asks for exactly one GPU (limits nvidia.com/gpu: 1), not ${limits['nvidia.com/gpu']}`);
   }
   const budgets = objects.filter((o) => o.kind === 'PodDisruptionBudget' && matches(o.spec.selector?.matchLabels, pod.metadata.labels));

@@ -222,6 +222,11 @@ export class CortexConfig {
   @ValidateNested() @Type(() => RouterConfig) router = new RouterConfig();
   @IsArray() @ValidateNested({ each: true }) @Type(() => ModelConfig) models: ModelConfig[] = [];
   @ValidateNested() @Type(() => WorkerConfig) worker = new WorkerConfig();
+  /**
+   * host:port for HTTP probes (`/healthz`, `/readyz`) of the services that serve no HTTP: router,
+   * translator and worker (Kubernetes sets it). Unset: none.
+   */
+  @IsOptional() @Matches(HOST_PORT, { message: 'must be host:port' }) probeListen?: string;
   @IsIn(['trace', 'debug', 'info', 'warn', 'error']) logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' = 'info';
   /**
    * `json`: one pino JSON object per line (for log pipelines); `pretty`: one readable line per record
