@@ -25,7 +25,7 @@ describe('gateway access e2e', () => {
       ],
       config: {
         auth: { api_keys: ['sk-user'], admin_keys: ['sk-admin'] },
-        gateway: { body_limit_bytes: 2048, endpoints: { responses: false }, hosted_tools: 'reject' },
+        gateway: { body_limit_bytes: 2048, endpoints: { responses: false, completions: false }, hosted_tools: 'reject' },
       },
     });
   });
@@ -90,6 +90,14 @@ describe('gateway access e2e', () => {
     const response = await post('/v1/responses', { model: 'cortex-chat', input: 'hi' }, { authorization: 'Bearer sk-user' });
     assert.equal(response.status, 404);
     assert.match(((await response.json()) as { error: { message: string } }).error.message, /gateway\.endpoints\.responses/);
+  });
+
+  it('access - gateway.endpoints.completions: false turns the legacy Completions route off, not Chat Completions', async () => {
+    const response = await post('/v1/completions', { model: 'cortex-chat', prompt: 'hi' }, { authorization: 'Bearer sk-user' });
+    assert.equal(response.status, 404);
+    assert.match(((await response.json()) as { error: { message: string } }).error.message, /gateway\.endpoints\.completions/);
+    const chat = await post('/v1/chat/completions', { model: 'cortex-chat', max_tokens: 4, messages: user }, { authorization: 'Bearer sk-user' });
+    assert.equal(chat.status, 200);
   });
 
   it('access - gateway.hosted_tools: reject answers a server tool with a 400 naming it', async () => {

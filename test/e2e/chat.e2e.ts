@@ -33,9 +33,9 @@ describe('chat completions e2e', () => {
     assert.equal(entry.loaded, true);
     assert.equal(entry.locations.length, 1);
     assert.equal(entry.locations[0]?.state, 'ready');
-    assert.deepEqual((entry as unknown as { capabilities: unknown }).capabilities, { tools: true, reasoning: true, vision: false });
+    assert.deepEqual((entry as unknown as { capabilities: unknown }).capabilities, { chat: true, embeddings: false, rerank: false, tools: true, reasoning: true, vision: false, completions: true, fim: false });
     const cold = page.data.find((m) => m.id === 'stories260K') as unknown as { capabilities: unknown } | undefined;
-    if (cold) assert.equal(cold.capabilities, null, 'unknown until loaded');
+    if (cold) assert.deepEqual(cold.capabilities, { chat: true, embeddings: false, rerank: false }, 'its kind only, until loaded');
   });
 
   it('chat e2e - create returns the fixture sentence with exact usage', async () => {
@@ -205,7 +205,7 @@ describe('chat completions e2e', () => {
     assert.ok((second.usage?.prompt_tokens_details?.cached_tokens ?? 0) > 0, 'the second run reuses the cached prompt prefix');
     // A real model without reasoning or tool-call marker tokens says so in the catalogue once loaded.
     const entry = (await client.models.retrieve('stories260K')) as unknown as { capabilities: unknown };
-    assert.deepEqual(entry.capabilities, { tools: false, reasoning: false, vision: false });
+    assert.deepEqual(entry.capabilities, { chat: true, embeddings: false, rerank: false, tools: false, reasoning: false, vision: false, completions: true, fim: false });
   });
 
   it('chat e2e - response_format json_schema is enforced by a grammar', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {

@@ -102,6 +102,18 @@ describe('NATS credentials and per-role permissions e2e', () => {
     assert.doesNotMatch(stack.logs(), /Permissions Violation|Authorization Violation/i, 'no service was refused a subject it needs');
   });
 
+  it('nats-auth e2e - a background response runs, streams and is stored with each role\'s rights', async () => {
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    // The worker publishes into CORTEX_BACKGROUND, the gateway replays it, a translator stores the end.
+    const created = await client.responses.create({ model: 'cortex-chat', input: 'Say hello.', background: true });
+    const replay = await fetch(`${stack.baseUrl}/v1/responses/${created.id}?stream=true`);
+    assert.equal(replay.status, 200);
+    assert.match(await replay.text(), /response\.completed/);
+    await waitFor(async () => (await client.responses.retrieve(created.id)).status === 'completed', 20_000);
+    assert.equal((await client.responses.retrieve(created.id)).output_text, chat.expected.text);
+    assert.doesNotMatch(stack.logs(), /Permissions Violation|Authorization Violation/i, 'no service was refused a subject it needs');
+  });
+
   it('nats-auth e2e - `cortex status` works as the admin user', async () => {
     const cli = join(ROOT, 'apps/cli/dist/main.js');
     // Built-in defaults (no config file in a temp dir), so only the environment names the user.

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { Buckets, EVENTS_STREAM } from '@cortex/contracts';
+import { BACKGROUND_STREAM, Buckets, EVENTS_STREAM } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { FIXTURE_CATALOGUE, startStack, startTestNatsCluster, type TestNatsCluster, type TestStack } from '@cortex/testing';
 
@@ -14,7 +14,7 @@ import { FIXTURE_CATALOGUE, startStack, startTestNatsCluster, type TestNatsClust
 const chat = fixtureModel('cortex-chat');
 /** Which server each service connects to first (index into the cluster's nodes). */
 const HOME: Record<string, number> = { gateway: 0, translator: 1, router: 2, worker: 1, metrics: 2 };
-const STREAMS = [EVENTS_STREAM, ...[Buckets.responses, Buckets.conversations, Buckets.pins, Buckets.leases, Buckets.affinity].map((b) => `KV_${b}`)];
+const STREAMS = [EVENTS_STREAM, BACKGROUND_STREAM, ...[Buckets.responses, Buckets.conversations, Buckets.pins, Buckets.leases, Buckets.affinity].map((b) => `KV_${b}`)];
 /** A request that takes longer than this has hung: the gateway's own bounds (stream idle 5 s, NATS requests 5 s) end every request well before. */
 const REQUEST_BOUND_MS = 45_000;
 const CLIENTS = 4;

@@ -184,7 +184,7 @@ describe('responses e2e', () => {
     await assert.rejects(client.responses.retrieve(created.id), (error: unknown) => error instanceof OpenAI.NotFoundError);
   });
 
-  it('responses e2e - clear errors: unknown previous response, both ids, background, cancel of a stored one', async () => {
+  it('responses e2e - clear errors: unknown previous response, both ids, unstored background, cancel of a foreground one', async () => {
     await assert.rejects(client.responses.create({ model: 'cortex-chat', input: 'x', previous_response_id: 'resp_nope' }), (error: unknown) => {
       assert.ok(error instanceof OpenAI.NotFoundError);
       assert.equal(error.code, 'previous_response_not_found');
@@ -192,7 +192,7 @@ describe('responses e2e', () => {
       return true;
     });
     await assert.rejects(client.responses.create({ model: 'cortex-chat', input: 'x', previous_response_id: 'resp_a', conversation: 'c1' }), (error: unknown) => error instanceof OpenAI.BadRequestError && error.param === 'previous_response_id');
-    await assert.rejects(client.responses.create({ model: 'cortex-chat', input: 'x', background: true }), (error: unknown) => error instanceof OpenAI.BadRequestError && error.param === 'background');
+    await assert.rejects(client.responses.create({ model: 'cortex-chat', input: 'x', background: true, store: false }), (error: unknown) => error instanceof OpenAI.BadRequestError && error.param === 'background');
     const stored = await client.responses.create({ model: 'cortex-chat', input: 'x' });
     await assert.rejects(client.responses.cancel(stored.id), (error: unknown) => error instanceof OpenAI.BadRequestError && /background/.test(error.message));
   });

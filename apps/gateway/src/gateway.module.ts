@@ -6,10 +6,14 @@ import { HealthController } from './health/health.controller.js';
 import { InferenceService } from './inference/inference.service.js';
 import { ModelsController } from './models/models.controller.js';
 import { ChatController } from './openai/chat.controller.js';
+import { CompletionsController } from './completions/completions.controller.js';
 import { MessagesController } from './anthropic/messages.controller.js';
 import { ResponsesController } from './responses/responses.controller.js';
+import { BackgroundResponder } from './responses/responses.background.js';
 import { AdminController } from './admin/admin.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
+import { RetrievalController } from './retrieval/retrieval.controller.js';
+import { RetrievalService } from './retrieval/retrieval.service.js';
 
 @Module({})
 export class GatewayModule {
@@ -17,8 +21,8 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder],
+      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, RetrievalController],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder],
     };
   }
 }

@@ -29,10 +29,12 @@ export class CortexMetrics {
   private readonly rate = this.histogram('cortex_tokens_per_second', 'Decode rate of each request after its first token', ['model', 'worker'], RATES);
   private readonly queue = this.histogram('cortex_request_queue_seconds', 'Time a request waited for a free sequence', ['model', 'worker']);
   private readonly tokens = {
-    prompt: this.counter('cortex_prompt_tokens_total', 'Prompt tokens processed', ['model']),
+    prompt: this.counter('cortex_prompt_tokens_total', 'Prompt tokens processed (texts embedded and ranked included), by API', ['model', 'api']),
     cached: this.counter('cortex_cached_prompt_tokens_total', 'Prompt tokens served from a reused sequence prefix', ['model']),
     completion: this.counter('cortex_completion_tokens_total', 'Tokens generated', ['model']),
     reasoning: this.counter('cortex_reasoning_tokens_total', 'Generated tokens that were reasoning', ['model']),
+    draft: this.counter('cortex_draft_tokens_total', 'Tokens a draft model or input lookup proposed and the model checked (speculative decoding)', ['model']),
+    acceptedDraft: this.counter('cortex_accepted_draft_tokens_total', 'Proposed tokens the model accepted (speculative decoding)', ['model']),
   };
   private readonly route = this.histogram('cortex_bus_route_seconds', "Round trip of the gateway's placement request to the router (cold loads included)", []);
 
@@ -66,10 +68,14 @@ export class CortexMetrics {
     if (event.coldStart) this.coldStarts.inc({ model });
     if (event.placeMs !== null && event.placeMs !== undefined) this.route.observe(event.placeMs / 1000);
     if (event.usage) {
-      this.tokens.prompt.inc({ model }, event.usage.promptTokens);
+      this.tokens.prompt.inc({ model, api }, event.usage.promptTokens);
       this.tokens.cached.inc({ model }, event.usage.cachedPromptTokens);
       this.tokens.completion.inc({ model }, event.usage.completionTokens);
       this.tokens.reasoning.inc({ model }, event.usage.reasoningTokens);
+      if (event.usage.draftTokens !== undefined) {
+        this.tokens.draft.inc({ model }, event.usage.draftTokens);
+        this.tokens.acceptedDraft.inc({ model }, event.usage.acceptedDraftTokens ?? 0);
+      }
     }
     if (event.timings && event.usage && event.usage.completionTokens > 0) {
       this.ttft.observe({ model, worker }, event.timings.ttftMs / 1000);

@@ -13,8 +13,9 @@ import {
   type CanonicalRequest,
   type DecodedRequest,
 } from '@cortex/contracts';
-import { decodeChatRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
-import { ResponsesService } from './responses/responses.service.js';
+import { decodeChatRequest, decodeCompletionRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import { ResponsesService, type CompactionPlan } from './responses/responses.service.js';
+import { BackgroundResponses, type BackgroundState } from './responses/responses.background.js';
 
 /** Dialect bodies → the canonical request, and the Responses API's stored state. */
 @Controller()
@@ -25,6 +26,7 @@ export class TranslatorController {
 
   constructor(
     private readonly responses: ResponsesService,
+    private readonly background: BackgroundResponses,
     @Inject(CONFIG) config: CortexConfig,
   ) {
     this.options = { hostedTools: config.gateway.hostedTools };
@@ -54,6 +56,8 @@ export class TranslatorController {
         const { request: canonical, thinking, droppedTools } = decodeMessagesRequest(request.body, this.options);
         return { request: withSession({ ...canonical, showReasoning: thinking }, request.session), droppedTools };
       }
+      case 'openai.completions':
+        return { request: withSession(decodeCompletionRequest(request.body), request.session), droppedTools: [] };
       case 'openai.responses':
         return this.responses.decode(request.body, request.session, this.options);
       default:
@@ -71,9 +75,20 @@ export class TranslatorController {
     return { stored: state.store };
   }
 
+  @MessagePattern(Subjects.responsesCompaction)
+  compaction(@Payload() payload: unknown): Promise<CompactionPlan> {
+    const request = decodeMessage(DecodeRequest, payload);
+    return this.responses.compaction(request.body, request.session);
+  }
+
   @MessagePattern(Subjects.responsesGet)
-  get(@Payload() payload: unknown): Promise<ResponseResource> {
-    return this.responses.get(decodeResponseId(payload).id);
+  async get(@Payload() payload: unknown): Promise<ResponseResource> {
+    return (await this.background.state(decodeResponseId(payload).id)).resource;
+  }
+
+  @MessagePattern(Subjects.responsesBackground)
+  backgroundState(@Payload() payload: unknown): Promise<BackgroundState> {
+    return this.background.state(decodeResponseId(payload).id);
   }
 
   @MessagePattern(Subjects.responsesDelete)

@@ -125,12 +125,12 @@ export class ModelRegistry implements HeartbeatSource {
     const started = performance.now();
     const log = (line: string): void => logger.log(`${command.model}: ${line}`);
     try {
-      const path = await engine.resolveSource(command.source, config.worker.modelsDir, log);
-      entry.bytes = await engine.estimate({ path, contextSize: command.contextSize, slots: command.slots });
+      const { path, draft, bytes } = await this.resolve(command, log);
+      entry.bytes = bytes;
       await this.assertFits(command.model, entry.bytes);
       let lastStep = -1;
       const model = await engine.load(
-        { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue },
+        { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue, ...(draft && { draft }), ...(command.kind && { kind: command.kind }) },
         (fraction) => {
           const step = Math.floor(fraction * 4);
           if (step > lastStep) {
@@ -187,9 +187,20 @@ export class ModelRegistry implements HeartbeatSource {
   }
 
   async estimate(command: EstimateCommand): Promise<{ bytes: number }> {
-    const { engine, config, logger } = this.deps;
-    const path = await engine.resolveSource(command.source, config.worker.modelsDir, (line) => logger.log(line));
-    return { bytes: await engine.estimate({ path, contextSize: command.contextSize, slots: command.slots }) };
+    const { bytes } = await this.resolve(command, (line) => this.deps.logger.log(line));
+    return { bytes };
+  }
+
+  /** The model's local file, its draft's (or `lookup`), and the memory both take with their contexts. */
+  private async resolve(command: EstimateCommand, log: (line: string) => void): Promise<{ path: string; draft?: string; bytes: number }> {
+    const { engine, config } = this.deps;
+    const path = await engine.resolveSource(command.source, config.worker.modelsDir, log);
+    const shape = { contextSize: command.contextSize, slots: command.slots };
+    const bytes = await engine.estimate({ path, ...shape });
+    if (!command.draft) return { path, bytes };
+    if (command.draft === 'lookup') return { path, draft: 'lookup', bytes };
+    const draft = await engine.resolveSource(command.draft, config.worker.modelsDir, log);
+    return { path, draft, bytes: bytes + (await engine.estimate({ path: draft, ...shape })) };
   }
 
   /**

@@ -2,7 +2,7 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
 import { performance } from 'node:perf_hooks';
-import { CancelCommand, decodeGenerateCommand, decodeMessage, decodeTokenizeCommand, EstimateCommand, LoadCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
+import { CancelCommand, decodeEmbedCommand, decodeGenerateCommand, decodeRankCommand, decodeMessage, decodeTokenizeCommand, EstimateCommand, LoadCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
 
 /** Bus handlers addressed to this worker (`llm.worker.v1.<id>.*`); every payload is validated first. */
@@ -21,10 +21,20 @@ export class WorkerController {
     return this.worker.tokenize(decodeTokenizeCommand(payload).request);
   }
 
+  @MessagePattern(Subjects.workerEmbed)
+  embed(@Payload() payload: unknown, @Ctx() context: BusContext) {
+    return this.worker.embed(decodeEmbedCommand(payload), context.requestId);
+  }
+
+  @MessagePattern(Subjects.workerRank)
+  rank(@Payload() payload: unknown, @Ctx() context: BusContext) {
+    return this.worker.rank(decodeRankCommand(payload), context.requestId);
+  }
+
   @MessagePattern(Subjects.workerCancel)
   cancel(payload: unknown) {
     const command = decodeMessage(CancelCommand, payload);
-    return { cancelled: this.worker.cancel(command.runId, command.reason) };
+    return { cancelled: this.worker.cancel(command.runId, command.reason, true) };
   }
 
   @MessagePattern(Subjects.workerLoad)

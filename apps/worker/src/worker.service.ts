@@ -5,11 +5,15 @@ import {
   CortexError,
   WATCH_INTERVAL_MS,
   type CanonicalRequest,
+  type EmbedCommand,
+  type EmbedResult,
   type EstimateCommand,
   type GenerateAccepted,
   type GenerateCommand,
   type LoadCommand,
   type LoadResult,
+  type RankCommand,
+  type RankResult,
   type StreamEventBody,
   type TokenCount,
   type UnloadReason,
@@ -17,7 +21,7 @@ import {
 } from '@cortex/contracts';
 import { BusClient, ensureEventsStream, StreamPublisher } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import type { Engine, EngineModel } from './engine/index.js';
+import { isRetrievalModel, type Engine, type EngineModel, type RetrievalModel } from './engine/index.js';
 import { HeartbeatPublisher } from './heartbeat.js';
 import { ModelRegistry, type RunningRequests } from './model-registry.js';
 import { ENGINE, WORKER_ID } from './worker.tokens.js';
@@ -31,6 +35,9 @@ interface ActiveRun {
   model: string;
   /** Last time a gateway said it still reads this stream. */
   watchedAt: number;
+  background: boolean;
+  /** A `cancel` command stopped it (a background run's end is then `cancelled`, not a failure). */
+  asked: boolean;
   /** Settles when the run has ended and its sequence is free. */
   done: Promise<void>;
 }
@@ -75,12 +82,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
    * `requestId` is the client's request id from the message header, for the logs.
    */
   generate(command: GenerateCommand, receivedAt = performance.now(), requestId?: string): GenerateAccepted {
-    if (this.models.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
-    const served = this.models.ready(command.request.model);
     const { runId } = command;
-    if (this.runs.has(runId)) {
-      throw new CortexError('invalid_request', `request ${runId} is already running`);
-    }
+    const served = this.admit(command.request.model, runId);
     const model = served.model;
     const controller = new AbortController();
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
@@ -92,7 +95,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       this.heartbeats.soon();
       void this.models.maybeDefrag();
     });
-    this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done });
+    this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done, background: command.background === true, asked: false });
     return { runId, workerId: this.workerId, queuePosition };
   }
 
@@ -100,8 +103,54 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     return { model: request.model, inputTokens: this.models.ready(request.model).model.countTokens(request) };
   }
 
-  cancel(runId: string, reason = 'cancelled'): boolean {
+  embed(command: EmbedCommand, requestId?: string): Promise<EmbedResult> {
+    return this.read(command.model, command.runId, requestId, async (model, signal) => {
+      const { vectors, tokens } = await model.embed(command.inputs, signal);
+      return { model: model.id, workerId: this.workerId, embeddings: vectors, promptTokens: tokens };
+    });
+  }
+
+  rank(command: RankCommand, requestId?: string): Promise<RankResult> {
+    return this.read(command.model, command.runId, requestId, async (model, signal) => {
+      const { scores, tokens } = await model.rank(command.query, command.documents, signal);
+      return { model: model.id, workerId: this.workerId, scores, promptTokens: tokens };
+    });
+  }
+
+  /**
+   * Runs an embedding or ranking request on a ready model and answers with its result. It is a run
+   * like a generation (cancel stops it, an unload drains it) but nobody watches it: the gateway
+   * waits for the reply instead.
+   */
+  private async read<T>(name: string, runId: string, requestId: string | undefined, work: (model: EngineModel & RetrievalModel, signal: AbortSignal) => Promise<T>): Promise<T> {
+    const served = this.admit(name, runId);
+    const model = served.model;
+    if (!isRetrievalModel(model)) throw new CortexError('invalid_request', `the model '${name}' is a chat model; it serves no embeddings or rankings`, { param: 'model' });
+    const controller = new AbortController();
+    served.touch();
+    this.logger.log({ msg: `${model.kind === 'ranking' ? 'ranking' : 'embedding'} with ${served.id}`, requestId, runId });
+    const result = work(model, controller.signal).finally(() => {
+      this.runs.delete(runId);
+      served.touch();
+      this.heartbeats.soon();
+    });
+    const done = result.then(() => undefined, () => undefined);
+    this.runs.set(runId, { controller, model: served.id, watchedAt: Number.POSITIVE_INFINITY, done, background: false, asked: false });
+    return result;
+  }
+
+  /** The ready model for a new run: refused while draining, when the model is not ready here, or for a run id already running. */
+  private admit(model: string, runId: string): ReturnType<ModelRegistry['ready']> {
+    if (this.models.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
+    const served = this.models.ready(model);
+    if (this.runs.has(runId)) throw new CortexError('invalid_request', `request ${runId} is already running`);
+    return served;
+  }
+
+  /** Stops a run; `asked` when a `cancel` command asked for it (not this worker's own shutdown or unload). */
+  cancel(runId: string, reason = 'cancelled', asked = false): boolean {
     const run = this.runs.get(runId);
+    if (run) run.asked ||= asked;
     run?.controller.abort(new CortexError('cancelled', reason));
     return run !== undefined;
   }
@@ -135,7 +184,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   private dropUnwatched(): void {
     const limit = Date.now() - WATCH_INTERVAL_MS * 3;
     for (const [id, run] of this.runs) {
-      if (run.watchedAt < limit && !run.controller.signal.aborted) {
+      // A background run has no reader by design; its events are kept in JetStream.
+      if (!run.background && run.watchedAt < limit && !run.controller.signal.aborted) {
         this.logger.warn(`request ${id}: no gateway is reading it any more; cancelling`);
         this.cancel(id, 'abandoned by its gateway');
       }
@@ -149,6 +199,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const emit = (event: StreamEventBody): void => {
       if (done) return;
       if (event.type === 'start') event = { ...event, runId, workerId: this.workerId };
+      // A background run stopped by this worker (shutdown, unload) was not cancelled by anyone: it failed.
+      if (event.type === 'finish' && event.reason === 'cancelled' && command.background && !this.runs.get(runId)?.asked) {
+        const why = controller.signal.reason instanceof Error ? controller.signal.reason.message : 'stopped';
+        event = { type: 'error', error: new CortexError('worker_lost', `worker ${this.workerId} stopped this background response (${why}); create it again`).toBody() };
+      }
       if (event.type === 'finish' || event.type === 'error') done = true;
       if (event.type === 'finish') {
         this.logger.log({

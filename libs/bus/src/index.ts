@@ -13,3 +13,4 @@ export * from './logger.js';
 export * from './kv-watch.js';
 export * from './payload.js';
 export * from './replicas.js';
+export * from './background.js';

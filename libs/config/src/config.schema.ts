@@ -54,6 +54,12 @@ export class EndpointsConfig {
   @IsBoolean() chatCompletions = true;
   @IsBoolean() responses = true;
   @IsBoolean() messages = true;
+  /** Legacy text completions (`/v1/completions`), which code-completion clients still use. */
+  @IsBoolean() completions = true;
+  /** `/v1/embeddings`. */
+  @IsBoolean() embeddings = true;
+  /** `/v1/rerank` (also `/rerank` and `/v1/reranking`). */
+  @IsBoolean() rerank = true;
 }
 
 export class ResponsesConfig {
@@ -73,6 +79,12 @@ export class ResponsesConfig {
    * no `encrypted_content` is returned.
    */
   @IsOptional() @IsString() reasoningKey?: string;
+  /**
+   * How long the events of a background response (`background: true`) are kept in JetStream, in
+   * seconds: `GET /v1/responses/{id}?stream=true` replays them within this time. The finished
+   * response itself is stored like any other (`ttl_s`).
+   */
+  @IsInt() @Min(60) backgroundEventsTtlS = 3600;
 }
 
 export class AuthConfig {
@@ -181,6 +193,19 @@ export class ModelConfig {
   /** Seconds unused before the model is unloaded; overrides `eviction.idle_ttl`. 0 keeps it. */
   @IsOptional() @IsInt() @Min(0) idleTtl?: number;
   @IsString() ownedBy = 'cortex';
+  /**
+   * Speculative decoding: a draft model that proposes tokens this one checks in one batch — the id
+   * of another catalogue model or a source in the forms of `file` (it must share this model's
+   * vocabulary) — or `lookup`, which drafts from the prompt itself (input lookup). Unset: none.
+   */
+  @IsOptional() @IsString() draft?: string;
+  /** `chat` generates; `embedding` serves /v1/embeddings, `ranking` /v1/rerank. */
+  @IsIn(['chat', 'embedding', 'ranking']) kind: 'chat' | 'embedding' | 'ranking' = 'chat';
+  /**
+   * An embedding model trained so that a prefix of its vector is an embedding too (Matryoshka):
+   * requests may then ask for fewer `dimensions`, which are cut and renormalized.
+   */
+  @IsBoolean() matryoshka = false;
 }
 
 export class WorkerConfig {

@@ -12,3 +12,4 @@ export * from './bus/replies.js';
 export * from './validate.js';
 export * from './fields.js';
 export * from './json-schema.js';
+export * from './retrieval/retrieval.messages.js';

@@ -13,6 +13,9 @@ const FAMILIES = [
   { pattern: /^\/(v1\/)?chat\/completions(\/|\?|$)/, key: 'chatCompletions', name: 'Chat Completions', setting: 'chat_completions' },
   { pattern: /^\/(v1\/)?responses(\/|\?|$)/, key: 'responses', name: 'Responses', setting: 'responses' },
   { pattern: /^\/(v1\/)?messages(\/|\?|$)/, key: 'messages', name: 'Anthropic Messages', setting: 'messages' },
+  { pattern: /^\/(v1\/)?completions(\/|\?|$)/, key: 'completions', name: 'legacy Completions', setting: 'completions' },
+  { pattern: /^\/(v1\/)?embeddings(\/|\?|$)/, key: 'embeddings', name: 'Embeddings', setting: 'embeddings' },
+  { pattern: /^\/(v1\/)?rerank(ing)?(\/|\?|$)/, key: 'rerank', name: 'Rerank', setting: 'rerank' },
 ] as const;
 
 const digest = (key: string): Buffer => createHash('sha256').update(key).digest();

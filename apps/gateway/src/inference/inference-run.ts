@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { StreamReader } from '@cortex/bus';
 import {
+  backgroundSubject,
   CortexError,
   streamSubject,
   Subjects,
@@ -13,7 +14,9 @@ import {
   type FinishReason,
   type GenerateCommand,
   type LoadProgress,
+  type ModelKind,
   type Placement,
+  type RetrievalApi,
   type PlaceRequest,
   type RequestFinishedEvent,
   type StreamEvent,
@@ -35,12 +38,16 @@ export class InferenceRun {
   /** Dialect state from the translator (see DecodedRequest). */
   state: unknown = undefined;
   placement: Placement | null = null;
+  /** A background response's id: events go to its kept subject, and the worker runs it unwatched. */
+  backgroundOf: string | null = null;
   /** Called with the progress of a cold load this request waits for. */
   onLoadProgress: ((progress: LoadProgress) => void) | null = null;
   private placeMs: number | null = null;
   /** Time to first byte inside the gateway, hop by hop; `writeMs` is set when the first token's frame is written. */
   private readonly hops: GatewayHops = { parseMs: 0, decodeMs: 0, generateMs: 0, firstEventMs: 0, writeMs: -1 };
   private firstEventAt = 0;
+  /** A request with no translated body (embeddings, rerank): the model it names and the kind it needs. */
+  private target: { model: string; kind: ModelKind } | null = null;
   private reader: StreamReader | null = null;
   private finished = false;
   status = 200;
@@ -51,7 +58,7 @@ export class InferenceRun {
 
   constructor(
     private readonly service: InferenceService,
-    readonly dialect: Dialect,
+    readonly dialect: Dialect | RetrievalApi,
     readonly requestId: string,
     arrivedAt = performance.now(),
   ) {
@@ -70,6 +77,11 @@ export class InferenceRun {
     this.state = decoded.state;
     this.hops.decodeMs = performance.now() - started;
     return decoded.request;
+  }
+
+  /** A request the gateway made itself (a compaction's summary), run like a decoded one. */
+  use(request: CanonicalRequest): void {
+    this.request = request;
   }
 
   /**
@@ -121,6 +133,13 @@ export class InferenceRun {
     return this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
   }
 
+  /** Places a request that has no translated body (embeddings, rerank) on a worker holding `model`, of `kind`; waits for a cold load. */
+  async placeFor(model: string, kind: ModelKind, exclude: string[] = []): Promise<Placement> {
+    this.target = { model, kind };
+    await this.placeOrWait(exclude);
+    return this.placement as Placement;
+  }
+
   /**
    * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
    * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
@@ -140,12 +159,12 @@ export class InferenceRun {
   }
 
   private async place(exclude: string[], affinity?: string): Promise<string> {
-    const request = this.required();
+    const model = this.target?.model ?? this.required().model;
     const placeStarted = performance.now();
     const onProgress = this.onLoadProgress;
-    const stopWatching = onProgress ? this.service.watchLoadProgress(request.model, onProgress) : null;
+    const stopWatching = onProgress ? this.service.watchLoadProgress(model, onProgress) : null;
     try {
-      const workerId = await this.askRouter(request.model, exclude, affinity);
+      const workerId = await this.askRouter(model, exclude, affinity);
       this.placeMs = (this.placeMs ?? 0) + performance.now() - placeStarted;
       return workerId;
     } finally {
@@ -160,7 +179,8 @@ export class InferenceRun {
    * run, and a dead router's subscription is gone, so the queue group hands the try to a live one.
    */
   private async askRouter(model: string, exclude: string[], affinity: string | undefined): Promise<string> {
-    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }) };
+    const kind = this.target?.kind;
+    const place: PlaceRequest = { model, exclude, runId: this.runId, ...(affinity && { affinity }), ...(kind && kind !== 'chat' && { kind }) };
     const { placementTimeoutMs } = this.service.config.gateway;
     const deadline = Date.now() + placementTimeoutMs;
     for (let attempt = 0; ; attempt++) {
@@ -183,11 +203,12 @@ export class InferenceRun {
 
   private async launch(workerId: string): Promise<StreamReader> {
     const request = this.required();
-    const subject = streamSubject(this.runId);
+    const subject = this.backgroundOf ? backgroundSubject(this.backgroundOf, this.runId) : streamSubject(this.runId);
     // Subscribe before asking the worker to start, so no early event is missed.
     const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
     this.reader = reader;
-    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model: this.placement?.model ?? request.model } };
+    const model = this.placement?.model ?? request.model;
+    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model }, ...(this.backgroundOf && { background: true }) };
     const sent = performance.now();
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
@@ -240,6 +261,12 @@ export class InferenceRun {
     if (this.hops.writeMs < 0 && this.firstEventAt) this.hops.writeMs = performance.now() - this.firstEventAt;
   }
 
+  /** A background run has its first token: stop reading and leave it to run on the worker (no cancel). */
+  detach(): void {
+    this.ended = true;
+    if (this.placement) this.stopReading(this.placement.workerId, 'detached');
+  }
+
   /** Records a failure; the HTTP status changes only if the response had not started. */
   fail(error: CortexError, responseStarted: boolean): void {
     if (!responseStarted) this.status = error.status;
@@ -254,7 +281,7 @@ export class InferenceRun {
     this.finished = true;
     const event: RequestFinishedEvent = {
       requestId: this.requestId,
-      model: this.placement?.model ?? this.request?.model ?? 'unknown',
+      model: this.placement?.model ?? this.request?.model ?? this.target?.model ?? 'unknown',
       workerId: this.placement?.workerId ?? null,
       dialect: this.dialect,
       stream: this.request?.stream ?? false,
@@ -298,10 +325,10 @@ export class InferenceRun {
 const PLACE_TRY_MS = 2_000;
 
 /** How often a request is placed again because its model left the worker it was placed on. */
-const MAX_REPLACEMENTS = 3;
+export const MAX_REPLACEMENTS = 3;
 
 /** Failures that say nothing about the request itself, only about the worker that had it. */
-const RETRYABLE = new Set(['worker_lost', 'service_unavailable', 'timeout']);
+export const RETRYABLE: ReadonlySet<string> = new Set(['worker_lost', 'service_unavailable', 'timeout']);
 
 /** Reads events up to and including the first that carries output (or ends the stream). */
 async function untilFirstToken(iterator: AsyncIterator<StreamEvent>): Promise<StreamEvent[]> {

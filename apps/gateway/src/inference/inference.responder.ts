@@ -11,6 +11,9 @@ import type { DialectAdapter, DialectStream, SseOut } from './dialect.js';
 import type { InferenceRun } from './inference-run.js';
 import { InferenceService } from './inference.service.js';
 
+/** What the responder drives: one InferenceRun, or several behind one response (see FanOutRun). */
+export type ResponderRun = Pick<InferenceRun, 'runId' | 'startedAt' | 'state' | 'onLoadProgress' | 'decode' | 'start' | 'cancel' | 'fail' | 'finish' | 'firstByteWritten'>;
+
 /**
  * The HTTP side of one inference request, for any dialect: decode, place, generate, then either an
  * SSE stream rendered as events arrive or one JSON body. Errors before the first byte are real HTTP
@@ -22,9 +25,10 @@ export class InferenceResponder {
 
   constructor(private readonly inference: InferenceService) {}
 
-  async handle(req: FastifyRequest, reply: FastifyReply, adapter: DialectAdapter): Promise<void> {
+  /** `open` makes the run to drive; by default one InferenceRun of the adapter's dialect. */
+  async handle(req: FastifyRequest, reply: FastifyReply, adapter: DialectAdapter, open?: (requestId: string) => ResponderRun): Promise<void> {
     const requestId = requestIdOf(req);
-    const run = this.inference.open(adapter.dialect, requestId, arrivalOf(req));
+    const run = open?.(requestId) ?? this.inference.open(adapter.dialect, requestId, arrivalOf(req));
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
@@ -71,7 +75,7 @@ export class InferenceResponder {
     }
   }
 
-  private async stream(run: InferenceRun, sse: SseWriter, frames: (event: StreamEvent) => SseOut[], settle: () => Promise<void>): Promise<void> {
+  private async stream(run: ResponderRun, sse: SseWriter, frames: (event: StreamEvent) => SseOut[], settle: () => Promise<void>): Promise<void> {
     // While a model loads or the request queues, keep the connection visibly alive with comment frames.
     const keepAlive = setInterval(() => sse.comment('keep-alive'), this.inference.config.gateway.keepAliveMs);
     try {
@@ -95,7 +99,7 @@ export class InferenceResponder {
    * offers it, and as a comment line once the stream has started (progress alone does not start it, so
    * a load that fails can still be answered with a real HTTP status).
    */
-  private showLoadProgress(run: InferenceRun, sse: SseWriter, renderer: DialectStream, header: string | string[] | undefined): void {
+  private showLoadProgress(run: ResponderRun, sse: SseWriter, renderer: DialectStream, header: string | string[] | undefined): void {
     const asked = typeof header === 'string' ? header.toLowerCase() : undefined;
     const mode = asked === 'reasoning' || asked === 'comments' ? asked : this.inference.config.gateway.loadProgress;
     run.onLoadProgress = (progress) => {

@@ -10,6 +10,7 @@ import {
   type Dialect,
   type LoadProgress,
   type RequestFinishedEvent,
+  type RetrievalApi,
   type TokenCount,
   decodeLoadProgress,
 } from '@cortex/contracts';
@@ -119,7 +120,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy {
     for (const [workerId, runIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { runIds });
   }
 
-  open(dialect: Dialect, requestId: string, arrivedAt?: number): InferenceRun {
+  open(dialect: Dialect | RetrievalApi, requestId: string, arrivedAt?: number): InferenceRun {
     return new InferenceRun(this, dialect, requestId, arrivedAt);
   }
 

@@ -38,8 +38,17 @@ function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
     loaded: entry.loaded,
     locations: entry.locations.map((l) => ({ worker: l.workerId, state: l.state, in_flight: l.inFlight, queued: l.queued })),
     context_length: entry.contextSize,
-    capabilities: entry.capabilities,
+    capabilities: capabilitiesOf(entry),
     pinned: entry.pinned,
     priority: entry.priority,
   };
+}
+
+/**
+ * What a model serves, from its catalogue kind (known before it loads), then what its worker found at
+ * load (tools, reasoning, vision).
+ */
+function capabilitiesOf(entry: CatalogueEntry): Record<string, boolean | string> {
+  const kind = entry.kind ?? 'chat';
+  return { chat: kind === 'chat', embeddings: kind === 'embedding', rerank: kind === 'ranking', ...entry.capabilities };
 }

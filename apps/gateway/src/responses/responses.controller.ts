@@ -8,24 +8,35 @@ import { InferenceService } from '../inference/inference.service.js';
 import type { DialectAdapter } from '../inference/dialect.js';
 import { InferenceResponder } from '../inference/inference.responder.js';
 import { responsesAdapter } from './responses.adapter.js';
+import { ResponsesCompactor } from './responses.compact.js';
+import { BackgroundResponder } from './responses.background.js';
 
-/** OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens. */
+/** OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens, compact, background runs. */
 @Controller()
 export class ResponsesController {
   private readonly adapter: DialectAdapter;
+  private readonly compactor: ResponsesCompactor;
 
   constructor(
     private readonly responder: InferenceResponder,
     private readonly inference: InferenceService,
     private readonly bus: BusClient,
+    private readonly background: BackgroundResponder,
     @Inject(CONFIG) config: CortexConfig,
   ) {
     this.adapter = responsesAdapter(bus, config.responses.reasoningEvents, config.responses.reasoningKey);
+    this.compactor = new ResponsesCompactor(inference);
   }
 
   @Post(['v1/responses', 'responses'])
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    if ((req.body as { background?: unknown } | null)?.background === true) return this.background.create(req, reply);
     return this.responder.handle(req, reply, this.adapter);
+  }
+
+  @Post(['v1/responses/compact', 'responses/compact'])
+  compact(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return respondJson(req, reply, (requestId) => this.compactor.compact(req, reply, requestId));
   }
 
   @Post(['v1/responses/input_tokens', 'responses/input_tokens'])
@@ -37,7 +48,13 @@ export class ResponsesController {
   }
 
   @Get(['v1/responses/:id', 'responses/:id'])
-  get(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
+  get(
+    @Req() req: FastifyRequest,
+    @Res() reply: FastifyReply,
+    @Param('id') id: string,
+    @Query() query: { stream?: string; starting_after?: string },
+  ): Promise<void> {
+    if (query.stream === 'true') return this.background.stream(req, reply, id, query.starting_after);
     return this.relay(req, reply, Subjects.responsesGet, { id });
   }
 
@@ -61,13 +78,10 @@ export class ResponsesController {
     });
   }
 
-  /** Only background responses can be cancelled, and cortex runs none: say so for stored ones. */
+  /** Stops a background response on its worker; others cannot be cancelled. */
   @Post(['v1/responses/:id/cancel', 'responses/:id/cancel'])
   cancel(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
-    return respondJson(req, reply, async (requestId) => {
-      await this.bus.request(Subjects.responsesGet, { id }, { requestId });
-      throw new CortexError('invalid_request', `Response ${id} is not a background response; only background responses can be cancelled`, { param: 'response_id' });
-    });
+    return respondJson(req, reply, (requestId) => this.background.cancel(id, requestId));
   }
 
   private relay(req: FastifyRequest, reply: FastifyReply, subject: string, payload: unknown): Promise<void> {

@@ -78,6 +78,7 @@ export class CatalogueService {
         loaded: locations.some((l) => l.state === 'ready'),
         locations,
         capabilities: this.capabilities.get(model.id) ?? null,
+        kind: model.kind,
       };
       entries.push(entry, ...(model.aliases ?? []).map((alias) => ({ ...entry, id: alias })));
     }

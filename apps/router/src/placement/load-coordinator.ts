@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { BusClient } from '@cortex/bus';
-import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
+import { CONFIG, modelSource, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { CortexError, decodeEstimate, decodeLoadResult, decodeUnloadResult, mib, Subjects, type LoadCommand, type Placement, type UnloadReason } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
@@ -202,7 +202,7 @@ export class LoadCoordinator {
 
   /** Sends the load command and records the model ready on that worker. */
   private async loadOn(model: ModelConfig, workerId: string, evicted: readonly string[]): Promise<Placement> {
-    const command: LoadCommand = { model: model.id, source: model.file, contextSize: model.contextSize, slots: model.slots };
+    const command: LoadCommand = { model: model.id, ...modelSource(this.config, model) };
     this.logger.log(`loading ${model.id} on ${workerId}${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
     const result = await this.workers.ask(workerId, Subjects.workerLoad, command, decodeLoadResult);
     this.fleet.noteModel(workerId, { id: model.id, state: 'ready', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now(), sizeBytes: result.sizeBytes });
@@ -223,7 +223,7 @@ export class LoadCoordinator {
     // A worker may have died since its last heartbeat: ask the next one.
     for (const workerId of workerIds) {
       try {
-        const { bytes } = await this.workers.ask(workerId, Subjects.workerEstimate, { source: model.file, contextSize: model.contextSize, slots: model.slots }, decodeEstimate);
+        const { bytes } = await this.workers.ask(workerId, Subjects.workerEstimate, modelSource(this.config, model), decodeEstimate);
         this.catalogue.rememberEstimate(model.id, bytes);
         return bytes;
       } catch (error) {

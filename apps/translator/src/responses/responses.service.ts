@@ -1,12 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError, type DecodedRequest } from '@cortex/contracts';
+import { CortexError, type CanonicalRequest, type DecodedRequest } from '@cortex/contracts';
 import {
   affinityKey,
+  COMPACTION_MAX_TOKENS,
+  COMPACTION_PROMPT,
+  compactCreateBody,
+  CompactionSeal,
+  splitForCompaction,
+  type DecodedResponsesRequest,
+  type ResponsesCompactionItem,
   conversationMessages,
   decodeResponsesRequest,
   inputItemId,
+  isTerminalStatus,
   ReasoningSeal,
   resolveItemReferences,
   responseIdOfAnyItem,
@@ -22,18 +30,56 @@ import { ResponsesStore } from './responses.store.js';
 @Injectable()
 export class ResponsesService {
   private readonly seal: ReasoningSeal | undefined;
+  private readonly compactionSeal: CompactionSeal;
 
   constructor(
     private readonly store: ResponsesStore,
     @Inject(CONFIG) config: CortexConfig,
   ) {
     this.seal = config.responses.reasoningKey ? new ReasoningSeal(config.responses.reasoningKey) : undefined;
+    this.compactionSeal = new CompactionSeal(config.responses.reasoningKey);
   }
 
   /** Decodes a body and rebuilds the conversation it continues; `session` is a session header's affinity key. */
   async decode(body: unknown, session?: string, options: DecodeOptions = {}): Promise<DecodedRequest & { droppedTools: string[] }> {
     const decoded = decodeResponsesRequest(body, options);
     const responseId = `resp_${randomBytes(16).toString('hex')}`;
+    const { history, input, chain, conversationItems, affinity } = await this.gather(decoded, responseId, session);
+    const messages = conversationMessages(decoded.instructions, [...history, ...input]);
+    if (messages.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to respond to', { param: 'input' });
+    const state: ResponsesState = {
+      responseId,
+      createdAt: Math.floor(Date.now() / 1000),
+      echo: decoded.echo,
+      store: decoded.store,
+      input,
+      chain,
+      ...(decoded.conversation !== undefined && { conversation: decoded.conversation, conversationItems }),
+      affinityKey: affinity,
+      sealReasoning: decoded.encryptedReasoning,
+      ...(Object.keys(decoded.toolNamespaces).length > 0 && { toolNamespaces: decoded.toolNamespaces }),
+    };
+    return { request: { ...decoded.request, messages, affinityKey: affinity }, state, droppedTools: decoded.droppedTools };
+  }
+
+  /**
+   * `POST /v1/responses/compact`: the conversation (the previous response's chain, then `input`) split
+   * into the older items the model summarises and the latest ones kept verbatim, with the request that
+   * asks the model for the summary (`COMPACTION_PROMPT` after the older items).
+   */
+  async compaction(body: unknown, session?: string): Promise<CompactionPlan> {
+    const decoded = decodeResponsesRequest(compactCreateBody(body));
+    const { history, input, affinity } = await this.gather(decoded, `resp_${randomBytes(16).toString('hex')}`, session);
+    const { older, recent } = splitForCompaction([...history, ...input]);
+    if (recent.length === 0 && older.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to compact', { param: 'input' });
+    if (older.length === 0) return { request: null, recent };
+    const messages = [...conversationMessages(decoded.instructions, older), { role: 'user' as const, content: COMPACTION_PROMPT }];
+    const request = { model: decoded.request.model, messages, sampling: { maxTokens: COMPACTION_MAX_TOKENS }, stream: true, ...(affinity && { affinityKey: affinity }) };
+    return { request, recent };
+  }
+
+  /** The items a body continues (its chain or conversation) and its own input, references resolved, ids given, sealed content opened. */
+  private async gather(decoded: DecodedResponsesRequest, responseId: string, session: string | undefined) {
     let history: ResponsesItem[] = [];
     let chain: string[] = [];
     let conversationItems: number | undefined;
@@ -62,36 +108,37 @@ export class ResponsesService {
     if (decoded.store) affinity ??= affinityKey.response(responseId);
     const referenced = await this.referencedItems(decoded.itemReferences, fetched);
     const input = resolveItemReferences(decoded.input, referenced).map((item, i) =>
-      this.unseal(item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item),
+      this.unseal(item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item, `input[${i}]`),
     );
-    const messages = conversationMessages(decoded.instructions, [...history, ...input]);
-    if (messages.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to respond to', { param: 'input' });
-    const state: ResponsesState = {
-      responseId,
-      createdAt: Math.floor(Date.now() / 1000),
-      echo: decoded.echo,
-      store: decoded.store,
-      input,
-      chain,
-      ...(decoded.conversation !== undefined && { conversation: decoded.conversation, conversationItems }),
-      affinityKey: affinity,
-      sealReasoning: decoded.encryptedReasoning,
-      ...(Object.keys(decoded.toolNamespaces).length > 0 && { toolNamespaces: decoded.toolNamespaces }),
-    };
-    return { request: { ...decoded.request, messages, affinityKey: affinity }, state, droppedTools: decoded.droppedTools };
+    return { history, input, chain, conversationItems, affinity };
   }
 
   /**
    * A reasoning item a stateless client sends back with only `encrypted_content` (Codex drops the raw
    * text) gets its text again when this deployment sealed it; other providers' blobs stay opaque.
    */
-  private unseal(item: ResponsesItem): ResponsesItem {
+  private unseal(item: ResponsesItem, param: string): ResponsesItem {
+    if (item.type === 'compaction') return this.openCompaction(item, param);
     if (item.type !== 'reasoning' || item.content?.length || item.encrypted_content === undefined || !this.seal) return item;
     const text = this.seal.open(item.encrypted_content);
     return text === undefined ? item : { ...item, content: [{ type: 'reasoning_text', text }] };
   }
 
-  async save(state: ResponsesState, resource: ResponseResource): Promise<void> {
+  /**
+   * A compaction item sealed by this deployment gets its summary again; one made elsewhere (another
+   * provider, another `reasoning_key`) cannot be read, and dropping it would silently lose the conversation.
+   */
+  private openCompaction(item: ResponsesCompactionItem, param: string): ResponsesItem {
+    if (item.summary !== undefined) return item;
+    const summary = this.compactionSeal.open(item.encrypted_content);
+    if (summary === undefined) {
+      throw new CortexError('invalid_request', `${param}.encrypted_content: this compaction item was not made by this server (or its responses.reasoning_key changed), so it cannot be read; compact the conversation here with POST /v1/responses/compact`, { param: `${param}.encrypted_content` });
+    }
+    return { ...item, summary };
+  }
+
+  /** Stores a response (with `revision`, only over that stored revision: a replica that lost the race appends nothing). */
+  async save(state: ResponsesState, resource: ResponseResource, revision?: number): Promise<void> {
     if (!state.store) return;
     const stored: StoredResponse = {
       resource,
@@ -99,13 +146,11 @@ export class ResponsesService {
       ...(state.chain.length > 0 && { chain: state.chain }),
       ...(state.conversation && { conversation: state.conversation, conversationItems: state.conversationItems }),
       ...(state.affinityKey && { affinityKey: state.affinityKey }),
+      ...(state.echo.background && { background: { echo: state.echo, sealReasoning: state.sealReasoning, ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }) } }),
     };
-    await this.store.put(stored);
-    if (state.conversation) await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
-  }
-
-  async get(id: string): Promise<ResponseResource> {
-    return (await this.required(id)).resource;
+    if (!(await this.store.put(stored, revision))) return;
+    // A background response joins its conversation once, when it has finished.
+    if (state.conversation && isTerminalStatus(resource.status)) await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
   }
 
   async delete(id: string): Promise<{ id: string; object: 'response'; deleted: true }> {
@@ -181,6 +226,12 @@ export class ResponsesService {
     }
     return found;
   }
+}
+
+/** What `compaction` hands the gateway: the summarisation request (null when nothing is older than the latest user turn) and the items kept. */
+export interface CompactionPlan {
+  request: CanonicalRequest | null;
+  recent: ResponsesItem[];
 }
 
 function notFound(id: string): CortexError {

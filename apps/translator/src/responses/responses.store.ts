@@ -48,14 +48,29 @@ export class ResponsesStore implements OnModuleInit {
   }
 
   async get(id: string): Promise<StoredResponse | null> {
-    if (!KEY.test(id)) return null;
-    const entry = await reach(RESPONSES_BUCKET, () => this.responses.get(id));
-    return entry && entry.operation === 'PUT' ? storedResponse(entry.json<unknown>(), id) : null;
+    return (await this.read(id))?.stored ?? null;
   }
 
-  async put(stored: StoredResponse): Promise<void> {
+  /** A stored response with its KV revision, for a write that must not overwrite a newer one (`put`). */
+  async read(id: string): Promise<{ stored: StoredResponse; revision: number } | null> {
+    if (!KEY.test(id)) return null;
+    const entry = await reach(RESPONSES_BUCKET, () => this.responses.get(id));
+    return entry && entry.operation === 'PUT' ? { stored: storedResponse(entry.json<unknown>(), id), revision: entry.revision } : null;
+  }
+
+  /** Stores a response; with `revision`, only over that revision (false when another write came first). */
+  async put(stored: StoredResponse, revision?: number): Promise<boolean> {
     const value = this.fitting(JSON.stringify(stored), `response ${stored.resource.id}`);
-    await reach(RESPONSES_BUCKET, () => this.responses.put(stored.resource.id, value));
+    if (revision === undefined) {
+      await reach(RESPONSES_BUCKET, () => this.responses.put(stored.resource.id, value));
+      return true;
+    }
+    try {
+      await this.responses.update(stored.resource.id, value, revision);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /**

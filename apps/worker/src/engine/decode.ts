@@ -11,6 +11,7 @@ import {
 import type { FinishReason, StreamEventBody } from '@cortex/contracts';
 import type { GenerateJob } from './engine.types.js';
 import { evaluatePromptInBatches } from './evaluate-prompt.js';
+import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
 import { TextStreamer } from './text-streamer.js';
 import { JsonEnd, ToolCallParser } from './tool-call-parser.js';
@@ -47,6 +48,8 @@ export interface DecodePlan {
   /** tool_choice required or named: the model starts inside a call held by `grammar`. */
   forceToolCall: boolean;
   emit: (event: StreamEventBody) => void;
+  /** A raw completion's `echo`: the prompt text, sent before the completion. */
+  echo?: string;
 }
 
 /**
@@ -63,6 +66,8 @@ export class Decode {
   private readonly maxToolCalls: number;
   private readonly declared: ReadonlySet<string>;
   private readonly startedAt = performance.now();
+  /** The sequence's speculative decoding totals before this request (null without a predictor). */
+  private readonly predictionsBefore: PredictionCounts | null;
   private mode: Mode;
   private completion = 0;
   private reasoningTokens = 0;
@@ -93,12 +98,14 @@ export class Decode {
     this.declared = new Set(job.request.tools?.map((tool) => tool.name));
     this.mode = this.startsInReasoning() ? 'reasoning' : 'text';
     this.recent = prompt.slice(-4);
+    this.predictionsBefore = predictionCounts(plan.sequence);
   }
 
   async run(): Promise<void> {
     const { prompt, sequence, job } = this.plan;
     const cached = await this.reusePrefix();
     this.emit({ type: 'start', runId: '', workerId: '', model: this.model.id, promptTokens: prompt.length });
+    if (this.plan.echo) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.
     const evaluationStartedAt = performance.now();
@@ -277,7 +284,7 @@ export class Decode {
       type: 'finish',
       reason,
       ...(this.stopSequence !== undefined && { stopSequence: this.stopSequence }),
-      usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens: this.reasoningTokens },
+      usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens: this.reasoningTokens, ...draftUsageSince(this.predictionsBefore, this.plan.sequence) },
       timings: {
         ttftMs: firstTokenAt ? firstTokenAt - job.receivedAt : 0,
         // Without a first token (cancelled during the prompt) this is the prompt time spent until the cancel.

@@ -1,4 +1,4 @@
-import type { CanonicalRequest, ModelCapabilities, StreamEventBody } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, ModelKind, RetrievalInput, StreamEventBody } from '@cortex/contracts';
 
 /** What the worker needs from an inference backend; node-llama-cpp sits behind it in `llama-engine.ts`. */
 export interface Engine {
@@ -23,6 +23,10 @@ export interface ModelSpec {
   contextSize: number;
   slots: number;
   maxQueue: number;
+  /** Speculative decoding: the draft model's resolved local path, or `lookup` for input lookup. */
+  draft?: string;
+  /** Absent: chat. */
+  kind?: ModelKind;
 }
 
 export interface GenerateJob {
@@ -47,4 +51,17 @@ export interface EngineModel {
   /** Runs one request to its end, emitting start, deltas and exactly one finish or error. */
   generate(job: GenerateJob): Promise<void>;
   dispose(): Promise<void>;
+}
+
+/** What an embedding or ranking model does instead of generating. */
+export interface RetrievalModel {
+  readonly kind: Exclude<ModelKind, 'chat'>;
+  /** Unit-length vectors in input order, and the tokens evaluated. */
+  embed(inputs: readonly RetrievalInput[], signal: AbortSignal): Promise<{ vectors: number[][]; tokens: number }>;
+  /** A score in [0, 1] per document, and the tokens evaluated. */
+  rank(query: string, documents: readonly string[], signal: AbortSignal): Promise<{ scores: number[]; tokens: number }>;
+}
+
+export function isRetrievalModel(model: EngineModel): model is EngineModel & RetrievalModel {
+  return 'embed' in model && 'rank' in model;
 }

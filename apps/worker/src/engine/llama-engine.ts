@@ -8,14 +8,17 @@ import {
   type ChatWrapper,
   type Llama,
   type LlamaGpuType,
+  type LlamaContext,
   type LlamaModel,
 } from 'node-llama-cpp';
 import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
+import { RetrievalEngineModel } from './embed.js';
 import { LlamaEngineModel } from './llama-model.js';
 import { memoAsync } from './memo.js';
 import { resolveSource } from './resolve-source.js';
+import { draftSpeculation, inputLookup, type Speculation } from './speculative.js';
 
 export interface LlamaEngineOptions {
   gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu';
@@ -113,14 +116,34 @@ export class LlamaEngine implements Engine {
 
   async load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel> {
     const model = await this.llama.loadModel({ modelPath: spec.path, onLoadProgress: onProgress });
+    let speculation: Speculation | null = null;
     try {
-      const context = await model.createContext({
-        contextSize: spec.contextSize,
-        sequences: spec.slots,
-        threads: this.threads,
-        ...(this.slowFlashAttention(model) && { flashAttention: false }),
-      });
-      return new LlamaEngineModel(spec, model, context, this.chatWrapperFor(model, spec.path));
+      if (spec.kind === 'embedding' || spec.kind === 'ranking') return await RetrievalEngineModel.create(spec, model, this.threads);
+      const context = await this.createContext(model, spec);
+      speculation = spec.draft ? await this.speculation(spec.draft, spec) : null;
+      return new LlamaEngineModel(spec, model, context, this.chatWrapperFor(model, spec.path), speculation);
+    } catch (error) {
+      await speculation?.dispose();
+      await model.dispose();
+      throw error;
+    }
+  }
+
+  private createContext(model: LlamaModel, spec: Pick<ModelSpec, 'contextSize' | 'slots'>): Promise<LlamaContext> {
+    return model.createContext({
+      contextSize: spec.contextSize,
+      sequences: spec.slots,
+      threads: this.threads,
+      ...(this.slowFlashAttention(model) && { flashAttention: false }),
+    });
+  }
+
+  /** Input lookup, or a draft model loaded with a draft sequence for each of the target's slots. */
+  private async speculation(draft: string, spec: Pick<ModelSpec, 'contextSize' | 'slots'>): Promise<Speculation> {
+    if (draft === 'lookup') return inputLookup;
+    const model = await this.llama.loadModel({ modelPath: draft });
+    try {
+      return draftSpeculation(model, await this.createContext(model, spec));
     } catch (error) {
       await model.dispose();
       throw error;

@@ -7,7 +7,9 @@ import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js
 import { OutputCheck } from './output-check.js';
 import { PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
+import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
 import { SlotPool } from './slot-pool.js';
+import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
 
 /**
@@ -24,6 +26,8 @@ export class LlamaEngineModel implements EngineModel {
   private readonly chatWrapper: ChatWrapper;
   /** What every decode on this model reads: the model, its batch size, its marker tokens. */
   private readonly decodeModel: DecodeModel;
+  /** A raw completion's decode: the model's markers are plain text there. */
+  private readonly rawDecodeModel: DecodeModel;
   private readonly grammars: GrammarCache;
 
   constructor(
@@ -31,10 +35,11 @@ export class LlamaEngineModel implements EngineModel {
     private readonly model: LlamaModel,
     private readonly context: LlamaContext,
     chatWrapper: ChatWrapper,
+    private readonly speculation: Speculation | null = null,
   ) {
     this.id = spec.id;
     this.slots = spec.slots;
-    const sequences = Array.from({ length: spec.slots }, () => context.getSequence());
+    const sequences = Array.from({ length: spec.slots }, () => context.getSequence(speculation ? { tokenPredictor: speculation.predictor() } : undefined));
     this.pool = new SlotPool(sequences, spec.maxQueue);
     this.chatWrapper = chatWrapper;
     const tokenize = (text: string): Token[] => model.tokenize(text, true);
@@ -48,8 +53,16 @@ export class LlamaEngineModel implements EngineModel {
     // string, and read as a marker it would open a new call (or reasoning) inside the one being written.
     const markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
     this.decodeModel = { id: this.id, model, batchSize: context.batchSize, reasoning, toolCall, markerBias };
+    this.rawDecodeModel = { ...this.decodeModel, reasoning: null, toolCall: null, markerBias: undefined };
     this.grammars = new GrammarCache(model.llama);
-    this.capabilities = { tools: toolCall !== null, reasoning: reasoning !== null, vision: false };
+    this.capabilities = {
+      tools: toolCall !== null,
+      reasoning: reasoning !== null,
+      vision: false,
+      completions: true,
+      fim: fimTokens(model) !== null,
+      ...(speculation && { speculative: speculation.kind }),
+    };
   }
 
   get sizeBytes(): number {
@@ -87,6 +100,7 @@ export class LlamaEngineModel implements EngineModel {
   }
 
   private render(request: CanonicalRequest): { prompt: Token[]; stops: string[] } {
+    if (request.raw) return { prompt: renderRawPrompt(this.model, this.id, request.raw), stops: [] };
     const { contextText, stopGenerationTriggers } = this.chatWrapper.generateContextState({
       chatHistory: toChatHistory(request.messages),
       availableFunctions: toFunctions(request.tools),
@@ -105,8 +119,8 @@ export class LlamaEngineModel implements EngineModel {
     if (!rendered || length >= contextSize) {
       throw new CortexError(
         'invalid_request',
-        `the prompt is ${atLeast === null ? '' : 'at least '}${length} tokens but ${this.id} has a context of ${contextSize}; shorten the messages`,
-        { param: 'messages' },
+        `the prompt is ${atLeast === null ? '' : 'at least '}${length} tokens but ${this.id} has a context of ${contextSize}; shorten the ${request.raw ? 'prompt' : 'messages'}`,
+        { param: request.raw ? 'prompt' : 'messages' },
       );
     }
     const { prompt, stops } = rendered;
@@ -125,8 +139,10 @@ export class LlamaEngineModel implements EngineModel {
     };
     const sequence = await this.pool.acquire(signal, sharedPrefix);
     try {
-      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, forceToolCall: forced !== null, emit };
-      await new Decode(this.decodeModel, plan).run();
+      lookUpIn(sequence, prompt);
+      const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
+      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, forceToolCall: forced !== null, emit, echo };
+      await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run();
     } finally {
       this.pool.release(sequence);
     }
@@ -157,5 +173,6 @@ export class LlamaEngineModel implements EngineModel {
   async dispose(): Promise<void> {
     await this.context.dispose();
     await this.model.dispose();
+    await this.speculation?.dispose();
   }
 }

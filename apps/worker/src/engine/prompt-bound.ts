@@ -42,6 +42,8 @@ export function promptBytes(request: CanonicalRequest): number {
 }
 
 function* promptTexts(request: CanonicalRequest): Iterable<string> {
+  if (request.raw?.text) yield request.raw.text;
+  if (request.raw?.suffix) yield request.raw.suffix;
   for (const message of request.messages) {
     yield message.content;
     if (message.reasoning) yield message.reasoning;

@@ -1,6 +1,7 @@
 import { array, boolean, fail, integer, number, object, oneOf, optionalString, string } from '../fields.js';
 import type { ErrorBody } from '../errors/error-codes.js';
-import { decodeCanonicalRequest } from '../generate/canonical-request.js';
+import { modelKindOf } from '../retrieval/retrieval.messages.js';
+import { decodeCanonicalRequest, type CanonicalRequest } from '../generate/canonical-request.js';
 import type { DecodedRequest, GenerateAccepted, TokenCount } from '../generate/generate.messages.js';
 import {
   MODEL_STATES,
@@ -32,6 +33,39 @@ export function decodeReply(value: unknown): Reply<unknown> {
 export function decodeDecodedRequest(value: unknown): DecodedRequest {
   const decoded = object(value, 'decoded');
   return { request: decodeCanonicalRequest(decoded.request, 'request'), ...(decoded.state === undefined ? {} : { state: decoded.state }) };
+}
+
+/** The translator's compaction plan: the summarisation request (null when nothing is older than the latest turn) and the items kept. */
+export function decodeCompactionPlan(value: unknown): { request: CanonicalRequest | null; recent: Record<string, unknown>[] } {
+  const plan = object(value, 'plan');
+  return {
+    request: plan.request === null ? null : decodeCanonicalRequest(plan.request, 'request'),
+    recent: array(plan.recent, 'recent').map((item, i) => object(item, `recent[${i}]`)),
+  };
+}
+
+/** The translator's view of a response that may run in the background (`responses.background`). */
+export function decodeBackgroundState(value: unknown): {
+  resource: { id: string; status: string } & Record<string, unknown>;
+  background?: { id: string; createdAt: number; record: { echo: Record<string, unknown> } & Record<string, unknown> };
+  run: { runId: string; workerId: string } | null;
+} {
+  const state = object(value, 'state');
+  const resource = object(state.resource, 'resource');
+  string(resource.id, 'resource.id');
+  string(resource.status, 'resource.status');
+  if (state.background !== undefined) {
+    const background = object(state.background, 'background');
+    string(background.id, 'background.id');
+    integer(background.createdAt, 'background.createdAt', 0);
+    object(object(background.record, 'background.record').echo, 'background.record.echo');
+  }
+  if (state.run !== null) {
+    const run = object(state.run, 'run');
+    string(run.runId, 'run.runId');
+    string(run.workerId, 'run.workerId');
+  }
+  return state as ReturnType<typeof decodeBackgroundState>;
 }
 
 export function decodeTokenCount(value: unknown): TokenCount {
@@ -143,6 +177,7 @@ function catalogueEntry(value: unknown, at: string): CatalogueEntry {
     integer(l.inFlight, `${at}.locations[${i}].inFlight`, 0);
     integer(l.queued, `${at}.locations[${i}].queued`, 0);
   });
+  modelKindOf(entry.kind, `${at}.kind`);
   if (entry.capabilities !== null) {
     const caps = object(entry.capabilities, `${at}.capabilities`);
     for (const key of ['tools', 'reasoning', 'vision']) boolean(caps[key], `${at}.capabilities.${key}`);

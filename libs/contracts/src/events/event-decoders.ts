@@ -1,8 +1,9 @@
-import { array, boolean, fail, integer, number, object, oneOf, optionalNumber, optionalString, string, type Json } from '../fields.js';
+import { array, boolean, defined, fail, integer, number, object, oneOf, optionalInteger, optionalNumber, optionalString, string, type Json } from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
 import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
 import type { DefragEvent, LoadFailedEvent, LoadProgress, WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
 import type { BusStatusEvent, GatewayHops, RequestFinishedEvent } from './request-finished.event.js';
+import { RETRIEVAL_APIS } from '../retrieval/retrieval.messages.js';
 
 /**
  * Readers for the events metrics consumes. An event comes from another process, possibly another
@@ -19,7 +20,7 @@ export function decodeRequestFinished(value: unknown): RequestFinishedEvent {
     requestId: string(event.requestId, 'requestId'),
     model: string(event.model, 'model'),
     workerId: nullable(event.workerId, (v) => string(v, 'workerId')),
-    dialect: oneOf(event.dialect, 'dialect', DIALECTS),
+    dialect: oneOf(event.dialect, 'dialect', [...DIALECTS, ...RETRIEVAL_APIS]),
     stream: boolean(event.stream, 'stream'),
     status: integer(event.status, 'status', 100),
     errorCode: nullable(event.errorCode, (v) => oneOf(v, 'errorCode', ERROR_CODES)),
@@ -128,6 +129,10 @@ function usage(value: Json): Usage {
     cachedPromptTokens: integer(value.cachedPromptTokens, 'usage.cachedPromptTokens', 0),
     completionTokens: integer(value.completionTokens, 'usage.completionTokens', 0),
     reasoningTokens: integer(value.reasoningTokens, 'usage.reasoningTokens', 0),
+    ...defined({
+      draftTokens: optionalInteger(value.draftTokens, 'usage.draftTokens', 0),
+      acceptedDraftTokens: optionalInteger(value.acceptedDraftTokens, 'usage.acceptedDraftTokens', 0),
+    }),
   };
 }
 

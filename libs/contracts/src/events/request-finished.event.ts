@@ -1,12 +1,14 @@
 import type { Dialect, FinishReason, Timings, Usage } from '../generate/generate.messages.js';
 import type { ErrorCode } from '../errors/error-codes.js';
+import type { RetrievalApi } from '../retrieval/retrieval.messages.js';
 
 /** gateway → metrics: one per HTTP request that reached the inference path, success or not. */
 export interface RequestFinishedEvent {
   requestId: string;
   model: string;
   workerId: string | null;
-  dialect: Dialect;
+  /** The API the request came in on: a generation dialect, or embeddings / rerank. */
+  dialect: Dialect | RetrievalApi;
   stream: boolean;
   /** HTTP status the client saw (200 for a stream that later failed mid-way is reported with errorCode). */
   status: number;

@@ -1,5 +1,6 @@
 import { Type } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, MaxLength, Min, ValidateNested, IsArray } from 'class-validator';
+import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
 
 export const MODEL_STATES = ['loading', 'ready', 'unloading'] as const;
 export type ModelState = (typeof MODEL_STATES)[number];
@@ -12,6 +13,12 @@ export class ModelCapabilities {
   @IsBoolean() reasoning!: boolean;
   /** Accepts images (never, with the text-only backend). */
   @IsBoolean() vision!: boolean;
+  /** Serves legacy text completions (`/v1/completions`: a raw prompt, no chat template). */
+  @IsOptional() @IsBoolean() completions?: boolean;
+  /** Has fill-in-the-middle tokens: `/v1/completions` takes a `suffix`. */
+  @IsOptional() @IsBoolean() fim?: boolean;
+  /** Decodes speculatively: `draft` (a draft model) or `lookup` (input lookup). */
+  @IsOptional() @IsIn(['draft', 'lookup']) speculative?: 'draft' | 'lookup';
 }
 
 export class LoadedModel {
@@ -69,6 +76,10 @@ export class EstimateCommand {
   @IsString() source!: string;
   @IsInt() @Min(128) contextSize!: number;
   @IsInt() @Min(1) slots!: number;
+  /** As in LoadCommand: a draft model is estimated with its target. */
+  @IsOptional() @IsString() draft?: string;
+  /** As in LoadCommand. */
+  @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
 }
 
 /** router → worker: load a catalogue model. */
@@ -78,6 +89,10 @@ export class LoadCommand {
   @IsString() source!: string;
   @IsInt() @Min(128) contextSize!: number;
   @IsInt() @Min(1) slots!: number;
+  /** Speculative decoding: a draft model's source (same forms as `source`), or `lookup` for input lookup. */
+  @IsOptional() @IsString() draft?: string;
+  /** Absent: chat. Embedding and ranking models get contexts of their kind. */
+  @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
 }
 
 export const UNLOAD_REASONS = ['admin', 'idle', 'lru', 'priority', 'drain'] as const;
@@ -155,6 +170,8 @@ export class PlaceRequest {
   @IsOptional() @IsString() @MaxLength(64) runId?: string;
   /** How many tries of this placement went unanswered before this one (0: the first). */
   @IsOptional() @IsInt() @Min(0) attempt?: number;
+  /** What the request needs the model to be (absent: chat); a model of another kind is a 400. */
+  @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
 }
 
 export interface Placement {
@@ -182,6 +199,8 @@ export interface CatalogueEntry {
   locations: ModelLocation[];
   /** Known once the model has been loaded somewhere. */
   capabilities: ModelCapabilities | null;
+  /** What the model serves, from the catalogue (absent from older routers: chat). */
+  kind?: ModelKind;
 }
 
 export interface WorkerView {

@@ -1,4 +1,4 @@
-import { array, fail, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalNumber, optionalObject, optionalString, string, type Json } from '../fields.js';
+import { array, fail, integer, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalNumber, optionalObject, optionalString, string, type Json } from '../fields.js';
 
 export const ROLES = ['system', 'user', 'assistant', 'tool'] as const;
 export type Role = (typeof ROLES)[number];
@@ -47,6 +47,20 @@ export interface ResponseFormat {
   schema?: Record<string, unknown>;
 }
 
+/**
+ * A legacy text completion (`/v1/completions`): the prompt as it is, without a chat template. A
+ * request with one has no messages.
+ */
+export interface RawPrompt {
+  /** The prompt as text, or as token ids of the model's vocabulary: exactly one of the two. */
+  text?: string;
+  tokens?: number[];
+  /** Fill-in-the-middle: the text after the gap; needs the model's FIM tokens. */
+  suffix?: string;
+  /** The prompt is sent back before the completion (`echo`). */
+  echo?: boolean;
+}
+
 /** The one request shape every dialect decodes into and every worker runs. */
 export interface CanonicalRequest {
   model: string;
@@ -69,6 +83,8 @@ export interface CanonicalRequest {
    * to the worker that already holds its prompt prefix. At most 512 characters.
    */
   affinityKey?: string;
+  /** Set for a legacy completion: the worker evaluates this prompt as it is (no chat template). */
+  raw?: RawPrompt;
 }
 
 const FORMATS = ['text', 'json_object', 'json_schema'] as const;
@@ -96,6 +112,7 @@ export function decodeCanonicalRequest(value: unknown, at: string): CanonicalReq
   optionalBoolean(request.includeUsage, `${at}.includeUsage`);
   optionalBoolean(request.showReasoning, `${at}.showReasoning`);
   maxLength(optionalString(request.affinityKey, `${at}.affinityKey`), 512, `${at}.affinityKey`);
+  if (request.raw !== undefined && request.raw !== null) checkRawPrompt(request.raw, `${at}.raw`);
   return request as unknown as CanonicalRequest;
 }
 
@@ -110,6 +127,16 @@ function checkMessage(value: unknown, at: string): void {
   });
   optionalString(message.toolCallId, `${at}.toolCallId`);
   optionalString(message.name, `${at}.name`);
+}
+
+function checkRawPrompt(value: unknown, at: string): void {
+  const raw = object(value, at);
+  const text = optionalString(raw.text, `${at}.text`);
+  const tokens = optionalArray(raw.tokens, `${at}.tokens`);
+  if ((text === undefined) === (tokens === undefined)) fail(at, 'must have either text or tokens');
+  tokens?.forEach((token, i) => integer(token, `${at}.tokens[${i}]`, 0));
+  optionalString(raw.suffix, `${at}.suffix`);
+  optionalBoolean(raw.echo, `${at}.echo`);
 }
 
 function checkTool(value: unknown, at: string): void {

@@ -1,9 +1,9 @@
 import { IsIn, IsObject, IsOptional, IsString, MaxLength } from 'class-validator';
-import { object, string } from '../fields.js';
+import { boolean, object, string } from '../fields.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from './canonical-request.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 
-export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages'] as const;
+export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages', 'openai.completions'] as const;
 export type Dialect = (typeof DIALECTS)[number];
 
 /** gateway → translator: decode one HTTP body of a dialect into the canonical request. */
@@ -30,6 +30,8 @@ export interface GenerateCommand {
   runId: string;
   streamSubject: string;
   request: CanonicalRequest;
+  /** A background response: runs to the end with no gateway watching (only `cancel` stops it). */
+  background?: boolean;
 }
 
 /** Checks a `generate` command from the bus (the worker's hot path: see decodeCanonicalRequest). */
@@ -37,6 +39,7 @@ export function decodeGenerateCommand(value: unknown): GenerateCommand {
   const command = object(value, 'generate');
   string(command.runId, 'runId');
   string(command.streamSubject, 'streamSubject');
+  if (command.background !== undefined) boolean(command.background, 'background');
   decodeCanonicalRequest(command.request, 'request');
   return command as unknown as GenerateCommand;
 }
@@ -74,6 +77,12 @@ export interface Usage {
   cachedPromptTokens: number;
   completionTokens: number;
   reasoningTokens: number;
+  /**
+   * Speculative decoding (a model with a `draft`): tokens the draft model (or input lookup) proposed,
+   * and how many of them the model accepted. Absent for models without a draft.
+   */
+  draftTokens?: number;
+  acceptedDraftTokens?: number;
 }
 
 export interface Timings {

@@ -1,7 +1,7 @@
 /**
  * Every NATS subject cortex uses. This is the only file that spells a subject string.
  * Grammar: `llm.<service>.v1.<verb>`, `llm.worker.v1.<workerId>.<verb>`, `llm.hb.v1.worker.<workerId>`,
- * `llm.evt.v1.<noun>.<past-tense>`, `llm.stream.v1.<requestId>`. Ids come last, lowercase, never `$`.
+ * `llm.evt.v1.<noun>.<past-tense>`, `llm.stream.v1.<requestId>`, `llm.background.v1.<responseId>.<runId>`. Ids come last, lowercase, never `$`.
  */
 export const WORKER_ID_TOKEN = '{worker}';
 
@@ -11,6 +11,14 @@ export const Subjects = {
   responsesGet: 'llm.translator.v1.responses.get',
   responsesDelete: 'llm.translator.v1.responses.delete',
   responsesInputItems: 'llm.translator.v1.responses.input_items',
+  /** A background response's stored record: the encoder options, the resource as it stands, its current run. */
+  responsesBackground: 'llm.translator.v1.responses.background',
+  /** `POST /v1/responses/{id}/cancel` of a background response, to every gateway (the one placing it stops). */
+  backgroundCancel: 'llm.gateway.v1.responses.cancel',
+  /** The events of every background run, kept in the `CORTEX_BACKGROUND` stream. */
+  backgroundAll: 'llm.background.v1.>',
+  /** `POST /v1/responses/compact`: the summarisation request and the items kept verbatim. */
+  responsesCompaction: 'llm.translator.v1.responses.compaction',
   routerPlace: 'llm.router.v1.place',
   routerModels: 'llm.router.v1.models',
   routerFleet: 'llm.router.v1.fleet',
@@ -21,6 +29,8 @@ export const Subjects = {
   workerGenerate: `llm.worker.v1.${WORKER_ID_TOKEN}.generate`,
   workerCancel: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel`,
   workerTokenize: `llm.worker.v1.${WORKER_ID_TOKEN}.tokenize`,
+  workerEmbed: `llm.worker.v1.${WORKER_ID_TOKEN}.embed`,
+  workerRank: `llm.worker.v1.${WORKER_ID_TOKEN}.rank`,
   workerLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.load`,
   workerUnload: `llm.worker.v1.${WORKER_ID_TOKEN}.unload`,
   workerEstimate: `llm.worker.v1.${WORKER_ID_TOKEN}.estimate`,
@@ -52,6 +62,9 @@ export const Subjects = {
 /** The JetStream stream that keeps lifecycle and request events for metrics. */
 export const EVENTS_STREAM = 'CORTEX_EVENTS';
 
+/** The JetStream stream that keeps the events of background responses while they run (bounded age). */
+export const BACKGROUND_STREAM = 'CORTEX_BACKGROUND';
+
 /** How often a gateway sends `watch` for its open streams; a worker drops a request unwatched for 3×. */
 export const WATCH_INTERVAL_MS = 2_000;
 
@@ -69,6 +82,19 @@ export function heartbeatSubject(workerId: string): string {
 export function streamSubject(requestId: string): string {
   assertToken(requestId, 'requestId');
   return `llm.stream.v1.${requestId}`;
+}
+
+/** The events of one run (`runId`) of a background response; a failover before the first token starts another run. */
+export function backgroundSubject(responseId: string, runId: string): string {
+  assertToken(responseId, 'responseId');
+  assertToken(runId, 'runId');
+  return `llm.background.v1.${responseId}.${runId}`;
+}
+
+/** Every run's events of one background response. */
+export function backgroundResponseSubjects(responseId: string): string {
+  assertToken(responseId, 'responseId');
+  return `llm.background.v1.${responseId}.*`;
 }
 
 /** Ids end up inside subjects: a dot, a wildcard or white space would change which subscribers match. */

@@ -156,8 +156,19 @@ export function chatUsage(usage: Usage): Record<string, unknown> {
     completion_tokens: usage.completionTokens,
     total_tokens: usage.promptTokens + usage.completionTokens,
     prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens },
-    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
+    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens, ...(speculativeDetails(usage) ?? {}) },
   };
+}
+
+/**
+ * Speculative decoding counts, under the names OpenAI gives predicted-output tokens:
+ * `accepted_prediction_tokens` (draft tokens the model kept) and `rejected_prediction_tokens`
+ * (drafted, then refused), for `completion_tokens_details`. Null for a model without a draft.
+ */
+export function speculativeDetails(usage: Usage): Record<string, number> | null {
+  if (usage.draftTokens === undefined) return null;
+  const accepted = usage.acceptedDraftTokens ?? 0;
+  return { accepted_prediction_tokens: accepted, rejected_prediction_tokens: usage.draftTokens - accepted };
 }
 
 /** OpenAI's error body: `{error: {message, type, param, code}}`. */

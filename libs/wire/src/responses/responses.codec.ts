@@ -8,3 +8,5 @@ export * from './responses.resource.js';
 export * from './responses.encoder.js';
 export * from './responses.state.js';
 export * from './reasoning-seal.js';
+export * from './responses.compaction.js';
+export * from './responses.background.js';

@@ -316,7 +316,7 @@ describe('responses codec - request decoding', () => {
     invalid({ model: 'm', input: [{ type: 'web_search_call', id: 'ws_1' }] }, 'input[0].type', /unsupported item type/);
     invalid({ model: 'm', input: [{ type: 'function_call', name: 'f', arguments: '{}' }] }, 'input[0].call_id');
     invalid({ model: 'm', input: [{ content: 'no role' }] }, 'input[0].type');
-    invalid({ ...base, background: true }, 'background', /background is not supported/);
+    invalid({ ...base, background: true, store: false }, 'background', /must be stored/);
     invalid({ ...base, previous_response_id: 'resp_1', conversation: 'conv_1' }, 'previous_response_id', /conversation/);
     invalid({ ...base, tools: [tool('f'), { type: 'namespace', name: 'ns', tools: [tool('f')] }] }, 'tools', /two tools are named 'f'/);
     invalid({ ...base, tools: [{ type: 'namespace', name: 'ns' }] }, 'tools[0].tools');

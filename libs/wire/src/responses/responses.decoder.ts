@@ -66,8 +66,7 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   const body = object(input, 'body');
   const model = modelName(body.model);
 
-  // Cortex answers every request in the foreground; a background response would need polling and cancel.
-  if (optionalBoolean(body.background, 'background')) fail('background', 'background is not supported: omit it or send false');
+  const background = optionalBoolean(body.background, 'background') ?? false;
   // OpenAI's stored prompt templates live at OpenAI; there is nothing here to expand them from.
   if (body.prompt !== undefined && body.prompt !== null) fail('prompt', 'prompt templates are not supported: send instructions and input');
 
@@ -119,6 +118,8 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   if (cacheKey) request.affinityKey = affinityKey.promptCacheKey(cacheKey);
 
   const store = optionalBoolean(body.store, 'store') ?? true;
+  // A background response is read back by id: there is nothing to read without storing it (as OpenAI answers).
+  if (background && !store) fail('background', 'background responses must be stored: send store: true (the default) or leave background out');
   const metadata = decodeMetadata(body.metadata);
   const reasoning = decodeReasoning(body.reasoning);
   const echo: ResponseEcho = {
@@ -141,7 +142,7 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
     max_output_tokens: sampling.maxTokens ?? null,
     max_tool_calls: maxToolCalls ?? null,
     store,
-    background: false,
+    background,
     service_tier: decodeServiceTier(body.service_tier),
     metadata,
     safety_identifier: optionalString(body.safety_identifier, 'safety_identifier') ?? null,

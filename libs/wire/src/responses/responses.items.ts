@@ -1,5 +1,7 @@
 import { array, CortexError, fail, object, oneOf, optionalString, string, type CanonicalMessage, type Json } from '@cortex/contracts';
+import { compactionMessage, openPlain } from './responses.compaction.js';
 import type {
+  ResponsesCompactionItem,
   ResponsesFunctionCallItem,
   ResponsesFunctionCallOutputItem,
   ResponsesInputTextPart,
@@ -51,10 +53,19 @@ function decodeItem(input: unknown, param: string): ResponsesItem {
       return withId(decodeReasoningItem(item, param), id);
     case 'item_reference':
       return { type: 'item_reference', id: string(item.id, `${param}.id`) };
+    // `compaction_summary` is the name some agents (Codex) also read and write for the same item.
+    case 'compaction':
+    case 'compaction_summary': {
+      const content = string(item.encrypted_content, `${param}.encrypted_content`);
+      const compaction: ResponsesCompactionItem = { type: 'compaction', encrypted_content: content };
+      const summary = openPlain(content);
+      if (summary !== undefined) compaction.summary = summary;
+      return withId(compaction, id);
+    }
     default:
-      // Hosted-tool calls (web_search_call, computer_call, mcp_call, …), custom tools and other providers'
-      // compaction items have nothing a local model can read or answer.
-      return fail(`${param}.type`, `unsupported item type ${JSON.stringify(type)}: only message, function_call, function_call_output, reasoning and item_reference items`);
+      // Hosted-tool calls (web_search_call, computer_call, mcp_call, …) and custom tools have nothing a
+      // local model can read or answer.
+      return fail(`${param}.type`, `unsupported item type ${JSON.stringify(type)}: only message, function_call, function_call_output, reasoning, compaction and item_reference items`);
   }
 }
 
@@ -182,6 +193,12 @@ export function itemsToMessages(items: readonly ResponsesItem[]): CanonicalMessa
         flush();
         messages.push(toolMessage(item));
         break;
+      case 'compaction': {
+        flush();
+        const message = compactionMessage(item);
+        if (message) messages.push(message);
+        break;
+      }
       case 'item_reference':
         // The decoder leaves references out of its own request; anything else must resolve them first.
         throw new CortexError('internal', `item_reference '${item.id}' was not resolved before building messages`);

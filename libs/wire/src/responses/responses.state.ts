@@ -1,3 +1,4 @@
+import type { BackgroundRecord } from './responses.background.js';
 import type { ResponseEcho, ResponseResource, ResponsesItem } from './responses.types.js';
 
 /** What the translator hands the gateway with a decoded Responses request, and gets back to store. */
@@ -38,6 +39,8 @@ export interface StoredResponse {
   conversationItems?: number;
   /** The conversation's affinity key, inherited by responses that continue this one. */
   affinityKey?: string;
+  /** A background response: what renders its stored run events again (see `BackgroundReplay`). */
+  background?: BackgroundRecord;
   /** Written by earlier versions instead of `chain`: the whole conversation before this response. */
   history?: ResponsesItem[];
 }

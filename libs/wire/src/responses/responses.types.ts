@@ -75,6 +75,19 @@ export interface ResponsesReasoningItem {
   status?: ResponsesItemStatus;
 }
 
+/**
+ * `CompactionSummaryItemParam` / `CompactionBody`: the model's summary of the conversation before it, made by
+ * `POST /v1/responses/compact`. `encrypted_content` is sealed (`CompactionSeal`); `summary` is the text once
+ * opened here, for rendering only.
+ */
+export interface ResponsesCompactionItem {
+  type: 'compaction';
+  id?: string;
+  encrypted_content: string;
+  created_by?: string;
+  summary?: string;
+}
+
 /** `ItemReferenceParam`: an earlier item by id, resolved by the caller (see `resolveItemReferences`). */
 export interface ResponsesItemReference {
   type: 'item_reference';
@@ -86,7 +99,13 @@ export interface ResponsesItemReference {
  * output items are. Stored input items plus stored output items of a response are enough to rebuild its
  * conversation (`itemsToMessages`).
  */
-export type ResponsesItem = ResponsesMessageItem | ResponsesFunctionCallItem | ResponsesFunctionCallOutputItem | ResponsesReasoningItem | ResponsesItemReference;
+export type ResponsesItem =
+  | ResponsesMessageItem
+  | ResponsesFunctionCallItem
+  | ResponsesFunctionCallOutputItem
+  | ResponsesReasoningItem
+  | ResponsesCompactionItem
+  | ResponsesItemReference;
 
 /** Items a response produces (`ItemField`), each with its id and status. */
 export type ResponsesOutputItem =
@@ -138,7 +157,7 @@ export interface ResponseEcho {
   max_output_tokens: number | null;
   max_tool_calls: number | null;
   store: boolean;
-  background: false;
+  background: boolean;
   service_tier: string;
   metadata: Record<string, string>;
   safety_identifier: string | null;
@@ -147,7 +166,8 @@ export interface ResponseEcho {
   conversation?: { id: string };
 }
 
-export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed';
+/** `queued` and `cancelled` only for background responses. */
+export type ResponseStatus = 'queued' | 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
 
 export interface ResponsesUsage {
   input_tokens: number;

@@ -1,0 +1,127 @@
+import { completionChoices } from '@cortex/wire';
+import { isObject, type CanonicalRequest, type CortexError, type LoadProgress, type StreamEvent } from '@cortex/contracts';
+import type { InferenceRun } from '../inference/inference-run.js';
+import type { ResponderRun } from '../inference/inference.responder.js';
+import type { InferenceService } from '../inference/inference.service.js';
+
+/** A stream event and the choice (prompt index) it belongs to. */
+type ChoiceEvent = StreamEvent & { choice?: number };
+
+/** The dialect state of a fanned-out request: how many choices its response has. */
+interface FanOutState {
+  choices: number;
+}
+
+export const choiceOf = (event: StreamEvent): number => (event as ChoiceEvent).choice ?? 0;
+
+export const choicesOf = (state: unknown): number => (isObject(state) && typeof state.choices === 'number' ? state.choices : 1);
+
+/**
+ * The prompt of each choice of a completion body that asks for several (an array prompt, `n`), or
+ * null: a single choice (or a malformed body, which the translator then refuses naming the field)
+ * runs as one request.
+ */
+export function fanOutPrompts(body: unknown): Array<string | number[]> | null {
+  if (!isObject(body)) return null;
+  try {
+    const prompts = completionChoices(body);
+    return prompts.length > 1 ? prompts : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * One run per choice of a legacy completion (an array prompt, `n`), driven by the responder as one:
+ * each is decoded, placed and generated like a request of its own (so they share the model's slots
+ * side by side), and their events come out merged, each tagged with its choice index.
+ */
+export class FanOutRun implements ResponderRun {
+  private readonly runs: InferenceRun[];
+  readonly state: FanOutState;
+
+  constructor(
+    service: InferenceService,
+    requestId: string,
+    private readonly prompts: Array<string | number[]>,
+  ) {
+    this.runs = prompts.map(() => service.open('openai.completions', requestId));
+    this.state = { choices: prompts.length };
+  }
+
+  get runId(): string {
+    return (this.runs[0] as InferenceRun).runId;
+  }
+
+  get startedAt(): number {
+    return (this.runs[0] as InferenceRun).startedAt;
+  }
+
+  get onLoadProgress(): ((progress: LoadProgress) => void) | null {
+    return this.runs[0]?.onLoadProgress ?? null;
+  }
+
+  set onLoadProgress(watcher: ((progress: LoadProgress) => void) | null) {
+    for (const run of this.runs) run.onLoadProgress = watcher;
+  }
+
+  async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
+    const requests = await Promise.all(this.runs.map((run, i) => run.decode({ ...(body as object), prompt: this.prompts[i], n: 1 }, session)));
+    return requests[0] as CanonicalRequest;
+  }
+
+  firstByteWritten(): void {
+    for (const run of this.runs) run.firstByteWritten();
+  }
+
+  /** Starts every prompt; when one cannot start, the others are stopped and its error thrown. */
+  async start(): Promise<AsyncIterable<StreamEvent>> {
+    const started = await Promise.allSettled(this.runs.map((run) => run.start()));
+    const failed = started.find((result) => result.status === 'rejected');
+    if (failed) {
+      for (const run of this.runs) run.cancel('another prompt of the request failed');
+      throw failed.reason;
+    }
+    return merge(started.map((result) => (result as PromiseFulfilledResult<AsyncIterable<StreamEvent>>).value));
+  }
+
+  cancel(reason: string): void {
+    for (const run of this.runs) run.cancel(reason);
+  }
+
+  fail(error: CortexError, responseStarted: boolean): void {
+    for (const run of this.runs) run.fail(error, responseStarted);
+  }
+
+  finish(): void {
+    for (const run of this.runs) run.finish();
+  }
+}
+
+type Pulled = { index: number; result?: IteratorResult<StreamEvent>; error?: unknown };
+
+/** The events of every stream as they arrive, each tagged with its stream's index. */
+async function* merge(streams: Array<AsyncIterable<StreamEvent>>): AsyncIterable<ChoiceEvent> {
+  const iterators = streams.map((stream) => stream[Symbol.asyncIterator]());
+  const pending = new Map<number, Promise<Pulled>>();
+  // A failure is kept as a value, so a stream that fails while another is read is never unhandled.
+  const pull = (index: number): void => {
+    const next = (iterators[index] as AsyncIterator<StreamEvent>).next();
+    pending.set(index, next.then((result) => ({ index, result }), (error: unknown) => ({ index, error })));
+  };
+  iterators.forEach((_, index) => pull(index));
+  try {
+    while (pending.size > 0) {
+      const { index, result, error } = await Promise.race(pending.values());
+      if (error !== undefined) throw error;
+      if (!result || result.done) {
+        pending.delete(index);
+        continue;
+      }
+      pull(index);
+      yield { ...result.value, choice: index };
+    }
+  } finally {
+    for (const index of pending.keys()) void iterators[index]?.return?.();
+  }
+}

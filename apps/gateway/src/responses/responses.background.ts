@@ -1,0 +1,208 @@
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type { Subscription } from '@nats-io/transport-node';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import { CortexError, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject, type StreamEvent } from '@cortex/contracts';
+import {
+  BackgroundReplay,
+  isTerminalStatus,
+  ReasoningSeal,
+  replayOptions,
+  sessionFromHeaders,
+  withOutputText,
+  type BackgroundSource,
+  type ResponseResource,
+  type ResponsesState,
+} from '@cortex/wire';
+import { sendError, toCortexError } from '../http/error-response.js';
+import { requestIdOf } from '../http/request-id.js';
+import { SseWriter } from '../http/sse.writer.js';
+import type { InferenceRun } from '../inference/inference-run.js';
+import { InferenceService } from '../inference/inference.service.js';
+
+/** How long `POST …/cancel` waits for a cancelled run to be stored as ended, polling every POLL_MS. */
+const CANCEL_WAIT_MS = 10_000;
+const POLL_MS = 100;
+
+/**
+ * `background: true` on the gateway side. Create: decode, store the response `queued`, answer at once,
+ * then place and start the run like any other (failover before the first token included) and detach
+ * from it: the worker runs it to the end with nobody watching, its events kept in `CORTEX_BACKGROUND`,
+ * and a translator stores the finished response. Streaming (`stream: true`, or `GET …?stream=true
+ * &starting_after=N`) replays those events from JetStream through the same encoder, so any gateway,
+ * restarted or not, serves them with the same sequence numbers. Cancel stops the run on its worker.
+ */
+@Injectable()
+export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('responses');
+  /** Runs this gateway is still placing, by response id (a cancel must stop them before they start). */
+  private readonly launching = new Map<string, InferenceRun>();
+  private readonly cancelled = new Set<string>();
+  private readonly seal: ReasoningSeal | undefined;
+  private sub: Subscription | null = null;
+
+  constructor(
+    private readonly inference: InferenceService,
+    private readonly bus: BusClient,
+    @Inject(CONFIG) private readonly config: CortexConfig,
+  ) {
+    this.seal = config.responses.reasoningKey ? new ReasoningSeal(config.responses.reasoningKey) : undefined;
+  }
+
+  async onModuleInit(): Promise<void> {
+    this.sub = this.bus.subscribe(Subjects.backgroundCancel, (data) => {
+      const { id } = decodeResponseId(data);
+      const run = this.launching.get(id);
+      if (!run) return;
+      this.cancelled.add(id);
+      run.cancel('cancelled by POST /v1/responses/{id}/cancel');
+    });
+    await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS);
+  }
+
+  onModuleDestroy(): void {
+    this.sub?.unsubscribe();
+  }
+
+  async create(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const requestId = requestIdOf(req);
+    const run = this.inference.open('openai.responses', requestId);
+    try {
+      const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.config.gateway.sessionHeaders));
+      const state = run.state as ResponsesState;
+      const source: BackgroundSource = {
+        id: state.responseId,
+        createdAt: state.createdAt,
+        record: { echo: state.echo, ...(state.sealReasoning !== undefined && { sealReasoning: state.sealReasoning }), ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }) },
+      };
+      const queued = new BackgroundReplay(this.options(source)).resource();
+      await this.bus.request(Subjects.responsesStore, { state, resource: queued }, { requestId, decode: decodeStored });
+      void this.launch(run, state, source);
+      if (request.stream) return await this.replay(req, reply, source, -1, true);
+      void reply.status(200).header('x-request-id', requestId).type('application/json').send(withOutputText(queued));
+    } catch (thrown) {
+      const error = toCortexError(thrown);
+      run.fail(error, false);
+      run.finish();
+      if (!reply.sent) sendError(reply, req.url, error, requestId);
+    }
+  }
+
+  /** `GET /v1/responses/{id}?stream=true&starting_after=N`: the events after N, live while the run goes on. */
+  async stream(req: FastifyRequest, reply: FastifyReply, id: string, startingAfter: string | undefined): Promise<void> {
+    const requestId = requestIdOf(req);
+    try {
+      const after = startingAfter === undefined ? -1 : Number(startingAfter);
+      if (!Number.isInteger(after) || after < -1 || startingAfter === '') {
+        throw new CortexError('invalid_request', 'starting_after: must be a sequence number (an integer from 0)', { param: 'starting_after' });
+      }
+      const state = await this.current(id, requestId);
+      if (!state.background) throw new CortexError('invalid_request', `Response ${id} did not run in the background; only background responses can be streamed again`, { param: 'stream' });
+      await this.replay(req, reply, state.background as unknown as BackgroundSource, after, !isTerminalStatus(state.resource.status));
+    } catch (thrown) {
+      if (!reply.sent) sendError(reply, req.url, toCortexError(thrown), requestId);
+    }
+  }
+
+  /** `POST /v1/responses/{id}/cancel`: stops the run (on its worker, or before it is placed) and answers once it has ended. */
+  async cancel(id: string, requestId: string): Promise<unknown> {
+    const state = await this.current(id, requestId);
+    if (!state.background) throw new CortexError('invalid_request', `Response ${id} is not a background response; only background responses can be cancelled`, { param: 'response_id' });
+    if (isTerminalStatus(state.resource.status)) return state.resource;
+    this.bus.publish(Subjects.backgroundCancel, { id }, requestId);
+    if (state.run) {
+      this.bus.publish(workerSubject(Subjects.workerCancel, state.run.workerId), { runId: state.run.runId, reason: 'cancelled by POST /v1/responses/{id}/cancel' }, requestId);
+    }
+    const deadline = Date.now() + CANCEL_WAIT_MS;
+    for (;;) {
+      const now = await this.current(id, requestId);
+      if (isTerminalStatus(now.resource.status) || Date.now() >= deadline) return now.resource;
+      await new Promise((done) => setTimeout(done, POLL_MS));
+    }
+  }
+
+  /** A translator's view of the response: as it stands, how to render it, and its current run. */
+  private current(id: string, requestId: string) {
+    return this.bus.request(Subjects.responsesBackground, { id }, { requestId, decode: decodeBackgroundState });
+  }
+
+  private options(source: BackgroundSource) {
+    return replayOptions(source, this.config.responses.reasoningEvents, this.seal);
+  }
+
+  /**
+   * Places and starts the run, then only follows it to record how it ended (`countToEnd`). A run that
+   * never got a first token (no worker, a load that failed, cancelled while placed) is stored as ended
+   * here; one that started is its worker's to end.
+   */
+  private async launch(run: InferenceRun, state: ResponsesState, source: BackgroundSource): Promise<void> {
+    run.backgroundOf = state.responseId;
+    this.launching.set(state.responseId, run);
+    try {
+      const events = await run.start();
+      this.launching.delete(state.responseId);
+      await countToEnd(run, events);
+    } catch (thrown) {
+      const error = toCortexError(thrown);
+      run.fail(error, false);
+      const replay = new BackgroundReplay(this.options(source));
+      replay.fail(error.toBody());
+      const ended: ResponseResource = this.cancelled.has(state.responseId) ? { ...replay.resource(), status: 'cancelled', error: null } : replay.resource();
+      await this.bus.request(Subjects.responsesStore, { state, resource: ended }, { requestId: run.requestId, decode: decodeStored }).catch((cause: Error) => {
+        this.logger.warn(`${state.responseId}: could not store its failure (${error.message}): ${cause.message}`);
+      });
+    } finally {
+      this.launching.delete(state.responseId);
+      this.cancelled.delete(state.responseId);
+      run.finish();
+    }
+  }
+
+  /**
+   * Writes the stored events' frames after sequence number `after` as SSE; with `follow`, live until the
+   * run ends. A finished response whose events have aged out (`responses.background_events_ttl_s`) ends
+   * with an error frame that says so.
+   */
+  private async replay(req: FastifyRequest, reply: FastifyReply, source: BackgroundSource, after: number, follow: boolean): Promise<void> {
+    const { gateway } = this.config;
+    const sse = new SseWriter(reply, requestIdOf(req), gateway.stallTimeoutMs);
+    const replay = new BackgroundReplay(this.options(source));
+    const write = (frames: ReturnType<BackgroundReplay['add']>) => {
+      for (const frame of frames) if (frame.data.sequence_number > after) sse.data(frame.data, frame.event);
+    };
+    sse.start();
+    const keepAlive = setInterval(() => sse.comment('keep-alive'), gateway.keepAliveMs);
+    // Before a run starts the wait is a placement's (a cold load); after, a worker sends keep-alives every second.
+    const idleMs = () => (replay.run ? gateway.streamIdleTimeoutMs : gateway.placementTimeoutMs + gateway.workerWaitMs);
+    try {
+      for await (const event of readBackgroundEvents(this.bus.nc, source.id, { follow, idleMs })) {
+        write(replay.add(event));
+        if (replay.ended || sse.closed) break;
+        if (sse.needsDrain) await sse.drained();
+      }
+      if (!replay.ended && !sse.closed) {
+        const kept = this.config.responses.backgroundEventsTtlS;
+        throw new CortexError('not_found', `the events of ${source.id} are no longer kept (they are kept ${kept} s); GET it without stream for the finished response`);
+      }
+    } catch (thrown) {
+      write(replay.fail(toCortexError(thrown).toBody()));
+    } finally {
+      clearInterval(keepAlive);
+    }
+    sse.done();
+  }
+}
+
+/**
+ * Reads a started background run to its end only so its request-finished event carries the finish and
+ * usage. The run does not depend on it: a read that fails (this worker declared down, silence) detaches
+ * without cancelling, and a gateway that dies just stops counting.
+ */
+async function countToEnd(run: InferenceRun, events: AsyncIterable<StreamEvent>): Promise<void> {
+  try {
+    for await (const event of events) if (event.type === 'error') run.fail(CortexError.fromBody(event.error), true);
+  } catch {
+    run.detach();
+  }
+}

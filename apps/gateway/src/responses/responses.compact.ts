@@ -1,0 +1,52 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { CortexError, decodeCompactionPlan, Subjects, type Usage } from '@cortex/contracts';
+import { compactionItem, compactResource, CompactionSeal, sessionFromHeaders, type CompactResource, type ResponsesItem } from '@cortex/wire';
+import { toCortexError } from '../http/error-response.js';
+import type { InferenceService } from '../inference/inference.service.js';
+
+const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0, reasoningTokens: 0 };
+
+/**
+ * `POST /v1/responses/compact`: the translator rebuilds the conversation and splits it; the model that
+ * serves `model` writes the summary of the older part (a generation placed like any other); the result
+ * is the summary as a compaction item followed by the latest items verbatim.
+ */
+export class ResponsesCompactor {
+  private readonly seal: CompactionSeal;
+
+  constructor(private readonly inference: InferenceService) {
+    this.seal = new CompactionSeal(inference.config.responses.reasoningKey);
+  }
+
+  async compact(req: FastifyRequest, reply: FastifyReply, requestId: string): Promise<CompactResource> {
+    const session = sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders);
+    const plan = await this.inference.bus.request(
+      Subjects.responsesCompaction,
+      { dialect: 'openai.responses', body: req.body, ...(session && { session }) },
+      { requestId, decode: decodeCompactionPlan },
+    );
+    const recent = plan.recent as unknown as ResponsesItem[];
+    if (!plan.request) return compactResource(recent, undefined, NO_USAGE);
+    const run = this.inference.open('openai.responses', requestId);
+    run.use(plan.request);
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) run.cancel('client disconnected');
+    });
+    let summary = '';
+    let usage = NO_USAGE;
+    try {
+      for await (const event of await run.start()) {
+        if (event.type === 'error') throw CortexError.fromBody(event.error);
+        if (event.type === 'text') summary += event.text;
+        if (event.type === 'finish') usage = event.usage;
+      }
+    } catch (thrown) {
+      run.fail(toCortexError(thrown), false);
+      throw thrown;
+    } finally {
+      run.finish();
+    }
+    if (summary.trim().length === 0) throw new CortexError('invalid_output', `${plan.request.model} wrote an empty summary; try again, or compact with a larger model`);
+    return compactResource(recent, compactionItem(summary.trim(), this.seal), usage);
+  }
+}

@@ -1,0 +1,71 @@
+import { Injectable } from '@nestjs/common';
+import { CortexError, Subjects, workerSubject, type ModelKind, type RetrievalApi } from '@cortex/contracts';
+import { MAX_REPLACEMENTS, RETRYABLE } from '../inference/inference-run.js';
+import { InferenceService } from '../inference/inference.service.js';
+import { toCortexError } from '../http/error-response.js';
+
+/** One try of the work on the worker placed, for the catalogue id of the model (not an alias); `runId` is what a cancel names. */
+export type RetrievalCall<T> = (placed: { workerId: string; model: string }, runId: string) => Promise<T>;
+
+
+/**
+ * Embeddings and rerank requests: placed through the router like any request (a cold load included),
+ * then one request/reply to the worker. A worker that fails before answering costs the client
+ * nothing: the request goes to another worker once. Each request publishes one request-finished
+ * event under its API, so metrics count requests, tokens and latency per endpoint.
+ */
+@Injectable()
+export class RetrievalService {
+  constructor(readonly inference: InferenceService) {}
+
+  /** The work's result; `tokens` reads its prompt tokens for usage and metrics. */
+  async run<T>(api: RetrievalApi, requestId: string, target: { model: string; kind: ModelKind }, call: RetrievalCall<T>, tokens: (result: T) => number, closed: AbortSignal): Promise<T> {
+    const run = this.inference.open(api, requestId);
+    const onClose = (): void => {
+      run.finishReason = 'cancelled';
+      run.cancel('client disconnected');
+    };
+    closed.addEventListener('abort', onClose, { once: true });
+    const exclude: string[] = [];
+    let replaced = 0;
+    try {
+      for (;;) {
+        const { workerId, model } = await run.placeFor(target.model, target.kind, exclude);
+        if (closed.aborted) throw new CortexError('cancelled', 'the client went away while the request was placed');
+        const cancel = (): void => this.inference.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: run.runId, reason: 'client disconnected' }, requestId);
+        closed.addEventListener('abort', cancel, { once: true });
+        try {
+          const result = await call({ workerId, model }, run.runId);
+          const promptTokens = tokens(result);
+          run.usage = { promptTokens, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
+          run.finishReason = 'stop';
+          return result;
+        } catch (error) {
+          if (!(error instanceof CortexError) || closed.aborted) throw error;
+          if (error.code === 'model_not_ready' && replaced++ < MAX_REPLACEMENTS) continue;
+          if (exclude.length > 0 || !RETRYABLE.has(error.code)) throw error;
+          this.inference.logger.warn({ msg: `worker ${workerId} failed (${error.message}); placing the request again`, requestId });
+          exclude.push(workerId);
+        } finally {
+          closed.removeEventListener('abort', cancel);
+        }
+      }
+    } catch (error) {
+      run.fail(toCortexError(error), false);
+      throw error;
+    } finally {
+      closed.removeEventListener('abort', onClose);
+      run.finish();
+    }
+  }
+
+  /** Asks a worker, bounded like a placement: a large batch on a slow device takes a while. */
+  ask<T>(workerId: string, pattern: string, command: object, requestId: string, decode: (value: unknown) => T): Promise<T> {
+    return this.inference.bus.request(workerSubject(pattern, workerId), command, { requestId, decode, timeoutMs: this.inference.config.gateway.placementTimeoutMs });
+  }
+
+  /** The catalogue entry a request names (id or alias), if this gateway's config has it. */
+  modelConfig(name: string) {
+    return this.inference.config.models.find((m) => m.id === name || m.aliases?.includes(name));
+  }
+}

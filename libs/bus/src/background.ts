@@ -1,0 +1,77 @@
+import { jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { streamReplicas } from './replicas.js';
+import { BACKGROUND_STREAM, backgroundResponseSubjects, CortexError, decodeStreamEvent, Subjects, type StreamEvent } from '@cortex/contracts';
+
+/**
+ * Creates (or re-limits, and sets the replica count of) the stream that keeps background runs' events: every `llm.background.v1.>`
+ * message a worker publishes is stored for `maxAgeS`, so any gateway or translator can replay a run
+ * that another process started. Idempotent; every service that publishes into it or reads it calls it.
+ */
+export async function ensureBackgroundStream(nc: NatsConnection, maxAgeS: number): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  const config = { name: BACKGROUND_STREAM, subjects: [Subjects.backgroundAll], max_age: maxAgeS * 1e9, num_replicas: streamReplicas(nc) };
+  try {
+    const info = await jsm.streams.info(BACKGROUND_STREAM);
+    if (info.config.max_age !== config.max_age || info.config.num_replicas !== config.num_replicas) await jsm.streams.update(BACKGROUND_STREAM, { ...info.config, ...config });
+  } catch {
+    await jsm.streams.add(config);
+  }
+}
+
+/** One stored event of a background run. */
+export interface StoredRunEvent {
+  /** The run (one per placement try) that published it: the subject's last token. */
+  runId: string;
+  event: StreamEvent;
+  /** When the stream stored it, in milliseconds since the epoch. */
+  at: number;
+}
+
+export interface BackgroundReadOptions {
+  /** Keep waiting for new events after the stored ones (until the caller stops iterating). */
+  follow: boolean;
+  /** No event for this long → `worker_lost` (keep-alives arrive every second while a run lives); read before each wait. */
+  idleMs: number | (() => number);
+}
+
+/**
+ * The stored events of one background response, oldest first, through an ordered consumer (nothing to
+ * clean up: the server drops it when it goes idle). Without `follow` it ends at the last stored event.
+ * A stored event that does not decode fails the read with `internal`, naming it.
+ */
+export async function* readBackgroundEvents(nc: NatsConnection, responseId: string, options: BackgroundReadOptions): AsyncGenerator<StoredRunEvent> {
+  const consumer = await jetstream(nc).consumers.get(BACKGROUND_STREAM, { filter_subjects: backgroundResponseSubjects(responseId) });
+  if (!options.follow && (await consumer.info()).num_pending === 0) return;
+  const messages: ConsumerMessages = await consumer.consume();
+  let idle = false;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = (): void => {
+    clearTimeout(timer);
+    timer = setTimeout(
+      () => {
+        idle = true;
+        void messages.close();
+      },
+      typeof options.idleMs === 'number' ? options.idleMs : options.idleMs(),
+    );
+  };
+  try {
+    arm();
+    for await (const message of messages) {
+      arm();
+      let event: StreamEvent;
+      try {
+        event = decodeStreamEvent(message.json());
+      } catch (cause) {
+        throw new CortexError('internal', `stored event ${message.seq} on ${message.subject}: ${(cause as Error).message}`, { cause });
+      }
+      yield { runId: message.subject.slice(message.subject.lastIndexOf('.') + 1), event, at: message.time.getTime() };
+      if (!options.follow && message.info.pending === 0) return;
+    }
+    if (idle) throw new CortexError('worker_lost', `no event of background response ${responseId} came in time: its worker is gone`);
+  } finally {
+    clearTimeout(timer);
+    await messages.close();
+  }
+}

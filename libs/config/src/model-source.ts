@@ -1,0 +1,23 @@
+import type { CortexConfig, ModelConfig } from './config.schema.js';
+
+/** What a worker needs to estimate or load a catalogue model: its source, context, slots and draft. */
+export interface ModelSource {
+  source: string;
+  contextSize: number;
+  slots: number;
+  /** The draft model's source, or `lookup`; absent without speculative decoding. */
+  draft?: string;
+  /** Embedding and ranking models get contexts of their kind; absent: chat. */
+  kind?: 'embedding' | 'ranking';
+}
+
+/**
+ * The load source of a catalogue model. A `draft` naming another catalogue model (by id) is that
+ * model's file; anything else is a source of its own (a path, `hf:` URI or `fixture:`), or `lookup`.
+ */
+export function modelSource(config: Pick<CortexConfig, 'models'>, model: ModelConfig): ModelSource {
+  const source: ModelSource = { source: model.file, contextSize: model.contextSize, slots: model.slots };
+  if (model.kind !== 'chat') source.kind = model.kind;
+  if (model.draft) source.draft = model.draft === 'lookup' ? 'lookup' : (config.models.find((m) => m.id === model.draft)?.file ?? model.draft);
+  return source;
+}

@@ -1,0 +1,53 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { StreamEvent } from '@cortex/contracts';
+import { BackgroundReplay, isTerminalStatus } from './responses.background.js';
+import { encoderOptions, events, finish, start } from './responses.fixtures.js';
+
+const { now: _now, ...options } = encoderOptions();
+const stored = (runId: string, list: StreamEvent[], at = 1_700_000_009_000) => list.map((event) => ({ runId, event, at }));
+
+describe('responses background replay', () => {
+  it('responses background replay - queued until a run starts; the frames and completed_at are the same on every replay', () => {
+    const run = stored('run1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Hi' }, { type: 'keepalive' }, finish('stop')));
+    const first = new BackgroundReplay(options);
+    assert.equal(first.resource().status, 'queued');
+    const frames = run.flatMap((event) => first.add(event));
+    const again = new BackgroundReplay(options);
+    assert.deepEqual(run.flatMap((event) => again.add(event)), frames);
+    assert.equal(first.resource().status, 'completed');
+    assert.equal(first.resource().completed_at, 1_700_000_009);
+    assert.deepEqual(first.run, { runId: 'run1', workerId: 'w1' });
+    assert.ok(first.ended);
+  });
+
+  it('responses background replay - a run replaced before its first token is ignored, late events included', () => {
+    const replay = new BackgroundReplay(options);
+    const abandoned = stored('old', events({ ...start, workerId: 'w1' }));
+    const current = stored('new', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'Hello' }, finish('stop')));
+    const late = stored('old', events({ type: 'keepalive' }, finish('cancelled')).map((e, i) => ({ ...e, seq: i + 1 })));
+    const frames = [...abandoned, current[0], ...late, ...current.slice(1)].flatMap((event) => (event ? replay.add(event) : []));
+    assert.deepEqual(replay.run, { runId: 'new', workerId: 'w2' });
+    assert.equal(replay.resource().status, 'completed');
+    // Numbered as one stream: created and in_progress once, then the new run's output.
+    assert.deepEqual(frames.map((f) => f.data.sequence_number), frames.map((_f, i) => i));
+    assert.equal(frames.filter((f) => f.event === 'response.created').length, 1);
+  });
+
+  it('responses background replay - a cancelled run ends cancelled, without an error', () => {
+    const replay = new BackgroundReplay(options);
+    const frames = stored('run1', events(start, { type: 'text', text: 'Hi' }, finish('cancelled'))).flatMap((event) => replay.add(event));
+    const last = frames.at(-1)?.data;
+    assert.ok(last && 'response' in last);
+    assert.equal(last.response.status, 'cancelled');
+    assert.equal(last.response.error, null);
+    assert.equal(replay.resource().status, 'cancelled');
+    assert.ok(isTerminalStatus('cancelled') && !isTerminalStatus('queued') && !isTerminalStatus('in_progress'));
+  });
+
+  it('responses background replay - a failure with no run is failed, not queued', () => {
+    const replay = new BackgroundReplay(options);
+    replay.fail({ code: 'no_worker', message: 'no worker' });
+    assert.equal(replay.resource().status, 'failed');
+  });
+});
