@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # cortex images. One image runs every service; pick the service with the command:
 #
 #   docker build -t cortex .                                    # CPU image (the default, last stage)

@@ -25,7 +25,7 @@ const chat = fixtureModel('cortex-chat');
 const LOAD: LoadCommand = { model: 'cortex-chat', source: 'fixture:cortex-chat', contextSize: 512, slots: 1 };
 
 /** One user per role, as in deploy/nats/nats-server.conf; passwords are fresh for every run. */
-const ROLES = ['router', 'translator', 'metrics', 'gateway', 'admin', WORKER, 'worker-gpu0'] as const;
+const ROLES = ['router', 'translator', 'metrics', 'gateway', 'admin', WORKER, 'worker-cpu', 'worker-gpu0'] as const;
 const passwords = Object.fromEntries(ROLES.map((role) => [role, randomBytes(12).toString('hex')])) as Record<(typeof ROLES)[number], string>;
 const passwordVariable = (role: string): string => `CORTEX_NATS_${role.replace(/-/g, '_').toUpperCase()}_PASSWORD`;
 

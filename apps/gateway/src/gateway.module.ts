@@ -12,6 +12,7 @@ import { ResponsesController } from './responses/responses.controller.js';
 import { BackgroundResponder } from './responses/responses.background.js';
 import { AdminController } from './admin/admin.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
+import { ResponsesSocket } from './responses/ws/responses.socket.js';
 import { RetrievalController } from './retrieval/retrieval.controller.js';
 import { RetrievalService } from './retrieval/retrieval.service.js';
 
@@ -22,7 +23,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, RetrievalController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket],
     };
   }
 }

@@ -4,6 +4,7 @@ import { ApiExceptionFilter } from './http/api-exception.filter.js';
 import { installAccess } from './http/access.js';
 import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
+import { ResponsesSocket } from './responses/ws/responses.socket.js';
 
 export const start: ServiceStart = async (context) => {
   const { config } = context;
@@ -19,6 +20,7 @@ export const start: ServiceStart = async (context) => {
       installArrival(fastify);
       installAccess(fastify, config, context.logger);
       installBodyDepth(fastify);
+      app.get(ResponsesSocket).install(fastify);
     },
   });
   context.logger.log(`gateway listening on http://${config.gateway.listen}`, 'gateway');

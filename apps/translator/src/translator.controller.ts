@@ -13,7 +13,7 @@ import {
   type CanonicalRequest,
   type DecodedRequest,
 } from '@cortex/contracts';
-import { decodeChatRequest, decodeCompletionRequest, decodeMessagesRequest, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import { decodeChatRequest, decodeCompletionRequest, decodeMessagesRequest, decodeSocketTurn, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
 import { ResponsesService, type CompactionPlan } from './responses/responses.service.js';
 import { BackgroundResponses, type BackgroundState } from './responses/responses.background.js';
 
@@ -59,7 +59,7 @@ export class TranslatorController {
       case 'openai.completions':
         return { request: withSession(decodeCompletionRequest(request.body), request.session), droppedTools: [] };
       case 'openai.responses':
-        return this.responses.decode(request.body, request.session, this.options);
+        return this.responses.decode(request.body, request.session, this.options, request.socket && decodeSocketTurn(request.socket));
       default:
         throw new CortexError('not_found', `dialect ${String(request.dialect)} is not served by this translator`);
     }

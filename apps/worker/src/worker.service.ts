@@ -245,10 +245,13 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     return this.models.unload(model, drain, reason);
   }
 
-  /** Drain: refuse new work, say so, let running requests finish (bounded), then free the backend. */
+  /**
+   * Drain: refuse new work, say so, let running requests finish (bounded), then free the backend. The
+   * heartbeats go on (saying draining) until the runs are over: a worker that fell silent would be
+   * declared down, and gateways would end its streams as lost while it still generates them.
+   */
   async onApplicationShutdown(): Promise<void> {
     this.models.shutDown();
-    this.heartbeats.stop();
     if (this.watchTimer) clearInterval(this.watchTimer);
     await this.heartbeats.beat();
     const running = (): Promise<unknown> => Promise.allSettled([...this.runs.values()].map((run) => run.done));
@@ -260,6 +263,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       for (const id of this.runs.keys()) this.cancel(id, 'worker shutting down');
       await running();
     }
+    this.heartbeats.stop();
     await this.models.disposeAll();
     await this.engine.dispose();
   }

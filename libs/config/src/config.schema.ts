@@ -85,6 +85,11 @@ export class ResponsesConfig {
    * response itself is stored like any other (`ttl_s`).
    */
   @IsInt() @Min(60) backgroundEventsTtlS = 3600;
+  /**
+   * How long one WebSocket connection on `/v1/responses` may stay open (the spec's 60 minutes); then it
+   * ends with `websocket_connection_limit_reached` and the client opens a new one.
+   */
+  @IsInt() @Min(1000) websocketConnectionLimitMs = 60 * 60 * 1000;
 }
 
 export class AuthConfig {

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startNatsServer } from '@cortex/bus';
+import { natsServerOnPath, startNatsServer } from '@cortex/bus';
 
 export interface TestNats {
   url: string;
@@ -29,30 +29,44 @@ export interface TestNatsOptions {
 }
 
 /**
- * A fresh NATS server with JetStream for one test file, never shared: testcontainers when a Docker
- * engine is reachable, otherwise a local `nats-server` on a free port with a temp store.
+ * Where the server runs. `CORTEX_TEST_NATS=testcontainers` asks for a container
+ * (`CORTEX_TEST_NATS_IMAGE`, default nats:2-alpine), `local` for the nats-server binary. Otherwise the
+ * local binary when it is on PATH: it starts at once, where a container would first try to pull its
+ * image, which takes long or fails on a machine without an image registry. Only without a local
+ * binary does a reachable Docker engine get the job.
+ */
+function useContainer(options: TestNatsOptions): boolean {
+  const wanted = process.env.CORTEX_TEST_NATS;
+  if (wanted === 'testcontainers') {
+    if (options.configFile) throw new Error('CORTEX_TEST_NATS=testcontainers cannot start a server with a config file; unset it for this suite');
+    return true;
+  }
+  if (wanted === 'local' || options.configFile) return false;
+  return !natsServerOnPath() && dockerReachable();
+}
+
+async function startContainer(): Promise<TestNats> {
+  const { GenericContainer, Wait } = await import('testcontainers');
+  const container = await new GenericContainer(process.env.CORTEX_TEST_NATS_IMAGE ?? 'nats:2-alpine')
+    .withCommand(['-js'])
+    .withExposedPorts(4222)
+    .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+    .start();
+  return {
+    url: `nats://${container.getHost()}:${container.getMappedPort(4222)}`,
+    kind: 'testcontainers',
+    stop: async () => {
+      await container.stop();
+    },
+  };
+}
+
+/**
+ * A fresh NATS server with JetStream for one test file, never shared: a local `nats-server` on a free
+ * port with a temp store, or a container through testcontainers (see useContainer).
  */
 export async function startTestNats(options: TestNatsOptions = {}): Promise<TestNats> {
-  // A config file needs the local binary: the container would need the file copied in.
-  if (!options.configFile && dockerReachable() && process.env.CORTEX_TEST_NATS !== 'local') {
-    try {
-      const { GenericContainer, Wait } = await import('testcontainers');
-      const container = await new GenericContainer('nats:2-alpine')
-        .withCommand(['-js'])
-        .withExposedPorts(4222)
-        .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
-        .start();
-      return {
-        url: `nats://${container.getHost()}:${container.getMappedPort(4222)}`,
-        kind: 'testcontainers',
-        stop: async () => {
-          await container.stop();
-        },
-      };
-    } catch {
-      // No usable engine behind the socket: fall through to a local server.
-    }
-  }
+  if (useContainer(options)) return startContainer();
   const storeDir = mkdtempSync(join(tmpdir(), 'cortex-nats-'));
   const serverOptions = { ...(options.configFile && { configFile: options.configFile }), ...(options.env && { env: options.env }) };
   let server = await startNatsServer({ storeDir, ...serverOptions });

@@ -41,6 +41,8 @@ export interface TestStack {
   baseUrl: string;
   metricsUrl: string;
   nats: TestNats;
+  /** The stack's config file (JSON), for a test that starts one more service with a variant of it. */
+  configPath: string;
   /** A client on the stack's NATS, for tests that watch the bus. */
   nc: NatsConnection;
   processes: Map<string, ChildProcess>;
@@ -113,6 +115,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     baseUrl: `http://127.0.0.1:${port}`,
     metricsUrl: `http://127.0.0.1:${metricsPort}`,
     nats,
+    configPath,
     nc,
     processes,
     logs: () => output,

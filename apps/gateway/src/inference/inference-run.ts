@@ -65,12 +65,15 @@ export class InferenceRun {
     this.hops.parseMs = performance.now() - arrivedAt;
   }
 
-  /** Decodes the body in the translator service; `session` is a session header's affinity key. */
-  async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
+  /**
+   * Decodes the body in the translator service; `session` is a session header's affinity key, `socket`
+   * what a Responses WebSocket turn adds (see DecodeRequest.socket).
+   */
+  async decode(body: unknown, session?: string, socket?: object): Promise<CanonicalRequest> {
     const started = performance.now();
     const decoded = await this.service.bus.request(
       Subjects.translatorDecode,
-      { dialect: this.dialect, body, ...(session && { session }) },
+      { dialect: this.dialect, body, ...(session && { session }), ...(socket && { socket }) },
       { requestId: this.requestId, decode: decodeDecodedRequest },
     );
     this.request = decoded.request;

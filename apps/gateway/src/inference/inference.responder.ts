@@ -6,7 +6,6 @@ import { sendError, toCortexError } from '../http/error-response.js';
 import { arrivalOf } from '../http/arrival.js';
 import { requestIdOf } from '../http/request-id.js';
 import { SseWriter } from '../http/sse.writer.js';
-import type { StreamEvent } from '@cortex/contracts';
 import type { DialectAdapter, DialectStream, SseOut } from './dialect.js';
 import type { InferenceRun } from './inference-run.js';
 import { InferenceService } from './inference.service.js';
@@ -33,19 +32,14 @@ export class InferenceResponder {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
     const sse = new SseWriter(reply, requestId, this.inference.config.gateway.stallTimeoutMs);
-    let errorFrames: ((error: CortexError) => SseOut[]) | null = null;
-    let terminator = false;
-    let settle: (() => Promise<void>) | null = null;
+    let renderer: DialectStream | null = null;
     try {
       const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders));
       const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: req.headers };
       if (request.stream) {
-        const renderer = adapter.stream(request, meta, run.state);
-        errorFrames = (error) => renderer.errorFrames(error.toBody());
-        terminator = renderer.terminator;
-        settle = () => renderer.settle?.() ?? Promise.resolve();
+        renderer = adapter.stream(request, meta, run.state);
         this.showLoadProgress(run, sse, renderer, req.headers['x-cortex-load-progress']);
-        await this.stream(run, sse, renderer.frames.bind(renderer), settle);
+        await this.stream(run, sse, renderer);
         if (!sse.closed) this.finishStream(sse, renderer.terminator);
       } else {
         const body = adapter.complete(request, meta, run.state);
@@ -61,12 +55,10 @@ export class InferenceResponder {
       run.fail(error, sse.isStarted);
       if (error.code === 'internal') this.logger.error(`${requestId}: ${error.message}`);
       if (sse.isStarted) {
-        const frames = errorFrames?.(error) ?? [];
-        await settle?.().catch((cause: Error) => this.logger.warn(`${requestId}: could not settle a failed stream: ${cause.message}`));
-        for (const frame of frames) write(sse, frame);
+        await this.writeFailure(requestId, sse, renderer, error);
         // A failed stream still ends the way the dialect ends every stream, so clients that wait for
         // `[DONE]` stop at once instead of at the socket's close.
-        this.finishStream(sse, terminator);
+        this.finishStream(sse, renderer?.terminator ?? false);
       } else if (!reply.sent) {
         sendError(reply, req.url, error, requestId);
       }
@@ -75,14 +67,18 @@ export class InferenceResponder {
     }
   }
 
-  private async stream(run: ResponderRun, sse: SseWriter, frames: (event: StreamEvent) => SseOut[], settle: () => Promise<void>): Promise<void> {
+  /**
+   * Writes a run's events as the dialect renders them, the final event's frames only once `settle` has
+   * run (the response is stored). Shared by SSE and the Responses WebSocket.
+   */
+  async stream(run: ResponderRun, sse: FrameSink, renderer: Pick<DialectStream, 'frames' | 'settle'>): Promise<void> {
     // While a model loads or the request queues, keep the connection visibly alive with comment frames.
     const keepAlive = setInterval(() => sse.comment('keep-alive'), this.inference.config.gateway.keepAliveMs);
     try {
       for await (const event of await run.start()) {
         if (event.type === 'error') throw CortexError.fromBody(event.error);
-        const out = frames(event);
-        if (event.type === 'finish') await settle();
+        const out = renderer.frames(event);
+        if (event.type === 'finish') await renderer.settle?.();
         for (const frame of out) write(sse, frame);
         if (event.type !== 'start' && event.type !== 'keepalive') run.firstByteWritten();
         // Take the next event only once the client has taken this one (see SseWriter.drained).
@@ -91,6 +87,13 @@ export class InferenceResponder {
     } finally {
       clearInterval(keepAlive);
     }
+  }
+
+  /** A stream that failed after its first frame: settle what was rendered, then the dialect's error frames. */
+  async writeFailure(requestId: string, sse: FrameSink, renderer: DialectStream | null, error: CortexError): Promise<void> {
+    const frames = renderer?.errorFrames(error.toBody()) ?? [];
+    await renderer?.settle?.().catch((cause: Error) => this.logger.warn(`${requestId}: could not settle a failed stream: ${cause.message}`));
+    for (const frame of frames) write(sse, frame);
   }
 
   /**
@@ -115,6 +118,15 @@ export class InferenceResponder {
   }
 }
 
-function write(sse: SseWriter, frame: SseOut): void {
+/** Where a stream's frames go: an SSE response, or a Responses WebSocket. */
+export interface FrameSink {
+  data(payload: unknown, event?: string): void;
+  /** A keep-alive (an SSE comment line, a WebSocket ping). */
+  comment(text: string): void;
+  readonly needsDrain: boolean;
+  drained(): Promise<void>;
+}
+
+function write(sse: FrameSink, frame: SseOut): void {
   sse.data(frame.data, frame.event);
 }

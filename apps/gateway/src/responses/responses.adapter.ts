@@ -1,4 +1,5 @@
 import { BusClient } from '@cortex/bus';
+import type { CortexConfig } from '@cortex/config';
 import { decodeStored, Subjects, type ErrorBody } from '@cortex/contracts';
 import {
   ReasoningSeal,
@@ -10,6 +11,11 @@ import {
   type ResponsesState,
 } from '@cortex/wire';
 import type { DialectAdapter } from '../inference/dialect.js';
+
+/** The adapter as `config.responses` sets it up. */
+export function responsesAdapterFor(bus: BusClient, config: CortexConfig): DialectAdapter {
+  return responsesAdapter(bus, config.responses.reasoningEvents, config.responses.reasoningKey);
+}
 
 /**
  * Responses rendering: numbered events from `response.created` to a terminal event carrying the full

@@ -7,7 +7,7 @@ import { respondJson } from '../http/error-response.js';
 import { InferenceService } from '../inference/inference.service.js';
 import type { DialectAdapter } from '../inference/dialect.js';
 import { InferenceResponder } from '../inference/inference.responder.js';
-import { responsesAdapter } from './responses.adapter.js';
+import { responsesAdapterFor } from './responses.adapter.js';
 import { ResponsesCompactor } from './responses.compact.js';
 import { BackgroundResponder } from './responses.background.js';
 
@@ -24,7 +24,7 @@ export class ResponsesController {
     private readonly background: BackgroundResponder,
     @Inject(CONFIG) config: CortexConfig,
   ) {
-    this.adapter = responsesAdapter(bus, config.responses.reasoningEvents, config.responses.reasoningKey);
+    this.adapter = responsesAdapterFor(bus, config);
     this.compactor = new ResponsesCompactor(inference);
   }
 

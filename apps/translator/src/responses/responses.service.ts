@@ -22,6 +22,7 @@ import {
   type ResponseResource,
   type ResponsesItem,
   type ResponsesState,
+  type SocketTurn,
   type StoredResponse,
 } from '@cortex/wire';
 import { ResponsesStore } from './responses.store.js';
@@ -40,11 +41,15 @@ export class ResponsesService {
     this.compactionSeal = new CompactionSeal(config.responses.reasoningKey);
   }
 
-  /** Decodes a body and rebuilds the conversation it continues; `session` is a session header's affinity key. */
-  async decode(body: unknown, session?: string, options: DecodeOptions = {}): Promise<DecodedRequest & { droppedTools: string[] }> {
+  /**
+   * Decodes a body and rebuilds the conversation it continues; `session` is a session header's affinity
+   * key. A WebSocket turn (`socket`) continues its connection's latest response from memory when it
+   * names it, and gets the conversation before its input back in the state.
+   */
+  async decode(body: unknown, session?: string, options: DecodeOptions = {}, socket?: SocketTurn): Promise<DecodedRequest & { droppedTools: string[] }> {
     const decoded = decodeResponsesRequest(body, options);
     const responseId = `resp_${randomBytes(16).toString('hex')}`;
-    const { history, input, chain, conversationItems, affinity } = await this.gather(decoded, responseId, session);
+    const { history, input, chain, conversationItems, affinity } = await this.gather(decoded, responseId, session, socket);
     const messages = conversationMessages(decoded.instructions, [...history, ...input]);
     if (messages.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to respond to', { param: 'input' });
     const state: ResponsesState = {
@@ -58,6 +63,7 @@ export class ResponsesService {
       affinityKey: affinity,
       sealReasoning: decoded.encryptedReasoning,
       ...(Object.keys(decoded.toolNamespaces).length > 0 && { toolNamespaces: decoded.toolNamespaces }),
+      ...(socket && { history }),
     };
     return { request: { ...decoded.request, messages, affinityKey: affinity }, state, droppedTools: decoded.droppedTools };
   }
@@ -79,7 +85,8 @@ export class ResponsesService {
   }
 
   /** The items a body continues (its chain or conversation) and its own input, references resolved, ids given, sealed content opened. */
-  private async gather(decoded: DecodedResponsesRequest, responseId: string, session: string | undefined) {
+  private async gather(decoded: DecodedResponsesRequest, responseId: string, session: string | undefined, socket?: SocketTurn) {
+    const local = socket?.previous?.id === decoded.previousResponseId ? socket?.previous : undefined;
     let history: ResponsesItem[] = [];
     let chain: string[] = [];
     let conversationItems: number | undefined;
@@ -88,7 +95,12 @@ export class ResponsesService {
     // conversation, else the chain's first response (each response stores the key it ran under, and
     // follow-ups inherit it).
     let affinity = session ?? decoded.request.affinityKey;
-    if (decoded.previousResponseId) {
+    if (local) {
+      history = local.items;
+      // An unstored response has no stored chain: the history is stored with this one instead (see save).
+      chain = local.chain ? [...local.chain, local.id] : [];
+      affinity ??= local.affinityKey ?? affinityKey.response(local.id);
+    } else if (decoded.previousResponseId) {
       const previous = await this.store.get(decoded.previousResponseId);
       if (!previous) {
         throw new CortexError('previous_response_not_found', `Previous response with id '${decoded.previousResponseId}' not found.`, {
@@ -104,8 +116,8 @@ export class ResponsesService {
       conversationItems = history.length;
       affinity ??= affinityKey.conversation(decoded.conversation);
     }
-    // An unstored response cannot be continued, so it starts no chain worth remembering.
-    if (decoded.store) affinity ??= affinityKey.response(responseId);
+    // An unstored response cannot be continued (except on its WebSocket), so it starts no chain worth remembering.
+    if (decoded.store || socket) affinity ??= affinityKey.response(responseId);
     const referenced = await this.referencedItems(decoded.itemReferences, fetched);
     const input = resolveItemReferences(decoded.input, referenced).map((item, i) =>
       this.unseal(item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item, `input[${i}]`),
@@ -147,6 +159,8 @@ export class ResponsesService {
       ...(state.conversation && { conversation: state.conversation, conversationItems: state.conversationItems }),
       ...(state.affinityKey && { affinityKey: state.affinityKey }),
       ...(state.echo.background && { background: { echo: state.echo, sealReasoning: state.sealReasoning, ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }) } }),
+      // A WebSocket turn that continues an unstored response: no chain leads here, so keep what came before.
+      ...(state.chain.length === 0 && !state.conversation && state.history?.length && { history: state.history }),
     };
     if (!(await this.store.put(stored, revision))) return;
     // A background response joins its conversation once, when it has finished.

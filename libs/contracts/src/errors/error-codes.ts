@@ -8,6 +8,8 @@ export const ErrorCodes = {
   model_not_found: { status: 404, type: 'not_found_error' },
   not_found: { status: 404, type: 'not_found_error' },
   previous_response_not_found: { status: 404, type: 'invalid_request_error' },
+  /** A Responses WebSocket was open for its time limit (`responses.websocket_connection_limit_ms`): open a new one. */
+  websocket_connection_limit_reached: { status: 400, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   busy: { status: 429, type: 'rate_limit_error' },
   no_worker: { status: 503, type: 'service_unavailable' },

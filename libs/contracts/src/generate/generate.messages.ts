@@ -15,6 +15,11 @@ export class DecodeRequest {
    * before anything in the body does, and a stored response keeps the key its turn ran under.
    */
   @IsOptional() @IsString() @MaxLength(512) session?: string;
+  /**
+   * A Responses turn on a WebSocket: `{ previous? }`, the connection's latest response when the turn
+   * continues it (checked by the translator, see @cortex/wire SocketTurn).
+   */
+  @IsOptional() @IsObject() socket?: Record<string, unknown>;
 }
 
 /** translator → gateway: the canonical request, plus what the dialect needs to render and store the reply. */

@@ -1,4 +1,4 @@
-import { array, boolean, defined, number, object, oneOf, optionalInteger, optionalString, string, type Json } from '../fields.js';
+import { array, boolean, defined, number, object, oneOf, optionalArray, optionalInteger, optionalString, string, type Json } from '../fields.js';
 
 /** `responses.get` and `responses.delete`: the response by id. */
 export interface ResponseIdCommand {
@@ -47,6 +47,7 @@ export function decodeStoreResponse(value: unknown): StoreResponseCommand {
   optionalString(state.conversation, 'state.conversation');
   optionalInteger(state.conversationItems, 'state.conversationItems', 0);
   optionalString(state.affinityKey, 'state.affinityKey');
+  optionalArray(state.history, 'state.history')?.forEach((item, i) => object(item, `state.history[${i}]`));
   const resource = object(command.resource, 'resource');
   string(resource.id, 'resource.id');
   return { state: state as StoreResponseCommand['state'], resource: resource as StoreResponseCommand['resource'] };

@@ -1,5 +1,6 @@
 import { sessionFromAnthropicUserId } from '../affinity.js';
 import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
+import { rejectMedia } from '../media.js';
 import {
   array,
   defined,
@@ -42,8 +43,6 @@ export interface DecodedMessagesRequest {
 // gluing `<system-reminder>…</system-reminder>` to the next sentence would merge unrelated text.
 const BLOCK_SEPARATOR = '\n';
 
-const TEXT_ONLY = 'this model takes text only';
-
 /**
  * Anthropic Messages (`POST /v1/messages`) body → canonical request.
  * Throws `invalid_request` naming the field path in `param`.
@@ -60,7 +59,7 @@ export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {
   if (system) messages.push({ role: 'system', content: system });
   const turns = array(body.messages, 'messages');
   if (turns.length === 0) fail('messages', 'must contain at least one message');
-  turns.forEach((turn, i) => messages.push(...decodeTurn(turn, `messages[${i}]`)));
+  turns.forEach((turn, i) => messages.push(...decodeTurn(turn, `messages[${i}]`, model)));
   if (messages.every((message) => message.role === 'system')) fail('messages', 'must contain a user or assistant turn, not only system turns');
 
   const droppedTools: string[] = [];
@@ -111,7 +110,7 @@ function systemText(value: unknown, param: string): string {
 }
 
 /** One Anthropic turn → one or more canonical messages (tool results become `tool` messages). */
-function decodeTurn(input: unknown, param: string): CanonicalMessage[] {
+function decodeTurn(input: unknown, param: string, model: string): CanonicalMessage[] {
   const turn = object(input, param);
   // A system turn mid-conversation (Claude Code sends one after the first user turn) stays where it
   // stands: the canonical conversation keeps system messages in order and the chat template renders them.
@@ -124,7 +123,7 @@ function decodeTurn(input: unknown, param: string): CanonicalMessage[] {
     const b = object(block, path);
     return { block: b, path, type: string(b.type, `${path}.type`) };
   });
-  return role === 'user' ? decodeUserBlocks(blocks) : [decodeAssistantBlocks(blocks)];
+  return role === 'user' ? decodeUserBlocks(blocks, model) : [decodeAssistantBlocks(blocks, model)];
 }
 
 interface Block {
@@ -133,13 +132,13 @@ interface Block {
   type: string;
 }
 
-function decodeUserBlocks(blocks: Block[]): CanonicalMessage[] {
+function decodeUserBlocks(blocks: Block[], model: string): CanonicalMessage[] {
   const results: CanonicalMessage[] = [];
   const texts: string[] = [];
   for (const { block, path, type } of blocks) {
     if (type === 'text') texts.push(string(block.text, `${path}.text`));
-    else if (type === 'tool_result') results.push(decodeToolResult(block, path));
-    else rejectBlock(type, path, 'user');
+    else if (type === 'tool_result') results.push(decodeToolResult(block, path, model));
+    else rejectBlock(type, path, 'user', model);
   }
   // Canonical chat templates expect the tool results right after the assistant's calls, so the
   // turn's text follows them as its own user message (Anthropic puts tool_result blocks first anyway).
@@ -147,7 +146,7 @@ function decodeUserBlocks(blocks: Block[]): CanonicalMessage[] {
   return results;
 }
 
-function decodeToolResult(block: Json, path: string): CanonicalMessage {
+function decodeToolResult(block: Json, path: string, model: string): CanonicalMessage {
   const toolCallId = string(block.tool_use_id, `${path}.tool_use_id`);
   let content: string;
   if (block.content === undefined || block.content === null) content = '';
@@ -157,7 +156,7 @@ function decodeToolResult(block: Json, path: string): CanonicalMessage {
       .map((part, j) => {
         const partPath = `${path}.content[${j}]`;
         const type = string(object(part, partPath).type, `${partPath}.type`);
-        if (type !== 'text') rejectBlock(type, partPath, 'tool_result');
+        if (type !== 'text') rejectBlock(type, partPath, 'tool_result', model);
         return textBlock(part, partPath);
       })
       .join(BLOCK_SEPARATOR);
@@ -166,7 +165,7 @@ function decodeToolResult(block: Json, path: string): CanonicalMessage {
   return { role: 'tool', content, toolCallId };
 }
 
-function decodeAssistantBlocks(blocks: Block[]): CanonicalMessage {
+function decodeAssistantBlocks(blocks: Block[], model: string): CanonicalMessage {
   const texts: string[] = [];
   const reasoning: string[] = [];
   const toolCalls: ToolCall[] = [];
@@ -175,7 +174,7 @@ function decodeAssistantBlocks(blocks: Block[]): CanonicalMessage {
     else if (type === 'thinking') reasoning.push(string(block.thinking, `${path}.thinking`));
     else if (type === 'redacted_thinking') continue; // encrypted by another provider: nothing a local model can read
     else if (type === 'tool_use') toolCalls.push(decodeToolUse(block, path));
-    else rejectBlock(type, path, 'assistant');
+    else rejectBlock(type, path, 'assistant', model);
   }
   const message: CanonicalMessage = { role: 'assistant', content: texts.join(BLOCK_SEPARATOR) };
   if (reasoning.length > 0) message.reasoning = reasoning.join(BLOCK_SEPARATOR);
@@ -193,8 +192,8 @@ function decodeToolUse(block: Json, path: string): ToolCall {
 
 const MEDIA_BLOCKS = new Set(['image', 'document', 'search_result', 'container_upload']);
 
-function rejectBlock(type: string, path: string, where: 'user' | 'assistant' | 'tool_result'): never {
-  if (MEDIA_BLOCKS.has(type)) fail(path, `${type} blocks are not supported: ${TEXT_ONLY}`);
+function rejectBlock(type: string, path: string, where: 'user' | 'assistant' | 'tool_result', model: string): never {
+  if (MEDIA_BLOCKS.has(type)) rejectMedia(path, `${type} blocks`, model);
   if (type === 'tool_use' || type === 'thinking' || type === 'redacted_thinking') fail(`${path}.type`, `${type} blocks belong in assistant turns`);
   if (type === 'tool_result') fail(`${path}.type`, `tool_result blocks belong in user turns`);
   return fail(`${path}.type`, `unsupported content block type '${type}' in ${where === 'tool_result' ? 'a tool_result' : `a ${where} turn`}`);

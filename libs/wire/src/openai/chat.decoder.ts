@@ -1,4 +1,5 @@
 import { affinityKey } from '../affinity.js';
+import { rejectMedia } from '../media.js';
 import {
   array,
   defined,
@@ -29,7 +30,7 @@ const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
 export function decodeChatRequest(input: unknown): CanonicalRequest {
   const body = object(input, 'body');
   const model = modelName(body.model);
-  const messages = array(body.messages, 'messages').map((m, i) => decodeMessage(m, `messages[${i}]`));
+  const messages = array(body.messages, 'messages').map((m, i) => decodeMessage(m, `messages[${i}]`, model));
   if (messages.length === 0) fail('messages', 'must contain at least one message');
   const n = optionalInteger(body.n, 'n', 1);
   if (n !== undefined && n !== 1) fail('n', 'only n=1 is supported');
@@ -59,10 +60,10 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   return request;
 }
 
-function decodeMessage(input: unknown, param: string): CanonicalMessage {
+function decodeMessage(input: unknown, param: string, model: string): CanonicalMessage {
   const message = object(input, param);
   const role = oneOf(message.role, `${param}.role`, ROLES);
-  const content = decodeContent(message.content, `${param}.content`, role === 'assistant');
+  const content = decodeContent(message.content, `${param}.content`, role === 'assistant', model);
   const out: CanonicalMessage = { role: role === 'developer' ? 'system' : role, content };
   const name = optionalString(message.name, `${param}.name`);
   if (name) out.name = name;
@@ -77,7 +78,7 @@ function decodeMessage(input: unknown, param: string): CanonicalMessage {
   return out;
 }
 
-function decodeContent(value: unknown, param: string, nullable: boolean): string {
+function decodeContent(value: unknown, param: string, nullable: boolean, model: string): string {
   if (typeof value === 'string') return value;
   if ((value === null || value === undefined) && nullable) return '';
   if (!Array.isArray(value)) fail(param, 'must be a string or an array of content parts');
@@ -86,9 +87,7 @@ function decodeContent(value: unknown, param: string, nullable: boolean): string
       const p = object(part, `${param}[${i}]`);
       const type = string(p.type, `${param}[${i}].type`);
       if (type === 'text') return string(p.text, `${param}[${i}].text`);
-      if (type === 'image_url' || type === 'input_audio' || type === 'file') {
-        fail(`${param}[${i}]`, `${type} parts are not supported: this model takes text only`);
-      }
+      if (type === 'image_url' || type === 'input_audio' || type === 'file') rejectMedia(`${param}[${i}]`, `${type} parts`, model);
       return fail(`${param}[${i}].type`, `unknown content part type '${type}'`);
     })
     .join('');

@@ -7,6 +7,7 @@ export * from './responses.decoder.js';
 export * from './responses.resource.js';
 export * from './responses.encoder.js';
 export * from './responses.state.js';
+export * from './responses.socket.js';
 export * from './reasoning-seal.js';
 export * from './responses.compaction.js';
 export * from './responses.background.js';

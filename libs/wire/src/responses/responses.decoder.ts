@@ -77,7 +77,7 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   }
 
   const instructions = optionalString(body.instructions, 'instructions');
-  const items = body.input === undefined || body.input === null ? [] : decodeResponsesInput(body.input);
+  const items = body.input === undefined || body.input === null ? [] : decodeResponsesInput(body.input, 'input', model);
   if (items.length === 0 && previousResponseId === undefined && conversation === undefined) {
     fail('input', 'is required (a string or a non-empty array of items) unless previous_response_id or conversation is given');
   }

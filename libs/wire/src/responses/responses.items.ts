@@ -1,3 +1,4 @@
+import { rejectMedia } from '../media.js';
 import { array, CortexError, fail, object, oneOf, optionalString, string, type CanonicalMessage, type Json } from '@cortex/contracts';
 import { compactionMessage, openPlain } from './responses.compaction.js';
 import type {
@@ -12,20 +13,22 @@ import type {
   ResponsesReasoningItem,
 } from './responses.types.js';
 
-const TEXT_ONLY = 'this model takes text only';
 const MEDIA_PARTS = new Set(['input_image', 'input_file', 'input_audio', 'input_video']);
 const ROLES = ['user', 'assistant', 'system', 'developer'] as const;
 
 // Separate content parts are separate pieces of text; gluing them would merge words across the seam.
 const PART_SEPARATOR = '\n';
 
-/** `input` (a string, or an array of items) → normalized items. Throws `invalid_request` naming the path. */
-export function decodeResponsesInput(value: unknown, param = 'input'): ResponsesItem[] {
+/**
+ * `input` (a string, or an array of items) → normalized items. Throws `invalid_request` naming the path
+ * (and `model`, when given, in the refusal of an image).
+ */
+export function decodeResponsesInput(value: unknown, param = 'input', model?: string): ResponsesItem[] {
   if (typeof value === 'string') return [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: value }] }];
-  return array(value, param).map((item, i) => decodeItem(item, `${param}[${i}]`));
+  return array(value, param).map((item, i) => decodeItem(item, `${param}[${i}]`, model));
 }
 
-function decodeItem(input: unknown, param: string): ResponsesItem {
+function decodeItem(input: unknown, param: string, model: string | undefined): ResponsesItem {
   const item = object(input, param);
   // `EasyInputMessage` ({role, content}) has no type; an `ItemReferenceParam` may carry only its id.
   const type = item.type ?? (item.role !== undefined ? 'message' : item.id !== undefined ? 'item_reference' : undefined);
@@ -33,7 +36,7 @@ function decodeItem(input: unknown, param: string): ResponsesItem {
   const id = optionalString(item.id, `${param}.id`);
   switch (type) {
     case 'message':
-      return withId(decodeMessageItem(item, param), id);
+      return withId(decodeMessageItem(item, param, model), id);
     case 'function_call': {
       const name = string(item.name, `${param}.name`);
       if (name.length === 0) fail(`${param}.name`, 'must not be empty');
@@ -45,7 +48,7 @@ function decodeItem(input: unknown, param: string): ResponsesItem {
       const output: ResponsesFunctionCallOutputItem = {
         type: 'function_call_output',
         call_id: callId(item.call_id, `${param}.call_id`),
-        output: decodeOutput(item.output, `${param}.output`),
+        output: decodeOutput(item.output, `${param}.output`, model),
       };
       return withId(output, id);
     }
@@ -69,9 +72,9 @@ function decodeItem(input: unknown, param: string): ResponsesItem {
   }
 }
 
-function decodeMessageItem(item: Json, param: string): ResponsesMessageItem {
+function decodeMessageItem(item: Json, param: string, model: string | undefined): ResponsesMessageItem {
   const role = oneOf(item.role, `${param}.role`, ROLES);
-  const texts = decodeText(item.content, `${param}.content`);
+  const texts = decodeText(item.content, `${param}.content`, model);
   // Stored as the wire writes each role: assistant text is output, everything else input.
   const content: Array<ResponsesInputTextPart | ResponsesOutputTextPart> = texts.map((text) =>
     role === 'assistant' ? { type: 'output_text', text, annotations: [] } : { type: 'input_text', text },
@@ -80,7 +83,7 @@ function decodeMessageItem(item: Json, param: string): ResponsesMessageItem {
 }
 
 /** Message content: a string, or text parts (`input_text`, `output_text`, `text`, `refusal`). */
-function decodeText(value: unknown, param: string): string[] {
+function decodeText(value: unknown, param: string, model: string | undefined): string[] {
   if (typeof value === 'string') return [value];
   return array(value, param).map((input, i) => {
     const path = `${param}[${i}]`;
@@ -89,14 +92,14 @@ function decodeText(value: unknown, param: string): string[] {
     if (type === 'input_text' || type === 'output_text' || type === 'text') return string(part.text, `${path}.text`);
     // An assistant's earlier refusal is still what it said.
     if (type === 'refusal') return string(part.refusal, `${path}.refusal`);
-    if (MEDIA_PARTS.has(type)) fail(path, `${type} parts are not supported: ${TEXT_ONLY}`);
+    if (MEDIA_PARTS.has(type)) rejectMedia(path, `${type} parts`, model);
     return fail(`${path}.type`, `unknown content part type ${JSON.stringify(type)}`);
   });
 }
 
-function decodeOutput(value: unknown, param: string): string {
+function decodeOutput(value: unknown, param: string, model: string | undefined): string {
   if (typeof value === 'string') return value;
-  return decodeText(value, param).join(PART_SEPARATOR);
+  return decodeText(value, param, model).join(PART_SEPARATOR);
 }
 
 function decodeReasoningItem(item: Json, param: string): ResponsesReasoningItem {

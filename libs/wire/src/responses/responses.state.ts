@@ -21,6 +21,12 @@ export interface ResponsesState {
   sealReasoning?: boolean;
   /** See `DecodedResponsesRequest.toolNamespaces`. */
   toolNamespaces?: Record<string, string>;
+  /**
+   * WebSocket turns only: the conversation before this request's input, which the connection keeps
+   * (see LocalResponse). Stored as StoredResponse.history when no stored chain leads to it (it
+   * continues a `store: false` response of the same connection).
+   */
+  history?: ResponsesItem[];
 }
 
 /**

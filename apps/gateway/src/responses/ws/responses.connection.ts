@@ -1,0 +1,167 @@
+import type { RawData, WebSocket } from 'ws';
+import { CortexError } from '@cortex/contracts';
+import {
+  decodeSocketCreate,
+  socketErrorEvent,
+  type LocalResponse,
+  type ResponseResource,
+  type ResponsesState,
+  type SocketTurn,
+} from '@cortex/wire';
+import { toCortexError } from '../../http/error-response.js';
+import type { DialectAdapter, DialectStream, ResponseMeta } from '../../inference/dialect.js';
+import type { InferenceResponder } from '../../inference/inference.responder.js';
+import type { InferenceService } from '../../inference/inference.service.js';
+import { SocketSink } from './socket.sink.js';
+
+/** Creates one connection may have waiting behind the one in flight; more is a client that does not wait. */
+const MAX_QUEUED = 16;
+
+export interface ConnectionDeps {
+  inference: InferenceService;
+  responder: InferenceResponder;
+  adapter: DialectAdapter;
+  limitMs: number;
+}
+
+/** What the upgrade request gives every turn of the connection. */
+export interface ConnectionContext {
+  requestId: string;
+  headers: ResponseMeta['headers'];
+  session: string | undefined;
+}
+
+/**
+ * One WebSocket on `/v1/responses`: each `response.create` message is a turn, run one at a time in the
+ * order received, its events the same objects SSE sends. The connection's latest response lives here,
+ * in this gateway's memory, so the next turn continues it without the store (and `store: false` turns
+ * continue at all); it goes when the socket does.
+ */
+export class ResponsesConnection {
+  private latest: LocalResponse | null = null;
+  private queue: Promise<void> = Promise.resolve();
+  /** Turns received and not finished: the one in flight and those waiting. */
+  private pending = 0;
+  private turns = 0;
+  private closed = false;
+  /** The turn in flight, to cancel when the client goes. */
+  private cancelCurrent: ((reason: string) => void) | null = null;
+  private readonly limit: NodeJS.Timeout;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly context: ConnectionContext,
+    private readonly deps: ConnectionDeps,
+  ) {
+    socket.on('message', (data, isBinary) => this.receive(data, isBinary));
+    socket.on('close', () => this.end('client disconnected'));
+    socket.on('error', () => this.end('the WebSocket failed'));
+    this.limit = setTimeout(() => this.expire(), deps.limitMs);
+  }
+
+  private receive(data: RawData, isBinary: boolean): void {
+    if (this.closed) return;
+    // One turn in flight and MAX_QUEUED waiting (counted on arrival, however the messages were batched).
+    if (this.pending > MAX_QUEUED) {
+      const error = new CortexError('busy', `${MAX_QUEUED} response.create messages are already waiting on this connection: wait for their responses, or open another connection for parallel runs`);
+      this.sendError(error);
+      return;
+    }
+    const text = isBinary ? null : data.toString();
+    this.pending++;
+    this.queue = this.queue
+      .then(async () => {
+        if (this.closed) return;
+        if (text === null) this.sendError(new CortexError('invalid_request', 'binary messages are not accepted: send response.create as a JSON text message'));
+        else await this.turn(text);
+      })
+      // A turn answers its own failures; this keeps one unexpected throw from stalling the turns behind it.
+      .catch((error: Error) => this.deps.inference.logger.error(`${this.context.requestId}: a WebSocket turn failed: ${error.message}`))
+      .finally(() => this.pending--);
+  }
+
+  private async turn(text: string): Promise<void> {
+    const { inference, responder, adapter } = this.deps;
+    const requestId = `${this.context.requestId}.${++this.turns}`;
+    const run = inference.open('openai.responses', requestId);
+    this.cancelCurrent = (reason) => run.cancel(reason);
+    const sink = new SocketSink(this.socket, inference.config.gateway.stallTimeoutMs);
+    let previous: string | undefined;
+    let renderer: DialectStream | null = null;
+    try {
+      const body = decodeSocketCreate(text);
+      previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
+      const turn: SocketTurn = this.latest && this.latest.id === previous ? { previous: this.latest } : {};
+      const request = await run.decode(body, this.context.session, turn);
+      // Gone while the body was decoded: nothing was placed yet, so nothing runs for nobody.
+      if (this.closed) throw new CortexError('cancelled', 'the client disconnected');
+      const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: this.context.headers };
+      const stream = adapter.stream(request, meta, run.state);
+      let finished: ResponseResource | undefined;
+      renderer = stream;
+      await responder.stream(run, sink, {
+        settle: () => stream.settle?.() ?? Promise.resolve(),
+        frames: (event) => {
+          const frames = stream.frames(event);
+          for (const frame of frames) finished = terminalResource(frame.data) ?? finished;
+          return frames;
+        },
+      });
+      // A cancelled run (the client went, or the connection's time ran out) ends without a terminal event.
+      if (finished) this.latest = localResponse(run.state as ResponsesState, finished);
+    } catch (thrown) {
+      const error = toCortexError(thrown);
+      run.fail(error, sink.isStarted);
+      // The spec: a failed continuation forgets the response it continued.
+      if (previous !== undefined && this.latest?.id === previous) this.latest = null;
+      if (error.code === 'internal') inference.logger.error(`${requestId}: ${error.message}`);
+      if (sink.isStarted) await responder.writeFailure(requestId, sink, renderer, error);
+      else sink.send(socketErrorEvent(error.toBody(), error.status));
+    } finally {
+      this.cancelCurrent = null;
+      run.finish();
+    }
+  }
+
+  private sendError(error: CortexError): void {
+    new SocketSink(this.socket, 0).send(socketErrorEvent(error.toBody(), error.status));
+  }
+
+  /** The client went (or the socket failed): cancel the turn in flight, drop the queue and the state. */
+  private end(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.limit);
+    this.latest = null;
+    this.cancelCurrent?.(reason);
+  }
+
+  /** The spec's connection limit: the turn in flight is cancelled, then the error, then the close. */
+  private expire(): void {
+    const minutes = Math.round(this.deps.limitMs / 60_000);
+    const error = new CortexError(
+      'websocket_connection_limit_reached',
+      `This WebSocket connection reached its limit of ${minutes >= 1 ? `${minutes} minutes` : `${this.deps.limitMs} ms`}: open a new connection and continue with previous_response_id (stored responses) or the full input.`,
+    );
+    this.end('the WebSocket connection reached its time limit');
+    void this.queue.then(() => {
+      this.sendError(error);
+      this.socket.close(1000, 'connection limit reached');
+    });
+  }
+}
+
+/** The full resource a terminal event (`response.completed`, `response.incomplete`) carries. */
+function terminalResource(data: unknown): ResponseResource | undefined {
+  const event = data as { type?: string; response?: ResponseResource };
+  return event.type === 'response.completed' || event.type === 'response.incomplete' ? event.response : undefined;
+}
+
+function localResponse(state: ResponsesState, resource: ResponseResource): LocalResponse {
+  return {
+    id: state.responseId,
+    items: [...(state.history ?? []), ...state.input, ...(resource.output as LocalResponse['items'])],
+    ...(state.store && { chain: state.chain }),
+    ...(state.affinityKey && { affinityKey: state.affinityKey }),
+  };
+}

@@ -1,0 +1,58 @@
+import { Inject, Injectable } from '@nestjs/common';
+import websocket from '@fastify/websocket';
+import type { FastifyInstance } from 'fastify';
+import { BusClient } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import { CortexError } from '@cortex/contracts';
+import { sessionFromHeaders } from '@cortex/wire';
+import { sendError } from '../../http/error-response.js';
+import { requestIdOf } from '../../http/request-id.js';
+import { InferenceResponder } from '../../inference/inference.responder.js';
+import { InferenceService } from '../../inference/inference.service.js';
+import { responsesAdapterFor } from '../responses.adapter.js';
+import { ResponsesConnection, type ConnectionDeps } from './responses.connection.js';
+
+/**
+ * The Responses API's WebSocket mode: `GET /v1/responses` with `Upgrade: websocket`. The upgrade
+ * request passes the same `onRequest` hooks as every HTTP request (API keys, endpoint switches), so a
+ * refused one is answered with the HTTP status it would get on POST, before any upgrade.
+ */
+@Injectable()
+export class ResponsesSocket {
+  private readonly deps: ConnectionDeps;
+
+  constructor(
+    inference: InferenceService,
+    responder: InferenceResponder,
+    bus: BusClient,
+    @Inject(CONFIG) private readonly config: CortexConfig,
+  ) {
+    this.deps = { inference, responder, adapter: responsesAdapterFor(bus, config), limitMs: config.responses.websocketConnectionLimitMs };
+  }
+
+  install(fastify: FastifyInstance): void {
+    // The largest message is one create body; the HTTP body limit applies to it as well.
+    void fastify.register(websocket, { options: { maxPayload: this.config.gateway.bodyLimitBytes } });
+    void fastify.register(async (scope) => {
+      for (const url of ['/v1/responses', '/responses']) {
+        scope.route({
+          method: 'GET',
+          url,
+          // A plain GET (no upgrade) is told what this URL is for.
+          handler: (request, reply) => {
+            const error = new CortexError('not_found', `GET ${url} is the Responses WebSocket: connect with "Upgrade: websocket", or create a response with POST ${url}`);
+            sendError(reply, request.url, error, requestIdOf(request));
+          },
+          wsHandler: (socket, request) => {
+            const context = {
+              requestId: requestIdOf(request),
+              headers: request.headers,
+              session: sessionFromHeaders(request.headers, this.config.gateway.sessionHeaders),
+            };
+            new ResponsesConnection(socket, context, this.deps);
+          },
+        });
+      }
+    });
+  }
+}
