@@ -64,19 +64,43 @@ describe('admin surface e2e', () => {
     await waitFor(async () => (await catalogue()).get('cortex-tools')?.pinned === false, 3_000);
   });
 
-  it('admin - the cortex CLI does the same over the bus', async () => {
-    const load = cli('load', 'cortex-chat', '--worker', 'w1');
+  it('admin - the cortex CLI does the same over the bus: a sentence for people, the router answer with --json', async () => {
+    const load = cli('load', 'cortex-chat', '--worker', 'w1', '--json');
     assert.equal(load.status, 0, load.stderr);
     assert.equal((JSON.parse(load.stdout) as { workerId: string }).workerId, 'w1');
+    const again = cli('load', 'cortex-chat');
+    assert.equal(again.status, 0, again.stderr);
+    assert.equal(again.stdout, 'cortex-chat is already loaded on worker w1.\n');
     const models = cli('models');
     assert.equal(models.status, 0, models.stderr);
     assert.match(models.stdout, /cortex-chat\s+yes\s+w1:ready/);
     const unload = cli('unload', 'cortex-chat');
     assert.equal(unload.status, 0, unload.stderr);
-    assert.deepEqual(JSON.parse(unload.stdout), { model: 'cortex-chat', unloaded: ['w1'] });
+    assert.equal(unload.stdout, 'Unloaded cortex-chat from worker w1.\n');
+    const coldLoad = cli('load', 'cortex-chat');
+    assert.equal(coldLoad.stdout, 'Loaded cortex-chat on worker w1.\n', coldLoad.stderr);
+    assert.deepEqual(JSON.parse(cli('unload', 'cortex-chat', '--json').stdout), { model: 'cortex-chat', unloaded: ['w1'] });
     const bad = cli('load');
     assert.equal(bad.status, 1);
     assert.match(bad.stderr, /usage: cortex load <model>/);
+  });
+
+  it('admin - cortex pin, unpin and unloading a pinned model say what happens next', async () => {
+    assert.equal(cli('load', 'cortex-tools').status, 0);
+    const pin = cli('pin', 'cortex-tools');
+    assert.equal(pin.stdout, 'Pinned cortex-tools: it is loaded now if no worker has it, and is never evicted or unloaded when idle.\n', pin.stderr);
+    const unload = cli('unload', 'cortex-tools');
+    assert.equal(unload.status, 0, unload.stderr);
+    assert.equal(
+      unload.stdout,
+      'Unloaded cortex-tools from worker w1. cortex-tools is pinned, so the router loads it again on a worker within seconds; run `cortex unpin cortex-tools` first to keep it unloaded.\n',
+    );
+    // What the sentence promised: the router loads it again.
+    await waitFor(async () => (await catalogue()).get('cortex-tools')?.loaded === true, 15_000);
+    const unpin = cli('unpin', 'cortex-tools');
+    assert.equal(unpin.stdout, 'Unpinned cortex-tools: it stays loaded for now, and may be evicted to make room or unloaded when idle.\n', unpin.stderr);
+    assert.deepEqual(JSON.parse(cli('unpin', 'cortex-tools', '--json').stdout), { model: 'cortex-tools', pinned: false });
+    assert.equal(cli('unload', 'cortex-tools').stdout, 'Unloaded cortex-tools from worker w1.\n');
   });
 
   it('admin - cortex status --watch shows the fleet changing as it happens', async () => {

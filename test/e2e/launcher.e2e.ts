@@ -28,12 +28,14 @@ describe('cortex serve launcher', () => {
   let output = '';
   let natsUrl: string;
   let baseUrl: string;
+  let metricsUrl: string;
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'cortex-launcher-'));
     const [natsPort, port, metricsPort] = [await freePort(), await freePort(), await freePort()];
     natsUrl = `nats://127.0.0.1:${natsPort}`;
     baseUrl = `http://127.0.0.1:${port}`;
+    metricsUrl = `http://127.0.0.1:${metricsPort}`;
     const config = {
       gateway: { listen: `127.0.0.1:${port}` },
       metrics: { listen: `127.0.0.1:${metricsPort}` },
@@ -42,13 +44,37 @@ describe('cortex serve launcher', () => {
       models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true }],
     };
     writeFileSync(join(dir, 'cortex.yaml'), JSON.stringify(config));
-    env = { ...process.env, CORTEX_CONFIG: join(dir, 'cortex.yaml'), NO_COLOR: '1' };
+    // Pretty as on a terminal (log_format unset there): the banner and one readable line per record.
+    env = { ...process.env, CORTEX_CONFIG: join(dir, 'cortex.yaml'), NO_COLOR: '1', CORTEX_LOG_FORMAT: 'pretty' };
     delete env.CORTEX_NATS_URL;
   });
 
   after(() => {
     if (launcher && launcher.exitCode === null) launcher.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The first line `cortex serve gateway` prints while it waits for a NATS that is not there. */
+  const firstLine = async (command: string, args: string[]): Promise<string> => {
+    const childEnv: NodeJS.ProcessEnv = { ...env, CORTEX_NATS_URL: `nats://127.0.0.1:${await freePort()}` };
+    delete childEnv.CORTEX_LOG_FORMAT; // unset: the format follows stdout
+    const child = spawn(command, args, { cwd: dir, env: childEnv });
+    let out = '';
+    child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    try {
+      await waitFor(() => out.includes('cannot reach NATS'), 15_000);
+    } finally {
+      child.kill('SIGKILL');
+    }
+    return out.split(/\r?\n/).find((line) => line.includes('cannot reach NATS')) ?? '';
+  };
+
+  it('launcher - logs are JSON when stdout is not a terminal, and readable lines on a terminal', async (t) => {
+    const piped = await firstLine(process.execPath, [CLI, 'serve', 'gateway']);
+    assert.deepEqual(Object.keys(JSON.parse(piped) as object).sort(), ['level', 'msg', 'pid', 'service', 'time']);
+    if (spawnSync('script', ['--version']).status !== 0) return t.skip('no `script` to give the process a terminal');
+    const terminal = await firstLine('script', ['-qfec', `"${process.execPath}" "${CLI}" serve gateway`, '/dev/null']);
+    assert.match(terminal, /^\[\d\d:\d\d:\d\d\] WARN: gateway: cannot reach NATS at nats:\/\/127\.0\.0\.1:\d+/);
   });
 
   it('launcher - without nats-server on PATH it says how to install it', () => {
@@ -65,7 +91,14 @@ describe('cortex serve launcher', () => {
     await waitFor(() => output.includes('cortex is ready'), 60_000).catch((error: Error) => {
       throw new Error(`${error.message}\n${output}`, { cause: error });
     });
-    assert.match(output, new RegExp(`started nats-server on ${natsUrl}`));
+    assert.match(output, new RegExp(`\\[\\d\\d:\\d\\d:\\d\\d\\] INFO: launcher: started nats-server on ${natsUrl}`));
+    // The banner: where to send requests, what is loaded where, metrics, the config file, how to stop.
+    assert.match(output, new RegExp(`API +${baseUrl}/v1 `));
+    assert.match(output, /models +cortex-chat \(loaded on [\w-]+, pinned\)/);
+    assert.match(output, new RegExp(`metrics +${metricsUrl}/metrics`));
+    assert.match(output, new RegExp(`config +${join(dir, 'cortex.yaml')}`));
+    assert.match(output, /Ctrl-C stops everything/);
+    assert.doesNotMatch(output, /RouterExplorer|InstanceLoader/, "Nest's start-up chatter is debug, not info");
 
     const client = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: 'hi' }] });

@@ -1,15 +1,26 @@
-import { ConsoleLogger, type LoggerService, type LogLevel } from '@nestjs/common';
+import type { LoggerService } from '@nestjs/common';
+import { build as prettyStream } from 'pino-pretty';
 import { JsonLogger } from '@cortex/bus';
 
-const LEVELS: Record<string, LogLevel[]> = {
-  trace: ['verbose', 'debug', 'log', 'warn', 'error', 'fatal'],
-  debug: ['debug', 'log', 'warn', 'error', 'fatal'],
-  info: ['log', 'warn', 'error', 'fatal'],
-  warn: ['warn', 'error', 'fatal'],
-  error: ['error', 'fatal'],
-};
+/**
+ * `json`: one pino object per line, for log pipelines. `pretty`: the same records through pino-pretty,
+ * one readable line each (`12:00:01 INFO gateway http: listening …`). Unset: pretty on a terminal,
+ * JSON otherwise (a container, a pipe, a file).
+ */
+export function createLogger(service: string, level: string, format?: 'json' | 'pretty'): LoggerService {
+  if (!isPretty(format)) return new JsonLogger(service, level);
+  const stream = prettyStream({
+    sync: true,
+    colorize: Boolean(process.stdout.isTTY) && !process.env.NO_COLOR,
+    translateTime: 'SYS:HH:MM:ss',
+    ignore: 'pid,hostname,service,context',
+    messageFormat: '{service}{if context} {context}{end}: {msg}',
+    singleLine: true,
+  });
+  return new JsonLogger(service, level, stream);
+}
 
-export function createLogger(service: string, level: string, format: 'json' | 'pretty'): LoggerService {
-  if (format === 'json') return new JsonLogger(service, level);
-  return new ConsoleLogger({ prefix: `cortex:${service}`, logLevels: LEVELS[level] ?? LEVELS.info, colors: process.stdout.isTTY });
+/** `log_format`, or when unset whether stdout is a terminal. */
+export function isPretty(format: 'json' | 'pretty' | undefined): boolean {
+  return (format ?? (process.stdout.isTTY ? 'pretty' : 'json')) === 'pretty';
 }

@@ -2,9 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connectBus, natsConnectOptions, natsReachable, natsServerOnPath, NATS_INSTALL_HINT, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
-import type { NatsConfig } from '@cortex/config';
-import { loadConfig } from '@cortex/config';
-import { createLogger } from './logger.js';
+import { loadConfig, type CortexConfig } from '@cortex/config';
+import { formatBanner } from './banner.js';
+import { createLogger, isPretty } from './logger.js';
 import { APP_SERVICES, isAppService, loadService, type AppService } from './services.js';
 import { collectStatus } from './status.js';
 
@@ -14,7 +14,7 @@ const STOP_GRACE_MS = 15_000;
 export async function serveOne(name: AppService): Promise<void> {
   const { config } = loadConfig();
   const logger = createLogger(name, config.logLevel, config.logFormat);
-  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
+  const nc = await connectBus({ url: config.nats.url, auth: config.nats, replicas: config.nats.replicas, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
   const start = await loadService(name);
   const running = await start({ config, nc, logger });
   let stopping = false;
@@ -95,11 +95,12 @@ export async function serveMany(names: AppService[]): Promise<void> {
       void stopAll(1);
     });
   }
-  await announceWhenReady(env.CORTEX_NATS_URL ?? config.nats.url, config.nats, names, config.gateway.listen, logger);
+  await announceWhenReady(env.CORTEX_NATS_URL ?? config.nats.url, config, path, names, logger);
 }
 
-async function announceWhenReady(url: string, auth: NatsConfig, names: AppService[], listen: string, logger: ReturnType<typeof createLogger>): Promise<void> {
-  const nc = await connectBus({ url, auth, name: 'cortex-launcher' });
+/** On a terminal (or with log_format: pretty) a banner for people; otherwise one log line for programs. */
+async function announceWhenReady(url: string, config: CortexConfig, configPath: string | null, names: AppService[], logger: ReturnType<typeof createLogger>): Promise<void> {
+  const nc = await connectBus({ url, auth: config.nats, name: 'cortex-launcher' });
   const deadline = Date.now() + 120_000;
   try {
     while (Date.now() < deadline) {
@@ -107,8 +108,13 @@ async function announceWhenReady(url: string, auth: NatsConfig, names: AppServic
       const up = new Set(status?.services.map((s) => s.service));
       const modelsReady = !names.includes('worker') || (status?.fleet?.catalogue.some((m) => m.pinned && m.loaded) ?? false) || status?.fleet?.catalogue.every((m) => !m.pinned);
       if (names.every((name) => up.has(name)) && modelsReady) {
-        const models = status?.fleet?.catalogue.filter((m) => m.loaded).map((m) => m.id).join(', ') || 'none loaded yet';
-        logger.log(`cortex is ready on http://${listen} (models: ${models}); Ctrl-C stops everything`);
+        const catalogue = status?.fleet?.catalogue ?? [];
+        if (isPretty(config.logFormat)) {
+          console.log(formatBanner({ listen: config.gateway.listen, metricsListen: names.includes('metrics') ? config.metrics.listen : null, configPath, catalogue }));
+          return;
+        }
+        const models = catalogue.filter((m) => m.loaded).map((m) => m.id).join(', ') || 'none loaded yet';
+        logger.log(`cortex is ready on http://${config.gateway.listen} (models: ${models}); Ctrl-C stops everything`);
         return;
       }
       await new Promise((done) => setTimeout(done, 500));

@@ -1,5 +1,6 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { natsConnectOptions, redactNatsUrl, type NatsAuth } from './nats-auth.js';
+import { setStreamReplicas } from './replicas.js';
 
 export interface ConnectOptions {
   url: string;
@@ -10,6 +11,8 @@ export interface ConnectOptions {
   waitForServer?: boolean;
   /** Credentials, TLS and inbox prefix (`config.nats`). */
   auth?: NatsAuth;
+  /** Copies of each stream and bucket this connection creates (`nats.replicas`; 3 on a NATS cluster). */
+  replicas?: number;
 }
 
 const connected = new WeakMap<NatsConnection, boolean>();
@@ -59,6 +62,7 @@ export async function connectBus(options: ConnectOptions): Promise<NatsConnectio
   }
   const connection = nc;
   connected.set(connection, true);
+  if (options.replicas !== undefined) setStreamReplicas(connection, options.replicas);
   void (async () => {
     for await (const status of connection.status()) {
       if (status.type === 'disconnect') connected.set(connection, false);

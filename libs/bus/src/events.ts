@@ -2,6 +2,7 @@ import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jets
 import type { NatsConnection } from '@nats-io/transport-node';
 import { EVENTS_STREAM, Subjects } from '@cortex/contracts';
 import { encodeJson } from './envelope.js';
+import { streamReplicas } from './replicas.js';
 
 export interface EventsStreamLimits {
   retentionS: number;
@@ -10,7 +11,7 @@ export interface EventsStreamLimits {
 
 const DUPLICATE_WINDOW_NS = 2 * 60 * 1e9;
 
-/** Creates (or updates the limits of) the JetStream stream that keeps `llm.evt.v1.>`; idempotent. */
+/** Creates (or updates the limits and replica count of) the JetStream stream that keeps `llm.evt.v1.>`; idempotent. */
 export async function ensureEventsStream(nc: NatsConnection, limits: EventsStreamLimits): Promise<void> {
   const jsm = await jetstreamManager(nc);
   const config = {
@@ -19,10 +20,11 @@ export async function ensureEventsStream(nc: NatsConnection, limits: EventsStrea
     max_age: limits.retentionS * 1e9,
     max_msgs: limits.maxEvents,
     duplicate_window: DUPLICATE_WINDOW_NS,
+    num_replicas: streamReplicas(nc),
   };
   try {
     const info = await jsm.streams.info(EVENTS_STREAM);
-    if (info.config.max_age !== config.max_age || info.config.max_msgs !== config.max_msgs) {
+    if (info.config.max_age !== config.max_age || info.config.max_msgs !== config.max_msgs || info.config.num_replicas !== config.num_replicas) {
       await jsm.streams.update(EVENTS_STREAM, { ...info.config, ...config });
     }
   } catch {

@@ -12,4 +12,5 @@ export * from './events.js';
 export * from './logger.js';
 export * from './kv-watch.js';
 export * from './payload.js';
+export * from './replicas.js';
 export * from './background.js';

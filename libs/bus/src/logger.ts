@@ -3,6 +3,9 @@ import { pino, type Logger as Pino } from 'pino';
 
 const LEVELS: Record<string, string> = { trace: 'trace', debug: 'debug', info: 'info', warn: 'warn', error: 'error' };
 
+/** Nest's own start-up chatter (a line per module and per route): debug, so `info` shows what cortex does. */
+const FRAMEWORK_CONTEXTS = new Set(['NestFactory', 'InstanceLoader', 'RoutesResolver', 'RouterExplorer', 'NestMicroservice', 'NestApplication']);
+
 /**
  * Nest's logger interface over pino: one JSON object per line with `service`, `pid`, `context` and,
  * for lines about a request, `requestId` — so `grep <request id>` follows a request through every
@@ -49,8 +52,9 @@ export class JsonLogger implements LoggerService {
     else if (levels.includes('debug')) this.pino.level = 'debug';
   }
 
-  private write(level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal', message: unknown, rest: unknown[], stack?: string): void {
+  private write(given: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal', message: unknown, rest: unknown[], stack?: string): void {
     const context = typeof rest.at(-1) === 'string' ? (rest.at(-1) as string) : undefined;
+    const level = given === 'info' && context !== undefined && FRAMEWORK_CONTEXTS.has(context) ? 'debug' : given;
     const fields: Record<string, unknown> = {};
     if (context) fields.context = context;
     if (stack) fields.stack = stack;

@@ -21,6 +21,12 @@ describe('nats auth options', () => {
     assert.equal(options.pass, 'x');
   });
 
+  it('nats auth - a server list is shuffled unless nats.randomize is false', () => {
+    assert.equal(natsConnectOptions('nats://a:4222,nats://b:4222').noRandomize, undefined);
+    assert.equal(natsConnectOptions('nats://a:4222,nats://b:4222', { randomize: true }).noRandomize, undefined);
+    assert.equal(natsConnectOptions('nats://a:4222,nats://b:4222', { randomize: false }).noRandomize, true);
+  });
+
   it('nats auth - TLS files and the inbox prefix pass through; plain URLs get no TLS', () => {
     assert.equal(natsConnectOptions('nats://h:4222').tls, undefined);
     const options = natsConnectOptions('nats://h:4222', { tls: { caFile: '/ca.pem', certFile: '/c.pem', keyFile: '/k.pem' }, inboxPrefix: '_INBOX.gateway' });

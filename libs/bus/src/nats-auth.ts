@@ -12,6 +12,8 @@ export interface NatsAuth {
   nkeySeedFile?: string;
   inboxPrefix?: string;
   tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /** False: try the servers of a list in the order given rather than shuffled. */
+  randomize?: boolean;
 }
 
 /**
@@ -60,6 +62,7 @@ export function natsConnectOptions(url: string, auth: NatsAuth = {}): Partial<Co
     };
   }
   if (auth.inboxPrefix !== undefined && auth.inboxPrefix !== '_INBOX') options.inboxPrefix = auth.inboxPrefix;
+  if (auth.randomize === false) options.noRandomize = true;
   return options;
 }
 

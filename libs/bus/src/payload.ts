@@ -3,6 +3,7 @@ import { StorageType } from '@nats-io/jetstream';
 import { Empty, headers as natsHeaders, nanos, nuid, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { CortexError, PAYLOAD_BUCKET, PAYLOAD_HEADER } from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
+import { streamReplicas } from './replicas.js';
 
 /** Room kept under `max_payload` for headers, which count towards it. */
 const HEADROOM = 16 * 1024;
@@ -18,7 +19,7 @@ const stores = new WeakMap<NatsConnection, Promise<ObjectStore>>();
 function storeOf(nc: NatsConnection): Promise<ObjectStore> {
   let store = stores.get(nc);
   if (!store) {
-    store = new Objm(nc).create(PAYLOAD_BUCKET, { ttl: nanos(ORPHAN_TTL_MS), storage: StorageType.File, description: 'cortex: bodies over max_payload, deleted once read' });
+    store = new Objm(nc).create(PAYLOAD_BUCKET, { ttl: nanos(ORPHAN_TTL_MS), storage: StorageType.File, replicas: streamReplicas(nc), description: 'cortex: bodies over max_payload, deleted once read' });
     // A failed open (no JetStream yet) is tried again by the next large message, not remembered.
     store.catch(() => stores.delete(nc));
     stores.set(nc, store);

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -46,7 +48,44 @@ export async function startBusApp(module: unknown, options: BusAppOptions): Prom
   });
   app.useGlobalFilters(new BusExceptionFilter());
   await app.listen();
-  return withStatus(app, options);
+  const running = withStatus(app, options);
+  const listen = options.context.config.probeListen;
+  if (!listen) return running;
+  const stopProbes = await startProbeServer(listen, () => readiness(app, options));
+  return {
+    async close() {
+      await stopProbes();
+      await running.close();
+    },
+  };
+}
+
+/** Ready: connected to the bus and, where the service says more (a worker that is not draining), that too. */
+function readiness(app: INestApplicationContext, options: BusAppOptions): { ready: boolean; detail?: string } {
+  const own = options.detail?.(app) ?? { ready: true };
+  const bus = isBusConnected(options.context.nc);
+  return { ready: bus && own.ready, detail: [bus ? undefined : 'bus disconnected', own.detail].filter(Boolean).join('; ') || undefined };
+}
+
+/**
+ * `probe_listen`: HTTP probes for the services that serve no HTTP (router, translator, worker), for
+ * Kubernetes. `/healthz` answers 200 while the event loop runs; `/readyz` answers 200 while the service
+ * is ready and 503 with the reason when it is not. Nothing else is served there.
+ */
+async function startProbeServer(listen: string, state: () => { ready: boolean; detail?: string }): Promise<() => Promise<void>> {
+  const server = createServer((req, res) => {
+    const path = req.url?.split('?')[0];
+    if (req.method !== 'GET' || (path !== '/healthz' && path !== '/readyz')) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"only GET /healthz and /readyz are served here"}');
+      return;
+    }
+    const { ready, detail } = path === '/healthz' ? { ready: true, detail: undefined } : state();
+    res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: ready ? 'ok' : 'unavailable', ...(detail && { detail }) }));
+  });
+  const { host, port } = splitHostPort(listen);
+  server.listen(port, host);
+  await once(server, 'listening');
+  return () => new Promise<void>((done) => server.close(() => done()));
 }
 
 /** A Nest app on Fastify that also serves bus handlers. */
@@ -78,9 +117,7 @@ function withStatus(app: INestApplicationContext, options: BusAppOptions): Runni
   const id = options.workerId ?? `${options.service}-${hostname()}-${process.pid}`;
   const sub = options.context.nc.subscribe(Subjects.serviceStatus, {
     callback: (_error, msg) => {
-      const own = options.detail?.(app) ?? { ready: true };
-      const bus = isBusConnected(options.context.nc);
-      const extra = { ready: bus && own.ready, detail: [bus ? undefined : 'bus disconnected', own.detail].filter(Boolean).join('; ') || undefined };
+      const extra = readiness(app, options);
       const ping: ServicePing = {
         service: options.service,
         id,

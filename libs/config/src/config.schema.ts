@@ -128,6 +128,16 @@ export class NatsConfig {
    */
   @Matches(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, { message: 'must be dot-separated tokens of letters, digits, _ or -' }) inboxPrefix = '_INBOX';
   @ValidateNested() @Type(() => NatsTlsConfig) tls = new NatsTlsConfig();
+  /**
+   * Copies JetStream keeps of each stream, KV bucket and object store cortex creates: 1 on a single
+   * server, 3 on a NATS cluster (state then survives losing a server). Buckets that already exist keep theirs.
+   */
+  @IsInt() @Min(1) @Max(5) replicas = 1;
+  /**
+   * With several servers in `url`: try them in random order (spreads clients over a cluster), or, when
+   * false, in the order listed (e.g. each service's nearest server first).
+   */
+  @IsBoolean() randomize = true;
 }
 
 export class MetricsConfig {
@@ -242,7 +252,15 @@ export class CortexConfig {
   @ValidateNested() @Type(() => RouterConfig) router = new RouterConfig();
   @IsArray() @ValidateNested({ each: true }) @Type(() => ModelConfig) models: ModelConfig[] = [];
   @ValidateNested() @Type(() => WorkerConfig) worker = new WorkerConfig();
+  /**
+   * host:port for HTTP probes (`/healthz`, `/readyz`) of the services that serve no HTTP: router,
+   * translator and worker (Kubernetes sets it). Unset: none.
+   */
+  @IsOptional() @Matches(HOST_PORT, { message: 'must be host:port' }) probeListen?: string;
   @IsIn(['trace', 'debug', 'info', 'warn', 'error']) logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' = 'info';
-  /** `json`: one pino JSON object per line (for log pipelines); `pretty`: Nest's coloured console lines. */
-  @IsIn(['json', 'pretty']) logFormat: 'json' | 'pretty' = 'json';
+  /**
+   * `json`: one pino JSON object per line (for log pipelines); `pretty`: one readable line per record
+   * (pino-pretty). Unset: pretty when stdout is a terminal, json otherwise.
+   */
+  @IsOptional() @IsIn(['json', 'pretty']) logFormat?: 'json' | 'pretty';
 }

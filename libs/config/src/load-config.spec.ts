@@ -34,6 +34,13 @@ describe('config', () => {
     assert.equal(config.models[0]?.file, join(dir, 'm1.gguf'));
   });
 
+  it('config - nats.replicas defaults to 1, CORTEX_NATS_REPLICAS sets it, and a cluster size over 5 is refused by path', () => {
+    const empty = mkdtempSync(join(tmpdir(), 'cortex-empty-'));
+    assert.equal(loadConfig({}, empty).config.nats.replicas, 1);
+    assert.equal(loadConfig({ CORTEX_NATS_REPLICAS: '3' }, empty).config.nats.replicas, 3);
+    assert.throws(() => loadConfig({ CORTEX_NATS_REPLICAS: '7' }, empty), /nats\.replicas: .*5/);
+  });
+
   it('config - a bad value fails fast naming its path', () => {
     assert.throws(
       () => parseConfig({ models: [{ id: 'ok', file: 'x.gguf' }, { id: 'm', file: 'y', context_size: 12 }] }),

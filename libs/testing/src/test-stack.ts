@@ -21,6 +21,10 @@ export interface StackOptions {
   config?: Record<string, unknown>;
   /** A NATS server that wants credentials, and what each process connects with. */
   natsAuth?: StackNatsAuth;
+  /** A NATS the caller started (e.g. `startTestNatsCluster`) instead of a fresh server; the stack stops it. */
+  nats?: TestNats;
+  /** Environment per service name (e.g. its own `CORTEX_NATS_URL`); `spawnService`'s own env wins. */
+  serviceEnv?: Record<string, Record<string, string>>;
   /** Node options for every service process, e.g. `--cpu-prof` for a benchmark's profile. */
   nodeArgs?: string[];
 }
@@ -72,7 +76,7 @@ export function fixtureEntry(id: string, extra: Record<string, unknown> = {}): R
  * temp config, and waits until the gateway answers and pinned models are ready.
  */
 export async function startStack(options: StackOptions = {}): Promise<TestStack> {
-  const nats = await startTestNats(options.natsAuth?.server);
+  const nats = options.nats ?? (await startTestNats(options.natsAuth?.server));
   const dir = mkdtempSync(join(tmpdir(), 'cortex-stack-'));
   const [port, metricsPort] = [await freePort(), await freePort()];
   const models = options.models ?? FIXTURE_CATALOGUE;
@@ -93,7 +97,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   const spawnService = (name: string, env: Record<string, string> = {}): ChildProcess => {
     const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CLI, 'serve', name], {
       cwd: ROOT,
-      env: { ...process.env, CORTEX_CONFIG: configPath, CORTEX_NATS_URL: nats.url, NO_COLOR: '1', ...options.natsAuth?.services[name], ...env },
+      env: { ...process.env, CORTEX_CONFIG: configPath, CORTEX_NATS_URL: nats.url, NO_COLOR: '1', ...options.natsAuth?.services[name], ...options.serviceEnv?.[name], ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const collect = (chunk: Buffer): void => {
@@ -105,7 +109,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     return child;
   };
   for (const name of options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway']) spawnService(name);
-  const nc = await connect({ servers: nats.url, ...options.natsAuth?.observer });
+  const nc = await connect({ servers: nats.url.split(','), ...options.natsAuth?.observer });
   const fleet = (): Promise<FleetView | null> => new BusClient(nc, 1_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView }).catch(() => null);
   const stack: TestStack = {
     baseUrl: `http://127.0.0.1:${port}`,

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { Kvm, type KV } from '@nats-io/kv';
-import { BusClient, watchKv } from '@cortex/bus';
+import type { KV } from '@nats-io/kv';
+import { BusClient, openKv, watchKv } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 
 import { Buckets } from '@cortex/contracts';
@@ -36,7 +36,7 @@ export class AffinityTable implements OnModuleInit, OnModuleDestroy {
 
   async onModuleInit(): Promise<void> {
     if (!this.config.router.affinity) return;
-    this.kv = await new Kvm(this.bus.nc).create(BUCKET, { history: 1, ttl: this.config.router.affinityTtlS * 1000 });
+    this.kv = await openKv(this.bus.nc, BUCKET, { history: 1, ttl: this.config.router.affinityTtlS * 1000 });
     this.stopWatch = watchKv(
       this.kv,
       (entry) => {

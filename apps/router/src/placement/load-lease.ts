@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { Kvm, type KV } from '@nats-io/kv';
-import { BusClient } from '@cortex/bus';
+import type { KV } from '@nats-io/kv';
+import { BusClient, openKv } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { ROUTER_ID } from '../router.tokens.js';
 
@@ -35,7 +35,7 @@ export class LoadLease implements OnModuleInit, OnModuleDestroy {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    this.kv = await new Kvm(this.bus.nc).create(BUCKET, { history: 1, ttl: this.config.gateway.placementTimeoutMs + 10_000 });
+    this.kv = await openKv(this.bus.nc, BUCKET, { history: 1, ttl: this.config.gateway.placementTimeoutMs + 10_000 });
   }
 
   onModuleDestroy(): void {

