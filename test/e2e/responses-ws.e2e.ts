@@ -5,7 +5,8 @@ import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import WebSocket from 'ws';
 import { BusClient, freePort } from '@cortex/bus';
-import { decodeDecodedRequest, Subjects, type StreamEvent } from '@cortex/contracts';
+import { decodeDecodedRequest, Subjects, WORKER_ID_TOKEN, type GenerateCommand, type StreamEvent } from '@cortex/contracts';
+import { COMPACTION_PREFIX } from '@cortex/wire';
 import { fixtureModel } from '@cortex/fixtures';
 import { OpenResponsesSchema, postSse, startStack, waitFor, watchBus, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
 
@@ -132,6 +133,27 @@ describe('responses websocket e2e', () => {
     assert.equal(checkTurn(streamed).text, turn.text);
     const stored = await client.responses.retrieve(turn.id);
     assert.equal(stored.output_text, chat.expected.text);
+    socket.close();
+  });
+
+  it('responses ws - a window compacted over HTTP is the input of a turn on the socket', async () => {
+    const message = (role: 'user' | 'assistant', text: string) => ({ type: 'message', role, content: [{ type: role === 'user' ? 'input_text' : 'output_text', text, ...(role === 'assistant' && { annotations: [] }) }] });
+    const compacted = await client.responses.compact({ model: 'cortex-chat', input: [message('user', 'Plan a picnic.'), message('assistant', 'Bring bread.'), message('user', 'Which park?')] as never });
+    assert.equal(schema.check('CompactResource', compacted), null);
+    const window = compacted.output as unknown as Array<{ type: string }>;
+    assert.equal(window[0]?.type, 'compaction');
+    const generates = await watchBus<GenerateCommand>(stack.nc, Subjects.workerGenerate.replace(WORKER_ID_TOKEN, '*'));
+    const socket = open();
+    const turn = checkTurn(await socket.turn({ model: 'cortex-chat', input: [...window, message('user', 'Thanks.')] }));
+    generates.stop();
+    assert.equal(turn.text, chat.expected.text);
+    // The worker got the summary (as the model wrote it) where the older turns were, then the kept and the new turn.
+    const messages = generates.messages.at(-1)?.request.messages.map((m) => ({ role: m.role, content: m.content }));
+    assert.deepEqual(messages, [
+      { role: 'user', content: COMPACTION_PREFIX + chat.expected.text },
+      { role: 'user', content: 'Which park?' },
+      { role: 'user', content: 'Thanks.' },
+    ]);
     socket.close();
   });
 
