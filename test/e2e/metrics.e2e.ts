@@ -80,6 +80,7 @@ describe('metrics e2e', () => {
     assert.equal(sum(m, 'cortex_cold_starts_total'), 1);
     assert.equal(sum(m, 'cortex_evictions_total', { model: 'cortex-loop', worker: 'w1', reason: 'admin' }), 1);
     assert.equal(sum(m, 'cortex_completion_tokens_total', { model: 'cortex-chat' }), 12);
+    assert.equal(sum(m, 'cortex_completion_tokens_total', { model: 'cortex-chat', api: 'openai.chat' }), 12, 'counted under the API that asked');
     assert.ok(sum(m, 'cortex_prompt_tokens_total', { model: 'cortex-chat' }) > 0);
     assert.equal(sum(m, 'cortex_request_duration_seconds_count'), 6);
     assert.equal(sum(m, 'cortex_time_to_first_token_seconds_count', { model: 'cortex-chat' }), 3);

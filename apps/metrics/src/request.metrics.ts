@@ -31,7 +31,7 @@ export class CortexMetrics {
   private readonly tokens = {
     prompt: this.counter('cortex_prompt_tokens_total', 'Prompt tokens processed (texts embedded and ranked included), by API', ['model', 'api']),
     cached: this.counter('cortex_cached_prompt_tokens_total', 'Prompt tokens served from a reused sequence prefix', ['model']),
-    completion: this.counter('cortex_completion_tokens_total', 'Tokens generated', ['model']),
+    completion: this.counter('cortex_completion_tokens_total', 'Tokens generated, by API', ['model', 'api']),
     reasoning: this.counter('cortex_reasoning_tokens_total', 'Generated tokens that were reasoning', ['model']),
     draft: this.counter('cortex_draft_tokens_total', 'Tokens a draft model or input lookup proposed and the model checked (speculative decoding)', ['model']),
     acceptedDraft: this.counter('cortex_accepted_draft_tokens_total', 'Proposed tokens the model accepted (speculative decoding)', ['model']),
@@ -70,7 +70,7 @@ export class CortexMetrics {
     if (event.usage) {
       this.tokens.prompt.inc({ model, api }, event.usage.promptTokens);
       this.tokens.cached.inc({ model }, event.usage.cachedPromptTokens);
-      this.tokens.completion.inc({ model }, event.usage.completionTokens);
+      this.tokens.completion.inc({ model, api }, event.usage.completionTokens);
       this.tokens.reasoning.inc({ model }, event.usage.reasoningTokens);
       if (event.usage.draftTokens !== undefined) {
         this.tokens.draft.inc({ model }, event.usage.draftTokens);
