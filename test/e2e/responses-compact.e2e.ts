@@ -62,6 +62,10 @@ describe('responses compact e2e', () => {
     const next = await client.responses.create({ model: 'cortex-chat', input: input as never });
     assert.equal(next.status, 'completed');
     assert.equal(next.output_text, chat.expected.text);
+    // Its input items show the compaction item as the client sent it: the opened summary stays in the store.
+    const items = (await client.responses.inputItems.list(next.id)).data as unknown as Item[];
+    const stored = items.find((item) => item.type === 'compaction');
+    assert.deepEqual(Object.keys(stored ?? {}).sort(), ['encrypted_content', 'id', 'type']);
     // Stored with the item: a follow-up by previous_response_id rebuilds the summary from the store.
     const followUp = await messagesOf({ model: 'cortex-chat', previous_response_id: next.id, input: 'More.' });
     assert.equal(followUp[0]?.content, COMPACTION_PREFIX + chat.expected.text);

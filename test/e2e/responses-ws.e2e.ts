@@ -136,6 +136,16 @@ describe('responses websocket e2e', () => {
     socket.close();
   });
 
+  it('responses ws - a message nested deeper than any real request is a 400 naming its field, and the socket goes on', async () => {
+    const socket = open();
+    let deep: unknown = 'x';
+    for (let i = 0; i < 300; i++) deep = [deep];
+    const envelope = checkError(await socket.turn({ model: 'cortex-chat', input: deep }), 400, 'invalid_request');
+    assert.equal(envelope.error?.param, 'input');
+    checkTurn(await socket.turn({ model: 'cortex-chat', input: 'Say hello.' }));
+    socket.close();
+  });
+
   it('responses ws - a window compacted over HTTP is the input of a turn on the socket', async () => {
     const message = (role: 'user' | 'assistant', text: string) => ({ type: 'message', role, content: [{ type: role === 'user' ? 'input_text' : 'output_text', text, ...(role === 'assistant' && { annotations: [] }) }] });
     const compacted = await client.responses.compact({ model: 'cortex-chat', input: [message('user', 'Plan a picnic.'), message('assistant', 'Bring bread.'), message('user', 'Which park?')] as never });

@@ -196,7 +196,7 @@ export class ModelRegistry implements HeartbeatSource {
     const { engine, config } = this.deps;
     const path = await engine.resolveSource(command.source, config.worker.modelsDir, log);
     const shape = { contextSize: command.contextSize, slots: command.slots };
-    const bytes = await engine.estimate({ path, ...shape });
+    const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
     if (!command.draft) return { path, bytes };
     if (command.draft === 'lookup') return { path, draft: 'lookup', bytes };
     const draft = await engine.resolveSource(command.draft, config.worker.modelsDir, log);

@@ -34,6 +34,21 @@ describe('config', () => {
     assert.equal(config.models[0]?.file, join(dir, 'm1.gguf'));
   });
 
+  it('config - a draft written as a path resolves against the file; a catalogue id, lookup or hf: stay as written', () => {
+    const { dir, env } = tempConfig(
+      'models:\n  - id: small\n    file: small.gguf\n  - id: a\n    file: a.gguf\n    draft: drafts/d.gguf\n  - id: b\n    file: b.gguf\n    draft: small\n  - id: c\n    file: c.gguf\n    draft: lookup\n',
+    );
+    const drafts = loadConfig(env, '/').config.models.map((m) => m.draft);
+    assert.deepEqual(drafts, [undefined, join(dir, 'drafts/d.gguf'), 'small', 'lookup']);
+  });
+
+  it('config - a draft on an embedding or ranking model is refused naming the field', () => {
+    assert.throws(
+      () => parseConfig({ models: [{ id: 'e', file: 'e.gguf', kind: 'embedding', draft: 'lookup' }] }),
+      (error: Error) => error instanceof ConfigError && /models\[0\]\.draft/.test(error.message),
+    );
+  });
+
   it('config - nats.replicas defaults to 1, CORTEX_NATS_REPLICAS sets it, and a cluster size over 5 is refused by path', () => {
     const empty = mkdtempSync(join(tmpdir(), 'cortex-empty-'));
     assert.equal(loadConfig({}, empty).config.nats.replicas, 1);

@@ -74,8 +74,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   const plain = applyEnv(raw as Record<string, unknown>, env);
   const config = parseConfig(plain, where);
   const base = usedPath ? dirname(usedPath) : cwd;
+  const local = (source: string): boolean => !/^(hf:|fixture:|https?:)/.test(source) && !isAbsolute(source);
+  const ids = new Set(config.models.map((model) => model.id));
   for (const model of config.models) {
-    if (!/^(hf:|fixture:|https?:)/.test(model.file) && !isAbsolute(model.file)) model.file = resolve(base, model.file);
+    if (local(model.file)) model.file = resolve(base, model.file);
+    // A draft is a catalogue id, `lookup`, or a source written like `file` (relative to this file too).
+    if (model.draft && model.draft !== 'lookup' && !ids.has(model.draft) && local(model.draft)) model.draft = resolve(base, model.draft);
   }
   if (!isAbsolute(config.worker.modelsDir)) config.worker.modelsDir = resolve(cwd, config.worker.modelsDir);
   return { config, path: usedPath };
@@ -99,6 +103,9 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
     for (const name of [model.id, ...(model.aliases ?? [])]) {
       if (ids.has(name)) throw new ConfigError(`${where}: models[${i}]: id or alias "${name}" is used twice`);
       ids.add(name);
+    }
+    if (model.draft !== undefined && model.kind !== 'chat') {
+      throw new ConfigError(`${where}: models[${i}].draft: speculative decoding is for generating models, and ${model.id} is a ${model.kind} model; remove draft`);
     }
   }
   return config;

@@ -42,22 +42,21 @@ export async function startTestNatsCluster(size = 3): Promise<TestNatsCluster> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    servers.push(
-      ...(await Promise.all(
-        ports.map((port, i) => {
-          const routes = ports.filter((_, j) => j !== i).map((other) => `nats-route://127.0.0.1:${other.route}`);
-          const configFile = join(dir, `n${i}.conf`);
-          writeFileSync(
-            configFile,
-            [
-              `server_name: n${i}`,
-              `http: "127.0.0.1:${port.monitor}"`,
-              `cluster {\n  name: cortex-test\n  listen: "127.0.0.1:${port.route}"\n  routes: [${routes.map((r) => `"${r}"`).join(', ')}]\n}`,
-            ].join('\n'),
-          );
-          return startNatsServer({ port: port.client, storeDir: join(dir, `n${i}`), configFile });
-        }),
-      )),
+    // Each server is remembered as soon as it runs, so a failed start stops the ones that did start.
+    await Promise.all(
+      ports.map((port, i) => {
+        const routes = ports.filter((_, j) => j !== i).map((other) => `nats-route://127.0.0.1:${other.route}`);
+        const configFile = join(dir, `n${i}.conf`);
+        writeFileSync(
+          configFile,
+          [
+            `server_name: n${i}`,
+            `http: "127.0.0.1:${port.monitor}"`,
+            `cluster {\n  name: cortex-test\n  listen: "127.0.0.1:${port.route}"\n  routes: [${routes.map((r) => `"${r}"`).join(', ')}]\n}`,
+          ].join('\n'),
+        );
+        return startNatsServer({ port: port.client, storeDir: join(dir, `n${i}`), configFile }).then((server) => void (servers[i] = server));
+      }),
     );
     await jetStreamReady(servers.map((s) => s.url));
   } catch (error) {

@@ -111,6 +111,8 @@ export class InferenceRun {
     let replaced = 0;
     for (;;) {
       const workerId = await this.placeOrWait(exclude, this.required().affinityKey);
+      // Cancelled while the router answered: nothing has started, so nothing runs for nobody.
+      if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
       let reader: StreamReader | null = null;
       try {
         reader = await this.launch(workerId);

@@ -23,7 +23,7 @@ import { InferenceService } from '../inference/inference.service.js';
 
 /** How long `POST …/cancel` waits for a cancelled run to be stored as ended, polling every POLL_MS. */
 const CANCEL_WAIT_MS = 10_000;
-const POLL_MS = 100;
+const POLL_MS = 500;
 
 /**
  * `background: true` on the gateway side. Create: decode, store the response `queued`, answer at once,

@@ -20,6 +20,11 @@ export class ResponsesCompactor {
 
   async compact(req: FastifyRequest, reply: FastifyReply, requestId: string): Promise<CompactResource> {
     const session = sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders);
+    const run = this.inference.open('openai.responses', requestId);
+    // Listening from the start: a client gone while the translator plans gets no generation either.
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) run.cancel('client disconnected');
+    });
     const plan = await this.inference.bus.request(
       Subjects.responsesCompaction,
       { dialect: 'openai.responses', body: req.body, ...(session && { session }) },
@@ -27,11 +32,7 @@ export class ResponsesCompactor {
     );
     const recent = plan.recent as unknown as ResponsesItem[];
     if (!plan.request) return compactResource(recent, undefined, NO_USAGE);
-    const run = this.inference.open('openai.responses', requestId);
     run.use(plan.request);
-    reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) run.cancel('client disconnected');
-    });
     let summary = '';
     let usage = NO_USAGE;
     try {

@@ -23,6 +23,7 @@ import {
   type ResponsesItem,
   type ResponsesState,
   type SocketTurn,
+  withoutSummary,
   type StoredResponse,
 } from '@cortex/wire';
 import { ResponsesStore } from './responses.store.js';
@@ -184,7 +185,7 @@ export class ResponsesService {
       if (at === -1) throw new CortexError('invalid_request', `after: no input item '${options.after}' in ${id}`, { param: 'after' });
       start = at + 1;
     }
-    const data = ordered.slice(start, start + limit);
+    const data = ordered.slice(start, start + limit).map(withoutSummary);
     return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + limit < ordered.length };
   }
 

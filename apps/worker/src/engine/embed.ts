@@ -1,6 +1,7 @@
 import type { LlamaEmbeddingContext, LlamaModel, LlamaRankingContext, Token } from 'node-llama-cpp';
 import { CortexError, unitLength, type ModelCapabilities, type ModelKind, type RetrievalInput } from '@cortex/contracts';
 import type { EngineModel, ModelSpec, RetrievalModel } from './engine.types.js';
+import { PLAUSIBLE_BYTES_PER_TOKEN, textsTokensAtLeast } from './prompt-bound.js';
 import { SlotPool } from './slot-pool.js';
 
 type RetrievalContext = LlamaEmbeddingContext | LlamaRankingContext;
@@ -40,7 +41,8 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
     const contexts: RetrievalContext[] = [];
     try {
       for (let i = 0; i < spec.slots; i++) {
-        const options = { contextSize: spec.contextSize, threads };
+        // One batch as large as the context: pooling (mean, CLS, rank) needs the whole input in one batch.
+        const options = { contextSize: spec.contextSize, batchSize: spec.contextSize, threads };
         contexts.push(spec.kind === 'ranking' ? await model.createRankingContext(options) : await model.createEmbeddingContext(options));
       }
     } catch (error) {
@@ -81,11 +83,11 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
     return this.withContext(signal, async (context) => {
       const embedder = context as LlamaEmbeddingContext;
       let tokens = 0;
+      resolved.forEach((input, i) => {
+        tokens += this.lengthOf(typeof input === 'string' ? [input] : [], () => embedder.calculateInputLength(input), `input[${i}]`);
+      });
       const vectors: number[][] = [];
-      for (const [i, input] of resolved.entries()) {
-        const length = embedder.calculateInputLength(input);
-        this.assertFits(length, `input[${i}]`);
-        tokens += length;
+      for (const input of resolved) {
         signal.throwIfAborted();
         vectors.push(unitLength((await embedder.getEmbeddingFor(input)).vector));
       }
@@ -100,9 +102,7 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
       const ranker = context as LlamaRankingContext;
       let tokens = 0;
       documents.forEach((document, i) => {
-        const length = ranker.calculateInputLength(query, document);
-        this.assertFits(length, `documents[${i}]`);
-        tokens += length;
+        tokens += this.lengthOf([query, document], () => ranker.calculateInputLength(query, document), `documents[${i}]`);
       });
       const scores: number[] = [];
       for (const document of documents) {
@@ -132,10 +132,20 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
     return input as Token[];
   }
 
-  private assertFits(length: number, param: string): void {
+  /**
+   * An input's length in tokens, refused past the context. Text far longer than the context could hold
+   * is counted in chunks first (prompt-bound.ts: tokenizing a long run whole is quadratic and blocks
+   * the worker's event loop), and refused as soon as the count passes the context.
+   */
+  private lengthOf(texts: string[], exact: () => number, param: string): number {
+    const bytes = texts.reduce((sum, text) => sum + Buffer.byteLength(text), 0);
+    const atLeast = bytes > this.contextSize * PLAUSIBLE_BYTES_PER_TOKEN ? textsTokensAtLeast(this.model, texts, this.contextSize) : 0;
+    const length = atLeast >= this.contextSize ? atLeast : exact();
     if (length >= this.contextSize) {
-      throw new CortexError('invalid_request', `${param} is ${length} tokens but ${this.id} has a context of ${this.contextSize}; shorten it or split it`, { param });
+      const size = atLeast >= this.contextSize ? `at least ${length}` : `${length}`;
+      throw new CortexError('invalid_request', `${param} is ${size} tokens but ${this.id} has a context of ${this.contextSize}; shorten it or split it`, { param });
     }
+    return length;
   }
 
   private wrongKind(wanted: string): CortexError {

@@ -6,7 +6,7 @@ export interface Engine {
   readonly backend: string;
   device(): Promise<{ name: string; kind: string; totalBytes: number; freeBytes: number }>;
   /** Bytes of device memory (VRAM on a GPU, RAM on CPU) a model and its context will take, from the GGUF header. */
-  estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number>;
+  estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number>;
   load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel>;
   /**
    * Disposes the backend and creates it anew (defragmentation): device memory fragmented by many

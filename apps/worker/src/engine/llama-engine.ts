@@ -97,21 +97,29 @@ export class LlamaEngine implements Engine {
     return { name: names.join(', ') || this.llama.gpu, kind: this.llama.gpu, totalBytes: vram.total, freeBytes: vram.free };
   }
 
-  estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number> {
+  estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number> {
     const file = statSync(spec.path, { throwIfNoEntry: false });
-    return memoAsync(this.estimates, `${spec.path}|${file?.size}|${file?.mtimeMs}|${spec.contextSize}|${spec.slots}`, () => this.readEstimate(spec));
+    return memoAsync(this.estimates, `${spec.path}|${file?.size}|${file?.mtimeMs}|${spec.contextSize}|${spec.slots}|${spec.kind ?? 'chat'}`, () => this.readEstimate(spec));
   }
 
-  private async readEstimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots'>): Promise<number> {
+  /**
+   * A chat model has one context with `slots` sequences; an embedding or ranking model has `slots`
+   * contexts of one sequence each, every one with its own compute buffers and a batch as large as the
+   * context (RetrievalEngineModel), so its context estimate counts `slots` times.
+   */
+  private async readEstimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number> {
     const insights = await GgufInsights.from(await readGgufFileInfo(spec.path), this.llama);
     const gpuLayers = this.llama.gpu === false ? 0 : insights.totalLayers;
     const model = await insights.estimateModelResourceRequirementsV2({ gpuLayers });
+    const retrieval = spec.kind === 'embedding' || spec.kind === 'ranking';
     const context = await insights.estimateContextResourceRequirementsV2({
       contextSize: spec.contextSize,
       modelGpuLayers: gpuLayers,
-      sequences: spec.slots,
+      sequences: retrieval ? 1 : spec.slots,
+      ...(retrieval && { isEmbeddingContext: true, batchSize: spec.contextSize }),
     });
-    return this.llama.gpu === false ? model.cpuRam + context.cpuRam : model.gpuVram + context.gpuVram;
+    const contexts = retrieval ? spec.slots : 1;
+    return this.llama.gpu === false ? model.cpuRam + contexts * context.cpuRam : model.gpuVram + contexts * context.gpuVram;
   }
 
   async load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel> {

@@ -170,9 +170,11 @@ export class LlamaEngineModel implements EngineModel {
     return [tool];
   }
 
+  /** Each part is disposed even when another fails: a context that throws must not leak the model's memory. */
   async dispose(): Promise<void> {
-    await this.context.dispose();
-    await this.model.dispose();
-    await this.speculation?.dispose();
+    const results = await Promise.allSettled([this.context.dispose()]);
+    results.push(...(await Promise.allSettled([this.model.dispose(), this.speculation?.dispose()])));
+    const failed = results.find((result) => result.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 }

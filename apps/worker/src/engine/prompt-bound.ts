@@ -24,8 +24,13 @@ const BOUNDARY_SLACK = 2;
  * tokenized whole. Returns a number below `limit` when the texts may fit.
  */
 export function promptTokensAtLeast(model: LlamaModel, request: CanonicalRequest, limit: number): number {
+  return textsTokensAtLeast(model, promptTexts(request), limit);
+}
+
+/** As promptTokensAtLeast, for any texts (an input to embed, a query and a document to rank). */
+export function textsTokensAtLeast(model: LlamaModel, texts: Iterable<string>, limit: number): number {
   let count = 0;
-  for (const text of promptTexts(request)) {
+  for (const text of texts) {
     for (let at = 0; at < text.length; at += CHUNK_CHARS) {
       count += Math.max(0, model.tokenize(text.slice(at, at + CHUNK_CHARS)).length - BOUNDARY_SLACK);
       if (count >= limit) return count;

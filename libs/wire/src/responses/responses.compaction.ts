@@ -83,6 +83,13 @@ export function splitForCompaction(items: readonly ResponsesItem[]): { older: Re
   return { older: items.slice(0, at), recent: items.slice(at) };
 }
 
+/** An item as a client may see it: a compaction item without the opened summary the store keeps for rendering. */
+export function withoutSummary(item: ResponsesItem): ResponsesItem {
+  if (item.type !== 'compaction' || (item as ResponsesCompactionItem).summary === undefined) return item;
+  const { summary: _summary, ...rest } = item as ResponsesCompactionItem;
+  return rest as ResponsesItem;
+}
+
 /** The compaction item that holds a summary. */
 export function compactionItem(summary: string, seal: CompactionSeal): ResponsesCompactionItem & { id: string } {
   return { type: 'compaction', id: `cmp_${randomBytes(16).toString('hex')}`, encrypted_content: seal.encode(summary) };

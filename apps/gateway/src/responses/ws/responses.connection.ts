@@ -8,6 +8,7 @@ import {
   type ResponsesState,
   type SocketTurn,
 } from '@cortex/wire';
+import { MAX_BODY_DEPTH, tooDeep } from '../../http/body-depth.js';
 import { toCortexError } from '../../http/error-response.js';
 import type { DialectAdapter, DialectStream, ResponseMeta } from '../../inference/dialect.js';
 import type { InferenceResponder } from '../../inference/inference.responder.js';
@@ -90,6 +91,9 @@ export class ResponsesConnection {
     let renderer: DialectStream | null = null;
     try {
       const body = decodeSocketCreate(text);
+      // The HTTP routes refuse these before any handler (installBodyDepth); a socket message is checked here.
+      const deep = tooDeep(body);
+      if (deep !== null) throw new CortexError('invalid_request', `${deep || 'the message'}: nests deeper than ${MAX_BODY_DEPTH} levels`, { param: deep || 'input' });
       previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
       const turn: SocketTurn = this.latest && this.latest.id === previous ? { previous: this.latest } : {};
       const request = await run.decode(body, this.context.session, turn);
