@@ -1,11 +1,10 @@
-import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { freePort, startNatsServer, type LocalNatsServer } from '@cortex/bus';
-import type { TestNats } from './test-nats.js';
+import { crash, type TestNats } from './test-nats.js';
 import { waitFor } from './test-stack.js';
 
 export interface ClusterNode {
@@ -68,13 +67,7 @@ export async function startTestNatsCluster(size = 3): Promise<TestNatsCluster> {
       name: `n${i}`,
       url: server.url,
       monitorUrl: `http://127.0.0.1:${ports[i]!.monitor}`,
-      kill: async () => {
-        const child = server.process;
-        if (child.exitCode !== null || child.signalCode !== null) return;
-        const exited = once(child, 'exit');
-        child.kill('SIGKILL');
-        await exited;
-      },
+      kill: () => crash(server.process),
       connectionNames: async () => {
         const response = await fetch(`http://127.0.0.1:${ports[i]!.monitor}/connz?limit=1024`, { signal: AbortSignal.timeout(2_000) });
         const body = (await response.json()) as { connections?: Array<{ name?: string }> };

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +16,14 @@ export interface TestNats {
   restart?(): Promise<void>;
   /** Local servers only: the server's process id (for CPU accounting in benchmarks). */
   pid?(): number | undefined;
+}
+
+/** SIGKILLs a server process (a crash), resolving once it is gone. */
+export async function crash(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGKILL');
+  await exited;
 }
 
 function dockerReachable(): boolean {
@@ -77,13 +86,7 @@ export async function startTestNats(options: TestNatsOptions = {}): Promise<Test
       await server.stop();
       rmSync(storeDir, { recursive: true, force: true });
     },
-    kill: async () => {
-      const child = server.process;
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGKILL');
-      await exited;
-    },
+    kill: () => crash(server.process),
     restart: async () => {
       server = await startNatsServer({ port: server.port, storeDir, ...serverOptions });
     },
