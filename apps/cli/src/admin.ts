@@ -39,17 +39,17 @@ export async function admin(command: AdminCommand, args: string[]): Promise<void
   }
 }
 
-export function loadSentence(placement: Placement): string {
+function loadSentence(placement: Placement): string {
   return placement.coldStart ? `Loaded ${placement.model} on worker ${placement.workerId}.` : `${placement.model} is already loaded on worker ${placement.workerId}.`;
 }
 
-export function unloadSentence(reply: { model: string; unloaded: string[] }, pinned: boolean): string {
+function unloadSentence(reply: { model: string; unloaded: string[] }, pinned: boolean): string {
   const done = `Unloaded ${reply.model} from ${reply.unloaded.length === 1 ? 'worker' : 'workers'} ${reply.unloaded.join(', ')}.`;
   if (!pinned) return done;
   return `${done} ${reply.model} is pinned, so the router loads it again on a worker within seconds; run \`cortex unpin ${reply.model}\` first to keep it unloaded.`;
 }
 
-export function pinSentence(reply: { model: string; pinned: boolean }): string {
+function pinSentence(reply: { model: string; pinned: boolean }): string {
   return reply.pinned
     ? `Pinned ${reply.model}: it is loaded now if no worker has it, and is never evicted or unloaded when idle.`
     : `Unpinned ${reply.model}: it stays loaded for now, and may be evicted to make room or unloaded when idle.`;

@@ -1,6 +1,6 @@
-import { jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
+import { jetstream, type ConsumerMessages } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { streamReplicas } from './replicas.js';
+import { ensureStream } from './events.js';
 import { BACKGROUND_STREAM, backgroundResponseSubjects, CortexError, decodeStreamEvent, Subjects, type StreamEvent } from '@cortex/contracts';
 
 /**
@@ -8,15 +8,8 @@ import { BACKGROUND_STREAM, backgroundResponseSubjects, CortexError, decodeStrea
  * message a worker publishes is stored for `maxAgeS`, so any gateway or translator can replay a run
  * that another process started. Idempotent; every service that publishes into it or reads it calls it.
  */
-export async function ensureBackgroundStream(nc: NatsConnection, maxAgeS: number): Promise<void> {
-  const jsm = await jetstreamManager(nc);
-  const config = { name: BACKGROUND_STREAM, subjects: [Subjects.backgroundAll], max_age: maxAgeS * 1e9, num_replicas: streamReplicas(nc) };
-  try {
-    const info = await jsm.streams.info(BACKGROUND_STREAM);
-    if (info.config.max_age !== config.max_age || info.config.num_replicas !== config.num_replicas) await jsm.streams.update(BACKGROUND_STREAM, { ...info.config, ...config });
-  } catch {
-    await jsm.streams.add(config);
-  }
+export function ensureBackgroundStream(nc: NatsConnection, maxAgeS: number): Promise<void> {
+  return ensureStream(nc, { name: BACKGROUND_STREAM, subjects: [Subjects.backgroundAll], max_age: maxAgeS * 1e9 });
 }
 
 /** One stored event of a background run. */

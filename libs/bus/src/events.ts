@@ -12,21 +12,29 @@ export interface EventsStreamLimits {
 const DUPLICATE_WINDOW_NS = 2 * 60 * 1e9;
 
 /** Creates (or updates the limits and replica count of) the JetStream stream that keeps `llm.evt.v1.>`; idempotent. */
-export async function ensureEventsStream(nc: NatsConnection, limits: EventsStreamLimits): Promise<void> {
-  const jsm = await jetstreamManager(nc);
-  const config = {
+export function ensureEventsStream(nc: NatsConnection, limits: EventsStreamLimits): Promise<void> {
+  return ensureStream(nc, {
     name: EVENTS_STREAM,
     subjects: [Subjects.eventsAll],
     max_age: limits.retentionS * 1e9,
     max_msgs: limits.maxEvents,
     duplicate_window: DUPLICATE_WINDOW_NS,
-    num_replicas: streamReplicas(nc),
-  };
+  });
+}
+
+type StreamLimits = { name: string; subjects: string[]; max_age: number; max_msgs?: number; duplicate_window?: number };
+
+/**
+ * Creates a stream, or updates an existing one whose limits or replica count (`nats.replicas`) differ;
+ * idempotent, so every service that publishes into or reads a stream calls it at start.
+ */
+export async function ensureStream(nc: NatsConnection, limits: StreamLimits): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  const config = { ...limits, num_replicas: streamReplicas(nc) };
   try {
-    const info = await jsm.streams.info(EVENTS_STREAM);
-    if (info.config.max_age !== config.max_age || info.config.max_msgs !== config.max_msgs || info.config.num_replicas !== config.num_replicas) {
-      await jsm.streams.update(EVENTS_STREAM, { ...info.config, ...config });
-    }
+    const info = await jsm.streams.info(config.name);
+    const differs = info.config.max_age !== config.max_age || info.config.num_replicas !== config.num_replicas || (config.max_msgs !== undefined && info.config.max_msgs !== config.max_msgs);
+    if (differs) await jsm.streams.update(config.name, { ...info.config, ...config });
   } catch {
     await jsm.streams.add(config);
   }

@@ -74,13 +74,17 @@ export class InferenceResponder {
   async stream(run: ResponderRun, sse: FrameSink, renderer: Pick<DialectStream, 'frames' | 'settle'>): Promise<void> {
     // While a model loads or the request queues, keep the connection visibly alive with comment frames.
     const keepAlive = setInterval(() => sse.comment('keep-alive'), this.inference.config.gateway.keepAliveMs);
+    let waitingForFirstToken = true;
     try {
       for await (const event of await run.start()) {
         if (event.type === 'error') throw CortexError.fromBody(event.error);
         const out = renderer.frames(event);
         if (event.type === 'finish') await renderer.settle?.();
         for (const frame of out) write(sse, frame);
-        if (event.type !== 'start' && event.type !== 'keepalive') run.firstByteWritten();
+        if (waitingForFirstToken && event.type !== 'start' && event.type !== 'keepalive') {
+          waitingForFirstToken = false;
+          run.firstByteWritten();
+        }
         // Take the next event only once the client has taken this one (see SseWriter.drained).
         if (sse.needsDrain) await sse.drained();
       }

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { BusClient, ensureEventsStream, EventPublisher, StreamReader } from '@cortex/bus';
 import type { Subscription } from '@nats-io/transport-node';
-import { CONFIG, type CortexConfig } from '@cortex/config';
+import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
 import {
   CortexError,
   Subjects,
@@ -31,8 +31,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   private readonly streams = new Map<string, { workerId: string; reader: StreamReader }>();
   private timer: NodeJS.Timeout | null = null;
   private readonly events: EventPublisher;
-  /** Catalogue id by the name a request may use (the id or an alias), to follow a cold load's progress. */
-  private readonly modelIds = new Map<string, string>();
+  /** Catalogue entries by the name a request may use (the id or an alias). */
+  private readonly models = new Map<string, ModelConfig>();
   /** Requests following a cold load, by catalogue id; one bus subscription feeds them all. */
   private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
   private progress: Subscription | null = null;
@@ -46,7 +46,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     this.events = new EventPublisher(bus.nc);
     this.workerEvents = new WorkerEvents(bus, this.logger, (workerId) => void this.endStreamsOf(workerId));
     this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher));
-    for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.modelIds.set(name, model.id);
+    for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.models.set(name, model);
   }
 
   async onModuleInit(): Promise<void> {
@@ -105,7 +105,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
 
   /** Calls `watcher` with each load progress event of the model a request names (id or alias) until the returned stop. */
   watchLoadProgress(name: string, watcher: (progress: LoadProgress) => void): () => void {
-    const model = this.modelIds.get(name) ?? name;
+    const model = this.models.get(name)?.id ?? name;
     const watchers = this.progressWatchers.get(model) ?? new Set();
     this.progressWatchers.set(model, watchers.add(watcher));
     return () => {
@@ -122,6 +122,11 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
       else byWorker.set(workerId, [runId]);
     }
     for (const [workerId, runIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { runIds });
+  }
+
+  /** The catalogue entry a request names (id or alias), if this gateway's config has it. */
+  modelConfig(name: string): ModelConfig | undefined {
+    return this.models.get(name);
   }
 
   watch(runId: string, workerId: string, reader: StreamReader): void {

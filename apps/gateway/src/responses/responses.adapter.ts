@@ -22,7 +22,7 @@ export function responsesAdapterFor(bus: BusClient, config: CortexConfig): Diale
  * resource, or one resource body. The finished response is stored (through the translator, which owns
  * the store) before the client sees it finish, so a follow-up with `previous_response_id` always finds it.
  */
-export function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'openresponses', reasoningKey?: string): DialectAdapter {
+function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'openresponses', reasoningKey?: string): DialectAdapter {
   const seal = reasoningKey ? new ReasoningSeal(reasoningKey) : undefined;
   const options = (state: unknown) => {
     const s = state as ResponsesState;

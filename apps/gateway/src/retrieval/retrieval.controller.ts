@@ -49,7 +49,7 @@ export class RetrievalController {
   /** `dimensions` only for a model declared Matryoshka-capable: other models' prefixes are not embeddings. */
   private assertDimensions(request: EmbeddingsRequest): void {
     if (request.dimensions === undefined) return;
-    const model = this.retrieval.modelConfig(request.model);
+    const model = this.retrieval.inference.modelConfig(request.model);
     if (model && !model.matryoshka) {
       throw new CortexError('invalid_request', `dimensions: the model '${request.model}' returns vectors of one fixed size and cannot shorten them; leave dimensions out (models marked matryoshka: true in the catalogue can)`, { param: 'dimensions' });
     }

@@ -58,9 +58,4 @@ export class RetrievalService {
   ask<T>(workerId: string, pattern: string, command: object, requestId: string, decode: (value: unknown) => T): Promise<T> {
     return this.inference.bus.request(workerSubject(pattern, workerId), command, { requestId, decode, timeoutMs: this.inference.config.gateway.placementTimeoutMs });
   }
-
-  /** The catalogue entry a request names (id or alias), if this gateway's config has it. */
-  modelConfig(name: string) {
-    return this.inference.config.models.find((m) => m.id === name || m.aliases?.includes(name));
-  }
 }

@@ -62,11 +62,12 @@ export class CatalogueService {
   catalogue(): CatalogueEntry[] {
     const workers = this.fleet.available();
     const entries: CatalogueEntry[] = [];
+    const held = workers.flatMap((w) => w.models);
     for (const model of this.config.models) {
       const locations = workers.flatMap((w) =>
         w.models.filter((m) => m.id === model.id).map((m) => ({ workerId: w.workerId, state: m.state, inFlight: m.inFlight, queued: m.queued })),
       );
-      const reported = workers.flatMap((w) => w.models).find((m) => m.id === model.id && m.capabilities)?.capabilities;
+      const reported = held.find((m) => m.id === model.id && m.capabilities)?.capabilities;
       if (reported) this.capabilities.set(model.id, reported);
       const entry: CatalogueEntry = {
         id: model.id,

@@ -79,7 +79,7 @@ export function affineWorker(workers: readonly WorkerState[], modelId: string, w
 }
 
 /** The least loaded worker (in flight + queued) with the model in this state; ties take turns. */
-export function leastLoaded(workers: readonly WorkerState[], modelId: string, state: 'ready' | 'loading', exclude: readonly string[], context: Pick<PlanContext, 'now' | 'turn'>): WorkerState | undefined {
+function leastLoaded(workers: readonly WorkerState[], modelId: string, state: 'ready' | 'loading', exclude: readonly string[], context: Pick<PlanContext, 'now' | 'turn'>): WorkerState | undefined {
   let best: WorkerState[] = [];
   let bestLoad = Infinity;
   for (const worker of workers) {
@@ -102,7 +102,7 @@ export function leastLoaded(workers: readonly WorkerState[], modelId: string, st
  * bytes, ties to the most free memory. Models already closing are not counted on twice. Busy victims
  * keep serving for `swapHoldMs` (requests for them batch in) before they close.
  */
-export function planLoad(workers: readonly WorkerState[], model: PlaceQuestion['model'], needed: number, context: PlanContext): Decision {
+function planLoad(workers: readonly WorkerState[], model: PlaceQuestion['model'], needed: number, context: PlanContext): Decision {
   const plans = workers
     .map((worker) => ({
       worker,
@@ -131,7 +131,7 @@ export function planLoad(workers: readonly WorkerState[], model: PlaceQuestion['
 }
 
 /** Would the model fit once the worker's loading, unloading and closing models have settled and become evictable? */
-export function fitsOnceSettled(worker: WorkerState, priority: number, needed: number, context: PlanContext): boolean {
+function fitsOnceSettled(worker: WorkerState, priority: number, needed: number, context: PlanContext): boolean {
   const settling = (m: ModelView): boolean => m.state === 'loading' || m.state === 'unloading' || m.closingUntil !== undefined;
   const models = resident(worker, context);
   if (!models.some(settling)) return false;

@@ -10,7 +10,7 @@ import { RETRIEVAL_APIS } from '../retrieval/retrieval.messages.js';
  * version: each field the consumer reads is checked, and the first bad one throws `invalid_request`
  * naming it, so the consumer can log and skip that one event.
  */
-export const FINISH_REASONS = ['stop', 'length', 'tool_calls', 'cancelled', 'error'] as const satisfies readonly FinishReason[];
+const FINISH_REASONS = ['stop', 'length', 'tool_calls', 'cancelled', 'error'] as const satisfies readonly FinishReason[];
 
 const ERROR_CODES = Object.keys(ErrorCodes) as ErrorCode[];
 

@@ -102,7 +102,7 @@ function addUsage(a: Usage, b: Usage): Usage {
 }
 
 /** OpenAI's completion usage, with the speculative decoding counts where the model drafts. */
-export function completionUsage(usage: Usage): Record<string, unknown> {
+function completionUsage(usage: Usage): Record<string, unknown> {
   return {
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,

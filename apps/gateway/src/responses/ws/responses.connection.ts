@@ -107,7 +107,8 @@ export class ResponsesConnection {
         settle: () => stream.settle?.() ?? Promise.resolve(),
         frames: (event) => {
           const frames = stream.frames(event);
-          for (const frame of frames) finished = terminalResource(frame.data) ?? finished;
+          // Only the finish event renders the terminal event that carries the whole resource.
+          if (event.type === 'finish') for (const frame of frames) finished = terminalResource(frame.data) ?? finished;
           return frames;
         },
       });
