@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { BusClient } from '@cortex/bus';
-import { Subjects, type RequestFinishedEvent } from '@cortex/contracts';
+import { decodeFleetView, Subjects, type PlaceRequest, type RequestFinishedEvent } from '@cortex/contracts';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 type Turn = { role: 'user' | 'assistant'; content: string };
@@ -21,13 +21,18 @@ describe('affinity e2e', () => {
   before(async () => {
     stack = await startStack({
       services: ['router', 'translator', 'worker', 'gateway'],
-      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 1024, slots: 2 }],
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 1024, slots: 2 },
+        { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, slots: 2 },
+        // Never loaded here: a bad request naming it must not load it (see the ready-only test).
+        { id: 'cortex-cold', file: 'fixture:cortex-chat', context_size: 512, slots: 1 },
+      ],
       config: { worker: { id: 'w1', heartbeat_ms: 200 } },
     });
     stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
     const bus = new BusClient(stack.nc, 10_000);
     await stack.workersUp(2);
-    for (const worker of ['w1', 'w2']) await bus.request(Subjects.routerLoad, { model: 'cortex-chat', worker });
+    for (const worker of ['w1', 'w2']) for (const model of ['cortex-chat', 'cortex-loop']) await bus.request(Subjects.routerLoad, { model, worker });
     openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0 });
     finished = await watchBus<RequestFinishedEvent>(stack.nc, Subjects.requestFinished);
@@ -109,6 +114,69 @@ describe('affinity e2e', () => {
       messages.push({ role: 'assistant', content: reply.content.map((block) => (block.type === 'text' ? block.text : '')).join('') });
     }
     assert.equal(new Set(await workersOfLast(3, seen)).size, 1);
+  });
+
+  it('affinity - the router is asked while the body decodes, ready-only: one ask places a ready model, and a bad body never loads one', async () => {
+    const asks = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
+    try {
+      const reply = await openai.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi.' }], max_tokens: 4 }, { headers: { 'x-session-id': 'ready-only' } });
+      assert.ok(reply.choices[0]);
+      await waitFor(() => asks.messages.length >= 1, 2_000);
+      assert.deepEqual(
+        asks.messages.map((ask) => ({ model: ask.model, affinity: ask.affinity, readyOnly: ask.readyOnly })),
+        [{ model: 'cortex-chat', affinity: 'session:ready-only', readyOnly: true }],
+        'a model ready on a worker is placed by the ask sent while decoding, and by no other',
+      );
+      asks.messages.length = 0;
+      await assert.rejects(openai.chat.completions.create({ model: 'cortex-cold', messages: 'not a list' as never }), (error: InstanceType<typeof OpenAI.APIError>) => {
+        assert.equal(error.status, 400);
+        assert.match(error.message, /messages/);
+        return true;
+      });
+      await waitFor(() => asks.messages.length >= 1, 2_000);
+      assert.deepEqual(asks.messages.map((ask) => ask.readyOnly), [true], 'only the ready-only ask went out; decoding failed before a real placement');
+      const fleet = await new BusClient(stack.nc, 5_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView });
+      const cold = fleet.workers.flatMap((worker) => worker.models.filter((model) => model.id === 'cortex-cold'));
+      assert.deepEqual(cold, [], 'the invalid request started no load of the model it named');
+    } finally {
+      asks.stop();
+    }
+  });
+
+  it('affinity - a worker that stalls on generate is replaced, and its late events never reach the new try\'s stream', async () => {
+    const headers = { 'x-session-id': 'stalls' };
+    const seen = finished.messages.length;
+    await openai.chat.completions.create({ model: 'cortex-loop', messages: [{ role: 'user', content: 'Go.' }], max_tokens: 4 }, { headers });
+    const [stalled] = await workersOfLast(1, seen);
+    const worker = stack.processes.get(stalled === 'w1' ? 'worker' : 'worker#1') ?? assert.fail(`no process for ${stalled}`);
+    // The conversation's worker stops (SIGSTOP: it keeps its subscriptions) just before its follow-up:
+    // the follow-up is placed on it, its generate goes unanswered, and the gateway tries the other.
+    worker.kill('SIGSTOP');
+    let resumed = false;
+    try {
+      const stream = await openai.chat.completions.create(
+        { model: 'cortex-loop', messages: [{ role: 'user', content: 'Go.' }], max_tokens: 3000, stream: true, stream_options: { include_usage: true } },
+        { headers },
+      );
+      let finish: string | null = null;
+      let tokens = 0;
+      for await (const chunk of stream) {
+        // Resumed mid-stream: it now runs the generate it was sent, under the first try's run id.
+        if (!resumed && chunk.choices[0]?.delta?.content) {
+          worker.kill('SIGCONT');
+          resumed = true;
+        }
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+        tokens = chunk.usage?.completion_tokens ?? tokens;
+      }
+      assert.ok(resumed, 'the stream carried content');
+      assert.equal(finish, 'length');
+      assert.equal(tokens, 3000);
+      const [served] = await workersOfLast(1, seen + 1);
+      assert.notEqual(served, stalled, 'the other worker served the follow-up');
+    } finally {
+      if (!resumed) worker.kill('SIGCONT');
+    }
   });
 
   it('affinity - a restarted router rebuilds the fleet from heartbeats and keeps its bindings from KV', async () => {

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { fixtureChainTokens, fixtureModel } from '@cortex/fixtures';
-import { postJson, postSse, startStack, waitFor, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
+import { postJson, postSse, startStack, waitFor, FIXTURE_CATALOGUE, STORIES_260K, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
 const fim = fixtureModel('cortex-fim');
@@ -27,6 +27,8 @@ describe('legacy completions e2e', () => {
         // Speculative decoding: a draft that always agrees (the same generator) and input lookup.
         { id: 'loop-draft', file: 'fixture:cortex-loop', context_size: 512, slots: 1, draft: 'cortex-loop' },
         { id: 'loop-lookup', file: 'fixture:cortex-loop', context_size: 512, slots: 1, draft: 'lookup' },
+        // A draft with another tokenizer (stories260K: its tokens after the 256 bytes are words, the fixtures' are markers).
+        { id: 'loop-foreign-draft', file: 'fixture:cortex-loop', context_size: 512, slots: 1, draft: STORIES_260K },
       ],
     });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
@@ -186,6 +188,16 @@ describe('legacy completions e2e', () => {
     const streamed = await client.chat.completions.create({ model: 'loop-draft', messages: [{ role: 'user', content: 'Go.' }], max_tokens: 12, temperature: 0 });
     const details = (streamed.usage as Usage).completion_tokens_details;
     assert.ok((details?.accepted_prediction_tokens ?? 0) > 0, `chat completions report them too: ${JSON.stringify(details)}`);
+  });
+
+  it('completions e2e - a draft with another tokenizer is refused at load, naming the first token they disagree on; the worker stays up', async () => {
+    await assert.rejects(client.completions.create({ model: 'loop-foreign-draft', prompt: 'Go', max_tokens: 4 }), (error: InstanceType<typeof OpenAI.APIError>) => {
+      assert.equal(error.status, 503);
+      assert.match(error.message, /has another tokenizer \(token 259 is "▁t", the model's is "<\|im_start\|>"\); use a draft of the same model family, or draft: lookup/);
+      return true;
+    });
+    const after = await client.completions.create({ model: 'loop-draft', prompt: 'Go', max_tokens: 4 });
+    assert.ok(after.choices[0]?.text, 'the worker still serves');
   });
 
   it('completions e2e - metrics count the endpoint and the draft tokens', async () => {

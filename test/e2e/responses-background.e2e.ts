@@ -23,7 +23,12 @@ describe('responses background e2e', () => {
 
   before(async () => {
     stack = await startStack({
-      models: [...FIXTURE_CATALOGUE, { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, slots: 2, pinned: true }],
+      models: [
+        ...FIXTURE_CATALOGUE,
+        { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, slots: 2, pinned: true },
+        // Its file does not exist: every load fails (a background run that never gets a worker).
+        { id: 'cortex-missing', file: 'missing/cortex-missing.gguf', context_size: 512 },
+      ],
     });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
@@ -108,6 +113,32 @@ describe('responses background e2e', () => {
     const last = frames.at(-1);
     assert.equal(last?.type, 'response.completed');
     assert.equal((await get(String(last?.response?.id))).status, 'completed');
+  });
+
+  it('responses background e2e - a run refused before it starts (a prompt over the context) fails at once, live and stored', async () => {
+    const input = 'many words '.repeat(400);
+    const { status, messages } = await postSse(`${stack.baseUrl}/v1/responses`, { model: 'cortex-chat', input, background: true, stream: true });
+    assert.equal(status, 200);
+    assert.equal(messages.at(-1)?.data, '[DONE]');
+    const frames = messages.slice(0, -1).map((message) => JSON.parse(message.data) as Frame & { response?: Resource & { error?: { code: string; message: string } } });
+    for (const frame of frames) assert.equal(schema.checkEvent(frame), null, `${frame.type} matches the spec`);
+    const last = frames.at(-1);
+    assert.equal(last?.type, 'response.failed');
+    assert.match(String(last?.response?.error?.message), /context of 512/, 'the worker\'s own reason, not a timeout');
+    const stored = await until(String(last?.response?.id), (resource) => isTerminal(resource.status));
+    assert.equal(stored.status, 'failed');
+  });
+
+  it('responses background e2e - a run that never gets a worker (its load fails) ends a follower at once with the reason', async () => {
+    const { status, messages } = await postSse(`${stack.baseUrl}/v1/responses`, { model: 'cortex-missing', input: 'Hi.', background: true, stream: true });
+    assert.equal(status, 200);
+    assert.equal(messages.at(-1)?.data, '[DONE]');
+    const frames = messages.slice(0, -1).map((message) => JSON.parse(message.data) as Frame & { response?: Resource & { error?: { message: string } } });
+    for (const frame of frames) assert.equal(schema.checkEvent(frame), null, `${frame.type} matches the spec`);
+    const last = frames.at(-1);
+    assert.equal(last?.type, 'response.failed');
+    assert.doesNotMatch(String(last?.response?.error?.message), /came in time/, 'the load\'s own failure, not the follower\'s timeout');
+    assert.equal((await until(String(last?.response?.id), (resource) => isTerminal(resource.status))).status, 'failed');
   });
 
   it('responses background e2e - streams from starting_after while it runs, then replays the same events once done', async () => {

@@ -359,3 +359,36 @@ describe('responses websocket e2e', () => {
     }
   });
 });
+
+describe('responses websocket e2e - waiting messages bounded by size', () => {
+  let stack: TestStack;
+
+  before(async () => {
+    // A 64 KiB body limit: a connection holds at most 128 KiB of messages.
+    const models = [{ id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 32768, slots: 1 }];
+    stack = await startStack({ models, config: { gateway: { body_limit_bytes: 65_536 } } });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('responses ws - past twice the body limit of waiting messages, one more is refused as busy', async () => {
+    const socket = new Socket(new ResponsesWS(new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 })));
+    // Three messages of 45 KB: a long turn in flight, one waiting beside it (90 KB), and one too many.
+    const big = 'word '.repeat(9_000);
+    socket.send({ model: 'cortex-loop', input: big, store: false, max_output_tokens: 4000, metadata: { n: 'long' } });
+    socket.send({ model: 'cortex-loop', input: big, store: false, max_output_tokens: 1, metadata: { n: 'fits' } });
+    socket.send({ model: 'cortex-loop', input: big, store: false, max_output_tokens: 1, metadata: { n: 'refused' } });
+    const done = () => socket.events.filter((e) => e.type === 'response.completed' || e.type === 'response.incomplete').length;
+    await waitFor(() => done() >= 2 || socket.closed !== null, 60_000, 20);
+    const busy = socket.events.filter((e) => e.type === 'error');
+    assert.equal(busy.length, 1, socket.events.filter((e) => !e.type.includes('delta')).map((e) => e.type).join(', '));
+    assert.equal(busy[0]?.status, 429);
+    assert.equal(busy[0]?.error?.code, 'busy');
+    assert.match(busy[0]?.error?.message ?? '', /over 128 KiB \(twice gateway.body_limit_bytes\)/);
+    const finished = socket.events.filter((e) => e.type === 'response.completed' || e.type === 'response.incomplete');
+    assert.deepEqual(finished.map((e) => (e.response as { metadata?: Record<string, string> } | undefined)?.metadata?.n), ['long', 'fits']);
+    socket.ws.close();
+  });
+});

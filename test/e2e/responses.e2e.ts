@@ -68,6 +68,9 @@ describe('responses e2e', () => {
     const invalid = (param: string) => (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param;
     await assert.rejects(bus.request(Subjects.responsesStore, { state, resource: { id: 'resp_bad' } }), invalid('state.chain'));
     await assert.rejects(bus.request(Subjects.responsesStore, { state: { ...state, chain: [] } }), invalid('resource'));
+    await assert.rejects(bus.request(Subjects.responsesStore, { state: { ...state, chain: [], toolNamespaces: { lookup: 1 } }, resource: { id: 'resp_bad' } }), invalid('state.toolNamespaces.lookup'));
+    const resource = { id: 'resp_bad', object: 'response', created_at: 0, completed_at: null, status: 'done' };
+    await assert.rejects(bus.request(Subjects.responsesStore, { state: { ...state, chain: [] }, resource }), invalid('resource.status'));
     await assert.rejects(bus.request(Subjects.responsesGet, { id: 42 }), invalid('id'));
     await assert.rejects(bus.request(Subjects.responsesDelete, []), invalid('payload'));
     await assert.rejects(bus.request(Subjects.responsesInputItems, { id: 'resp_bad', order: 'sideways' }), invalid('order'));

@@ -1,7 +1,7 @@
 import { Controller, Inject, Logger } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
-import { AdminModelCommand, assertModelKind, decodeMessage, PinCommand, PlaceRequest, Subjects, type CatalogueEntry, type FleetView, type Placement } from '@cortex/contracts';
+import { AdminModelCommand, assertModelKind, decodeMessage, decodePlaceRequest, PinCommand, Subjects, type CatalogueEntry, type FleetView, type Placement } from '@cortex/contracts';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { CatalogueService } from './catalogue/catalogue.service.js';
 import { AdminService } from './placement/admin.service.js';
@@ -22,15 +22,17 @@ export class RouterController {
 
   @MessagePattern(Subjects.routerPlace)
   async place(@Payload() payload: unknown, @Ctx() context: BusContext): Promise<Placement> {
-    const { model, exclude, affinity, runId, attempt, kind } = decodeMessage(PlaceRequest, payload);
+    const { model, exclude, affinity, runId, attempt, kind, readyOnly } = decodePlaceRequest(payload);
     const started = Date.now();
     try {
       const config = this.catalogue.model(model);
       assertModelKind(model, config.kind, kind ?? 'chat');
-      const placement = await this.placement.placeRun({ runId, admitted: (attempt ?? 0) > 0 }, model, exclude ?? [], affinity);
-      this.logger.log({ msg: `placed ${model} on ${placement.workerId}${placement.coldStart ? ' after a cold load' : ''}`, requestId: context.requestId, worker: placement.workerId, coldStart: placement.coldStart, ms: Date.now() - started });
+      const placement = await this.placement.placeRun({ runId, admitted: (attempt ?? 0) > 0, readyOnly }, model, exclude ?? [], affinity);
+      this.logger.log({ msg: `placed ${model} on ${placement.workerId}${placement.coldStart ? ' after a cold load' : ''}`, requestId: context.requestId, worker: placement.workerId, coldStart: placement.coldStart, readyOnly, ms: Date.now() - started });
       return placement;
     } catch (error) {
+      // A ready-only ask that finds no ready worker is expected (a cold model): the gateway asks again once decoded.
+      if (readyOnly) throw error;
       this.logger.log({ msg: `could not place ${model}: ${(error as Error).message}`, requestId: context.requestId });
       throw error;
     }

@@ -5,15 +5,14 @@ import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
   CortexError,
   decodeInputItems,
-  decodeMessage,
-  DecodeRequest,
+  decodeDecodeRequest,
+  type DecodeRequest,
   decodeResponseId,
-  decodeStoreResponse,
   Subjects,
   type CanonicalRequest,
   type DecodedRequest,
 } from '@cortex/contracts';
-import { decodeChatRequest, decodeCompletionRequest, decodeMessagesRequest, decodeSocketTurn, type DecodeOptions, type ResponseResource, type ResponsesState } from '@cortex/wire';
+import { decodeChatRequest, decodeCompletionRequest, decodeMessagesRequest, decodeSocketTurn, decodeStoreCommand, type DecodeOptions, type ResponseResource } from '@cortex/wire';
 import { ResponsesService, type CompactionPlan } from './responses/responses.service.js';
 import { BackgroundResponses, type BackgroundState } from './responses/responses.background.js';
 
@@ -34,7 +33,7 @@ export class TranslatorController {
 
   @MessagePattern(Subjects.translatorDecode)
   async decode(@Payload() payload: unknown, @Ctx() context: BusContext): Promise<DecodedRequest> {
-    const request = decodeMessage(DecodeRequest, payload);
+    const request = decodeDecodeRequest(payload);
     try {
       const { droppedTools, ...decoded } = await this.decodeDialect(request);
       if (droppedTools.length > 0) {
@@ -69,15 +68,14 @@ export class TranslatorController {
   // naming the field, never a TypeError deep in the store.
   @MessagePattern(Subjects.responsesStore)
   async store(@Payload() payload: unknown): Promise<{ stored: boolean }> {
-    const { state, resource } = decodeStoreResponse(payload);
-    // The checked fields are the ones the store reads; the rest are the translator's own, handed out by `decode`.
-    await this.responses.save(state as unknown as ResponsesState, resource as unknown as ResponseResource);
+    const { state, resource } = decodeStoreCommand(payload);
+    await this.responses.save(state, resource);
     return { stored: state.store };
   }
 
   @MessagePattern(Subjects.responsesCompaction)
   compaction(@Payload() payload: unknown): Promise<CompactionPlan> {
-    const request = decodeMessage(DecodeRequest, payload);
+    const request = decodeDecodeRequest(payload);
     return this.responses.compaction(request.body, request.session);
   }
 

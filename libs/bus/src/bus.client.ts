@@ -87,7 +87,7 @@ export class BusClient {
 }
 
 /** Runs a reader over a reply; its `invalid_request` (the field at fault) becomes the replier's `internal`. */
-function malformedAs<T>(subject: string, read: () => T): T {
+export function malformedAs<T>(subject: string, read: () => T): T {
   try {
     return read();
   } catch (error) {

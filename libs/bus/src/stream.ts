@@ -190,3 +190,14 @@ export class StreamReader implements AsyncIterable<StreamEvent> {
     wake?.();
   }
 }
+
+/** Reads events up to and including the first that carries output (or ends the stream). */
+export async function untilFirstToken(iterator: AsyncIterator<StreamEvent>): Promise<StreamEvent[]> {
+  const head: StreamEvent[] = [];
+  for (;;) {
+    const next = await iterator.next();
+    if (next.done) return head;
+    head.push(next.value);
+    if (next.value.type !== 'start' && next.value.type !== 'keepalive') return head;
+  }
+}

@@ -87,6 +87,11 @@ export function oneOf<T extends string>(value: unknown, param: string, allowed: 
   return value as T;
 }
 
+/** A string that is absent, or at most `max` characters. */
+export function maxLength(value: string | undefined, max: number, param: string): void {
+  if (value !== undefined && value.length > max) fail(param, `must be at most ${max} characters, got ${value.length}`);
+}
+
 /** Stop sequences (at most 16, none empty; a lone string where the dialect allows one); none → undefined. */
 export function stopSequences(value: unknown, param: string, options: { single?: boolean } = {}): string[] | undefined {
   if (value === undefined || value === null) return undefined;

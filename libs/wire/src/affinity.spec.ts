@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError } from '@cortex/contracts';
-import { sessionFromAnthropicUserId, sessionFromHeaders } from './affinity.js';
+import { placementHint, sessionFromAnthropicUserId, sessionFromHeaders } from './affinity.js';
 import { decodeChatRequest } from './openai/chat.decoder.js';
 import { decodeMessagesRequest } from './anthropic/messages.decoder.js';
 import { decodeResponsesRequest } from './responses/responses.decoder.js';
@@ -43,5 +43,35 @@ describe('affinity keys', () => {
       () => decodeMessagesRequest({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'Hi.' }], metadata: { user_id: 7 } }),
       (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === 'metadata.user_id',
     );
+  });
+
+  it('affinity - the placement hint names the model and key the decoders will (the gateway asks the router with it while decoding)', () => {
+    const user = [{ role: 'user', content: 'Hi.' }];
+    const cases: Array<[string, Record<string, unknown>, string | undefined]> = [
+      ['openai.chat', { model: 'm', messages: user, prompt_cache_key: 'k1' }, decodeChatRequest({ model: 'm', messages: user, prompt_cache_key: 'k1' }).affinityKey],
+      ['openai.chat', { model: 'm', messages: user }, undefined],
+      ['openai.responses', { model: 'm', input: 'Hi.', prompt_cache_key: 'k2' }, decodeResponsesRequest({ model: 'm', input: 'Hi.', prompt_cache_key: 'k2' }).request.affinityKey],
+      ['openai.responses', { model: 'm', input: 'Hi.', previous_response_id: 'resp_1', prompt_cache_key: 'k3' }, 'pck:k3'],
+      [
+        'anthropic.messages',
+        { model: 'm', max_tokens: 8, messages: user, metadata: { user_id: '{"session_id":"s-1"}' } },
+        decodeMessagesRequest({ model: 'm', max_tokens: 8, messages: user, metadata: { user_id: '{"session_id":"s-1"}' } }).request.affinityKey,
+      ],
+      ['openai.completions', { model: 'm', prompt: 'Hi', prompt_cache_key: 'ignored' }, undefined],
+    ];
+    for (const [dialect, body, key] of cases) {
+      assert.deepEqual(placementHint(dialect, body, undefined), key ? { model: 'm', affinity: key } : { model: 'm' }, dialect);
+    }
+    // A session header names the conversation before anything in the body (as the translator decides).
+    assert.deepEqual(placementHint('anthropic.messages', cases[4]?.[1], 'session:h'), { model: 'm', affinity: 'session:h' });
+  });
+
+  it('affinity - no placement hint when the translator keys the request by stored state, or the body names no model', () => {
+    // Responses without a session or cache key are keyed by their chain (resp:<first id>) or conversation.
+    assert.equal(placementHint('openai.responses', { model: 'm', input: 'Hi.' }, undefined), null);
+    assert.equal(placementHint('openai.responses', { model: 'm', previous_response_id: 'resp_1' }, undefined), null);
+    assert.equal(placementHint('openai.responses', { model: 'm', conversation: 'conv_1', input: 'Hi.' }, undefined), null);
+    assert.deepEqual(placementHint('openai.responses', { model: 'm', previous_response_id: 'resp_1' }, 'session:s'), { model: 'm', affinity: 'session:s' });
+    for (const body of [{ messages: [] }, { model: '' }, { model: 7 }, [], null, 'text']) assert.equal(placementHint('openai.chat', body, undefined), null);
   });
 });

@@ -1,3 +1,5 @@
+import { isObject } from '@cortex/contracts';
+
 /**
  * Affinity keys name a conversation across requests so the router can send its follow-ups to the
  * worker that holds its prompt prefix. Each source gets a prefix, so values from different sources
@@ -40,4 +42,44 @@ export function sessionFromAnthropicUserId(userId: unknown): string | undefined 
   }
   const legacy = /_session_([A-Za-z0-9-]{1,128})$/.exec(userId);
   return legacy?.[1] ? affinityKey.session(legacy[1]) : undefined;
+}
+
+/** What the router can be asked before the translator has decoded a body (see `placementHint`). */
+export interface PlacementHint {
+  model: string;
+  affinity?: string;
+}
+
+/**
+ * The model a body names and the affinity key its decoded request will carry, read without decoding
+ * it, so the gateway can ask the router while the translator decodes. A guess the gateway checks: it
+ * keeps the answer only when the decoded request names the same model and key. Null when the body
+ * names no model, and for a Responses request without a session or cache key: the translator keys
+ * those by the response chain (`resp:<id>` of its first response, or the conversation), which the
+ * body does not show.
+ */
+export function placementHint(dialect: string, body: unknown, session: string | undefined): PlacementHint | null {
+  if (!isObject(body) || typeof body.model !== 'string' || body.model === '') return null;
+  const model = body.model;
+  if (session) return { model, affinity: session };
+  switch (dialect) {
+    case 'anthropic.messages':
+      return hint(model, sessionFromAnthropicUserId(isObject(body.metadata) ? body.metadata.user_id : undefined));
+    case 'openai.chat':
+      return hint(model, cacheKeyOf(body));
+    case 'openai.responses': {
+      const key = cacheKeyOf(body);
+      return key ? { model, affinity: key } : null;
+    }
+    default:
+      return { model };
+  }
+}
+
+function hint(model: string, affinity: string | undefined): PlacementHint {
+  return affinity ? { model, affinity } : { model };
+}
+
+function cacheKeyOf(body: Record<string, unknown>): string | undefined {
+  return typeof body.prompt_cache_key === 'string' && body.prompt_cache_key ? affinityKey.promptCacheKey(body.prompt_cache_key) : undefined;
 }

@@ -51,4 +51,56 @@ describe('sse writer', () => {
     response.destroy();
     close();
   });
+
+  it('sse writer - frames written in one turn leave in one socket write, with the headers', async () => {
+    const server = createServer((_req, res: ServerResponse) => {
+      const sse = new SseWriter({ hijack: () => undefined, raw: res } as never, 'req-2', 60_000);
+      let writes = 0;
+      const socket = res.socket as unknown as { _writev: (...args: unknown[]) => void; _write: (...args: unknown[]) => void };
+      for (const method of ['_writev', '_write'] as const) {
+        const original = socket[method].bind(socket);
+        socket[method] = (...args: unknown[]) => {
+          writes++;
+          original(...args);
+        };
+      }
+      sse.data({ n: 1 });
+      sse.data({ n: 2 });
+      sse.comment('three');
+      setImmediate(() => {
+        server.emit('writes', writes);
+        sse.end();
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const counted = once(server, 'writes');
+    const req = request({ port: (server.address() as AddressInfo).port, method: 'POST' });
+    req.end();
+    const [response] = (await once(req, 'response')) as [IncomingMessage];
+    let body = '';
+    for await (const chunk of response) body += String(chunk);
+    const [writes] = (await counted) as [number];
+    assert.equal(writes, 1, 'headers and three frames in one write');
+    assert.equal(body, 'data: {"n":1}\n\ndata: {"n":2}\n\n: three\n\n');
+    server.close();
+  });
+
+  it('sse writer - frames and the end written in one turn reach the client whole and in order', async () => {
+    const server = createServer((_req, res: ServerResponse) => {
+      const sse = new SseWriter({ hijack: () => undefined, raw: res } as never, 'req-3', 60_000);
+      sse.data({ n: 1 });
+      sse.comment('two');
+      sse.done();
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const req = request({ port: (server.address() as AddressInfo).port, method: 'POST' });
+    req.end();
+    const [response] = (await once(req, 'response')) as [IncomingMessage];
+    let body = '';
+    for await (const chunk of response) body += String(chunk);
+    assert.equal(body, 'data: {"n":1}\n\n: two\n\ndata: [DONE]\n\n');
+    server.close();
+  });
 });

@@ -24,8 +24,15 @@ export class SseWriter {
     return this.reply.raw.destroyed || this.reply.raw.writableEnded;
   }
 
+  /** Sends the status line and headers now (a stream with nothing to write yet). */
   start(): void {
     if (this.started) return;
+    this.open();
+    this.reply.raw.flushHeaders();
+  }
+
+  /** Writes the status line and headers into the response; they leave with the first frame, in one packet. */
+  private open(): void {
     this.started = true;
     this.reply.hijack();
     this.reply.raw.writeHead(200, {
@@ -35,7 +42,6 @@ export class SseWriter {
       'x-accel-buffering': 'no',
       'x-request-id': this.requestId,
     });
-    this.reply.raw.flushHeaders();
   }
 
   data(payload: unknown, event?: string): void {
@@ -86,8 +92,12 @@ export class SseWriter {
     });
   }
 
+  /**
+   * The headers leave with the first frame, and Node sends what is written in one turn of the event
+   * loop (an event's frames, the first token's with the headers) in one socket write.
+   */
   private write(frame: string): void {
-    this.start();
+    if (!this.started) this.open();
     if (!this.closed) this.reply.raw.write(frame);
   }
 }

@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { StreamReader, type BusClient } from '@cortex/bus';
-import type { CortexConfig } from '@cortex/config';
-import type { Logger } from '@nestjs/common';
+import { StreamReader, untilFirstToken } from '@cortex/bus';
 import {
   backgroundSubject,
   CortexError,
+  NO_USAGE,
   streamSubject,
   Subjects,
   workerSubject,
@@ -28,24 +27,14 @@ import {
   decodeGenerateAccepted,
   decodeTokenCount,
 } from '@cortex/contracts';
-import type { PlacementClient } from './placement-client.js';
+import { placementHint } from '@cortex/wire';
+import type { EarlyPlacement } from './placement-client.js';
 import { MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
-
-/** What a run needs from the gateway's inference service (InferenceService). */
-export interface RunServices {
-  readonly bus: BusClient;
-  readonly config: CortexConfig;
-  readonly logger: Pick<Logger, 'log' | 'warn'>;
-  readonly placer: PlacementClient;
-  /** A stream now read from `workerId`: told to the worker in watch messages, ended if the worker goes down. */
-  watch(runId: string, workerId: string, reader: StreamReader): void;
-  unwatch(runId: string): void;
-  recordFinished(event: RequestFinishedEvent, runId: string): void;
-}
+import type { RunServices } from './run-services.js';
 
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
-  readonly runId = randomBytes(12).toString('hex');
+  private currentRunId = newRunId();
   readonly startedAt = Date.now();
   request: CanonicalRequest | null = null;
   /** Dialect state from the translator (see DecodedRequest). */
@@ -56,6 +45,8 @@ export class InferenceRun {
   /** Called with the progress of a cold load this request waits for. */
   onLoadProgress: ((progress: LoadProgress) => void) | null = null;
   private placeMs: number | null = null;
+  /** The router's answer to the ready-only ask sent while the body decoded. */
+  private early: EarlyPlacement | null = null;
   /** Time to first byte inside the gateway, hop by hop; `writeMs` is set when the first token's frame is written. */
   private readonly hops: GatewayHops = { parseMs: 0, decodeMs: 0, generateMs: 0, firstEventMs: 0, writeMs: -1 };
   private firstEventAt = 0;
@@ -69,6 +60,11 @@ export class InferenceRun {
   private usage: Usage | null = null;
   private timings: Timings | null = null;
 
+  /** The run's id on the bus: a new one for each try, so a replaced worker's late events never reach the next try's stream. */
+  get runId(): string {
+    return this.currentRunId;
+  }
+
   constructor(
     private readonly service: RunServices,
     readonly dialect: Dialect | RetrievalApi,
@@ -80,10 +76,13 @@ export class InferenceRun {
 
   /**
    * Decodes the body in the translator service; `session` is a session header's affinity key, `socket`
-   * what a Responses WebSocket turn adds (see DecodeRequest.socket).
+   * what a Responses WebSocket turn adds (see DecodeRequest.socket). Unless `placeEarly` is false, the
+   * router is asked at the same time (see PlacementClient.askEarly).
    */
-  async decode(body: unknown, session?: string, socket?: object): Promise<CanonicalRequest> {
+  async decode(body: unknown, session?: string, socket?: object, placeEarly = true): Promise<CanonicalRequest> {
     const started = performance.now();
+    const hint = placeEarly ? placementHint(this.dialect, body, session) : null;
+    this.early = hint && this.service.placer.askEarly(hint, this.requestId);
     const decoded = await this.service.bus.request(
       Subjects.translatorDecode,
       { dialect: this.dialect, body, ...(session && { session }), ...(socket && { socket }) },
@@ -132,11 +131,13 @@ export class InferenceRun {
           replaced++;
           this.service.logger.log({ msg: `${error.message}; placing the request again`, requestId: this.requestId });
           await new Promise((done) => setTimeout(done, 50 * replaced));
+          this.currentRunId = newRunId();
           continue;
         }
         if (exclude.length > 0 || !RETRYABLE.has(error.code)) throw error;
         this.service.logger.warn({ msg: `worker ${workerId} failed before the first token (${error.message}); placing the request again`, requestId: this.requestId });
         exclude.push(workerId);
+        this.currentRunId = newRunId();
       }
     }
   }
@@ -162,8 +163,11 @@ export class InferenceRun {
   private async placeOrWait(exclude: string[], affinity?: string): Promise<string> {
     const model = this.target?.model ?? this.required().model;
     const kind = this.target?.kind;
+    const started = performance.now();
     const ask = { model, runId: this.runId, requestId: this.requestId, exclude, ...(affinity && { affinity }), ...(kind && { kind }), onLoadProgress: this.onLoadProgress, signal: this.stopped.signal };
-    const { placement, ms } = await this.service.placer.place(ask);
+    const { placement, ms } = await this.service.placer.place(ask, this.early);
+    this.early = null;
+    this.hops.placeMs ??= performance.now() - started;
     this.placement = placement;
     this.placeMs = (this.placeMs ?? 0) + ms;
     return placement.workerId;
@@ -183,6 +187,8 @@ export class InferenceRun {
       this.hops.generateMs = performance.now() - sent;
     } catch (error) {
       reader.close();
+      // Unanswered (a stalled worker) is not refused: if it runs the command later, it stops at once.
+      if (error instanceof CortexError && error.code === 'timeout') this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason: 'generate went unanswered' }, this.requestId);
       throw error;
     }
     reader.arm();
@@ -233,7 +239,7 @@ export class InferenceRun {
 
   /** A request answered without a stream (embeddings, rerank): its usage for the request-finished event. */
   answered(promptTokens: number): void {
-    this.usage = { promptTokens, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
+    this.usage = { ...NO_USAGE, promptTokens };
     this.finishReason = 'stop';
   }
 
@@ -291,13 +297,6 @@ export class InferenceRun {
   }
 }
 
-/** Reads events up to and including the first that carries output (or ends the stream). */
-async function untilFirstToken(iterator: AsyncIterator<StreamEvent>): Promise<StreamEvent[]> {
-  const head: StreamEvent[] = [];
-  for (;;) {
-    const next = await iterator.next();
-    if (next.done) return head;
-    head.push(next.value);
-    if (next.value.type !== 'start' && next.value.type !== 'keepalive') return head;
-  }
+function newRunId(): string {
+  return randomBytes(12).toString('hex');
 }

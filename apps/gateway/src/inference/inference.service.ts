@@ -14,7 +14,8 @@ import {
   type TokenCount,
   decodeLoadProgress,
 } from '@cortex/contracts';
-import { InferenceRun, type RunServices } from './inference-run.js';
+import { InferenceRun } from './inference-run.js';
+import type { RunServices } from './run-services.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
 
@@ -144,7 +145,9 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   /** count_tokens / input_tokens: decoded and placed like a generation, but only tokenized. */
   async countTokens(dialect: Dialect, requestId: string, body: unknown): Promise<TokenCount> {
     const run = this.open(dialect, requestId);
-    await run.decode(body);
+    // No early placement: a ready-only ask binds the conversation's key to the worker it names, and
+    // counting must not move a conversation.
+    await run.decode(body, undefined, undefined, false);
     return run.countTokens();
   }
 }

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { BusClient } from '@cortex/bus';
 import type { GatewayConfig } from '@cortex/config';
 import { CortexError, decodePlacement, Subjects, type LoadProgress, type ModelKind, type Placement, type PlaceRequest } from '@cortex/contracts';
+import type { PlacementHint } from '@cortex/wire';
 import type { WorkerEvents } from './worker-events.js';
 
 /** How long one try of a placement waits for a router before asking again (a cold load spans many tries). */
@@ -29,6 +30,11 @@ export interface Placed {
   ms: number;
 }
 
+/** A ready-only ask sent while the body decodes, and the model and key it was asked with. */
+export interface EarlyPlacement extends PlacementHint {
+  placed: Promise<Placed | null>;
+}
+
 /** The gateway's side of placement: asking the router queue group, and waiting for a first worker. */
 export class PlacementClient {
   constructor(
@@ -42,7 +48,12 @@ export class PlacementClient {
    * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
    * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
    */
-  async place(ask: PlaceAsk): Promise<Placed> {
+  async place(ask: PlaceAsk, early: EarlyPlacement | null = null): Promise<Placed> {
+    // The early answer serves a first placement of the same model and conversation.
+    const fits = early && ask.exclude.length === 0 && early.model === ask.model && early.affinity === ask.affinity;
+    const placed = fits ? await untilAborted(early.placed, ask.signal) : null;
+    if (ask.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
+    if (placed) return placed;
     const deadline = performance.now() + this.config.workerWaitMs;
     for (;;) {
       // Counted before asking, so a worker that joins between the answer and the wait is not missed.
@@ -54,6 +65,24 @@ export class PlacementClient {
         if (!(await this.workerEvents.upAfter(seen, deadline - performance.now(), ask.signal))) throw error;
       }
     }
+  }
+
+  /**
+   * Asks the router, while the translator decodes the body, for a worker that has the model the body
+   * names ready now: the two answers come in parallel instead of one after the other. `place` uses
+   * the answer only for the same model and key. Null when the model is ready nowhere, no router
+   * answered in one try, or on any error: a ready-only ask never loads and never waits.
+   */
+  askEarly(hint: PlacementHint, requestId: string): EarlyPlacement {
+    const started = performance.now();
+    // No run id: a router from before `readyOnly` places it like any request, and must not make the
+    // gateway's real `place` join that placement.
+    const place: PlaceRequest = { model: hint.model, exclude: [], readyOnly: true, ...(hint.affinity && { affinity: hint.affinity }) };
+    const placed = this.bus.request(Subjects.routerPlace, place, { decode: decodePlacement, requestId, timeoutMs: PLACE_TRY_MS }).then(
+      (placement) => ({ placement, ms: performance.now() - started }),
+      () => null,
+    );
+    return { ...hint, placed };
   }
 
   private async watched(ask: PlaceAsk): Promise<Placed> {
@@ -94,4 +123,17 @@ export class PlacementClient {
       }
     }
   }
+}
+
+/** `promise`, or null as soon as `signal` aborts. */
+function untilAborted<T>(promise: Promise<T | null>, signal: AbortSignal): Promise<T | null> {
+  if (signal.aborted) return Promise.resolve(null);
+  return new Promise((resolve) => {
+    const onAbort = (): void => resolve(null);
+    signal.addEventListener('abort', onAbort, { once: true });
+    void promise.then((value) => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(value);
+    });
+  });
 }

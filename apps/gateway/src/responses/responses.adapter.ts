@@ -11,6 +11,7 @@ import {
   type ResponsesState,
 } from '@cortex/wire';
 import type { DialectAdapter } from '../inference/dialect.js';
+import { responsesStateOf } from './responses.state.js';
 
 /** The adapter as `config.responses` sets it up. */
 export function responsesAdapterFor(bus: BusClient, config: CortexConfig): DialectAdapter {
@@ -24,17 +25,17 @@ export function responsesAdapterFor(bus: BusClient, config: CortexConfig): Diale
  */
 function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'openresponses', reasoningKey?: string): DialectAdapter {
   const seal = reasoningKey ? new ReasoningSeal(reasoningKey) : undefined;
-  const options = (state: unknown) => {
-    const s = state as ResponsesState;
-    const sealReasoning = seal && s.sealReasoning ? (text: string) => seal.seal(text) : undefined;
-    return { id: s.responseId, createdAt: s.createdAt, echo: s.echo, reasoningEvents, ...(sealReasoning && { sealReasoning }), ...(s.toolNamespaces && { toolNamespaces: s.toolNamespaces }) };
+  const options = (state: ResponsesState) => {
+    const sealReasoning = seal && state.sealReasoning ? (text: string) => seal.seal(text) : undefined;
+    return { id: state.responseId, createdAt: state.createdAt, echo: state.echo, reasoningEvents, ...(sealReasoning && { sealReasoning }), ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }) };
   };
-  const save = async (state: unknown, resource: ResponseResource): Promise<void> => {
-    if ((state as ResponsesState).store) await bus.request(Subjects.responsesStore, { state, resource }, { decode: decodeStored });
+  const save = async (state: ResponsesState, resource: ResponseResource): Promise<void> => {
+    if (state.store) await bus.request(Subjects.responsesStore, { state, resource }, { decode: decodeStored });
   };
   return {
     dialect: 'openai.responses',
-    stream(_request, _meta, state) {
+    stream(_request, _meta, decoded) {
+      const state = responsesStateOf(decoded);
       const encoder = new ResponsesStreamEncoder(options(state));
       // The final event's frames, rendered but held back until the response is stored.
       let last: ResponsesFrame[] = [];
@@ -45,7 +46,8 @@ function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'openrespo
         settle: () => save(state, encoder.resource()),
       };
     },
-    complete(_request, _meta, state) {
+    complete(_request, _meta, decoded) {
+      const state = responsesStateOf(decoded);
       const aggregator = new ResponsesAggregator(options(state));
       return {
         add: (event) => aggregator.add(event),

@@ -3,7 +3,7 @@ import type { Subscription } from '@nats-io/transport-node';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject, type StreamEvent } from '@cortex/contracts';
+import { backgroundSubject, CortexError, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject, type StreamEvent } from '@cortex/contracts';
 import {
   BackgroundReplay,
   isTerminalStatus,
@@ -20,6 +20,7 @@ import { requestIdOf } from '../http/request-id.js';
 import { SseWriter } from '../http/sse.writer.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import { InferenceService } from '../inference/inference.service.js';
+import { responsesStateOf } from './responses.state.js';
 
 /** How long `POST …/cancel` waits for a cancelled run to be stored as ended, polling every POLL_MS. */
 const CANCEL_WAIT_MS = 10_000;
@@ -70,7 +71,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     const run = this.inference.open('openai.responses', requestId);
     try {
       const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.config.gateway.sessionHeaders));
-      const state = run.state as ResponsesState;
+      const state = responsesStateOf(run.state);
       const source: BackgroundSource = {
         id: state.responseId,
         createdAt: state.createdAt,
@@ -114,11 +115,12 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     if (state.run) {
       this.bus.publish(workerSubject(Subjects.workerCancel, state.run.workerId), { runId: state.run.runId, reason: 'cancelled by POST /v1/responses/{id}/cancel' }, requestId);
     }
+    // Each poll has a translator replay the response's events: the first waits like the rest.
     const deadline = Date.now() + CANCEL_WAIT_MS;
     for (;;) {
+      await new Promise((done) => setTimeout(done, POLL_MS));
       const now = await this.current(id, requestId);
       if (isTerminalStatus(now.resource.status) || Date.now() >= deadline) return now.resource;
-      await new Promise((done) => setTimeout(done, POLL_MS));
     }
   }
 
@@ -141,11 +143,15 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     this.launching.set(state.responseId, run);
     try {
       const events = await run.start();
+      // Started: a cancel now goes to its worker, not to the placement.
       this.launching.delete(state.responseId);
       await countToEnd(run, events);
     } catch (thrown) {
       const error = toCortexError(thrown);
       run.fail(error, false);
+      // Kept with the run's events, so a client following the response (`stream=true`) ends now.
+      const body = this.cancelled.has(state.responseId) ? new CortexError('cancelled', 'cancelled by POST /v1/responses/{id}/cancel').toBody() : error.toBody();
+      this.bus.publish(backgroundSubject(state.responseId, run.runId), { type: 'error', error: body, seq: 0 }, run.requestId);
       const replay = new BackgroundReplay(this.options(source));
       replay.fail(error.toBody());
       const ended: ResponseResource = this.cancelled.has(state.responseId) ? { ...replay.resource(), status: 'cancelled', error: null } : replay.resource();

@@ -1,10 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CortexError, decodeCompactionPlan, Subjects, type Usage } from '@cortex/contracts';
-import { compactionItem, compactResource, CompactionSeal, sessionFromHeaders, type CompactResource, type ResponsesItem } from '@cortex/wire';
+import { CortexError, decodeCompactionPlan, NO_USAGE, Subjects } from '@cortex/contracts';
+import { compactionItem, compactResource, CompactionSeal, decodeResponsesItems, sessionFromHeaders, type CompactResource } from '@cortex/wire';
 import { toCortexError } from '../http/error-response.js';
 import type { InferenceService } from '../inference/inference.service.js';
 
-const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0, reasoningTokens: 0 };
 
 /**
  * `POST /v1/responses/compact`: the translator rebuilds the conversation and splits it; the model that
@@ -28,10 +27,9 @@ export class ResponsesCompactor {
     const plan = await this.inference.bus.request(
       Subjects.responsesCompaction,
       { dialect: 'openai.responses', body: req.body, ...(session && { session }) },
-      { requestId, decode: decodeCompactionPlan },
+      { requestId, decode: readPlan },
     );
-    const recent = plan.recent as unknown as ResponsesItem[];
-    if (!plan.request) return compactResource(recent, undefined, NO_USAGE);
+    if (!plan.request) return compactResource(plan.recent, undefined, NO_USAGE);
     run.use(plan.request);
     let summary = '';
     let usage = NO_USAGE;
@@ -48,6 +46,12 @@ export class ResponsesCompactor {
       run.finish();
     }
     if (summary.trim().length === 0) throw new CortexError('invalid_output', `${plan.request.model} wrote an empty summary; try again, or compact with a larger model`);
-    return compactResource(recent, compactionItem(summary.trim(), this.seal), usage);
+    return compactResource(plan.recent, compactionItem(summary.trim(), this.seal), usage);
   }
+}
+
+/** The translator's plan, the items it keeps read as Responses items (their reader lives beside their type, in @cortex/wire). */
+function readPlan(value: unknown) {
+  const plan = decodeCompactionPlan(value);
+  return { ...plan, recent: decodeResponsesItems(plan.recent, 'recent') };
 }

@@ -35,7 +35,9 @@ export class LoadCoordinator {
 
   /** The planner's answer for this question on the fleet as it is now. */
   decide(question: PlaceQuestion): Decision {
-    return decide(this.fleet.available(), question, this.context());
+    // Only placements take a turn: the idle sweep and swap holds also read the context, and a turn
+    // they took would send two requests in a row to the same one of two equal workers.
+    return decide(this.fleet.available(), question, { ...this.context(), turn: this.turn++ });
   }
 
   context(): PlanContext {
@@ -44,7 +46,7 @@ export class LoadCoordinator {
       strategy: this.config.eviction.strategy,
       policy: (id) => this.catalogue.policy(id),
       loading: new Set(this.loads.keys()),
-      turn: this.turn++,
+      turn: this.turn,
       swapHoldMs: this.config.eviction.swapHoldMs,
     };
   }

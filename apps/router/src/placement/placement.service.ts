@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import type { Placement } from '@cortex/contracts';
+import { CortexError, type Placement } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { AffinityTable } from './affinity.table.js';
@@ -44,12 +44,12 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
    * time, or died) joins the placement this router already has under way for the run. A try that
    * reaches another router was admitted by the first: it does not count against the waiting bound.
    */
-  placeRun(run: { runId?: string; admitted: boolean }, name: string, exclude: readonly string[] = [], affinity?: string): Promise<Placement> {
-    if (!run.runId) return this.place(name, exclude, affinity, run.admitted);
+  placeRun(run: PlaceOptions & { runId?: string }, name: string, exclude: readonly string[] = [], affinity?: string): Promise<Placement> {
+    if (!run.runId) return this.place(name, exclude, affinity, run);
     const key = `${run.runId}\n${exclude.join('\n')}`;
     let placing = this.runs.get(key);
     if (!placing) {
-      placing = this.place(name, exclude, affinity, run.admitted).finally(() => this.runs.delete(key));
+      placing = this.place(name, exclude, affinity, run).finally(() => this.runs.delete(key));
       this.runs.set(key, placing);
     }
     return placing;
@@ -57,14 +57,17 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 
   /**
    * A worker for the model: the conversation's worker, else the least loaded one that has it ready,
-   * else the model's load (joined or started). `exclude` is a retry after those workers failed; it
-   * only looks elsewhere (the failed worker is not marked down: it may only have lost this request).
+   * else the model's load (joined or started); with `readyOnly`, `model_not_ready` at once instead of
+   * waiting or loading (the gateway asks so while its request is still being decoded). `exclude` is a
+   * retry after those workers failed; it only looks elsewhere (the failed worker is not marked down:
+   * it may only have lost this request).
    */
-  async place(name: string, exclude: readonly string[] = [], affinity?: string, admitted = false): Promise<Placement> {
+  async place(name: string, exclude: readonly string[] = [], affinity?: string, options: PlaceOptions = {}): Promise<Placement> {
     const model = this.catalogue.model(name);
     const affineWorker = affinity ? this.affinity.workerFor(affinity, model.id) : undefined;
     const decision = this.loads.decide({ model, exclude, affineWorker });
-    const placement = decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false } : await this.loads.waitForLoad(model, exclude, admitted);
+    if (decision.kind !== 'serve' && options.readyOnly) throw new CortexError('model_not_ready', `${model.id} is not ready on any worker`);
+    const placement = decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false } : await this.loads.waitForLoad(model, exclude, options.admitted ?? false);
     this.fleet.touch(placement.workerId, model.id);
     if (affinity) this.affinity.remember(affinity, model.id, placement.workerId);
     return placement;
@@ -97,3 +100,9 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 
 /** How long a pinned model whose load failed waits before the next try. */
 const PIN_RETRY_MS = 10_000;
+
+/** How a placement may go: `admitted` (a try another router already counted), `readyOnly` (no wait, no load). */
+export interface PlaceOptions {
+  admitted?: boolean;
+  readyOnly?: boolean;
+}

@@ -3,8 +3,8 @@ import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMes
 import { BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { BACKGROUND_STREAM, CortexError, Subjects } from '@cortex/contracts';
-import { BackgroundReplay, isTerminalStatus, ReasoningSeal, replayOptions, type ResponseResource, type BackgroundSource, type ResponsesState, type StoredResponse } from '@cortex/wire';
-import { ResponsesService } from './responses.service.js';
+import { BackgroundReplay, isTerminalStatus, replayOptions, type ResponseResource, type BackgroundSource, type ResponsesState, type StoredResponse } from '@cortex/wire';
+import { notFound, ResponsesService } from './responses.service.js';
 import { ResponsesStore } from './responses.store.js';
 
 /** The translators' shared durable consumer of background events: each terminal event reaches one replica. */
@@ -29,7 +29,6 @@ export interface BackgroundState {
 @Injectable()
 export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('responses');
-  private readonly seal: ReasoningSeal | undefined;
   private messages: ConsumerMessages | null = null;
 
   constructor(
@@ -37,9 +36,7 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
     private readonly store: ResponsesStore,
     private readonly responses: ResponsesService,
     @Inject(CONFIG) private readonly config: CortexConfig,
-  ) {
-    this.seal = config.responses.reasoningKey ? new ReasoningSeal(config.responses.reasoningKey) : undefined;
-  }
+  ) {}
 
   async onModuleInit(): Promise<void> {
     await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS);
@@ -71,13 +68,13 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
   /** The response by id: a background one rebuilt from its events while it runs (and stored once it has ended). */
   async state(id: string): Promise<BackgroundState> {
     const read = await this.store.read(id);
-    if (!read) throw new CortexError('not_found', `Response with id '${id}' not found.`, { param: 'response_id' });
+    if (!read) throw notFound(id);
     const { stored, revision } = read;
     const record = stored.background;
     if (!record) return { resource: stored.resource, run: null };
     const background = { id, createdAt: stored.resource.created_at, record };
     if (isTerminalStatus(stored.resource.status)) return { resource: stored.resource, background, run: null };
-    const replay = new BackgroundReplay(replayOptions(background, this.config.responses.reasoningEvents, this.seal));
+    const replay = new BackgroundReplay(replayOptions(background, this.config.responses.reasoningEvents, this.responses.seal));
     for await (const event of readBackgroundEvents(this.bus.nc, id, { follow: false, idleMs: this.config.gateway.streamIdleTimeoutMs })) replay.add(event);
     const failure = replay.ended ? null : this.stalled(replay, stored.resource.created_at);
     if (failure) replay.fail(failure.toBody());

@@ -31,7 +31,8 @@ import { ResponsesStore } from './responses.store.js';
 /** Responses API state: history for `previous_response_id` and `conversation`, storage, listing. */
 @Injectable()
 export class ResponsesService {
-  private readonly seal: ReasoningSeal | undefined;
+  /** Seals reasoning and compaction summaries (`responses.reasoning_key`); undefined without a key. */
+  readonly seal: ReasoningSeal | undefined;
   private readonly compactionSeal: CompactionSeal;
 
   constructor(
@@ -249,6 +250,6 @@ export interface CompactionPlan {
   recent: ResponsesItem[];
 }
 
-function notFound(id: string): CortexError {
+export function notFound(id: string): CortexError {
   return new CortexError('not_found', `Response with id '${id}' not found.`, { param: 'response_id' });
 }

@@ -128,7 +128,7 @@ export class LlamaEngine implements Engine {
     try {
       if (spec.kind === 'embedding' || spec.kind === 'ranking') return await RetrievalEngineModel.create(spec, model, this.threads);
       const context = await this.createContext(model, spec);
-      speculation = spec.draft ? await this.speculation(spec.draft, spec) : null;
+      speculation = spec.draft ? await this.speculation(spec.draft, spec, model) : null;
       return new LlamaEngineModel(spec, model, context, this.chatWrapperFor(model, spec.path), speculation);
     } catch (error) {
       await speculation?.dispose();
@@ -147,10 +147,12 @@ export class LlamaEngine implements Engine {
   }
 
   /** Input lookup, or a draft model loaded with a draft sequence for each of the target's slots. */
-  private async speculation(draft: string, spec: Pick<ModelSpec, 'contextSize' | 'slots'>): Promise<Speculation> {
+  private async speculation(draft: string, spec: Pick<ModelSpec, 'contextSize' | 'slots'>, target: LlamaModel): Promise<Speculation> {
     if (draft === 'lookup') return inputLookup;
     const model = await this.llama.loadModel({ modelPath: draft });
     try {
+      const mismatch = vocabularyMismatch(target, model);
+      if (mismatch) throw new Error(`its draft ${draft} has another tokenizer (${mismatch}); use a draft of the same model family, or draft: lookup`);
       return draftSpeculation(model, await this.createContext(model, spec));
     } catch (error) {
       await model.dispose();
@@ -187,4 +189,19 @@ export class LlamaEngine implements Engine {
   async dispose(): Promise<void> {
     await this.llama.dispose();
   }
+}
+
+/**
+ * Why `draft` cannot propose tokens to `target`, or null when it can: the same kind of tokenizer, no
+ * more tokens than the target (a larger id would be out of the target's range), and the tokens they
+ * share identical, so every id means the same text to both.
+ */
+export function vocabularyMismatch(target: LlamaModel, draft: LlamaModel): string | null {
+  if (target.vocabularyType !== draft.vocabularyType) return `a ${draft.vocabularyType} tokenizer, the model's is ${target.vocabularyType}`;
+  const ours = target.fileInfo.metadata.tokenizer?.ggml?.tokens;
+  const theirs = draft.fileInfo.metadata.tokenizer?.ggml?.tokens;
+  if (!ours || !theirs) return null;
+  if (theirs.length > ours.length) return `${theirs.length} tokens, the model has ${ours.length}`;
+  const differs = theirs.findIndex((token, i) => token !== ours[i]);
+  return differs === -1 ? null : `token ${differs} is ${JSON.stringify(theirs[differs])}, the model's is ${JSON.stringify(ours[differs])}`;
 }

@@ -30,6 +30,7 @@ export function decodeReply(value: unknown): Reply<unknown> {
   return { ok: false, error };
 }
 
+/** The translator's decoded request; its dialect `state` is read by the dialect's own reader (see DecodedRequest). */
 export function decodeDecodedRequest(value: unknown): DecodedRequest {
   const decoded = object(value, 'decoded');
   return { request: decodeCanonicalRequest(decoded.request, 'request'), ...(decoded.state === undefined ? {} : { state: decoded.state }) };

@@ -149,7 +149,8 @@ function timings(value: Json): Timings {
 
 function hops(value: Json): GatewayHops {
   const ms = (field: keyof GatewayHops): number => number(value[field], `hops.${field}`);
-  return { parseMs: ms('parseMs'), decodeMs: ms('decodeMs'), generateMs: ms('generateMs'), firstEventMs: ms('firstEventMs'), writeMs: ms('writeMs') };
+  const placeMs = nullable(value.placeMs, (v) => number(v, 'hops.placeMs'));
+  return { parseMs: ms('parseMs'), decodeMs: ms('decodeMs'), ...(placeMs !== null && { placeMs }), generateMs: ms('generateMs'), firstEventMs: ms('firstEventMs'), writeMs: ms('writeMs') };
 }
 
 /** Null and absent both read as null (older events left optional fields out). */

@@ -36,6 +36,12 @@ export interface GatewayHops {
   parseMs: number;
   /** The translator's decode round trip. */
   decodeMs: number;
+  /**
+   * Decoded → placed: the wait for the router beyond decoding (it is asked while the translator
+   * decodes, see PlaceRequest.readyOnly); the whole placement when that answer could not be used.
+   * Absent in events from earlier versions.
+   */
+  placeMs?: number;
   /** `generate` sent → the worker's acceptance. */
   generateMs: number;
   /** Acceptance → the first token's event read from the bus (the worker's time to first token, mostly). */

@@ -1,6 +1,7 @@
 import { Type } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, MaxLength, Min, ValidateNested, IsArray } from 'class-validator';
+import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, Min, ValidateNested, IsArray } from 'class-validator';
 import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
+import { maxLength, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalString, string } from '../fields.js';
 
 export const MODEL_STATES = ['loading', 'ready', 'unloading'] as const;
 export type ModelState = (typeof MODEL_STATES)[number];
@@ -160,18 +161,37 @@ export class PinCommand {
 }
 
 /** gateway → router: where should this model run? */
-export class PlaceRequest {
-  @IsString() model!: string;
+export interface PlaceRequest {
+  model: string;
   /** Workers not to use (a retry after one of them failed). */
-  @IsOptional() @IsArray() @IsString({ each: true }) exclude?: string[];
-  /** The request's conversation (CanonicalRequest.affinityKey): prefer the worker that served it. */
-  @IsOptional() @IsString() @MaxLength(512) affinity?: string;
-  /** The gateway's run: a try sent again after a router did not answer joins the run's placement. */
-  @IsOptional() @IsString() @MaxLength(64) runId?: string;
+  exclude?: string[];
+  /** The request's conversation (CanonicalRequest.affinityKey): prefer the worker that served it. At most 512 characters. */
+  affinity?: string;
+  /** The gateway's run: a try sent again after a router did not answer joins the run's placement. At most 64 characters. */
+  runId?: string;
   /** How many tries of this placement went unanswered before this one (0: the first). */
-  @IsOptional() @IsInt() @Min(0) attempt?: number;
+  attempt?: number;
   /** What the request needs the model to be (absent: chat); a model of another kind is a 400. */
-  @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
+  kind?: ModelKind;
+  /**
+   * Answer only with a worker that has the model ready now, else `model_not_ready` at once: never
+   * waits, never loads. The gateway asks this while the translator still decodes the body, so a
+   * request that turns out to be invalid cannot start a load.
+   */
+  readyOnly?: boolean;
+}
+
+/** Checks a `place` request. By hand, like `generate`: it is on every request's path. */
+export function decodePlaceRequest(value: unknown): PlaceRequest {
+  const place = object(value, 'place');
+  string(place.model, 'model');
+  optionalArray(place.exclude, 'exclude')?.forEach((id, i) => string(id, `exclude[${i}]`));
+  maxLength(optionalString(place.affinity, 'affinity'), 512, 'affinity');
+  maxLength(optionalString(place.runId, 'runId'), 64, 'runId');
+  optionalInteger(place.attempt, 'attempt', 0);
+  if (place.kind !== undefined && place.kind !== null) oneOf(place.kind, 'kind', MODEL_KINDS);
+  optionalBoolean(place.readyOnly, 'readyOnly');
+  return place as unknown as PlaceRequest;
 }
 
 export interface Placement {

@@ -1,4 +1,4 @@
-import { array, fail, integer, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalNumber, optionalObject, optionalString, string, type Json } from '../fields.js';
+import { array, fail, integer, maxLength, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalNumber, optionalObject, optionalString, string, type Json } from '../fields.js';
 
 export const ROLES = ['system', 'user', 'assistant', 'tool'] as const;
 export type Role = (typeof ROLES)[number];
@@ -159,6 +159,3 @@ function checkSampling(sampling: Json, at: string): void {
   optionalNumber(sampling.frequencyPenalty, `${at}.frequencyPenalty`, -2, 2);
 }
 
-function maxLength(value: string | undefined, max: number, at: string): void {
-  if (value !== undefined && value.length > max) fail(at, `must be at most ${max} characters, got ${value.length}`);
-}

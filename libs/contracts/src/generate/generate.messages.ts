@@ -1,5 +1,5 @@
-import { IsIn, IsObject, IsOptional, IsString, MaxLength } from 'class-validator';
-import { boolean, object, string } from '../fields.js';
+import { IsOptional, IsString } from 'class-validator';
+import { boolean, maxLength, object, oneOf, optionalObject, optionalString, string } from '../fields.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from './canonical-request.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 
@@ -7,25 +7,39 @@ export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages'
 export type Dialect = (typeof DIALECTS)[number];
 
 /** gateway → translator: decode one HTTP body of a dialect into the canonical request. */
-export class DecodeRequest {
-  @IsIn(DIALECTS) dialect!: Dialect;
-  @IsObject() body!: Record<string, unknown>;
+export interface DecodeRequest {
+  dialect: Dialect;
+  body: Record<string, unknown>;
   /**
    * The affinity key of a session header (`gateway.session_headers`): it names the conversation
-   * before anything in the body does, and a stored response keeps the key its turn ran under.
+   * before anything in the body does, and a stored response keeps the key its turn ran under. At
+   * most 512 characters.
    */
-  @IsOptional() @IsString() @MaxLength(512) session?: string;
+  session?: string;
   /**
    * A Responses turn on a WebSocket: `{ previous? }`, the connection's latest response when the turn
    * continues it (checked by the translator, see @cortex/wire SocketTurn).
    */
-  @IsOptional() @IsObject() socket?: Record<string, unknown>;
+  socket?: Record<string, unknown>;
+}
+
+/** Checks a `decode` request. By hand, like `generate`: it is on every request's path. */
+export function decodeDecodeRequest(value: unknown): DecodeRequest {
+  const request = object(value, 'decode');
+  oneOf(request.dialect, 'dialect', DIALECTS);
+  object(request.body, 'body');
+  maxLength(optionalString(request.session, 'session'), 512, 'session');
+  optionalObject(request.socket, 'socket');
+  return request as unknown as DecodeRequest;
 }
 
 /** translator → gateway: the canonical request, plus what the dialect needs to render and store the reply. */
 export interface DecodedRequest {
   request: CanonicalRequest;
-  /** Dialect-specific state, opaque to the gateway's request path (e.g. a Responses id and history). */
+  /**
+   * Dialect-specific state, passed on unread by the gateway's request path and read where the dialect
+   * uses it: the Responses API's (its id, echo, input and chain) by `decodeResponsesState` in @cortex/wire.
+   */
   state?: unknown;
 }
 
@@ -89,6 +103,9 @@ export interface Usage {
   draftTokens?: number;
   acceptedDraftTokens?: number;
 }
+
+/** Usage of a request that used no tokens yet (or none at all). */
+export const NO_USAGE: Readonly<Usage> = Object.freeze({ promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 });
 
 export interface Timings {
   /** From `generate` arriving at the worker to the first token event. */

@@ -1,4 +1,4 @@
-import { ErrorCodes, type ErrorBody, type ErrorCode, type FinishReason, type StreamEvent, type Usage } from '@cortex/contracts';
+import { ErrorCodes, NO_USAGE, type ErrorBody, type ErrorCode, type FinishReason, type StreamEvent, type Usage } from '@cortex/contracts';
 import type {
   AnthropicContentBlock,
   AnthropicDelta,
@@ -149,7 +149,7 @@ export class MessagesAggregator {
 
   constructor(options: MessagesEncoderOptions) {
     this.encoder = new MessagesStreamEncoder(options);
-    this.message = emptyMessage(options, anthropicUsage({ promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }));
+    this.message = emptyMessage(options, anthropicUsage(NO_USAGE));
   }
 
   add(event: StreamEvent): void {

@@ -1,5 +1,5 @@
 import type { ErrorBody, FinishReason, StreamEvent, Usage } from '@cortex/contracts';
-import { ErrorCodes } from '@cortex/contracts';
+import { ErrorCodes, NO_USAGE } from '@cortex/contracts';
 
 export interface ChatEncoderOptions {
   id: string;
@@ -134,7 +134,7 @@ export class ChatCompletionAggregator {
       model: this.options.model,
       system_fingerprint: null,
       choices: [{ index: 0, message, logprobs: null, finish_reason: chatFinishReason(this.finishReason ?? 'stop') }],
-      usage: chatUsage(this.usage ?? { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }),
+      usage: chatUsage(this.usage ?? NO_USAGE),
     };
   }
 }

@@ -1,4 +1,4 @@
-import type { FinishReason, StreamEvent, Usage } from '@cortex/contracts';
+import { NO_USAGE, type FinishReason, type StreamEvent, type Usage } from '@cortex/contracts';
 import { chatFinishReason, speculativeDetails } from './chat.encoder.js';
 
 export interface CompletionEncoderOptions {
@@ -12,7 +12,6 @@ export interface CompletionEncoderOptions {
 
 type Chunk = Record<string, unknown>;
 
-const NO_USAGE: Usage = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
 
 /**
  * Canonical stream events of one or more prompts → OpenAI `text_completion` stream objects. Each

@@ -82,6 +82,13 @@ export class BackgroundReplay {
     // A run replaces one that only started (the gateway commits to a run at its first token), so the
     // encoder goes on: `response.created`/`in_progress` went out once, and the numbering continues.
     if (event.type === 'start' && this.current?.runId !== runId) this.current = { runId, workerId: event.workerId };
+    // A run refused before it started (its prompt over the context, no worker, a load that failed,
+    // cancelled while placed) ends the response: nothing else will.
+    if (event.type === 'error' && !this.current && !this.ended) {
+      this.at = at;
+      this.cancelled = event.error.code === 'cancelled';
+      return this.encoder.fail(event.error).map((frame) => this.cancelledFrame(frame));
+    }
     if (this.current?.runId !== runId) return [];
     this.at = at;
     if (event.type === 'finish' && !this.ended) this.cancelled = event.reason === 'cancelled';

@@ -13,6 +13,7 @@ import { toCortexError } from '../../http/error-response.js';
 import type { DialectAdapter, DialectStream, ResponseMeta } from '../../inference/dialect.js';
 import type { InferenceResponder } from '../../inference/inference.responder.js';
 import type { InferenceService } from '../../inference/inference.service.js';
+import { responsesStateOf } from '../responses.state.js';
 import { SocketSink } from './socket.sink.js';
 
 /** Creates one connection may have waiting behind the one in flight; more is a client that does not wait. */
@@ -43,6 +44,8 @@ export class ResponsesConnection {
   private queue: Promise<void> = Promise.resolve();
   /** Turns received and not finished: the one in flight and those waiting. */
   private pending = 0;
+  /** The size of those turns' messages. */
+  private pendingBytes = 0;
   private turns = 0;
   private closed = false;
   /** The turn in flight, to cancel when the client goes. */
@@ -62,14 +65,18 @@ export class ResponsesConnection {
 
   private receive(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
-    // One turn in flight and MAX_QUEUED waiting (counted on arrival, however the messages were batched).
-    if (this.pending > MAX_QUEUED) {
-      const error = new CortexError('busy', `${MAX_QUEUED} response.create messages are already waiting on this connection: wait for their responses, or open another connection for parallel runs`);
-      this.sendError(error);
+    // One turn in flight and MAX_QUEUED waiting (counted on arrival, however the messages were batched),
+    // holding at most two messages of the largest size a body may have.
+    const size = rawSize(data);
+    const maxBytes = 2 * this.deps.inference.config.gateway.bodyLimitBytes;
+    if (this.pending > MAX_QUEUED || (this.pending > 0 && this.pendingBytes + size > maxBytes)) {
+      const held = this.pending > MAX_QUEUED ? `${MAX_QUEUED} response.create messages are already waiting` : `the messages waiting would hold ${kib(this.pendingBytes + size)}, over ${kib(maxBytes)} (twice gateway.body_limit_bytes)`;
+      this.sendError(new CortexError('busy', `${held} on this connection: wait for their responses, or open another connection for parallel runs`));
       return;
     }
     const text = isBinary ? null : data.toString();
     this.pending++;
+    this.pendingBytes += size;
     this.queue = this.queue
       .then(async () => {
         if (this.closed) return;
@@ -78,7 +85,10 @@ export class ResponsesConnection {
       })
       // A turn answers its own failures; this keeps one unexpected throw from stalling the turns behind it.
       .catch((error: Error) => this.deps.inference.logger.error(`${this.context.requestId}: a WebSocket turn failed: ${error.message}`))
-      .finally(() => this.pending--);
+      .finally(() => {
+        this.pending--;
+        this.pendingBytes -= size;
+      });
   }
 
   private async turn(text: string): Promise<void> {
@@ -113,7 +123,7 @@ export class ResponsesConnection {
         },
       });
       // A cancelled run (the client went, or the connection's time ran out) ends without a terminal event.
-      if (finished) this.latest = localResponse(run.state as ResponsesState, finished);
+      if (finished) this.latest = localResponse(responsesStateOf(run.state), finished);
     } catch (thrown) {
       const error = toCortexError(thrown);
       run.fail(error, sink.isStarted);
@@ -170,3 +180,10 @@ function localResponse(state: ResponsesState, resource: ResponseResource): Local
     ...(state.affinityKey && { affinityKey: state.affinityKey }),
   };
 }
+
+function rawSize(data: RawData): number {
+  if (Array.isArray(data)) return data.reduce((sum, part) => sum + part.length, 0);
+  return data instanceof ArrayBuffer ? data.byteLength : data.length;
+}
+
+const kib = (bytes: number): string => `${Math.ceil(bytes / 1024)} KiB`;

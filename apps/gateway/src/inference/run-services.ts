@@ -1,0 +1,17 @@
+import type { BusClient, StreamReader } from '@cortex/bus';
+import type { CortexConfig } from '@cortex/config';
+import type { RequestFinishedEvent } from '@cortex/contracts';
+import type { Logger } from '@nestjs/common';
+import type { PlacementClient } from './placement-client.js';
+
+/** What a run needs from the gateway's inference service (InferenceService). */
+export interface RunServices {
+  readonly bus: BusClient;
+  readonly config: CortexConfig;
+  readonly logger: Pick<Logger, 'log' | 'warn'>;
+  readonly placer: PlacementClient;
+  /** A stream now read from `workerId`: told to the worker in watch messages, ended if the worker goes down. */
+  watch(runId: string, workerId: string, reader: StreamReader): void;
+  unwatch(runId: string): void;
+  recordFinished(event: RequestFinishedEvent, runId: string): void;
+}
