@@ -39,7 +39,7 @@ describe('affinity e2e', () => {
   });
 
   after(async () => {
-    finished?.stop();
+    await finished?.stop();
     await stack?.stop();
   });
 
@@ -139,7 +139,7 @@ describe('affinity e2e', () => {
       const cold = fleet.workers.flatMap((worker) => worker.models.filter((model) => model.id === 'cortex-cold'));
       assert.deepEqual(cold, [], 'the invalid request started no load of the model it named');
     } finally {
-      asks.stop();
+      await asks.stop();
     }
   });
 
@@ -196,7 +196,7 @@ describe('affinity e2e', () => {
     seen = finished.messages.length;
     await chatConversation(3, session);
     const workers = await workersOfLast(3, seen);
-    loads.stop();
+    await loads.stop();
     assert.deepEqual(workers, [bound, bound, bound], 'the new router sends the session where the old one did');
     assert.equal(loads.messages.length, 0, 'nothing was loaded again');
   });

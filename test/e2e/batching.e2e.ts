@@ -44,8 +44,8 @@ describe('fleet e2e - batching by model on a worker that holds one model at a ti
       ['length', 'stop', 'length', 'stop', 'length', 'stop'],
     );
     await waitFor(() => finished.messages.length === 6, 3_000);
-    loads.stop();
-    finished.stop();
+    await loads.stop();
+    await finished.stop();
     // Which model the worker gets first depends on which estimate answers first; either way each
     // model is loaded once, and its whole batch finishes before the other model's.
     const loaded = loads.messages.map((l) => l.model);

@@ -194,7 +194,7 @@ describe('bus transport', () => {
     assert.deepEqual(seen.map((e) => e.seq), seen.map((_e, i) => i));
     const after = await watchBus<StreamEvent>(nc, 'test.stream.alive');
     await new Promise((done) => setTimeout(done, 300));
-    after.stop();
+    await after.stop();
     assert.deepEqual(after.messages, [], 'the finish stopped the keep-alives');
   });
 

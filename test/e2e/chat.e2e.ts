@@ -90,7 +90,7 @@ describe('chat completions e2e', () => {
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     // The observer's copy of the last event may land just after the gateway answered.
     await waitFor(() => seen.at(-1)?.type === 'finish', 2_000);
-    events.stop();
+    await events.stop();
     assert.equal(result.choices[0]?.message.content, chat.expected.text);
     assert.deepEqual(seen.map((e) => e.seq), seen.map((_, i) => i));
     assert.equal(seen[0]?.type, 'start');
@@ -250,7 +250,7 @@ describe('chat completions e2e', () => {
     }
     assert.equal(received, 3);
     await waitFor(() => finishes().length > 0, 5_000);
-    events.stop();
+    await events.stop();
     assert.equal(finishes()[0]?.reason, 'cancelled');
     assert.ok((finishes()[0]?.usage.completionTokens ?? 900) < 900, 'generation stopped early');
   });

@@ -109,7 +109,7 @@ describe('faults e2e', () => {
     const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: [{ role: 'user', content: 'x'.repeat(1_500_000) }] });
     const body = (await response.json()) as { error?: { type: string; message: string } };
     report(t, '1.5 MB run of one character', `${response.status} ${body.error?.message.slice(0, 60)}`, performance.now() - started);
-    downs.stop();
+    await downs.stop();
     assert.equal(response.status, 400, JSON.stringify(body));
     assert.match(body.error?.message ?? '', /the prompt is at least \d+ tokens but cortex-chat has a context of 512/);
     assert.deepEqual(downs.messages, [], 'no worker was declared down meanwhile');
@@ -121,7 +121,7 @@ describe('faults e2e', () => {
     const response = await postJson(`${stack.baseUrl}/v1/messages/count_tokens`, { model: 'cortex-chat', messages: [{ role: 'user', content: 'x'.repeat(1_500_000) }] });
     const body = (await response.json()) as { input_tokens?: number };
     report(t, 'count_tokens, 1.5 MB run of one character', `${response.status} input_tokens ${body.input_tokens}`, performance.now() - started);
-    downs.stop();
+    await downs.stop();
     assert.equal(response.status, 200, JSON.stringify(body));
     assert.ok((body.input_tokens ?? 0) >= 512, `input_tokens ${body.input_tokens} is at least the context`);
     assert.deepEqual(downs.messages, [], 'no worker was declared down meanwhile');
@@ -243,10 +243,10 @@ describe('faults e2e', () => {
       const events = await watchBus<StreamEvent>(stack.nc, streamSubject(runId));
       worker.kill('SIGCONT');
       await waitFor(() => events.messages.some((e) => e.type === 'finish' && e.reason === 'cancelled'), 10_000);
-      events.stop();
+      await events.stop();
       report(t, 'worker SIGSTOP after the first token', `${error?.message}; worker cancelled`, ms);
     } finally {
-      cancels.stop();
+      await cancels.stop();
       worker.kill('SIGCONT');
     }
   });
@@ -278,7 +278,7 @@ describe('faults e2e', () => {
       ]);
       report(t, 'gateway SIGKILL mid-stream', `client: ${error.message} after ${Math.round(dropMs)} ms; worker stopped the stream after ${Math.round(stopMs)} ms; a new gateway answered after ${Math.round(backMs)} ms`, stopMs);
     } finally {
-      streams.stop();
+      await streams.stop();
     }
   });
 
@@ -365,7 +365,7 @@ describe('faults e2e - before the first worker', () => {
     const stream = client.chat.completions.create({ model: 'cortex-chat', messages: user, stream: true });
     // The router has answered "no worker" at least once: only now does the first worker start.
     await waitFor(() => places.messages.length > 0, 10_000);
-    places.stop();
+    await places.stop();
     stack.spawnService('worker');
     let text = '';
     for await (const chunk of await stream) text += chunk.choices[0]?.delta.content ?? '';

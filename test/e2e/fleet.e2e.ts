@@ -40,7 +40,7 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
     await waitFor(async () => (await modelsOn(stack, 'w1')).length === 2, 3_000);
     await client.chat.completions.create({ model: 'cortex-tools', messages: user });
     await waitFor(() => unloads.messages.length >= 1, 3_000);
-    unloads.stop();
+    await unloads.stop();
     assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]), [['cortex-reasoning', 'lru']], stack.logs());
     await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat,cortex-tools', 3_000);
   });
@@ -48,7 +48,7 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
   it('fleet - a model unused past its idle_ttl is unloaded', async () => {
     const unloads = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
     await waitFor(() => unloads.messages.some((e) => e.model === 'cortex-tools'), 8_000);
-    unloads.stop();
+    await unloads.stop();
     assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]), [['cortex-tools', 'idle']]);
     assert.deepEqual(await modelsOn(stack, 'w1'), ['cortex-chat'], 'models without a TTL stay');
   });
@@ -60,7 +60,7 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
     const result = await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 2 });
     assert.equal(result.choices[0]?.message.content, 'Round and round');
     await waitFor(() => unloads.messages.length >= 2, 3_000);
-    unloads.stop();
+    await unloads.stop();
     assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]).sort(), [['cortex-chat', 'lru'], ['cortex-reasoning', 'lru']], stack.logs());
     await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-loop', 3_000);
   });
@@ -92,7 +92,7 @@ describe('fleet e2e - priority eviction and pinning', () => {
     await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     await client.chat.completions.create({ model: 'cortex-tools', messages: user });
     await waitFor(() => unloads.messages.length >= 1, 3_000);
-    unloads.stop();
+    await unloads.stop();
     assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]), [['cortex-reasoning', 'priority']]);
     await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat,cortex-tools', 3_000);
   });
@@ -138,7 +138,7 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
     const results = await Promise.all(Array.from({ length: 50 }, () => client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 2 })));
     assert.ok(results.every((r) => r.choices[0]?.message.content === 'Round and round'));
     await new Promise((done) => setTimeout(done, 500));
-    loads.stop();
+    await loads.stop();
     assert.equal(loads.messages.length, 1, `loads: ${JSON.stringify(loads.messages)}`);
     const placers = new Set(
       stack.logs().split('\n').filter((line) => line.includes('"placed cortex-loop')).map((line) => (JSON.parse(line) as { pid: number }).pid),
@@ -152,7 +152,7 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
     const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     await waitFor(() => loads.messages.length === 1, 3_000);
-    loads.stop();
+    await loads.stop();
     assert.deepEqual(loads.messages.map((l) => [l.model, l.workerId]), [['cortex-chat', 'w2']]);
   });
 });
@@ -202,8 +202,8 @@ describe('fleet e2e - failover', () => {
     assert.ok(results.every((result) => result.choices[0]?.message.content === 'Hello from a tiny model.'));
     assert.match(stack.logs(), new RegExp(`worker ${holder} failed before the first token`));
     await waitFor(() => downs.messages.some((d) => d.workerId === holder), 10_000);
-    downs.stop();
-    loads.stop();
+    await downs.stop();
+    await loads.stop();
     const chatLoads = loads.messages.filter((load) => load.model === 'cortex-chat');
     assert.equal(chatLoads.length, 1, `loads of cortex-chat: ${JSON.stringify(chatLoads)}`);
     assert.notEqual(chatLoads[0]?.workerId, holder);
@@ -215,7 +215,7 @@ describe('fleet e2e - failover', () => {
     const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
     await waitFor(() => loads.messages.some((load) => load.model === 'cortex-loop'), 10_000);
-    loads.stop();
+    await loads.stop();
     const holder = loads.messages.find((load) => load.model === 'cortex-loop')?.workerId ?? assert.fail('cortex-loop was loaded');
     let chunks = 0;
     await assert.rejects(async () => {
@@ -250,7 +250,7 @@ describe('fleet e2e - defragmentation', () => {
       });
     }
     await waitFor(() => defrags.messages.length === 1, 10_000);
-    defrags.stop();
+    await defrags.stop();
     const [defrag] = defrags.messages;
     assert.deepEqual(defrag && { workerId: defrag.workerId, cycles: defrag.cycles, dropped: defrag.dropped }, { workerId: 'w1', cycles: 2, dropped: ['cortex-chat'] });
     await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat', 10_000);

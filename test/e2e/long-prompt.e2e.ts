@@ -79,7 +79,7 @@ describe('long prompt e2e', () => {
           `request went on evaluating its ${longPrompt}-token prompt past the ${prefixTokens} tokens the two share`,
       );
     } finally {
-      events.stop();
+      await events.stop();
     }
   });
 

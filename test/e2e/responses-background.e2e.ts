@@ -83,7 +83,7 @@ describe('responses background e2e', () => {
     assert.equal(done.background, true);
     // The gateway that started it counts it like any request, with its usage.
     await waitFor(() => finished.messages.length > 0, 10_000);
-    finished.stop();
+    await finished.stop();
     assert.equal(finished.messages[0]?.finishReason, 'stop');
     assert.equal(finished.messages[0]?.usage?.completionTokens, chat.completionTokens);
     assert.equal((await client.responses.retrieve(created.id)).output_text, chat.expected.text);
@@ -165,7 +165,7 @@ describe('responses background e2e', () => {
     const created = (await client.responses.create({ model: 'cortex-loop', input: 'Go on forever.', background: true, max_output_tokens: 3500 })) as unknown as Resource;
     await until(created.id, (r) => r.status === 'in_progress' && r.output.length > 0);
     const cancelled = (await client.responses.cancel(created.id)) as unknown as Resource;
-    events.stop();
+    await events.stop();
     assert.equal(cancelled.status, 'cancelled');
     valid(cancelled);
     // The worker stopped the generation itself: its finish says cancelled, well short of the limit.
@@ -192,7 +192,7 @@ describe('responses background e2e', () => {
     const whileDown = events.messages.length;
     stack.spawnService('gateway');
     await waitFor(async () => (await fetch(`${stack.baseUrl}/v1/models`).catch(() => null))?.ok === true, 60_000);
-    events.stop();
+    await events.stop();
     // Events kept coming while no gateway was up, so the run was still in flight when it died.
     assert.ok(events.messages.length > whileDown, 'the worker kept publishing after the gateway died');
     assert.ok(!events.messages.slice(0, whileDown).some((event) => event.type === 'finish'), 'the run had not finished when the gateway died');

@@ -37,7 +37,7 @@ describe('responses compact e2e', () => {
     const history = [user('Plan a picnic.'), assistant('Bring bread.'), user('And drinks?'), assistant('Lemonade.'), user('Which park?')];
     const streams = await watchBus<{ type: string }>(stack.nc, Subjects.streamsAll);
     const compacted = await client.responses.compact({ model: 'cortex-chat', input: history as never, instructions: 'Be brief.' });
-    streams.stop();
+    await streams.stop();
     assert.equal(schema.check('CompactResource', compacted), null);
     assert.equal(compacted.object, 'response.compaction');
     // A real generation ran: its events crossed the bus from a worker, and usage counts both sides.
@@ -85,7 +85,7 @@ describe('responses compact e2e', () => {
   it('responses compact e2e - the summarisation prompt is the older conversation followed by the documented prompt', async () => {
     const generates = await watchBus<{ request: { messages: Array<{ role: string; content: string }> } }>(stack.nc, 'llm.worker.v1.*.generate');
     await client.responses.compact({ model: 'cortex-chat', input: [user('One.'), assistant('Two.'), user('Three.')] as never });
-    generates.stop();
+    await generates.stop();
     const prompt = generates.messages.at(-1)?.request.messages;
     assert.deepEqual(prompt, [
       { role: 'user', content: 'One.' },

@@ -155,7 +155,7 @@ describe('responses websocket e2e', () => {
     const generates = await watchBus<GenerateCommand>(stack.nc, Subjects.workerGenerate.replace(WORKER_ID_TOKEN, '*'));
     const socket = open();
     const turn = checkTurn(await socket.turn({ model: 'cortex-chat', input: [...window, message('user', 'Thanks.')] }));
-    generates.stop();
+    await generates.stop();
     assert.equal(turn.text, chat.expected.text);
     // The worker got the summary (as the model wrote it) where the older turns were, then the kept and the new turn.
     const messages = generates.messages.at(-1)?.request.messages.map((m) => ({ role: m.role, content: m.content }));
@@ -270,7 +270,7 @@ describe('responses websocket e2e', () => {
       assert.equal(finishes()[0]?.reason, 'cancelled');
       assert.ok((finishes()[0]?.usage.completionTokens ?? 0) < 30_000);
     } finally {
-      streams.stop();
+      await streams.stop();
     }
   });
 
@@ -355,7 +355,7 @@ describe('responses websocket e2e', () => {
       assert.equal(next.text, tools.expected.afterToolResult?.text);
       again.close();
     } finally {
-      streams.stop();
+      await streams.stop();
     }
   });
 });

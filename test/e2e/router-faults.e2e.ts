@@ -71,7 +71,7 @@ describe('router faults e2e - a worker killed while it loads', () => {
     const victim = await killed;
     assert.ok(result.choices[0]?.message.content, 'the client got its answer');
     await waitFor(() => loads.messages.some((l) => l.model === 'cortex-loop'), 5_000);
-    loads.stop();
+    await loads.stop();
     assert.deepEqual(
       loads.messages.filter((l) => l.model === 'cortex-loop').map((l) => l.workerId),
       [victim === 'w1' ? 'w2' : 'w1'],
@@ -162,7 +162,7 @@ describe('router faults e2e - a router killed while it places a cold request', (
       assert.ok(['stop', 'length', 'tool_calls'].includes(result.choices[0]?.finish_reason ?? ''), 'the client got its answer');
     } finally {
       worker.kill('SIGCONT');
-      downs.stop();
+      await downs.stop();
     }
   });
 
@@ -186,7 +186,7 @@ describe('router faults e2e - a router killed while it places a cold request', (
       assert.deepEqual(((await unloading) as { unloaded: string[] }).unloaded, ['w1']);
     } finally {
       worker.kill('SIGCONT');
-      downs.stop();
+      await downs.stop();
     }
   });
 });

@@ -39,7 +39,7 @@ describe('worker lifecycle e2e', () => {
     const result = await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     assert.equal(result.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text);
     await waitFor(() => progress.some((p) => p.fraction === 1), 2_000);
-    events.stop();
+    await events.stop();
     assert.ok(progress.every((p) => p.model === 'cortex-chat' && p.workerId === 'w1'));
     assert.deepEqual(progress.map((p) => p.fraction), [...progress.map((p) => p.fraction)].sort((a, b) => a - b));
   });
@@ -96,8 +96,8 @@ describe('worker lifecycle e2e', () => {
     await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { runId: running, reason: 'test over' });
     // The slot is free again only once the running one has ended; the next test needs it.
     await waitFor(() => first.messages.some((e) => e.type === 'finish' || e.type === 'error'), 20_000);
-    first.stop();
-    events.stop();
+    await first.stop();
+    await events.stop();
     assert.equal(errors()[0]?.error.code, 'cancelled');
     assert.equal(errors()[0]?.error.message, 'client went away');
   });
@@ -113,7 +113,7 @@ describe('worker lifecycle e2e', () => {
     assert.ok(gateway);
     gateway.kill('SIGKILL');
     await waitFor(() => finishes().length > 0, 20_000);
-    events.stop();
+    await events.stop();
     assert.equal(finishes()[0]?.reason, 'cancelled');
     assert.ok((finishes()[0]?.usage.completionTokens ?? 0) < 30_000);
     assert.match(stack.logs(), /no gateway is reading it any more; cancelling/);

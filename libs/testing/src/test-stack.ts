@@ -200,9 +200,15 @@ export function storiesAvailable(): boolean {
 }
 
 /** Collects the JSON messages on `subject` (wildcards allowed) from now on, for tests that watch the bus. */
-export async function watchBus<T>(nc: NatsConnection, subject: string): Promise<{ messages: T[]; stop: () => void }> {
+export async function watchBus<T>(nc: NatsConnection, subject: string): Promise<{ messages: T[]; stop: () => Promise<void> }> {
   const messages: T[] = [];
   const sub = nc.subscribe(subject, { callback: (_error, msg) => void messages.push(msg.json<T>()) });
   await nc.flush();
-  return { messages, stop: () => sub.unsubscribe() };
+  // Messages the server sent before the flush's pong are read before it resolves: another
+  // connection may have seen an event (and the client its answer) before this one read it.
+  const stop = async () => {
+    await nc.flush().catch(() => undefined);
+    sub.unsubscribe();
+  };
+  return { messages, stop };
 }
