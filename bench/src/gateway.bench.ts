@@ -1,6 +1,6 @@
 /**
  * `npm run bench:gateway`: what a user feels. A streamed chat completion through the whole stack
- * (HTTP → translator → router → worker → NATS → gateway → SSE), timed by the client on the socket,
+ * (HTTP → decode → placement → worker → NATS → gateway → SSE), timed by the client on the socket,
  * against node-llama-cpp's raw `sequence.evaluate` loop in this process on the same model file,
  * threads and context; runs alternate so drift hits both alike. Time to first token is split by hop
  * with the timings the services report in their request-finished event.
@@ -92,13 +92,13 @@ async function main(): Promise<void> {
     log(`split by hop, medians of ${split.length} runs (ms; the services' own timings from each request-finished event):`);
     const gatewayTotal = (h: (typeof split)[number]): number =>
       h.hops.parseMs + h.hops.decodeMs + placeWait(h) + h.hops.generateMs + h.hops.firstEventMs + h.hops.writeMs;
-    // The router is asked while the translator decodes: only the wait beyond decoding is on the path.
+    // A chat body decodes in the gateway; a placement is reused while only one worker holds the model,
+    // else asked of the router (for Responses, while the translator decodes).
     const placeWait = (h: (typeof split)[number]): number => h.hops.placeMs ?? h.event.placeMs ?? 0;
     row('client ↔ gateway sockets (client TTFT − gateway total)', split.map((h) => h.client - gatewayTotal(h)));
     row('gateway: HTTP parse, access checks', split.map((h) => h.hops.parseMs));
-    row('translator: decode round trip', split.map((h) => h.hops.decodeMs));
-    row('router: placement, wait beyond decode', split.map(placeWait));
-    row('  (router round trip, in parallel with decode)', split.map((h) => h.event.placeMs ?? 0));
+    row('gateway: decode the body', split.map((h) => h.hops.decodeMs));
+    row('placement (reused, or the router\'s round trip)', split.map(placeWait));
     row('worker: generate hand-off (sent → accepted)', split.map((h) => h.hops.generateMs));
     row('worker: queue (arrival → a sequence is free)', split.map((h) => h.timings.queueMs));
     row('worker: template + tokenize + prefix reuse', split.map((h) => h.timings.ttftMs - h.timings.promptMs - h.timings.queueMs));

@@ -16,7 +16,7 @@ describe('affinity e2e', () => {
   let stack: TestStack;
   let openai: OpenAI;
   let anthropic: Anthropic;
-  let finished: { messages: RequestFinishedEvent[]; stop: () => void };
+  let finished: Awaited<ReturnType<typeof watchBus<RequestFinishedEvent>>>;
 
   before(async () => {
     stack = await startStack({
@@ -116,30 +116,40 @@ describe('affinity e2e', () => {
     assert.equal(new Set(await workersOfLast(3, seen)).size, 1);
   });
 
-  it('affinity - the router is asked while the body decodes, ready-only: one ask places a ready model, and a bad body never loads one', async () => {
+  it('affinity - a Responses request asks the router while the translator decodes, ready-only; a bad body never loads a model', async () => {
     const asks = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
     try {
-      const reply = await openai.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi.' }], max_tokens: 4 }, { headers: { 'x-session-id': 'ready-only' } });
-      assert.ok(reply.choices[0]);
-      await waitFor(() => asks.messages.length >= 1, 2_000);
+      const reply = await openai.responses.create({ model: 'cortex-chat', input: 'Hi.', prompt_cache_key: 'ready-only' });
+      assert.equal(reply.status, 'completed');
+      await asks.stop();
       assert.deepEqual(
         asks.messages.map((ask) => ({ model: ask.model, affinity: ask.affinity, readyOnly: ask.readyOnly })),
-        [{ model: 'cortex-chat', affinity: 'session:ready-only', readyOnly: true }],
+        [{ model: 'cortex-chat', affinity: 'pck:ready-only', readyOnly: true }],
         'a model ready on a worker is placed by the ask sent while decoding, and by no other',
       );
-      asks.messages.length = 0;
+    } finally {
+      await asks.stop();
+    }
+    const bad = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
+    try {
+      await assert.rejects(openai.responses.create({ model: 'cortex-cold', input: 7 as never, prompt_cache_key: 'cold' }), (error: InstanceType<typeof OpenAI.APIError>) => {
+        assert.equal(error.status, 400);
+        assert.match(error.message, /input/);
+        return true;
+      });
+      // Chat bodies decode in the gateway: a bad one is refused before any router hears of it.
       await assert.rejects(openai.chat.completions.create({ model: 'cortex-cold', messages: 'not a list' as never }), (error: InstanceType<typeof OpenAI.APIError>) => {
         assert.equal(error.status, 400);
         assert.match(error.message, /messages/);
         return true;
       });
-      await waitFor(() => asks.messages.length >= 1, 2_000);
-      assert.deepEqual(asks.messages.map((ask) => ask.readyOnly), [true], 'only the ready-only ask went out; decoding failed before a real placement');
+      await bad.stop();
+      assert.deepEqual(bad.messages.map((ask) => ask.readyOnly), [true], 'only the Responses ready-only ask went out; decoding failed before a real placement');
       const fleet = await new BusClient(stack.nc, 5_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView });
       const cold = fleet.workers.flatMap((worker) => worker.models.filter((model) => model.id === 'cortex-cold'));
-      assert.deepEqual(cold, [], 'the invalid request started no load of the model it named');
+      assert.deepEqual(cold, [], 'the invalid requests started no load of the model they named');
     } finally {
-      await asks.stop();
+      await bad.stop();
     }
   });
 

@@ -326,6 +326,8 @@ describe('faults e2e', () => {
     report(t, 'NATS SIGKILL mid-stream', `stream: ${error?.message ?? 'ended without error'} after ${Math.round(streamMs)} ms; a new request: ${duringSaw}`, streamMs);
     report(t, 'NATS restarted', `requests work again after ${Math.round(backMs)} ms`, backMs);
     assert.ok(error, 'the stream ended with an error');
+    // Not a wait for the placement timeout: the gateway knows its bus is gone after one unanswered try.
+    assert.match(duringSaw ?? '', /^503 the gateway has lost its NATS connection/);
   });
 
   it('faults - worker killed after the first token: the stream ends with worker_lost, not at the idle timeout', async (t) => {

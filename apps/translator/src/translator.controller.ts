@@ -9,10 +9,9 @@ import {
   type DecodeRequest,
   decodeResponseId,
   Subjects,
-  type CanonicalRequest,
   type DecodedRequest,
 } from '@cortex/contracts';
-import { decodeChatRequest, decodeCompletionRequest, decodeMessagesRequest, decodeSocketTurn, decodeStoreCommand, type DecodeOptions, type ResponseResource } from '@cortex/wire';
+import { decodeBody, decodeSocketTurn, decodeStoreCommand, type DecodeOptions, type ResponseResource } from '@cortex/wire';
 import { ResponsesService, type CompactionPlan } from './responses/responses.service.js';
 import { BackgroundResponses, type BackgroundState } from './responses/responses.background.js';
 
@@ -48,20 +47,11 @@ export class TranslatorController {
   }
 
   private async decodeDialect(request: DecodeRequest): Promise<DecodedRequest & { droppedTools: string[] }> {
-    switch (request.dialect) {
-      case 'openai.chat':
-        return { request: withSession(decodeChatRequest(request.body), request.session), droppedTools: [] };
-      case 'anthropic.messages': {
-        const { request: canonical, thinking, droppedTools } = decodeMessagesRequest(request.body, this.options);
-        return { request: withSession({ ...canonical, showReasoning: thinking }, request.session), droppedTools };
-      }
-      case 'openai.completions':
-        return { request: withSession(decodeCompletionRequest(request.body), request.session), droppedTools: [] };
-      case 'openai.responses':
-        return this.responses.decode(request.body, request.session, this.options, request.socket && decodeSocketTurn(request.socket));
-      default:
-        throw new CortexError('not_found', `dialect ${String(request.dialect)} is not served by this translator`);
-    }
+    // Gateways decode these bodies themselves; this answers gateways from before that.
+    const decoded = decodeBody(request.dialect, request.body, request.session, this.options);
+    if (decoded) return decoded;
+    if (request.dialect === 'openai.responses') return this.responses.decode(request.body, request.session, this.options, request.socket && decodeSocketTurn(request.socket));
+    throw new CortexError('not_found', `dialect ${String(request.dialect)} is not served by this translator`);
   }
 
   // The Responses handlers decode their payloads like `decode` does: a bad one is `invalid_request`
@@ -99,9 +89,4 @@ export class TranslatorController {
     const { id, ...page } = decodeInputItems(payload);
     return this.responses.inputItems(id, page);
   }
-}
-
-/** A session header names the conversation before the body does. */
-function withSession(request: CanonicalRequest, session: string | undefined): CanonicalRequest {
-  return session ? { ...request, affinityKey: session } : request;
 }

@@ -177,6 +177,13 @@ export class RouterConfig {
   @IsBoolean() affinity = true;
   /** How long a conversation stays bound to its worker after its last request, in seconds. */
   @IsInt() @Min(1) affinityTtlS = 3_600;
+  /**
+   * When only one worker could serve a model (it alone holds it, ready, not being swapped out), a
+   * gateway may send further requests for that model there without asking a router, for this many
+   * milliseconds after the answer; a worker that refuses such a request sends it back through a
+   * router. 0: every request asks.
+   */
+  @IsInt() @Min(0) @Max(60_000) placementReuseMs = 5_000;
 }
 
 export class ModelConfig {

@@ -207,6 +207,7 @@ export async function watchBus<T>(nc: NatsConnection, subject: string): Promise<
   // Messages the server sent before the flush's pong are read before it resolves: another
   // connection may have seen an event (and the client its answer) before this one read it.
   const stop = async () => {
+    if (sub.isClosed()) return;
     await nc.flush().catch(() => undefined);
     sub.unsubscribe();
   };

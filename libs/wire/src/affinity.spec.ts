@@ -45,33 +45,20 @@ describe('affinity keys', () => {
     );
   });
 
-  it('affinity - the placement hint names the model and key the decoders will (the gateway asks the router with it while decoding)', () => {
-    const user = [{ role: 'user', content: 'Hi.' }];
-    const cases: Array<[string, Record<string, unknown>, string | undefined]> = [
-      ['openai.chat', { model: 'm', messages: user, prompt_cache_key: 'k1' }, decodeChatRequest({ model: 'm', messages: user, prompt_cache_key: 'k1' }).affinityKey],
-      ['openai.chat', { model: 'm', messages: user }, undefined],
-      ['openai.responses', { model: 'm', input: 'Hi.', prompt_cache_key: 'k2' }, decodeResponsesRequest({ model: 'm', input: 'Hi.', prompt_cache_key: 'k2' }).request.affinityKey],
-      ['openai.responses', { model: 'm', input: 'Hi.', previous_response_id: 'resp_1', prompt_cache_key: 'k3' }, 'pck:k3'],
-      [
-        'anthropic.messages',
-        { model: 'm', max_tokens: 8, messages: user, metadata: { user_id: '{"session_id":"s-1"}' } },
-        decodeMessagesRequest({ model: 'm', max_tokens: 8, messages: user, metadata: { user_id: '{"session_id":"s-1"}' } }).request.affinityKey,
-      ],
-      ['openai.completions', { model: 'm', prompt: 'Hi', prompt_cache_key: 'ignored' }, undefined],
-    ];
-    for (const [dialect, body, key] of cases) {
-      assert.deepEqual(placementHint(dialect, body, undefined), key ? { model: 'm', affinity: key } : { model: 'm' }, dialect);
+  it('affinity - the placement hint names the model and key the Responses decoder will (the gateway asks the router with it while decoding)', () => {
+    for (const body of [{ model: 'm', input: 'Hi.', prompt_cache_key: 'k2' }, { model: 'm', input: 'Hi.', previous_response_id: 'resp_1', prompt_cache_key: 'k3' }]) {
+      assert.deepEqual(placementHint(body, undefined), { model: 'm', affinity: decodeResponsesRequest(body).request.affinityKey });
     }
     // A session header names the conversation before anything in the body (as the translator decides).
-    assert.deepEqual(placementHint('anthropic.messages', cases[4]?.[1], 'session:h'), { model: 'm', affinity: 'session:h' });
+    assert.deepEqual(placementHint({ model: 'm', input: 'Hi.', prompt_cache_key: 'k2' }, 'session:h'), { model: 'm', affinity: 'session:h' });
   });
 
   it('affinity - no placement hint when the translator keys the request by stored state, or the body names no model', () => {
     // Responses without a session or cache key are keyed by their chain (resp:<first id>) or conversation.
-    assert.equal(placementHint('openai.responses', { model: 'm', input: 'Hi.' }, undefined), null);
-    assert.equal(placementHint('openai.responses', { model: 'm', previous_response_id: 'resp_1' }, undefined), null);
-    assert.equal(placementHint('openai.responses', { model: 'm', conversation: 'conv_1', input: 'Hi.' }, undefined), null);
-    assert.deepEqual(placementHint('openai.responses', { model: 'm', previous_response_id: 'resp_1' }, 'session:s'), { model: 'm', affinity: 'session:s' });
-    for (const body of [{ messages: [] }, { model: '' }, { model: 7 }, [], null, 'text']) assert.equal(placementHint('openai.chat', body, undefined), null);
+    assert.equal(placementHint({ model: 'm', input: 'Hi.' }, undefined), null);
+    assert.equal(placementHint({ model: 'm', previous_response_id: 'resp_1' }, undefined), null);
+    assert.equal(placementHint({ model: 'm', conversation: 'conv_1', input: 'Hi.' }, undefined), null);
+    assert.deepEqual(placementHint({ model: 'm', previous_response_id: 'resp_1' }, 'session:s'), { model: 'm', affinity: 'session:s' });
+    for (const body of [{ input: 'Hi.', prompt_cache_key: 'k' }, { model: '' }, { model: 7 }, [], null, 'text']) assert.equal(placementHint(body, 'session:s'), null);
   });
 });

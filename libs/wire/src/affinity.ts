@@ -51,33 +51,17 @@ export interface PlacementHint {
 }
 
 /**
- * The model a body names and the affinity key its decoded request will carry, read without decoding
- * it, so the gateway can ask the router while the translator decodes. A guess the gateway checks: it
- * keeps the answer only when the decoded request names the same model and key. Null when the body
- * names no model, and for a Responses request without a session or cache key: the translator keys
- * those by the response chain (`resp:<id>` of its first response, or the conversation), which the
- * body does not show.
+ * The model a Responses body names and the affinity key its decoded request will carry, read without
+ * decoding it, so the gateway can ask the router while the translator decodes (the other dialects'
+ * bodies decode in the gateway). A guess the gateway checks: it keeps the answer only when the decoded
+ * request names the same model and key. Null when the body names no model, and without a session or
+ * cache key: the translator keys those by the response chain (`resp:<id>` of its first response, or
+ * the conversation), which the body does not show.
  */
-export function placementHint(dialect: string, body: unknown, session: string | undefined): PlacementHint | null {
+export function placementHint(body: unknown, session: string | undefined): PlacementHint | null {
   if (!isObject(body) || typeof body.model !== 'string' || body.model === '') return null;
-  const model = body.model;
-  if (session) return { model, affinity: session };
-  switch (dialect) {
-    case 'anthropic.messages':
-      return hint(model, sessionFromAnthropicUserId(isObject(body.metadata) ? body.metadata.user_id : undefined));
-    case 'openai.chat':
-      return hint(model, cacheKeyOf(body));
-    case 'openai.responses': {
-      const key = cacheKeyOf(body);
-      return key ? { model, affinity: key } : null;
-    }
-    default:
-      return { model };
-  }
-}
-
-function hint(model: string, affinity: string | undefined): PlacementHint {
-  return affinity ? { model, affinity } : { model };
+  const affinity = session ?? cacheKeyOf(body);
+  return affinity ? { model: body.model, affinity } : null;
 }
 
 function cacheKeyOf(body: Record<string, unknown>): string | undefined {

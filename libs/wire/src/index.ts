@@ -7,3 +7,4 @@ export * from './anthropic/messages.codec.js';
 export * from './responses/responses.codec.js';
 export * from './affinity.js';
 export * from './hosted-tools.js';
+export * from './decode-body.js';

@@ -27,7 +27,7 @@ import {
   decodeGenerateAccepted,
   decodeTokenCount,
 } from '@cortex/contracts';
-import { placementHint } from '@cortex/wire';
+import { decodeBody, placementHint } from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
 import { MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
 import type { RunServices } from './run-services.js';
@@ -75,13 +75,22 @@ export class InferenceRun {
   }
 
   /**
-   * Decodes the body in the translator service; `session` is a session header's affinity key, `socket`
-   * what a Responses WebSocket turn adds (see DecodeRequest.socket). Unless `placeEarly` is false, the
-   * router is asked at the same time (see PlacementClient.askEarly).
+   * Decodes the body: here for the dialects whose bodies decode alone (chat, messages, completions),
+   * else in the translator service, which holds the Responses API's stored state. `session` is a
+   * session header's affinity key, `socket` what a Responses WebSocket turn adds (see
+   * DecodeRequest.socket). Unless `placeEarly` is false, the router is asked while the translator
+   * decodes (see PlacementClient.askEarly).
    */
   async decode(body: unknown, session?: string, socket?: object, placeEarly = true): Promise<CanonicalRequest> {
     const started = performance.now();
-    const hint = placeEarly ? placementHint(this.dialect, body, session) : null;
+    const local = decodeBody(this.dialect, body, session, { hostedTools: this.service.config.gateway.hostedTools });
+    if (local) {
+      if (local.droppedTools.length > 0) this.service.logger.log({ msg: `dropped tools the model cannot run: ${local.droppedTools.join(', ')}`, requestId: this.requestId, dialect: this.dialect });
+      this.request = local.request;
+      this.hops.decodeMs = performance.now() - started;
+      return local.request;
+    }
+    const hint = placeEarly ? placementHint(body, session) : null;
     this.early = hint && this.service.placer.askEarly(hint, this.requestId);
     const decoded = await this.service.bus.request(
       Subjects.translatorDecode,
@@ -125,6 +134,7 @@ export class InferenceRun {
         // A worker that is alive but late (idle timeout) must not keep generating for nobody.
         if (reader) this.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`);
         if (!(error instanceof CortexError) || this.stopped.signal.aborted) throw error;
+        if (error.code === 'model_not_ready' || RETRYABLE.has(error.code)) this.service.placer.forget(workerId);
         // The worker is fine but its model just went (swapped out between placement and generate):
         // the router knows by now, so ask again without holding it against the worker.
         if (error.code === 'model_not_ready' && replaced < MAX_REPLACEMENTS) {
@@ -147,9 +157,17 @@ export class InferenceRun {
    * without the conversation's affinity: counting does not move a conversation to another worker.
    */
   async countTokens(): Promise<TokenCount> {
-    const workerId = await this.placeOrWait([]);
-    const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
-    return this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
+    for (let replaced = 0; ; replaced++) {
+      const workerId = await this.placeOrWait([]);
+      const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
+      try {
+        return await this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
+      } catch (error) {
+        // Its model just went (a reused placement can be a moment behind): ask the router again.
+        if (!(error instanceof CortexError) || error.code !== 'model_not_ready' || replaced >= MAX_REPLACEMENTS) throw error;
+        this.service.placer.forget(workerId);
+      }
+    }
   }
 
   /** Places a request that has no translated body (embeddings, rerank) on a worker holding `model`, of `kind`; waits for a cold load. */

@@ -45,7 +45,10 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     @Inject(CONFIG) readonly config: CortexConfig,
   ) {
     this.events = new EventPublisher(bus.nc);
-    this.workerEvents = new WorkerEvents(bus, this.logger, (workerId) => void this.endStreamsOf(workerId));
+    this.workerEvents = new WorkerEvents(bus, this.logger, (workerId) => {
+      this.placer.forget(workerId);
+      void this.endStreamsOf(workerId);
+    });
     this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher));
     for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.models.set(name, model);
   }

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { BusClient } from '@cortex/bus';
+import { isBusConnected, type BusClient } from '@cortex/bus';
 import type { GatewayConfig } from '@cortex/config';
 import { CortexError, decodePlacement, Subjects, type LoadProgress, type ModelKind, type Placement, type PlaceRequest } from '@cortex/contracts';
 import type { PlacementHint } from '@cortex/wire';
@@ -35,8 +35,18 @@ export interface EarlyPlacement extends PlacementHint {
   placed: Promise<Placed | null>;
 }
 
-/** The gateway's side of placement: asking the router queue group, and waiting for a first worker. */
+/** At most this many reusable answers are kept (one per model, kind and conversation); the oldest go first. */
+const MAX_REUSABLE = 4_096;
+
+/**
+ * The gateway's side of placement: asking the router queue group, waiting for a first worker, and
+ * reusing for a moment an answer the router marked reusable (`Placement.reuseMs`: only one worker
+ * could serve the model).
+ */
 export class PlacementClient {
+  /** Reusable answers by model, kind and conversation, with the time (performance.now) they lapse. */
+  private readonly reusable = new Map<string, { placement: Placement; until: number }>();
+
   constructor(
     private readonly bus: BusClient,
     private readonly config: Pick<GatewayConfig, 'placementTimeoutMs' | 'workerWaitMs'>,
@@ -49,6 +59,33 @@ export class PlacementClient {
    * `gateway.worker_wait_ms`, or until the client goes) for a worker-up event, then asks again.
    */
   async place(ask: PlaceAsk, early: EarlyPlacement | null = null): Promise<Placed> {
+    // A retry that excludes workers always asks: the answer it would reuse is the one that failed.
+    const key = ask.exclude.length === 0 ? `${ask.kind ?? 'chat'}\n${ask.model}\n${ask.affinity ?? ''}` : null;
+    const reused = key === null ? undefined : this.reusable.get(key);
+    if (reused && reused.until > performance.now()) return { placement: reused.placement, ms: 0 };
+    if (reused && key !== null) this.reusable.delete(key);
+    const placed = await this.ask(ask, early);
+    const { reuseMs } = placed.placement;
+    if (key !== null && reuseMs) this.keep(key, { placement: { ...placed.placement, coldStart: false }, until: performance.now() + reuseMs });
+    return placed;
+  }
+
+  /** Reusable answers that name this worker are dropped: it refused or failed a request, or went down. */
+  forget(workerId: string): void {
+    for (const [key, { placement }] of this.reusable) if (placement.workerId === workerId) this.reusable.delete(key);
+  }
+
+  private keep(key: string, entry: { placement: Placement; until: number }): void {
+    this.reusable.delete(key);
+    if (this.reusable.size >= MAX_REUSABLE) {
+      const now = performance.now();
+      for (const [old, { until }] of this.reusable) if (until <= now) this.reusable.delete(old);
+      if (this.reusable.size >= MAX_REUSABLE) this.reusable.delete(this.reusable.keys().next().value as string);
+    }
+    this.reusable.set(key, entry);
+  }
+
+  private async ask(ask: PlaceAsk, early: EarlyPlacement | null): Promise<Placed> {
     // The early answer serves a first placement of the same model and conversation.
     const fits = early && ask.exclude.length === 0 && early.model === ask.model && early.affinity === ask.affinity;
     const placed = fits ? await untilAborted(early.placed, ask.signal) : null;
@@ -119,6 +156,10 @@ export class PlacementClient {
         // that answers with an error (its own `timeout` included) has answered.
         const unanswered = error instanceof CortexError && error.code === 'timeout' && error.cause !== undefined;
         if (!unanswered || ask.signal.aborted) throw error;
+        // No router can hear the next try either until NATS is back: say so now, not at the deadline.
+        if (!isBusConnected(this.bus.nc)) {
+          throw new CortexError('service_unavailable', `the gateway has lost its NATS connection and is reconnecting; ${Subjects.routerPlace} went unanswered: try again shortly`, { retryAfter: 1, cause: error });
+        }
         if (Date.now() >= deadline) throw new CortexError('timeout', `${Subjects.routerPlace} did not answer within ${placementTimeoutMs} ms`, { cause: error });
       }
     }

@@ -37,6 +37,7 @@ export class RetrievalService {
           return result;
         } catch (error) {
           if (!(error instanceof CortexError) || closed.aborted) throw error;
+          if (error.code === 'model_not_ready' || RETRYABLE.has(error.code)) this.inference.placer.forget(workerId);
           if (error.code === 'model_not_ready' && replaced++ < MAX_REPLACEMENTS) continue;
           if (exclude.length > 0 || !RETRYABLE.has(error.code)) throw error;
           this.inference.logger.warn({ msg: `worker ${workerId} failed (${error.message}); placing the request again`, requestId });

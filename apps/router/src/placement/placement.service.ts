@@ -67,10 +67,17 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     const affineWorker = affinity ? this.affinity.workerFor(affinity, model.id) : undefined;
     const decision = this.loads.decide({ model, exclude, affineWorker });
     if (decision.kind !== 'serve' && options.readyOnly) throw new CortexError('model_not_ready', `${model.id} is not ready on any worker`);
-    const placement = decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false } : await this.loads.waitForLoad(model, exclude, options.admitted ?? false);
+    const placement: Placement =
+      decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false, ...this.reuse(decision.sole) } : await this.loads.waitForLoad(model, exclude, options.admitted ?? false);
     this.fleet.touch(placement.workerId, model.id);
     if (affinity) this.affinity.remember(affinity, model.id, placement.workerId);
     return placement;
+  }
+
+  /** The gateway may reuse an answer no other worker could have changed (see `soleServer`). */
+  private reuse(sole: boolean): Pick<Placement, 'reuseMs'> {
+    const reuseMs = this.config.router.placementReuseMs;
+    return sole && reuseMs > 0 ? { reuseMs } : {};
   }
 
   /** Models unused for longer than their idle TTL go, unless pinned or busy. */

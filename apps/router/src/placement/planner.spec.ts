@@ -15,7 +15,7 @@ interface Case {
   question?: Partial<PlaceQuestion> & { id?: string; priority?: number; workers?: string[] };
   context?: Partial<PlanContext> & { policies?: Record<string, Partial<ModelPolicy>> };
   /** The decision's kind and the fields to check (victims by id). */
-  expect: { kind?: Decision['kind']; workerId?: string; victims?: string[]; closeUntil?: number };
+  expect: { kind?: Decision['kind']; workerId?: string; sole?: boolean; victims?: string[]; closeUntil?: number };
 }
 
 function run(c: Case): Decision {
@@ -48,6 +48,13 @@ const cases: Case[] = [
   { title: 'ready - the least loaded worker serves', fleet: [w('a', 0, [m('new', { inFlight: 2 })]), w('b', 0, [m('new', { queued: 1 })])], expect: { kind: 'serve', workerId: 'b' } },
   { title: 'ready - equally loaded workers take turns (turn 0)', fleet: [w('a', 0, [m('new')]), w('b', 0, [m('new')])], expect: { kind: 'serve', workerId: 'a' } },
   { title: 'ready - equally loaded workers take turns (turn 1)', fleet: [w('a', 0, [m('new')]), w('b', 0, [m('new')])], context: { turn: 1 }, expect: { kind: 'serve', workerId: 'b' } },
+  // Sole: the only worker that could serve the model, whatever the request; its answer may be reused.
+  { title: 'sole - one worker with the model ready, others without it', fleet: [w('a', 0, [m('new', { inFlight: 3 })]), w('b', 10, [m('other')])], expect: { kind: 'serve', workerId: 'a', sole: true } },
+  { title: 'sole - not when two workers have it ready', fleet: [w('a', 0, [m('new')]), w('b', 0, [m('new', { inFlight: 1 })])], expect: { kind: 'serve', workerId: 'a', sole: false } },
+  { title: 'sole - not while another copy loads', fleet: [w('a', 0, [m('new')]), w('b', 10, [m('new', { state: 'loading' })])], expect: { kind: 'serve', workerId: 'a', sole: false } },
+  { title: 'sole - not in a swap hold', fleet: [w('a', 0, [m('new', { closingUntil: NOW + 1 })])], expect: { kind: 'serve', workerId: 'a', sole: false } },
+  { title: 'sole - not on a retry that excludes workers', fleet: [w('a', 0, [m('new')]), w('b', 0)], question: { exclude: ['b'] }, expect: { kind: 'serve', workerId: 'a', sole: false } },
+  { title: 'sole - the conversation’s worker, when it is the only one', fleet: [w('a', 0, [m('new', { inFlight: 1 })])], question: { affineWorker: 'a' }, expect: { kind: 'serve', workerId: 'a', sole: true } },
   { title: 'ready - an excluded worker is not used again', fleet: [w('a', 0, [m('new')]), w('b', 0, [m('new', { inFlight: 3 })])], question: { exclude: ['a'] }, expect: { kind: 'serve', workerId: 'b' } },
   // Affinity.
   { title: 'affinity - the conversation’s worker wins over a less loaded one', fleet: [w('a', 0, [m('new', { inFlight: 1 })]), w('b', 0, [m('new')])], question: { affineWorker: 'a' }, expect: { kind: 'serve', workerId: 'a' } },

@@ -38,8 +38,11 @@ export interface PlaceQuestion {
 }
 
 export type Decision =
-  /** The model is ready there: send the request. */
-  | { kind: 'serve'; workerId: string }
+  /**
+   * The model is ready there: send the request. `sole`: no other worker holds the model and it is not
+   * closing there, so every request like this one would be sent there too (see `soleServer`).
+   */
+  | { kind: 'serve'; workerId: string; sole: boolean }
   /** The model is loading there: wait for that load. */
   | { kind: 'join'; workerId: string }
   /** Load it there after evicting these (possibly none). */
@@ -55,9 +58,10 @@ export type Decision =
 export function decide(workers: readonly WorkerState[], question: PlaceQuestion, context: PlanContext): Decision {
   const { model, exclude } = question;
   const affine = exclude.length === 0 && question.affineWorker ? affineWorker(workers, model.id, question.affineWorker, context.now) : undefined;
-  if (affine) return { kind: 'serve', workerId: affine.workerId };
+  const sole = exclude.length === 0 ? soleServer(workers, model.id) : undefined;
+  if (affine) return { kind: 'serve', workerId: affine.workerId, sole: sole === affine.workerId };
   const ready = leastLoaded(workers, model.id, 'ready', exclude, context);
-  if (ready) return { kind: 'serve', workerId: ready.workerId };
+  if (ready) return { kind: 'serve', workerId: ready.workerId, sole: sole === ready.workerId };
   // A load already under way (perhaps started by a router since restarted) is joined, not repeated.
   const loading = leastLoaded(workers, model.id, 'loading', exclude, context);
   if (loading) return { kind: 'join', workerId: loading.workerId };
@@ -65,6 +69,22 @@ export function decide(workers: readonly WorkerState[], question: PlaceQuestion,
   if (up.length === 0) return { kind: 'no_worker' };
   if (question.needed === undefined) return { kind: 'estimate' };
   return planLoad(up, model, question.needed, context);
+}
+
+/**
+ * The one worker that holds the model, ready and not closing (no swap hold set), when no other worker
+ * holds it in any state: then placement has no choice to make, for any conversation, until the fleet
+ * changes. The router lets the gateway reuse such an answer for a moment (`Placement.reuseMs`).
+ */
+export function soleServer(workers: readonly WorkerState[], modelId: string): string | undefined {
+  let found: string | undefined;
+  for (const worker of workers) {
+    const entry = worker.models.find((m) => m.id === modelId);
+    if (!entry) continue;
+    if (found !== undefined || entry.state !== 'ready' || entry.closingUntil !== undefined) return undefined;
+    found = worker.workerId;
+  }
+  return found;
 }
 
 /**

@@ -31,6 +31,7 @@ describe('reply decoders', () => {
 
   it('reply decoders - good replies come back typed and whole', () => {
     assert.deepEqual(decodePlacement({ model: 'm', workerId: 'w1', coldStart: true }), { model: 'm', workerId: 'w1', coldStart: true });
+    assert.deepEqual(decodePlacement({ model: 'm', workerId: 'w1', coldStart: false, reuseMs: 1000 }), { model: 'm', workerId: 'w1', coldStart: false, reuseMs: 1000 });
     assert.deepEqual(decodeTokenCount({ model: 'm', inputTokens: 12 }), { model: 'm', inputTokens: 12 });
     assert.deepEqual(decodeCatalogue([entry]), [entry]);
     const ping = { service: 'router', id: 'r1', host: 'h', pid: 5, uptimeS: 3, ready: true };
@@ -39,6 +40,7 @@ describe('reply decoders', () => {
 
   it('reply decoders - a bad field is named by its path', () => {
     rejects(() => decodePlacement({ model: 'm', workerId: 'w1' }), 'coldStart');
+    rejects(() => decodePlacement({ model: 'm', workerId: 'w1', coldStart: false, reuseMs: 0.5 }), 'reuseMs');
     rejects(() => decodeTokenCount({ model: 'm', inputTokens: -1 }), 'inputTokens');
     rejects(() => decodeUnloadResult({ model: 'm', workerId: 'w', cancelled: 0, reason: 'bored' }), 'reason');
     rejects(() => decodeCatalogue([entry, { ...entry, locations: [{ workerId: 'w2', state: 'gone', inFlight: 0, queued: 0 }] }]), 'catalogue[1].locations[0].state');

@@ -1,4 +1,4 @@
-import { array, boolean, fail, integer, number, object, oneOf, optionalString, string } from '../fields.js';
+import { array, boolean, fail, integer, number, object, oneOf, optionalInteger, optionalString, string } from '../fields.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 import { modelKindOf } from '../retrieval/retrieval.messages.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from '../generate/canonical-request.js';
@@ -76,7 +76,13 @@ export function decodeTokenCount(value: unknown): TokenCount {
 
 export function decodePlacement(value: unknown): Placement {
   const placement = object(value, 'placement');
-  return { model: string(placement.model, 'model'), workerId: string(placement.workerId, 'workerId'), coldStart: boolean(placement.coldStart, 'coldStart') };
+  const reuseMs = optionalInteger(placement.reuseMs, 'reuseMs', 1);
+  return {
+    model: string(placement.model, 'model'),
+    workerId: string(placement.workerId, 'workerId'),
+    coldStart: boolean(placement.coldStart, 'coldStart'),
+    ...(reuseMs !== undefined && { reuseMs }),
+  };
 }
 
 export function decodeGenerateAccepted(value: unknown): GenerateAccepted {

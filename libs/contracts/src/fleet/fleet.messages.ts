@@ -199,6 +199,12 @@ export interface Placement {
   workerId: string;
   /** True when the router had to load the model for this request. */
   coldStart: boolean;
+  /**
+   * For this many milliseconds the gateway may place the same model, kind and conversation on this
+   * worker again without asking: the router sets it only when this worker is the one that could serve
+   * the model (see the planner's `soleServer`). Absent: ask every time.
+   */
+  reuseMs?: number;
 }
 
 export interface ModelLocation {
