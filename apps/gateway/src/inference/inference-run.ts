@@ -83,7 +83,13 @@ export class InferenceRun {
    */
   async decode(body: unknown, session?: string, socket?: object, placeEarly = true): Promise<CanonicalRequest> {
     const started = performance.now();
-    const local = decodeBody(this.dialect, body, session, { hostedTools: this.service.config.gateway.hostedTools });
+    let local: ReturnType<typeof decodeBody>;
+    try {
+      local = decodeBody(this.dialect, body, session, { hostedTools: this.service.config.gateway.hostedTools });
+    } catch (error) {
+      this.service.logger.log({ msg: `rejected ${this.dialect}: ${(error as Error).message}`, requestId: this.requestId });
+      throw error;
+    }
     if (local) {
       if (local.droppedTools.length > 0) this.service.logger.log({ msg: `dropped tools the model cannot run: ${local.droppedTools.join(', ')}`, requestId: this.requestId, dialect: this.dialect });
       this.request = local.request;
@@ -163,8 +169,9 @@ export class InferenceRun {
       try {
         return await this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
       } catch (error) {
-        // Its model just went (a reused placement can be a moment behind): ask the router again.
-        if (!(error instanceof CortexError) || error.code !== 'model_not_ready' || replaced >= MAX_REPLACEMENTS) throw error;
+        // Its model just went, or the worker drains (a reused placement can be a moment behind): ask a router again.
+        const replaceable = error instanceof CortexError && (error.code === 'model_not_ready' || RETRYABLE.has(error.code));
+        if (!replaceable || replaced >= MAX_REPLACEMENTS) throw error;
         this.service.placer.forget(workerId);
       }
     }
@@ -187,7 +194,8 @@ export class InferenceRun {
     this.early = null;
     this.hops.placeMs ??= performance.now() - started;
     this.placement = placement;
-    this.placeMs = (this.placeMs ?? 0) + ms;
+    // A reused answer asked no router: the router round-trip metric only counts real asks.
+    if (ms !== null) this.placeMs = (this.placeMs ?? 0) + ms;
     return placement.workerId;
   }
 

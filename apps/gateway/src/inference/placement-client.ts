@@ -27,7 +27,8 @@ export interface PlaceAsk {
 /** A placement and the time the router took to answer it (a cold load included). */
 export interface Placed {
   placement: Placement;
-  ms: number;
+  /** Null for an answer reused without asking. */
+  ms: number | null;
 }
 
 /** A ready-only ask sent while the body decodes, and the model and key it was asked with. */
@@ -62,7 +63,8 @@ export class PlacementClient {
     // A retry that excludes workers always asks: the answer it would reuse is the one that failed.
     const key = ask.exclude.length === 0 ? `${ask.kind ?? 'chat'}\n${ask.model}\n${ask.affinity ?? ''}` : null;
     const reused = key === null ? undefined : this.reusable.get(key);
-    if (reused && reused.until > performance.now()) return { placement: reused.placement, ms: 0 };
+    // While NATS is down the worker cannot hear the request either: ask, which says so after one try.
+    if (reused && reused.until > performance.now() && isBusConnected(this.bus.nc)) return { placement: reused.placement, ms: null };
     if (reused && key !== null) this.reusable.delete(key);
     const placed = await this.ask(ask, early);
     const { reuseMs } = placed.placement;
