@@ -38,7 +38,8 @@ describe('metrics e2e', () => {
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true },
         { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 32768, slots: 2 },
       ],
-      config: { worker: { id: 'w1', heartbeat_ms: 100 }, log_level: 'info' },
+      // Every placement asks a router, so the route histogram counts each request (a reused placement is not a route).
+      config: { worker: { id: 'w1', heartbeat_ms: 100 }, router: { placement_reuse_ms: 0 }, log_level: 'info' },
     });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
