@@ -50,6 +50,12 @@ describe('placement reuse e2e', () => {
     await openai.chat.completions.create({ model: 'cortex-chat', messages: user, prompt_cache_key: 'reuse' });
     await keyed.stop();
     assert.deepEqual(keyed.messages.map((place) => place.affinity), ['pck:reuse']);
+
+    // A Responses body asks early while the translator decodes, unless an answer is there to reuse.
+    const responses = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
+    for (let turn = 0; turn < 2; turn++) assert.equal((await openai.responses.create({ model: 'cortex-chat', input: 'Say hello.', prompt_cache_key: 'reuse-responses' })).output_text, chat.expected.text);
+    await responses.stop();
+    assert.deepEqual(responses.messages.map((place) => ({ affinity: place.affinity, readyOnly: place.readyOnly })), [{ affinity: 'pck:reuse-responses', readyOnly: true }]);
   });
 
   it('placement reuse - a worker that lost the model sends the request back through a router, which loads it again', async () => {

@@ -29,7 +29,7 @@ import {
 } from '@cortex/contracts';
 import { decodeBody, placementHint } from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
-import { MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
+import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
 import type { RunServices } from './run-services.js';
 
 /** One request on its way through translator → router → worker, and back as events. */
@@ -140,7 +140,7 @@ export class InferenceRun {
         // A worker that is alive but late (idle timeout) must not keep generating for nobody.
         if (reader) this.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`);
         if (!(error instanceof CortexError) || this.stopped.signal.aborted) throw error;
-        if (error.code === 'model_not_ready' || RETRYABLE.has(error.code)) this.service.placer.forget(workerId);
+        if (aboutTheWorker(error)) this.service.placer.forget(workerId);
         // The worker is fine but its model just went (swapped out between placement and generate):
         // the router knows by now, so ask again without holding it against the worker.
         if (error.code === 'model_not_ready' && replaced < MAX_REPLACEMENTS) {
@@ -170,8 +170,7 @@ export class InferenceRun {
         return await this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
       } catch (error) {
         // Its model just went, or the worker drains (a reused placement can be a moment behind): ask a router again.
-        const replaceable = error instanceof CortexError && (error.code === 'model_not_ready' || RETRYABLE.has(error.code));
-        if (!replaceable || replaced >= MAX_REPLACEMENTS) throw error;
+        if (!(error instanceof CortexError) || !aboutTheWorker(error) || replaced >= MAX_REPLACEMENTS) throw error;
         this.service.placer.forget(workerId);
       }
     }

@@ -61,11 +61,9 @@ export class PlacementClient {
    */
   async place(ask: PlaceAsk, early: EarlyPlacement | null = null): Promise<Placed> {
     // A retry that excludes workers always asks: the answer it would reuse is the one that failed.
-    const key = ask.exclude.length === 0 ? `${ask.kind ?? 'chat'}\n${ask.model}\n${ask.affinity ?? ''}` : null;
-    const reused = key === null ? undefined : this.reusable.get(key);
-    // While NATS is down the worker cannot hear the request either: ask, which says so after one try.
-    if (reused && reused.until > performance.now() && isBusConnected(this.bus.nc)) return { placement: reused.placement, ms: null };
-    if (reused && key !== null) this.reusable.delete(key);
+    const key = ask.exclude.length === 0 ? reuseKey(ask.kind, ask.model, ask.affinity) : null;
+    const reused = key === null ? undefined : this.reused(key);
+    if (reused) return { placement: reused, ms: null };
     const placed = await this.ask(ask, early);
     const { reuseMs } = placed.placement;
     if (key !== null && reuseMs) this.keep(key, { placement: { ...placed.placement, coldStart: false }, until: performance.now() + reuseMs });
@@ -75,6 +73,18 @@ export class PlacementClient {
   /** Reusable answers that name this worker are dropped: it refused or failed a request, or went down. */
   forget(workerId: string): void {
     for (const [key, { placement }] of this.reusable) if (placement.workerId === workerId) this.reusable.delete(key);
+  }
+
+  /** The answer kept under `key`, while it lasts. */
+  private reused(key: string): Placement | undefined {
+    const entry = this.reusable.get(key);
+    if (!entry) return undefined;
+    if (entry.until <= performance.now()) {
+      this.reusable.delete(key);
+      return undefined;
+    }
+    // While NATS is down the worker cannot hear the request either: ask, which says so after one try.
+    return isBusConnected(this.bus.nc) ? entry.placement : undefined;
   }
 
   private keep(key: string, entry: { placement: Placement; until: number }): void {
@@ -110,9 +120,11 @@ export class PlacementClient {
    * Asks the router, while the translator decodes the body, for a worker that has the model the body
    * names ready now: the two answers come in parallel instead of one after the other. `place` uses
    * the answer only for the same model and key. Null when the model is ready nowhere, no router
-   * answered in one try, or on any error: a ready-only ask never loads and never waits.
+   * answered in one try, or on any error: a ready-only ask never loads and never waits. Not asked
+   * (null) when `place` will reuse an answer for the same model and key anyway.
    */
-  askEarly(hint: PlacementHint, requestId: string): EarlyPlacement {
+  askEarly(hint: PlacementHint, requestId: string): EarlyPlacement | null {
+    if (this.reused(reuseKey(undefined, hint.model, hint.affinity))) return null;
     const started = performance.now();
     // No run id: a router from before `readyOnly` places it like any request, and must not make the
     // gateway's real `place` join that placement.
@@ -166,6 +178,11 @@ export class PlacementClient {
       }
     }
   }
+}
+
+/** Reused answers are kept per kind of model, model name and conversation. */
+function reuseKey(kind: ModelKind | undefined, model: string, affinity: string | undefined): string {
+  return `${kind ?? 'chat'}\n${model}\n${affinity ?? ''}`;
 }
 
 /** `promise`, or null as soon as `signal` aborts. */

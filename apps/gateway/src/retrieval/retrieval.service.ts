@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { CortexError, Subjects, workerSubject, type ModelKind, type RetrievalApi } from '@cortex/contracts';
-import { MAX_REPLACEMENTS, RETRYABLE } from '../inference/retry.js';
+import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from '../inference/retry.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { toCortexError } from '../http/error-response.js';
 
@@ -37,7 +37,7 @@ export class RetrievalService {
           return result;
         } catch (error) {
           if (!(error instanceof CortexError) || closed.aborted) throw error;
-          if (error.code === 'model_not_ready' || RETRYABLE.has(error.code)) this.inference.placer.forget(workerId);
+          if (aboutTheWorker(error)) this.inference.placer.forget(workerId);
           if (error.code === 'model_not_ready' && replaced++ < MAX_REPLACEMENTS) continue;
           if (exclude.length > 0 || !RETRYABLE.has(error.code)) throw error;
           this.inference.logger.warn({ msg: `worker ${workerId} failed (${error.message}); placing the request again`, requestId });

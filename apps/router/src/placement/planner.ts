@@ -58,10 +58,10 @@ export type Decision =
 export function decide(workers: readonly WorkerState[], question: PlaceQuestion, context: PlanContext): Decision {
   const { model, exclude } = question;
   const affine = exclude.length === 0 && question.affineWorker ? affineWorker(workers, model.id, question.affineWorker, context.now) : undefined;
-  const sole = exclude.length === 0 ? soleServer(workers, model.id) : undefined;
-  if (affine) return { kind: 'serve', workerId: affine.workerId, sole: sole === affine.workerId };
+  const serve = (workerId: string): Decision => ({ kind: 'serve', workerId, sole: exclude.length === 0 && soleServer(workers, model.id) === workerId });
+  if (affine) return serve(affine.workerId);
   const ready = leastLoaded(workers, model.id, 'ready', exclude, context);
-  if (ready) return { kind: 'serve', workerId: ready.workerId, sole: sole === ready.workerId };
+  if (ready) return serve(ready.workerId);
   // A load already under way (perhaps started by a router since restarted) is joined, not repeated.
   const loading = leastLoaded(workers, model.id, 'loading', exclude, context);
   if (loading) return { kind: 'join', workerId: loading.workerId };
