@@ -23,13 +23,12 @@ import {
   type TokenCount,
   type Timings,
   type Usage,
-  decodeDecodedRequest,
   decodeGenerateAccepted,
   decodeTokenCount,
 } from '@cortex/contracts';
-import { decodeBody, placementHint } from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
 import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
+import { decodeForRun } from './run-decode.js';
 import type { RunServices } from './run-services.js';
 
 /** One request on its way through translator → router → worker, and back as events. */
@@ -75,36 +74,15 @@ export class InferenceRun {
   }
 
   /**
-   * Decodes the body: here for the dialects whose bodies decode alone (chat, messages, completions),
-   * else in the translator service, which holds the Responses API's stored state. `session` is a
-   * session header's affinity key, `socket` what a Responses WebSocket turn adds (see
-   * DecodeRequest.socket). Unless `placeEarly` is false, the router is asked while the translator
-   * decodes (see PlacementClient.askEarly).
+   * Decodes the body (see decodeForRun); `session` is a session header's affinity key, `socket` what a
+   * Responses WebSocket turn adds (see DecodeRequest.socket).
    */
   async decode(body: unknown, session?: string, socket?: object, placeEarly = true): Promise<CanonicalRequest> {
     const started = performance.now();
-    let local: ReturnType<typeof decodeBody>;
-    try {
-      local = decodeBody(this.dialect, body, session, { hostedTools: this.service.config.gateway.hostedTools });
-    } catch (error) {
-      this.service.logger.log({ msg: `rejected ${this.dialect}: ${(error as Error).message}`, requestId: this.requestId });
-      throw error;
-    }
-    if (local) {
-      if (local.droppedTools.length > 0) this.service.logger.log({ msg: `dropped tools the model cannot run: ${local.droppedTools.join(', ')}`, requestId: this.requestId, dialect: this.dialect });
-      this.request = local.request;
-      this.hops.decodeMs = performance.now() - started;
-      return local.request;
-    }
-    const hint = placeEarly ? placementHint(body, session) : null;
-    this.early = hint && this.service.placer.askEarly(hint, this.requestId);
-    const decoded = await this.service.bus.request(
-      Subjects.translatorDecode,
-      { dialect: this.dialect, body, ...(session && { session }), ...(socket && { socket }) },
-      { requestId: this.requestId, decode: decodeDecodedRequest },
-    );
+    const decoded = await decodeForRun(this.service, { dialect: this.dialect, requestId: this.requestId, body, session, socket, placeEarly });
     this.request = decoded.request;
     this.state = decoded.state;
+    this.early = decoded.early;
     this.hops.decodeMs = performance.now() - started;
     return decoded.request;
   }
