@@ -1,28 +1,36 @@
 import { performance } from 'node:perf_hooks';
-import { getLlama, LlamaLogLevel, resolveChatWrapper, type Llama, type LlamaContext, type LlamaModel, type Token } from 'node-llama-cpp';
+import { getLlama, LlamaLogLevel, resolveChatWrapper, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from 'node-llama-cpp';
 
 export interface DecodeRun {
   tokens: number;
   /** Tokens per second after the first token (prompt evaluation excluded). */
   tokensPerSecond: number;
-  /** From starting the evaluation (prompt included) to the first generated token. */
+  /** From starting the evaluation (prompt included; with `reusePrefix`, the trim too) to the first generated token. */
   ttftMs: number;
 }
 
 /**
  * The baseline the worker is held to: node-llama-cpp's own `sequence.evaluate` loop doing nothing
  * per token but counting, on the same model, context size, threads and rendered prompt.
+ *
+ * By default each run evaluates the whole prompt on a fresh sequence. With `reusePrefix` the loop
+ * keeps its sequence and does what the worker does for a prompt it has seen: it trims the tokens
+ * after the prompt's last one and evaluates only that one. A worker asked the same prompt again pays
+ * only that, so it is the like-for-like baseline for time to first token.
  */
 export class RawBaseline {
+  private sequence: LlamaContextSequence | null = null;
+
   private constructor(
     private readonly llama: Llama,
     private readonly model: LlamaModel,
     private readonly context: LlamaContext,
     private readonly prompt: Token[],
+    private readonly reusePrefix: boolean,
   ) {}
 
   /** `gpu` as the worker's `worker.gpu`: `cpu`, `auto`, `cuda`, `vulkan` or `metal`, so both run on the same backend. */
-  static async open(options: { path: string; contextSize: number; threads: number; prompt: string; gpu: string }): Promise<RawBaseline> {
+  static async open(options: { path: string; contextSize: number; threads: number; prompt: string; gpu: string; reusePrefix?: boolean }): Promise<RawBaseline> {
     const gpu = options.gpu === 'cpu' ? false : (options.gpu as 'auto' | 'cuda' | 'vulkan' | 'metal');
     const llama = await getLlama({ gpu, logLevel: LlamaLogLevel.error, build: 'never' });
     const model = await llama.loadModel({ modelPath: options.path });
@@ -38,23 +46,31 @@ export class RawBaseline {
         { type: 'model', response: [] },
       ],
     });
-    return new RawBaseline(llama, model, context, contextText.tokenize(model.tokenizer));
+    return new RawBaseline(llama, model, context, contextText.tokenize(model.tokenizer), options.reusePrefix === true);
   }
 
   async run(maxTokens: number): Promise<DecodeRun> {
-    const sequence = this.context.getSequence();
+    const sequence = this.sequence ?? this.context.getSequence();
     let tokens = 0;
     let first = 0;
     let last = 0;
     const started = performance.now();
+    let input = this.prompt;
+    if (this.reusePrefix && sequence.nextTokenIndex > 0) {
+      // As the worker's Decode.reusePrefix: keep all but the prompt's last token, which yields the first one.
+      const keep = Math.min(sequence.compareContextTokens(this.prompt).firstDifferentIndex, this.prompt.length - 1);
+      await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
+      input = this.prompt.slice(keep);
+    }
     try {
-      for await (const _token of sequence.evaluate(this.prompt, { temperature: 0 })) {
+      for await (const _token of sequence.evaluate(input, { temperature: 0 })) {
         last = performance.now();
         if (tokens === 0) first = last;
         if (++tokens >= maxTokens) break;
       }
     } finally {
-      sequence.dispose();
+      if (this.reusePrefix) this.sequence = sequence;
+      else sequence.dispose();
     }
     return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (last - first) : 0, ttftMs: first - started };
   }
