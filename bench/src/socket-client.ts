@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import type { StreamTiming } from './sse-load.js';
+import { holdsContent, streamedChatBody, streamTiming, type StreamTiming } from './sse-load.js';
 
 /**
  * One keep-alive HTTP/1.1 connection that sends a streamed chat completion as a single prebuilt
@@ -27,7 +27,7 @@ export class SocketClient {
   }
 
   streamChat(model: string, maxTokens: number, options: { prompt: string; requestId: string }): Promise<StreamTiming> {
-    const body = JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens: maxTokens, messages: [{ role: 'user', content: options.prompt }] });
+    const body = streamedChatBody(model, maxTokens, options.prompt);
     const head = [
       'POST /v1/chat/completions HTTP/1.1',
       `host: ${this.host}`,
@@ -43,14 +43,14 @@ export class SocketClient {
       const onData = (chunk: Buffer): void => {
         const text = chunk.toString('utf8');
         if (status === 0) status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? -1);
-        if (first === 0 && text.includes('"content":"') && !text.includes('"content":""')) first = performance.now();
+        if (first === 0 && holdsContent(text)) first = performance.now();
         tail = (tail + text).slice(-600);
-        // A chunked body ends with a zero-length chunk; an error answer (not chunked) ends the test.
+        // A chunked body ends with a zero-length chunk; an error answer (not chunked) is refused at once.
         if (!tail.endsWith('\r\n0\r\n\r\n') && status === 200) return;
         done();
-        const usage = /"completion_tokens":(\d+)/.exec(tail);
-        if (status !== 200 || !usage) return reject(new Error(`status ${status}: ${tail.slice(-300)}`));
-        resolve({ ttftMs: first - started, tokens: Number(usage[1]), decodeMs: performance.now() - first, status });
+        const timing = streamTiming(status, tail, started, first, performance.now());
+        if (timing instanceof Error) reject(timing);
+        else resolve(timing);
       };
       const onEnd = (): void => {
         done();

@@ -15,12 +15,29 @@ export interface StreamTiming {
 
 const agent = new Agent({ keepAlive: true, maxSockets: Infinity });
 
+/** The streamed chat completion every bench client sends (usage included, for the token count). */
+export function streamedChatBody(model: string, maxTokens: number, prompt = 'Once upon a time'): string {
+  return JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens: maxTokens, messages: [{ role: 'user', content: prompt }] });
+}
+
+/** A chunk of the answer that holds the first non-empty content delta. */
+export function holdsContent(chunk: string): boolean {
+  return chunk.includes('"content":"') && !chunk.includes('"content":""');
+}
+
+/** A finished stream's timing from its last bytes (`tail`), or why it does not count. */
+export function streamTiming(status: number | undefined, tail: string, started: number, first: number, end: number): StreamTiming | Error {
+  const usage = /"completion_tokens":(\d+)/.exec(tail);
+  if (status !== 200 || !usage) return new Error(`status ${status}: ${tail.slice(-300)}`);
+  return { ttftMs: first - started, tokens: Number(usage[1]), decodeMs: end - first, status };
+}
+
 /**
  * One streamed `/v1/chat/completions` over a keep-alive socket, read as raw bytes: the client does
  * as little as a client can (no SSE or JSON parsing per event) so the measurement is cortex's cost.
  */
 export function streamChat(baseUrl: string, model: string, maxTokens: number, options: { prompt?: string; requestId?: string } = {}): Promise<StreamTiming> {
-  const body = JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens: maxTokens, messages: [{ role: 'user', content: options.prompt ?? 'Once upon a time' }] });
+  const body = streamedChatBody(model, maxTokens, options.prompt);
   const url = new URL('/v1/chat/completions', baseUrl);
   return new Promise((resolve, reject) => {
     const started = performance.now();
@@ -29,14 +46,13 @@ export function streamChat(baseUrl: string, model: string, maxTokens: number, op
     const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(options.requestId && { 'x-request-id': options.requestId }) } }, (res) => {
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
-        if (first === 0 && chunk.includes('"content":"') && !chunk.includes('"content":""')) first = performance.now();
+        if (first === 0 && holdsContent(chunk)) first = performance.now();
         tail = (tail + chunk).slice(-600);
       });
       res.on('end', () => {
-        const end = performance.now();
-        const usage = /"completion_tokens":(\d+)/.exec(tail);
-        if (res.statusCode !== 200 || !usage) return reject(new Error(`status ${res.statusCode}: ${tail.slice(-300)}`));
-        resolve({ ttftMs: first - started, tokens: Number(usage[1]), decodeMs: end - first, status: res.statusCode });
+        const timing = streamTiming(res.statusCode, tail, started, first, performance.now());
+        if (timing instanceof Error) reject(timing);
+        else resolve(timing);
       });
       res.on('error', reject);
     });
