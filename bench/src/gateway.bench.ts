@@ -21,6 +21,7 @@ import { startStack, STORIES_260K } from '@cortex/testing';
 import { RawBaseline, type DecodeRun } from './raw-baseline.js';
 import { SocketClient } from './socket-client.js';
 import type { StreamTiming } from './sse-load.js';
+import { TransportFloor } from './transport-floor.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 1);
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 512);
@@ -56,10 +57,15 @@ async function main(): Promise<void> {
   const baseline = await RawBaseline.open({ path: MODEL, contextSize: CONTEXT, threads: THREADS, prompt: PROMPT, gpu: 'cpu' });
   const reusing = await RawBaseline.open({ path: MODEL, contextSize: CONTEXT, threads: THREADS, prompt: PROMPT, gpu: 'cpu', reusePrefix: true });
   const client = await SocketClient.open(stack.baseUrl);
+  const floor = await TransportFloor.start(stack.nats.url);
+  const floorClient = await SocketClient.open(floor.baseUrl);
   try {
     const raw: DecodeRun[] = [];
     const rawReused: DecodeRun[] = [];
     const runs: Array<StreamTiming & { event: RequestFinishedEvent | undefined }> = [];
+    const floorRuns: StreamTiming[] = [];
+    const httpFloorRuns: StreamTiming[] = [];
+    const viaFloor = (requestId: 'bus' | 'http-only'): Promise<StreamTiming> => floorClient.streamChat('floor', 1, { prompt: PROMPT, requestId });
     const viaCortex = async (): Promise<StreamTiming & { event: RequestFinishedEvent | undefined }> => {
       const requestId = `bench-${randomBytes(6).toString('hex')}`;
       const timing = await client.streamChat('bench', TOKENS, { prompt: PROMPT, requestId });
@@ -72,6 +78,8 @@ async function main(): Promise<void> {
       await baseline.run(TOKENS);
       await reusing.run(TOKENS);
       await viaCortex();
+      await viaFloor('bus');
+      await viaFloor('http-only');
     }
     for (let i = 0; i < RUNS; i++) {
       log(`  run ${i + 1}/${RUNS}…`);
@@ -81,6 +89,10 @@ async function main(): Promise<void> {
       rawReused.push(await reusing.run(TOKENS));
       await pause();
       runs.push(await viaCortex());
+      await pause();
+      floorRuns.push(await viaFloor('bus'));
+      await pause();
+      httpFloorRuns.push(await viaFloor('http-only'));
     }
     const ratios = runs.map((run, i) => rate(run) / (raw[i]?.tokensPerSecond ?? Infinity));
     log('\ndecode, single stream (tokens after the first; cortex timed on the client socket)');
@@ -99,6 +111,12 @@ async function main(): Promise<void> {
     log(`raw loop, cached prefix kept, as the worker does (trim → first token) ${reusedTtft.toFixed(2).padStart(7)}`);
     log(`through cortex (request written → first content byte)                 ${ttft.toFixed(2).padStart(7)}`);
     log(`overhead over the like-for-like raw loop (cached prefix)              ${(ttft - reusedTtft).toFixed(2).padStart(7)}`);
+    // The least any request costs here: the same client, processes as idle, no work in them.
+    const floorTtft = median(floorRuns.map((r) => r.ttftMs));
+    const httpFloorTtft = median(httpFloorRuns.map((r) => r.ttftMs));
+    log(`transport floor, HTTP only (an idle process answers at once)           ${httpFloorTtft.toFixed(2).padStart(7)}`);
+    log(`transport floor, cortex's crossings (HTTP in, NATS to another and back) ${floorTtft.toFixed(2).padStart(7)}`);
+    log(`cortex's own work (overhead − cortex's crossings)                      ${(ttft - reusedTtft - floorTtft).toFixed(2).padStart(7)}`);
     const hops = runs.flatMap((r) => (r.event?.timings ? [{ client: r.ttftMs, event: r.event, timings: r.event.timings }] : []));
     if (hops.length === 0) {
       log('(no request-finished events seen: no split by hop)');
@@ -125,6 +143,8 @@ async function main(): Promise<void> {
   } finally {
     sub.unsubscribe();
     client.close();
+    floorClient.close();
+    floor.stop();
     await reusing.close();
     await baseline.close();
     await stack.stop();
