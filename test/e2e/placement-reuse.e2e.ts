@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { BusClient } from '@cortex/bus';
-import { Subjects, type PlaceRequest } from '@cortex/contracts';
+import { Subjects, type LoadResult, type PlaceRequest } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { startStack, watchBus, type TestStack } from '@cortex/testing';
+import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
 const user = [{ role: 'user' as const, content: 'Say hello.' }];
@@ -69,5 +69,26 @@ describe('placement reuse e2e', () => {
     await asks.stop();
     assert.ok(asks.messages.length >= 1, 'the router was asked after the refusal');
     assert.ok(asks.messages.every((place) => (place.exclude ?? []).length === 0), 'the worker was not held against: only its model had gone');
+  });
+
+  it('placement reuse - a second worker that loads the model ends the reuse: the router is asked again', async () => {
+    assert.equal(await ask(), chat.expected.text);
+    const reused = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
+    assert.equal(await ask(), chat.expected.text);
+    await reused.stop();
+    assert.equal(reused.messages.length, 0, 'one worker holds the model: its answer is reused');
+
+    stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
+    await stack.workersUp(2);
+    const loaded = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
+    await bus.request(Subjects.routerLoad, { model: 'cortex-chat', worker: 'w2' });
+    await waitFor(() => loaded.messages.some((event) => event.workerId === 'w2'), 10_000);
+    await loaded.stop();
+
+    // Two workers hold it now: each request is the router's to place (within the 60 s reuse).
+    const asks = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
+    for (let i = 0; i < 2; i++) assert.equal(await ask(), chat.expected.text);
+    await asks.stop();
+    assert.equal(asks.messages.length, 2, `two requests after the second load, two router asks; got ${asks.messages.length}`);
   });
 });

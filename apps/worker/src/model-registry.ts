@@ -146,6 +146,9 @@ export class ModelRegistry implements HeartbeatSource {
       const result: LoadResult = { model: command.model, workerId, loadMs: performance.now() - started, sizeBytes: entry.bytes };
       const markers = model.reasoningMarkers ? `, reasoning markers ${model.reasoningMarkers.join('…')}` : '';
       log(`ready in ${Math.round(result.loadMs)} ms (${model.slots} slots${markers})`);
+      // The routers hear of the change before anyone hears the event: a gateway that drops its reused
+      // placements on the event and asks again gets an answer from the new view.
+      await this.deps.beat();
       this.publishEvent(Subjects.modelLoaded, result, `${workerId}.${command.model}.loaded.${Date.now()}`);
       return result;
     } catch (error) {
@@ -155,9 +158,8 @@ export class ModelRegistry implements HeartbeatSource {
       logger.error(`${command.model}: load failed: ${message}`);
       const failed: LoadFailedEvent = { workerId, at: Date.now(), model: command.model, error: message };
       this.publishEvent(Subjects.modelLoadFailed, failed, `${workerId}.${command.model}.failed.${failed.at}`);
-      throw error instanceof CortexError ? error : new CortexError('model_load_failed', `loading ${command.model} failed: ${message}`, { cause: error });
-    } finally {
       void this.deps.beat();
+      throw error instanceof CortexError ? error : new CortexError('model_load_failed', `loading ${command.model} failed: ${message}`, { cause: error });
     }
   }
 
@@ -269,9 +271,10 @@ export class ModelRegistry implements HeartbeatSource {
     this.models.delete(model);
     logger.log(`${model}: unloaded${drain ? '' : ` (${mine.length} requests cancelled)`}`);
     const result: UnloadResult = { model, workerId, cancelled: drain ? 0 : mine.length, reason };
+    // As after a load: the routers' view changes before the event goes out.
+    await this.deps.beat();
     this.publishEvent(Subjects.modelUnloaded, result, `${workerId}.${model}.unloaded.${Date.now()}`);
     this.cycles++;
-    void this.deps.beat();
     void this.maybeDefrag();
     return result;
   }

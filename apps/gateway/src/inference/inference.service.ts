@@ -45,9 +45,12 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     @Inject(CONFIG) readonly config: CortexConfig,
   ) {
     this.events = new EventPublisher(bus.nc);
-    this.workerEvents = new WorkerEvents(bus, this.logger, (workerId) => {
-      this.placer.forget(workerId);
-      void this.endStreamsOf(workerId);
+    this.workerEvents = new WorkerEvents(bus, this.logger, {
+      onDown: (workerId) => {
+        this.placer.forget(workerId);
+        void this.endStreamsOf(workerId);
+      },
+      onModelChange: (model) => this.placer.forgetModel(model),
     });
     this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher));
     for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.models.set(name, model);

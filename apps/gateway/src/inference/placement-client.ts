@@ -47,6 +47,8 @@ const MAX_REUSABLE = 4_096;
 export class PlacementClient {
   /** Reusable answers by model, kind and conversation, with the time (performance.now) they lapse. */
   private readonly reusable = new Map<string, { placement: Placement; until: number }>();
+  /** Models loaded or unloaded anywhere so far: an answer asked for before the last change is not kept. */
+  private changes = 0;
 
   constructor(
     private readonly bus: BusClient,
@@ -64,15 +66,27 @@ export class PlacementClient {
     const key = ask.exclude.length === 0 ? reuseKey(ask.kind, ask.model, ask.affinity) : null;
     const reused = key === null ? undefined : this.reused(key);
     if (reused) return { placement: reused, ms: null };
+    // A worker sends its heartbeat before its model-loaded or -unloaded event, so a router asked after
+    // the event answers from the new view; one asked before it may not have.
+    const changes = this.changes;
     const placed = await this.ask(ask, early);
     const { reuseMs } = placed.placement;
-    if (key !== null && reuseMs) this.keep(key, { placement: { ...placed.placement, coldStart: false }, until: performance.now() + reuseMs });
+    if (key !== null && reuseMs && changes === this.changes) this.keep(key, { placement: { ...placed.placement, coldStart: false }, until: performance.now() + reuseMs });
     return placed;
   }
 
   /** Reusable answers that name this worker are dropped: it refused or failed a request, or went down. */
   forget(workerId: string): void {
     for (const [key, { placement }] of this.reusable) if (placement.workerId === workerId) this.reusable.delete(key);
+  }
+
+  /**
+   * Reusable answers for this model are dropped: a worker loaded or unloaded it, so another worker may
+   * serve it now, or this one no longer can.
+   */
+  forgetModel(model: string): void {
+    this.changes++;
+    for (const [key, { placement }] of this.reusable) if (placement.model === model) this.reusable.delete(key);
   }
 
   /** The answer kept under `key`, while it lasts. */

@@ -1,11 +1,20 @@
 import type { Subscription } from '@nats-io/transport-node';
 import type { Logger } from '@nestjs/common';
 import type { BusClient } from '@cortex/bus';
-import { decodeWorkerLifecycle, Subjects } from '@cortex/contracts';
+import { decodeLoadResult, decodeUnloadResult, decodeWorkerLifecycle, Subjects } from '@cortex/contracts';
+
+/** What the gateway does when the fleet changes. */
+export interface FleetChanges {
+  /** A router declared this worker down. */
+  onDown: (workerId: string) => void;
+  /** A worker finished loading this model, or unloaded it: which workers can serve it changed. */
+  onModelChange: (model: string) => void;
+}
 
 /**
- * The routers' worker-up and worker-down events, as the gateway uses them: a down ends the streams
- * read from that worker (`onDown`), an up wakes requests waiting for a first worker.
+ * The fleet's events, as the gateway uses them: a worker down ends the streams read from that worker,
+ * a worker up wakes requests waiting for a first worker, a model loaded or unloaded anywhere ends the
+ * reuse of placements for that model.
  */
 export class WorkerEvents {
   /** Worker-up events seen so far; a waiting request compares against the count it saw before asking. */
@@ -13,12 +22,22 @@ export class WorkerEvents {
   private readonly waiters = new Set<() => void>();
   private readonly subs: Subscription[];
 
-  constructor(bus: BusClient, logger: Pick<Logger, 'warn'>, onDown: (workerId: string) => void) {
+  constructor(bus: BusClient, logger: Pick<Logger, 'warn'>, changes: FleetChanges) {
     this.subs = [
       bus.subscribe(
         Subjects.workerDown,
-        (data) => onDown(decodeWorkerLifecycle(data).workerId),
+        (data) => changes.onDown(decodeWorkerLifecycle(data).workerId),
         (error) => logger.warn(`skipped a worker-down event: ${error.message}`),
+      ),
+      bus.subscribe(
+        Subjects.modelLoaded,
+        (data) => changes.onModelChange(decodeLoadResult(data).model),
+        (error) => logger.warn(`skipped a model-loaded event: ${error.message}`),
+      ),
+      bus.subscribe(
+        Subjects.modelUnloaded,
+        (data) => changes.onModelChange(decodeUnloadResult(data).model),
+        (error) => logger.warn(`skipped a model-unloaded event: ${error.message}`),
       ),
       bus.subscribe(Subjects.workerUp, () => {
         this.ups++;
