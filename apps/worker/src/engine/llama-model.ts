@@ -1,4 +1,4 @@
-import { TokenBias, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from 'node-llama-cpp';
+import { TokenBias, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
 import { CortexError, type CanonicalRequest, type ModelCapabilities, type ToolDefinition } from '@cortex/contracts';
 import { Decode, type DecodeModel, type MarkerPair } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
@@ -11,6 +11,7 @@ import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
 import { SlotPool } from './slot-pool.js';
 import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
+import { memoTokenizer } from './token-memo.js';
 
 /**
  * One loaded model: a context with `slots` sequences and cortex's own decode loop (`decode.ts`). The
@@ -24,6 +25,11 @@ export class LlamaEngineModel implements EngineModel {
   readonly capabilities: ModelCapabilities;
   private readonly pool: SlotPool<LlamaContextSequence>;
   private readonly chatWrapper: ChatWrapper;
+  /**
+   * Tokenizes rendered prompts, remembering each message's tokens for the conversation's next turn.
+   * It keeps as much text as the model's sequences hold tokens, at a plausible 4 bytes per token.
+   */
+  private readonly promptTokenizer: Tokenizer;
   /** What every decode on this model reads: the model, its batch size, its marker tokens. */
   private readonly decodeModel: DecodeModel;
   /** A raw completion's decode: the model's markers are plain text there. */
@@ -42,6 +48,7 @@ export class LlamaEngineModel implements EngineModel {
     const sequences = Array.from({ length: spec.slots }, () => context.getSequence(speculation ? { tokenPredictor: speculation.predictor() } : undefined));
     this.pool = new SlotPool(sequences, spec.maxQueue);
     this.chatWrapper = chatWrapper;
+    this.promptTokenizer = memoTokenizer(model.tokenizer, spec.contextSize * spec.slots * PLAUSIBLE_BYTES_PER_TOKEN);
     const tokenize = (text: string): Token[] => model.tokenize(text, true);
     const reasoningProbe = probeMarkers(REASONING_MARKERS, tokenize);
     const reasoning: MarkerPair | null = reasoningProbe ? { open: reasoningProbe.open as Token, close: reasoningProbe.close as Token } : null;
@@ -105,7 +112,7 @@ export class LlamaEngineModel implements EngineModel {
       chatHistory: toChatHistory(request.messages),
       availableFunctions: toFunctions(request.tools),
     });
-    return { prompt: contextText.tokenize(this.model.tokenizer), stops: stopTexts(stopGenerationTriggers) };
+    return { prompt: contextText.tokenize(this.promptTokenizer), stops: stopTexts(stopGenerationTriggers) };
   }
 
   async generate(job: GenerateJob): Promise<void> {
