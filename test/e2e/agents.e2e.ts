@@ -8,7 +8,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { fixtureModel } from '@cortex/fixtures';
-import { startStack, type TestStack } from '@cortex/testing';
+import { Subjects, type RequestFinishedEvent } from '@cortex/contracts';
+import { startStack, watchBus, type TestStack } from '@cortex/testing';
 import { WEATHER_TOOL } from './weather-mcp.js';
 
 // The real agents, at the versions whose requests are recorded in libs/wire/src/testing/recorded.
@@ -119,7 +120,8 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     return runAgent(CLAUDE_BIN, ['-p', 'say hi', '--model', model, ...compact, ...extraArgs], env, dir);
   };
 
-  const codex = async (name: string, model: string, extraConfig: string[] = []): Promise<Run> => {
+  /** `websocket`: Codex's Responses WebSocket transport (its warm-up, then each turn on the socket) instead of HTTP. */
+  const codex = async (name: string, model: string, extraConfig: string[] = [], websocket = false): Promise<Run> => {
     const dir = join(home, name);
     const codexHome = join(dir, '.codex');
     await mkdir(codexHome, { recursive: true });
@@ -131,6 +133,7 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
       `base_url = "${stack.baseUrl}/v1"`,
       'wire_api = "responses"',
       'env_key = "CORTEX_API_KEY"',
+      ...(websocket ? ['supports_websockets = true'] : []),
       '',
     ];
     if (!FULL) {
@@ -143,7 +146,9 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
         'include_apps_instructions = false',
       );
       // The multi_agent_v1 namespace and the hosted web_search stay: they are what is under test.
-      config.push('[features]', 'goals = false', 'view_image = false', '');
+      config.push('[features]', 'goals = false', 'view_image = false', ...(websocket ? ['responses_websockets = true'] : []), '');
+    } else if (websocket) {
+      config.push('[features]', 'responses_websockets = true', '');
     }
     await writeFile(join(codexHome, 'config.toml'), [...config, ...extraConfig].join('\n'));
     const env = { HOME: dir, CODEX_HOME: codexHome, CORTEX_API_KEY: 'unused' };
@@ -180,6 +185,18 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     const run = await codex('codex-chat', 'cortex-chat');
     assert.equal(run.code, 0, explain(run, stack));
     assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
+  });
+
+  it("agents e2e - codex over the Responses WebSocket: its warm-up and the turn succeed, and it prints the model's answer", async () => {
+    const finished = await watchBus<RequestFinishedEvent>(stack.nc, Subjects.requestFinished);
+    const run = await codex('codex-ws', 'cortex-chat', [], true);
+    await finished.stop();
+    assert.equal(run.code, 0, explain(run, stack));
+    assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
+    const seen = finished.messages.map((event) => ({ status: event.status, worker: event.workerId !== null, error: event.errorCode ?? null }));
+    // The warm-up is the one request no worker ran; before cortex took it, it was a 400 and Codex opened a second socket.
+    assert.deepEqual(seen.filter((event) => !event.worker), [{ status: 200, worker: false, error: null }], JSON.stringify(seen));
+    assert.ok(seen.every((event) => event.status === 200), JSON.stringify(seen));
   });
 
   it('agents e2e - codex runs the MCP tool the model calls and prints the model\'s answer after the output', async () => {

@@ -226,6 +226,32 @@ describe('responses websocket e2e', () => {
     socket.close();
   });
 
+  it("responses ws - Codex's warm-up (generate: false) completes at once with no output, and the next turn continues from it", async () => {
+    const generates = await watchBus<GenerateCommand>(stack.nc, Subjects.workerGenerate.replace(WORKER_ID_TOKEN, '*'));
+    const socket = open();
+    // Codex's shape: the instructions so far, no generation, then the turn with the warm-up's id and only what is new.
+    const developer = { type: 'message', role: 'developer', content: 'Be kind.' };
+    const events = await socket.turn({ model: 'cortex-chat', input: [developer], store: false, stream: true, generate: false, prompt_cache_key: 'warm-up' });
+    const warm = checkTurn(events);
+    assert.deepEqual(events.map((e) => e.type), ['response.created', 'response.in_progress', 'response.completed']);
+    assert.deepEqual(warm.output, []);
+    assert.deepEqual((events.at(-1)?.response as { usage?: unknown } | undefined)?.usage, { input_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 0 });
+    const turn = checkTurn(await socket.turn({ model: 'cortex-chat', previous_response_id: warm.id, input: [{ type: 'message', role: 'user', content: 'Say hello.' }], store: false, prompt_cache_key: 'warm-up' }));
+    assert.equal(turn.text, chat.expected.text);
+    // Codex may say it read a response to its end; nothing answers that, and the next turn's events come as usual.
+    socket.ws.send({ type: 'response.processed', response_id: turn.id } as never);
+    const next = checkTurn(await socket.turn({ model: 'cortex-chat', previous_response_id: turn.id, input: 'Thanks.', store: false }));
+    assert.equal(next.text, chat.expected.text);
+    await generates.stop();
+    assert.equal(generates.messages.length, 2, 'the warm-up ran no model');
+    const said = generates.messages[0]?.request.messages.map((m) => `${m.role}: ${m.content}`);
+    assert.deepEqual(said, ['system: Be kind.', 'user: Say hello.'], 'the turn after the warm-up continued its input');
+    // A warm-up that asks to be stored is, like any response.
+    const stored = checkTurn(await socket.turn({ model: 'cortex-chat', input: [developer], generate: false }));
+    assert.deepEqual((await client.responses.retrieve(stored.id)).output, []);
+    socket.close();
+  });
+
   it('responses ws - a second create waits for the first and runs after it', async () => {
     const socket = open();
     const from = socket.events.length;

@@ -42,12 +42,22 @@ export function decodeSocketTurn(value: unknown, param = 'socket'): SocketTurn {
   return { previous: local };
 }
 
+/** One client message on a Responses WebSocket. */
+export type SocketMessage =
+  /**
+   * A turn: the create body (`type` removed, `stream: true`). `generate: false` is a warm-up (OpenAI's
+   * WebSocket mode; Codex sends one when it connects): the request is checked and kept to continue from,
+   * and nothing is generated.
+   */
+  | { type: 'response.create'; body: Json; generate: boolean }
+  /** The client read a response to its end (Codex may say so after each turn): nothing to answer. */
+  | { type: 'response.processed' };
+
 /**
- * One client message → the create body it carries (`type` removed, `stream: true`). Codex sends
- * `stream: true` and `stream_options` as on HTTP, so those are accepted; what cannot hold on a socket is
- * refused naming the field.
+ * One client message → what it asks for. Codex sends `stream: true` and `stream_options` as on HTTP, so
+ * those are accepted; what cannot hold on a socket is refused naming the field.
  */
-export function decodeSocketCreate(text: string): Json {
+export function decodeSocketMessage(text: string): SocketMessage {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -55,14 +65,15 @@ export function decodeSocketCreate(text: string): Json {
     throw new CortexError('invalid_request', 'the message is not JSON: send one JSON object per message, {"type": "response.create", …}');
   }
   const { type, ...body } = object(parsed, 'message');
+  if (type === 'response.processed') return { type };
   if (type !== 'response.create') fail('type', `${JSON.stringify(type ?? null)} is not a client event here: send "response.create"`);
   if (optionalBoolean(body.background, 'background')) {
     fail('background', 'background responses cannot run on a WebSocket: omit it here, or create it with POST /v1/responses');
   }
   if (optionalBoolean(body.stream, 'stream') === false) fail('stream', 'a WebSocket turn always streams: omit stream');
-  if (optionalBoolean(body.generate, 'generate') === false) fail('generate', 'warm-up turns (generate: false) are not supported: omit generate');
+  const generate = optionalBoolean(body.generate, 'generate') !== false;
   const { background: _background, generate: _generate, ...create } = body;
-  return { ...create, stream: true };
+  return { type, body: { ...create, stream: true }, generate };
 }
 
 /** The spec's WebSocket error envelope. */

@@ -1,11 +1,12 @@
 import type { RawData, WebSocket } from 'ws';
-import { CortexError } from '@cortex/contracts';
+import { CortexError, NO_USAGE } from '@cortex/contracts';
 import {
-  decodeSocketCreate,
+  decodeSocketMessage,
   socketErrorEvent,
   type LocalResponse,
   type ResponseResource,
   type ResponsesState,
+  type SocketMessage,
   type SocketTurn,
 } from '@cortex/wire';
 import { MAX_BODY_DEPTH, tooDeep } from '../../http/body-depth.js';
@@ -94,25 +95,40 @@ export class ResponsesConnection {
   private async turn(text: string): Promise<void> {
     const { inference, responder, adapter } = this.deps;
     const requestId = `${this.context.requestId}.${++this.turns}`;
+    // A message that does not decode is a failed turn like any other (counted, answered with an error).
+    let message: SocketMessage | CortexError;
+    try {
+      message = decodeSocketMessage(text);
+    } catch (thrown) {
+      message = toCortexError(thrown);
+    }
+    if (!(message instanceof CortexError) && message.type === 'response.processed') return;
     const run = inference.open('openai.responses', requestId);
     this.cancelCurrent = (reason) => run.cancel(reason);
     const sink = new SocketSink(this.socket, inference.config.gateway.stallTimeoutMs);
     let previous: string | undefined;
     let renderer: DialectStream | null = null;
     try {
-      const body = decodeSocketCreate(text);
+      if (message instanceof CortexError) throw message;
+      const { body, generate } = message;
       // The HTTP routes refuse these before any handler (installBodyDepth); a socket message is checked here.
       const deep = tooDeep(body);
       if (deep !== null) throw new CortexError('invalid_request', `${deep || 'the message'}: nests deeper than ${MAX_BODY_DEPTH} levels`, { param: deep || 'input' });
       previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
       const turn: SocketTurn = this.latest && this.latest.id === previous ? { previous: this.latest } : {};
-      const request = await run.decode(body, this.context.session, turn);
+      // A warm-up asks no router early: it places nothing.
+      const request = await run.decode(body, this.context.session, turn, generate);
       // Gone while the body was decoded: nothing was placed yet, so nothing runs for nobody.
       if (this.closed) throw new CortexError('cancelled', 'the client disconnected');
       const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: this.context.headers };
       const stream = adapter.stream(request, meta, run.state);
       let finished: ResponseResource | undefined;
       renderer = stream;
+      if (!generate) {
+        finished = await this.warmUp(stream, sink, request.model);
+        if (finished) this.latest = localResponse(responsesStateOf(run.state), finished);
+        return;
+      }
       await responder.stream(run, sink, {
         settle: () => stream.settle?.() ?? Promise.resolve(),
         frames: (event) => {
@@ -136,6 +152,22 @@ export class ResponsesConnection {
       this.cancelCurrent = null;
       run.finish();
     }
+  }
+
+  /**
+   * A warm-up turn (`generate: false`): the request was decoded and checked; it completes at once with
+   * no output and no tokens, and the connection keeps it, so the next turn continues from its id with
+   * only the new input (what Codex does after its warm-up). No model runs.
+   */
+  private async warmUp(stream: DialectStream, sink: SocketSink, model: string): Promise<ResponseResource | undefined> {
+    const frames = [
+      ...stream.frames({ seq: 0, type: 'start', runId: '', workerId: '', model, promptTokens: 0 }),
+      ...stream.frames({ seq: 1, type: 'finish', reason: 'stop', usage: { ...NO_USAGE }, timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } }),
+    ];
+    // Stored first when the body asked to store it, as every response is before the client sees it end.
+    await stream.settle?.();
+    for (const frame of frames) sink.data(frame.data);
+    return terminalResource(frames.at(-1)?.data);
   }
 
   private sendError(error: CortexError): void {
