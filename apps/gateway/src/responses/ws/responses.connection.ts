@@ -125,7 +125,7 @@ export class ResponsesConnection {
       let finished: ResponseResource | undefined;
       renderer = stream;
       if (!generate) {
-        finished = await this.warmUp(stream, sink, request.model);
+        finished = await this.warmUp(stream, sink);
         if (finished) this.latest = localResponse(responsesStateOf(run.state), finished);
         return;
       }
@@ -159,11 +159,9 @@ export class ResponsesConnection {
    * no output and no tokens, and the connection keeps it, so the next turn continues from its id with
    * only the new input (what Codex does after its warm-up). No model runs.
    */
-  private async warmUp(stream: DialectStream, sink: SocketSink, model: string): Promise<ResponseResource | undefined> {
-    const frames = [
-      ...stream.frames({ seq: 0, type: 'start', runId: '', workerId: '', model, promptTokens: 0 }),
-      ...stream.frames({ seq: 1, type: 'finish', reason: 'stop', usage: { ...NO_USAGE }, timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } }),
-    ];
+  private async warmUp(stream: DialectStream, sink: SocketSink): Promise<ResponseResource | undefined> {
+    // A finish with nothing before it renders response.created, response.in_progress and response.completed.
+    const frames = stream.frames({ seq: 0, type: 'finish', reason: 'stop', usage: NO_USAGE, timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } });
     // Stored first when the body asked to store it, as every response is before the client sees it end.
     await stream.settle?.();
     for (const frame of frames) sink.data(frame.data);
