@@ -6,7 +6,8 @@
 // whose excess-property check catches a misspelt field the OpenAPI schemas let through), checks the
 // ConfigMap's cortex.yaml with cortex's own config schema, and checks what the manifests promise:
 // resources and probes everywhere, one GPU per worker pod, a
-// PodDisruptionBudget per workload, and an autoscaler that scales the worker on a documented metric.
+// PodDisruptionBudget per workload, and an autoscaler that scales the worker on a documented metric
+// that counts waits a copy of a model could not relieve (not queue depth alone).
 // Offline: nothing is applied to a cluster.
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -130,6 +131,11 @@ function checkScaledObject(object, objects, label) {
     const metrics = String(trigger.metadata?.query ?? '').match(/cortex_[a-z_]+/g) ?? [];
     if (metrics.length === 0) problem(where, `trigger ${trigger.type} does not query a cortex metric`);
     for (const metric of metrics) if (!documented.includes(`\`${metric}\``)) problem(where, `queries ${metric}, which docs/metrics.md does not list`);
+    // A queue that a copy on an idle worker relieves needs no new worker (docs/architecture.md, Replication):
+    // workers scale on the waits that found no room for a copy, not on queue depth alone.
+    if (object.spec.scaleTargetRef.name === 'worker' && !metrics.includes('cortex_replication_blocked_total')) {
+      problem(where, 'scales workers without cortex_replication_blocked_total: queue depth alone adds workers for queues a copy would relieve');
+    }
   }
 }
 

@@ -12,7 +12,7 @@ import { parseAllDocuments } from 'yaml';
 import { connect, errors, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser } from '@nats-io/nkeys';
-import { BusClient, connectBus, startNatsServer, type LocalNatsServer, type NatsAuth } from '@cortex/bus';
+import { BusClient, connectBus, EventPublisher, startNatsServer, type LocalNatsServer, type NatsAuth } from '@cortex/bus';
 import { decodeFleetView, decodeLoadResult, streamSubject, workerSubject, Subjects, type FleetView, type LoadCommand } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { startStack, fixtureEntry, waitFor, type TestStack } from '@cortex/testing';
@@ -163,6 +163,12 @@ describe('NATS credentials and per-role permissions e2e', () => {
     const router = await open(as('router'));
     const loaded = await new BusClient(router, 60_000).request(workerSubject(Subjects.workerLoad, WORKER), LOAD, { decode: decodeLoadResult });
     assert.equal(loaded.model, 'cortex-chat');
+  });
+
+  it('nats-auth e2e - the router records replication events, and the metrics service counts them', async () => {
+    const router = await open(as('router'));
+    await new EventPublisher(router).publish(Subjects.replicaBlocked, { model: 'cortex-chat', reason: 'no_room', at: Date.now() }, `auth-test.${Date.now()}`);
+    await waitFor(async () => (await (await fetch(`${stack.metricsUrl}/metrics`)).text()).includes('cortex_replication_blocked_total{model="cortex-chat",reason="no_room"} 1'), 10_000);
   });
 
   it('nats-auth e2e - only gateways read token streams; the gateway cannot command loads', async () => {

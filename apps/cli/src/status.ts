@@ -65,8 +65,8 @@ export function formatStatus(report: StatusReport): string {
   lines.push('', 'MODELS');
   lines.push(
     ...table(
-      ['model', 'loaded', 'where', 'pinned', 'context'],
-      report.fleet.catalogue.map((m) => [m.id, m.loaded ? 'yes' : 'no', m.locations.map((l) => `${l.workerId}:${l.state}`).join(', ') || '-', m.pinned ? 'yes' : 'no', String(m.contextSize)]),
+      ['model', 'loaded', 'copies', 'where', 'pinned', 'context'],
+      report.fleet.catalogue.map((m) => [m.id, m.loaded ? 'yes' : 'no', copies(m), where(m), m.pinned ? 'yes' : 'no', String(m.contextSize)]),
     ),
   );
   return lines.join('\n');
@@ -74,9 +74,19 @@ export function formatStatus(report: StatusReport): string {
 
 export function formatModels(catalogue: readonly CatalogueEntry[]): string {
   return table(
-    ['model', 'loaded', 'where', 'pinned', 'priority', 'context'],
-    catalogue.map((m) => [m.id, m.loaded ? 'yes' : 'no', m.locations.map((l) => `${l.workerId}:${l.state}`).join(', ') || '-', m.pinned ? 'yes' : 'no', String(m.priority), String(m.contextSize)]),
+    ['model', 'loaded', 'copies', 'where', 'pinned', 'priority', 'context'],
+    catalogue.map((m) => [m.id, m.loaded ? 'yes' : 'no', copies(m), where(m), m.pinned ? 'yes' : 'no', String(m.priority), String(m.contextSize)]),
   ).join('\n');
+}
+
+/** Ready copies and the bounds replication keeps them in: `2 (1-any)`, `1 (1-1)`. */
+function copies(m: CatalogueEntry): string {
+  if (!m.replicas) return String(m.locations.filter((l) => l.state === 'ready').length);
+  return `${m.replicas.ready} (${m.replicas.min}-${m.replicas.max === 0 ? 'any' : m.replicas.max})`;
+}
+
+function where(m: CatalogueEntry): string {
+  return m.locations.map((l) => `${l.workerId}:${l.state}${l.state === 'ready' ? ` ${l.inFlight}+${l.queued}q` : ''}`).join(', ') || '-';
 }
 
 function table(header: string[], rows: string[][]): string[] {
@@ -96,6 +106,12 @@ function formatEvent(subject: string, event: Record<string, unknown>): string | 
       return `${at}  ${event.model} unloaded from ${worker} (${event.reason})`;
     case Subjects.modelLoadFailed:
       return `${at}  ${event.model} failed to load on ${worker}: ${event.error}`;
+    case Subjects.replicaAdded:
+      return `${at}  ${event.model} copied onto ${worker} (${event.reason})`;
+    case Subjects.replicaRetired:
+      return `${at}  spare copy of ${event.model} retired from ${worker} (${event.reason})`;
+    case Subjects.replicaBlocked:
+      return `${at}  ${event.model} waits and no copy can be made (${event.reason})`;
     case Subjects.workerUp:
       return `${at}  worker ${worker} up`;
     case Subjects.workerDown:

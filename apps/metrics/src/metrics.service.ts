@@ -9,6 +9,7 @@ import {
   decodeLoadFailed,
   decodeLoadResult,
   decodeMessage,
+  decodeReplicaEvent,
   decodeRequestFinished,
   decodeUnloadResult,
   EVENTS_STREAM,
@@ -82,6 +83,12 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
         return this.metrics.recordUnloaded(decodeUnloadResult(data));
       case Subjects.modelLoadFailed:
         return this.metrics.recordLoadFailed(decodeLoadFailed(data));
+      case Subjects.replicaAdded:
+        return this.metrics.recordReplica('added', decodeReplicaEvent(data, 'added'));
+      case Subjects.replicaRetired:
+        return this.metrics.recordReplica('retired', decodeReplicaEvent(data, 'retired'));
+      case Subjects.replicaBlocked:
+        return this.metrics.recordReplica('blocked', decodeReplicaEvent(data, 'blocked'));
       case Subjects.workerDefragmented:
         return this.metrics.recordDefrag(decodeDefrag(data));
       default:

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { BusStatusEvent, DefragEvent, Heartbeat, LoadFailedEvent, LoadResult, RequestFinishedEvent, UnloadResult } from '@cortex/contracts';
+import type { BusStatusEvent, DefragEvent, Heartbeat, LoadFailedEvent, LoadResult, ReplicaEvent, RequestFinishedEvent, UnloadResult } from '@cortex/contracts';
 import { heartbeatFresh } from '@cortex/contracts';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -47,6 +47,13 @@ export class CortexMetrics {
   private readonly loadTime = this.histogram('cortex_model_load_seconds', 'Time to load a model on a worker', ['model', 'worker'], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]);
   private readonly evictions = this.counter('cortex_evictions_total', 'Models unloaded from a worker, by reason', ['model', 'worker', 'reason']);
   private readonly loadFailures = this.counter('cortex_model_load_failures_total', 'Model loads that failed', ['model', 'worker']);
+  private readonly replications = this.counter('cortex_replications_total', 'Copies of a model loaded on another worker, by reason (queue_wait, min_replicas)', ['model', 'worker', 'reason']);
+  private readonly retirements = this.counter('cortex_replica_retirements_total', 'Spare copies of a model unloaded, by reason (idle, max_replicas)', ['model', 'worker', 'reason']);
+  private readonly replicaBlocked = this.counter(
+    'cortex_replication_blocked_total',
+    'Times (at most one per 10 s per model) a model’s requests waited and no copy could be made, by reason (no_room: more workers would relieve it; max_replicas)',
+    ['model', 'reason'],
+  );
   private readonly defrags = this.counter('cortex_defrags_total', 'Backends recreated after defrag_after_cycles load/unload cycles', ['worker']);
 
   private readonly busConnected = this.gauge('cortex_bus_connected', '1 while the service reports a live NATS connection', ['service', 'instance']);
@@ -99,6 +106,13 @@ export class CortexMetrics {
 
   recordLoadFailed(event: LoadFailedEvent): void {
     this.loadFailures.inc({ model: event.model, worker: event.workerId });
+  }
+
+  recordReplica(kind: 'added' | 'retired' | 'blocked', event: ReplicaEvent): void {
+    const worker = event.workerId ?? 'none';
+    if (kind === 'added') this.replications.inc({ model: event.model, worker, reason: event.reason });
+    else if (kind === 'retired') this.retirements.inc({ model: event.model, worker, reason: event.reason });
+    else this.replicaBlocked.inc({ model: event.model, reason: event.reason });
   }
 
   recordDefrag(event: DefragEvent): void {

@@ -8,6 +8,7 @@ import { CatalogueService } from './catalogue/catalogue.service.js';
 import { AdminService } from './placement/admin.service.js';
 import { LoadCoordinator } from './placement/load-coordinator.js';
 import { PlacementService } from './placement/placement.service.js';
+import { ReplicaService } from './placement/replica.service.js';
 import { AffinityTable } from './placement/affinity.table.js';
 import { LoadLease } from './placement/load-lease.js';
 import { PinStore } from './placement/pin.store.js';
@@ -33,6 +34,7 @@ export class RouterModule {
         WorkerCommands,
         LoadCoordinator,
         PlacementService,
+        ReplicaService,
         AdminService,
       ],
     };

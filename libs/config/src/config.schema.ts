@@ -5,6 +5,7 @@ import {
   IsBoolean,
   IsIn,
   IsInt,
+  IsNumber,
   IsOptional,
   IsString,
   Matches,
@@ -164,6 +165,22 @@ export class EvictionConfig {
   @IsInt() @Min(0) swapHoldMs = 1_000;
 }
 
+/**
+ * Copies of a busy model on more workers (docs/architecture.md, "Replication"). A model is under
+ * pressure while the requests queued for it reach `queue_per_slot` per slot of its ready copies;
+ * a copy is loaded once that has lasted `sustain_ms` and the model's measured load time, whichever is
+ * longer. A spare copy retires once the model's requests have stayed within `retire_below` of the
+ * other copies' slots for `retire_after_s`.
+ */
+export class ReplicationConfig {
+  /** Copies per model unless the model sets `max_replicas`; 0: as many as there are workers, 1: never copy. */
+  @IsInt() @Min(0) maxReplicas = 0;
+  @IsNumber() @Min(0.1) @Max(1000) queuePerSlot = 1;
+  @IsInt() @Min(0) @Max(600_000) sustainMs = 3_000;
+  @IsInt() @Min(1) @Max(86_400) retireAfterS = 30;
+  @IsNumber() @Min(0) @Max(1) retireBelow = 0.5;
+}
+
 export class RouterConfig {
   /**
    * Requests one router lets wait for a model that is loading or waiting for room; past this the
@@ -204,6 +221,10 @@ export class ModelConfig {
   @IsOptional() @IsArray() @ArrayUnique() @IsString({ each: true }) workers?: string[];
   /** Seconds unused before the model is unloaded; overrides `eviction.idle_ttl`. 0 keeps it. */
   @IsOptional() @IsInt() @Min(0) idleTtl?: number;
+  /** Copies kept once the model is loaded: spare copies retire down to this many, and fewer are topped up. */
+  @IsInt() @Min(1) @Max(64) minReplicas = 1;
+  /** Most copies of the model across workers; overrides `replication.max_replicas`. 1: never copied, 0: one per worker. */
+  @IsOptional() @IsInt() @Min(0) @Max(64) maxReplicas?: number;
   @IsString() ownedBy = 'cortex';
   /**
    * Speculative decoding: a draft model that proposes tokens this one checks in one batch — the id
@@ -257,6 +278,7 @@ export class CortexConfig {
   @ValidateNested() @Type(() => MetricsConfig) metrics = new MetricsConfig();
   @ValidateNested() @Type(() => EvictionConfig) eviction = new EvictionConfig();
   @ValidateNested() @Type(() => RouterConfig) router = new RouterConfig();
+  @ValidateNested() @Type(() => ReplicationConfig) replication = new ReplicationConfig();
   @IsArray() @ValidateNested({ each: true }) @Type(() => ModelConfig) models: ModelConfig[] = [];
   @ValidateNested() @Type(() => WorkerConfig) worker = new WorkerConfig();
   /**

@@ -49,6 +49,17 @@ describe('config', () => {
     );
   });
 
+  it('config - replication: a copy per worker by default, max_replicas per model overrides, min over max is refused by path', () => {
+    const config = parseConfig({ models: [{ id: 'a', file: 'a.gguf' }, { id: 'b', file: 'b.gguf', max_replicas: 1 }] });
+    assert.equal(config.replication.maxReplicas, 0);
+    assert.deepEqual(config.models.map((m) => [m.minReplicas, m.maxReplicas]), [[1, undefined], [1, 1]]);
+    assert.throws(
+      () => parseConfig({ models: [{ id: 'c', file: 'c.gguf', min_replicas: 3, max_replicas: 2 }] }),
+      (error: Error) => error instanceof ConfigError && /models\[0\]\.min_replicas: 3 is more than max_replicas \(2\)/.test(error.message),
+    );
+    assert.throws(() => parseConfig({ replication: { retire_below: 2 } }), /replication\.retire_below/);
+  });
+
   it('config - nats.replicas defaults to 1, CORTEX_NATS_REPLICAS sets it, and a cluster size over 5 is refused by path', () => {
     const empty = mkdtempSync(join(tmpdir(), 'cortex-empty-'));
     assert.equal(loadConfig({}, empty).config.nats.replicas, 1);

@@ -104,6 +104,10 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
       if (ids.has(name)) throw new ConfigError(`${where}: models[${i}]: id or alias "${name}" is used twice`);
       ids.add(name);
     }
+    const most = model.maxReplicas ?? config.replication.maxReplicas;
+    if (most > 0 && model.minReplicas > most) {
+      throw new ConfigError(`${where}: models[${i}].min_replicas: ${model.minReplicas} is more than max_replicas (${most}); lower min_replicas or raise max_replicas`);
+    }
     if (model.draft !== undefined && model.kind !== 'chat') {
       throw new ConfigError(`${where}: models[${i}].draft: speculative decoding is for generating models, and ${model.id} is a ${model.kind} model; remove draft`);
     }

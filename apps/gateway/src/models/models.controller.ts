@@ -37,6 +37,7 @@ function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
     owned_by: entry.ownedBy,
     loaded: entry.loaded,
     locations: entry.locations.map((l) => ({ worker: l.workerId, state: l.state, in_flight: l.inFlight, queued: l.queued })),
+    ...(entry.replicas && { replicas: { ready: entry.replicas.ready, min: entry.replicas.min, max: entry.replicas.max } }),
     context_length: entry.contextSize,
     capabilities: capabilitiesOf(entry),
     pinned: entry.pinned,

@@ -3,7 +3,7 @@ import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { CortexError, type CatalogueEntry, type ModelCapabilities } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { PinStore } from '../placement/pin.store.js';
-import type { ModelPolicy } from '../placement/planner.js';
+import type { ModelPolicy, ReplicaPolicy } from '../placement/planner.js';
 
 /** The configured models by id and alias, what placement weighs of each, and the catalogue clients list. */
 @Injectable()
@@ -13,6 +13,8 @@ export class CatalogueService {
   private readonly capabilities = new Map<string, ModelCapabilities>();
   /** The model's memory need as a worker estimated it from the GGUF header, per model. */
   private readonly estimates = new Map<string, number>();
+  /** How long the model's last load through this router took, per model. */
+  private readonly loadTimes = new Map<string, number>();
   private readonly created = Math.floor(Date.now() / 1000);
 
   constructor(
@@ -43,7 +45,24 @@ export class CatalogueService {
   /** What eviction weighs of a model (one a worker reports but the config lacks: unpinned, priority 0). */
   policy(modelId: string): ModelPolicy {
     const model = this.byName.get(modelId);
-    return { pinned: this.pins.isPinned(modelId, model?.pinned ?? false), priority: model?.priority ?? 0, estimate: this.estimates.get(modelId) };
+    return { pinned: this.pins.isPinned(modelId, model?.pinned ?? false), priority: model?.priority ?? 0, estimate: this.estimates.get(modelId), minReplicas: model?.minReplicas ?? 1 };
+  }
+
+  /** What replication weighs of a model: its copy bounds, priority, own workers and measured load time. */
+  replicaPolicy(model: ModelConfig): ReplicaPolicy {
+    const loadMs = this.loadTimes.get(model.id);
+    return {
+      id: model.id,
+      priority: model.priority,
+      minReplicas: model.minReplicas,
+      maxReplicas: model.maxReplicas ?? this.config.replication.maxReplicas,
+      ...(loadMs !== undefined && { loadMs }),
+      ...(model.workers && { workers: model.workers }),
+    };
+  }
+
+  rememberLoadTime(modelId: string, ms: number): void {
+    this.loadTimes.set(modelId, ms);
   }
 
   /** Idle TTL in seconds, the model's own or `eviction.idle_ttl`. */
@@ -78,6 +97,7 @@ export class CatalogueService {
         priority: model.priority,
         loaded: locations.some((l) => l.state === 'ready'),
         locations,
+        replicas: { ready: locations.filter((l) => l.state === 'ready').length, min: model.minReplicas, max: model.maxReplicas ?? this.config.replication.maxReplicas },
         capabilities: this.capabilities.get(model.id) ?? null,
         kind: model.kind,
       };

@@ -21,6 +21,12 @@ describe('eviction policy', () => {
     assert.deepEqual(chooseVictims([model('a')], 2 * MiB, MiB, 'lru', 0), []);
   });
 
+  it('eviction policy - a spare copy goes before a model’s last copy, however recently used; idle before busy still', () => {
+    const resident = [model('last', { lastUsedAt: 1 }), model('spare', { lastUsedAt: 50, spare: true }), model('busySpare', { inFlight: 1, spare: true })];
+    assert.deepEqual(chooseVictims(resident, 0, MiB, 'lru', 0)?.map((m) => m.id), ['spare']);
+    assert.deepEqual(chooseVictims(resident, 0, 2 * MiB, 'lru', 0)?.map((m) => m.id), ['spare', 'last']);
+  });
+
   it('eviction policy - lru evicts the least recently used idle model', () => {
     const victims = chooseVictims([model('a', { lastUsedAt: 30 }), model('b', { lastUsedAt: 10 }), model('c', { lastUsedAt: 20 })], 0, MiB, 'lru', 0);
     assert.deepEqual(victims?.map((m) => m.id), ['b']);

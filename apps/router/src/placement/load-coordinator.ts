@@ -6,6 +6,7 @@ import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadLease } from './load-lease.js';
 import { WorkerCommands } from './worker-commands.js';
+import type { ResidentModel } from '../eviction/eviction.policy.js';
 import { decide, isBusy, type Decision, type PlaceQuestion, type PlanContext } from './planner.js';
 
 type LoadStep = Extract<Decision, { kind: 'serve' | 'join' | 'load' }>;
@@ -207,8 +208,20 @@ export class LoadCoordinator {
     const command: LoadCommand = { model: model.id, ...modelSource(this.config, model) };
     this.logger.log(`loading ${model.id} on ${workerId}${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
     const result = await this.workers.ask(workerId, Subjects.workerLoad, command, decodeLoadResult);
+    this.catalogue.rememberLoadTime(model.id, result.loadMs);
     this.fleet.noteModel(workerId, { id: model.id, state: 'ready', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now(), sizeBytes: result.sizeBytes });
     return { model: model.id, workerId, coldStart: true };
+  }
+
+  /**
+   * Loads another copy of a ready model on `workerId`, after unloading `victims` there (idle models
+   * the replication planner chose). The caller holds the model's lease; requests keep going to the
+   * copies already serving, and the new copy shows as loading until it is ready.
+   */
+  async loadCopy(model: ModelConfig, workerId: string, victims: ResidentModel[]): Promise<void> {
+    const step = { kind: 'load', workerId, victims, closeUntil: Date.now() } as const;
+    this.claim(model, step);
+    await this.carryOut(model, step);
   }
 
   /** Asks a worker to unload a model (draining what runs on it) and forgets the model at once. */

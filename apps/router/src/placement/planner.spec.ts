@@ -1,7 +1,23 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ModelView, WorkerState } from '../fleet/fleet-state.js';
-import { decide, idleExpired, RECENT_USE_MS, type Decision, type ModelPolicy, type PlaceQuestion, type PlanContext } from './planner.js';
+import {
+  decide,
+  demand,
+  idleExpired,
+  planReplicas,
+  pressure,
+  PressureClock,
+  RECENT_USE_MS,
+  type Decision,
+  type ModelPolicy,
+  type PlaceQuestion,
+  type PlanContext,
+  type ReplicaDecision,
+  type ReplicaPolicy,
+  type ReplicaQuestion,
+  type ReplicaSettings,
+} from './planner.js';
 
 const MiB = 2 ** 20;
 const NOW = 1_000_000;
@@ -106,6 +122,19 @@ const cases: Case[] = [
   // Settling.
   { title: 'wait - a model still loading will become evictable', fleet: [w('a', 0, [m('x', { state: 'loading' })])], expect: { kind: 'wait' } },
   { title: 'wait - a model unloading frees its room soon', fleet: [w('a', 0, [m('x', { state: 'unloading' })])], expect: { kind: 'wait' } },
+  // Copies: a pin holds one copy; spare copies go first.
+  {
+    title: 'copies - a pinned model’s spare copy may be evicted; the pin holds the first worker’s copy',
+    fleet: [w('a', 0, [m('x', { lastUsedAt: 1 })]), w('b', 0, [m('x', { lastUsedAt: 1 })])],
+    context: { policies: { x: { pinned: true } } },
+    expect: { kind: 'load', workerId: 'b', victims: ['x'] },
+  },
+  {
+    title: 'copies - a spare copy goes before another model’s only copy, however recently used',
+    fleet: [w('a', 0, [m('only', { lastUsedAt: 1 }), m('x', { lastUsedAt: 90 })]), w('b', 0, [m('x', { inFlight: 1 })])],
+    question: { needed: MiB },
+    expect: { kind: 'load', workerId: 'a', victims: ['x'] },
+  },
   { title: 'no room - not even once everything settles', fleet: [w('a', 0, [m('x', { state: 'loading' })])], question: { needed: 3 * MiB }, expect: { kind: 'no_room' } },
 ];
 
@@ -135,5 +164,152 @@ describe('idle sweep', () => {
 
   it('idle sweep - a TTL of 0 keeps a model for ever', () => {
     assert.deepEqual(idleExpired(fleet, (id) => (id === 'old' ? 0 : 30), context({ pin: { pinned: true } })), []);
+  });
+});
+
+describe('replication planner', () => {
+  const settings: ReplicaSettings = { queuePerSlot: 1, sustainMs: 3_000, retireAfterMs: 30_000, retireBelow: 0.5 };
+  const base: ReplicaPolicy = { id: 'x', priority: 0, minReplicas: 1, maxReplicas: 0 };
+
+  interface ReplicaCase {
+    title: string;
+    fleet: WorkerState[];
+    model?: Partial<ReplicaPolicy>;
+    /** Left out: as the fleet shows it now. */
+    pressure?: ReplicaQuestion['pressure'];
+    forMs?: number;
+    needed?: number | null;
+    context?: Partial<PlanContext> & { policies?: Record<string, Partial<ModelPolicy>> };
+    expect: Partial<Record<'kind' | 'workerId' | 'reason', string>> & { victims?: string[] };
+  }
+
+  const plan = (c: ReplicaCase): ReplicaDecision => {
+    const { policies = {}, ...context } = c.context ?? {};
+    const full: PlanContext = { now: NOW, strategy: 'lru', loading: new Set(), turn: 0, swapHoldMs: 0, policy: (id) => ({ pinned: false, priority: 0, ...policies[id] }), ...context };
+    return planReplicas(
+      c.fleet,
+      { model: { ...base, ...c.model }, pressure: c.pressure ?? pressure(demand(c.fleet, 'x', NOW), settings), forMs: c.forMs ?? 60_000, ...(c.needed !== null && { needed: c.needed ?? MiB }) },
+      full,
+      settings,
+    );
+  };
+
+  // Demand on one copy of 4 slots: 4 in flight, 4 queued → pressured (queue_per_slot 1).
+  const hot = (over: Partial<ModelView> = {}): ModelView => m('x', { slots: 4, inFlight: 4, queued: 4, ...over });
+  const cases: ReplicaCase[] = [
+    { title: 'replicate - sustained waits copy the model onto a worker with room', fleet: [w('a', 0, [hot()]), w('b', 5)], expect: { kind: 'replicate', workerId: 'b', reason: 'queue_wait', victims: [] } },
+    { title: 'replicate - not for a burst shorter than the sustain window', fleet: [w('a', 0, [hot()]), w('b', 5)], forMs: 2_999, expect: { kind: 'hold', reason: 'too_short' } },
+    { title: 'replicate - not for a burst shorter than the model’s measured load time', fleet: [w('a', 0, [hot()]), w('b', 5)], model: { loadMs: 8_000 }, forMs: 7_999, expect: { kind: 'hold', reason: 'too_short' } },
+    { title: 'replicate - once the wait has lasted as long as a load takes', fleet: [w('a', 0, [hot()]), w('b', 5)], model: { loadMs: 8_000 }, forMs: 8_000, expect: { kind: 'replicate', workerId: 'b' } },
+    { title: 'replicate - waits below queue_per_slot are steady', fleet: [w('a', 0, [hot({ queued: 3 })]), w('b', 5)], expect: { kind: 'hold', reason: 'steady' } },
+    { title: 'replicate - one copy at a time: nothing while a copy loads', fleet: [w('a', 0, [hot()]), w('b', 5, [m('x', { state: 'loading' })]), w('c', 5)], expect: { kind: 'hold', reason: 'loading' } },
+    { title: 'replicate - never onto a worker that already holds the model', fleet: [w('a', 5, [hot()])], expect: { kind: 'blocked', reason: 'no_room' } },
+    { title: 'replicate - max_replicas 1 keeps one copy (today’s behaviour)', fleet: [w('a', 0, [hot()]), w('b', 5)], model: { maxReplicas: 1 }, expect: { kind: 'blocked', reason: 'max_replicas' } },
+    { title: 'replicate - max_replicas counts copies across workers', fleet: [w('a', 0, [hot()]), w('b', 0, [hot()]), w('c', 5)], model: { maxReplicas: 2 }, expect: { kind: 'blocked', reason: 'max_replicas' } },
+    { title: 'replicate - the model’s own workers first', fleet: [w('a', 0, [hot()]), w('b', 9), w('c', 2)], model: { workers: ['c'] }, expect: { kind: 'replicate', workerId: 'c' } },
+    { title: 'replicate - the most free memory when nothing is evicted', fleet: [w('a', 0, [hot()]), w('b', 2), w('c', 9)], expect: { kind: 'replicate', workerId: 'c' } },
+    { title: 'replicate - a model not yet sized waits to be', fleet: [w('a', 0, [hot()]), w('b', 5)], needed: null, expect: { kind: 'hold', reason: 'unsized' } },
+    { title: 'replicate - nothing to copy when the model is loaded nowhere', fleet: [w('a', 5)], pressure: 'pressured', expect: { kind: 'hold', reason: 'not_loaded' } },
+    // Eviction for a copy: idle, lower priority (or an idle spare copy), never busy, never pinned.
+    {
+      title: 'evict - an idle model of lower priority makes room',
+      fleet: [w('a', 0, [hot()]), w('b', 0, [m('low', { lastUsedAt: 1 })])],
+      model: { priority: 5 },
+      context: { policies: { low: { priority: 1 } } },
+      expect: { kind: 'replicate', workerId: 'b', victims: ['low'] },
+    },
+    {
+      title: 'evict - a busy model is never evicted for a copy, whatever its priority',
+      fleet: [w('a', 0, [hot()]), w('b', 0, [m('low', { inFlight: 1 })])],
+      model: { priority: 5 },
+      context: { policies: { low: { priority: 1 } } },
+      expect: { kind: 'blocked', reason: 'no_room' },
+    },
+    {
+      title: 'evict - a model placed on moments ago counts as busy',
+      fleet: [w('a', 0, [hot()]), w('b', 0, [m('low', { lastUsedAt: NOW - 10 })])],
+      model: { priority: 5 },
+      context: { policies: { low: { priority: 1 } } },
+      expect: { kind: 'blocked', reason: 'no_room' },
+    },
+    { title: 'evict - an idle model of the same priority stays (a copy is not worth a model someone uses)', fleet: [w('a', 0, [hot()]), w('b', 0, [m('other', { lastUsedAt: 1 })])], expect: { kind: 'blocked', reason: 'no_room' } },
+    {
+      title: 'evict - an idle spare copy of another model of the same priority may go',
+      fleet: [w('a', 0, [hot(), m('y')]), w('b', 0, [m('y', { lastUsedAt: 1 })])],
+      expect: { kind: 'replicate', workerId: 'b', victims: ['y'] },
+    },
+    {
+      title: 'evict - a pinned lower-priority model stays',
+      fleet: [w('a', 0, [hot()]), w('b', 0, [m('low', { lastUsedAt: 1 })])],
+      model: { priority: 5 },
+      context: { policies: { low: { priority: 1, pinned: true } } },
+      expect: { kind: 'blocked', reason: 'no_room' },
+    },
+    // Minimum copies.
+    { title: 'min replicas - a loaded model is topped up at once, without pressure', fleet: [w('a', 0, [m('x')]), w('b', 5)], model: { minReplicas: 2 }, expect: { kind: 'replicate', workerId: 'b', reason: 'min_replicas' } },
+    { title: 'min replicas - never above max_replicas', fleet: [w('a', 0, [m('x')]), w('b', 5)], model: { minReplicas: 2, maxReplicas: 1 }, expect: { kind: 'hold', reason: 'steady' } },
+    // Retirement after a sustained calm, keeping min_replicas.
+    { title: 'retire - a spare copy goes after the calm has lasted retire_after_s', fleet: [w('a', 0, [m('x', { slots: 4 })]), w('b', 0, [m('x', { slots: 4 })])], expect: { kind: 'retire', workerId: 'b', reason: 'idle' } },
+    { title: 'retire - not before', fleet: [w('a', 0, [m('x', { slots: 4 })]), w('b', 0, [m('x', { slots: 4 })])], forMs: 29_999, expect: { kind: 'hold', reason: 'too_short' } },
+    {
+      title: 'retire - the least loaded copy goes',
+      fleet: [w('a', 0, [m('x', { slots: 4 })]), w('b', 0, [m('x', { slots: 4, inFlight: 1 })])],
+      expect: { kind: 'retire', workerId: 'a' },
+    },
+    { title: 'retire - the pinned copy stays; the other goes', fleet: [w('a', 0, [m('x', { slots: 4, inFlight: 1 })]), w('b', 0, [m('x', { slots: 4 })])], context: { policies: { x: { pinned: true } } }, expect: { kind: 'retire', workerId: 'b' } },
+    {
+      title: 'retire - pinned: the first worker keeps the pin even when its copy is the idle one',
+      fleet: [w('a', 0, [m('x', { slots: 4 })]), w('b', 0, [m('x', { slots: 4, inFlight: 1 })])],
+      context: { policies: { x: { pinned: true } } },
+      expect: { kind: 'retire', workerId: 'b' },
+    },
+    { title: 'retire - a copy off the model’s own workers first', fleet: [w('a', 0, [m('x', { slots: 4 })]), w('b', 0, [m('x', { slots: 4 })])], model: { workers: ['b'] }, expect: { kind: 'retire', workerId: 'a' } },
+    { title: 'retire - min_replicas copies are kept', fleet: [w('a', 0, [m('x', { slots: 4 })]), w('b', 0, [m('x', { slots: 4 })])], model: { minReplicas: 2 }, expect: { kind: 'hold', reason: 'steady' } },
+    { title: 'retire - a lowered max_replicas retires the extra copy at once', fleet: [w('a', 0, [hot()]), w('b', 0, [hot()])], model: { maxReplicas: 1 }, forMs: 0, expect: { kind: 'retire', reason: 'max_replicas' } },
+    // Hysteresis: the demand that made a copy does not retire it; a demand in between changes nothing.
+    {
+      title: 'hysteresis - two copies with half their slots busy are steady, not calm',
+      fleet: [w('a', 0, [m('x', { slots: 4, inFlight: 2 })]), w('b', 0, [m('x', { slots: 4, inFlight: 2 })])],
+      expect: { kind: 'hold', reason: 'steady' },
+    },
+    {
+      title: 'hysteresis - two copies with all slots busy and nothing queued are steady',
+      fleet: [w('a', 0, [m('x', { slots: 4, inFlight: 4 })]), w('b', 0, [m('x', { slots: 4, inFlight: 4 })])],
+      expect: { kind: 'hold', reason: 'steady' },
+    },
+    {
+      title: 'hysteresis - calm once the requests would fit in half of the slots left',
+      fleet: [w('a', 0, [m('x', { slots: 4, inFlight: 1 })]), w('b', 0, [m('x', { slots: 4, inFlight: 1 })])],
+      expect: { kind: 'retire', reason: 'idle' },
+    },
+  ];
+  for (const c of cases) {
+    it(`replication planner - ${c.title}`, () => {
+      const decision = plan(c) as Record<string, unknown> & ReplicaDecision;
+      const { victims, ...rest } = c.expect;
+      for (const [key, value] of Object.entries(rest)) assert.equal(decision[key], value, `${c.title}: ${key} (${JSON.stringify(decision)})`);
+      if (victims) assert.deepEqual(decision.kind === 'replicate' ? decision.victims.map((v) => v.id) : null, victims, `${c.title}: victims`);
+    });
+  }
+
+  it('replication planner - hysteresis: no demand both replicates with n copies and retires with n + 1', () => {
+    // Every demand of a 4-slot model, from idle to 4 queued per slot: pressured on one copy never means calm on two.
+    for (let total = 0; total <= 20; total++) {
+      const one = demand([w('a', 0, [m('x', { slots: 4, inFlight: Math.min(4, total), queued: Math.max(0, total - 4) })])], 'x', NOW);
+      const split = (n: number): ModelView => m('x', { slots: 4, inFlight: Math.min(4, n), queued: Math.max(0, n - 4) });
+      const two = demand([w('a', 0, [split(Math.ceil(total / 2))]), w('b', 0, [split(Math.floor(total / 2))])], 'x', NOW);
+      if (pressure(one, settings) === 'pressured') assert.notEqual(pressure(two, settings), 'calm', `${total} requests`);
+    }
+  });
+
+  it('replication planner - a pressure clock counts only an unbroken pressure, and restarts after a change', () => {
+    const clock = new PressureClock();
+    assert.equal(clock.observe('x', 'pressured', 1_000), 0);
+    assert.equal(clock.observe('x', 'pressured', 4_000), 3_000);
+    assert.equal(clock.observe('x', 'steady', 4_500), 0, 'a break');
+    assert.equal(clock.observe('x', 'pressured', 5_000), 0);
+    assert.equal(clock.observe('x', 'pressured', 6_000), 1_000);
+    clock.restart('x');
+    assert.equal(clock.observe('x', 'pressured', 7_000), 0, 'after a copy was added');
   });
 });

@@ -184,6 +184,10 @@ function catalogueEntry(value: unknown, at: string): CatalogueEntry {
     integer(l.inFlight, `${at}.locations[${i}].inFlight`, 0);
     integer(l.queued, `${at}.locations[${i}].queued`, 0);
   });
+  if (entry.replicas !== undefined) {
+    const r = object(entry.replicas, `${at}.replicas`);
+    for (const key of ['ready', 'min', 'max']) integer(r[key], `${at}.replicas.${key}`, 0);
+  }
   modelKindOf(entry.kind, `${at}.kind`);
   if (entry.capabilities !== null) {
     const caps = object(entry.capabilities, `${at}.capabilities`);

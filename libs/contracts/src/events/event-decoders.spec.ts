@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError } from '../errors/error-codes.js';
-import { decodeBusStatus, decodeDefrag, decodeLoadFailed, decodeLoadProgress, decodeRequestFinished, decodeStreamEvent, decodeWorkerLifecycle } from './event-decoders.js';
+import { decodeBusStatus, decodeDefrag, decodeLoadFailed, decodeReplicaEvent, decodeLoadProgress, decodeRequestFinished, decodeStreamEvent, decodeWorkerLifecycle } from './event-decoders.js';
 
 function rejects(read: () => unknown, param: string): void {
   assert.throws(read, (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param, param);
@@ -38,6 +38,10 @@ describe('event decoders', () => {
     assert.deepEqual(decodeDefrag({ workerId: 'w1', at: 1, cycles: 3, dropped: ['m'] }), { workerId: 'w1', at: 1, cycles: 3, dropped: ['m'] });
     rejects(() => decodeDefrag({ workerId: 'w1', at: 1, cycles: 3, dropped: [7] }), 'dropped[0]');
     rejects(() => decodeLoadFailed({ workerId: 'w1', at: 1, model: 'm' }), 'error');
+    assert.deepEqual(decodeReplicaEvent({ model: 'm', workerId: 'w2', reason: 'queue_wait', at: 1 }, 'added'), { model: 'm', workerId: 'w2', reason: 'queue_wait', at: 1 });
+    assert.deepEqual(decodeReplicaEvent({ model: 'm', reason: 'no_room', at: 1 }, 'blocked'), { model: 'm', reason: 'no_room', at: 1 });
+    rejects(() => decodeReplicaEvent({ model: 'm', workerId: 'w2', reason: 'no_room', at: 1 }, 'retired'), 'reason');
+    rejects(() => decodeReplicaEvent({ model: 'm', reason: 'idle', at: 1 }, 'retired'), 'workerId');
     assert.deepEqual(decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 0.5 }), { workerId: 'w1', model: 'm', fraction: 0.5 });
     rejects(() => decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 2 }), 'fraction');
     rejects(() => decodeBusStatus({ service: 's', instance: 'i', connected: true, reconnects: 0, intervalMs: 0 }), 'intervalMs');

@@ -1,7 +1,7 @@
 import { array, boolean, defined, fail, integer, number, object, oneOf, optionalInteger, optionalNumber, optionalString, string, type Json } from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
 import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
-import type { DefragEvent, LoadFailedEvent, LoadProgress, WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
+import { REPLICA_ADD_REASONS, REPLICA_BLOCK_REASONS, REPLICA_RETIRE_REASONS, type DefragEvent, type LoadFailedEvent, type LoadProgress, type ReplicaEvent, type WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
 import type { BusStatusEvent, GatewayHops, RequestFinishedEvent } from './request-finished.event.js';
 import { RETRIEVAL_APIS } from '../retrieval/retrieval.messages.js';
 
@@ -43,6 +43,14 @@ export function decodeWorkerLifecycle(value: unknown): WorkerLifecycleEvent {
 export function decodeLoadFailed(value: unknown): LoadFailedEvent {
   const event = object(value, 'event');
   return { workerId: string(event.workerId, 'workerId'), at: number(event.at, 'at'), model: string(event.model, 'model'), error: string(event.error, 'error') };
+}
+
+/** A replication event; `kind` is the subject's last token (added, retired, blocked), which sets the reasons allowed. */
+export function decodeReplicaEvent(value: unknown, kind: 'added' | 'retired' | 'blocked'): ReplicaEvent {
+  const event = object(value, 'event');
+  const reasons = kind === 'added' ? REPLICA_ADD_REASONS : kind === 'retired' ? REPLICA_RETIRE_REASONS : REPLICA_BLOCK_REASONS;
+  const workerId = kind === 'blocked' ? optionalString(event.workerId, 'workerId') : string(event.workerId, 'workerId');
+  return { model: string(event.model, 'model'), ...(workerId !== undefined && { workerId }), reason: oneOf(event.reason, 'reason', reasons), at: number(event.at, 'at') };
 }
 
 export function decodeDefrag(value: unknown): DefragEvent {

@@ -96,7 +96,8 @@ export class LoadCommand {
   @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
 }
 
-export const UNLOAD_REASONS = ['admin', 'idle', 'lru', 'priority', 'drain'] as const;
+/** `spare`: a copy of a model that others still serve, retired once its requests would not wait without it. */
+export const UNLOAD_REASONS = ['admin', 'idle', 'lru', 'priority', 'drain', 'spare'] as const;
 export type UnloadReason = (typeof UNLOAD_REASONS)[number];
 
 export class UnloadCommand {
@@ -135,6 +136,24 @@ export interface DefragEvent extends WorkerLifecycleEvent {
   cycles: number;
   /** Models the worker held and dropped; the router reloads the pinned ones. */
   dropped: string[];
+}
+
+export const REPLICA_ADD_REASONS = ['queue_wait', 'min_replicas'] as const;
+export const REPLICA_RETIRE_REASONS = ['idle', 'max_replicas'] as const;
+export const REPLICA_BLOCK_REASONS = ['no_room', 'max_replicas'] as const;
+
+/**
+ * router → metrics on `llm.evt.v1.replica.{added,retired,blocked}`: a copy of a model was loaded on
+ * another worker (`queue_wait`: its requests waited; `min_replicas`), a spare copy retired (`idle`;
+ * `max_replicas` lowered), or a copy was wanted and none could be made (`no_room`: no worker without
+ * the model can take it without evicting a busy model — what more workers relieve; `max_replicas`).
+ * `workerId` is absent on `blocked`.
+ */
+export interface ReplicaEvent {
+  model: string;
+  workerId?: string;
+  reason: string;
+  at: number;
 }
 
 export interface LoadFailedEvent extends WorkerLifecycleEvent {
@@ -223,6 +242,8 @@ export interface CatalogueEntry {
   priority: number;
   loaded: boolean;
   locations: ModelLocation[];
+  /** Copies ready to serve, and the bounds replication keeps them in (`maxReplicas` 0: one per worker). Absent from older routers. */
+  replicas?: { ready: number; min: number; max: number };
   /** Known once the model has been loaded somewhere. */
   capabilities: ModelCapabilities | null;
   /** What the model serves, from the catalogue (absent from older routers: chat). */

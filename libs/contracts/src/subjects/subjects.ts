@@ -43,6 +43,10 @@ export const Subjects = {
   modelLoaded: 'llm.evt.v1.model.loaded',
   modelUnloaded: 'llm.evt.v1.model.unloaded',
   modelLoadFailed: 'llm.evt.v1.model.load_failed',
+  /** Replication (router): a copy loaded, a spare copy retired, a copy wanted that could not be made. */
+  replicaAdded: 'llm.evt.v1.replica.added',
+  replicaRetired: 'llm.evt.v1.replica.retired',
+  replicaBlocked: 'llm.evt.v1.replica.blocked',
   workerUp: 'llm.evt.v1.worker.up',
   workerDown: 'llm.evt.v1.worker.down',
   workerDefragmented: 'llm.evt.v1.worker.defragmented',
