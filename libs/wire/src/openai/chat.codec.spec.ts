@@ -65,6 +65,12 @@ describe('openai chat codec', () => {
     invalid({ model: 'm', messages: [{ role: 'user', content: 5 }] }, 'messages[0].content');
     invalid({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 'messages[0].content[0]');
     invalid({ model: 'm', messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id');
+    // A tool result answers a call made before it: none at all, or another id, is refused.
+    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }, { role: 'tool', tool_call_id: 'c9', content: 'x' }] }, 'messages[1].tool_call_id');
+    invalid(
+      { model: 'm', messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'w', arguments: '{}' } }] }, { role: 'tool', tool_call_id: 'c2', content: 'x' }] },
+      'messages[1].tool_call_id',
+    );
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], temperature: 3 }, 'temperature');
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], max_tokens: 0 }, 'max_tokens');
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], n: 2 }, 'n');
