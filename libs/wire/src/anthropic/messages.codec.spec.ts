@@ -156,6 +156,12 @@ describe('anthropic messages codec', () => {
     ]);
   });
 
+  it('anthropic codec - a strict tool is strict', () => {
+    const tools = [{ name: 'a', input_schema: { type: 'object' }, strict: true }, { name: 'b', input_schema: { type: 'object' } }];
+    assert.deepEqual(decodeMessagesRequest({ ...base, tools }).request.tools?.map((t) => t.strict), [true, undefined]);
+    invalid({ ...base, tools: [{ name: 'a', input_schema: { type: 'object' }, strict: 1 }] }, 'tools[0].strict');
+  });
+
   it('anthropic codec - custom tools and every tool_choice', () => {
     const tools = [
       { name: 'weather', description: 'get weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } },

@@ -222,6 +222,7 @@ function decodeTool(tool: Json, param: string): ToolDefinition {
   const out: ToolDefinition = { name, parameters: jsonSchema(tool.input_schema, `${param}.input_schema`) };
   const description = optionalString(tool.description, `${param}.description`);
   if (description !== undefined) out.description = description;
+  if (optionalBoolean(tool.strict, `${param}.strict`)) out.strict = true;
   return out;
 }
 

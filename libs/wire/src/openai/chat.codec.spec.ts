@@ -42,6 +42,13 @@ describe('openai chat codec', () => {
     assert.equal(request.includeUsage, true);
   });
 
+  it('openai chat codec - a strict function is strict; others are not', () => {
+    const tool = (strict?: unknown) => ({ type: 'function', function: { name: 'w', parameters: { type: 'object' }, ...(strict !== undefined && { strict }) } });
+    const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [tool(true), tool(false), tool()] };
+    assert.deepEqual(decodeChatRequest(body).tools?.map((t) => t.strict), [true, undefined, undefined]);
+    invalid({ ...body, tools: [tool('yes')] }, 'tools[0].function.strict');
+  });
+
   it('openai chat codec - parallel_tool_calls false allows one tool call', () => {
     const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'w' } }] };
     assert.equal(decodeChatRequest({ ...body, parallel_tool_calls: false }).maxToolCalls, 1);

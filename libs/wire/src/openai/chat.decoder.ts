@@ -122,6 +122,7 @@ function decodeTool(input: unknown, param: string): ToolDefinition {
   const description = optionalString(fn.description, `${param}.function.description`);
   if (description !== undefined) out.description = description;
   if (fn.parameters !== undefined) out.parameters = jsonSchema(fn.parameters, `${param}.function.parameters`);
+  if (optionalBoolean(fn.strict, `${param}.function.strict`)) out.strict = true;
   return out;
 }
 
