@@ -119,6 +119,22 @@ describe('gateway access e2e', () => {
     assert.equal(((await anthropic.json()) as { type: string; error: { type: string } }).error.type, 'request_too_large');
   });
 
+  it('access - a 64 MiB body is a 413 that fetch reads, 20 times in 20 (it writes the whole body before reading)', async () => {
+    const body = JSON.stringify({ model: 'cortex-chat', max_tokens: 8, messages: [{ role: 'user', content: 'x'.repeat(64 * 1024 * 1024) }] });
+    const seen: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      try {
+        const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-user' }, body, signal: AbortSignal.timeout(30_000) });
+        const error = ((await response.json()) as { error: { code: string } }).error;
+        seen.push(`${response.status} ${error.code}`);
+      } catch (thrown) {
+        const cause = (thrown as Error & { cause?: { code?: string } }).cause;
+        seen.push(`fetch failed: ${cause?.code ?? (thrown as Error).message}`);
+      }
+    }
+    assert.deepEqual(seen, Array.from({ length: 20 }, () => '413 payload_too_large'));
+  });
+
   it('access - x-include-thinking inlines reasoning into content', async () => {
     const openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'sk-user', maxRetries: 0, defaultHeaders: { 'x-include-thinking': 'true' } });
     const reasoning = fixtureModel('cortex-reasoning');

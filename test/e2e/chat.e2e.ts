@@ -124,14 +124,19 @@ describe('chat completions e2e', () => {
     assert.deepEqual(JSON.parse(streamed.function.arguments), tools.expected.toolCall?.arguments);
   });
 
-  it('chat e2e - tool-call markup for a tool the request did not declare is text', async () => {
-    const other = [{ type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object', properties: {} } } }];
-    for (const declared of [undefined, [], other]) {
+  it('chat e2e - tool-call markup with no tools declared is text; with other tools declared the call is held to them', async () => {
+    for (const declared of [undefined, []]) {
       const result = await client.chat.completions.create({ model: 'cortex-tools', messages: user, ...(declared && { tools: declared }) });
       assert.equal(result.choices[0]?.finish_reason, 'stop', `tools: ${JSON.stringify(declared)}`);
       assert.equal(result.choices[0]?.message.tool_calls, undefined);
       assert.equal(result.choices[0]?.message.content, tools.expected.raw);
     }
+    // The call grammar allows only the declared names: the fixture's get_weather becomes get_time.
+    const other = [{ type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object', properties: {}, additionalProperties: false } } }];
+    const result = await client.chat.completions.create({ model: 'cortex-tools', messages: user, tools: other });
+    assert.equal(result.choices[0]?.finish_reason, 'tool_calls');
+    const call = result.choices[0]?.message.tool_calls?.[0] as { function: { name: string; arguments: string } };
+    assert.deepEqual([call.function.name, JSON.parse(call.function.arguments)], ['get_time', {}]);
   });
 
   it('chat e2e - tool_choice required and a named function are enforced, not hoped for', async () => {

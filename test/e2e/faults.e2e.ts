@@ -15,14 +15,9 @@ import { fixtureEntry as fixture, OpenResponsesSchema, postJson, startStack, str
 const user = [{ role: 'user' as const, content: 'Hi.' }];
 
 /**
- * POSTs a body and reads the answer even when the server answers and closes before the upload ends
- * (as it does past body_limit_bytes): the upload's EPIPE is ignored once a response has come, as
- * curl does. fetch reports such a race as a failed request.
- */
-/**
  * Posts a body whose Content-Length is over the gateway's limit, sending only its first 64 KiB: the
- * gateway answers 413 from the header alone and closes, so a client still writing the rest would
- * race that close (EPIPE) instead of reading the answer.
+ * gateway answers 413 from the header alone, before the body has arrived, and this client hangs up
+ * once it has read the answer (a client that sends it all is tested in access.e2e.ts).
  */
 function postOverLimit(url: string, body: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {

@@ -82,6 +82,24 @@ describe('responses compact e2e', () => {
     assert.deepEqual((again.output as unknown as Item[]).map((item) => item.type), ['compaction', 'message']);
   });
 
+  it('responses compact e2e - a short window (nothing older than its latest user turn) still gets a compaction item, and no generation', async () => {
+    const generates = await watchBus<unknown>(stack.nc, 'llm.worker.v1.*.generate');
+    const compacted = await client.responses.compact({ model: 'cortex-chat', input: [user('We launch on Tuesday.'), assistant('Understood.')] as never });
+    await generates.stop();
+    assert.equal(generates.messages.length, 0, 'nothing to summarise, so no worker generated');
+    assert.equal(schema.check('CompactResource', compacted), null);
+    const output = compacted.output as unknown as Item[];
+    assert.deepEqual(output.map((item) => item.type), ['compaction', 'message', 'message']);
+    assert.deepEqual((output[1] as { content: unknown }).content, [{ type: 'input_text', text: 'We launch on Tuesday.' }]);
+    // The empty summary adds nothing to a later prompt: the kept turns follow as they were.
+    const messages = await messagesOf({ model: 'cortex-chat', input: [...output, user('And then?')] });
+    assert.deepEqual(messages, [
+      { role: 'user', content: 'We launch on Tuesday.' },
+      { role: 'assistant', content: 'Understood.' },
+      { role: 'user', content: 'And then?' },
+    ]);
+  });
+
   it('responses compact e2e - the summarisation prompt is the older conversation followed by the documented prompt', async () => {
     const generates = await watchBus<{ request: { messages: Array<{ role: string; content: string }> } }>(stack.nc, 'llm.worker.v1.*.generate');
     await client.responses.compact({ model: 'cortex-chat', input: [user('One.'), assistant('Two.'), user('Three.')] as never });

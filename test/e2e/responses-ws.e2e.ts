@@ -216,6 +216,20 @@ describe('responses websocket e2e', () => {
     socket.close();
   });
 
+  it('responses ws - a function_call_output answering no call fails the turn (400 naming the call_id) and evicts the response it continued', async () => {
+    const socket = open();
+    const kept = checkTurn(await socket.turn({ model: 'cortex-chat', input: 'Say hello.', store: false }));
+    const orphan = checkError(
+      await socket.turn({ model: 'cortex-chat', previous_response_id: kept.id, store: false, input: [{ type: 'function_call_output', call_id: 'call_missing', output: 'x' }] }),
+      400,
+      'invalid_request',
+    );
+    assert.equal(orphan.error?.param, 'input[0].call_id');
+    assert.match(orphan.error?.message ?? '', /'call_missing'/);
+    checkError(await socket.turn({ model: 'cortex-chat', previous_response_id: kept.id, input: 'Go on.', store: false }), 404, 'previous_response_not_found');
+    socket.close();
+  });
+
   it("responses ws - Codex's message (its recorded HTTP body as response.create, stream: true included) runs", async () => {
     // Codex builds its WebSocket response.create from the HTTP body it would POST (codex-api ResponseCreateWsRequest).
     const recorded = JSON.parse(readFileSync(new URL('../../../libs/wire/src/testing/recorded/codex.say-hi.json', import.meta.url), 'utf8')) as { body: Record<string, unknown> };

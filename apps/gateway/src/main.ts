@@ -4,6 +4,7 @@ import { ApiExceptionFilter } from './http/api-exception.filter.js';
 import { installAccess } from './http/access.js';
 import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
+import { drainBudget, installOversizeDrain } from './http/oversize-drain.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
 
 export const start: ServiceStart = async (context) => {
@@ -20,6 +21,7 @@ export const start: ServiceStart = async (context) => {
       installArrival(fastify);
       installAccess(fastify, config, context.logger);
       installBodyDepth(fastify);
+      installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       app.get(ResponsesSocket).install(fastify);
     },
   });

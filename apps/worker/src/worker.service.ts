@@ -218,7 +218,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       stream.emit(event);
     };
     try {
-      await model.generate({ request: command.request, receivedAt, signal: controller.signal, emit });
+      const warn = (message: string): void => this.logger.warn({ msg: message, requestId, runId });
+      await model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn });
     } catch (error) {
       const cortex =
         error instanceof CortexError

@@ -8,3 +8,4 @@ export * from './responses/responses.codec.js';
 export * from './affinity.js';
 export * from './hosted-tools.js';
 export * from './decode-body.js';
+export * from './tool-results.js';

@@ -8,7 +8,8 @@ import type { InferenceService } from '../inference/inference.service.js';
 /**
  * `POST /v1/responses/compact`: the translator rebuilds the conversation and splits it; the model that
  * serves `model` writes the summary of the older part (a generation placed like any other); the result
- * is the summary as a compaction item followed by the latest items verbatim.
+ * is the summary as a compaction item followed by the latest items verbatim. A window with nothing older
+ * than its latest user turn gets a compaction item with an empty summary and runs no generation.
  */
 export class ResponsesCompactor {
   private readonly seal: CompactionSeal;
@@ -29,7 +30,9 @@ export class ResponsesCompactor {
       { dialect: 'openai.responses', body: req.body, ...(session && { session }) },
       { requestId, decode: readPlan },
     );
-    if (!plan.request) return compactResource(plan.recent, undefined, NO_USAGE);
+    // Nothing older than the latest user turn: the window still gets its compaction item (an empty
+    // summary, which later prompts leave out), so a client can always tell a compacted window.
+    if (!plan.request) return compactResource(plan.recent, compactionItem('', this.seal), NO_USAGE);
     run.use(plan.request);
     let summary = '';
     let usage = NO_USAGE;

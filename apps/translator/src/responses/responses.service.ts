@@ -25,6 +25,7 @@ import {
   type SocketTurn,
   withoutSummary,
   type StoredResponse,
+  ToolCallLedger,
 } from '@cortex/wire';
 import { ResponsesStore } from './responses.store.js';
 
@@ -52,6 +53,7 @@ export class ResponsesService {
     const decoded = decodeResponsesRequest(body, options);
     const responseId = `resp_${randomBytes(16).toString('hex')}`;
     const { history, input, chain, conversationItems, affinity } = await this.gather(decoded, responseId, session, socket);
+    checkToolResults(history, input);
     const messages = conversationMessages(decoded.instructions, [...history, ...input]);
     if (messages.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to respond to', { param: 'input' });
     const state: ResponsesState = {
@@ -242,6 +244,19 @@ export class ResponsesService {
     }
     return found;
   }
+}
+
+/**
+ * Each `function_call_output` of the input answers a `function_call` made before it: in the conversation
+ * continued (chain, conversation or the WebSocket's latest response) or earlier in the input.
+ */
+function checkToolResults(history: readonly ResponsesItem[], input: readonly ResponsesItem[]): void {
+  const ledger = new ToolCallLedger();
+  for (const item of history) if (item.type === 'function_call') ledger.called(item.call_id);
+  input.forEach((item, i) => {
+    if (item.type === 'function_call') ledger.called(item.call_id);
+    if (item.type === 'function_call_output') ledger.answered(item.call_id, `input[${i}].call_id`);
+  });
 }
 
 /** What `compaction` hands the gateway: the summarisation request (null when nothing is older than the latest user turn) and the items kept. */

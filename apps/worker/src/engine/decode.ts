@@ -14,7 +14,8 @@ import { evaluatePromptInBatches } from './evaluate-prompt.js';
 import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
 import { TextStreamer } from './text-streamer.js';
-import { JsonEnd, ToolCallParser } from './tool-call-parser.js';
+import { CallGrammar } from './call-grammar.js';
+import { ToolCallParser } from './tool-call-parser.js';
 
 type Mode = 'text' | 'reasoning' | 'tool';
 
@@ -44,8 +45,11 @@ export interface DecodePlan {
   sharedPrefix: number;
   /** The chat template's own stop strings: they end the output but are not a user's stop sequence. */
   hiddenStops: string[];
+  /** Holds the whole output (a JSON response format). */
   grammar: LlamaGrammar | null;
-  /** tool_choice required or named: the model starts inside a call held by `grammar`. */
+  /** Holds each tool call from its opening marker until its JSON closes (see CallGrammar). */
+  callGrammar: LlamaGrammar | null;
+  /** tool_choice required or named: the model starts inside a call held by `callGrammar`. */
   forceToolCall: boolean;
   emit: (event: StreamEventBody) => void;
   /** A raw completion's `echo`: the prompt text, sent before the completion. */
@@ -76,8 +80,10 @@ export class Decode {
   /** Tool calls completed so far; the next call's index. */
   private toolIndex = 0;
   private toolCall: ToolCallParser | null = null;
-  /** Set while a forced call is written: it ends when its JSON object closes. */
-  private forcedCall: JsonEnd | null = null;
+  /** The call grammar, switched on at each call's opening marker; null when no tool can be called. */
+  private readonly calls: CallGrammar | null;
+  /** A forced call: the output ends when its JSON object closes. */
+  private forced = false;
   /** Tokens of a multi-byte character not yet complete. */
   private readonly pending: Token[] = [];
   /** The last few tokens detokenized, for the tokenizer's leading-space context. */
@@ -87,11 +93,12 @@ export class Decode {
     private readonly model: DecodeModel,
     private readonly plan: DecodePlan,
   ) {
-    const { job, prompt, grammar, forceToolCall } = plan;
+    const { job, prompt, grammar, callGrammar } = plan;
     this.emit = plan.emit;
     this.userStops = job.request.sampling.stop ?? [];
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
-    const grammarStops = grammar && !forceToolCall ? stopTexts(grammar.stopGenerationTriggers) : [];
+    const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
+    this.calls = callGrammar && model.toolCall ? new CallGrammar(model.model, callGrammar, model.markerBias) : null;
     this.streamer = new TextStreamer([...this.userStops, ...plan.hiddenStops, ...grammarStops]);
     this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
     this.maxToolCalls = job.request.maxToolCalls ?? Infinity;
@@ -141,12 +148,13 @@ export class Decode {
    */
   private firstInput(): Token[] {
     const input = this.plan.prompt.slice(-1);
-    if (this.plan.forceToolCall && this.model.toolCall) {
+    if (this.plan.forceToolCall && this.model.toolCall && this.calls) {
       input.push(this.model.toolCall.open);
       this.completion++;
       this.mode = 'tool';
       this.toolCall = this.newToolCall();
-      this.forcedCall = new JsonEnd();
+      this.forced = true;
+      this.calls.open();
     }
     return input;
   }
@@ -164,8 +172,8 @@ export class Decode {
       topK: sampling.topK,
       seed: sampling.seed,
       yieldEogToken: true,
-      grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({ model: this.model.model, grammar }) : undefined,
-      tokenBias: grammar ? this.model.markerBias : undefined,
+      grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({ model: this.model.model, grammar }) : this.calls?.evaluationState,
+      tokenBias: grammar ? this.model.markerBias : this.calls?.tokenBias,
       repeatPenalty: penalized
         ? { punishTokens: () => penalized, presencePenalty: sampling.presencePenalty, frequencyPenalty: sampling.frequencyPenalty }
         : undefined,
@@ -195,8 +203,8 @@ export class Decode {
   private isMarker(token: Token): boolean {
     const { reasoning, toolCall } = this.model;
     if (reasoning && (token === reasoning.open || token === reasoning.close)) return true;
-    // A closing tool-call marker outside a call is plain text.
-    return toolCall !== null && (token === toolCall.open || (token === toolCall.close && this.toolCall !== null));
+    // A closing tool-call marker outside a call is plain text (except right after a call the grammar ended).
+    return toolCall !== null && (token === toolCall.open || (token === toolCall.close && (this.toolCall !== null || this.calls?.closing === true)));
   }
 
   /** A reasoning or tool-call marker switches mode; closing a call may end the output. */
@@ -211,8 +219,15 @@ export class Decode {
       this.flushText();
       this.mode = 'tool';
       this.toolCall = this.newToolCall();
+      this.calls?.open();
       return null;
     }
+    if (this.toolCall === null) {
+      // The closing marker of a call whose JSON already closed: it was counted then.
+      this.calls?.close();
+      return null;
+    }
+    this.calls?.close();
     this.endToolCall();
     this.mode = 'text';
     // max_tool_calls / parallel_tool_calls: false — the response ends with the last call allowed.
@@ -231,12 +246,16 @@ export class Decode {
     pending.length = 0;
     if (this.toolCall) {
       this.toolCall.push(text);
-      // A forced call is complete when its JSON object closes; the model need not close the marker.
-      if (this.forcedCall?.push(text)) {
-        this.endToolCall();
-        return 'tool_calls';
-      }
-      return null;
+      if (!this.calls?.push(text)) return null;
+      // The call's JSON closed: it is complete. A forced call ends the output; otherwise the model
+      // goes on (closing the marker, another call, text) unless that was the last call allowed.
+      this.endToolCall();
+      this.mode = 'text';
+      return this.forced || this.toolIndex >= this.maxToolCalls ? 'tool_calls' : null;
+    }
+    if (this.calls?.closing) {
+      if (text.trim() === '') return null;
+      this.calls.close();
     }
     return this.emitText(text) ? 'stop' : null;
   }

@@ -35,6 +35,8 @@ export interface GenerateJob {
   receivedAt: number;
   signal: AbortSignal;
   emit: (event: StreamEventBody) => void;
+  /** Logs a warning about this request (a tool call returned although its arguments miss the schema). */
+  warn?: (message: string) => void;
 }
 
 export interface EngineModel {

@@ -117,7 +117,7 @@ export class LlamaEngineModel implements EngineModel {
 
   async generate(job: GenerateJob): Promise<void> {
     const { request, signal } = job;
-    const check = new OutputCheck(request, job.emit);
+    const check = new OutputCheck(request, job.emit, job.warn);
     const emit = check.active ? check.emit : job.emit;
     const contextSize = this.context.contextSize;
     const atLeast = this.tokensIfOverContext(request);
@@ -132,11 +132,11 @@ export class LlamaEngineModel implements EngineModel {
     }
     const { prompt, stops } = rendered;
     const forced = this.forcedToolCall(request);
-    const grammar = forced
-      ? await this.grammars.forToolCall(forced)
-      : request.responseFormat
-        ? await this.grammars.forResponseFormat(request.responseFormat)
-        : null;
+    // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
+    // grammar holds each call from its opening marker (a forced call from the first token).
+    const grammar = !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
+    const callable = forced ?? (grammar || request.raw || !this.decodeModel.toolCall ? null : request.tools);
+    const callGrammar = callable?.length ? await this.grammars.forToolCall(callable) : null;
     // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
     const shared = new Map<LlamaContextSequence, number>();
     const sharedPrefix = (candidate: LlamaContextSequence): number => {
@@ -148,7 +148,7 @@ export class LlamaEngineModel implements EngineModel {
     try {
       lookUpIn(sequence, prompt);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
-      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, forceToolCall: forced !== null, emit, echo };
+      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, callGrammar, forceToolCall: forced !== null, emit, echo };
       await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run();
     } finally {
       this.pool.release(sequence);

@@ -66,19 +66,37 @@ describe('output check', () => {
     assert.match(last(out)?.type === 'error' ? (last(out) as { error: { message: string } }).error.message : '', /JSON format: it is not JSON/);
   });
 
-  it('output check - tool-call arguments are checked against the declared parameters', () => {
-    const req = request({ tools: [{ name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }, { name: 'free' }] });
+  it("output check - a strict tool's call that misses its parameters is invalid_output; another tool's is returned, with a warning", () => {
+    const parameters = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
     const call = (name: string, args: string): StreamEventBody[] => [
       { type: 'tool_call', index: 0, id: 'c', name },
       { type: 'tool_args', index: 0, delta: args.slice(0, 3) },
       { type: 'tool_args', index: 0, delta: args.slice(3) },
       finish('tool_calls'),
     ];
-    assert.deepEqual(last(run(req, call('get_weather', '{"city": "Paris"}'))), finish('tool_calls'));
-    assert.deepEqual(last(run(req, call('free', '{"anything": 1}'))), finish('tool_calls'));
-    const out = last(run(req, call('get_weather', '{"town": "Paris"}')));
-    assert.equal(out?.type === 'error' && out.error.code, 'invalid_output');
-    assert.match(out?.type === 'error' ? out.error.message : '', /tool call 0 \(get_weather\).*required property 'city'/);
+    const cases: Array<{ name: string; strict: boolean; args: string; error?: RegExp; warning?: RegExp }> = [
+      { name: 'strict, matching', strict: true, args: '{"city": "Paris"}' },
+      { name: 'not strict, matching', strict: false, args: '{"city": "Paris"}' },
+      { name: 'strict, missing a field', strict: true, args: '{"town": "Paris"}', error: /tool call 0 \(get_weather\).*required property 'city'/ },
+      { name: 'not strict, missing a field', strict: false, args: '{"town": "Paris"}', warning: /tool call 0 \(get_weather\).*required property 'city'.*returned as written/ },
+    ];
+    for (const { name, strict, args, error, warning } of cases) {
+      const req = request({ tools: [{ name: 'get_weather', parameters, ...(strict && { strict }) }, { name: 'free' }] });
+      const out: StreamEventBody[] = [];
+      const warnings: string[] = [];
+      const check = new OutputCheck(req, (event) => out.push(event), (message) => warnings.push(message));
+      for (const event of call('get_weather', args)) check.emit(event);
+      if (error) {
+        assert.equal(last(out)?.type === 'error' && (last(out) as { error: { code: string } }).error.code, 'invalid_output', name);
+        assert.match((last(out) as { error: { message: string } }).error.message, error, name);
+      } else assert.deepEqual(last(out), finish('tool_calls'), name);
+      if (warning) {
+        assert.equal(warnings.length, 1, name);
+        assert.match(warnings[0] ?? '', warning, name);
+      } else assert.deepEqual(warnings, [], name);
+    }
+    // A tool without parameters takes anything.
+    assert.deepEqual(last(run(request({ tools: [{ name: 'free' }, { name: 'get_weather', parameters }] }), call('free', '{"anything": 1}'))), finish('tool_calls'));
   });
 
   it('output check - a request with neither format nor tool schemas is not checked', () => {

@@ -4,23 +4,27 @@ import { jsonSchemaMismatch, type CanonicalRequest, type ErrorBody, type StreamE
  * Checks a finished generation against what the request asked for before its `finish` goes out: the
  * answer text against a `json_schema` (or `json_object`) response format, and each tool call's
  * arguments against the declared tool's parameters. The grammar holds the model to most of a schema
- * but not all of it (bounds, patterns, formats, sizes of arrays...), so a mismatch is possible; it is
- * published as an `invalid_output` error in place of the finish, never as a success. Deltas already
- * streamed stay sent: the error is the stream's last word.
+ * but not all of it (bounds, patterns, formats, sizes of arrays...), so a mismatch is possible. For
+ * the response format and a `strict` tool it is published as an `invalid_output` error in place of
+ * the finish, never as a success (deltas already streamed stay sent: the error is the stream's last
+ * word). A call to a tool that is not strict is returned as the model wrote it, with a warning in the
+ * log, as OpenAI does: the client can answer it with an error result and the agent loses one round,
+ * not its turn.
  */
 export class OutputCheck {
   private text = '';
   private readonly calls = new Map<number, { name: string; args: string }>();
   private readonly format: { schema: Record<string, unknown> | null } | null;
-  private readonly tools: ReadonlyMap<string, Record<string, unknown>>;
+  private readonly tools: ReadonlyMap<string, { schema: Record<string, unknown>; strict: boolean }>;
 
   constructor(
     request: CanonicalRequest,
     private readonly emitEvent: (event: StreamEventBody) => void,
+    private readonly warn: (message: string) => void = () => undefined,
   ) {
     const format = request.responseFormat;
     this.format = format?.type === 'json_schema' ? { schema: format.schema ?? null } : format?.type === 'json_object' ? { schema: null } : null;
-    this.tools = new Map((request.tools ?? []).flatMap((tool) => (tool.parameters ? [[tool.name, tool.parameters] as const] : [])));
+    this.tools = new Map((request.tools ?? []).flatMap((tool) => (tool.parameters ? [[tool.name, { schema: tool.parameters, strict: tool.strict === true }] as const] : [])));
   }
 
   /** Whether any check applies; when not, the model's `emit` is used directly. */
@@ -53,9 +57,12 @@ export class OutputCheck {
 
   private mismatch(): ErrorBody | null {
     for (const [index, call] of this.calls) {
-      const schema = this.tools.get(call.name);
-      const why = schema ? jsonSchemaMismatch(schema, call.args || '{}') : null;
-      if (why) return invalid(`the model's arguments for tool call ${index} (${call.name}) do not match the tool's parameters schema: ${why}`);
+      const tool = this.tools.get(call.name);
+      const why = tool ? jsonSchemaMismatch(tool.schema, call.args || '{}') : null;
+      if (!why) continue;
+      const message = `the model's arguments for tool call ${index} (${call.name}) do not match the tool's parameters schema: ${why}`;
+      if (tool?.strict) return invalid(message);
+      this.warn(`${message}; returned as written (the tool is not strict)`);
     }
     // A reply that is only tool calls has no answer text to judge.
     if (!this.format || (this.calls.size > 0 && !this.text.trim())) return null;

@@ -66,6 +66,7 @@ describe('canonical request decoding', () => {
     rejects(command((r) => void ((r.messages[2]!.toolCalls![0] as { arguments: unknown }).arguments = { city: 'Paris' })), 'request.messages[2].toolCalls[0].arguments');
     rejects(command((r) => void ((r.messages[3] as { toolCallId: unknown }).toolCallId = 1)), 'request.messages[3].toolCallId');
     rejects(command((r) => void ((r.tools[0] as { parameters: unknown }).parameters = 'object')), 'request.tools[0].parameters');
+    rejects(command((r) => void ((r.tools[0] as unknown as { strict: unknown }).strict = 'yes')), 'request.tools[0].strict');
     rejects(command((r) => void ((r as { toolChoice: unknown }).toolChoice = { type: 'any' })), 'request.toolChoice');
     rejects(command((r) => void (r.maxToolCalls = 0)), 'request.maxToolCalls');
     rejects(command((r) => void ((r as { sampling: unknown }).sampling = undefined)), 'request.sampling');

@@ -24,6 +24,8 @@ export interface ToolDefinition {
   name: string;
   description?: string;
   parameters?: Record<string, unknown>;
+  /** The call's arguments must match `parameters`: one that does not is an error, never returned (others are returned as written, with a warning). */
+  strict?: boolean;
 }
 
 export interface Sampling {
@@ -144,6 +146,7 @@ function checkTool(value: unknown, at: string): void {
   string(tool.name, `${at}.name`);
   optionalString(tool.description, `${at}.description`);
   optionalObject(tool.parameters, `${at}.parameters`);
+  optionalBoolean(tool.strict, `${at}.strict`);
 }
 
 function checkSampling(sampling: Json, at: string): void {

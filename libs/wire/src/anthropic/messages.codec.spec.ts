@@ -105,6 +105,14 @@ describe('anthropic messages codec', () => {
     assert.equal(request.stream, false);
   });
 
+  it('anthropic codec - a tool_result whose tool_use_id no earlier tool_use has is refused, naming the block', () => {
+    const turns = [user('weather?'), { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'weather', input: {} }] }, user([{ type: 'tool_result', tool_use_id: 'toolu_9' }])];
+    assert.throws(
+      () => decodeMessagesRequest({ ...base, messages: turns }),
+      (error: unknown) => error instanceof CortexError && error.extra.param === 'messages[2].content[0].tool_use_id' && error.message.includes("'toolu_9'"),
+    );
+  });
+
   it('anthropic codec - a multi-turn tool round trip keeps call ids, thinking and results in order', () => {
     const { request } = decodeMessagesRequest({
       ...base,
@@ -125,7 +133,7 @@ describe('anthropic messages codec', () => {
           { type: 'tool_result', tool_use_id: 'toolu_2', content: [{ type: 'text', text: 'no' }, { type: 'text', text: 'data' }], is_error: true },
           { type: 'text', text: 'and tomorrow?' },
         ]),
-        { role: 'assistant', content: 'Sunny.' },
+        { role: 'assistant', content: [{ type: 'text', text: 'Sunny.' }, { type: 'tool_use', id: 'toolu_3', name: 'weather', input: { city: 'Oslo' } }] },
         user([{ type: 'tool_result', tool_use_id: 'toolu_3' }]),
       ],
     });
@@ -143,9 +151,15 @@ describe('anthropic messages codec', () => {
       { role: 'tool', content: '20C', toolCallId: 'toolu_1' },
       { role: 'tool', content: 'Error: no\ndata', toolCallId: 'toolu_2' },
       { role: 'user', content: 'and tomorrow?' },
-      { role: 'assistant', content: 'Sunny.' },
+      { role: 'assistant', content: 'Sunny.', toolCalls: [{ id: 'toolu_3', name: 'weather', arguments: '{"city":"Oslo"}' }] },
       { role: 'tool', content: '', toolCallId: 'toolu_3' },
     ]);
+  });
+
+  it('anthropic codec - a strict tool is strict', () => {
+    const tools = [{ name: 'a', input_schema: { type: 'object' }, strict: true }, { name: 'b', input_schema: { type: 'object' } }];
+    assert.deepEqual(decodeMessagesRequest({ ...base, tools }).request.tools?.map((t) => t.strict), [true, undefined]);
+    invalid({ ...base, tools: [{ name: 'a', input_schema: { type: 'object' }, strict: 1 }] }, 'tools[0].strict');
   });
 
   it('anthropic codec - custom tools and every tool_choice', () => {

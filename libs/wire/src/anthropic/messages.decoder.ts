@@ -1,6 +1,7 @@
 import { sessionFromAnthropicUserId } from '../affinity.js';
 import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
 import { rejectMedia } from '../media.js';
+import { ToolCallLedger } from '../tool-results.js';
 import {
   array,
   defined,
@@ -59,7 +60,9 @@ export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {
   if (system) messages.push({ role: 'system', content: system });
   const turns = array(body.messages, 'messages');
   if (turns.length === 0) fail('messages', 'must contain at least one message');
-  turns.forEach((turn, i) => messages.push(...decodeTurn(turn, `messages[${i}]`, model)));
+  // Each tool_result answers a tool_use of an earlier assistant turn.
+  const ledger = new ToolCallLedger();
+  turns.forEach((turn, i) => messages.push(...decodeTurn(turn, `messages[${i}]`, model, ledger)));
   if (messages.every((message) => message.role === 'system')) fail('messages', 'must contain a user or assistant turn, not only system turns');
 
   const droppedTools: string[] = [];
@@ -110,7 +113,7 @@ function systemText(value: unknown, param: string): string {
 }
 
 /** One Anthropic turn → one or more canonical messages (tool results become `tool` messages). */
-function decodeTurn(input: unknown, param: string, model: string): CanonicalMessage[] {
+function decodeTurn(input: unknown, param: string, model: string, ledger: ToolCallLedger): CanonicalMessage[] {
   const turn = object(input, param);
   // A system turn mid-conversation (Claude Code sends one after the first user turn) stays where it
   // stands: the canonical conversation keeps system messages in order and the chat template renders them.
@@ -123,7 +126,10 @@ function decodeTurn(input: unknown, param: string, model: string): CanonicalMess
     const b = object(block, path);
     return { block: b, path, type: string(b.type, `${path}.type`) };
   });
-  return role === 'user' ? decodeUserBlocks(blocks, model) : [decodeAssistantBlocks(blocks, model)];
+  if (role === 'user') return decodeUserBlocks(blocks, model, ledger);
+  const message = decodeAssistantBlocks(blocks, model);
+  for (const call of message.toolCalls ?? []) ledger.called(call.id);
+  return [message];
 }
 
 interface Block {
@@ -132,12 +138,16 @@ interface Block {
   type: string;
 }
 
-function decodeUserBlocks(blocks: Block[], model: string): CanonicalMessage[] {
+function decodeUserBlocks(blocks: Block[], model: string, ledger: ToolCallLedger): CanonicalMessage[] {
   const results: CanonicalMessage[] = [];
   const texts: string[] = [];
   for (const { block, path, type } of blocks) {
     if (type === 'text') texts.push(string(block.text, `${path}.text`));
-    else if (type === 'tool_result') results.push(decodeToolResult(block, path, model));
+    else if (type === 'tool_result') {
+      const result = decodeToolResult(block, path, model);
+      ledger.answered(result.toolCallId ?? '', `${path}.tool_use_id`);
+      results.push(result);
+    }
     else rejectBlock(type, path, 'user', model);
   }
   // Canonical chat templates expect the tool results right after the assistant's calls, so the
@@ -212,6 +222,7 @@ function decodeTool(tool: Json, param: string): ToolDefinition {
   const out: ToolDefinition = { name, parameters: jsonSchema(tool.input_schema, `${param}.input_schema`) };
   const description = optionalString(tool.description, `${param}.description`);
   if (description !== undefined) out.description = description;
+  if (optionalBoolean(tool.strict, `${param}.strict`)) out.strict = true;
   return out;
 }
 

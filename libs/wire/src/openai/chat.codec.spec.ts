@@ -42,6 +42,13 @@ describe('openai chat codec', () => {
     assert.equal(request.includeUsage, true);
   });
 
+  it('openai chat codec - a strict function is strict; others are not', () => {
+    const tool = (strict?: unknown) => ({ type: 'function', function: { name: 'w', parameters: { type: 'object' }, ...(strict !== undefined && { strict }) } });
+    const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [tool(true), tool(false), tool()] };
+    assert.deepEqual(decodeChatRequest(body).tools?.map((t) => t.strict), [true, undefined, undefined]);
+    invalid({ ...body, tools: [tool('yes')] }, 'tools[0].function.strict');
+  });
+
   it('openai chat codec - parallel_tool_calls false allows one tool call', () => {
     const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'w' } }] };
     assert.equal(decodeChatRequest({ ...body, parallel_tool_calls: false }).maxToolCalls, 1);
@@ -65,6 +72,12 @@ describe('openai chat codec', () => {
     invalid({ model: 'm', messages: [{ role: 'user', content: 5 }] }, 'messages[0].content');
     invalid({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 'messages[0].content[0]');
     invalid({ model: 'm', messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id');
+    // A tool result answers a call made before it: none at all, or another id, is refused.
+    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }, { role: 'tool', tool_call_id: 'c9', content: 'x' }] }, 'messages[1].tool_call_id');
+    invalid(
+      { model: 'm', messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'w', arguments: '{}' } }] }, { role: 'tool', tool_call_id: 'c2', content: 'x' }] },
+      'messages[1].tool_call_id',
+    );
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], temperature: 3 }, 'temperature');
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], max_tokens: 0 }, 'max_tokens');
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], n: 2 }, 'n');

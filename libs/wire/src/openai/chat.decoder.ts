@@ -1,5 +1,6 @@
 import { affinityKey } from '../affinity.js';
 import { rejectMedia } from '../media.js';
+import { ToolCallLedger } from '../tool-results.js';
 import {
   array,
   defined,
@@ -32,6 +33,7 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   const model = modelName(body.model);
   const messages = array(body.messages, 'messages').map((m, i) => decodeMessage(m, `messages[${i}]`, model));
   if (messages.length === 0) fail('messages', 'must contain at least one message');
+  checkToolResults(messages);
   const n = optionalInteger(body.n, 'n', 1);
   if (n !== undefined && n !== 1) fail('n', 'only n=1 is supported');
 
@@ -58,6 +60,15 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   const cacheKey = optionalString(body.prompt_cache_key, 'prompt_cache_key');
   if (cacheKey) request.affinityKey = affinityKey.promptCacheKey(cacheKey);
   return request;
+}
+
+/** Each `tool` message answers a call an earlier assistant message made. */
+function checkToolResults(messages: readonly CanonicalMessage[]): void {
+  const ledger = new ToolCallLedger();
+  messages.forEach((message, i) => {
+    for (const call of message.toolCalls ?? []) ledger.called(call.id);
+    if (message.toolCallId !== undefined) ledger.answered(message.toolCallId, `messages[${i}].tool_call_id`);
+  });
 }
 
 function decodeMessage(input: unknown, param: string, model: string): CanonicalMessage {
@@ -111,6 +122,7 @@ function decodeTool(input: unknown, param: string): ToolDefinition {
   const description = optionalString(fn.description, `${param}.function.description`);
   if (description !== undefined) out.description = description;
   if (fn.parameters !== undefined) out.parameters = jsonSchema(fn.parameters, `${param}.function.parameters`);
+  if (optionalBoolean(fn.strict, `${param}.function.strict`)) out.strict = true;
   return out;
 }
 

@@ -55,6 +55,14 @@ describe('responses compaction', () => {
     ]);
   });
 
+  it('responses compaction - an empty summary (nothing was older) is a compaction item that later prompts leave out', () => {
+    const resource = compactResource([], compactionItem('', new CompactionSeal()), usage);
+    assert.deepEqual(resource.output.map((item) => (item as { type: string }).type), ['compaction']);
+    const content = (resource.output[0] as { encrypted_content: string }).encrypted_content;
+    const items = decodeResponsesInput([{ type: 'compaction', encrypted_content: content }, { role: 'user', content: 'x' }]);
+    assert.deepEqual(itemsToMessages(items), [{ role: 'user', content: 'x' }]);
+  });
+
   it('responses compaction - model is required and named', () => {
     assert.throws(() => compactCreateBody({ input: 'x' }), (error: unknown) => error instanceof CortexError && error.extra.param === 'model');
     assert.deepEqual(compactCreateBody({ model: 'm', input: 'x', tools: [], parallel_tool_calls: true }), { model: 'm', input: 'x', previous_response_id: undefined, instructions: undefined, prompt_cache_key: undefined, store: false });

@@ -51,9 +51,12 @@ export function openPlain(content: string): string | undefined {
   return content.startsWith(PLAIN_PREFIX) ? Buffer.from(content.slice(PLAIN_PREFIX.length), 'base64url').toString('utf8') : undefined;
 }
 
-/** A compaction item in a later prompt; one that could not be opened is left out, like foreign reasoning. */
+/**
+ * A compaction item in a later prompt; one that could not be opened is left out, like foreign reasoning,
+ * and so is an empty summary (a window compacted when nothing was older than its latest user turn).
+ */
 export function compactionMessage(item: ResponsesCompactionItem): CanonicalMessage | undefined {
-  return item.summary === undefined ? undefined : { role: 'user', content: COMPACTION_PREFIX + item.summary };
+  return item.summary === undefined || item.summary === '' ? undefined : { role: 'user', content: COMPACTION_PREFIX + item.summary };
 }
 
 /**
@@ -105,10 +108,10 @@ export interface CompactResource {
 }
 
 /**
- * The compacted window: the summary (when there was anything older to summarise), then the latest items
+ * The compacted window: the summary (empty when there was nothing older to summarise), then the latest items
  * as they were, each with the `status` an output item carries. Usable as the `input` of a new response.
  */
-export function compactResource(recent: readonly ResponsesItem[], summary: (ResponsesCompactionItem & { id: string }) | undefined, usage: Usage): CompactResource {
+export function compactResource(recent: readonly ResponsesItem[], summary: ResponsesCompactionItem & { id: string }, usage: Usage): CompactResource {
   const kept = recent.map((item) => {
     if (item.type === 'compaction') return { type: item.type, id: item.id, encrypted_content: item.encrypted_content };
     return item.type === 'message' || item.type === 'function_call' || item.type === 'function_call_output' ? { ...item, status: item.status ?? 'completed' } : item;
@@ -117,7 +120,7 @@ export function compactResource(recent: readonly ResponsesItem[], summary: (Resp
     id: `resp_${randomBytes(16).toString('hex')}`,
     object: 'response.compaction',
     created_at: Math.floor(Date.now() / 1000),
-    output: summary ? [{ type: summary.type, id: summary.id, encrypted_content: summary.encrypted_content }, ...kept] : kept,
+    output: [{ type: summary.type, id: summary.id, encrypted_content: summary.encrypted_content }, ...kept],
     usage: responsesUsage(usage),
   };
 }

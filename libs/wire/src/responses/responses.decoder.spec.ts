@@ -131,7 +131,8 @@ describe('responses codec - request decoding', () => {
     const auto = decodeResponsesRequest({ ...base, tools });
     assert.deepEqual(auto.request.tools, [
       { name: 'weather', description: 'Forecast', parameters: { type: 'object' } },
-      { name: 'time', parameters: { type: 'object' } },
+      // strict is true unless the tool says otherwise, as the Responses API documents it.
+      { name: 'time', parameters: { type: 'object' }, strict: true },
     ]);
     assert.equal(auto.request.toolChoice, undefined);
     assert.deepEqual(auto.echo.tools, [
@@ -152,7 +153,7 @@ describe('responses codec - request decoding', () => {
     assert.deepEqual(named.echo.tool_choice, { type: 'function', name: 'time' });
 
     const allowed = decodeResponsesRequest({ ...base, tools, tool_choice: { type: 'allowed_tools', mode: 'required', tools: [{ type: 'function', name: 'time' }] } });
-    assert.deepEqual(allowed.request.tools, [{ name: 'time', parameters: { type: 'object' } }]);
+    assert.deepEqual(allowed.request.tools, [{ name: 'time', parameters: { type: 'object' }, strict: true }]);
     assert.equal(allowed.request.toolChoice, 'required');
     assert.deepEqual(allowed.echo.tool_choice, { type: 'allowed_tools', mode: 'required', tools: [{ type: 'function', name: 'time' }] });
   });
@@ -294,8 +295,8 @@ describe('responses codec - request decoding', () => {
     };
     const decoded = decodeResponsesRequest(body);
     assert.deepEqual(decoded.request.tools, [
-      { name: 'f', parameters: { type: 'object' } },
-      { name: 'g', parameters: { type: 'object' } },
+      { name: 'f', parameters: { type: 'object' }, strict: true },
+      { name: 'g', parameters: { type: 'object' }, strict: true },
     ]);
     assert.deepEqual(decoded.droppedTools, ['tools[1] (tool type "web_search")', 'tools[2].tools[1] (tool type "custom")', 'tools[3] (tool type "mcp")']);
     assert.throws(

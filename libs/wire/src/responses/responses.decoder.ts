@@ -221,6 +221,7 @@ function decodeFunctionTool(tool: Json, param: string): DecodedTool {
   if (description !== undefined) canonical.description = description;
   if (parameters !== undefined) canonical.parameters = parameters;
   // The Responses API's documented default for `strict` is true; the echo states it like OpenAI does.
+  if (strict ?? true) canonical.strict = true;
   const echo: FunctionToolEcho = { type: 'function', name, description: description ?? null, parameters: parameters ?? null, strict: strict ?? true };
   return { canonical, echo };
 }

@@ -1,0 +1,65 @@
+import { LlamaGrammarEvaluationState, TokenBias, type LlamaGrammar, type LlamaModel } from 'node-llama-cpp';
+import { JsonEnd } from './tool-call-parser.js';
+
+/**
+ * The declared tools' call grammar, switched on lazily, as llama.cpp's server does: text is sampled
+ * freely, and from the token after a call's opening marker the grammar holds the output to
+ * `{"name": <a declared tool>, "arguments": <its parameters>}` (marker tokens banned), so the arguments
+ * match the tool's schema by construction. When the call's JSON object closes it lets go and the model
+ * closes the call itself. node-llama-cpp asks for the grammar state and the token bias at every
+ * sampling step (the callbacks below), which is how its own LlamaChat switches grammars for function
+ * parameters: the evaluation is never restarted.
+ */
+export class CallGrammar {
+  private state: LlamaGrammarEvaluationState | undefined;
+  private json: JsonEnd | null = null;
+  private awaitingClose = false;
+  private readonly none: TokenBias;
+
+  constructor(
+    private readonly model: LlamaModel,
+    private readonly grammar: LlamaGrammar,
+    private readonly markerBias: TokenBias | undefined,
+  ) {
+    this.none = new TokenBias(model.tokenizer);
+  }
+
+  /** For `sequence.evaluate`: the grammar's state inside a call, nothing outside. */
+  readonly evaluationState = (): LlamaGrammarEvaluationState | undefined => this.state;
+
+  /** For `sequence.evaluate`: marker tokens are banned while the grammar holds a call. */
+  readonly tokenBias = (): TokenBias => (this.state && this.markerBias) || this.none;
+
+  /** Whether the grammar holds the output now. */
+  get holding(): boolean {
+    return this.state !== undefined;
+  }
+
+  /** A call's JSON has closed and its closing marker not come yet: white space in between is not text. */
+  get closing(): boolean {
+    return this.awaitingClose;
+  }
+
+  /** A call opened (its marker was sampled, or written for a forced call): the grammar holds the next token. */
+  open(): void {
+    this.awaitingClose = false;
+    this.json = new JsonEnd();
+    this.state = new LlamaGrammarEvaluationState({ model: this.model, grammar: this.grammar });
+  }
+
+  /** Text written inside the call; true once its JSON object has closed, and the grammar has let go. */
+  push(text: string): boolean {
+    if (!this.json?.push(text)) return false;
+    this.json = null;
+    this.state = undefined;
+    this.awaitingClose = true;
+    return true;
+  }
+
+  /** The call is over some other way (its closing marker, other text, the end of the output). */
+  close(): void {
+    this.json = null;
+    this.state = undefined;
+    this.awaitingClose = false;
+  }
+}
