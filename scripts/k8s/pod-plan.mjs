@@ -196,7 +196,7 @@ export function resolvePort(port, container) {
   return found.containerPort;
 }
 
-/** The pods a workload makes: StatefulSets by ordinal, Deployments one pod (a stable made-up suffix). */
+/** The pods a workload makes: StatefulSets by ordinal, Deployments and Jobs one pod (a stable made-up suffix). */
 export function podsOf(workload, { deploymentReplicas = 1 } = {}) {
   const spec = workload.spec.template.spec;
   const replicas = workload.kind === 'StatefulSet' ? (workload.spec.replicas ?? 1) : Math.min(workload.spec.replicas ?? 1, deploymentReplicas);

@@ -23,6 +23,8 @@ import { fileURLToPath } from 'node:url';
 import { containerArgv, containerEnv, hostsFile, podsOf, podVolumes, resolvePort, runAs, serviceLinks } from './pod-plan.mjs';
 
 const IP = '/usr/sbin/ip';
+/** How long a Job's pod may run before the check gives up on it. */
+const JOB_MS = 60_000;
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 
 /** Whether this machine can run pods here (root and the tools), and if not, why. */
@@ -116,13 +118,26 @@ export class Sandbox {
     const links = serviceLinks(services, serviceIps);
 
     this.agent = new ProbeAgent(node);
-    for (const pod of this.pods) {
+    const startPod = (pod) => {
       const dir = join(this.base, 'pods', pod.name);
       mkdirSync(dir, { recursive: true });
       writeFileSync(join(dir, 'hosts'), hosts);
       const volumes = this.materialise(pod, dir);
       for (const container of pod.containers) this.startContainer(pod, container, dir, volumes, links);
+    };
+    // Jobs first, to completion (Kubernetes starts everything at once; here the order is fixed so that
+    // the check does not depend on which finishes first).
+    const jobs = this.pods.filter((p) => p.workload.kind === 'Job');
+    jobs.forEach(startPod);
+    for (const entry of this.containers) {
+      const until = Date.now() + JOB_MS;
+      while (!entry.exited && Date.now() < until) await sleep(200);
+      if (!entry.exited) throw new Error(`Job ${entry.pod.workload.metadata.name}: ${entry.pod.name}/${entry.container.name} did not finish within ${JOB_MS / 1000} s; its log:\n    ${this.logTail(entry)}`);
+      if (entry.exited.code !== 0) throw new Error(`Job ${entry.pod.workload.metadata.name}: ${entry.pod.name}/${entry.container.name} failed (${entry.exited.signal ?? `code ${entry.exited.code}`}); its log:\n    ${this.logTail(entry)}`);
+      entry.completed = true;
+      this.log(`${entry.pod.name}/${entry.container.name} completed`);
     }
+    this.pods.filter((p) => p.workload.kind !== 'Job').forEach(startPod);
   }
 
   netns(name) {
@@ -161,6 +176,11 @@ export class Sandbox {
 
   startContainer(pod, container, dir, volumes, links) {
     const image = this.images(container.image);
+    if (image.skip) {
+      this.containers.push({ pod, container, skipped: image.skip, exited: null });
+      this.log(`not started ${pod.name}/${container.name}: ${image.skip}`);
+      return;
+    }
     const env = containerEnv({ container, pod, image, objects: this.objects, links });
     let argv = containerArgv(container, image, env);
     if (image.argv) argv = image.argv(argv);
@@ -258,6 +278,7 @@ export class Sandbox {
    * every periodSeconds, to keep the check short; `deadline` bounds everything.
    */
   async probeUntilReady(entry, deadline, pollMs = 500) {
+    if (entry.skipped || entry.completed) return;
     const { container } = entry;
     const where = `${entry.pod.name}/${container.name}`;
     const phase = async (name, probe, budgetMs) => {
@@ -294,7 +315,7 @@ export class Sandbox {
    */
   async stop(entries, capMs) {
     return Promise.all(
-      entries.map(async (entry) => {
+      entries.filter((e) => !e.skipped && !e.completed).map(async (entry) => {
         if (entry.exited) return { entry, early: true, ...entry.exited };
         entry.stopping = true;
         const graceMs = Math.min(capMs, (entry.pod.spec.terminationGracePeriodSeconds ?? 30) * 1000);
@@ -314,7 +335,7 @@ export class Sandbox {
 
   /** Best effort, synchronous (also on process exit): kill what runs, delete the namespaces and files. */
   destroySync() {
-    for (const entry of this.containers) if (!entry.exited) try { process.kill(entry.child.pid, 'SIGKILL'); } catch { /* gone */ }
+    for (const entry of this.containers) if (entry.child && !entry.exited) try { process.kill(entry.child.pid, 'SIGKILL'); } catch { /* gone */ }
     this.agent?.close();
     for (const name of this.namespaces.splice(0)) spawnSync(IP, ['netns', 'del', name]);
     rmSync(this.base, { recursive: true, force: true });
