@@ -147,7 +147,9 @@ export function checkProduction(objects, label, problem) {
   }
   const natsLabels = nats.spec.template.metadata.labels;
   const routeRules = policies.flatMap((p) => (matches(p.spec.podSelector, natsLabels) ? (p.spec.ingress ?? []) : [])).filter((r) => (r.ports ?? [{ port: 6222 }]).some((x) => x.port === 6222));
-  if (routeRules.length === 0 || routeRules.some((r) => !r.from || r.from.some((f) => f.namespaceSelector || !matches(f.podSelector, natsLabels)))) problem(at(nats), 'port 6222 (routes) must be open only to NATS pods');
+  const others = workloads.filter((w) => w !== nats).map((w) => w.spec.template.metadata.labels);
+  const onlyNats = (f) => !f.namespaceSelector && !f.ipBlock && matches(f.podSelector, natsLabels) && !others.some((labels) => matches(f.podSelector, labels));
+  if (routeRules.length === 0 || routeRules.some((r) => !r.from || !r.from.every(onlyNats))) problem(at(nats), 'port 6222 (routes) must be open only to NATS pods');
   for (const w of cortex.filter((x) => x.kind !== 'Job')) {
     if (!allows('egress', w.spec.template.metadata.labels, 4222, natsLabels)) problem(at(w), 'no NetworkPolicy lets it reach NATS on 4222');
   }
