@@ -129,7 +129,8 @@ export function checkProduction(objects, label, problem) {
   else if (!pvc || bytes(pvc.spec.resources.requests.storage) <= maxFile) problem(at(nats), `max_file_store must be below the JetStream volume's size (${pvc?.spec.resources.requests.storage})`);
   const stores = mainConfig?.config.responses?.max_bytes ?? 0;
   if (!(stores > 0) || 2 * stores > 0.75 * maxFile) problem(`${label}: ${mainConfig?.map.metadata.name}`, `responses.max_bytes ${stores}: the two Responses stores must be capped well below max_file_store (${maxFile})`);
-  if (!podSpec(nats).containers.some((c) => c.image.includes('prometheus-nats-exporter') && c.args?.some((a) => a.startsWith('-jsz')))) problem(at(nats), 'needs a prometheus-nats-exporter sidecar with -jsz');
+  // -prefix=nats: the exporter's own default names them gnatsd_*, which the alert rules do not query.
+  if (!podSpec(nats).containers.some((c) => c.image.includes('prometheus-nats-exporter') && c.args?.some((a) => a.startsWith('-jsz')) && c.args?.includes('-prefix=nats'))) problem(at(nats), 'needs a prometheus-nats-exporter sidecar with -jsz and -prefix=nats (the alert rules query nats_varz_*)');
 
   // Network: default deny both ways, a way in for every Service port, routes only between NATS servers.
   const policies = byKind(objects, 'NetworkPolicy');
