@@ -86,7 +86,14 @@ export class Sandbox {
     this.containers = [];
     this.pods = [];
     this.cleanup = () => this.destroySync();
+    // Ctrl-C or a kill of the check must not leave pods, namespaces or mounts behind.
+    this.interrupted = (signal) => {
+      this.destroySync();
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    };
     process.on('exit', this.cleanup);
+    process.once('SIGINT', this.interrupted);
+    process.once('SIGTERM', this.interrupted);
   }
 
   /** Network first (every pod's IP is known before any starts, as DNS names are), then every container. */
@@ -340,6 +347,8 @@ export class Sandbox {
     for (const name of this.namespaces.splice(0)) spawnSync(IP, ['netns', 'del', name]);
     rmSync(this.base, { recursive: true, force: true });
     process.off('exit', this.cleanup);
+    process.off('SIGINT', this.interrupted);
+    process.off('SIGTERM', this.interrupted);
   }
 }
 
