@@ -21,6 +21,7 @@ const RENDERINGS = [
   { label: 'k8s', components: [] },
   { label: 'k8s with autoscaling', components: ['autoscaling'] },
   { label: 'k8s with ingress and monitoring', components: ['ingress', 'monitoring'] },
+  { label: 'k8s with cpu and single-node', components: ['cpu', 'single-node'] },
   // The CPU rendering is also started (scripts/k8s/start-check.mjs).
   { label: 'k8s with cpu', components: ['cpu'], start: true },
 ];
@@ -159,7 +160,7 @@ for (const { label, components } of RENDERINGS) {
     if (object.kind === 'ScaledObject') checkScaledObject(object, objects, label);
   }
   await checkConfig(objects, label);
-  checkProduction(objects, label, problem);
+  checkProduction(objects, label, problem, { singleNode: components.includes('single-node') });
   if (components.includes('monitoring')) checkMonitoring(objects, label, problem);
   if (components.includes('ingress') && !objects.some((o) => o.kind === 'Ingress') ) problem(label, 'has no Ingress');
   if (components.includes('autoscaling') && !objects.some((o) => o.kind === 'ScaledObject')) problem(label, 'has no ScaledObject');

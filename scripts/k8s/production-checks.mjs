@@ -31,7 +31,8 @@ function cortexConfigOf(objects, spec) {
   return text === undefined ? null : { map, config: parseYaml(text) ?? {} };
 }
 
-export function checkProduction(objects, label, problem) {
+/** `singleNode`: the single-node component, whose models claim is ReadWriteOnce by design. */
+export function checkProduction(objects, label, problem, { singleNode = false } = {}) {
   const at = (o) => `${label}: ${o.kind}/${o.metadata.name}`;
   const workloads = [...byKind(objects, 'Deployment'), ...byKind(objects, 'StatefulSet'), ...byKind(objects, 'Job')];
   const cortex = workloads.filter((w) => podSpec(w).containers.some((c) => /^cortex(-worker-cuda)?(:|@|$)/.test(c.image)));
@@ -82,7 +83,8 @@ export function checkProduction(objects, label, problem) {
   const claim = modelsVolume?.persistentVolumeClaim && named(objects, 'PersistentVolumeClaim', modelsVolume.persistentVolumeClaim.claimName);
   if (!claim) problem(at(worker), `models_dir ${workerConfig?.config.worker?.models_dir} is not a PersistentVolumeClaim's mount`);
   else {
-    if (!claim.spec.accessModes.includes('ReadWriteMany')) problem(at(claim), 'needs ReadWriteMany: every worker mounts it');
+    const mode = singleNode ? 'ReadWriteOnce' : 'ReadWriteMany';
+    if (!claim.spec.accessModes.includes(mode)) problem(at(claim), singleNode ? 'single-node: ReadWriteOnce, which every StorageClass offers' : 'needs ReadWriteMany: every worker mounts it');
     const mount = podSpec(worker).containers[0].volumeMounts.find((m) => m.name === modelsVolume.name);
     if (!mount.readOnly && !modelsVolume.persistentVolumeClaim.readOnly) problem(at(worker), 'mounts the models volume writable; the pull Job fills it');
     const pull = byKind(objects, 'Job').find((j) => podSpec(j).volumes?.some((v) => v.persistentVolumeClaim?.claimName === claim.metadata.name));
