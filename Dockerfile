@@ -10,8 +10,9 @@
 
 ARG NODE_IMAGE=node:22-bookworm-slim
 # CUDA 12 runtime: node-llama-cpp's main CUDA binary links CUDA 13, and its linux-x64-cuda-ext package
-# carries a CUDA 12 fallback that it loads when the CUDA 13 libraries are missing. CUDA 12 runs on far
-# more installed drivers (>= 525) than CUDA 13 (>= 580); pass a 13.x runtime image here for newer hosts.
+# carries a CUDA 12 fallback that it loads when the CUDA 13 libraries are missing. This 12.8 image
+# needs driver >= 570 (its NVIDIA_REQUIRE_CUDA=cuda>=12.8 is enforced by the NVIDIA container runtime);
+# CUDA 13 needs >= 580. Pass an older 12.x runtime image for older drivers, a 13.x one for newer hosts.
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu22.04
 ARG NATS_IMAGE=nats:2-alpine
 

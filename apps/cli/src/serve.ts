@@ -2,13 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connectBus, natsConnectOptions, natsReachable, natsServerOnPath, NATS_INSTALL_HINT, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
-import { loadConfig, type CortexConfig } from '@cortex/config';
+import { DRAIN_EXIT_MARGIN_MS, loadConfig, type CortexConfig } from '@cortex/config';
 import { formatBanner } from './banner.js';
 import { createLogger, isPretty } from './logger.js';
 import { APP_SERVICES, isAppService, loadService, type AppService } from './services.js';
 import { collectStatus } from './status.js';
 
-const STOP_GRACE_MS = 15_000;
 
 /** `cortex serve <service>`: one service in this process, until SIGINT/SIGTERM. */
 export async function serveOne(name: AppService): Promise<void> {
@@ -21,11 +20,14 @@ export async function serveOne(name: AppService): Promise<void> {
   const stop = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    logger.log(`${signal}: draining`);
+    // In-flight work gets drain_timeout_ms (the worker cancels what still runs then); cancelling,
+    // freeing models and closing NATS get the margin after it.
+    const graceMs = config.drainTimeoutMs + DRAIN_EXIT_MARGIN_MS;
+    logger.log(`${signal}: draining (up to ${config.drainTimeoutMs} ms)`);
     const timer = setTimeout(() => {
-      logger.error(`did not stop within ${STOP_GRACE_MS} ms; exiting`);
+      logger.error(`did not stop within ${graceMs} ms; exiting`);
       process.exit(1);
-    }, STOP_GRACE_MS).unref();
+    }, graceMs).unref();
     try {
       await running.close();
       await nc.drain();
@@ -76,7 +78,7 @@ export async function serveMany(names: AppService[]): Promise<void> {
     for (const child of children.values()) child.kill('SIGTERM');
     const killer = setTimeout(() => {
       for (const child of children.values()) child.kill('SIGKILL');
-    }, STOP_GRACE_MS + 2_000);
+    }, config.drainTimeoutMs + DRAIN_EXIT_MARGIN_MS + 2_000);
     await Promise.all(exits);
     clearTimeout(killer);
     await nats?.stop();

@@ -258,7 +258,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const running = (): Promise<unknown> => Promise.allSettled([...this.runs.values()].map((run) => run.done));
     const drained = await Promise.race([
       running().then(() => true),
-      new Promise<false>((resolve) => setTimeout(() => resolve(false), 10_000).unref()),
+      new Promise<false>((resolve) => setTimeout(() => resolve(false), this.config.drainTimeoutMs).unref()),
     ]);
     if (!drained) {
       for (const id of this.runs.keys()) this.cancel(id, 'worker shutting down');

@@ -69,6 +69,12 @@ export class ResponsesConfig {
   /** At most this many stored responses (and as many conversations); the oldest go first. */
   @IsInt() @Min(1) maxStored = 100_000;
   /**
+   * At most this many bytes in each of the two stores (responses, conversations), per NATS server that
+   * holds a copy; the oldest go first. 0: no byte limit (only `max_stored`). Keep both stores together
+   * well below the NATS server's JetStream `max_file_store`, which every other stream shares.
+   */
+  @IsInt() @Min(0) maxBytes = 0;
+  /**
    * Reasoning stream event names: `openai` (`response.reasoning_text.*`, which the official openai
    * client accepts) or `openresponses` (the spec's `response.reasoning.*`, which that client rejects).
    */
@@ -270,6 +276,9 @@ export class WorkerConfig {
   @IsInt() @Min(1) @Max(1_000_000) syntheticTokensPerSecond = 1_000;
 }
 
+/** After `drain_timeout_ms`, the time a service still has to cancel, free its models and close NATS. */
+export const DRAIN_EXIT_MARGIN_MS = 5_000;
+
 export class CortexConfig {
   @ValidateNested() @Type(() => GatewayConfig) gateway = new GatewayConfig();
   @ValidateNested() @Type(() => AuthConfig) auth = new AuthConfig();
@@ -286,6 +295,13 @@ export class CortexConfig {
    * translator and worker (Kubernetes sets it). Unset: none.
    */
   @IsOptional() @Matches(HOST_PORT, { message: 'must be host:port' }) probeListen?: string;
+  /**
+   * How long a stopping service (SIGTERM) lets in-flight work finish: a worker's generations, a
+   * gateway's open streams. A worker cancels what still runs after it; every service exits at the
+   * latest `DRAIN_EXIT_MARGIN_MS` later. Give the process at least that long before a SIGKILL
+   * (Kubernetes: terminationGracePeriodSeconds, plus any preStop pause).
+   */
+  @IsInt() @Min(0) @Max(24 * 3_600_000) drainTimeoutMs = 10_000;
   @IsIn(['trace', 'debug', 'info', 'warn', 'error']) logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' = 'info';
   /**
    * `json`: one pino JSON object per line (for log pipelines); `pretty`: one readable line per record

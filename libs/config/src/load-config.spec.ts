@@ -67,6 +67,15 @@ describe('config', () => {
     assert.throws(() => loadConfig({ CORTEX_NATS_REPLICAS: '7' }, empty), /nats\.replicas: .*5/);
   });
 
+  it('config - drain_timeout_ms defaults to 10 s, CORTEX_DRAIN_TIMEOUT_MS and the file set it, a negative one is refused by path', () => {
+    const empty = mkdtempSync(join(tmpdir(), 'cortex-empty-'));
+    assert.equal(loadConfig({}, empty).config.drainTimeoutMs, 10_000);
+    assert.equal(loadConfig({ CORTEX_DRAIN_TIMEOUT_MS: '300000' }, empty).config.drainTimeoutMs, 300_000);
+    const { env } = tempConfig('drain_timeout_ms: 60000\n');
+    assert.equal(loadConfig(env).config.drainTimeoutMs, 60_000);
+    assert.throws(() => loadConfig({ CORTEX_DRAIN_TIMEOUT_MS: '-1' }, empty), /drain_timeout_ms/);
+  });
+
   it('config - a bad value fails fast naming its path', () => {
     assert.throws(
       () => parseConfig({ models: [{ id: 'ok', file: 'x.gguf' }, { id: 'm', file: 'y', context_size: 12 }] }),

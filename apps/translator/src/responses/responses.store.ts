@@ -31,7 +31,8 @@ export class ResponsesStore implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    const { ttlS, maxStored } = this.config.responses;
+    const { ttlS, maxStored, maxBytes } = this.config.responses;
+    const max_bytes = maxBytes > 0 ? maxBytes : -1;
     const options = { ttl: ttlS * 1000, history: 1 };
     this.responses = await openKv(this.bus.nc, RESPONSES_BUCKET, options);
     this.conversations = await openKv(this.bus.nc, CONVERSATIONS_BUCKET, options);
@@ -40,11 +41,11 @@ export class ResponsesStore implements OnModuleInit {
     for (const bucket of [RESPONSES_BUCKET, CONVERSATIONS_BUCKET]) {
       const stream = `KV_${bucket}`;
       const info = await jsm.streams.info(stream);
-      if (info.config.max_msgs !== maxStored || info.config.discard !== 'old') {
-        await jsm.streams.update(stream, { ...info.config, max_msgs: maxStored, discard: 'old' as never });
+      if (info.config.max_msgs !== maxStored || info.config.max_bytes !== max_bytes || info.config.discard !== 'old') {
+        await jsm.streams.update(stream, { ...info.config, max_msgs: maxStored, max_bytes, discard: 'old' as never });
       }
     }
-    this.logger.log(`responses kept ${Math.round(ttlS / 3600)} h, at most ${maxStored}`);
+    this.logger.log(`responses kept ${Math.round(ttlS / 3600)} h, at most ${maxStored}${maxBytes > 0 ? ` and ${maxBytes} bytes` : ''}`);
   }
 
   async get(id: string): Promise<StoredResponse | null> {

@@ -49,6 +49,8 @@ export class ResponsesConnection {
   private pendingBytes = 0;
   private turns = 0;
   private closed = false;
+  /** The gateway is stopping: no new turns; the ones received finish, then the socket closes. */
+  private draining = false;
   /** The turn in flight, to cancel when the client goes. */
   private cancelCurrent: ((reason: string) => void) | null = null;
   private readonly limit: NodeJS.Timeout;
@@ -66,6 +68,10 @@ export class ResponsesConnection {
 
   private receive(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
+    if (this.draining) {
+      this.sendError(new CortexError('service_unavailable', 'this gateway is shutting down: open a new connection and send this response.create again', { retryAfter: 1 }));
+      return;
+    }
     // One turn in flight and MAX_QUEUED waiting (counted on arrival, however the messages were batched),
     // holding at most two messages of the largest size a body may have.
     const size = rawSize(data);
@@ -170,6 +176,19 @@ export class ResponsesConnection {
 
   private sendError(error: CortexError): void {
     new SocketSink(this.socket, 0).send(socketErrorEvent(error.toBody(), error.status));
+  }
+
+  /**
+   * The gateway stops (SIGTERM): turns already received run to their end, new ones are refused, then
+   * the socket closes with 1001 (going away) so the client reconnects to another gateway. Bounded by
+   * the process's drain_timeout_ms, after which it exits whatever runs.
+   */
+  async drain(): Promise<void> {
+    this.draining = true;
+    await this.queue;
+    if (this.closed) return;
+    this.end('the gateway is shutting down');
+    this.socket.close(1001, 'the gateway is shutting down');
   }
 
   /** The client went (or the socket failed): cancel the turn in flight, drop the queue and the state. */

@@ -20,6 +20,7 @@ import { ResponsesConnection, type ConnectionDeps } from './responses.connection
 @Injectable()
 export class ResponsesSocket {
   private readonly deps: ConnectionDeps;
+  private readonly connections = new Set<ResponsesConnection>();
 
   constructor(
     inference: InferenceService,
@@ -32,7 +33,12 @@ export class ResponsesSocket {
 
   install(fastify: FastifyInstance): void {
     // The largest message is one create body; the HTTP body limit applies to it as well.
-    void fastify.register(websocket, { options: { maxPayload: this.config.gateway.bodyLimitBytes } });
+    // On close (SIGTERM), each connection finishes the turns it has received before its socket closes
+    // (the plugin's default closes every socket at once, cutting turns mid-stream on every rollout).
+    const preClose = async (): Promise<void> => {
+      await Promise.all([...this.connections].map((connection) => connection.drain()));
+    };
+    void fastify.register(websocket, { options: { maxPayload: this.config.gateway.bodyLimitBytes }, preClose });
     void fastify.register(async (scope) => {
       for (const url of ['/v1/responses', '/responses']) {
         scope.route({
@@ -49,7 +55,9 @@ export class ResponsesSocket {
               headers: request.headers,
               session: sessionFromHeaders(request.headers, this.config.gateway.sessionHeaders),
             };
-            new ResponsesConnection(socket, context, this.deps);
+            const connection = new ResponsesConnection(socket, context, this.deps);
+            this.connections.add(connection);
+            socket.on('close', () => this.connections.delete(connection));
           },
         });
       }

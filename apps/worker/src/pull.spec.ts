@@ -1,0 +1,31 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseConfig } from '@cortex/config';
+import { pull, pullSources } from './pull.js';
+
+describe('pull', () => {
+  it('pull - sources are each model file once plus drafts that are sources, not catalogue ids or lookup', () => {
+    const config = parseConfig({
+      models: [
+        { id: 'a', file: 'fixture:cortex-chat', draft: 'b' },
+        { id: 'b', file: 'fixture:cortex-chat' },
+        { id: 'c', file: 'fixture:cortex-tools', draft: 'lookup' },
+        { id: 'd', file: 'fixture:cortex-reasoning', draft: 'fixture:cortex-chat:bytes' },
+      ],
+    });
+    assert.deepEqual(pullSources(config), ['fixture:cortex-chat', 'fixture:cortex-tools', 'fixture:cortex-reasoning', 'fixture:cortex-chat:bytes']);
+  });
+
+  it('pull - writes the fixtures into models_dir and fails naming a source it cannot have', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cortex-pull-'));
+    const config = parseConfig({ worker: { models_dir: dir }, models: [{ id: 'chat', file: 'fixture:cortex-chat' }] });
+    const paths = await pull(config, () => {});
+    assert.ok(existsSync(paths['fixture:cortex-chat']!));
+    assert.ok(paths['fixture:cortex-chat']!.startsWith(dir));
+    const missing = parseConfig({ worker: { models_dir: dir }, models: [{ id: 'x', file: join(dir, 'nope.gguf') }] });
+    await assert.rejects(pull(missing, () => {}), /nope\.gguf/);
+  });
+});
