@@ -9,6 +9,7 @@ import { COMMANDS } from './commands.js';
 import { parseServiceNames, serveMany, serveOne } from './serve.js';
 import { collectStatus, formatStatus, watchStatus } from './status.js';
 import { admin } from './admin.js';
+import { keysCommand } from './keys.js';
 
 async function main(argv: string[]): Promise<void> {
   const line = parseCommandLine(argv, COMMANDS);
@@ -50,6 +51,15 @@ async function main(argv: string[]): Promise<void> {
       for (const [id, path] of Object.entries(paths)) console.log(`${id}\t${path}`);
       return;
     }
+    case 'keys create':
+    case 'keys list':
+    case 'keys show':
+    case 'keys update':
+    case 'keys rotate':
+    case 'keys revoke':
+    case 'accounts list':
+    case 'accounts set':
+      return keysCommand(command, values, positionals);
     default:
       throw new UsageError(`"${command}" has no handler`);
   }

@@ -1,7 +1,8 @@
 import { startHttpApp, type ServiceStart } from '@cortex/bus';
 import { GatewayModule } from './gateway.module.js';
 import { ApiExceptionFilter } from './http/api-exception.filter.js';
-import { installAccess } from './http/access.js';
+import { installAccess, installModelAccess } from './http/access.js';
+import { KeyDirectory } from './keys/key-directory.js';
 import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
@@ -18,8 +19,9 @@ export const start: ServiceStart = async (context) => {
       app.useGlobalFilters(new ApiExceptionFilter());
       const fastify = app.getHttpAdapter().getInstance();
       installArrival(fastify);
-      installAccess(fastify, config, context.logger);
+      installAccess(fastify, config, context.logger, app.get(KeyDirectory));
       installBodyDepth(fastify);
+      installModelAccess(fastify);
       app.get(ResponsesSocket).install(fastify);
     },
   });
