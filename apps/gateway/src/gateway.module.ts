@@ -13,6 +13,7 @@ import { BackgroundResponder } from './responses/responses.background.js';
 import { AdminController } from './admin/admin.controller.js';
 import { KeysController } from './admin/keys.controller.js';
 import { KeyDirectory } from './keys/key-directory.js';
+import { RateLimiter } from './limits/rate-limiter.js';
 import { InferenceResponder } from './inference/inference.responder.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
 import { RetrievalController } from './retrieval/retrieval.controller.js';
@@ -25,7 +26,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, RetrievalController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, RateLimiter],
     };
   }
 }

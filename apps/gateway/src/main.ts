@@ -3,6 +3,8 @@ import { GatewayModule } from './gateway.module.js';
 import { ApiExceptionFilter } from './http/api-exception.filter.js';
 import { installAccess, installModelAccess } from './http/access.js';
 import { KeyDirectory } from './keys/key-directory.js';
+import { RateLimiter } from './limits/rate-limiter.js';
+import { installRateLimits } from './http/rate-limits.js';
 import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
@@ -22,6 +24,7 @@ export const start: ServiceStart = async (context) => {
       installAccess(fastify, config, context.logger, app.get(KeyDirectory));
       installBodyDepth(fastify);
       installModelAccess(fastify);
+      installRateLimits(fastify, app.get(RateLimiter), app.get(KeyDirectory));
       app.get(ResponsesSocket).install(fastify);
     },
   });

@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { keyView, parseAccountPut, parseKeyCreate, parseKeyUpdate, parseRotate } from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
 import { KeyDirectory } from '../keys/key-directory.js';
+import { RateLimiter } from '../limits/rate-limiter.js';
 
 /**
  * Stored keys and accounts, for an admin key (http/access.ts): `cortex keys` does the same over the
@@ -10,7 +11,10 @@ import { KeyDirectory } from '../keys/key-directory.js';
  */
 @Controller('admin')
 export class KeysController {
-  constructor(private readonly directory: KeyDirectory) {}
+  constructor(
+    private readonly directory: KeyDirectory,
+    private readonly limiter: RateLimiter,
+  ) {}
 
   @Post('keys')
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
@@ -29,7 +33,7 @@ export class KeysController {
   show(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
     return respondJson(req, reply, async () => {
       const key = await this.directory.store.get(id);
-      return { ...keyView(key, Date.now()), account_limits: this.directory.account(key.account)?.limits ?? {} };
+      return { ...keyView(key, Date.now()), account_limits: this.directory.account(key.account)?.limits ?? {}, usage: await this.limiter.usage(key) };
     });
   }
 
