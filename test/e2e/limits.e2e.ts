@@ -60,6 +60,21 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     return { response, stop: () => abort.abort() };
   };
 
+  const budgetUsage = async (id: string): Promise<{ spent: number; reserved: number }> => {
+    const shown = (await (await fetch(`${gateways[0]}/admin/keys/${id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { usage: { token_budget: { spent: number; reserved: number } } };
+    return shown.usage.token_budget;
+  };
+  /** Waits until no request of the key holds a reservation, and returns what it has spent. */
+  const settled = async (id: string): Promise<number> => {
+    let spent = -1;
+    await waitFor(async () => {
+      const usage = await budgetUsage(id);
+      spent = usage.spent;
+      return usage.reserved === 0;
+    }, 5_000, 50);
+    return spent;
+  };
+
   it('limits - requests per minute across both gateways: exactly the limit passes, then 429 with retry-after and the headers', async () => {
     const key = await createKey({ name: 'rpm-3', limits: { requests_per_minute: 3 } });
     const statuses: number[] = [];
@@ -120,7 +135,7 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       assert.match(body.error.message, /has 2 requests running, its limit of 2 concurrent requests; retry when one ends/);
     }
     const shown = (await (await fetch(`${gateways[1]}/admin/keys/${key.id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { usage: Record<string, unknown> };
-    assert.deepEqual(shown.usage, { concurrent_requests_running: 2, requests_remaining: null, requests_reset_ms: null });
+    assert.deepEqual(shown.usage, { concurrent_requests_running: 2, requests_remaining: null, requests_reset_ms: null, token_budget: null });
     // A client that goes away gives its slot back.
     first.stop();
     await waitFor(async () => (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).status === 200, 2_000, 50);
@@ -174,8 +189,62 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     }
   });
 
-  it('limits - a gateway SIGKILLed mid-stream: its concurrency slot counts until its lease expires, then frees', async () => {
-    const key = await createKey({ name: 'one-at-once', limits: { concurrent_requests: 1 } });
+  it('limits - a token budget under concurrent requests on both gateways: overshoot at most one reservation, spend equals the usage answered', async () => {
+    const key = await createKey({ name: 'budget-2000', limits: { token_budget: { tokens: 2_000, window: 'day' } } });
+    const body = { model: 'cortex-chat', messages: user, max_tokens: 20 };
+    const reservation = Buffer.byteLength(JSON.stringify(body)) + 20;
+    const answered: Array<{ status: number; tokens: number; code?: string; shouldRetry: string | null }> = [];
+    const send = async (base: string): Promise<void> => {
+      const response = await postJson(`${base}/v1/chat/completions`, body, { authorization: `Bearer ${key.secret}` });
+      const json = (await response.json()) as { usage?: { total_tokens: number }; error?: { code: string } };
+      answered.push({ status: response.status, tokens: json.usage?.total_tokens ?? 0, code: json.error?.code, shouldRetry: response.headers.get('x-should-retry') });
+    };
+    // Waves of 12 at once on both gateways; after each, one request alone: refused once the budget is spent.
+    for (let wave = 0; wave < 40; wave++) {
+      await Promise.all(Array.from({ length: 12 }, (_, i) => send(gateways[i % 2]!)));
+      await settled(key.id);
+      await send(gateways[wave % 2]!);
+      if (answered.at(-1)!.status === 429) break;
+      await settled(key.id);
+    }
+    const refused = answered.filter((a) => a.status === 429);
+    assert.equal(answered.at(-1)!.status, 429, 'the budget ran out');
+    // While running requests hold the rest, a refusal is worth retrying; once it is spent, it is not.
+    for (const r of refused) assert.ok(['rate_limit_exceeded/null', 'insufficient_quota/false'].includes(`${r.code}/${r.shouldRetry}`), `${r.code}/${r.shouldRetry}`);
+    assert.ok(refused.some((r) => r.code === 'rate_limit_exceeded'), 'some were refused only because running requests held the rest');
+    assert.deepEqual([refused.at(-1)!.code, refused.at(-1)!.shouldRetry], ['insufficient_quota', 'false']);
+    const usedByAnswers = answered.reduce((sum, a) => sum + a.tokens, 0);
+    const spent = await settled(key.id);
+    assert.equal(spent, usedByAnswers, 'the ledger charged exactly the usage the responses reported');
+    assert.ok(spent >= 2_000 && spent <= 2_000 + reservation, `spent ${spent} of 2000 (one reservation is ${reservation})`);
+    console.log(`budget 2000: ${answered.length - refused.length} requests admitted, ${refused.length} refused (some while others held reservations), ${spent} tokens spent (one reservation: ${reservation})`);
+    const message = (await (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).json()) as { error: { message: string } };
+    assert.match(message.error.message, new RegExp(`the key ${key.id} \\("budget-2000"\\) has used its token budget: \\d+ of 2000 tokens spent today \\(UTC\\) \\(it resets at 20`));
+  });
+
+  it('limits - the openai client does not retry insufficient_quota; Anthropic SDK surfaces it', async () => {
+    const key = await createKey({ name: 'budget-tiny', limits: { token_budget: { tokens: 50 } } });
+    // Spend it, one request at a time, until a request with nothing else reserved is refused.
+    for (let i = 0; i < 20; i++) {
+      const status = (await chat(gateways[0]!, key.secret, { max_tokens: 5 })).status;
+      const spent = await settled(key.id);
+      if (status === 429 && spent >= 50) break;
+    }
+    const { server, url, counted } = await countingProxy(gateways[0]!);
+    try {
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key.secret, maxRetries: 2 });
+      await assert.rejects(client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }), (error: unknown) => error instanceof OpenAI.RateLimitError && error.code === 'insufficient_quota');
+      assert.deepEqual(counted.map((c) => c.status), [429], 'one request reached the gateway: no retry');
+    } finally {
+      server.close();
+    }
+    const anthropic = new Anthropic({ baseURL: gateways[1]!, apiKey: key.secret, maxRetries: 2 });
+    await assert.rejects(anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }), (error: unknown) => error instanceof Anthropic.RateLimitError && /has used its token budget/.test(error.message));
+  });
+
+  it('limits - a gateway SIGKILLed mid-stream: its concurrency slot and budget reservation count until they expire, then free', async () => {
+    // The stream's reservation (4000 tokens of output and its body) fills the budget too.
+    const key = await createKey({ name: 'one-at-once', limits: { concurrent_requests: 1, token_budget: { tokens: 4_000 } } });
     const doomed = [...stack.processes.entries()].find(([name]) => name.startsWith('gateway#'))?.[1];
     assert.ok(doomed, 'the second gateway process');
     const held = await holdStream(gateways[1]!, key.secret);
@@ -184,9 +253,9 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     const killedAt = Date.now();
     doomed.kill('SIGKILL');
     held.stop();
-    // LEASE_TTL_MS (15 s) after the last renewal at most; the wait is bounded a little above it.
+    // LEASE_TTL_MS and RESERVATION_TTL_MS (15 s) after the last renewal at most; the wait is bounded a little above it.
     await waitFor(async () => (await chat(gateways[0]!, key.secret, { max_tokens: 2 })).status === 200, 17_000, 250);
-    console.log(`slot of the SIGKILLed gateway free again after ${Date.now() - killedAt} ms`);
+    console.log(`slot and reservation of the SIGKILLed gateway free again after ${Date.now() - killedAt} ms`);
   });
 });
 

@@ -9,7 +9,7 @@ const KEY_OPTIONS = {
   rpm: { type: 'string', value: 'n', description: 'requests per minute' },
   tpm: { type: 'string', value: 'n', description: 'tokens per minute (stored and shown; not enforced yet)' },
   concurrency: { type: 'string', value: 'n', description: 'requests at once' },
-  budget: { type: 'string', value: 'tokens', description: 'token budget, prompt + completion (stored and shown; not enforced yet)' },
+  budget: { type: 'string', value: 'tokens', description: 'token budget, prompt + completion tokens; refused with insufficient_quota once spent' },
   'budget-window': { type: 'string', value: 'window', description: 'balance (never resets, the default), day or month (UTC)' },
   model: { type: 'string', multiple: true, value: 'id', description: 'a model it may use; comma-separated lists too (default: every model)' },
   expires: { type: 'string', value: 'time', description: 'ISO 8601 time after which it is refused, e.g. 2027-01-31' },

@@ -5,6 +5,8 @@ import { installAccess, installModelAccess } from './http/access.js';
 import { KeyDirectory } from './keys/key-directory.js';
 import { RateLimiter } from './limits/rate-limiter.js';
 import { installRateLimits } from './http/rate-limits.js';
+import { BudgetLedger } from './limits/budget-ledger.js';
+import { InferenceService } from './inference/inference.service.js';
 import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
@@ -24,7 +26,8 @@ export const start: ServiceStart = async (context) => {
       installAccess(fastify, config, context.logger, app.get(KeyDirectory));
       installBodyDepth(fastify);
       installModelAccess(fastify);
-      installRateLimits(fastify, app.get(RateLimiter), app.get(KeyDirectory));
+      const inference = app.get(InferenceService);
+      installRateLimits(fastify, { limiter: app.get(RateLimiter), budgets: app.get(BudgetLedger), directory: app.get(KeyDirectory), contextSizeOf: (model) => inference.modelConfig(model)?.contextSize });
       app.get(ResponsesSocket).install(fastify);
     },
   });

@@ -4,6 +4,7 @@ import { keyView, parseAccountPut, parseKeyCreate, parseKeyUpdate, parseRotate }
 import { respondJson } from '../http/error-response.js';
 import { KeyDirectory } from '../keys/key-directory.js';
 import { RateLimiter } from '../limits/rate-limiter.js';
+import { BudgetLedger } from '../limits/budget-ledger.js';
 
 /**
  * Stored keys and accounts, for an admin key (http/access.ts): `cortex keys` does the same over the
@@ -14,6 +15,7 @@ export class KeysController {
   constructor(
     private readonly directory: KeyDirectory,
     private readonly limiter: RateLimiter,
+    private readonly budgets: BudgetLedger,
   ) {}
 
   @Post('keys')
@@ -33,7 +35,7 @@ export class KeysController {
   show(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
     return respondJson(req, reply, async () => {
       const key = await this.directory.store.get(id);
-      return { ...keyView(key, Date.now()), account_limits: this.directory.account(key.account)?.limits ?? {}, usage: await this.limiter.usage(key) };
+      return { ...keyView(key, Date.now()), account_limits: this.directory.account(key.account)?.limits ?? {}, usage: { ...(await this.limiter.usage(key)), token_budget: await this.budgets.usage(key) } };
     });
   }
 

@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { goDuration, type RequestWindow } from '../limits/rate-limit.decider.js';
 import type { RateLimiter } from '../limits/rate-limiter.js';
+import type { BudgetLedger } from '../limits/budget-ledger.js';
+import { reservationFor } from '../limits/reservation.js';
 import type { KeyDirectory } from '../keys/key-directory.js';
 import { CortexError } from '@cortex/contracts';
 import { sendError } from './error-response.js';
@@ -12,34 +14,55 @@ const LIMITED = /^\/(v1\/)?(chat\/completions|completions|responses|responses\/c
 const MESSAGES = /^\/(v1\/)?messages(\/|$)/;
 
 /**
- * The rate limits of stored keys (limits/rate-limiter.ts), checked once the body has passed the key
- * and model checks. An admitted request holds its concurrency lease until its response closes —
- * finished, failed, or the client gone. The limit headers are set on the raw response, so a stream
- * (which writes its own head) sends them before its first byte too.
+ * The limits of stored keys, checked once the body has passed the key and model checks: first the
+ * request windows (limits/rate-limiter.ts), then the token budgets (limits/budget-ledger.ts). An
+ * admitted request holds its concurrency lease and budget reservation until its response closes —
+ * finished, failed, or the client gone — and the reservation is then settled with its usage. The
+ * limit headers are set on the raw response, so a stream (which writes its own head) sends them
+ * before its first byte too.
  */
-export function installRateLimits(fastify: FastifyInstance, limiter: RateLimiter, directory: KeyDirectory): void {
+export function installRateLimits(fastify: FastifyInstance, deps: { limiter: RateLimiter; budgets: BudgetLedger; directory: KeyDirectory; contextSizeOf: (model: string) => number | undefined }): void {
   fastify.addHook('preValidation', (request, reply, done) => {
     const principal = principalOf(request);
-    if (!principal || request.method !== 'POST' || !LIMITED.test(request.url.split('?')[0] ?? '')) return done();
+    const path = request.url.split('?')[0] ?? '';
+    if (!principal || request.method !== 'POST' || !LIMITED.test(path)) return done();
     const anthropic = MESSAGES.test(request.url);
-    limiter.admit(principal.key, directory.account(principal.key.account)).then(
-      (result) => {
-        if (result.requests) setWindowHeaders(reply, result.requests, anthropic);
-        if (result.kind === 'refuse') {
-          reply.raw.setHeader('retry-after-ms', String(result.retryAfterMs));
-          sendError(reply, request.url, result.error, requestIdOf(request));
-          return;
-        }
-        reply.raw.once('close', () => void result.release());
-        done();
-      },
+    const { key } = principal;
+    const account = deps.directory.account(key.account);
+    void (async () => {
+      const rate = await deps.limiter.admit(key, account);
+      if (rate.requests) setWindowHeaders(reply, rate.requests, anthropic);
+      if (rate.kind === 'refuse') {
+        reply.raw.setHeader('retry-after-ms', String(rate.retryAfterMs));
+        sendError(reply, request.url, rate.error, requestIdOf(request));
+        return;
+      }
+      const model = (request.body as { model?: unknown } | null)?.model;
+      const bytes = Number(request.headers['content-length']) || Buffer.byteLength(JSON.stringify(request.body ?? {}));
+      const tokens = reservationFor(path, request.body, bytes, typeof model === 'string' ? deps.contextSizeOf(model) : undefined);
+      const budget = await deps.budgets.reserve(key, account, requestIdOf(request), tokens).catch(async (error: unknown) => {
+        await rate.release();
+        throw error;
+      });
+      if (budget.kind === 'refuse') {
+        await rate.release();
+        // Spent: retrying does not help until the budget resets or is raised; the official SDKs read this header.
+        if (budget.retryAfterMs === null) reply.raw.setHeader('x-should-retry', 'false');
+        else reply.raw.setHeader('retry-after-ms', String(budget.retryAfterMs));
+        sendError(reply, request.url, budget.error, requestIdOf(request));
+        return;
+      }
+      reply.raw.once('close', () => {
+        void rate.release();
+        void budget.settle();
+      });
+      done();
+    })().catch((error: unknown) => {
       // NATS unreachable: never let a limited key through unlimited, never a 500.
-      (error: unknown) => {
-        const refusal =
-          error instanceof CortexError ? error : new CortexError('service_unavailable', `the key's rate limits cannot be checked now (${(error as Error).message}); retry`, { retryAfter: 1, cause: error });
-        sendError(reply, request.url, refusal, requestIdOf(request));
-      },
-    );
+      const refusal =
+        error instanceof CortexError ? error : new CortexError('service_unavailable', `the key's limits cannot be checked now (${(error as Error).message}); retry`, { retryAfter: 1, cause: error });
+      sendError(reply, request.url, refusal, requestIdOf(request));
+    });
   });
 }
 

@@ -3,13 +3,12 @@ import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@ne
 import type { KV } from '@nats-io/kv';
 import { BusClient, openKv } from '@cortex/bus';
 import { Buckets, CortexError, type AccountRecord, type KeyRecord } from '@cortex/contracts';
+import { casChange } from './kv-cas.js';
 import { decide, EMPTY_SCOPE, liveLeases, release, renew, requestWindow, undo, type LimitName, type RequestWindow, type ScopeLimits, type ScopeState } from './rate-limit.decider.js';
 
 /** How long a concurrency lease counts without renewal: the bound on a dead gateway's slots. */
 export const LEASE_TTL_MS = 15_000;
 const RENEW_EVERY_MS = 5_000;
-/** Compare-and-set attempts before an admission gives up (503): only under heavy contention on one key. */
-const CAS_ATTEMPTS = 50;
 
 interface Scope {
   entry: string;
@@ -108,25 +107,8 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
     return { concurrent_requests_running: Object.keys(liveLeases(state, now)).length, requests_remaining: window?.remaining ?? null, requests_reset_ms: window?.resetMs ?? null };
   }
 
-  /** Reads a scope, applies `edit` and writes its state back if nobody wrote in between; otherwise again. */
-  private async change<R>(entry: string, edit: (state: ScopeState, now: number) => { next: ScopeState | null; result: R }): Promise<R> {
-    const kv = this.kv;
-    if (!kv) throw new CortexError('service_unavailable', 'the rate limiter is not ready yet', { retryAfter: 1 });
-    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      const current = await kv.get(entry);
-      const state = current?.operation === 'PUT' ? current.json<ScopeState>() : EMPTY_SCOPE;
-      const { next, result } = edit(state, Date.now());
-      if (next === null) return result;
-      try {
-        if (current) await kv.update(entry, JSON.stringify(next), current.revision);
-        else await kv.create(entry, JSON.stringify(next));
-        return result;
-      } catch {
-        // Another gateway wrote this scope first: read its write and decide again, after a short random pause.
-        await new Promise((done) => setTimeout(done, Math.random() * 5 * (attempt + 1)));
-      }
-    }
-    throw new CortexError('service_unavailable', `rate-limit state of ${entry} is changing too fast to decide; retry`, { retryAfter: 1 });
+  private change<R>(entry: string, edit: (state: ScopeState, now: number) => { next: ScopeState | null; result: R }): Promise<R> {
+    return casChange(this.kv, entry, EMPTY_SCOPE, edit);
   }
 
   private remember(entry: string, leaseId: string): void {

@@ -20,6 +20,8 @@ export const ErrorCodes = {
   busy: { status: 429, type: 'rate_limit_error' },
   /** A key's or account's window (requests per minute, concurrent requests) is used up: retry after `retryAfter`. */
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error' },
+  /** A key's or account's token budget is spent: retrying does not help until it resets or is raised (`x-should-retry: false`). */
+  insufficient_quota: { status: 429, type: 'insufficient_quota' },
   no_worker: { status: 503, type: 'service_unavailable' },
   service_unavailable: { status: 503, type: 'service_unavailable' },
   model_load_failed: { status: 503, type: 'service_unavailable' },
