@@ -222,6 +222,24 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     assert.match(message.error.message, new RegExp(`the key ${key.id} \\("budget-2000"\\) has used its token budget: \\d+ of 2000 tokens spent today \\(UTC\\) \\(it resets at 20`));
   });
 
+  it('limits - a background response is charged its usage when its run ends, not when its reply closes', async () => {
+    const key = await createKey({ name: 'budget-background', limits: { token_budget: { tokens: 100_000 } } });
+    const client = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: key.secret, maxRetries: 0 });
+    // A run that outlasts the 2 s a closed reply waits for its usage: the looping model writes 4000 tokens.
+    const started = Date.now();
+    const job = await client.responses.create({ model: 'cortex-loop', input: 'Hi.', background: true, max_output_tokens: 4000 });
+    let done = job;
+    await waitFor(async () => {
+      done = await client.responses.retrieve(job.id);
+      return done.status === 'completed' || done.status === 'incomplete';
+    }, 30_000, 100);
+    console.log(`background run ended after ${Date.now() - started} ms`);
+    const total = (done.usage?.input_tokens ?? 0) + (done.usage?.output_tokens ?? 0);
+    assert.ok(total > 0);
+    await waitFor(async () => (await budgetUsage(key.id)).spent === total, 5_000, 100);
+    assert.equal((await budgetUsage(key.id)).reserved, 0);
+  });
+
   it('limits - the openai client does not retry insufficient_quota; Anthropic SDK surfaces it', async () => {
     const key = await createKey({ name: 'budget-tiny', limits: { token_budget: { tokens: 50 } } });
     // Spend it, one request at a time, until a request with nothing else reserved is refused.

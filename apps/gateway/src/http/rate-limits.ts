@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { goDuration, type RequestWindow } from '../limits/rate-limit.decider.js';
 import type { RateLimiter } from '../limits/rate-limiter.js';
-import type { BudgetLedger } from '../limits/budget-ledger.js';
+import { BACKGROUND_USAGE_WAIT_MS, USAGE_WAIT_MS, type BudgetLedger } from '../limits/budget-ledger.js';
 import { reservationFor } from '../limits/reservation.js';
 import type { KeyDirectory } from '../keys/key-directory.js';
 import { CortexError } from '@cortex/contracts';
@@ -52,9 +52,11 @@ export function installRateLimits(fastify: FastifyInstance, deps: { limiter: Rat
         sendError(reply, request.url, budget.error, requestIdOf(request));
         return;
       }
+      const background = (request.body as { background?: unknown } | null)?.background === true;
       reply.raw.once('close', () => {
         void rate.release();
-        void budget.settle();
+        // A background response answers at once and runs on: its usage comes when the run ends.
+        void budget.settle(background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS);
       });
       done();
     })().catch((error: unknown) => {

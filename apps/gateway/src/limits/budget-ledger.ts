@@ -10,7 +10,9 @@ import { casChange } from './kv-cas.js';
 export const RESERVATION_TTL_MS = 15_000;
 const RENEW_EVERY_MS = 5_000;
 /** How long a closed response waits for its usage (the request-finished record) before it settles with what it has. */
-const USAGE_WAIT_MS = 2_000;
+export const USAGE_WAIT_MS = 2_000;
+/** A background response's reply closes at once while its run goes on: it waits this long for its usage. */
+export const BACKGROUND_USAGE_WAIT_MS = 30 * 60_000;
 
 interface Scope {
   entry: string;
@@ -26,7 +28,7 @@ interface Pending {
 }
 
 /** A refusal is `insufficient_quota` (spent: do not retry) or `rate_limit_exceeded` (only reserved: retry after `retryAfterMs`). */
-export type ReserveResult = { kind: 'admit'; settle: () => Promise<void> } | { kind: 'refuse'; error: CortexError; retryAfterMs: number | null };
+export type ReserveResult = { kind: 'admit'; settle: (waitMs?: number) => Promise<void> } | { kind: 'refuse'; error: CortexError; retryAfterMs: number | null };
 
 /**
  * Token budgets of stored keys and accounts, in the KV bucket `cortex_limits` (`budget.key.<id>`,
@@ -90,14 +92,14 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     let settled = false;
     return {
       kind: 'admit',
-      settle: async () => {
+      settle: async (waitMs = USAGE_WAIT_MS) => {
         if (settled) return;
         settled = true;
         if (!pending.recorded) {
           // The request-finished record may come just after the response closed (a stream's last frame is written first).
           await new Promise<void>((done) => {
             pending.wake = done;
-            setTimeout(done, USAGE_WAIT_MS).unref();
+            setTimeout(done, waitMs).unref();
           });
         }
         this.pending.delete(requestId);
