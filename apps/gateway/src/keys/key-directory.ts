@@ -1,12 +1,11 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { KvWatchEntry } from '@nats-io/kv';
 import { BusClient, KeyStore, watchKv } from '@cortex/bus';
-import { CortexError, hashSecret, judgeSecret, tighterLimits, type AccountRecord, type KeyRecord, type Limits } from '@cortex/contracts';
+import { CortexError, hashSecret, judgeSecret, type AccountRecord, type KeyRecord } from '@cortex/contracts';
 
-/** Who a request is, once its key is known: a stored key with the limits that apply (the tighter of key and account). */
+/** Who a request is, once its key is known: a stored key (its account's limits apply too, see limits/). */
 export interface KeyPrincipal {
   key: KeyRecord;
-  limits: Limits;
 }
 
 export type Identification = { kind: 'unknown' } | { kind: 'key'; principal: KeyPrincipal } | { kind: 'refused'; error: CortexError };
@@ -56,8 +55,7 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
       const what = verdict.rotated ? `was rotated; its previous secret stopped working at ${verdict.at}` : `expired at ${verdict.at}`;
       return { kind: 'refused', error: new CortexError('key_expired', `the API key ${key.id} ("${key.name}") ${what}`) };
     }
-    const account = this.accounts.get(key.account);
-    return { kind: 'key', principal: { key, limits: account ? tighterLimits(key.limits, account.limits) : key.limits } };
+    return { kind: 'key', principal: { key } };
   }
 
   account(name: string): AccountRecord | undefined {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { hashSecret, judgeSecret, keyView, modelAllowed, newKeyIdentity, rotateKey, secretOf, tighterLimits, type KeyRecord, type Limits } from './key.record.js';
+import { hashSecret, judgeSecret, keyView, modelAllowed, newKeyIdentity, rotateKey, secretOf, type KeyRecord } from './key.record.js';
 
 const NOW = Date.parse('2026-06-01T00:00:00Z');
 const key = (over: Partial<KeyRecord> = {}): KeyRecord => ({
@@ -59,17 +59,6 @@ describe('keys record', () => {
     assert.deepEqual(twice.secrets.map((s) => s.sha256), [hashSecret('sk-cortex-third'), hashSecret('sk-cortex-next')]);
     assert.deepEqual(rotateKey(key(), 'sk-cortex-next', 0, NOW).secrets.map((s) => s.sha256), [hashSecret('sk-cortex-next')]);
   });
-
-  const tighter: Array<[Limits, Limits, Limits]> = [
-    [{}, {}, {}],
-    [{ requests_per_minute: 10 }, {}, { requests_per_minute: 10 }],
-    [{}, { concurrent_requests: 3 }, { concurrent_requests: 3 }],
-    [{ requests_per_minute: 10, concurrent_requests: 8 }, { requests_per_minute: 60, concurrent_requests: 2 }, { requests_per_minute: 10, concurrent_requests: 2 }],
-    [{ token_budget: { tokens: 500, window: 'day' } }, { token_budget: { tokens: 100, window: 'month' } }, { token_budget: { tokens: 100, window: 'month' } }],
-  ];
-  for (const [a, b, expected] of tighter) {
-    it(`keys - tighter of ${JSON.stringify(a)} and ${JSON.stringify(b)}`, () => assert.deepEqual(tighterLimits(a, b), expected));
-  }
 
   it('keys - the view hides hashes, shows the prefix, the state and a running grace period', () => {
     const rotated = rotateKey(key(), 'sk-cortex-nextsecret', 60, NOW);

@@ -100,18 +100,6 @@ export function rotateKey(key: KeyRecord, secret: string, graceS: number, now: n
   return { ...key, secrets: [secretOf(secret, null), ...previous], updated_at: at };
 }
 
-/** The tighter of two limit sets, field by field (a key's and its account's). */
-export function tighterLimits(a: Limits, b: Limits): Limits {
-  const out: Limits = {};
-  for (const field of ['requests_per_minute', 'tokens_per_minute', 'concurrent_requests'] as const) {
-    const values = [a[field], b[field]].filter((v): v is number => v !== undefined);
-    if (values.length > 0) out[field] = Math.min(...values);
-  }
-  const budgets = [a.token_budget, b.token_budget].filter((v) => v !== undefined);
-  if (budgets.length > 0) out.token_budget = budgets.reduce((x, y) => (y.tokens < x.tokens ? y : x));
-  return out;
-}
-
 export function keyView(key: KeyRecord, now: number): KeyView {
   const { secrets, ...rest } = key;
   const current = secrets.find((s) => s.valid_until === null);
