@@ -81,8 +81,14 @@ describe('admin surface e2e', () => {
     assert.equal(coldLoad.stdout, 'Loaded cortex-chat on worker w1.\n', coldLoad.stderr);
     assert.deepEqual(JSON.parse(cli('unload', 'cortex-chat', '--json').stdout), { model: 'cortex-chat', unloaded: ['w1'] });
     const bad = cli('load');
-    assert.equal(bad.status, 1);
-    assert.match(bad.stderr, /usage: cortex load <model>/);
+    assert.equal(bad.status, 2);
+    assert.equal(bad.stderr, 'cortex load needs <model>; run "cortex load --help" to see its usage\n');
+    const unknown = cli('fixtures', '--help', '--out', 'x');
+    assert.equal(unknown.status, 0, unknown.stderr);
+    assert.match(unknown.stdout, /^usage: cortex fixtures \[<dir>\]/);
+    const typo = cli('unload', 'cortex-chat', '--wroker', 'w1');
+    assert.equal(typo.status, 2);
+    assert.equal(typo.stderr, 'cortex unload: unknown option --wroker; run "cortex unload --help" to see its usage\n');
   });
 
   it('admin - cortex pin, unpin and unloading a pinned model say what happens next', async () => {

@@ -6,9 +6,9 @@ import { formatModels } from './status.js';
 export type AdminCommand = 'models' | 'load' | 'unload' | 'pin' | 'unpin';
 
 /** Fleet operations, sent to a router over the bus. People get a sentence; `--json` gives the router's answer as it is. */
-export async function admin(command: AdminCommand, args: string[]): Promise<void> {
+export async function admin(command: AdminCommand, args: { model?: string; worker?: string; json: boolean }): Promise<void> {
   const { config } = loadConfig();
-  const json = args.includes('--json');
+  const { model, worker, json } = args;
   const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-admin' });
   const bus = new BusClient(nc, config.gateway.placementTimeoutMs);
   const catalogue = (): Promise<CatalogueEntry[]> => bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
@@ -18,10 +18,8 @@ export async function admin(command: AdminCommand, args: string[]): Promise<void
       console.log(json ? JSON.stringify(models, null, 2) : formatModels(models));
       return;
     }
-    const model = args.find((arg, i) => !arg.startsWith('--') && args[i - 1] !== '--worker');
-    if (!model) throw new Error(`usage: cortex ${command} <model>${command === 'load' || command === 'unload' ? ' [--worker <id>]' : ''} [--json]`);
-    const at = args.indexOf('--worker');
-    const worker = at === -1 ? undefined : args[at + 1];
+    // The command line parser has made sure a model is named.
+    if (!model) throw new Error(`cortex ${command} needs <model>`);
     if (command === 'pin' || command === 'unpin') {
       const reply = await bus.request(Subjects.routerPin, { model, pinned: command === 'pin' });
       console.log(json ? JSON.stringify(reply, null, 2) : pinSentence(reply as { model: string; pinned: boolean }));

@@ -11,6 +11,10 @@ import { MessagesController } from './anthropic/messages.controller.js';
 import { ResponsesController } from './responses/responses.controller.js';
 import { BackgroundResponder } from './responses/responses.background.js';
 import { AdminController } from './admin/admin.controller.js';
+import { KeysController } from './admin/keys.controller.js';
+import { KeyDirectory } from './keys/key-directory.js';
+import { RateLimiter } from './limits/rate-limiter.js';
+import { BudgetLedger } from './limits/budget-ledger.js';
 import { InferenceResponder } from './inference/inference.responder.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
 import { RetrievalController } from './retrieval/retrieval.controller.js';
@@ -22,8 +26,8 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, RetrievalController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket],
+      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, RetrievalController],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, RateLimiter, BudgetLedger],
     };
   }
 }

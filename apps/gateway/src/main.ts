@@ -1,7 +1,12 @@
 import { startHttpApp, type ServiceStart } from '@cortex/bus';
 import { GatewayModule } from './gateway.module.js';
 import { ApiExceptionFilter } from './http/api-exception.filter.js';
-import { installAccess } from './http/access.js';
+import { installAccess, installModelAccess } from './http/access.js';
+import { KeyDirectory } from './keys/key-directory.js';
+import { RateLimiter } from './limits/rate-limiter.js';
+import { installRateLimits } from './http/rate-limits.js';
+import { BudgetLedger } from './limits/budget-ledger.js';
+import { InferenceService } from './inference/inference.service.js';
 import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
 import { drainBudget, installOversizeDrain } from './http/oversize-drain.js';
@@ -19,9 +24,12 @@ export const start: ServiceStart = async (context) => {
       app.useGlobalFilters(new ApiExceptionFilter());
       const fastify = app.getHttpAdapter().getInstance();
       installArrival(fastify);
-      installAccess(fastify, config, context.logger);
+      installAccess(fastify, config, context.logger, app.get(KeyDirectory));
       installBodyDepth(fastify);
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
+      installModelAccess(fastify);
+      const inference = app.get(InferenceService);
+      installRateLimits(fastify, { limiter: app.get(RateLimiter), budgets: app.get(BudgetLedger), directory: app.get(KeyDirectory), contextSizeOf: (model) => inference.modelConfig(model)?.contextSize });
       app.get(ResponsesSocket).install(fastify);
     },
   });

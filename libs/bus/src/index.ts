@@ -14,3 +14,4 @@ export * from './kv-watch.js';
 export * from './payload.js';
 export * from './replicas.js';
 export * from './background.js';
+export * from './keys.store.js';

@@ -13,3 +13,5 @@ export * from './validate.js';
 export * from './fields.js';
 export * from './json-schema.js';
 export * from './retrieval/retrieval.messages.js';
+export * from './keys/key.record.js';
+export * from './keys/key.input.js';

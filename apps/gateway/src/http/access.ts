@@ -3,8 +3,10 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { LoggerService } from '@nestjs/common';
 import { splitHostPort } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
-import { CortexError } from '@cortex/contracts';
+import { CortexError, modelAllowed } from '@cortex/contracts';
+import type { KeyDirectory } from '../keys/key-directory.js';
 import { sendError } from './error-response.js';
+import { principalOf, setPrincipal } from './principal.js';
 import { requestIdOf } from './request-id.js';
 
 // The root is a reachability probe (`HEAD /`); it says nothing a caller without a key should not know.
@@ -26,10 +28,12 @@ function isLoopback(host: string): boolean {
 
 /**
  * API keys and endpoint families, checked before routing. Keys come as `Authorization: Bearer` or
- * `x-api-key` on every route; admin routes (`/admin/…`) need an admin key. Without keys the gateway
- * refuses to listen beyond loopback unless `auth: none` says that is intended.
+ * `x-api-key` on every route; admin routes (`/admin/…`) need an admin key from the config. A key that
+ * is not in the config is looked up among the stored keys (`directory`): revoked or expired is a 401
+ * saying so, and a stored key's `models` limit what its requests may name (403). Without keys the
+ * gateway refuses to listen beyond loopback unless `auth: none` says that is intended.
  */
-export function installAccess(fastify: FastifyInstance, config: CortexConfig, logger: LoggerService): void {
+export function installAccess(fastify: FastifyInstance, config: CortexConfig, logger: LoggerService, directory: KeyDirectory): void {
   const { auth, gateway } = config;
   const apiKeys = [...auth.apiKeys, ...auth.adminKeys].map(digest);
   const adminKeys = auth.adminKeys.map(digest);
@@ -63,9 +67,22 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
       sendError(reply, request.url, new CortexError('not_found', `the ${family.name} API is disabled on this gateway (gateway.endpoints.${family.setting})`), requestIdOf(request));
       return;
     }
-    if (auth.mode === 'none' || apiKeys.length === 0) return done();
+    if (auth.mode === 'none') return done();
     const presented = presentedKey(request);
     const admin = path.startsWith('/admin/') || path === '/admin';
+    if (!admin && presented && !matches(presented, apiKeys)) {
+      const identity = directory.identify(presented);
+      if (identity.kind === 'refused') {
+        sendError(reply, request.url, identity.error, requestIdOf(request));
+        return;
+      }
+      if (identity.kind === 'key') {
+        setPrincipal(request, identity.principal);
+        return done();
+      }
+    }
+    // No keys in the config: the loopback development mode, where any key (or none) passes.
+    if (apiKeys.length === 0) return done();
     if (!matches(presented, admin ? adminKeys : apiKeys)) {
       const what = presented ? 'is not valid' : 'is missing';
       const how = admin ? 'an admin key' : 'an API key';
@@ -73,6 +90,22 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
       return;
     }
     done();
+  });
+}
+
+/**
+ * A stored key's `models`: a request naming another model is a 403 in the route's dialect. Runs once
+ * the body is parsed; `GET /v1/models` shows such a key only its own models.
+ */
+export function installModelAccess(fastify: FastifyInstance): void {
+  fastify.addHook('preValidation', (request, reply, done) => {
+    const principal = principalOf(request);
+    if (!principal || principal.key.models === null) return done();
+    const model = (request.body as { model?: unknown } | null | undefined)?.model;
+    if (typeof model !== 'string' || modelAllowed(principal.key, model)) return done();
+    const allowed = principal.key.models.join(', ');
+    const error = new CortexError('permission_denied', `the API key ${principal.key.id} ("${principal.key.name}") may not use the model '${model}'; it may use: ${allowed}`, { param: 'model' });
+    sendError(reply, request.url, error, requestIdOf(request));
   });
 }
 

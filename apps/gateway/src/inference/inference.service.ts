@@ -18,6 +18,7 @@ import { InferenceRun } from './inference-run.js';
 import type { RunServices } from './run-services.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
+import { BudgetLedger } from '../limits/budget-ledger.js';
 
 /** How long a worker declared down has to show it still holds its subjects ("no responders" comes at once). */
 const DOWN_PROBE_MS = 1_000;
@@ -43,6 +44,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   constructor(
     readonly bus: BusClient,
     @Inject(CONFIG) readonly config: CortexConfig,
+    private readonly budgets: BudgetLedger,
   ) {
     this.events = new EventPublisher(bus.nc);
     this.workerEvents = new WorkerEvents(bus, this.logger, {
@@ -67,6 +69,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
 
   /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once). */
   recordFinished(event: RequestFinishedEvent, runId: string): void {
+    this.budgets.record(event.requestId, event.usage);
     this.logger.log({
       msg: `${event.dialect} ${event.model}: ${event.status}${event.errorCode ? ` ${event.errorCode}` : ''} in ${event.durationMs} ms`,
       requestId: event.requestId,

@@ -1,8 +1,9 @@
 import { Controller, Get, Param, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { CortexError, decodeCatalogue, Subjects, type CatalogueEntry } from '@cortex/contracts';
+import { CortexError, decodeCatalogue, modelAllowed, Subjects, type CatalogueEntry } from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
+import { principalOf } from '../http/principal.js';
 
 /** The catalogue merged with the fleet, in OpenAI's list format plus where each model is loaded. */
 @Controller()
@@ -11,20 +12,23 @@ export class ModelsController {
 
   @Get(['v1/models', 'models'])
   async list(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    await respondJson(req, reply, async () => ({ object: 'list', data: (await this.catalogue()).map(toOpenAiModel) }));
+    await respondJson(req, reply, async () => ({ object: 'list', data: (await this.catalogue(req)).map(toOpenAiModel) }));
   }
 
   @Get(['v1/models/:id', 'models/:id'])
   async one(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
     await respondJson(req, reply, async () => {
-      const entry = (await this.catalogue()).find((m) => m.id === id);
+      const entry = (await this.catalogue(req)).find((m) => m.id === id);
       if (!entry) throw new CortexError('model_not_found', `The model '${id}' does not exist`, { param: 'model' });
       return toOpenAiModel(entry);
     });
   }
 
-  private catalogue(): Promise<CatalogueEntry[]> {
-    return this.bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
+  /** The catalogue, or the part of it a stored key with a `models` list may use. */
+  private async catalogue(req: FastifyRequest): Promise<CatalogueEntry[]> {
+    const catalogue = await this.bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
+    const key = principalOf(req)?.key;
+    return key ? catalogue.filter((m) => modelAllowed(key, m.id)) : catalogue;
   }
 
 }

@@ -23,6 +23,10 @@ export const Buckets = {
   affinity: 'cortex_affinity',
   /** Model load leases between routers (router). */
   leases: 'cortex_leases',
+  /** API keys (hashed) and accounts, written by the admin API and `cortex keys`, watched by every gateway. */
+  keys: 'cortex_keys',
+  /** Rate-limit state per key and account: request windows and concurrency leases (gateways). */
+  limits: 'cortex_limits',
 } as const;
 
 /** Answer from each service on the status subject, for `cortex status`. */

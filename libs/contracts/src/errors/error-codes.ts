@@ -5,6 +5,12 @@
 export const ErrorCodes = {
   invalid_request: { status: 400, type: 'invalid_request_error' },
   unauthorized: { status: 401, type: 'authentication_error' },
+  /** A key revoked by `cortex keys revoke` or the admin API. */
+  key_revoked: { status: 401, type: 'authentication_error' },
+  /** A key past its `expires_at` (or an old secret past its rotation grace period). */
+  key_expired: { status: 401, type: 'authentication_error' },
+  /** The key may not use this model (its `models` list). */
+  permission_denied: { status: 403, type: 'permission_error' },
   model_not_found: { status: 404, type: 'not_found_error' },
   not_found: { status: 404, type: 'not_found_error' },
   previous_response_not_found: { status: 404, type: 'invalid_request_error' },
@@ -12,6 +18,10 @@ export const ErrorCodes = {
   websocket_connection_limit_reached: { status: 400, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   busy: { status: 429, type: 'rate_limit_error' },
+  /** A key's or account's window (requests per minute, concurrent requests) is used up: retry after `retryAfter`. */
+  rate_limit_exceeded: { status: 429, type: 'rate_limit_error' },
+  /** A key's or account's token budget is spent: retrying does not help until it resets or is raised (`x-should-retry: false`). */
+  insufficient_quota: { status: 429, type: 'insufficient_quota' },
   no_worker: { status: 503, type: 'service_unavailable' },
   service_unavailable: { status: 503, type: 'service_unavailable' },
   model_load_failed: { status: 503, type: 'service_unavailable' },

@@ -261,6 +261,7 @@ const BY_REGISTRY_TYPE: Readonly<Record<string, AnthropicErrorType>> = {
 /** Codes whose registry type says less than Anthropic can. */
 const BY_CODE: Partial<Record<ErrorCode, AnthropicErrorType>> = {
   payload_too_large: 'request_too_large',
+  insufficient_quota: 'rate_limit_error',
 };
 
 /** Cortex error code → Anthropic error type (`api_error` for anything unknown). */

@@ -1,0 +1,108 @@
+import type { CommandSpec } from './args.js';
+
+const JSON_OPTION = { type: 'boolean', description: 'print the answer as JSON, for scripts' } as const;
+const WORKER_OPTION = { type: 'string', value: 'id', description: 'this worker only' } as const;
+
+/** The limits and scope of a key, for create and update (update takes "none" to remove a limit). */
+const KEY_OPTIONS = {
+  account: { type: 'string', value: 'name', description: 'the account (team) it belongs to; default "default"' },
+  rpm: { type: 'string', value: 'n', description: 'requests per minute' },
+  tpm: { type: 'string', value: 'n', description: 'tokens per minute (stored and shown; not enforced yet)' },
+  concurrency: { type: 'string', value: 'n', description: 'requests at once' },
+  budget: { type: 'string', value: 'tokens', description: 'token budget, prompt + completion tokens; refused with insufficient_quota once spent' },
+  'budget-window': { type: 'string', value: 'window', description: 'balance (never resets, the default), day or month (UTC)' },
+  model: { type: 'string', multiple: true, value: 'id', description: 'a model it may use; comma-separated lists too (default: every model)' },
+  expires: { type: 'string', value: 'time', description: 'ISO 8601 time after which it is refused, e.g. 2027-01-31' },
+  tier: { type: 'string', value: '1-9', description: 'priority tier, 1 lowest (default 5)' },
+  json: JSON_OPTION,
+} as const;
+
+/** Every `cortex` command: what the parser accepts and what `--help` says. */
+export const COMMANDS: readonly CommandSpec[] = [
+  {
+    name: 'serve',
+    summary: 'run NATS (if none answers), router, translator, metrics, worker and gateway',
+    details: 'With names, only those services (router, translator, metrics, worker, gateway); one name runs it in this process.',
+    positionals: [{ name: 'service', variadic: true }],
+  },
+  {
+    name: 'status',
+    summary: 'services, workers, devices, loaded models and in-flight requests',
+    options: {
+      json: JSON_OPTION,
+      watch: { type: 'boolean', description: 'keep it up to date, with lifecycle events as they happen' },
+      interval: { type: 'string', value: 'ms', description: 'with --watch: how often to refresh (default 1000, at least 100)' },
+    },
+  },
+  { name: 'models', summary: 'the catalogue: where each model is loaded, pinned, context', options: { json: JSON_OPTION } },
+  {
+    name: 'load',
+    summary: 'load a model now',
+    positionals: [{ name: 'model', required: true }],
+    options: { worker: WORKER_OPTION, json: { type: 'boolean', description: "print the router's answer instead of a sentence" } },
+  },
+  {
+    name: 'unload',
+    summary: 'unload a model (from every worker unless one is named)',
+    positionals: [{ name: 'model', required: true }],
+    options: { worker: WORKER_OPTION, json: { type: 'boolean', description: "print the router's answer instead of a sentence" } },
+  },
+  {
+    name: 'pin',
+    summary: 'keep a model loaded: never evicted, loaded now if it is not',
+    positionals: [{ name: 'model', required: true }],
+    options: { json: { type: 'boolean', description: "print the router's answer instead of a sentence" } },
+  },
+  {
+    name: 'unpin',
+    summary: 'let a pinned model be evicted or unloaded when idle again',
+    positionals: [{ name: 'model', required: true }],
+    options: { json: { type: 'boolean', description: "print the router's answer instead of a sentence" } },
+  },
+  {
+    name: 'keys create',
+    summary: 'a new API key; its secret is printed once',
+    options: { name: { type: 'string', value: 'name', description: 'whose key it is (required)' }, ...KEY_OPTIONS },
+  },
+  { name: 'keys list', summary: 'every stored key: id, name, account, state, limits', options: { account: { type: 'string', value: 'name', description: 'only this account\'s keys' }, json: JSON_OPTION } },
+  { name: 'keys show', summary: 'one key: its limits, models, expiry and state', positionals: [{ name: 'id', required: true }], options: { json: JSON_OPTION } },
+  {
+    name: 'keys update',
+    summary: 'change a key\'s name, account, limits, models, expiry or tier',
+    details: 'A limit given as "none" is removed; --model none allows every model again; --expires none removes the expiry.',
+    positionals: [{ name: 'id', required: true }],
+    options: { name: { type: 'string', value: 'name', description: 'a new name' }, ...KEY_OPTIONS },
+  },
+  {
+    name: 'keys rotate',
+    summary: 'a new secret for a key, printed once; the old one works for --grace seconds',
+    positionals: [{ name: 'id', required: true }],
+    options: { grace: { type: 'string', value: 'seconds', description: 'how long the old secret keeps working (default 0)' }, json: JSON_OPTION },
+  },
+  { name: 'keys revoke', summary: 'refuse a key on every gateway, within a second', positionals: [{ name: 'id', required: true }], options: { json: JSON_OPTION } },
+  { name: 'accounts list', summary: 'every account with limits', options: { json: JSON_OPTION } },
+  {
+    name: 'accounts set',
+    summary: 'set an account\'s limits (the tighter of key and account applies)',
+    details: 'A limit given as "none" is removed.',
+    positionals: [{ name: 'name', required: true }],
+    options: {
+      rpm: KEY_OPTIONS.rpm,
+      tpm: KEY_OPTIONS.tpm,
+      concurrency: KEY_OPTIONS.concurrency,
+      budget: KEY_OPTIONS.budget,
+      'budget-window': KEY_OPTIONS['budget-window'],
+      json: JSON_OPTION,
+    },
+  },
+  {
+    name: 'fixtures',
+    summary: 'write the generated fixture models (default .cortex/models, or worker.models_dir)',
+    positionals: [{ name: 'dir' }],
+  },
+  {
+    name: 'pull',
+    summary: 'put every catalogue model into worker.models_dir, as a worker would',
+    details: 'Fixtures are written, hf: URIs and URLs downloaded (HF_TOKEN for gated ones).',
+  },
+];

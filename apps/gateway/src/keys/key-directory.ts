@@ -1,0 +1,89 @@
+import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type { KvWatchEntry } from '@nats-io/kv';
+import { BusClient, KeyStore, watchKv } from '@cortex/bus';
+import { CortexError, hashSecret, judgeSecret, type AccountRecord, type KeyRecord } from '@cortex/contracts';
+
+/** Who a request is, once its key is known: a stored key (its account's limits apply too, see limits/). */
+export interface KeyPrincipal {
+  key: KeyRecord;
+}
+
+export type Identification = { kind: 'unknown' } | { kind: 'key'; principal: KeyPrincipal } | { kind: 'refused'; error: CortexError };
+
+/**
+ * Every gateway's view of the `cortex_keys` bucket, kept current by a KV watch: a key created,
+ * revoked or rotated anywhere is seen here as soon as NATS delivers the change (milliseconds). Lookups
+ * are by the SHA-256 of the presented secret, so a secret is never compared or kept in memory.
+ */
+@Injectable()
+export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('keys');
+  private readonly byHash = new Map<string, string>();
+  private readonly keys = new Map<string, KeyRecord>();
+  private readonly accounts = new Map<string, AccountRecord>();
+  private stopWatch: (() => void) | null = null;
+  private keyStore: KeyStore | null = null;
+
+  constructor(private readonly bus: BusClient) {}
+
+  async onModuleInit(): Promise<void> {
+    this.keyStore = await KeyStore.open(this.bus.nc);
+    // Read everything before serving, so a key that exists is never refused while the watch starts.
+    for (const key of await this.keyStore.list()) this.putKey(key);
+    for (const account of await this.keyStore.listAccounts()) this.accounts.set(account.name, account);
+    this.stopWatch = watchKv(this.keyStore.bucket, (entry) => this.apply(entry), (error) => this.logger.warn(`keys watch: ${error.message}; watching again`));
+  }
+
+  onModuleDestroy(): void {
+    this.stopWatch?.();
+  }
+
+  get store(): KeyStore {
+    if (!this.keyStore) throw new CortexError('service_unavailable', 'the keys store is not open yet', { retryAfter: 1 });
+    return this.keyStore;
+  }
+
+  /** A presented secret: a stored key (usable or refused, saying why), or not one of ours. */
+  identify(secret: string, now = Date.now()): Identification {
+    const sha256 = hashSecret(secret);
+    const id = this.byHash.get(sha256);
+    const key = id === undefined ? undefined : this.keys.get(id);
+    if (!key) return { kind: 'unknown' };
+    const verdict = judgeSecret(key, sha256, now);
+    if (verdict.kind === 'revoked') return { kind: 'refused', error: new CortexError('key_revoked', `the API key ${key.id} ("${key.name}") was revoked at ${verdict.at}`) };
+    if (verdict.kind === 'expired') {
+      const what = verdict.rotated ? `was rotated; its previous secret stopped working at ${verdict.at}` : `expired at ${verdict.at}`;
+      return { kind: 'refused', error: new CortexError('key_expired', `the API key ${key.id} ("${key.name}") ${what}`) };
+    }
+    return { kind: 'key', principal: { key } };
+  }
+
+  account(name: string): AccountRecord | undefined {
+    return this.accounts.get(name);
+  }
+
+  private apply(entry: KvWatchEntry): void {
+    const [kind, ...rest] = entry.key.split('.');
+    const name = rest.join('.');
+    if (kind === 'key') {
+      this.dropKey(name);
+      if (entry.operation === 'PUT') this.putKey(entry.json<KeyRecord>());
+    } else if (kind === 'account') {
+      if (entry.operation === 'PUT') this.accounts.set(name, entry.json<AccountRecord>());
+      else this.accounts.delete(name);
+    }
+  }
+
+  private putKey(key: KeyRecord): void {
+    this.dropKey(key.id);
+    this.keys.set(key.id, key);
+    for (const secret of key.secrets) this.byHash.set(secret.sha256, key.id);
+  }
+
+  private dropKey(id: string): void {
+    const old = this.keys.get(id);
+    if (!old) return;
+    for (const secret of old.secrets) this.byHash.delete(secret.sha256);
+    this.keys.delete(id);
+  }
+}

@@ -1,0 +1,159 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type { KV } from '@nats-io/kv';
+import { BusClient, openKv } from '@cortex/bus';
+import { Buckets, CortexError, type AccountRecord, type KeyRecord, type Usage } from '@cortex/contracts';
+import { current, EMPTY_BUDGET, reservedOf, reserve, settle, type Budget, type BudgetState } from './budget.decider.js';
+import { casChange } from './kv-cas.js';
+
+/** How long a reservation counts without renewal: the bound on a dead gateway's reservations. */
+export const RESERVATION_TTL_MS = 15_000;
+const RENEW_EVERY_MS = 5_000;
+/** How long a closed response waits for its usage (the request-finished record) before it settles with what it has. */
+export const USAGE_WAIT_MS = 2_000;
+/** A background response's reply closes at once while its run goes on: it waits this long for its usage. */
+export const BACKGROUND_USAGE_WAIT_MS = 30 * 60_000;
+
+interface Scope {
+  entry: string;
+  budget: Budget;
+  label: string;
+}
+
+/** What one request reserved, and the usage recorded for it so far. */
+interface Pending {
+  used: number;
+  recorded: boolean;
+  wake: (() => void) | null;
+}
+
+/** A refusal is `insufficient_quota` (spent: do not retry) or `rate_limit_exceeded` (only reserved: retry after `retryAfterMs`). */
+export type ReserveResult = { kind: 'admit'; settle: (waitMs?: number) => Promise<void> } | { kind: 'refuse'; error: CortexError; retryAfterMs: number | null };
+
+/**
+ * Token budgets of stored keys and accounts, in the KV bucket `cortex_limits` (`budget.key.<id>`,
+ * `budget.account.<name>`), changed by compare-and-set like the rate limits. A request reserves a
+ * bound on its tokens before dispatch; when its response closes (finished, failed, cancelled or the
+ * client gone) the reservation is settled with the usage the request-finished record reported, or 0
+ * when none came. Reservations are renewed while held, so those of a dead gateway stop counting
+ * within RESERVATION_TTL_MS.
+ */
+@Injectable()
+export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('budgets');
+  private kv: KV | null = null;
+  private readonly pending = new Map<string, Pending>();
+  private readonly held = new Map<string, Set<string>>();
+  private renewer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly bus: BusClient) {}
+
+  async onModuleInit(): Promise<void> {
+    this.kv = await openKv(this.bus.nc, Buckets.limits, { history: 1, description: 'cortex: rate-limit state of keys and accounts' });
+    this.renewer = setInterval(() => void this.renewAll(), RENEW_EVERY_MS);
+    this.renewer.unref();
+  }
+
+  onModuleDestroy(): void {
+    if (this.renewer) clearInterval(this.renewer);
+  }
+
+  /** Reserves `tokens` in the key's and the account's budgets for the request `requestId`. */
+  async reserve(key: KeyRecord, account: AccountRecord | undefined, requestId: string, tokens: number): Promise<ReserveResult> {
+    const scopes: Scope[] = [];
+    if (key.limits.token_budget) scopes.push({ entry: `budget.key.${key.id}`, budget: key.limits.token_budget, label: `the key ${key.id} ("${key.name}")` });
+    if (account?.limits.token_budget) scopes.push({ entry: `budget.account.${account.name}`, budget: account.limits.token_budget, label: `the account ${account.name}` });
+    if (scopes.length === 0) return { kind: 'admit', settle: () => Promise.resolve() };
+    const id = `${requestId}.${randomUUID().slice(0, 8)}`;
+    const admitted: Scope[] = [];
+    for (const scope of scopes) {
+      const decision = await casChange(this.kv, scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => {
+        const d = reserve(state, scope.budget, id, { tokens, expiresAt: now + RESERVATION_TTL_MS }, now);
+        return { next: d.kind === 'admit' ? d.next : null, result: d };
+      });
+      if (decision.kind === 'refuse') {
+        await Promise.all(admitted.map((s) => this.finish(s, id, 0).catch(() => undefined)));
+        const { tokens: limit, window } = scope.budget;
+        const when = decision.resetsAt === null ? 'a balance, which never resets' : `it resets at ${new Date(decision.resetsAt).toISOString()}`;
+        const period = window === 'balance' ? '' : window === 'day' ? ' today (UTC)' : ' this month (UTC)';
+        if (decision.spent < limit) {
+          // Not spent, only reserved by requests still running: worth retrying once they settle.
+          const message = `${scope.label} has ${limit - decision.spent} tokens of its budget left, all reserved by running requests (${decision.reserved} reserved); retry when they end`;
+          return { kind: 'refuse', error: new CortexError('rate_limit_exceeded', `rate limit reached (token budget): ${message}`, { retryAfter: 1 }), retryAfterMs: 1_000 };
+        }
+        const message = `${scope.label} has used its token budget: ${decision.spent} of ${limit} tokens spent${period} (${when})`;
+        return { kind: 'refuse', error: new CortexError('insufficient_quota', message), retryAfterMs: null };
+      }
+      admitted.push(scope);
+      this.hold(scope.entry, id);
+    }
+    const pending: Pending = { used: 0, recorded: false, wake: null };
+    this.pending.set(requestId, pending);
+    let settled = false;
+    return {
+      kind: 'admit',
+      settle: async (waitMs = USAGE_WAIT_MS) => {
+        if (settled) return;
+        settled = true;
+        if (!pending.recorded) {
+          // The request-finished record may come just after the response closed (a stream's last frame is written first).
+          await new Promise<void>((done) => {
+            pending.wake = done;
+            setTimeout(done, waitMs).unref();
+          });
+        }
+        this.pending.delete(requestId);
+        await Promise.all(
+          admitted.map((s) =>
+            this.finish(s, id, pending.used).catch((error: Error) => this.logger.warn(`could not settle ${s.entry} (${error.message}); the reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`)),
+          ),
+        );
+      },
+    };
+  }
+
+  /** A run of `requestId` finished with this usage (one request may run several: legacy completions with many prompts). */
+  record(requestId: string, usage: Usage | null): void {
+    const pending = this.pending.get(requestId);
+    if (!pending) return;
+    pending.used += usage ? usage.promptTokens + usage.completionTokens : 0;
+    pending.recorded = true;
+    pending.wake?.();
+  }
+
+  /** Spent and reserved tokens of the key's budget now, for `GET /admin/keys/{id}`. */
+  async usage(key: KeyRecord, now = Date.now()): Promise<{ spent: number; reserved: number; period: string } | null> {
+    if (!key.limits.token_budget || !this.kv) return null;
+    const entry = await this.kv.get(`budget.key.${key.id}`);
+    const state = current(entry?.operation === 'PUT' ? entry.json<BudgetState>() : EMPTY_BUDGET, key.limits.token_budget.window, now);
+    return { spent: state.spent, reserved: reservedOf(state), period: state.period };
+  }
+
+  private async finish(scope: Scope, id: string, used: number): Promise<void> {
+    this.release(scope.entry, id);
+    await casChange(this.kv, scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({ next: settle(state, scope.budget.window, id, used, now), result: null }));
+  }
+
+  private hold(entry: string, id: string): void {
+    const set = this.held.get(entry) ?? new Set<string>();
+    set.add(id);
+    this.held.set(entry, set);
+  }
+
+  private release(entry: string, id: string): void {
+    const set = this.held.get(entry);
+    set?.delete(id);
+    if (set?.size === 0) this.held.delete(entry);
+  }
+
+  private async renewAll(): Promise<void> {
+    for (const [entry, ids] of this.held) {
+      const live = [...ids];
+      await casChange(this.kv, entry, EMPTY_BUDGET, (state: BudgetState, now) => {
+        const reservations = { ...state.reservations };
+        for (const id of live) if (reservations[id]) reservations[id] = { ...reservations[id], expiresAt: now + RESERVATION_TTL_MS };
+        return { next: { ...state, reservations }, result: null };
+      }).catch((error: Error) => this.logger.warn(`could not renew reservations of ${entry}: ${error.message}`));
+    }
+  }
+}

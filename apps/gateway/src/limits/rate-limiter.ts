@@ -1,0 +1,134 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type { KV } from '@nats-io/kv';
+import { BusClient, openKv } from '@cortex/bus';
+import { Buckets, CortexError, type AccountRecord, type KeyRecord } from '@cortex/contracts';
+import { casChange } from './kv-cas.js';
+import { decide, EMPTY_SCOPE, liveLeases, release, renew, requestWindow, undo, type LimitName, type RequestWindow, type ScopeLimits, type ScopeState } from './rate-limit.decider.js';
+
+/** How long a concurrency lease counts without renewal: the bound on a dead gateway's slots. */
+export const LEASE_TTL_MS = 15_000;
+const RENEW_EVERY_MS = 5_000;
+
+interface Scope {
+  entry: string;
+  limits: ScopeLimits;
+  /** Says whose limit it is in a refusal: `the key key_… ("ci")`, `the account team-a`. */
+  label: string;
+}
+
+export type AdmissionResult =
+  | { kind: 'admit'; requests: RequestWindow | null; release: () => Promise<void> }
+  | { kind: 'refuse'; error: CortexError; retryAfterMs: number; requests: RequestWindow | null };
+
+const LIMIT_WORDS: Record<LimitName, string> = { requests_per_minute: 'requests per minute', concurrent_requests: 'concurrent requests' };
+
+/**
+ * Requests per minute and concurrent requests of stored keys and their accounts, counted in the KV
+ * bucket `cortex_limits` so that every gateway replica counts the same requests. Each decision reads
+ * a scope's state, decides (rate-limit.decider.ts) and writes the result only if the entry's revision
+ * is still the one read: two gateways admitting at once cannot both take the last slot, the loser
+ * reads again. A key and its account are two scopes; a refusal by the second undoes the first.
+ */
+@Injectable()
+export class RateLimiter implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('limits');
+  private kv: KV | null = null;
+  /** The leases this gateway holds, per scope entry, renewed every RENEW_EVERY_MS. */
+  private readonly held = new Map<string, Set<string>>();
+  private renewer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly bus: BusClient) {}
+
+  async onModuleInit(): Promise<void> {
+    this.kv = await openKv(this.bus.nc, Buckets.limits, { history: 1, description: 'cortex: rate-limit state of keys and accounts' });
+    this.renewer = setInterval(() => void this.renewAll(), RENEW_EVERY_MS);
+    this.renewer.unref();
+  }
+
+  onModuleDestroy(): void {
+    if (this.renewer) clearInterval(this.renewer);
+  }
+
+  /** Whether a request of `key` (in `account`) may start now; on admission, `release` must be called once it ends. */
+  async admit(key: KeyRecord, account: AccountRecord | undefined): Promise<AdmissionResult> {
+    const scopes: Scope[] = [{ entry: `key.${key.id}`, limits: key.limits, label: `the key ${key.id} ("${key.name}")` }];
+    if (account) scopes.push({ entry: `account.${account.name}`, limits: account.limits, label: `the account ${account.name}` });
+    const limited = scopes.filter((s) => s.limits.requests_per_minute !== undefined || s.limits.concurrent_requests !== undefined);
+    if (limited.length === 0) return { kind: 'admit', requests: null, release: () => Promise.resolve() };
+    const leaseId = randomUUID();
+    const admitted: Scope[] = [];
+    let requests: RequestWindow | null = null;
+    for (const scope of limited) {
+      const decision = await this.change(scope.entry, (state, now) => {
+        const d = decide(state, scope.limits, now, { id: leaseId, expiresAt: now + LEASE_TTL_MS });
+        return { next: d.kind === 'admit' ? d.next : null, result: d };
+      });
+      if (decision.kind === 'refuse') {
+        await Promise.all(admitted.map((s) => this.change(s.entry, (state, now) => ({ next: undo(state, s.limits, leaseId, now), result: null })).catch(() => undefined)));
+        for (const s of admitted) this.forget(s.entry, leaseId);
+        const wait = Math.max(1, decision.retryAfterMs);
+        const what =
+          decision.limit === 'concurrent_requests'
+            ? `${scope.label} has ${decision.running} requests running, its limit of ${scope.limits.concurrent_requests} concurrent requests; retry when one ends`
+            : `${scope.label} has used its ${scope.limits.requests_per_minute} requests per minute; retry in ${(wait / 1000).toFixed(wait < 10_000 ? 1 : 0)} s`;
+        const error = new CortexError('rate_limit_exceeded', `rate limit reached (${LIMIT_WORDS[decision.limit]}): ${what}`, { retryAfter: Math.ceil(wait / 1000) });
+        return { kind: 'refuse', error, retryAfterMs: wait, requests: decision.requests ?? requests };
+      }
+      admitted.push(scope);
+      if (scope.limits.concurrent_requests !== undefined) this.remember(scope.entry, leaseId);
+      // The headers report the window with the fewest requests left.
+      if (decision.requests && (!requests || decision.requests.remaining < requests.remaining)) requests = decision.requests;
+    }
+    let released = false;
+    const done = async (): Promise<void> => {
+      if (released) return;
+      released = true;
+      await Promise.all(
+        admitted
+          .filter((s) => s.limits.concurrent_requests !== undefined)
+          .map(async (s) => {
+            this.forget(s.entry, leaseId);
+            await this.change(s.entry, (state, now) => ({ next: release(state, leaseId, now), result: null })).catch((error: Error) =>
+              this.logger.warn(`could not release a lease of ${s.entry} (${error.message}); it stops counting within ${LEASE_TTL_MS / 1000} s`),
+            );
+          }),
+      );
+    };
+    return { kind: 'admit', requests, release: done };
+  }
+
+  /** What a key's scope has in use now: requests running (live leases) and its request window. */
+  async usage(key: KeyRecord, now = Date.now()): Promise<{ concurrent_requests_running: number; requests_remaining: number | null; requests_reset_ms: number | null }> {
+    const entry = this.kv ? await this.kv.get(`key.${key.id}`) : null;
+    const state = entry?.operation === 'PUT' ? entry.json<ScopeState>() : EMPTY_SCOPE;
+    const rpm = key.limits.requests_per_minute;
+    const window = rpm === undefined ? null : requestWindow(rpm, state.tat, now);
+    return { concurrent_requests_running: Object.keys(liveLeases(state, now)).length, requests_remaining: window?.remaining ?? null, requests_reset_ms: window?.resetMs ?? null };
+  }
+
+  private change<R>(entry: string, edit: (state: ScopeState, now: number) => { next: ScopeState | null; result: R }): Promise<R> {
+    return casChange(this.kv, entry, EMPTY_SCOPE, edit);
+  }
+
+  private remember(entry: string, leaseId: string): void {
+    const set = this.held.get(entry) ?? new Set<string>();
+    set.add(leaseId);
+    this.held.set(entry, set);
+  }
+
+  private forget(entry: string, leaseId: string): void {
+    const set = this.held.get(entry);
+    set?.delete(leaseId);
+    if (set?.size === 0) this.held.delete(entry);
+  }
+
+  private async renewAll(): Promise<void> {
+    for (const [entry, leases] of this.held) {
+      const ids = [...leases];
+      await this.change(entry, (state, now) => ({ next: renew(state, ids, now + LEASE_TTL_MS, now), result: null })).catch((error: Error) =>
+        this.logger.warn(`could not renew leases of ${entry}: ${error.message}`),
+      );
+    }
+  }
+}

@@ -1,0 +1,215 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { freePort } from '@cortex/bus';
+import { fixtureModel } from '@cortex/fixtures';
+import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
+
+const CLI = resolve(fileURLToPath(new URL('../../../apps/cli/dist/main.js', import.meta.url)));
+const ADMIN = 'sk-admin-e2e';
+const STATIC = 'sk-static-e2e';
+const user = [{ role: 'user' as const, content: 'Hi.' }];
+const HELLO = fixtureModel('cortex-chat').expected.text;
+
+interface KeyAnswer {
+  id: string;
+  name: string;
+  account: string;
+  state: string;
+  prefix: string;
+  secret?: string;
+  limits: Record<string, unknown>;
+  models: string[] | null;
+  previous_secret_valid_until: string | null;
+}
+
+describe('stored keys e2e (two gateways)', () => {
+  let stack: TestStack;
+  let gateways: string[];
+
+  before(async () => {
+    stack = await startStack({
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 2 },
+        { id: 'cortex-reasoning', file: 'fixture:cortex-reasoning', context_size: 512 },
+      ],
+      config: { auth: { api_keys: [STATIC], admin_keys: [ADMIN] } },
+    });
+    const second = `127.0.0.1:${await freePort()}`;
+    stack.spawnService('gateway', { CORTEX_LISTEN: second });
+    gateways = [stack.baseUrl, `http://${second}`];
+    await waitFor(async () => (await fetch(`${gateways[1]}/v1/models`, { headers: { authorization: `Bearer ${STATIC}` } }).catch(() => null))?.ok === true, 30_000);
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  const admin = async (method: string, path: string, body?: unknown, key = ADMIN): Promise<{ status: number; body: Record<string, unknown> }> => {
+    const response = await fetch(`${gateways[0]}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+  const createKey = async (body: Record<string, unknown>): Promise<KeyAnswer & { secret: string }> => {
+    const { status, body: answer } = await admin('POST', '/admin/keys', body);
+    assert.equal(status, 200, JSON.stringify(answer));
+    return answer as unknown as KeyAnswer & { secret: string };
+  };
+  const chat = (base: string, key: string, model = 'cortex-chat') =>
+    postJson(`${base}/v1/chat/completions`, { model, messages: user }, { authorization: `Bearer ${key}` });
+  const cli = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, CORTEX_CONFIG: stack.configPath, CORTEX_NATS_URL: stack.nats.url }, encoding: 'utf8', timeout: 30_000 });
+
+  it('keys - a key created through the admin API works on both gateways; its secret is shown once', async () => {
+    const created = await createKey({ name: 'ci', account: 'team-a', limits: { requests_per_minute: 100 } });
+    assert.match(created.secret, /^sk-cortex-/);
+    assert.match(created.id, /^key_[0-9a-f]{16}$/);
+    assert.equal(created.state, 'active');
+    for (const base of gateways) {
+      const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: created.secret, maxRetries: 0 });
+      const reply = await openai.chat.completions.create({ model: 'cortex-chat', messages: user });
+      assert.equal(reply.choices[0]?.message.content, HELLO);
+    }
+    const listed = await admin('GET', '/admin/keys');
+    assert.equal(listed.status, 200);
+    assert.equal(JSON.stringify(listed.body).includes(created.secret), false, 'the list never shows a secret');
+    const shown = await admin('GET', `/admin/keys/${created.id}`);
+    assert.equal(shown.body.name, 'ci');
+    assert.equal(JSON.stringify(shown.body).includes(created.secret), false, 'show never shows the secret');
+    assert.deepEqual(shown.body.limits, { requests_per_minute: 100 });
+    // Config-file keys stay valid next to stored ones.
+    assert.equal((await chat(gateways[1]!, STATIC)).status, 200);
+  });
+
+  it('keys - revoked on one gateway, refused with a 401 saying so on both within a second', async () => {
+    const created = await createKey({ name: 'leaked' });
+    for (const base of gateways) assert.equal((await chat(base, created.secret)).status, 200);
+    const revokedAt = Date.now();
+    const revoked = await admin('POST', `/admin/keys/${created.id}/revoke`);
+    assert.equal(revoked.status, 200);
+    assert.equal(revoked.body.state, 'revoked');
+    const refusedWithin: number[] = [];
+    await Promise.all(
+      gateways.map(async (base) => {
+        await waitFor(async () => (await chat(base, created.secret)).status === 401, 1_000, 20);
+        refusedWithin.push(Date.now() - revokedAt);
+      }),
+    );
+    const refused = await chat(gateways[1]!, created.secret);
+    const body = (await refused.json()) as { error: { code: string; message: string; type: string } };
+    assert.equal(body.error.code, 'key_revoked');
+    assert.equal(body.error.type, 'authentication_error');
+    assert.match(body.error.message, new RegExp(`the API key ${created.id} \\("leaked"\\) was revoked at `));
+    const anthropic = new Anthropic({ baseURL: gateways[0]!, apiKey: created.secret, maxRetries: 0 });
+    await assert.rejects(anthropic.messages.create({ model: 'cortex-chat', max_tokens: 8, messages: user }), (error: unknown) => error instanceof Anthropic.AuthenticationError && /was revoked at/.test(error.message));
+    console.log(`revocation refused on both gateways after ${refusedWithin.map((ms) => `${ms} ms`).join(' and ')}`);
+  });
+
+  it('keys - a key limited to some models: 403 in each dialect for others, /v1/models lists only its own', async () => {
+    const created = await createKey({ name: 'chat-only', models: ['cortex-chat'] });
+    const refused = await chat(gateways[1]!, created.secret, 'cortex-reasoning');
+    assert.equal(refused.status, 403);
+    const body = (await refused.json()) as { error: { code: string; type: string; param: string; message: string } };
+    assert.deepEqual([body.error.code, body.error.type, body.error.param], ['permission_denied', 'permission_error', 'model']);
+    assert.match(body.error.message, /may not use the model 'cortex-reasoning'; it may use: cortex-chat/);
+    const anthropic = new Anthropic({ baseURL: gateways[0]!, apiKey: created.secret, maxRetries: 0 });
+    await assert.rejects(anthropic.messages.create({ model: 'cortex-reasoning', max_tokens: 8, messages: user }), (error: unknown) => error instanceof Anthropic.PermissionDeniedError);
+    const openai = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: created.secret, maxRetries: 0 });
+    assert.deepEqual((await openai.models.list()).data.map((m) => m.id), ['cortex-chat']);
+    assert.equal((await chat(gateways[0]!, created.secret, 'cortex-chat')).status, 200);
+    // The static key still sees the whole catalogue.
+    const all = await new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: STATIC, maxRetries: 0 }).models.list();
+    assert.deepEqual(all.data.map((m) => m.id).sort(), ['cortex-chat', 'cortex-reasoning']);
+  });
+
+  it('keys - rotation: the old secret works for its grace period, then a 401 says it was rotated', async () => {
+    const created = await createKey({ name: 'rotating' });
+    const rotated = await admin('POST', `/admin/keys/${created.id}/rotate`, { grace_s: 2 });
+    assert.equal(rotated.status, 200);
+    const next = rotated.body.secret as string;
+    assert.notEqual(next, created.secret);
+    await waitFor(async () => (await chat(gateways[1]!, next)).status === 200, 1_000, 20);
+    assert.equal((await chat(gateways[1]!, created.secret)).status, 200, 'the old secret works during the grace period');
+    await waitFor(async () => (await chat(gateways[1]!, created.secret)).status === 401, 4_000, 100);
+    const body = (await (await chat(gateways[0]!, created.secret)).json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'key_expired');
+    assert.match(body.error.message, /was rotated; its previous secret stopped working at /);
+    assert.equal((await chat(gateways[0]!, next)).status, 200);
+  });
+
+  it('keys - an expired key is a 401 saying when it expired', async () => {
+    const created = await createKey({ name: 'short-lived', expires_at: new Date(Date.now() + 1_500).toISOString() });
+    assert.equal((await chat(gateways[0]!, created.secret)).status, 200);
+    await waitFor(async () => (await chat(gateways[0]!, created.secret)).status === 401, 3_000, 100);
+    const body = (await (await chat(gateways[1]!, created.secret)).json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'key_expired');
+    assert.match(body.error.message, /\("short-lived"\) expired at 20/);
+  });
+
+  it('keys - the admin API refuses bad bodies naming the field, unknown keys with a 404, and non-admin keys', async () => {
+    const bad = await admin('POST', '/admin/keys', { name: 'x', limits: { requests_per_minute: 0 } });
+    assert.equal(bad.status, 400);
+    assert.deepEqual((bad.body.error as { param: string }).param, 'limits.requests_per_minute');
+    const unknownField = await admin('POST', '/admin/keys', { name: 'x', rpm: 5 });
+    assert.match((unknownField.body.error as { message: string }).message, /^rpm: is not a known field/);
+    const missing = await admin('GET', '/admin/keys/key_0000000000000000');
+    assert.equal(missing.status, 404);
+    assert.match((missing.body.error as { message: string }).message, /no key key_0000000000000000/);
+    const created = await createKey({ name: 'not-admin' });
+    assert.equal((await admin('GET', '/admin/keys', undefined, created.secret)).status, 401);
+    assert.equal((await admin('GET', '/admin/keys', undefined, STATIC)).status, 401);
+    const revoke = await admin('POST', `/admin/keys/${created.id}/revoke`);
+    assert.equal(revoke.status, 200);
+    const update = await admin('PATCH', `/admin/keys/${created.id}`, { name: 'again' });
+    assert.equal(update.status, 400);
+    assert.match((update.body.error as { message: string }).message, /is revoked and cannot change/);
+  });
+
+  it('keys - cortex keys create|list|show|update|rotate|revoke: sentences on a terminal, --json for scripts', async () => {
+    const made = cli('keys', 'create', '--name', 'from-cli', '--account', 'team-b', '--rpm', '30', '--concurrency', '2', '--model', 'cortex-chat', '--json');
+    assert.equal(made.status, 0, made.stderr);
+    const created = JSON.parse(made.stdout) as KeyAnswer & { secret: string };
+    assert.deepEqual(created.limits, { requests_per_minute: 30, concurrent_requests: 2 });
+    await waitFor(async () => (await chat(gateways[1]!, created.secret)).status === 200, 1_000, 20);
+
+    const sentence = cli('keys', 'create', '--name', 'people');
+    assert.equal(sentence.status, 0, sentence.stderr);
+    assert.match(sentence.stdout, /^Created key key_[0-9a-f]{16} "people" in account default: no limits; every model; tier 5\.\nIts secret, shown this once \(store it now\):\n\n {2}sk-cortex-\S+\n/);
+
+    const list = cli('keys', 'list', '--account', 'team-b');
+    assert.equal(list.status, 0, list.stderr);
+    assert.match(list.stdout, new RegExp(`${created.id}\\s+from-cli\\s+team-b\\s+active\\s+sk-cortex-\\S+\\s+30 requests/min, 2 at once\\s+cortex-chat`));
+    assert.equal(list.stdout.includes(created.secret), false);
+
+    const update = cli('keys', 'update', created.id, '--rpm', 'none', '--model', 'none');
+    assert.equal(update.status, 0, update.stderr);
+    assert.match(update.stdout, /: 2 at once; every model; tier 5\. Every gateway applies it within a second\./);
+
+    const show = cli('keys', 'show', created.id, '--json');
+    assert.deepEqual((JSON.parse(show.stdout) as KeyAnswer).limits, { concurrent_requests: 2 });
+
+    const rotate = cli('keys', 'rotate', created.id, '--grace', '60');
+    assert.equal(rotate.status, 0, rotate.stderr);
+    assert.match(rotate.stdout, /the old secret keeps working until 20\S+\. The new secret, shown this once/);
+
+    const revoke = cli('keys', 'revoke', created.id);
+    assert.equal(revoke.stdout, `Key ${created.id} "from-cli" is revoked: every gateway refuses it within a second.\n`);
+    await waitFor(async () => (await chat(gateways[0]!, created.secret)).status === 401, 1_000, 20);
+
+    const account = cli('accounts', 'set', 'team-b', '--concurrency', '1');
+    assert.equal(account.stdout, 'Account team-b: 1 at once. Its keys get the tighter of their own limits and these.\n');
+
+    const bad = cli('keys', 'create', '--name', 'x', '--rpm', 'lots');
+    assert.equal(bad.status, 2);
+    assert.equal(bad.stderr, 'cortex keys create: --rpm must be a whole number of at least 1 (got "lots"); run "cortex keys create --help" to see its usage\n');
+    const unknown = cli('keys', 'show', 'key_0000000000000000');
+    assert.equal(unknown.status, 1);
+    assert.match(unknown.stderr, /no key key_0000000000000000/);
+  });
+});

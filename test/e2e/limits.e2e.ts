@@ -1,0 +1,302 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { freePort } from '@cortex/bus';
+import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
+
+const ADMIN = 'sk-admin-limits';
+const user = [{ role: 'user' as const, content: 'Hi.' }];
+
+describe('rate limits e2e (two gateways, one NATS)', () => {
+  let stack: TestStack;
+  let gateways: string[];
+
+  before(async () => {
+    stack = await startStack({
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 4 },
+        { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, pinned: true, slots: 4 },
+      ],
+      config: { auth: { api_keys: ['sk-static-limits'], admin_keys: [ADMIN] }, gateway: { stall_timeout_ms: 30_000 } },
+    });
+    const second = `127.0.0.1:${await freePort()}`;
+    stack.spawnService('gateway', { CORTEX_LISTEN: second });
+    gateways = [stack.baseUrl, `http://${second}`];
+    await waitFor(async () => (await fetch(`${gateways[1]}/v1/models`, { headers: { authorization: `Bearer ${ADMIN}` } }).catch(() => null))?.ok === true, 30_000);
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  const adminPost = async (method: string, path: string, body: unknown): Promise<Record<string, unknown>> => {
+    const response = await fetch(`${gateways[0]}${path}`, { method, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    assert.equal(response.status, 200);
+    return (await response.json()) as Record<string, unknown>;
+  };
+  const createKey = async (body: Record<string, unknown>): Promise<{ id: string; secret: string }> => (await adminPost('POST', '/admin/keys', body)) as { id: string; secret: string };
+  const chat = (base: string, key: string, extra: Record<string, unknown> = {}) =>
+    postJson(`${base}/v1/chat/completions`, { model: 'cortex-chat', messages: user, ...extra }, { authorization: `Bearer ${key}` });
+  /** A long stream on the looping model, open until aborted; resolves once its head has arrived. */
+  const holdStream = async (base: string, key: string): Promise<{ response: Response; stop: () => void }> => {
+    const abort = new AbortController();
+    const response = await fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 }),
+      signal: abort.signal,
+    });
+    // Read slowly in the background so the stream stays open without filling every buffer.
+    const reader = response.body!.getReader();
+    void (async () => {
+      try {
+        while (!(await reader.read()).done) await new Promise((done) => setTimeout(done, 50));
+      } catch {
+        // aborted
+      }
+    })();
+    return { response, stop: () => abort.abort() };
+  };
+
+  const budgetUsage = async (id: string): Promise<{ spent: number; reserved: number }> => {
+    const shown = (await (await fetch(`${gateways[0]}/admin/keys/${id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { usage: { token_budget: { spent: number; reserved: number } } };
+    return shown.usage.token_budget;
+  };
+  /** Waits until no request of the key holds a reservation, and returns what it has spent. */
+  const settled = async (id: string): Promise<number> => {
+    let spent = -1;
+    await waitFor(async () => {
+      const usage = await budgetUsage(id);
+      spent = usage.spent;
+      return usage.reserved === 0;
+    }, 5_000, 50);
+    return spent;
+  };
+
+  it('limits - requests per minute across both gateways: exactly the limit passes, then 429 with retry-after and the headers', async () => {
+    const key = await createKey({ name: 'rpm-3', limits: { requests_per_minute: 3 } });
+    const statuses: number[] = [];
+    const responses: Response[] = [];
+    for (let i = 0; i < 6; i++) {
+      const response = await chat(gateways[i % 2]!, key.secret);
+      statuses.push(response.status);
+      responses.push(response);
+    }
+    assert.deepEqual(statuses, [200, 200, 200, 429, 429, 429]);
+    assert.deepEqual(
+      responses.slice(0, 3).map((r) => [r.headers.get('x-ratelimit-limit-requests'), r.headers.get('x-ratelimit-remaining-requests')]),
+      [['3', '2'], ['3', '1'], ['3', '0']],
+    );
+    assert.match(responses[0]!.headers.get('x-ratelimit-reset-requests')!, /^(19\.\d+|20)s$/);
+    assert.match(responses[2]!.headers.get('x-ratelimit-reset-requests')!, /^(5\d(\.\d+)?s|1m0s)$/);
+    const refused = responses[3]!;
+    const retryAfterMs = Number(refused.headers.get('retry-after-ms'));
+    // The first request's place frees 20 s after it was admitted, a moment before this refusal.
+    assert.ok(retryAfterMs > 10_000 && retryAfterMs <= 20_000, `retry-after-ms ${retryAfterMs}`);
+    assert.equal(refused.headers.get('retry-after'), String(Math.ceil(retryAfterMs / 1000)));
+    const body = (await refused.json()) as { error: { code: string; type: string; message: string } };
+    assert.deepEqual([body.error.code, body.error.type], ['rate_limit_exceeded', 'rate_limit_error']);
+    assert.match(body.error.message, new RegExp(`rate limit reached \\(requests per minute\\): the key ${key.id} \\("rpm-3"\\) has used its 3 requests per minute; retry in \\d+ s`));
+
+    // Anthropic's dialect and headers on /v1/messages.
+    const other = await createKey({ name: 'rpm-1', limits: { requests_per_minute: 1 } });
+    const anthropic = new Anthropic({ baseURL: gateways[1]!, apiKey: other.secret, maxRetries: 0 });
+    const { response } = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 8, messages: user }).withResponse();
+    assert.equal(response.headers.get('anthropic-ratelimit-requests-limit'), '1');
+    assert.equal(response.headers.get('anthropic-ratelimit-requests-remaining'), '0');
+    assert.match(response.headers.get('anthropic-ratelimit-requests-reset')!, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
+    assert.ok(Date.parse(response.headers.get('anthropic-ratelimit-requests-reset')!) > Date.now() + 50_000);
+    await assert.rejects(anthropic.messages.create({ model: 'cortex-chat', max_tokens: 8, messages: user }), (error: unknown) => error instanceof Anthropic.RateLimitError && /requests per minute/.test(error.message));
+  });
+
+  it('limits - a stream carries the headers before its first byte', async () => {
+    const key = await createKey({ name: 'rpm-stream', limits: { requests_per_minute: 10 } });
+    const response = await chat(gateways[0]!, key.secret, { stream: true });
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type')!, /^text\/event-stream/);
+    assert.equal(response.headers.get('x-ratelimit-limit-requests'), '10');
+    assert.equal(response.headers.get('x-ratelimit-remaining-requests'), '9');
+    assert.match(await response.text(), /data: \[DONE\]/);
+  });
+
+  it('limits - concurrent requests across both gateways: the request over the limit is refused, and admitted once a stream ends', async () => {
+    const key = await createKey({ name: 'two-at-once', limits: { concurrent_requests: 2 } });
+    const first = await holdStream(gateways[0]!, key.secret);
+    const second = await holdStream(gateways[1]!, key.secret);
+    assert.deepEqual([first.response.status, second.response.status], [200, 200]);
+    for (const base of gateways) {
+      const refused = await chat(base, key.secret, { max_tokens: 5 });
+      assert.equal(refused.status, 429);
+      assert.equal(refused.headers.get('retry-after-ms'), '1000');
+      const body = (await refused.json()) as { error: { code: string; message: string } };
+      assert.equal(body.error.code, 'rate_limit_exceeded');
+      assert.match(body.error.message, /has 2 requests running, its limit of 2 concurrent requests; retry when one ends/);
+    }
+    const shown = (await (await fetch(`${gateways[1]}/admin/keys/${key.id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { usage: Record<string, unknown> };
+    assert.deepEqual(shown.usage, { concurrent_requests_running: 2, requests_remaining: null, requests_reset_ms: null, token_budget: null });
+    // A client that goes away gives its slot back.
+    first.stop();
+    await waitFor(async () => (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).status === 200, 2_000, 50);
+    second.stop();
+  });
+
+  it('limits - many requests at once on both gateways: exactly the limits pass (compare-and-set in KV)', async () => {
+    const concurrent = await createKey({ name: 'three-at-once', limits: { concurrent_requests: 3 } });
+    const streams = await Promise.all(Array.from({ length: 10 }, (_, i) => holdStream(gateways[i % 2]!, concurrent.secret)));
+    const statuses = streams.map((s) => s.response.status);
+    for (const s of streams) s.stop();
+    assert.deepEqual([statuses.filter((x) => x === 200).length, statuses.filter((x) => x === 429).length], [3, 7], `statuses ${statuses.join(',')}`);
+
+    const rpm = await createKey({ name: 'five-a-minute', limits: { requests_per_minute: 5 } });
+    const burst = await Promise.all(Array.from({ length: 12 }, (_, i) => chat(gateways[i % 2]!, rpm.secret, { max_tokens: 2 })));
+    const counts = burst.map((r) => r.status);
+    assert.deepEqual([counts.filter((x) => x === 200).length, counts.filter((x) => x === 429).length], [5, 7], `statuses ${counts.join(',')}`);
+  });
+
+  it('limits - an account limit counts all its keys together', async () => {
+    await adminPost('PUT', '/admin/accounts/shared-team', { limits: { concurrent_requests: 1 } });
+    const a = await createKey({ name: 'a', account: 'shared-team', limits: { concurrent_requests: 5 } });
+    const b = await createKey({ name: 'b', account: 'shared-team' });
+    await waitFor(async () => {
+      // The account's limits reach the gateways through the watch.
+      const held = await holdStream(gateways[0]!, a.secret);
+      const refused = await chat(gateways[1]!, b.secret, { max_tokens: 5 });
+      held.stop();
+      if (refused.status !== 429) return false;
+      const body = (await refused.json()) as { error: { message: string } };
+      assert.match(body.error.message, /the account shared-team has 1 requests running, its limit of 1 concurrent requests/);
+      return true;
+    }, 5_000, 200);
+  });
+
+  it('limits - the openai client waits and retries a rate_limit_exceeded 429 (counted at the gateway)', async () => {
+    const key = await createKey({ name: 'rpm-20', limits: { requests_per_minute: 20 } });
+    for (let i = 0; i < 20; i++) assert.equal((await chat(gateways[i % 2]!, key.secret, { max_tokens: 2 })).status, 200);
+    const { server, url, counted } = await countingProxy(gateways[0]!);
+    try {
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key.secret, maxRetries: 2 });
+      const reply = await client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 2 });
+      assert.equal(reply.object, 'chat.completion');
+      assert.deepEqual(counted.map((c) => c.status), [429, 200], 'one refusal, then the retry the client made');
+      const [refusal, retry] = counted as [Counted, Counted];
+      // The client honoured retry-after-ms: its retry arrived no earlier than the refusal said.
+      assert.ok(refusal.retryAfterMs > 0);
+      assert.ok(retry.at - refusal.at >= refusal.retryAfterMs - 50, `retried after ${retry.at - refusal.at} ms; retry-after-ms was ${refusal.retryAfterMs}`);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('limits - a token budget under concurrent requests on both gateways: overshoot at most one reservation, spend equals the usage answered', async () => {
+    const key = await createKey({ name: 'budget-2000', limits: { token_budget: { tokens: 2_000, window: 'day' } } });
+    const body = { model: 'cortex-chat', messages: user, max_tokens: 20 };
+    const reservation = Buffer.byteLength(JSON.stringify(body)) + 20;
+    const answered: Array<{ status: number; tokens: number; code?: string; shouldRetry: string | null }> = [];
+    const send = async (base: string): Promise<void> => {
+      const response = await postJson(`${base}/v1/chat/completions`, body, { authorization: `Bearer ${key.secret}` });
+      const json = (await response.json()) as { usage?: { total_tokens: number }; error?: { code: string } };
+      answered.push({ status: response.status, tokens: json.usage?.total_tokens ?? 0, code: json.error?.code, shouldRetry: response.headers.get('x-should-retry') });
+    };
+    // Waves of 12 at once on both gateways; after each, one request alone: refused once the budget is spent.
+    for (let wave = 0; wave < 40; wave++) {
+      await Promise.all(Array.from({ length: 12 }, (_, i) => send(gateways[i % 2]!)));
+      await settled(key.id);
+      await send(gateways[wave % 2]!);
+      if (answered.at(-1)!.status === 429) break;
+      await settled(key.id);
+    }
+    const refused = answered.filter((a) => a.status === 429);
+    assert.equal(answered.at(-1)!.status, 429, 'the budget ran out');
+    // While running requests hold the rest, a refusal is worth retrying; once it is spent, it is not.
+    for (const r of refused) assert.ok(['rate_limit_exceeded/null', 'insufficient_quota/false'].includes(`${r.code}/${r.shouldRetry}`), `${r.code}/${r.shouldRetry}`);
+    assert.ok(refused.some((r) => r.code === 'rate_limit_exceeded'), 'some were refused only because running requests held the rest');
+    assert.deepEqual([refused.at(-1)!.code, refused.at(-1)!.shouldRetry], ['insufficient_quota', 'false']);
+    const usedByAnswers = answered.reduce((sum, a) => sum + a.tokens, 0);
+    const spent = await settled(key.id);
+    assert.equal(spent, usedByAnswers, 'the ledger charged exactly the usage the responses reported');
+    assert.ok(spent >= 2_000 && spent <= 2_000 + reservation, `spent ${spent} of 2000 (one reservation is ${reservation})`);
+    console.log(`budget 2000: ${answered.length - refused.length} requests admitted, ${refused.length} refused (some while others held reservations), ${spent} tokens spent (one reservation: ${reservation})`);
+    const message = (await (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).json()) as { error: { message: string } };
+    assert.match(message.error.message, new RegExp(`the key ${key.id} \\("budget-2000"\\) has used its token budget: \\d+ of 2000 tokens spent today \\(UTC\\) \\(it resets at 20`));
+  });
+
+  it('limits - a background response is charged its usage when its run ends, not when its reply closes', async () => {
+    const key = await createKey({ name: 'budget-background', limits: { token_budget: { tokens: 100_000 } } });
+    const client = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: key.secret, maxRetries: 0 });
+    // A run that outlasts the 2 s a closed reply waits for its usage: the looping model writes 4000 tokens.
+    const started = Date.now();
+    const job = await client.responses.create({ model: 'cortex-loop', input: 'Hi.', background: true, max_output_tokens: 4000 });
+    let done = job;
+    await waitFor(async () => {
+      done = await client.responses.retrieve(job.id);
+      return done.status === 'completed' || done.status === 'incomplete';
+    }, 30_000, 100);
+    console.log(`background run ended after ${Date.now() - started} ms`);
+    const total = (done.usage?.input_tokens ?? 0) + (done.usage?.output_tokens ?? 0);
+    assert.ok(total > 0);
+    await waitFor(async () => (await budgetUsage(key.id)).spent === total, 5_000, 100);
+    assert.equal((await budgetUsage(key.id)).reserved, 0);
+  });
+
+  it('limits - the openai client does not retry insufficient_quota; Anthropic SDK surfaces it', async () => {
+    const key = await createKey({ name: 'budget-tiny', limits: { token_budget: { tokens: 50 } } });
+    // Spend it, one request at a time, until a request with nothing else reserved is refused.
+    for (let i = 0; i < 20; i++) {
+      const status = (await chat(gateways[0]!, key.secret, { max_tokens: 5 })).status;
+      const spent = await settled(key.id);
+      if (status === 429 && spent >= 50) break;
+    }
+    const { server, url, counted } = await countingProxy(gateways[0]!);
+    try {
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key.secret, maxRetries: 2 });
+      await assert.rejects(client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }), (error: unknown) => error instanceof OpenAI.RateLimitError && error.code === 'insufficient_quota');
+      assert.deepEqual(counted.map((c) => c.status), [429], 'one request reached the gateway: no retry');
+    } finally {
+      server.close();
+    }
+    const anthropic = new Anthropic({ baseURL: gateways[1]!, apiKey: key.secret, maxRetries: 2 });
+    await assert.rejects(anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }), (error: unknown) => error instanceof Anthropic.RateLimitError && /has used its token budget/.test(error.message));
+  });
+
+  it('limits - a gateway SIGKILLed mid-stream: its concurrency slot and budget reservation count until they expire, then free', async () => {
+    // The stream's reservation (4000 tokens of output and its body) fills the budget too.
+    const key = await createKey({ name: 'one-at-once', limits: { concurrent_requests: 1, token_budget: { tokens: 4_000 } } });
+    const doomed = [...stack.processes.entries()].find(([name]) => name.startsWith('gateway#'))?.[1];
+    assert.ok(doomed, 'the second gateway process');
+    const held = await holdStream(gateways[1]!, key.secret);
+    assert.equal(held.response.status, 200);
+    assert.equal((await chat(gateways[0]!, key.secret, { max_tokens: 2 })).status, 429);
+    const killedAt = Date.now();
+    doomed.kill('SIGKILL');
+    held.stop();
+    // LEASE_TTL_MS and RESERVATION_TTL_MS (15 s) after the last renewal at most; the wait is bounded a little above it.
+    await waitFor(async () => (await chat(gateways[0]!, key.secret, { max_tokens: 2 })).status === 200, 17_000, 250);
+    console.log(`slot and reservation of the SIGKILLed gateway free again after ${Date.now() - killedAt} ms`);
+  });
+});
+
+interface Counted {
+  status: number;
+  at: number;
+  retryAfterMs: number;
+}
+
+/** A plain HTTP proxy in front of a gateway that records every request it passes: status, arrival, retry-after-ms. */
+async function countingProxy(target: string): Promise<{ server: Server; url: string; counted: Counted[] }> {
+  const counted: Counted[] = [];
+  const to = new URL(target);
+  const server = createServer((req, res) => {
+    const at = Date.now();
+    const upstream = httpRequest({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      counted.push({ status: answer.statusCode ?? 0, at, retryAfterMs: Number(answer.headers['retry-after-ms'] ?? 0) });
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    req.pipe(upstream);
+  });
+  const port = await freePort();
+  await new Promise<void>((done) => server.listen(port, '127.0.0.1', done));
+  return { server, url: `http://127.0.0.1:${port}`, counted };
+}
