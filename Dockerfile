@@ -8,7 +8,7 @@
 #
 # docker-compose.yml and k8s/ run one service per container (`serve <service>`).
 
-ARG NODE_IMAGE=node:22-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 # CUDA 12 runtime: node-llama-cpp's main CUDA binary links CUDA 13, and its linux-x64-cuda-ext package
 # carries a CUDA 12 fallback that it loads when the CUDA 13 libraries are missing. CUDA 12 runs on far
 # more installed drivers (>= 525) than CUDA 13 (>= 580); pass a 13.x runtime image here for newer hosts.
