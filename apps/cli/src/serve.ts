@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connectBus, natsConnectOptions, natsReachable, natsServerOnPath, NATS_INSTALL_HINT, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
+import { connectBus, ensureNatsServer, natsConnectOptions, natsReachable, NatsServerInstallError, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
 import { loadConfig, type CortexConfig } from '@cortex/config';
 import { formatBanner } from './banner.js';
 import { createLogger, isPretty } from './logger.js';
@@ -56,7 +56,13 @@ export async function serveMany(names: AppService[]): Promise<void> {
     if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) {
       throw new Error(`NATS at ${redactNatsUrl(config.nats.url)} does not answer or refuses the credentials; start it or check CORTEX_NATS_URL and CORTEX_NATS_*`);
     }
-    if (!natsServerOnPath()) throw new Error(`no NATS at ${redactNatsUrl(config.nats.url)} and nats-server is not installed: ${NATS_INSTALL_HINT}`);
+    // Fetches Debian's nats-server into .cortex/bin when none is installed, or says what to run.
+    try {
+      ensureNatsServer(undefined, (line) => logger.log(line));
+    } catch (error) {
+      if (!(error instanceof NatsServerInstallError)) throw error;
+      throw new Error(`no NATS at ${redactNatsUrl(config.nats.url)} and ${error.message}`, { cause: error });
+    }
     nats = await startNatsServer({
       port: Number(url.port || 4222),
       storeDir: resolve('.cortex/nats'),

@@ -7,6 +7,7 @@ export * from './nats-auth.js';
 export * from './bus.module.js';
 export * from './service.js';
 export * from './nats-server.js';
+export * from './nats-server-install.js';
 export * from './bus-exception.filter.js';
 export * from './events.js';
 export * from './logger.js';
