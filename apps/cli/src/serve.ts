@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connectBus, ensureNatsServer, natsConnectOptions, natsReachable, NatsServerInstallError, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
+import { connectBus, ensureNatsServer, startTracing, natsConnectOptions, natsReachable, NatsServerInstallError, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
 import { loadConfig, type CortexConfig } from '@cortex/config';
 import { formatBanner } from './banner.js';
 import { createLogger, isPretty } from './logger.js';
@@ -14,6 +14,9 @@ const STOP_GRACE_MS = 15_000;
 export async function serveOne(name: AppService): Promise<void> {
   const { config } = loadConfig();
   const logger = createLogger(name, config.logLevel, config.logFormat);
+  // OpenTelemetry traces when the OTEL_* variables ask for them; nothing is loaded otherwise.
+  const stopTracing = await startTracing(name);
+  if (stopTracing) logger.log(`tracing: spans go to ${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'the OTLP default endpoint'}`);
   const nc = await connectBus({ url: config.nats.url, auth: config.nats, replicas: config.nats.replicas, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
   const start = await loadService(name);
   const running = await start({ config, nc, logger });
@@ -29,6 +32,8 @@ export async function serveOne(name: AppService): Promise<void> {
     try {
       await running.close();
       await nc.drain();
+      // The spans still held go out before the process does.
+      await stopTracing?.();
     } catch (error) {
       logger.error(`shutdown: ${(error as Error).message}`);
     }

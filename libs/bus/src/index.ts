@@ -15,3 +15,6 @@ export * from './kv-watch.js';
 export * from './payload.js';
 export * from './replicas.js';
 export * from './background.js';
+export * from './tracing.js';
+export * from './bus-trace.js';
+export * from './gen-ai-attributes.js';
