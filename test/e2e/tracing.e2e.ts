@@ -34,6 +34,8 @@ interface OtlpSpan {
   parentSpanId?: string;
   name: string;
   kind: number;
+  startTimeUnixNano: string;
+  endTimeUnixNano: string;
   attributes?: OtlpKeyValue[];
   events?: Array<{ name: string }>;
 }
@@ -49,6 +51,9 @@ interface SeenSpan {
   name: string;
   kind: number;
   service: string;
+  /** Start and end, in ms since the epoch. */
+  start: number;
+  end: number;
   attributes: Record<string, unknown>;
   events: string[];
 }
@@ -94,6 +99,8 @@ class OtlpReceiver {
                 name: span.name,
                 kind: span.kind,
                 service,
+                start: Number(BigInt(span.startTimeUnixNano) / 1000n) / 1000,
+                end: Number(BigInt(span.endTimeUnixNano) / 1000n) / 1000,
                 attributes: decodeAttributes(span.attributes),
                 events: (span.events ?? []).map((event) => event.name),
               });
@@ -153,6 +160,19 @@ function assertConnected(spans: SeenSpan[], clientSpanId: string): SeenSpan {
     assert.equal(span.attributes['messaging.destination.name'], span.name.slice(span.name.indexOf(' ') + 1));
   }
   return root;
+}
+
+/** A trace as an indented tree (children by start time), for the test's diagnostics and docs/deployment.md. */
+function formatTree(spans: SeenSpan[]): string {
+  const ids = new Set(spans.map((span) => span.spanId));
+  const lines: string[] = [];
+  const walk = (span: SeenSpan, depth: number): void => {
+    const usage = span.attributes['gen_ai.usage.input_tokens'] === undefined ? '' : `  in=${String(span.attributes['gen_ai.usage.input_tokens'])} out=${String(span.attributes['gen_ai.usage.output_tokens'])}`;
+    lines.push(`${'  '.repeat(depth)}${span.name}  (${span.service}, ${(span.end - span.start).toFixed(1)} ms)${usage}`);
+    for (const child of spans.filter((s) => s.parentSpanId === span.spanId).sort((a, b) => a.start - b.start)) walk(child, depth + 1);
+  };
+  for (const root of spans.filter((span) => !ids.has(span.parentSpanId))) walk(root, 0);
+  return lines.join('\n');
 }
 
 /** The parent of `span` in `spans`. */
@@ -219,7 +239,7 @@ describe('tracing e2e', () => {
     await receiver.close();
   });
 
-  it("tracing - a streamed chat continues the caller's traceparent through gateway, router and worker in one connected trace", async () => {
+  it("tracing - a streamed chat continues the caller's traceparent through gateway, router and worker in one connected trace", async (t) => {
     const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     const caller = newTraceparent();
     const { data: stream, response } = await client.chat.completions
@@ -237,6 +257,7 @@ describe('tracing e2e', () => {
 
     const spans = await receiver.waitForTrace(caller.traceId, (seen) => seen.some((s) => s.service === 'cortex-gateway' && s.name === 'chat cortex-chat') && seen.some((s) => s.service === 'cortex-worker' && s.name === 'chat cortex-chat'));
     const root = assertConnected(spans, caller.spanId);
+    t.diagnostic(`one streamed chat that waited for a cold load:\n${formatTree(spans)}`);
     assert.equal(root.name, 'chat cortex-chat');
     assert.equal(root.attributes['cortex.request_id'], requestId);
     assert.equal(root.attributes['gen_ai.request.stream'], true);
@@ -317,6 +338,25 @@ describe('tracing e2e', () => {
     assert.equal(only(spans, 'cortex-translator', 'process llm.translator.v1.decode').parentSpanId, decode.spanId);
     const generation = assertWorkerHop(spans, only(spans, 'cortex-gateway', 'generate cortex-chat'));
     const told = { input: next.usage.input_tokens, output: next.usage.output_tokens, cached: next.usage.input_tokens_details.cached_tokens };
+    assertUsage(root, told, 'stop');
+    assertUsage(generation, told, 'stop');
+  });
+
+  it("tracing - a background response runs on after the reply, in the caller's trace", async () => {
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const caller = newTraceparent();
+    const queued = await client.responses.create({ model: 'cortex-chat', input: 'Hi!', background: true }, { headers: { traceparent: caller.header } });
+    assert.equal(queued.status, 'queued');
+    let done = queued;
+    await waitFor(async () => (done = await client.responses.retrieve(queued.id)).status === 'completed', 15_000);
+    assert.equal(done.output_text, chat.expected.text);
+    assert.ok(done.usage);
+
+    const spans = await receiver.waitForTrace(caller.traceId, (seen) => seen.some((s) => s.service === 'cortex-gateway' && s.name === 'chat cortex-chat') && seen.some((s) => s.service === 'cortex-worker' && s.name === 'chat cortex-chat'));
+    const root = assertConnected(spans, caller.spanId);
+    const generation = assertWorkerHop(spans, only(spans, 'cortex-gateway', 'generate cortex-chat'));
+    assert.equal(generation.attributes['cortex.background'], true);
+    const told = { input: done.usage.input_tokens, output: done.usage.output_tokens, cached: done.usage.input_tokens_details.cached_tokens };
     assertUsage(root, told, 'stop');
     assertUsage(generation, told, 'stop');
   });

@@ -86,7 +86,8 @@ export function inContext<T>(ctx: Context | null, fn: () => T): T {
  * variables), W3C trace context and baggage propagate, and the resource says `service.name`
  * cortex-<service> unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise. Returns what
  * to call at shutdown (it sends the spans still held), or null when tracing stays off. The SDK is
- * imported only here, so a process that does not trace never loads it.
+ * imported only here, so a process that does not trace never loads it. `env` decides whether and how
+ * to trace; the OTLP exporter reads its endpoint, headers and TLS settings from `process.env` itself.
  */
 export async function startTracing(service: string, env: NodeJS.ProcessEnv = process.env, exporterForTests?: SpanExporter): Promise<(() => Promise<void>) | null> {
   const settings = tracingSettings(env);
