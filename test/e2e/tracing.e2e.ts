@@ -182,12 +182,14 @@ function parentOf(spans: SeenSpan[], span: SeenSpan): SeenSpan | undefined {
 
 /** The worker's side: generate handled under the gateway's send span, the GenAI span under it. */
 function assertWorkerHop(spans: SeenSpan[], attempt: SeenSpan): SeenSpan {
-  const send = only(spans, 'cortex-gateway', /^send llm\.worker\.v1\.[^.]+\.generate$/);
-  assert.equal(send.parentSpanId, attempt.spanId, 'the generate request belongs to the try');
-  const processed = only(spans, 'cortex-worker', /^process llm\.worker\.v1\.[^.]+\.generate$/);
-  assert.equal(processed.parentSpanId, send.spanId);
-  const generation = only(spans, 'cortex-worker', 'chat cortex-chat');
-  assert.equal(generation.parentSpanId, processed.spanId);
+  const childrenOf = (span: SeenSpan): SeenSpan[] => spans.filter((s) => s.parentSpanId === span.spanId);
+  const [send, ...moreSends] = childrenOf(attempt).filter((s) => /^send llm\.worker\.v1\.[^.]+\.generate$/.test(s.name));
+  assert.ok(send && moreSends.length === 0, 'the try sent one generate request');
+  const [processed, ...moreProcessed] = childrenOf(send);
+  assert.ok(processed && moreProcessed.length === 0, 'one worker handled it');
+  assert.equal(processed.service, 'cortex-worker');
+  assert.match(processed.name, /^process llm\.worker\.v1\.[^.]+\.generate$/);
+  const generation = only(childrenOf(processed), 'cortex-worker', 'chat cortex-chat');
   assert.ok(generation.events.includes('gen_ai.first_chunk'));
   assert.ok(Number(generation.attributes['gen_ai.response.time_to_first_chunk']) > 0);
   return generation;
@@ -363,5 +365,57 @@ describe('tracing e2e', () => {
 
   it('tracing - the real exporter sent OTLP/JSON, as OTEL_EXPORTER_OTLP_PROTOCOL asked', () => {
     assert.deepEqual([...receiver.contentTypes], ['application/json']);
+  });
+});
+
+describe('tracing e2e - failover', () => {
+  const receiver = new OtlpReceiver();
+  let stack: TestStack;
+
+  before(async () => {
+    const endpoint = await receiver.listen();
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' };
+    stack = await startStack({
+      services: ['router', 'worker', 'gateway'],
+      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 1024, pinned: true }],
+      // Slow heartbeats: the router still believes in a killed worker for seconds, as after a real crash.
+      config: { worker: { id: 'w1', heartbeat_ms: 2_000 } },
+      serviceEnv: Object.fromEntries(['router', 'worker', 'gateway'].map((name) => [name, env])),
+    });
+    stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
+    await stack.workersUp(2);
+  });
+
+  after(async () => {
+    await stack?.stop();
+    await receiver.close();
+  });
+
+  it('tracing - a worker killed before the request reaches it: the failed try and the one that succeeds are sibling spans of one trace', async () => {
+    await waitFor(async () => (await stack.fleet())?.workers.some((w) => w.workerId === 'w1' && w.models.some((m) => m.id === 'cortex-chat' && m.state === 'ready')) ?? false, 30_000);
+    stack.processes.get('worker')?.kill('SIGKILL');
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const caller = newTraceparent();
+    const reply = await client.chat.completions.create({ model: 'cortex-chat', messages: user }, { headers: { traceparent: caller.header } });
+    assert.equal(reply.choices[0]?.message.content, chat.expected.text);
+    assert.ok(reply.usage);
+
+    const spans = await receiver.waitForTrace(caller.traceId, (seen) => seen.some((s) => s.service === 'cortex-gateway' && s.name === 'chat cortex-chat') && seen.some((s) => s.service === 'cortex-worker' && s.name === 'chat cortex-chat'));
+    const root = assertConnected(spans, caller.spanId);
+    const tries = spans.filter((s) => s.service === 'cortex-gateway' && s.name === 'generate cortex-chat').sort((a, b) => a.start - b.start);
+    assert.deepEqual(tries.map((s) => [s.attributes['cortex.attempt'], s.attributes['cortex.worker.id']]), [[1, 'w1'], [2, 'w2']]);
+    for (const attempt of tries) assert.equal(attempt.parentSpanId, root.spanId);
+    assert.ok(['service_unavailable', 'worker_lost', 'timeout'].includes(String(tries[0]?.attributes['error.type'])), `the first try failed: ${String(tries[0]?.attributes['error.type'])}`);
+    assert.equal(tries[1]?.attributes['error.type'], undefined);
+    // The first try's generate went to the dead worker: no process answered it.
+    const deadSend = spans.find((s) => s.parentSpanId === tries[0]?.spanId && s.name === 'send llm.worker.v1.w1.generate');
+    assert.ok(deadSend, 'the first try sent generate to w1');
+    assert.deepEqual(spans.filter((s) => s.parentSpanId === deadSend.spanId), []);
+    // Only the second try reached a worker; its generation carries the usage the client got.
+    const generation = assertWorkerHop(spans, tries[1] as SeenSpan);
+    assert.equal(generation.attributes['cortex.worker.id'], 'w2');
+    const told = { input: reply.usage.prompt_tokens, output: reply.usage.completion_tokens };
+    assertUsage(root, told, 'stop');
+    assertUsage(generation, told, 'stop');
   });
 });
