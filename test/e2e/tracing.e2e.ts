@@ -38,6 +38,7 @@ interface OtlpSpan {
   endTimeUnixNano: string;
   attributes?: OtlpKeyValue[];
   events?: Array<{ name: string }>;
+  links?: Array<{ traceId: string; spanId: string; attributes?: OtlpKeyValue[] }>;
 }
 interface OtlpExport {
   resourceSpans?: Array<{ resource?: { attributes?: OtlpKeyValue[] }; scopeSpans?: Array<{ spans?: OtlpSpan[] }> }>;
@@ -56,6 +57,7 @@ interface SeenSpan {
   end: number;
   attributes: Record<string, unknown>;
   events: string[];
+  links: Array<{ traceId: string; spanId: string; attributes: Record<string, unknown> }>;
 }
 
 function decodeValue(value: OtlpValue): unknown {
@@ -103,6 +105,7 @@ class OtlpReceiver {
                 end: Number(BigInt(span.endTimeUnixNano) / 1000n) / 1000,
                 attributes: decodeAttributes(span.attributes),
                 events: (span.events ?? []).map((event) => event.name),
+                links: (span.links ?? []).map((link) => ({ traceId: link.traceId, spanId: link.spanId, attributes: decodeAttributes(link.attributes) })),
               });
             }
           }
@@ -230,7 +233,10 @@ describe('tracing e2e', () => {
     const endpoint = await receiver.listen();
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' };
     stack = await startStack({
-      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 1024 }],
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 1024 },
+        { id: 'cortex-reasoning', file: 'fixture:cortex-reasoning', context_size: 1024 },
+      ],
       config: { log_level: 'info' },
       serviceEnv: Object.fromEntries(SERVICES.map((name) => [name, env])),
     });
@@ -278,8 +284,10 @@ describe('tracing e2e', () => {
     }
     const loads = spans.filter((s) => s.service === 'cortex-router' && /^send llm\.worker\.v1\.[^.]+\.load$/.test(s.name));
     assert.ok(loads.length >= 1, 'the router asked a worker to load the model');
+    const loadSpan = only(spans, 'cortex-router', 'load cortex-chat');
+    assert.equal(parentOf(spans, loadSpan)?.name, 'process llm.router.v1.place');
     for (const load of loads) {
-      assert.equal(parentOf(spans, load)?.name, 'process llm.router.v1.place');
+      assert.equal(load.parentSpanId, loadSpan.spanId, 'the load request belongs to the load');
       assert.deepEqual(spans.filter((s) => s.parentSpanId === load.spanId).map((s) => `${s.service}: ${s.name.replace(/v1\.[^.]+\./, 'v1.<id>.')}`), ['cortex-worker: process llm.worker.v1.<id>.load']);
     }
     // gateway → worker: one try, the generation under it.
@@ -361,6 +369,29 @@ describe('tracing e2e', () => {
     const told = { input: done.usage.input_tokens, output: done.usage.output_tokens, cached: done.usage.input_tokens_details.cached_tokens };
     assertUsage(root, told, 'stop');
     assertUsage(generation, told, 'stop');
+  });
+
+  it('tracing - two requests wait for one cold load: the trace that started it holds the load, the other links to it', async () => {
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const callers = [newTraceparent(), newTraceparent()];
+    const replies = await Promise.all(callers.map((caller) => client.chat.completions.create({ model: 'cortex-reasoning', messages: user }, { headers: { traceparent: caller.header } })));
+    for (const reply of replies) assert.equal(reply.choices[0]?.finish_reason, 'stop');
+
+    const complete = (seen: SeenSpan[]): boolean => seen.some((s) => s.service === 'cortex-gateway' && s.name === 'chat cortex-reasoning') && seen.some((s) => s.service === 'cortex-worker' && s.name === 'chat cortex-reasoning');
+    const traces = await Promise.all(callers.map((caller) => receiver.waitForTrace(caller.traceId, complete)));
+    traces.forEach((spans, i) => assertConnected(spans, callers[i]?.spanId ?? ''));
+    const holder = traces.findIndex((spans) => spans.some((s) => s.name === 'load cortex-reasoning'));
+    assert.notEqual(holder, -1, 'one trace holds the load');
+    const [load, ...more] = (traces[holder] ?? []).filter((s) => s.name === 'load cortex-reasoning');
+    assert.ok(load && more.length === 0, 'the model loaded once');
+    assert.equal(load.service, 'cortex-router');
+    assert.equal(parentOf(traces[holder] ?? [], load)?.name, 'process llm.router.v1.place');
+    assert.ok((traces[holder] ?? []).some((s) => s.parentSpanId === load.spanId && /^send llm\.worker\.v1\.[^.]+\.load$/.test(s.name)), 'the load request to the worker is its child');
+    const other = traces[1 - holder] ?? [];
+    assert.ok(!other.some((s) => s.name.startsWith('load ')), 'the other request started no load');
+    const linked = other.filter((s) => s.links.some((link) => link.traceId === load.traceId && link.spanId === load.spanId));
+    assert.deepEqual(linked.map((s) => `${s.service}: ${s.name}`), ['cortex-router: process llm.router.v1.place']);
+    assert.equal(linked[0]?.links[0]?.attributes['cortex.link'], 'waits for load');
   });
 
   it('tracing - the real exporter sent OTLP/JSON, as OTEL_EXPORTER_OTLP_PROTOCOL asked', () => {
