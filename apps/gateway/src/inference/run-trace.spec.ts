@@ -113,6 +113,16 @@ describe('run trace', () => {
     assert.equal(named('generate cortex-chat')[0]?.status.code, SpanStatusCode.ERROR, 'the try that was under way failed with it');
   });
 
+  it('run trace - a request with no decoded body (embeddings) is named for its model at the finish', async () => {
+    exporter.reset();
+    const run = RunTrace.open('openai.embeddings', 'req_4');
+    run.finished({ ...finished, model: 'cortex-embed', dialect: 'openai.embeddings', finishReason: 'stop', usage: { promptTokens: 5, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 } });
+    await flushed();
+    const [span] = named('embeddings cortex-embed');
+    assert.equal(span?.attributes['gen_ai.operation.name'], 'embeddings');
+    assert.equal(span?.attributes['gen_ai.usage.input_tokens'], 5);
+  });
+
   it('run trace - a legacy completion is a text_completion span', async () => {
     exporter.reset();
     const run = RunTrace.open('openai.completions', 'req_3');

@@ -14,6 +14,8 @@ interface Live {
   api: Dialect | RetrievalApi;
   /** When the span opened (performance.now), for the time to the first token. */
   openedAt: number;
+  /** Named `<operation> <model>` yet (at decode). */
+  named: boolean;
   /** The current try on a worker (`generate <model>`), a child of the request's span; one per try. */
   attempt: { span: Span; ctx: Context } | null;
   attempts: number;
@@ -43,7 +45,7 @@ export class RunTrace {
     const parent = headers ? propagation.extract(context.active(), headers) : context.active();
     const operation = genAiOperation(api);
     const span = tracer.startSpan(operation, { kind: SpanKind.SERVER, attributes: { 'gen_ai.operation.name': operation, 'cortex.api': api, 'cortex.request_id': requestId } }, parent);
-    return new RunTrace({ tracer, span, ctx: trace.setSpan(parent, span), api, openedAt: performance.now(), attempt: null, attempts: 0 });
+    return new RunTrace({ tracer, span, ctx: trace.setSpan(parent, span), api, openedAt: performance.now(), named: false, attempt: null, attempts: 0 });
   }
 
   /** The request's trace id (null while tracing is off). */
@@ -63,6 +65,7 @@ export class RunTrace {
     const live = this.live;
     if (!live) return;
     const operation = genAiOperation(live.api, request);
+    live.named = true;
     live.span.updateName(`${operation} ${request.model}`);
     live.span.setAttributes(genAiRequestAttributes(operation, request));
   }
@@ -102,6 +105,8 @@ export class RunTrace {
     const live = this.live;
     if (!live) return;
     const span = live.span;
+    // A request with no decoded body (embeddings, rerank) is named for its model only now.
+    if (!live.named) span.updateName(`${genAiOperation(live.api)} ${event.model}`);
     span.setAttributes(genAiResponseAttributes(event.model, event.usage, event.finishReason));
     span.setAttributes({ 'http.response.status_code': event.status, 'cortex.cold_start': event.coldStart });
     if (event.workerId) span.setAttribute('cortex.worker.id', event.workerId);
