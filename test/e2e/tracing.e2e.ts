@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import WebSocket from 'ws';
 import { fixtureModel } from '@cortex/fixtures';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
 
@@ -392,6 +393,41 @@ describe('tracing e2e', () => {
     const linked = other.filter((s) => s.links.some((link) => link.traceId === load.traceId && link.spanId === load.spanId));
     assert.deepEqual(linked.map((s) => `${s.service}: ${s.name}`), ['cortex-router: process llm.router.v1.place']);
     assert.equal(linked[0]?.links[0]?.attributes['cortex.link'], 'waits for load');
+  });
+
+  it("tracing - each turn on a Responses WebSocket is a request of its own, continuing the socket's traceparent", async () => {
+    const caller = newTraceparent();
+    const socketId = `req_ws_${randomBytes(6).toString('hex')}`;
+    const ws = new WebSocket(`${stack.baseUrl.replace('http', 'ws')}/v1/responses`, { headers: { traceparent: caller.header, 'x-request-id': socketId } });
+    const events: Array<{ type: string; response?: { id: string; usage: { input_tokens: number; output_tokens: number; input_tokens_details: { cached_tokens: number } } } }> = [];
+    ws.on('message', (data: Buffer) => events.push(JSON.parse(data.toString('utf8')) as (typeof events)[0]));
+    await once(ws, 'open');
+    const turn = async (body: Record<string, unknown>): Promise<NonNullable<(typeof events)[0]['response']>> => {
+      const from = events.length;
+      ws.send(JSON.stringify({ type: 'response.create', ...body }));
+      await waitFor(() => events.slice(from).some((event) => event.type === 'response.completed' || event.type === 'error'), 15_000);
+      const done = events.slice(from).find((event) => event.type === 'response.completed');
+      assert.ok(done?.response, JSON.stringify(events.slice(from).at(-1)));
+      return done.response;
+    };
+    const first = await turn({ model: 'cortex-chat', input: 'Hi!' });
+    const second = await turn({ model: 'cortex-chat', input: 'Again!', previous_response_id: first.id });
+    ws.close();
+
+    const turns = [`${socketId}.1`, `${socketId}.2`];
+    const spans = await receiver.waitForTrace(caller.traceId, (seen) => turns.every((id) => seen.some((s) => s.attributes['cortex.request_id'] === id)) && seen.filter((s) => s.service === 'cortex-worker' && s.name === 'chat cortex-chat').length === 2);
+    const ids = new Set(spans.map((s) => s.spanId));
+    const roots = spans.filter((s) => !ids.has(s.parentSpanId));
+    assert.deepEqual(roots.map((s) => [s.name, s.parentSpanId, s.attributes['cortex.request_id']]).sort(), turns.map((id) => ['chat cortex-chat', caller.spanId, id]));
+    [first, second].forEach((response, i) => {
+      const root = roots.find((s) => s.attributes['cortex.request_id'] === turns[i]) as SeenSpan;
+      const subtree = (span: SeenSpan): SeenSpan[] => [span, ...spans.filter((s) => s.parentSpanId === span.spanId).flatMap(subtree)];
+      const own = subtree(root);
+      const generation = assertWorkerHop(own, only(own, 'cortex-gateway', 'generate cortex-chat'));
+      const told = { input: response.usage.input_tokens, output: response.usage.output_tokens, cached: response.usage.input_tokens_details.cached_tokens };
+      assertUsage(root, told, 'stop');
+      assertUsage(generation, told, 'stop');
+    });
   });
 
   it('tracing - the real exporter sent OTLP/JSON, as OTEL_EXPORTER_OTLP_PROTOCOL asked', () => {
