@@ -272,6 +272,8 @@ describe('tracing e2e', () => {
     assert.equal(root.attributes['gen_ai.request.stream'], true);
     assert.ok(Number(root.attributes['gen_ai.response.time_to_first_chunk']) > 0);
     assert.deepEqual(new Set(spans.map((s) => s.service)), new Set(['cortex-gateway', 'cortex-router', 'cortex-worker']));
+    // Not opted in to message contents: no span carries them.
+    assert.ok(spans.every((s) => s.attributes['gen_ai.input.messages'] === undefined && s.attributes['gen_ai.output.messages'] === undefined));
 
     // gateway → router: the placement. The suite's first request finds the model unloaded: it waits
     // for a cold load, asking the routers again every two seconds, and a router loads the model.

@@ -26,7 +26,7 @@ describe('generation trace', () => {
     const off = GenerationTrace.start(command, 'w1', 'cortex-chat', performance.now());
     assert.equal(off.run(() => 7), 7, 'off: run only calls');
     off.event({ type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 1, reasoningTokens: 0 }, timings });
-    stop = await startTracing('worker', { OTEL_TRACES_EXPORTER: 'otlp' }, exporter);
+    stop = await startTracing('worker', { OTEL_TRACES_EXPORTER: 'otlp', OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' }, exporter);
   });
   after(async () => {
     await stop?.();
@@ -61,6 +61,9 @@ describe('generation trace', () => {
     assert.equal(span.attributes['gen_ai.usage.reasoning.output_tokens'], 1);
     assert.deepEqual(span.attributes['gen_ai.response.finish_reasons'], ['stop']);
     assert.equal(span.attributes['cortex.worker.id'], 'w1');
+    // Opted in: the messages in and the answer out.
+    assert.deepEqual(JSON.parse(String(span.attributes['gen_ai.input.messages'])), [{ role: 'user', parts: [{ type: 'text', content: 'hi' }] }]);
+    assert.deepEqual(JSON.parse(String(span.attributes['gen_ai.output.messages'])), [{ role: 'assistant', parts: [{ type: 'text', content: 'Hello there' }], finish_reason: 'stop' }]);
   });
 
   it('generation trace - an error event fails the span with its code', async () => {

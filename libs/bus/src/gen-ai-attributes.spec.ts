@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { CanonicalRequest } from '@cortex/contracts';
-import { genAiOperation, genAiRequestAttributes, genAiResponseAttributes } from './gen-ai-attributes.js';
+import { genAiInputMessages, genAiOperation, genAiOutputMessages, genAiRequestAttributes, genAiResponseAttributes } from './gen-ai-attributes.js';
 
 const request: CanonicalRequest = { model: 'm', messages: [{ role: 'user', content: 'secret words' }], sampling: {}, stream: true } as unknown as CanonicalRequest;
 
@@ -50,5 +50,22 @@ describe('gen_ai attributes', () => {
       'gen_ai.usage.reasoning.output_tokens': 2,
     });
     assert.deepEqual(genAiResponseAttributes('m', null, null), { 'gen_ai.response.model': 'm' }, 'a request that failed before any usage');
+  });
+
+  it('gen_ai attributes - messages in the conventions\' shape: text, reasoning, tool calls and their results', () => {
+    const input = genAiInputMessages([
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: '', reasoning: 'look it up', toolCalls: [{ id: 'c1', name: 'get_weather', arguments: '{"city":"Paris"}' }] },
+      { role: 'tool', content: '18 C', toolCallId: 'c1' },
+    ]);
+    assert.deepEqual(JSON.parse(input), [
+      { role: 'system', parts: [{ type: 'text', content: 'Be brief.' }] },
+      { role: 'user', parts: [{ type: 'text', content: 'Weather in Paris?' }] },
+      { role: 'assistant', parts: [{ type: 'reasoning', content: 'look it up' }, { type: 'tool_call', id: 'c1', name: 'get_weather', arguments: '{"city":"Paris"}' }] },
+      { role: 'tool', parts: [{ type: 'tool_call_response', id: 'c1', response: '18 C' }] },
+    ]);
+    const output = genAiOutputMessages({ text: 'It is 18 C.', reasoning: 'easy', toolCalls: [] }, 'stop');
+    assert.deepEqual(JSON.parse(output), [{ role: 'assistant', parts: [{ type: 'reasoning', content: 'easy' }, { type: 'text', content: 'It is 18 C.' }], finish_reason: 'stop' }]);
   });
 });

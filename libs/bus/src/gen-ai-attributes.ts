@@ -1,5 +1,5 @@
 import type { Attributes } from '@opentelemetry/api';
-import type { CanonicalRequest, Dialect, FinishReason, RetrievalApi, Usage } from '@cortex/contracts';
+import type { CanonicalMessage, CanonicalRequest, Dialect, FinishReason, RetrievalApi, ToolCall, Usage } from '@cortex/contracts';
 
 /**
  * Span attributes of the OpenTelemetry GenAI semantic conventions for cortex's requests: pure
@@ -53,4 +53,38 @@ export function genAiResponseAttributes(model: string, usage: Usage | null, fini
     attributes['gen_ai.usage.reasoning.output_tokens'] = usage.reasoningTokens;
   }
   return attributes;
+}
+
+/** One part of a message as the GenAI conventions write `gen_ai.input.messages` / `gen_ai.output.messages`. */
+type MessagePart =
+  | { type: 'text'; content: string }
+  | { type: 'reasoning'; content: string }
+  | { type: 'tool_call'; id: string; name: string; arguments: string }
+  | { type: 'tool_call_response'; id: string; response: string };
+
+function toolCallParts(calls: readonly ToolCall[] | undefined): MessagePart[] {
+  return (calls ?? []).map((call) => ({ type: 'tool_call', id: call.id, name: call.name, arguments: call.arguments }));
+}
+
+/** `gen_ai.input.messages`: the request's messages (JSON), for spans that opted in to message contents. */
+export function genAiInputMessages(messages: readonly CanonicalMessage[]): string {
+  return JSON.stringify(
+    messages.map((message) => {
+      const parts: MessagePart[] = [];
+      if (message.reasoning) parts.push({ type: 'reasoning', content: message.reasoning });
+      if (message.role === 'tool') parts.push({ type: 'tool_call_response', id: message.toolCallId ?? '', response: message.content });
+      else if (message.content) parts.push({ type: 'text', content: message.content });
+      parts.push(...toolCallParts(message.toolCalls));
+      return { role: message.role, parts };
+    }),
+  );
+}
+
+/** `gen_ai.output.messages`: what the model answered (JSON), for spans that opted in to message contents. */
+export function genAiOutputMessages(output: { text: string; reasoning: string; toolCalls: readonly ToolCall[] }, finishReason: FinishReason): string {
+  const parts: MessagePart[] = [];
+  if (output.reasoning) parts.push({ type: 'reasoning', content: output.reasoning });
+  if (output.text) parts.push({ type: 'text', content: output.text });
+  parts.push(...toolCallParts(output.toolCalls));
+  return JSON.stringify([{ role: 'assistant', parts, finish_reason: finishReason }]);
 }

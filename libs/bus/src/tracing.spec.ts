@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { activeTracer, startTracing, tracingSettings, TracingConfigError, type TracingSettings } from './tracing.js';
 
-const DEFAULTS: TracingSettings = { exporter: 'otlp', protocol: 'http/protobuf', sampler: 'parentbased_always_on', ratio: 1, scheduleDelayMs: 5_000 };
+const DEFAULTS: TracingSettings = { exporter: 'otlp', protocol: 'http/protobuf', sampler: 'parentbased_always_on', ratio: 1, scheduleDelayMs: 5_000, captureContent: false };
 
 describe('tracing settings', () => {
   const cases: Array<[string, NodeJS.ProcessEnv, TracingSettings | null]> = [
@@ -23,6 +23,8 @@ describe('tracing settings', () => {
     ['a ratio sampler with its argument', { OTEL_TRACES_EXPORTER: 'otlp', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }, { ...DEFAULTS, sampler: 'parentbased_traceidratio', ratio: 0.25 }],
     ['a sampler argument means nothing to always_on', { OTEL_TRACES_EXPORTER: 'otlp', OTEL_TRACES_SAMPLER: 'always_on', OTEL_TRACES_SAMPLER_ARG: '0.1' }, { ...DEFAULTS, sampler: 'always_on' }],
     ['the batch delay', { OTEL_TRACES_EXPORTER: 'otlp', OTEL_BSP_SCHEDULE_DELAY: '200' }, { ...DEFAULTS, scheduleDelayMs: 200 }],
+    ['message contents only when opted in', { OTEL_TRACES_EXPORTER: 'otlp', OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' }, { ...DEFAULTS, captureContent: true }],
+    ['anything but true keeps them out', { OTEL_TRACES_EXPORTER: 'otlp', OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: '1' }, DEFAULTS],
     ['blank values count as unset', { OTEL_TRACES_EXPORTER: ' ', OTEL_EXPORTER_OTLP_ENDPOINT: '' }, null],
   ];
   for (const [title, env, expected] of cases) {

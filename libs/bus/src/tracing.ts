@@ -18,6 +18,8 @@ export interface TracingSettings {
   ratio: number;
   /** OTEL_BSP_SCHEDULE_DELAY: how long finished spans wait before they are sent (ms). */
   scheduleDelayMs: number;
+  /** OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true: inference spans carry the messages in and out. */
+  captureContent: boolean;
 }
 
 export class TracingConfigError extends Error {
@@ -56,10 +58,17 @@ export function tracingSettings(env: NodeJS.ProcessEnv): TracingSettings | null 
   const delayText = value('OTEL_BSP_SCHEDULE_DELAY');
   const scheduleDelayMs = delayText === undefined ? 5_000 : Number(delayText);
   if (!Number.isInteger(scheduleDelayMs) || scheduleDelayMs < 0) throw new TracingConfigError(`OTEL_BSP_SCHEDULE_DELAY=${delayText} must be a whole number of milliseconds`);
-  return { exporter: exporters[0] === 'console' ? 'console' : 'otlp', protocol, sampler, ratio, scheduleDelayMs };
+  const captureContent = value('OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT')?.toLowerCase() === 'true';
+  return { exporter: exporters[0] === 'console' ? 'console' : 'otlp', protocol, sampler, ratio, scheduleDelayMs, captureContent };
 }
 
 let tracer: Tracer | null = null;
+let captureContent = false;
+
+/** Whether inference spans record message contents (opted in with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT). */
+export function capturingMessageContent(): boolean {
+  return tracer !== null && captureContent;
+}
 
 /** The tracer of this process, or null when tracing is off (see tracingSettings). */
 export function activeTracer(): Tracer | null {
@@ -123,8 +132,10 @@ export async function startTracing(service: string, env: NodeJS.ProcessEnv = pro
   propagation.setGlobalPropagator(new core.CompositePropagator({ propagators: [new core.W3CTraceContextPropagator(), new core.W3CBaggagePropagator()] }));
   trace.setGlobalTracerProvider(provider);
   tracer = trace.getTracer('cortex');
+  captureContent = settings.captureContent;
   return async () => {
     tracer = null;
+    captureContent = false;
     await provider.shutdown();
   };
 }
