@@ -237,6 +237,7 @@ describe('tracing e2e', () => {
       models: [
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 1024 },
         { id: 'cortex-reasoning', file: 'fixture:cortex-reasoning', context_size: 1024 },
+        { id: 'cortex-embed', file: 'fixture:cortex-embed', kind: 'embedding', context_size: 128 },
       ],
       config: { log_level: 'info' },
       serviceEnv: Object.fromEntries(SERVICES.map((name) => [name, env])),
@@ -430,6 +431,21 @@ describe('tracing e2e', () => {
       assertUsage(root, told, 'stop');
       assertUsage(generation, told, 'stop');
     });
+  });
+
+  it("tracing - an embeddings request: the worker's embed call joins the request's trace, with the input tokens", async () => {
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const caller = newTraceparent();
+    const result = await client.embeddings.create({ model: 'cortex-embed', input: ['Hello there', 'General Kenobi'] }, { headers: { traceparent: caller.header } });
+    assert.equal(result.data.length, 2);
+    const spans = await receiver.waitForTrace(caller.traceId, (seen) => seen.some((s) => s.name === 'embeddings cortex-embed') && seen.some((s) => s.service === 'cortex-worker' && /\.embed$/.test(s.name)));
+    const root = assertConnected(spans, caller.spanId);
+    assert.equal(root.name, 'embeddings cortex-embed');
+    assert.equal(root.attributes['gen_ai.operation.name'], 'embeddings');
+    assert.equal(root.attributes['gen_ai.usage.input_tokens'], result.usage.prompt_tokens);
+    const send = only(spans, 'cortex-gateway', /^send llm\.worker\.v1\.[^.]+\.embed$/);
+    assert.equal(send.parentSpanId, root.spanId);
+    assert.equal(only(spans, 'cortex-worker', /^process llm\.worker\.v1\.[^.]+\.embed$/).parentSpanId, send.spanId);
   });
 
   it('tracing - the real exporter sent OTLP/JSON, as OTEL_EXPORTER_OTLP_PROTOCOL asked', () => {

@@ -256,6 +256,11 @@ export class InferenceRun {
     if (this.placement) this.stopReading(this.placement.workerId, 'detached');
   }
 
+  /** Runs `work` in this request's trace: what it sends on the bus (a retrieval's call to its worker) joins the request's spans. */
+  traced<T>(work: () => T): T {
+    return this.trace.run(work);
+  }
+
   /** A request answered without a stream (embeddings, rerank): its usage for the request-finished event. */
   answered(promptTokens: number): void {
     this.usage = { ...NO_USAGE, promptTokens };
