@@ -32,10 +32,11 @@ if (files.length === 0) {
   console.error('no compiled tests found: run `npm run build` first');
   process.exit(1);
 }
-// The e2e suites start local nats-servers: fetch Debian's into .cortex/bin when none is installed (or
-// say what to run), and put it on the tests' PATH. Only a Docker engine can stand in for it.
+// The e2e suites (and a few unit specs) start local nats-servers: fetch Debian's into .cortex/bin when
+// none is installed (or say what to run), and put it on the tests' PATH. Only a Docker engine can
+// stand in for it.
 const env = { ...process.env };
-if (which !== 'unit' && process.env.CORTEX_TEST_NATS !== 'testcontainers') {
+if (process.env.CORTEX_TEST_NATS !== 'testcontainers') {
   const { ensureNatsServer, NatsServerInstallError } = await import('../libs/bus/dist/nats-server-install.js');
   try {
     const command = ensureNatsServer(resolve('.cortex/bin'), (line) => console.log(`tests: ${line}`));
