@@ -8,7 +8,7 @@
 #
 # docker-compose.yml and k8s/ run one service per container (`serve <service>`).
 
-ARG NODE_IMAGE=node:22-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 # CUDA 12 runtime: node-llama-cpp's main CUDA binary links CUDA 13, and its linux-x64-cuda-ext package
 # carries a CUDA 12 fallback that it loads when the CUDA 13 libraries are missing. This 12.8 image
 # needs driver >= 570 (its NVIDIA_REQUIRE_CUDA=cuda>=12.8 is enforced by the NVIDIA container runtime);

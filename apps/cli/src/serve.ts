@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connectBus, natsConnectOptions, natsReachable, natsServerOnPath, NATS_INSTALL_HINT, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
+import { connectBus, ensureNatsServer, startTracing, natsConnectOptions, natsReachable, NatsServerInstallError, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
 import { DRAIN_EXIT_MARGIN_MS, loadConfig, type CortexConfig } from '@cortex/config';
 import { formatBanner } from './banner.js';
 import { createLogger, isPretty } from './logger.js';
@@ -13,6 +13,9 @@ import { collectStatus } from './status.js';
 export async function serveOne(name: AppService): Promise<void> {
   const { config } = loadConfig();
   const logger = createLogger(name, config.logLevel, config.logFormat);
+  // OpenTelemetry traces when the OTEL_* variables ask for them; nothing is loaded otherwise.
+  const stopTracing = await startTracing(name);
+  if (stopTracing) logger.log(`tracing: spans go to ${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'the OTLP default endpoint'}`);
   const nc = await connectBus({ url: config.nats.url, auth: config.nats, replicas: config.nats.replicas, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
   const start = await loadService(name);
   const running = await start({ config, nc, logger });
@@ -31,6 +34,8 @@ export async function serveOne(name: AppService): Promise<void> {
     try {
       await running.close();
       await nc.drain();
+      // The spans still held go out before the process does.
+      await stopTracing?.();
     } catch (error) {
       logger.error(`shutdown: ${(error as Error).message}`);
     }
@@ -58,7 +63,13 @@ export async function serveMany(names: AppService[]): Promise<void> {
     if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) {
       throw new Error(`NATS at ${redactNatsUrl(config.nats.url)} does not answer or refuses the credentials; start it or check CORTEX_NATS_URL and CORTEX_NATS_*`);
     }
-    if (!natsServerOnPath()) throw new Error(`no NATS at ${redactNatsUrl(config.nats.url)} and nats-server is not installed: ${NATS_INSTALL_HINT}`);
+    // Fetches Debian's nats-server into .cortex/bin when none is installed, or says what to run.
+    try {
+      ensureNatsServer(undefined, (line) => logger.log(line));
+    } catch (error) {
+      if (!(error instanceof NatsServerInstallError)) throw error;
+      throw new Error(`no NATS at ${redactNatsUrl(config.nats.url)} and ${error.message}`, { cause: error });
+    }
     nats = await startNatsServer({
       port: Number(url.port || 4222),
       storeDir: resolve('.cortex/nats'),

@@ -20,6 +20,7 @@ import {
   type UnloadResult,
 } from '@cortex/contracts';
 import { BusClient, ensureEventsStream, StreamPublisher } from '@cortex/bus';
+import { GenerationTrace } from './generation-trace.js';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { isRetrievalModel, type Engine, type EngineModel, type RetrievalModel } from './engine/index.js';
 import { HeartbeatPublisher } from './heartbeat.js';
@@ -194,7 +195,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number, requestId?: string): Promise<void> {
     const { runId } = command;
-    const stream = new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs, STREAM_KEEPALIVE_MS);
+    const trace = GenerationTrace.start(command, this.workerId, model.id, receivedAt);
+    const stream = trace.run(() => new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs, STREAM_KEEPALIVE_MS));
     let done = false;
     const emit = (event: StreamEventBody): void => {
       if (done) return;
@@ -215,11 +217,12 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           ttftMs: Math.round(event.timings.ttftMs * 10) / 10,
         });
       }
+      trace.event(event);
       stream.emit(event);
     };
     try {
       const warn = (message: string): void => this.logger.warn({ msg: message, requestId, runId });
-      await model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn });
+      await trace.run(() => model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn }));
     } catch (error) {
       const cortex =
         error instanceof CortexError
@@ -231,6 +234,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       emit({ type: 'error', error: cortex.toBody() });
     } finally {
       stream.close();
+      trace.end();
     }
   }
 

@@ -2,6 +2,7 @@ import { headers as natsHeaders, RequestError, TimeoutError, type NatsConnection
 import { CortexError, decodeReply, REQUEST_ID_HEADER, type Decoder } from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
 import { decodeLarge, encodeLarge } from './payload.js';
+import { currentTraceHeaders, tracedRequest } from './bus-trace.js';
 
 export interface RequestOptions {
   timeoutMs?: number;
@@ -35,18 +36,20 @@ export class BusClient {
     const timeout = options.timeoutMs ?? this.defaultTimeoutMs;
     const headers = natsHeaders();
     if (options.requestId) headers.set(REQUEST_ID_HEADER, options.requestId);
-    let body: unknown;
-    try {
-      const out = await encodeLarge(this.nc, payload, headers);
-      const msg = await this.nc.request(subject, out.data, { timeout, headers: out.headers });
-      body = await decodeLarge(this.nc, msg);
-    } catch (error) {
-      throw mapRequestError(error, subject, timeout);
-    }
-    const reply = malformedAs(subject, () => decodeReply(body));
-    if (!reply.ok) throw CortexError.fromBody(reply.error);
-    const decode = options.decode;
-    return decode ? malformedAs(subject, () => decode(reply.data)) : reply.data;
+    return tracedRequest(subject, headers, async () => {
+      let body: unknown;
+      try {
+        const out = await encodeLarge(this.nc, payload, headers);
+        const msg = await this.nc.request(subject, out.data, { timeout, headers: out.headers });
+        body = await decodeLarge(this.nc, msg);
+      } catch (error) {
+        throw mapRequestError(error, subject, timeout);
+      }
+      const reply = malformedAs(subject, () => decodeReply(body));
+      if (!reply.ok) throw CortexError.fromBody(reply.error);
+      const decode = options.decode;
+      return decode ? malformedAs(subject, () => decode(reply.data)) : reply.data;
+    });
   }
 
   /**
@@ -62,12 +65,13 @@ export class BusClient {
   }
 
   publish(subject: string, payload: unknown, requestId?: string): void {
-    if (!requestId) {
+    const traced = currentTraceHeaders();
+    if (!requestId && !traced) {
       this.nc.publish(subject, encodeJson(payload));
       return;
     }
-    const headers = natsHeaders();
-    headers.set(REQUEST_ID_HEADER, requestId);
+    const headers = traced ?? natsHeaders();
+    if (requestId) headers.set(REQUEST_ID_HEADER, requestId);
     this.nc.publish(subject, encodeJson(payload), { headers });
   }
 

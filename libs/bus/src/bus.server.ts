@@ -4,6 +4,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node'
 import { WORKER_ID_TOKEN } from '@cortex/contracts';
 import { encodeJson, errorReply, REQUEST_ID_HEADER } from './envelope.js';
 import { decodeLarge, encodeLarge } from './payload.js';
+import { tracedHandler } from './bus-trace.js';
 
 export interface BusServerOptions {
   nc: NatsConnection;
@@ -80,7 +81,12 @@ export class BusServer extends Server implements CustomTransportStrategy {
     return pattern.replace(WORKER_ID_TOKEN, this.options.workerId);
   }
 
-  private async dispatch(handler: MessageHandler, msg: Msg): Promise<void> {
+  /** Handles one message under its `process <subject>` span (see tracedHandler); a failed handler fails the span. */
+  private dispatch(handler: MessageHandler, msg: Msg): Promise<void> {
+    return tracedHandler(msg.subject, msg.headers, Boolean(msg.reply), () => this.handle(handler, msg)).catch(() => undefined);
+  }
+
+  private async handle(handler: MessageHandler, msg: Msg): Promise<void> {
     const context = new BusContext([msg.subject, msg.headers?.get(REQUEST_ID_HEADER) || undefined]);
     try {
       const data = await decodeLarge(this.options.nc, msg);
@@ -93,6 +99,8 @@ export class BusServer extends Server implements CustomTransportStrategy {
     } catch (error) {
       if (msg.reply) msg.respond(encodeJson(errorReply(error)));
       else this.logger.error(`event ${msg.subject} failed: ${(error as Error).message}`);
+      // Answered above; thrown again only to mark the message's span failed (dispatch drops it).
+      throw error;
     }
   }
 }

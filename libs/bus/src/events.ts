@@ -3,6 +3,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { EVENTS_STREAM, Subjects } from '@cortex/contracts';
 import { encodeJson } from './envelope.js';
 import { streamReplicas } from './replicas.js';
+import { currentTraceHeaders } from './bus-trace.js';
 
 export interface EventsStreamLimits {
   retentionS: number;
@@ -52,6 +53,7 @@ export class EventPublisher {
   }
 
   async publish(subject: string, payload: unknown, messageId: string): Promise<void> {
-    await this.js.publish(subject, encodeJson(payload), { msgID: messageId });
+    const headers = currentTraceHeaders();
+    await this.js.publish(subject, encodeJson(payload), { msgID: messageId, ...(headers && { headers }) });
   }
 }

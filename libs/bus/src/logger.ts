@@ -1,5 +1,6 @@
 import type { LoggerService, LogLevel } from '@nestjs/common';
 import { pino, type Logger as Pino } from 'pino';
+import { currentTraceIds } from './tracing.js';
 
 const LEVELS: Record<string, string> = { trace: 'trace', debug: 'debug', info: 'info', warn: 'warn', error: 'error' };
 
@@ -9,7 +10,7 @@ const FRAMEWORK_CONTEXTS = new Set(['NestFactory', 'InstanceLoader', 'RoutesReso
 /**
  * Nest's logger interface over pino: one JSON object per line with `service`, `pid`, `context` and,
  * for lines about a request, `requestId` — so `grep <request id>` follows a request through every
- * service. Log an object (`logger.log({ msg, requestId, … })`) to add fields.
+ * service — and, with tracing on, `traceId` and `spanId` of the span the line was written in. Log an object (`logger.log({ msg, requestId, … })`) to add fields.
  */
 export class JsonLogger implements LoggerService {
   private readonly pino: Pino;
@@ -57,6 +58,12 @@ export class JsonLogger implements LoggerService {
     const level = given === 'info' && context !== undefined && FRAMEWORK_CONTEXTS.has(context) ? 'debug' : given;
     const fields: Record<string, unknown> = {};
     if (context) fields.context = context;
+    // With tracing on, a line written for a traced request names its trace (see startTracing).
+    const ids = currentTraceIds();
+    if (ids) {
+      fields.traceId = ids.traceId;
+      fields.spanId = ids.spanId;
+    }
     if (stack) fields.stack = stack;
     if (message !== null && typeof message === 'object' && !(message instanceof Error)) {
       this.pino[level]({ ...fields, ...(message as Record<string, unknown>) });

@@ -1,8 +1,9 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { connect } from '@nats-io/transport-node';
 import { natsConnectOptions, type NatsAuth } from './nats-auth.js';
+import { findNatsServer } from './nats-server-install.js';
 
 export interface LocalNatsServer {
   url: string;
@@ -13,8 +14,9 @@ export interface LocalNatsServer {
 
 export const NATS_INSTALL_HINT = 'install nats-server (Debian/Ubuntu: apt-get install nats-server; or see https://docs.nats.io) or set CORTEX_NATS_URL to a running server';
 
+/** Whether a nats-server can be run: on PATH, or fetched earlier into .cortex/bin (see ensureNatsServer). */
 export function natsServerOnPath(): boolean {
-  return spawnSync('nats-server', ['--version'], { stdio: 'ignore' }).status === 0;
+  return findNatsServer() !== null;
 }
 
 /** Whether a NATS server answers at `url` within `timeoutMs` and takes `auth` (credentials in the URL count). */
@@ -53,11 +55,12 @@ export async function startNatsServer(options: {
   /** Variables the config file reads from the environment (e.g. passwords). */
   env?: Record<string, string>;
 }): Promise<LocalNatsServer> {
-  if (!natsServerOnPath()) throw new Error(`nats-server is not on PATH: ${NATS_INSTALL_HINT}`);
+  const command = findNatsServer();
+  if (!command) throw new Error(`nats-server is not on PATH: ${NATS_INSTALL_HINT}`);
   const port = options.port ?? (await freePort());
   mkdirSync(options.storeDir, { recursive: true });
   const config = options.configFile ? ['-c', options.configFile] : [];
-  const child = spawn('nats-server', [...config, '-a', '127.0.0.1', '-p', String(port), '-js', '-sd', options.storeDir], {
+  const child = spawn(command, [...config, '-a', '127.0.0.1', '-p', String(port), '-js', '-sd', options.storeDir], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...options.env },
   });

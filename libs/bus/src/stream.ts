@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
-import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { CortexError, decodeStreamEvent, type StreamEvent, type StreamEventBody } from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
+import { currentTraceHeaders } from './bus-trace.js';
 
 type Delta = { type: 'text' | 'reasoning'; text: string };
 
@@ -26,6 +27,8 @@ export class StreamPublisher {
   private lastAny = performance.now();
   private timer: NodeJS.Timeout | null = null;
   private keepaliveTimer: NodeJS.Timeout | null = null;
+  /** The trace context current where the stream was made, carried on each of its messages (tracing on only). */
+  private readonly headers: { headers: MsgHdrs } | undefined;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -33,6 +36,8 @@ export class StreamPublisher {
     private readonly intervalMs = 0,
     private readonly keepaliveMs = 0,
   ) {
+    const headers = currentTraceHeaders();
+    this.headers = headers && { headers };
     if (keepaliveMs > 0) this.armKeepalive(keepaliveMs);
   }
 
@@ -83,7 +88,7 @@ export class StreamPublisher {
     const now = performance.now();
     this.lastAny = now;
     if (event.type === 'text' || event.type === 'reasoning') this.lastSent = now;
-    this.nc.publish(this.subject, encodeJson({ ...event, seq: this.seq++ }));
+    this.nc.publish(this.subject, encodeJson({ ...event, seq: this.seq++ }), this.headers);
     if (event.type === 'finish' || event.type === 'error') this.close();
   }
 }

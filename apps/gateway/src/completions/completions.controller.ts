@@ -17,7 +17,7 @@ export class CompletionsController {
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     // Several prompts: one run each, placed and generated side by side, rendered as one response.
     const prompts = fanOutPrompts(req.body);
-    const open = prompts ? (requestId: string) => new FanOutRun(this.inference, requestId, prompts) : undefined;
+    const open = prompts ? (requestId: string) => new FanOutRun(this.inference, requestId, prompts, req.headers) : undefined;
     return this.responder.handle(req, reply, openAiCompletionsAdapter, open);
   }
 }

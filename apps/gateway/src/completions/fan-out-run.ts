@@ -1,5 +1,6 @@
 import { completionChoices } from '@cortex/wire';
 import { isObject, type CanonicalRequest, type CortexError, type LoadProgress, type StreamEvent } from '@cortex/contracts';
+import type { IncomingHeaders } from '../inference/run-trace.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import type { ResponderRun } from '../inference/inference.responder.js';
 import type { InferenceService } from '../inference/inference.service.js';
@@ -44,8 +45,10 @@ export class FanOutRun implements ResponderRun {
     service: InferenceService,
     requestId: string,
     private readonly prompts: Array<string | number[]>,
+    /** The request's HTTP headers: each choice's span continues their traceparent. */
+    headers?: IncomingHeaders,
   ) {
-    this.runs = prompts.map(() => service.open('openai.completions', requestId));
+    this.runs = prompts.map(() => service.open('openai.completions', requestId, undefined, headers));
     this.state = { choices: prompts.length };
   }
 

@@ -30,6 +30,7 @@ import type { EarlyPlacement } from './placement-client.js';
 import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
 import { decodeForRun } from './run-decode.js';
 import type { RunServices } from './run-services.js';
+import { RunTrace } from './run-trace.js';
 
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
@@ -69,6 +70,8 @@ export class InferenceRun {
     readonly dialect: Dialect | RetrievalApi,
     readonly requestId: string,
     arrivedAt = performance.now(),
+    /** This request's spans (see RunTrace); does nothing while tracing is off. */
+    private readonly trace: RunTrace = RunTrace.off,
   ) {
     this.hops.parseMs = performance.now() - arrivedAt;
   }
@@ -79,7 +82,8 @@ export class InferenceRun {
    */
   async decode(body: unknown, session?: string, socket?: object, placeEarly = true): Promise<CanonicalRequest> {
     const started = performance.now();
-    const decoded = await decodeForRun(this.service, { dialect: this.dialect, requestId: this.requestId, body, session, socket, placeEarly });
+    const decoded = await this.trace.run(() => decodeForRun(this.service, { dialect: this.dialect, requestId: this.requestId, body, session, socket, placeEarly }));
+    this.trace.decoded(decoded.request);
     this.request = decoded.request;
     this.state = decoded.state;
     this.early = decoded.early;
@@ -89,6 +93,7 @@ export class InferenceRun {
 
   /** A request the gateway made itself (a compaction's summary), run like a decoded one. */
   use(request: CanonicalRequest): void {
+    this.trace.decoded(request);
     this.request = request;
   }
 
@@ -98,7 +103,11 @@ export class InferenceRun {
    * client nothing: the request is placed once more, on another worker. After the first token a
    * failure reaches the client as an error event.
    */
-  async start(): Promise<AsyncIterable<StreamEvent>> {
+  start(): Promise<AsyncIterable<StreamEvent>> {
+    return this.trace.run(() => this.startTraced());
+  }
+
+  private async startTraced(): Promise<AsyncIterable<StreamEvent>> {
     const exclude: string[] = [];
     let replaced = 0;
     for (;;) {
@@ -106,15 +115,18 @@ export class InferenceRun {
       // Cancelled while the router answered: nothing has started, so nothing runs for nobody.
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
       let reader: StreamReader | null = null;
+      this.trace.attempt(this.placement as Placement);
       try {
-        reader = await this.launch(workerId);
+        reader = await this.trace.run(() => this.launch(workerId));
         const iterator = reader[Symbol.asyncIterator]();
         const accepted = performance.now();
         const head = await untilFirstToken(iterator);
         this.firstEventAt = performance.now();
         this.hops.firstEventMs = this.firstEventAt - accepted;
+        this.trace.firstToken();
         return this.track(head, iterator);
       } catch (error) {
+        this.trace.attemptFailed(error);
         // A worker that is alive but late (idle timeout) must not keep generating for nobody.
         if (reader) this.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`);
         if (!(error instanceof CortexError) || this.stopped.signal.aborted) throw error;
@@ -140,7 +152,11 @@ export class InferenceRun {
    * Prompt tokens of the decoded request, rendered by a worker that has (or loads) the model. Placed
    * without the conversation's affinity: counting does not move a conversation to another worker.
    */
-  async countTokens(): Promise<TokenCount> {
+  countTokens(): Promise<TokenCount> {
+    return this.trace.run(() => this.countTokensTraced());
+  }
+
+  private async countTokensTraced(): Promise<TokenCount> {
     for (let replaced = 0; ; replaced++) {
       const workerId = await this.placeOrWait([]);
       const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
@@ -157,7 +173,7 @@ export class InferenceRun {
   /** Places a request that has no translated body (embeddings, rerank) on a worker holding `model`, of `kind`; waits for a cold load. */
   async placeFor(model: string, kind: ModelKind, exclude: string[] = []): Promise<Placement> {
     this.target = { model, kind };
-    await this.placeOrWait(exclude);
+    await this.trace.run(() => this.placeOrWait(exclude));
     return this.placement as Placement;
   }
 
@@ -240,6 +256,11 @@ export class InferenceRun {
     if (this.placement) this.stopReading(this.placement.workerId, 'detached');
   }
 
+  /** Runs `work` in this request's trace: what it sends on the bus (a retrieval's call to its worker) joins the request's spans. */
+  traced<T>(work: () => T): T {
+    return this.trace.run(work);
+  }
+
   /** A request answered without a stream (embeddings, rerank): its usage for the request-finished event. */
   answered(promptTokens: number): void {
     this.usage = { ...NO_USAGE, promptTokens };
@@ -275,7 +296,8 @@ export class InferenceRun {
       placeMs: this.placeMs,
       hops: this.hops.writeMs < 0 ? null : this.hops,
     };
-    this.service.recordFinished(event, this.runId);
+    this.trace.run(() => this.service.recordFinished(event, this.runId));
+    this.trace.finished(event);
   }
 
   /** The buffered head, then the rest of the stream, noting the finish for the request-finished event. */

@@ -27,7 +27,7 @@ export class InferenceResponder {
   /** `open` makes the run to drive; by default one InferenceRun of the adapter's dialect. */
   async handle(req: FastifyRequest, reply: FastifyReply, adapter: DialectAdapter, open?: (requestId: string) => ResponderRun): Promise<void> {
     const requestId = requestIdOf(req);
-    const run = open?.(requestId) ?? this.inference.open(adapter.dialect, requestId, arrivalOf(req));
+    const run = open?.(requestId) ?? this.inference.open(adapter.dialect, requestId, arrivalOf(req), req.headers);
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });

@@ -15,6 +15,7 @@ import {
   decodeLoadProgress,
 } from '@cortex/contracts';
 import { InferenceRun } from './inference-run.js';
+import { RunTrace, type IncomingHeaders } from './run-trace.js';
 import type { RunServices } from './run-services.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
@@ -147,8 +148,9 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     this.streams.delete(runId);
   }
 
-  open(dialect: Dialect | RetrievalApi, requestId: string, arrivedAt?: number): InferenceRun {
-    return new InferenceRun(this, dialect, requestId, arrivedAt);
+  /** A run for one request; `headers` are its HTTP headers, whose `traceparent` its spans continue. */
+  open(dialect: Dialect | RetrievalApi, requestId: string, arrivedAt?: number, headers?: IncomingHeaders): InferenceRun {
+    return new InferenceRun(this, dialect, requestId, arrivedAt, RunTrace.open(dialect, requestId, headers));
   }
 
   /** count_tokens / input_tokens: decoded and placed like a generation, but only tokenized. */

@@ -68,7 +68,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
 
   async create(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const requestId = requestIdOf(req);
-    const run = this.inference.open('openai.responses', requestId);
+    const run = this.inference.open('openai.responses', requestId, undefined, req.headers);
     try {
       const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.config.gateway.sessionHeaders));
       const state = responsesStateOf(run.state);

@@ -20,7 +20,7 @@ export class ResponsesCompactor {
 
   async compact(req: FastifyRequest, reply: FastifyReply, requestId: string): Promise<CompactResource> {
     const session = sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders);
-    const run = this.inference.open('openai.responses', requestId);
+    const run = this.inference.open('openai.responses', requestId, undefined, req.headers);
     // Listening from the start: a client gone while the translator plans gets no generation either.
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');

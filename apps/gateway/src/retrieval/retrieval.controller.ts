@@ -19,7 +19,7 @@ export class RetrievalController {
       const result = await this.retrieval.run('openai.embeddings', requestId, { model: request.model, kind: 'embedding' }, ({ workerId, model }, runId) => {
         const command: EmbedCommand = { runId, model, inputs: request.inputs };
         return this.retrieval.ask(workerId, Subjects.workerEmbed, command, requestId, decodeEmbedResult);
-      }, (r) => r.promptTokens, closedSignal(reply));
+      }, (r) => r.promptTokens, closedSignal(reply), req.headers);
       const vectors = result.embeddings.map((v) => fitDimensions(v, request.dimensions));
       return {
         object: 'list',
@@ -37,7 +37,7 @@ export class RetrievalController {
       const result = await this.retrieval.run('rerank', requestId, { model: request.model, kind: 'ranking' }, ({ workerId, model }, runId) => {
         const command: RankCommand = { runId, model, query: request.query, documents: request.documents };
         return this.retrieval.ask(workerId, Subjects.workerRank, command, requestId, decodeRankResult);
-      }, (r) => r.promptTokens, closedSignal(reply));
+      }, (r) => r.promptTokens, closedSignal(reply), req.headers);
       const ranked = result.scores
         .map((score, index) => ({ index, relevance_score: score, ...(request.returnDocuments && { document: { text: request.documents[index] } }) }))
         .sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index)

@@ -3,6 +3,7 @@ import { CortexError, Subjects, workerSubject, type ModelKind, type RetrievalApi
 import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from '../inference/retry.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { toCortexError } from '../http/error-response.js';
+import type { IncomingHeaders } from '../inference/run-trace.js';
 
 /** One try of the work on the worker placed, for the catalogue id of the model (not an alias); `runId` is what a cancel names. */
 export type RetrievalCall<T> = (placed: { workerId: string; model: string }, runId: string) => Promise<T>;
@@ -19,8 +20,8 @@ export class RetrievalService {
   constructor(readonly inference: InferenceService) {}
 
   /** The work's result; `tokens` reads its prompt tokens for usage and metrics. */
-  async run<T>(api: RetrievalApi, requestId: string, target: { model: string; kind: ModelKind }, call: RetrievalCall<T>, tokens: (result: T) => number, closed: AbortSignal): Promise<T> {
-    const run = this.inference.open(api, requestId);
+  async run<T>(api: RetrievalApi, requestId: string, target: { model: string; kind: ModelKind }, call: RetrievalCall<T>, tokens: (result: T) => number, closed: AbortSignal, headers?: IncomingHeaders): Promise<T> {
+    const run = this.inference.open(api, requestId, undefined, headers);
     const onClose = (): void => run.cancel('client disconnected');
     closed.addEventListener('abort', onClose, { once: true });
     const exclude: string[] = [];
@@ -32,7 +33,7 @@ export class RetrievalService {
         const cancel = (): void => this.inference.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: run.runId, reason: 'client disconnected' }, requestId);
         closed.addEventListener('abort', cancel, { once: true });
         try {
-          const result = await call({ workerId, model }, run.runId);
+          const result = await run.traced(() => call({ workerId, model }, run.runId));
           run.answered(tokens(result));
           return result;
         } catch (error) {

@@ -5,6 +5,7 @@ import { CortexError, decodeEstimate, decodeLoadResult, decodeUnloadResult, mib,
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadLease } from './load-lease.js';
+import { LoadTrace } from './load-trace.js';
 import { WorkerCommands } from './worker-commands.js';
 import type { ResidentModel } from '../eviction/eviction.policy.js';
 import { decide, isBusy, type Decision, type PlaceQuestion, type PlanContext } from './planner.js';
@@ -20,7 +21,7 @@ type LoadStep = Extract<Decision, { kind: 'serve' | 'join' | 'load' }>;
 export class LoadCoordinator {
   private readonly logger = new Logger('placement');
   /** Loads this router is waiting for, by model; concurrent cold requests in this router share one. */
-  private readonly loads = new Map<string, Promise<Placement>>();
+  private readonly loads = new Map<string, { placed: Promise<Placement>; trace: LoadTrace }>();
   /** Requests in this router waiting for a model to load (or for room to load it), by model. */
   private readonly waiting = new Map<string, number>();
   private turn = 0;
@@ -79,12 +80,15 @@ export class LoadCoordinator {
 
   /** The model's single load in this router, joined or started. */
   loadOnce(model: ModelConfig): Promise<Placement> {
-    let load = this.loads.get(model.id);
-    if (!load) {
-      load = this.underLease(model).finally(() => this.loads.delete(model.id));
-      this.loads.set(model.id, load);
+    const running = this.loads.get(model.id);
+    if (running) {
+      running.trace.joined();
+      return running.placed;
     }
-    return load;
+    const loadTrace = LoadTrace.start(model.id);
+    const placed = loadTrace.run(() => this.underLease(model)).finally(() => this.loads.delete(model.id));
+    this.loads.set(model.id, { placed, trace: loadTrace });
+    return placed;
   }
 
   /**

@@ -109,7 +109,8 @@ export class ResponsesConnection {
       message = toCortexError(thrown);
     }
     if (!(message instanceof CortexError) && message.type === 'response.processed') return;
-    const run = inference.open('openai.responses', requestId);
+    // Each turn is a request of its own: its span continues the socket's traceparent, if it had one.
+    const run = inference.open('openai.responses', requestId, undefined, this.context.headers);
     this.cancelCurrent = (reason) => run.cancel(reason);
     const sink = new SocketSink(this.socket, inference.config.gateway.stallTimeoutMs);
     let previous: string | undefined;
