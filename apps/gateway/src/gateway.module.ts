@@ -15,6 +15,8 @@ import { InferenceResponder } from './inference/inference.responder.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
 import { RetrievalController } from './retrieval/retrieval.controller.js';
 import { RetrievalService } from './retrieval/retrieval.service.js';
+import { ConsoleController } from './console/console.controller.js';
+import { ConsoleHub } from './console/console.hub.js';
 
 @Module({})
 export class GatewayModule {
@@ -22,8 +24,8 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, RetrievalController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket],
+      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, RetrievalController, ConsoleController],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, ConsoleHub],
     };
   }
 }

@@ -9,6 +9,7 @@ import {
   IsString,
   Matches,
   Max,
+  MaxLength,
   Min,
   ValidateNested,
   ArrayUnique,
@@ -46,6 +47,8 @@ export class GatewayConfig {
    * `reject` answers 400 naming the tool.
    */
   @IsIn(['drop', 'reject']) hostedTools: 'drop' | 'reject' = 'drop';
+  /** The deployment's name, shown as the title of the web console (`/console`). */
+  @IsString() @MaxLength(80) consoleTitle = 'cortex';
   /** Which API families this gateway serves. */
   @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();
 }

@@ -6,6 +6,7 @@ import type { CortexConfig } from '@cortex/config';
 import { CortexError } from '@cortex/contracts';
 import { sendError } from './error-response.js';
 import { requestIdOf } from './request-id.js';
+import { browserKey, isConsolePath } from '../console/console-access.js';
 
 // The root is a reachability probe (`HEAD /`); it says nothing a caller without a key should not know.
 const PUBLIC = new Set(['/', '/healthz', '/readyz']);
@@ -64,8 +65,8 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
       return;
     }
     if (auth.mode === 'none' || apiKeys.length === 0) return done();
-    const presented = presentedKey(request);
-    const admin = path.startsWith('/admin/') || path === '/admin';
+    const presented = presentedKey(request) ?? browserKey(request, path);
+    const admin = path.startsWith('/admin/') || path === '/admin' || isConsolePath(path);
     if (!matches(presented, admin ? adminKeys : apiKeys)) {
       const what = presented ? 'is not valid' : 'is missing';
       const how = admin ? 'an admin key' : 'an API key';
