@@ -27,10 +27,10 @@ describe('console feed state', () => {
     assert.equal(live.take(1_000), null, 'nothing changed since the last take');
     live.apply('r1', text(1), 1_100);
     live.apply('r1', text(2), 1_200);
-    live.apply('r1', text(3), 1_300);
+    live.apply('r1', { seq: 3, type: 'text', text: 'xyz', pieces: 3 }, 1_300);
     [row] = live.take(1_600) ?? [];
-    assert.deepEqual([row?.state, row?.tokens, row?.elapsedMs], ['generating', 3, 600]);
-    assert.equal(row?.tokensPerSecond, 2 / 0.5, 'tokens after the first over the time since it');
+    assert.deepEqual([row?.state, row?.tokens, row?.elapsedMs], ['generating', 5, 600]);
+    assert.equal(row?.tokensPerSecond, 4 / 0.5, 'tokens after the first over the time since it; a merged delta counts its pieces');
     live.apply('r1', { seq: 4, type: 'keepalive' }, 1_700);
     assert.equal(live.take(1_700), null, 'a keepalive changes nothing shown');
     live.apply('r1', { seq: 5, type: 'finish', reason: 'stop', usage, timings }, 1_800);

@@ -24,7 +24,7 @@ export interface LiveRow {
   workerId: string | null;
   state: LiveState;
   promptTokens: number;
-  /** Token events so far (text, reasoning, tool arguments): a worker sends one per decoded piece. */
+  /** Tokens so far: decoded pieces of text and reasoning (a merged delta says how many), tool events. */
   tokens: number;
   startedAt: number;
   firstTokenAt: number | null;
@@ -68,7 +68,7 @@ export class LiveRuns {
       case 'reasoning':
       case 'tool_args':
       case 'tool_call':
-        row.tokens++;
+        row.tokens += (event.type === 'text' || event.type === 'reasoning' ? event.pieces : undefined) ?? 1;
         row.state = 'generating';
         row.firstTokenAt ??= now;
         break;
