@@ -210,8 +210,9 @@ export class ConsoleFeed {
           }
         } else this.lifecycle(subject, data, at, false);
       }
-      // Events heard live while the history was read come after it.
-      this.activity = [...older, ...this.activity].slice(-KEEP_ACTIVITY);
+      // Events heard live while the history was read come after it; one in both is shown once.
+      const heard = new Set(this.activity.map((event) => `${event.requestId}/${event.finishedAt}`));
+      this.activity = [...older.filter((event) => !heard.has(`${event.requestId}/${event.finishedAt}`)), ...this.activity].slice(-KEEP_ACTIVITY);
     } catch (error) {
       this.activityNote = `could not read the events stream (${(error as Error).message})`;
     }
