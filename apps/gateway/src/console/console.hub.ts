@@ -11,7 +11,8 @@ export const CLIENT_BUFFER_LIMIT = 1024 * 1024;
 const LINGER_MS = 5_000;
 const KEEPALIVE_MS = 15_000;
 
-class FeedClient {
+/** One page's feed connection. */
+export class FeedClient {
   /** False until the page got its snapshot or replay; events before that are in the snapshot. */
   synced = false;
 
