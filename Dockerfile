@@ -55,6 +55,7 @@ RUN mkdir -p /out \
         if [ -f "$dir/package.json" ]; then cp "$dir/package.json" "/out/$dir/"; fi; \
       fi; \
     done \
+ && cp -a apps/gateway/console /out/apps/gateway/ \
  && find /out/apps /out/libs -name '*.tsbuildinfo' -delete
 
 # The CPU image carries no GPU binaries: CUDA (~540 MB) and Vulkan (no loader in the image anyway).

@@ -176,6 +176,7 @@ describe('bus transport', () => {
       seen.map((e) => (e.type === 'text' || e.type === 'reasoning' ? `${e.type}:${e.text}` : e.type)),
       ['text:a', 'text:bcde', 'reasoning:r', 'finish'],
     );
+    assert.deepEqual(seen.map((e) => (e.type === 'text' || e.type === 'reasoning' ? e.pieces : null)), [undefined, 4, undefined, null], 'a merged delta counts its pieces');
     assert.deepEqual(seen.map((e) => e.seq), [0, 1, 2, 3]);
   });
 

@@ -19,6 +19,8 @@ import { InferenceResponder } from './inference/inference.responder.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
 import { RetrievalController } from './retrieval/retrieval.controller.js';
 import { RetrievalService } from './retrieval/retrieval.service.js';
+import { ConsoleController } from './console/console.controller.js';
+import { ConsoleHub } from './console/console.hub.js';
 
 @Module({})
 export class GatewayModule {
@@ -26,8 +28,8 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, RetrievalController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, RateLimiter, BudgetLedger],
+      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, RetrievalController, ConsoleController],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, RateLimiter, BudgetLedger, ConsoleHub],
     };
   }
 }

@@ -4,7 +4,7 @@ import { CortexError, decodeStreamEvent, type StreamEvent, type StreamEventBody 
 import { decodeJson, encodeJson } from './envelope.js';
 import { currentTraceHeaders } from './bus-trace.js';
 
-type Delta = { type: 'text' | 'reasoning'; text: string };
+type Delta = { type: 'text' | 'reasoning'; text: string; pieces: number };
 
 /**
  * Numbers and publishes one request's events; the producer side of a token stream.
@@ -13,7 +13,8 @@ type Delta = { type: 'text' | 'reasoning'; text: string };
  * another went out less than `intervalMs` ago, in which case it waits, merged with whatever follows,
  * until the interval is over. A slow stream therefore sends every token the moment it exists, and a
  * fast one (faster than one token per interval) sends a few tokens per message instead of paying a
- * bus message per token. Any other event flushes the pending delta first, so order is kept.
+ * bus message per token; a merged delta says how many pieces it holds (`pieces`). Any other event
+ * flushes the pending delta first, so order is kept.
  *
  * With `keepaliveMs`, a `keepalive` event goes out whenever nothing else did for that long, until the
  * stream ends (`finish`, `error` or `close()`): one timer per stream, which wakes at most once per
@@ -45,6 +46,7 @@ export class StreamPublisher {
     if ((event.type === 'text' || event.type === 'reasoning') && this.intervalMs > 0) {
       if (this.pending?.type === event.type) {
         this.pending.text += event.text;
+        this.pending.pieces += event.pieces ?? 1;
         return;
       }
       this.flush();
@@ -53,7 +55,7 @@ export class StreamPublisher {
         this.send(event);
         return;
       }
-      this.pending = { type: event.type, text: event.text };
+      this.pending = { type: event.type, text: event.text, pieces: event.pieces ?? 1 };
       this.timer = setTimeout(() => this.flush(), wait);
       return;
     }
@@ -81,7 +83,8 @@ export class StreamPublisher {
     this.timer = null;
     const pending = this.pending;
     this.pending = null;
-    if (pending) this.send(pending);
+    // Observers count tokens by pieces (the console's live view); one piece stays implicit.
+    if (pending) this.send(pending.pieces > 1 ? pending : { type: pending.type, text: pending.text });
   }
 
   private send(event: StreamEventBody): void {

@@ -10,6 +10,7 @@ import {
   IsString,
   Matches,
   Max,
+  MaxLength,
   Min,
   ValidateNested,
   ArrayUnique,
@@ -47,6 +48,8 @@ export class GatewayConfig {
    * `reject` answers 400 naming the tool.
    */
   @IsIn(['drop', 'reject']) hostedTools: 'drop' | 'reject' = 'drop';
+  /** The deployment's name, shown as the title of the web console (`/console`). */
+  @IsString() @MaxLength(80) consoleTitle = 'cortex';
   /** Which API families this gateway serves. */
   @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();
 }

@@ -85,6 +85,8 @@ describe('config', () => {
       () => parseConfig({ eviction: { strategy: 'random' } }),
       (error: Error) => /eviction\.strategy/.test(error.message),
     );
+    assert.throws(() => parseConfig({ gateway: { console_title: 'x'.repeat(81) } }), /gateway\.console_title/);
+    assert.equal(parseConfig({ gateway: { console_title: 'lab' } }).gateway.consoleTitle, 'lab');
   });
 
   it('config - unknown keys are rejected so typos do not pass silently', () => {

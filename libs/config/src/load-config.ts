@@ -21,6 +21,7 @@ export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'st
   { env: 'CORTEX_NATS_TLS_KEY', path: 'nats.tls.key_file', type: 'string' },
   { env: 'CORTEX_NATS_REPLICAS', path: 'nats.replicas', type: 'int' },
   { env: 'CORTEX_LISTEN', path: 'gateway.listen', type: 'string' },
+  { env: 'CORTEX_CONSOLE_TITLE', path: 'gateway.console_title', type: 'string' },
   { env: 'CORTEX_METRICS_LISTEN', path: 'metrics.listen', type: 'string' },
   { env: 'CORTEX_PROBE_LISTEN', path: 'probe_listen', type: 'string' },
   { env: 'CORTEX_DRAIN_TIMEOUT_MS', path: 'drain_timeout_ms', type: 'int' },

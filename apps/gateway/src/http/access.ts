@@ -8,6 +8,7 @@ import type { KeyDirectory } from '../keys/key-directory.js';
 import { sendError } from './error-response.js';
 import { principalOf, setPrincipal } from './principal.js';
 import { requestIdOf } from './request-id.js';
+import { browserKey, isConsolePath } from '../console/console-access.js';
 
 // The root is a reachability probe (`HEAD /`); it says nothing a caller without a key should not know.
 const PUBLIC = new Set(['/', '/healthz', '/readyz']);
@@ -68,8 +69,8 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
       return;
     }
     if (auth.mode === 'none') return done();
-    const presented = presentedKey(request);
-    const admin = path.startsWith('/admin/') || path === '/admin';
+    const presented = presentedKey(request) ?? browserKey(request, path);
+    const admin = path.startsWith('/admin/') || path === '/admin' || isConsolePath(path);
     if (!admin && presented && !matches(presented, apiKeys)) {
       const identity = directory.identify(presented);
       if (identity.kind === 'refused') {

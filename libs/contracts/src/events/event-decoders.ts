@@ -95,6 +95,7 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
     case 'text':
     case 'reasoning':
       string(event.text, 'text');
+      optionalInteger(event.pieces, 'pieces', 1);
       break;
     case 'start':
       string(event.runId, 'runId');

@@ -123,12 +123,14 @@ export interface Timings {
 
 /**
  * Canonical events a worker publishes on a request's stream subject. `seq` starts at 0 and grows by
- * one per event; a gap means lost messages and is treated as an error by the consumer.
+ * one per event; a gap means lost messages and is treated as an error by the consumer. A text or
+ * reasoning delta that merges several decoded pieces (about one per token, see StreamPublisher) says
+ * how many in `pieces`; absent means one.
  */
 export type StreamEvent =
   | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number }
-  | { seq: number; type: 'text'; text: string }
-  | { seq: number; type: 'reasoning'; text: string }
+  | { seq: number; type: 'text'; text: string; pieces?: number }
+  | { seq: number; type: 'reasoning'; text: string; pieces?: number }
   | { seq: number; type: 'tool_call'; index: number; id: string; name: string }
   | { seq: number; type: 'tool_args'; index: number; delta: string }
   | { seq: number; type: 'keepalive' }

@@ -1,0 +1,36 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { FastifyRequest } from 'fastify';
+import { browserKey, consoleCookie, cookieValue, isConsolePath } from './console-access.js';
+
+const request = (query: Record<string, unknown>, cookie?: string): FastifyRequest => ({ query, headers: cookie ? { cookie } : {} }) as unknown as FastifyRequest;
+
+describe('console access', () => {
+  it('console - the page and its files are admin paths; nothing else is', () => {
+    const cases: Array<[string, boolean]> = [
+      ['/console', true],
+      ['/console/console.js', true],
+      ['/consoles', false],
+      ['/v1/console', false],
+    ];
+    for (const [path, expected] of cases) assert.equal(isConsolePath(path), expected, path);
+  });
+
+  it('console - a browser presents its key once in the query of /console, then in the cookie', () => {
+    const cases: Array<[FastifyRequest, string, string | undefined]> = [
+      [request({ key: 'sk-a' }), '/console', 'sk-a'],
+      [request({ key: 'sk-a' }), '/admin/fleet', undefined],
+      [request({ key: '' }), '/console', undefined],
+      [request({}, 'other=1; cortex_console=sk%2Fb'), '/admin/fleet', 'sk/b'],
+      [request({}, 'cortex_consoleX=sk'), '/console', undefined],
+      [request({}, 'cortex_console=%E0%A4%A'), '/console', undefined],
+    ];
+    for (const [req, path, expected] of cases) assert.equal(browserKey(req, path), expected, `${path} ${JSON.stringify(req.headers)}`);
+    assert.equal(cookieValue(undefined, 'cortex_console'), undefined);
+  });
+
+  it('console - the cookie is HttpOnly and SameSite=Strict, Secure over TLS', () => {
+    assert.equal(consoleCookie('sk/x', false), 'cortex_console=sk%2Fx; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200');
+    assert.match(consoleCookie('k', true), /; Secure$/);
+  });
+});

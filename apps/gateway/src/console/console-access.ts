@@ -1,0 +1,44 @@
+import type { FastifyRequest } from 'fastify';
+
+/** The cookie a browser keeps the console's admin key in (HttpOnly, SameSite=Strict). */
+export const CONSOLE_COOKIE = 'cortex_console';
+const COOKIE_MAX_AGE_S = 12 * 3600;
+
+/** The console page and its assets: admin routes, like `/admin/…`. */
+export function isConsolePath(path: string): boolean {
+  return path === '/console' || path.startsWith('/console/');
+}
+
+/**
+ * A key a browser presents without headers: `/console?key=…` once (the page then sets the cookie and
+ * drops the key from the address bar), then the cookie on every same-site request the page makes.
+ */
+export function browserKey(request: FastifyRequest, path: string): string | undefined {
+  if (path === '/console') {
+    const key = (request.query as Record<string, unknown> | undefined)?.key;
+    if (typeof key === 'string' && key) return key;
+  }
+  return cookieValue(request.headers.cookie, CONSOLE_COOKIE);
+}
+
+export function cookieValue(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const at = part.indexOf('=');
+    if (at === -1 || part.slice(0, at).trim() !== name) continue;
+    try {
+      return decodeURIComponent(part.slice(at + 1).trim()) || undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The cookie that keeps the key: HttpOnly (no script reads it), SameSite=Strict (no other site's page
+ * can make a request that carries it), Secure when the page came over TLS.
+ */
+export function consoleCookie(key: string, secure: boolean): string {
+  return `${CONSOLE_COOKIE}=${encodeURIComponent(key)}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${COOKIE_MAX_AGE_S}${secure ? '; Secure' : ''}`;
+}

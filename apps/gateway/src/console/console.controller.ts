@@ -1,0 +1,92 @@
+import { readFile } from 'node:fs/promises';
+import { Controller, Get, Param, Post, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { BusClient } from '@cortex/bus';
+import { CortexError, object, Subjects, workerSubject, string, assertToken } from '@cortex/contracts';
+import { respondJson, sendError } from '../http/error-response.js';
+import { requestIdOf } from '../http/request-id.js';
+import { ConsoleHub } from './console.hub.js';
+import { consoleCookie } from './console-access.js';
+
+/** The page's files, shipped in the repository beside `src/` (apps/gateway/console). */
+const ASSETS = new URL('../../console/', import.meta.url);
+const TYPES: Record<string, string> = {
+  'console.js': 'text/javascript; charset=utf-8',
+  'console.css': 'text/css; charset=utf-8',
+};
+
+const escapeHtml = (text: string): string => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/**
+ * The web console: the page at `/console` (an admin route, see http/access.ts), its live feed at
+ * `/admin/console/feed` (server-sent events) and the one operation the other admin routes lack:
+ * cancelling a request in flight.
+ */
+@Controller()
+export class ConsoleController {
+  private readonly files = new Map<string, string>();
+
+  constructor(
+    private readonly hub: ConsoleHub,
+    private readonly bus: BusClient,
+  ) {}
+
+  @Get('console')
+  async page(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    const key = (req.query as Record<string, unknown>).key;
+    if (typeof key === 'string' && key) {
+      // The access check let the key through: keep it in a cookie and take it out of the address bar.
+      const secure = req.protocol === 'https';
+      void reply.header('set-cookie', consoleCookie(key, secure)).redirect('/console', 303);
+      return;
+    }
+    const html = (await this.file('index.html')).replaceAll('{{title}}', escapeHtml(this.hub.title));
+    void reply.header('cache-control', 'no-store').type('text/html; charset=utf-8').send(html);
+  }
+
+  @Get('console/:file')
+  async asset(@Param('file') name: string, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    const type = TYPES[name];
+    if (!type) return sendError(reply, req.url, new CortexError('not_found', `no console file ${name}`), requestIdOf(req));
+    void reply.header('cache-control', 'no-cache').type(type).send(await this.file(name));
+  }
+
+  @Get('admin/console/feed')
+  feed(@Req() req: FastifyRequest, @Res() reply: FastifyReply): void {
+    reply.hijack();
+    const last = req.headers['last-event-id'];
+    void this.hub.attach(reply.raw, typeof last === 'string' ? last : undefined);
+  }
+
+  /** Stops a request in flight on its worker; the gateway streaming it ends it as cancelled. */
+  @Post('admin/requests/cancel')
+  cancel(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return respondJson(req, reply, (requestId) => {
+      const body = object(req.body ?? null, 'body');
+      const runId = string(body.runId, 'runId');
+      const workerId = string(body.workerId, 'workerId');
+      for (const [value, name] of [
+        [runId, 'runId'],
+        [workerId, 'workerId'],
+      ] as const) {
+        try {
+          assertToken(value, name);
+        } catch (error) {
+          throw new CortexError('invalid_request', (error as Error).message, { param: name });
+        }
+      }
+      this.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId, reason: 'cancelled from the console' }, requestId);
+      this.hub.refresh();
+      return Promise.resolve({ runId, workerId, sent: true });
+    });
+  }
+
+  private async file(name: string): Promise<string> {
+    let text = this.files.get(name);
+    if (text === undefined) {
+      text = await readFile(new URL(name, ASSETS), 'utf8');
+      this.files.set(name, text);
+    }
+    return text;
+  }
+}

@@ -1,0 +1,95 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { StreamEvent } from '@cortex/contracts';
+import { decideResume, EventRing, LiveRuns, LoadBoard, runIdOf, tooFarBehind } from './feed-state.js';
+
+const start = (model = 'm', workerId = 'w1'): StreamEvent => ({ seq: 0, type: 'start', runId: 'r', workerId, model, promptTokens: 7 });
+const text = (seq: number): StreamEvent => ({ seq, type: 'text', text: 'x' });
+const usage = { promptTokens: 7, cachedPromptTokens: 0, completionTokens: 2, reasoningTokens: 0 };
+const timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 1, queueMs: 0 };
+
+describe('console feed state', () => {
+  it('console - run ids come only from token stream subjects', () => {
+    const cases: Array<[string, string | null]> = [
+      ['llm.stream.v1.run_1', 'run_1'],
+      ['llm.stream.v1.', null],
+      ['llm.stream.v1.a.b', null],
+      ['llm.evt.v1.request.finished', null],
+    ];
+    for (const [subject, expected] of cases) assert.equal(runIdOf(subject), expected, subject);
+  });
+
+  it('console - a run shows prompt after start, generating with a token count, and leaves on finish or error', () => {
+    const live = new LiveRuns();
+    live.apply('r1', start('cortex-chat'), 1_000);
+    let [row] = live.take(1_000) ?? [];
+    assert.deepEqual([row?.model, row?.workerId, row?.state, row?.promptTokens, row?.tokens, row?.tokensPerSecond], ['cortex-chat', 'w1', 'prompt', 7, 0, null]);
+    assert.equal(live.take(1_000), null, 'nothing changed since the last take');
+    live.apply('r1', text(1), 1_100);
+    live.apply('r1', text(2), 1_200);
+    live.apply('r1', { seq: 3, type: 'text', text: 'xyz', pieces: 3 }, 1_300);
+    [row] = live.take(1_600) ?? [];
+    assert.deepEqual([row?.state, row?.tokens, row?.elapsedMs], ['generating', 5, 600]);
+    assert.equal(row?.tokensPerSecond, 4 / 0.5, 'tokens after the first over the time since it; a merged delta counts its pieces');
+    live.apply('r1', { seq: 4, type: 'keepalive' }, 1_700);
+    assert.equal(live.take(1_700), null, 'a keepalive changes nothing shown');
+    live.apply('r1', { seq: 5, type: 'finish', reason: 'stop', usage, timings }, 1_800);
+    assert.deepEqual(live.take(1_800), []);
+    live.apply('r2', start(), 2_000);
+    live.apply('r2', { seq: 1, type: 'error', error: { code: 'cancelled', message: 'stop' } }, 2_100);
+    assert.equal(live.size, 0);
+  });
+
+  it('console - a stream joined mid-way shows with an unknown model; silent streams are swept', () => {
+    const live = new LiveRuns();
+    live.apply('r1', text(9), 1_000);
+    assert.deepEqual(live.view(1_000).map((r) => [r.model, r.state, r.tokens]), [[null, 'generating', 1]]);
+    live.sweep(5_000, 10_000);
+    assert.equal(live.size, 1);
+    live.sweep(11_001, 10_000);
+    assert.equal(live.size, 0);
+  });
+
+  it('console - a load shows its fraction and a straight-line estimate of the time left until it ends', () => {
+    const board = new LoadBoard();
+    assert.equal(board.apply({ workerId: 'w1', model: 'm', fraction: 0 }, 1_000).etaMs, null);
+    const quarter = board.apply({ workerId: 'w1', model: 'm', fraction: 0.25 }, 2_000);
+    assert.deepEqual([quarter.startedAt, quarter.etaMs], [1_000, 3_000]);
+    assert.equal(board.apply({ workerId: 'w1', model: 'm', fraction: 1 }, 3_000).etaMs, 0);
+    assert.equal(board.view().length, 1);
+    assert.equal(board.end('w1', 'm'), true);
+    assert.equal(board.end('w1', 'm'), false);
+    board.apply({ workerId: 'w2', model: 'm', fraction: 0.5 }, 1_000);
+    assert.equal(board.sweep(1_500, 1_000), false);
+    assert.equal(board.sweep(2_001, 1_000), true);
+    assert.deepEqual(board.view(), []);
+  });
+
+  it('console - the ring keeps the last events only', () => {
+    const ring = new EventRing(3);
+    for (const name of ['a', 'b', 'c', 'd']) ring.push(name, '{}');
+    assert.deepEqual([ring.oldestSeq, ring.nextSeq], [2, 5]);
+    assert.deepEqual(ring.after(2).map((e) => e.event), ['c', 'd']);
+  });
+
+  it('console - a reconnect replays what it missed when the feed still holds it, else resyncs', () => {
+    // epoch 'e1' holds seq 5..9 (next is 10)
+    const cases: Array<[string | undefined, string]> = [
+      [undefined, 'snapshot'],
+      ['garbage', 'snapshot'],
+      ['e0.7', 'snapshot'],
+      ['e1.10', 'snapshot'],
+      ['e1.3', 'snapshot'],
+      ['e1.4', 'replay'],
+      ['e1.9', 'replay'],
+    ];
+    for (const [id, kind] of cases) assert.equal(decideResume(id, 'e1', 5, 10).kind, kind, String(id));
+    assert.deepEqual(decideResume('e1.6', 'e1', 5, 10), { kind: 'replay', after: 6 });
+  });
+
+  it('console - a page is dropped only once its socket holds more than the limit', () => {
+    assert.equal(tooFarBehind(0, 1024), false);
+    assert.equal(tooFarBehind(1024, 1024), false);
+    assert.equal(tooFarBehind(1025, 1024), true);
+  });
+});
