@@ -73,7 +73,7 @@ describe('admin surface e2e', () => {
     assert.equal(again.stdout, 'cortex-chat is already loaded on worker w1.\n');
     const models = cli('models');
     assert.equal(models.status, 0, models.stderr);
-    assert.match(models.stdout, /cortex-chat\s+yes\s+w1:ready/);
+    assert.match(models.stdout, /cortex-chat\s+yes\s+1 \(1-any\)\s+w1:ready/);
     const unload = cli('unload', 'cortex-chat');
     assert.equal(unload.status, 0, unload.stderr);
     assert.equal(unload.stdout, 'Unloaded cortex-chat from worker w1.\n');

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { execFile, execSync, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -222,8 +222,17 @@ describe('NATS token, NKey, creds and TLS e2e', () => {
 
   it('nats-auth e2e - the Kubernetes NATS config (shared worker user) is a valid server config', () => {
     const manifest = parseAllDocuments(readFileSync(resolve(ROOT, 'k8s/nats.yaml'), 'utf8')).map((doc) => doc.toJSON() as { kind: string; data?: Record<string, string> });
+    // The Secret `nats-tls` is mounted at /etc/nats-tls: a throwaway CA and certificate stand in for it here.
+    const tlsDir = join(dir, 'k8s-tls');
+    mkdirSync(tlsDir);
+    const ssl = (args: string): void => void execSync(`openssl ${args}`, { cwd: tlsDir, stdio: 'ignore' });
+    ssl('req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=cortex-test-ca -keyout ca.key -out ca.crt');
+    ssl('req -newkey rsa:2048 -nodes -subj /CN=nats -keyout tls.key -out tls.csr');
+    ssl('x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 -out tls.crt');
     const conf = join(dir, 'k8s-nats.conf');
-    writeFileSync(conf, manifest.find((doc) => doc.kind === 'ConfigMap')!.data!['nats.conf']!);
+    const text = manifest.find((doc) => doc.kind === 'ConfigMap')!.data!['nats.conf']!;
+    assert.match(text, /\/etc\/nats-tls\/tls\.crt/);
+    writeFileSync(conf, text.replaceAll('/etc/nats-tls/', `${tlsDir}/`));
     const env = { ...process.env, POD_NAME: 'nats-0', ...Object.fromEntries(['ROUTER', 'TRANSLATOR', 'METRICS', 'GATEWAY', 'ADMIN', 'WORKER'].map((r) => [`CORTEX_NATS_${r}_PASSWORD`, '"0pw"'])) };
     const check = spawnSync('nats-server', ['-t', '-c', conf], { env, encoding: 'utf8' });
     assert.equal(check.status, 0, check.stderr);
