@@ -89,6 +89,20 @@ describe('NATS credentials and per-role permissions e2e', () => {
         .filter((line) => line.startsWith('cortex_requests_total{') && line.includes('status="200"'))
         .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
     await waitFor(async () => (await served()) === 2, 20_000);
+    // Usage records: the gateway creates and publishes into CORTEX_USAGE, metrics replays it. The
+    // spend counter (from the records) equals the completion counter (from the request events).
+    const counted = async (): Promise<[number, number]> => {
+      const lines = (await (await fetch(`${stack.metricsUrl}/metrics`)).text()).split('\n');
+      const value = (prefix: string): number => lines.filter((line) => line.startsWith(prefix)).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+      return [value('cortex_spend_completion_tokens_total{account="",key="",model="cortex-chat"}'), value('cortex_completion_tokens_total{model="cortex-chat"')];
+    };
+    await waitFor(async () => {
+      const [spent, completed] = await counted();
+      return spent > 0 && spent === completed;
+    }, 10_000).catch(() => undefined);
+    const [spent, completed] = await counted();
+    assert.ok(spent > 0);
+    assert.equal(spent, completed);
     // A body over the server's 1 MiB max_payload crosses the bus through the object store (gateway →
     // translator), here padded with a field the decoder ignores.
     const big = await fetch(`${stack.baseUrl}/v1/chat/completions`, {

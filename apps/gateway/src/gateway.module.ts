@@ -15,6 +15,8 @@ import { KeysController } from './admin/keys.controller.js';
 import { KeyDirectory } from './keys/key-directory.js';
 import { RateLimiter } from './limits/rate-limiter.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
+import { UsageRecorder } from './usage/usage-recorder.js';
+import { UsageController } from './admin/usage.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
 import { RetrievalController } from './retrieval/retrieval.controller.js';
@@ -28,8 +30,8 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, RetrievalController, ConsoleController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, RateLimiter, BudgetLedger, ConsoleHub],
+      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, UsageController, RetrievalController, ConsoleController],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, RateLimiter, BudgetLedger, UsageRecorder, ConsoleHub],
     };
   }
 }

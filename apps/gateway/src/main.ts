@@ -6,6 +6,7 @@ import { KeyDirectory } from './keys/key-directory.js';
 import { RateLimiter } from './limits/rate-limiter.js';
 import { installRateLimits } from './http/rate-limits.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
+import { UsageRecorder } from './usage/usage-recorder.js';
 import { InferenceService } from './inference/inference.service.js';
 import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
@@ -29,7 +30,7 @@ export const start: ServiceStart = async (context) => {
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);
       const inference = app.get(InferenceService);
-      installRateLimits(fastify, { limiter: app.get(RateLimiter), budgets: app.get(BudgetLedger), directory: app.get(KeyDirectory), contextSizeOf: (model) => inference.modelConfig(model)?.contextSize });
+      installRateLimits(fastify, { limiter: app.get(RateLimiter), budgets: app.get(BudgetLedger), directory: app.get(KeyDirectory), usage: app.get(UsageRecorder), contextSizeOf: (model) => inference.modelConfig(model)?.contextSize });
       app.get(ResponsesSocket).install(fastify);
     },
   });

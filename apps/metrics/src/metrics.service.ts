@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { jetstream, type ConsumerMessages } from '@nats-io/jetstream';
 import type { Subscription } from '@nats-io/transport-node';
-import { BusClient, ensureEventsStream } from '@cortex/bus';
+import { BusClient, ensureEventsStream, ensureUsageStream } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
   decodeBusStatus,
@@ -12,9 +12,11 @@ import {
   decodeReplicaEvent,
   decodeRequestFinished,
   decodeUnloadResult,
+  decodeUsageRecord,
   EVENTS_STREAM,
   Heartbeat,
   Subjects,
+  USAGE_STREAM,
 } from '@cortex/contracts';
 import { CortexMetrics } from './request.metrics.js';
 
@@ -24,7 +26,9 @@ import { CortexMetrics } from './request.metrics.js';
  * metrics service rebuilds them from the log and every request is counted once, however often it
  * restarts (a durable consumer would resume after its last ack and lose what the dead process had
  * counted). JetStream de-duplicates re-published events by message id. Heartbeats and bus status are
- * plain NATS: they only set gauges.
+ * plain NATS: they only set gauges. Spend counters come the same way from the usage records
+ * (`CORTEX_USAGE`, kept for `metrics.usage_retention_s`, for ever by default), so they equal the records
+ * after any number of restarts.
  */
 @Injectable()
 export class MetricsService implements OnModuleInit, OnModuleDestroy {
@@ -32,9 +36,13 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
   readonly metrics = new CortexMetrics();
   private readonly subs: Subscription[] = [];
   private timer: NodeJS.Timeout | null = null;
-  private messages: ConsumerMessages | null = null;
-  /** True once the replay reached the end of the stream. */
-  caughtUp = false;
+  private readonly streams: ConsumerMessages[] = [];
+  /** Streams whose replay has not reached the end yet. */
+  private replaying = 2;
+  /** True once the replay reached the end of both streams. */
+  get caughtUp(): boolean {
+    return this.replaying === 0;
+  }
 
   constructor(
     private readonly bus: BusClient,
@@ -49,27 +57,35 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
     );
     this.timer = setInterval(() => this.metrics.expire(), 1_000);
     await ensureEventsStream(this.bus.nc, this.config.metrics);
-    const consumer = await jetstream(this.bus.nc).consumers.get(EVENTS_STREAM);
-    const pending = (await consumer.info()).num_pending;
-    if (pending === 0) this.caughtUp = true;
-    this.messages = await consumer.consume();
-    void this.read(this.messages, pending);
+    await ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS);
+    await this.replay(EVENTS_STREAM, 'events', (subject, data) => this.record(subject, data));
+    await this.replay(USAGE_STREAM, 'usage records', (_subject, data) => this.metrics.recordUsage(decodeUsageRecord(data)));
   }
 
-  private async read(messages: ConsumerMessages, initial: number): Promise<void> {
-    let replayed = 0;
-    for await (const message of messages) {
-      try {
-        this.record(message.subject, message.json());
-      } catch (error) {
-        this.logger.warn(`skipped event ${message.seq} on ${message.subject}: ${(error as Error).message}`);
+  /** Reads `stream` from its first retained message, then each new one, with an ordered consumer. */
+  private async replay(stream: string, what: string, record: (subject: string, data: unknown) => void): Promise<void> {
+    const consumer = await jetstream(this.bus.nc).consumers.get(stream);
+    const initial = (await consumer.info()).num_pending;
+    let replaying = initial > 0;
+    if (!replaying) this.replaying--;
+    const messages = await consumer.consume();
+    this.streams.push(messages);
+    void (async () => {
+      let replayed = 0;
+      for await (const message of messages) {
+        try {
+          record(message.subject, message.json());
+        } catch (error) {
+          this.logger.warn(`skipped ${stream} message ${message.seq} on ${message.subject}: ${(error as Error).message}`);
+        }
+        replayed++;
+        if (replaying && message.info.pending === 0) {
+          replaying = false;
+          this.replaying--;
+          this.logger.log(`replayed ${replayed} ${what} (${initial} were stored when this service started)`);
+        }
       }
-      replayed++;
-      if (!this.caughtUp && message.info.pending === 0) {
-        this.caughtUp = true;
-        this.logger.log(`replayed ${replayed} events (${initial} were stored when this service started)`);
-      }
-    }
+    })();
   }
 
   /** Each event is decoded before it counts: a malformed one throws, and `read` logs and skips it. */
@@ -99,6 +115,6 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
   async onModuleDestroy(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     for (const sub of this.subs) sub.unsubscribe();
-    await this.messages?.close();
+    await Promise.all(this.streams.map((messages) => messages.close()));
   }
 }

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { BusStatusEvent, DefragEvent, Heartbeat, LoadFailedEvent, LoadResult, ReplicaEvent, RequestFinishedEvent, UnloadResult } from '@cortex/contracts';
+import type { BusStatusEvent, DefragEvent, Heartbeat, LoadFailedEvent, LoadResult, ReplicaEvent, RequestFinishedEvent, UnloadResult, UsageRecord } from '@cortex/contracts';
 import { heartbeatFresh } from '@cortex/contracts';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -35,6 +35,13 @@ export class CortexMetrics {
     reasoning: this.counter('cortex_reasoning_tokens_total', 'Generated tokens that were reasoning', ['model']),
     draft: this.counter('cortex_draft_tokens_total', 'Tokens a draft model or input lookup proposed and the model checked (speculative decoding)', ['model']),
     acceptedDraft: this.counter('cortex_accepted_draft_tokens_total', 'Proposed tokens the model accepted (speculative decoding)', ['model']),
+  };
+  /** From the usage records (the `CORTEX_USAGE` stream): what each account and key spent; both labels are empty for requests without a stored key. */
+  private readonly spend = {
+    prompt: this.counter('cortex_spend_prompt_tokens_total', 'Prompt tokens billed, by account, key and model (from the usage records)', ['account', 'key', 'model']),
+    cached: this.counter('cortex_spend_cached_prompt_tokens_total', 'Billed prompt tokens served from a reused prefix, by account, key and model', ['account', 'key', 'model']),
+    completion: this.counter('cortex_spend_completion_tokens_total', 'Completion tokens billed, by account, key and model (from the usage records)', ['account', 'key', 'model']),
+    reasoning: this.counter('cortex_spend_reasoning_tokens_total', 'Billed completion tokens that were reasoning, by account, key and model', ['account', 'key', 'model']),
   };
   private readonly route = this.histogram('cortex_bus_route_seconds', "Round trip of the gateway's placement request to the router (cold loads included)", []);
 
@@ -94,6 +101,14 @@ export class CortexMetrics {
         this.itl.observe({ model, worker }, 1 / rate);
       }
     }
+  }
+
+  recordUsage(record: UsageRecord): void {
+    const labels = { account: record.account ?? '', key: record.key_id ?? '', model: record.model };
+    this.spend.prompt.inc(labels, record.prompt_tokens);
+    this.spend.cached.inc(labels, record.cached_prompt_tokens);
+    this.spend.completion.inc(labels, record.completion_tokens);
+    this.spend.reasoning.inc(labels, record.reasoning_tokens);
   }
 
   recordLoaded(event: LoadResult): void {

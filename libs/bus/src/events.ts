@@ -1,6 +1,6 @@
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { EVENTS_STREAM, Subjects } from '@cortex/contracts';
+import { EVENTS_STREAM, Subjects, USAGE_STREAM } from '@cortex/contracts';
 import { encodeJson } from './envelope.js';
 import { streamReplicas } from './replicas.js';
 import { currentTraceHeaders } from './bus-trace.js';
@@ -21,6 +21,14 @@ export function ensureEventsStream(nc: NatsConnection, limits: EventsStreamLimit
     max_msgs: limits.maxEvents,
     duplicate_window: DUPLICATE_WINDOW_NS,
   });
+}
+
+/**
+ * Creates (or updates the retention and replica count of) the stream of usage records; idempotent.
+ * No count limit: a bill must not lose lines to newer ones. `retentionS` 0 keeps them for ever.
+ */
+export function ensureUsageStream(nc: NatsConnection, retentionS: number): Promise<void> {
+  return ensureStream(nc, { name: USAGE_STREAM, subjects: [Subjects.usageRecorded], max_age: retentionS * 1e9, duplicate_window: DUPLICATE_WINDOW_NS });
 }
 
 type StreamLimits = { name: string; subjects: string[]; max_age: number; max_msgs?: number; duplicate_window?: number };

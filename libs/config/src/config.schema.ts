@@ -158,6 +158,11 @@ export class MetricsConfig {
    */
   @IsInt() @Min(60) retentionS = 7 * 24 * 3600;
   @IsInt() @Min(1000) maxEvents = 1_000_000;
+  /**
+   * How long usage records (what each key and account spent, for billing) stay in the `CORTEX_USAGE`
+   * stream; 0 keeps them for ever. Spend metrics and `GET /admin/usage` count what is kept.
+   */
+  @IsInt() @Min(0) usageRetentionS = 0;
 }
 
 export class EvictionConfig {

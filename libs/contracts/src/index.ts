@@ -15,3 +15,4 @@ export * from './json-schema.js';
 export * from './retrieval/retrieval.messages.js';
 export * from './keys/key.record.js';
 export * from './keys/key.input.js';
+export * from './usage/usage.record.js';

@@ -4,6 +4,7 @@ import type { RateLimiter } from '../limits/rate-limiter.js';
 import { BACKGROUND_USAGE_WAIT_MS, USAGE_WAIT_MS, type BudgetLedger } from '../limits/budget-ledger.js';
 import { reservationFor } from '../limits/reservation.js';
 import type { KeyDirectory } from '../keys/key-directory.js';
+import type { UsageRecorder } from '../usage/usage-recorder.js';
 import { CortexError } from '@cortex/contracts';
 import { sendError } from './error-response.js';
 import { principalOf } from './principal.js';
@@ -18,10 +19,11 @@ const MESSAGES = /^\/(v1\/)?messages(\/|$)/;
  * request windows (limits/rate-limiter.ts), then the token budgets (limits/budget-ledger.ts). An
  * admitted request holds its concurrency lease and budget reservation until its response closes —
  * finished, failed, or the client gone — and the reservation is then settled with its usage. The
+ * request is attributed to its key and account for its usage records (usage/usage-recorder.ts). The
  * limit headers are set on the raw response, so a stream (which writes its own head) sends them
  * before its first byte too.
  */
-export function installRateLimits(fastify: FastifyInstance, deps: { limiter: RateLimiter; budgets: BudgetLedger; directory: KeyDirectory; contextSizeOf: (model: string) => number | undefined }): void {
+export function installRateLimits(fastify: FastifyInstance, deps: { limiter: RateLimiter; budgets: BudgetLedger; directory: KeyDirectory; usage: UsageRecorder; contextSizeOf: (model: string) => number | undefined }): void {
   fastify.addHook('preValidation', (request, reply, done) => {
     const principal = principalOf(request);
     const path = request.url.split('?')[0] ?? '';
@@ -53,8 +55,11 @@ export function installRateLimits(fastify: FastifyInstance, deps: { limiter: Rat
         return;
       }
       const background = (request.body as { background?: unknown } | null)?.background === true;
+      // Its usage records are billed to this key and account.
+      const owner = deps.usage.attribute(requestIdOf(request), { account: key.account, keyId: key.id });
       reply.raw.once('close', () => {
         void rate.release();
+        owner.forget(2 * (background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS));
         // A background response answers at once and runs on: its usage comes when the run ends.
         void budget.settle(background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS);
       });

@@ -20,6 +20,7 @@ import type { RunServices } from './run-services.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
 import { BudgetLedger } from '../limits/budget-ledger.js';
+import { UsageRecorder } from '../usage/usage-recorder.js';
 
 /** How long a worker declared down has to show it still holds its subjects ("no responders" comes at once). */
 const DOWN_PROBE_MS = 1_000;
@@ -46,6 +47,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     readonly bus: BusClient,
     @Inject(CONFIG) readonly config: CortexConfig,
     private readonly budgets: BudgetLedger,
+    private readonly usage: UsageRecorder,
   ) {
     this.events = new EventPublisher(bus.nc);
     this.workerEvents = new WorkerEvents(bus, this.logger, {
@@ -68,9 +70,10 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));
   }
 
-  /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once). */
+  /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once), and its usage record. */
   recordFinished(event: RequestFinishedEvent, runId: string): void {
     this.budgets.record(event.requestId, event.usage);
+    this.usage.record(event, runId);
     this.logger.log({
       msg: `${event.dialect} ${event.model}: ${event.status}${event.errorCode ? ` ${event.errorCode}` : ''} in ${event.durationMs} ms`,
       requestId: event.requestId,

@@ -59,12 +59,17 @@ export const Subjects = {
   serviceStatus: 'llm.status.v1.ping',
   /** Every service, every few seconds: its bus connection state (core NATS, not stored). */
   serviceBus: 'llm.status.v1.bus',
+  /** One usage record per run that used tokens, kept in the `CORTEX_USAGE` stream (not under `llm.evt.v1.`: billing outlives the events). */
+  usageRecorded: 'llm.usage.v1.recorded',
   /** Everything under `llm.evt.v1.` is kept in this JetStream stream. */
   eventsAll: 'llm.evt.v1.>',
 } as const;
 
 /** The JetStream stream that keeps lifecycle and request events for metrics. */
 export const EVENTS_STREAM = 'CORTEX_EVENTS';
+
+/** The JetStream stream of usage records, kept as long as `metrics.usage_retention_s` (0: for ever). */
+export const USAGE_STREAM = 'CORTEX_USAGE';
 
 /** The JetStream stream that keeps the events of background responses while they run (bounded age). */
 export const BACKGROUND_STREAM = 'CORTEX_BACKGROUND';

@@ -1,0 +1,93 @@
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { BusClient, EventPublisher, ensureUsageStream } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import { CortexError, decodeUsageRecord, Subjects, USAGE_STREAM, usageRecordOf, type RequestFinishedEvent, type UsageOwner, type UsageRecord } from '@cortex/contracts';
+import { summarize, type UsageQuery, type UsageRow } from './usage-query.decider.js';
+
+/** The longest a usage query reads the stream before it gives up with a retryable error. */
+export const USAGE_QUERY_MS = 30_000;
+/** Clocks of gateways and NATS servers differ a little: a query starts reading this much before `from`. */
+const CLOCK_SLACK_MS = 60_000;
+
+/**
+ * Turns every finished run that used tokens into a usage record on the `CORTEX_USAGE` stream, under
+ * the key and account that made the request (http/rate-limits.ts tells it, by request id), with the
+ * run id as message id: a retried publish is stored once. Answers `GET /admin/usage` by reading the
+ * stream from the query's start.
+ */
+@Injectable()
+export class UsageRecorder implements OnModuleInit {
+  private readonly logger = new Logger('usage');
+  private readonly owners = new Map<string, UsageOwner>();
+  private readonly events: EventPublisher;
+
+  constructor(
+    private readonly bus: BusClient,
+    @Inject(CONFIG) private readonly config: CortexConfig,
+  ) {
+    this.events = new EventPublisher(bus.nc);
+  }
+
+  async onModuleInit(): Promise<void> {
+    await ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS).catch((error: Error) => this.logger.warn(`usage stream: ${error.message}`));
+  }
+
+  /** The request `requestId` was made with this stored key; forgotten `forgetAfterMs` after `done` resolves. */
+  attribute(requestId: string, owner: UsageOwner): { forget: (afterMs: number) => void } {
+    this.owners.set(requestId, owner);
+    return {
+      forget: (afterMs) => {
+        setTimeout(() => {
+          if (this.owners.get(requestId) === owner) this.owners.delete(requestId);
+        }, afterMs).unref();
+      },
+    };
+  }
+
+  /** Publishes the usage record of one finished run (none when it used no tokens). */
+  record(event: RequestFinishedEvent, runId: string): void {
+    const record = usageRecordOf(event, this.owners.get(event.requestId) ?? null, runId);
+    if (!record) return;
+    this.publish(record, 0);
+  }
+
+  private publish(record: UsageRecord, attempt: number): void {
+    this.events.publish(Subjects.usageRecorded, record, record.id).catch((error: Error) => {
+      // The message id makes a retry safe: JetStream keeps one copy within its 2-minute duplicate window.
+      if (attempt < 5) setTimeout(() => this.publish(record, attempt + 1), 1_000 * 2 ** attempt).unref();
+      else this.logger.error(`${record.request_id}: usage record ${record.id} lost after ${attempt + 1} tries: ${error.message}`);
+    });
+  }
+
+  /** Sums the stored records matching `query`, read with an ordered consumer from the query's start up to the stream's last record now. */
+  async query(query: UsageQuery): Promise<UsageRow[]> {
+    const info = await (await jetstreamManager(this.bus.nc, { timeout: USAGE_QUERY_MS })).streams.info(USAGE_STREAM);
+    const start = Math.max(0, query.from - CLOCK_SLACK_MS);
+    const last = info.state.last_seq;
+    if (info.state.messages === 0 || Date.parse(info.state.last_ts) < start) return summarize([], query);
+    const consumer = await jetstream(this.bus.nc, { timeout: USAGE_QUERY_MS }).consumers.get(USAGE_STREAM, { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(start).toISOString() });
+    const records: UsageRecord[] = [];
+    const messages = await consumer.consume();
+    let complete = false;
+    const timer = setTimeout(() => void messages.close(), USAGE_QUERY_MS);
+    try {
+      for await (const message of messages) {
+        try {
+          records.push(decodeUsageRecord(message.json()));
+        } catch (error) {
+          this.logger.warn(`skipped usage record ${message.seq}: ${(error as Error).message}`);
+        }
+        if (message.seq >= last || message.info.pending === 0) {
+          complete = true;
+          break;
+        }
+      }
+    } finally {
+      clearTimeout(timer);
+      await messages.close();
+    }
+    if (!complete) throw new CortexError('service_unavailable', `reading the usage records took over ${USAGE_QUERY_MS / 1000} s; narrow the range (from, to) or retry`, { retryAfter: 5 });
+    return summarize(records, query);
+  }
+}

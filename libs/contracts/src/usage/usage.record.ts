@@ -1,0 +1,77 @@
+import { integer, object, oneOf, string } from '../fields.js';
+import { DIALECTS, type Dialect } from '../generate/generate.messages.js';
+import { RETRIEVAL_APIS, type RetrievalApi } from '../retrieval/retrieval.messages.js';
+import type { RequestFinishedEvent } from '../events/request-finished.event.js';
+
+/**
+ * gateway → `CORTEX_USAGE` stream: one per run that used tokens, the line a bill is made of. Stored
+ * with the run id as its message id, so a retried publish is kept once. snake_case like the admin API
+ * that answers usage queries from it.
+ */
+export interface UsageRecord {
+  /** The run id: unique per run, the message id. */
+  id: string;
+  request_id: string;
+  /** The stored key's account and id; null for a config-file key or no key. */
+  account: string | null;
+  key_id: string | null;
+  model: string;
+  /** The API the request came in on (chat, completions, responses, messages, embeddings, rerank…). */
+  api: Dialect | RetrievalApi;
+  stream: boolean;
+  prompt_tokens: number;
+  cached_prompt_tokens: number;
+  completion_tokens: number;
+  reasoning_tokens: number;
+  /** When the request finished, ms since the epoch. */
+  at: number;
+}
+
+/** Who a request was made by, as far as billing cares. */
+export interface UsageOwner {
+  account: string;
+  keyId: string;
+}
+
+/** The usage record of a finished run, or null when it used no tokens at all (nothing to bill). */
+export function usageRecordOf(event: RequestFinishedEvent, owner: UsageOwner | null, runId: string): UsageRecord | null {
+  const usage = event.usage;
+  if (!usage || usage.promptTokens + usage.completionTokens === 0) return null;
+  return {
+    id: runId,
+    request_id: event.requestId,
+    account: owner?.account ?? null,
+    key_id: owner?.keyId ?? null,
+    model: event.model,
+    api: event.dialect,
+    stream: event.stream,
+    prompt_tokens: usage.promptTokens,
+    cached_prompt_tokens: usage.cachedPromptTokens,
+    completion_tokens: usage.completionTokens,
+    reasoning_tokens: usage.reasoningTokens,
+    at: event.finishedAt,
+  };
+}
+
+/** Reads a stored record; the first bad field throws naming it (the reader logs and skips that one). */
+export function decodeUsageRecord(value: unknown): UsageRecord {
+  const record = object(value, 'usage record');
+  return {
+    id: string(record.id, 'id'),
+    request_id: string(record.request_id, 'request_id'),
+    account: nullable(record.account, (v) => string(v, 'account')),
+    key_id: nullable(record.key_id, (v) => string(v, 'key_id')),
+    model: string(record.model, 'model'),
+    api: oneOf(record.api, 'api', [...DIALECTS, ...RETRIEVAL_APIS]),
+    stream: record.stream === true,
+    prompt_tokens: integer(record.prompt_tokens, 'prompt_tokens', 0),
+    cached_prompt_tokens: integer(record.cached_prompt_tokens, 'cached_prompt_tokens', 0),
+    completion_tokens: integer(record.completion_tokens, 'completion_tokens', 0),
+    reasoning_tokens: integer(record.reasoning_tokens, 'reasoning_tokens', 0),
+    at: integer(record.at, 'at', 0),
+  };
+}
+
+function nullable<T>(value: unknown, read: (value: unknown) => T): T | null {
+  return value === null || value === undefined ? null : read(value);
+}
