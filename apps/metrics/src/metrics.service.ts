@@ -58,12 +58,12 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
     this.timer = setInterval(() => this.metrics.expire(), 1_000);
     await ensureEventsStream(this.bus.nc, this.config.metrics);
     await ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS);
-    await this.replay(EVENTS_STREAM, 'events', (subject, data) => this.record(subject, data));
-    await this.replay(USAGE_STREAM, 'usage records', (_subject, data) => this.metrics.recordUsage(decodeUsageRecord(data)));
+    await this.replay(EVENTS_STREAM, 'event', (subject, data) => this.record(subject, data));
+    await this.replay(USAGE_STREAM, 'usage record', (_subject, data) => this.metrics.recordUsage(decodeUsageRecord(data)));
   }
 
   /** Reads `stream` from its first retained message, then each new one, with an ordered consumer. */
-  private async replay(stream: string, what: string, record: (subject: string, data: unknown) => void): Promise<void> {
+  private async replay(stream: string, noun: string, record: (subject: string, data: unknown) => void): Promise<void> {
     const consumer = await jetstream(this.bus.nc).consumers.get(stream);
     const initial = (await consumer.info()).num_pending;
     let replaying = initial > 0;
@@ -76,13 +76,13 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
         try {
           record(message.subject, message.json());
         } catch (error) {
-          this.logger.warn(`skipped ${stream} message ${message.seq} on ${message.subject}: ${(error as Error).message}`);
+          this.logger.warn(`skipped ${noun} ${message.seq} on ${message.subject}: ${(error as Error).message}`);
         }
         replayed++;
         if (replaying && message.info.pending === 0) {
           replaying = false;
           this.replaying--;
-          this.logger.log(`replayed ${replayed} ${what} (${initial} were stored when this service started)`);
+          this.logger.log(`replayed ${replayed} ${noun}s (${initial} were stored when this service started)`);
         }
       }
     })();
