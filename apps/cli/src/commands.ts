@@ -7,7 +7,7 @@ const WORKER_OPTION = { type: 'string', value: 'id', description: 'this worker o
 const KEY_OPTIONS = {
   account: { type: 'string', value: 'name', description: 'the account (team) it belongs to; default "default"' },
   rpm: { type: 'string', value: 'n', description: 'requests per minute' },
-  tpm: { type: 'string', value: 'n', description: 'tokens per minute (stored and shown; not enforced yet)' },
+  tpm: { type: 'string', value: 'n', description: 'tokens per minute (a request reserves its prompt bytes plus its output cap)' },
   concurrency: { type: 'string', value: 'n', description: 'requests at once' },
   budget: { type: 'string', value: 'tokens', description: 'token budget, prompt + completion tokens; refused with insufficient_quota once spent' },
   'budget-window': { type: 'string', value: 'window', description: 'balance (never resets, the default), day or month (UTC)' },

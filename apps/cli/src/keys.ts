@@ -125,7 +125,7 @@ function limitsBody(command: string, values: OptionValues, clearable: boolean): 
 export function describeLimits(limits: Limits): string {
   const parts: string[] = [];
   if (limits.requests_per_minute !== undefined) parts.push(`${limits.requests_per_minute} requests/min`);
-  if (limits.tokens_per_minute !== undefined) parts.push(`${limits.tokens_per_minute} tokens/min (not enforced yet)`);
+  if (limits.tokens_per_minute !== undefined) parts.push(`${limits.tokens_per_minute} tokens/min`);
   if (limits.concurrent_requests !== undefined) parts.push(`${limits.concurrent_requests} at once`);
   if (limits.token_budget) parts.push(`${limits.token_budget.tokens} tokens ${limits.token_budget.window === 'balance' ? 'in all' : `a ${limits.token_budget.window}`}`);
   return parts.length === 0 ? 'no limits' : parts.join(', ');

@@ -14,6 +14,7 @@ import { AdminController } from './admin/admin.controller.js';
 import { KeysController } from './admin/keys.controller.js';
 import { KeyDirectory } from './keys/key-directory.js';
 import { RateLimiter } from './limits/rate-limiter.js';
+import { TokenRateLimiter } from './limits/token-rate-limiter.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
 import { UsageRecorder } from './usage/usage-recorder.js';
 import { UsageController } from './admin/usage.controller.js';
@@ -31,7 +32,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, UsageController, RetrievalController, ConsoleController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, RateLimiter, BudgetLedger, UsageRecorder, ConsoleHub],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, RateLimiter, TokenRateLimiter, BudgetLedger, UsageRecorder, ConsoleHub],
     };
   }
 }

@@ -4,6 +4,7 @@ import { ApiExceptionFilter } from './http/api-exception.filter.js';
 import { installAccess, installModelAccess } from './http/access.js';
 import { KeyDirectory } from './keys/key-directory.js';
 import { RateLimiter } from './limits/rate-limiter.js';
+import { TokenRateLimiter } from './limits/token-rate-limiter.js';
 import { installRateLimits } from './http/rate-limits.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
 import { UsageRecorder } from './usage/usage-recorder.js';
@@ -30,7 +31,7 @@ export const start: ServiceStart = async (context) => {
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);
       const inference = app.get(InferenceService);
-      installRateLimits(fastify, { limiter: app.get(RateLimiter), budgets: app.get(BudgetLedger), directory: app.get(KeyDirectory), usage: app.get(UsageRecorder), contextSizeOf: (model) => inference.modelConfig(model)?.contextSize });
+      installRateLimits(fastify, { limiter: app.get(RateLimiter), tokens: app.get(TokenRateLimiter), budgets: app.get(BudgetLedger), directory: app.get(KeyDirectory), usage: app.get(UsageRecorder), contextSizeOf: (model) => inference.modelConfig(model)?.contextSize });
       app.get(ResponsesSocket).install(fastify);
     },
   });

@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { goDuration, type RequestWindow } from '../limits/rate-limit.decider.js';
 import type { RateLimiter } from '../limits/rate-limiter.js';
+import type { TokenRateLimiter } from '../limits/token-rate-limiter.js';
+import type { TokenWindow } from '../limits/token-rate.decider.js';
 import { BACKGROUND_USAGE_WAIT_MS, USAGE_WAIT_MS, type BudgetLedger } from '../limits/budget-ledger.js';
 import { reservationFor } from '../limits/reservation.js';
 import type { KeyDirectory } from '../keys/key-directory.js';
@@ -16,14 +18,16 @@ const MESSAGES = /^\/(v1\/)?messages(\/|$)/;
 
 /**
  * The limits of stored keys, checked once the body has passed the key and model checks: first the
- * request windows (limits/rate-limiter.ts), then the token budgets (limits/budget-ledger.ts). An
+ * request windows (limits/rate-limiter.ts), then tokens per minute (limits/token-rate-limiter.ts),
+ * then the token budgets (limits/budget-ledger.ts); the last two reserve the request's bound
+ * (limits/reservation.ts) and settle with the usage it reports. An
  * admitted request holds its concurrency lease and budget reservation until its response closes —
  * finished, failed, or the client gone — and the reservation is then settled with its usage. The
  * request is attributed to its key and account for its usage records (usage/usage-recorder.ts). The
  * limit headers are set on the raw response, so a stream (which writes its own head) sends them
  * before its first byte too.
  */
-export function installRateLimits(fastify: FastifyInstance, deps: { limiter: RateLimiter; budgets: BudgetLedger; directory: KeyDirectory; usage: UsageRecorder; contextSizeOf: (model: string) => number | undefined }): void {
+export function installRateLimits(fastify: FastifyInstance, deps: { limiter: RateLimiter; tokens: TokenRateLimiter; budgets: BudgetLedger; directory: KeyDirectory; usage: UsageRecorder; contextSizeOf: (model: string) => number | undefined }): void {
   fastify.addHook('preValidation', (request, reply, done) => {
     const principal = principalOf(request);
     const path = request.url.split('?')[0] ?? '';
@@ -42,12 +46,23 @@ export function installRateLimits(fastify: FastifyInstance, deps: { limiter: Rat
       const model = (request.body as { model?: unknown } | null)?.model;
       const bytes = Number(request.headers['content-length']) || Buffer.byteLength(JSON.stringify(request.body ?? {}));
       const tokens = reservationFor(path, request.body, bytes, typeof model === 'string' ? deps.contextSizeOf(model) : undefined);
-      const budget = await deps.budgets.reserve(key, account, requestIdOf(request), tokens).catch(async (error: unknown) => {
+      const perMinute = await deps.tokens.admit(key, account, tokens).catch(async (error: unknown) => {
         await rate.release();
         throw error;
       });
-      if (budget.kind === 'refuse') {
+      if (perMinute.window) setTokenHeaders(reply, perMinute.window, anthropic);
+      if (perMinute.kind === 'refuse') {
         await rate.release();
+        reply.raw.setHeader('retry-after-ms', String(perMinute.retryAfterMs));
+        sendError(reply, request.url, perMinute.error, requestIdOf(request));
+        return;
+      }
+      const budget = await deps.budgets.reserve(key, account, requestIdOf(request), tokens, perMinute.window !== null).catch(async (error: unknown) => {
+        await Promise.all([rate.release(), perMinute.settle(0)]);
+        throw error;
+      });
+      if (budget.kind === 'refuse') {
+        await Promise.all([rate.release(), perMinute.settle(0)]);
         // Spent: retrying does not help until the budget resets or is raised; the official SDKs read this header.
         if (budget.retryAfterMs === null) reply.raw.setHeader('x-should-retry', 'false');
         else reply.raw.setHeader('retry-after-ms', String(budget.retryAfterMs));
@@ -61,7 +76,7 @@ export function installRateLimits(fastify: FastifyInstance, deps: { limiter: Rat
         void rate.release();
         owner.forget(2 * (background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS));
         // A background response answers at once and runs on: its usage comes when the run ends.
-        void budget.settle(background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS);
+        void budget.settle(background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS).then((used) => perMinute.settle(used));
       });
       done();
     })().catch((error: unknown) => {
@@ -84,4 +99,27 @@ export function windowHeaders(window: RequestWindow, anthropic: boolean, now = D
 
 function setWindowHeaders(reply: FastifyReply, window: RequestWindow, anthropic: boolean): void {
   for (const [name, value] of Object.entries(windowHeaders(window, anthropic))) reply.raw.setHeader(name, value);
+}
+
+/**
+ * OpenAI's `x-ratelimit-*-tokens`, or Anthropic's `anthropic-ratelimit-tokens-*`; a cortex
+ * `tokens_per_minute` counts input and output together, so Anthropic's `input-tokens-*` and
+ * `output-tokens-*` report the same window.
+ */
+export function tokenHeaders(window: TokenWindow, anthropic: boolean, now = Date.now()): Record<string, string> {
+  if (anthropic) {
+    const reset = new Date(Math.ceil((now + window.resetMs) / 1_000) * 1_000).toISOString().replace('.000Z', 'Z');
+    const headers: Record<string, string> = {};
+    for (const kind of ['tokens', 'input-tokens', 'output-tokens']) {
+      headers[`anthropic-ratelimit-${kind}-limit`] = String(window.limit);
+      headers[`anthropic-ratelimit-${kind}-remaining`] = String(window.remaining);
+      headers[`anthropic-ratelimit-${kind}-reset`] = reset;
+    }
+    return headers;
+  }
+  return { 'x-ratelimit-limit-tokens': String(window.limit), 'x-ratelimit-remaining-tokens': String(window.remaining), 'x-ratelimit-reset-tokens': goDuration(window.resetMs) };
+}
+
+function setTokenHeaders(reply: FastifyReply, window: TokenWindow, anthropic: boolean): void {
+  for (const [name, value] of Object.entries(tokenHeaders(window, anthropic))) reply.raw.setHeader(name, value);
 }

@@ -28,7 +28,7 @@ interface Pending {
 }
 
 /** A refusal is `insufficient_quota` (spent: do not retry) or `rate_limit_exceeded` (only reserved: retry after `retryAfterMs`). */
-export type ReserveResult = { kind: 'admit'; settle: (waitMs?: number) => Promise<void> } | { kind: 'refuse'; error: CortexError; retryAfterMs: number | null };
+export type ReserveResult = { kind: 'admit'; settle: (waitMs?: number) => Promise<number> } | { kind: 'refuse'; error: CortexError; retryAfterMs: number | null };
 
 /**
  * Token budgets of stored keys and accounts, in the KV bucket `cortex_limits` (`budget.key.<id>`,
@@ -58,12 +58,16 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     if (this.renewer) clearInterval(this.renewer);
   }
 
-  /** Reserves `tokens` in the key's and the account's budgets for the request `requestId`. */
-  async reserve(key: KeyRecord, account: AccountRecord | undefined, requestId: string, tokens: number): Promise<ReserveResult> {
+  /**
+   * Reserves `tokens` in the key's and the account's budgets for the request `requestId`. `settle`
+   * resolves with the tokens the request used; with `track` it waits for them even without a budget
+   * (tokens per minute settle with them too).
+   */
+  async reserve(key: KeyRecord, account: AccountRecord | undefined, requestId: string, tokens: number, track = false): Promise<ReserveResult> {
     const scopes: Scope[] = [];
     if (key.limits.token_budget) scopes.push({ entry: `budget.key.${key.id}`, budget: key.limits.token_budget, label: `the key ${key.id} ("${key.name}")` });
     if (account?.limits.token_budget) scopes.push({ entry: `budget.account.${account.name}`, budget: account.limits.token_budget, label: `the account ${account.name}` });
-    if (scopes.length === 0) return { kind: 'admit', settle: () => Promise.resolve() };
+    if (scopes.length === 0 && !track) return { kind: 'admit', settle: () => Promise.resolve(0) };
     const id = `${requestId}.${randomUUID().slice(0, 8)}`;
     const admitted: Scope[] = [];
     for (const scope of scopes) {
@@ -93,7 +97,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     return {
       kind: 'admit',
       settle: async (waitMs = USAGE_WAIT_MS) => {
-        if (settled) return;
+        if (settled) return pending.used;
         settled = true;
         if (!pending.recorded) {
           // The request-finished record may come just after the response closed (a stream's last frame is written first).
@@ -108,6 +112,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
             this.finish(s, id, pending.used).catch((error: Error) => this.logger.warn(`could not settle ${s.entry} (${error.message}); the reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`)),
           ),
         );
+        return pending.used;
       },
     };
   }
