@@ -176,29 +176,58 @@ describe('usage records e2e', () => {
     assert.deepEqual(await usage(`account=team-a&to=2020-01-01`), []);
   });
 
-  it('usage - the spend metrics equal the stored records exactly, and again after the metrics service is killed and restarted', async () => {
-    const rows = await usage('group_by=account,key,model');
-    const expected: Record<string, number> = {};
-    for (const row of rows) {
-      const labels = `{account="${row.account ?? ''}",key="${row.key_id ?? ''}",model="${row.model}"}`;
-      expected[`cortex_spend_cached_prompt_tokens_total${labels}`] = row.cached_prompt_tokens;
-      expected[`cortex_spend_completion_tokens_total${labels}`] = row.completion_tokens;
-      expected[`cortex_spend_prompt_tokens_total${labels}`] = row.prompt_tokens;
-      expected[`cortex_spend_reasoning_tokens_total${labels}`] = row.reasoning_tokens;
-    }
-    const sorted = Object.fromEntries(Object.entries(expected).sort(([a], [b]) => (a < b ? -1 : 1)));
-    await waitFor(async () => JSON.stringify(spendSeries(await scrape(stack))) === JSON.stringify(sorted), 10_000).catch(() => undefined);
-    assert.deepEqual(spendSeries(await scrape(stack)), sorted);
+  it('usage - the spend metrics equal the stored records exactly, with the metrics service killed during a load and again after', async () => {
+    const expectedSpend = async (): Promise<Record<string, number>> => {
+      const expected: Record<string, number> = {};
+      for (const row of await usage('group_by=account,key,model')) {
+        const labels = `{account="${row.account ?? ''}",key="${row.key_id ?? ''}",model="${row.model}"}`;
+        expected[`cortex_spend_cached_prompt_tokens_total${labels}`] = row.cached_prompt_tokens;
+        expected[`cortex_spend_completion_tokens_total${labels}`] = row.completion_tokens;
+        expected[`cortex_spend_prompt_tokens_total${labels}`] = row.prompt_tokens;
+        expected[`cortex_spend_reasoning_tokens_total${labels}`] = row.reasoning_tokens;
+      }
+      return Object.fromEntries(Object.entries(expected).sort(([a], [b]) => (a < b ? -1 : 1)));
+    };
+    const killMetrics = async (): Promise<void> => {
+      const metrics = stack.processes.get('metrics');
+      assert.ok(metrics);
+      const exited = new Promise((done) => metrics.once('exit', done));
+      metrics.kill('SIGKILL');
+      await exited;
+      stack.processes.delete('metrics');
+    };
+    const startMetrics = async (): Promise<void> => {
+      stack.spawnService('metrics');
+      await waitFor(async () => (await fetch(`${stack.metricsUrl}/readyz`).catch(() => null))?.status === 200, 20_000);
+    };
 
-    const metrics = stack.processes.get('metrics');
-    assert.ok(metrics);
-    const exited = new Promise((done) => metrics.once('exit', done));
-    metrics.kill('SIGKILL');
-    await exited;
-    stack.processes.delete('metrics');
-    stack.spawnService('metrics');
-    await waitFor(async () => (await fetch(`${stack.metricsUrl}/readyz`).catch(() => null))?.status === 200, 20_000);
-    assert.deepEqual(spendSeries(await scrape(stack)), sorted);
+    const before = await expectedSpend();
+    assert.equal(Object.keys(before).length, 8, 'four counters for each of the two keys');
+    await waitFor(async () => JSON.stringify(spendSeries(await scrape(stack))) === JSON.stringify(before), 10_000).catch(() => undefined);
+    assert.deepEqual(spendSeries(await scrape(stack)), before);
+
+    // A load with the metrics service killed in the middle of it.
+    const burst = keys.flatMap((key) => {
+      const openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: key.secret, maxRetries: 0 });
+      return Array.from({ length: 6 }, (_, i) =>
+        new Promise((done) => setTimeout(done, i * 40)).then(() => openai.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: `Burst ${i}.` }], max_tokens: 16 })),
+      );
+    });
+    await new Promise((done) => setTimeout(done, 100));
+    await killMetrics();
+    const answers = await Promise.all(burst);
+    await waitFor(async () => (await storedRecords(stack)).length === 16 + 12, 10_000);
+    await startMetrics();
+    const during = await expectedSpend();
+    const burstCompletion = answers.reduce((sum, r) => sum + (r.usage?.completion_tokens ?? 0), 0);
+    const completionOf = (spend: Record<string, number>): number => Object.entries(spend).filter(([name]) => name.startsWith('cortex_spend_completion')).reduce((sum, [, v]) => sum + v, 0);
+    assert.equal(completionOf(during) - completionOf(before), burstCompletion, 'the records grew by what the burst was told');
+    assert.deepEqual(spendSeries(await scrape(stack)), during);
+
+    // And once more, with nothing sent: a restart changes nothing.
+    await killMetrics();
+    await startMetrics();
+    assert.deepEqual(spendSeries(await scrape(stack)), during);
   });
 
   it('usage - a bad query is a 400 naming the field; a key that is not an admin key is refused', async () => {
