@@ -5,6 +5,7 @@ import { BusClient, openKv } from '@cortex/bus';
 import { Buckets, CortexError, type AccountRecord, type KeyRecord, type Usage } from '@cortex/contracts';
 import { current, EMPTY_BUDGET, reservedOf, reserve, settle, type Budget, type BudgetState } from './budget.decider.js';
 import { casChange } from './kv-cas.js';
+import { HeldIds } from './held-ids.js';
 
 /** How long a reservation counts without renewal: the bound on a dead gateway's reservations. */
 export const RESERVATION_TTL_MS = 15_000;
@@ -43,7 +44,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('budgets');
   private kv: KV | null = null;
   private readonly pending = new Map<string, Pending>();
-  private readonly held = new Map<string, Set<string>>();
+  private readonly held = new HeldIds();
   private renewer: NodeJS.Timeout | null = null;
 
   constructor(private readonly bus: BusClient) {}
@@ -89,7 +90,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
         return { kind: 'refuse', error: new CortexError('insufficient_quota', message), retryAfterMs: null };
       }
       admitted.push(scope);
-      this.hold(scope.entry, id);
+      this.held.add(scope.entry, id);
     }
     const pending: Pending = { used: 0, recorded: false, wake: null };
     this.pending.set(requestId, pending);
@@ -135,20 +136,8 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
   }
 
   private async finish(scope: Scope, id: string, used: number): Promise<void> {
-    this.release(scope.entry, id);
+    this.held.delete(scope.entry, id);
     await casChange(this.kv, scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({ next: settle(state, scope.budget.window, id, used, now), result: null }));
-  }
-
-  private hold(entry: string, id: string): void {
-    const set = this.held.get(entry) ?? new Set<string>();
-    set.add(id);
-    this.held.set(entry, set);
-  }
-
-  private release(entry: string, id: string): void {
-    const set = this.held.get(entry);
-    set?.delete(id);
-    if (set?.size === 0) this.held.delete(entry);
   }
 
   private async renewAll(): Promise<void> {

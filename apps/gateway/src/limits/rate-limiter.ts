@@ -5,6 +5,7 @@ import { BusClient, openKv } from '@cortex/bus';
 import { Buckets, CortexError, type AccountRecord, type KeyRecord } from '@cortex/contracts';
 import { casChange } from './kv-cas.js';
 import { decide, EMPTY_SCOPE, liveLeases, release, renew, requestWindow, undo, type LimitName, type RequestWindow, type ScopeLimits, type ScopeState } from './rate-limit.decider.js';
+import { HeldIds } from './held-ids.js';
 
 /** How long a concurrency lease counts without renewal: the bound on a dead gateway's slots. */
 export const LEASE_TTL_MS = 15_000;
@@ -35,7 +36,7 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('limits');
   private kv: KV | null = null;
   /** The leases this gateway holds, per scope entry, renewed every RENEW_EVERY_MS. */
-  private readonly held = new Map<string, Set<string>>();
+  private readonly held = new HeldIds();
   private renewer: NodeJS.Timeout | null = null;
 
   constructor(private readonly bus: BusClient) {}
@@ -66,7 +67,7 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
       });
       if (decision.kind === 'refuse') {
         await Promise.all(admitted.map((s) => this.change(s.entry, (state, now) => ({ next: undo(state, s.limits, leaseId, now), result: null })).catch(() => undefined)));
-        for (const s of admitted) this.forget(s.entry, leaseId);
+        for (const s of admitted) this.held.delete(s.entry, leaseId);
         const wait = Math.max(1, decision.retryAfterMs);
         const what =
           decision.limit === 'concurrent_requests'
@@ -76,7 +77,7 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
         return { kind: 'refuse', error, retryAfterMs: wait, requests: decision.requests ?? requests };
       }
       admitted.push(scope);
-      if (scope.limits.concurrent_requests !== undefined) this.remember(scope.entry, leaseId);
+      if (scope.limits.concurrent_requests !== undefined) this.held.add(scope.entry, leaseId);
       // The headers report the window with the fewest requests left.
       if (decision.requests && (!requests || decision.requests.remaining < requests.remaining)) requests = decision.requests;
     }
@@ -88,7 +89,7 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
         admitted
           .filter((s) => s.limits.concurrent_requests !== undefined)
           .map(async (s) => {
-            this.forget(s.entry, leaseId);
+            this.held.delete(s.entry, leaseId);
             await this.change(s.entry, (state, now) => ({ next: release(state, leaseId, now), result: null })).catch((error: Error) =>
               this.logger.warn(`could not release a lease of ${s.entry} (${error.message}); it stops counting within ${LEASE_TTL_MS / 1000} s`),
             );
@@ -109,18 +110,6 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
 
   private change<R>(entry: string, edit: (state: ScopeState, now: number) => { next: ScopeState | null; result: R }): Promise<R> {
     return casChange(this.kv, entry, EMPTY_SCOPE, edit);
-  }
-
-  private remember(entry: string, leaseId: string): void {
-    const set = this.held.get(entry) ?? new Set<string>();
-    set.add(leaseId);
-    this.held.set(entry, set);
-  }
-
-  private forget(entry: string, leaseId: string): void {
-    const set = this.held.get(entry);
-    set?.delete(leaseId);
-    if (set?.size === 0) this.held.delete(entry);
   }
 
   private async renewAll(): Promise<void> {
