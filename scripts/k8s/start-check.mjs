@@ -42,6 +42,12 @@ export async function startCheck(objects, { repoRoot, label, log }) {
     return problems;
   }
   const unsupported = sandboxSupport();
+  // A developer's `npm test` without root (or off Linux) goes on without this part and says so loudly;
+  // in CI (CI=true) the check must run, so there it fails.
+  if (unsupported && !process.env.CI) {
+    log(`${label}: SKIPPED starting the pods: this check ${unsupported}; the blocker class is not checked here (run as root on Linux, as CI does)`);
+    return problems;
+  }
   if (unsupported) {
     problem(`cannot start the pods here: this check ${unsupported} (CORTEX_K8S_START=skip skips it, and says so)`);
     return problems;
