@@ -164,6 +164,11 @@ describe('stored keys e2e (two gateways)', () => {
     const created = await createKey({ name: 'not-admin' });
     assert.equal((await admin('GET', '/admin/keys', undefined, created.secret)).status, 401);
     assert.equal((await admin('GET', '/admin/keys', undefined, STATIC)).status, 401);
+    // The router decodes a path before matching it; the access check must see it decoded too.
+    for (const path of ['/%61dmin/keys', '/admin/%6beys', '/%63onsole']) {
+      assert.equal((await admin('GET', path, undefined, created.secret)).status, 401, path);
+      assert.equal((await admin('GET', path, undefined, STATIC)).status, 401, path);
+    }
     const revoke = await admin('POST', `/admin/keys/${created.id}/revoke`);
     assert.equal(revoke.status, 200);
     const update = await admin('PATCH', `/admin/keys/${created.id}`, { name: 'again' });

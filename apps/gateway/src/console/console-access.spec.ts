@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import type { FastifyRequest } from 'fastify';
 import { browserKey, consoleCookie, cookieValue, isConsolePath } from './console-access.js';
 
-const request = (query: Record<string, unknown>, cookie?: string): FastifyRequest => ({ query, headers: cookie ? { cookie } : {} }) as unknown as FastifyRequest;
+const request = (query: Record<string, unknown>, cookie?: string, method = 'GET', headers: Record<string, string> = {}): FastifyRequest =>
+  ({ query, method, headers: { ...headers, ...(cookie ? { cookie } : {}) } }) as unknown as FastifyRequest;
 
 describe('console access', () => {
   it('console - the page and its files are admin paths; nothing else is', () => {
@@ -24,6 +25,12 @@ describe('console access', () => {
       [request({}, 'other=1; cortex_console=sk%2Fb'), '/admin/fleet', 'sk/b'],
       [request({}, 'cortex_consoleX=sk'), '/console', undefined],
       [request({}, 'cortex_console=%E0%A4%A'), '/console', undefined],
+      // What the page itself sends: same-origin GETs and JSON posts.
+      [request({}, 'cortex_console=sk', 'POST', { 'content-type': 'application/json', 'sec-fetch-site': 'same-origin' }), '/admin/keys/k/revoke', 'sk'],
+      // What another page of the same site can make a browser send: a form post, a cross-origin fetch.
+      [request({}, 'cortex_console=sk', 'POST', { 'content-type': 'text/plain' }), '/admin/keys/k/revoke', undefined],
+      [request({}, 'cortex_console=sk', 'POST', { 'content-type': 'application/x-www-form-urlencoded' }), '/admin/keys/k/revoke', undefined],
+      [request({}, 'cortex_console=sk', 'GET', { 'sec-fetch-site': 'same-site' }), '/admin/usage', undefined],
     ];
     for (const [req, path, expected] of cases) assert.equal(browserKey(req, path), expected, `${path} ${JSON.stringify(req.headers)}`);
     assert.equal(cookieValue(undefined, 'cortex_console'), undefined);

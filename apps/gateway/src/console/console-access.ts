@@ -18,7 +18,15 @@ export function browserKey(request: FastifyRequest, path: string): string | unde
     const key = (request.query as Record<string, unknown> | undefined)?.key;
     if (typeof key === 'string' && key) return key;
   }
-  return cookieValue(request.headers.cookie, CONSOLE_COOKIE);
+  const cookie = cookieValue(request.headers.cookie, CONSOLE_COOKIE);
+  if (!cookie) return undefined;
+  // A cookie rides along on requests that other pages of the same site make. Only the console's own
+  // kinds count: same-origin (when the browser says), and a GET or a JSON body — a form or a no-cors
+  // fetch from another page cannot send application/json without a preflight.
+  const site = request.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') return undefined;
+  if (request.method !== 'GET' && request.method !== 'HEAD' && !String(request.headers['content-type'] ?? '').startsWith('application/json')) return undefined;
+  return cookie;
 }
 
 export function cookieValue(header: string | undefined, name: string): string | undefined {

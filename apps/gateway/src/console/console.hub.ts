@@ -119,6 +119,8 @@ export class ConsoleHub implements OnModuleDestroy {
     this.clients.delete(client);
     if (this.clients.size > 0 || this.linger) return;
     this.linger = setTimeout(() => this.stop(), LINGER_MS);
+    // Pages closed by the gateway's own shutdown land here too: the timer must not hold the process.
+    this.linger.unref();
   }
 
   private stop(): void {

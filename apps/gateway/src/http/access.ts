@@ -8,6 +8,7 @@ import type { KeyDirectory } from '../keys/key-directory.js';
 import { sendError } from './error-response.js';
 import { principalOf, setPrincipal } from './principal.js';
 import { requestIdOf } from './request-id.js';
+import { requestPath } from './request-path.js';
 import { browserKey, isConsolePath } from '../console/console-access.js';
 
 // The root is a reachability probe (`HEAD /`); it says nothing a caller without a key should not know.
@@ -61,7 +62,7 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
   };
 
   fastify.addHook('onRequest', (request, reply, done) => {
-    const path = request.url.split('?')[0] ?? '';
+    const path = requestPath(request);
     if (PUBLIC.has(path)) return done();
     const family = FAMILIES.find((f) => f.pattern.test(path));
     if (family && !gateway.endpoints[family.key]) {

@@ -11,6 +11,7 @@ import { CortexError } from '@cortex/contracts';
 import { sendError } from './error-response.js';
 import { principalOf } from './principal.js';
 import { requestIdOf } from './request-id.js';
+import { requestPath } from './request-path.js';
 
 /** The routes that start work on a worker: each request counts against its key's limits. */
 const LIMITED = /^\/(v1\/)?(chat\/completions|completions|responses|responses\/compact|messages|messages\/count_tokens|embeddings|rerank|reranking)$/;
@@ -30,9 +31,9 @@ const MESSAGES = /^\/(v1\/)?messages(\/|$)/;
 export function installRateLimits(fastify: FastifyInstance, deps: { limiter: RateLimiter; tokens: TokenRateLimiter; budgets: BudgetLedger; directory: KeyDirectory; usage: UsageRecorder; contextSizeOf: (model: string) => number | undefined }): void {
   fastify.addHook('preValidation', (request, reply, done) => {
     const principal = principalOf(request);
-    const path = request.url.split('?')[0] ?? '';
+    const path = requestPath(request);
     if (!principal || request.method !== 'POST' || !LIMITED.test(path)) return done();
-    const anthropic = MESSAGES.test(request.url);
+    const anthropic = MESSAGES.test(path);
     const { key } = principal;
     const account = deps.directory.account(key.account);
     void (async () => {
@@ -72,12 +73,19 @@ export function installRateLimits(fastify: FastifyInstance, deps: { limiter: Rat
       const background = (request.body as { background?: unknown } | null)?.background === true;
       // Its usage records are billed to this key and account.
       const owner = deps.usage.attribute(requestIdOf(request), { account: key.account, keyId: key.id });
-      reply.raw.once('close', () => {
+      const release = (): void => {
         void rate.release();
         owner.forget(2 * (background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS));
         // A background response answers at once and runs on: its usage comes when the run ends.
         void budget.settle(background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS).then((used) => perMinute.settle(used));
-      });
+      };
+      // The client may have left during the round trips above: its 'close' has been and gone.
+      // (The request stream itself is destroyed once its body has been read: the socket is what says.)
+      if (reply.raw.destroyed || request.raw.socket?.destroyed) {
+        release();
+        return;
+      }
+      reply.raw.once('close', release);
       done();
     })().catch((error: unknown) => {
       // NATS unreachable: never let a limited key through unlimited, never a 500.

@@ -157,11 +157,20 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   }
 
   /** count_tokens / input_tokens: decoded and placed like a generation, but only tokenized. */
-  async countTokens(dialect: Dialect, requestId: string, body: unknown): Promise<TokenCount> {
-    const run = this.open(dialect, requestId);
-    // No early placement: a ready-only ask binds the conversation's key to the worker it names, and
-    // counting must not move a conversation.
-    await run.decode(body, undefined, undefined, false);
-    return run.countTokens();
+  async countTokens(dialect: Dialect, requestId: string, body: unknown, headers?: IncomingHeaders): Promise<TokenCount> {
+    // A count emits no request-finished event, so its spans are ended here.
+    const trace = RunTrace.open(dialect, requestId, headers);
+    const run = new InferenceRun(this, dialect, requestId, undefined, trace);
+    try {
+      // No early placement: a ready-only ask binds the conversation's key to the worker it names, and
+      // counting must not move a conversation.
+      await run.decode(body, undefined, undefined, false);
+      const count = await run.countTokens();
+      trace.ended();
+      return count;
+    } catch (error) {
+      trace.ended(error);
+      throw error;
+    }
   }
 }

@@ -100,6 +100,16 @@ export class RunTrace {
     live.span.setAttribute('gen_ai.response.time_to_first_chunk', (performance.now() - live.openedAt) / 1000);
   }
 
+  /** A request that emits no request-finished event (a token count) is over: its spans end, failed when `error` is given. */
+  ended(error?: unknown): void {
+    const live = this.live;
+    if (!live) return;
+    if (error !== undefined) failSpan(live.span, error);
+    live.attempt?.span.end();
+    live.attempt = null;
+    live.span.end();
+  }
+
   /** The request is over: GenAI usage and finish on the request's span, then both spans end. */
   finished(event: RequestFinishedEvent): void {
     const live = this.live;

@@ -69,12 +69,21 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     if (key.limits.token_budget) scopes.push({ entry: `budget.key.${key.id}`, budget: key.limits.token_budget, label: `the key ${key.id} ("${key.name}")` });
     if (account?.limits.token_budget) scopes.push({ entry: `budget.account.${account.name}`, budget: account.limits.token_budget, label: `the account ${account.name}` });
     if (scopes.length === 0 && !track) return { kind: 'admit', settle: () => Promise.resolve(0) };
+    // Usage comes back by request id: two requests in flight under one id (a client's x-request-id)
+    // would be charged as one, so the second is refused.
+    if (this.pending.has(requestId)) {
+      return { kind: 'refuse', error: new CortexError('invalid_request', `x-request-id "${requestId}" is already used by a request in flight of this gateway; send a unique id per request, or none`), retryAfterMs: null };
+    }
     const id = `${requestId}.${randomUUID().slice(0, 8)}`;
     const admitted: Scope[] = [];
     for (const scope of scopes) {
       const decision = await casChange(this.kv, scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => {
         const d = reserve(state, scope.budget, id, { tokens, expiresAt: now + RESERVATION_TTL_MS }, now);
         return { next: d.kind === 'admit' ? d.next : null, result: d };
+      }).catch(async (error: unknown) => {
+        // The key's reservation may be made already: take it back, or it would be renewed for ever.
+        await Promise.all(admitted.map((s) => this.finish(s, id, 0).catch(() => undefined)));
+        throw error;
       });
       if (decision.kind === 'refuse') {
         await Promise.all(admitted.map((s) => this.finish(s, id, 0).catch(() => undefined)));
@@ -107,7 +116,8 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
             setTimeout(done, waitMs).unref();
           });
         }
-        this.pending.delete(requestId);
+        // Another request may use the same id (a client's x-request-id): only this one's entry goes.
+        if (this.pending.get(requestId) === pending) this.pending.delete(requestId);
         await Promise.all(
           admitted.map((s) =>
             this.finish(s, id, pending.used).catch((error: Error) => this.logger.warn(`could not settle ${s.entry} (${error.message}); the reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`)),

@@ -64,10 +64,13 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
       const decision = await this.change(scope.entry, (state, now) => {
         const d = decide(state, scope.limits, now, { id: leaseId, expiresAt: now + LEASE_TTL_MS });
         return { next: d.kind === 'admit' ? d.next : null, result: d };
+      }).catch(async (error: unknown) => {
+        // The key's scope may be admitted already: undo it, or its lease would be renewed for ever.
+        await this.undoAll(admitted, leaseId);
+        throw error;
       });
       if (decision.kind === 'refuse') {
-        await Promise.all(admitted.map((s) => this.change(s.entry, (state, now) => ({ next: undo(state, s.limits, leaseId, now), result: null })).catch(() => undefined)));
-        for (const s of admitted) this.held.delete(s.entry, leaseId);
+        await this.undoAll(admitted, leaseId);
         const wait = Math.max(1, decision.retryAfterMs);
         const what =
           decision.limit === 'concurrent_requests'
@@ -106,6 +109,12 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
     const rpm = key.limits.requests_per_minute;
     const window = rpm === undefined ? null : requestWindow(rpm, state.tat, now);
     return { concurrent_requests_running: Object.keys(liveLeases(state, now)).length, requests_remaining: window?.remaining ?? null, requests_reset_ms: window?.resetMs ?? null };
+  }
+
+  /** Takes back what an admission that did not complete had counted. */
+  private async undoAll(admitted: readonly Scope[], leaseId: string): Promise<void> {
+    for (const s of admitted) this.held.delete(s.entry, leaseId);
+    await Promise.all(admitted.map((s) => this.change(s.entry, (state, now) => ({ next: undo(state, s.limits, leaseId, now), result: null })).catch(() => undefined)));
   }
 
   private change<R>(entry: string, edit: (state: ScopeState, now: number) => { next: ScopeState | null; result: R }): Promise<R> {

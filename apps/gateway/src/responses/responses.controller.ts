@@ -43,7 +43,7 @@ export class ResponsesController {
   inputTokens(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return respondJson(req, reply, async (requestId) => ({
       object: 'response.input_tokens',
-      input_tokens: (await this.inference.countTokens('openai.responses', requestId, req.body)).inputTokens,
+      input_tokens: (await this.inference.countTokens('openai.responses', requestId, req.body, req.headers)).inputTokens,
     }));
   }
 

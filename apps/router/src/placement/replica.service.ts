@@ -80,6 +80,7 @@ export class ReplicaService implements OnModuleInit, OnModuleDestroy {
     }
     // Another router may be loading or retiring a copy of this model; it holds the lease, this one waits for the next sweep.
     if (!(await this.lease.acquire(model.id))) return;
+    let acted = false;
     try {
       // The fleet has moved since the plan (heartbeats, the lease round trip): act only on a plan that still holds.
       const fresh = this.plan(model);
@@ -88,16 +89,19 @@ export class ReplicaService implements OnModuleInit, OnModuleDestroy {
       if (fresh.kind === 'replicate') {
         const evicting = fresh.victims.length > 0 ? ` in place of idle ${fresh.victims.map((v) => v.id).join(', ')}` : '';
         this.logger.log(`copying ${model.id} onto ${fresh.workerId}${evicting} (${fresh.reason})`);
+        acted = true;
         await this.loads.loadCopy(model, fresh.workerId, fresh.victims);
         await this.report(Subjects.replicaAdded, { model: model.id, workerId: fresh.workerId, reason: fresh.reason, at }, `${model.id}.${fresh.workerId}.added.${at}`);
       } else {
         this.logger.log(`retiring the spare copy of ${model.id} on ${fresh.workerId} (${fresh.reason})`);
+        acted = true;
         await this.loads.unload(fresh.workerId, model.id, 'spare');
         await this.report(Subjects.replicaRetired, { model: model.id, workerId: fresh.workerId, reason: fresh.reason, at }, `${model.id}.${fresh.workerId}.retired.${at}`);
       }
     } finally {
-      // The model's demand is now spread over another number of copies: measure it afresh.
-      this.clock.restart(model.id);
+      // The model's demand is now spread over another number of copies: measure it afresh. A plan
+      // that no longer held did nothing, and keeps the time already counted.
+      if (acted) this.clock.restart(model.id);
       await this.lease.release(model.id).catch((error: Error) => this.logger.warn(`lease for ${model.id}: ${error.message}`));
     }
   }
