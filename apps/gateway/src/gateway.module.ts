@@ -13,6 +13,7 @@ import { BackgroundResponder } from './responses/responses.background.js';
 import { AdminController } from './admin/admin.controller.js';
 import { KeysController } from './admin/keys.controller.js';
 import { KeyDirectory } from './keys/key-directory.js';
+import { LimitsBucket } from './limits/limits-bucket.js';
 import { RateLimiter } from './limits/rate-limiter.js';
 import { TokenRateLimiter } from './limits/token-rate-limiter.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
@@ -32,7 +33,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, UsageController, RetrievalController, ConsoleController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, RateLimiter, TokenRateLimiter, BudgetLedger, UsageRecorder, ConsoleHub],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, UsageRecorder, ConsoleHub],
     };
   }
 }

@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import type { KV } from '@nats-io/kv';
-import { BusClient, openKv } from '@cortex/bus';
-import { Buckets, CortexError, type AccountRecord, type KeyRecord, type Usage } from '@cortex/contracts';
+import { CortexError, type AccountRecord, type KeyRecord, type Usage } from '@cortex/contracts';
 import { current, EMPTY_BUDGET, reservedOf, reserve, settle, type Budget, type BudgetState } from './budget.decider.js';
-import { casChange } from './kv-cas.js';
 import { HeldIds } from './held-ids.js';
+import { LimitsBucket } from './limits-bucket.js';
 
 /** How long a reservation counts without renewal: the bound on a dead gateway's reservations. */
 export const RESERVATION_TTL_MS = 15_000;
@@ -42,21 +40,26 @@ export type ReserveResult = { kind: 'admit'; settle: (waitMs?: number) => Promis
 @Injectable()
 export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('budgets');
-  private kv: KV | null = null;
   private readonly pending = new Map<string, Pending>();
-  private readonly held = new HeldIds();
-  private renewer: NodeJS.Timeout | null = null;
+  /** The reservations this gateway holds, per budget entry, renewed every RENEW_EVERY_MS. */
+  private readonly held = new HeldIds((entry, ids) =>
+    this.bucket
+      .change(entry, EMPTY_BUDGET, (state: BudgetState, now) => {
+        const reservations = { ...state.reservations };
+        for (const id of ids) if (reservations[id]) reservations[id] = { ...reservations[id], expiresAt: now + RESERVATION_TTL_MS };
+        return { next: { ...state, reservations }, result: null };
+      })
+      .catch((error: Error) => this.logger.warn(`could not renew reservations of ${entry}: ${error.message}`)),
+  );
 
-  constructor(private readonly bus: BusClient) {}
+  constructor(private readonly bucket: LimitsBucket) {}
 
-  async onModuleInit(): Promise<void> {
-    this.kv = await openKv(this.bus.nc, Buckets.limits, { history: 1, description: 'cortex: rate-limit state of keys and accounts' });
-    this.renewer = setInterval(() => void this.renewAll(), RENEW_EVERY_MS);
-    this.renewer.unref();
+  onModuleInit(): void {
+    this.held.start(RENEW_EVERY_MS);
   }
 
   onModuleDestroy(): void {
-    if (this.renewer) clearInterval(this.renewer);
+    this.held.stop();
   }
 
   /**
@@ -77,7 +80,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     const id = `${requestId}.${randomUUID().slice(0, 8)}`;
     const admitted: Scope[] = [];
     for (const scope of scopes) {
-      const decision = await casChange(this.kv, scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => {
+      const decision = await this.bucket.change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => {
         const d = reserve(state, scope.budget, id, { tokens, expiresAt: now + RESERVATION_TTL_MS }, now);
         return { next: d.kind === 'admit' ? d.next : null, result: d };
       }).catch(async (error: unknown) => {
@@ -139,25 +142,13 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
 
   /** Spent and reserved tokens of the key's budget now, for `GET /admin/keys/{id}`. */
   async usage(key: KeyRecord, now = Date.now()): Promise<{ spent: number; reserved: number; period: string } | null> {
-    if (!key.limits.token_budget || !this.kv) return null;
-    const entry = await this.kv.get(`budget.key.${key.id}`);
-    const state = current(entry?.operation === 'PUT' ? entry.json<BudgetState>() : EMPTY_BUDGET, key.limits.token_budget.window, now);
+    if (!key.limits.token_budget) return null;
+    const state = current(await this.bucket.read<BudgetState>(`budget.key.${key.id}`, EMPTY_BUDGET), key.limits.token_budget.window, now);
     return { spent: state.spent, reserved: reservedOf(state), period: state.period };
   }
 
   private async finish(scope: Scope, id: string, used: number): Promise<void> {
     this.held.delete(scope.entry, id);
-    await casChange(this.kv, scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({ next: settle(state, scope.budget.window, id, used, now), result: null }));
-  }
-
-  private async renewAll(): Promise<void> {
-    for (const [entry, ids] of this.held) {
-      const live = [...ids];
-      await casChange(this.kv, entry, EMPTY_BUDGET, (state: BudgetState, now) => {
-        const reservations = { ...state.reservations };
-        for (const id of live) if (reservations[id]) reservations[id] = { ...reservations[id], expiresAt: now + RESERVATION_TTL_MS };
-        return { next: { ...state, reservations }, result: null };
-      }).catch((error: Error) => this.logger.warn(`could not renew reservations of ${entry}: ${error.message}`));
-    }
+    await this.bucket.change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({ next: settle(state, scope.budget.window, id, used, now), result: null }));
   }
 }

@@ -14,3 +14,18 @@ describe('held ids', () => {
     assert.deepEqual([...held].map(([entry, ids]) => [entry, [...ids]]), [['a', ['2']]]);
   });
 });
+
+describe('held ids - renewal', () => {
+  it('held ids - renewAll renews each entry with the ids it holds now', async () => {
+    const renewed: Array<[string, string[]]> = [];
+    const held = new HeldIds(async (entry, ids) => {
+      renewed.push([entry, ids]);
+    });
+    held.add('a', '1');
+    held.add('b', '2');
+    held.add('b', '3');
+    held.delete('a', '1');
+    await held.renewAll();
+    assert.deepEqual(renewed, [['b', ['2', '3']]]);
+  });
+});

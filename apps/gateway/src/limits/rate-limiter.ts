@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import type { KV } from '@nats-io/kv';
-import { BusClient, openKv } from '@cortex/bus';
-import { Buckets, CortexError, type AccountRecord, type KeyRecord } from '@cortex/contracts';
-import { casChange } from './kv-cas.js';
+import { CortexError, type AccountRecord, type KeyRecord } from '@cortex/contracts';
 import { decide, EMPTY_SCOPE, liveLeases, release, renew, requestWindow, undo, type LimitName, type RequestWindow, type ScopeLimits, type ScopeState } from './rate-limit.decider.js';
 import { HeldIds } from './held-ids.js';
+import { LimitsBucket } from './limits-bucket.js';
 
 /** How long a concurrency lease counts without renewal: the bound on a dead gateway's slots. */
 export const LEASE_TTL_MS = 15_000;
@@ -34,21 +32,21 @@ const LIMIT_WORDS: Record<LimitName, string> = { requests_per_minute: 'requests 
 @Injectable()
 export class RateLimiter implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('limits');
-  private kv: KV | null = null;
   /** The leases this gateway holds, per scope entry, renewed every RENEW_EVERY_MS. */
-  private readonly held = new HeldIds();
-  private renewer: NodeJS.Timeout | null = null;
+  private readonly held = new HeldIds((entry, ids) =>
+    this.change(entry, (state, now) => ({ next: renew(state, ids, now + LEASE_TTL_MS, now), result: null })).catch((error: Error) =>
+      this.logger.warn(`could not renew leases of ${entry}: ${error.message}`),
+    ),
+  );
 
-  constructor(private readonly bus: BusClient) {}
+  constructor(private readonly bucket: LimitsBucket) {}
 
-  async onModuleInit(): Promise<void> {
-    this.kv = await openKv(this.bus.nc, Buckets.limits, { history: 1, description: 'cortex: rate-limit state of keys and accounts' });
-    this.renewer = setInterval(() => void this.renewAll(), RENEW_EVERY_MS);
-    this.renewer.unref();
+  onModuleInit(): void {
+    this.held.start(RENEW_EVERY_MS);
   }
 
   onModuleDestroy(): void {
-    if (this.renewer) clearInterval(this.renewer);
+    this.held.stop();
   }
 
   /** Whether a request of `key` (in `account`) may start now; on admission, `release` must be called once it ends. */
@@ -104,8 +102,7 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
 
   /** What a key's scope has in use now: requests running (live leases) and its request window. */
   async usage(key: KeyRecord, now = Date.now()): Promise<{ concurrent_requests_running: number; requests_remaining: number | null; requests_reset_ms: number | null }> {
-    const entry = this.kv ? await this.kv.get(`key.${key.id}`) : null;
-    const state = entry?.operation === 'PUT' ? entry.json<ScopeState>() : EMPTY_SCOPE;
+    const state = await this.bucket.read<ScopeState>(`key.${key.id}`, EMPTY_SCOPE);
     const rpm = key.limits.requests_per_minute;
     const window = rpm === undefined ? null : requestWindow(rpm, state.tat, now);
     return { concurrent_requests_running: Object.keys(liveLeases(state, now)).length, requests_remaining: window?.remaining ?? null, requests_reset_ms: window?.resetMs ?? null };
@@ -118,15 +115,6 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
   }
 
   private change<R>(entry: string, edit: (state: ScopeState, now: number) => { next: ScopeState | null; result: R }): Promise<R> {
-    return casChange(this.kv, entry, EMPTY_SCOPE, edit);
-  }
-
-  private async renewAll(): Promise<void> {
-    for (const [entry, leases] of this.held) {
-      const ids = [...leases];
-      await this.change(entry, (state, now) => ({ next: renew(state, ids, now + LEASE_TTL_MS, now), result: null })).catch((error: Error) =>
-        this.logger.warn(`could not renew leases of ${entry}: ${error.message}`),
-      );
-    }
+    return this.bucket.change(entry, EMPTY_SCOPE, edit);
   }
 }

@@ -1,8 +1,6 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
-import type { KV } from '@nats-io/kv';
-import { BusClient, openKv } from '@cortex/bus';
-import { Buckets, CortexError, type AccountRecord, type KeyRecord } from '@cortex/contracts';
-import { casChange } from './kv-cas.js';
+import { Injectable } from '@nestjs/common';
+import { CortexError, type AccountRecord, type KeyRecord } from '@cortex/contracts';
+import { LimitsBucket } from './limits-bucket.js';
 import { admitTokens, EMPTY_TOKENS, settleTokens, type TokenState, type TokenWindow } from './token-rate.decider.js';
 
 interface Scope {
@@ -23,14 +21,8 @@ export type TokenAdmission =
  * within a minute of the bucket's size.
  */
 @Injectable()
-export class TokenRateLimiter implements OnModuleInit {
-  private kv: KV | null = null;
-
-  constructor(private readonly bus: BusClient) {}
-
-  async onModuleInit(): Promise<void> {
-    this.kv = await openKv(this.bus.nc, Buckets.limits, { history: 1, description: 'cortex: rate-limit state of keys and accounts' });
-  }
+export class TokenRateLimiter {
+  constructor(private readonly bucket: LimitsBucket) {}
 
   /** Whether a request of `key` reserving `tokens` may start now; on admission, `settle` must be called once with what it used. */
   async admit(key: KeyRecord, account: AccountRecord | undefined, tokens: number): Promise<TokenAdmission> {
@@ -41,9 +33,9 @@ export class TokenRateLimiter implements OnModuleInit {
     const admitted: Scope[] = [];
     let window: TokenWindow | null = null;
     const giveBack = (list: Scope[], used: number): Promise<unknown> =>
-      Promise.all(list.map((s) => casChange(this.kv, s.entry, EMPTY_TOKENS, (state: TokenState, now) => ({ next: settleTokens(state, s.tpm, tokens, used, now), result: null })).catch(() => undefined)));
+      Promise.all(list.map((s) => this.bucket.change(s.entry, EMPTY_TOKENS, (state: TokenState, now) => ({ next: settleTokens(state, s.tpm, tokens, used, now), result: null })).catch(() => undefined)));
     for (const scope of scopes) {
-      const decision = await casChange(this.kv, scope.entry, EMPTY_TOKENS, (state: TokenState, now) => {
+      const decision = await this.bucket.change(scope.entry, EMPTY_TOKENS, (state: TokenState, now) => {
         const d = admitTokens(state, scope.tpm, tokens, now);
         return { next: d.kind === 'admit' ? d.next : null, result: d };
       });
