@@ -2,22 +2,12 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient, EventPublisher } from '@cortex/bus';
-import { startStack, waitFor, type TestStack } from '@cortex/testing';
+import { startStack, waitFor, type TestStack, scrapeMetrics } from '@cortex/testing';
 import { Subjects, workerSubject } from '@cortex/contracts';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
 
-/** Prometheus text → `name{labels}` → value (labels in exposition order). */
-async function scrape(stack: TestStack): Promise<Map<string, number>> {
-  const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
-  const values = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const at = line.lastIndexOf(' ');
-    values.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return values;
-}
+const scrape = (stack: TestStack): Promise<Map<string, number>> => scrapeMetrics(stack.metricsUrl);
 
 function sum(values: Map<string, number>, prefix: string, labels: Record<string, string> = {}): number {
   let total = 0;

@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import { decodeUsageRecord, USAGE_STREAM, type UsageRecord } from '@cortex/contracts';
-import { startStack, waitFor, type TestStack } from '@cortex/testing';
+import { startStack, waitFor, type TestStack, scrapeMetrics } from '@cortex/testing';
 
 const ADMIN = 'sk-admin-usage-e2e';
 
@@ -28,17 +28,7 @@ interface Row {
   total_tokens: number;
 }
 
-/** Prometheus text → `name{labels}` → value. */
-async function scrape(stack: TestStack): Promise<Map<string, number>> {
-  const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
-  const values = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const at = line.lastIndexOf(' ');
-    values.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return values;
-}
+const scrape = (stack: TestStack): Promise<Map<string, number>> => scrapeMetrics(stack.metricsUrl);
 
 /** Only the `cortex_spend_*` series, with their values. */
 function spendSeries(values: Map<string, number>): Record<string, number> {
