@@ -10,18 +10,29 @@ import { fixtureEntry as fixture, startStack, type TestStack } from '@cortex/tes
 
 const user = [{ role: 'user' as const, content: 'Go!' }];
 
+/** One worker serving cortex-loop (250 ms heartbeats: a worker silent for 2 s is down), with `config` added. */
+async function loopStack(config: Record<string, unknown> = {}): Promise<{ stack: TestStack; client: OpenAI }> {
+  const stack = await startStack({
+    services: ['router', 'translator', 'worker', 'gateway'],
+    models: [fixture('cortex-loop', { context_size: 16_384, pinned: true })],
+    config: { ...config, worker: { id: 'w1', heartbeat_ms: 250 } },
+  });
+  return { stack, client: new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 }) };
+}
+
+/** `max_tokens` for a stream of about `ms` of this machine's non-streamed decoding, at least `least`; a fast machine is held to what the context leaves after the prompt. */
+async function sizedMaxTokens(client: OpenAI, ms: number, least: number): Promise<number> {
+  const started = performance.now();
+  await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 100 });
+  return Math.min(16_000, Math.max(least, Math.round((ms * 100) / (performance.now() - started))));
+}
+
 describe('worker drain e2e', () => {
   let stack: TestStack;
   let client: OpenAI;
 
   before(async () => {
-    stack = await startStack({
-      services: ['router', 'translator', 'worker', 'gateway'],
-      models: [fixture('cortex-loop', { context_size: 16_384, pinned: true })],
-      // 250 ms heartbeats: a worker silent for 2 s is down.
-      config: { worker: { id: 'w1', heartbeat_ms: 250 } },
-    });
-    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    ({ stack, client } = await loopStack());
   });
 
   after(async () => {
@@ -30,10 +41,8 @@ describe('worker drain e2e', () => {
 
   it('worker drain e2e - a worker sent SIGTERM mid-stream finishes the stream whole, then exits 0', async () => {
     // Size the stream to about 5 s of this machine's decoding: past the 2 s of silence that means
-    // down, inside the 10 s drain; a fast machine is held to what the context leaves after the prompt.
-    const started = performance.now();
-    await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 100 });
-    const maxTokens = Math.min(16_000, Math.max(100, Math.round((5_000 * 100) / (performance.now() - started))));
+    // down, inside the 10 s drain.
+    const maxTokens = await sizedMaxTokens(client, 5_000, 100);
 
     const worker = stack.processes.get('worker') ?? assert.fail('no worker process');
     const exited = once(worker, 'exit');
@@ -65,12 +74,7 @@ describe('worker drain e2e - drain_timeout_ms', () => {
   let client: OpenAI;
 
   before(async () => {
-    stack = await startStack({
-      services: ['router', 'translator', 'worker', 'gateway'],
-      models: [fixture('cortex-loop', { context_size: 16_384, pinned: true })],
-      config: { drain_timeout_ms: 1_000, worker: { id: 'w1', heartbeat_ms: 250 } },
-    });
-    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    ({ stack, client } = await loopStack({ drain_timeout_ms: 1_000 }));
   });
 
   after(async () => {
@@ -80,27 +84,23 @@ describe('worker drain e2e - drain_timeout_ms', () => {
   it('worker drain e2e - with drain_timeout_ms 1000 a stream longer than that is cancelled, then the worker exits 0', async () => {
     // A stream sized to about 20 s of this machine's non-streamed decoding (streams run faster): far past
     // the 1 s drain; with the default 10 s drain it would end whole.
-    const started = performance.now();
-    await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 100 });
-    const maxTokens = Math.min(16_000, Math.max(200, Math.round((20_000 * 100) / (performance.now() - started))));
+    const maxTokens = await sizedMaxTokens(client, 20_000, 200);
 
     const worker = stack.processes.get('worker') ?? assert.fail('no worker process');
     const exited = once(worker, 'exit');
-    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: maxTokens });
+    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: maxTokens, stream_options: { include_usage: true } });
     let signalled = false;
-    let pieces = 0;
+    let tokens = 0;
     let finish: string | null = null;
     let failure: Error | null = null;
     try {
       for await (const chunk of stream) {
-        if (chunk.choices[0]?.delta?.content) {
-          pieces++;
-          if (!signalled) {
-            worker.kill('SIGTERM');
-            signalled = true;
-          }
+        if (!signalled && chunk.choices[0]?.delta?.content) {
+          worker.kill('SIGTERM');
+          signalled = true;
         }
         finish = chunk.choices[0]?.finish_reason ?? finish;
+        tokens = chunk.usage?.completion_tokens ?? tokens;
       }
     } catch (error) {
       failure = error as Error;
@@ -108,7 +108,8 @@ describe('worker drain e2e - drain_timeout_ms', () => {
     assert.ok(signalled, 'the stream carried no content before it ended');
     assert.notEqual(finish, 'length', `the stream ran to max_tokens (${maxTokens}) instead of being cancelled after drain_timeout_ms`);
     assert.ok(failure !== null || finish !== null, 'the stream ended without saying how');
-    assert.ok(pieces < maxTokens);
+    // Chunks carry several tokens each: the usage (when the stream ended with one) is what counts.
+    assert.ok(tokens < maxTokens, `${tokens} of ${maxTokens} tokens were generated`);
     const [code] = await exited;
     assert.equal(code, 0, 'the worker exits cleanly after cancelling');
     stack.processes.delete('worker');
