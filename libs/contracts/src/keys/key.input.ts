@@ -1,15 +1,8 @@
 import { CortexError } from '../errors/error-codes.js';
-import { BUDGET_WINDOWS, DEFAULT_TIER, LIMIT_FIELDS, type BudgetWindow, type Limits } from './key.record.js';
+import { BUDGET_WINDOWS, DEFAULT_TIER, LIMIT_FIELDS, type BudgetWindow, type KeyRecord, type Limits } from './key.record.js';
 
-/** What `POST /admin/keys` (and `cortex keys create`) accepts. */
-export interface KeyCreateInput {
-  name: string;
-  account: string;
-  limits: Limits;
-  models: string[] | null;
-  expires_at: string | null;
-  tier: number;
-}
+/** What `POST /admin/keys` (and `cortex keys create`) accepts: a key record's settable fields. */
+export type KeyCreateInput = Pick<KeyRecord, 'name' | 'account' | 'limits' | 'models' | 'expires_at' | 'tier'>;
 
 /** What `PATCH /admin/keys/{id}` accepts: any of the fields; in `limits` a field set to null is removed. */
 export interface KeyUpdateInput {
