@@ -1,9 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { context, ProxyTracerProvider, SpanStatusCode, trace } from '@opentelemetry/api';
-import { InMemorySpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
-import { activeTracer, startTracing } from '@cortex/bus';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
+import { activeTracer, flushTraces, startTracing } from '@cortex/bus';
 import type { GenerateCommand } from '@cortex/contracts';
 import { GenerationTrace } from './generation-trace.js';
 
@@ -17,10 +17,6 @@ const timings = { ttftMs: 5, promptMs: 2, decodeTokensPerSecond: 900, durationMs
 describe('generation trace', () => {
   const exporter = new InMemorySpanExporter();
   let stop: (() => Promise<void>) | null = null;
-  const flushed = async (): Promise<void> => {
-    const provider = trace.getTracerProvider();
-    await ((provider instanceof ProxyTracerProvider ? provider.getDelegate() : provider) as TracerProvider).forceFlush();
-  };
 
   before(async () => {
     const off = GenerationTrace.start(command, 'w1', 'cortex-chat', performance.now());
@@ -45,7 +41,7 @@ describe('generation trace', () => {
     generation.event({ type: 'text', text: ' there' });
     generation.event({ type: 'finish', reason: 'stop', usage: { promptTokens: 12, cachedPromptTokens: 10, completionTokens: 4, reasoningTokens: 1 }, timings });
     generation.end();
-    await flushed();
+    await flushTraces();
     const [span, ...more] = exporter.getFinishedSpans().filter((s) => s.name === 'chat chat-alias');
     assert.ok(span && more.length === 0, 'one span, ended once');
     assert.equal(inside, span.spanContext().spanId);
@@ -73,7 +69,7 @@ describe('generation trace', () => {
     const generation = context.with(trace.setSpan(context.active(), parent), () => GenerationTrace.start(command, 'w1', 'cortex-chat', performance.now()));
     parent.end();
     generation.event({ type: 'error', error: { code: 'context_length_exceeded', message: 'the prompt is 2000 tokens; the context holds 1024' } } as never);
-    await flushed();
+    await flushTraces();
     const span = exporter.getFinishedSpans().find((s) => s.name === 'chat chat-alias');
     assert.equal(span?.status.code, SpanStatusCode.ERROR);
     assert.equal(span?.attributes['error.type'], 'context_length_exceeded');

@@ -1,10 +1,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { context, ProxyTracerProvider, SpanKind, trace } from '@opentelemetry/api';
-import { InMemorySpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
+import { context, SpanKind, trace } from '@opentelemetry/api';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { currentTraceHeaders, extractTrace, tracedHandler, tracedRequest } from './bus-trace.js';
-import { activeTracer, startTracing } from './tracing.js';
+import { activeTracer, flushTraces, startTracing } from './tracing.js';
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT = '00f067aa0ba902b7';
@@ -22,10 +22,6 @@ describe('bus trace, tracing off', () => {
 describe('bus trace', () => {
   const exporter = new InMemorySpanExporter();
   let stop: (() => Promise<void>) | null = null;
-  const flushed = async (): Promise<void> => {
-    const provider = trace.getTracerProvider();
-    await ((provider instanceof ProxyTracerProvider ? provider.getDelegate() : provider) as TracerProvider).forceFlush();
-  };
 
   before(async () => {
     stop = await startTracing('router', { OTEL_TRACES_EXPORTER: 'otlp' }, exporter);
@@ -40,7 +36,7 @@ describe('bus trace', () => {
     incoming.set('traceparent', `00-${TRACE}-${PARENT}-01`);
     const sent = natsHeaders();
     await tracedHandler('llm.router.v1.place', incoming, true, () => tracedRequest('llm.worker.v1.w1.load', sent, () => Promise.resolve()));
-    await flushed();
+    await flushTraces();
     const [send, processed] = [exporter.getFinishedSpans().find((s) => s.name === 'send llm.worker.v1.w1.load'), exporter.getFinishedSpans().find((s) => s.name === 'process llm.router.v1.place')];
     assert.ok(send && processed);
     assert.equal(processed.kind, SpanKind.SERVER);
@@ -62,7 +58,7 @@ describe('bus trace', () => {
     await tracedRequest('llm.svc.v1.status', sent, () => Promise.resolve());
     await tracedHandler('llm.hb.v1.worker.w1', undefined, false, () => Promise.resolve());
     assert.equal(currentTraceHeaders(), undefined);
-    await flushed();
+    await flushTraces();
     assert.deepEqual(exporter.getFinishedSpans(), []);
     assert.deepEqual(sent.keys(), []);
   });
@@ -76,7 +72,7 @@ describe('bus trace', () => {
       assert.ok(currentTraceHeaders()?.get('traceparent').startsWith(`00-${TRACE}-`), 'what the handler publishes carries the trace on');
       assert.equal(trace.getSpan(context.active())?.spanContext().traceId, TRACE);
     });
-    await flushed();
+    await flushTraces();
     const [failed, event] = exporter.getFinishedSpans();
     assert.equal(failed?.attributes['error.type'], 'BoomError');
     assert.equal(failed?.status.message, 'boom');

@@ -1,4 +1,4 @@
-import { context, propagation, trace, type Context, type Tracer } from '@opentelemetry/api';
+import { context, propagation, trace, type Tracer } from '@opentelemetry/api';
 import type { SpanExporter } from '@opentelemetry/sdk-trace';
 
 /**
@@ -64,6 +64,8 @@ export function tracingSettings(env: NodeJS.ProcessEnv): TracingSettings | null 
 
 let tracer: Tracer | null = null;
 let captureContent = false;
+/** The provider's forceFlush while tracing is on. */
+let flush: (() => Promise<void>) | null = null;
 
 /** Whether inference spans record message contents (opted in with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT). */
 export function capturingMessageContent(): boolean {
@@ -84,9 +86,9 @@ export function currentTraceIds(): { traceId: string; spanId: string } | null {
   return { traceId, spanId };
 }
 
-/** Runs `fn` in `ctx` (a span's context), or just runs it when tracing is off. */
-export function inContext<T>(ctx: Context | null, fn: () => T): T {
-  return ctx ? context.with(ctx, fn) : fn();
+/** Sends the spans the SDK still holds (at once; nothing while tracing is off). */
+export async function flushTraces(): Promise<void> {
+  await flush?.();
 }
 
 /**
@@ -133,9 +135,11 @@ export async function startTracing(service: string, env: NodeJS.ProcessEnv = pro
   trace.setGlobalTracerProvider(provider);
   tracer = trace.getTracer('cortex');
   captureContent = settings.captureContent;
+  flush = () => provider.forceFlush();
   return async () => {
     tracer = null;
     captureContent = false;
+    flush = null;
     await provider.shutdown();
   };
 }

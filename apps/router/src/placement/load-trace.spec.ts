@@ -1,18 +1,14 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { context, ProxyTracerProvider, SpanStatusCode, trace } from '@opentelemetry/api';
-import { InMemorySpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
-import { activeTracer, startTracing } from '@cortex/bus';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
+import { activeTracer, flushTraces, startTracing } from '@cortex/bus';
 import { CortexError } from '@cortex/contracts';
 import { LoadTrace } from './load-trace.js';
 
 describe('load trace', () => {
   const exporter = new InMemorySpanExporter();
   let stop: (() => Promise<void>) | null = null;
-  const flushed = async (): Promise<void> => {
-    const provider = trace.getTracerProvider();
-    await ((provider instanceof ProxyTracerProvider ? provider.getDelegate() : provider) as TracerProvider).forceFlush();
-  };
   /** Runs `fn` inside a fresh span named `name`, as a placement handler runs inside its process span. */
   const inSpan = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
     const span = activeTracer()?.startSpan(name);
@@ -50,7 +46,7 @@ describe('load trace', () => {
     });
     release();
     await Promise.all([first, second]);
-    await flushed();
+    await flushTraces();
     const spans = exporter.getFinishedSpans();
     const byName = (name: string) => spans.find((span) => span.name === name);
     const loadSpan = byName('load cortex-chat');
@@ -65,7 +61,7 @@ describe('load trace', () => {
     exporter.reset();
     await assert.rejects(inSpan('process place', () => LoadTrace.start('m').run(() => Promise.reject(new CortexError('no_worker', 'no worker is up')))));
     await LoadTrace.start('pinned').run(() => Promise.resolve({ workerId: 'w1' }));
-    await flushed();
+    await flushTraces();
     const loads = exporter.getFinishedSpans().filter((span) => span.name.startsWith('load '));
     assert.deepEqual(loads.map((span) => [span.name, span.status.code, span.attributes['error.type']]), [['load m', SpanStatusCode.ERROR, 'no_worker']]);
   });
