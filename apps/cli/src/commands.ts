@@ -17,6 +17,22 @@ const KEY_OPTIONS = {
   json: JSON_OPTION,
 } as const;
 
+/** A catalogue model's fields, for `models add` and `models set` (set takes "none" to return a field to its default). */
+const MODEL_OPTIONS = {
+  'context-size': { type: 'string', value: 'tokens', description: 'context length per sequence (default 2048)' },
+  slots: { type: 'string', value: 'n', description: 'requests it serves at once per copy (default 4)' },
+  kind: { type: 'string', value: 'kind', description: 'chat (default), embedding or ranking' },
+  alias: { type: 'string', multiple: true, value: 'name', description: 'another name clients may use; repeat for more' },
+  priority: { type: 'string', value: 'n', description: 'eviction priority, 0-1000 (default 0)' },
+  pinned: { type: 'string', value: 'true|false', description: 'keep it loaded: never evicted or unloaded when idle' },
+  draft: { type: 'string', value: 'model', description: 'speculative decoding: a catalogue id, a GGUF source, or lookup' },
+  'idle-ttl': { type: 'string', value: 'seconds', description: 'unloaded after this long unused (0 keeps it)' },
+  'min-replicas': { type: 'string', value: 'n', description: 'copies kept once loaded (default 1)' },
+  'max-replicas': { type: 'string', value: 'n', description: 'most copies across workers (0: one per worker)' },
+  worker: { type: 'string', multiple: true, value: 'id', description: 'a worker it should live on, in order of preference; repeat for more' },
+  json: JSON_OPTION,
+} as const;
+
 /** Every `cortex` command: what the parser accepts and what `--help` says. */
 export const COMMANDS: readonly CommandSpec[] = [
   {
@@ -35,6 +51,26 @@ export const COMMANDS: readonly CommandSpec[] = [
     },
   },
   { name: 'models', summary: 'the catalogue: where each model is loaded, pinned, context', options: { json: JSON_OPTION } },
+  {
+    name: 'models add',
+    summary: 'add a model to the catalogue: every router and gateway serves it from the next request',
+    details: 'The source is an absolute path on the workers\' hosts, an hf: URI, an https:// URL or fixture:<name>. Models added at run time are kept in NATS (bucket cortex_catalogue) on top of the config file\'s models.',
+    positionals: [{ name: 'id', required: true }, { name: 'source', required: true }],
+    options: MODEL_OPTIONS,
+  },
+  {
+    name: 'models set',
+    summary: 'change a catalogue model\'s fields (copies loaded now keep theirs until they load again)',
+    details: 'A field given as "none" returns to its default. --file changes the source.',
+    positionals: [{ name: 'id', required: true }],
+    options: { file: { type: 'string', value: 'source', description: 'a new source' }, ...MODEL_OPTIONS },
+  },
+  {
+    name: 'models remove',
+    summary: 'remove a model from the catalogue; where it is loaded it drains, then unloads',
+    positionals: [{ name: 'id', required: true }],
+    options: { json: JSON_OPTION },
+  },
   {
     name: 'load',
     summary: 'load a model now',

@@ -10,6 +10,7 @@ import { parseServiceNames, serveMany, serveOne } from './serve.js';
 import { collectStatus, formatStatus, watchStatus } from './status.js';
 import { admin } from './admin.js';
 import { keysCommand } from './keys.js';
+import { catalogueCommand } from './catalogue.js';
 
 async function main(argv: string[]): Promise<void> {
   const line = parseCommandLine(argv, COMMANDS);
@@ -45,6 +46,10 @@ async function main(argv: string[]): Promise<void> {
     case 'pin':
     case 'unpin':
       return admin(command, { model: positionals[0], worker: stringOption(values, 'worker'), json });
+    case 'models add':
+    case 'models set':
+    case 'models remove':
+      return catalogueCommand(command, values, positionals);
     case 'fixtures': {
       const dir = resolve(positionals[0] ?? loadConfig().config.worker.modelsDir);
       const paths = await ensureFixtureModels(dir, { log: (text) => console.log(text) });

@@ -1,6 +1,6 @@
-import { Module, type DynamicModule } from '@nestjs/common';
+import { Logger, Module, type DynamicModule } from '@nestjs/common';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusModule } from '@cortex/bus';
+import { BusModule, ModelCatalogue } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { HealthController } from './health/health.controller.js';
 import { InferenceService } from './inference/inference.service.js';
@@ -33,7 +33,14 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, UsageController, RetrievalController, ConsoleController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, UsageRecorder, ConsoleHub],
+      providers: [
+        { provide: CONFIG, useValue: config },
+        {
+          provide: ModelCatalogue,
+          useFactory: () => ModelCatalogue.open(nc, config, (error) => new Logger('catalogue').warn(`catalogue watch: ${error.message}; watching again`)),
+        },
+        InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, UsageRecorder, ConsoleHub,
+      ],
     };
   }
 }

@@ -1,7 +1,7 @@
 import { Controller, Inject, Logger } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
-import { AdminModelCommand, assertModelKind, decodeMessage, decodePlaceRequest, PinCommand, Subjects, type CatalogueEntry, type FleetView, type Placement } from '@cortex/contracts';
+import { AdminModelCommand, assertModelKind, CatalogueAddCommand, CatalogueRemoveCommand, CatalogueSetCommand, type CatalogueModelReply, decodeMessage, decodePlaceRequest, PinCommand, Subjects, type CatalogueEntry, type FleetView, type Placement } from '@cortex/contracts';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { CatalogueService } from './catalogue/catalogue.service.js';
 import { AdminService } from './placement/admin.service.js';
@@ -25,7 +25,7 @@ export class RouterController {
     const { model, exclude, affinity, runId, attempt, kind, readyOnly } = decodePlaceRequest(payload);
     const started = Date.now();
     try {
-      const config = this.catalogue.model(model);
+      const config = await this.catalogue.modelFresh(model);
       assertModelKind(model, config.kind, kind ?? 'chat');
       const placement = await this.placement.placeRun({ runId, admitted: (attempt ?? 0) > 0, readyOnly }, model, exclude ?? [], affinity);
       this.logger.log({ msg: `placed ${model} on ${placement.workerId}${placement.coldStart ? ' after a cold load' : ''}`, requestId: context.requestId, worker: placement.workerId, coldStart: placement.coldStart, readyOnly, ms: Date.now() - started });
@@ -54,6 +54,22 @@ export class RouterController {
   pin(payload: unknown) {
     const command = decodeMessage(PinCommand, payload);
     return this.admin.pin(command.model, command.pinned);
+  }
+
+  @MessagePattern(Subjects.routerCatalogueAdd)
+  addModel(payload: unknown): Promise<CatalogueModelReply> {
+    return this.admin.addModel(decodeMessage(CatalogueAddCommand, payload).model);
+  }
+
+  @MessagePattern(Subjects.routerCatalogueSet)
+  setModel(payload: unknown): Promise<CatalogueModelReply> {
+    const command = decodeMessage(CatalogueSetCommand, payload);
+    return this.admin.setModel(command.id, command.fields);
+  }
+
+  @MessagePattern(Subjects.routerCatalogueRemove)
+  removeModel(payload: unknown): Promise<CatalogueModelReply> {
+    return this.admin.removeModel(decodeMessage(CatalogueRemoveCommand, payload).id);
   }
 
   @MessagePattern(Subjects.routerModels)

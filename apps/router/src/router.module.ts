@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
-import { Module, type DynamicModule } from '@nestjs/common';
+import { Logger, Module, type DynamicModule } from '@nestjs/common';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusModule } from '@cortex/bus';
+import { BusModule, ModelCatalogue } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { CatalogueService } from './catalogue/catalogue.service.js';
@@ -30,6 +30,10 @@ export class RouterModule {
         AffinityTable,
         LoadLease,
         PinStore,
+        {
+          provide: ModelCatalogue,
+          useFactory: () => ModelCatalogue.open(nc, config, (error) => new Logger('catalogue').warn(`catalogue watch: ${error.message}; watching again`)),
+        },
         CatalogueService,
         WorkerCommands,
         LoadCoordinator,

@@ -19,3 +19,4 @@ export * from './keys.store.js';
 export * from './tracing.js';
 export * from './bus-trace.js';
 export * from './gen-ai-attributes.js';
+export * from './model-catalogue.js';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, parseConfig } from './load-config.js';
+import { ConfigError, loadConfig, modelEntry, parseConfig, parseModelEntry } from './load-config.js';
 
 function tempConfig(yaml: string): { dir: string; env: NodeJS.ProcessEnv } {
   const dir = mkdtempSync(join(tmpdir(), 'cortex-config-'));
@@ -132,5 +132,19 @@ describe('config', () => {
 
   it('config - a named file that does not exist is an error', () => {
     assert.throws(() => loadConfig({ CORTEX_CONFIG: '/nonexistent/cortex.yaml' }), /does not exist/);
+  });
+
+  it('config - a model added at run time: the same fields, defaults and checks as the file; local paths must be absolute', () => {
+    const model = parseModelEntry({ id: 'm', file: '/srv/models/m.gguf', context_size: 4096, aliases: ['mm'] }, 0);
+    assert.equal(model.contextSize, 4096);
+    assert.equal(model.slots, 4);
+    assert.deepEqual(modelEntry(model), { id: 'm', file: '/srv/models/m.gguf', context_size: 4096, priority: 0, pinned: false, slots: 4, aliases: ['mm'], min_replicas: 1, owned_by: 'cortex', kind: 'chat', matryoshka: false });
+    assert.deepEqual(parseModelEntry(modelEntry(model), 0), model, 'what is stored reads back the same');
+    assert.equal(parseModelEntry({ id: 'h', file: 'hf:org/repo/h.gguf', draft: 'm' }, 0).draft, 'm', 'a draft may name a catalogue id');
+    assert.throws(() => parseModelEntry({ id: 'r', file: 'r.gguf' }, 0), /model\.file: "r\.gguf" is a relative path/);
+    assert.throws(() => parseModelEntry({ id: 'r', file: 'fixture:cortex-chat', draft: 'd/draft.gguf' }, 0), /model\.draft: "d\/draft\.gguf" is a relative path/);
+    assert.throws(() => parseModelEntry({ id: 'r', file: 'fixture:cortex-chat', min_replicas: 3 }, 2), /model\.min_replicas: 3 is more than max_replicas \(2\)/);
+    assert.throws(() => parseModelEntry({ id: 'r', file: 'fixture:cortex-chat', colour: 'red' }, 0), /colour/);
+    assert.throws(() => parseModelEntry(['r'], 0), ConfigError);
   });
 });

@@ -3,7 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { plainToInstance } from 'class-transformer';
 import { validateSync, type ValidationError } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { CortexConfig } from './config.schema.js';
+import { CortexConfig, ModelConfig } from './config.schema.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/cortex.yaml';
 
@@ -76,7 +76,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   const plain = applyEnv(raw as Record<string, unknown>, env);
   const config = parseConfig(plain, where);
   const base = usedPath ? dirname(usedPath) : cwd;
-  const local = (source: string): boolean => !/^(hf:|fixture:|https?:)/.test(source) && !isAbsolute(source);
+  const local = (source: string): boolean => isLocalPath(source) && !isAbsolute(source);
   const ids = new Set(config.models.map((model) => model.id));
   for (const model of config.models) {
     if (local(model.file)) model.file = resolve(base, model.file);
@@ -106,16 +106,49 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
       if (ids.has(name)) throw new ConfigError(`${where}: models[${i}]: id or alias "${name}" is used twice`);
       ids.add(name);
     }
-    const most = model.maxReplicas ?? config.replication.maxReplicas;
-    if (most > 0 && model.minReplicas > most) {
-      throw new ConfigError(`${where}: models[${i}].min_replicas: ${model.minReplicas} is more than max_replicas (${most}); lower min_replicas or raise max_replicas`);
-    }
-    if (model.draft !== undefined && model.kind !== 'chat') {
-      throw new ConfigError(`${where}: models[${i}].draft: speculative decoding is for generating models, and ${model.id} is a ${model.kind} model; remove draft`);
-    }
+    checkModel(model, `${where}: models[${i}]`, config.replication.maxReplicas);
   }
   return config;
 }
+
+/**
+ * Validates one catalogue model written as in YAML (snake_case), as added at run time through the
+ * admin API or `cortex models add`: the same fields and checks as a model in the config file. With no
+ * config file to be relative to, a local `file` (and `draft` source) must be an absolute path.
+ */
+export function parseModelEntry(plain: unknown, replicationMaxReplicas: number, where = 'model'): ModelConfig {
+  if (plain === null || typeof plain !== 'object' || Array.isArray(plain)) throw new ConfigError(`${where}: must be an object`);
+  const model = plainToInstance(ModelConfig, camelKeys(plain) as object);
+  const errors = validateSync(model, { whitelist: true, forbidNonWhitelisted: true });
+  if (errors.length > 0) throw new ConfigError(`${where}: ${errors.flatMap((e) => describe(e, '')).join('; ')}`);
+  // A draft may also be a catalogue id, so only one written as a GGUF file is held to the same rule.
+  const sources = [['file', model.file], ...(model.draft?.endsWith('.gguf') ? [['draft', model.draft]] : [])];
+  for (const [field, source] of sources) {
+    if (source && isLocalPath(source) && !isAbsolute(source)) {
+      throw new ConfigError(`${where}.${field}: "${source}" is a relative path; give an absolute path on the workers' hosts, an hf: URI, an https:// URL or fixture:<name>`);
+    }
+  }
+  checkModel(model, where, replicationMaxReplicas);
+  return model;
+}
+
+/** A model as written in YAML (snake_case keys, defaults included): what the live catalogue stores and shows. */
+export function modelEntry(model: ModelConfig): Record<string, unknown> {
+  return snakeKeys({ ...model }) as Record<string, unknown>;
+}
+
+/** Checks across a model's fields that class-validator cannot express. */
+function checkModel(model: ModelConfig, where: string, replicationMaxReplicas: number): void {
+  const most = model.maxReplicas ?? replicationMaxReplicas;
+  if (most > 0 && model.minReplicas > most) {
+    throw new ConfigError(`${where}.min_replicas: ${model.minReplicas} is more than max_replicas (${most}); lower min_replicas or raise max_replicas`);
+  }
+  if (model.draft !== undefined && model.kind !== 'chat') {
+    throw new ConfigError(`${where}.draft: speculative decoding is for generating models, and ${model.id} is a ${model.kind} model; remove draft`);
+  }
+}
+
+const isLocalPath = (source: string): boolean => !/^(hf:|fixture:|https?:)/.test(source);
 
 function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
   const out = structuredClone(raw);
@@ -149,6 +182,12 @@ function camelKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(camelKeys);
   if (value === null || typeof value !== 'object') return value;
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [toCamel(k), camelKeys(v)]));
+}
+
+function snakeKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(snakeKeys);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined).map(([k, v]) => [toSnake(k), snakeKeys(v)]));
 }
 
 function describe(error: ValidationError, prefix: string): string[] {

@@ -1,4 +1,4 @@
-import { Controller, Get, Post, Req, Res } from '@nestjs/common';
+import { Controller, Delete, Get, Param, Patch, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
 import { Subjects } from '@cortex/contracts';
@@ -37,6 +37,24 @@ export class AdminController {
   @Post('unpin')
   unpin(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.relay(req, reply, Subjects.routerPin, { ...(req.body as Body), pinned: false });
+  }
+
+  /** Adds a model to the live catalogue: the body is the model as written under `models:` in the config file. */
+  @Post('models')
+  addModel(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.relay(req, reply, Subjects.routerCatalogueAdd, { model: req.body ?? null });
+  }
+
+  /** Changes fields of a model (null returns a field to its default). */
+  @Patch('models/:id')
+  setModel(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
+    return this.relay(req, reply, Subjects.routerCatalogueSet, { id, fields: req.body ?? null });
+  }
+
+  /** Removes a model: refused from the next request on, drained and unloaded where it is loaded. */
+  @Delete('models/:id')
+  removeModel(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
+    return this.relay(req, reply, Subjects.routerCatalogueRemove, { id }, 120_000);
   }
 
   private relay(req: FastifyRequest, reply: FastifyReply, subject: string, payload: unknown, timeoutMs?: number): Promise<void> {

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { BusClient, ensureEventsStream, EventPublisher, StreamReader } from '@cortex/bus';
+import { BusClient, ensureEventsStream, EventPublisher, ModelCatalogue, StreamReader } from '@cortex/bus';
 import type { Subscription } from '@nats-io/transport-node';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
 import {
@@ -35,11 +35,10 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   private readonly streams = new Map<string, { workerId: string; reader: StreamReader }>();
   private timer: NodeJS.Timeout | null = null;
   private readonly events: EventPublisher;
-  /** Catalogue entries by the name a request may use (the id or an alias). */
-  private readonly models = new Map<string, ModelConfig>();
   /** Requests following a cold load, by catalogue id; one bus subscription feeds them all. */
   private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
   private progress: Subscription | null = null;
+  private readonly stopCatalogue: () => void;
   readonly workerEvents: WorkerEvents;
   readonly placer: PlacementClient;
 
@@ -48,6 +47,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     @Inject(CONFIG) readonly config: CortexConfig,
     private readonly budgets: BudgetLedger,
     private readonly usage: UsageRecorder,
+    private readonly catalogue: ModelCatalogue,
   ) {
     this.events = new EventPublisher(bus.nc);
     this.workerEvents = new WorkerEvents(bus, this.logger, {
@@ -58,7 +58,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
       onModelChange: (model) => this.placer.forgetModel(model),
     });
     this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher));
-    for (const model of config.models) for (const name of [model.id, ...(model.aliases ?? [])]) this.models.set(name, model);
+    // A model changed or removed at run time is placed afresh: no reused placement outlives it.
+    this.stopCatalogue = catalogue.onChange((id) => this.placer.forgetModel(id));
   }
 
   async onModuleInit(): Promise<void> {
@@ -93,6 +94,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     if (this.timer) clearInterval(this.timer);
     this.progress?.unsubscribe();
     this.workerEvents.close();
+    this.stopCatalogue();
+    this.catalogue.close();
   }
 
   /**
@@ -119,7 +122,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
 
   /** Calls `watcher` with each load progress event of the model a request names (id or alias) until the returned stop. */
   watchLoadProgress(name: string, watcher: (progress: LoadProgress) => void): () => void {
-    const model = this.models.get(name)?.id ?? name;
+    const model = this.catalogue.find(name)?.id ?? name;
     const watchers = this.progressWatchers.get(model) ?? new Set();
     this.progressWatchers.set(model, watchers.add(watcher));
     return () => {
@@ -138,9 +141,9 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     for (const [workerId, runIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { runIds });
   }
 
-  /** The catalogue entry a request names (id or alias), if this gateway's config has it. */
+  /** The catalogue entry a request names (id or alias), as the live catalogue has it now. */
   modelConfig(name: string): ModelConfig | undefined {
-    return this.models.get(name);
+    return this.catalogue.find(name);
   }
 
   watch(runId: string, workerId: string, reader: StreamReader): void {

@@ -1,14 +1,14 @@
-import { Inject, Injectable } from '@nestjs/common';
-import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
+import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { CONFIG, modelSource, type CortexConfig, type ModelConfig, type ModelSource } from '@cortex/config';
+import { ModelCatalogue } from '@cortex/bus';
 import { CortexError, type CatalogueEntry, type ModelCapabilities } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { PinStore } from '../placement/pin.store.js';
 import type { ModelPolicy, ReplicaPolicy } from '../placement/planner.js';
 
-/** The configured models by id and alias, what placement weighs of each, and the catalogue clients list. */
+/** The catalogue's models by id and alias, what placement weighs of each, and the catalogue clients list. */
 @Injectable()
-export class CatalogueService {
-  private readonly byName = new Map<string, ModelConfig>();
+export class CatalogueService implements OnModuleDestroy {
   /** Capabilities a worker reported for a model, remembered after it is unloaded. */
   private readonly capabilities = new Map<string, ModelCapabilities>();
   /** The model's memory need as a worker estimated it from the GGUF header, per model. */
@@ -21,21 +21,36 @@ export class CatalogueService {
     @Inject(CONFIG) private readonly config: CortexConfig,
     private readonly fleet: FleetRegistry,
     private readonly pins: PinStore,
-  ) {
-    for (const model of config.models) {
-      this.byName.set(model.id, model);
-      for (const alias of model.aliases ?? []) this.byName.set(alias, model);
-    }
+    readonly store: ModelCatalogue,
+  ) {}
+
+  onModuleDestroy(): void {
+    this.store.close();
   }
 
-  /** The configured model for an id or alias; unknown → `model_not_found` naming the known ones. */
+  /** The catalogue model for an id or alias; unknown → `model_not_found` naming the known ones. */
   model(name: string): ModelConfig {
-    const model = this.byName.get(name);
+    const model = this.store.find(name);
     if (!model) {
-      const known = this.config.models.map((m) => m.id).join(', ') || 'none';
+      const known = this.store.models().map((m) => m.id).join(', ') || 'none';
       throw new CortexError('model_not_found', `The model '${name}' does not exist; available: ${known}`, { param: 'model' });
     }
     return model;
+  }
+
+  /** `model`, after looking in the bucket for a name this router has not heard of (added a moment ago elsewhere). */
+  async modelFresh(name: string): Promise<ModelConfig> {
+    await this.store.findFresh(name);
+    return this.model(name);
+  }
+
+  models(): readonly ModelConfig[] {
+    return this.store.models();
+  }
+
+  /** What a worker needs to estimate or load the model (a draft named by id is that model's file). */
+  source(model: ModelConfig): ModelSource {
+    return modelSource({ models: [...this.store.models()] }, model);
   }
 
   isPinned(model: ModelConfig): boolean {
@@ -44,7 +59,7 @@ export class CatalogueService {
 
   /** What eviction weighs of a model (one a worker reports but the config lacks: unpinned, priority 0). */
   policy(modelId: string): ModelPolicy {
-    const model = this.byName.get(modelId);
+    const model = this.store.find(modelId);
     return { pinned: this.pins.isPinned(modelId, model?.pinned ?? false), priority: model?.priority ?? 0, estimate: this.estimates.get(modelId), minReplicas: model?.minReplicas ?? 1 };
   }
 
@@ -67,7 +82,7 @@ export class CatalogueService {
 
   /** Idle TTL in seconds, the model's own or `eviction.idle_ttl`. */
   idleTtl(modelId: string): number {
-    return this.byName.get(modelId)?.idleTtl ?? this.config.eviction.idleTtl;
+    return this.store.find(modelId)?.idleTtl ?? this.config.eviction.idleTtl;
   }
 
   estimate(modelId: string): number | undefined {
@@ -82,7 +97,7 @@ export class CatalogueService {
     const workers = this.fleet.available();
     const entries: CatalogueEntry[] = [];
     const held = workers.flatMap((w) => w.models);
-    for (const model of this.config.models) {
+    for (const model of this.store.models()) {
       const locations = workers.flatMap((w) =>
         w.models.filter((m) => m.id === model.id).map((m) => ({ workerId: w.workerId, state: m.state, inFlight: m.inFlight, queued: m.queued })),
       );

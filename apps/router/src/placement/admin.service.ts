@@ -1,5 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { CortexError, type Placement } from '@cortex/contracts';
+import { modelEntry } from '@cortex/config';
+import { type CatalogueModelReply, CortexError, type Placement } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadCoordinator } from './load-coordinator.js';
@@ -7,7 +8,7 @@ import { PinStore } from './pin.store.js';
 import { PlacementService } from './placement.service.js';
 import { STALL_GRACE_MS } from './worker-commands.js';
 
-/** `cortex load`, `unload` and `pin`: the same planner and load coordinator as any request. */
+/** `cortex load`, `unload`, `pin` and `models add|set|remove`: the same planner and load coordinator as any request. */
 @Injectable()
 export class AdminService {
   private readonly logger = new Logger('placement');
@@ -39,6 +40,44 @@ export class AdminService {
     if (holders.length === 0) throw new CortexError('not_found', `${model.id} is not loaded${workerId ? ` on ${workerId}` : ''}`);
     await Promise.all(holders.map((worker) => this.loads.unload(worker.workerId, model.id, 'admin')));
     return { model: model.id, unloaded: holders.map((w) => w.workerId) };
+  }
+
+  /** Adds a model to the live catalogue: every router and gateway serves it from the next request. */
+  async addModel(plain: unknown): Promise<CatalogueModelReply> {
+    const model = await this.catalogue.store.add(plain);
+    this.logger.log(`${model.id} added to the catalogue (${model.file})`);
+    if (this.catalogue.isPinned(model)) this.placement.ensurePinned();
+    return { model: modelEntry(model), origin: this.catalogue.store.origin(model.id) };
+  }
+
+  /** Changes a model of the catalogue; copies loaded now keep their settings until they load again. */
+  async setModel(id: string, fields: unknown): Promise<CatalogueModelReply> {
+    const model = await this.catalogue.store.set(this.catalogue.model(id).id, fields);
+    this.logger.log(`${model.id} changed in the catalogue: ${Object.keys(fields as object).join(', ')}`);
+    if (this.catalogue.isPinned(model)) this.placement.ensurePinned();
+    return { model: modelEntry(model), origin: this.catalogue.store.origin(model.id) };
+  }
+
+  /**
+   * Removes a model: no router places it any more (requests for it are a 404 naming it), then every
+   * copy drains (requests already running finish) and unloads.
+   */
+  async removeModel(id: string): Promise<CatalogueModelReply> {
+    const known = this.catalogue.model(id);
+    const origin = this.catalogue.store.origin(known.id);
+    const model = await this.catalogue.store.remove(known.id);
+    const holders = this.fleet.reachable(STALL_GRACE_MS).filter((w) => w.models.some((m) => m.id === model.id));
+    this.logger.log(`${model.id} removed from the catalogue${holders.length > 0 ? `; draining it on ${holders.map((w) => w.workerId).join(', ')}` : ''}`);
+    const unloaded: string[] = [];
+    await Promise.all(
+      holders.map((worker) =>
+        this.loads.unload(worker.workerId, model.id, 'admin').then(
+          () => unloaded.push(worker.workerId),
+          (error: Error) => this.logger.warn(`unloading the removed ${model.id} from ${worker.workerId}: ${error.message}`),
+        ),
+      ),
+    );
+    return { model: modelEntry(model), origin, unloaded: unloaded.sort() };
   }
 
   async pin(name: string, pinned: boolean): Promise<{ model: string; pinned: boolean }> {

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { BusClient } from '@cortex/bus';
-import { CONFIG, modelSource, type CortexConfig, type ModelConfig } from '@cortex/config';
+import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { CortexError, decodeEstimate, decodeLoadResult, decodeUnloadResult, mib, Subjects, type LoadCommand, type Placement, type UnloadReason } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
@@ -209,7 +209,7 @@ export class LoadCoordinator {
 
   /** Sends the load command and records the model ready on that worker. */
   private async loadOn(model: ModelConfig, workerId: string, evicted: readonly string[]): Promise<Placement> {
-    const command: LoadCommand = { model: model.id, ...modelSource(this.config, model) };
+    const command: LoadCommand = { model: model.id, ...this.catalogue.source(model) };
     this.logger.log(`loading ${model.id} on ${workerId}${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
     const result = await this.workers.ask(workerId, Subjects.workerLoad, command, decodeLoadResult);
     this.catalogue.rememberLoadTime(model.id, result.loadMs);
@@ -242,7 +242,7 @@ export class LoadCoordinator {
     // A worker may have died since its last heartbeat: ask the next one.
     for (const workerId of workerIds) {
       try {
-        const { bytes } = await this.workers.ask(workerId, Subjects.workerEstimate, modelSource(this.config, model), decodeEstimate);
+        const { bytes } = await this.workers.ask(workerId, Subjects.workerEstimate, this.catalogue.source(model), decodeEstimate);
         this.catalogue.rememberEstimate(model.id, bytes);
         return bytes;
       } catch (error) {

@@ -90,7 +90,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
   /** Pinned models not loaded anywhere are loaded; one whose load failed is tried again after a pause, not at every heartbeat. */
   ensurePinned(): void {
     const now = Date.now();
-    for (const model of this.config.models) {
+    for (const model of this.catalogue.models()) {
       if (!this.catalogue.isPinned(model) || this.loads.isLoading(model.id)) continue;
       if (now - (this.pinFailures.get(model.id) ?? -Infinity) < PIN_RETRY_MS) continue;
       if (this.fleet.available().some((w) => w.models.some((m) => m.id === model.id))) continue;

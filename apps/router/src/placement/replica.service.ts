@@ -51,7 +51,7 @@ export class ReplicaService implements OnModuleInit, OnModuleDestroy {
 
   /** One look at every model: its pressure is recorded, and a decision other than hold is carried out. */
   sweep(): void {
-    for (const model of this.config.models) {
+    for (const model of this.catalogue.models()) {
       const decision = this.plan(model);
       if (decision.kind === 'hold' || this.acting.has(model.id) || this.loads.isLoading(model.id)) continue;
       this.acting.add(model.id);

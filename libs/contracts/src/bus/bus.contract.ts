@@ -27,6 +27,8 @@ export const Buckets = {
   keys: 'cortex_keys',
   /** Rate-limit state per key and account: request windows and concurrency leases (gateways). */
   limits: 'cortex_limits',
+  /** Models added, changed or removed at run time (admin API, `cortex models add|set|remove`), watched by routers and gateways. */
+  catalogue: 'cortex_catalogue',
 } as const;
 
 /** Answer from each service on the status subject, for `cortex status`. */

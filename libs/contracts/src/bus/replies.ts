@@ -7,6 +7,7 @@ import {
   MODEL_STATES,
   UNLOAD_REASONS,
   type CatalogueEntry,
+  type CatalogueModelReply,
   type FleetView,
   type LoadResult,
   type Placement,
@@ -126,6 +127,19 @@ export function decodeStored(value: unknown): { stored: boolean } {
 
 export function decodeCatalogue(value: unknown): CatalogueEntry[] {
   return array(value, 'catalogue').map((entry, i) => catalogueEntry(entry, `catalogue[${i}]`));
+}
+
+/** A router's answer to `catalogue.add|set|remove`: the model as written in YAML and where it comes from. */
+export function decodeCatalogueModelReply(value: unknown): CatalogueModelReply {
+  const reply = object(value, 'reply');
+  const model = object(reply.model, 'model');
+  string(model.id, 'model.id');
+  string(model.file, 'model.file');
+  return {
+    model,
+    origin: oneOf(reply.origin, 'origin', ['config', 'added', 'changed'] as const),
+    ...(reply.unloaded !== undefined && { unloaded: array(reply.unloaded, 'unloaded').map((id, i) => string(id, `unloaded[${i}]`)) }),
+  };
 }
 
 export function decodeFleetView(value: unknown): FleetView {

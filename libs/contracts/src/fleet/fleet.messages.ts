@@ -1,5 +1,5 @@
 import { Type } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, Min, ValidateNested, IsArray } from 'class-validator';
+import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, Min, ValidateNested, IsArray, IsObject } from 'class-validator';
 import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
 import { maxLength, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalString, string } from '../fields.js';
 
@@ -172,6 +172,28 @@ export interface LoadResult {
 export class AdminModelCommand {
   @IsString() model!: string;
   @IsOptional() @IsString() worker?: string;
+}
+
+/** admin → router: `{"model": {…}}` adds a model, `{"id", "fields"}` changes one, `{"id"}` removes one. */
+export class CatalogueAddCommand {
+  @IsObject() model!: Record<string, unknown>;
+}
+
+export class CatalogueSetCommand {
+  @IsString() id!: string;
+  @IsObject() fields!: Record<string, unknown>;
+}
+
+export class CatalogueRemoveCommand {
+  @IsString() id!: string;
+}
+
+/** A model of the catalogue as written in YAML, and whether it comes from the config file or was added or changed at run time. */
+export interface CatalogueModelReply {
+  model: Record<string, unknown>;
+  origin: 'config' | 'added' | 'changed';
+  /** Workers a removed model was drained and unloaded from. */
+  unloaded?: string[];
 }
 
 export class PinCommand {

@@ -25,6 +25,10 @@ export const Subjects = {
   routerLoad: 'llm.router.v1.load',
   routerUnload: 'llm.router.v1.unload',
   routerPin: 'llm.router.v1.pin',
+  /** Change the live catalogue (`cortex models add|set|remove`, `/admin/models`): one router writes `cortex_catalogue`, all watch it. */
+  routerCatalogueAdd: 'llm.router.v1.catalogue.add',
+  routerCatalogueSet: 'llm.router.v1.catalogue.set',
+  routerCatalogueRemove: 'llm.router.v1.catalogue.remove',
   /** Handler patterns for one worker; the bus server replaces `{worker}` with its own id. */
   workerGenerate: `llm.worker.v1.${WORKER_ID_TOKEN}.generate`,
   workerCancel: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel`,

@@ -1,0 +1,151 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '@cortex/bus';
+import { fixtureModel } from '@cortex/fixtures';
+import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
+
+const CLI = resolve(fileURLToPath(new URL('../../../apps/cli/dist/main.js', import.meta.url)));
+const ADMIN = 'sk-admin-e2e';
+const USER = 'sk-user-e2e';
+const user = [{ role: 'user' as const, content: 'Hi.' }];
+const HELLO = fixtureModel('cortex-chat').expected.text;
+
+describe('live catalogue e2e (two gateways, two routers)', () => {
+  let stack: TestStack;
+  let gateways: string[];
+
+  before(async () => {
+    stack = await startStack({
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 2 },
+        { id: 'cortex-reasoning', file: 'fixture:cortex-reasoning', context_size: 512, slots: 1 },
+      ],
+      config: { auth: { api_keys: [USER], admin_keys: [ADMIN] } },
+    });
+    const second = `127.0.0.1:${await freePort()}`;
+    stack.spawnService('gateway', { CORTEX_LISTEN: second });
+    stack.spawnService('router');
+    gateways = [stack.baseUrl, `http://${second}`];
+    await waitFor(async () => (await fetch(`${gateways[1]}/v1/models`, { headers: { authorization: `Bearer ${USER}` } }).catch(() => null))?.ok === true, 30_000);
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  const cli = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, CORTEX_CONFIG: stack.configPath, CORTEX_NATS_URL: stack.nats.url }, encoding: 'utf8', timeout: 60_000 });
+  const chat = async (base: string, model: string): Promise<{ status: number; body: unknown }> => {
+    const response = await postJson(`${base}/v1/chat/completions`, { model, messages: user }, { authorization: `Bearer ${USER}` });
+    return { status: response.status, body: await response.json() };
+  };
+  const listed = async (base: string): Promise<string[]> => {
+    const response = await fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${USER}` } });
+    return ((await response.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id);
+  };
+  const admin = async (method: string, path: string, body?: unknown, key = ADMIN): Promise<{ status: number; body: { error?: { message: string; param?: string; code?: string } } & Record<string, unknown> }> => {
+    const response = await fetch(`${gateways[1]}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as never };
+  };
+
+  it('catalogue - a model added with `cortex models add` is served by the next request on every gateway', async () => {
+    const added = cli('models', 'add', 'cortex-extra', 'fixture:cortex-chat', '--context-size', '512', '--slots', '1');
+    assert.equal(added.status, 0, added.stderr);
+    assert.equal(added.stdout, 'Added cortex-extra (fixture:cortex-chat) to the catalogue: every router and gateway serves it from the next request; it loads on its first request.\n');
+    // No wait: whichever router the request reaches looks in the bucket for a name it has not seen.
+    for (const base of gateways) {
+      const answer = await chat(base, 'cortex-extra');
+      assert.equal(answer.status, 200, JSON.stringify(answer.body));
+      assert.equal((answer.body as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content, HELLO);
+    }
+    for (const base of gateways) assert.ok((await listed(base)).includes('cortex-extra'));
+  });
+
+  it('catalogue - `cortex models set` changes a field for every router; --json gives the stored model', async () => {
+    const set = cli('models', 'set', 'cortex-extra', '--alias', 'extra', '--priority', '7', '--json');
+    assert.equal(set.status, 0, set.stderr);
+    const reply = JSON.parse(set.stdout) as { model: Record<string, unknown>; origin: string };
+    assert.equal(reply.origin, 'added');
+    assert.deepEqual(reply.model.aliases, ['extra']);
+    assert.equal(reply.model.priority, 7);
+    assert.equal(reply.model.context_size, 512);
+    // An alias is found by the watch (milliseconds), not by a lookup of its own: wait for both routers.
+    for (const base of gateways) await waitFor(async () => (await chat(base, 'extra')).status === 200, 2_000, 20);
+    const cleared = cli('models', 'set', 'cortex-extra', '--priority', 'none', '--json');
+    assert.equal((JSON.parse(cleared.stdout) as { model: Record<string, unknown> }).model.priority, 0);
+  });
+
+  it('catalogue - a removed model is drained and unloaded, then refused with a 404 naming it on every gateway', async () => {
+    const before = await stack.fleet();
+    assert.ok(before?.workers.some((w) => w.models.some((m) => m.id === 'cortex-extra')), 'cortex-extra is loaded after the requests above');
+    const removed = cli('models', 'remove', 'cortex-extra');
+    assert.equal(removed.status, 0, removed.stderr);
+    assert.match(removed.stdout, /^Removed cortex-extra from the catalogue: requests for it are refused with 404 on every gateway\. It was drained and unloaded from \S+\.\n$/);
+    for (const base of gateways) {
+      const answer = await chat(base, 'cortex-extra');
+      assert.equal(answer.status, 404);
+      assert.match(JSON.stringify(answer.body), /The model 'cortex-extra' does not exist/);
+      const messages = await postJson(`${base}/v1/messages`, { model: 'extra', max_tokens: 16, messages: user }, { 'x-api-key': USER, 'anthropic-version': '2023-06-01' });
+      assert.equal(messages.status, 404);
+      assert.equal(((await messages.json()) as { error: { type: string } }).error.type, 'not_found_error');
+    }
+    const after = await stack.fleet();
+    assert.equal(after?.workers.some((w) => w.models.some((m) => m.id === 'cortex-extra')), false);
+    for (const base of gateways) assert.equal((await listed(base)).includes('cortex-extra'), false);
+  });
+
+  it('catalogue - removing a model of the config file holds across router restarts; adding it back serves it', async () => {
+    assert.equal((await chat(gateways[0]!, 'cortex-reasoning')).status, 200);
+    const removed = cli('models', 'remove', 'cortex-reasoning', '--json');
+    assert.equal(removed.status, 0, removed.stderr);
+    assert.equal((JSON.parse(removed.stdout) as { origin: string }).origin, 'config');
+    for (const [name, child] of stack.processes) if (name.startsWith('router')) child.kill('SIGKILL');
+    stack.spawnService('router');
+    await stack.workersUp(1);
+    assert.equal((await chat(gateways[1]!, 'cortex-reasoning')).status, 404);
+    const again = cli('models', 'add', 'cortex-reasoning', 'fixture:cortex-reasoning', '--context-size', '512', '--slots', '1', '--json');
+    assert.equal(again.status, 0, again.stderr);
+    assert.equal((JSON.parse(again.stdout) as { origin: string }).origin, 'changed');
+    assert.equal((await chat(gateways[1]!, 'cortex-reasoning')).status, 200);
+  });
+
+  it('catalogue - the admin API refuses bad models naming the field, unknown ids with a 404, and keys that are not admin keys (401)', async () => {
+    const relative = await admin('POST', '/admin/models', { id: 'rel', file: 'models/x.gguf' });
+    assert.equal(relative.status, 400);
+    assert.equal(relative.body.error?.param, 'file');
+    assert.match(relative.body.error?.message ?? '', /"models\/x\.gguf" is a relative path; give an absolute path/);
+    const small = await admin('POST', '/admin/models', { id: 'tiny', file: 'fixture:cortex-chat', context_size: 5 });
+    assert.equal(small.status, 400);
+    assert.equal(small.body.error?.param, 'context_size');
+    const unknownField = await admin('POST', '/admin/models', { id: 'odd', file: 'fixture:cortex-chat', colour: 'blue' });
+    assert.equal(unknownField.status, 400);
+    assert.match(unknownField.body.error?.message ?? '', /colour/);
+    const taken = await admin('POST', '/admin/models', { id: 'cortex-chat', file: 'fixture:cortex-chat' });
+    assert.equal(taken.status, 400);
+    assert.match(taken.body.error?.message ?? '', /a model cortex-chat exists already/);
+    const alias = await admin('POST', '/admin/models', { id: 'other', file: 'fixture:cortex-chat', aliases: ['cortex-reasoning'] });
+    assert.equal(alias.status, 400);
+    assert.equal(alias.body.error?.param, 'aliases');
+    const rename = await admin('PATCH', '/admin/models/cortex-chat', { id: 'renamed' });
+    assert.equal(rename.status, 400);
+    assert.equal(rename.body.error?.param, 'id');
+    const missing = await admin('DELETE', '/admin/models/no-such-model');
+    assert.equal(missing.status, 404);
+    assert.match(missing.body.error?.message ?? '', /no-such-model/);
+    const notAdmin = await admin('POST', '/admin/models', { id: 'x', file: 'fixture:cortex-chat' }, USER);
+    assert.equal(notAdmin.status, 401);
+    assert.match(notAdmin.body.error?.message ?? '', /admin key/);
+    const added = await admin('POST', '/admin/models', { id: 'api-added', file: 'fixture:cortex-chat', context_size: 512, slots: 1 });
+    assert.equal(added.status, 200, JSON.stringify(added.body));
+    assert.equal(added.body.origin, 'added');
+    const bad = cli('models', 'set', 'api-added', '--slots', 'many');
+    assert.equal(bad.status, 2);
+    assert.equal(bad.stderr, 'cortex models set: --slots must be a whole number or "none" (got "many"); run "cortex models set --help" to see its usage\n');
+  });
+});
