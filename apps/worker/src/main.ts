@@ -13,7 +13,7 @@ export const start: ServiceStart = async (context) => {
   const engine: Engine =
     config.worker.engine === 'synthetic'
       ? new SyntheticEngine(config.worker.syntheticTokensPerSecond)
-      : await LlamaEngine.create({ gpu: config.worker.gpu, threads: config.worker.threads, log: (line) => logger.log(line, 'engine') });
+      : await LlamaEngine.create({ gpu: config.worker.gpu, threads: config.worker.threads, nativeGcBytes: config.worker.nativeGcMb * 2 ** 20, log: (line) => logger.log(line, 'engine') });
   const workerId = defaultWorkerId(config, engine.backend);
   return startBusApp(WorkerModule.register(config, nc, engine, workerId), {
     service: 'worker',

@@ -270,6 +270,12 @@ export class WorkerConfig {
   /** Requests waiting for a free sequence per model before `busy` (429). */
   @IsInt() @Min(0) maxQueue = 64;
   /**
+   * MiB of native memory finished generations may leave (node-llama-cpp keeps a vocabulary-sized
+   * array per generation until V8 collects a small object) before the worker asks V8 for a major
+   * collection. 0: never ask (under steady load the worker then grows by hundreds of megabytes).
+   */
+  @IsInt() @Min(0) nativeGcMb = 64;
+  /**
    * Minimum spacing of token messages per stream. A token is sent at once unless the previous
    * message left less than this long ago; faster tokens are merged into one message. 0 = one
    * message per token. 16 ms is one frame of a 60 Hz display: a reader cannot see the merging, and

@@ -19,6 +19,7 @@ import { LlamaEngineModel } from './llama-model.js';
 import { memoAsync } from './memo.js';
 import { resolveSource } from './resolve-source.js';
 import { draftSpeculation, inputLookup, type Speculation } from './speculative.js';
+import { NativeGarbage } from './native-garbage.js';
 
 export interface LlamaEngineOptions {
   gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu';
@@ -27,6 +28,8 @@ export interface LlamaEngineOptions {
    * threads that compete with anything else for a core slow decoding by an order of magnitude.
    */
   threads: number;
+  /** Native memory finished generations may leave before a major collection (`worker.native_gc_mb`); 0: never asked. */
+  nativeGcBytes?: number;
   log: (line: string) => void;
 }
 
@@ -50,12 +53,15 @@ export class LlamaEngine implements Engine {
   private readonly estimates = new Map<string, Promise<number>>();
   /** Device names do not change while the backend lives; asked once, not at every heartbeat. */
   private gpuNames: Promise<string[]> | null = null;
+  private readonly garbage: NativeGarbage;
 
   private constructor(
     private llama: Llama,
     private readonly threads: number,
     private readonly options: LlamaEngineOptions,
-  ) {}
+  ) {
+    this.garbage = new NativeGarbage(options.nativeGcBytes ?? 0);
+  }
 
   static async create(options: LlamaEngineOptions): Promise<LlamaEngine> {
     const threads = options.threads > 0 ? options.threads : Math.max(1, availableParallelism() - 1);
@@ -129,7 +135,7 @@ export class LlamaEngine implements Engine {
       if (spec.kind === 'embedding' || spec.kind === 'ranking') return await RetrievalEngineModel.create(spec, model, this.threads);
       const context = await this.createContext(model, spec);
       speculation = spec.draft ? await this.speculation(spec.draft, spec, model) : null;
-      return new LlamaEngineModel(spec, model, context, this.chatWrapperFor(model, spec.path), speculation);
+      return new LlamaEngineModel(spec, model, context, this.chatWrapperFor(model, spec.path), speculation, this.garbage);
     } catch (error) {
       await speculation?.dispose();
       await model.dispose();

@@ -12,6 +12,7 @@ import { SlotPool } from './slot-pool.js';
 import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
 import { memoTokenizer } from './token-memo.js';
+import { NativeGarbage, samplerBytes } from './native-garbage.js';
 
 /**
  * One loaded model: a context with `slots` sequences and cortex's own decode loop (`decode.ts`). The
@@ -35,6 +36,8 @@ export class LlamaEngineModel implements EngineModel {
   /** A raw completion's decode: the model's markers are plain text there. */
   private readonly rawDecodeModel: DecodeModel;
   private readonly grammars: GrammarCache;
+  /** What each generation's sampler keeps natively until it is collected (see NativeGarbage). */
+  private readonly samplerBytes: number;
 
   constructor(
     spec: ModelSpec,
@@ -42,6 +45,7 @@ export class LlamaEngineModel implements EngineModel {
     private readonly context: LlamaContext,
     chatWrapper: ChatWrapper,
     private readonly speculation: Speculation | null = null,
+    private readonly garbage: NativeGarbage = new NativeGarbage(0),
   ) {
     this.id = spec.id;
     this.slots = spec.slots;
@@ -62,6 +66,8 @@ export class LlamaEngineModel implements EngineModel {
     this.decodeModel = { id: this.id, model, batchSize: context.batchSize, reasoning, toolCall, markerBias };
     this.rawDecodeModel = { ...this.decodeModel, reasoning: null, toolCall: null, markerBias: undefined };
     this.grammars = new GrammarCache(model.llama);
+    const metadata = model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly string[] } } };
+    this.samplerBytes = samplerBytes(metadata.tokenizer?.ggml?.tokens?.length ?? 0);
     this.capabilities = {
       tools: toolCall !== null,
       reasoning: reasoning !== null,
@@ -152,6 +158,7 @@ export class LlamaEngineModel implements EngineModel {
       await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run();
     } finally {
       this.pool.release(sequence);
+      this.garbage.left(this.samplerBytes);
     }
   }
 
