@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { ResponsesWS } from 'openai/resources/responses/ws';
 import { freePort } from '@cortex/bus';
 import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
 
@@ -260,6 +261,92 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     await assert.rejects(anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }), (error: unknown) => error instanceof Anthropic.RateLimitError && /has used its token budget/.test(error.message));
   });
 
+  /** A Responses WebSocket of the openai client on one gateway; `turn` sends a create and returns its events through the one that ends it. */
+  const openSocket = (base: string, key: string): { turn: (body: Record<string, unknown>) => Promise<SocketEvent[]>; closed: () => boolean; close: () => void } => {
+    const ws = new ResponsesWS(new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0 }));
+    const events: SocketEvent[] = [];
+    let closed = false;
+    ws.on('event', (event) => void events.push(event as unknown as SocketEvent));
+    // Error events reach 'error' as well; they are read from `events`.
+    ws.on('error', () => undefined);
+    ws.on('close', () => (closed = true));
+    return {
+      turn: async (body) => {
+        const from = events.length;
+        ws.send({ type: 'response.create', ...body } as never);
+        const end = (): number => events.findIndex((e, i) => i >= from && (e.type === 'response.completed' || e.type === 'response.incomplete' || e.type === 'response.failed' || (e.type === 'error' && e.status !== undefined)));
+        await waitFor(() => end() !== -1 || closed, 30_000, 20);
+        assert.notEqual(end(), -1, 'the turn ended with its terminal event or an error envelope');
+        return events.slice(from, end() + 1);
+      },
+      closed: () => closed,
+      close: () => ws.close({ code: 1000, reason: 'done' }),
+    };
+  };
+
+  it('limits - WebSocket turns count like POSTs: with 2 requests per minute the third turn is refused with rate_limit_exceeded, and the socket stays open', async () => {
+    const key = await createKey({ name: 'ws-rpm-2', limits: { requests_per_minute: 2 } });
+    const socket = openSocket(gateways[0]!, key.secret);
+    for (let i = 0; i < 2; i++) {
+      const events = await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false });
+      assert.equal(events.at(-1)?.type, 'response.completed', JSON.stringify(events.at(-1)));
+    }
+    const refused = await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false });
+    assert.equal(refused.length, 1, refused.map((e) => e.type).join(', '));
+    const [envelope] = refused as [SocketEvent];
+    assert.deepEqual([envelope.type, envelope.status, envelope.error?.code], ['error', 429, 'rate_limit_exceeded']);
+    assert.match(envelope.error?.message ?? '', new RegExp(`the key ${key.id} \\("ws-rpm-2"\\) has used its 2 requests per minute; retry in \\d+ s`));
+    assert.equal(socket.closed(), false, 'the refusal ends the turn, not the socket');
+    // The same window on the other gateway: the turns were counted in the bucket every gateway reads.
+    const overHttp = await chat(gateways[1]!, key.secret, { max_tokens: 2 });
+    assert.equal(overHttp.status, 429);
+    // A warm-up runs no model and is not counted: the socket still answers.
+    const warm = await socket.turn({ model: 'cortex-chat', input: 'Hi.', generate: false, store: false });
+    assert.equal(warm.at(-1)?.type, 'response.completed');
+    socket.close();
+  });
+
+  it('limits - a budgeted key is charged for its WebSocket turns, and each turn has its usage record', async () => {
+    const key = await createKey({ name: 'ws-budget', account: 'ws-team', limits: { token_budget: { tokens: 100_000 } } });
+    const socket = openSocket(gateways[1]!, key.secret);
+    let told = 0;
+    let previous: string | undefined;
+    for (const input of ['Hi.', 'And again.']) {
+      const events = await socket.turn({ model: 'cortex-chat', input, max_output_tokens: 12, ...(previous && { previous_response_id: previous }) });
+      const done = events.at(-1);
+      assert.equal(done?.type, 'response.completed', JSON.stringify(done));
+      const usage = done?.response?.usage;
+      assert.ok(usage && usage.output_tokens > 0);
+      told += usage.input_tokens + usage.output_tokens;
+      previous = done?.response?.id;
+    }
+    socket.close();
+    assert.equal(await settled(key.id), told, 'the budget charged what the turns reported');
+    let rows: Array<{ requests: number; prompt_tokens: number; completion_tokens: number; account: string; api: string }> = [];
+    await waitFor(async () => {
+      const answer = (await (await fetch(`${gateways[0]}/admin/usage?key=${key.id}&group_by=account,key,api`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { data: typeof rows };
+      rows = answer.data;
+      return rows[0]?.requests === 2;
+    }, 10_000, 100);
+    assert.equal(rows.length, 1);
+    const [row] = rows as [(typeof rows)[number]];
+    assert.deepEqual([row.account, row.api, row.requests, row.prompt_tokens + row.completion_tokens], ['ws-team', 'openai.responses', 2, told]);
+  });
+
+  it("limits - a WebSocket turn naming a model its key may not use is a 403, and a key revoked while its socket is open is refused from the next turn", async () => {
+    const key = await createKey({ name: 'ws-chat-only', models: ['cortex-chat'] });
+    const socket = openSocket(gateways[0]!, key.secret);
+    const denied = await socket.turn({ model: 'cortex-loop', input: 'Hi.', max_output_tokens: 8, store: false });
+    assert.deepEqual(denied.map((e) => [e.type, e.status, e.error?.code]), [['error', 403, 'permission_denied']]);
+    assert.match(denied[0]!.error?.message ?? '', /may not use the model 'cortex-loop'; it may use: cortex-chat/);
+    assert.equal((await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false })).at(-1)?.type, 'response.completed');
+    await adminPost('POST', `/admin/keys/${key.id}/revoke`, {});
+    await waitFor(async () => (await chat(gateways[0]!, key.secret, { max_tokens: 2 })).status === 401, 2_000, 50);
+    const revoked = await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false });
+    assert.deepEqual(revoked.map((e) => [e.type, e.status, e.error?.code]), [['error', 401, 'key_revoked']]);
+    socket.close();
+  });
+
   it('limits - a gateway SIGKILLed mid-stream: its concurrency slot and budget reservation count until they expire, then free', async () => {
     // The stream's reservation (4000 tokens of output and its body) fills the budget too.
     const key = await createKey({ name: 'one-at-once', limits: { concurrent_requests: 1, token_budget: { tokens: 4_000 } } });
@@ -276,6 +363,13 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     console.log(`slot and reservation of the SIGKILLed gateway free again after ${Date.now() - killedAt} ms`);
   });
 });
+
+interface SocketEvent {
+  type: string;
+  status?: number;
+  error?: { code: string; message: string };
+  response?: { id: string; usage?: { input_tokens: number; output_tokens: number } };
+}
 
 interface Counted {
   status: number;
