@@ -3,6 +3,10 @@ import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { ResponsesWS } from 'openai/resources/responses/ws';
+import { APICallError, generateText, RetryError } from 'ai';
+import { createOpenAI } from '@ai-sdk/openai';
+import { createAnthropic } from '@ai-sdk/anthropic';
 import { freePort } from '@cortex/bus';
 import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
 
@@ -36,7 +40,15 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     assert.equal(response.status, 200);
     return (await response.json()) as Record<string, unknown>;
   };
-  const createKey = async (body: Record<string, unknown>): Promise<{ id: string; secret: string }> => (await adminPost('POST', '/admin/keys', body)) as { id: string; secret: string };
+  const createKey = async (body: Record<string, unknown>): Promise<{ id: string; secret: string }> => {
+    const key = (await adminPost('POST', '/admin/keys', body)) as { id: string; secret: string };
+    // Both gateways know it once their watch has delivered it (GET /v1/models counts against no limit).
+    await waitFor(async () => {
+      for (const base of gateways) if ((await fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${key.secret}` } })).status !== 200) return false;
+      return true;
+    }, 2_000, 20);
+    return key;
+  };
   const chat = (base: string, key: string, extra: Record<string, unknown> = {}) =>
     postJson(`${base}/v1/chat/completions`, { model: 'cortex-chat', messages: user, ...extra }, { authorization: `Bearer ${key}` });
   /** A long stream on the looping model, open until aborted; resolves once its head has arrived. */
@@ -260,6 +272,220 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     await assert.rejects(anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }), (error: unknown) => error instanceof Anthropic.RateLimitError && /has used its token budget/.test(error.message));
   });
 
+  /** A Responses WebSocket of the openai client on one gateway; `turn` sends a create and returns its events through the one that ends it. */
+  const openSocket = (base: string, key: string): { turn: (body: Record<string, unknown>) => Promise<SocketEvent[]>; closed: () => boolean; close: () => void } => {
+    const ws = new ResponsesWS(new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0 }));
+    const events: SocketEvent[] = [];
+    let closed = false;
+    ws.on('event', (event) => void events.push(event as unknown as SocketEvent));
+    // Error events reach 'error' as well; they are read from `events`.
+    ws.on('error', () => undefined);
+    ws.on('close', () => (closed = true));
+    return {
+      turn: async (body) => {
+        const from = events.length;
+        ws.send({ type: 'response.create', ...body } as never);
+        const end = (): number => events.findIndex((e, i) => i >= from && (e.type === 'response.completed' || e.type === 'response.incomplete' || e.type === 'response.failed' || (e.type === 'error' && e.status !== undefined)));
+        await waitFor(() => end() !== -1 || closed, 30_000, 20);
+        assert.notEqual(end(), -1, 'the turn ended with its terminal event or an error envelope');
+        return events.slice(from, end() + 1);
+      },
+      closed: () => closed,
+      close: () => ws.close({ code: 1000, reason: 'done' }),
+    };
+  };
+
+  it('limits - WebSocket turns count like POSTs: with 2 requests per minute the third turn is refused with rate_limit_exceeded, and the socket stays open', async () => {
+    const key = await createKey({ name: 'ws-rpm-2', limits: { requests_per_minute: 2 } });
+    const socket = openSocket(gateways[0]!, key.secret);
+    for (let i = 0; i < 2; i++) {
+      const events = await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false });
+      assert.equal(events.at(-1)?.type, 'response.completed', JSON.stringify(events.at(-1)));
+    }
+    const refused = await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false });
+    assert.equal(refused.length, 1, refused.map((e) => e.type).join(', '));
+    const [envelope] = refused as [SocketEvent];
+    assert.deepEqual([envelope.type, envelope.status, envelope.error?.code], ['error', 429, 'rate_limit_exceeded']);
+    assert.match(envelope.error?.message ?? '', new RegExp(`the key ${key.id} \\("ws-rpm-2"\\) has used its 2 requests per minute; retry in \\d+ s`));
+    assert.equal(socket.closed(), false, 'the refusal ends the turn, not the socket');
+    // The same window on the other gateway: the turns were counted in the bucket every gateway reads.
+    const overHttp = await chat(gateways[1]!, key.secret, { max_tokens: 2 });
+    assert.equal(overHttp.status, 429);
+    // A warm-up runs no model and is not counted: the socket still answers.
+    const warm = await socket.turn({ model: 'cortex-chat', input: 'Hi.', generate: false, store: false });
+    assert.equal(warm.at(-1)?.type, 'response.completed');
+    socket.close();
+  });
+
+  it('limits - a budgeted key is charged for its WebSocket turns, and each turn has its usage record', async () => {
+    const key = await createKey({ name: 'ws-budget', account: 'ws-team', limits: { token_budget: { tokens: 100_000 } } });
+    const socket = openSocket(gateways[1]!, key.secret);
+    let told = 0;
+    let previous: string | undefined;
+    for (const input of ['Hi.', 'And again.']) {
+      const events = await socket.turn({ model: 'cortex-chat', input, max_output_tokens: 12, ...(previous && { previous_response_id: previous }) });
+      const done = events.at(-1);
+      assert.equal(done?.type, 'response.completed', JSON.stringify(done));
+      const usage = done?.response?.usage;
+      assert.ok(usage && usage.output_tokens > 0);
+      told += usage.input_tokens + usage.output_tokens;
+      previous = done?.response?.id;
+    }
+    socket.close();
+    assert.equal(await settled(key.id), told, 'the budget charged what the turns reported');
+    let rows: Array<{ requests: number; prompt_tokens: number; completion_tokens: number; account: string; api: string }> = [];
+    await waitFor(async () => {
+      const answer = (await (await fetch(`${gateways[0]}/admin/usage?key=${key.id}&group_by=account,key,api`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { data: typeof rows };
+      rows = answer.data;
+      return rows[0]?.requests === 2;
+    }, 10_000, 100);
+    assert.equal(rows.length, 1);
+    const [row] = rows as [(typeof rows)[number]];
+    assert.deepEqual([row.account, row.api, row.requests, row.prompt_tokens + row.completion_tokens], ['ws-team', 'openai.responses', 2, told]);
+  });
+
+  it("limits - a WebSocket turn naming a model its key may not use is a 403, and a key revoked while its socket is open is refused from the next turn", async () => {
+    const key = await createKey({ name: 'ws-chat-only', models: ['cortex-chat'] });
+    const socket = openSocket(gateways[0]!, key.secret);
+    const denied = await socket.turn({ model: 'cortex-loop', input: 'Hi.', max_output_tokens: 8, store: false });
+    assert.deepEqual(denied.map((e) => [e.type, e.status, e.error?.code]), [['error', 403, 'permission_denied']]);
+    assert.match(denied[0]!.error?.message ?? '', /may not use the model 'cortex-loop'; it may use: cortex-chat/);
+    assert.equal((await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false })).at(-1)?.type, 'response.completed');
+    await adminPost('POST', `/admin/keys/${key.id}/revoke`, {});
+    await waitFor(async () => (await chat(gateways[0]!, key.secret, { max_tokens: 2 })).status === 401, 2_000, 50);
+    const revoked = await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false });
+    assert.deepEqual(revoked.map((e) => [e.type, e.status, e.error?.code]), [['error', 401, 'key_revoked']]);
+    socket.close();
+  });
+
+  /** A key whose balance of 50 tokens is spent: a request with nothing else reserved is refused as insufficient_quota. */
+  const spentKey = async (name: string): Promise<{ id: string; secret: string }> => {
+    const key = await createKey({ name, limits: { requests_per_minute: 100, tokens_per_minute: 100_000, token_budget: { tokens: 50 } } });
+    for (let i = 0; i < 20; i++) {
+      const status = (await chat(gateways[0]!, key.secret, { max_tokens: 5 })).status;
+      if (status === 429 && (await settled(key.id)) >= 50) return key;
+    }
+    assert.fail('the balance of 50 tokens was not spent after 20 requests');
+  };
+  /** A key with 20 requests a minute, all used: the next is refused for 3 s (one place frees every 3 s). */
+  const rpmUsedUp = async (name: string): Promise<{ id: string; secret: string }> => {
+    const key = await createKey({ name, limits: { requests_per_minute: 20 } });
+    for (let i = 0; i < 20; i++) assert.equal((await chat(gateways[i % 2]!, key.secret, { max_tokens: 2 })).status, 200);
+    return key;
+  };
+
+  it('limits - the openai client parses x-ratelimit-* on a success and on both refusals', async () => {
+    const key = await createKey({ name: 'openai-headers', limits: { requests_per_minute: 2, tokens_per_minute: 10_000 } });
+    const client = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: key.secret, maxRetries: 0 });
+    const { response } = await client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }).withResponse();
+    const headers = openAiLimits(response.headers);
+    assert.deepEqual([headers.limitRequests, headers.remainingRequests, headers.limitTokens], [2, 1, 10_000]);
+    assert.ok(headers.resetRequestsMs > 0 && headers.resetRequestsMs <= 60_000, `reset ${response.headers.get('x-ratelimit-reset-requests')}`);
+    assert.ok(headers.remainingTokens < 10_000 && headers.resetTokensMs > 0 && headers.resetTokensMs <= 60_000);
+    await client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 });
+    const refusal = await client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }).then(
+      () => assert.fail('the third request of the minute was admitted'),
+      (error: unknown) => error,
+    );
+    assert.ok(refusal instanceof OpenAI.RateLimitError);
+    assert.equal(refusal.code, 'rate_limit_exceeded');
+    assert.match(refusal.message, /has used its 2 requests per minute/);
+    assert.equal(openAiLimits(refusal.headers).remainingRequests, 0);
+    assert.ok(Number(refusal.headers.get('retry-after-ms')) > 0);
+
+    const spent = await spentKey('openai-spent');
+    const quota = await new OpenAI({ baseURL: `${gateways[1]}/v1`, apiKey: spent.secret, maxRetries: 0 }).chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }).catch((error: unknown) => error);
+    assert.ok(quota instanceof OpenAI.RateLimitError && quota.code === 'insufficient_quota', String(quota));
+    const spentHeaders = openAiLimits(quota.headers);
+    assert.equal(spentHeaders.limitRequests, 100);
+    assert.ok(spentHeaders.remainingRequests < 100 && spentHeaders.limitTokens === 100_000);
+    assert.equal(quota.headers.get('x-should-retry'), 'false');
+  });
+
+  it('limits - the Anthropic SDK parses anthropic-ratelimit-* (RFC 3339 resets), surfaces both refusals, retries only rate_limit_exceeded (counted at the gateway)', async () => {
+    const key = await createKey({ name: 'anthropic-headers', limits: { requests_per_minute: 2, tokens_per_minute: 10_000 } });
+    const anthropic = new Anthropic({ baseURL: gateways[1]!, apiKey: key.secret, maxRetries: 0 });
+    const { response } = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }).withResponse();
+    const windows = (['requests', 'tokens', 'input-tokens', 'output-tokens'] as const).map((kind) => ({ kind, ...anthropicWindow(response.headers, kind) }));
+    assert.deepEqual(windows.map((w) => [w.kind, w.limit]), [['requests', 2], ['tokens', 10_000], ['input-tokens', 10_000], ['output-tokens', 10_000]]);
+    assert.equal(windows[0]!.remaining, 1);
+    for (const w of windows) assert.ok(w.resetAt > Date.now() - 1_000 && w.resetAt <= Date.now() + 61_000, `${w.kind} resets at ${new Date(w.resetAt).toISOString()}`);
+    await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user });
+    const refusal = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }).catch((error: unknown) => error);
+    assert.ok(refusal instanceof Anthropic.RateLimitError, String(refusal));
+    assert.match(refusal.message, /rate limit reached \(requests per minute\): the key .* has used its 2 requests per minute/);
+    assert.equal(anthropicWindow(refusal.headers, 'requests').remaining, 0);
+
+    // Retries, counted at the gateway: a window is waited for and retried, a spent balance is not.
+    const used = await rpmUsedUp('anthropic-retry');
+    const proxy = await countingProxy(gateways[0]!);
+    try {
+      const retrying = new Anthropic({ baseURL: proxy.url, apiKey: used.secret, maxRetries: 2 });
+      const reply = await retrying.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user });
+      assert.equal(reply.type, 'message');
+      assert.deepEqual(proxy.counted.map((c) => c.status), [429, 200], 'one refusal, then the retry the SDK made');
+      assert.ok(proxy.counted[1]!.at - proxy.counted[0]!.at >= proxy.counted[0]!.retryAfterMs - 50, 'the retry waited for retry-after-ms');
+      const spent = await spentKey('anthropic-spent');
+      proxy.counted.length = 0;
+      const quota = await new Anthropic({ baseURL: proxy.url, apiKey: spent.secret, maxRetries: 2 }).messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }).catch((error: unknown) => error);
+      assert.ok(quota instanceof Anthropic.RateLimitError, String(quota));
+      assert.match(quota.message, /has used its token budget: \d+ of 50 tokens spent/);
+      assert.deepEqual(proxy.counted.map((c) => c.status), [429], 'x-should-retry: false — not retried');
+    } finally {
+      proxy.server.close();
+    }
+  });
+
+  it('limits - the AI SDK (openai and anthropic providers) surfaces both refusals with their headers; it retries every 429, insufficient_quota too (counted at the gateway)', async () => {
+    const key = await createKey({ name: 'ai-sdk-headers', limits: { requests_per_minute: 2, tokens_per_minute: 10_000 } });
+    const openai = createOpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: key.secret });
+    const anthropic = createAnthropic({ baseURL: `${gateways[1]}/v1`, apiKey: key.secret });
+    const first = await generateText({ model: openai.chat('cortex-chat'), prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 0 });
+    const firstHeaders = openAiLimits(new Headers(first.response.headers));
+    assert.deepEqual([firstHeaders.limitRequests, firstHeaders.remainingRequests, firstHeaders.limitTokens], [2, 1, 10_000]);
+    const second = await generateText({ model: anthropic('cortex-chat'), prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 0 });
+    const secondHeaders = new Headers(second.response.headers);
+    assert.deepEqual([anthropicWindow(secondHeaders, 'requests').limit, anthropicWindow(secondHeaders, 'requests').remaining, anthropicWindow(secondHeaders, 'tokens').limit], [2, 0, 10_000]);
+    for (const [model, limits] of [
+      [openai.chat('cortex-chat'), (h: Headers) => openAiLimits(h).remainingRequests],
+      [anthropic('cortex-chat'), (h: Headers) => anthropicWindow(h, 'requests').remaining],
+    ] as const) {
+      const refusal = await generateText({ model, prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 0 }).catch((error: unknown) => error);
+      assert.ok(APICallError.isInstance(refusal), String(refusal));
+      assert.equal(refusal.statusCode, 429);
+      assert.match(refusal.message, /has used its 2 requests per minute; retry in \d+ s/);
+      assert.ok(refusal.responseHeaders);
+      assert.equal(limits(new Headers(refusal.responseHeaders)), 0);
+      assert.ok(Number(refusal.responseHeaders['retry-after-ms']) > 0);
+    }
+
+    const used = await rpmUsedUp('ai-sdk-retry');
+    const spent = await spentKey('ai-sdk-spent');
+    const proxy = await countingProxy(gateways[0]!);
+    try {
+      // A window: the AI SDK waits retry-after-ms (it honours it up to a minute) and its retry passes.
+      const waited = await generateText({ model: createOpenAI({ baseURL: `${proxy.url}/v1`, apiKey: used.secret }).chat('cortex-chat'), prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 2 });
+      assert.ok(waited.text.length > 0);
+      assert.deepEqual(proxy.counted.map((c) => c.status), [429, 200]);
+      assert.ok(proxy.counted[1]!.at - proxy.counted[0]!.at >= proxy.counted[0]!.retryAfterMs - 50, 'the retry waited for retry-after-ms');
+      // A spent balance: the message reaches the caller, but only after the retries the AI SDK makes of
+      // every 429 (it does not read x-should-retry): three requests at the gateway, each refused.
+      for (const model of [createOpenAI({ baseURL: `${proxy.url}/v1`, apiKey: spent.secret }).chat('cortex-chat'), createAnthropic({ baseURL: `${proxy.url}/v1`, apiKey: spent.secret })('cortex-chat')]) {
+        proxy.counted.length = 0;
+        const quota = await generateText({ model, prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 2 }).catch((error: unknown) => error);
+        assert.ok(RetryError.isInstance(quota), String(quota));
+        const last = quota.lastError;
+        assert.ok(APICallError.isInstance(last));
+        assert.equal(last.statusCode, 429);
+        assert.match(last.message, /has used its token budget: \d+ of 50 tokens spent/);
+        assert.equal(last.responseHeaders?.['x-should-retry'], 'false');
+        assert.deepEqual(proxy.counted.map((c) => c.status), [429, 429, 429]);
+      }
+    } finally {
+      proxy.server.close();
+    }
+  });
+
   it('limits - a gateway SIGKILLed mid-stream: its concurrency slot and budget reservation count until they expire, then free', async () => {
     // The stream's reservation (4000 tokens of output and its body) fills the budget too.
     const key = await createKey({ name: 'one-at-once', limits: { concurrent_requests: 1, token_budget: { tokens: 4_000 } } });
@@ -276,6 +502,51 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     console.log(`slot and reservation of the SIGKILLed gateway free again after ${Date.now() - killedAt} ms`);
   });
 });
+
+/** OpenAI's reset durations as Go writes them (`1m0s`, `17.5s`, `120ms`), in ms. */
+function goDurationMs(text: string | null): number {
+  const match = /^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:([\d.]+)s)?(?:(\d+)ms)?$/.exec(text ?? '');
+  assert.ok(match && text, `not a Go duration: ${text}`);
+  const [, h = '0', m = '0', sec = '0', ms = '0'] = match;
+  return ((Number(h) * 60 + Number(m)) * 60 + Number(sec)) * 1_000 + Number(ms);
+}
+
+/** The `x-ratelimit-*` headers as a client reads them: numbers and durations. */
+function openAiLimits(headers: Headers): { limitRequests: number; remainingRequests: number; resetRequestsMs: number; limitTokens: number; remainingTokens: number; resetTokensMs: number } {
+  const number = (name: string): number => {
+    const value = headers.get(name);
+    assert.match(value ?? '', /^\d+$/, `${name}: ${value}`);
+    return Number(value);
+  };
+  const tokens = headers.get('x-ratelimit-limit-tokens') !== null;
+  return {
+    limitRequests: number('x-ratelimit-limit-requests'),
+    remainingRequests: number('x-ratelimit-remaining-requests'),
+    resetRequestsMs: goDurationMs(headers.get('x-ratelimit-reset-requests')),
+    limitTokens: tokens ? number('x-ratelimit-limit-tokens') : NaN,
+    remainingTokens: tokens ? number('x-ratelimit-remaining-tokens') : NaN,
+    resetTokensMs: tokens ? goDurationMs(headers.get('x-ratelimit-reset-tokens')) : NaN,
+  };
+}
+
+/** One `anthropic-ratelimit-<kind>-*` window as a client reads it: numbers and an RFC 3339 time. */
+function anthropicWindow(headers: Headers, kind: 'requests' | 'tokens' | 'input-tokens' | 'output-tokens'): { limit: number; remaining: number; resetAt: number } {
+  const reset = headers.get(`anthropic-ratelimit-${kind}-reset`) ?? '';
+  assert.match(reset, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/, `anthropic-ratelimit-${kind}-reset: ${reset}`);
+  const number = (name: string): number => {
+    const value = headers.get(`anthropic-ratelimit-${kind}-${name}`);
+    assert.match(value ?? '', /^\d+$/, `anthropic-ratelimit-${kind}-${name}: ${value}`);
+    return Number(value);
+  };
+  return { limit: number('limit'), remaining: number('remaining'), resetAt: Date.parse(reset) };
+}
+
+interface SocketEvent {
+  type: string;
+  status?: number;
+  error?: { code: string; message: string };
+  response?: { id: string; usage?: { input_tokens: number; output_tokens: number } };
+}
 
 interface Counted {
   status: number;

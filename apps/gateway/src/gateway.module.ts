@@ -17,6 +17,7 @@ import { LimitsBucket } from './limits/limits-bucket.js';
 import { RateLimiter } from './limits/rate-limiter.js';
 import { TokenRateLimiter } from './limits/token-rate-limiter.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
+import { KeyAdmission } from './limits/key-admission.js';
 import { UsageRecorder } from './usage/usage-recorder.js';
 import { UsageController } from './admin/usage.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
@@ -39,7 +40,7 @@ export class GatewayModule {
           provide: ModelCatalogue,
           useFactory: () => ModelCatalogue.open(nc, config, (error) => new Logger('catalogue').warn(`catalogue watch: ${error.message}; watching again`)),
         },
-        InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, UsageRecorder, ConsoleHub,
+        InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, KeyAdmission, UsageRecorder, ConsoleHub,
       ],
     };
   }

@@ -3,12 +3,8 @@ import { GatewayModule } from './gateway.module.js';
 import { ApiExceptionFilter } from './http/api-exception.filter.js';
 import { installAccess, installModelAccess } from './http/access.js';
 import { KeyDirectory } from './keys/key-directory.js';
-import { RateLimiter } from './limits/rate-limiter.js';
-import { TokenRateLimiter } from './limits/token-rate-limiter.js';
+import { KeyAdmission } from './limits/key-admission.js';
 import { installRateLimits } from './http/rate-limits.js';
-import { BudgetLedger } from './limits/budget-ledger.js';
-import { UsageRecorder } from './usage/usage-recorder.js';
-import { InferenceService } from './inference/inference.service.js';
 import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
 import { drainBudget, installOversizeDrain } from './http/oversize-drain.js';
@@ -30,8 +26,7 @@ export const start: ServiceStart = async (context) => {
       installBodyDepth(fastify);
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);
-      const inference = app.get(InferenceService);
-      installRateLimits(fastify, { limiter: app.get(RateLimiter), tokens: app.get(TokenRateLimiter), budgets: app.get(BudgetLedger), directory: app.get(KeyDirectory), usage: app.get(UsageRecorder), contextSizeOf: (model) => inference.modelConfig(model)?.contextSize });
+      installRateLimits(fastify, app.get(KeyAdmission));
       app.get(ResponsesSocket).install(fastify);
     },
   });

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { LoggerService } from '@nestjs/common';
 import { splitHostPort } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
-import { CortexError, modelAllowed } from '@cortex/contracts';
+import { CortexError, modelAllowed, type KeyRecord } from '@cortex/contracts';
 import type { KeyDirectory } from '../keys/key-directory.js';
 import { sendError } from './error-response.js';
 import { principalOf, setPrincipal } from './principal.js';
@@ -103,15 +103,20 @@ export function installModelAccess(fastify: FastifyInstance): void {
   fastify.addHook('preValidation', (request, reply, done) => {
     const principal = principalOf(request);
     if (!principal || principal.key.models === null) return done();
-    const model = (request.body as { model?: unknown } | null | undefined)?.model;
-    if (typeof model !== 'string' || modelAllowed(principal.key, model)) return done();
-    const allowed = principal.key.models.join(', ');
-    const error = new CortexError('permission_denied', `the API key ${principal.key.id} ("${principal.key.name}") may not use the model '${model}'; it may use: ${allowed}`, { param: 'model' });
+    const error = modelRefusal(principal.key, (request.body as { model?: unknown } | null | undefined)?.model);
+    if (!error) return done();
     sendError(reply, request.url, error, requestIdOf(request));
   });
 }
 
-function presentedKey(request: FastifyRequest): string | undefined {
+/** The 403 for a body naming a model the stored key may not use; null when it may (or names none). */
+export function modelRefusal(key: KeyRecord, model: unknown): CortexError | null {
+  if (key.models === null || typeof model !== 'string' || modelAllowed(key, model)) return null;
+  return new CortexError('permission_denied', `the API key ${key.id} ("${key.name}") may not use the model '${model}'; it may use: ${key.models.join(', ')}`, { param: 'model' });
+}
+
+/** The key a request presents: `Authorization: Bearer <key>` or `x-api-key`. */
+export function presentedKey(request: FastifyRequest): string | undefined {
   const header = request.headers.authorization;
   if (typeof header === 'string') {
     const match = /^Bearer\s+(.+)$/i.exec(header.trim());

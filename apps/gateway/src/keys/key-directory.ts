@@ -45,7 +45,11 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
 
   /** A presented secret: a stored key (usable or refused, saying why), or not one of ours. */
   identify(secret: string, now = Date.now()): Identification {
-    const sha256 = hashSecret(secret);
+    return this.identifyHash(hashSecret(secret), now);
+  }
+
+  /** The same by the secret's SHA-256, for a connection that checks its key again on every turn without keeping the secret. */
+  identifyHash(sha256: string, now = Date.now()): Identification {
     const id = this.byHash.get(sha256);
     const key = id === undefined ? undefined : this.keys.get(id);
     if (!key) return { kind: 'unknown' };

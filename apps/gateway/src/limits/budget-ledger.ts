@@ -10,6 +10,8 @@ export const RESERVATION_TTL_MS = 15_000;
 const RENEW_EVERY_MS = 5_000;
 /** How long a closed response waits for its usage (the request-finished record) before it settles with what it has. */
 export const USAGE_WAIT_MS = 2_000;
+/** Pauses between the tries of a settlement that could not be written (NATS unreachable): about 30 s in all. */
+const SETTLE_RETRIES_MS = [1_000, 2_000, 4_000, 8_000, 16_000];
 /** A background response's reply closes at once while its run goes on: it waits this long for its usage. */
 export const BACKGROUND_USAGE_WAIT_MS = 30 * 60_000;
 
@@ -41,6 +43,8 @@ export type ReserveResult = { kind: 'admit'; settle: (waitMs?: number) => Promis
 export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('budgets');
   private readonly pending = new Map<string, Pending>();
+  /** The gateway is stopping: a settlement that fails is not tried again. */
+  private stopped = false;
   /** The reservations this gateway holds, per budget entry, renewed every RENEW_EVERY_MS. */
   private readonly held = new HeldIds((entry, ids) =>
     this.bucket
@@ -59,6 +63,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
   }
 
   onModuleDestroy(): void {
+    this.stopped = true;
     this.held.stop();
   }
 
@@ -85,11 +90,11 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
         return { next: d.kind === 'admit' ? d.next : null, result: d };
       }).catch(async (error: unknown) => {
         // The key's reservation may be made already: take it back, or it would be renewed for ever.
-        await Promise.all(admitted.map((s) => this.finish(s, id, 0).catch(() => undefined)));
+        await Promise.all(admitted.map((s) => this.finish(s, id, 0, false).catch(() => undefined)));
         throw error;
       });
       if (decision.kind === 'refuse') {
-        await Promise.all(admitted.map((s) => this.finish(s, id, 0).catch(() => undefined)));
+        await Promise.all(admitted.map((s) => this.finish(s, id, 0, false).catch(() => undefined)));
         const { tokens: limit, window } = scope.budget;
         const when = decision.resetsAt === null ? 'a balance, which never resets' : `it resets at ${new Date(decision.resetsAt).toISOString()}`;
         const period = window === 'balance' ? '' : window === 'day' ? ' today (UTC)' : ' this month (UTC)';
@@ -123,7 +128,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
         if (this.pending.get(requestId) === pending) this.pending.delete(requestId);
         await Promise.all(
           admitted.map((s) =>
-            this.finish(s, id, pending.used).catch((error: Error) => this.logger.warn(`could not settle ${s.entry} (${error.message}); the reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`)),
+            this.finish(s, id, pending.used).catch((error: Error) => this.logger.warn(`could not settle ${s.entry} (${error.message}); the request is not charged, and its reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`)),
           ),
         );
         return pending.used;
@@ -147,8 +152,27 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     return { spent: state.spent, reserved: reservedOf(state), period: state.period };
   }
 
-  private async finish(scope: Scope, id: string, used: number): Promise<void> {
+  /**
+   * Turns the reservation into spend. While NATS is unreachable (a restart) the write fails: it is
+   * tried again for about as long as a usage record's publish (SETTLE_RETRIES_MS), the reservation
+   * still held and renewed meanwhile, so a request that ends during the outage is charged once NATS
+   * is back, as its usage record is stored then. Only past that is the request left uncharged.
+   */
+  private async finish(scope: Scope, id: string, used: number, retry = true): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.bucket.change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({ next: settle(state, scope.budget.window, id, used, now), result: null }));
+        break;
+      } catch (error) {
+        const pause = SETTLE_RETRIES_MS[attempt];
+        // An admission taken back (nothing spent) is not worth a wait: its reservation expires.
+        if (pause === undefined || !retry || this.stopped) {
+          this.held.delete(scope.entry, id);
+          throw error;
+        }
+        await new Promise((done) => setTimeout(done, pause).unref());
+      }
+    }
     this.held.delete(scope.entry, id);
-    await this.bucket.change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({ next: settle(state, scope.budget.window, id, used, now), result: null }));
   }
 }

@@ -16,6 +16,7 @@ import type { InferenceResponder } from '../../inference/inference.responder.js'
 import type { InferenceService } from '../../inference/inference.service.js';
 import { responsesStateOf } from '../responses.state.js';
 import { SocketSink } from './socket.sink.js';
+import type { TurnAdmission } from './turn-admission.js';
 
 /** Creates one connection may have waiting behind the one in flight; more is a client that does not wait. */
 const MAX_QUEUED = 16;
@@ -32,6 +33,8 @@ export interface ConnectionContext {
   requestId: string;
   headers: ResponseMeta['headers'];
   session: string | undefined;
+  /** A stored key's checks and limits for each turn; null for a config-file key or none. */
+  gate: TurnAdmission | null;
 }
 
 /**
@@ -115,12 +118,16 @@ export class ResponsesConnection {
     const sink = new SocketSink(this.socket, inference.config.gateway.stallTimeoutMs);
     let previous: string | undefined;
     let renderer: DialectStream | null = null;
+    /** Ends the turn's admission: its lease released, its reservation settled with its usage. */
+    let admitted: (() => void) | null = null;
     try {
       if (message instanceof CortexError) throw message;
       const { body, generate } = message;
       // The HTTP routes refuse these before any handler (installBodyDepth); a socket message is checked here.
       const deep = tooDeep(body);
       if (deep !== null) throw new CortexError('invalid_request', `${deep || 'the message'}: nests deeper than ${MAX_BODY_DEPTH} levels`, { param: deep || 'input' });
+      // Each turn is admitted like a POST /v1/responses: the same key, model and limit checks.
+      if (this.context.gate) admitted = await this.context.gate.admit(requestId, body, Buffer.byteLength(text), generate);
       previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
       const turn: SocketTurn = this.latest && this.latest.id === previous ? { previous: this.latest } : {};
       // A warm-up asks no router early: it places nothing.
@@ -158,6 +165,7 @@ export class ResponsesConnection {
     } finally {
       this.cancelCurrent = null;
       run.finish();
+      admitted?.();
     }
   }
 

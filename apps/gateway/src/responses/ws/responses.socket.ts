@@ -3,19 +3,25 @@ import websocket from '@fastify/websocket';
 import type { FastifyInstance } from 'fastify';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError } from '@cortex/contracts';
+import { CortexError, hashSecret } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
+import { presentedKey } from '../../http/access.js';
 import { sendError } from '../../http/error-response.js';
+import { principalOf } from '../../http/principal.js';
+import { KeyDirectory } from '../../keys/key-directory.js';
+import { KeyAdmission } from '../../limits/key-admission.js';
 import { requestIdOf } from '../../http/request-id.js';
 import { InferenceResponder } from '../../inference/inference.responder.js';
 import { InferenceService } from '../../inference/inference.service.js';
 import { responsesAdapterFor } from '../responses.adapter.js';
 import { ResponsesConnection, type ConnectionDeps } from './responses.connection.js';
+import { TurnAdmission } from './turn-admission.js';
 
 /**
  * The Responses API's WebSocket mode: `GET /v1/responses` with `Upgrade: websocket`. The upgrade
  * request passes the same `onRequest` hooks as every HTTP request (API keys, endpoint switches), so a
- * refused one is answered with the HTTP status it would get on POST, before any upgrade.
+ * refused one is answered with the HTTP status it would get on POST, before any upgrade. Each turn of
+ * a stored key's socket then passes that key's model and limit checks (turn-admission.ts).
  */
 @Injectable()
 export class ResponsesSocket {
@@ -27,6 +33,8 @@ export class ResponsesSocket {
     responder: InferenceResponder,
     bus: BusClient,
     @Inject(CONFIG) private readonly config: CortexConfig,
+    private readonly directory: KeyDirectory,
+    private readonly admission: KeyAdmission,
   ) {
     this.deps = { inference, responder, adapter: responsesAdapterFor(bus, config), limitMs: config.responses.websocketConnectionLimitMs };
   }
@@ -50,10 +58,13 @@ export class ResponsesSocket {
             sendError(reply, request.url, error, requestIdOf(request));
           },
           wsHandler: (socket, request) => {
+            // The upgrade passed the key checks (http/access.ts); a stored key is checked again on every turn.
+            const secret = principalOf(request) ? presentedKey(request) : undefined;
             const context = {
               requestId: requestIdOf(request),
               headers: request.headers,
               session: sessionFromHeaders(request.headers, this.config.gateway.sessionHeaders),
+              gate: secret === undefined ? null : new TurnAdmission(hashSecret(secret), this.directory, this.admission),
             };
             const connection = new ResponsesConnection(socket, context, this.deps);
             this.connections.add(connection);

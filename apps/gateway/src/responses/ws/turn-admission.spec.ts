@@ -1,0 +1,69 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CortexError, type KeyRecord } from '@cortex/contracts';
+import type { Identification, KeyDirectory } from '../../keys/key-directory.js';
+import type { AdmissionAsk, KeyAdmission, KeyAdmissionResult } from '../../limits/key-admission.js';
+import { TurnAdmission } from './turn-admission.js';
+
+const KEY: KeyRecord = {
+  id: 'key_1',
+  name: 'ci',
+  account: 'team-a',
+  limits: { requests_per_minute: 2 },
+  models: ['cortex-chat'],
+  expires_at: null,
+  tier: 5,
+  created_at: '2026-11-01T00:00:00Z',
+  updated_at: '2026-11-01T00:00:00Z',
+  revoked_at: null,
+  secrets: [],
+};
+
+/** A directory that answers `identity` for the hash `sha`, and an admission that answers `result`, recording what it was asked. */
+function gate(identity: Identification, result: KeyAdmissionResult = { kind: 'admit', requests: null, tokens: null, done: () => undefined }) {
+  const asked: AdmissionAsk[] = [];
+  const directory = { identifyHash: (sha256: string) => (sha256 === 'sha' ? identity : { kind: 'unknown' }) } as unknown as KeyDirectory;
+  const admission = { admit: (ask: AdmissionAsk) => Promise.resolve(asked.push(ask) && result) } as unknown as KeyAdmission;
+  return { turns: new TurnAdmission('sha', directory, admission), asked };
+}
+
+const refusedWith = (code: string, message: RegExp) => (error: unknown) => error instanceof CortexError && error.code === code && message.test(error.message);
+
+describe('websocket turn admission', () => {
+  it('turn admission - a turn of a usable key is asked of the key admission as a POST /v1/responses, and its done is returned', async () => {
+    let ended = 0;
+    const { turns, asked } = gate({ kind: 'key', principal: { key: KEY } }, { kind: 'admit', requests: null, tokens: null, done: () => void ended++ });
+    const done = await turns.admit('req.1', { model: 'cortex-chat', input: 'hi' }, 42, true);
+    assert.deepEqual(asked, [{ key: KEY, requestId: 'req.1', path: '/v1/responses', body: { model: 'cortex-chat', input: 'hi' }, bytes: 42, background: false }]);
+    done();
+    assert.equal(ended, 1);
+  });
+
+  it("turn admission - a refusal of the key's limits is thrown as it came", async () => {
+    const error = new CortexError('rate_limit_exceeded', 'rate limit reached (requests per minute)');
+    const { turns } = gate({ kind: 'key', principal: { key: KEY } }, { kind: 'refuse', requests: null, tokens: null, error, retryAfterMs: 1_000 });
+    await assert.rejects(turns.admit('req.3', { model: 'cortex-chat' }, 10, true), (thrown) => thrown === error);
+  });
+
+  it('turn admission - a key revoked, expired or gone since the upgrade is refused before any limit is counted', async () => {
+    const revoked = new CortexError('key_revoked', 'the API key key_1 ("ci") was revoked at 2026-11-25T00:00:00Z');
+    const first = gate({ kind: 'refused', error: revoked });
+    await assert.rejects(first.turns.admit('req.1', { model: 'cortex-chat' }, 10, true), (thrown) => thrown === revoked);
+    const gone = gate({ kind: 'unknown' });
+    await assert.rejects(gone.turns.admit('req.1', { model: 'cortex-chat' }, 10, true), refusedWith('unauthorized', /no longer valid: open a new connection/));
+    assert.deepEqual([...first.asked, ...gone.asked], []);
+  });
+
+  it('turn admission - a model the key may not use is a 403 naming the field, counted nowhere', async () => {
+    const { turns, asked } = gate({ kind: 'key', principal: { key: KEY } });
+    await assert.rejects(turns.admit('req.1', { model: 'cortex-loop' }, 10, true), (error: unknown) => refusedWith('permission_denied', /may not use the model 'cortex-loop'; it may use: cortex-chat/)(error) && (error as CortexError).extra.param === 'model');
+    assert.deepEqual(asked, []);
+  });
+
+  it('turn admission - a warm-up (generate: false) has its key and model checked but counts against no limit', async () => {
+    const { turns, asked } = gate({ kind: 'key', principal: { key: KEY } });
+    (await turns.admit('req.1', { model: 'cortex-chat' }, 10, false))();
+    assert.deepEqual(asked, []);
+    await assert.rejects(turns.admit('req.2', { model: 'cortex-loop' }, 10, false), refusedWith('permission_denied', /cortex-loop/));
+  });
+});
