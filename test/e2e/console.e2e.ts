@@ -370,6 +370,27 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     await page.locator('#theme').click();
   });
 
+  it('console - the timeline marks a model swapped in and out repeatedly, and not one loaded and unloaded by an admin', async () => {
+    await page.locator('#tabs button[data-tab=activity]').click();
+    // The page's own rule on a timeline as the feed would send it: three loads in ten minutes with
+    // evictions between mark the model; the same cycle done by an admin does not.
+    await page.evaluate(`(() => {
+      const at = Date.now() - 60_000;
+      const cycle = (model, reason) => [0, 1, 2].flatMap((i) => [
+        { at: at + i * 10_000, kind: 'loaded', workerId: 'w1', model, detail: 'in 5 ms' },
+        { at: at + i * 10_000 + 5_000, kind: 'unloaded', workerId: 'w1', model, detail: reason },
+      ]);
+      state.timeline.push(...cycle('swapped-model', 'lru'), ...cycle('admin-model', 'admin'));
+      renderTimeline();
+    })()`);
+    const marked = await page.locator('[data-test=timeline-entry] .thrash').evaluateAll((nodes) => nodes.map((n) => n.parentElement?.textContent ?? ''));
+    assert.ok(marked.length > 0 && marked.every((text) => text.includes('swapped-model')), JSON.stringify(marked));
+    await page.evaluate(`(() => {
+      state.timeline = state.timeline.filter((e) => e.model !== 'swapped-model' && e.model !== 'admin-model');
+      renderTimeline();
+    })()`);
+  });
+
   it('console - every tab fits a laptop screen without scrolling sideways', async () => {
     for (const width of [1280, 1024]) {
       await page.setViewportSize({ width, height: 700 });

@@ -724,11 +724,12 @@ function describeLimits(limits) {
   return parts.join(', ') || 'no limits';
 }
 
-/** "used of limit", marked when at least 80% of the limit is used. */
-function use(used, limit, test) {
-  if (limit === undefined || limit === null) return el('span', { class: 'muted', 'data-test': test }, used === null || used === undefined ? '–' : String(used));
+/** "value / limit", marked when at least 80% of the limit is used (`left`: the value is what remains). */
+function use(value, limit, test, left = false) {
+  if (limit === undefined || limit === null) return el('span', { class: 'muted', 'data-test': test }, value === null || value === undefined ? '–' : String(value));
+  const used = left ? limit - value : value;
   const high = limit > 0 && used / limit >= 0.8;
-  return el('span', { class: `use${high ? ' high' : ''}`, 'data-test': test }, `${used} / ${limit}`);
+  return el('span', { class: `use${high ? ' high' : ''}`, 'data-test': test }, `${value} / ${limit}`);
 }
 
 let keysLoading = null;
@@ -771,7 +772,7 @@ function renderKeys(keys, details, accounts, byKey, byAccount) {
         el('td', {}, key.account),
         el('td', {}, el('span', { class: `badge ${key.state === 'active' ? 'ready' : 'down'}` }, key.state)),
         el('td', { class: 'wrap' }, describeLimits(key.limits)),
-        el('td', { class: 'num' }, use(usage.requests_remaining ?? null, key.limits.requests_per_minute, 'requests-left')),
+        el('td', { class: 'num' }, use(usage.requests_remaining ?? key.limits.requests_per_minute, key.limits.requests_per_minute, 'requests-left', true)),
         el('td', { class: 'num' }, use(usage.concurrent_requests_running ?? 0, key.limits.concurrent_requests, 'running')),
         el('td', { class: 'num' }, budget ? use((usage.token_budget?.spent ?? 0) + (usage.token_budget?.reserved ?? 0), budget.tokens, 'budget') : el('span', { class: 'muted' }, '–')),
         el('td', { class: 'num', 'data-test': 'key-requests' }, String(spent?.requests ?? 0)),
