@@ -1,13 +1,15 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { freePort } from '@cortex/bus';
-import { decodeMessage, heartbeatSubject, Heartbeat } from '@cortex/contracts';
+import { encodeFixtureModel } from '@cortex/fixtures';
+import { decodeLoadProgress, decodeMessage, heartbeatSubject, Heartbeat, Subjects } from '@cortex/contracts';
 import { FIXTURE_CATALOGUE, startStack, startTestNats, waitFor, type TestStack } from '@cortex/testing';
 
 /**
@@ -31,8 +33,36 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
   let context: BrowserContext;
   let page: Page;
   let client: OpenAI;
+  let files: Server;
 
   before(async () => {
+    // A model behind a slow download: ranged reads (its header, to size it) at once, the file itself at
+    // 1% every 200 ms, so its load runs for 20 s unless cancelled.
+    const gguf = encodeFixtureModel('cortex-chat');
+    files = createServer((req, res) => {
+      const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '');
+      if (req.method === 'HEAD' || range) {
+        const [start, end] = range ? [Number(range[1]), Math.min(Number(range[2]), gguf.length - 1)] : [0, gguf.length - 1];
+        res.writeHead(range ? 206 : 200, { 'content-type': 'application/octet-stream', 'content-length': end - start + 1, ...(range && { 'content-range': `bytes ${start}-${end}/${gguf.length}` }) });
+        res.end(req.method === 'HEAD' ? undefined : gguf.subarray(start, end + 1));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': gguf.length });
+      const step = Math.ceil(gguf.length / 100);
+      let sent = 0;
+      const timer = setInterval(() => {
+        const chunk = gguf.subarray(sent, sent + step);
+        sent += chunk.length;
+        res.write(chunk);
+        if (sent >= gguf.length) {
+          clearInterval(timer);
+          res.end();
+        }
+      }, 200);
+      res.on('close', () => clearInterval(timer));
+    });
+    const filesPort = await freePort();
+    await new Promise<void>((done) => files.listen(filesPort, '127.0.0.1', done));
     // NATS with its monitoring port, to see which subscriptions the gateway holds.
     const port = await freePort();
     monitor = `http://127.0.0.1:${port}`;
@@ -44,6 +74,9 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
         ...FIXTURE_CATALOGUE.filter((m) => m.id !== 'cortex-reasoning'),
         { id: 'cortex-reasoning', file: 'fixture:cortex-reasoning', context_size: 512, slots: 2 },
         { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 8192, slots: 2, pinned: true },
+        { id: 'cortex-embed', file: 'fixture:cortex-embed', kind: 'embedding', context_size: 128, slots: 1 },
+        { id: 'cortex-rank', file: 'fixture:cortex-rank', kind: 'ranking', context_size: 256, slots: 1 },
+        { id: 'cortex-slow', file: `http://127.0.0.1:${filesPort}/cortex-slow.gguf`, context_size: 512, slots: 1 },
       ],
       config: { auth: { api_keys: ['sk-user'], admin_keys: [ADMIN] }, worker: { id: 'w1', heartbeat_ms: 100 }, gateway: { console_title: 'lab fleet' } },
     });
@@ -54,6 +87,8 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
   after(async () => {
     await browser?.close();
     await stack?.stop();
+    files?.closeAllConnections();
+    await new Promise((done) => files?.close(done));
   });
 
   /** Subjects the server holds subscriptions on, from its monitoring endpoint. */
@@ -108,7 +143,7 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     await page.locator('[data-test=worker-model][data-worker=w1][data-model=cortex-chat][data-state=ready]').waitFor({ timeout: 5_000 });
     await page.locator('[data-test=worker-model][data-worker=w1][data-model=cortex-loop][data-state=ready]').waitFor({ timeout: 5_000 });
     const catalogue = await page.locator('[data-test=catalogue-model]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-model')));
-    assert.deepEqual(catalogue.sort(), ['cortex-chat', 'cortex-loop', 'cortex-reasoning', 'cortex-tools']);
+    assert.deepEqual(catalogue.sort(), ['cortex-chat', 'cortex-embed', 'cortex-loop', 'cortex-rank', 'cortex-reasoning', 'cortex-slow', 'cortex-tools']);
     await page.screenshot({ path: join(SHOTS, 'fleet-light.png') });
     await page.locator('#theme').click();
     await page.screenshot({ path: join(SHOTS, 'fleet-dark.png') });
@@ -130,11 +165,18 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     const first = Number(await row.first().getAttribute('data-tokens'));
     await waitFor(async () => Number(await row.first().getAttribute('data-tokens')) > first, 3_000, 50);
     await page.screenshot({ path: join(SHOTS, 'live-light.png') });
+    await page.locator('#theme').click();
+    await page.screenshot({ path: join(SHOTS, 'live-dark.png') });
+    await page.locator('#theme').click();
     await reading;
     assert.ok(seenAfterMs < 1_000, `the row showed ${seenAfterMs} ms after the first token reached the client`);
     await row.first().waitFor({ state: 'detached', timeout: 5_000 });
     await page.locator('#tabs button[data-tab=activity]').click();
     await page.locator('[data-test=activity-row][data-model=cortex-loop]').first().waitFor({ timeout: 5_000 });
+    // The request is counted in the chart's last minute (or the one before, across a minute's turn).
+    const perMinute = JSON.parse((await page.locator('[data-test=chart-rpm]').getAttribute('data-values')) ?? '[]') as number[];
+    assert.equal(perMinute.length, 30);
+    assert.ok((perMinute.at(-1) ?? 0) + (perMinute.at(-2) ?? 0) >= 1, `requests per minute: ${JSON.stringify(perMinute.slice(-3))}`);
     await page.screenshot({ path: join(SHOTS, 'activity-light.png') });
     await page.locator('#theme').click();
     await page.screenshot({ path: join(SHOTS, 'activity-dark.png') });
@@ -151,9 +193,6 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     const row = page.locator('[data-test=live-row][data-model=cortex-loop]').first();
     await row.waitFor({ timeout: 5_000 });
     assert.equal((await heartbeatModel('cortex-loop'))?.inFlight, 1, 'the worker runs it');
-    await page.locator('#theme').click();
-    await page.screenshot({ path: join(SHOTS, 'live-dark.png') });
-    await page.locator('#theme').click();
     await row.locator('[data-test=cancel]').click();
     await row.waitFor({ state: 'detached', timeout: 5_000 });
     await reading.catch(() => undefined);
@@ -182,6 +221,57 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     await page.locator('#tabs button[data-tab=fleet]').click();
   });
 
+  it('console - a load in progress shows what started it, who waits, its progress and time left; cancelling it stops it', async () => {
+    await page.locator('#tabs button[data-tab=fleet]').click();
+    const row = page.locator('[data-test=catalogue-model][data-model=cortex-slow]');
+    // Every load's first word is a progress of 0 in its load phase: count how many loads begin.
+    let starts = 0;
+    const progressSub = stack.nc.subscribe(Subjects.modelProgressed, {
+      callback: (_, message) => {
+        const event = decodeLoadProgress(message.json());
+        if (event.model === 'cortex-slow' && event.fraction === 0 && event.phase === 'load') starts++;
+      },
+    });
+    await row.locator('[data-test=load-worker]').selectOption('w1');
+    await row.locator('[data-test=load]').click();
+    const progress = page.locator('[data-test=load-progress][data-model=cortex-slow]');
+    await progress.waitFor({ timeout: 10_000 });
+    // A request for the model, with a stored key, waits on the same load.
+    const created = await fetch(`${stack.baseUrl}/admin/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'console-wait', account: 'team-w' }),
+    });
+    const key = (await created.json()) as { id: string; secret: string };
+    const keyed = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: key.secret, maxRetries: 0 });
+    const waiting = keyed.chat.completions.create({ model: 'cortex-slow', messages: user, max_tokens: 5 }).then(
+      () => null,
+      (error: Error & { status?: number }) => error,
+    );
+    await progress.locator('[data-test=load-facts][data-trigger=console][data-waiting="1"]').waitFor({ timeout: 10_000 });
+    // Live shows it before it generates: waiting on the load, with its key and account.
+    const waitingRow = page.locator('[data-test=live-row][data-model=cortex-slow][data-state=loading]');
+    await waitingRow.waitFor({ state: 'attached', timeout: 5_000 });
+    assert.equal(await waitingRow.locator('[data-test=live-owner]').textContent(), `${key.id} · team-w`);
+    assert.match((await progress.locator('[data-test=load-facts]').textContent()) ?? '', /for the console · 1 waiting/);
+    // The download's real percentage, then an estimate of the time left once it has moved.
+    await page.locator('[data-test=load-progress][data-model=cortex-slow]', { hasText: /downloading [1-9]\d?% · ~[\d.]+ m?s left/ }).waitFor({ timeout: 10_000 });
+    await page.locator('[data-test=worker-model][data-worker=w1][data-model=cortex-slow][data-state=loading]').waitFor({ timeout: 5_000 });
+    await page.screenshot({ path: join(SHOTS, 'fleet-loading-light.png') });
+    await progress.locator('[data-test=cancel-load]').click();
+    const error = await waiting;
+    assert.equal(error?.status, 503, `the waiting request is answered with the cancel: ${String(error)}; the page said: ${await page.locator('#toast').textContent()}`);
+    assert.match(error?.message ?? '', /load of cortex-slow on w1 was cancelled/);
+    await progress.waitFor({ state: 'detached', timeout: 5_000 });
+    await page.locator('[data-test=worker-model][data-model=cortex-slow]').waitFor({ state: 'detached', timeout: 5_000 });
+    assert.equal(await heartbeatModel('cortex-slow'), undefined, 'the worker holds nothing of it');
+    progressSub.unsubscribe();
+    assert.equal(starts, 1, 'the waiting request did not start the load again');
+    await page.locator('#tabs button[data-tab=activity]').click();
+    await page.locator('[data-test=timeline-entry][data-kind=load_failed]', { hasText: /cortex-slow failed to load on w1 \(.*cancelled/ }).first().waitFor({ timeout: 5_000 });
+    await page.locator('#tabs button[data-tab=fleet]').click();
+  });
+
   it('console - unloading from the page unloads', async () => {
     const row = page.locator('[data-test=worker-model][data-worker=w1][data-model=cortex-reasoning]');
     await row.locator('[data-test=unload]').click();
@@ -206,13 +296,113 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     assert.equal(await page.locator('[data-test=chat-tool-call]').first().textContent(), 'call get_weather({"city": "Paris"})');
   });
 
+  it('console - queue depth per model is charted from the fleet view', async () => {
+    await page.locator('#tabs button[data-tab=activity]').click();
+    // Two slots: the third stream waits in the worker's queue until one ends (or is aborted below).
+    const controller = new AbortController();
+    const streams = await Promise.all(
+      [1, 2, 3].map(() => client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 8000 }, { signal: controller.signal })),
+    );
+    const reading = streams.map(async (stream) => {
+      for await (const chunk of stream) void chunk;
+    });
+    try {
+      await waitFor(async () => ((JSON.parse((await page.locator('[data-test=chart-queue]').getAttribute('data-max')) ?? '{}') as Record<string, number>)['cortex-loop'] ?? 0) >= 1, 15_000, 100);
+      // Live shows the third as queued on its worker, with no tokens yet.
+      const queued = page.locator('[data-test=live-row][data-model=cortex-loop][data-state=queued]');
+      await queued.first().waitFor({ state: 'attached', timeout: 5_000 });
+      assert.equal(await queued.first().getAttribute('data-tokens'), '0');
+      await waitFor(async () => (await page.locator('[data-test=live-row][data-model=cortex-loop][data-state=generating]').count()) === 2, 5_000);
+    } finally {
+      controller.abort();
+      await Promise.allSettled(reading);
+    }
+    await waitFor(async () => (await heartbeatModel('cortex-loop'))?.inFlight === 0, 10_000);
+  });
+
+  it('console - the playground embeds texts and reranks documents on their models', async () => {
+    await page.locator('#tabs button[data-tab=playground]').click();
+    await page.locator('[data-test=play-mode]').selectOption('embeddings');
+    await page.locator('#embed-model').selectOption('cortex-embed');
+    await page.locator('#embed-send').click();
+    await page.locator('[data-test=embed-similarity]').waitFor({ timeout: 20_000 });
+    // Each text is most like itself; the two about a cat on a mat are nearer than either to the markets.
+    assert.equal(await page.locator('[data-test=sim-0-0]').textContent(), '1.000');
+    const sim = async (i: number, j: number) => Number(await page.locator(`[data-test=sim-${i}-${j}]`).textContent());
+    assert.ok((await sim(0, 1)) > (await sim(0, 2)), `cat/cat ${await sim(0, 1)} vs cat/markets ${await sim(0, 2)}`);
+    await page.locator('[data-test=play-mode]').selectOption('rerank');
+    await page.locator('#rerank-model').selectOption('cortex-rank');
+    await page.locator('#rerank-send').click();
+    await page.locator('[data-test=rerank-row]').first().waitFor({ timeout: 20_000 });
+    const order = await page.locator('[data-test=rerank-row]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-index')));
+    assert.equal(order.length, 3);
+    assert.equal(order[0], '1', `the document about the cat ranks first: ${JSON.stringify(order)}`);
+    await page.locator('[data-test=play-mode]').selectOption('chat');
+  });
+
+  it('console - the keys view shows each key and account with its use against its limits', async () => {
+    const created = await fetch(`${stack.baseUrl}/admin/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'console-test', account: 'team-c', limits: { requests_per_minute: 5, concurrent_requests: 2, token_budget: { tokens: 100000, window: 'day' } } }),
+    });
+    assert.equal(created.status, 200);
+    const key = (await created.json()) as { id: string; secret: string };
+    const keyed = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: key.secret, maxRetries: 0 });
+    const answer = await keyed.chat.completions.create({ model: 'cortex-chat', messages: user });
+    const used = answer.usage?.total_tokens ?? 0;
+    assert.ok(used > 0);
+    await page.locator('#tabs button[data-tab=keys]').click();
+    const row = page.locator(`[data-test=key-row][data-key=${key.id}]`);
+    // Usage records reach the stream after the answer: refresh until this one is counted.
+    await waitFor(async () => {
+      await page.locator('#keys-refresh').click();
+      return (await row.locator('[data-test=key-requests]').textContent({ timeout: 2_000 }).catch(() => null)) === '1';
+    }, 10_000, 250);
+    assert.equal(await row.locator('[data-test=requests-left]').textContent(), '4 / 5');
+    assert.equal(await row.locator('[data-test=running]').textContent(), '0 / 2');
+    assert.equal(await row.locator('[data-test=budget]').textContent(), `${used} / 100000`);
+    assert.equal(await row.locator('[data-test=key-tokens]').textContent(), String(used));
+    assert.equal(await page.locator('[data-test=account-row][data-account=team-c] [data-test=account-tokens]').textContent(), String(used));
+    await page.screenshot({ path: join(SHOTS, 'keys-light.png') });
+    await page.locator('#theme').click();
+    await page.screenshot({ path: join(SHOTS, 'keys-dark.png') });
+    await page.locator('#theme').click();
+  });
+
+  it('console - the timeline marks a model swapped in and out repeatedly, and not one loaded and unloaded by an admin', async () => {
+    await page.locator('#tabs button[data-tab=activity]').click();
+    // The page's own rule on a timeline as the feed would send it: three loads in ten minutes with
+    // evictions between mark the model; the same cycle done by an admin does not.
+    await page.evaluate(`(() => {
+      const at = Date.now() - 60_000;
+      const cycle = (model, reason) => [0, 1, 2].flatMap((i) => [
+        { at: at + i * 10_000, kind: 'loaded', workerId: 'w1', model, detail: 'in 5 ms' },
+        { at: at + i * 10_000 + 5_000, kind: 'unloaded', workerId: 'w1', model, detail: reason },
+      ]);
+      state.timeline.push(...cycle('swapped-model', 'lru'), ...cycle('admin-model', 'admin'));
+      renderTimeline();
+    })()`);
+    const marked = await page.locator('[data-test=timeline-entry] .thrash').evaluateAll((nodes) => nodes.map((n) => n.parentElement?.textContent ?? ''));
+    assert.ok(marked.length > 0 && marked.every((text) => text.includes('swapped-model')), JSON.stringify(marked));
+    await page.evaluate(`(() => {
+      state.timeline = state.timeline.filter((e) => e.model !== 'swapped-model' && e.model !== 'admin-model');
+      renderTimeline();
+    })()`);
+  });
+
   it('console - every tab fits a laptop screen without scrolling sideways', async () => {
     for (const width of [1280, 1024]) {
       await page.setViewportSize({ width, height: 700 });
-      for (const tab of ['fleet', 'live', 'activity', 'playground']) {
+      for (const tab of ['fleet', 'live', 'activity', 'keys', 'playground']) {
         await page.locator(`#tabs button[data-tab=${tab}]`).click();
-        const [scroll, inner] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
-        assert.ok(scroll <= inner, `${tab} at ${width} px is ${scroll} px wide`);
+        const [scroll, inner, widest] = await page.evaluate(() => {
+          // What sticks out, to say in the failure.
+          const out = Array.from(document.querySelectorAll(`#${location.hash.slice(1)} *`)).filter((n) => n.getBoundingClientRect().right > window.innerWidth);
+          const name = out.map((n) => `${n.tagName.toLowerCase()}${n.id ? `#${n.id}` : ''}.${n.className}`).slice(0, 3).join(' ');
+          return [document.documentElement.scrollWidth, window.innerWidth, name] as const;
+        });
+        assert.ok(scroll <= inner, `${tab} at ${width} px is ${scroll} px wide: ${widest}`);
       }
     }
     await page.setViewportSize({ width: 1280, height: 800 });

@@ -48,9 +48,9 @@ function showTab(name) {
   for (const section of document.querySelectorAll('main > section')) section.hidden = section.id !== name;
   if (window.location.hash !== `#${name}`) window.history.replaceState(null, '', `#${name}`);
   if (name === 'activity') renderActivity();
+  if (name === 'keys') void loadKeys();
 }
 for (const button of document.querySelectorAll('#tabs button')) button.addEventListener('click', () => showTab(button.dataset.tab));
-showTab((window.location.hash || '#fleet').slice(1).replace(/[^a-z]/g, '') || 'fleet');
 
 function toast(text, bad = false) {
   const note = el('div', { class: bad ? 'bad' : '' }, text);
@@ -88,16 +88,32 @@ function act(label, path, body) {
 // ---- fleet ------------------------------------------------------------------------------------
 const SEGMENT_COLOURS = ['#2f6fde', '#1f8a4c', '#b86e00', '#7a4fd6', '#c83232', '#118a8a'];
 
+const TRIGGERS = { request: 'a request', pin: 'a pin', replica: 'replication', admin: 'an admin (cortex load)', console: 'the console' };
+
+/** "downloading 40% · ~3 s left": the real fraction of the phase the worker is in, and a straight-line estimate. */
+function progressText(load) {
+  return [`${load.phase === 'download' ? 'downloading' : 'loading'} ${pct(load.fraction)}`, load.etaMs !== null && load.fraction < 1 ? ` · ~${ms(load.etaMs)} left` : ''].join('');
+}
+
+/** Why a load runs and who waits on it: its trigger (from the worker) and the requests the router holds for it. */
+function loadFacts(model, load) {
+  const waiting = state.fleet?.waiting?.[model] ?? 0;
+  return el(
+    'span',
+    { class: 'muted small', 'data-test': 'load-facts', 'data-trigger': load?.trigger ?? '', 'data-waiting': waiting },
+    load?.trigger ? ` for ${TRIGGERS[load.trigger] ?? load.trigger}` : '',
+    ` · ${waiting} waiting`,
+  );
+}
+
+function cancelLoadButton(workerId, model) {
+  return el('button', { class: 'danger small', 'data-test': 'cancel-load', onclick: act(`cancel the load of ${model} on ${workerId}`, 'load/cancel', { model, worker: workerId }) }, 'cancel load');
+}
+
 function modelState(worker, model) {
   if (model.state !== 'loading') return el('span', { class: `badge ${model.state}` }, model.state);
   const load = state.loads.get(`${worker.workerId}/${model.id}`);
-  if (!load) return el('span', { class: 'badge loading' }, 'loading');
-  return el(
-    'span',
-    { class: 'badge loading', 'data-test': 'loading' },
-    `loading ${pct(load.fraction)}`,
-    load.etaMs !== null && load.fraction < 1 ? ` · ~${ms(load.etaMs)} left` : '',
-  );
+  return el('span', {}, el('span', { class: 'badge loading', 'data-test': 'loading' }, load ? progressText(load) : 'loading'), loadFacts(model.id, load));
 }
 
 function renderFleet() {
@@ -128,7 +144,9 @@ function renderFleet() {
         el(
           'td',
           {},
-          el('button', { class: 'danger small', 'data-test': 'unload', onclick: act(`unload ${model.id} from ${worker.workerId}`, 'unload', { model: model.id, worker: worker.workerId }) }, 'unload'),
+          model.state === 'loading'
+            ? cancelLoadButton(worker.workerId, model.id)
+            : el('button', { class: 'danger small', 'data-test': 'unload', onclick: act(`unload ${model.id} from ${worker.workerId}`, 'unload', { model: model.id, worker: worker.workerId }) }, 'unload'),
           ' ',
           pinned.has(model.id)
             ? el('button', { class: 'ghost small', onclick: act(`unpin ${model.id}`, 'unpin', { model: model.id }) }, 'unpin')
@@ -176,7 +194,7 @@ function renderCatalogue() {
     );
     // The fleet view is redrawn on every change: keep the worker chosen for each model across redraws.
     if (up.includes(loadChoice.get(model.id))) select.value = loadChoice.get(model.id);
-    const load = (event) => act(`load ${model.id}`, 'load', { model: model.id, ...(select.value && { worker: select.value }) })(event);
+    const load = (event) => act(`load ${model.id}`, 'load', { model: model.id, from: 'console', ...(select.value && { worker: select.value }) })(event);
     body.append(
       el(
         'tr',
@@ -190,10 +208,20 @@ function renderCatalogue() {
       ),
     );
   }
-  const models = $('#chat-model');
-  const chosen = models.value;
-  models.replaceChildren(...fleet.catalogue.filter((m) => (m.kind ?? 'chat') === 'chat').map((m) => el('option', { value: m.id }, m.id)));
-  if (chosen) models.value = chosen;
+  for (const [select, kind] of [
+    ['#chat-model', 'chat'],
+    ['#embed-model', 'embedding'],
+    ['#rerank-model', 'ranking'],
+  ]) {
+    const models = $(select);
+    const chosen = models.value;
+    const ids = fleet.catalogue.filter((m) => (m.kind ?? 'chat') === kind).map((m) => m.id);
+    // Rebuilt only when the list changes: a redraw must not close a list the user has open.
+    if (models.dataset.ids === ids.join(',')) continue;
+    models.dataset.ids = ids.join(',');
+    models.replaceChildren(...ids.map((id) => el('option', { value: id }, id)));
+    if (ids.includes(chosen)) models.value = chosen;
+  }
 }
 
 function renderLoads() {
@@ -207,8 +235,10 @@ function renderLoads() {
             { 'data-test': 'load-progress', 'data-model': load.model },
             `${load.model} on ${load.workerId} `,
             el('span', { class: 'bar' }, el('i', { style: `width:${pct(load.fraction)}` })),
-            ` ${pct(load.fraction)}`,
-            load.etaMs !== null && load.fraction < 1 ? ` · ~${ms(load.etaMs)} left` : '',
+            ` ${progressText(load)}`,
+            loadFacts(load.model, load),
+            ' ',
+            cancelLoadButton(load.workerId, load.model),
           ),
         )
       : [el('p', { class: 'muted' }, 'none')]),
@@ -224,11 +254,12 @@ function renderLive() {
     ...state.live.map((row) =>
       el(
         'tr',
-        { 'data-test': 'live-row', 'data-run': row.runId, 'data-model': row.model ?? '', 'data-tokens': row.tokens },
+        { 'data-test': 'live-row', 'data-run': row.runId, 'data-model': row.model ?? '', 'data-tokens': row.tokens, 'data-state': row.state },
         el('td', { class: 'muted small' }, row.runId.slice(0, 14)),
-        el('td', {}, el('span', { class: `badge ${row.state === 'generating' ? 'ready' : 'loading'}` }, row.state)),
+        el('td', {}, el('span', { class: `badge ${row.state === 'generating' ? 'ready' : row.state === 'queued' ? 'draining' : 'loading'}`, 'data-test': 'live-state' }, row.state)),
         el('td', {}, row.model ?? '?'),
-        el('td', {}, row.workerId ?? '?'),
+        el('td', {}, row.workerId ?? '–'),
+        el('td', { 'data-test': 'live-owner' }, row.keyId ? `${row.keyId} · ${row.account ?? ''}` : el('span', { class: 'muted' }, '–')),
         el('td', { class: 'num' }, String(row.promptTokens)),
         el('td', { class: 'num', 'data-test': 'tokens' }, String(row.tokens)),
         el('td', { class: 'num' }, row.tokensPerSecond === null ? '–' : row.tokensPerSecond.toFixed(1)),
@@ -237,7 +268,7 @@ function renderLive() {
       ),
     ),
   );
-  if (state.live.length === 0) body.append(el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'Nothing in flight.')));
+  if (state.live.length === 0) body.append(el('tr', {}, el('td', { colspan: 10, class: 'muted' }, 'Nothing in flight.')));
 }
 setInterval(() => {
   if (state.live.length && !$('#live').hidden) renderLive();
@@ -250,7 +281,7 @@ function filtered() {
   return state.activity.filter((a) => (!model || a.model === model) && (!status || (status === 'ok') === (a.status < 400 && !a.errorCode)));
 }
 
-function drawChart(canvas, values, colour) {
+function chartFrame(canvas) {
   const ratio = window.devicePixelRatio || 1;
   const width = canvas.clientWidth || 480;
   const height = canvas.clientHeight || 90;
@@ -259,11 +290,18 @@ function drawChart(canvas, values, colour) {
   const g = canvas.getContext('2d');
   g.scale(ratio, ratio);
   g.clearRect(0, 0, width, height);
-  const points = values.filter((v) => Number.isFinite(v));
   const style = getComputedStyle(document.documentElement);
   g.fillStyle = style.getPropertyValue('--muted');
   g.font = '11px system-ui';
-  if (!points.length) {
+  return { g, width, height, style };
+}
+
+/** Bars, one per value; the values are kept on the canvas (data-values) for whoever reads the page. */
+function drawChart(canvas, values, colour) {
+  canvas.dataset.values = JSON.stringify(values.map((v) => (Number.isFinite(v) ? Math.round(v * 100) / 100 : null)));
+  const { g, width, height, style } = chartFrame(canvas);
+  const points = values.filter((v) => Number.isFinite(v));
+  if (!points.length || Math.max(...points) === 0) {
     g.fillText('no data yet', 8, height / 2);
     return;
   }
@@ -279,6 +317,76 @@ function drawChart(canvas, values, colour) {
     g.fillRect(30 + i * step + 1, height - h, Math.max(1, step - 2), h);
   });
 }
+
+/** One line per series over the same sample times; the legend names each series in its colour. */
+function drawLines(canvas, series, legend) {
+  const names = Object.keys(series);
+  canvas.dataset.max = JSON.stringify(Object.fromEntries(names.map((n) => [n, Math.max(0, ...series[n])])));
+  const { g, width, height } = chartFrame(canvas);
+  legend.replaceChildren(...names.map((n, i) => el('span', { style: `color:${SEGMENT_COLOURS[i % SEGMENT_COLOURS.length]}` }, `■ ${n}`)));
+  const max = Math.max(0, ...names.flatMap((n) => series[n]));
+  if (!names.length || max === 0) {
+    g.fillText(names.length ? 'nothing queued' : 'no data yet', 8, height / 2);
+    if (!max) return;
+  }
+  g.fillText(String(max), 0, 11);
+  g.fillText('0', 0, height - 2);
+  names.forEach((n, i) => {
+    const values = series[n];
+    const step = (width - 30) / Math.max(1, QUEUE_SAMPLES - 1);
+    g.strokeStyle = SEGMENT_COLOURS[i % SEGMENT_COLOURS.length];
+    g.lineWidth = 1.5;
+    g.beginPath();
+    values.forEach((v, j) => {
+      const x = 30 + (QUEUE_SAMPLES - values.length + j) * step;
+      const y = height - 2 - (v / max) * (height - 16);
+      if (j === 0) g.moveTo(x, y);
+      else g.lineTo(x, y);
+    });
+    g.stroke();
+  });
+}
+
+const MINUTES = 30;
+/** Requests finished and tokens generated per minute, over the last MINUTES minutes. */
+function perMinute(rows, now) {
+  const requests = new Array(MINUTES).fill(0);
+  const tokens = new Array(MINUTES).fill(0);
+  const end = Math.floor(now / 60_000);
+  for (const a of rows) {
+    const slot = MINUTES - 1 - (end - Math.floor(a.finishedAt / 60_000));
+    if (slot < 0 || slot >= MINUTES) continue;
+    requests[slot] += 1;
+    tokens[slot] += a.usage?.completionTokens ?? 0;
+  }
+  return { requests, tokensPerSecond: tokens.map((t) => t / 60) };
+}
+
+/** Requests waiting per model (on workers' queues and for loads), sampled on every fleet view: the page's own memory. */
+const QUEUE_SAMPLES = 120;
+const queueDepth = { at: [], series: {} };
+function sampleQueues() {
+  if (!state.fleet) return;
+  const depth = {};
+  for (const model of state.fleet.catalogue) depth[model.id] = 0;
+  for (const worker of state.fleet.workers) for (const model of worker.models) depth[model.id] = (depth[model.id] ?? 0) + model.queued;
+  for (const [model, count] of Object.entries(state.fleet.waiting ?? {})) depth[model] = (depth[model] ?? 0) + count;
+  queueDepth.at.push(Date.now());
+  for (const [model, count] of Object.entries(depth)) (queueDepth.series[model] ??= new Array(queueDepth.at.length - 1).fill(0)).push(count);
+  for (const [model, values] of Object.entries(queueDepth.series)) {
+    if (values.length < queueDepth.at.length) values.push(0);
+    if (values.length > QUEUE_SAMPLES) values.shift();
+    // A model nobody queued for in the whole window is left off the chart.
+    if (values.every((v) => v === 0) && values.length >= QUEUE_SAMPLES) delete queueDepth.series[model];
+  }
+  if (queueDepth.at.length > QUEUE_SAMPLES) queueDepth.at.shift();
+  if (!$('#activity').hidden) drawQueue();
+}
+function drawQueue() {
+  const shown = Object.fromEntries(Object.entries(queueDepth.series).filter(([, values]) => values.some((v) => v > 0)));
+  drawLines($('#chart-queue'), shown, $('#queue-legend'));
+}
+setInterval(sampleQueues, 2_000);
 
 function renderActivity() {
   const models = $('#filter-model');
@@ -308,15 +416,17 @@ function renderActivity() {
         el('td', { class: 'num' }, ms(a.timings?.ttftMs)),
         el('td', { class: 'num' }, a.timings ? a.timings.decodeTokensPerSecond.toFixed(1) : '–'),
         el('td', { class: 'num' }, ms(a.durationMs)),
-        el('td', { class: 'status-bad' }, a.errorCode ?? ''),
+        el('td', { class: 'status-bad error' }, a.errorCode ?? ''),
       ),
     ),
   );
   if (!rows.length) body.append(el('tr', {}, el('td', { colspan: 12, class: 'muted' }, 'No requests yet.')));
   if (!$('#activity').hidden) {
-    const chartRows = filtered().slice(-60);
-    drawChart($('#chart-tps'), chartRows.map((a) => a.timings?.decodeTokensPerSecond ?? NaN));
-    drawChart($('#chart-ttft'), chartRows.map((a) => a.timings?.ttftMs ?? NaN), getComputedStyle(document.documentElement).getPropertyValue('--load'));
+    const minutes = perMinute(filtered(), Date.now());
+    drawChart($('#chart-rpm'), minutes.requests);
+    drawChart($('#chart-tps'), minutes.tokensPerSecond, getComputedStyle(document.documentElement).getPropertyValue('--ok'));
+    drawChart($('#chart-ttft'), filtered().slice(-60).map((a) => a.timings?.ttftMs ?? NaN), getComputedStyle(document.documentElement).getPropertyValue('--load'));
+    drawQueue();
   }
   renderTimeline();
 }
@@ -400,6 +510,7 @@ function connect() {
     state.fleet = fleet;
     state.fleetError = null;
     renderFleet();
+    sampleQueues();
   });
   on('fleet_error', ({ message }) => {
     state.fleetError = message;
@@ -505,3 +616,188 @@ $('#chat-form').addEventListener('submit', async (event) => {
     chatAbort = null;
   }
 });
+
+
+// ---- playground: embeddings and rerank -------------------------------------------------------
+$('#play-mode').addEventListener('change', (event) => {
+  const mode = event.currentTarget.value;
+  $('#chat-form').hidden = mode !== 'chat';
+  $('#chat-log').hidden = mode !== 'chat';
+  $('#embed-form').hidden = mode !== 'embeddings';
+  $('#rerank-form').hidden = mode !== 'rerank';
+});
+
+async function postJson(path, body) {
+  const response = await fetch(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const data = await response.json().catch(() => null);
+  if (!response.ok) throw new Error(data?.error?.message ?? `HTTP ${response.status}`);
+  return data;
+}
+
+const lines = (text) =>
+  text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean);
+
+function cosine(a, b) {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    dot += a[i] * b[i];
+    na += a[i] * a[i];
+    nb += b[i] * b[i];
+  }
+  return na && nb ? dot / Math.sqrt(na * nb) : 0;
+}
+
+$('#embed-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const input = lines($('#embed-input').value);
+  const result = $('#embed-result');
+  if (!input.length) return;
+  $('#embed-send').disabled = true;
+  const started = performance.now();
+  try {
+    const answer = await postJson('/v1/embeddings', { model: $('#embed-model').value, input });
+    const vectors = answer.data.map((d) => d.embedding);
+    $('#embed-stats').textContent = `${vectors.length} vectors of ${vectors[0]?.length ?? 0} dimensions · ${answer.usage?.prompt_tokens ?? '?'} tokens · ${((performance.now() - started) / 1000).toFixed(2)} s`;
+    // Cosine similarity of every pair: what an embedding is for.
+    result.replaceChildren(
+      el(
+        'table',
+        { class: 'grid', 'data-test': 'embed-similarity' },
+        el('thead', {}, el('tr', {}, el('th', {}, 'cosine'), ...input.map((_, j) => el('th', { class: 'num' }, `#${j + 1}`)))),
+        el(
+          'tbody',
+          {},
+          input.map((text, i) => el('tr', {}, el('td', { class: 'wrap' }, `#${i + 1} ${text}`), ...vectors.map((v, j) => el('td', { class: 'num', 'data-test': `sim-${i}-${j}` }, cosine(vectors[i], v).toFixed(3))))),
+        ),
+      ),
+    );
+  } catch (error) {
+    result.replaceChildren(el('p', { class: 'status-bad' }, error.message));
+  } finally {
+    $('#embed-send').disabled = false;
+  }
+});
+
+$('#rerank-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const documents = lines($('#rerank-docs').value);
+  const result = $('#rerank-result');
+  if (!documents.length) return;
+  $('#rerank-send').disabled = true;
+  const started = performance.now();
+  try {
+    const answer = await postJson('/v1/rerank', { model: $('#rerank-model').value, query: $('#rerank-query').value, documents });
+    $('#rerank-stats').textContent = `${answer.results.length} documents ranked · ${((performance.now() - started) / 1000).toFixed(2)} s`;
+    result.replaceChildren(
+      el(
+        'ol',
+        { class: 'ranked' },
+        answer.results.map((r) => el('li', { 'data-test': 'rerank-row', 'data-index': r.index }, el('code', {}, r.relevance_score.toFixed(3)), ' ', documents[r.index])),
+      ),
+    );
+  } catch (error) {
+    result.replaceChildren(el('p', { class: 'status-bad' }, error.message));
+  } finally {
+    $('#rerank-send').disabled = false;
+  }
+});
+
+// ---- keys and usage ---------------------------------------------------------------------------
+async function getJson(path) {
+  const response = await fetch(path);
+  const data = await response.json().catch(() => null);
+  if (!response.ok) throw new Error(data?.error?.message ?? `HTTP ${response.status}`);
+  return data;
+}
+
+function describeLimits(limits) {
+  const parts = [];
+  if (limits.requests_per_minute !== undefined) parts.push(`${limits.requests_per_minute} req/min`);
+  if (limits.tokens_per_minute !== undefined) parts.push(`${limits.tokens_per_minute} tok/min`);
+  if (limits.concurrent_requests !== undefined) parts.push(`${limits.concurrent_requests} at once`);
+  if (limits.token_budget) parts.push(`${limits.token_budget.tokens} tokens ${limits.token_budget.window === 'balance' ? 'in all' : `a ${limits.token_budget.window}`}`);
+  return parts.join(', ') || 'no limits';
+}
+
+/** "value / limit", marked when at least 80% of the limit is used (`left`: the value is what remains). */
+function use(value, limit, test, left = false) {
+  if (limit === undefined || limit === null) return el('span', { class: 'muted', 'data-test': test }, value === null || value === undefined ? '–' : String(value));
+  const used = left ? limit - value : value;
+  const high = limit > 0 && used / limit >= 0.8;
+  return el('span', { class: `use${high ? ' high' : ''}`, 'data-test': test }, `${value} / ${limit}`);
+}
+
+let keysLoading = null;
+function loadKeys() {
+  keysLoading ??= (async () => {
+    try {
+      const [keys, accounts, byKey, byAccount] = await Promise.all([
+        getJson('/admin/keys'),
+        getJson('/admin/accounts'),
+        getJson('/admin/usage?group_by=key'),
+        getJson('/admin/usage?group_by=account'),
+      ]);
+      // Use against limits, read where the limits are kept (as `cortex keys show` does); the first 100 keys.
+      const shown = keys.data.slice(0, 100);
+      const details = await Promise.all(shown.map((k) => getJson(`/admin/keys/${encodeURIComponent(k.id)}`).catch(() => null)));
+      renderKeys(shown, details, accounts.data, byKey.data, byAccount.data);
+      $('#keys-note').textContent = `${keys.data.length} stored keys${keys.data.length > shown.length ? ` (the first ${shown.length} shown)` : ''} · read ${clock(Date.now())}; keys from the config file's auth.api_keys are not stored and not listed`;
+    } catch (error) {
+      $('#keys-note').textContent = `could not read keys: ${error.message}`;
+    } finally {
+      keysLoading = null;
+    }
+  })();
+  return keysLoading;
+}
+$('#keys-refresh').addEventListener('click', () => void loadKeys());
+
+function renderKeys(keys, details, accounts, byKey, byAccount) {
+  const spentByKey = new Map(byKey.map((row) => [row.key_id, row]));
+  const spentByAccount = new Map(byAccount.map((row) => [row.account, row]));
+  $('#keys-table tbody').replaceChildren(
+    ...keys.map((key, i) => {
+      const usage = details[i]?.usage ?? {};
+      const budget = key.limits.token_budget;
+      const spent = spentByKey.get(key.id);
+      return el(
+        'tr',
+        { 'data-test': 'key-row', 'data-key': key.id },
+        el('td', {}, key.name, ' ', el('span', { class: 'muted small' }, key.prefix)),
+        el('td', {}, key.account),
+        el('td', {}, el('span', { class: `badge ${key.state === 'active' ? 'ready' : 'down'}` }, key.state)),
+        el('td', { class: 'wrap' }, describeLimits(key.limits)),
+        el('td', { class: 'num' }, use(usage.requests_remaining ?? key.limits.requests_per_minute, key.limits.requests_per_minute, 'requests-left', true)),
+        el('td', { class: 'num' }, use(usage.concurrent_requests_running ?? 0, key.limits.concurrent_requests, 'running')),
+        el('td', { class: 'num' }, budget ? use((usage.token_budget?.spent ?? 0) + (usage.token_budget?.reserved ?? 0), budget.tokens, 'budget') : el('span', { class: 'muted' }, '–')),
+        el('td', { class: 'num', 'data-test': 'key-requests' }, String(spent?.requests ?? 0)),
+        el('td', { class: 'num', 'data-test': 'key-tokens' }, String(spent?.total_tokens ?? 0)),
+      );
+    }),
+  );
+  if (!keys.length) $('#keys-table tbody').append(el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'No stored keys (`cortex keys create` makes one).')));
+  const names = [...new Set([...accounts.map((a) => a.name), ...keys.map((k) => k.account)])].sort();
+  const limitsOf = new Map(accounts.map((a) => [a.name, a.limits]));
+  $('#accounts-table tbody').replaceChildren(
+    ...names.map((name) => {
+      const spent = spentByAccount.get(name);
+      return el(
+        'tr',
+        { 'data-test': 'account-row', 'data-account': name },
+        el('td', {}, name),
+        el('td', { class: 'wrap' }, describeLimits(limitsOf.get(name) ?? {})),
+        el('td', { class: 'num' }, String(keys.filter((k) => k.account === name).length)),
+        el('td', { class: 'num' }, String(spent?.requests ?? 0)),
+        el('td', { class: 'num', 'data-test': 'account-tokens' }, String(spent?.total_tokens ?? 0)),
+      );
+    }),
+  );
+}
+
+// Last: every view and its state exist by now.
+showTab((window.location.hash || '#fleet').slice(1).replace(/[^a-z]/g, '') || 'fleet');

@@ -5,6 +5,7 @@ import { AdminModelCommand, assertModelKind, CatalogueAddCommand, CatalogueRemov
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { CatalogueService } from './catalogue/catalogue.service.js';
 import { AdminService } from './placement/admin.service.js';
+import { LoadCoordinator } from './placement/load-coordinator.js';
 import { PlacementService } from './placement/placement.service.js';
 import { ROUTER_ID } from './router.tokens.js';
 
@@ -17,6 +18,7 @@ export class RouterController {
     private readonly admin: AdminService,
     private readonly catalogue: CatalogueService,
     private readonly fleet: FleetRegistry,
+    private readonly loads: LoadCoordinator,
     @Inject(ROUTER_ID) private readonly routerId: string,
   ) {}
 
@@ -41,7 +43,7 @@ export class RouterController {
   @MessagePattern(Subjects.routerLoad)
   load(payload: unknown): Promise<Placement> {
     const command = decodeMessage(AdminModelCommand, payload);
-    return this.admin.load(command.model, command.worker);
+    return this.admin.load(command.model, command.worker, command.from === 'console' ? 'console' : 'admin');
   }
 
   @MessagePattern(Subjects.routerUnload)
@@ -79,6 +81,7 @@ export class RouterController {
 
   @MessagePattern(Subjects.routerFleet)
   fleetView(): FleetView {
-    return { routerId: this.routerId, workers: this.fleet.views(), catalogue: this.catalogue.catalogue() };
+    const waiting = this.loads.waitingByModel();
+    return { routerId: this.routerId, workers: this.fleet.views(), catalogue: this.catalogue.catalogue(), ...(Object.keys(waiting).length > 0 && { waiting }) };
   }
 }

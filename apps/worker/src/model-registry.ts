@@ -18,7 +18,7 @@ import {
 } from '@cortex/contracts';
 import { EventPublisher, type BusClient } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
-import type { Engine, EngineModel } from './engine/index.js';
+import type { Engine, EngineModel, FetchOptions } from './engine/index.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
 
 interface ModelEntry {
@@ -26,6 +26,8 @@ interface ModelEntry {
   state: ModelState;
   model: EngineModel | null;
   loading: Promise<LoadResult> | null;
+  /** Stops the load in progress (a `cancel_load` command); null once it ended. */
+  abort: AbortController | null;
   /** An unload under way: a second unload command (another router, an admin) joins it. */
   unloading: Promise<UnloadResult> | null;
   lastUsedAt: number;
@@ -113,34 +115,58 @@ export class ModelRegistry implements HeartbeatSource {
       return Promise.resolve({ model: command.model, workerId, loadMs: 0, sizeBytes: existing.bytes });
     }
     if (existing?.loading) return existing.loading;
-    const entry: ModelEntry = { id: command.model, state: 'loading', model: null, loading: null, unloading: null, lastUsedAt: Date.now(), bytes: 0 };
+    const entry: ModelEntry = { id: command.model, state: 'loading', model: null, loading: null, abort: new AbortController(), unloading: null, lastUsedAt: Date.now(), bytes: 0 };
     this.models.set(command.model, entry);
-    entry.loading = this.doLoad(command, entry).finally(() => (entry.loading = null));
+    entry.loading = this.doLoad(command, entry).finally(() => {
+      entry.loading = null;
+      entry.abort = null;
+    });
     void this.deps.beat();
     return entry.loading;
+  }
+
+  /** Stops a load in progress; false when the model is not loading here. */
+  cancelLoad(model: string, reason: string): boolean {
+    const entry = this.models.get(model);
+    if (!entry?.abort || entry.state !== 'loading') return false;
+    this.deps.logger.log(`${model}: cancelling its load (${reason})`);
+    entry.abort.abort(new CortexError('model_load_failed', `the load of ${model} on ${this.deps.workerId} was cancelled (${reason})`));
+    return true;
   }
 
   private async doLoad(command: LoadCommand, entry: ModelEntry): Promise<LoadResult> {
     const { config, engine, workerId, logger } = this.deps;
     const started = performance.now();
-    const log = (line: string): void => logger.log(`${command.model}: ${line}`);
+    const log = (line: string): void => logger.log(`${command.model}: ${line}${command.trigger ? ` (${command.trigger})` : ''}`);
+    const signal = entry.abort?.signal;
+    const progress = (phase: 'download' | 'load', steps: number): ((fraction: number) => void) => {
+      let last = -1;
+      return (fraction) => {
+        const step = Math.floor(fraction * steps);
+        if (step <= last) return;
+        last = step;
+        if (phase === 'load') log(`loading ${Math.round(fraction * 100)}%`);
+        const event: LoadProgress = { workerId, model: command.model, fraction, phase, ...(command.trigger && { trigger: command.trigger }) };
+        this.deps.bus.publish(Subjects.modelProgressed, event);
+      };
+    };
     try {
-      const { path, draft, bytes } = await this.resolve(command, log);
+      // A first word at once: the console shows the load, and why, before any progress.
+      progress('load', 1)(0);
+      const { path, draft, bytes } = await this.resolve(command, log, { ...(signal && { signal }), onProgress: progress('download', 20) });
+      signal?.throwIfAborted();
       entry.bytes = bytes;
       await this.assertFits(command.model, entry.bytes);
-      let lastStep = -1;
       const model = await engine.load(
         { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue, ...(draft && { draft }), ...(command.kind && { kind: command.kind }) },
-        (fraction) => {
-          const step = Math.floor(fraction * 4);
-          if (step > lastStep) {
-            lastStep = step;
-            log(`loading ${Math.round(fraction * 100)}%`);
-            const progress: LoadProgress = { workerId, model: command.model, fraction };
-            this.deps.bus.publish(Subjects.modelProgressed, progress);
-          }
-        },
+        progress('load', 4),
+        signal,
       );
+      if (signal?.aborted) {
+        // Aborted as it ended: what was loaded is given back.
+        await model.dispose();
+        signal.throwIfAborted();
+      }
       entry.model = model;
       entry.state = 'ready';
       const result: LoadResult = { model: command.model, workerId, loadMs: performance.now() - started, sizeBytes: entry.bytes };
@@ -149,15 +175,20 @@ export class ModelRegistry implements HeartbeatSource {
       // The routers hear of the change before anyone hears the event: a gateway that drops its reused
       // placements on the event and asks again gets an answer from the new view.
       await this.deps.beat();
-      this.publishEvent(Subjects.modelLoaded, result, `${workerId}.${command.model}.loaded.${Date.now()}`);
+      void this.publishEvent(Subjects.modelLoaded, result, `${workerId}.${command.model}.loaded.${Date.now()}`);
       return result;
-    } catch (error) {
+    } catch (failure) {
+      // A cancelled load fails with the reason it was given, whatever the backend threw on the abort.
+      const error = signal?.aborted ? (signal.reason as Error) : failure;
       // A failed load leaves nothing behind: the model is simply not there; load_failed says why.
       const message = (error as Error).message;
       this.models.delete(command.model);
       logger.error(`${command.model}: load failed: ${message}`);
-      const failed: LoadFailedEvent = { workerId, at: Date.now(), model: command.model, error: message };
-      this.publishEvent(Subjects.modelLoadFailed, failed, `${workerId}.${command.model}.failed.${failed.at}`);
+      const failed: LoadFailedEvent = { workerId, at: Date.now(), model: command.model, error: message, ...(signal?.aborted && { cancelled: true }) };
+      const recorded = this.publishEvent(Subjects.modelLoadFailed, failed, `${workerId}.${command.model}.failed.${failed.at}`);
+      // Routers drop the requests that waited on a cancelled load when they hear this event: it must
+      // reach them before this load's answer, or a waiting request could take the lease and load again.
+      if (failed.cancelled) await recorded;
       void this.deps.beat();
       throw error instanceof CortexError ? error : new CortexError('model_load_failed', `loading ${command.model} failed: ${message}`, { cause: error });
     }
@@ -189,19 +220,27 @@ export class ModelRegistry implements HeartbeatSource {
   }
 
   async estimate(command: EstimateCommand): Promise<{ bytes: number }> {
+    // A URL is sized from its header over the network (a ranged read): the download belongs to the
+    // load, where its progress shows and a cancel stops it. Unreachable (a worker that only has what
+    // `cortex pull` put in its models directory): sized from the local copy as before.
+    if (/^https?:/.test(command.source) && !command.draft) {
+      const shape = { contextSize: command.contextSize, slots: command.slots, ...(command.kind && { kind: command.kind }) };
+      const bytes = await this.deps.engine.estimate({ path: command.source, ...shape }).catch(() => null);
+      if (bytes !== null) return { bytes };
+    }
     const { bytes } = await this.resolve(command, (line) => this.deps.logger.log(line));
     return { bytes };
   }
 
   /** The model's local file, its draft's (or `lookup`), and the memory both take with their contexts. */
-  private async resolve(command: EstimateCommand, log: (line: string) => void): Promise<{ path: string; draft?: string; bytes: number }> {
+  private async resolve(command: EstimateCommand, log: (line: string) => void, fetch?: FetchOptions): Promise<{ path: string; draft?: string; bytes: number }> {
     const { engine, config } = this.deps;
-    const path = await engine.resolveSource(command.source, config.worker.modelsDir, log);
+    const path = await engine.resolveSource(command.source, config.worker.modelsDir, log, fetch);
     const shape = { contextSize: command.contextSize, slots: command.slots };
     const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
     if (!command.draft) return { path, bytes };
     if (command.draft === 'lookup') return { path, draft: 'lookup', bytes };
-    const draft = await engine.resolveSource(command.draft, config.worker.modelsDir, log);
+    const draft = await engine.resolveSource(command.draft, config.worker.modelsDir, log, fetch?.signal && { signal: fetch.signal });
     return { path, draft, bytes: bytes + (await engine.estimate({ path: draft, ...shape })) };
   }
 
@@ -225,7 +264,7 @@ export class ModelRegistry implements HeartbeatSource {
       this.models.clear();
       await engine.restart();
       const event: DefragEvent = { workerId, at: Date.now(), cycles: this.cycles, dropped };
-      this.publishEvent(Subjects.workerDefragmented, event, `${workerId}.defrag.${event.at}`);
+      void this.publishEvent(Subjects.workerDefragmented, event, `${workerId}.defrag.${event.at}`);
       this.cycles = 0;
     } catch (error) {
       logger.error(`defragmentation failed: ${(error as Error).message}`);
@@ -273,7 +312,7 @@ export class ModelRegistry implements HeartbeatSource {
     const result: UnloadResult = { model, workerId, cancelled: drain ? 0 : mine.length, reason };
     // As after a load: the routers' view changes before the event goes out.
     await this.deps.beat();
-    this.publishEvent(Subjects.modelUnloaded, result, `${workerId}.${model}.unloaded.${Date.now()}`);
+    void this.publishEvent(Subjects.modelUnloaded, result, `${workerId}.${model}.unloaded.${Date.now()}`);
     this.cycles++;
     void this.maybeDefrag();
     return result;
@@ -285,8 +324,11 @@ export class ModelRegistry implements HeartbeatSource {
   }
 
   /** Lifecycle facts go to JetStream so metrics count them even if they start later. */
-  private publishEvent(subject: string, payload: unknown, id: string): void {
-    this.events.publish(subject, payload, id).catch((error: Error) => this.deps.logger.warn(`could not record ${subject}: ${error.message}`));
+  private publishEvent(subject: string, payload: unknown, id: string): Promise<void> {
+    return this.events.publish(subject, payload, id).then(
+      () => undefined,
+      (error: Error) => this.deps.logger.warn(`could not record ${subject}: ${error.message}`),
+    );
   }
 }
 

@@ -2,7 +2,7 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
 import { performance } from 'node:perf_hooks';
-import { CancelCommand, decodeEmbedCommand, decodeGenerateCommand, decodeRankCommand, decodeMessage, decodeTokenizeCommand, EstimateCommand, LoadCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
+import { CancelCommand, CancelLoadCommand, decodeEmbedCommand, decodeGenerateCommand, decodeRankCommand, decodeMessage, decodeTokenizeCommand, EstimateCommand, LoadCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
 
 /** Bus handlers addressed to this worker (`llm.worker.v1.<id>.*`); every payload is validated first. */
@@ -40,6 +40,12 @@ export class WorkerController {
   @MessagePattern(Subjects.workerLoad)
   load(payload: unknown) {
     return this.worker.load(decodeMessage(LoadCommand, payload));
+  }
+
+  @MessagePattern(Subjects.workerCancelLoad)
+  cancelLoad(payload: unknown) {
+    const command = decodeMessage(CancelLoadCommand, payload);
+    return this.worker.cancelLoad(command.model, command.reason ?? 'cancelled by an admin');
   }
 
   @MessagePattern(Subjects.workerEstimate)

@@ -242,6 +242,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     return this.models.load(command);
   }
 
+  cancelLoad(model: string, reason: string): { model: string; workerId: string; cancelled: boolean } {
+    return { model, workerId: this.workerId, cancelled: this.models.cancelLoad(model, reason) };
+  }
+
   estimate(command: EstimateCommand): Promise<{ bytes: number }> {
     return this.models.estimate(command);
   }

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { Controller, Get, Param, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { CortexError, object, Subjects, workerSubject, string, assertToken } from '@cortex/contracts';
+import { boolean, CortexError, object, Subjects, workerSubject, string, assertToken } from '@cortex/contracts';
 import { respondJson, sendError } from '../http/error-response.js';
 import { requestIdOf } from '../http/request-id.js';
 import { ConsoleHub } from './console.hub.js';
@@ -81,6 +81,29 @@ export class ConsoleController {
     });
   }
 
+  /**
+   * Stops a load in progress on one worker. The worker aborts it (a download or the read into memory),
+   * its router hears the load fail, releases the model's load lease, and every request waiting on
+   * the load gets `model_load_failed` saying it was cancelled.
+   */
+  @Post('admin/load/cancel')
+  cancelLoad(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return respondJson(req, reply, async (requestId) => {
+      const body = object(req.body ?? null, 'body');
+      const model = string(body.model, 'model');
+      const workerId = string(body.worker, 'worker');
+      try {
+        assertToken(workerId, 'worker');
+      } catch (error) {
+        throw new CortexError('invalid_request', (error as Error).message, { param: 'worker' });
+      }
+      const answer = await this.bus.request(workerSubject(Subjects.workerCancelLoad, workerId), { model, reason: 'cancelled from the console' }, { requestId, decode: decodeCancelLoad, timeoutMs: 5_000 });
+      if (!answer.cancelled) throw new CortexError('not_found', `${model} is not loading on ${workerId}`, { param: 'model' });
+      this.hub.refresh();
+      return answer;
+    });
+  }
+
   private async file(name: string): Promise<string> {
     let text = this.files.get(name);
     if (text === undefined) {
@@ -89,4 +112,9 @@ export class ConsoleController {
     }
     return text;
   }
+}
+
+function decodeCancelLoad(value: unknown): { model: string; workerId: string; cancelled: boolean } {
+  const answer = object(value, 'answer');
+  return { model: string(answer.model, 'model'), workerId: string(answer.workerId, 'workerId'), cancelled: boolean(answer.cancelled, 'cancelled') };
 }

@@ -3,6 +3,7 @@ import type { Subscription } from '@nats-io/transport-node';
 import type { BusClient } from '@cortex/bus';
 import {
   decodeFleetView,
+  decodeGatewayRuns,
   decodeLoadFailed,
   decodeLoadProgress,
   decodeLoadResult,
@@ -13,6 +14,7 @@ import {
   isObject,
   Subjects,
   type FleetView,
+  type PendingRun,
   type RequestFinishedEvent,
 } from '@cortex/contracts';
 import { EventRing, LiveRuns, LoadBoard, runIdOf, type FeedEvent, type LiveView, type LoadView } from './feed-state.js';
@@ -50,6 +52,8 @@ export interface FeedOptions {
 }
 
 const KEEP_ACTIVITY = 200;
+/** Gathering gateways' answers ends once none came for this long. */
+const RUNS_STALL_MS = 100;
 const KEEP_TIMELINE = 100;
 const RING = 512;
 
@@ -70,6 +74,7 @@ export class ConsoleFeed {
   private fleetKey = '';
   private fleetError: string | null = 'not asked yet';
   private fleetAsking = false;
+  private runsAsking = false;
   private activity: RequestFinishedEvent[] = [];
   private activitySource: ConsoleSnapshot['activitySource'] = 'feed';
   private activityNote: string | null = null;
@@ -112,10 +117,13 @@ export class ConsoleFeed {
       ),
     );
     this.timers.push(
-      setInterval(() => void this.askFleet(), options.fleetIntervalMs),
+      setInterval(() => {
+        void this.askFleet();
+        void this.askRuns();
+      }, options.fleetIntervalMs),
       setInterval(() => this.tick(), options.liveIntervalMs),
     );
-    this.ready = Promise.all([this.askFleet(), this.loadHistory()]).then(() => undefined);
+    this.ready = Promise.all([this.askFleet(), this.loadHistory(), this.askRuns()]).then(() => undefined);
   }
 
   snapshot(): ConsoleSnapshot {
@@ -189,6 +197,33 @@ export class ConsoleFeed {
       this.fleetError = message;
     } finally {
       this.fleetAsking = false;
+    }
+  }
+
+  /**
+   * Every gateway's requests (each answers; gathered until none has answered for a moment): the ones
+   * waiting for a router, a load or a slot show before their stream says anything.
+   */
+  private async askRuns(): Promise<void> {
+    if (this.runsAsking || this.stopped) return;
+    this.runsAsking = true;
+    try {
+      const runs: PendingRun[] = [];
+      const replies = await this.bus.nc.requestMany(Subjects.gatewayRuns, '{}', { strategy: 'stall', stall: RUNS_STALL_MS, maxWait: Math.max(RUNS_STALL_MS, this.options.fleetIntervalMs / 2) });
+      for await (const message of replies) {
+        try {
+          runs.push(...decodeGatewayRuns(message.json()));
+        } catch (error) {
+          this.warn(`console feed skipped a gateway's runs: ${(error as Error).message}`);
+        }
+      }
+      if (this.stopped) return;
+      const loading = new Set([...this.loads.view().map((l) => l.model), ...(this.fleet?.workers.flatMap((w) => w.models.filter((m) => m.state === 'loading').map((m) => m.id)) ?? [])]);
+      this.live.pending(runs, loading, Date.now());
+    } catch {
+      // No gateway answered (this one is shutting down): the streams still show what runs.
+    } finally {
+      this.runsAsking = false;
     }
   }
 

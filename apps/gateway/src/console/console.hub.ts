@@ -1,7 +1,11 @@
 import type { ServerResponse } from 'node:http';
-import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type { Subscription } from '@nats-io/transport-node';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
+import { Subjects, type PendingRun } from '@cortex/contracts';
+import { InferenceService } from '../inference/inference.service.js';
+import { UsageRecorder } from '../usage/usage-recorder.js';
 import { ConsoleFeed } from './console.feed.js';
 import { decideResume, tooFarBehind, type FeedEvent } from './feed-state.js';
 
@@ -10,6 +14,8 @@ export const CLIENT_BUFFER_LIMIT = 1024 * 1024;
 /** After the last page leaves, the feed stays up this long, so a reload resumes instead of resyncing. */
 const LINGER_MS = 5_000;
 const KEEPALIVE_MS = 15_000;
+/** A request tracked longer than this ended without a word (its end is what removes it): dropped. */
+const RUN_MAX_AGE_MS = 30 * 60_000;
 
 /** One page's feed connection. */
 export class FeedClient {
@@ -48,17 +54,39 @@ export class FeedClient {
  * nothing for the console and computes nothing.
  */
 @Injectable()
-export class ConsoleHub implements OnModuleDestroy {
+export class ConsoleHub implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('console');
   private readonly clients = new Set<FeedClient>();
   private feed: ConsoleFeed | null = null;
   private linger: NodeJS.Timeout | null = null;
   private keepalive: NodeJS.Timeout | null = null;
+  private runsAsked: Subscription | null = null;
 
   constructor(
     private readonly bus: BusClient,
     @Inject(CONFIG) private readonly config: CortexConfig,
+    private readonly inference: InferenceService,
+    private readonly usage: UsageRecorder,
   ) {}
+
+  /**
+   * Every gateway answers the console's ask for the requests it runs (a page may watch another
+   * gateway): the registry's rows with their stored key and account. Nothing runs until asked.
+   */
+  onModuleInit(): void {
+    this.runsAsked = this.bus.nc.subscribe(Subjects.gatewayRuns, {
+      callback: (error, message) => {
+        if (error) return;
+        const now = Date.now();
+        this.inference.pending.sweep(now, RUN_MAX_AGE_MS);
+        const runs: PendingRun[] = this.inference.pending.list().map((run) => {
+          const owner = this.usage.ownerOf(run.requestId);
+          return owner ? { ...run, keyId: owner.keyId, account: owner.account } : run;
+        });
+        message.respond(JSON.stringify({ runs }));
+      },
+    });
+  }
 
   /** Whether the feed runs (someone watches, or did within the linger). */
   get running(): boolean {
@@ -134,6 +162,7 @@ export class ConsoleHub implements OnModuleDestroy {
   }
 
   onModuleDestroy(): void {
+    this.runsAsked?.unsubscribe();
     for (const client of this.clients) client.raw.destroy();
     this.clients.clear();
     if (this.linger) clearTimeout(this.linger);

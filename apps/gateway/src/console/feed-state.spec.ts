@@ -40,6 +40,33 @@ describe('console feed state', () => {
     assert.equal(live.size, 0);
   });
 
+  it('console - a request its gateway runs shows queued or loading before its stream, then keeps its key', () => {
+    const live = new LiveRuns();
+    const run = { requestId: 'q1', runId: 'r1', model: 'm', workerId: null, since: 500 };
+    live.pending([run], new Set(), 1_000);
+    let [row] = live.take(1_000) ?? [];
+    assert.deepEqual([row?.state, row?.model, row?.workerId, row?.elapsedMs, row?.keyId], ['queued', 'm', null, 500, null]);
+    live.pending([{ ...run, keyId: 'key_1', account: 'team' }], new Set(['m']), 1_100);
+    [row] = live.take(1_100) ?? [];
+    assert.deepEqual([row?.state, row?.keyId, row?.account], ['loading', 'key_1', 'team'], 'its model loads somewhere: it waits on that');
+    live.pending([{ ...run, workerId: 'w1', keyId: 'key_1', account: 'team' }], new Set(['m']), 1_200);
+    [row] = live.take(1_200) ?? [];
+    assert.deepEqual([row?.state, row?.workerId], ['queued', 'w1'], 'placed: it waits for a slot, whatever else loads');
+    assert.equal(live.take(1_200), null);
+    live.apply('r1', { seq: 0, type: 'keepalive' }, 1_250);
+    live.apply('r9', { seq: 0, type: 'keepalive' }, 1_250);
+    assert.equal(live.take(1_250), null, 'a keepalive neither starts a queued row nor adds one');
+    live.apply('r1', start(), 1_300);
+    [row] = live.take(1_300) ?? [];
+    assert.deepEqual([row?.state, row?.startedAt, row?.keyId], ['prompt', 500, 'key_1'], 'the stream takes over; elapsed still counts from placement');
+    live.pending([], new Set(), 1_400);
+    assert.equal(live.size, 1, 'a streaming row stays until its stream ends, listed or not');
+    live.pending([{ requestId: 'q2', runId: 'r2', model: 'm', workerId: null, since: 1_400 }], new Set(), 1_500);
+    assert.equal(live.size, 2);
+    live.pending([{ requestId: 'q2', runId: 'r3', model: 'm', workerId: null, since: 1_400 }], new Set(), 1_600);
+    assert.deepEqual(live.view(1_600).map((r) => r.runId).sort(), ['r1', 'r3'], 'a retry under a new run id replaces the row its gateway no longer lists');
+  });
+
   it('console - a stream joined mid-way shows with an unknown model; silent streams are swept', () => {
     const live = new LiveRuns();
     live.apply('r1', text(9), 1_000);
@@ -50,7 +77,7 @@ describe('console feed state', () => {
     assert.equal(live.size, 0);
   });
 
-  it('console - a load shows its fraction and a straight-line estimate of the time left until it ends', () => {
+  it('console - a load shows its fraction, why it started, and a straight-line estimate of the time left in each phase', () => {
     const board = new LoadBoard();
     assert.equal(board.apply({ workerId: 'w1', model: 'm', fraction: 0 }, 1_000).etaMs, null);
     const quarter = board.apply({ workerId: 'w1', model: 'm', fraction: 0.25 }, 2_000);
@@ -59,6 +86,13 @@ describe('console feed state', () => {
     assert.equal(board.view().length, 1);
     assert.equal(board.end('w1', 'm'), true);
     assert.equal(board.end('w1', 'm'), false);
+    board.apply({ workerId: 'w3', model: 'm', fraction: 0, trigger: 'console' }, 1_000);
+    const downloading = board.apply({ workerId: 'w3', model: 'm', fraction: 0.5, phase: 'download' }, 3_000);
+    assert.deepEqual([downloading.phase, downloading.trigger, downloading.etaMs], ['download', 'console', null], 'a new phase has no estimate until it moves');
+    assert.equal(board.apply({ workerId: 'w3', model: 'm', fraction: 0.75, phase: 'download' }, 4_000).etaMs, 1_000, 'a quarter done in 1 s since the phase was first heard at half, so a quarter left takes 1 s more');
+    const loading = board.apply({ workerId: 'w3', model: 'm', fraction: 0.5, phase: 'load' }, 5_000);
+    assert.deepEqual([loading.phase, loading.startedAt, loading.phaseStartedAt, loading.trigger], ['load', 1_000, 5_000, 'console']);
+    assert.equal(board.end('w3', 'm'), true);
     board.apply({ workerId: 'w2', model: 'm', fraction: 0.5 }, 1_000);
     assert.equal(board.sweep(1_500, 1_000), false);
     assert.equal(board.sweep(2_001, 1_000), true);

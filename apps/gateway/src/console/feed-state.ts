@@ -1,4 +1,4 @@
-import type { LoadProgress, StreamEvent } from '@cortex/contracts';
+import type { LoadProgress, LoadTrigger, PendingRun, StreamEvent } from '@cortex/contracts';
 
 /**
  * The console's live state as pure functions of what the bus said and when: no bus, no clock, no
@@ -14,7 +14,11 @@ export function runIdOf(subject: string): string | null {
   return /^[A-Za-z0-9_-]{1,128}$/.test(id) ? id : null;
 }
 
-export type LiveState = 'prompt' | 'generating';
+/**
+ * `queued`: waiting for a router's answer or, placed, for a slot on its worker; `loading`: waiting for
+ * its model to load; `prompt`: its stream started (the prompt is evaluated); `generating`: tokens flow.
+ */
+export type LiveState = 'queued' | 'loading' | 'prompt' | 'generating';
 
 /** One request in flight on some worker, as its token stream shows it. */
 export interface LiveRow {
@@ -23,6 +27,11 @@ export interface LiveRow {
   model: string | null;
   workerId: string | null;
   state: LiveState;
+  /** The stored key the request was made with, and its account (from its gateway); null when none or not known. */
+  keyId: string | null;
+  account: string | null;
+  /** Whether its token stream has said anything yet (until then only its gateway knows of it). */
+  streamed: boolean;
   promptTokens: number;
   /** Tokens so far: decoded pieces of text and reasoning (a merged delta says how many), tool events. */
   tokens: number;
@@ -52,12 +61,21 @@ export class LiveRuns {
       return;
     }
     let row = this.rows.get(runId);
+    // A worker keeps a queued request's stream alive before it starts: that says nothing about its state.
+    if (event.type === 'keepalive') {
+      if (row) row.lastEventAt = now;
+      return;
+    }
     if (!row) {
       if (this.rows.size >= MAX_LIVE_ROWS) return;
-      row = { runId, model: null, workerId: null, state: 'prompt', promptTokens: 0, tokens: 0, startedAt: now, firstTokenAt: null, lastEventAt: now };
+      row = { runId, model: null, workerId: null, state: 'prompt', keyId: null, account: null, streamed: true, promptTokens: 0, tokens: 0, startedAt: now, firstTokenAt: null, lastEventAt: now };
       this.rows.set(runId, row);
     }
     row.lastEventAt = now;
+    if (!row.streamed) {
+      row.streamed = true;
+      row.state = 'prompt';
+    }
     switch (event.type) {
       case 'start':
         row.model = event.model;
@@ -72,10 +90,48 @@ export class LiveRuns {
         row.state = 'generating';
         row.firstTokenAt ??= now;
         break;
-      case 'keepalive':
-        return;
     }
     this.dirty = true;
+  }
+
+  /**
+   * What the gateways say they run: a request not streaming yet shows as `loading` when its model is
+   * loading somewhere (`loading`), else `queued`; one that streams gets its key and account. Rows that
+   * only a gateway knew of and that it no longer lists are gone (ended, or retried under a new run id).
+   */
+  pending(runs: readonly PendingRun[], loading: ReadonlySet<string>, now: number): void {
+    const listed = new Set<string>();
+    for (const run of runs) {
+      listed.add(run.runId);
+      const keyId = run.keyId ?? null;
+      const account = run.account ?? null;
+      let row = this.rows.get(run.runId);
+      if (!row) {
+        if (this.rows.size >= MAX_LIVE_ROWS) continue;
+        row = { runId: run.runId, model: run.model, workerId: null, state: 'queued', keyId, account, streamed: false, promptTokens: 0, tokens: 0, startedAt: run.since, firstTokenAt: null, lastEventAt: now };
+        this.rows.set(run.runId, row);
+        this.dirty = true;
+      }
+      if (row.keyId !== keyId || row.account !== account) {
+        row.keyId = keyId;
+        row.account = account;
+        this.dirty = true;
+      }
+      if (row.streamed) continue;
+      row.lastEventAt = now;
+      const state: LiveState = run.workerId === null && loading.has(run.model) ? 'loading' : 'queued';
+      if (row.state !== state || row.workerId !== run.workerId) {
+        row.state = state;
+        row.workerId = run.workerId;
+        this.dirty = true;
+      }
+    }
+    for (const [runId, row] of this.rows) {
+      if (!row.streamed && !listed.has(runId)) {
+        this.rows.delete(runId);
+        this.dirty = true;
+      }
+    }
   }
 
   /** Drops rows whose stream went silent for `idleMs` (a worker that died without a last event). */
@@ -116,9 +172,17 @@ export interface LoadView {
   workerId: string;
   model: string;
   fraction: number;
+  /** Downloading the file, or reading it into memory; each has its own fraction and estimate. */
+  phase: 'download' | 'load';
+  /** What started the load, when the worker was told. */
+  trigger: LoadTrigger | null;
+  /** When the load began (its first word), and when this phase did. */
   startedAt: number;
+  phaseStartedAt: number;
+  /** The fraction first heard in this phase: the rate is measured from there. */
+  phaseStartFraction: number;
   updatedAt: number;
-  /** Straight-line estimate from the progress so far; null before any progress. */
+  /** Straight-line estimate of this phase's time left from its progress so far; null before any progress. */
   etaMs: number | null;
 }
 
@@ -129,15 +193,25 @@ export class LoadBoard {
   apply(progress: LoadProgress, now: number): LoadView {
     const key = `${progress.workerId}/${progress.model}`;
     const known = this.loads.get(key);
+    const phase = progress.phase ?? 'load';
     const startedAt = known?.startedAt ?? now;
-    const elapsed = now - startedAt;
+    // A download's end is not the load's: the estimate starts again with each phase.
+    const same = known !== undefined && known.phase === phase;
+    const phaseStartedAt = same ? known.phaseStartedAt : now;
+    const phaseStartFraction = same ? known.phaseStartFraction : progress.fraction;
+    const elapsed = now - phaseStartedAt;
+    const done = progress.fraction - phaseStartFraction;
     const view: LoadView = {
       workerId: progress.workerId,
       model: progress.model,
       fraction: progress.fraction,
+      phase,
+      trigger: progress.trigger ?? known?.trigger ?? null,
       startedAt,
+      phaseStartedAt,
+      phaseStartFraction,
       updatedAt: now,
-      etaMs: progress.fraction > 0 && elapsed > 0 ? Math.round((elapsed * (1 - progress.fraction)) / progress.fraction) : progress.fraction >= 1 ? 0 : null,
+      etaMs: progress.fraction >= 1 ? 0 : done > 0 && elapsed > 0 ? Math.round((elapsed * (1 - progress.fraction)) / done) : null,
     };
     if (this.loads.size < MAX_LIVE_ROWS || known) this.loads.set(key, view);
     return view;

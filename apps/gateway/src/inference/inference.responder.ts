@@ -110,7 +110,7 @@ export class InferenceResponder {
     const asked = typeof header === 'string' ? header.toLowerCase() : undefined;
     const mode = asked === 'reasoning' || asked === 'comments' ? asked : this.inference.config.gateway.loadProgress;
     run.onLoadProgress = (progress) => {
-      const line = `loading ${progress.model} on ${progress.workerId}: ${Math.round(progress.fraction * 100)}%`;
+      const line = `${progress.phase === 'download' ? 'downloading' : 'loading'} ${progress.model} on ${progress.workerId}: ${Math.round(progress.fraction * 100)}%`;
       if (mode === 'reasoning' && renderer.progress) for (const frame of renderer.progress(`${line}\n`)) write(sse, frame);
       if (sse.isStarted) sse.comment(line);
     };

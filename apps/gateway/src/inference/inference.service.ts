@@ -17,6 +17,7 @@ import {
 import { InferenceRun } from './inference-run.js';
 import { RunTrace, type IncomingHeaders } from './run-trace.js';
 import type { RunServices } from './run-services.js';
+import { PendingRuns } from '../console/pending-runs.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
 import { BudgetLedger } from '../limits/budget-ledger.js';
@@ -36,6 +37,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   private timer: NodeJS.Timeout | null = null;
   private readonly events: EventPublisher;
   /** Requests following a cold load, by catalogue id; one bus subscription feeds them all. */
+  /** Requests from placement to their end, for the console (see PendingRuns). */
+  readonly pending = new PendingRuns();
   private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
   private progress: Subscription | null = null;
   private readonly stopCatalogue: () => void;
@@ -57,7 +60,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
       },
       onModelChange: (model) => this.placer.forgetModel(model),
     });
-    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher));
+    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher), this.pending);
     // A model changed or removed at run time is placed afresh: no reused placement outlives it.
     this.stopCatalogue = catalogue.onChange((id) => this.placer.forgetModel(id));
   }
@@ -73,6 +76,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
 
   /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once), and its usage record. */
   recordFinished(event: RequestFinishedEvent, runId: string): void {
+    this.pending.done(event.requestId);
     this.budgets.record(event.requestId, event.usage);
     this.usage.record(event, runId);
     this.logger.log({

@@ -1,5 +1,5 @@
-import { Inject, Injectable } from '@nestjs/common';
-import { CONFIG, type CortexConfig } from '@cortex/config';
+import { Injectable } from '@nestjs/common';
+import { ModelCatalogue } from '@cortex/bus';
 import { CortexError, type KeyRecord } from '@cortex/contracts';
 import { KeyDirectory } from '../keys/key-directory.js';
 import { UsageRecorder } from '../usage/usage-recorder.js';
@@ -46,7 +46,7 @@ export class KeyAdmission {
     private readonly budgets: BudgetLedger,
     private readonly directory: KeyDirectory,
     private readonly usage: UsageRecorder,
-    @Inject(CONFIG) private readonly config: CortexConfig,
+    private readonly catalogue: ModelCatalogue,
   ) {}
 
   async admit(ask: AdmissionAsk): Promise<KeyAdmissionResult> {
@@ -99,6 +99,6 @@ export class KeyAdmission {
   }
 
   private contextSizeOf(name: string): number | undefined {
-    return this.config.models.find((m) => m.id === name || (m.aliases ?? []).includes(name))?.contextSize;
+    return this.catalogue.find(name)?.contextSize;
   }
 }

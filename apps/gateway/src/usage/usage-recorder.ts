@@ -45,6 +45,11 @@ export class UsageRecorder implements OnModuleInit {
     };
   }
 
+  /** The stored key and account a request in flight was made with (null: a config-file key, or none). */
+  ownerOf(requestId: string): UsageOwner | null {
+    return this.owners.get(requestId) ?? null;
+  }
+
   /** Publishes the usage record of one finished run (none when it used no tokens). */
   record(event: RequestFinishedEvent, runId: string): void {
     const record = usageRecordOf(event, this.owners.get(event.requestId) ?? null, runId);

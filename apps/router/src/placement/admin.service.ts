@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { modelEntry } from '@cortex/config';
-import { type CatalogueModelReply, CortexError, type Placement } from '@cortex/contracts';
+import { type CatalogueModelReply, CortexError, type LoadTrigger, type Placement } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadCoordinator } from './load-coordinator.js';
@@ -22,14 +22,14 @@ export class AdminService {
   ) {}
 
   /** Loads a model now, on the named worker or wherever placement picks. */
-  async load(name: string, workerId?: string): Promise<Placement> {
+  async load(name: string, workerId?: string, trigger: Extract<LoadTrigger, 'admin' | 'console'> = 'admin'): Promise<Placement> {
     const model = this.catalogue.model(name);
-    if (!workerId) return this.placement.place(model.id);
+    if (!workerId) return this.placement.place(model.id, [], undefined, { trigger });
     if (!this.fleet.worker(workerId)) throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
     // Every other worker excluded: the same lease and load sharing as any placement, on this worker only.
     const others = this.fleet.available().filter((w) => w.workerId !== workerId).map((w) => w.workerId);
     const decision = this.loads.decide({ model, exclude: others });
-    return decision.kind === 'serve' ? { model: model.id, workerId, coldStart: false } : this.loads.waitForLoad(model, others);
+    return decision.kind === 'serve' ? { model: model.id, workerId, coldStart: false } : this.loads.waitForLoad(model, others, false, trigger);
   }
 
   /** Unloads a model from one worker or from all; returns the workers it left. */

@@ -1,7 +1,8 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type { Subscription } from '@nats-io/transport-node';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
-import { CortexError, decodeEstimate, decodeLoadResult, decodeUnloadResult, mib, Subjects, type LoadCommand, type Placement, type UnloadReason } from '@cortex/contracts';
+import { CortexError, decodeEstimate, decodeLoadFailed, decodeLoadResult, decodeUnloadResult, mib, Subjects, type LoadCommand, type LoadTrigger, type Placement, type UnloadReason } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadLease } from './load-lease.js';
@@ -18,12 +19,17 @@ type LoadStep = Extract<Decision, { kind: 'serve' | 'join' | 'load' }>;
  * unload and load commands, and what happens when a worker fails to answer.
  */
 @Injectable()
-export class LoadCoordinator {
+export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('placement');
+  /** Loads cancelled lately (any router's), by model: what requests that waited on them are told. */
+  private readonly cancelled = new Map<string, { at: number; error: string }>();
+  private cancels: Subscription | null = null;
   /** Loads this router is waiting for, by model; concurrent cold requests in this router share one. */
   private readonly loads = new Map<string, { placed: Promise<Placement>; trace: LoadTrace }>();
-  /** Requests in this router waiting for a model to load (or for room to load it), by model. */
+  /** Requests in this router waiting for a model to load (or for room to load it), by model; admin loads count too. */
   private readonly waiting = new Map<string, number>();
+  /** Of those, the ones that are client requests (what the console shows as waiting on a load). */
+  private readonly waitingRequests = new Map<string, number>();
   private turn = 0;
 
   constructor(
@@ -34,6 +40,25 @@ export class LoadCoordinator {
     private readonly catalogue: CatalogueService,
     private readonly workers: WorkerCommands,
   ) {}
+
+  onModuleInit(): void {
+    // Every router hears a cancel: its own requests may wait on a load another router holds the lease of.
+    this.cancels = this.bus.subscribe(
+      Subjects.modelLoadFailed,
+      (data) => {
+        const event = decodeLoadFailed(data);
+        if (!event.cancelled) return;
+        const now = Date.now();
+        for (const [model, cancel] of this.cancelled) if (now - cancel.at > this.config.gateway.placementTimeoutMs) this.cancelled.delete(model);
+        this.cancelled.set(event.model, { at: now, error: event.error });
+      },
+      (error) => this.logger.warn(`skipped a load_failed event: ${error.message}`),
+    );
+  }
+
+  onModuleDestroy(): void {
+    this.cancels?.unsubscribe();
+  }
 
   /** The planner's answer for this question on the fleet as it is now. */
   decide(question: PlaceQuestion): Decision {
@@ -57,36 +82,47 @@ export class LoadCoordinator {
     return this.loads.has(modelId);
   }
 
+  /** Requests in this router waiting for a model to load (or for room to load it), by model. */
+  waitingByModel(): Record<string, number> {
+    return Object.fromEntries(this.waitingRequests);
+  }
+
   /**
    * Joins (or starts) the model's load; a bounded number of requests may wait for it. With workers
    * to avoid (a retry, or an admin load on one worker), the load goes through the same fleet-wide
    * lease but is not shared with requests that may use any worker.
    */
-  async waitForLoad(model: ModelConfig, exclude: readonly string[] = [], admitted = false): Promise<Placement> {
+  async waitForLoad(model: ModelConfig, exclude: readonly string[] = [], admitted = false, trigger: LoadTrigger = 'request'): Promise<Placement> {
     const waiting = this.waiting.get(model.id) ?? 0;
     const bound = this.config.router.maxWaitingPerModel;
     if (waiting >= bound && !admitted) {
       throw new CortexError('busy', `${bound} requests already wait for ${model.id} to load; retry shortly (router.max_waiting_per_model)`, { retryAfter: 2 });
     }
     this.waiting.set(model.id, waiting + 1);
+    if (trigger === 'request') this.waitingRequests.set(model.id, (this.waitingRequests.get(model.id) ?? 0) + 1);
     try {
-      return await (exclude.length > 0 ? this.underLease(model, exclude) : this.loadOnce(model));
+      return await (exclude.length > 0 ? this.underLease(model, trigger, exclude) : this.loadOnce(model, trigger));
     } finally {
       const left = (this.waiting.get(model.id) ?? 1) - 1;
       if (left > 0) this.waiting.set(model.id, left);
       else this.waiting.delete(model.id);
+      if (trigger === 'request') {
+        const requests = (this.waitingRequests.get(model.id) ?? 1) - 1;
+        if (requests > 0) this.waitingRequests.set(model.id, requests);
+        else this.waitingRequests.delete(model.id);
+      }
     }
   }
 
   /** The model's single load in this router, joined or started. */
-  loadOnce(model: ModelConfig): Promise<Placement> {
+  loadOnce(model: ModelConfig, trigger: LoadTrigger): Promise<Placement> {
     const running = this.loads.get(model.id);
     if (running) {
       running.trace.joined();
       return running.placed;
     }
     const loadTrace = LoadTrace.start(model.id);
-    const placed = loadTrace.run(() => this.underLease(model)).finally(() => this.loads.delete(model.id));
+    const placed = loadTrace.run(() => this.underLease(model, trigger)).finally(() => this.loads.delete(model.id));
     this.loads.set(model.id, { placed, trace: loadTrace });
     return placed;
   }
@@ -95,18 +131,22 @@ export class LoadCoordinator {
    * Loads under the fleet-wide lease, or waits for the router that holds it to finish. The lease is
    * not re-entrant, so retries in this router that avoid a worker also load the model only once.
    */
-  private async underLease(model: ModelConfig, exclude: readonly string[] = []): Promise<Placement> {
-    const deadline = Date.now() + this.config.gateway.placementTimeoutMs;
+  private async underLease(model: ModelConfig, trigger: LoadTrigger, exclude: readonly string[] = []): Promise<Placement> {
+    const since = Date.now();
+    const deadline = since + this.config.gateway.placementTimeoutMs;
     let nextTry = 0;
     for (;;) {
       const now = this.decide({ model, exclude });
       if (now.kind === 'serve') return { model: model.id, workerId: now.workerId, coldStart: true };
+      // The load this request waited on was cancelled: it fails too, rather than start the load again.
+      const cancel = this.cancelled.get(model.id);
+      if (cancel && cancel.at >= since) throw new CortexError('model_load_failed', cancel.error, { retryAfter: 1 });
       // The fleet view is looked at on every change; the lease (a KV round trip) at most every LEASE_RETRY_MS.
       const tryLease = Date.now() >= nextTry;
       if (tryLease) nextTry = Date.now() + LEASE_RETRY_MS;
       if (tryLease && (await this.lease.acquire(model.id))) {
         try {
-          return await this.load(model, exclude);
+          return await this.load(model, exclude, trigger);
         } finally {
           await this.lease.release(model.id).catch((error: Error) => this.logger.warn(`lease for ${model.id}: ${error.message}`));
         }
@@ -117,14 +157,14 @@ export class LoadCoordinator {
   }
 
   /** Plans and runs the load; a worker that vanished since its last heartbeat is left out and the plan made once more. */
-  private async load(model: ModelConfig, exclude: readonly string[]): Promise<Placement> {
+  private async load(model: ModelConfig, exclude: readonly string[], trigger: LoadTrigger): Promise<Placement> {
     const step = await this.nextStep(model, exclude);
     try {
-      return await this.carryOut(model, step);
+      return await this.carryOut(model, step, trigger);
     } catch (error) {
       if (!(error instanceof CortexError) || error.code !== 'service_unavailable') throw error;
       this.logger.warn(`${step.workerId} did not answer the load of ${model.id} (${error.message}); trying another worker`);
-      return this.carryOut(model, await this.nextStep(model, [...exclude, step.workerId]));
+      return this.carryOut(model, await this.nextStep(model, [...exclude, step.workerId]), trigger);
     }
   }
 
@@ -174,7 +214,7 @@ export class LoadCoordinator {
     for (const victim of plan.victims) this.fleet.claimClosing(plan.workerId, victim.id, plan.closeUntil);
   }
 
-  private async carryOut(model: ModelConfig, step: LoadStep): Promise<Placement> {
+  private async carryOut(model: ModelConfig, step: LoadStep, trigger: LoadTrigger): Promise<Placement> {
     if (step.kind === 'serve') return { model: model.id, workerId: step.workerId, coldStart: true };
     const victims = step.kind === 'load' ? step.victims : [];
     try {
@@ -184,7 +224,7 @@ export class LoadCoordinator {
     } finally {
       for (const victim of victims) this.fleet.releaseClosing(step.workerId, victim.id);
     }
-    return this.loadOn(model, step.workerId, victims.map((v) => v.id));
+    return this.loadOn(model, step.workerId, victims.map((v) => v.id), trigger);
   }
 
   /**
@@ -208,9 +248,9 @@ export class LoadCoordinator {
   }
 
   /** Sends the load command and records the model ready on that worker. */
-  private async loadOn(model: ModelConfig, workerId: string, evicted: readonly string[]): Promise<Placement> {
-    const command: LoadCommand = { model: model.id, ...this.catalogue.source(model) };
-    this.logger.log(`loading ${model.id} on ${workerId}${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
+  private async loadOn(model: ModelConfig, workerId: string, evicted: readonly string[], trigger: LoadTrigger): Promise<Placement> {
+    const command: LoadCommand = { model: model.id, ...this.catalogue.source(model), trigger };
+    this.logger.log(`loading ${model.id} on ${workerId} (${trigger})${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
     const result = await this.workers.ask(workerId, Subjects.workerLoad, command, decodeLoadResult);
     this.catalogue.rememberLoadTime(model.id, result.loadMs);
     this.fleet.noteModel(workerId, { id: model.id, state: 'ready', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now(), sizeBytes: result.sizeBytes });
@@ -225,7 +265,7 @@ export class LoadCoordinator {
   async loadCopy(model: ModelConfig, workerId: string, victims: ResidentModel[]): Promise<void> {
     const step = { kind: 'load', workerId, victims, closeUntil: Date.now() } as const;
     this.claim(model, step);
-    await this.carryOut(model, step);
+    await this.carryOut(model, step, 'replica');
   }
 
   /** Asks a worker to unload a model (draining what runs on it) and forgets the model at once. */

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError, type Placement } from '@cortex/contracts';
+import { CortexError, type LoadTrigger, type Placement } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { AffinityTable } from './affinity.table.js';
@@ -68,7 +68,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
     const decision = this.loads.decide({ model, exclude, affineWorker });
     if (decision.kind !== 'serve' && options.readyOnly) throw new CortexError('model_not_ready', `${model.id} is not ready on any worker`);
     const placement: Placement =
-      decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false, ...this.reuse(decision.sole) } : await this.loads.waitForLoad(model, exclude, options.admitted ?? false);
+      decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false, ...this.reuse(decision.sole) } : await this.loads.waitForLoad(model, exclude, options.admitted ?? false, options.trigger ?? 'request');
     this.fleet.touch(placement.workerId, model.id);
     if (affinity) this.affinity.remember(affinity, model.id, placement.workerId);
     return placement;
@@ -94,7 +94,7 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
       if (!this.catalogue.isPinned(model) || this.loads.isLoading(model.id)) continue;
       if (now - (this.pinFailures.get(model.id) ?? -Infinity) < PIN_RETRY_MS) continue;
       if (this.fleet.available().some((w) => w.models.some((m) => m.id === model.id))) continue;
-      this.loads.loadOnce(model).then(
+      this.loads.loadOnce(model, 'pin').then(
         () => this.pinFailures.delete(model.id),
         (error: Error) => {
           this.pinFailures.set(model.id, Date.now());
@@ -112,4 +112,6 @@ const PIN_RETRY_MS = 10_000;
 export interface PlaceOptions {
   admitted?: boolean;
   readyOnly?: boolean;
+  /** What a load this placement starts is for (default: a request). */
+  trigger?: LoadTrigger;
 }

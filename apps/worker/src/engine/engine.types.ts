@@ -1,13 +1,20 @@
 import type { CanonicalRequest, ModelCapabilities, ModelKind, RetrievalInput, StreamEventBody } from '@cortex/contracts';
 
 /** What the worker needs from an inference backend; node-llama-cpp sits behind it in `llama-engine.ts`. */
+/** A download that a cancelled load stops, and its progress (0..1). */
+export interface FetchOptions {
+  signal?: AbortSignal;
+  onProgress?: (fraction: number) => void;
+}
+
 export interface Engine {
-  resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string>;
+  resolveSource(source: string, modelsDir: string, log: (line: string) => void, fetch?: FetchOptions): Promise<string>;
   readonly backend: string;
   device(): Promise<{ name: string; kind: string; totalBytes: number; freeBytes: number }>;
   /** Bytes of device memory (VRAM on a GPU, RAM on CPU) a model and its context will take, from the GGUF header. */
   estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number>;
-  load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel>;
+  /** `signal` stops the load part-way (node-llama-cpp's `loadSignal`); the promise then rejects. */
+  load(spec: ModelSpec, onProgress?: (fraction: number) => void, signal?: AbortSignal): Promise<EngineModel>;
   /**
    * Disposes the backend and creates it anew (defragmentation): device memory fragmented by many
    * load/unload cycles is returned whole. Every model must be disposed first.

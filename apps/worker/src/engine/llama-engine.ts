@@ -13,7 +13,7 @@ import {
 } from 'node-llama-cpp';
 import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
+import type { Engine, EngineModel, FetchOptions, ModelSpec } from './engine.types.js';
 import { RetrievalEngineModel } from './embed.js';
 import { LlamaEngineModel } from './llama-model.js';
 import { memoAsync } from './memo.js';
@@ -85,8 +85,8 @@ export class LlamaEngine implements Engine {
     this.gpuNames = null;
   }
 
-  resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string> {
-    return resolveSource(source, modelsDir, log);
+  resolveSource(source: string, modelsDir: string, log: (line: string) => void, fetch?: FetchOptions): Promise<string> {
+    return resolveSource(source, modelsDir, log, fetch);
   }
 
   get backend(): string {
@@ -128,8 +128,8 @@ export class LlamaEngine implements Engine {
     return this.llama.gpu === false ? model.cpuRam + contexts * context.cpuRam : model.gpuVram + contexts * context.gpuVram;
   }
 
-  async load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel> {
-    const model = await this.llama.loadModel({ modelPath: spec.path, onLoadProgress: onProgress });
+  async load(spec: ModelSpec, onProgress?: (fraction: number) => void, signal?: AbortSignal): Promise<EngineModel> {
+    const model = await this.llama.loadModel({ modelPath: spec.path, onLoadProgress: onProgress, ...(signal && { loadSignal: signal }) });
     let speculation: Speculation | null = null;
     try {
       if (spec.kind === 'embedding' || spec.kind === 'ranking') return await RetrievalEngineModel.create(spec, model, this.threads);

@@ -3,6 +3,7 @@ import { resolveModelFile } from 'node-llama-cpp';
 import { ensureFixtureModels, type FixtureVocabulary } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
 import { memoAsync } from './memo.js';
+import type { FetchOptions } from './engine.types.js';
 
 /** The generated fixture set per models directory and vocabulary: written (or checked) once per process, not per load. */
 const fixtureSets = new Map<string, Promise<Record<string, string>>>();
@@ -16,7 +17,7 @@ function fixtures(modelsDir: string, vocabulary: FixtureVocabulary, log: (line: 
  * (`fixture:<id>:bytes` with the byte-level vocabulary);
  * `hf:` and URLs are downloaded into the models directory with progress (where a hub is reachable).
  */
-export async function resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string> {
+export async function resolveSource(source: string, modelsDir: string, log: (line: string) => void, fetch: FetchOptions = {}): Promise<string> {
   if (source.startsWith('fixture:')) {
     const [id = '', variant] = source.slice('fixture:'.length).split(':');
     const vocabulary: FixtureVocabulary = variant === 'bytes' ? 'bytes' : 'words';
@@ -41,7 +42,9 @@ export async function resolveSource(source: string, modelsDir: string, log: (lin
       return await resolveModelFile(source, {
         directory: modelsDir,
         cli: false,
+        ...(fetch.signal && { signal: fetch.signal }),
         onProgress: ({ downloadedSize, totalSize }) => {
+          if (totalSize > 0) fetch.onProgress?.(Math.min(1, downloadedSize / totalSize));
           const percent = totalSize > 0 ? Math.floor((downloadedSize / totalSize) * 100) : 0;
           if (percent >= lastPercent + 10) {
             lastPercent = percent;
@@ -50,6 +53,7 @@ export async function resolveSource(source: string, modelsDir: string, log: (lin
         },
       });
     } catch (error) {
+      if (fetch.signal?.aborted) throw fetch.signal.reason;
       throw new CortexError(
         'model_load_failed',
         `cannot fetch ${source}: ${(error as Error).message}; download the GGUF yourself and set the model's file to its path`,

@@ -10,6 +10,7 @@ import {
   type CatalogueModelReply,
   type FleetView,
   type LoadResult,
+  type PendingRun,
   type Placement,
   type UnloadResult,
 } from '../fleet/fleet.messages.js';
@@ -212,4 +213,25 @@ function catalogueEntry(value: unknown, at: string): CatalogueEntry {
 
 function isErrorBody(value: Record<string, unknown>): value is ErrorBody & Record<string, unknown> {
   return typeof value.code === 'string' && typeof value.message === 'string';
+}
+
+/** One gateway's answer to `llm.gateway.v1.runs`. */
+export function decodeGatewayRuns(value: unknown): PendingRun[] {
+  const answer = object(value, 'answer');
+  return array(answer.runs, 'runs').map((item, i) => {
+    const at = `runs[${i}]`;
+    const run = object(item, at);
+    const workerId = run.workerId === null ? null : string(run.workerId, `${at}.workerId`);
+    const keyId = optionalString(run.keyId, `${at}.keyId`);
+    const account = optionalString(run.account, `${at}.account`);
+    return {
+      requestId: string(run.requestId, `${at}.requestId`),
+      runId: string(run.runId, `${at}.runId`),
+      model: string(run.model, `${at}.model`),
+      workerId,
+      since: number(run.since, `${at}.since`),
+      ...(keyId !== undefined && { keyId }),
+      ...(account !== undefined && { account }),
+    };
+  });
 }

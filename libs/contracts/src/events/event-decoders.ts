@@ -1,7 +1,7 @@
 import { array, boolean, defined, fail, integer, number, object, oneOf, optionalInteger, optionalNumber, optionalString, string, type Json } from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
 import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
-import { REPLICA_ADD_REASONS, REPLICA_BLOCK_REASONS, REPLICA_RETIRE_REASONS, type DefragEvent, type LoadFailedEvent, type LoadProgress, type ReplicaEvent, type WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
+import { LOAD_TRIGGERS, REPLICA_ADD_REASONS, REPLICA_BLOCK_REASONS, REPLICA_RETIRE_REASONS, type DefragEvent, type LoadFailedEvent, type LoadProgress, type ReplicaEvent, type WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
 import type { BusStatusEvent, GatewayHops, RequestFinishedEvent } from './request-finished.event.js';
 import { RETRIEVAL_APIS } from '../retrieval/retrieval.messages.js';
 
@@ -42,7 +42,8 @@ export function decodeWorkerLifecycle(value: unknown): WorkerLifecycleEvent {
 
 export function decodeLoadFailed(value: unknown): LoadFailedEvent {
   const event = object(value, 'event');
-  return { workerId: string(event.workerId, 'workerId'), at: number(event.at, 'at'), model: string(event.model, 'model'), error: string(event.error, 'error') };
+  const cancelled = event.cancelled == null ? undefined : boolean(event.cancelled, 'cancelled');
+  return { workerId: string(event.workerId, 'workerId'), at: number(event.at, 'at'), model: string(event.model, 'model'), error: string(event.error, 'error'), ...(cancelled && { cancelled }) };
 }
 
 /** A replication event; `kind` is the subject's last token (added, retired, blocked), which sets the reasons allowed. */
@@ -68,7 +69,13 @@ export function decodeLoadProgress(value: unknown): LoadProgress {
   const event = object(value, 'event');
   const fraction = number(event.fraction, 'fraction', 0);
   if (fraction > 1) fail('fraction', `must be at most 1, got ${fraction}`);
-  return { workerId: string(event.workerId, 'workerId'), model: string(event.model, 'model'), fraction };
+  return {
+    workerId: string(event.workerId, 'workerId'),
+    model: string(event.model, 'model'),
+    fraction,
+    ...(event.phase != null && { phase: oneOf(event.phase, 'phase', ['download', 'load'] as const) }),
+    ...(event.trigger != null && { trigger: oneOf(event.trigger, 'trigger', LOAD_TRIGGERS) }),
+  };
 }
 
 export function decodeBusStatus(value: unknown): BusStatusEvent {

@@ -84,6 +84,10 @@ export class EstimateCommand {
 }
 
 /** router → worker: load a catalogue model. */
+/** What started a load: a request for the model, a pin, replication, or an admin (the CLI or the console). */
+export const LOAD_TRIGGERS = ['request', 'pin', 'replica', 'admin', 'console'] as const;
+export type LoadTrigger = (typeof LOAD_TRIGGERS)[number];
+
 export class LoadCommand {
   @IsString() model!: string;
   /** A file path, `hf:` URI, or `fixture:<id>` for a model the project generates. */
@@ -94,6 +98,14 @@ export class LoadCommand {
   @IsOptional() @IsString() draft?: string;
   /** Absent: chat. Embedding and ranking models get contexts of their kind. */
   @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
+  /** Why the router loads it, for the console and the logs. */
+  @IsOptional() @IsIn(LOAD_TRIGGERS) trigger?: LoadTrigger;
+}
+
+/** Stops a load in progress on one worker; the router waiting for it hears `model_load_failed`. */
+export class CancelLoadCommand {
+  @IsString() model!: string;
+  @IsOptional() @IsString() reason?: string;
 }
 
 /** `spare`: a copy of a model that others still serve, retired once its requests would not wait without it. */
@@ -117,6 +129,9 @@ export interface LoadProgress {
   workerId: string;
   model: string;
   fraction: number;
+  /** `download`: fetching the file (a URL or `hf:` source); `load` (or absent): reading it into memory. */
+  phase?: 'download' | 'load';
+  trigger?: LoadTrigger;
 }
 
 export interface UnloadResult {
@@ -159,6 +174,8 @@ export interface ReplicaEvent {
 export interface LoadFailedEvent extends WorkerLifecycleEvent {
   model: string;
   error: string;
+  /** Stopped by a `cancel_load` command: requests that waited on it fail rather than load it again. */
+  cancelled?: boolean;
 }
 
 export interface LoadResult {
@@ -172,6 +189,8 @@ export interface LoadResult {
 export class AdminModelCommand {
   @IsString() model!: string;
   @IsOptional() @IsString() worker?: string;
+  /** Set by the web console, so a load it starts says so. */
+  @IsOptional() @IsIn(['console']) from?: 'console';
 }
 
 /** admin → router: `{"model": {…}}` adds a model, `{"id", "fields"}` changes one, `{"id"}` removes one. */
@@ -288,4 +307,21 @@ export interface FleetView {
   routerId: string;
   workers: WorkerView[];
   catalogue: CatalogueEntry[];
+  /** Requests waiting in the answering router for a model to load, by model (absent: none). */
+  waiting?: Record<string, number>;
+}
+
+/** A request a gateway runs, as it answers the console's `llm.gateway.v1.runs` ask. */
+export interface PendingRun {
+  requestId: string;
+  /** The current try's run id: its token stream is `llm.stream.v1.<runId>`. */
+  runId: string;
+  model: string;
+  /** Null until a router placed it. */
+  workerId: string | null;
+  /** When its placement began (epoch ms). */
+  since: number;
+  /** The stored key it was made with, and its account; absent for a config-file key or none. */
+  keyId?: string;
+  account?: string;
 }

@@ -15,6 +15,8 @@ export const Subjects = {
   responsesBackground: 'llm.translator.v1.responses.background',
   /** `POST /v1/responses/{id}/cancel` of a background response, to every gateway (the one placing it stops). */
   backgroundCancel: 'llm.gateway.v1.responses.cancel',
+  /** The console asks every gateway for the requests it runs (each answers; the asker gathers). */
+  gatewayRuns: 'llm.gateway.v1.runs',
   /** The events of every background run, kept in the `CORTEX_BACKGROUND` stream. */
   backgroundAll: 'llm.background.v1.>',
   /** `POST /v1/responses/compact`: the summarisation request and the items kept verbatim. */
@@ -37,6 +39,8 @@ export const Subjects = {
   workerRank: `llm.worker.v1.${WORKER_ID_TOKEN}.rank`,
   workerLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.load`,
   workerUnload: `llm.worker.v1.${WORKER_ID_TOKEN}.unload`,
+  /** Stops a load in progress (the console's cancel); answered whether there was one. */
+  workerCancelLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel_load`,
   workerEstimate: `llm.worker.v1.${WORKER_ID_TOKEN}.estimate`,
   /** Gateways list the requests they still stream from a worker; the rest are abandoned. */
   workerWatch: `llm.worker.v1.${WORKER_ID_TOKEN}.watch`,

@@ -1,0 +1,48 @@
+import type { PendingRun } from '@cortex/contracts';
+
+/** At most this many requests are tracked: a flood cannot grow the gateway's memory without bound. */
+const MAX_PENDING = 10_000;
+
+/**
+ * The requests this gateway is running, from placement to their end: the model, the worker once
+ * placed, and when they began. The console asks every gateway for them, to show requests that wait
+ * (for a router's answer, a load, or a worker's slot) before their token stream says anything, and
+ * whose key a request is. One map entry per request: nothing else runs until a page asks.
+ */
+export class PendingRuns {
+  private readonly runs = new Map<string, PendingRun>();
+
+  /** A placement starts (again, on a retry: the run id changes, the request stays one row). */
+  placing(requestId: string, runId: string, model: string, now: number): void {
+    const known = this.runs.get(requestId);
+    if (known) {
+      known.runId = runId;
+      known.workerId = null;
+      return;
+    }
+    if (this.runs.size >= MAX_PENDING) return;
+    this.runs.set(requestId, { requestId, runId, model, workerId: null, since: now });
+  }
+
+  placed(requestId: string, workerId: string): void {
+    const run = this.runs.get(requestId);
+    if (run) run.workerId = workerId;
+  }
+
+  done(requestId: string): void {
+    this.runs.delete(requestId);
+  }
+
+  /** Drops requests older than `maxAgeMs` (one that ended without a word, e.g. its client vanished mid-placement). */
+  sweep(now: number, maxAgeMs: number): void {
+    for (const [id, run] of this.runs) if (now - run.since > maxAgeMs) this.runs.delete(id);
+  }
+
+  get size(): number {
+    return this.runs.size;
+  }
+
+  list(): PendingRun[] {
+    return [...this.runs.values()].map((run) => ({ ...run }));
+  }
+}
