@@ -130,7 +130,7 @@ export class ModelRegistry implements HeartbeatSource {
       await this.assertFits(command.model, entry.bytes);
       let lastStep = -1;
       const model = await engine.load(
-        { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue, ...(draft && { draft }), ...(command.kind && { kind: command.kind }) },
+        { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue, queueOrder: config.worker.queueOrder, ...(draft && { draft }), ...(command.kind && { kind: command.kind }) },
         (fraction) => {
           const step = Math.floor(fraction * 4);
           if (step > lastStep) {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { chargedTokens, FairQueue, FifoQueue, type QueueTicket, type WaitQueue } from './fair-queue.js';
+import { chargedTokens, costMeter, FairQueue, FifoQueue, ticketOf, type QueueTicket, type WaitQueue } from './fair-queue.js';
 
 /** A waiter named `<flow><n>`, at `tier`, costing `cost` tokens. */
 interface Entry {
@@ -13,11 +13,11 @@ const parse = (spec: string): Entry => {
   const [name, tier, cost] = spec.split('/');
   return { name: name as string, tier: Number(tier ?? 5), cost: Number(cost ?? 10) };
 };
-const ticketOf = (entry: Entry): QueueTicket => ({ tier: entry.tier, flow: entry.name.replace(/\d+$/, ''), cost: entry.cost });
+const toTicket = (entry: Entry): QueueTicket => ({ tier: entry.tier, flow: entry.name.replace(/\d+$/, ''), cost: entry.cost });
 
 /** Pushes every waiter, then admits them all: the order they come out in. */
 function drain(queue: WaitQueue<Entry>, specs: string[]): string[] {
-  for (const entry of specs.map(parse)) queue.push(entry, ticketOf(entry));
+  for (const entry of specs.map(parse)) queue.push(entry, toTicket(entry));
   const order: string[] = [];
   for (let next = queue.shift(); next; next = queue.shift()) order.push(next.name);
   assert.equal(queue.size, 0);
@@ -60,21 +60,21 @@ describe('fair queue', () => {
     // a1 ran at once (charged its estimate of 10) and turned out to cost 500 tokens.
     const a1 = { tier: 5, flow: 'a', cost: 10 };
     queue.admitted(a1);
-    for (const spec of ['a2', 'a3', 'b1']) queue.push(parse(spec), ticketOf(parse(spec)));
+    for (const spec of ['a2', 'a3', 'b1']) queue.push(parse(spec), toTicket(parse(spec)));
     queue.settle(a1, 500);
     const order = [queue.shift(), queue.shift(), queue.shift()].map((entry) => entry?.name);
     assert.deepEqual(order, ['b1', 'a2', 'a3']);
     // Without the correction (a1 cost what it was charged), a was first in the round and goes first.
     const fresh = new FairQueue<Entry>(20);
     fresh.admitted(a1);
-    for (const spec of ['a2', 'a3', 'b1']) fresh.push(parse(spec), ticketOf(parse(spec)));
+    for (const spec of ['a2', 'a3', 'b1']) fresh.push(parse(spec), toTicket(parse(spec)));
     fresh.settle(a1, 10);
     assert.equal(fresh.shift()?.name, 'a2');
   });
 
   it('fair queue - unused credit is not banked: an account that stopped waiting starts its next wait at zero', () => {
     const queue = new FairQueue<Entry>(100);
-    queue.push(parse('a1'), ticketOf(parse('a1')));
+    queue.push(parse('a1'), toTicket(parse('a1')));
     assert.equal(queue.shift()?.name, 'a1');
     // a1 left 90 tokens of the quantum unused; a has nothing waiting, so they are dropped.
     assert.deepEqual(queue.describe(), [{ tier: 5, flow: 'a', waiting: 0, deficit: 0, running: 1 }]);
@@ -96,7 +96,7 @@ describe('fair queue', () => {
   it('fair queue - a waiter that gives up leaves the round without disturbing its order', () => {
     const queue = new FairQueue<Entry>(10);
     const entries = ['a1', 'b1', 'c1', 'a2', 'b2', 'c2'].map(parse);
-    for (const entry of entries) queue.push(entry, ticketOf(entry));
+    for (const entry of entries) queue.push(entry, toTicket(entry));
     assert.equal(queue.shift()?.name, 'a1');
     // b's only waiter in this round and c's first go; the round continues with the flows still waiting.
     assert.equal(queue.remove(entries[1] as Entry), true);
@@ -132,5 +132,22 @@ describe('fair queue', () => {
   it('fair queue - a request is charged its uncached prompt tokens plus its output', () => {
     assert.equal(chargedTokens({ promptTokens: 120, cachedPromptTokens: 100, completionTokens: 30 }), 50);
     assert.equal(chargedTokens({ promptTokens: 10, cachedPromptTokens: 10, completionTokens: 0 }), 0);
+  });
+});
+
+describe('fair queue tickets', () => {
+  it('fair queue - a command without priority waits at the lowest tier in the shared flow; with one, at its tier and account', () => {
+    assert.deepEqual(ticketOf(undefined, 12), { tier: 0, flow: '', cost: 12 });
+    assert.deepEqual(ticketOf({ tier: 7, account: 'team-a', keyId: 'key_1' }, 40), { tier: 7, flow: 'team-a', cost: 40 });
+  });
+
+  it('fair queue - the cost meter notes the finish usage and passes every event on', () => {
+    const seen: string[] = [];
+    const meter = costMeter((event) => seen.push(event.type));
+    meter.emit({ type: 'text', text: 'hi' });
+    assert.equal(meter.cost(), undefined);
+    meter.emit({ type: 'finish', reason: 'stop', usage: { promptTokens: 50, cachedPromptTokens: 20, completionTokens: 9, reasoningTokens: 0 }, timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 1, queueMs: 0 } });
+    assert.equal(meter.cost(), 39);
+    assert.deepEqual(seen, ['text', 'finish']);
   });
 });
