@@ -17,6 +17,7 @@ import { LimitsBucket } from './limits/limits-bucket.js';
 import { RateLimiter } from './limits/rate-limiter.js';
 import { TokenRateLimiter } from './limits/token-rate-limiter.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
+import { PriorityBook } from './priority/priority-book.js';
 import { UsageRecorder } from './usage/usage-recorder.js';
 import { UsageController } from './admin/usage.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
@@ -33,7 +34,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
       controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, UsageController, RetrievalController, ConsoleController],
-      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, UsageRecorder, ConsoleHub],
+      providers: [{ provide: CONFIG, useValue: config }, InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, UsageRecorder, PriorityBook, ConsoleHub],
     };
   }
 }

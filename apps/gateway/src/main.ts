@@ -6,6 +6,8 @@ import { KeyDirectory } from './keys/key-directory.js';
 import { RateLimiter } from './limits/rate-limiter.js';
 import { TokenRateLimiter } from './limits/token-rate-limiter.js';
 import { installRateLimits } from './http/rate-limits.js';
+import { installPriority } from './http/priority.js';
+import { PriorityBook } from './priority/priority-book.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
 import { UsageRecorder } from './usage/usage-recorder.js';
 import { InferenceService } from './inference/inference.service.js';
@@ -30,6 +32,7 @@ export const start: ServiceStart = async (context) => {
       installBodyDepth(fastify);
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);
+      installPriority(fastify, config, app.get(PriorityBook));
       const inference = app.get(InferenceService);
       installRateLimits(fastify, { limiter: app.get(RateLimiter), tokens: app.get(TokenRateLimiter), budgets: app.get(BudgetLedger), directory: app.get(KeyDirectory), usage: app.get(UsageRecorder), contextSizeOf: (model) => inference.modelConfig(model)?.contextSize });
       app.get(ResponsesSocket).install(fastify);
