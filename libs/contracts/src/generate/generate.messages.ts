@@ -70,7 +70,11 @@ export function decodeGenerateCommand(value: unknown): GenerateCommand {
 export interface GenerateAccepted {
   runId: string;
   workerId: string;
-  /** How many requests were ahead of this one when it was admitted. */
+  /**
+   * How many requests were ahead of this one when it was admitted, first come first served. With
+   * the fair queue (`worker.queue_order: fair`) the order differs: a later request of a higher tier
+   * or of another account may be admitted before it, and an earlier one of a lower tier after it.
+   */
   queuePosition: number;
 }
 
