@@ -31,7 +31,10 @@ describe('priority and fair queueing e2e', () => {
       body: JSON.stringify({ name, account, tier }),
     });
     assert.equal(response.status, 200);
-    return ((await response.json()) as { secret: string }).secret;
+    const { secret } = (await response.json()) as { secret: string };
+    // The gateway learns of a new key from its watch of the keys bucket, a moment after the write.
+    await waitFor(async () => (await fetch(`${stack.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${secret}` } })).status === 200, 5_000, 20);
+    return secret;
   };
 
   const queued = async (): Promise<number> => (await stack.fleet())?.workers[0]?.models.find((m) => m.id === 'cortex-loop')?.queued ?? -1;
