@@ -1,14 +1,17 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { KeyStore } from '@cortex/bus';
+import { parseKeyCreate } from '@cortex/contracts';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
 
-const ADMIN = 'sk-admin-fairness';
 const user = [{ role: 'user' as const, content: 'Go.' }];
 
 /**
  * One worker, one model with one slot: while a long stream holds the slot, requests queue on the
  * worker, and the order in which they are admitted is the order their streams send their first
- * frame (each runs alone on the slot). Separate processes on a real NATS.
+ * frame (each runs alone on the slot). Separate processes on a real NATS. No keys in the config
+ * (the loopback development mode): stored keys are still identified, and a request without one runs
+ * at tier 0.
  */
 describe('priority and fair queueing e2e', () => {
   let stack: TestStack;
@@ -16,7 +19,7 @@ describe('priority and fair queueing e2e', () => {
   before(async () => {
     stack = await startStack({
       models: [{ id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, slots: 1, pinned: true }],
-      config: { auth: { api_keys: ['sk-static-fairness'], admin_keys: [ADMIN] }, worker: { heartbeat_ms: 100 }, gateway: { stall_timeout_ms: 60_000 } },
+      config: { worker: { heartbeat_ms: 100 }, gateway: { stall_timeout_ms: 60_000 } },
     });
   });
 
@@ -24,28 +27,30 @@ describe('priority and fair queueing e2e', () => {
     await stack?.stop();
   });
 
-  const createKey = async (name: string, account: string, tier: number): Promise<string> => {
-    const response = await fetch(`${stack.baseUrl}/admin/keys`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name, account, tier }),
-    });
-    assert.equal(response.status, 200);
-    const { secret } = (await response.json()) as { secret: string };
-    // The gateway learns of a new key from its watch of the keys bucket, a moment after the write.
-    await waitFor(async () => (await fetch(`${stack.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${secret}` } })).status === 200, 5_000, 20);
-    return secret;
-  };
-
   const queued = async (): Promise<number> => (await stack.fleet())?.workers[0]?.models.find((m) => m.id === 'cortex-loop')?.queued ?? -1;
 
-  const post = (key: string, maxTokens: number, signal?: AbortSignal, headers: Record<string, string> = {}): Promise<Response> =>
+  /** `key` null: no key at all. */
+  const post = (key: string | null, maxTokens: number, signal?: AbortSignal, headers: Record<string, string> = {}, model = 'cortex-loop'): Promise<Response> =>
     fetch(`${stack.baseUrl}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
-      body: JSON.stringify({ model: 'cortex-loop', messages: user, stream: true, max_tokens: maxTokens }),
+      headers: { ...(key && { authorization: `Bearer ${key}` }), 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ model, messages: user, stream: true, max_tokens: maxTokens }),
       signal,
     });
+
+  /** A stored key, written to the keys bucket as `cortex keys create` does; resolves once the gateway knows it. */
+  const createKey = async (name: string, account: string, tier: number): Promise<string> => {
+    const store = await KeyStore.open(stack.nc);
+    const { secret } = await store.create(parseKeyCreate({ name, account, tier, models: ['cortex-loop'] }, Date.now()), Date.now());
+    // Here an unknown key passes as no key, so the gateway's watch is seen to have brought this one
+    // when another model is refused for it (403), not looked up (404).
+    await waitFor(async () => {
+      const response = await post(secret, 1, undefined, {}, 'not-its-model');
+      await response.body?.cancel();
+      return response.status === 403;
+    }, 5_000, 20);
+    return secret;
+  };
 
   /** A long stream that holds the slot until stopped; resolves once it runs. */
   const hold = async (key: string): Promise<() => void> => {
@@ -68,7 +73,7 @@ describe('priority and fair queueing e2e', () => {
    * Sends each request in turn, each once the worker shows the one before it queued (so their
    * arrival order is known), then frees the slot: the names in the order the worker admitted them.
    */
-  const admissionOrder = async (holder: string, requests: { name: string; key: string; headers?: Record<string, string> }[]): Promise<string[]> => {
+  const admissionOrder = async (holder: string, requests: { name: string; key: string | null; headers?: Record<string, string> }[]): Promise<string[]> => {
     const stop = await hold(holder);
     const order: string[] = [];
     const done: Promise<void>[] = [];
@@ -123,6 +128,17 @@ describe('priority and fair queueing e2e', () => {
     assert.deepEqual(order, ['tier 8', 'tier 5', 'tier 2 asking for 9', 'tier 8 asking for 1']);
   });
 
+  it('fairness - requests without a key come after every keyed tier, whatever they ask for', async () => {
+    const holder = await createKey('holder-0', 'team-h0', 5);
+    const one = await createKey('one', 'team-1', 1);
+    const order = await admissionOrder(holder, [
+      { name: 'no key', key: null },
+      { name: 'no key asking for 9', key: null, headers: { 'x-cortex-priority': '9' } },
+      { name: 'tier 1', key: one },
+    ]);
+    assert.deepEqual(order, ['tier 1', 'no key', 'no key asking for 9']);
+  });
+
   it('fairness - a priority header that is not a tier is a 400 naming the header, in the route’s dialect', async () => {
     const key = await createKey('bad-header', 'team-x', 5);
     const openai = await post(key, 3, undefined, { 'x-cortex-priority': 'urgent' });
@@ -144,7 +160,7 @@ describe('priority and fair queueing e2e', () => {
   it('fairness - queue wait is exported by the tier each request ran at', async () => {
     await waitFor(async () => {
       const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
-      return ['8', '5', '2', '1'].every((tier) => new RegExp(`^cortex_request_queue_tier_seconds_count\\{model="cortex-loop",tier="${tier}"\\} [1-9]`, 'm').test(text));
+      return ['8', '5', '2', '1', '0'].every((tier) => new RegExp(`^cortex_request_queue_tier_seconds_count\\{model="cortex-loop",tier="${tier}"\\} [1-9]`, 'm').test(text));
     }, 10_000, 200);
   });
 });
