@@ -72,6 +72,22 @@ describe('fair queue', () => {
     assert.equal(fresh.shift()?.name, 'a2');
   });
 
+  it('fair queue - an account that always has a request running pays down its debt in the rounds it sits out', () => {
+    const queue = new FairQueue<Entry>(10);
+    const [b0, b1] = [{ tier: 5, flow: 'b', cost: 10 }, { tier: 5, flow: 'b', cost: 10 }];
+    queue.admitted(b0);
+    queue.admitted(b1);
+    for (let i = 1; i <= 12; i++) queue.push(parse(`a${i}`), toTicket(parse(`a${i}`)));
+    const order = [1, 2, 3, 4, 5].map(() => queue.shift()?.name);
+    // b1 turns out to cost 50 while a is admitted for four more rounds: b owes 60 (both estimates and b1's 40 over its own), less 40, when it waits again.
+    queue.settle(b1, 50);
+    queue.push(parse('b2'), toTicket(parse('b2')));
+    assert.equal(queue.describe().find((flow) => flow.flow === 'b')?.deficit, -20);
+    for (let i = 0; i < 4; i++) order.push(queue.shift()?.name);
+    // Without the rounds it sat out, b would wait for a6 to a12 (seven quanta).
+    assert.deepEqual(order, ['a1', 'a2', 'a3', 'a4', 'a5', 'a6', 'a7', 'b2', 'a8']);
+  });
+
   it('fair queue - unused credit is not banked: an account that stopped waiting starts its next wait at zero', () => {
     const queue = new FairQueue<Entry>(100);
     queue.push(parse('a1'), toTicket(parse('a1')));

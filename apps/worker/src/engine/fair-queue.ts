@@ -87,6 +87,8 @@ interface Flow<W> {
   deficit: number;
   /** Admitted requests not yet settled: the flow (and what it owes) is kept while any runs. */
   running: number;
+  /** The band's round when the flow last stopped waiting: the rounds since pay down its debt when it waits again. */
+  idleSince: number | null;
 }
 
 /** One tier's flows, served by deficit round robin. */
@@ -97,6 +99,8 @@ class Band<W> {
   cursor = 0;
   /** The flow at the cursor has had its quantum for this visit. */
   visited = false;
+  /** Rounds completed (the cursor wrapped, or skipRounds skipped them). */
+  rounds = 0;
 }
 
 /**
@@ -105,8 +109,10 @@ class Band<W> {
  * credit; it is admitted while its credit covers its next request's estimate. A request is charged
  * its estimate when admitted, waiting or not, and corrected to its real cost (uncached prompt plus
  * output) when it ends, so an account running long generations owes for them before it is admitted
- * again. A flow keeps its debt while any of its requests runs; credit is never banked (a flow with
- * nothing waiting keeps no positive balance), so an account that was idle cannot burst past the others.
+ * again. A flow keeps its debt while any of its requests runs, paid down by a quantum for every round
+ * it sat out with nothing waiting (as the waiting flows were given theirs), but never into credit: a
+ * flow with nothing waiting keeps no positive balance, so an account that was idle cannot burst past
+ * the others, and one below its share is not made to wait for quanta the others collected meanwhile.
  * Within one flow, first come first served. Pure: no clock, no I/O.
  */
 export class FairQueue<W> implements WaitQueue<W> {
@@ -131,7 +137,14 @@ export class FairQueue<W> implements WaitQueue<W> {
     const flow = this.flow(band, ticket.flow);
     flow.waiting.push({ waiter, ticket });
     // A flow joins the round at its end, as in DRR: it waits for the flows already waiting to have their turn.
-    if (flow.waiting.length === 1) band.active.push(flow);
+    if (flow.waiting.length === 1) {
+      // Its debt was paid down by a quantum for each round it sat out, as the waiting flows were given
+      // theirs; never into credit. Without this an account that always has a request running (and so
+      // always owes for one) would wait for its quanta while the others collected theirs in the meantime.
+      if (flow.idleSince !== null) flow.deficit = Math.min(0, flow.deficit + (band.rounds - flow.idleSince) * this.quantum);
+      flow.idleSince = null;
+      band.active.push(flow);
+    }
     this.count++;
   }
 
@@ -172,6 +185,7 @@ export class FairQueue<W> implements WaitQueue<W> {
       }
       band.cursor = (band.cursor + 1) % band.active.length;
       band.visited = false;
+      if (band.cursor === 0) band.rounds++;
       if (++visits === band.active.length) {
         this.skipRounds(band);
         visits = 0;
@@ -180,9 +194,11 @@ export class FairQueue<W> implements WaitQueue<W> {
   }
 
   admitted(ticket: QueueTicket): void {
-    const flow = this.flow(this.band(ticket.tier), ticket.flow);
+    const band = this.band(ticket.tier);
+    const flow = this.flow(band, ticket.flow);
     flow.deficit -= ticket.cost;
     flow.running++;
+    if (flow.waiting.length === 0) flow.idleSince ??= band.rounds;
   }
 
   settle(ticket: QueueTicket, cost: number): void {
@@ -208,7 +224,10 @@ export class FairQueue<W> implements WaitQueue<W> {
    */
   private skipRounds(band: Band<W>): void {
     const rounds = Math.min(...band.active.map((flow) => Math.ceil(((flow.waiting[0]?.ticket.cost ?? 0) - flow.deficit) / this.quantum)));
-    if (rounds > 1) for (const flow of band.active) flow.deficit += (rounds - 1) * this.quantum;
+    if (rounds > 1) {
+      for (const flow of band.active) flow.deficit += (rounds - 1) * this.quantum;
+      band.rounds += rounds - 1;
+    }
   }
 
   /** The flow has nothing waiting: out of the round, its unused credit dropped (its debt kept while it runs). */
@@ -217,8 +236,12 @@ export class FairQueue<W> implements WaitQueue<W> {
     band.active.splice(at, 1);
     if (at < band.cursor) band.cursor--;
     else if (at === band.cursor) band.visited = false;
-    if (band.cursor >= band.active.length) band.cursor = 0;
+    if (band.cursor >= band.active.length && band.active.length > 0) {
+      band.cursor = 0;
+      band.rounds++;
+    }
     flow.deficit = Math.min(flow.deficit, 0);
+    flow.idleSince = band.rounds;
     this.forgetIfDone(band, flow);
   }
 
@@ -234,7 +257,7 @@ export class FairQueue<W> implements WaitQueue<W> {
 
   private flow(band: Band<W>, name: string): Flow<W> {
     let flow = band.flows.get(name);
-    if (!flow) band.flows.set(name, (flow = { name, waiting: [], deficit: 0, running: 0 }));
+    if (!flow) band.flows.set(name, (flow = { name, waiting: [], deficit: 0, running: 0, idleSince: null }));
     return flow;
   }
 }
