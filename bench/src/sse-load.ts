@@ -36,14 +36,14 @@ export function streamTiming(status: number | undefined, tail: string, started: 
  * One streamed `/v1/chat/completions` over a keep-alive socket, read as raw bytes: the client does
  * as little as a client can (no SSE or JSON parsing per event) so the measurement is cortex's cost.
  */
-export function streamChat(baseUrl: string, model: string, maxTokens: number, options: { prompt?: string; requestId?: string } = {}): Promise<StreamTiming> {
+export function streamChat(baseUrl: string, model: string, maxTokens: number, options: { prompt?: string; requestId?: string; apiKey?: string } = {}): Promise<StreamTiming> {
   const body = streamedChatBody(model, maxTokens, options.prompt);
   const url = new URL('/v1/chat/completions', baseUrl);
   return new Promise((resolve, reject) => {
     const started = performance.now();
     let first = 0;
     let tail = '';
-    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(options.requestId && { 'x-request-id': options.requestId }) } }, (res) => {
+    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(options.requestId && { 'x-request-id': options.requestId }), ...(options.apiKey && { authorization: `Bearer ${options.apiKey}` }) } }, (res) => {
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
         if (first === 0 && holdsContent(chunk)) first = performance.now();

@@ -13,7 +13,7 @@ const KEY_OPTIONS = {
   'budget-window': { type: 'string', value: 'window', description: 'balance (never resets, the default), day or month (UTC)' },
   model: { type: 'string', multiple: true, value: 'id', description: 'a model it may use; comma-separated lists too (default: every model)' },
   expires: { type: 'string', value: 'time', description: 'ISO 8601 time after which it is refused, e.g. 2027-01-31' },
-  tier: { type: 'string', value: '1-9', description: 'priority tier, 1 lowest (default 5)' },
+  tier: { type: 'string', value: '1-9', description: 'priority tier when a model is saturated, 9 first, 1 last (default 5)' },
   json: JSON_OPTION,
 } as const;
 

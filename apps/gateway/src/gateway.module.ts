@@ -18,6 +18,7 @@ import { RateLimiter } from './limits/rate-limiter.js';
 import { TokenRateLimiter } from './limits/token-rate-limiter.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
 import { KeyAdmission } from './limits/key-admission.js';
+import { PriorityBook } from './priority/priority-book.js';
 import { UsageRecorder } from './usage/usage-recorder.js';
 import { UsageController } from './admin/usage.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
@@ -40,7 +41,7 @@ export class GatewayModule {
           provide: ModelCatalogue,
           useFactory: () => ModelCatalogue.open(nc, config, (error) => new Logger('catalogue').warn(`catalogue watch: ${error.message}; watching again`)),
         },
-        InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, KeyAdmission, UsageRecorder, ConsoleHub,
+        InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, KeyAdmission, UsageRecorder, PriorityBook, ConsoleHub,
       ],
     };
   }

@@ -5,6 +5,8 @@ import { installAccess, installModelAccess } from './http/access.js';
 import { KeyDirectory } from './keys/key-directory.js';
 import { KeyAdmission } from './limits/key-admission.js';
 import { installRateLimits } from './http/rate-limits.js';
+import { installPriority } from './http/priority.js';
+import { PriorityBook } from './priority/priority-book.js';
 import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
 import { drainBudget, installOversizeDrain } from './http/oversize-drain.js';
@@ -26,6 +28,7 @@ export const start: ServiceStart = async (context) => {
       installBodyDepth(fastify);
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);
+      installPriority(fastify, config, app.get(PriorityBook));
       installRateLimits(fastify, app.get(KeyAdmission));
       app.get(ResponsesSocket).install(fastify);
     },

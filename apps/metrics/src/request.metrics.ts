@@ -28,6 +28,8 @@ export class CortexMetrics {
   private readonly itl = this.histogram('cortex_inter_token_latency_seconds', 'Mean time between tokens of a request', ['model', 'worker']);
   private readonly rate = this.histogram('cortex_tokens_per_second', 'Decode rate of each request after its first token', ['model', 'worker'], RATES);
   private readonly queue = this.histogram('cortex_request_queue_seconds', 'Time a request waited for a free sequence', ['model', 'worker']);
+  /** The same wait by the priority tier the request ran at (0: no key); events from gateways before tiers are not in it. */
+  private readonly queueByTier = this.histogram('cortex_request_queue_tier_seconds', 'Time a request waited for a free sequence, by priority tier (0: no key)', ['model', 'tier']);
   private readonly tokens = {
     prompt: this.counter('cortex_prompt_tokens_total', 'Prompt tokens processed (texts embedded and ranked included), by API', ['model', 'api']),
     cached: this.counter('cortex_cached_prompt_tokens_total', 'Prompt tokens served from a reused sequence prefix', ['model']),
@@ -94,6 +96,7 @@ export class CortexMetrics {
     if (event.timings && event.usage && event.usage.completionTokens > 0) {
       this.ttft.observe({ model, worker }, event.timings.ttftMs / 1000);
       this.queue.observe({ model, worker }, event.timings.queueMs / 1000);
+      if (event.tier !== undefined) this.queueByTier.observe({ model, tier: String(event.tier) }, event.timings.queueMs / 1000);
       this.promptEval.observe({ model, worker }, event.timings.promptMs / 1000);
       const rate = event.timings.decodeTokensPerSecond;
       if (rate > 0) {

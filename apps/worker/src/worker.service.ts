@@ -89,7 +89,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const controller = new AbortController();
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
     served.touch();
-    this.logger.log({ msg: `generating with ${served.id}`, requestId, runId, queuePosition });
+    const { tier, account, keyId } = command.priority ?? {};
+    this.logger.log({ msg: `generating with ${served.id}`, requestId, runId, queuePosition, tier, account, keyId });
     const done = this.run(command, model, controller, receivedAt, requestId).finally(() => {
       this.runs.delete(runId);
       served.touch();
@@ -222,7 +223,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     };
     try {
       const warn = (message: string): void => this.logger.warn({ msg: message, requestId, runId });
-      await trace.run(() => model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn }));
+      await trace.run(() => model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn, ...(command.priority && { priority: command.priority }) }));
     } catch (error) {
       const cortex =
         error instanceof CortexError

@@ -276,6 +276,11 @@ export class WorkerConfig {
    */
   @IsInt() @Min(0) nativeGcMb = 64;
   /**
+   * The order in which a model's waiting requests get a free sequence: `fair` by priority tier, then
+   * across accounts by the tokens they used (deficit round robin); `fifo` first come first served.
+   */
+  @IsIn(['fair', 'fifo']) queueOrder: 'fair' | 'fifo' = 'fair';
+  /**
    * Minimum spacing of token messages per stream. A token is sent at once unless the previous
    * message left less than this long ago; faster tokens are merged into one message. 0 = one
    * message per token. 16 ms is one frame of a 60 Hz display: a reader cannot see the merging, and

@@ -8,7 +8,7 @@ import { requestIdOf } from './request-id.js';
 import { requestPath } from './request-path.js';
 
 /** The routes that start work on a worker: each request counts against its key's limits. */
-const LIMITED = /^\/(v1\/)?(chat\/completions|completions|responses|responses\/compact|messages|messages\/count_tokens|embeddings|rerank|reranking)$/;
+export const LIMITED = /^\/(v1\/)?(chat\/completions|completions|responses|responses\/compact|messages|messages\/count_tokens|embeddings|rerank|reranking)$/;
 const MESSAGES = /^\/(v1\/)?messages(\/|$)/;
 
 /**

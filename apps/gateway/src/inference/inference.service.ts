@@ -10,6 +10,7 @@ import {
   type Dialect,
   type LoadProgress,
   type RequestFinishedEvent,
+  type RequestPriority,
   type RetrievalApi,
   type TokenCount,
   decodeLoadProgress,
@@ -22,6 +23,7 @@ import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
 import { BudgetLedger } from '../limits/budget-ledger.js';
 import { UsageRecorder } from '../usage/usage-recorder.js';
+import { PriorityBook } from '../priority/priority-book.js';
 
 /** How long a worker declared down has to show it still holds its subjects ("no responders" comes at once). */
 const DOWN_PROBE_MS = 1_000;
@@ -51,6 +53,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     private readonly budgets: BudgetLedger,
     private readonly usage: UsageRecorder,
     private readonly catalogue: ModelCatalogue,
+    private readonly priorities: PriorityBook,
   ) {
     this.events = new EventPublisher(bus.nc);
     this.workerEvents = new WorkerEvents(bus, this.logger, {
@@ -74,8 +77,15 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));
   }
 
+  priorityOf(requestId: string): RequestPriority | undefined {
+    return this.priorities.of(requestId);
+  }
+
   /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once), and its usage record. */
-  recordFinished(event: RequestFinishedEvent, runId: string): void {
+  recordFinished(finished: RequestFinishedEvent, runId: string): void {
+    // The tier it ran at, for queue wait by tier (metrics); a request refused before it was given one has none.
+    const tier = this.priorities.of(finished.requestId)?.tier;
+    const event = tier === undefined ? finished : { ...finished, tier };
     this.pending.done(event.requestId);
     this.budgets.record(event.requestId, event.usage);
     this.usage.record(event, runId);

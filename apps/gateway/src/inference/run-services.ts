@@ -1,6 +1,6 @@
 import type { BusClient, StreamReader } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
-import type { RequestFinishedEvent } from '@cortex/contracts';
+import type { RequestFinishedEvent, RequestPriority } from '@cortex/contracts';
 import type { Logger } from '@nestjs/common';
 import type { PlacementClient } from './placement-client.js';
 
@@ -14,4 +14,6 @@ export interface RunServices {
   watch(runId: string, workerId: string, reader: StreamReader): void;
   unwatch(runId: string): void;
   recordFinished(event: RequestFinishedEvent, runId: string): void;
+  /** The request's tier and account for the worker's queue (see PriorityBook); undefined: the worker's lowest tier. */
+  priorityOf(requestId: string): RequestPriority | undefined;
 }

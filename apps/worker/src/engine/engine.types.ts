@@ -1,4 +1,5 @@
-import type { CanonicalRequest, ModelCapabilities, ModelKind, RetrievalInput, StreamEventBody } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, ModelKind, RequestPriority, RetrievalInput, StreamEventBody } from '@cortex/contracts';
+import type { QueueOrder } from './slot-pool.js';
 
 /** What the worker needs from an inference backend; node-llama-cpp sits behind it in `llama-engine.ts`. */
 /** A download that a cancelled load stops, and its progress (0..1). */
@@ -30,6 +31,8 @@ export interface ModelSpec {
   contextSize: number;
   slots: number;
   maxQueue: number;
+  /** How waiting requests are ordered (`worker.queue_order`); `fair` when absent. */
+  queueOrder?: QueueOrder;
   /** Speculative decoding: the draft model's resolved local path, or `lookup` for input lookup. */
   draft?: string;
   /** Absent: chat. */
@@ -41,6 +44,8 @@ export interface GenerateJob {
   /** When the generate command arrived (performance.now()), for TTFT and queue time. */
   receivedAt: number;
   signal: AbortSignal;
+  /** Its tier and account in the model's queue; absent: the lowest tier. */
+  priority?: RequestPriority;
   emit: (event: StreamEventBody) => void;
   /** Logs a warning about this request (a tool call returned although its arguments miss the schema). */
   warn?: (message: string) => void;

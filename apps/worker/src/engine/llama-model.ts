@@ -8,6 +8,7 @@ import { OutputCheck } from './output-check.js';
 import { PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
+import { costMeter, ticketOf } from './fair-queue.js';
 import { SlotPool } from './slot-pool.js';
 import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
@@ -50,7 +51,7 @@ export class LlamaEngineModel implements EngineModel {
     this.id = spec.id;
     this.slots = spec.slots;
     const sequences = Array.from({ length: spec.slots }, () => context.getSequence(speculation ? { tokenPredictor: speculation.predictor() } : undefined));
-    this.pool = new SlotPool(sequences, spec.maxQueue);
+    this.pool = new SlotPool(sequences, spec.maxQueue, spec.queueOrder);
     this.chatWrapper = chatWrapper;
     this.promptTokenizer = memoTokenizer(model.tokenizer, spec.contextSize * spec.slots * PLAUSIBLE_BYTES_PER_TOKEN);
     const tokenize = (text: string): Token[] => model.tokenize(text, true);
@@ -124,7 +125,8 @@ export class LlamaEngineModel implements EngineModel {
   async generate(job: GenerateJob): Promise<void> {
     const { request, signal } = job;
     const check = new OutputCheck(request, job.emit, job.warn);
-    const emit = check.active ? check.emit : job.emit;
+    const meter = costMeter(check.active ? check.emit : job.emit);
+    const emit = meter.emit;
     const contextSize = this.context.contextSize;
     const atLeast = this.tokensIfOverContext(request);
     const rendered = atLeast === null ? this.render(request) : null;
@@ -150,14 +152,15 @@ export class LlamaEngineModel implements EngineModel {
       if (length === undefined) shared.set(candidate, (length = candidate.compareContextTokens(prompt).firstDifferentIndex));
       return length;
     };
-    const sequence = await this.pool.acquire(signal, sharedPrefix);
+    // Charged its whole prompt while it waits (what it reuses of a sequence is known once it has one), corrected at its end.
+    const sequence = await this.pool.acquire(signal, sharedPrefix, ticketOf(job.priority, prompt.length));
     try {
       lookUpIn(sequence, prompt);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
       const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, callGrammar, forceToolCall: forced !== null, emit, echo };
       await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run();
     } finally {
-      this.pool.release(sequence);
+      this.pool.release(sequence, meter.cost());
       this.garbage.left(this.samplerBytes);
     }
   }

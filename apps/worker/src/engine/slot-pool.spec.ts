@@ -43,4 +43,27 @@ describe('slot pool', () => {
     assert.equal(await pool.acquire(), 'a');
     assert.equal(pool.inUse, 3);
   });
+
+  it('slot pool - a released slot goes to the highest tier waiting, then across accounts; fifo keeps arrival order', async () => {
+    for (const [order, expected] of [['fair', ['c', 'b', 'a1', 'a2']], ['fifo', ['a1', 'a2', 'b', 'c']]] as const) {
+      const pool = new SlotPool(['s'], 8, order);
+      await pool.acquire(undefined, undefined, { tier: 5, flow: 'a', cost: 10 });
+      const admitted: string[] = [];
+      const waits = [
+        ['a1', { tier: 5, flow: 'a', cost: 10 }],
+        ['a2', { tier: 5, flow: 'a', cost: 10 }],
+        ['b', { tier: 5, flow: 'b', cost: 10 }],
+        ['c', { tier: 7, flow: 'c', cost: 10 }],
+      ] as const;
+      for (const [name, ticket] of waits) void pool.acquire(undefined, undefined, ticket).then(() => admitted.push(name));
+      // Each admitted request runs and ends, costing 200 tokens (a's first one included).
+      for (let i = 0; i < waits.length; i++) {
+        pool.release('s', 200);
+        await new Promise((tick) => setImmediate(tick));
+      }
+      assert.deepEqual(admitted, expected, order);
+      pool.release('s', 200);
+      assert.equal(pool.inUse, 0);
+    }
+  });
 });

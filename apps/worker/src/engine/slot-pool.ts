@@ -1,26 +1,36 @@
 import { CortexError } from '@cortex/contracts';
+import { FairQueue, FifoQueue, UNRANKED, type QueueTicket, type WaitQueue } from './fair-queue.js';
 
 interface Waiter<T> {
   resolve: (slot: T) => void;
   reject: (error: Error) => void;
   signal: AbortSignal | undefined;
   onAbort: () => void;
+  ticket: QueueTicket;
 }
 
+/** How waiting requests are ordered: by tier and fairly across accounts (`fair`), or first come first served (`fifo`). */
+export type QueueOrder = 'fair' | 'fifo';
+
 /**
- * Hands out a fixed set of slots (context sequences) first come, first served. When all are busy,
- * callers wait in a bounded queue; past the bound they get `busy` at once so the gateway can answer
- * 429 instead of piling up requests the worker cannot serve.
+ * Hands out a fixed set of slots (context sequences). When all are busy, callers wait in a bounded
+ * queue, ordered by `FairQueue` (tier, then accounts by tokens) or first come first served; past the
+ * bound they get `busy` at once so the gateway can answer 429 instead of piling up requests the
+ * worker cannot serve.
  */
 export class SlotPool<T> {
   private readonly free: T[];
-  private readonly waiters: Waiter<T>[] = [];
+  private readonly waiters: WaitQueue<Waiter<T>>;
+  /** The ticket each slot in use was acquired with, settled when it is released. */
+  private readonly holders = new Map<T, QueueTicket>();
 
   constructor(
     slots: readonly T[],
     private readonly maxQueue: number,
+    order: QueueOrder = 'fair',
   ) {
     this.free = [...slots];
+    this.waiters = order === 'fifo' ? new FifoQueue() : new FairQueue();
   }
 
   get size(): number {
@@ -30,15 +40,15 @@ export class SlotPool<T> {
   inUse = 0;
 
   get queued(): number {
-    return this.waiters.length;
+    return this.waiters.size;
   }
 
   /**
    * Resolves with a slot — among free ones, the one `preference` scores highest (e.g. the sequence
    * sharing the longest prompt prefix), else the most recently released; rejects with `busy` when the
-   * queue is full, or with the abort reason.
+   * queue is full, or with the abort reason. `ticket` places the request in the queue (see FairQueue).
    */
-  acquire(signal?: AbortSignal, preference?: (slot: T) => number): Promise<T> {
+  acquire(signal?: AbortSignal, preference?: (slot: T) => number, ticket: QueueTicket = UNRANKED): Promise<T> {
     if (this.free.length > 0) {
       let at = this.free.length - 1;
       if (preference && this.free.length > 1) {
@@ -50,11 +60,13 @@ export class SlotPool<T> {
       }
       const [slot] = this.free.splice(at, 1) as [T];
       this.inUse++;
+      this.waiters.admitted(ticket);
+      this.holders.set(slot, ticket);
       return Promise.resolve(slot);
     }
-    if (this.waiters.length >= this.maxQueue) {
+    if (this.waiters.size >= this.maxQueue) {
       return Promise.reject(
-        new CortexError('busy', `all ${this.size} slots are busy and ${this.waiters.length} requests are queued`, {
+        new CortexError('busy', `all ${this.size} slots are busy and ${this.waiters.size} requests are queued`, {
           retryAfter: 1,
         }),
       );
@@ -64,21 +76,29 @@ export class SlotPool<T> {
         resolve,
         reject,
         signal,
+        ticket,
         onAbort: () => {
-          const at = this.waiters.indexOf(waiter);
-          if (at !== -1) this.waiters.splice(at, 1);
+          this.waiters.remove(waiter);
           reject(signal?.reason instanceof Error ? signal.reason : new Error('aborted while queued'));
         },
       };
       signal?.addEventListener('abort', waiter.onAbort, { once: true });
-      this.waiters.push(waiter);
+      this.waiters.push(waiter, ticket);
     });
   }
 
-  release(slot: T): void {
+  /**
+   * Gives the slot to the next waiter, or back to the free ones. `cost`: the tokens the request that
+   * held it really cost (see chargedTokens); its account's charge is corrected before the next is chosen.
+   */
+  release(slot: T, cost?: number): void {
+    const held = this.holders.get(slot);
+    this.holders.delete(slot);
+    if (held) this.waiters.settle(held, cost ?? held.cost);
     const next = this.waiters.shift();
     if (next) {
       next.signal?.removeEventListener('abort', next.onAbort);
+      this.holders.set(slot, next.ticket);
       next.resolve(slot);
       return;
     }

@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { CanonicalRequest, ModelCapabilities } from '@cortex/contracts';
 import type { Engine, EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { promptBytes } from './prompt-bound.js';
+import { chargedTokens, ticketOf } from './fair-queue.js';
 import { SlotPool } from './slot-pool.js';
 
 /** The text of every synthetic token: one short word, so a client can count tokens in the text. */
@@ -70,7 +71,7 @@ class SyntheticModel implements EngineModel {
   constructor(spec: ModelSpec, tokensPerSecond: number) {
     this.id = spec.id;
     this.slots = spec.slots;
-    this.pool = new SlotPool(Array.from({ length: spec.slots }, (_, i) => i), spec.maxQueue);
+    this.pool = new SlotPool(Array.from({ length: spec.slots }, (_, i) => i), spec.maxQueue, spec.queueOrder);
     this.stepMs = 1000 / tokensPerSecond;
   }
 
@@ -87,16 +88,21 @@ class SyntheticModel implements EngineModel {
   }
 
   async generate(job: GenerateJob): Promise<void> {
-    const slot = await this.pool.acquire(job.signal);
+    const slot = await this.pool.acquire(job.signal, undefined, ticketOf(job.priority, this.countTokens(job.request)));
+    let cost: number | undefined;
     try {
-      await new Promise<void>((done) => {
+      await new Promise<void>((ended) => {
+        const done = (): void => {
+          cost = chargedTokens({ promptTokens: this.countTokens(job.request), cachedPromptTokens: 0, completionTokens: stream.emitted });
+          ended();
+        };
         const stream: Stream = { job, emitted: 0, maxTokens: job.request.sampling.maxTokens ?? DEFAULT_TOKENS, firstTokenAt: 0, startedAt: performance.now(), done };
         job.emit({ type: 'start', runId: '', workerId: '', model: this.id, promptTokens: this.countTokens(job.request) });
         this.streams.add(stream);
         this.schedule();
       });
     } finally {
-      this.pool.release(slot);
+      this.pool.release(slot, cost);
     }
   }
 

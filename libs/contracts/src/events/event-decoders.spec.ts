@@ -14,14 +14,16 @@ const finished = {
   timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 10, durationMs: 5, queueMs: 0 },
   durationMs: 6, coldStart: false, placeMs: 1, finishedAt: 1,
   hops: { parseMs: 0.1, decodeMs: 0.5, generateMs: 0.3, firstEventMs: 2, writeMs: 0.1 },
+  tier: 5,
 };
 
 describe('event decoders', () => {
   it('event decoders - a request-finished event comes back whole; absent optional fields read as null', () => {
     assert.deepEqual(decodeRequestFinished(finished), finished);
-    const { placeMs: _placeMs, hops: _hops, ...older } = finished;
+    const { placeMs: _placeMs, hops: _hops, tier: _tier, ...older } = finished;
     assert.equal(decodeRequestFinished(older).placeMs, null);
     assert.equal(decodeRequestFinished(older).hops, null);
+    assert.equal(decodeRequestFinished(older).tier, undefined);
   });
 
   it('event decoders - a bad request-finished field is named by its path', () => {
@@ -31,6 +33,7 @@ describe('event decoders', () => {
     rejects(() => decodeRequestFinished({ ...finished, usage: { ...finished.usage, completionTokens: -1 } }), 'usage.completionTokens');
     rejects(() => decodeRequestFinished({ ...finished, timings: { ...finished.timings, ttftMs: 'fast' } }), 'timings.ttftMs');
     rejects(() => decodeRequestFinished({ ...finished, hops: { ...finished.hops, writeMs: 'soon' } }), 'hops.writeMs');
+    rejects(() => decodeRequestFinished({ ...finished, tier: 'gold' }), 'tier');
     rejects(() => decodeRequestFinished([]), 'event');
   });
 

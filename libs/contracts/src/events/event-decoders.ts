@@ -32,6 +32,7 @@ export function decodeRequestFinished(value: unknown): RequestFinishedEvent {
     placeMs: nullable(event.placeMs, (v) => number(v, 'placeMs')),
     hops: nullable(event.hops, (v) => hops(object(v, 'hops'))),
     finishedAt: number(event.finishedAt, 'finishedAt'),
+    ...(event.tier !== undefined && event.tier !== null && { tier: integer(event.tier, 'tier', 0) }),
   };
 }
 

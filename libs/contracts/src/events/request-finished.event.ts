@@ -25,6 +25,8 @@ export interface RequestFinishedEvent {
   /** Where a stream's time to first byte went inside the gateway; null without a first token. */
   hops?: GatewayHops | null;
   finishedAt: number;
+  /** The priority tier it ran at (0: no key; see RequestPriority); absent in events from earlier versions. */
+  tier?: number;
 }
 
 /**

@@ -25,7 +25,7 @@ const request = () => ({
 const command = (changes: (r: ReturnType<typeof request>) => void = () => {}) => {
   const r = request();
   changes(r);
-  return { runId: 'run1', streamSubject: streamSubject('run1'), request: r };
+  return { runId: 'run1', streamSubject: streamSubject('run1'), request: r, priority: { tier: 5, account: 'team-a', keyId: 'key_0123' } };
 };
 
 function rejects(payload: unknown, param: string): void {
@@ -59,6 +59,10 @@ describe('canonical request decoding', () => {
     rejects({ ...command(), runId: 7 }, 'runId');
     rejects({ ...command(), streamSubject: undefined }, 'streamSubject');
     rejects({ ...command(), request: [] }, 'request');
+    rejects({ ...command(), priority: 5 }, 'priority');
+    for (const tier of [10, -1, 1.5, '5', undefined]) rejects({ ...command(), priority: { tier } }, 'priority.tier');
+    rejects({ ...command(), priority: { tier: 3, account: 7 } }, 'priority.account');
+    rejects({ ...command(), priority: { tier: 3, account: 'a'.repeat(65) } }, 'priority.account');
     rejects(command((r) => void ((r as { model: unknown }).model = null)), 'request.model');
     rejects(command((r) => void ((r as { messages: unknown }).messages = 'hi')), 'request.messages');
     rejects(command((r) => void ((r.messages[1] as { role: string }).role = 'robot')), 'request.messages[1].role');

@@ -2,6 +2,7 @@ import { IsOptional, IsString } from 'class-validator';
 import { boolean, maxLength, object, oneOf, optionalObject, optionalString, string } from '../fields.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from './canonical-request.js';
 import type { ErrorBody } from '../errors/error-codes.js';
+import { decodeRequestPriority, type RequestPriority } from './priority.js';
 
 export const DIALECTS = ['openai.chat', 'openai.responses', 'anthropic.messages', 'openai.completions'] as const;
 export type Dialect = (typeof DIALECTS)[number];
@@ -51,6 +52,8 @@ export interface GenerateCommand {
   request: CanonicalRequest;
   /** A background response: runs to the end with no gateway watching (only `cancel` stops it). */
   background?: boolean;
+  /** Tier and account for the worker's queue; absent (an older gateway): the lowest tier. */
+  priority?: RequestPriority;
 }
 
 /** Checks a `generate` command from the bus (the worker's hot path: see decodeCanonicalRequest). */
@@ -59,6 +62,7 @@ export function decodeGenerateCommand(value: unknown): GenerateCommand {
   string(command.runId, 'runId');
   string(command.streamSubject, 'streamSubject');
   if (command.background !== undefined) boolean(command.background, 'background');
+  if (command.priority !== undefined) decodeRequestPriority(command.priority, 'priority');
   decodeCanonicalRequest(command.request, 'request');
   return command as unknown as GenerateCommand;
 }
@@ -66,7 +70,11 @@ export function decodeGenerateCommand(value: unknown): GenerateCommand {
 export interface GenerateAccepted {
   runId: string;
   workerId: string;
-  /** How many requests were ahead of this one when it was admitted. */
+  /**
+   * How many requests were ahead of this one when it was admitted, first come first served. With
+   * the fair queue (`worker.queue_order: fair`) the order differs: a later request of a higher tier
+   * or of another account may be admitted before it, and an earlier one of a lower tier after it.
+   */
   queuePosition: number;
 }
 

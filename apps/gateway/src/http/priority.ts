@@ -1,0 +1,41 @@
+import type { FastifyInstance } from 'fastify';
+import type { CortexConfig } from '@cortex/config';
+import { PRIORITY_HEADER } from '@cortex/contracts';
+import { BACKGROUND_USAGE_WAIT_MS, USAGE_WAIT_MS } from '../limits/budget-ledger.js';
+import type { PriorityBook } from '../priority/priority-book.js';
+import { priorityFor, type Caller } from '../priority/priority.decider.js';
+import { sendError, toCortexError } from './error-response.js';
+import { principalOf } from './principal.js';
+import { requestIdOf } from './request-id.js';
+import { requestPath } from './request-path.js';
+import { LIMITED } from './rate-limits.js';
+
+/** A Responses WebSocket: its turns run at the tier its upgrade request was given. */
+const SOCKET = /^\/(v1\/)?responses$/;
+
+/**
+ * Gives every request that runs on a worker its tier and account (priority/priority.decider.ts): a
+ * stored key's tier, a config-file key's default tier, or the lowest without a key, lowered by the
+ * `x-cortex-priority` header. Runs before the limits, so a bad header is a 400 that spends nothing.
+ */
+export function installPriority(fastify: FastifyInstance, config: CortexConfig, book: PriorityBook): void {
+  const configKeys = config.auth.mode === 'keys' && config.auth.apiKeys.length + config.auth.adminKeys.length > 0;
+  fastify.addHook('preValidation', (request, reply, done) => {
+    const path = requestPath(request);
+    const socket = request.method === 'GET' && SOCKET.test(path);
+    if (!socket && (request.method !== 'POST' || !LIMITED.test(path))) return done();
+    const principal = principalOf(request);
+    // Past the access check, a request without a stored key either presented a config-file key or needed none.
+    const caller: Caller = principal ? { kind: 'stored', key: principal.key } : configKeys ? { kind: 'config' } : { kind: 'none' };
+    let entry: ReturnType<PriorityBook['set']>;
+    try {
+      entry = book.set(requestIdOf(request), priorityFor(caller, request.headers[PRIORITY_HEADER]));
+    } catch (error) {
+      sendError(reply, request.url, toCortexError(error), requestIdOf(request));
+      return;
+    }
+    const background = (request.body as { background?: unknown } | null)?.background === true;
+    reply.raw.once('close', () => entry.forget(2 * (background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS)));
+    done();
+  });
+}

@@ -1,0 +1,28 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { RequestFinishedEvent } from '@cortex/contracts';
+import { CortexMetrics } from './request.metrics.js';
+
+const finished = (requestId: string, queueMs: number, tier?: number): RequestFinishedEvent => ({
+  requestId, model: 'm', workerId: 'w1', dialect: 'openai.chat', stream: true, status: 200, errorCode: null, finishReason: 'stop',
+  usage: { promptTokens: 3, cachedPromptTokens: 0, completionTokens: 4, reasoningTokens: 0 },
+  timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 10, durationMs: 5, queueMs },
+  durationMs: 6, coldStart: false, placeMs: 1, finishedAt: 1,
+  ...(tier !== undefined && { tier }),
+});
+
+describe('request metrics', () => {
+  it('request metrics - queue wait is counted by the tier each request ran at; events without a tier only in the total', async () => {
+    const metrics = new CortexMetrics();
+    metrics.recordRequest(finished('a', 2_000, 7));
+    metrics.recordRequest(finished('b', 20, 7));
+    metrics.recordRequest(finished('c', 3_000, 0));
+    metrics.recordRequest(finished('d', 10));
+    const text = await metrics.registry.metrics();
+    assert.match(text, /^cortex_request_queue_tier_seconds_count\{model="m",tier="7"\} 2$/m);
+    assert.match(text, /^cortex_request_queue_tier_seconds_sum\{model="m",tier="7"\} 2\.02$/m);
+    assert.match(text, /^cortex_request_queue_tier_seconds_count\{model="m",tier="0"\} 1$/m);
+    assert.match(text, /^cortex_request_queue_tier_seconds_bucket\{le="0.025",model="m",tier="7"\} 1$/m);
+    assert.match(text, /^cortex_request_queue_seconds_count\{model="m",worker="w1"\} 4$/m);
+  });
+});
