@@ -222,7 +222,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     };
     try {
       const warn = (message: string): void => this.logger.warn({ msg: message, requestId, runId });
-      await trace.run(() => model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn }));
+      await trace.run(() => model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn, ...(command.resume && { resume: command.resume }) }));
     } catch (error) {
       const cortex =
         error instanceof CortexError

@@ -16,6 +16,8 @@ import { stopTexts } from './stop-texts.js';
 import { TextStreamer } from './text-streamer.js';
 import { CallGrammar } from './call-grammar.js';
 import { ToolCallParser } from './tool-call-parser.js';
+import { TokenRelease } from './token-release.js';
+import { ResumeReplay } from './resume-replay.js';
 
 type Mode = 'text' | 'reasoning' | 'tool';
 
@@ -52,6 +54,12 @@ export interface DecodePlan {
   /** tool_choice required or named: the model starts inside a call held by `callGrammar`. */
   forceToolCall: boolean;
   emit: (event: StreamEventBody) => void;
+  /** A migrated stream: the delivered tokens to evaluate and replay before sampling (see ResumeReplay). */
+  resume?: ResumeReplay;
+  /** Where a resume's replayed events go instead of the stream (the output check must still see them). */
+  replayed?: (event: StreamEventBody) => void;
+  /** Ids of the tool calls the stream announced, by index: a resumed call keeps its id. */
+  toolCallIds?: readonly string[];
   /** A raw completion's `echo`: the prompt text, sent before the completion. */
   echo?: string;
 }
@@ -64,6 +72,8 @@ export interface DecodePlan {
  */
 export class Decode {
   private readonly emit: (event: StreamEventBody) => void;
+  /** Puts token ids on the events that send their output (see TokenRelease). */
+  private readonly release: TokenRelease;
   private readonly userStops: string[];
   private readonly streamer: TextStreamer;
   private readonly maxTokens: number;
@@ -94,7 +104,8 @@ export class Decode {
     private readonly plan: DecodePlan,
   ) {
     const { job, prompt, grammar, callGrammar } = plan;
-    this.emit = plan.emit;
+    this.release = new TokenRelease(plan.emit, plan.replayed);
+    this.emit = this.release.emit;
     this.userStops = job.request.sampling.stop ?? [];
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
     const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
@@ -109,23 +120,36 @@ export class Decode {
   }
 
   async run(): Promise<void> {
-    const { prompt, sequence, job } = this.plan;
-    const cached = await this.reusePrefix();
+    const { prompt, sequence, job, resume } = this.plan;
+    // A resumed stream evaluates the tokens already delivered as part of its prompt.
+    const context = resume ? resume.context(prompt) : prompt;
+    const cached = await this.reusePrefix(context);
     this.emit({ type: 'start', runId: '', workerId: '', model: this.model.id, promptTokens: prompt.length });
-    if (this.plan.echo) this.emit({ type: 'text', text: this.plan.echo });
+    if (this.plan.echo && !resume) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.
     const evaluationStartedAt = performance.now();
-    const evaluated = await evaluatePromptInBatches(sequence, prompt.slice(cached, -1), this.model.batchSize, job.signal);
-    const promptDone = cached + evaluated === prompt.length - 1;
-    const input = this.firstInput();
-    const finish = promptDone ? await this.sample(input) : 'cancelled';
-    this.finish(finish, cached, evaluationStartedAt);
+    const evaluated = await evaluatePromptInBatches(sequence, context.slice(cached, -1), this.model.batchSize, job.signal);
+    const promptDone = cached + evaluated === context.length - 1;
+    if (!promptDone) return this.finish('cancelled', cached, evaluationStartedAt);
+    const replayed = resume ? this.replay(resume) : null;
+    const finish = replayed ?? (await this.sample(resume ? context.slice(-1) : this.firstInput(), resume ? context.slice(prompt.length) : []));
+    this.finish(finish, Math.min(cached, prompt.length), evaluationStartedAt);
+  }
+
+  /**
+   * Rebuilds the decode state a lost worker had from the tokens it delivered (see ResumeReplay); a
+   * finish reason when they had already ended the output.
+   */
+  private replay(resume: ResumeReplay): FinishReason | null {
+    const finish = resume.replay<Token>(this.release, (token) => this.step(token));
+    if (!finish && this.calls?.holding) throw ResumeReplay.grammarHeld();
+    return finish;
   }
 
   /** Keeps the prefix the sequence shares with the prompt (prompt caching); returns its length. */
-  private async reusePrefix(): Promise<number> {
-    const { sequence, prompt, sharedPrefix } = this.plan;
+  private async reusePrefix(prompt: readonly Token[]): Promise<number> {
+    const { sequence, sharedPrefix } = this.plan;
     // At least one token must be evaluated to produce the next one.
     const keep = Math.min(sharedPrefix, prompt.length - 1);
     if (keep < sequence.nextTokenIndex) {
@@ -150,6 +174,7 @@ export class Decode {
     const input = this.plan.prompt.slice(-1);
     if (this.plan.forceToolCall && this.model.toolCall && this.calls) {
       input.push(this.model.toolCall.open);
+      this.release.written(this.model.toolCall.open);
       this.completion++;
       this.mode = 'tool';
       this.toolCall = this.newToolCall();
@@ -159,13 +184,14 @@ export class Decode {
     return input;
   }
 
-  /** Samples until a token ends the output; returns why it ended. */
-  private async sample(input: Token[]): Promise<FinishReason> {
+  /** Samples until a token ends the output; returns why it ended. `resumed`: the tokens a migrated stream had delivered. */
+  private async sample(input: Token[], resumed: readonly Token[]): Promise<FinishReason> {
     const { job, grammar, sequence } = this.plan;
     const { sampling } = job.request;
     // Tokens written so far, for presence/frequency penalties (which node-llama-cpp asks for at every
-    // step: kept here rather than copied out of the sequence's whole context each time).
-    const penalized = sampling.presencePenalty || sampling.frequencyPenalty ? input.slice(1) : null;
+    // step: kept here rather than copied out of the sequence's whole context each time). A resumed
+    // stream's delivered tokens were written by the lost worker: they count as they did there.
+    const penalized = sampling.presencePenalty || sampling.frequencyPenalty ? [...resumed, ...input.slice(1)] : null;
     const tokens = sequence.evaluate(input, {
       temperature: sampling.temperature ?? 0.8,
       topP: sampling.topP,
@@ -182,7 +208,7 @@ export class Decode {
       penalized?.push(token);
       if (job.signal.aborted) return 'cancelled';
       if (this.firstTokenAt === 0) this.firstTokenAt = performance.now();
-      const finish = this.step(token);
+      const finish = this.release.step(token, () => this.step(token));
       if (finish) return finish;
     }
     return 'length';
@@ -261,7 +287,9 @@ export class Decode {
   }
 
   private newToolCall(): ToolCallParser {
-    return new ToolCallParser(this.toolIndex, `call_${randomBytes(12).toString('hex')}`, this.emit, this.declared);
+    // A resumed stream's calls keep the ids the client already has.
+    const id = this.plan.toolCallIds?.[this.toolIndex] ?? `call_${randomBytes(12).toString('hex')}`;
+    return new ToolCallParser(this.toolIndex, id, this.emit, this.declared);
   }
 
   /** Closes the open call; one that parsed as a call to a declared tool counts. */
@@ -293,8 +321,11 @@ export class Decode {
   }
 
   private finish(reason: FinishReason, cached: number, evaluationStartedAt: number): void {
-    this.toolCall?.abandon();
-    this.flushText();
+    // What was held back goes out now, with the ids that produced it.
+    this.release.step(null, () => {
+      this.toolCall?.abandon();
+      this.flushText();
+    });
     const { prompt, job } = this.plan;
     const { firstTokenAt, completion } = this;
     const endedAt = performance.now();

@@ -1,4 +1,4 @@
-import type { CanonicalRequest, ModelCapabilities, ModelKind, RetrievalInput, StreamEventBody } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, ModelKind, Resume, RetrievalInput, StreamEventBody } from '@cortex/contracts';
 
 /** What the worker needs from an inference backend; node-llama-cpp sits behind it in `llama-engine.ts`. */
 export interface Engine {
@@ -35,6 +35,8 @@ export interface GenerateJob {
   receivedAt: number;
   signal: AbortSignal;
   emit: (event: StreamEventBody) => void;
+  /** A stream migrated from a lost worker: go on after these delivered tokens. */
+  resume?: Resume;
   /** Logs a warning about this request (a tool call returned although its arguments miss the schema). */
   warn?: (message: string) => void;
 }

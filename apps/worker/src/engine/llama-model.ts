@@ -8,6 +8,7 @@ import { OutputCheck } from './output-check.js';
 import { PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
+import { ResumeReplay } from './resume-replay.js';
 import { SlotPool } from './slot-pool.js';
 import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
@@ -132,6 +133,7 @@ export class LlamaEngineModel implements EngineModel {
     }
     const { prompt, stops } = rendered;
     const forced = this.forcedToolCall(request);
+    const resume = job.resume ? this.resumeOf(job, prompt.length, forced !== null) : undefined;
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
     // grammar holds each call from its opening marker (a forced call from the first token).
     const grammar = !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
@@ -139,20 +141,30 @@ export class LlamaEngineModel implements EngineModel {
     const callGrammar = callable?.length ? await this.grammars.forToolCall(callable) : null;
     // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
     const shared = new Map<LlamaContextSequence, number>();
+    const context = resume ? resume.context(prompt) : prompt;
     const sharedPrefix = (candidate: LlamaContextSequence): number => {
       let length = shared.get(candidate);
-      if (length === undefined) shared.set(candidate, (length = candidate.compareContextTokens(prompt).firstDifferentIndex));
+      if (length === undefined) shared.set(candidate, (length = candidate.compareContextTokens(context).firstDifferentIndex));
       return length;
     };
     const sequence = await this.pool.acquire(signal, sharedPrefix);
     try {
-      lookUpIn(sequence, prompt);
+      lookUpIn(sequence, context);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
-      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, callGrammar, forceToolCall: forced !== null, emit, echo };
+      const replay = { resume, replayed: check.active ? check.observe : undefined, toolCallIds: job.resume?.toolCallIds };
+      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, callGrammar, forceToolCall: forced !== null, emit, echo, ...replay };
       await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run();
     } finally {
       this.pool.release(sequence);
     }
+  }
+
+  /** A migrated stream's resume point, checked against this model; refused where it cannot go on exactly (see ResumeReplay). */
+  private resumeOf(job: GenerateJob, promptTokens: number, forced: boolean): ResumeReplay {
+    const why = ResumeReplay.refusal(job.request, forced);
+    if (why) throw new CortexError('invalid_request', `this stream cannot be resumed on another worker: ${why}`, { param: 'resume' });
+    const vocabularySize = this.model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? null;
+    return new ResumeReplay(job.resume as NonNullable<GenerateJob['resume']>, { vocabularySize, contextSize: this.context.contextSize, promptTokens });
   }
 
   /**
