@@ -294,7 +294,9 @@ export class InferenceRun {
       errorCode: this.errorCode,
       finishReason: this.finishReason,
       usage: this.usage,
-      timings: this.timings,
+      // A moved stream's timings are its last worker's alone (its time to first token is the resume's):
+      // they would skew the latency histograms, which describe unbroken streams.
+      timings: this.checkpoint.moves > 0 ? null : this.timings,
       durationMs: Date.now() - this.startedAt,
       finishedAt: Date.now(),
       coldStart: this.placement?.coldStart ?? false,
@@ -360,8 +362,10 @@ export class InferenceRun {
     this.currentRunId = newRunId();
     const resume = this.checkpoint.resume();
     try {
-      // A stream in flight does not wait for a worker to join: the client is already waiting.
-      const workerId = await this.placeOrWait(lost, request.affinityKey, 0);
+      // The client is already waiting: a worker briefly missing from the fleet (its heartbeats late on a
+      // busy host) is waited for no longer than a silent stream would be.
+      const { workerWaitMs, streamIdleTimeoutMs } = this.service.config.gateway;
+      const workerId = await this.placeOrWait(lost, request.affinityKey, Math.min(workerWaitMs, streamIdleTimeoutMs));
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
       const reader = await this.launch(workerId, resume);
       this.service.logger.warn({ msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`, requestId: this.requestId });
