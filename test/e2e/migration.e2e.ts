@@ -80,6 +80,77 @@ function chatResult(read: Read): ChatResult {
   return result;
 }
 
+interface MessagesResult {
+  text: string;
+  stop: string | null;
+  /** Each event's type, and a content block's index where it has one; text deltas folded into one entry per block. */
+  events: string[];
+  usage: { input: number; output: number } | null;
+  error: string | null;
+}
+
+function messagesResult(read: Read): MessagesResult {
+  const result: MessagesResult = { text: '', stop: null, events: [], usage: null, error: null };
+  let input = 0;
+  for (const message of read.messages) {
+    const event = JSON.parse(message.data) as {
+      type: string;
+      index?: number;
+      delta?: { type?: string; text?: string; stop_reason?: string };
+      message?: { usage?: { input_tokens: number } };
+      usage?: { output_tokens: number };
+      error?: { type: string; message: string };
+    };
+    const entry = event.index === undefined ? event.type : `${event.type}[${event.index}]`;
+    if (result.events.at(-1) !== entry || event.type !== 'content_block_delta') result.events.push(entry);
+    if (event.type === 'error') result.error = `${event.error?.type} ${event.error?.message}`;
+    if (event.type === 'message_start') input = event.message?.usage?.input_tokens ?? 0;
+    if (event.type === 'content_block_delta') result.text += event.delta?.text ?? '';
+    if (event.type === 'message_delta') {
+      result.stop = event.delta?.stop_reason ?? null;
+      result.usage = { input, output: event.usage?.output_tokens ?? 0 };
+    }
+  }
+  return result;
+}
+
+interface ResponsesResult {
+  text: string;
+  status: string | null;
+  sequence: number[];
+  /** Each event's type with its output and content index, text deltas folded into one entry per part. */
+  events: string[];
+  usage: { input: number; output: number } | null;
+  error: string | null;
+}
+
+function responsesResult(read: Read): ResponsesResult {
+  const result: ResponsesResult = { text: '', status: null, sequence: [], events: [], usage: null, error: null };
+  for (const message of read.messages) {
+    if (message.data === '[DONE]') continue;
+    const event = JSON.parse(message.data) as {
+      type: string;
+      sequence_number: number;
+      output_index?: number;
+      content_index?: number;
+      delta?: string;
+      message?: string;
+      response?: { status: string; usage?: { input_tokens: number; output_tokens: number } };
+    };
+    result.sequence.push(event.sequence_number);
+    const entry = `${event.type}[${event.output_index ?? ''},${event.content_index ?? ''}]`;
+    if (result.events.at(-1) !== entry || event.type !== 'response.output_text.delta') result.events.push(entry);
+    if (event.type === 'error') result.error = event.message ?? 'error';
+    if (event.type === 'response.output_text.delta') result.text += event.delta ?? '';
+    if (event.type === 'response.completed' || event.type === 'response.incomplete' || event.type === 'response.failed') {
+      result.status = event.response?.status ?? null;
+      const usage = event.response?.usage;
+      result.usage = usage ? { input: usage.input_tokens, output: usage.output_tokens } : null;
+    }
+  }
+  return result;
+}
+
 /** Prompt, completion and total tokens (cached prompt tokens depend on which worker held the prompt already). */
 function counts(result: ChatResult): unknown {
   const usage = result.usage as Record<string, unknown> | null;
@@ -149,7 +220,7 @@ describe('migration e2e', () => {
    * the stream to have moved since the previous one); returns what the client read, the workers
    * killed and the pause after each kill.
    */
-  async function killedAfter(body: unknown, after: number[]): Promise<{ read: Read; killed: string[]; pauses: number[] }> {
+  async function killedAfter(body: unknown, after: number[], path = '/v1/chat/completions'): Promise<{ read: Read; killed: string[]; pauses: number[] }> {
     const killed: string[] = [];
     const pauses: number[] = [];
     let killedAt = 0;
@@ -162,7 +233,7 @@ describe('migration e2e', () => {
       resumed = true;
       sinceResume = 0;
     };
-    const read = await readSse(`${stack.baseUrl}/v1/chat/completions`, body, () => {
+    const read = await readSse(`${stack.baseUrl}${path}`, body, () => {
       sinceResume++;
       // What the dead worker sent before it died may still be arriving: the pause ends with the first chunk after the resume.
       if (resumed) {
@@ -238,6 +309,39 @@ describe('migration e2e', () => {
     kill('w3');
     // Not a place to go on for the next test until the fleet knows it is gone.
     await waitFor(async () => !(await stack.fleet())?.workers.some((w) => w.workerId === 'w3' && w.up), 30_000, 200);
+    await fleet(['w1', 'w2']);
+  });
+
+  it('migration - Anthropic Messages: one message, its content block indices and usage as in the unbroken run', async (t) => {
+    const body = { model: MODEL, messages, stream: true, temperature: 0, max_tokens: MAX_TOKENS };
+    const reference = messagesResult(await readSse(`${stack.baseUrl}/v1/messages`, body));
+    assert.equal(reference.stop, 'max_tokens');
+    const { read, killed, pauses } = await killedAfter(body, [5], '/v1/messages');
+    const result = messagesResult(read);
+    assert.equal(killed.length, 1);
+    assert.equal(result.error, null, moves());
+    assert.equal(result.text, reference.text);
+    assert.deepEqual(result.events, reference.events, 'the same events, one message_start, block indices continuing');
+    assert.deepEqual(result.usage, reference.usage);
+    assert.ok(read.comments.some((c) => c.startsWith('resumed on ')), 'the stream says where it resumed');
+    report(t, 'Anthropic Messages stream, worker SIGKILL after 5 events', pauses[0] ?? NaN);
+    await fleet(['w1', 'w2']);
+  });
+
+  it('migration - Responses: sequence numbers and output indices continue, usage as in the unbroken run', async (t) => {
+    const body = { model: MODEL, input: 'Sing.', stream: true, temperature: 0, max_output_tokens: MAX_TOKENS, store: false };
+    const reference = responsesResult(await readSse(`${stack.baseUrl}/v1/responses`, body));
+    assert.equal(reference.status, 'incomplete');
+    const { read, killed, pauses } = await killedAfter(body, [6], '/v1/responses');
+    const result = responsesResult(read);
+    assert.equal(killed.length, 1);
+    assert.equal(result.error, null, moves());
+    assert.equal(result.text, reference.text);
+    assert.deepEqual(result.sequence, Array.from({ length: result.sequence.length }, (_, i) => i), 'sequence_number counts up by one from 0');
+    assert.deepEqual(result.events, reference.events, 'the same event types and indices in the same order');
+    assert.deepEqual(result.usage, reference.usage);
+    assert.ok(read.comments.some((c) => c.startsWith('resumed on ')), 'the stream says where it resumed');
+    report(t, 'Responses stream, worker SIGKILL after 6 events', pauses[0] ?? NaN);
     await fleet(['w1', 'w2']);
   });
 
