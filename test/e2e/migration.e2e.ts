@@ -195,7 +195,8 @@ describe('migration e2e', () => {
     stack = await startStack({
       services: ['router', 'translator', 'metrics', 'gateway'],
       models: [{ id: MODEL, file: `fixture:${MODEL}`, context_size: 8192, slots: 2 }],
-      config: { worker: { heartbeat_ms: 200 }, log_level: 'info' },
+      // A short idle timeout: a frozen worker's stream moves after it.
+      config: { worker: { heartbeat_ms: 200 }, gateway: { stream_idle_timeout_ms: 3_000 }, log_level: 'info' },
     });
     bus = new BusClient(stack.nc, 30_000);
     stack.nc.subscribe(Subjects.workerGenerate.replace(WORKER_ID_TOKEN, '*'), {
@@ -220,7 +221,7 @@ describe('migration e2e', () => {
    * the stream to have moved since the previous one); returns what the client read, the workers
    * killed and the pause after each kill.
    */
-  async function killedAfter(body: unknown, after: number[], path = '/v1/chat/completions'): Promise<{ read: Read; killed: string[]; pauses: number[] }> {
+  async function killedAfter(body: unknown, after: number[], path = '/v1/chat/completions', signal: 'SIGKILL' | 'SIGSTOP' = 'SIGKILL'): Promise<{ read: Read; killed: string[]; pauses: number[] }> {
     const killed: string[] = [];
     const pauses: number[] = [];
     let killedAt = 0;
@@ -243,7 +244,8 @@ describe('migration e2e', () => {
       }
       const serving = generates.at(-1);
       if (next < after.length && sinceResume >= (after[next] ?? 0) && serving && generates.length > from && !killed.includes(serving)) {
-        kill(serving);
+        if (signal === 'SIGKILL') kill(serving);
+        else workers.get(serving)?.kill(signal);
         killed.push(serving);
         killedAt = performance.now();
         sinceResume = 0;
@@ -342,6 +344,30 @@ describe('migration e2e', () => {
     assert.deepEqual(result.usage, reference.usage);
     assert.ok(read.comments.some((c) => c.startsWith('resumed on ')), 'the stream says where it resumed');
     report(t, 'Responses stream, worker SIGKILL after 6 events', pauses[0] ?? NaN);
+    await fleet(['w1', 'w2']);
+  });
+
+  it('migration - a frozen (SIGSTOPped) worker: the stream moves at the idle timeout and the frozen worker is told to stop', async (t) => {
+    const reference = chatResult(await readSse(`${stack.baseUrl}/v1/chat/completions`, chat()));
+    const cancels = await watchBus<{ runId: string; reason: string }>(stack.nc, Subjects.workerCancel.replace(WORKER_ID_TOKEN, '*'));
+    let frozen: string | undefined;
+    try {
+      const { read, killed, pauses } = await killedAfter(chat(), [5], '/v1/chat/completions', 'SIGSTOP');
+      frozen = killed[0];
+      const result = chatResult(read);
+      assert.equal(killed.length, 1);
+      assert.equal(result.error, null, moves());
+      assert.equal(result.text, reference.text);
+      assert.deepEqual(counts(result), counts(reference));
+      assert.ok(cancels.messages.some((c) => /moves to another worker/.test(c.reason)), 'the frozen worker was sent a cancel for its copy');
+      report(t, 'chat stream, worker SIGSTOP after 5 chunks (idle timeout 3 s)', pauses[0] ?? NaN);
+    } finally {
+      await cancels.stop();
+      if (frozen) {
+        workers.get(frozen)?.kill('SIGCONT');
+        kill(frozen);
+      }
+    }
     await fleet(['w1', 'w2']);
   });
 
