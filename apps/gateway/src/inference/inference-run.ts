@@ -26,6 +26,7 @@ import {
   type Usage,
   decodeGenerateAccepted,
   decodeTokenCount,
+  livenessWindowMs,
 } from '@cortex/contracts';
 import type { EarlyPlacement } from './placement-client.js';
 import { decideMigration } from './migration.decider.js';
@@ -362,10 +363,10 @@ export class InferenceRun {
     this.currentRunId = newRunId();
     const resume = this.checkpoint.resume();
     try {
-      // The client is already waiting: a worker briefly missing from the fleet (its heartbeats late on a
-      // busy host) is waited for no longer than a silent stream would be.
-      const { workerWaitMs, streamIdleTimeoutMs } = this.service.config.gateway;
-      const workerId = await this.placeOrWait(lost, request.affinityKey, Math.min(workerWaitMs, streamIdleTimeoutMs));
+      // The client is already waiting: a live worker briefly declared down (its heartbeats late while it
+      // loads a model on a busy host) is waited for one liveness window, not `worker_wait_ms`.
+      const waitMs = Math.min(this.service.config.gateway.workerWaitMs, livenessWindowMs(this.service.config.worker.heartbeatMs));
+      const workerId = await this.placeOrWait(lost, request.affinityKey, waitMs);
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
       const reader = await this.launch(workerId, resume);
       this.service.logger.warn({ msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`, requestId: this.requestId });
