@@ -347,7 +347,6 @@ export class InferenceRun {
       error,
       cancelled: this.stopped.signal.aborted,
       background: this.backgroundOf !== null,
-      request,
       checkpoint: this.checkpoint.state,
       config: this.service.config.gateway.migration,
     });

@@ -8,7 +8,6 @@ const base = (): MigrationAsk => ({
   error: new CortexError('worker_lost', 'worker w1 is down'),
   cancelled: false,
   background: false,
-  request: {},
   checkpoint: { promptTokens: 100, deliveredTokens: 50, unaccounted: 0, migrations: 0, refused: null },
   config: Object.assign(new MigrationConfig(), { maxAttempts: 2, maxTokens: 1000 }),
 });
@@ -27,8 +26,6 @@ const CASES: Case[] = [
   { title: 'a lost worker before any token was delivered', change: (a) => void (a.checkpoint.deliveredTokens = 0), refused: null },
   { title: 'the second move of a stream allowed two', change: (a) => void (a.checkpoint.migrations = 1), refused: null },
   { title: 'exactly at the size limit', change: (a) => void (a.checkpoint.deliveredTokens = 900), refused: null },
-  { title: 'tools declared, the model chooses', change: (a) => void (a.request = { tools: [{ name: 'f' }], toolChoice: 'auto' }), refused: null },
-  { title: 'a text response format', change: (a) => void (a.request = { responseFormat: { type: 'text' } }), refused: null },
   { title: 'the client went away', change: (a) => void (a.cancelled = true), refused: /cancelled/ },
   { title: 'a failure that is not a lost worker', change: code('invalid_output'), refused: /invalid_output, not a lost worker/ },
   { title: 'an internal error', change: code('internal'), refused: /internal/ },
@@ -36,9 +33,6 @@ const CASES: Case[] = [
   { title: 'the moves allowed are used up', change: (a) => void (a.checkpoint.migrations = 2), refused: /moved 2 time/ },
   { title: 'a run refused by its driver (n > 1)', change: (a) => void (a.checkpoint.refused = 'several choices'), refused: /several choices/ },
   { title: 'a background response', change: (a) => void (a.background = true), refused: /background/ },
-  { title: 'a json_schema response format', change: (a) => void (a.request = { responseFormat: { type: 'json_schema', schema: {} } }), refused: /json_schema/ },
-  { title: 'a json_object response format', change: (a) => void (a.request = { responseFormat: { type: 'json_object' } }), refused: /json_object/ },
-  { title: 'a forced tool call', change: (a) => void (a.request = { tools: [{ name: 'f' }], toolChoice: 'function:f' }), refused: /tool_choice function:f/ },
   { title: 'output delivered without token ids', change: (a) => void (a.checkpoint.unaccounted = 1), refused: /without the token ids/ },
   { title: 'one token over the size limit', change: (a) => void (a.checkpoint.deliveredTokens = 901), refused: /1001 tokens, over gateway.migration.max_tokens \(1000\)/ },
 ];

@@ -1,5 +1,5 @@
 import type { MigrationConfig } from '@cortex/config';
-import type { CanonicalRequest, CortexError } from '@cortex/contracts';
+import type { CortexError } from '@cortex/contracts';
 import type { CheckpointState } from './stream-checkpoint.js';
 
 /** Everything a migration decision depends on; no bus, no clock. */
@@ -9,7 +9,6 @@ export interface MigrationAsk {
   cancelled: boolean;
   /** A background response, which its worker runs unwatched. */
   background: boolean;
-  request: Pick<CanonicalRequest, 'responseFormat' | 'toolChoice' | 'tools'>;
   checkpoint: CheckpointState;
   config: MigrationConfig;
 }
@@ -23,7 +22,7 @@ export type MigrationDecision = { migrate: true } | { migrate: false; reason: st
  * error as before.
  */
 export function decideMigration(ask: MigrationAsk): MigrationDecision {
-  const { error, checkpoint, config, request } = ask;
+  const { error, checkpoint, config } = ask;
   const no = (reason: string): MigrationDecision => ({ migrate: false, reason });
   if (ask.cancelled) return no('the request was cancelled');
   if (error.code !== 'worker_lost') return no(`the stream failed with ${error.code}, not a lost worker`);
@@ -31,9 +30,6 @@ export function decideMigration(ask: MigrationAsk): MigrationDecision {
   if (checkpoint.refused) return no(checkpoint.refused);
   if (ask.background) return no('a background response is not migrated yet');
   if (checkpoint.migrations >= config.maxAttempts) return no(`the stream moved ${checkpoint.migrations} time(s) already (gateway.migration.max_attempts)`);
-  const format = request.responseFormat?.type;
-  if (format === 'json_object' || format === 'json_schema') return no(`a ${format} response format is held by a grammar whose state is not carried to another worker`);
-  if (request.tools?.length && request.toolChoice && request.toolChoice !== 'auto') return no(`a forced tool call (tool_choice ${request.toolChoice}) is held by a grammar whose state is not carried to another worker`);
   if (checkpoint.unaccounted > 0) return no(`${checkpoint.unaccounted} output event(s) came without the token ids behind them (a worker that sends none)`);
   const size = checkpoint.promptTokens + checkpoint.deliveredTokens;
   if (size > config.maxTokens) return no(`the prompt and output are ${size} tokens, over gateway.migration.max_tokens (${config.maxTokens})`);

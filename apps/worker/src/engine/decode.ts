@@ -17,7 +17,8 @@ import { TextStreamer } from './text-streamer.js';
 import { CallGrammar } from './call-grammar.js';
 import { ToolCallParser } from './tool-call-parser.js';
 import { TokenRelease } from './token-release.js';
-import { ResumeReplay } from './resume-replay.js';
+import { acceptIntoGrammar } from './grammar-advance.js';
+import type { ResumeReplay } from './resume-replay.js';
 
 type Mode = 'text' | 'reasoning' | 'tool';
 
@@ -92,6 +93,8 @@ export class Decode {
   private toolCall: ToolCallParser | null = null;
   /** The call grammar, switched on at each call's opening marker; null when no tool can be called. */
   private readonly calls: CallGrammar | null;
+  /** The response format's grammar state (null without one): made here, so a resume can advance it. */
+  private readonly formatState: LlamaGrammarEvaluationState | null;
   /** A forced call: the output ends when its JSON object closes. */
   private forced = false;
   /** Tokens of a multi-byte character not yet complete. */
@@ -110,6 +113,7 @@ export class Decode {
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
     const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
     this.calls = callGrammar && model.toolCall ? new CallGrammar(model.model, callGrammar, model.markerBias) : null;
+    this.formatState = grammar ? new LlamaGrammarEvaluationState({ model: model.model, grammar }) : null;
     this.streamer = new TextStreamer([...this.userStops, ...plan.hiddenStops, ...grammarStops]);
     this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
     this.maxToolCalls = job.request.maxToolCalls ?? Infinity;
@@ -142,9 +146,20 @@ export class Decode {
    * finish reason when they had already ended the output.
    */
   private replay(resume: ResumeReplay): FinishReason | null {
-    const finish = resume.replay<Token>(this.release, (token) => this.step(token));
-    if (!finish && this.calls?.holding) throw ResumeReplay.grammarHeld();
-    return finish;
+    // A forced call's opening marker was written, not sampled: the call opens as it did there.
+    const forced = this.plan.forceToolCall && this.model.toolCall !== null && this.calls !== null;
+    if (forced) {
+      if (resume.tokens[0] !== this.model.toolCall?.open) throw resume.notForcedCall();
+      this.forceCall();
+    }
+    return resume.replay<Token>(this.release, (token) => this.replayStep(token), forced ? 1 : 0);
+  }
+
+  /** One delivered token: the grammars that held it when it was sampled go past it, then it is handled as then. */
+  private replayStep(token: Token): FinishReason | null {
+    if (this.formatState) acceptIntoGrammar(this.model.model, this.formatState, token);
+    this.calls?.accept(token);
+    return this.step(token);
   }
 
   /** Keeps the prefix the sequence shares with the prompt (prompt caching); returns its length. */
@@ -175,13 +190,18 @@ export class Decode {
     if (this.plan.forceToolCall && this.model.toolCall && this.calls) {
       input.push(this.model.toolCall.open);
       this.release.written(this.model.toolCall.open);
-      this.completion++;
-      this.mode = 'tool';
-      this.toolCall = this.newToolCall();
-      this.forced = true;
-      this.calls.open();
+      this.forceCall();
     }
     return input;
+  }
+
+  /** The model starts inside a forced call, whose opening marker the decode wrote. */
+  private forceCall(): void {
+    this.completion++;
+    this.mode = 'tool';
+    this.toolCall = this.newToolCall();
+    this.forced = true;
+    this.calls?.open();
   }
 
   /** Samples until a token ends the output; returns why it ended. `resumed`: the tokens a migrated stream had delivered. */
@@ -198,7 +218,7 @@ export class Decode {
       topK: sampling.topK,
       seed: sampling.seed,
       yieldEogToken: true,
-      grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({ model: this.model.model, grammar }) : this.calls?.evaluationState,
+      grammarEvaluationState: this.formatState ?? this.calls?.evaluationState,
       tokenBias: grammar ? this.model.markerBias : this.calls?.tokenBias,
       repeatPenalty: penalized
         ? { punishTokens: () => penalized, presencePenalty: sampling.presencePenalty, frequencyPenalty: sampling.frequencyPenalty }

@@ -133,7 +133,7 @@ export class LlamaEngineModel implements EngineModel {
     }
     const { prompt, stops } = rendered;
     const forced = this.forcedToolCall(request);
-    const resume = job.resume ? this.resumeOf(job, prompt.length, forced !== null) : undefined;
+    const resume = job.resume ? this.resumeOf(job, prompt.length) : undefined;
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
     // grammar holds each call from its opening marker (a forced call from the first token).
     const grammar = !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
@@ -159,10 +159,8 @@ export class LlamaEngineModel implements EngineModel {
     }
   }
 
-  /** A migrated stream's resume point, checked against this model; refused where it cannot go on exactly (see ResumeReplay). */
-  private resumeOf(job: GenerateJob, promptTokens: number, forced: boolean): ResumeReplay {
-    const why = ResumeReplay.refusal(job.request, forced);
-    if (why) throw new CortexError('invalid_request', `this stream cannot be resumed on another worker: ${why}`, { param: 'resume' });
+  /** A migrated stream's resume point, checked against this model (see ResumeReplay). */
+  private resumeOf(job: GenerateJob, promptTokens: number): ResumeReplay {
     const vocabularySize = this.model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? null;
     return new ResumeReplay(job.resume as NonNullable<GenerateJob['resume']>, { vocabularySize, contextSize: this.context.contextSize, promptTokens });
   }

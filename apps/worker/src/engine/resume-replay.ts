@@ -1,4 +1,4 @@
-import { CortexError, type CanonicalRequest, type FinishReason, type Resume } from '@cortex/contracts';
+import { CortexError, type FinishReason, type Resume } from '@cortex/contracts';
 import type { TokenRelease } from './token-release.js';
 
 /** What a resume is checked against: the model's vocabulary (null when its header does not say) and context, the request's prompt. */
@@ -15,9 +15,8 @@ export interface ResumeLimits {
  * tool call), the tool-call parser with its index and id, the stop-string hold-back, an incomplete
  * character, the penalty history and the token count — exactly as the same tokens built it there.
  *
- * A grammar's state is not rebuilt (llama.cpp offers no public way to advance one over given
- * tokens), so a request whose output a grammar holds from the start is refused (`refusal`), and so is
- * a stream lost inside a tool call that the call grammar holds (`grammarHeld`).
+ * The grammars go past the delivered tokens too (the response format's, and the call grammar inside
+ * a call): a JSON document or a call's arguments go on where they were, never start again.
  */
 export class ResumeReplay {
   readonly tokens: readonly number[];
@@ -35,14 +34,6 @@ export class ResumeReplay {
     this.tokens = resume.tokens;
   }
 
-  /** Why a request cannot be resumed exactly (null when it can): its whole output is held by a grammar. */
-  static refusal(request: CanonicalRequest, forcedToolCall: boolean): string | null {
-    const format = request.responseFormat?.type;
-    if (format === 'json_object' || format === 'json_schema') return `a ${format} response format is held by a grammar, whose state is not carried to another worker`;
-    if (forcedToolCall) return `a forced tool call (tool_choice ${request.toolChoice}) is held by a grammar, whose state is not carried to another worker`;
-    return null;
-  }
-
   /** The prompt and the delivered tokens: what the sequence evaluates before sampling the next one. */
   context<T extends number>(prompt: readonly T[]): T[] {
     // Ids checked against the vocabulary in the constructor: they are the model's tokens.
@@ -53,10 +44,10 @@ export class ResumeReplay {
    * Hands each delivered token to `step` with the stream muted; a finish reason when one of them
    * ended the output (the finish was lost with the worker: the resumed stream only sends it).
    */
-  replay<T extends number>(release: TokenRelease, step: (token: T) => FinishReason | null): FinishReason | null {
+  replay<T extends number>(release: TokenRelease, step: (token: T) => FinishReason | null, from = 0): FinishReason | null {
     release.replaying = true;
     try {
-      for (const token of this.tokens as readonly T[]) {
+      for (const token of (this.tokens as readonly T[]).slice(from)) {
         const finish = step(token);
         if (finish) return finish;
       }
@@ -66,8 +57,8 @@ export class ResumeReplay {
     }
   }
 
-  /** The replay ended inside a tool call held by the call grammar: going on would sample it unconstrained. */
-  static grammarHeld(): CortexError {
-    return new CortexError('worker_lost', "the stream's worker was lost inside a tool call, whose grammar state is not carried to another worker: it could not be resumed exactly");
+  /** A forced call's resume must start with the call's opening marker, which the first worker wrote. */
+  notForcedCall(): CortexError {
+    return new CortexError('invalid_request', "resume.tokens: a forced tool call's resume starts with the call's opening marker", { param: 'resume.tokens' });
   }
 }
