@@ -194,7 +194,8 @@ describe('migration e2e', () => {
   before(async () => {
     stack = await startStack({
       services: ['router', 'translator', 'metrics', 'gateway'],
-      models: [{ id: MODEL, file: `fixture:${MODEL}`, context_size: 8192, slots: 2 }],
+      // Room for a 10k-token prompt and its answer.
+      models: [{ id: MODEL, file: `fixture:${MODEL}`, context_size: 16384, slots: 2 }],
       // A short idle timeout: a frozen worker's stream moves after it.
       config: { worker: { heartbeat_ms: 200 }, gateway: { stream_idle_timeout_ms: 3_000 }, log_level: 'info' },
     });
@@ -280,6 +281,22 @@ describe('migration e2e', () => {
     assert.equal(events[0]?.errorCode, null);
     await waitFor(async () => (await scrapeMetrics(stack.metricsUrl)).get(`cortex_stream_migrations_total{model="${MODEL}",api="openai.chat"}`) === 1, 10_000);
     report(t, 'chat stream, worker SIGKILL after 5 chunks', pauses[0] ?? NaN);
+    await fleet(['w1', 'w2']);
+  });
+
+  it('migration - a 10k-token prompt: the next worker evaluates it again, and the answer is still the unbroken one', async (t) => {
+    const body = chat({ messages: [{ role: 'user', content: 'hello world '.repeat(5_000) }], max_tokens: 2_000 });
+    // The unbroken run comes second, so that no worker holds the prompt when the stream moves.
+    const { read, killed, pauses } = await killedAfter(body, [5]);
+    const result = chatResult(read);
+    const reference = chatResult(await readSse(`${stack.baseUrl}/v1/chat/completions`, body));
+    assert.ok((reference.usage?.prompt_tokens ?? 0) >= 10_000, `a 10k-token prompt: ${reference.usage?.prompt_tokens}`);
+    assert.equal(killed.length, 1);
+    assert.equal(result.error, null, moves());
+    assert.equal(result.text, reference.text);
+    assert.deepEqual(counts(result), counts(reference));
+    const cached = (result.usage as { prompt_tokens_details?: { cached_tokens?: number } } | null)?.prompt_tokens_details?.cached_tokens ?? 0;
+    report(t, `chat stream with a ${reference.usage?.prompt_tokens}-token prompt (${cached} of them cached on the next worker), worker SIGKILL after 5 chunks`, pauses[0] ?? NaN);
     await fleet(['w1', 'w2']);
   });
 
