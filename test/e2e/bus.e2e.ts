@@ -180,6 +180,24 @@ describe('bus transport', () => {
     assert.deepEqual(seen.map((e) => e.seq), [0, 1, 2, 3]);
   });
 
+  it('bus - a merged delta carries the token ids of all its pieces, in order; a piece without ids adds none', async () => {
+    const reader = new StreamReader(nc, 'test.stream.tokens', { idleTimeoutMs: 2_000 });
+    reader.arm();
+    const publisher = new StreamPublisher(nc, 'test.stream.tokens', 50);
+    publisher.emit({ type: 'text', text: 'a', tokens: [1] });
+    publisher.emit({ type: 'text', text: 'b', tokens: [2, 3] });
+    publisher.emit({ type: 'text', text: 'c' });
+    publisher.emit({ type: 'text', text: 'd', tokens: [4] });
+    publisher.emit({ type: 'tool_call', index: 0, id: 'call_1', name: 'f', tokens: [5] });
+    publisher.emit({ type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 5, reasoningTokens: 0 }, timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } });
+    const seen: StreamEvent[] = [];
+    for await (const event of reader) seen.push(event);
+    assert.deepEqual(
+      seen.map((e) => (e.type === 'text' || e.type === 'tool_call' ? [e.type, e.tokens] : [e.type])),
+      [['text', [1]], ['text', [2, 3, 4]], ['tool_call', [5]], ['finish']],
+    );
+  });
+
   it('bus - a silent stream sends keep-alives that hold the reader, and none after its finish', async () => {
     const reader = new StreamReader(nc, 'test.stream.alive', { idleTimeoutMs: 600 });
     reader.arm();

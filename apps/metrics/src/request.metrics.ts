@@ -21,6 +21,7 @@ export class CortexMetrics {
   private readonly errors = this.counter('cortex_request_errors_total', 'Requests that ended in an error, by error code', ['model', 'api', 'code']);
   private readonly cancelled = this.counter('cortex_requests_cancelled_total', 'Requests cancelled because the client went away', ['model', 'api']);
   private readonly coldStarts = this.counter('cortex_cold_starts_total', 'Requests that waited for their model to load', ['model']);
+  private readonly migrations = this.counter('cortex_stream_migrations_total', 'Times a stream moved to another worker after its worker was lost mid-stream', ['model', 'api']);
   private readonly rejections = this.counter('cortex_rejections_total', 'Requests turned away for lack of capacity', ['reason']);
   private readonly duration = this.histogram('cortex_request_duration_seconds', 'Gateway wall time from request arrival to the last byte', ['model', 'api']);
   private readonly ttft = this.histogram('cortex_time_to_first_token_seconds', 'Worker time from generate arriving to the first token', ['model', 'worker']);
@@ -82,6 +83,7 @@ export class CortexMetrics {
     }
     if (event.finishReason === 'cancelled') this.cancelled.inc({ model, api });
     if (event.coldStart) this.coldStarts.inc({ model });
+    if (event.migrations) this.migrations.inc({ model, api }, event.migrations);
     if (event.placeMs !== null && event.placeMs !== undefined) this.route.observe(event.placeMs / 1000);
     if (event.usage) {
       this.tokens.prompt.inc({ model, api }, event.usage.promptTokens);

@@ -223,7 +223,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     };
     try {
       const warn = (message: string): void => this.logger.warn({ msg: message, requestId, runId });
-      await trace.run(() => model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn, ...(command.priority && { priority: command.priority }) }));
+      await trace.run(() => model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn, ...(command.priority && { priority: command.priority }), ...(command.resume && { resume: command.resume }) }));
     } catch (error) {
       const cortex =
         error instanceof CortexError

@@ -4,7 +4,7 @@ import { CortexError, decodeStreamEvent, type StreamEvent, type StreamEventBody 
 import { decodeJson, encodeJson } from './envelope.js';
 import { currentTraceHeaders } from './bus-trace.js';
 
-type Delta = { type: 'text' | 'reasoning'; text: string; pieces: number };
+type Delta = { type: 'text' | 'reasoning'; text: string; pieces: number; tokens?: number[] };
 
 /**
  * Numbers and publishes one request's events; the producer side of a token stream.
@@ -47,6 +47,8 @@ export class StreamPublisher {
       if (this.pending?.type === event.type) {
         this.pending.text += event.text;
         this.pending.pieces += event.pieces ?? 1;
+        // The merged delta carries every token id its pieces carried: ids are a stream's resume point.
+        if (event.tokens) this.pending.tokens = this.pending.tokens ? [...this.pending.tokens, ...event.tokens] : event.tokens;
         return;
       }
       this.flush();
@@ -55,7 +57,7 @@ export class StreamPublisher {
         this.send(event);
         return;
       }
-      this.pending = { type: event.type, text: event.text, pieces: event.pieces ?? 1 };
+      this.pending = { type: event.type, text: event.text, pieces: event.pieces ?? 1, ...(event.tokens && { tokens: event.tokens }) };
       this.timer = setTimeout(() => this.flush(), wait);
       return;
     }
@@ -84,7 +86,7 @@ export class StreamPublisher {
     const pending = this.pending;
     this.pending = null;
     // Observers count tokens by pieces (the console's live view); one piece stays implicit.
-    if (pending) this.send(pending.pieces > 1 ? pending : { type: pending.type, text: pending.text });
+    if (pending) this.send(pending.pieces > 1 ? pending : { type: pending.type, text: pending.text, ...(pending.tokens && { tokens: pending.tokens }) });
   }
 
   private send(event: StreamEventBody): void {

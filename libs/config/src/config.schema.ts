@@ -52,6 +52,18 @@ export class GatewayConfig {
   @IsString() @MaxLength(80) consoleTitle = 'cortex';
   /** Which API families this gateway serves. */
   @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();
+  /** Streams whose worker is lost after the first token go on on another worker (see docs/operations.md). */
+  @ValidateNested() @Type(() => MigrationConfig) migration = new MigrationConfig();
+}
+
+export class MigrationConfig {
+  /** How many times one stream may move to another worker; 0 turns migration off. */
+  @IsInt() @Min(0) @Max(16) maxAttempts = 2;
+  /**
+   * A stream whose prompt and output so far are more tokens than this is not migrated: the next
+   * worker would evaluate them all again before the client sees the next token.
+   */
+  @IsInt() @Min(1) maxTokens = 32_768;
 }
 
 export class EndpointsConfig {

@@ -49,6 +49,9 @@ export class FanOutRun implements ResponderRun {
     headers?: IncomingHeaders,
   ) {
     this.runs = prompts.map(() => service.open('openai.completions', requestId, undefined, headers));
+    // Each choice could move alone, but the choices of one response would then come from different
+    // workers' sampling states: a request with several choices keeps today's error instead.
+    for (const run of this.runs) run.checkpoint.refuse('a request with several choices (n > 1 or an array prompt) does not move');
     this.state = { choices: prompts.length };
   }
 

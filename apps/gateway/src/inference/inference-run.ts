@@ -19,18 +19,22 @@ import {
   type Placement,
   type RetrievalApi,
   type RequestFinishedEvent,
+  type Resume,
   type StreamEvent,
   type TokenCount,
   type Timings,
   type Usage,
   decodeGenerateAccepted,
   decodeTokenCount,
+  livenessWindowMs,
 } from '@cortex/contracts';
 import type { EarlyPlacement } from './placement-client.js';
+import { decideMigration } from './migration.decider.js';
 import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
 import { decodeForRun } from './run-decode.js';
 import type { RunServices } from './run-services.js';
 import { RunTrace } from './run-trace.js';
+import { StreamCheckpoint } from './stream-checkpoint.js';
 
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
@@ -59,6 +63,8 @@ export class InferenceRun {
   private finishReason: FinishReason | null = null;
   private usage: Usage | null = null;
   private timings: Timings | null = null;
+  /** Where the stream stands for the client: what another worker needs to go on if this one is lost. */
+  readonly checkpoint = new StreamCheckpoint();
 
   /** The run's id on the bus: a new one for each try, so a replaced worker's late events never reach the next try's stream. */
   get runId(): string {
@@ -177,12 +183,12 @@ export class InferenceRun {
     return this.placement as Placement;
   }
 
-  /** Places the request (a cold load included) and notes where and how long it took. */
-  private async placeOrWait(exclude: string[], affinity?: string): Promise<string> {
+  /** Places the request (a cold load included) and notes where and how long it took; `workerWaitMs` see PlaceAsk. */
+  private async placeOrWait(exclude: string[], affinity?: string, workerWaitMs?: number): Promise<string> {
     const model = this.target?.model ?? this.required().model;
     const kind = this.target?.kind;
     const started = performance.now();
-    const ask = { model, runId: this.runId, requestId: this.requestId, exclude, ...(affinity && { affinity }), ...(kind && { kind }), onLoadProgress: this.onLoadProgress, signal: this.stopped.signal };
+    const ask = { model, runId: this.runId, requestId: this.requestId, exclude, ...(affinity && { affinity }), ...(kind && { kind }), onLoadProgress: this.onLoadProgress, signal: this.stopped.signal, workerWaitMs };
     const { placement, ms } = await this.service.placer.place(ask, this.early);
     this.early = null;
     this.hops.placeMs ??= performance.now() - started;
@@ -192,7 +198,7 @@ export class InferenceRun {
     return placement.workerId;
   }
 
-  private async launch(workerId: string): Promise<StreamReader> {
+  private async launch(workerId: string, resume?: Resume): Promise<StreamReader> {
     const request = this.required();
     const subject = this.backgroundOf ? backgroundSubject(this.backgroundOf, this.runId) : streamSubject(this.runId);
     // Subscribe before asking the worker to start, so no early event is missed.
@@ -200,7 +206,7 @@ export class InferenceRun {
     this.reader = reader;
     const model = this.placement?.model ?? request.model;
     const priority = this.service.priorityOf(this.requestId);
-    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model }, ...(this.backgroundOf && { background: true }), ...(priority && { priority }) };
+    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model }, ...(this.backgroundOf && { background: true }), ...(priority && { priority }), ...(resume && { resume }) };
     const sent = performance.now();
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
@@ -290,24 +296,90 @@ export class InferenceRun {
       errorCode: this.errorCode,
       finishReason: this.finishReason,
       usage: this.usage,
-      timings: this.timings,
+      // A moved stream's timings are its last worker's alone (its time to first token is the resume's):
+      // they would skew the latency histograms, which describe unbroken streams.
+      timings: this.checkpoint.moves > 0 ? null : this.timings,
       durationMs: Date.now() - this.startedAt,
       finishedAt: Date.now(),
       coldStart: this.placement?.coldStart ?? false,
       placeMs: this.placeMs,
       hops: this.hops.writeMs < 0 ? null : this.hops,
+      ...(this.checkpoint.moves > 0 && { migrations: this.checkpoint.moves }),
     };
     this.trace.run(() => this.service.recordFinished(event, this.runId));
     this.trace.finished(event);
   }
 
-  /** The buffered head, then the rest of the stream, noting the finish for the request-finished event. */
+  /**
+   * The buffered head, then the rest of the stream, noting the finish for the request-finished event.
+   * A worker lost on the way costs the client a pause where the stream may move (see migrate): it goes
+   * on from another worker, whose own start event only says where it resumed.
+   */
   private async *track(head: StreamEvent[], rest: AsyncIterator<StreamEvent>): AsyncIterable<StreamEvent> {
     for (const event of head) yield this.observe(event);
-    for (let next = await rest.next(); !next.done; next = await rest.next()) yield this.observe(next.value);
+    const lost: string[] = [];
+    for (;;) {
+      let next: IteratorResult<StreamEvent>;
+      try {
+        next = await rest.next();
+      } catch (error) {
+        rest = await this.migrate(error, lost);
+        continue;
+      }
+      if (next.done) return;
+      const event = next.value;
+      if (event.type === 'start' && this.checkpoint.moves > 0) {
+        this.checkpoint.onResumed?.(event.workerId);
+        continue;
+      }
+      yield this.observe(event);
+    }
+  }
+
+  /**
+   * The stream's worker failed after the first token: where decideMigration allows it, the request is
+   * placed again (never on a worker lost before) and generated from the checkpoint, and the new
+   * stream is read in place of the old one. Otherwise, or when no worker takes it, `error` stands.
+   */
+  private async migrate(error: unknown, lost: string[]): Promise<AsyncIterator<StreamEvent>> {
+    if (!(error instanceof CortexError) || !this.placement) throw error;
+    const request = this.required();
+    const decision = decideMigration({
+      error,
+      cancelled: this.stopped.signal.aborted,
+      background: this.backgroundOf !== null,
+      checkpoint: this.checkpoint.state,
+      config: this.service.config.gateway.migration,
+    });
+    const from = this.placement.workerId;
+    if (!decision.migrate) {
+      if (error.code === 'worker_lost') this.service.logger.warn({ msg: `worker ${from} was lost mid-stream; the stream does not move: ${decision.reason}`, requestId: this.requestId });
+      throw error;
+    }
+    this.stopReading(from, `the stream moves to another worker: ${error.message}`);
+    this.service.placer.forget(from);
+    lost.push(from);
+    this.checkpoint.moved();
+    this.currentRunId = newRunId();
+    const resume = this.checkpoint.resume();
+    try {
+      // The client is already waiting: a live worker briefly declared down (its heartbeats late while it
+      // loads a model on a busy host) is waited for one liveness window, not `worker_wait_ms`.
+      const waitMs = Math.min(this.service.config.gateway.workerWaitMs, livenessWindowMs(this.service.config.worker.heartbeatMs));
+      const workerId = await this.placeOrWait(lost, request.affinityKey, waitMs);
+      if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
+      const reader = await this.launch(workerId, resume);
+      this.service.logger.warn({ msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`, requestId: this.requestId });
+      return reader[Symbol.asyncIterator]();
+    } catch (failure) {
+      if (failure instanceof CortexError && failure.code === 'cancelled') throw failure;
+      this.service.logger.warn({ msg: `worker ${from} was lost mid-stream and no other worker went on with it: ${(failure as Error).message}`, requestId: this.requestId });
+      throw error;
+    }
   }
 
   private observe(event: StreamEvent): StreamEvent {
+    this.checkpoint.delivered(event);
     if (event.type === 'finish' || event.type === 'error') this.ended = true;
     if (event.type === 'finish') {
       this.finishReason = event.reason;

@@ -11,7 +11,8 @@ import type { InferenceRun } from './inference-run.js';
 import { InferenceService } from './inference.service.js';
 
 /** What the responder drives: one InferenceRun, or several behind one response (see FanOutRun). */
-export type ResponderRun = Pick<InferenceRun, 'runId' | 'startedAt' | 'state' | 'onLoadProgress' | 'decode' | 'start' | 'cancel' | 'fail' | 'finish' | 'firstByteWritten'>;
+export type ResponderRun = Pick<InferenceRun, 'runId' | 'startedAt' | 'state' | 'onLoadProgress' | 'decode' | 'start' | 'cancel' | 'fail' | 'finish' | 'firstByteWritten'> &
+  Partial<Pick<InferenceRun, 'checkpoint'>>;
 
 /**
  * The HTTP side of one inference request, for any dialect: decode, place, generate, then either an
@@ -74,6 +75,8 @@ export class InferenceResponder {
   async stream(run: ResponderRun, sse: FrameSink, renderer: Pick<DialectStream, 'frames' | 'settle'>): Promise<void> {
     // While a model loads or the request queues, keep the connection visibly alive with comment frames.
     const keepAlive = setInterval(() => sse.comment('keep-alive'), this.inference.config.gateway.keepAliveMs);
+    // A stream that moved to another worker says so where the client can see it and ignore it.
+    if (run.checkpoint) run.checkpoint.onResumed = (workerId) => sse.comment(`resumed on ${workerId}`);
     let waitingForFirstToken = true;
     try {
       for await (const event of await run.start()) {

@@ -23,6 +23,8 @@ export interface PlaceAsk {
   onLoadProgress: ((progress: LoadProgress) => void) | null;
   /** Aborted when the client goes: every wait ends. */
   signal: AbortSignal;
+  /** How long a `no_worker` answer waits for a worker to join; absent: `gateway.worker_wait_ms`. */
+  workerWaitMs?: number;
 }
 
 /** A placement and the time the router took to answer it (a cold load included). */
@@ -125,7 +127,7 @@ export class PlacementClient {
     const placed = fits ? await untilAborted(early.placed, ask.signal) : null;
     if (ask.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
     if (placed) return placed;
-    const deadline = performance.now() + this.config.workerWaitMs;
+    const deadline = performance.now() + (ask.workerWaitMs ?? this.config.workerWaitMs);
     for (;;) {
       // Counted before asking, so a worker that joins between the answer and the wait is not missed.
       const seen = this.workerEvents.ups;

@@ -1,4 +1,5 @@
-import { LlamaGrammarEvaluationState, TokenBias, type LlamaGrammar, type LlamaModel } from 'node-llama-cpp';
+import { LlamaGrammarEvaluationState, TokenBias, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
+import { acceptIntoGrammar } from './grammar-advance.js';
 import { JsonEnd } from './tool-call-parser.js';
 
 /**
@@ -45,6 +46,11 @@ export class CallGrammar {
     this.awaitingClose = false;
     this.json = new JsonEnd();
     this.state = new LlamaGrammarEvaluationState({ model: this.model, grammar: this.grammar });
+  }
+
+  /** A resumed stream's delivered token, which the grammar held when it was sampled: the state goes past it. */
+  accept(token: Token): void {
+    if (this.state) acceptIntoGrammar(this.model, this.state, token);
   }
 
   /** Text written inside the call; true once its JSON object has closed, and the grammar has let go. */

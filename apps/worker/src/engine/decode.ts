@@ -16,6 +16,9 @@ import { stopTexts } from './stop-texts.js';
 import { TextStreamer } from './text-streamer.js';
 import { CallGrammar } from './call-grammar.js';
 import { ToolCallParser } from './tool-call-parser.js';
+import { TokenRelease } from './token-release.js';
+import { acceptIntoGrammar } from './grammar-advance.js';
+import type { ResumeReplay } from './resume-replay.js';
 
 type Mode = 'text' | 'reasoning' | 'tool';
 
@@ -52,6 +55,12 @@ export interface DecodePlan {
   /** tool_choice required or named: the model starts inside a call held by `callGrammar`. */
   forceToolCall: boolean;
   emit: (event: StreamEventBody) => void;
+  /** A migrated stream: the delivered tokens to evaluate and replay before sampling (see ResumeReplay). */
+  resume?: ResumeReplay;
+  /** Where a resume's replayed events go instead of the stream (the output check must still see them). */
+  replayed?: (event: StreamEventBody) => void;
+  /** Ids of the tool calls the stream announced, by index: a resumed call keeps its id. */
+  toolCallIds?: readonly string[];
   /** A raw completion's `echo`: the prompt text, sent before the completion. */
   echo?: string;
 }
@@ -64,6 +73,8 @@ export interface DecodePlan {
  */
 export class Decode {
   private readonly emit: (event: StreamEventBody) => void;
+  /** Puts token ids on the events that send their output (see TokenRelease). */
+  private readonly release: TokenRelease;
   private readonly userStops: string[];
   private readonly streamer: TextStreamer;
   private readonly maxTokens: number;
@@ -82,6 +93,8 @@ export class Decode {
   private toolCall: ToolCallParser | null = null;
   /** The call grammar, switched on at each call's opening marker; null when no tool can be called. */
   private readonly calls: CallGrammar | null;
+  /** The response format's grammar state (null without one): made here, so a resume can advance it. */
+  private readonly formatState: LlamaGrammarEvaluationState | null;
   /** A forced call: the output ends when its JSON object closes. */
   private forced = false;
   /** Tokens of a multi-byte character not yet complete. */
@@ -94,11 +107,13 @@ export class Decode {
     private readonly plan: DecodePlan,
   ) {
     const { job, prompt, grammar, callGrammar } = plan;
-    this.emit = plan.emit;
+    this.release = new TokenRelease(plan.emit, plan.replayed);
+    this.emit = this.release.emit;
     this.userStops = job.request.sampling.stop ?? [];
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
     const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
     this.calls = callGrammar && model.toolCall ? new CallGrammar(model.model, callGrammar, model.markerBias) : null;
+    this.formatState = grammar ? new LlamaGrammarEvaluationState({ model: model.model, grammar }) : null;
     this.streamer = new TextStreamer([...this.userStops, ...plan.hiddenStops, ...grammarStops]);
     this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
     this.maxToolCalls = job.request.maxToolCalls ?? Infinity;
@@ -109,23 +124,47 @@ export class Decode {
   }
 
   async run(): Promise<void> {
-    const { prompt, sequence, job } = this.plan;
-    const cached = await this.reusePrefix();
+    const { prompt, sequence, job, resume } = this.plan;
+    // A resumed stream evaluates the tokens already delivered as part of its prompt.
+    const context = resume ? resume.context(prompt) : prompt;
+    const cached = await this.reusePrefix(context);
     this.emit({ type: 'start', runId: '', workerId: '', model: this.model.id, promptTokens: prompt.length });
-    if (this.plan.echo) this.emit({ type: 'text', text: this.plan.echo });
+    if (this.plan.echo && !resume) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.
     const evaluationStartedAt = performance.now();
-    const evaluated = await evaluatePromptInBatches(sequence, prompt.slice(cached, -1), this.model.batchSize, job.signal);
-    const promptDone = cached + evaluated === prompt.length - 1;
-    const input = this.firstInput();
-    const finish = promptDone ? await this.sample(input) : 'cancelled';
-    this.finish(finish, cached, evaluationStartedAt);
+    const evaluated = await evaluatePromptInBatches(sequence, context.slice(cached, -1), this.model.batchSize, job.signal);
+    const promptDone = cached + evaluated === context.length - 1;
+    if (!promptDone) return this.finish('cancelled', cached, evaluationStartedAt);
+    const replayed = resume ? this.replay(resume) : null;
+    const finish = replayed ?? (await this.sample(resume ? context.slice(-1) : this.firstInput(), resume ? context.slice(prompt.length) : []));
+    this.finish(finish, Math.min(cached, prompt.length), evaluationStartedAt);
+  }
+
+  /**
+   * Rebuilds the decode state a lost worker had from the tokens it delivered (see ResumeReplay); a
+   * finish reason when they had already ended the output.
+   */
+  private replay(resume: ResumeReplay): FinishReason | null {
+    // A forced call's opening marker was written, not sampled: the call opens as it did there.
+    const forced = this.plan.forceToolCall && this.model.toolCall !== null && this.calls !== null;
+    if (forced) {
+      if (resume.tokens[0] !== this.model.toolCall?.open) throw resume.notForcedCall();
+      this.forceCall();
+    }
+    return resume.replay<Token>(this.release, (token) => this.replayStep(token), forced ? 1 : 0);
+  }
+
+  /** One delivered token: the grammars that held it when it was sampled go past it, then it is handled as then. */
+  private replayStep(token: Token): FinishReason | null {
+    if (this.formatState) acceptIntoGrammar(this.model.model, this.formatState, token);
+    this.calls?.accept(token);
+    return this.step(token);
   }
 
   /** Keeps the prefix the sequence shares with the prompt (prompt caching); returns its length. */
-  private async reusePrefix(): Promise<number> {
-    const { sequence, prompt, sharedPrefix } = this.plan;
+  private async reusePrefix(prompt: readonly Token[]): Promise<number> {
+    const { sequence, sharedPrefix } = this.plan;
     // At least one token must be evaluated to produce the next one.
     const keep = Math.min(sharedPrefix, prompt.length - 1);
     if (keep < sequence.nextTokenIndex) {
@@ -150,29 +189,36 @@ export class Decode {
     const input = this.plan.prompt.slice(-1);
     if (this.plan.forceToolCall && this.model.toolCall && this.calls) {
       input.push(this.model.toolCall.open);
-      this.completion++;
-      this.mode = 'tool';
-      this.toolCall = this.newToolCall();
-      this.forced = true;
-      this.calls.open();
+      this.release.written(this.model.toolCall.open);
+      this.forceCall();
     }
     return input;
   }
 
-  /** Samples until a token ends the output; returns why it ended. */
-  private async sample(input: Token[]): Promise<FinishReason> {
+  /** The model starts inside a forced call, whose opening marker the decode wrote. */
+  private forceCall(): void {
+    this.completion++;
+    this.mode = 'tool';
+    this.toolCall = this.newToolCall();
+    this.forced = true;
+    this.calls?.open();
+  }
+
+  /** Samples until a token ends the output; returns why it ended. `resumed`: the tokens a migrated stream had delivered. */
+  private async sample(input: Token[], resumed: readonly Token[]): Promise<FinishReason> {
     const { job, grammar, sequence } = this.plan;
     const { sampling } = job.request;
     // Tokens written so far, for presence/frequency penalties (which node-llama-cpp asks for at every
-    // step: kept here rather than copied out of the sequence's whole context each time).
-    const penalized = sampling.presencePenalty || sampling.frequencyPenalty ? input.slice(1) : null;
+    // step: kept here rather than copied out of the sequence's whole context each time). A resumed
+    // stream's delivered tokens were written by the lost worker: they count as they did there.
+    const penalized = sampling.presencePenalty || sampling.frequencyPenalty ? [...resumed, ...input.slice(1)] : null;
     const tokens = sequence.evaluate(input, {
       temperature: sampling.temperature ?? 0.8,
       topP: sampling.topP,
       topK: sampling.topK,
       seed: sampling.seed,
       yieldEogToken: true,
-      grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({ model: this.model.model, grammar }) : this.calls?.evaluationState,
+      grammarEvaluationState: this.formatState ?? this.calls?.evaluationState,
       tokenBias: grammar ? this.model.markerBias : this.calls?.tokenBias,
       repeatPenalty: penalized
         ? { punishTokens: () => penalized, presencePenalty: sampling.presencePenalty, frequencyPenalty: sampling.frequencyPenalty }
@@ -182,7 +228,7 @@ export class Decode {
       penalized?.push(token);
       if (job.signal.aborted) return 'cancelled';
       if (this.firstTokenAt === 0) this.firstTokenAt = performance.now();
-      const finish = this.step(token);
+      const finish = this.release.step(token, () => this.step(token));
       if (finish) return finish;
     }
     return 'length';
@@ -261,7 +307,9 @@ export class Decode {
   }
 
   private newToolCall(): ToolCallParser {
-    return new ToolCallParser(this.toolIndex, `call_${randomBytes(12).toString('hex')}`, this.emit, this.declared);
+    // A resumed stream's calls keep the ids the client already has.
+    const id = this.plan.toolCallIds?.[this.toolIndex] ?? `call_${randomBytes(12).toString('hex')}`;
+    return new ToolCallParser(this.toolIndex, id, this.emit, this.declared);
   }
 
   /** Closes the open call; one that parsed as a call to a declared tool counts. */
@@ -293,8 +341,11 @@ export class Decode {
   }
 
   private finish(reason: FinishReason, cached: number, evaluationStartedAt: number): void {
-    this.toolCall?.abandon();
-    this.flushText();
+    // What was held back goes out now, with the ids that produced it.
+    this.release.step(null, () => {
+      this.toolCall?.abandon();
+      this.flushText();
+    });
     const { prompt, job } = this.plan;
     const { firstTokenAt, completion } = this;
     const endedAt = performance.now();

@@ -1,4 +1,4 @@
-import type { CanonicalRequest, ModelCapabilities, ModelKind, RequestPriority, RetrievalInput, StreamEventBody } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, ModelKind, RequestPriority, Resume, RetrievalInput, StreamEventBody } from '@cortex/contracts';
 import type { QueueOrder } from './slot-pool.js';
 
 /** What the worker needs from an inference backend; node-llama-cpp sits behind it in `llama-engine.ts`. */
@@ -47,6 +47,8 @@ export interface GenerateJob {
   /** Its tier and account in the model's queue; absent: the lowest tier. */
   priority?: RequestPriority;
   emit: (event: StreamEventBody) => void;
+  /** A stream migrated from a lost worker: go on after these delivered tokens. */
+  resume?: Resume;
   /** Logs a warning about this request (a tool call returned although its arguments miss the schema). */
   warn?: (message: string) => void;
 }

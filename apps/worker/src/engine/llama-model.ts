@@ -9,6 +9,7 @@ import { PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './p
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
 import { costMeter, ticketOf } from './fair-queue.js';
+import { ResumeReplay } from './resume-replay.js';
 import { SlotPool } from './slot-pool.js';
 import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
@@ -140,6 +141,7 @@ export class LlamaEngineModel implements EngineModel {
     }
     const { prompt, stops } = rendered;
     const forced = this.forcedToolCall(request);
+    const resume = job.resume ? this.resumeOf(job, prompt.length) : undefined;
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
     // grammar holds each call from its opening marker (a forced call from the first token).
     const grammar = !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
@@ -147,22 +149,30 @@ export class LlamaEngineModel implements EngineModel {
     const callGrammar = callable?.length ? await this.grammars.forToolCall(callable) : null;
     // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
     const shared = new Map<LlamaContextSequence, number>();
+    const context = resume ? resume.context(prompt) : prompt;
     const sharedPrefix = (candidate: LlamaContextSequence): number => {
       let length = shared.get(candidate);
-      if (length === undefined) shared.set(candidate, (length = candidate.compareContextTokens(prompt).firstDifferentIndex));
+      if (length === undefined) shared.set(candidate, (length = candidate.compareContextTokens(context).firstDifferentIndex));
       return length;
     };
     // Charged its whole prompt while it waits (what it reuses of a sequence is known once it has one), corrected at its end.
     const sequence = await this.pool.acquire(signal, sharedPrefix, ticketOf(job.priority, prompt.length));
     try {
-      lookUpIn(sequence, prompt);
+      lookUpIn(sequence, context);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
-      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, callGrammar, forceToolCall: forced !== null, emit, echo };
+      const replay = { resume, replayed: check.active ? check.observe : undefined, toolCallIds: job.resume?.toolCallIds };
+      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, callGrammar, forceToolCall: forced !== null, emit, echo, ...replay };
       await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run();
     } finally {
       this.pool.release(sequence, meter.cost());
       this.garbage.left(this.samplerBytes);
     }
+  }
+
+  /** A migrated stream's resume point, checked against this model (see ResumeReplay). */
+  private resumeOf(job: GenerateJob, promptTokens: number): ResumeReplay {
+    const vocabularySize = this.model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? null;
+    return new ResumeReplay(job.resume as NonNullable<GenerateJob['resume']>, { vocabularySize, contextSize: this.context.contextSize, promptTokens });
   }
 
   /**

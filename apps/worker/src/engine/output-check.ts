@@ -33,6 +33,14 @@ export class OutputCheck {
   }
 
   readonly emit = (event: StreamEventBody): void => {
+    if (this.observe(event)) this.emitEvent(event);
+  };
+
+  /**
+   * Takes in an event; false when it is a finish replaced by an error. A resumed stream's replayed
+   * output comes here only (the client has it already) so that the check judges the whole output.
+   */
+  readonly observe = (event: StreamEventBody): boolean => {
     switch (event.type) {
       case 'text':
         if (this.format) this.text += event.text;
@@ -48,11 +56,14 @@ export class OutputCheck {
       case 'finish': {
         // Output cut short (max tokens, a cancel) is told by its finish reason; only a complete one is judged.
         const error = event.reason === 'stop' || event.reason === 'tool_calls' ? this.mismatch() : null;
-        if (error) return this.emitEvent({ type: 'error', error });
+        if (error) {
+          this.emitEvent({ type: 'error', error });
+          return false;
+        }
         break;
       }
     }
-    this.emitEvent(event);
+    return true;
   };
 
   private mismatch(): ErrorBody | null {

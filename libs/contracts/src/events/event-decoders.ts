@@ -31,6 +31,7 @@ export function decodeRequestFinished(value: unknown): RequestFinishedEvent {
     coldStart: boolean(event.coldStart, 'coldStart'),
     placeMs: nullable(event.placeMs, (v) => number(v, 'placeMs')),
     hops: nullable(event.hops, (v) => hops(object(v, 'hops'))),
+    ...(event.migrations !== undefined && { migrations: integer(event.migrations, 'migrations', 0) }),
     finishedAt: number(event.finishedAt, 'finishedAt'),
     ...(event.tier !== undefined && event.tier !== null && { tier: integer(event.tier, 'tier', 0) }),
   };
@@ -104,6 +105,7 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
     case 'reasoning':
       string(event.text, 'text');
       optionalInteger(event.pieces, 'pieces', 1);
+      tokenIds(event.tokens);
       break;
     case 'start':
       string(event.runId, 'runId');
@@ -115,10 +117,12 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       integer(event.index, 'index', 0);
       string(event.id, 'id');
       string(event.name, 'name');
+      tokenIds(event.tokens);
       break;
     case 'tool_args':
       integer(event.index, 'index', 0);
       string(event.delta, 'delta');
+      tokenIds(event.tokens);
       break;
     case 'finish':
       oneOf(event.reason, 'reason', FINISH_REASONS);
@@ -138,6 +142,12 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       break;
   }
   return event as unknown as StreamEvent;
+}
+
+/** An output event's token ids (absent from workers of earlier versions). */
+function tokenIds(value: unknown): void {
+  if (value === undefined) return;
+  array(value, 'tokens').forEach((token, i) => integer(token, `tokens[${i}]`, 0));
 }
 
 function usage(value: Json): Usage {

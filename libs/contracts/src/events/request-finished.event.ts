@@ -24,6 +24,8 @@ export interface RequestFinishedEvent {
   placeMs: number | null;
   /** Where a stream's time to first byte went inside the gateway; null without a first token. */
   hops?: GatewayHops | null;
+  /** Times the stream moved to another worker after its worker was lost (absent: none). */
+  migrations?: number;
   finishedAt: number;
   /** The priority tier it ran at (0: no key; see RequestPriority); absent in events from earlier versions. */
   tier?: number;

@@ -55,7 +55,12 @@ export class MemoryInfo {
  * worker's event loop can stall for most of a second while it sets up a model's chat template.
  */
 export function heartbeatFresh(intervalMs: number, ageMs: number): boolean {
-  return ageMs <= Math.max(intervalMs * 3, 2_000);
+  return ageMs <= livenessWindowMs(intervalMs);
+}
+
+/** How long a worker heartbeating every `intervalMs` may stay silent and still be up (see heartbeatFresh). */
+export function livenessWindowMs(intervalMs: number): number {
+  return Math.max(intervalMs * 3, 2_000);
 }
 
 /** worker → everyone, about once a second on `llm.hb.v1.worker.<id>`. */

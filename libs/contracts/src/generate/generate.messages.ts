@@ -1,5 +1,5 @@
 import { IsOptional, IsString } from 'class-validator';
-import { boolean, maxLength, object, oneOf, optionalObject, optionalString, string } from '../fields.js';
+import { array, boolean, integer, maxLength, object, oneOf, optionalObject, optionalString, string } from '../fields.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from './canonical-request.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 import { decodeRequestPriority, type RequestPriority } from './priority.js';
@@ -54,6 +54,25 @@ export interface GenerateCommand {
   background?: boolean;
   /** Tier and account for the worker's queue; absent (an older gateway): the lowest tier. */
   priority?: RequestPriority;
+  /** A stream migrated from a worker that was lost: go on after the output already delivered. */
+  resume?: Resume;
+}
+
+/**
+ * Where a migrated stream goes on: the token ids behind the output the client already has (see the
+ * `tokens` of stream events), evaluated after the prompt and replayed through the decode state, and
+ * the ids of the tool calls already announced, by index, so a call in progress keeps its id.
+ */
+export interface Resume {
+  tokens: number[];
+  toolCallIds: string[];
+}
+
+/** Checks a `generate` command's `resume`: token ids are non-negative integers (the worker checks them against its vocabulary). */
+function checkResume(value: unknown): void {
+  const resume = object(value, 'resume');
+  array(resume.tokens, 'resume.tokens').forEach((token, i) => integer(token, `resume.tokens[${i}]`, 0));
+  array(resume.toolCallIds, 'resume.toolCallIds').forEach((id, i) => string(id, `resume.toolCallIds[${i}]`));
 }
 
 /** Checks a `generate` command from the bus (the worker's hot path: see decodeCanonicalRequest). */
@@ -63,6 +82,7 @@ export function decodeGenerateCommand(value: unknown): GenerateCommand {
   string(command.streamSubject, 'streamSubject');
   if (command.background !== undefined) boolean(command.background, 'background');
   if (command.priority !== undefined) decodeRequestPriority(command.priority, 'priority');
+  if (command.resume !== undefined) checkResume(command.resume);
   decodeCanonicalRequest(command.request, 'request');
   return command as unknown as GenerateCommand;
 }
@@ -133,14 +153,16 @@ export interface Timings {
  * Canonical events a worker publishes on a request's stream subject. `seq` starts at 0 and grows by
  * one per event; a gap means lost messages and is treated as an error by the consumer. A text or
  * reasoning delta that merges several decoded pieces (about one per token, see StreamPublisher) says
- * how many in `pieces`; absent means one.
+ * how many in `pieces`; absent means one. `tokens` on an output event are the ids of the tokens
+ * generated since the last event that carried some, whose output is now all sent (see Resume): an
+ * event that ends a token's output carries it, so a stream's tokens so far rebuild its state exactly.
  */
 export type StreamEvent =
   | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number }
-  | { seq: number; type: 'text'; text: string; pieces?: number }
-  | { seq: number; type: 'reasoning'; text: string; pieces?: number }
-  | { seq: number; type: 'tool_call'; index: number; id: string; name: string }
-  | { seq: number; type: 'tool_args'; index: number; delta: string }
+  | { seq: number; type: 'text'; text: string; pieces?: number; tokens?: number[] }
+  | { seq: number; type: 'reasoning'; text: string; pieces?: number; tokens?: number[] }
+  | { seq: number; type: 'tool_call'; index: number; id: string; name: string; tokens?: number[] }
+  | { seq: number; type: 'tool_args'; index: number; delta: string; tokens?: number[] }
   | { seq: number; type: 'keepalive' }
   | { seq: number; type: 'finish'; reason: FinishReason; usage: Usage; timings: Timings; stopSequence?: string }
   | { seq: number; type: 'error'; error: ErrorBody };

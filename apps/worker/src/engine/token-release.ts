@@ -1,0 +1,63 @@
+import type { StreamEventBody } from '@cortex/contracts';
+
+type Output = Extract<StreamEventBody, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
+
+const isOutput = (event: StreamEventBody): event is Output =>
+  event.type === 'text' || event.type === 'reasoning' || event.type === 'tool_call' || event.type === 'tool_args';
+
+/**
+ * Puts the ids of generated tokens on the events that send their output, so a gateway holds a
+ * stream's resume point (see Resume). A token's output is whatever the decode emits while it handles
+ * that token (`step`): the events are held until the step ends and the last output event among them
+ * carries every id not sent yet. A token whose text is held back (a possible stop string, an
+ * incomplete character) emits nothing: its id waits for the next output, so a gateway never holds an
+ * id whose output the client lacks, and a stream resumed from those ids replays the same held text.
+ *
+ * While `replaying` (a resumed stream rebuilding its state from delivered ids) nothing reaches the
+ * stream: events go to `replayed` instead (the output check still has to see them) and ids are not
+ * collected, the gateway has them already.
+ */
+export class TokenRelease {
+  private pending: number[] = [];
+  private held: StreamEventBody[] | null = null;
+  replaying = false;
+
+  constructor(
+    private readonly out: (event: StreamEventBody) => void,
+    private readonly replayed: (event: StreamEventBody) => void = () => undefined,
+  ) {}
+
+  readonly emit = (event: StreamEventBody): void => {
+    if (this.replaying) this.replayed(event);
+    else if (this.held) this.held.push(event);
+    else this.out(event);
+  };
+
+  /** A token was written to the sequence without being sampled (a forced call's opening marker): it goes with the next output. */
+  written(token: number): void {
+    if (!this.replaying) this.pending.push(token);
+  }
+
+  /** Runs one token's handling (or, without a token, a flush of held output at the end) and sends what it emitted, ids on the last output. */
+  step<T>(token: number | null, handle: () => T): T {
+    if (token !== null) this.written(token);
+    const held: StreamEventBody[] = [];
+    this.held = held;
+    try {
+      return handle();
+    } finally {
+      this.held = null;
+      this.send(held);
+    }
+  }
+
+  private send(events: StreamEventBody[]): void {
+    let last = -1;
+    for (let i = events.length - 1; i >= 0 && last === -1; i--) if (isOutput(events[i] as StreamEventBody)) last = i;
+    if (last !== -1 && this.pending.length > 0) {
+      events[last] = { ...(events[last] as Output), tokens: this.pending };
+      this.pending = [];
+    }
+    for (const event of events) this.out(event);
+  }
+}
