@@ -6,6 +6,7 @@ import {
   Subjects,
   type DefragEvent,
   type EstimateCommand,
+  type EstimateReply,
   type LoadCommand,
   type LoadedModel,
   type LoadFailedEvent,
@@ -19,6 +20,7 @@ import {
 import { EventPublisher, type BusClient } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
 import type { Engine, EngineModel } from './engine/index.js';
+import { localCopy } from './engine/model-source.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
 
 interface ModelEntry {
@@ -72,6 +74,8 @@ export class ModelRegistry implements HeartbeatSource {
   /** Load/unload cycles since the backend was (re)created; `eviction.defrag_after_cycles` acts on it. */
   private cycles = 0;
   private defragging = false;
+  /** Downloads under way for a load, by model: the heartbeat shows them as `downloading` with a share done. */
+  private readonly downloads = new Map<string, { bytes: number; totalBytes: number }>();
 
   constructor(private readonly deps: RegistryDeps) {
     this.events = new EventPublisher(deps.bus.nc);
@@ -125,7 +129,7 @@ export class ModelRegistry implements HeartbeatSource {
     const started = performance.now();
     const log = (line: string): void => logger.log(`${command.model}: ${line}`);
     try {
-      const { path, draft, bytes } = await this.resolve(command, log);
+      const { path, draft, bytes } = await this.resolve(command, log, command.model);
       entry.bytes = bytes;
       await this.assertFits(command.model, entry.bytes);
       let lastStep = -1;
@@ -136,7 +140,7 @@ export class ModelRegistry implements HeartbeatSource {
           if (step > lastStep) {
             lastStep = step;
             log(`loading ${Math.round(fraction * 100)}%`);
-            const progress: LoadProgress = { workerId, model: command.model, fraction };
+            const progress: LoadProgress = { workerId, model: command.model, fraction, phase: 'loading' };
             this.deps.bus.publish(Subjects.modelProgressed, progress);
           }
         },
@@ -185,24 +189,51 @@ export class ModelRegistry implements HeartbeatSource {
       lastUsedAt: entry.lastUsedAt,
       sizeBytes: entry.bytes || entry.model?.sizeBytes,
       capabilities: entry.model?.capabilities,
+      ...(this.downloads.has(entry.id) && { download: this.downloads.get(entry.id) }),
     }));
   }
 
-  async estimate(command: EstimateCommand): Promise<{ bytes: number }> {
-    const { bytes } = await this.resolve(command, (line) => this.deps.logger.log(line));
-    return { bytes };
+  /**
+   * The memory a model would take and what its header says, without fetching its weights: a remote
+   * source not yet on disk is estimated from its header read over the network (range requests).
+   */
+  async estimate(command: EstimateCommand): Promise<EstimateReply> {
+    const { engine } = this.deps;
+    const log = (line: string): void => this.deps.logger.log(line);
+    const header = (source: string): Promise<string> => localCopy(source, this.deps.config.worker.modelsDir) ?? this.source(source, log);
+    const path = await header(command.source);
+    const shape = { contextSize: command.contextSize, slots: command.slots };
+    let bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
+    if (command.draft && command.draft !== 'lookup') bytes += await engine.estimate({ path: await header(command.draft), ...shape });
+    return { bytes, facts: await engine.facts(path) };
   }
 
-  /** The model's local file, its draft's (or `lookup`), and the memory both take with their contexts. */
-  private async resolve(command: EstimateCommand, log: (line: string) => void): Promise<{ path: string; draft?: string; bytes: number }> {
-    const { engine, config } = this.deps;
-    const path = await engine.resolveSource(command.source, config.worker.modelsDir, log);
-    const shape = { contextSize: command.contextSize, slots: command.slots };
-    const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
-    if (!command.draft) return { path, bytes };
-    if (command.draft === 'lookup') return { path, draft: 'lookup', bytes };
-    const draft = await engine.resolveSource(command.draft, config.worker.modelsDir, log);
-    return { path, draft, bytes: bytes + (await engine.estimate({ path: draft, ...shape })) };
+  /** A fixture's or a local file's path; a remote source as is (its header is read where it lies). */
+  private source(source: string, log: (line: string) => void): Promise<string> {
+    if (/^(hf:|https?:)/.test(source)) return Promise.resolve(source);
+    return this.deps.engine.resolveSource(source, { modelsDir: this.deps.config.worker.modelsDir, log });
+  }
+
+  /** The model's local file (downloaded now if it is remote), its draft's (or `lookup`), and the memory both take with their contexts. */
+  private async resolve(command: LoadCommand, log: (line: string) => void, model: string): Promise<{ path: string; draft?: string; bytes: number }> {
+    const { engine, config, workerId } = this.deps;
+    const onProgress = ({ bytes, totalBytes }: { bytes: number; totalBytes: number }): void => {
+      const progress: LoadProgress = { workerId, model, fraction: totalBytes > 0 ? bytes / totalBytes : 0, phase: 'downloading', bytes, totalBytes };
+      this.deps.bus.publish(Subjects.modelProgressed, progress);
+      this.downloads.set(model, { bytes, totalBytes });
+    };
+    const options = { modelsDir: config.worker.modelsDir, log, model, onProgress };
+    try {
+      const path = await engine.resolveSource(command.source, { ...options, ...(command.sha256 && { sha256: command.sha256 }) });
+      const shape = { contextSize: command.contextSize, slots: command.slots };
+      const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
+      if (!command.draft) return { path, bytes };
+      if (command.draft === 'lookup') return { path, draft: 'lookup', bytes };
+      const draft = await engine.resolveSource(command.draft, options);
+      return { path, draft, bytes: bytes + (await engine.estimate({ path: draft, ...shape })) };
+    } finally {
+      this.downloads.delete(model);
+    }
   }
 
   /**

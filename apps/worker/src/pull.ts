@@ -17,7 +17,7 @@ export function pullSources(config: CortexConfig): string[] {
 export async function pull(config: CortexConfig, log: (line: string) => void): Promise<Record<string, string>> {
   const paths: Record<string, string> = {};
   for (const source of pullSources(config)) {
-    paths[source] = await resolveSource(source, config.worker.modelsDir, log);
+    paths[source] = await resolveSource(source, { modelsDir: config.worker.modelsDir, log });
     log(`pull: ${source} → ${paths[source]}`);
   }
   return paths;

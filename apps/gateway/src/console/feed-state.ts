@@ -116,6 +116,8 @@ export interface LoadView {
   workerId: string;
   model: string;
   fraction: number;
+  /** Fetching the file, then loading it; each has its own time left. */
+  phase: 'downloading' | 'loading';
   startedAt: number;
   updatedAt: number;
   /** Straight-line estimate from the progress so far; null before any progress. */
@@ -128,13 +130,15 @@ export class LoadBoard {
 
   apply(progress: LoadProgress, now: number): LoadView {
     const key = `${progress.workerId}/${progress.model}`;
+    const phase = progress.phase ?? 'loading';
     const known = this.loads.get(key);
-    const startedAt = known?.startedAt ?? now;
+    const startedAt = known?.phase === phase ? known.startedAt : now;
     const elapsed = now - startedAt;
     const view: LoadView = {
       workerId: progress.workerId,
       model: progress.model,
       fraction: progress.fraction,
+      phase,
       startedAt,
       updatedAt: now,
       etaMs: progress.fraction > 0 && elapsed > 0 ? Math.round((elapsed * (1 - progress.fraction)) / progress.fraction) : progress.fraction >= 1 ? 0 : null,

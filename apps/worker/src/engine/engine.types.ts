@@ -1,12 +1,19 @@
-import type { CanonicalRequest, ModelCapabilities, ModelKind, RetrievalInput, StreamEventBody } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, ModelFacts, ModelKind, RetrievalInput, StreamEventBody } from '@cortex/contracts';
+import type { ResolveOptions } from './resolve-source.js';
 
 /** What the worker needs from an inference backend; node-llama-cpp sits behind it in `llama-engine.ts`. */
 export interface Engine {
-  resolveSource(source: string, modelsDir: string, log: (line: string) => void): Promise<string>;
+  /** A catalogue `file` → a local GGUF path, downloading a remote one (see resolve-source). */
+  resolveSource(source: string, options: ResolveOptions): Promise<string>;
   readonly backend: string;
   device(): Promise<{ name: string; kind: string; totalBytes: number; freeBytes: number }>;
-  /** Bytes of device memory (VRAM on a GPU, RAM on CPU) a model and its context will take, from the GGUF header. */
+  /**
+   * Bytes of device memory (VRAM on a GPU, RAM on CPU) a model and its context will take, from the
+   * GGUF header; `path` may be a URL or `hf:` URI, whose header is read with range requests.
+   */
   estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number>;
+  /** What the GGUF header (local, or remote as in `estimate`) says of the model. */
+  facts(path: string): Promise<ModelFacts>;
   load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel>;
   /**
    * Disposes the backend and creates it anew (defragmentation): device memory fragmented by many

@@ -1,6 +1,6 @@
 import { freemem, totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import type { CanonicalRequest, ModelCapabilities } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, ModelFacts } from '@cortex/contracts';
 import type { Engine, EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { promptBytes } from './prompt-bound.js';
 import { SlotPool } from './slot-pool.js';
@@ -31,6 +31,10 @@ export class SyntheticEngine implements Engine {
 
   estimate(): Promise<number> {
     return Promise.resolve(MIB);
+  }
+
+  facts(): Promise<ModelFacts> {
+    return Promise.resolve({});
   }
 
   load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel> {

@@ -68,7 +68,17 @@ export function decodeLoadProgress(value: unknown): LoadProgress {
   const event = object(value, 'event');
   const fraction = number(event.fraction, 'fraction', 0);
   if (fraction > 1) fail('fraction', `must be at most 1, got ${fraction}`);
-  return { workerId: string(event.workerId, 'workerId'), model: string(event.model, 'model'), fraction };
+  const phase = event.phase === undefined ? undefined : oneOf(event.phase, 'phase', ['downloading', 'loading'] as const);
+  const bytes = optionalNumber(event.bytes, 'bytes', 0, Number.MAX_SAFE_INTEGER);
+  const totalBytes = optionalNumber(event.totalBytes, 'totalBytes', 0, Number.MAX_SAFE_INTEGER);
+  return {
+    workerId: string(event.workerId, 'workerId'),
+    model: string(event.model, 'model'),
+    fraction,
+    ...(phase && { phase }),
+    ...(bytes !== undefined && { bytes }),
+    ...(totalBytes !== undefined && { totalBytes }),
+  };
 }
 
 export function decodeBusStatus(value: unknown): BusStatusEvent {

@@ -22,6 +22,12 @@ export class ModelCapabilities {
   @IsOptional() @IsIn(['draft', 'lookup']) speculative?: 'draft' | 'lookup';
 }
 
+/** A download under way for a load: bytes on disk so far of the whole (all split parts). */
+export class DownloadState {
+  @IsNumber() @Min(0) bytes!: number;
+  @IsNumber() @Min(0) totalBytes!: number;
+}
+
 export class LoadedModel {
   @IsString() id!: string;
   @IsIn(MODEL_STATES) state!: ModelState;
@@ -32,6 +38,8 @@ export class LoadedModel {
   @IsNumber() lastUsedAt!: number;
   @IsOptional() @IsNumber() sizeBytes?: number;
   @IsOptional() @ValidateNested() @Type(() => ModelCapabilities) capabilities?: ModelCapabilities;
+  /** While a `loading` model's file is still being fetched. */
+  @IsOptional() @ValidateNested() @Type(() => DownloadState) download?: DownloadState;
 }
 
 export class DeviceInfo {
@@ -81,6 +89,8 @@ export class EstimateCommand {
   @IsOptional() @IsString() draft?: string;
   /** As in LoadCommand. */
   @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
+  /** As in LoadCommand. */
+  @IsOptional() @IsString() sha256?: string;
 }
 
 /** router → worker: load a catalogue model. */
@@ -94,6 +104,8 @@ export class LoadCommand {
   @IsOptional() @IsString() draft?: string;
   /** Absent: chat. Embedding and ranking models get contexts of their kind. */
   @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
+  /** The SHA-256 the catalogue pins for a downloaded `source`. */
+  @IsOptional() @IsString() sha256?: string;
 }
 
 /** `spare`: a copy of a model that others still serve, retired once its requests would not wait without it. */
@@ -112,11 +124,39 @@ export class WatchMessage {
   @IsArray() @IsString({ each: true }) runIds!: string[];
 }
 
-/** worker → everyone while a model loads. */
+/** worker → everyone while a model is fetched and loaded. */
 export interface LoadProgress {
   workerId: string;
   model: string;
   fraction: number;
+  /** Absent from older workers: loading. */
+  phase?: 'downloading' | 'loading';
+  /** While downloading: bytes on disk so far and the file's full size (all split parts). */
+  bytes?: number;
+  totalBytes?: number;
+}
+
+/** What a model's GGUF header says, read before any weights are fetched (remotely, for a URL). */
+export interface ModelFacts {
+  architecture?: string;
+  /** Parameter count, where the header or the tensors say it. */
+  parameters?: number;
+  /** The file type, e.g. `MOSTLY_Q4_K_M`. */
+  quantization?: string;
+  /** The file's size, all split parts together. */
+  fileBytes?: number;
+  /** The context length the model was trained with. */
+  trainedContextLength?: number;
+  /** Whether the chat template mentions tools / reasoning (a cheap look at its text). */
+  tools?: boolean;
+  reasoning?: boolean;
+}
+
+/** A worker's answer to `estimate`. */
+export interface EstimateReply {
+  bytes: number;
+  /** Absent from older workers. */
+  facts?: ModelFacts;
 }
 
 export interface UnloadResult {
@@ -253,6 +293,8 @@ export interface ModelLocation {
   state: ModelState;
   inFlight: number;
   queued: number;
+  /** While its file is being fetched for the load. */
+  download?: { bytes: number; totalBytes: number };
 }
 
 export interface CatalogueEntry {
@@ -270,6 +312,8 @@ export interface CatalogueEntry {
   capabilities: ModelCapabilities | null;
   /** What the model serves, from the catalogue (absent from older routers: chat). */
   kind?: ModelKind;
+  /** Its GGUF header's facts, known once a worker estimated it (before any download). */
+  facts?: ModelFacts;
 }
 
 export interface WorkerView {
