@@ -20,7 +20,8 @@ import {
 import { EventPublisher, type BusClient } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
 import type { Engine, EngineModel } from './engine/index.js';
-import { localCopy } from './engine/model-source.js';
+import { httpProblem } from './engine/model-download.js';
+import { localCopy, remoteSource } from './engine/model-source.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
 
 interface ModelEntry {
@@ -198,6 +199,15 @@ export class ModelRegistry implements HeartbeatSource {
    * source not yet on disk is estimated from its header read over the network (range requests).
    */
   async estimate(command: EstimateCommand): Promise<EstimateReply> {
+    try {
+      return await this.readEstimate(command);
+    } catch (error) {
+      if (error instanceof CortexError) throw error;
+      throw new CortexError('model_load_failed', `${command.model ?? command.source}: cannot read the GGUF header of ${command.source}: ${headerProblem(error as Error, command.source)}`, { cause: error });
+    }
+  }
+
+  private async readEstimate(command: EstimateCommand): Promise<EstimateReply> {
     const { engine } = this.deps;
     const log = (line: string): void => this.deps.logger.log(line);
     const header = (source: string): Promise<string> => localCopy(source, this.deps.config.worker.modelsDir) ?? this.source(source, log);
@@ -321,3 +331,10 @@ export class ModelRegistry implements HeartbeatSource {
   }
 }
 
+/** node-llama-cpp's header reader says `Failed to fetch byte range: 401 Unauthorized`: the status, said as a download says it. */
+function headerProblem(error: Error, source: string): string {
+  const status = /\b([45]\d\d)\b/.exec(error.message)?.[1];
+  const remote = remoteSource(source);
+  if (!status || !remote) return error.message;
+  return httpProblem(Number(status), remote.urls[0] ?? source, remote.hub);
+}

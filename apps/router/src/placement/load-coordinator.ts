@@ -242,7 +242,7 @@ export class LoadCoordinator {
     // A worker may have died since its last heartbeat: ask the next one.
     for (const workerId of workerIds) {
       try {
-        const { bytes, facts } = await this.workers.ask(workerId, Subjects.workerEstimate, this.catalogue.source(model), decodeEstimate);
+        const { bytes, facts } = await this.workers.ask(workerId, Subjects.workerEstimate, { model: model.id, ...this.catalogue.source(model) }, decodeEstimate);
         this.catalogue.rememberEstimate(model.id, bytes, facts);
         return bytes;
       } catch (error) {

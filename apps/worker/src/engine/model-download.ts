@@ -321,7 +321,7 @@ export async function ggufProblem(paths: readonly string[]): Promise<string | nu
   }
 }
 
-function httpProblem(status: number, url: string, hub: boolean): string {
+export function httpProblem(status: number, url: string, hub: boolean): string {
   if (status === 401 || status === 403) {
     const token = hub ? 'set HF_TOKEN to a token that may read it' : 'give the worker a URL it may read';
     return `${url} answered ${status} (${status === 401 ? 'unauthorized' : 'forbidden'}): ${token}, or accept the model's licence on the hub`;

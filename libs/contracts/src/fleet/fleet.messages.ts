@@ -82,6 +82,8 @@ export class Heartbeat {
 
 /** router → worker: how much memory would this model take on you? */
 export class EstimateCommand {
+  /** The catalogue model, named in errors (absent from older routers). */
+  @IsOptional() @IsString() model?: string;
   @IsString() source!: string;
   @IsInt() @Min(128) contextSize!: number;
   @IsInt() @Min(1) slots!: number;
