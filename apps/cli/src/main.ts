@@ -9,6 +9,7 @@ import { COMMANDS } from './commands.js';
 import { parseServiceNames, serveMany, serveOne } from './serve.js';
 import { collectStatus, formatStatus, watchStatus } from './status.js';
 import { admin } from './admin.js';
+import { PullProgress } from './pull-progress.js';
 import { keysCommand } from './keys.js';
 import { catalogueCommand } from './catalogue.js';
 
@@ -56,13 +57,8 @@ async function main(argv: string[]): Promise<void> {
       for (const [id, path] of Object.entries(paths)) console.log(`${id}\t${path}`);
       return;
     }
-    case 'pull': {
-      // The worker's own resolution, loaded by path as `serve` loads services (no app imports another).
-      const { pull } = (await import(new URL('../../worker/dist/pull.js', import.meta.url).href)) as { pull: (config: unknown, log: (line: string) => void) => Promise<Record<string, string>> };
-      const paths = await pull(loadConfig().config, (line) => console.log(line));
-      console.log(`pull: ${Object.keys(paths).length} models in place`);
-      return;
-    }
+    case 'pull':
+      return pullCommand(positionals[0], json);
     case 'keys create':
     case 'keys list':
     case 'keys show':
@@ -81,3 +77,33 @@ main(process.argv.slice(2)).catch((error: Error) => {
   console.error(error.message.startsWith('cortex ') ? error.message : `cortex: ${error.message}`);
   process.exit(error instanceof UsageError ? 2 : 1);
 });
+
+type Pull = (
+  config: unknown,
+  log: (line: string) => void,
+  options: { target?: string; onProgress?: (source: string, progress: { bytes: number; totalBytes: number }) => void },
+) => Promise<Record<string, string>>;
+
+/** `cortex pull [model|source]`: on this machine, into worker.models_dir, with progress. */
+async function pullCommand(target: string | undefined, json: boolean): Promise<void> {
+  // The worker's own resolution, loaded by path as `serve` loads services (no app imports another).
+  const { pull } = (await import(new URL('../../worker/dist/pull.js', import.meta.url).href)) as { pull: Pull };
+  const progress = new PullProgress(process.stdout, json);
+  let current = '';
+  const log = (line: string): void => {
+    if (json) return;
+    progress.done();
+    console.log(line);
+  };
+  const paths = await pull(loadConfig().config, log, {
+    ...(target !== undefined && { target }),
+    onProgress: (source, { bytes, totalBytes }) => {
+      if (source !== current) progress.done();
+      current = source;
+      progress.update(source, bytes, totalBytes);
+    },
+  });
+  progress.done();
+  if (json) for (const [source, path] of Object.entries(paths)) console.log(JSON.stringify({ source, path, done: true }));
+  else console.log(`pull: ${Object.keys(paths).length} models in place`);
+}
