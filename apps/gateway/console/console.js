@@ -95,7 +95,7 @@ function modelState(worker, model) {
   return el(
     'span',
     { class: 'badge loading', 'data-test': 'loading' },
-    `loading ${pct(load.fraction)}`,
+    `${load.phase ?? 'loading'} ${pct(load.fraction)}`,
     load.etaMs !== null && load.fraction < 1 ? ` · ~${ms(load.etaMs)} left` : '',
   );
 }
@@ -205,7 +205,7 @@ function renderLoads() {
           el(
             'div',
             { 'data-test': 'load-progress', 'data-model': load.model },
-            `${load.model} on ${load.workerId} `,
+            `${load.model} on ${load.workerId}${load.phase === 'downloading' ? ' (downloading)' : ''} `,
             el('span', { class: 'bar' }, el('i', { style: `width:${pct(load.fraction)}` })),
             ` ${pct(load.fraction)}`,
             load.etaMs !== null && load.fraction < 1 ? ` · ~${ms(load.etaMs)} left` : '',

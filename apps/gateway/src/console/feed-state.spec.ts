@@ -65,6 +65,15 @@ describe('console feed state', () => {
     assert.deepEqual(board.view(), []);
   });
 
+  it('console - a download and the load after it each get their own time left', () => {
+    const board = new LoadBoard();
+    board.apply({ workerId: 'w1', model: 'm', fraction: 0, phase: 'downloading', bytes: 0, totalBytes: 100 }, 1_000);
+    const half = board.apply({ workerId: 'w1', model: 'm', fraction: 0.5, phase: 'downloading', bytes: 50, totalBytes: 100 }, 3_000);
+    assert.deepEqual([half.phase, half.etaMs], ['downloading', 2_000]);
+    const loading = board.apply({ workerId: 'w1', model: 'm', fraction: 0.25, phase: 'loading' }, 10_000);
+    assert.deepEqual([loading.phase, loading.startedAt], ['loading', 10_000]);
+  });
+
   it('console - the ring keeps the last events only', () => {
     const ring = new EventRing(3);
     for (const name of ['a', 'b', 'c', 'd']) ring.push(name, '{}');
