@@ -26,7 +26,7 @@ describe('model sources e2e (a local model hub)', () => {
     hub = await ModelHub.start();
     // As a hub sends its files from a CDN: every request to 127.0.0.1 goes on to localhost.
     hub.redirect(true);
-    for (const name of ['remote.gguf', 'pulled.gguf', 'shared.gguf', 'unauthorized.gguf', 'broken.gguf', 'dropped.gguf', 'truncated.gguf']) hub.serve(file(name), CHAT);
+    for (const name of ['remote.gguf', 'pulled.gguf', 'shared.gguf', 'prepulled.gguf', 'unauthorized.gguf', 'broken.gguf', 'dropped.gguf', 'truncated.gguf']) hub.serve(file(name), CHAT);
     SPLIT.forEach((bytes, i) => hub.serve(file(`split-0000${i + 1}-of-00002.gguf`), bytes));
     hub.fault(file('unauthorized.gguf'), 401, { times: 1_000 });
     hub.fault(file('broken.gguf'), 500, { times: 1_000 });
@@ -39,6 +39,7 @@ describe('model sources e2e (a local model hub)', () => {
         remote('remote-chat', hub.url(file('remote.gguf'))),
         remote('pulled-chat', hub.url(file('pulled.gguf'))),
         remote('shared-chat', hub.url(file('shared.gguf'))),
+        remote('prepulled-chat', hub.url(file('prepulled.gguf'))),
         // hf: URIs go to HF_ENDPOINT, here the local hub (see the workers' environment).
         remote('hf-split', 'hf:org/models/split-00001-of-00002.gguf'),
         remote('hf-unauthorized', 'hf:org/models/unauthorized.gguf'),
@@ -133,6 +134,25 @@ describe('model sources e2e (a local model hub)', () => {
     assert.equal(fleet?.workers.filter((w) => w.models.some((m) => m.id === 'shared-chat' && m.state === 'ready')).length, 2, 'both workers hold it');
     const bodies = served('shared.gguf').filter((r) => !isHeaderRange(r));
     assert.deepEqual(bodies.map((r) => `${r.status} ${r.sent}`), [`200 ${CHAT.length}`]);
+  });
+
+  it('model sources - `cortex pull --all` has every worker fetch a model ahead of its load (once for a shared directory); POST /admin/pull does it for one worker', async () => {
+    const pulled = await cli('pull', 'prepulled-chat', '--all', '--json');
+    assert.equal(pulled.status, 0, pulled.stderr);
+    const reply = JSON.parse(pulled.stdout) as { model: string; pulled: Array<{ workerId: string; path: string; bytes: number }> };
+    assert.equal(reply.model, 'prepulled-chat');
+    assert.deepEqual(reply.pulled.map((p) => [p.path, p.bytes]), [[join(modelsDir, 'prepulled.gguf'), CHAT.length], [join(modelsDir, 'prepulled.gguf'), CHAT.length]]);
+    assert.equal(new Set(reply.pulled.map((p) => p.workerId)).size, 2);
+    assert.deepEqual(served('prepulled.gguf').map((r) => `${r.status} ${r.sent}`), [`200 ${CHAT.length}`], 'one download, no header read: nothing was placed');
+    const one = await postJson(`${stack.baseUrl}/admin/pull`, { model: 'prepulled-chat', worker: reply.pulled[0]!.workerId });
+    assert.equal(one.status, 200, await one.clone().text());
+    assert.equal(((await one.json()) as { pulled: unknown[] }).pulled.length, 1);
+    const neither = await postJson(`${stack.baseUrl}/admin/pull`, { model: 'prepulled-chat' });
+    assert.equal(neither.status, 400);
+    assert.equal(((await neither.json()) as { error: { param?: string } }).error.param, 'worker');
+    const answer = await chat('prepulled-chat');
+    assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    assert.equal(served('prepulled.gguf').length, 1, 'the load used the pulled file');
   });
 
   it('model sources - hf: URIs resolve against HF_ENDPOINT through the same path, a split GGUF in parts included', async () => {

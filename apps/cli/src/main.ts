@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
 import { resolve } from 'node:path';
-import { connectBus } from '@cortex/bus';
+import { BusClient, connectBus } from '@cortex/bus';
+import { Subjects } from '@cortex/contracts';
 import { loadConfig } from '@cortex/config';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { integerOption, parseCommandLine, stringOption, UsageError } from './args.js';
@@ -57,8 +58,11 @@ async function main(argv: string[]): Promise<void> {
       for (const [id, path] of Object.entries(paths)) console.log(`${id}\t${path}`);
       return;
     }
-    case 'pull':
+    case 'pull': {
+      const worker = stringOption(values, 'worker');
+      if (worker !== undefined || values.all === true) return pullOnWorkers(positionals[0], worker, json);
       return pullCommand(positionals[0], json);
+    }
     case 'keys create':
     case 'keys list':
     case 'keys show':
@@ -106,4 +110,20 @@ async function pullCommand(target: string | undefined, json: boolean): Promise<v
   progress.done();
   if (json) for (const [source, path] of Object.entries(paths)) console.log(JSON.stringify({ source, path, done: true }));
   else console.log(`pull: ${Object.keys(paths).length} models in place`);
+}
+
+/** `cortex pull <model> --worker <id> | --all`: the workers download it ahead of any load (the router asks them over the bus). */
+async function pullOnWorkers(model: string | undefined, worker: string | undefined, json: boolean): Promise<void> {
+  if (!model) throw new UsageError('cortex pull --worker/--all needs <model>, a catalogue model; see cortex pull --help');
+  const { config } = loadConfig();
+  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-pull' });
+  try {
+    // Bounded as the router bounds each worker's pull; a worker that dies ends it at once.
+    const bus = new BusClient(nc, 6 * 60 * 60 * 1000 + 10_000);
+    const reply = (await bus.request(Subjects.routerPull, { model, ...(worker ? { worker } : { all: true }) })) as { model: string; pulled: Array<{ workerId: string; path: string; bytes: number }> };
+    if (json) console.log(JSON.stringify(reply, null, 2));
+    else for (const p of reply.pulled) console.log(`${reply.model} is on worker ${p.workerId}: ${p.path} (${(p.bytes / 2 ** 20).toFixed(1)} MiB)`);
+  } finally {
+    await nc.close();
+  }
 }

@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@nestjs/common';
 import {
@@ -7,6 +8,8 @@ import {
   type DefragEvent,
   type EstimateCommand,
   type EstimateReply,
+  type PullCommand,
+  type PullResult,
   type LoadCommand,
   type LoadedModel,
   type LoadFailedEvent,
@@ -216,6 +219,24 @@ export class ModelRegistry implements HeartbeatSource {
     let bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
     if (command.draft && command.draft !== 'lookup') bytes += await engine.estimate({ path: await header(command.draft), ...shape });
     return { bytes, facts: await engine.facts(path) };
+  }
+
+  /** Downloads a model's file ahead of a load (`cortex pull --worker|--all`), with the same progress events a load's download has. */
+  async pull(command: PullCommand): Promise<PullResult> {
+    const { workerId, config } = this.deps;
+    const log = (line: string): void => this.deps.logger.log(`${command.model}: ${line}`);
+    const onProgress = ({ bytes, totalBytes }: { bytes: number; totalBytes: number }): void => {
+      const progress: LoadProgress = { workerId, model: command.model, fraction: totalBytes > 0 ? bytes / totalBytes : 0, phase: 'downloading', bytes, totalBytes };
+      this.deps.bus.publish(Subjects.modelProgressed, progress);
+    };
+    const path = await this.deps.engine.resolveSource(command.source, {
+      modelsDir: config.worker.modelsDir,
+      log,
+      model: command.model,
+      onProgress,
+      ...(command.sha256 && { sha256: command.sha256 }),
+    });
+    return { model: command.model, workerId, path, bytes: (await stat(path)).size };
   }
 
   /** A fixture's or a local file's path; a remote source as is (its header is read where it lies). */

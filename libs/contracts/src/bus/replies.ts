@@ -11,6 +11,7 @@ import {
   type EstimateReply,
   type FleetView,
   type ModelFacts,
+  type PullResult,
   type LoadResult,
   type Placement,
   type UnloadResult,
@@ -122,6 +123,11 @@ export function decodeEstimate(value: unknown): EstimateReply {
   const estimate = object(value, 'estimate');
   const facts = decodeFacts(estimate.facts, 'facts');
   return { bytes: number(estimate.bytes, 'bytes', 0), ...(facts && { facts }) };
+}
+
+export function decodePullResult(value: unknown): PullResult {
+  const result = object(value, 'pullResult');
+  return { model: string(result.model, 'model'), workerId: string(result.workerId, 'workerId'), path: string(result.path, 'path'), bytes: number(result.bytes, 'bytes', 0) };
 }
 
 export function decodeFacts(value: unknown, at: string): ModelFacts | undefined {

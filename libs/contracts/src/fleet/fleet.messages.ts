@@ -216,6 +216,28 @@ export class AdminModelCommand {
   @IsOptional() @IsString() worker?: string;
 }
 
+/** admin → router: put a model's file on one worker (`worker`) or on every worker up (`all`). */
+export class AdminPullCommand {
+  @IsString() model!: string;
+  @IsOptional() @IsString() worker?: string;
+  @IsOptional() @IsBoolean() all?: boolean;
+}
+
+/** router → worker: download a model's file into the models directory, without loading it. */
+export class PullCommand {
+  @IsString() model!: string;
+  @IsString() source!: string;
+  @IsOptional() @IsString() sha256?: string;
+}
+
+/** A worker's answer to `pull`: where the file is and how large (all parts of a split file, the first's path). */
+export interface PullResult {
+  model: string;
+  workerId: string;
+  path: string;
+  bytes: number;
+}
+
 /** admin → router: `{"model": {…}}` adds a model, `{"id", "fields"}` changes one, `{"id"}` removes one. */
 export class CatalogueAddCommand {
   @IsObject() model!: Record<string, unknown>;

@@ -29,6 +29,8 @@ export const Subjects = {
   routerCatalogueAdd: 'llm.router.v1.catalogue.add',
   routerCatalogueSet: 'llm.router.v1.catalogue.set',
   routerCatalogueRemove: 'llm.router.v1.catalogue.remove',
+  /** admin → router: fetch a model's file onto workers ahead of time. */
+  routerPull: 'llm.router.v1.pull',
   /** Handler patterns for one worker; the bus server replaces `{worker}` with its own id. */
   workerGenerate: `llm.worker.v1.${WORKER_ID_TOKEN}.generate`,
   workerCancel: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel`,
@@ -38,6 +40,7 @@ export const Subjects = {
   workerLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.load`,
   workerUnload: `llm.worker.v1.${WORKER_ID_TOKEN}.unload`,
   workerEstimate: `llm.worker.v1.${WORKER_ID_TOKEN}.estimate`,
+  workerPull: `llm.worker.v1.${WORKER_ID_TOKEN}.pull`,
   /** Gateways list the requests they still stream from a worker; the rest are abandoned. */
   workerWatch: `llm.worker.v1.${WORKER_ID_TOKEN}.watch`,
   heartbeatAll: 'llm.hb.v1.worker.*',
