@@ -5,7 +5,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { encodeFixtureModel, encodeSplitGguf, fixtureGguf, fixtureModel, ModelHub, type HubRequest } from '@cortex/fixtures';
-import { postJson, startStack, type TestStack } from '@cortex/testing';
+import { Subjects } from '@cortex/contracts';
+import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const CLI = resolve(fileURLToPath(new URL('../../../apps/cli/dist/main.js', import.meta.url)));
 const HELLO = fixtureModel('cortex-chat').expected.text;
@@ -26,7 +27,7 @@ describe('model sources e2e (a local model hub)', () => {
     hub = await ModelHub.start();
     // As a hub sends its files from a CDN: every request to 127.0.0.1 goes on to localhost.
     hub.redirect(true);
-    for (const name of ['remote.gguf', 'pulled.gguf', 'shared.gguf', 'prepulled.gguf', 'unauthorized.gguf', 'broken.gguf', 'dropped.gguf', 'truncated.gguf']) hub.serve(file(name), CHAT);
+    for (const name of ['remote.gguf', 'pulled.gguf', 'shared.gguf', 'prepulled.gguf', 'slow.gguf', 'unauthorized.gguf', 'broken.gguf', 'dropped.gguf', 'truncated.gguf']) hub.serve(file(name), CHAT);
     SPLIT.forEach((bytes, i) => hub.serve(file(`split-0000${i + 1}-of-00002.gguf`), bytes));
     hub.fault(file('unauthorized.gguf'), 401, { times: 1_000 });
     hub.fault(file('broken.gguf'), 500, { times: 1_000 });
@@ -40,6 +41,7 @@ describe('model sources e2e (a local model hub)', () => {
         remote('pulled-chat', hub.url(file('pulled.gguf'))),
         remote('shared-chat', hub.url(file('shared.gguf'))),
         remote('prepulled-chat', hub.url(file('prepulled.gguf'))),
+        remote('slow-chat', hub.url(file('slow.gguf'))),
         // hf: URIs go to HF_ENDPOINT, here the local hub (see the workers' environment).
         remote('hf-split', 'hf:org/models/split-00001-of-00002.gguf'),
         remote('hf-unauthorized', 'hf:org/models/unauthorized.gguf'),
@@ -98,6 +100,41 @@ describe('model sources e2e (a local model hub)', () => {
       template_reasoning: true,
     });
     assert.ok(Number(listed.gguf?.parameters) > 0);
+  });
+
+  it('model sources - a download under way is load progress (phase, bytes) and a `downloading` location with a percentage in /v1/models', async () => {
+    hub.throttle(file('slow.gguf'), Math.ceil(CHAT.length / 4));
+    const events: Array<{ phase?: string; bytes?: number; totalBytes?: number }> = [];
+    const subscription = stack.nc.subscribe(Subjects.modelProgressed, {
+      callback: (_error, message) => {
+        const event = message.json<{ model: string; phase?: string; bytes?: number; totalBytes?: number }>();
+        if (event.model === 'slow-chat') events.push(event);
+      },
+    });
+    const seen: Array<Record<string, unknown>> = [];
+    try {
+      const answer = chat('slow-chat');
+      let settled = false;
+      void answer.finally(() => (settled = true));
+      await waitFor(async () => {
+        const listed = (await (await fetch(`${stack.baseUrl}/v1/models/slow-chat`)).json()) as { locations: Array<Record<string, unknown>> };
+        const downloading = listed.locations.find((l) => l.state === 'downloading');
+        if (downloading) seen.push(downloading);
+        return downloading !== undefined || settled;
+      }, 60_000, 50);
+      const done = await answer;
+      assert.equal(done.status, 200, JSON.stringify(done.body));
+    } finally {
+      subscription.unsubscribe();
+    }
+    assert.ok(seen.length > 0, 'a location read downloading while the file came');
+    assert.equal(seen[0]?.total_bytes, CHAT.length);
+    assert.ok(Number(seen[0]?.progress) >= 0 && Number(seen[0]?.progress) < 100, JSON.stringify(seen[0]));
+    const downloads = events.filter((e) => e.phase === 'downloading');
+    assert.ok(downloads.length >= 2, JSON.stringify(events));
+    assert.ok(downloads.every((e) => e.totalBytes === CHAT.length));
+    assert.equal(downloads.at(-1)?.bytes, CHAT.length);
+    assert.ok(events.some((e) => e.phase === 'loading'), 'the load follows as its own phase');
   });
 
   it('model sources - a `cortex pull` interrupted by dropped connections says so; pulled again it resumes, and the model loads without fetching more', async () => {
