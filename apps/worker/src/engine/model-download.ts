@@ -154,16 +154,23 @@ export class ModelDownload {
       }
       // A server that ignores the range sends the whole file again.
       const start = status === 206 ? have : 0;
-      if (start === 0 && have > 0) await truncate(partPath, 0);
       const length = Number(header(response, 'content-length') ?? NaN);
       const total = range?.total ?? (Number.isFinite(length) ? start + length : 0);
       this.totals[index] = total;
       this.done[index] = start;
-      if (attempt === 1 && total > 0) await this.assertSpace(total - start);
-      if (have > 0 && start > 0) this.options.log(`resuming ${url} at ${mib(start)} of ${mib(total)}`);
       const expected = this.expectedSha256(response, index);
+      // The body is taken from the socket now: what arrives while the disk is checked waits in memory.
+      const body = new BodyQueue(response);
       try {
-        await this.write(response, partPath, index, start);
+        if (start === 0 && have > 0) await truncate(partPath, 0);
+        if (attempt === 1 && total > 0) await this.assertSpace(total - start);
+      } catch (error) {
+        response.destroy();
+        throw error;
+      }
+      if (have > 0 && start > 0) this.options.log(`resuming ${url} at ${mib(start)} of ${mib(total)}`);
+      try {
+        await this.write(body, length, partPath, index, start);
       } catch (error) {
         this.options.signal?.throwIfAborted();
         const got = (await stat(partPath).catch(() => null))?.size ?? 0;
@@ -226,27 +233,14 @@ export class ModelDownload {
     return join(dir, source.files[source.urls.indexOf(url)] ?? '');
   }
 
-  /**
-   * Streams the body onto the end of the part file, reporting progress. Whatever arrived before the
-   * connection dropped is written before this rejects (a destroyed stream discards what it buffered,
-   * so the body flows and only the file's own backpressure pauses it).
-   */
-  private async write(response: IncomingMessage, partPath: string, index: number, start: number): Promise<void> {
-    const expected = Number(header(response, 'content-length') ?? NaN);
+  /** Writes the body onto the end of the part file, reporting progress; whatever arrived before a drop is written before this rejects. */
+  private async write(body: BodyQueue, expected: number, partPath: string, index: number, start: number): Promise<void> {
     let written = start;
     const file = createWriteStream(partPath, { flags: start > 0 ? 'a' : 'w' });
-    const failure = await new Promise<Error | null>((resolve) => {
-      response.on('data', (chunk: Buffer) => {
-        written += chunk.length;
-        this.progress(index, written, false);
-        if (!file.write(chunk)) {
-          response.pause();
-          file.once('drain', () => response.resume());
-        }
-      });
-      response.once('end', () => resolve(null));
-      response.once('error', resolve);
-      response.once('close', () => resolve(response.complete ? null : new Error('the connection closed')));
+    const failure = await body.drain((chunk) => {
+      written += chunk.length;
+      this.progress(index, written, false);
+      return file.write(chunk) ? null : new Promise<void>((resolve) => file.once('drain', resolve));
     });
     await new Promise<void>((resolve, reject) => file.end((error?: Error | null) => (error ? reject(error) : resolve())));
     this.progress(index, written, true);
@@ -318,6 +312,56 @@ export async function ggufProblem(paths: readonly string[]): Promise<string | nu
     return null;
   } catch (error) {
     return (error as Error).message;
+  }
+}
+
+/**
+ * A response body taken from the socket as soon as the headers are in: a stream that is destroyed
+ * (the connection dropped) discards what it buffered and fires its events once, so the chunks and the
+ * outcome are kept here until the file is ready for them. The body flows; only the writer's
+ * backpressure pauses it.
+ */
+class BodyQueue {
+  private readonly chunks: Buffer[] = [];
+  private outcome: Error | null | undefined;
+  private wake: (() => void) | null = null;
+
+  constructor(private readonly response: IncomingMessage) {
+    const settle = (error: Error | null): void => {
+      if (this.outcome === undefined) this.outcome = error;
+      this.notify();
+    };
+    response.on('data', (chunk: Buffer) => {
+      this.chunks.push(chunk);
+      this.notify();
+    });
+    response.once('end', () => settle(null));
+    response.once('error', (error: Error) => settle(error));
+    response.once('close', () => settle(response.complete ? null : new Error('the connection closed')));
+  }
+
+  /** Hands every chunk to `write` (awaiting what it returns), until the body ends: null, or the error that ended it. */
+  async drain(write: (chunk: Buffer) => Promise<void> | null): Promise<Error | null> {
+    for (;;) {
+      const chunk = this.chunks.shift();
+      if (chunk) {
+        const wait = write(chunk);
+        if (wait) {
+          this.response.pause();
+          await wait;
+          this.response.resume();
+        }
+        continue;
+      }
+      if (this.outcome !== undefined) return this.outcome;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
   }
 }
 
