@@ -229,7 +229,7 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     const progressSub = stack.nc.subscribe(Subjects.modelProgressed, {
       callback: (_, message) => {
         const event = decodeLoadProgress(message.json());
-        if (event.model === 'cortex-slow' && event.fraction === 0 && event.phase === 'load') starts++;
+        if (event.model === 'cortex-slow' && event.fraction === 0 && event.phase === 'loading') starts++;
       },
     });
     await row.locator('[data-test=load-worker]').selectOption('w1');

@@ -138,7 +138,14 @@ export const COMMANDS: readonly CommandSpec[] = [
   },
   {
     name: 'pull',
-    summary: 'put every catalogue model into worker.models_dir, as a worker would',
-    details: 'Fixtures are written, hf: URIs and URLs downloaded (HF_TOKEN for gated ones).',
+    summary: 'put a catalogue model or a source (default: every catalogue model) into worker.models_dir, as a worker would',
+    details:
+      'Fixtures are written, hf: URIs and URLs downloaded (HF_TOKEN for gated ones): resumed where an interrupted pull stopped, once however many processes pull into the directory, checked (size, SHA-256, GGUF) before use. Progress is one updating line on a terminal, plain lines otherwise.',
+    positionals: [{ name: 'model|source' }],
+    options: {
+      worker: { type: 'string', value: 'id', description: 'have this worker download the catalogue model instead (over the bus)' },
+      all: { type: 'boolean', description: 'have every worker up download the catalogue model' },
+      json: { type: 'boolean', description: 'progress and results as JSON lines, for scripts' },
+    },
   },
 ];

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
 import { resolve } from 'node:path';
-import { connectBus } from '@cortex/bus';
+import { BusClient, connectBus } from '@cortex/bus';
+import { Subjects } from '@cortex/contracts';
 import { loadConfig } from '@cortex/config';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { integerOption, parseCommandLine, stringOption, UsageError } from './args.js';
@@ -9,6 +10,7 @@ import { COMMANDS } from './commands.js';
 import { parseServiceNames, serveMany, serveOne } from './serve.js';
 import { collectStatus, formatStatus, watchStatus } from './status.js';
 import { admin } from './admin.js';
+import { PullProgress } from './pull-progress.js';
 import { keysCommand } from './keys.js';
 import { catalogueCommand } from './catalogue.js';
 
@@ -57,11 +59,9 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'pull': {
-      // The worker's own resolution, loaded by path as `serve` loads services (no app imports another).
-      const { pull } = (await import(new URL('../../worker/dist/pull.js', import.meta.url).href)) as { pull: (config: unknown, log: (line: string) => void) => Promise<Record<string, string>> };
-      const paths = await pull(loadConfig().config, (line) => console.log(line));
-      console.log(`pull: ${Object.keys(paths).length} models in place`);
-      return;
+      const worker = stringOption(values, 'worker');
+      if (worker !== undefined || values.all === true) return pullOnWorkers(positionals[0], worker, json);
+      return pullCommand(positionals[0], json);
     }
     case 'keys create':
     case 'keys list':
@@ -81,3 +81,49 @@ main(process.argv.slice(2)).catch((error: Error) => {
   console.error(error.message.startsWith('cortex ') ? error.message : `cortex: ${error.message}`);
   process.exit(error instanceof UsageError ? 2 : 1);
 });
+
+type Pull = (
+  config: unknown,
+  log: (line: string) => void,
+  options: { target?: string; onProgress?: (source: string, progress: { bytes: number; totalBytes: number }) => void },
+) => Promise<Record<string, string>>;
+
+/** `cortex pull [model|source]`: on this machine, into worker.models_dir, with progress. */
+async function pullCommand(target: string | undefined, json: boolean): Promise<void> {
+  // The worker's own resolution, loaded by path as `serve` loads services (no app imports another).
+  const { pull } = (await import(new URL('../../worker/dist/pull.js', import.meta.url).href)) as { pull: Pull };
+  const progress = new PullProgress(process.stdout, json);
+  let current = '';
+  const log = (line: string): void => {
+    if (json) return;
+    progress.done();
+    console.log(line);
+  };
+  const paths = await pull(loadConfig().config, log, {
+    ...(target !== undefined && { target }),
+    onProgress: (source, { bytes, totalBytes }) => {
+      if (source !== current) progress.done();
+      current = source;
+      progress.update(source, bytes, totalBytes);
+    },
+  });
+  progress.done();
+  if (json) for (const [source, path] of Object.entries(paths)) console.log(JSON.stringify({ source, path, done: true }));
+  else console.log(`pull: ${Object.keys(paths).length} models in place`);
+}
+
+/** `cortex pull <model> --worker <id> | --all`: the workers download it ahead of any load (the router asks them over the bus). */
+async function pullOnWorkers(model: string | undefined, worker: string | undefined, json: boolean): Promise<void> {
+  if (!model) throw new UsageError('cortex pull --worker/--all needs <model>, a catalogue model; see cortex pull --help');
+  const { config } = loadConfig();
+  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-pull' });
+  try {
+    // Bounded as the router bounds each worker's pull; a worker that dies ends it at once.
+    const bus = new BusClient(nc, 6 * 60 * 60 * 1000 + 10_000);
+    const reply = (await bus.request(Subjects.routerPull, { model, ...(worker ? { worker } : { all: true }) })) as { model: string; pulled: Array<{ workerId: string; path: string; bytes: number }> };
+    if (json) console.log(JSON.stringify(reply, null, 2));
+    else for (const p of reply.pulled) console.log(`${reply.model} is on worker ${p.workerId}: ${p.path} (${(p.bytes / 2 ** 20).toFixed(1)} MiB)`);
+  } finally {
+    await nc.close();
+  }
+}

@@ -92,7 +92,7 @@ const TRIGGERS = { request: 'a request', pin: 'a pin', replica: 'replication', a
 
 /** "downloading 40% · ~3 s left": the real fraction of the phase the worker is in, and a straight-line estimate. */
 function progressText(load) {
-  return [`${load.phase === 'download' ? 'downloading' : 'loading'} ${pct(load.fraction)}`, load.etaMs !== null && load.fraction < 1 ? ` · ~${ms(load.etaMs)} left` : ''].join('');
+  return [`${load.phase === 'downloading' ? 'downloading' : 'loading'} ${pct(load.fraction)}`, load.etaMs !== null && load.fraction < 1 ? ` · ~${ms(load.etaMs)} left` : ''].join('');
 }
 
 /** Why a load runs and who waits on it: its trigger (from the worker) and the requests the router holds for it. */
@@ -233,7 +233,7 @@ function renderLoads() {
           el(
             'div',
             { 'data-test': 'load-progress', 'data-model': load.model },
-            `${load.model} on ${load.workerId} `,
+            `${load.model} on ${load.workerId}${load.phase === 'downloading' ? ' (downloading)' : ''} `,
             el('span', { class: 'bar' }, el('i', { style: `width:${pct(load.fraction)}` })),
             ` ${progressText(load)}`,
             loadFacts(load.model, load),

@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@nestjs/common';
 import {
@@ -6,6 +7,9 @@ import {
   Subjects,
   type DefragEvent,
   type EstimateCommand,
+  type EstimateReply,
+  type PullCommand,
+  type PullResult,
   type LoadCommand,
   type LoadedModel,
   type LoadFailedEvent,
@@ -18,7 +22,9 @@ import {
 } from '@cortex/contracts';
 import { EventPublisher, type BusClient } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
-import type { Engine, EngineModel, FetchOptions } from './engine/index.js';
+import type { Engine, EngineModel } from './engine/index.js';
+import { httpProblem } from './engine/model-download.js';
+import { localCopy, remoteSource } from './engine/model-source.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
 
 interface ModelEntry {
@@ -74,6 +80,8 @@ export class ModelRegistry implements HeartbeatSource {
   /** Load/unload cycles since the backend was (re)created; `eviction.defrag_after_cycles` acts on it. */
   private cycles = 0;
   private defragging = false;
+  /** Downloads under way for a load, by model: the heartbeat shows them as `downloading` with a share done. */
+  private readonly downloads = new Map<string, { bytes: number; totalBytes: number }>();
 
   constructor(private readonly deps: RegistryDeps) {
     this.events = new EventPublisher(deps.bus.nc);
@@ -139,27 +147,27 @@ export class ModelRegistry implements HeartbeatSource {
     const started = performance.now();
     const log = (line: string): void => logger.log(`${command.model}: ${line}${command.trigger ? ` (${command.trigger})` : ''}`);
     const signal = entry.abort?.signal;
-    const progress = (phase: 'download' | 'load', steps: number): ((fraction: number) => void) => {
+    const loading = (steps: number): ((fraction: number) => void) => {
       let last = -1;
       return (fraction) => {
         const step = Math.floor(fraction * steps);
         if (step <= last) return;
         last = step;
-        if (phase === 'load') log(`loading ${Math.round(fraction * 100)}%`);
-        const event: LoadProgress = { workerId, model: command.model, fraction, phase, ...(command.trigger && { trigger: command.trigger }) };
+        log(`loading ${Math.round(fraction * 100)}%`);
+        const event: LoadProgress = { workerId, model: command.model, fraction, phase: 'loading', ...(command.trigger && { trigger: command.trigger }) };
         this.deps.bus.publish(Subjects.modelProgressed, event);
       };
     };
     try {
       // A first word at once: the console shows the load, and why, before any progress.
-      progress('load', 1)(0);
-      const { path, draft, bytes } = await this.resolve(command, log, { ...(signal && { signal }), onProgress: progress('download', 20) });
+      loading(1)(0);
+      const { path, draft, bytes } = await this.resolve(command, log, signal);
       signal?.throwIfAborted();
       entry.bytes = bytes;
       await this.assertFits(command.model, entry.bytes);
       const model = await engine.load(
         { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue, queueOrder: config.worker.queueOrder, ...(draft && { draft }), ...(command.kind && { kind: command.kind }) },
-        progress('load', 4),
+        loading(4),
         signal,
       );
       if (signal?.aborted) {
@@ -216,32 +224,80 @@ export class ModelRegistry implements HeartbeatSource {
       lastUsedAt: entry.lastUsedAt,
       sizeBytes: entry.bytes || entry.model?.sizeBytes,
       capabilities: entry.model?.capabilities,
+      ...(this.downloads.has(entry.id) && { download: this.downloads.get(entry.id) }),
     }));
   }
 
-  async estimate(command: EstimateCommand): Promise<{ bytes: number }> {
-    // A URL is sized from its header over the network (a ranged read): the download belongs to the
-    // load, where its progress shows and a cancel stops it. Unreachable (a worker that only has what
-    // `cortex pull` put in its models directory): sized from the local copy as before.
-    if (/^https?:/.test(command.source) && !command.draft) {
-      const shape = { contextSize: command.contextSize, slots: command.slots, ...(command.kind && { kind: command.kind }) };
-      const bytes = await this.deps.engine.estimate({ path: command.source, ...shape }).catch(() => null);
-      if (bytes !== null) return { bytes };
+  /**
+   * The memory a model would take and what its header says, without fetching its weights: a remote
+   * source not yet on disk is estimated from its header read over the network (range requests).
+   */
+  async estimate(command: EstimateCommand): Promise<EstimateReply> {
+    try {
+      return await this.readEstimate(command);
+    } catch (error) {
+      if (error instanceof CortexError) throw error;
+      throw new CortexError('model_load_failed', `${command.model ?? command.source}: cannot read the GGUF header of ${command.source}: ${headerProblem(error as Error, command.source)}`, { cause: error });
     }
-    const { bytes } = await this.resolve(command, (line) => this.deps.logger.log(line));
-    return { bytes };
   }
 
-  /** The model's local file, its draft's (or `lookup`), and the memory both take with their contexts. */
-  private async resolve(command: EstimateCommand, log: (line: string) => void, fetch?: FetchOptions): Promise<{ path: string; draft?: string; bytes: number }> {
-    const { engine, config } = this.deps;
-    const path = await engine.resolveSource(command.source, config.worker.modelsDir, log, fetch);
+  private async readEstimate(command: EstimateCommand): Promise<EstimateReply> {
+    const { engine } = this.deps;
+    const log = (line: string): void => this.deps.logger.log(line);
+    const header = (source: string): Promise<string> => localCopy(source, this.deps.config.worker.modelsDir) ?? this.source(source, log);
+    const path = await header(command.source);
     const shape = { contextSize: command.contextSize, slots: command.slots };
-    const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
-    if (!command.draft) return { path, bytes };
-    if (command.draft === 'lookup') return { path, draft: 'lookup', bytes };
-    const draft = await engine.resolveSource(command.draft, config.worker.modelsDir, log, fetch?.signal && { signal: fetch.signal });
-    return { path, draft, bytes: bytes + (await engine.estimate({ path: draft, ...shape })) };
+    let bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
+    if (command.draft && command.draft !== 'lookup') bytes += await engine.estimate({ path: await header(command.draft), ...shape });
+    return { bytes, facts: await engine.facts(path) };
+  }
+
+  /** Downloads a model's file ahead of a load (`cortex pull --worker|--all`), with the same progress events a load's download has. */
+  async pull(command: PullCommand): Promise<PullResult> {
+    const { workerId, config } = this.deps;
+    const log = (line: string): void => this.deps.logger.log(`${command.model}: ${line}`);
+    const onProgress = ({ bytes, totalBytes }: { bytes: number; totalBytes: number }): void => {
+      const progress: LoadProgress = { workerId, model: command.model, fraction: totalBytes > 0 ? bytes / totalBytes : 0, phase: 'downloading', bytes, totalBytes };
+      this.deps.bus.publish(Subjects.modelProgressed, progress);
+    };
+    const path = await this.deps.engine.resolveSource(command.source, {
+      modelsDir: config.worker.modelsDir,
+      log,
+      model: command.model,
+      onProgress,
+      ...(command.sha256 && { sha256: command.sha256 }),
+    });
+    return { model: command.model, workerId, path, bytes: (await stat(path)).size };
+  }
+
+  /** A fixture's or a local file's path; a remote source as is (its header is read where it lies). */
+  private source(source: string, log: (line: string) => void): Promise<string> {
+    if (/^(hf:|https?:)/.test(source)) return Promise.resolve(source);
+    return this.deps.engine.resolveSource(source, { modelsDir: this.deps.config.worker.modelsDir, log });
+  }
+
+  /** The model's local file (downloaded now if it is remote), its draft's (or `lookup`), and the memory both take with their contexts. */
+  private async resolve(command: LoadCommand, log: (line: string) => void, signal?: AbortSignal): Promise<{ path: string; draft?: string; bytes: number }> {
+    const { engine, config, workerId } = this.deps;
+    const model = command.model;
+    const onProgress = ({ bytes, totalBytes }: { bytes: number; totalBytes: number }): void => {
+      const fraction = totalBytes > 0 ? bytes / totalBytes : 0;
+      const progress: LoadProgress = { workerId, model, fraction, phase: 'downloading', bytes, totalBytes, ...(command.trigger && { trigger: command.trigger }) };
+      this.deps.bus.publish(Subjects.modelProgressed, progress);
+      this.downloads.set(model, { bytes, totalBytes });
+    };
+    const options = { modelsDir: config.worker.modelsDir, log, model, onProgress, ...(signal && { signal }) };
+    try {
+      const path = await engine.resolveSource(command.source, { ...options, ...(command.sha256 && { sha256: command.sha256 }) });
+      const shape = { contextSize: command.contextSize, slots: command.slots };
+      const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
+      if (!command.draft) return { path, bytes };
+      if (command.draft === 'lookup') return { path, draft: 'lookup', bytes };
+      const draft = await engine.resolveSource(command.draft, options);
+      return { path, draft, bytes: bytes + (await engine.estimate({ path: draft, ...shape })) };
+    } finally {
+      this.downloads.delete(model);
+    }
   }
 
   /**
@@ -332,3 +388,10 @@ export class ModelRegistry implements HeartbeatSource {
   }
 }
 
+/** node-llama-cpp's header reader says `Failed to fetch byte range: 401 Unauthorized`: the status, said as a download says it. */
+function headerProblem(error: Error, source: string): string {
+  const status = /\b([45]\d\d)\b/.exec(error.message)?.[1];
+  const remote = remoteSource(source);
+  if (!status || !remote) return error.message;
+  return httpProblem(Number(status), remote.urls[0] ?? source, remote.hub);
+}

@@ -19,6 +19,19 @@ describe('pull', () => {
     assert.deepEqual(pullSources(config), ['fixture:cortex-chat', 'fixture:cortex-tools', 'fixture:cortex-reasoning', 'fixture:cortex-chat:bytes']);
   });
 
+  it('pull - one model (by id) is its file and its draft; anything else is a source of its own', () => {
+    const config = parseConfig({
+      models: [
+        { id: 'a', file: 'fixture:cortex-tools', draft: 'b' },
+        { id: 'b', file: 'fixture:cortex-chat' },
+        { id: 'd', file: 'fixture:cortex-reasoning', aliases: ['dee'], draft: 'fixture:cortex-chat:bytes' },
+      ],
+    });
+    assert.deepEqual(pullSources(config, 'a'), ['fixture:cortex-tools', 'fixture:cortex-chat']);
+    assert.deepEqual(pullSources(config, 'dee'), ['fixture:cortex-reasoning', 'fixture:cortex-chat:bytes']);
+    assert.deepEqual(pullSources(config, 'https://example.com/m.gguf'), ['https://example.com/m.gguf']);
+  });
+
   it('pull - writes the fixtures into models_dir and fails naming a source it cannot have', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cortex-pull-'));
     const config = parseConfig({ worker: { models_dir: dir }, models: [{ id: 'chat', file: 'fixture:cortex-chat' }] });

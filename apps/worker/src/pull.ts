@@ -1,23 +1,41 @@
 import type { CortexConfig } from '@cortex/config';
+import type { DownloadProgress } from './engine/model-download.js';
 import { resolveSource } from './engine/resolve-source.js';
 
 /** The sources `cortex pull` fetches: each model's file and each draft that is a source rather than a catalogue id or `lookup`. */
-export function pullSources(config: CortexConfig): string[] {
+export function pullSources(config: CortexConfig, target?: string): string[] {
   const ids = new Set(config.models.map((m) => m.id));
-  const drafts = config.models.map((m) => m.draft).filter((d): d is string => d !== undefined && d !== 'lookup' && !ids.has(d));
-  return [...new Set([...config.models.map((m) => m.file), ...drafts])];
+  const models = target === undefined ? config.models : config.models.filter((m) => m.id === target || m.aliases?.includes(target));
+  // Not a catalogue model: a source of its own (a URL, an hf: URI, a fixture).
+  if (target !== undefined && models.length === 0) return [target];
+  const drafts = models.map((m) => m.draft).filter((d): d is string => d !== undefined && d !== 'lookup' && !ids.has(d));
+  const draftModels = models.map((m) => config.models.find((d) => d.id === m.draft)).filter((m) => m !== undefined && !models.includes(m));
+  return [...new Set([...models.map((m) => m.file), ...draftModels.map((m) => m?.file ?? ''), ...drafts])];
+}
+
+export interface PullOptions {
+  /** A catalogue model (id or alias) or a source; absent: every model of the catalogue. */
+  target?: string;
+  onProgress?: (source: string, progress: DownloadProgress) => void;
 }
 
 /**
- * `cortex pull`: puts every model of the catalogue into `worker.models_dir` as a worker would fetch it
- * on a load — fixtures generated, `hf:` and URL sources downloaded (HF_TOKEN for gated models), paths
- * checked — so that workers can mount that directory read-only and never download inside a load.
- * Resolves each source's local path; throws on the first that cannot be had, naming it.
+ * `cortex pull`: puts models into `worker.models_dir` as a worker would fetch them on a load —
+ * fixtures generated, `hf:` and URL sources downloaded (resumable, HF_TOKEN for gated models),
+ * paths checked — so that workers can mount that directory read-only and never download inside a
+ * load. Resolves each source's local path; throws on the first that cannot be had, naming it.
  */
-export async function pull(config: CortexConfig, log: (line: string) => void): Promise<Record<string, string>> {
+export async function pull(config: CortexConfig, log: (line: string) => void, options: PullOptions = {}): Promise<Record<string, string>> {
   const paths: Record<string, string> = {};
-  for (const source of pullSources(config)) {
-    paths[source] = await resolveSource(source, config.worker.modelsDir, log);
+  for (const source of pullSources(config, options.target)) {
+    const model = config.models.find((m) => m.file === source);
+    paths[source] = await resolveSource(source, {
+      modelsDir: config.worker.modelsDir,
+      log,
+      model: model?.id ?? source,
+      ...(model?.sha256 && { sha256: model.sha256 }),
+      ...(options.onProgress && { onProgress: (progress: DownloadProgress) => options.onProgress?.(source, progress) }),
+    });
     log(`pull: ${source} → ${paths[source]}`);
   }
   return paths;

@@ -2,7 +2,7 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
 import { performance } from 'node:perf_hooks';
-import { CancelCommand, CancelLoadCommand, decodeEmbedCommand, decodeGenerateCommand, decodeRankCommand, decodeMessage, decodeTokenizeCommand, EstimateCommand, LoadCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
+import { CancelCommand, CancelLoadCommand, decodeEmbedCommand, decodeGenerateCommand, decodeRankCommand, decodeMessage, decodeTokenizeCommand, EstimateCommand, LoadCommand, PullCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
 
 /** Bus handlers addressed to this worker (`llm.worker.v1.<id>.*`); every payload is validated first. */
@@ -51,6 +51,11 @@ export class WorkerController {
   @MessagePattern(Subjects.workerEstimate)
   estimate(payload: unknown) {
     return this.worker.estimate(decodeMessage(EstimateCommand, payload));
+  }
+
+  @MessagePattern(Subjects.workerPull)
+  pull(payload: unknown) {
+    return this.worker.pull(decodeMessage(PullCommand, payload));
   }
 
   @MessagePattern(Subjects.workerUnload)

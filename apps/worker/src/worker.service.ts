@@ -8,6 +8,8 @@ import {
   type EmbedCommand,
   type EmbedResult,
   type EstimateCommand,
+  type PullCommand,
+  type PullResult,
   type GenerateAccepted,
   type GenerateCommand,
   type LoadCommand,
@@ -249,6 +251,10 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   estimate(command: EstimateCommand): Promise<{ bytes: number }> {
     return this.models.estimate(command);
+  }
+
+  pull(command: PullCommand): Promise<PullResult> {
+    return this.models.pull(command);
   }
 
   unload(model: string, drain = true, reason: UnloadReason = 'admin'): Promise<UnloadResult> {

@@ -232,8 +232,13 @@ export class RouterConfig {
 export class ModelConfig {
   @Matches(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, { message: 'must be 1-128 letters, digits or . _ : / -' })
   id!: string;
-  /** A GGUF path (relative to the config file), an `hf:` URI, or `fixture:<name>[:bytes]` for a generated model. */
+  /**
+   * A GGUF path (relative to the config file), an `http(s)://` URL, an `hf:<user>/<repo>/<file>` or
+   * `hf:<user>/<repo>:<quant>` URI, or `fixture:<name>[:bytes]` for a generated model.
+   */
   @IsString() file!: string;
+  /** The SHA-256 of a downloaded `file` (unsplit): a download that does not match is deleted, never loaded. */
+  @IsOptional() @Matches(/^[0-9a-fA-F]{64}$/, { message: 'must be 64 hexadecimal digits' }) sha256?: string;
   @IsInt() @Min(128) contextSize = 2048;
   @IsInt() @Min(0) @Max(1000) priority = 0;
   @IsBoolean() pinned = false;

@@ -9,6 +9,8 @@ export interface ModelSource {
   draft?: string;
   /** Embedding and ranking models get contexts of their kind; absent: chat. */
   kind?: 'embedding' | 'ranking';
+  /** The pinned SHA-256 of `source`, checked after a download. */
+  sha256?: string;
 }
 
 /**
@@ -18,6 +20,7 @@ export interface ModelSource {
 export function modelSource(config: Pick<CortexConfig, 'models'>, model: ModelConfig): ModelSource {
   const source: ModelSource = { source: model.file, contextSize: model.contextSize, slots: model.slots };
   if (model.kind !== 'chat') source.kind = model.kind;
+  if (model.sha256) source.sha256 = model.sha256;
   if (model.draft) source.draft = model.draft === 'lookup' ? 'lookup' : (config.models.find((m) => m.id === model.draft)?.file ?? model.draft);
   return source;
 }

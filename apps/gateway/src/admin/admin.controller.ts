@@ -6,6 +6,9 @@ import { respondJson } from '../http/error-response.js';
 
 type Body = { model?: unknown; worker?: unknown };
 
+/** As the router's own bound on a pull, a little longer, so the router's answer (or its error) is what arrives. */
+const PULL_TIMEOUT_MS = 6 * 60 * 60 * 1000 + 10_000;
+
 /**
  * Fleet operations over HTTP, for an admin key (see http/access.ts): the same router requests the
  * `cortex` CLI sends over the bus. Bodies are `{"model": "...", "worker": "..."}`; the router validates.
@@ -22,6 +25,12 @@ export class AdminController {
   @Post('load')
   load(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.relay(req, reply, Subjects.routerLoad, req.body, 120_000);
+  }
+
+  /** Downloads a model's file onto `worker` or onto every worker (`"all": true`) ahead of any load; answers when all have it. */
+  @Post('pull')
+  pull(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.relay(req, reply, Subjects.routerPull, req.body, PULL_TIMEOUT_MS);
   }
 
   @Post('unload')

@@ -87,16 +87,25 @@ describe('console feed state', () => {
     assert.equal(board.end('w1', 'm'), true);
     assert.equal(board.end('w1', 'm'), false);
     board.apply({ workerId: 'w3', model: 'm', fraction: 0, trigger: 'console' }, 1_000);
-    const downloading = board.apply({ workerId: 'w3', model: 'm', fraction: 0.5, phase: 'download' }, 3_000);
-    assert.deepEqual([downloading.phase, downloading.trigger, downloading.etaMs], ['download', 'console', null], 'a new phase has no estimate until it moves');
-    assert.equal(board.apply({ workerId: 'w3', model: 'm', fraction: 0.75, phase: 'download' }, 4_000).etaMs, 1_000, 'a quarter done in 1 s since the phase was first heard at half, so a quarter left takes 1 s more');
-    const loading = board.apply({ workerId: 'w3', model: 'm', fraction: 0.5, phase: 'load' }, 5_000);
+    const downloading = board.apply({ workerId: 'w3', model: 'm', fraction: 0.5, phase: 'downloading' }, 3_000);
+    assert.deepEqual([downloading.phase, downloading.trigger, downloading.etaMs], ['downloading', 'console', null], 'a new phase has no estimate until it moves');
+    assert.equal(board.apply({ workerId: 'w3', model: 'm', fraction: 0.75, phase: 'downloading' }, 4_000).etaMs, 1_000, 'a quarter done in 1 s since the phase was first heard at half, so a quarter left takes 1 s more');
+    const loading = board.apply({ workerId: 'w3', model: 'm', fraction: 0.5, phase: 'loading' }, 5_000);
     assert.deepEqual([loading.phase, loading.startedAt, loading.phaseStartedAt, loading.trigger], ['load', 1_000, 5_000, 'console']);
     assert.equal(board.end('w3', 'm'), true);
     board.apply({ workerId: 'w2', model: 'm', fraction: 0.5 }, 1_000);
     assert.equal(board.sweep(1_500, 1_000), false);
     assert.equal(board.sweep(2_001, 1_000), true);
     assert.deepEqual(board.view(), []);
+  });
+
+  it('console - a download and the load after it each get their own time left', () => {
+    const board = new LoadBoard();
+    board.apply({ workerId: 'w1', model: 'm', fraction: 0, phase: 'downloading', bytes: 0, totalBytes: 100 }, 1_000);
+    const half = board.apply({ workerId: 'w1', model: 'm', fraction: 0.5, phase: 'downloading', bytes: 50, totalBytes: 100 }, 3_000);
+    assert.deepEqual([half.phase, half.etaMs], ['downloading', 2_000]);
+    const loading = board.apply({ workerId: 'w1', model: 'm', fraction: 0.25, phase: 'loading' }, 10_000);
+    assert.deepEqual([loading.phase, loading.startedAt], ['loading', 10_000]);
   });
 
   it('console - the ring keeps the last events only', () => {

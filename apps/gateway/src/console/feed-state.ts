@@ -173,7 +173,7 @@ export interface LoadView {
   model: string;
   fraction: number;
   /** Downloading the file, or reading it into memory; each has its own fraction and estimate. */
-  phase: 'download' | 'load';
+  phase: 'downloading' | 'loading';
   /** What started the load, when the worker was told. */
   trigger: LoadTrigger | null;
   /** When the load began (its first word), and when this phase did. */
@@ -193,7 +193,7 @@ export class LoadBoard {
   apply(progress: LoadProgress, now: number): LoadView {
     const key = `${progress.workerId}/${progress.model}`;
     const known = this.loads.get(key);
-    const phase = progress.phase ?? 'load';
+    const phase = progress.phase ?? 'loading';
     const startedAt = known?.startedAt ?? now;
     // A download's end is not the load's: the estimate starts again with each phase.
     const same = known !== undefined && known.phase === phase;

@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CortexError } from '@cortex/contracts';
+import { CortexError, mib, type LoadProgress } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
 import { sendError, toCortexError } from '../http/error-response.js';
 import { arrivalOf } from '../http/arrival.js';
@@ -113,7 +113,7 @@ export class InferenceResponder {
     const asked = typeof header === 'string' ? header.toLowerCase() : undefined;
     const mode = asked === 'reasoning' || asked === 'comments' ? asked : this.inference.config.gateway.loadProgress;
     run.onLoadProgress = (progress) => {
-      const line = `${progress.phase === 'download' ? 'downloading' : 'loading'} ${progress.model} on ${progress.workerId}: ${Math.round(progress.fraction * 100)}%`;
+      const line = `${progress.phase ?? 'loading'} ${progress.model} on ${progress.workerId}: ${Math.round(progress.fraction * 100)}%${downloaded(progress)}`;
       if (mode === 'reasoning' && renderer.progress) for (const frame of renderer.progress(`${line}\n`)) write(sse, frame);
       if (sse.isStarted) sse.comment(line);
     };
@@ -136,4 +136,10 @@ export interface FrameSink {
 
 function write(sse: FrameSink, frame: SseOut): void {
   sse.data(frame.data, frame.event);
+}
+
+/** ` (12.5 of 40.0 MiB)` for a download's progress; nothing for a load's. */
+function downloaded(progress: LoadProgress): string {
+  if (progress.phase !== 'downloading' || progress.totalBytes === undefined) return '';
+  return ` (${mib(progress.bytes ?? 0)} of ${mib(progress.totalBytes)})`;
 }

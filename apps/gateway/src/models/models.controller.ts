@@ -1,7 +1,7 @@
 import { Controller, Get, Param, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { CortexError, decodeCatalogue, modelAllowed, Subjects, type CatalogueEntry } from '@cortex/contracts';
+import { CortexError, decodeCatalogue, modelAllowed, Subjects, type CatalogueEntry, type ModelFacts } from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
 import { principalOf } from '../http/principal.js';
 
@@ -40,13 +40,37 @@ function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
     created: entry.created,
     owned_by: entry.ownedBy,
     loaded: entry.loaded,
-    locations: entry.locations.map((l) => ({ worker: l.workerId, state: l.state, in_flight: l.inFlight, queued: l.queued })),
+    locations: entry.locations.map(location),
     ...(entry.replicas && { replicas: { ready: entry.replicas.ready, min: entry.replicas.min, max: entry.replicas.max } }),
     context_length: entry.contextSize,
     capabilities: capabilitiesOf(entry),
     pinned: entry.pinned,
     priority: entry.priority,
+    ...(entry.facts && { gguf: gguf(entry.facts) }),
   };
+}
+
+/** Where a model is; one whose file is still being fetched is `downloading`, with the share done. */
+function location(l: CatalogueEntry['locations'][number]): Record<string, unknown> {
+  const base = { worker: l.workerId, state: l.state as string, in_flight: l.inFlight, queued: l.queued };
+  if (!l.download) return base;
+  const { bytes, totalBytes } = l.download;
+  return { ...base, state: 'downloading', downloaded_bytes: bytes, total_bytes: totalBytes, progress: totalBytes > 0 ? Math.floor((bytes / totalBytes) * 100) : 0 };
+}
+
+/** What the model's GGUF header says, known before its weights are fetched. */
+function gguf(facts: ModelFacts): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries({
+      architecture: facts.architecture,
+      parameters: facts.parameters,
+      quantization: facts.quantization,
+      size_bytes: facts.fileBytes,
+      trained_context_length: facts.trainedContextLength,
+      template_tools: facts.tools,
+      template_reasoning: facts.reasoning,
+    }).filter(([, value]) => value !== undefined),
+  );
 }
 
 /**

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { CONFIG, modelSource, type CortexConfig, type ModelConfig, type ModelSource } from '@cortex/config';
 import { ModelCatalogue } from '@cortex/bus';
-import { CortexError, type CatalogueEntry, type ModelCapabilities } from '@cortex/contracts';
+import { CortexError, type CatalogueEntry, type ModelCapabilities, type ModelFacts } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { PinStore } from '../placement/pin.store.js';
 import type { ModelPolicy, ReplicaPolicy } from '../placement/planner.js';
@@ -13,6 +13,8 @@ export class CatalogueService implements OnModuleDestroy {
   private readonly capabilities = new Map<string, ModelCapabilities>();
   /** The model's memory need as a worker estimated it from the GGUF header, per model. */
   private readonly estimates = new Map<string, number>();
+  /** What a worker read of the model's GGUF header when it estimated it (before any download), per model. */
+  private readonly facts = new Map<string, ModelFacts>();
   /** How long the model's last load through this router took, per model. */
   private readonly loadTimes = new Map<string, number>();
   private readonly created = Math.floor(Date.now() / 1000);
@@ -89,8 +91,9 @@ export class CatalogueService implements OnModuleDestroy {
     return this.estimates.get(modelId);
   }
 
-  rememberEstimate(modelId: string, bytes: number): void {
+  rememberEstimate(modelId: string, bytes: number, facts?: ModelFacts): void {
     this.estimates.set(modelId, bytes);
+    if (facts) this.facts.set(modelId, facts);
   }
 
   catalogue(): CatalogueEntry[] {
@@ -99,7 +102,9 @@ export class CatalogueService implements OnModuleDestroy {
     const held = workers.flatMap((w) => w.models);
     for (const model of this.store.models()) {
       const locations = workers.flatMap((w) =>
-        w.models.filter((m) => m.id === model.id).map((m) => ({ workerId: w.workerId, state: m.state, inFlight: m.inFlight, queued: m.queued })),
+        w.models
+          .filter((m) => m.id === model.id)
+          .map((m) => ({ workerId: w.workerId, state: m.state, inFlight: m.inFlight, queued: m.queued, ...(m.download && { download: m.download }) })),
       );
       const reported = held.find((m) => m.id === model.id && m.capabilities)?.capabilities;
       if (reported) this.capabilities.set(model.id, reported);
@@ -116,6 +121,8 @@ export class CatalogueService implements OnModuleDestroy {
         capabilities: this.capabilities.get(model.id) ?? null,
         kind: model.kind,
       };
+      const facts = this.facts.get(model.id);
+      if (facts) entry.facts = facts;
       entries.push(entry, ...(model.aliases ?? []).map((alias) => ({ ...entry, id: alias })));
     }
     return entries;

@@ -1,12 +1,15 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { modelEntry } from '@cortex/config';
-import { type CatalogueModelReply, CortexError, type LoadTrigger, type Placement } from '@cortex/contracts';
+import { type CatalogueModelReply, CortexError, decodePullResult, type LoadTrigger, type Placement, type PullResult, Subjects } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadCoordinator } from './load-coordinator.js';
 import { PinStore } from './pin.store.js';
 import { PlacementService } from './placement.service.js';
-import { STALL_GRACE_MS } from './worker-commands.js';
+import { STALL_GRACE_MS, WorkerCommands } from './worker-commands.js';
+
+/** How long a pull onto a worker may take: a large file on a slow link, bounded; a worker that dies ends it at once. */
+const PULL_TIMEOUT_MS = 6 * 60 * 60 * 1000;
 
 /** `cortex load`, `unload`, `pin` and `models add|set|remove`: the same planner and load coordinator as any request. */
 @Injectable()
@@ -19,7 +22,22 @@ export class AdminService {
     private readonly loads: LoadCoordinator,
     private readonly placement: PlacementService,
     private readonly pins: PinStore,
+    private readonly workers: WorkerCommands,
   ) {}
+
+  /** Downloads a model's file onto one worker or onto every worker up, ahead of any load. */
+  async pull(name: string, workerId: string | undefined, all: boolean): Promise<{ model: string; pulled: PullResult[] }> {
+    const model = this.catalogue.model(name);
+    if (!workerId && !all) throw new CortexError('invalid_request', 'name a worker ("worker") or ask for all of them ("all": true)', { param: 'worker' });
+    if (workerId && !this.fleet.worker(workerId)) throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
+    const targets = workerId ? [workerId] : this.fleet.available().map((w) => w.workerId);
+    if (targets.length === 0) throw new CortexError('no_worker', `no worker is up to pull ${model.id} onto`, { retryAfter: 5 });
+    const source = this.catalogue.source(model);
+    const command = { model: model.id, source: source.source, ...(source.sha256 && { sha256: source.sha256 }) };
+    this.logger.log(`pulling ${model.id} onto ${targets.join(', ')}`);
+    const pulled = await Promise.all(targets.map((id) => this.workers.ask(id, Subjects.workerPull, command, decodePullResult, PULL_TIMEOUT_MS)));
+    return { model: model.id, pulled };
+  }
 
   /** Loads a model now, on the named worker or wherever placement picks. */
   async load(name: string, workerId?: string, trigger: Extract<LoadTrigger, 'admin' | 'console'> = 'admin'): Promise<Placement> {

@@ -282,8 +282,8 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
     // A worker may have died since its last heartbeat: ask the next one.
     for (const workerId of workerIds) {
       try {
-        const { bytes } = await this.workers.ask(workerId, Subjects.workerEstimate, this.catalogue.source(model), decodeEstimate);
-        this.catalogue.rememberEstimate(model.id, bytes);
+        const { bytes, facts } = await this.workers.ask(workerId, Subjects.workerEstimate, { model: model.id, ...this.catalogue.source(model) }, decodeEstimate);
+        this.catalogue.rememberEstimate(model.id, bytes, facts);
         return bytes;
       } catch (error) {
         failure = error;

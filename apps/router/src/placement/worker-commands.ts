@@ -23,14 +23,14 @@ export class WorkerCommands {
    * timeout would hold every request that shares the load. Ends as `service_unavailable`, which
    * callers treat as "try another worker".
    */
-  async ask<T>(workerId: string, subject: string, payload: unknown, decode: Decoder<T>): Promise<T> {
+  async ask<T>(workerId: string, subject: string, payload: unknown, decode: Decoder<T>, timeoutMs = this.config.gateway.placementTimeoutMs): Promise<T> {
     const target = workerSubject(subject, workerId);
     let answered = false;
     const gone = this.untilGone(workerId, target, payload, () => answered);
     // The race below handles a rejection that wins; one that comes later has no one left to hear it.
     gone.catch(() => undefined);
     try {
-      return await Promise.race([this.bus.request(target, payload, { decode, timeoutMs: this.config.gateway.placementTimeoutMs }), gone]);
+      return await Promise.race([this.bus.request(target, payload, { decode, timeoutMs }), gone]);
     } finally {
       answered = true;
     }

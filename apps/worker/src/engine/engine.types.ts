@@ -1,19 +1,20 @@
-import type { CanonicalRequest, ModelCapabilities, ModelKind, RequestPriority, Resume, RetrievalInput, StreamEventBody } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, ModelFacts, ModelKind, RequestPriority, Resume, RetrievalInput, StreamEventBody } from '@cortex/contracts';
 import type { QueueOrder } from './slot-pool.js';
+import type { ResolveOptions } from './resolve-source.js';
 
 /** What the worker needs from an inference backend; node-llama-cpp sits behind it in `llama-engine.ts`. */
-/** A download that a cancelled load stops, and its progress (0..1). */
-export interface FetchOptions {
-  signal?: AbortSignal;
-  onProgress?: (fraction: number) => void;
-}
-
 export interface Engine {
-  resolveSource(source: string, modelsDir: string, log: (line: string) => void, fetch?: FetchOptions): Promise<string>;
+  /** A catalogue `file` → a local GGUF path, downloading a remote one (see resolve-source). */
+  resolveSource(source: string, options: ResolveOptions): Promise<string>;
   readonly backend: string;
   device(): Promise<{ name: string; kind: string; totalBytes: number; freeBytes: number }>;
-  /** Bytes of device memory (VRAM on a GPU, RAM on CPU) a model and its context will take, from the GGUF header. */
+  /**
+   * Bytes of device memory (VRAM on a GPU, RAM on CPU) a model and its context will take, from the
+   * GGUF header; `path` may be a URL or `hf:` URI, whose header is read with range requests.
+   */
   estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number>;
+  /** What the GGUF header (local, or remote as in `estimate`) says of the model. */
+  facts(path: string): Promise<ModelFacts>;
   /** `signal` stops the load part-way (node-llama-cpp's `loadSignal`); the promise then rejects. */
   load(spec: ModelSpec, onProgress?: (fraction: number) => void, signal?: AbortSignal): Promise<EngineModel>;
   /**

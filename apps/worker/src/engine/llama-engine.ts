@@ -1,11 +1,13 @@
 import {
   getLlama,
+  GgufFileType,
   GgufInsights,
   JinjaTemplateChatWrapper,
   LlamaLogLevel,
   readGgufFileInfo,
   resolveChatWrapper,
   type ChatWrapper,
+  type GgufFileInfo,
   type Llama,
   type LlamaGpuType,
   type LlamaContext,
@@ -13,11 +15,14 @@ import {
 } from 'node-llama-cpp';
 import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import type { Engine, EngineModel, FetchOptions, ModelSpec } from './engine.types.js';
+import type { ModelFacts } from '@cortex/contracts';
+import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
 import { RetrievalEngineModel } from './embed.js';
 import { LlamaEngineModel } from './llama-model.js';
 import { memoAsync } from './memo.js';
-import { resolveSource } from './resolve-source.js';
+import { remoteSizes } from './model-download.js';
+import { isRemote, remoteSource } from './model-source.js';
+import { resolveSource, type ResolveOptions } from './resolve-source.js';
 import { draftSpeculation, inputLookup, type Speculation } from './speculative.js';
 import { NativeGarbage } from './native-garbage.js';
 
@@ -51,6 +56,12 @@ export class LlamaEngine implements Engine {
    * of milliseconds for a real vocabulary, and a model is estimated again at every reload.
    */
   private readonly estimates = new Map<string, Promise<number>>();
+  /**
+   * GGUF headers by file (as for estimates) or remote source: a remote header costs a few range
+   * requests, once per source for the life of the worker (a hub file under one name does not change
+   * in place often enough to ask again at every estimate).
+   */
+  private readonly headers = new Map<string, Promise<{ info: GgufFileInfo; insights: GgufInsights }>>();
   /** Device names do not change while the backend lives; asked once, not at every heartbeat. */
   private gpuNames: Promise<string[]> | null = null;
   private readonly garbage: NativeGarbage;
@@ -85,8 +96,8 @@ export class LlamaEngine implements Engine {
     this.gpuNames = null;
   }
 
-  resolveSource(source: string, modelsDir: string, log: (line: string) => void, fetch?: FetchOptions): Promise<string> {
-    return resolveSource(source, modelsDir, log, fetch);
+  resolveSource(source: string, options: ResolveOptions): Promise<string> {
+    return resolveSource(source, options);
   }
 
   get backend(): string {
@@ -104,8 +115,45 @@ export class LlamaEngine implements Engine {
   }
 
   estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number> {
-    const file = statSync(spec.path, { throwIfNoEntry: false });
-    return memoAsync(this.estimates, `${spec.path}|${file?.size}|${file?.mtimeMs}|${spec.contextSize}|${spec.slots}|${spec.kind ?? 'chat'}`, () => this.readEstimate(spec));
+    return memoAsync(this.estimates, `${fileKey(spec.path)}|${spec.contextSize}|${spec.slots}|${spec.kind ?? 'chat'}`, () => this.readEstimate(spec));
+  }
+
+  async facts(path: string): Promise<ModelFacts> {
+    const { info, insights } = await this.header(path);
+    const general = info.metadata.general;
+    const template = info.metadata.tokenizer?.chat_template ?? '';
+    const sizes = isRemote(path) ? await this.remoteSizes(path) : localSizes(info);
+    const parameters = insights.totalParameters;
+    const fileType = general.file_type;
+    const facts: ModelFacts = {
+      architecture: general.architecture,
+      ...(parameters > 0 && { parameters }),
+      ...(fileType !== undefined && GgufFileType[fileType] && { quantization: GgufFileType[fileType] }),
+      ...(sizes.length > 0 && { fileBytes: sizes.reduce((a, b) => a + b, 0) }),
+      ...(insights.trainContextSize && { trainedContextLength: insights.trainContextSize }),
+      ...(template && { tools: /\btools\b/.test(template), reasoning: /<think>|reasoning/.test(template) }),
+    };
+    return facts;
+  }
+
+  private remoteSizes(path: string): Promise<number[]> {
+    const remote = remoteSource(path);
+    return remote ? remoteSizes(remote, process.env.HF_TOKEN, path) : Promise.resolve([]);
+  }
+
+  /** The header of a local GGUF, or of a remote one read with range requests (all parts of a split file). */
+  private header(path: string): Promise<{ info: GgufFileInfo; insights: GgufInsights }> {
+    return memoAsync(this.headers, fileKey(path), async () => {
+      const remote = remoteSource(path);
+      const token = process.env.HF_TOKEN;
+      const info = await readGgufFileInfo(remote?.urls[0] ?? path, {
+        logWarnings: false,
+        ...(token && { tokens: { huggingFace: token } }),
+        // Only the metadata and tensor table are read; a remote one in a few range requests, without retrying a refusal for long.
+        fetchRetryOptions: { retries: 2, minTimeout: 200, maxTimeout: 1_000 },
+      });
+      return { info, insights: await GgufInsights.from(info, this.llama) };
+    });
   }
 
   /**
@@ -114,7 +162,7 @@ export class LlamaEngine implements Engine {
    * context (RetrievalEngineModel), so its context estimate counts `slots` times.
    */
   private async readEstimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number> {
-    const insights = await GgufInsights.from(await readGgufFileInfo(spec.path), this.llama);
+    const { insights } = await this.header(spec.path);
     const gpuLayers = this.llama.gpu === false ? 0 : insights.totalLayers;
     const model = await insights.estimateModelResourceRequirementsV2({ gpuLayers });
     const retrieval = spec.kind === 'embedding' || spec.kind === 'ranking';
@@ -210,4 +258,16 @@ export function vocabularyMismatch(target: LlamaModel, draft: LlamaModel): strin
   if (theirs.length > ours.length) return `${theirs.length} tokens, the model has ${ours.length}`;
   const differs = theirs.findIndex((token, i) => token !== ours[i]);
   return differs === -1 ? null : `token ${differs} is ${JSON.stringify(theirs[differs])}, the model's is ${JSON.stringify(ours[differs])}`;
+}
+
+/** A cache key that changes when a local file does: its path, size and time; a remote source is its name. */
+function fileKey(path: string): string {
+  if (isRemote(path)) return path;
+  const file = statSync(path, { throwIfNoEntry: false });
+  return `${path}|${file?.size}|${file?.mtimeMs}`;
+}
+
+/** The sizes of a local GGUF's parts. */
+function localSizes(info: GgufFileInfo): number[] {
+  return info.sourceData.flatMap((part) => (part.type === 'path' ? [statSync(part.path).size] : []));
 }

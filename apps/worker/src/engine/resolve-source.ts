@@ -3,7 +3,19 @@ import { resolveModelFile } from 'node-llama-cpp';
 import { ensureFixtureModels, type FixtureVocabulary } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
 import { memoAsync } from './memo.js';
-import type { FetchOptions } from './engine.types.js';
+import { ModelDownload, type DownloadProgress } from './model-download.js';
+import { remoteSource } from './model-source.js';
+
+export interface ResolveOptions {
+  modelsDir: string;
+  log: (line: string) => void;
+  /** The catalogue model the source is for, named in errors. */
+  model?: string;
+  /** The SHA-256 the config pins for the file. */
+  sha256?: string;
+  onProgress?: (progress: DownloadProgress) => void;
+  signal?: AbortSignal;
+}
 
 /** The generated fixture set per models directory and vocabulary: written (or checked) once per process, not per load. */
 const fixtureSets = new Map<string, Promise<Record<string, string>>>();
@@ -14,10 +26,12 @@ function fixtures(modelsDir: string, vocabulary: FixtureVocabulary, log: (line: 
 
 /**
  * A catalogue `file` → a local GGUF path. `fixture:<id>` models are generated on first use
- * (`fixture:<id>:bytes` with the byte-level vocabulary);
- * `hf:` and URLs are downloaded into the models directory with progress (where a hub is reachable).
+ * (`fixture:<id>:bytes` with the byte-level vocabulary); URLs and `hf:<user>/<repo>/<file>` are
+ * downloaded into the models directory by a ModelDownload (resumable, once per host, verified);
+ * `hf:<user>/<repo>:<quant>` asks the hub's manifest for its file through node-llama-cpp.
  */
-export async function resolveSource(source: string, modelsDir: string, log: (line: string) => void, fetch: FetchOptions = {}): Promise<string> {
+export async function resolveSource(source: string, options: ResolveOptions): Promise<string> {
+  const { modelsDir, log } = options;
   if (source.startsWith('fixture:')) {
     const [id = '', variant] = source.slice('fixture:'.length).split(':');
     const vocabulary: FixtureVocabulary = variant === 'bytes' ? 'bytes' : 'words';
@@ -36,15 +50,28 @@ export async function resolveSource(source: string, modelsDir: string, log: (lin
     }
     return path;
   }
+  const remote = remoteSource(source);
+  if (remote) {
+    return new ModelDownload({
+      model: options.model ?? source,
+      source: remote,
+      dir: modelsDir,
+      log,
+      ...(options.sha256 && { sha256: options.sha256 }),
+      ...(process.env.HF_TOKEN && { token: process.env.HF_TOKEN }),
+      ...(options.onProgress && { onProgress: options.onProgress }),
+      ...(options.signal && { signal: options.signal }),
+    }).run();
+  }
   if (/^(hf:|https?:)/.test(source)) {
     let lastPercent = -10;
     try {
       return await resolveModelFile(source, {
         directory: modelsDir,
         cli: false,
-        ...(fetch.signal && { signal: fetch.signal }),
+        ...(options.signal && { signal: options.signal }),
         onProgress: ({ downloadedSize, totalSize }) => {
-          if (totalSize > 0) fetch.onProgress?.(Math.min(1, downloadedSize / totalSize));
+          options.onProgress?.({ bytes: downloadedSize, totalBytes: totalSize });
           const percent = totalSize > 0 ? Math.floor((downloadedSize / totalSize) * 100) : 0;
           if (percent >= lastPercent + 10) {
             lastPercent = percent;
@@ -53,7 +80,7 @@ export async function resolveSource(source: string, modelsDir: string, log: (lin
         },
       });
     } catch (error) {
-      if (fetch.signal?.aborted) throw fetch.signal.reason;
+      if (options.signal?.aborted) throw options.signal.reason;
       throw new CortexError(
         'model_load_failed',
         `cannot fetch ${source}: ${(error as Error).message}; download the GGUF yourself and set the model's file to its path`,

@@ -1,6 +1,6 @@
 import { freemem, totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import type { CanonicalRequest, ModelCapabilities } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, ModelFacts } from '@cortex/contracts';
 import type { Engine, EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { promptBytes } from './prompt-bound.js';
 import { chargedTokens, ticketOf } from './fair-queue.js';
@@ -32,6 +32,10 @@ export class SyntheticEngine implements Engine {
 
   estimate(): Promise<number> {
     return Promise.resolve(MIB);
+  }
+
+  facts(): Promise<ModelFacts> {
+    return Promise.resolve({});
   }
 
   load(spec: ModelSpec, onProgress?: (fraction: number) => void): Promise<EngineModel> {

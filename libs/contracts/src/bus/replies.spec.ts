@@ -5,6 +5,7 @@ import { CortexError } from '../errors/error-codes.js';
 import {
   decodeCatalogue,
   decodeDecodedRequest,
+  decodeEstimate,
   decodeFleetView,
   decodePlacement,
   decodeReply,
@@ -21,6 +22,14 @@ function rejects(read: () => unknown, param: string): void {
 const entry = { id: 'm', ownedBy: 'cortex', created: 1, contextSize: 2048, pinned: false, priority: 0, loaded: true, locations: [{ workerId: 'w1', state: 'ready', inFlight: 0, queued: 0 }], capabilities: null };
 
 describe('reply decoders', () => {
+  it('reply decoders - an estimate carries the header facts when the worker read them; older workers send bytes alone', () => {
+    const facts = { architecture: 'llama', parameters: 1.5e9, quantization: 'MOSTLY_Q4_K_M', fileBytes: 1e9, trainedContextLength: 32768, tools: true, reasoning: false };
+    assert.deepEqual(decodeEstimate({ bytes: 5, facts }), { bytes: 5, facts });
+    assert.deepEqual(decodeEstimate({ bytes: 5 }), { bytes: 5 });
+    rejects(() => decodeEstimate({ bytes: 5, facts: { trainedContextLength: 'long' } }), 'facts.trainedContextLength');
+    rejects(() => decodeCatalogue([{ ...entry, facts: { tools: 'yes' } }]), 'catalogue[0].facts.tools');
+  });
+
   it('reply decoders - the envelope is ok data or an error body', () => {
     assert.deepEqual(decodeReply({ ok: true, data: 3 }), { ok: true, data: 3 });
     assert.deepEqual(decodeReply({ ok: false, error: { code: 'busy', message: 'full' } }), { ok: false, error: { code: 'busy', message: 'full' } });

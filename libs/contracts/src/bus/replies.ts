@@ -1,4 +1,4 @@
-import { array, boolean, fail, integer, number, object, oneOf, optionalInteger, optionalString, string } from '../fields.js';
+import { array, boolean, defined, fail, integer, number, object, oneOf, optionalBoolean, optionalInteger, optionalNumber, optionalObject, optionalString, string } from '../fields.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 import { modelKindOf } from '../retrieval/retrieval.messages.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from '../generate/canonical-request.js';
@@ -8,7 +8,10 @@ import {
   UNLOAD_REASONS,
   type CatalogueEntry,
   type CatalogueModelReply,
+  type EstimateReply,
   type FleetView,
+  type ModelFacts,
+  type PullResult,
   type LoadResult,
   type PendingRun,
   type Placement,
@@ -116,9 +119,31 @@ export function decodeUnloadResult(value: unknown): UnloadResult {
   };
 }
 
-/** A worker's estimate of a model's memory. */
-export function decodeEstimate(value: unknown): { bytes: number } {
-  return { bytes: number(object(value, 'estimate').bytes, 'bytes', 0) };
+/** A worker's estimate of a model's memory, and what the GGUF header says of it. */
+export function decodeEstimate(value: unknown): EstimateReply {
+  const estimate = object(value, 'estimate');
+  const facts = decodeFacts(estimate.facts, 'facts');
+  return { bytes: number(estimate.bytes, 'bytes', 0), ...(facts && { facts }) };
+}
+
+export function decodePullResult(value: unknown): PullResult {
+  const result = object(value, 'pullResult');
+  return { model: string(result.model, 'model'), workerId: string(result.workerId, 'workerId'), path: string(result.path, 'path'), bytes: number(result.bytes, 'bytes', 0) };
+}
+
+export function decodeFacts(value: unknown, at: string): ModelFacts | undefined {
+  const facts = optionalObject(value, at);
+  if (!facts) return undefined;
+  const max = Number.MAX_SAFE_INTEGER;
+  return defined({
+    architecture: optionalString(facts.architecture, `${at}.architecture`),
+    parameters: optionalNumber(facts.parameters, `${at}.parameters`, 0, max),
+    quantization: optionalString(facts.quantization, `${at}.quantization`),
+    fileBytes: optionalNumber(facts.fileBytes, `${at}.fileBytes`, 0, max),
+    trainedContextLength: optionalInteger(facts.trainedContextLength, `${at}.trainedContextLength`, 0),
+    tools: optionalBoolean(facts.tools, `${at}.tools`),
+    reasoning: optionalBoolean(facts.reasoning, `${at}.reasoning`),
+  });
 }
 
 /** The translator's answer to `responses.store`. */
@@ -208,6 +233,7 @@ function catalogueEntry(value: unknown, at: string): CatalogueEntry {
     const caps = object(entry.capabilities, `${at}.capabilities`);
     for (const key of ['tools', 'reasoning', 'vision']) boolean(caps[key], `${at}.capabilities.${key}`);
   }
+  decodeFacts(entry.facts, `${at}.facts`);
   return entry as unknown as CatalogueEntry;
 }
 

@@ -47,7 +47,7 @@ describe('event decoders', () => {
     rejects(() => decodeReplicaEvent({ model: 'm', reason: 'idle', at: 1 }, 'retired'), 'workerId');
     assert.deepEqual(decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 0.5 }), { workerId: 'w1', model: 'm', fraction: 0.5 });
     rejects(() => decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 2 }), 'fraction');
-    assert.deepEqual(decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 0.1, phase: 'download', trigger: 'console' }), { workerId: 'w1', model: 'm', fraction: 0.1, phase: 'download', trigger: 'console' });
+    assert.deepEqual(decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 0.1, phase: 'downloading', trigger: 'console' }), { workerId: 'w1', model: 'm', fraction: 0.1, phase: 'downloading', trigger: 'console' });
     rejects(() => decodeLoadProgress({ workerId: 'w1', model: 'm', fraction: 0, phase: 'copy' }), 'phase');
     assert.equal(decodeLoadFailed({ workerId: 'w1', at: 1, model: 'm', error: 'x', cancelled: true }).cancelled, true);
     assert.equal('cancelled' in decodeLoadFailed({ workerId: 'w1', at: 1, model: 'm', error: 'x' }), false);

@@ -71,11 +71,16 @@ export function decodeLoadProgress(value: unknown): LoadProgress {
   const event = object(value, 'event');
   const fraction = number(event.fraction, 'fraction', 0);
   if (fraction > 1) fail('fraction', `must be at most 1, got ${fraction}`);
+  const phase = event.phase === undefined ? undefined : oneOf(event.phase, 'phase', ['downloading', 'loading'] as const);
+  const bytes = optionalNumber(event.bytes, 'bytes', 0, Number.MAX_SAFE_INTEGER);
+  const totalBytes = optionalNumber(event.totalBytes, 'totalBytes', 0, Number.MAX_SAFE_INTEGER);
   return {
     workerId: string(event.workerId, 'workerId'),
     model: string(event.model, 'model'),
     fraction,
-    ...(event.phase != null && { phase: oneOf(event.phase, 'phase', ['download', 'load'] as const) }),
+    ...(phase && { phase }),
+    ...(bytes !== undefined && { bytes }),
+    ...(totalBytes !== undefined && { totalBytes }),
     ...(event.trigger != null && { trigger: oneOf(event.trigger, 'trigger', LOAD_TRIGGERS) }),
   };
 }

@@ -22,6 +22,12 @@ export class ModelCapabilities {
   @IsOptional() @IsIn(['draft', 'lookup']) speculative?: 'draft' | 'lookup';
 }
 
+/** A download under way for a load: bytes on disk so far of the whole (all split parts). */
+export class DownloadState {
+  @IsNumber() @Min(0) bytes!: number;
+  @IsNumber() @Min(0) totalBytes!: number;
+}
+
 export class LoadedModel {
   @IsString() id!: string;
   @IsIn(MODEL_STATES) state!: ModelState;
@@ -32,6 +38,8 @@ export class LoadedModel {
   @IsNumber() lastUsedAt!: number;
   @IsOptional() @IsNumber() sizeBytes?: number;
   @IsOptional() @ValidateNested() @Type(() => ModelCapabilities) capabilities?: ModelCapabilities;
+  /** While a `loading` model's file is still being fetched. */
+  @IsOptional() @ValidateNested() @Type(() => DownloadState) download?: DownloadState;
 }
 
 export class DeviceInfo {
@@ -79,6 +87,8 @@ export class Heartbeat {
 
 /** router → worker: how much memory would this model take on you? */
 export class EstimateCommand {
+  /** The catalogue model, named in errors (absent from older routers). */
+  @IsOptional() @IsString() model?: string;
   @IsString() source!: string;
   @IsInt() @Min(128) contextSize!: number;
   @IsInt() @Min(1) slots!: number;
@@ -86,6 +96,8 @@ export class EstimateCommand {
   @IsOptional() @IsString() draft?: string;
   /** As in LoadCommand. */
   @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
+  /** As in LoadCommand. */
+  @IsOptional() @IsString() sha256?: string;
 }
 
 /** router → worker: load a catalogue model. */
@@ -103,6 +115,8 @@ export class LoadCommand {
   @IsOptional() @IsString() draft?: string;
   /** Absent: chat. Embedding and ranking models get contexts of their kind. */
   @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
+  /** The SHA-256 the catalogue pins for a downloaded `source`. */
+  @IsOptional() @IsString() sha256?: string;
   /** Why the router loads it, for the console and the logs. */
   @IsOptional() @IsIn(LOAD_TRIGGERS) trigger?: LoadTrigger;
 }
@@ -129,14 +143,41 @@ export class WatchMessage {
   @IsArray() @IsString({ each: true }) runIds!: string[];
 }
 
-/** worker → everyone while a model loads. */
+/** worker → everyone while a model is fetched and loaded. */
 export interface LoadProgress {
   workerId: string;
   model: string;
   fraction: number;
-  /** `download`: fetching the file (a URL or `hf:` source); `load` (or absent): reading it into memory. */
-  phase?: 'download' | 'load';
+  /** `downloading`: fetching the file (a URL or `hf:` source); `loading` (or absent, from older workers): reading it into memory. */
+  phase?: 'downloading' | 'loading';
+  /** Why the router loads it (the load command's trigger). */
   trigger?: LoadTrigger;
+  /** While downloading: bytes on disk so far and the file's full size (all split parts). */
+  bytes?: number;
+  totalBytes?: number;
+}
+
+/** What a model's GGUF header says, read before any weights are fetched (remotely, for a URL). */
+export interface ModelFacts {
+  architecture?: string;
+  /** Parameter count, where the header or the tensors say it. */
+  parameters?: number;
+  /** The file type, e.g. `MOSTLY_Q4_K_M`. */
+  quantization?: string;
+  /** The file's size, all split parts together. */
+  fileBytes?: number;
+  /** The context length the model was trained with. */
+  trainedContextLength?: number;
+  /** Whether the chat template mentions tools / reasoning (a cheap look at its text). */
+  tools?: boolean;
+  reasoning?: boolean;
+}
+
+/** A worker's answer to `estimate`. */
+export interface EstimateReply {
+  bytes: number;
+  /** Absent from older workers. */
+  facts?: ModelFacts;
 }
 
 export interface UnloadResult {
@@ -196,6 +237,28 @@ export class AdminModelCommand {
   @IsOptional() @IsString() worker?: string;
   /** Set by the web console, so a load it starts says so. */
   @IsOptional() @IsIn(['console']) from?: 'console';
+}
+
+/** admin → router: put a model's file on one worker (`worker`) or on every worker up (`all`). */
+export class AdminPullCommand {
+  @IsString() model!: string;
+  @IsOptional() @IsString() worker?: string;
+  @IsOptional() @IsBoolean() all?: boolean;
+}
+
+/** router → worker: download a model's file into the models directory, without loading it. */
+export class PullCommand {
+  @IsString() model!: string;
+  @IsString() source!: string;
+  @IsOptional() @IsString() sha256?: string;
+}
+
+/** A worker's answer to `pull`: where the file is and how large (all parts of a split file, the first's path). */
+export interface PullResult {
+  model: string;
+  workerId: string;
+  path: string;
+  bytes: number;
 }
 
 /** admin → router: `{"model": {…}}` adds a model, `{"id", "fields"}` changes one, `{"id"}` removes one. */
@@ -277,6 +340,8 @@ export interface ModelLocation {
   state: ModelState;
   inFlight: number;
   queued: number;
+  /** While its file is being fetched for the load. */
+  download?: { bytes: number; totalBytes: number };
 }
 
 export interface CatalogueEntry {
@@ -294,6 +359,8 @@ export interface CatalogueEntry {
   capabilities: ModelCapabilities | null;
   /** What the model serves, from the catalogue (absent from older routers: chat). */
   kind?: ModelKind;
+  /** Its GGUF header's facts, known once a worker estimated it (before any download). */
+  facts?: ModelFacts;
 }
 
 export interface WorkerView {

@@ -31,6 +31,8 @@ export const Subjects = {
   routerCatalogueAdd: 'llm.router.v1.catalogue.add',
   routerCatalogueSet: 'llm.router.v1.catalogue.set',
   routerCatalogueRemove: 'llm.router.v1.catalogue.remove',
+  /** admin → router: fetch a model's file onto workers ahead of time. */
+  routerPull: 'llm.router.v1.pull',
   /** Handler patterns for one worker; the bus server replaces `{worker}` with its own id. */
   workerGenerate: `llm.worker.v1.${WORKER_ID_TOKEN}.generate`,
   workerCancel: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel`,
@@ -42,6 +44,7 @@ export const Subjects = {
   /** Stops a load in progress (the console's cancel); answered whether there was one. */
   workerCancelLoad: `llm.worker.v1.${WORKER_ID_TOKEN}.cancel_load`,
   workerEstimate: `llm.worker.v1.${WORKER_ID_TOKEN}.estimate`,
+  workerPull: `llm.worker.v1.${WORKER_ID_TOKEN}.pull`,
   /** Gateways list the requests they still stream from a worker; the rest are abandoned. */
   workerWatch: `llm.worker.v1.${WORKER_ID_TOKEN}.watch`,
   heartbeatAll: 'llm.hb.v1.worker.*',
