@@ -91,7 +91,7 @@ describe('console feed state', () => {
     assert.deepEqual([downloading.phase, downloading.trigger, downloading.etaMs], ['downloading', 'console', null], 'a new phase has no estimate until it moves');
     assert.equal(board.apply({ workerId: 'w3', model: 'm', fraction: 0.75, phase: 'downloading' }, 4_000).etaMs, 1_000, 'a quarter done in 1 s since the phase was first heard at half, so a quarter left takes 1 s more');
     const loading = board.apply({ workerId: 'w3', model: 'm', fraction: 0.5, phase: 'loading' }, 5_000);
-    assert.deepEqual([loading.phase, loading.startedAt, loading.phaseStartedAt, loading.trigger], ['load', 1_000, 5_000, 'console']);
+    assert.deepEqual([loading.phase, loading.startedAt, loading.phaseStartedAt, loading.trigger], ['loading', 1_000, 5_000, 'console']);
     assert.equal(board.end('w3', 'm'), true);
     board.apply({ workerId: 'w2', model: 'm', fraction: 0.5 }, 1_000);
     assert.equal(board.sweep(1_500, 1_000), false);
@@ -105,7 +105,7 @@ describe('console feed state', () => {
     const half = board.apply({ workerId: 'w1', model: 'm', fraction: 0.5, phase: 'downloading', bytes: 50, totalBytes: 100 }, 3_000);
     assert.deepEqual([half.phase, half.etaMs], ['downloading', 2_000]);
     const loading = board.apply({ workerId: 'w1', model: 'm', fraction: 0.25, phase: 'loading' }, 10_000);
-    assert.deepEqual([loading.phase, loading.startedAt], ['loading', 10_000]);
+    assert.deepEqual([loading.phase, loading.startedAt, loading.phaseStartedAt, loading.etaMs], ['loading', 1_000, 10_000, null]);
   });
 
   it('console - the ring keeps the last events only', () => {
