@@ -289,7 +289,7 @@ export class WorkerConfig {
   /**
    * MiB of native memory finished generations may leave (node-llama-cpp keeps a vocabulary-sized
    * array per generation until V8 collects a small object) before the worker asks V8 for a major
-   * collection. 0: never ask (under steady load the worker then grows by hundreds of megabytes).
+   * collection. 0: never ask (under steady load the worker then grows without bound: 4 GB in five minutes).
    */
   @IsInt() @Min(0) nativeGcMb = 64;
   /**
