@@ -128,6 +128,32 @@ describe('NATS credentials and per-role permissions e2e', () => {
     assert.doesNotMatch(stack.logs(), /Permissions Violation|Authorization Violation/i, 'no service was refused a subject it needs');
   });
 
+  it('nats-auth e2e - the web console\'s feed works with the gateway\'s rights: live streams, events and recent activity', async () => {
+    const controller = new AbortController();
+    // Bounded: a feed denied its subscriptions stays open and silent.
+    const response = await fetch(`${stack.baseUrl}/admin/console/feed`, { signal: AbortSignal.any([controller.signal, AbortSignal.timeout(30_000)]) });
+    assert.equal(response.status, 200);
+    const reader = response.body!.getReader();
+    let text = '';
+    const until = async (pattern: RegExp): Promise<void> => {
+      while (!pattern.test(text)) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`the feed ended before ${pattern}: ${text.slice(-500)}`);
+        text += new TextDecoder().decode(value);
+      }
+    };
+    try {
+      // The snapshot carries the activity read back from CORTEX_EVENTS (the requests of the tests above).
+      await until(/event: snapshot\ndata: .*"requestId"/);
+      const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+      await client.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Say hello.' }], stream: false });
+      await until(/event: finished\n/);
+    } finally {
+      controller.abort();
+    }
+    assert.doesNotMatch(stack.logs(), /Permissions Violation|Authorization Violation/i, 'no service was refused a subject it needs');
+  });
+
   it('nats-auth e2e - `cortex status` works as the admin user', async () => {
     const cli = join(ROOT, 'apps/cli/dist/main.js');
     // Built-in defaults (no config file in a temp dir), so only the environment names the user.
