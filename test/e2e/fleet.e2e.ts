@@ -167,7 +167,8 @@ describe('fleet e2e - failover', () => {
       services: ['router', 'translator', 'worker', 'gateway'],
       models: [fixture('cortex-chat', { pinned: true }), fixture('cortex-loop', { context_size: 32768 })],
       // Slow heartbeats: the router still believes in a dead worker for seconds, as after a real crash.
-      config: { worker: { id: 'w1', heartbeat_ms: 2_000 }, log_level: 'info' },
+      // Streams do not move here (migration.e2e.ts tests that): this suite checks the verdict that ends them.
+      config: { worker: { id: 'w1', heartbeat_ms: 2_000 }, gateway: { migration: { max_attempts: 0 } }, log_level: 'info' },
     });
     workers.set('w1', stack.processes.get('worker'));
     for (const id of ['w2', 'w3']) workers.set(id, stack.spawnService('worker', { CORTEX_WORKER_ID: id }));
@@ -209,7 +210,7 @@ describe('fleet e2e - failover', () => {
     assert.notEqual(chatLoads[0]?.workerId, holder);
   });
 
-  it('fleet - a worker that dies mid-stream: the stream ends with an error (idle timeout or worker-down verdict, whichever comes first)', async () => {
+  it('fleet - a worker that dies mid-stream, with streams not moving: the stream ends with an error (idle timeout or worker-down verdict, whichever comes first)', async () => {
     // The holder is whichever worker reports the load: heartbeats are 2 s apart here, so the fleet view
     // may not show the model ready yet when the stream opens.
     const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
