@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { RequestPriority } from '@cortex/contracts';
+import { RequestScoped } from '../http/request-scoped.js';
 
 /**
  * Each request's tier and account (see priority.decider.ts), by request id: set by the HTTP hook
@@ -9,29 +10,11 @@ import type { RequestPriority } from '@cortex/contracts';
  * outlives it, so nothing needs to be shared between gateways.
  */
 @Injectable()
-export class PriorityBook {
-  private readonly entries = new Map<string, RequestPriority>();
-
-  /** `requestId` runs at `priority`; the returned `forget` drops it `afterMs` later (a background run reads it after its response). */
-  set(requestId: string, priority: RequestPriority): { forget: (afterMs: number) => void } {
-    this.entries.set(requestId, priority);
-    return {
-      forget: (afterMs) => {
-        setTimeout(() => {
-          if (this.entries.get(requestId) === priority) this.entries.delete(requestId);
-        }, afterMs).unref();
-      },
-    };
-  }
-
+export class PriorityBook extends RequestScoped<RequestPriority> {
   of(requestId: string): RequestPriority | undefined {
-    const exact = this.entries.get(requestId);
+    const exact = this.get(requestId);
     if (exact) return exact;
     const turn = requestId.lastIndexOf('.');
-    return turn > 0 ? this.entries.get(requestId.slice(0, turn)) : undefined;
-  }
-
-  get size(): number {
-    return this.entries.size;
+    return turn > 0 ? this.get(requestId.slice(0, turn)) : undefined;
   }
 }

@@ -4,6 +4,7 @@ import { BusClient, EventPublisher, ensureUsageStream } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError, decodeUsageRecord, Subjects, USAGE_STREAM, usageRecordOf, type RequestFinishedEvent, type UsageOwner, type UsageRecord } from '@cortex/contracts';
 import { summarize, type UsageQuery, type UsageRow } from './usage-query.decider.js';
+import { RequestScoped } from '../http/request-scoped.js';
 
 /** The longest a usage query reads the stream before it gives up with a retryable error. */
 export const USAGE_QUERY_MS = 30_000;
@@ -19,7 +20,7 @@ const CLOCK_SLACK_MS = 60_000;
 @Injectable()
 export class UsageRecorder implements OnModuleInit {
   private readonly logger = new Logger('usage');
-  private readonly owners = new Map<string, UsageOwner>();
+  private readonly owners = new RequestScoped<UsageOwner>();
   private readonly events: EventPublisher;
 
   constructor(
@@ -35,14 +36,7 @@ export class UsageRecorder implements OnModuleInit {
 
   /** The request `requestId` was made with this stored key; forgotten `forgetAfterMs` after `done` resolves. */
   attribute(requestId: string, owner: UsageOwner): { forget: (afterMs: number) => void } {
-    this.owners.set(requestId, owner);
-    return {
-      forget: (afterMs) => {
-        setTimeout(() => {
-          if (this.owners.get(requestId) === owner) this.owners.delete(requestId);
-        }, afterMs).unref();
-      },
-    };
+    return this.owners.set(requestId, owner);
   }
 
   /** The stored key and account a request in flight was made with (null: a config-file key, or none). */
