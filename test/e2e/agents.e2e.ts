@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { fixtureModel } from '@cortex/fixtures';
 import { Subjects, type RequestFinishedEvent } from '@cortex/contracts';
-import { startStack, watchBus, type TestStack } from '@cortex/testing';
+import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 import { WEATHER_TOOL } from './weather-mcp.js';
 
 // The real agents, at the versions whose requests are recorded in libs/wire/src/testing/recorded.
@@ -83,6 +83,65 @@ function runAgent(command: string, args: string[], env: Record<string, string>, 
 
 const explain = (run: Run, stack: TestStack) => `exit ${run.code}\nstdout: ${run.stdout.slice(-2000)}\nstderr: ${run.stderr.slice(-2000)}\nstack: ${stack.logs().slice(-3000)}`;
 
+/**
+ * `claude -p` and `codex exec` against a stack, each in its own throwaway HOME under `home`; `key` is
+ * the API key each presents (the stacks here without keys take any).
+ */
+function agentRunners(context: () => { stack: TestStack; home: string; key?: string }) {
+  const claude = async (name: string, model: string, extraEnv: Record<string, string> = {}, extraArgs: string[] = []): Promise<Run> => {
+    const dir = join(context().home, name);
+    await mkdir(dir, { recursive: true });
+    const env = {
+      HOME: dir,
+      ANTHROPIC_BASE_URL: context().stack.baseUrl,
+      ANTHROPIC_API_KEY: context().key ?? 'unused',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_TELEMETRY: '1',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      ...extraEnv,
+    };
+    const compact = FULL ? [] : ['--system-prompt', 'Answer briefly.', '--tools', ''];
+    return runAgent(CLAUDE_BIN, ['-p', 'say hi', '--model', model, ...compact, ...extraArgs], env, dir);
+  };
+
+  /** `websocket`: Codex's Responses WebSocket transport (its warm-up, then each turn on the socket) instead of HTTP. */
+  const codex = async (name: string, model: string, extraConfig: string[] = [], websocket = false): Promise<Run> => {
+    const dir = join(context().home, name);
+    const codexHome = join(dir, '.codex');
+    await mkdir(codexHome, { recursive: true });
+    const config = [
+      `model = "${model}"`,
+      'model_provider = "cortex"',
+      '[model_providers.cortex]',
+      'name = "cortex"',
+      `base_url = "${context().stack.baseUrl}/v1"`,
+      'wire_api = "responses"',
+      'env_key = "CORTEX_API_KEY"',
+      ...(websocket ? ['supports_websockets = true'] : []),
+      '',
+    ];
+    if (!FULL) {
+      await writeFile(join(dir, 'instructions.md'), 'Answer briefly.\n');
+      // Top-level keys must come before the first table.
+      config.unshift(
+        `model_instructions_file = "${join(dir, 'instructions.md')}"`,
+        'include_permissions_instructions = false',
+        'include_environment_context = false',
+        'include_apps_instructions = false',
+      );
+      // The multi_agent_v1 namespace and the hosted web_search stay: they are what is under test.
+      config.push('[features]', 'goals = false', 'view_image = false', ...(websocket ? ['responses_websockets = true'] : []), '');
+    } else if (websocket) {
+      config.push('[features]', 'responses_websockets = true', '');
+    }
+    await writeFile(join(codexHome, 'config.toml'), [...config, ...extraConfig].join('\n'));
+    const env = { HOME: dir, CODEX_HOME: codexHome, CORTEX_API_KEY: context().key ?? 'unused' };
+    // Codex refuses to run outside a trusted directory unless told to skip the check.
+    return runAgent(process.execPath, [CODEX_BIN, 'exec', '--skip-git-repo-check', 'say hi'], env, dir);
+  };
+  return { claude, codex };
+}
+
 describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
   let stack: TestStack;
   let home: string;
@@ -104,57 +163,7 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     if (home) await rm(home, { recursive: true, force: true });
   });
 
-  const claude = async (name: string, model: string, extraEnv: Record<string, string> = {}, extraArgs: string[] = []): Promise<Run> => {
-    const dir = join(home, name);
-    await mkdir(dir, { recursive: true });
-    const env = {
-      HOME: dir,
-      ANTHROPIC_BASE_URL: stack.baseUrl,
-      ANTHROPIC_API_KEY: 'unused',
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_TELEMETRY: '1',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      ...extraEnv,
-    };
-    const compact = FULL ? [] : ['--system-prompt', 'Answer briefly.', '--tools', ''];
-    return runAgent(CLAUDE_BIN, ['-p', 'say hi', '--model', model, ...compact, ...extraArgs], env, dir);
-  };
-
-  /** `websocket`: Codex's Responses WebSocket transport (its warm-up, then each turn on the socket) instead of HTTP. */
-  const codex = async (name: string, model: string, extraConfig: string[] = [], websocket = false): Promise<Run> => {
-    const dir = join(home, name);
-    const codexHome = join(dir, '.codex');
-    await mkdir(codexHome, { recursive: true });
-    const config = [
-      `model = "${model}"`,
-      'model_provider = "cortex"',
-      '[model_providers.cortex]',
-      'name = "cortex"',
-      `base_url = "${stack.baseUrl}/v1"`,
-      'wire_api = "responses"',
-      'env_key = "CORTEX_API_KEY"',
-      ...(websocket ? ['supports_websockets = true'] : []),
-      '',
-    ];
-    if (!FULL) {
-      await writeFile(join(dir, 'instructions.md'), 'Answer briefly.\n');
-      // Top-level keys must come before the first table.
-      config.unshift(
-        `model_instructions_file = "${join(dir, 'instructions.md')}"`,
-        'include_permissions_instructions = false',
-        'include_environment_context = false',
-        'include_apps_instructions = false',
-      );
-      // The multi_agent_v1 namespace and the hosted web_search stay: they are what is under test.
-      config.push('[features]', 'goals = false', 'view_image = false', ...(websocket ? ['responses_websockets = true'] : []), '');
-    } else if (websocket) {
-      config.push('[features]', 'responses_websockets = true', '');
-    }
-    await writeFile(join(codexHome, 'config.toml'), [...config, ...extraConfig].join('\n'));
-    const env = { HOME: dir, CODEX_HOME: codexHome, CORTEX_API_KEY: 'unused' };
-    // Codex refuses to run outside a trusted directory unless told to skip the check.
-    return runAgent(process.execPath, [CODEX_BIN, 'exec', '--skip-git-repo-check', 'say hi'], env, dir);
-  };
+  const { claude, codex } = agentRunners(() => ({ stack, home }));
 
   it('agents e2e - claude -p "say hi" prints the model\'s answer', async () => {
     const run = await claude('claude-chat', 'cortex-chat');
@@ -225,3 +234,77 @@ async function toolCalls(log: string): Promise<unknown[]> {
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
+
+describe('agents e2e - Claude Code and Codex CLI behind a stored key with limits', () => {
+  const ADMIN = 'sk-admin-agents';
+  let stack: TestStack;
+  let home: string;
+  let key: string | undefined;
+  const { claude, codex } = agentRunners(() => ({ stack, home, key }));
+
+  before(async () => {
+    await installAgents();
+    home = await mkdtemp(join(tmpdir(), 'cortex-agents-keys-'));
+    stack = await startStack({
+      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: CONTEXT, pinned: true, slots: 1 }],
+      config: { auth: { admin_keys: [ADMIN] } },
+    });
+  });
+
+  after(async () => {
+    await stack?.stop();
+    if (home) await rm(home, { recursive: true, force: true });
+  });
+
+  const admin = async (method: string, path: string, body?: unknown): Promise<Record<string, unknown>> => {
+    const response = await fetch(`${stack.baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+    });
+    const answer = (await response.json()) as Record<string, unknown>;
+    assert.equal(response.status, 200, JSON.stringify(answer));
+    return answer;
+  };
+  const createKey = async (body: Record<string, unknown>): Promise<{ id: string; secret: string }> => {
+    const made = (await admin('POST', '/admin/keys', body)) as { id: string; secret: string };
+    await waitFor(async () => (await fetch(`${stack.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${made.secret}` } })).status === 200, 2_000, 20);
+    return made;
+  };
+
+  it('agents e2e - both agents answer with a limited, tiered key; every turn (the WebSocket ones too) is charged to it and recorded', async () => {
+    const made = await createKey({ name: 'agents', account: 'team-agents', tier: 3, limits: { requests_per_minute: 100, token_budget: { tokens: 10_000_000 } } });
+    key = made.secret;
+    const claudeRun = await claude('claude-keyed', 'cortex-chat');
+    assert.equal(claudeRun.code, 0, explain(claudeRun, stack));
+    assert.match(claudeRun.stdout, new RegExp(escape(chat.expected.text)), explain(claudeRun, stack));
+    const codexRun = await codex('codex-keyed-ws', 'cortex-chat', [], true);
+    assert.equal(codexRun.code, 0, explain(codexRun, stack));
+    assert.match(codexRun.stdout, new RegExp(escape(chat.expected.text)), explain(codexRun, stack));
+    // The usage records name the key and account, per API; the budget's spend is their sum.
+    let rows: Array<{ api: string; requests: number; total_tokens: number }> = [];
+    await waitFor(async () => {
+      rows = (await admin('GET', `/admin/usage?key=${made.id}&group_by=account,key,api`)).data as typeof rows;
+      return rows.some((r) => r.api === 'messages') && rows.some((r) => r.api === 'responses');
+    }, 10_000, 200);
+    const recorded = rows.reduce((sum, r) => sum + r.total_tokens, 0);
+    assert.ok(recorded > 0);
+    type Shown = { usage?: { token_budget?: { spent: number; reserved: number } } };
+    await waitFor(async () => ((await admin('GET', `/admin/keys/${made.id}`)) as Shown).usage?.token_budget?.spent === recorded, 5_000, 100);
+    console.log(`claude and codex (WebSocket) behind a tier-3 key: ${rows.map((r) => `${r.api} ${r.requests} requests ${r.total_tokens} tokens`).join(', ')}`);
+  });
+
+  it('agents e2e - with the key\'s budget spent, each agent stops with the budget message instead of an answer', async () => {
+    const made = await createKey({ name: 'agents-spent', limits: { token_budget: { tokens: 1 } } });
+    key = made.secret;
+    const spend = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${made.secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi.' }] }) });
+    assert.equal(spend.status, 200);
+    const budgetMessage = /has used its token budget/;
+    const claudeRun = await claude('claude-spent', 'cortex-chat');
+    assert.notEqual(claudeRun.code, 0, explain(claudeRun, stack));
+    assert.match(claudeRun.stdout + claudeRun.stderr, budgetMessage, explain(claudeRun, stack));
+    const codexRun = await codex('codex-spent', 'cortex-chat');
+    assert.notEqual(codexRun.code, 0, explain(codexRun, stack));
+    assert.match(codexRun.stdout + codexRun.stderr, budgetMessage, explain(codexRun, stack));
+  });
+});
