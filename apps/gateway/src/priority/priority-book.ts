@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { RequestPriority } from '@cortex/contracts';
-import { RequestScoped } from '../http/request-scoped.js';
+import { RequestScoped } from '../request-scoped.js';
 
 /**
  * Each request's tier and account (see priority.decider.ts), by request id: set by the HTTP hook

@@ -4,7 +4,7 @@ import { BusClient, EventPublisher, ensureUsageStream } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError, decodeUsageRecord, Subjects, USAGE_STREAM, usageRecordOf, type RequestFinishedEvent, type UsageOwner, type UsageRecord } from '@cortex/contracts';
 import { summarize, type UsageQuery, type UsageRow } from './usage-query.decider.js';
-import { RequestScoped } from '../http/request-scoped.js';
+import { RequestScoped } from '../request-scoped.js';
 
 /** The longest a usage query reads the stream before it gives up with a retryable error. */
 export const USAGE_QUERY_MS = 30_000;
