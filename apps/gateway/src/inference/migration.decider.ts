@@ -7,8 +7,6 @@ export interface MigrationAsk {
   error: CortexError;
   /** The client went away (or the run was stopped on purpose). */
   cancelled: boolean;
-  /** A background response, which its worker runs unwatched. */
-  background: boolean;
   checkpoint: CheckpointState;
   config: MigrationConfig;
 }
@@ -28,7 +26,6 @@ export function decideMigration(ask: MigrationAsk): MigrationDecision {
   if (error.code !== 'worker_lost') return no(`the stream failed with ${error.code}, not a lost worker`);
   if (config.maxAttempts === 0) return no('migration is off (gateway.migration.max_attempts: 0)');
   if (checkpoint.refused) return no(checkpoint.refused);
-  if (ask.background) return no('a background response is not migrated yet');
   if (checkpoint.migrations >= config.maxAttempts) return no(`the stream moved ${checkpoint.migrations} time(s) already (gateway.migration.max_attempts)`);
   if (checkpoint.unaccounted > 0) return no(`${checkpoint.unaccounted} output event(s) came without the token ids behind them (a worker that sends none)`);
   const size = checkpoint.promptTokens + checkpoint.deliveredTokens;

@@ -47,4 +47,13 @@ describe('stream checkpoint', () => {
     assert.deepEqual(resume.tokens, [1]);
     assert.deepEqual(checkpoint.resume().tokens, [1, 2]);
   });
+
+  it('stream checkpoint - a refused stream keeps no token ids: it will never move', () => {
+    const checkpoint = new StreamCheckpoint();
+    checkpoint.delivered({ seq: 1, type: 'text', text: 'a', tokens: [1] });
+    checkpoint.refuse('a background response is not migrated yet');
+    checkpoint.delivered({ seq: 2, type: 'text', text: 'b', tokens: [2] });
+    assert.deepEqual(checkpoint.resume(), { tokens: [], toolCallIds: [] });
+    assert.equal(checkpoint.state.refused, 'a background response is not migrated yet');
+  });
 });

@@ -48,6 +48,8 @@ export class StreamCheckpoint {
       default:
         return;
     }
+    // A stream that will never move needs no ids: they would only grow with the output.
+    if (this.refused !== null) return;
     if (event.tokens && event.tokens.length > 0) {
       for (const token of event.tokens) this.tokens.push(token);
       this.unaccounted = 0;
@@ -59,6 +61,8 @@ export class StreamCheckpoint {
   /** This stream must not move (e.g. one choice of several); the reason is logged when its worker is lost. */
   refuse(reason: string): void {
     this.refused ??= reason;
+    this.tokens.length = 0;
+    this.toolCallIds.length = 0;
   }
 
   /** The stream moves to another worker now. */

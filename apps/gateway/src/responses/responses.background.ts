@@ -140,6 +140,8 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
    */
   private async launch(run: InferenceRun, state: ResponsesState, source: BackgroundSource): Promise<void> {
     run.backgroundOf = state.responseId;
+    // Its worker runs it unwatched and no gateway holds its checkpoint.
+    run.checkpoint.refuse('a background response is not migrated yet');
     this.launching.set(state.responseId, run);
     try {
       const events = await run.start();
