@@ -10,27 +10,28 @@ const MAX_PENDING = 10_000;
  * whose key a request is. One map entry per request: nothing else runs until a page asks.
  */
 export class PendingRuns {
-  private readonly runs = new Map<string, PendingRun>();
+  /** By the run that placed it (one row per choice of a request with several). */
+  private readonly runs = new Map<unknown, PendingRun>();
 
   /** A placement starts (again, on a retry: the run id changes, the request stays one row). */
-  placing(requestId: string, runId: string, model: string, now: number): void {
-    const known = this.runs.get(requestId);
+  placing(owner: unknown, requestId: string, runId: string, model: string, now: number): void {
+    const known = this.runs.get(owner);
     if (known) {
       known.runId = runId;
       known.workerId = null;
       return;
     }
     if (this.runs.size >= MAX_PENDING) return;
-    this.runs.set(requestId, { requestId, runId, model, workerId: null, since: now });
+    this.runs.set(owner, { requestId, runId, model, workerId: null, since: now });
   }
 
-  placed(requestId: string, workerId: string): void {
-    const run = this.runs.get(requestId);
+  placed(owner: unknown, workerId: string): void {
+    const run = this.runs.get(owner);
     if (run) run.workerId = workerId;
   }
 
-  done(requestId: string): void {
-    this.runs.delete(requestId);
+  done(owner: unknown): void {
+    this.runs.delete(owner);
   }
 
   /** Drops requests older than `maxAgeMs` (one that ended without a word, e.g. its client vanished mid-placement). */

@@ -117,7 +117,7 @@ export class InferenceRun {
     const exclude: string[] = [];
     let replaced = 0;
     for (;;) {
-      const workerId = await this.placeOrWait(exclude, this.required().affinityKey);
+      const workerId = await this.placeGeneration(exclude, this.required().affinityKey);
       // Cancelled while the router answered: nothing has started, so nothing runs for nobody.
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
       let reader: StreamReader | null = null;
@@ -181,6 +181,14 @@ export class InferenceRun {
     this.target = { model, kind };
     await this.trace.run(() => this.placeOrWait(exclude));
     return this.placement as Placement;
+  }
+
+  /** A generation's placement, shown in the console's rows (waiting, then on its worker) until the run's finish. */
+  private async placeGeneration(exclude: string[], affinity?: string, workerWaitMs?: number): Promise<string> {
+    this.service.pending.placing(this, this.requestId, this.runId, this.required().model, Date.now());
+    const workerId = await this.placeOrWait(exclude, affinity, workerWaitMs);
+    this.service.pending.placed(this, workerId);
+    return workerId;
   }
 
   /** Places the request (a cold load included) and notes where and how long it took; `workerWaitMs` see PlaceAsk. */
@@ -286,6 +294,7 @@ export class InferenceRun {
     if (this.finished) return;
     if (this.placement) this.stopReading(this.placement.workerId, this.errorCode ? `the request failed (${this.errorCode})` : 'the gateway stopped reading');
     this.finished = true;
+    this.service.pending.done(this);
     const event: RequestFinishedEvent = {
       requestId: this.requestId,
       model: this.placement?.model ?? this.request?.model ?? this.target?.model ?? 'unknown',
@@ -347,7 +356,6 @@ export class InferenceRun {
     const decision = decideMigration({
       error,
       cancelled: this.stopped.signal.aborted,
-      background: this.backgroundOf !== null,
       checkpoint: this.checkpoint.state,
       config: this.service.config.gateway.migration,
     });
@@ -366,7 +374,7 @@ export class InferenceRun {
       // The client is already waiting: a live worker briefly declared down (its heartbeats late while it
       // loads a model on a busy host) is waited for one liveness window, not `worker_wait_ms`.
       const waitMs = Math.min(this.service.config.gateway.workerWaitMs, livenessWindowMs(this.service.config.worker.heartbeatMs));
-      const workerId = await this.placeOrWait(lost, request.affinityKey, waitMs);
+      const workerId = await this.placeGeneration(lost, request.affinityKey, waitMs);
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
       const reader = await this.launch(workerId, resume);
       this.service.logger.warn({ msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`, requestId: this.requestId });

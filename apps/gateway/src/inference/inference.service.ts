@@ -63,7 +63,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
       },
       onModelChange: (model) => this.placer.forgetModel(model),
     });
-    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher), this.pending);
+    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher));
     // A model changed or removed at run time is placed afresh: no reused placement outlives it.
     this.stopCatalogue = catalogue.onChange((id) => this.placer.forgetModel(id));
   }
@@ -86,7 +86,6 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     // The tier it ran at, for queue wait by tier (metrics); a request refused before it was given one has none.
     const tier = this.priorities.of(finished.requestId)?.tier;
     const event = tier === undefined ? finished : { ...finished, tier };
-    this.pending.done(event.requestId);
     this.budgets.record(event.requestId, event.usage);
     this.usage.record(event, runId);
     this.logger.log({

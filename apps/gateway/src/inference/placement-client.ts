@@ -3,7 +3,6 @@ import { isBusConnected, type BusClient } from '@cortex/bus';
 import type { GatewayConfig } from '@cortex/config';
 import { CortexError, decodePlacement, Subjects, type LoadProgress, type ModelKind, type Placement, type PlaceRequest } from '@cortex/contracts';
 import type { PlacementHint } from '@cortex/wire';
-import type { PendingRuns } from '../console/pending-runs.js';
 import type { WorkerEvents } from './worker-events.js';
 
 /** How long one try of a placement waits for a router before asking again (a cold load spans many tries). */
@@ -58,8 +57,6 @@ export class PlacementClient {
     private readonly config: Pick<GatewayConfig, 'placementTimeoutMs' | 'workerWaitMs'>,
     private readonly workerEvents: WorkerEvents,
     private readonly watchLoadProgress: (model: string, watcher: (progress: LoadProgress) => void) => () => void,
-    /** Told when a request starts waiting for a placement and where it went (the console's pending rows). */
-    private readonly board?: Pick<PendingRuns, 'placing' | 'placed'>,
   ) {}
 
   /**
@@ -70,16 +67,11 @@ export class PlacementClient {
     // A retry that excludes workers always asks: the answer it would reuse is the one that failed.
     const key = ask.exclude.length === 0 ? reuseKey(ask.kind, ask.model, ask.affinity) : null;
     const reused = key === null ? undefined : this.reused(key);
-    this.board?.placing(ask.requestId, ask.runId, ask.model, Date.now());
-    if (reused) {
-      this.board?.placed(ask.requestId, reused.workerId);
-      return { placement: reused, ms: null };
-    }
+    if (reused) return { placement: reused, ms: null };
     // A worker sends its heartbeat before its model-loaded or -unloaded event, so a router asked after
     // the event answers from the new view; one asked before it may not have.
     const changes = this.changes;
     const placed = await this.ask(ask, early);
-    this.board?.placed(ask.requestId, placed.placement.workerId);
     const { reuseMs } = placed.placement;
     if (key !== null && reuseMs && changes === this.changes) this.keep(key, { placement: { ...placed.placement, coldStart: false }, until: performance.now() + reuseMs });
     return placed;

@@ -2,6 +2,7 @@ import type { BusClient, StreamReader } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
 import type { RequestFinishedEvent, RequestPriority } from '@cortex/contracts';
 import type { Logger } from '@nestjs/common';
+import type { PendingRuns } from '../console/pending-runs.js';
 import type { PlacementClient } from './placement-client.js';
 
 /** What a run needs from the gateway's inference service (InferenceService). */
@@ -14,6 +15,8 @@ export interface RunServices {
   watch(runId: string, workerId: string, reader: StreamReader): void;
   unwatch(runId: string): void;
   recordFinished(event: RequestFinishedEvent, runId: string): void;
+  /** The console's rows of requests that wait for a placement or run (see PendingRuns). */
+  readonly pending: Pick<PendingRuns, 'placing' | 'placed' | 'done'>;
   /** The request's tier and account for the worker's queue (see PriorityBook); undefined: the worker's lowest tier. */
   priorityOf(requestId: string): RequestPriority | undefined;
 }
