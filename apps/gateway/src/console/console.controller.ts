@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { Controller, Get, Param, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { boolean, CortexError, object, Subjects, workerSubject, string, assertToken } from '@cortex/contracts';
+import { assertToken, CortexError, decodeCancelLoadReply, object, Subjects, workerSubject, string } from '@cortex/contracts';
 import { respondJson, sendError } from '../http/error-response.js';
 import { requestIdOf } from '../http/request-id.js';
 import { ConsoleHub } from './console.hub.js';
@@ -63,18 +63,8 @@ export class ConsoleController {
   cancel(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return respondJson(req, reply, (requestId) => {
       const body = object(req.body ?? null, 'body');
-      const runId = string(body.runId, 'runId');
-      const workerId = string(body.workerId, 'workerId');
-      for (const [value, name] of [
-        [runId, 'runId'],
-        [workerId, 'workerId'],
-      ] as const) {
-        try {
-          assertToken(value, name);
-        } catch (error) {
-          throw new CortexError('invalid_request', (error as Error).message, { param: name });
-        }
-      }
+      const runId = subjectToken(string(body.runId, 'runId'), 'runId');
+      const workerId = subjectToken(string(body.workerId, 'workerId'), 'workerId');
       this.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId, reason: 'cancelled from the console' }, requestId);
       this.hub.refresh();
       return Promise.resolve({ runId, workerId, sent: true });
@@ -91,13 +81,8 @@ export class ConsoleController {
     return respondJson(req, reply, async (requestId) => {
       const body = object(req.body ?? null, 'body');
       const model = string(body.model, 'model');
-      const workerId = string(body.worker, 'worker');
-      try {
-        assertToken(workerId, 'worker');
-      } catch (error) {
-        throw new CortexError('invalid_request', (error as Error).message, { param: 'worker' });
-      }
-      const answer = await this.bus.request(workerSubject(Subjects.workerCancelLoad, workerId), { model, reason: 'cancelled from the console' }, { requestId, decode: decodeCancelLoad, timeoutMs: 5_000 });
+      const workerId = subjectToken(string(body.worker, 'worker'), 'worker');
+      const answer = await this.bus.request(workerSubject(Subjects.workerCancelLoad, workerId), { model, reason: 'cancelled from the console' }, { requestId, decode: decodeCancelLoadReply, timeoutMs: 5_000 });
       if (!answer.cancelled) throw new CortexError('not_found', `${model} is not loading on ${workerId}`, { param: 'model' });
       this.hub.refresh();
       return answer;
@@ -114,7 +99,12 @@ export class ConsoleController {
   }
 }
 
-function decodeCancelLoad(value: unknown): { model: string; workerId: string; cancelled: boolean } {
-  const answer = object(value, 'answer');
-  return { model: string(answer.model, 'model'), workerId: string(answer.workerId, 'workerId'), cancelled: boolean(answer.cancelled, 'cancelled') };
+/** A worker or run id from a request body, usable in a subject; otherwise a 400 naming the field. */
+function subjectToken(value: string, name: string): string {
+  try {
+    assertToken(value, name);
+  } catch (error) {
+    throw new CortexError('invalid_request', (error as Error).message, { param: name });
+  }
+  return value;
 }

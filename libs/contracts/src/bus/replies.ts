@@ -155,6 +155,18 @@ export function decodeCatalogue(value: unknown): CatalogueEntry[] {
   return array(value, 'catalogue').map((entry, i) => catalogueEntry(entry, `catalogue[${i}]`));
 }
 
+/** A worker's answer to `cancel_load`: whether a load of the model was running there and is now stopped. */
+export interface CancelLoadReply {
+  model: string;
+  workerId: string;
+  cancelled: boolean;
+}
+
+export function decodeCancelLoadReply(value: unknown): CancelLoadReply {
+  const answer = object(value, 'answer');
+  return { model: string(answer.model, 'model'), workerId: string(answer.workerId, 'workerId'), cancelled: boolean(answer.cancelled, 'cancelled') };
+}
+
 /** A router's answer to `catalogue.add|set|remove`: the model as written in YAML and where it comes from. */
 export function decodeCatalogueModelReply(value: unknown): CatalogueModelReply {
   const reply = object(value, 'reply');
