@@ -285,7 +285,7 @@ describe('agents e2e - Claude Code and Codex CLI behind a stored key with limits
     let rows: Array<{ api: string; requests: number; total_tokens: number }> = [];
     await waitFor(async () => {
       rows = (await admin('GET', `/admin/usage?key=${made.id}&group_by=account,key,api`)).data as typeof rows;
-      return rows.some((r) => r.api === 'messages') && rows.some((r) => r.api === 'responses');
+      return rows.some((r) => r.api === 'anthropic.messages') && rows.some((r) => r.api === 'openai.responses');
     }, 10_000, 200);
     const recorded = rows.reduce((sum, r) => sum + r.total_tokens, 0);
     assert.ok(recorded > 0);
@@ -294,7 +294,7 @@ describe('agents e2e - Claude Code and Codex CLI behind a stored key with limits
     console.log(`claude and codex (WebSocket) behind a tier-3 key: ${rows.map((r) => `${r.api} ${r.requests} requests ${r.total_tokens} tokens`).join(', ')}`);
   });
 
-  it('agents e2e - with the key\'s budget spent, each agent stops with the budget message instead of an answer', async () => {
+  it('agents e2e - with the key\'s budget spent, each agent stops and says so instead of answering (Claude Code with the budget message, Codex as quota exceeded)', async () => {
     const made = await createKey({ name: 'agents-spent', limits: { token_budget: { tokens: 1 } } });
     key = made.secret;
     const spend = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${made.secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi.' }] }) });
@@ -305,6 +305,7 @@ describe('agents e2e - Claude Code and Codex CLI behind a stored key with limits
     assert.match(claudeRun.stdout + claudeRun.stderr, budgetMessage, explain(claudeRun, stack));
     const codexRun = await codex('codex-spent', 'cortex-chat');
     assert.notEqual(codexRun.code, 0, explain(codexRun, stack));
-    assert.match(codexRun.stdout + codexRun.stderr, budgetMessage, explain(codexRun, stack));
+    // Codex reads the error's code (insufficient_quota) and says so in its own words instead of the message.
+    assert.match(codexRun.stdout + codexRun.stderr, /Quota exceeded/, explain(codexRun, stack));
   });
 });

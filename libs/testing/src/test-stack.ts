@@ -140,7 +140,9 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     },
   };
   const services = options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway'];
-  const apiKey = (options.config?.auth as { api_keys?: string[] } | undefined)?.api_keys?.[0];
+  const auth = options.config?.auth as { api_keys?: string[]; admin_keys?: string[] } | undefined;
+  // An admin key is an API key too: a stack configured with admin keys only is asked with one.
+  const apiKey = auth?.api_keys?.[0] ?? auth?.admin_keys?.[0];
   const authHeaders: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
   try {
     await waitFor(async () => {
