@@ -59,8 +59,10 @@ function toast(text, bad = false) {
 }
 
 // ---- admin actions ----------------------------------------------------------------------------
-async function admin(path, body) {
-  const response = await fetch(`/admin/${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+/** A JSON request to the gateway (POST with a body, else GET); a refusal throws with its message. */
+async function request(path, body) {
+  const init = body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+  const response = await fetch(path, init);
   const text = await response.text();
   let data;
   try {
@@ -71,6 +73,8 @@ async function admin(path, body) {
   if (!response.ok) throw new Error(data?.error?.message ?? `HTTP ${response.status}`);
   return data;
 }
+
+const admin = (path, body) => request(`/admin/${path}`, body);
 
 function act(label, path, body) {
   return (event) => {
@@ -627,13 +631,6 @@ $('#play-mode').addEventListener('change', (event) => {
   $('#rerank-form').hidden = mode !== 'rerank';
 });
 
-async function postJson(path, body) {
-  const response = await fetch(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const data = await response.json().catch(() => null);
-  if (!response.ok) throw new Error(data?.error?.message ?? `HTTP ${response.status}`);
-  return data;
-}
-
 const lines = (text) =>
   text
     .split('\n')
@@ -660,7 +657,7 @@ $('#embed-form').addEventListener('submit', async (event) => {
   $('#embed-send').disabled = true;
   const started = performance.now();
   try {
-    const answer = await postJson('/v1/embeddings', { model: $('#embed-model').value, input });
+    const answer = await request('/v1/embeddings', { model: $('#embed-model').value, input });
     const vectors = answer.data.map((d) => d.embedding);
     $('#embed-stats').textContent = `${vectors.length} vectors of ${vectors[0]?.length ?? 0} dimensions · ${answer.usage?.prompt_tokens ?? '?'} tokens · ${((performance.now() - started) / 1000).toFixed(2)} s`;
     // Cosine similarity of every pair: what an embedding is for.
@@ -691,7 +688,7 @@ $('#rerank-form').addEventListener('submit', async (event) => {
   $('#rerank-send').disabled = true;
   const started = performance.now();
   try {
-    const answer = await postJson('/v1/rerank', { model: $('#rerank-model').value, query: $('#rerank-query').value, documents });
+    const answer = await request('/v1/rerank', { model: $('#rerank-model').value, query: $('#rerank-query').value, documents });
     $('#rerank-stats').textContent = `${answer.results.length} documents ranked · ${((performance.now() - started) / 1000).toFixed(2)} s`;
     result.replaceChildren(
       el(
@@ -708,13 +705,6 @@ $('#rerank-form').addEventListener('submit', async (event) => {
 });
 
 // ---- keys and usage ---------------------------------------------------------------------------
-async function getJson(path) {
-  const response = await fetch(path);
-  const data = await response.json().catch(() => null);
-  if (!response.ok) throw new Error(data?.error?.message ?? `HTTP ${response.status}`);
-  return data;
-}
-
 function describeLimits(limits) {
   const parts = [];
   if (limits.requests_per_minute !== undefined) parts.push(`${limits.requests_per_minute} req/min`);
@@ -737,14 +727,14 @@ function loadKeys() {
   keysLoading ??= (async () => {
     try {
       const [keys, accounts, byKey, byAccount] = await Promise.all([
-        getJson('/admin/keys'),
-        getJson('/admin/accounts'),
-        getJson('/admin/usage?group_by=key'),
-        getJson('/admin/usage?group_by=account'),
+        request('/admin/keys'),
+        request('/admin/accounts'),
+        request('/admin/usage?group_by=key'),
+        request('/admin/usage?group_by=account'),
       ]);
       // Use against limits, read where the limits are kept (as `cortex keys show` does); the first 100 keys.
       const shown = keys.data.slice(0, 100);
-      const details = await Promise.all(shown.map((k) => getJson(`/admin/keys/${encodeURIComponent(k.id)}`).catch(() => null)));
+      const details = await Promise.all(shown.map((k) => request(`/admin/keys/${encodeURIComponent(k.id)}`).catch(() => null)));
       renderKeys(shown, details, accounts.data, byKey.data, byAccount.data);
       $('#keys-note').textContent = `${keys.data.length} stored keys${keys.data.length > shown.length ? ` (the first ${shown.length} shown)` : ''} · read ${clock(Date.now())}; keys from the config file's auth.api_keys are not stored and not listed`;
     } catch (error) {
