@@ -25,6 +25,7 @@ import { isRemote, remoteSource } from './model-source.js';
 import { resolveSource, type ResolveOptions } from './resolve-source.js';
 import { draftSpeculation, inputLookup, type Speculation } from './speculative.js';
 import { NativeGarbage } from './native-garbage.js';
+import { vocabulary } from './vocabulary.js';
 
 export interface LlamaEngineOptions {
   gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu';
@@ -252,8 +253,8 @@ export class LlamaEngine implements Engine {
  */
 export function vocabularyMismatch(target: LlamaModel, draft: LlamaModel): string | null {
   if (target.vocabularyType !== draft.vocabularyType) return `a ${draft.vocabularyType} tokenizer, the model's is ${target.vocabularyType}`;
-  const ours = target.fileInfo.metadata.tokenizer?.ggml?.tokens;
-  const theirs = draft.fileInfo.metadata.tokenizer?.ggml?.tokens;
+  const ours = vocabulary(target);
+  const theirs = vocabulary(draft);
   if (!ours || !theirs) return null;
   if (theirs.length > ours.length) return `${theirs.length} tokens, the model has ${ours.length}`;
   const differs = theirs.findIndex((token, i) => token !== ours[i]);

@@ -15,6 +15,7 @@ import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
 import { memoTokenizer } from './token-memo.js';
 import { NativeGarbage, samplerBytes } from './native-garbage.js';
+import { vocabularySize } from './vocabulary.js';
 
 /**
  * One loaded model: a context with `slots` sequences and cortex's own decode loop (`decode.ts`). The
@@ -39,6 +40,8 @@ export class LlamaEngineModel implements EngineModel {
   private readonly rawDecodeModel: DecodeModel;
   private readonly grammars: GrammarCache;
   /** What each generation's sampler keeps natively until it is collected (see NativeGarbage). */
+  /** Null when the model's header does not list its tokens. */
+  private readonly vocabularySize: number | null;
   private readonly samplerBytes: number;
 
   constructor(
@@ -68,8 +71,8 @@ export class LlamaEngineModel implements EngineModel {
     this.decodeModel = { id: this.id, model, batchSize: context.batchSize, reasoning, toolCall, markerBias };
     this.rawDecodeModel = { ...this.decodeModel, reasoning: null, toolCall: null, markerBias: undefined };
     this.grammars = new GrammarCache(model.llama);
-    const metadata = model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly string[] } } };
-    this.samplerBytes = samplerBytes(metadata.tokenizer?.ggml?.tokens?.length ?? 0);
+    this.vocabularySize = vocabularySize(model);
+    this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);
     this.capabilities = {
       tools: toolCall !== null,
       reasoning: reasoning !== null,
@@ -171,8 +174,7 @@ export class LlamaEngineModel implements EngineModel {
 
   /** A migrated stream's resume point, checked against this model (see ResumeReplay). */
   private resumeOf(job: GenerateJob, promptTokens: number): ResumeReplay {
-    const vocabularySize = this.model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? null;
-    return new ResumeReplay(job.resume as NonNullable<GenerateJob['resume']>, { vocabularySize, contextSize: this.context.contextSize, promptTokens });
+    return new ResumeReplay(job.resume as NonNullable<GenerateJob['resume']>, { vocabularySize: this.vocabularySize, contextSize: this.context.contextSize, promptTokens });
   }
 
   /**
