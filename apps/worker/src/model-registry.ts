@@ -24,7 +24,7 @@ import { EventPublisher, type BusClient } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
 import type { Engine, EngineModel } from './engine/index.js';
 import { httpProblem } from './engine/model-download.js';
-import { localCopy, remoteSource } from './engine/model-source.js';
+import { isRemote, localCopy, remoteSource } from './engine/model-source.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
 
 interface ModelEntry {
@@ -272,7 +272,7 @@ export class ModelRegistry implements HeartbeatSource {
 
   /** A fixture's or a local file's path; a remote source as is (its header is read where it lies). */
   private source(source: string, log: (line: string) => void): Promise<string> {
-    if (/^(hf:|https?:)/.test(source)) return Promise.resolve(source);
+    if (isRemote(source)) return Promise.resolve(source);
     return this.deps.engine.resolveSource(source, { modelsDir: this.deps.config.worker.modelsDir, log });
   }
 
