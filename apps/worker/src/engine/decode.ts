@@ -128,6 +128,8 @@ export class Decode {
     // A resumed stream evaluates the tokens already delivered as part of its prompt.
     const context = resume ? resume.context(prompt) : prompt;
     const cached = await this.reusePrefix(context);
+    // A resumed stream's context runs past its prompt: what is reported cached is the prompt's share.
+    const cachedPrompt = Math.min(cached, prompt.length);
     this.emit({ type: 'start', runId: '', workerId: '', model: this.model.id, promptTokens: prompt.length });
     if (this.plan.echo && !resume) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
@@ -135,10 +137,10 @@ export class Decode {
     const evaluationStartedAt = performance.now();
     const evaluated = await evaluatePromptInBatches(sequence, context.slice(cached, -1), this.model.batchSize, job.signal);
     const promptDone = cached + evaluated === context.length - 1;
-    if (!promptDone) return this.finish('cancelled', cached, evaluationStartedAt);
+    if (!promptDone) return this.finish('cancelled', cachedPrompt, evaluationStartedAt);
     const replayed = resume ? this.replay(resume) : null;
     const finish = replayed ?? (await this.sample(resume ? context.slice(-1) : this.firstInput(), resume ? context.slice(prompt.length) : []));
-    this.finish(finish, Math.min(cached, prompt.length), evaluationStartedAt);
+    this.finish(finish, cachedPrompt, evaluationStartedAt);
   }
 
   /**
