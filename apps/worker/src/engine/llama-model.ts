@@ -8,7 +8,7 @@ import { OutputCheck } from './output-check.js';
 import { PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
-import { costMeter, ticketOf } from './fair-queue.js';
+import { chargedTokens, ticketOf } from './fair-queue.js';
 import { ResumeReplay } from './resume-replay.js';
 import { SlotPool } from './slot-pool.js';
 import { lookUpIn, type Speculation } from './speculative.js';
@@ -129,8 +129,7 @@ export class LlamaEngineModel implements EngineModel {
   async generate(job: GenerateJob): Promise<void> {
     const { request, signal } = job;
     const check = new OutputCheck(request, job.emit, job.warn);
-    const meter = costMeter(check.active ? check.emit : job.emit);
-    const emit = meter.emit;
+    const emit = check.active ? check.emit : job.emit;
     const contextSize = this.context.contextSize;
     const atLeast = this.tokensIfOverContext(request);
     const rendered = atLeast === null ? this.render(request) : null;
@@ -160,14 +159,16 @@ export class LlamaEngineModel implements EngineModel {
     };
     // Charged its whole prompt while it waits (what it reuses of a sequence is known once it has one), corrected at its end.
     const sequence = await this.pool.acquire(signal, sharedPrefix, ticketOf(job.priority, prompt.length));
+    // Charged what its finish reports; a request that failed keeps its estimate.
+    let charged: number | undefined;
     try {
       lookUpIn(sequence, context);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
       const replay = { resume, replayed: check.active ? check.observe : undefined, toolCallIds: job.resume?.toolCallIds };
       const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, callGrammar, forceToolCall: forced !== null, emit, echo, ...replay };
-      await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run();
+      charged = chargedTokens(await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run());
     } finally {
-      this.pool.release(sequence, meter.cost());
+      this.pool.release(sequence, charged);
       this.garbage.left(this.samplerBytes);
     }
   }
