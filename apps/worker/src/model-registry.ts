@@ -14,6 +14,7 @@ import {
   type LoadedModel,
   type LoadFailedEvent,
   type LoadProgress,
+  type LoadTrigger,
   type LoadResult,
   type MemoryInfo,
   type ModelState,
@@ -24,7 +25,7 @@ import { EventPublisher, type BusClient } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
 import type { Engine, EngineModel } from './engine/index.js';
 import { httpProblem } from './engine/model-download.js';
-import { localCopy, remoteSource } from './engine/model-source.js';
+import { isRemote, localCopy, remoteSource } from './engine/model-source.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
 
 interface ModelEntry {
@@ -154,8 +155,7 @@ export class ModelRegistry implements HeartbeatSource {
         if (step <= last) return;
         last = step;
         log(`loading ${Math.round(fraction * 100)}%`);
-        const event: LoadProgress = { workerId, model: command.model, fraction, phase: 'loading', ...(command.trigger && { trigger: command.trigger }) };
-        this.deps.bus.publish(Subjects.modelProgressed, event);
+        this.publishProgress({ model: command.model, fraction, phase: 'loading' }, command.trigger);
       };
     };
     try {
@@ -246,25 +246,49 @@ export class ModelRegistry implements HeartbeatSource {
     const log = (line: string): void => this.deps.logger.log(line);
     const header = (source: string): Promise<string> => localCopy(source, this.deps.config.worker.modelsDir) ?? this.source(source, log);
     const path = await header(command.source);
-    const shape = { contextSize: command.contextSize, slots: command.slots };
-    let bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
-    if (command.draft && command.draft !== 'lookup') bytes += await engine.estimate({ path: await header(command.draft), ...shape });
+    const draft = command.draft;
+    const { bytes } = await this.memoryOf(command, path, draft && draft !== 'lookup' ? () => header(draft) : undefined);
     return { bytes, facts: await engine.facts(path) };
+  }
+
+  /**
+   * The memory a model takes with its contexts, plus its draft model's with the same when it has one
+   * (not `lookup`): the draft's file is found (`draftPath`) only once the model's own estimate is in.
+   */
+  private async memoryOf(command: Pick<LoadCommand, 'contextSize' | 'slots' | 'kind'>, path: string, draftPath?: () => Promise<string>): Promise<{ bytes: number; draft?: string }> {
+    const { engine } = this.deps;
+    const shape = { contextSize: command.contextSize, slots: command.slots };
+    const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
+    if (!draftPath) return { bytes };
+    const draft = await draftPath();
+    return { bytes: bytes + (await engine.estimate({ path: draft, ...shape })), draft };
+  }
+
+  /**
+   * Download progress as events; a load's download (`tracked`) is also kept for the heartbeat until
+   * the load's resolve ends, a pull's is not.
+   */
+  private downloading(model: string, how: { tracked: boolean; trigger?: LoadTrigger | undefined }): (progress: { bytes: number; totalBytes: number }) => void {
+    return ({ bytes, totalBytes }) => {
+      this.publishProgress({ model, fraction: totalBytes > 0 ? bytes / totalBytes : 0, phase: 'downloading', bytes, totalBytes }, how.trigger);
+      if (how.tracked) this.downloads.set(model, { bytes, totalBytes });
+    };
+  }
+
+  private publishProgress(progress: Omit<LoadProgress, 'workerId' | 'trigger'>, trigger: LoadTrigger | undefined): void {
+    const event: LoadProgress = { workerId: this.deps.workerId, ...progress, ...(trigger && { trigger }) };
+    this.deps.bus.publish(Subjects.modelProgressed, event);
   }
 
   /** Downloads a model's file ahead of a load (`cortex pull --worker|--all`), with the same progress events a load's download has. */
   async pull(command: PullCommand): Promise<PullResult> {
     const { workerId, config } = this.deps;
     const log = (line: string): void => this.deps.logger.log(`${command.model}: ${line}`);
-    const onProgress = ({ bytes, totalBytes }: { bytes: number; totalBytes: number }): void => {
-      const progress: LoadProgress = { workerId, model: command.model, fraction: totalBytes > 0 ? bytes / totalBytes : 0, phase: 'downloading', bytes, totalBytes };
-      this.deps.bus.publish(Subjects.modelProgressed, progress);
-    };
     const path = await this.deps.engine.resolveSource(command.source, {
       modelsDir: config.worker.modelsDir,
       log,
       model: command.model,
-      onProgress,
+      onProgress: this.downloading(command.model, { tracked: false }),
       ...(command.sha256 && { sha256: command.sha256 }),
     });
     return { model: command.model, workerId, path, bytes: (await stat(path)).size };
@@ -272,29 +296,21 @@ export class ModelRegistry implements HeartbeatSource {
 
   /** A fixture's or a local file's path; a remote source as is (its header is read where it lies). */
   private source(source: string, log: (line: string) => void): Promise<string> {
-    if (/^(hf:|https?:)/.test(source)) return Promise.resolve(source);
+    if (isRemote(source)) return Promise.resolve(source);
     return this.deps.engine.resolveSource(source, { modelsDir: this.deps.config.worker.modelsDir, log });
   }
 
   /** The model's local file (downloaded now if it is remote), its draft's (or `lookup`), and the memory both take with their contexts. */
   private async resolve(command: LoadCommand, log: (line: string) => void, signal?: AbortSignal): Promise<{ path: string; draft?: string; bytes: number }> {
-    const { engine, config, workerId } = this.deps;
+    const { engine, config } = this.deps;
     const model = command.model;
-    const onProgress = ({ bytes, totalBytes }: { bytes: number; totalBytes: number }): void => {
-      const fraction = totalBytes > 0 ? bytes / totalBytes : 0;
-      const progress: LoadProgress = { workerId, model, fraction, phase: 'downloading', bytes, totalBytes, ...(command.trigger && { trigger: command.trigger }) };
-      this.deps.bus.publish(Subjects.modelProgressed, progress);
-      this.downloads.set(model, { bytes, totalBytes });
-    };
+    const onProgress = this.downloading(model, { tracked: true, trigger: command.trigger });
     const options = { modelsDir: config.worker.modelsDir, log, model, onProgress, ...(signal && { signal }) };
     try {
       const path = await engine.resolveSource(command.source, { ...options, ...(command.sha256 && { sha256: command.sha256 }) });
-      const shape = { contextSize: command.contextSize, slots: command.slots };
-      const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
-      if (!command.draft) return { path, bytes };
-      if (command.draft === 'lookup') return { path, draft: 'lookup', bytes };
-      const draft = await engine.resolveSource(command.draft, options);
-      return { path, draft, bytes: bytes + (await engine.estimate({ path: draft, ...shape })) };
+      const draft = command.draft;
+      if (!draft || draft === 'lookup') return { path, ...(draft && { draft }), ...(await this.memoryOf(command, path)) };
+      return { path, ...(await this.memoryOf(command, path, () => engine.resolveSource(draft, options))) };
     } finally {
       this.downloads.delete(model);
     }

@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { parseConfig } from '@cortex/config';
 import { pull, pullSources } from './pull.js';
 
+const sources = (...args: Parameters<typeof pullSources>): string[] => pullSources(...args).map((pulled) => pulled.source);
+
 describe('pull', () => {
   it('pull - sources are each model file once plus drafts that are sources, not catalogue ids or lookup', () => {
     const config = parseConfig({
@@ -16,7 +18,9 @@ describe('pull', () => {
         { id: 'd', file: 'fixture:cortex-reasoning', draft: 'fixture:cortex-chat:bytes' },
       ],
     });
-    assert.deepEqual(pullSources(config), ['fixture:cortex-chat', 'fixture:cortex-tools', 'fixture:cortex-reasoning', 'fixture:cortex-chat:bytes']);
+    assert.deepEqual(sources(config), ['fixture:cortex-chat', 'fixture:cortex-tools', 'fixture:cortex-reasoning', 'fixture:cortex-chat:bytes']);
+    // A file two models share is pulled once, for the first; a draft that is a source belongs to no model.
+    assert.deepEqual(pullSources(config).map((pulled) => pulled.model?.id), ['a', 'c', 'd', undefined]);
   });
 
   it('pull - one model (by id) is its file and its draft; anything else is a source of its own', () => {
@@ -27,9 +31,10 @@ describe('pull', () => {
         { id: 'd', file: 'fixture:cortex-reasoning', aliases: ['dee'], draft: 'fixture:cortex-chat:bytes' },
       ],
     });
-    assert.deepEqual(pullSources(config, 'a'), ['fixture:cortex-tools', 'fixture:cortex-chat']);
-    assert.deepEqual(pullSources(config, 'dee'), ['fixture:cortex-reasoning', 'fixture:cortex-chat:bytes']);
-    assert.deepEqual(pullSources(config, 'https://example.com/m.gguf'), ['https://example.com/m.gguf']);
+    assert.deepEqual(sources(config, 'a'), ['fixture:cortex-tools', 'fixture:cortex-chat']);
+    assert.deepEqual(pullSources(config, 'a').map((pulled) => pulled.model?.id), ['a', 'b']);
+    assert.deepEqual(sources(config, 'dee'), ['fixture:cortex-reasoning', 'fixture:cortex-chat:bytes']);
+    assert.deepEqual(sources(config, 'https://example.com/m.gguf'), ['https://example.com/m.gguf']);
   });
 
   it('pull - writes the fixtures into models_dir and fails naming a source it cannot have', async () => {

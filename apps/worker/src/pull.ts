@@ -1,16 +1,26 @@
-import type { CortexConfig } from '@cortex/config';
+import type { CortexConfig, ModelConfig } from '@cortex/config';
 import type { DownloadProgress } from './engine/model-download.js';
 import { resolveSource } from './engine/resolve-source.js';
 
-/** The sources `cortex pull` fetches: each model's file and each draft that is a source rather than a catalogue id or `lookup`. */
-export function pullSources(config: CortexConfig, target?: string): string[] {
+/** A source `cortex pull` fetches, with the catalogue model whose file it is (its id and SHA-256); none for a bare source. */
+export interface PullSource {
+  source: string;
+  model?: ModelConfig;
+}
+
+/**
+ * The sources `cortex pull` fetches, each once (with the first model that names it): each model's
+ * file and each draft that is a source rather than a catalogue id or `lookup`.
+ */
+export function pullSources(config: CortexConfig, target?: string): PullSource[] {
   const ids = new Set(config.models.map((m) => m.id));
   const models = target === undefined ? config.models : config.models.filter((m) => m.id === target || m.aliases?.includes(target));
   // Not a catalogue model: a source of its own (a URL, an hf: URI, a fixture).
-  if (target !== undefined && models.length === 0) return [target];
+  if (target !== undefined && models.length === 0) return [{ source: target }];
   const drafts = models.map((m) => m.draft).filter((d): d is string => d !== undefined && d !== 'lookup' && !ids.has(d));
-  const draftModels = models.map((m) => config.models.find((d) => d.id === m.draft)).filter((m) => m !== undefined && !models.includes(m));
-  return [...new Set([...models.map((m) => m.file), ...draftModels.map((m) => m?.file ?? ''), ...drafts])];
+  const draftModels = models.map((m) => config.models.find((d) => d.id === m.draft)).filter((d): d is ModelConfig => d !== undefined && !models.includes(d));
+  const all: PullSource[] = [...[...models, ...draftModels].map((model) => ({ source: model.file, model })), ...drafts.map((source) => ({ source }))];
+  return all.filter((pair, i) => all.findIndex((other) => other.source === pair.source) === i);
 }
 
 export interface PullOptions {
@@ -27,8 +37,7 @@ export interface PullOptions {
  */
 export async function pull(config: CortexConfig, log: (line: string) => void, options: PullOptions = {}): Promise<Record<string, string>> {
   const paths: Record<string, string> = {};
-  for (const source of pullSources(config, options.target)) {
-    const model = config.models.find((m) => m.file === source);
+  for (const { source, model } of pullSources(config, options.target)) {
     paths[source] = await resolveSource(source, {
       modelsDir: config.worker.modelsDir,
       log,

@@ -8,7 +8,7 @@ import {
   type Token,
   type TokenBias,
 } from 'node-llama-cpp';
-import type { FinishReason, StreamEventBody } from '@cortex/contracts';
+import type { FinishReason, StreamEventBody, Usage } from '@cortex/contracts';
 import type { GenerateJob } from './engine.types.js';
 import { evaluatePromptInBatches } from './evaluate-prompt.js';
 import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
@@ -123,11 +123,14 @@ export class Decode {
     this.predictionsBefore = predictionCounts(plan.sequence);
   }
 
-  async run(): Promise<void> {
+  /** Decodes to the finish and returns the usage the finish reported (what the request is charged on). */
+  async run(): Promise<Usage> {
     const { prompt, sequence, job, resume } = this.plan;
     // A resumed stream evaluates the tokens already delivered as part of its prompt.
     const context = resume ? resume.context(prompt) : prompt;
     const cached = await this.reusePrefix(context);
+    // A resumed stream's context runs past its prompt: what is reported cached is the prompt's share.
+    const cachedPrompt = Math.min(cached, prompt.length);
     this.emit({ type: 'start', runId: '', workerId: '', model: this.model.id, promptTokens: prompt.length });
     if (this.plan.echo && !resume) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
@@ -135,10 +138,10 @@ export class Decode {
     const evaluationStartedAt = performance.now();
     const evaluated = await evaluatePromptInBatches(sequence, context.slice(cached, -1), this.model.batchSize, job.signal);
     const promptDone = cached + evaluated === context.length - 1;
-    if (!promptDone) return this.finish('cancelled', cached, evaluationStartedAt);
+    if (!promptDone) return this.finish('cancelled', cachedPrompt, evaluationStartedAt);
     const replayed = resume ? this.replay(resume) : null;
     const finish = replayed ?? (await this.sample(resume ? context.slice(-1) : this.firstInput(), resume ? context.slice(prompt.length) : []));
-    this.finish(finish, Math.min(cached, prompt.length), evaluationStartedAt);
+    return this.finish(finish, cachedPrompt, evaluationStartedAt);
   }
 
   /**
@@ -340,7 +343,7 @@ export class Decode {
     this.emit({ type: this.mode === 'reasoning' ? 'reasoning' : 'text', text });
   }
 
-  private finish(reason: FinishReason, cached: number, evaluationStartedAt: number): void {
+  private finish(reason: FinishReason, cached: number, evaluationStartedAt: number): Usage {
     // What was held back goes out now, with the ids that produced it.
     this.release.step(null, () => {
       this.toolCall?.abandon();
@@ -350,11 +353,12 @@ export class Decode {
     const { firstTokenAt, completion } = this;
     const endedAt = performance.now();
     const decodeSeconds = firstTokenAt ? (endedAt - firstTokenAt) / 1000 : 0;
+    const usage: Usage = { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens: this.reasoningTokens, ...draftUsageSince(this.predictionsBefore, this.plan.sequence) };
     this.emit({
       type: 'finish',
       reason,
       ...(this.stopSequence !== undefined && { stopSequence: this.stopSequence }),
-      usage: { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens: this.reasoningTokens, ...draftUsageSince(this.predictionsBefore, this.plan.sequence) },
+      usage,
       timings: {
         ttftMs: firstTokenAt ? firstTokenAt - job.receivedAt : 0,
         // Without a first token (cancelled during the prompt) this is the prompt time spent until the cancel.
@@ -364,5 +368,6 @@ export class Decode {
         queueMs: this.startedAt - job.receivedAt,
       },
     });
+    return usage;
   }
 }

@@ -3,6 +3,7 @@ import { CortexError, unitLength, type ModelCapabilities, type ModelKind, type R
 import type { EngineModel, ModelSpec, RetrievalModel } from './engine.types.js';
 import { PLAUSIBLE_BYTES_PER_TOKEN, textsTokensAtLeast } from './prompt-bound.js';
 import { SlotPool } from './slot-pool.js';
+import { vocabularySize } from './vocabulary.js';
 
 type RetrievalContext = LlamaEmbeddingContext | LlamaRankingContext;
 
@@ -32,8 +33,7 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
     this.contextSize = spec.contextSize;
     this.kind = spec.kind === 'ranking' ? 'ranking' : 'embedding';
     this.pool = new SlotPool([...contexts], spec.maxQueue);
-    const metadata = model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly string[] } } };
-    this.vocabularySize = metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+    this.vocabularySize = vocabularySize(model) ?? 0;
   }
 
   /** Creates the model's `slots` contexts of its kind; a context that fails takes the others with it. */

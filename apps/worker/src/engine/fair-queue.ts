@@ -1,4 +1,4 @@
-import type { RequestPriority, StreamEventBody, Usage } from '@cortex/contracts';
+import type { RequestPriority, Usage } from '@cortex/contracts';
 
 /** Where a waiting request stands in its model's queue: its tier, the account it is fair among, and the tokens it is charged on admission. */
 export interface QueueTicket {
@@ -21,21 +21,6 @@ export function chargedTokens(usage: Pick<Usage, 'promptTokens' | 'cachedPromptT
 /** A generate request's ticket: its tier and account from the command, charged `estimate` tokens on admission. */
 export function ticketOf(priority: RequestPriority | undefined, estimate: number): QueueTicket {
   return { tier: priority?.tier ?? UNRANKED.tier, flow: priority?.account ?? UNRANKED.flow, cost: estimate };
-}
-
-/**
- * Wraps a request's `emit` to note what it really cost when its finish goes by (see chargedTokens);
- * `cost()` is undefined until then (a request that failed keeps its estimate).
- */
-export function costMeter(emit: (event: StreamEventBody) => void): { emit: (event: StreamEventBody) => void; cost: () => number | undefined } {
-  let cost: number | undefined;
-  return {
-    emit: (event) => {
-      if (event.type === 'finish') cost = chargedTokens(event.usage);
-      emit(event);
-    },
-    cost: () => cost,
-  };
 }
 
 /** The order in which a model's waiting requests get a free sequence. */

@@ -25,6 +25,7 @@ import { isRemote, remoteSource } from './model-source.js';
 import { resolveSource, type ResolveOptions } from './resolve-source.js';
 import { draftSpeculation, inputLookup, type Speculation } from './speculative.js';
 import { NativeGarbage } from './native-garbage.js';
+import { vocabulary } from './vocabulary.js';
 
 export interface LlamaEngineOptions {
   gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu';
@@ -40,6 +41,13 @@ export interface LlamaEngineOptions {
 
 /** Attention heads narrower than this evaluate faster without flash attention on the CPU. */
 const SMALL_HEAD_DIM = 32;
+
+/** A GGUF's header as read once per file (see LlamaEngine.headers), with its parts' sizes asked for on first use. */
+interface GgufHeader {
+  info: GgufFileInfo;
+  insights: GgufInsights;
+  sizes(): Promise<number[]>;
+}
 
 /** The node-llama-cpp backend: one `Llama` instance per worker process (one GPU). */
 export class LlamaEngine implements Engine {
@@ -61,7 +69,7 @@ export class LlamaEngine implements Engine {
    * requests, once per source for the life of the worker (a hub file under one name does not change
    * in place often enough to ask again at every estimate).
    */
-  private readonly headers = new Map<string, Promise<{ info: GgufFileInfo; insights: GgufInsights }>>();
+  private readonly headers = new Map<string, Promise<GgufHeader>>();
   /** Device names do not change while the backend lives; asked once, not at every heartbeat. */
   private gpuNames: Promise<string[]> | null = null;
   private readonly garbage: NativeGarbage;
@@ -119,10 +127,11 @@ export class LlamaEngine implements Engine {
   }
 
   async facts(path: string): Promise<ModelFacts> {
-    const { info, insights } = await this.header(path);
+    const header = await this.header(path);
+    const { info, insights } = header;
     const general = info.metadata.general;
     const template = info.metadata.tokenizer?.chat_template ?? '';
-    const sizes = isRemote(path) ? await this.remoteSizes(path) : localSizes(info);
+    const sizes = await header.sizes();
     const parameters = insights.totalParameters;
     const fileType = general.file_type;
     const facts: ModelFacts = {
@@ -136,13 +145,8 @@ export class LlamaEngine implements Engine {
     return facts;
   }
 
-  private remoteSizes(path: string): Promise<number[]> {
-    const remote = remoteSource(path);
-    return remote ? remoteSizes(remote, process.env.HF_TOKEN, path) : Promise.resolve([]);
-  }
-
   /** The header of a local GGUF, or of a remote one read with range requests (all parts of a split file). */
-  private header(path: string): Promise<{ info: GgufFileInfo; insights: GgufInsights }> {
+  private header(path: string): Promise<GgufHeader> {
     return memoAsync(this.headers, fileKey(path), async () => {
       const remote = remoteSource(path);
       const token = process.env.HF_TOKEN;
@@ -152,7 +156,16 @@ export class LlamaEngine implements Engine {
         // Only the metadata and tensor table are read; a remote one in a few range requests, without retrying a refusal for long.
         fetchRetryOptions: { retries: 2, minTimeout: 200, maxTimeout: 1_000 },
       });
-      return { info, insights: await GgufInsights.from(info, this.llama) };
+      // The parts' sizes are asked for by facts only, not by every estimate: once, and again after a failure.
+      let sizes: Promise<number[]> | undefined;
+      const partSizes = (): Promise<number[]> => {
+        if (!sizes) {
+          sizes = remote ? remoteSizes(remote, token, path) : isRemote(path) ? Promise.resolve([]) : Promise.resolve().then(() => localSizes(info));
+          sizes.catch(() => (sizes = undefined));
+        }
+        return sizes;
+      };
+      return { info, insights: await GgufInsights.from(info, this.llama), sizes: partSizes };
     });
   }
 
@@ -252,8 +265,8 @@ export class LlamaEngine implements Engine {
  */
 export function vocabularyMismatch(target: LlamaModel, draft: LlamaModel): string | null {
   if (target.vocabularyType !== draft.vocabularyType) return `a ${draft.vocabularyType} tokenizer, the model's is ${target.vocabularyType}`;
-  const ours = target.fileInfo.metadata.tokenizer?.ggml?.tokens;
-  const theirs = draft.fileInfo.metadata.tokenizer?.ggml?.tokens;
+  const ours = vocabulary(target);
+  const theirs = vocabulary(draft);
   if (!ours || !theirs) return null;
   if (theirs.length > ours.length) return `${theirs.length} tokens, the model has ${ours.length}`;
   const differs = theirs.findIndex((token, i) => token !== ours[i]);

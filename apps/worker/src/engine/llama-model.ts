@@ -8,13 +8,14 @@ import { OutputCheck } from './output-check.js';
 import { PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
-import { costMeter, ticketOf } from './fair-queue.js';
+import { chargedTokens, ticketOf } from './fair-queue.js';
 import { ResumeReplay } from './resume-replay.js';
 import { SlotPool } from './slot-pool.js';
 import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
 import { memoTokenizer } from './token-memo.js';
 import { NativeGarbage, samplerBytes } from './native-garbage.js';
+import { vocabularySize } from './vocabulary.js';
 
 /**
  * One loaded model: a context with `slots` sequences and cortex's own decode loop (`decode.ts`). The
@@ -39,6 +40,8 @@ export class LlamaEngineModel implements EngineModel {
   private readonly rawDecodeModel: DecodeModel;
   private readonly grammars: GrammarCache;
   /** What each generation's sampler keeps natively until it is collected (see NativeGarbage). */
+  /** Null when the model's header does not list its tokens. */
+  private readonly vocabularySize: number | null;
   private readonly samplerBytes: number;
 
   constructor(
@@ -68,8 +71,8 @@ export class LlamaEngineModel implements EngineModel {
     this.decodeModel = { id: this.id, model, batchSize: context.batchSize, reasoning, toolCall, markerBias };
     this.rawDecodeModel = { ...this.decodeModel, reasoning: null, toolCall: null, markerBias: undefined };
     this.grammars = new GrammarCache(model.llama);
-    const metadata = model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly string[] } } };
-    this.samplerBytes = samplerBytes(metadata.tokenizer?.ggml?.tokens?.length ?? 0);
+    this.vocabularySize = vocabularySize(model);
+    this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);
     this.capabilities = {
       tools: toolCall !== null,
       reasoning: reasoning !== null,
@@ -126,8 +129,7 @@ export class LlamaEngineModel implements EngineModel {
   async generate(job: GenerateJob): Promise<void> {
     const { request, signal } = job;
     const check = new OutputCheck(request, job.emit, job.warn);
-    const meter = costMeter(check.active ? check.emit : job.emit);
-    const emit = meter.emit;
+    const emit = check.active ? check.emit : job.emit;
     const contextSize = this.context.contextSize;
     const atLeast = this.tokensIfOverContext(request);
     const rendered = atLeast === null ? this.render(request) : null;
@@ -157,22 +159,23 @@ export class LlamaEngineModel implements EngineModel {
     };
     // Charged its whole prompt while it waits (what it reuses of a sequence is known once it has one), corrected at its end.
     const sequence = await this.pool.acquire(signal, sharedPrefix, ticketOf(job.priority, prompt.length));
+    // Charged what its finish reports; a request that failed keeps its estimate.
+    let charged: number | undefined;
     try {
       lookUpIn(sequence, context);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
       const replay = { resume, replayed: check.active ? check.observe : undefined, toolCallIds: job.resume?.toolCallIds };
       const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, callGrammar, forceToolCall: forced !== null, emit, echo, ...replay };
-      await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run();
+      charged = chargedTokens(await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run());
     } finally {
-      this.pool.release(sequence, meter.cost());
+      this.pool.release(sequence, charged);
       this.garbage.left(this.samplerBytes);
     }
   }
 
   /** A migrated stream's resume point, checked against this model (see ResumeReplay). */
   private resumeOf(job: GenerateJob, promptTokens: number): ResumeReplay {
-    const vocabularySize = this.model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? null;
-    return new ResumeReplay(job.resume as NonNullable<GenerateJob['resume']>, { vocabularySize, contextSize: this.context.contextSize, promptTokens });
+    return new ResumeReplay(job.resume as NonNullable<GenerateJob['resume']>, { vocabularySize: this.vocabularySize, contextSize: this.context.contextSize, promptTokens });
   }
 
   /**

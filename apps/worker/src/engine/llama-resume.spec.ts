@@ -133,6 +133,29 @@ describe('llama resume', () => {
     assert.ok((await everyCut(request, undefined, 12)).resumed >= 2);
   });
 
+  it('llama resume - a resume cancelled in its prompt counts as cached no more tokens than the prompt has', async () => {
+    const request = chat('cortex-chat');
+    const unbroken = await generate(request);
+    const { resume } = cut(unbroken, 1);
+    // The slot now holds the prompt and the delivered tokens; a resume that shares them and goes on
+    // with other tokens reuses more than the prompt and still has tokens to evaluate when cancelled.
+    await generate(request, resume);
+    const [first = 0] = resume.tokens;
+    const other: Resume = { tokens: [...resume.tokens, first, first], toolCallIds: [] };
+    const controller = new AbortController();
+    const events: StreamEventBody[] = [];
+    const model = models.get('cortex-chat') ?? assert.fail('no cortex-chat');
+    const emit = (event: StreamEventBody): void => {
+      events.push(event);
+      if (event.type === 'start') controller.abort();
+    };
+    await model.generate({ request, receivedAt: performance.now(), signal: controller.signal, emit, resume: other });
+    const finish = events.at(-1);
+    assert.ok(finish?.type === 'finish' && finish.reason === 'cancelled', `cancelled in the prompt: ${JSON.stringify(finish)}`);
+    assert.ok(finish.usage.cachedPromptTokens !== undefined && finish.usage.cachedPromptTokens > 0, `the shared prefix was reused: ${finish.usage.cachedPromptTokens}`);
+    assert.ok(finish.usage.cachedPromptTokens <= finish.usage.promptTokens, `cached ${finish.usage.cachedPromptTokens} of a ${finish.usage.promptTokens}-token prompt`);
+  });
+
   it("llama resume - a token outside the vocabulary is refused naming it; a forced call's resume must start with its marker", async () => {
     await assert.rejects(generate(chat('cortex-chat'), { tokens: [1, 10_000_000], toolCallIds: [] }), (error: unknown) => error instanceof CortexError && error.extra.param === 'resume.tokens[1]');
     await assert.rejects(generate(chat('cortex-tools', { tools, toolChoice: 'required' }), { tokens: [5], toolCallIds: [] }), (error: unknown) => error instanceof CortexError && error.extra.param === 'resume.tokens');

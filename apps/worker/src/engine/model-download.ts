@@ -68,18 +68,22 @@ export class ModelDownload {
   async run(): Promise<string> {
     const { source, dir } = this.options;
     const paths = source.files.map((file) => join(dir, file));
-    for (let i = 0; i < source.urls.length; i++) await this.part(i, source.urls[i] ?? '', paths[i] ?? '');
-    await this.verifyGguf(paths);
+    let arrived = false;
+    for (let i = 0; i < source.urls.length; i++) arrived = (await this.part(i, source.urls[i] ?? '', paths[i] ?? '')) || arrived;
+    // Parts already on disk were read back by the run that fetched them (a bad one is deleted there):
+    // the header is read again only when a part arrived now, by this run or one it waited for.
+    if (arrived) await this.verifyGguf(paths);
     return paths[0] ?? '';
   }
 
-  private async part(index: number, url: string, path: string): Promise<void> {
-    for (;;) {
+  /** Fetches a part unless it is on disk; true when it was not there at first (fetched now, here or by the process waited for). */
+  private async part(index: number, url: string, path: string): Promise<boolean> {
+    for (let waited = false; ; waited = true) {
       if (await exists(path)) {
         const size = (await stat(path)).size;
         this.done[index] = size;
         this.totals[index] = size;
-        return;
+        return waited;
       }
       if (await this.lock(path)) break;
       await this.waitForOwner(path, index);
@@ -89,6 +93,7 @@ export class ModelDownload {
     } finally {
       await unlink(`${path}.lock`).catch(() => undefined);
     }
+    return true;
   }
 
   /** Takes the file's lock: false while another live process holds it. A dead or stale owner's lock is taken over. */

@@ -1,5 +1,6 @@
 import type { LlamaModel, Token } from 'node-llama-cpp';
 import { CortexError, type RawPrompt } from '@cortex/contracts';
+import { vocabularySize } from './vocabulary.js';
 
 /** A model's fill-in-the-middle tokens; `middle` is null for models that put the prefix last (SPM order). */
 export interface FimTokens {
@@ -44,8 +45,8 @@ export function rawPromptText(model: LlamaModel, raw: RawPrompt): string {
 }
 
 function checkedTokens(model: LlamaModel, modelId: string, tokens: readonly number[]): Token[] {
-  const size = model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length;
-  const bad = size === undefined ? -1 : tokens.findIndex((token) => token >= size);
+  const size = vocabularySize(model);
+  const bad = size === null ? -1 : tokens.findIndex((token) => token >= size);
   if (bad !== -1) throw new CortexError('invalid_request', `prompt[${bad}]: token ${tokens[bad]} is not in ${modelId}'s vocabulary of ${size} tokens`, { param: 'prompt' });
   return tokens as Token[];
 }

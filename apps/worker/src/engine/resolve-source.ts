@@ -4,7 +4,7 @@ import { ensureFixtureModels, type FixtureVocabulary } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
 import { memoAsync } from './memo.js';
 import { ModelDownload, type DownloadProgress } from './model-download.js';
-import { remoteSource } from './model-source.js';
+import { isHubTag, remoteSource } from './model-source.js';
 
 export interface ResolveOptions {
   modelsDir: string;
@@ -63,7 +63,7 @@ export async function resolveSource(source: string, options: ResolveOptions): Pr
       ...(options.signal && { signal: options.signal }),
     }).run();
   }
-  if (/^(hf:|https?:)/.test(source)) {
+  if (isHubTag(source)) {
     let lastPercent = -10;
     try {
       return await resolveModelFile(source, {
