@@ -2,6 +2,7 @@ import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ConfigError, modelEntry, parseModelEntry, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { Buckets, CortexError } from '@cortex/contracts';
+import { casUpdate } from './kv-cas.js';
 import { watchKv } from './kv-watch.js';
 import { openKv } from './replicas.js';
 
@@ -10,9 +11,6 @@ type StoredModel = { model: Record<string, unknown>; updated_at: string } | { re
 
 /** Where a model of the catalogue comes from. */
 export type ModelOrigin = 'config' | 'added' | 'changed';
-
-/** Compare-and-set attempts before a write that keeps losing to others gives up (503). */
-const CAS_ATTEMPTS = 10;
 
 /**
  * The model catalogue every router and gateway serves from: the config file's `models` as the seed,
@@ -144,22 +142,20 @@ export class ModelCatalogue {
 
   /** Reads the model's entry, applies `edit` to the model it holds now, and writes back with compare-and-set. */
   private async write(id: string, edit: (current: ModelConfig | undefined) => ModelConfig | null): Promise<ModelConfig> {
-    const key = entryKey(id);
-    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      const entry = await this.kv.get(key);
-      if (entry) this.apply(entry, true);
-      const next = edit(this.overlay.has(id) ? (this.overlay.get(id) ?? undefined) : this.seed.get(id));
-      const stored: StoredModel = next ? { model: modelEntry(next), updated_at: new Date().toISOString() } : { removed: true, updated_at: new Date().toISOString() };
-      try {
-        const revision = entry ? await this.kv.update(key, JSON.stringify(stored), entry.revision) : await this.kv.create(key, JSON.stringify(stored));
-        // Seen here at once; the watch brings the same entry again, which changes nothing.
-        this.applyStored(id, stored, revision, true);
-        return next ?? this.seed.get(id)!;
-      } catch (error) {
-        if (!isWrongRevision(error)) throw error;
-      }
-    }
-    throw new CortexError('service_unavailable', `the model ${id} changed too often at once; try again`, { retryAfter: 1 });
+    const { result, revision } = await casUpdate(
+      this.kv,
+      entryKey(id),
+      (entry) => {
+        if (entry) this.apply(entry, true);
+        const next = edit(this.overlay.has(id) ? (this.overlay.get(id) ?? undefined) : this.seed.get(id));
+        const stored: StoredModel = next ? { model: modelEntry(next), updated_at: new Date().toISOString() } : { removed: true, updated_at: new Date().toISOString() };
+        return { value: JSON.stringify(stored), result: { next, stored } };
+      },
+      `the model ${id} changed too often at once; try again`,
+    );
+    // Seen here at once; the watch brings the same entry again, which changes nothing.
+    this.applyStored(id, result.stored, revision!, true);
+    return result.next ?? this.seed.get(id)!;
   }
 
   private apply(entry: KvEntry, notify: boolean): void {
@@ -226,10 +222,4 @@ function notFound(id: string, models: readonly ModelConfig[]): CortexError {
 /** The snake_case field a config error names first (`model x.context_size: …` → `context_size`). */
 function fieldOf(message: string): string {
   return /\.([a-z_]+)(?:\[\d+\])?:/.exec(message)?.[1] ?? /: ([a-z_]+):/.exec(message)?.[1] ?? 'body';
-}
-
-/** JetStream's "wrong last sequence" (10071): someone else wrote the entry first. */
-function isWrongRevision(error: unknown): boolean {
-  const e = error as { api_error?: { err_code?: number }; message?: string };
-  return e.api_error?.err_code === 10071 || /wrong last sequence/i.test(e.message ?? '');
 }
