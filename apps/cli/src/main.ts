@@ -2,7 +2,7 @@
 import 'reflect-metadata';
 import { resolve } from 'node:path';
 import { BusClient, connectBus } from '@cortex/bus';
-import { Subjects } from '@cortex/contracts';
+import { decodePullReply, PULL_REPLY_TIMEOUT_MS, Subjects } from '@cortex/contracts';
 import { loadConfig } from '@cortex/config';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { integerOption, parseCommandLine, stringOption, UsageError } from './args.js';
@@ -119,8 +119,8 @@ async function pullOnWorkers(model: string | undefined, worker: string | undefin
   const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-pull' });
   try {
     // Bounded as the router bounds each worker's pull; a worker that dies ends it at once.
-    const bus = new BusClient(nc, 6 * 60 * 60 * 1000 + 10_000);
-    const reply = (await bus.request(Subjects.routerPull, { model, ...(worker ? { worker } : { all: true }) })) as { model: string; pulled: Array<{ workerId: string; path: string; bytes: number }> };
+    const bus = new BusClient(nc, config.gateway.placementTimeoutMs);
+    const reply = await bus.request(Subjects.routerPull, { model, ...(worker ? { worker } : { all: true }) }, { timeoutMs: PULL_REPLY_TIMEOUT_MS, decode: decodePullReply });
     if (json) console.log(JSON.stringify(reply, null, 2));
     else for (const p of reply.pulled) console.log(`${reply.model} is on worker ${p.workerId}: ${p.path} (${(p.bytes / 2 ** 20).toFixed(1)} MiB)`);
   } finally {
