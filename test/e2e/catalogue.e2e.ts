@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
 
@@ -25,11 +24,8 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
       ],
       config: { auth: { api_keys: [USER], admin_keys: [ADMIN] } },
     });
-    const second = `127.0.0.1:${await freePort()}`;
-    stack.spawnService('gateway', { CORTEX_LISTEN: second });
     stack.spawnService('router');
-    gateways = [stack.baseUrl, `http://${second}`];
-    await waitFor(async () => (await fetch(`${gateways[1]}/v1/models`, { headers: { authorization: `Bearer ${USER}` } }).catch(() => null))?.ok === true, 30_000);
+    gateways = [stack.baseUrl, await stack.spawnGateway()];
   });
 
   after(async () => {

@@ -5,7 +5,6 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { freePort } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
 
@@ -39,10 +38,7 @@ describe('stored keys e2e (two gateways)', () => {
       ],
       config: { auth: { api_keys: [STATIC], admin_keys: [ADMIN] } },
     });
-    const second = `127.0.0.1:${await freePort()}`;
-    stack.spawnService('gateway', { CORTEX_LISTEN: second });
-    gateways = [stack.baseUrl, `http://${second}`];
-    await waitFor(async () => (await fetch(`${gateways[1]}/v1/models`, { headers: { authorization: `Bearer ${STATIC}` } }).catch(() => null))?.ok === true, 30_000);
+    gateways = [stack.baseUrl, await stack.spawnGateway()];
   });
 
   after(async () => {
