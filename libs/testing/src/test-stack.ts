@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -200,6 +200,11 @@ async function pingServices(nc: NatsConnection): Promise<Map<string, number>> {
     // no responders yet
   }
   return counts;
+}
+
+/** Runs the `cortex` command line against the stack (its config and NATS), bounded at a minute. */
+export function runCli(stack: Pick<TestStack, 'configPath' | 'nats'>, ...args: string[]): SpawnSyncReturns<string> {
+  return spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, CORTEX_CONFIG: stack.configPath, CORTEX_NATS_URL: stack.nats.url }, encoding: 'utf8', timeout: 60_000 });
 }
 
 export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, intervalMs = 100): Promise<void> {
