@@ -1,13 +1,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { freePort } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
-import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
+import { postJson, runCli, startStack, waitFor, type TestStack } from '@cortex/testing';
 
-const CLI = resolve(fileURLToPath(new URL('../../../apps/cli/dist/main.js', import.meta.url)));
 const ADMIN = 'sk-admin-e2e';
 const USER = 'sk-user-e2e';
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -25,18 +20,15 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
       ],
       config: { auth: { api_keys: [USER], admin_keys: [ADMIN] } },
     });
-    const second = `127.0.0.1:${await freePort()}`;
-    stack.spawnService('gateway', { CORTEX_LISTEN: second });
     stack.spawnService('router');
-    gateways = [stack.baseUrl, `http://${second}`];
-    await waitFor(async () => (await fetch(`${gateways[1]}/v1/models`, { headers: { authorization: `Bearer ${USER}` } }).catch(() => null))?.ok === true, 30_000);
+    gateways = [stack.baseUrl, await stack.spawnGateway()];
   });
 
   after(async () => {
     await stack?.stop();
   });
 
-  const cli = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, CORTEX_CONFIG: stack.configPath, CORTEX_NATS_URL: stack.nats.url }, encoding: 'utf8', timeout: 60_000 });
+  const cli = (...args: string[]) => runCli(stack, ...args);
   const chat = async (base: string, model: string): Promise<{ status: number; body: unknown }> => {
     const response = await postJson(`${base}/v1/chat/completions`, { model, messages: user }, { authorization: `Bearer ${USER}` });
     return { status: response.status, body: await response.json() };

@@ -1,15 +1,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { freePort } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
-import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
+import { postJson, runCli, startStack, waitFor, type TestStack } from '@cortex/testing';
 
-const CLI = resolve(fileURLToPath(new URL('../../../apps/cli/dist/main.js', import.meta.url)));
 const ADMIN = 'sk-admin-e2e';
 const STATIC = 'sk-static-e2e';
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -39,10 +34,7 @@ describe('stored keys e2e (two gateways)', () => {
       ],
       config: { auth: { api_keys: [STATIC], admin_keys: [ADMIN] } },
     });
-    const second = `127.0.0.1:${await freePort()}`;
-    stack.spawnService('gateway', { CORTEX_LISTEN: second });
-    gateways = [stack.baseUrl, `http://${second}`];
-    await waitFor(async () => (await fetch(`${gateways[1]}/v1/models`, { headers: { authorization: `Bearer ${STATIC}` } }).catch(() => null))?.ok === true, 30_000);
+    gateways = [stack.baseUrl, await stack.spawnGateway()];
   });
 
   after(async () => {
@@ -64,7 +56,7 @@ describe('stored keys e2e (two gateways)', () => {
   };
   const chat = (base: string, key: string, model = 'cortex-chat') =>
     postJson(`${base}/v1/chat/completions`, { model, messages: user }, { authorization: `Bearer ${key}` });
-  const cli = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, CORTEX_CONFIG: stack.configPath, CORTEX_NATS_URL: stack.nats.url }, encoding: 'utf8', timeout: 30_000 });
+  const cli = (...args: string[]) => runCli(stack, ...args);
 
   it('keys - a key created through the admin API works on both gateways; its secret is shown once', async () => {
     const created = await createKey({ name: 'ci', account: 'team-a', limits: { requests_per_minute: 100 } });

@@ -25,10 +25,7 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       ],
       config: { auth: { api_keys: ['sk-static-limits'], admin_keys: [ADMIN] }, gateway: { stall_timeout_ms: 30_000 } },
     });
-    const second = `127.0.0.1:${await freePort()}`;
-    stack.spawnService('gateway', { CORTEX_LISTEN: second });
-    gateways = [stack.baseUrl, `http://${second}`];
-    await waitFor(async () => (await fetch(`${gateways[1]}/v1/models`, { headers: { authorization: `Bearer ${ADMIN}` } }).catch(() => null))?.ok === true, 30_000);
+    gateways = [stack.baseUrl, await stack.spawnGateway()];
   });
 
   after(async () => {

@@ -4,7 +4,6 @@ import type { ChildProcess } from 'node:child_process';
 import OpenAI from 'openai';
 import { Kvm, type KV } from '@nats-io/kv';
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
-import { freePort } from '@cortex/bus';
 import { Buckets, decodeUsageRecord, USAGE_STREAM, type UsageRecord } from '@cortex/contracts';
 import { postJson, scrapeMetrics, startStack, waitFor, type TestStack } from '@cortex/testing';
 
@@ -47,9 +46,8 @@ describe('restarts e2e (limits and spend across restarts of gateways, routers an
       ],
       config: { auth: { api_keys: ['sk-static-restarts'], admin_keys: [ADMIN] }, gateway: { stall_timeout_ms: 30_000 } },
     });
-    second = `127.0.0.1:${await freePort()}`;
-    stack.spawnService('gateway', { CORTEX_LISTEN: second });
-    gateways = [stack.baseUrl, `http://${second}`];
+    gateways = [stack.baseUrl, await stack.spawnGateway()];
+    second = new URL(gateways[1]!).host;
     await gatewaysAnswer();
     limitsKv = await new Kvm(stack.nc).open(Buckets.limits);
   });

@@ -1,7 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { freePort } from '@cortex/bus';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const ADMIN = 'sk-admin-tpm';
@@ -23,10 +22,7 @@ describe('tokens per minute e2e (two gateways)', () => {
       ],
       config: { auth: { api_keys: ['sk-static-tpm'], admin_keys: [ADMIN] }, gateway: { stall_timeout_ms: 30_000 } },
     });
-    const second = `127.0.0.1:${await freePort()}`;
-    stack.spawnService('gateway', { CORTEX_LISTEN: second });
-    gateways = [stack.baseUrl, `http://${second}`];
-    await waitFor(async () => (await fetch(`${gateways[1]}/v1/models`, { headers: { authorization: `Bearer ${ADMIN}` } }).catch(() => null))?.ok === true, 30_000);
+    gateways = [stack.baseUrl, await stack.spawnGateway()];
   });
 
   after(async () => {

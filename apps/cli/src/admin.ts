@@ -1,40 +1,32 @@
-import { BusClient, connectBus } from '@cortex/bus';
-import { loadConfig } from '@cortex/config';
 import { decodeCatalogue, Subjects, type CatalogueEntry, type Placement } from '@cortex/contracts';
+import { print, withBus } from './bus.js';
 import { formatModels } from './status.js';
 
 export type AdminCommand = 'models' | 'load' | 'unload' | 'pin' | 'unpin';
 
 /** Fleet operations, sent to a router over the bus. People get a sentence; `--json` gives the router's answer as it is. */
 export async function admin(command: AdminCommand, args: { model?: string; worker?: string; json: boolean }): Promise<void> {
-  const { config } = loadConfig();
   const { model, worker, json } = args;
-  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-admin' });
-  const bus = new BusClient(nc, config.gateway.placementTimeoutMs);
-  const catalogue = (): Promise<CatalogueEntry[]> => bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
-  try {
+  await withBus('admin', async (bus) => {
+    const catalogue = (): Promise<CatalogueEntry[]> => bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
     if (command === 'models') {
       const models = await catalogue();
-      console.log(json ? JSON.stringify(models, null, 2) : formatModels(models));
+      print(json, models, () => formatModels(models));
       return;
     }
     // The command line parser has made sure a model is named.
     if (!model) throw new Error(`cortex ${command} needs <model>`);
     if (command === 'pin' || command === 'unpin') {
       const reply = await bus.request(Subjects.routerPin, { model, pinned: command === 'pin' });
-      console.log(json ? JSON.stringify(reply, null, 2) : pinSentence(reply as { model: string; pinned: boolean }));
+      print(json, reply, () => pinSentence(reply as { model: string; pinned: boolean }));
       return;
     }
     // Whether it is pinned decides what follows an unload, so ask before.
     const pinned = command === 'unload' && !json && (await catalogue()).find((m) => m.id === model)?.pinned === true;
     const subject = command === 'load' ? Subjects.routerLoad : Subjects.routerUnload;
     const reply = await bus.request(subject, { model, ...(worker && { worker }) });
-    if (json) console.log(JSON.stringify(reply, null, 2));
-    else if (command === 'load') console.log(loadSentence(reply as Placement));
-    else console.log(unloadSentence(reply as { model: string; unloaded: string[] }, pinned));
-  } finally {
-    await nc.close();
-  }
+    print(json, reply, () => (command === 'load' ? loadSentence(reply as Placement) : unloadSentence(reply as { model: string; unloaded: string[] }, pinned)));
+  });
 }
 
 function loadSentence(placement: Placement): string {

@@ -1,7 +1,6 @@
-import { BusClient, connectBus } from '@cortex/bus';
-import { loadConfig } from '@cortex/config';
 import { decodeCatalogueModelReply, Subjects, type CatalogueModelReply } from '@cortex/contracts';
 import { listOption, stringOption, UsageError, type OptionValues } from './args.js';
+import { print, withBus } from './bus.js';
 
 /** Command line flags and the model fields they set, with how each value is read. */
 const FIELDS: ReadonlyArray<{ flag: string; field: string; read: 'integer' | 'string' | 'boolean' | 'list' }> = [
@@ -27,11 +26,7 @@ export async function catalogueCommand(command: string, values: OptionValues, po
   const body = command === 'models remove' ? {} : modelFields(command, values, command === 'models set');
   if (command === 'models set' && Object.keys(body).length === 0) throw usage(command, 'name at least one field to change');
   const [id = '', source] = positionals;
-  const { config } = loadConfig();
-  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-models' });
-  const bus = new BusClient(nc, config.gateway.placementTimeoutMs);
-  const json = values.json === true;
-  try {
+  await withBus('models', async (bus) => {
     let reply: CatalogueModelReply;
     let sentence: string;
     if (command === 'models add') {
@@ -46,10 +41,8 @@ export async function catalogueCommand(command: string, values: OptionValues, po
       const seed = reply.origin === 'added' ? '' : ' It stays out even though the config file lists it.';
       sentence = `Removed ${id} from the catalogue: requests for it are refused with 404 on every gateway.${where}${seed}`;
     }
-    console.log(json ? JSON.stringify(reply, null, 2) : sentence);
-  } finally {
-    await nc.close();
-  }
+    print(values.json === true, reply, sentence);
+  });
 }
 
 /** The fields the flags set; with `clearable`, "none" sends null (back to the default). */

@@ -1,7 +1,7 @@
-import { connectBus, KeyStore } from '@cortex/bus';
-import { loadConfig } from '@cortex/config';
+import { KeyStore } from '@cortex/bus';
 import { keyView, parseAccountPut, parseKeyCreate, parseKeyUpdate, parseRotate, type KeyView, type Limits } from '@cortex/contracts';
 import { listOption, stringOption, UsageError, type OptionValues } from './args.js';
+import { print, withBus } from './bus.js';
 
 const LIMIT_FLAGS = { rpm: 'requests_per_minute', tpm: 'tokens_per_minute', concurrency: 'concurrent_requests' } as const;
 
@@ -10,11 +10,8 @@ const LIMIT_FLAGS = { rpm: 'requests_per_minute', tpm: 'tokens_per_minute', conc
  * same store and the same checks as the gateway's admin API). Sentences for people, `--json` for scripts.
  */
 export async function keysCommand(command: string, values: OptionValues, positionals: string[]): Promise<void> {
-  const { config } = loadConfig();
-  const nc = await connectBus({ url: config.nats.url, auth: config.nats, replicas: config.nats.replicas, name: 'cortex-keys' });
   const json = values.json === true;
-  const print = (data: unknown, sentence: string): void => console.log(json ? JSON.stringify(data, null, 2) : sentence);
-  try {
+  await withBus('keys', async (_bus, { nc }) => {
     const store = await KeyStore.open(nc);
     const now = Date.now();
     const id = positionals[0] ?? '';
@@ -22,24 +19,24 @@ export async function keysCommand(command: string, values: OptionValues, positio
       case 'keys create': {
         const { key, secret } = await store.create(parseKeyCreate(keyBody(command, values, false), now), now);
         const view = keyView(key, now);
-        print({ ...view, secret }, `Created key ${key.id} "${key.name}" in account ${key.account}: ${describeKey(view)}.\nIts secret, shown this once (store it now):\n\n  ${secret}\n`);
+        print(json, { ...view, secret }, `Created key ${key.id} "${key.name}" in account ${key.account}: ${describeKey(view)}.\nIts secret, shown this once (store it now):\n\n  ${secret}\n`);
         return;
       }
       case 'keys list': {
         const account = stringOption(values, 'account');
         const views = (await store.list()).filter((k) => account === undefined || k.account === account).map((k) => keyView(k, now));
-        print({ object: 'list', data: views }, views.length === 0 ? `No stored keys${account ? ` in account ${account}` : ''} (\`cortex keys create --name <name>\` makes one).` : keyTable(views));
+        print(json, { object: 'list', data: views }, views.length === 0 ? `No stored keys${account ? ` in account ${account}` : ''} (\`cortex keys create --name <name>\` makes one).` : keyTable(views));
         return;
       }
       case 'keys show': {
         const view = keyView(await store.get(id), now);
-        print(view, showKey(view));
+        print(json, view, showKey(view));
         return;
       }
       case 'keys update': {
         const key = await store.update(id, parseKeyUpdate(keyBody(command, values, true), now), now);
         const view = keyView(key, now);
-        print(view, `Updated key ${key.id} "${key.name}" (account ${key.account}): ${describeKey(view)}. Every gateway applies it within a second.`);
+        print(json, view, `Updated key ${key.id} "${key.name}" (account ${key.account}): ${describeKey(view)}. Every gateway applies it within a second.`);
         return;
       }
       case 'keys rotate': {
@@ -49,18 +46,19 @@ export async function keysCommand(command: string, values: OptionValues, positio
         const { key, secret } = await store.rotate(id, grace_s, now);
         const view = keyView(key, now);
         const old = view.previous_secret_valid_until ? `the old secret keeps working until ${view.previous_secret_valid_until}` : 'the old secret no longer works';
-        print({ ...view, secret }, `Rotated key ${key.id} "${key.name}": ${old}. The new secret, shown this once (store it now):\n\n  ${secret}\n`);
+        print(json, { ...view, secret }, `Rotated key ${key.id} "${key.name}": ${old}. The new secret, shown this once (store it now):\n\n  ${secret}\n`);
         return;
       }
       case 'keys revoke': {
         const key = await store.revoke(id, now);
         const when = Date.parse(key.revoked_at ?? '') < now - 1_000 ? `was already revoked at ${key.revoked_at}` : 'is revoked: every gateway refuses it within a second';
-        print(keyView(key, now), `Key ${key.id} "${key.name}" ${when}.`);
+        print(json, keyView(key, now), `Key ${key.id} "${key.name}" ${when}.`);
         return;
       }
       case 'accounts list': {
         const accounts = await store.listAccounts();
         print(
+          json,
           { object: 'list', data: accounts },
           accounts.length === 0 ? 'No account has limits (`cortex accounts set <name> --rpm <n>` sets some).' : accounts.map((a) => `${a.name}\t${describeLimits(a.limits)}`).join('\n'),
         );
@@ -69,15 +67,13 @@ export async function keysCommand(command: string, values: OptionValues, positio
       case 'accounts set': {
         const { name, limits } = parseAccountPut(id, { limits: limitsBody(command, values, true) });
         const account = await store.putAccount(name, limits, now);
-        print(account, `Account ${account.name}: ${describeLimits(account.limits)}. Its keys get the tighter of their own limits and these.`);
+        print(json, account, `Account ${account.name}: ${describeLimits(account.limits)}. Its keys get the tighter of their own limits and these.`);
         return;
       }
       default:
         throw new UsageError(`"${command}" has no handler`);
     }
-  } finally {
-    await nc.close();
-  }
+  });
 }
 
 /** The admin API body for the command line's options; the same parser then checks it. */

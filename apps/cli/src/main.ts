@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
 import { resolve } from 'node:path';
-import { BusClient, connectBus } from '@cortex/bus';
-import { Subjects } from '@cortex/contracts';
+import { decodePullReply, PULL_REPLY_TIMEOUT_MS, Subjects } from '@cortex/contracts';
 import { loadConfig } from '@cortex/config';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { integerOption, parseCommandLine, stringOption, UsageError } from './args.js';
@@ -13,6 +12,7 @@ import { admin } from './admin.js';
 import { PullProgress } from './pull-progress.js';
 import { keysCommand } from './keys.js';
 import { catalogueCommand } from './catalogue.js';
+import { print, withBus } from './bus.js';
 
 async function main(argv: string[]): Promise<void> {
   const line = parseCommandLine(argv, COMMANDS);
@@ -31,16 +31,11 @@ async function main(argv: string[]): Promise<void> {
     case 'status': {
       const interval = integerOption(values, 'interval', 'status', 100) ?? 1_000;
       if (values.interval !== undefined && values.watch !== true) throw new UsageError('cortex status: --interval goes with --watch; run "cortex status --help" to see its usage');
-      const { config } = loadConfig();
-      const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-status' });
-      try {
-        if (values.watch === true) return await watchStatus(nc, interval);
+      return withBus('status', async (_bus, { nc }) => {
+        if (values.watch === true) return watchStatus(nc, interval);
         const report = await collectStatus(nc);
-        console.log(json ? JSON.stringify(report, null, 2) : formatStatus(report));
-      } finally {
-        await nc.close();
-      }
-      return;
+        print(json, report, () => formatStatus(report));
+      });
     }
     case 'models':
     case 'load':
@@ -115,15 +110,9 @@ async function pullCommand(target: string | undefined, json: boolean): Promise<v
 /** `cortex pull <model> --worker <id> | --all`: the workers download it ahead of any load (the router asks them over the bus). */
 async function pullOnWorkers(model: string | undefined, worker: string | undefined, json: boolean): Promise<void> {
   if (!model) throw new UsageError('cortex pull --worker/--all needs <model>, a catalogue model; see cortex pull --help');
-  const { config } = loadConfig();
-  const nc = await connectBus({ url: config.nats.url, auth: config.nats, name: 'cortex-pull' });
-  try {
+  await withBus('pull', async (bus) => {
     // Bounded as the router bounds each worker's pull; a worker that dies ends it at once.
-    const bus = new BusClient(nc, 6 * 60 * 60 * 1000 + 10_000);
-    const reply = (await bus.request(Subjects.routerPull, { model, ...(worker ? { worker } : { all: true }) })) as { model: string; pulled: Array<{ workerId: string; path: string; bytes: number }> };
-    if (json) console.log(JSON.stringify(reply, null, 2));
-    else for (const p of reply.pulled) console.log(`${reply.model} is on worker ${p.workerId}: ${p.path} (${(p.bytes / 2 ** 20).toFixed(1)} MiB)`);
-  } finally {
-    await nc.close();
-  }
+    const reply = await bus.request(Subjects.routerPull, { model, ...(worker ? { worker } : { all: true }) }, { timeoutMs: PULL_REPLY_TIMEOUT_MS, decode: decodePullReply });
+    print(json, reply, () => reply.pulled.map((p) => `${reply.model} is on worker ${p.workerId}: ${p.path} (${(p.bytes / 2 ** 20).toFixed(1)} MiB)`).join('\n'));
+  });
 }

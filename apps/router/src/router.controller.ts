@@ -1,7 +1,7 @@
 import { Controller, Inject, Logger } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
-import { AdminModelCommand, AdminPullCommand, assertModelKind, CatalogueAddCommand, CatalogueRemoveCommand, CatalogueSetCommand, type CatalogueModelReply, decodeMessage, decodePlaceRequest, PinCommand, Subjects, type CatalogueEntry, type FleetView, type Placement } from '@cortex/contracts';
+import { AdminModelCommand, AdminPullCommand, assertModelKind, CatalogueAddCommand, CatalogueRemoveCommand, CatalogueSetCommand, type CatalogueModelReply, decodeMessage, decodePlaceRequest, PinCommand, Subjects, type CatalogueEntry, type FleetView, type Placement, type PullReply } from '@cortex/contracts';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { CatalogueService } from './catalogue/catalogue.service.js';
 import { AdminService } from './placement/admin.service.js';
@@ -47,7 +47,7 @@ export class RouterController {
   }
 
   @MessagePattern(Subjects.routerPull)
-  pull(payload: unknown) {
+  pull(payload: unknown): Promise<PullReply> {
     const command = decodeMessage(AdminPullCommand, payload);
     return this.admin.pull(command.model, command.worker, command.all === true);
   }

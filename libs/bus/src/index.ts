@@ -12,6 +12,7 @@ export * from './bus-exception.filter.js';
 export * from './events.js';
 export * from './logger.js';
 export * from './kv-watch.js';
+export * from './kv-cas.js';
 export * from './payload.js';
 export * from './replicas.js';
 export * from './background.js';

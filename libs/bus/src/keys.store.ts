@@ -1,4 +1,4 @@
-import type { KV } from '@nats-io/kv';
+import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   accountEntry,
@@ -15,11 +15,10 @@ import {
   type KeyUpdateInput,
   type LimitsPatch,
 } from '@cortex/contracts';
+import { casUpdate } from './kv-cas.js';
 import { openKv } from './replicas.js';
 
 const KEY_ID = /^key_[0-9a-f]{16}$/;
-/** Compare-and-set attempts before a write that keeps losing to others gives up (503). */
-const CAS_ATTEMPTS = 10;
 
 /**
  * Keys and accounts in the `cortex_keys` bucket (with `nats.replicas` copies). Every change is a
@@ -56,7 +55,7 @@ export class KeyStore {
   }
 
   async get(id: string): Promise<KeyRecord> {
-    return (await this.read(id)).key;
+    return this.read(id);
   }
 
   update(id: string, input: KeyUpdateInput, now = Date.now()): Promise<KeyRecord> {
@@ -93,39 +92,41 @@ export class KeyStore {
 
   /** Sets an account's limits (a limit set to null is removed); creates the account if it is new. */
   async putAccount(name: string, patch: LimitsPatch, now = Date.now()): Promise<AccountRecord> {
-    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      const entry = await this.kv.get(accountEntry(name));
-      const current: AccountRecord = entry?.operation === 'PUT' ? entry.json<AccountRecord>() : { name, limits: {}, updated_at: '' };
-      const next: AccountRecord = { name, limits: applyLimitsPatch(current.limits, patch), updated_at: new Date(now).toISOString() };
-      try {
-        if (entry) await this.kv.update(accountEntry(name), JSON.stringify(next), entry.revision);
-        else await this.kv.create(accountEntry(name), JSON.stringify(next));
-        return next;
-      } catch {
-        // Someone else wrote it first: read again.
-      }
-    }
-    throw new CortexError('service_unavailable', `account ${name} changed too often at once; try again`, { retryAfter: 1 });
+    const { result } = await casUpdate(
+      this.kv,
+      accountEntry(name),
+      (entry) => {
+        const current: AccountRecord = entry?.operation === 'PUT' ? entry.json<AccountRecord>() : { name, limits: {}, updated_at: '' };
+        const next: AccountRecord = { name, limits: applyLimitsPatch(current.limits, patch), updated_at: new Date(now).toISOString() };
+        return { value: JSON.stringify(next), result: next };
+      },
+      `account ${name} changed too often at once; try again`,
+    );
+    return result;
   }
 
-  private async read(id: string): Promise<{ key: KeyRecord; revision: number }> {
+  private async read(id: string): Promise<KeyRecord> {
     const entry = KEY_ID.test(id) ? await this.kv.get(keyEntry(id)) : null;
+    return this.recordOf(id, entry);
+  }
+
+  private recordOf(id: string, entry: KvEntry | null): KeyRecord {
     if (!entry || entry.operation !== 'PUT') throw new CortexError('not_found', `no key ${id} (\`cortex keys list\` or GET /admin/keys lists them)`, { param: 'id' });
-    return { key: entry.json<KeyRecord>(), revision: entry.revision };
+    return entry.json<KeyRecord>();
   }
 
   private async change(id: string, edit: (key: KeyRecord) => KeyRecord): Promise<KeyRecord> {
-    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      const { key, revision } = await this.read(id);
-      const next = edit(key);
-      if (next === key) return key;
-      try {
-        await this.kv.update(keyEntry(id), JSON.stringify(next), revision);
-        return next;
-      } catch {
-        // Another writer got there first: read again and reapply the edit.
-      }
-    }
-    throw new CortexError('service_unavailable', `key ${id} changed too often at once; try again`, { retryAfter: 1 });
+    if (!KEY_ID.test(id)) this.recordOf(id, null);
+    const { result } = await casUpdate(
+      this.kv,
+      keyEntry(id),
+      (entry) => {
+        const key = this.recordOf(id, entry);
+        const next = edit(key);
+        return next === key ? { result: key } : { value: JSON.stringify(next), result: next };
+      },
+      `key ${id} changed too often at once; try again`,
+    );
+    return result;
   }
 }

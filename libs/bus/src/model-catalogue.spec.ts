@@ -80,6 +80,18 @@ describe('ModelCatalogue (a real nats-server)', () => {
     await until(() => b.find('embed') === undefined);
   });
 
+  it('catalogue - a name the bucket lacks is a miss for every lookup at once; adding it (here, or elsewhere and seen by the watch) serves it at once', async () => {
+    const [a, b] = [await open(), await open()];
+    const lookups = await Promise.all(Array.from({ length: 8 }, () => a.findFresh('later')));
+    assert.deepEqual(lookups, Array.from({ length: 8 }, () => undefined));
+    assert.equal(await b.findFresh('elsewhere'), undefined);
+    await a.add({ id: 'later', file: 'fixture:cortex-chat' });
+    assert.equal((await a.findFresh('later'))?.id, 'later', 'the writer forgets its miss');
+    await a.add({ id: 'elsewhere', file: 'fixture:cortex-chat', aliases: ['elsewhere-too'] });
+    await until(() => b.find('elsewhere') !== undefined);
+    assert.equal((await b.findFresh('elsewhere-too'))?.id, 'elsewhere');
+  });
+
   it('catalogue - two processes adding one id at once: exactly one wins (compare-and-set)', async () => {
     const [a, b] = [await open(), await open()];
     const results = await Promise.allSettled([a.add({ id: 'race', file: 'fixture:cortex-chat' }), b.add({ id: 'race', file: 'hf:org/repo/race.gguf' })]);

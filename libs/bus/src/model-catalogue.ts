@@ -1,18 +1,20 @@
+import { performance } from 'node:perf_hooks';
 import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ConfigError, modelEntry, parseModelEntry, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { Buckets, CortexError } from '@cortex/contracts';
+import { casUpdate } from './kv-cas.js';
 import { watchKv } from './kv-watch.js';
 import { openKv } from './replicas.js';
+
+/** How long a name the bucket does not have is answered from memory (a change seen clears it sooner). */
+const MISS_MS = 1_000;
 
 /** What the bucket holds per model id: the model as written in YAML, or a mark that it was removed. */
 type StoredModel = { model: Record<string, unknown>; updated_at: string } | { removed: true; updated_at: string };
 
 /** Where a model of the catalogue comes from. */
 export type ModelOrigin = 'config' | 'added' | 'changed';
-
-/** Compare-and-set attempts before a write that keeps losing to others gives up (503). */
-const CAS_ATTEMPTS = 10;
 
 /**
  * The model catalogue every router and gateway serves from: the config file's `models` as the seed,
@@ -30,6 +32,11 @@ export class ModelCatalogue {
   private readonly revisions = new Map<string, number>();
   private readonly listeners = new Set<(id: string, model: ModelConfig | null) => void>();
   private stopWatch: (() => void) | null = null;
+  /** Names the bucket did not have, until when (performance.now()); cleared by any change. */
+  private readonly misses = new Map<string, number>();
+  private readonly lookups = new Map<string, Promise<ModelConfig | undefined>>();
+  /** Counts changes applied, so a lookup can tell whether one came while it was out. */
+  private changes = 0;
 
   private constructor(
     private readonly kv: KV,
@@ -70,15 +77,31 @@ export class ModelCatalogue {
   /**
    * `find`, but a name this process does not know is looked up in the bucket too: a model added a
    * moment ago through another router is served by the next request even before the watch brings it.
+   * A name the bucket does not have either is remembered for `MISS_MS` or until the next change this
+   * process sees, whichever comes first, so a client asking for an unknown model costs no bucket read
+   * per request; lookups of one name at once share one read.
    */
-  async findFresh(name: string): Promise<ModelConfig | undefined> {
+  findFresh(name: string): Promise<ModelConfig | undefined> {
     const known = this.byName.get(name);
-    if (known) return known;
-    const entry = await this.kv.get(entryKey(name)).catch(() => null);
-    if (entry) {
-      this.apply(entry, true);
+    if (known) return Promise.resolve(known);
+    if ((this.misses.get(name) ?? -Infinity) > performance.now()) return Promise.resolve(undefined);
+    let lookup = this.lookups.get(name);
+    if (!lookup) {
+      const changes = this.changes;
+      lookup = this.kv
+        .get(entryKey(name))
+        .catch(() => null)
+        .then((entry) => {
+          if (entry) this.apply(entry, true);
+          const found = this.byName.get(name);
+          // A change seen while the read was out may be what the read missed: remember nothing then.
+          if (!found && changes === this.changes) this.misses.set(name, performance.now() + MISS_MS);
+          return found;
+        })
+        .finally(() => this.lookups.delete(name));
+      this.lookups.set(name, lookup);
     }
-    return this.byName.get(name);
+    return lookup;
   }
 
   origin(id: string): ModelOrigin {
@@ -144,22 +167,20 @@ export class ModelCatalogue {
 
   /** Reads the model's entry, applies `edit` to the model it holds now, and writes back with compare-and-set. */
   private async write(id: string, edit: (current: ModelConfig | undefined) => ModelConfig | null): Promise<ModelConfig> {
-    const key = entryKey(id);
-    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      const entry = await this.kv.get(key);
-      if (entry) this.apply(entry, true);
-      const next = edit(this.overlay.has(id) ? (this.overlay.get(id) ?? undefined) : this.seed.get(id));
-      const stored: StoredModel = next ? { model: modelEntry(next), updated_at: new Date().toISOString() } : { removed: true, updated_at: new Date().toISOString() };
-      try {
-        const revision = entry ? await this.kv.update(key, JSON.stringify(stored), entry.revision) : await this.kv.create(key, JSON.stringify(stored));
-        // Seen here at once; the watch brings the same entry again, which changes nothing.
-        this.applyStored(id, stored, revision, true);
-        return next ?? this.seed.get(id)!;
-      } catch (error) {
-        if (!isWrongRevision(error)) throw error;
-      }
-    }
-    throw new CortexError('service_unavailable', `the model ${id} changed too often at once; try again`, { retryAfter: 1 });
+    const { result, revision } = await casUpdate(
+      this.kv,
+      entryKey(id),
+      (entry) => {
+        if (entry) this.apply(entry, true);
+        const next = edit(this.overlay.has(id) ? (this.overlay.get(id) ?? undefined) : this.seed.get(id));
+        const stored: StoredModel = next ? { model: modelEntry(next), updated_at: new Date().toISOString() } : { removed: true, updated_at: new Date().toISOString() };
+        return { value: JSON.stringify(stored), result: { next, stored } };
+      },
+      `the model ${id} changed too often at once; try again`,
+    );
+    // Seen here at once; the watch brings the same entry again, which changes nothing.
+    this.applyStored(id, result.stored, revision!, true);
+    return result.next ?? this.seed.get(id)!;
   }
 
   private apply(entry: KvEntry, notify: boolean): void {
@@ -197,6 +218,9 @@ export class ModelCatalogue {
   }
 
   private changed(id: string, notify: boolean): void {
+    // A model added or an alias given may be a name remembered as missing (an id or any alias): forget them all.
+    this.changes++;
+    this.misses.clear();
     if (!notify) return;
     this.rebuild();
     const model = this.overlay.has(id) ? this.overlay.get(id)! : (this.seed.get(id) ?? null);
@@ -226,10 +250,4 @@ function notFound(id: string, models: readonly ModelConfig[]): CortexError {
 /** The snake_case field a config error names first (`model x.context_size: …` → `context_size`). */
 function fieldOf(message: string): string {
   return /\.([a-z_]+)(?:\[\d+\])?:/.exec(message)?.[1] ?? /: ([a-z_]+):/.exec(message)?.[1] ?? 'body';
-}
-
-/** JetStream's "wrong last sequence" (10071): someone else wrote the entry first. */
-function isWrongRevision(error: unknown): boolean {
-  const e = error as { api_error?: { err_code?: number }; message?: string };
-  return e.api_error?.err_code === 10071 || /wrong last sequence/i.test(e.message ?? '');
 }

@@ -48,7 +48,8 @@ export class StreamPublisher {
         this.pending.text += event.text;
         this.pending.pieces += event.pieces ?? 1;
         // The merged delta carries every token id its pieces carried: ids are a stream's resume point.
-        if (event.tokens) this.pending.tokens = this.pending.tokens ? [...this.pending.tokens, ...event.tokens] : event.tokens;
+        // The held array is this publisher's own (copied when the delta was first held), so appending is per token, not per window.
+        if (event.tokens) (this.pending.tokens ??= []).push(...event.tokens);
         return;
       }
       this.flush();
@@ -57,7 +58,7 @@ export class StreamPublisher {
         this.send(event);
         return;
       }
-      this.pending = { type: event.type, text: event.text, pieces: event.pieces ?? 1, ...(event.tokens && { tokens: event.tokens }) };
+      this.pending = { type: event.type, text: event.text, pieces: event.pieces ?? 1, ...(event.tokens && { tokens: [...event.tokens] }) };
       this.timer = setTimeout(() => this.flush(), wait);
       return;
     }

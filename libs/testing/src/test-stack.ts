@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -49,6 +49,11 @@ export interface TestStack {
   logs: () => string;
   /** Starts one more service process (e.g. a second worker with its own id). */
   spawnService(name: string, env?: Record<string, string>): ChildProcess;
+  /**
+   * Starts one more gateway (on `listen`, host:port, or a free port) and returns its base URL once it
+   * answers `/v1/models` with the stack's API key; fails at once if the process exits, else after 60 s.
+   */
+  spawnGateway(listen?: string): Promise<string>;
   /** A router's view of the fleet, or null when no router answers within a second. */
   fleet(): Promise<FleetView | null>;
   /** Waits until a router sees this many workers up (after `spawnService('worker', …)`). */
@@ -111,6 +116,21 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   for (const name of options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway']) spawnService(name);
   const nc = await connect({ servers: nats.url.split(','), ...options.natsAuth?.observer });
   const fleet = (): Promise<FleetView | null> => new BusClient(nc, 1_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView }).catch(() => null);
+  const services = options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway'];
+  const auth = options.config?.auth as { api_keys?: string[]; admin_keys?: string[] } | undefined;
+  // An admin key is an API key too: a stack configured with admin keys only is asked with one.
+  const apiKey = auth?.api_keys?.[0] ?? auth?.admin_keys?.[0];
+  const authHeaders: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
+  const spawnGateway = async (listen?: string): Promise<string> => {
+    const address = listen ?? `127.0.0.1:${await freePort()}`;
+    const child = spawnService('gateway', { CORTEX_LISTEN: address });
+    const base = `http://${address}`;
+    await waitFor(async () => {
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the gateway on ${address} exited (${child.exitCode ?? child.signalCode}) before it answered\n${output}`);
+      return (await fetch(`${base}/v1/models`, { headers: authHeaders }).catch(() => null))?.ok === true;
+    }, 60_000);
+    return base;
+  };
   const stack: TestStack = {
     baseUrl: `http://127.0.0.1:${port}`,
     metricsUrl: `http://127.0.0.1:${metricsPort}`,
@@ -120,6 +140,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     processes,
     logs: () => output,
     spawnService,
+    spawnGateway,
     fleet,
     workersUp: (count) => waitFor(async () => ((await fleet())?.workers.filter((w) => w.up).length ?? 0) >= count, 30_000),
     stop: async () => {
@@ -139,11 +160,6 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  const services = options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway'];
-  const auth = options.config?.auth as { api_keys?: string[]; admin_keys?: string[] } | undefined;
-  // An admin key is an API key too: a stack configured with admin keys only is asked with one.
-  const apiKey = auth?.api_keys?.[0] ?? auth?.admin_keys?.[0];
-  const authHeaders: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
   try {
     await waitFor(async () => {
       const response = await fetch(`${stack.baseUrl}/v1/models`, { headers: authHeaders }).catch(() => null);
@@ -186,6 +202,11 @@ async function pingServices(nc: NatsConnection): Promise<Map<string, number>> {
     // no responders yet
   }
   return counts;
+}
+
+/** Runs the `cortex` command line against the stack (its config and NATS), bounded at a minute. */
+export function runCli(stack: Pick<TestStack, 'configPath' | 'nats'>, ...args: string[]): SpawnSyncReturns<string> {
+  return spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, CORTEX_CONFIG: stack.configPath, CORTEX_NATS_URL: stack.nats.url }, encoding: 'utf8', timeout: 60_000 });
 }
 
 export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, intervalMs = 100): Promise<void> {

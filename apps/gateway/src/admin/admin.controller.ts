@@ -1,13 +1,10 @@
 import { Controller, Delete, Get, Param, Patch, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { Subjects } from '@cortex/contracts';
+import { PULL_REPLY_TIMEOUT_MS, Subjects } from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
 
 type Body = { model?: unknown; worker?: unknown };
-
-/** As the router's own bound on a pull, a little longer, so the router's answer (or its error) is what arrives. */
-const PULL_TIMEOUT_MS = 6 * 60 * 60 * 1000 + 10_000;
 
 /**
  * Fleet operations over HTTP, for an admin key (see http/access.ts): the same router requests the
@@ -30,7 +27,7 @@ export class AdminController {
   /** Downloads a model's file onto `worker` or onto every worker (`"all": true`) ahead of any load; answers when all have it. */
   @Post('pull')
   pull(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.relay(req, reply, Subjects.routerPull, req.body, PULL_TIMEOUT_MS);
+    return this.relay(req, reply, Subjects.routerPull, req.body, PULL_REPLY_TIMEOUT_MS);
   }
 
   @Post('unload')

@@ -1,15 +1,12 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { modelEntry } from '@cortex/config';
-import { type CatalogueModelReply, CortexError, decodePullResult, type LoadTrigger, type Placement, type PullResult, Subjects } from '@cortex/contracts';
+import { type CatalogueModelReply, CortexError, decodePullResult, type LoadTrigger, type Placement, PULL_TIMEOUT_MS, type PullReply, Subjects } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadCoordinator } from './load-coordinator.js';
 import { PinStore } from './pin.store.js';
 import { PlacementService } from './placement.service.js';
 import { STALL_GRACE_MS, WorkerCommands } from './worker-commands.js';
-
-/** How long a pull onto a worker may take: a large file on a slow link, bounded; a worker that dies ends it at once. */
-const PULL_TIMEOUT_MS = 6 * 60 * 60 * 1000;
 
 /** `cortex load`, `unload`, `pin` and `models add|set|remove`: the same planner and load coordinator as any request. */
 @Injectable()
@@ -26,7 +23,7 @@ export class AdminService {
   ) {}
 
   /** Downloads a model's file onto one worker or onto every worker up, ahead of any load. */
-  async pull(name: string, workerId: string | undefined, all: boolean): Promise<{ model: string; pulled: PullResult[] }> {
+  async pull(name: string, workerId: string | undefined, all: boolean): Promise<PullReply> {
     const model = this.catalogue.model(name);
     if (!workerId && !all) throw new CortexError('invalid_request', 'name a worker ("worker") or ask for all of them ("all": true)', { param: 'worker' });
     if (workerId && !this.fleet.worker(workerId)) throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);

@@ -8,6 +8,7 @@ import {
   decodeEstimate,
   decodeFleetView,
   decodePlacement,
+  decodePullReply,
   decodeReply,
   decodeServicePing,
   decodeTokenCount,
@@ -28,6 +29,13 @@ describe('reply decoders', () => {
     assert.deepEqual(decodeEstimate({ bytes: 5 }), { bytes: 5 });
     rejects(() => decodeEstimate({ bytes: 5, facts: { trainedContextLength: 'long' } }), 'facts.trainedContextLength');
     rejects(() => decodeCatalogue([{ ...entry, facts: { tools: 'yes' } }]), 'catalogue[0].facts.tools');
+  });
+
+  it('reply decoders - the router\'s pull reply is the model and each worker\'s result', () => {
+    const pulled = [{ model: 'm', workerId: 'w1', path: '/models/m.gguf', bytes: 5 }];
+    assert.deepEqual(decodePullReply({ model: 'm', pulled }), { model: 'm', pulled });
+    rejects(() => decodePullReply({ model: 'm' }), 'pulled');
+    rejects(() => decodePullReply({ model: 'm', pulled: [{ ...pulled[0], bytes: 'big' }] }), 'bytes');
   });
 
   it('reply decoders - the envelope is ok data or an error body', () => {

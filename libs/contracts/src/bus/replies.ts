@@ -11,6 +11,7 @@ import {
   type EstimateReply,
   type FleetView,
   type ModelFacts,
+  type PullReply,
   type PullResult,
   type LoadResult,
   type PendingRun,
@@ -129,6 +130,12 @@ export function decodeEstimate(value: unknown): EstimateReply {
 export function decodePullResult(value: unknown): PullResult {
   const result = object(value, 'pullResult');
   return { model: string(result.model, 'model'), workerId: string(result.workerId, 'workerId'), path: string(result.path, 'path'), bytes: number(result.bytes, 'bytes', 0) };
+}
+
+/** The router's combined pull reply. */
+export function decodePullReply(value: unknown): PullReply {
+  const reply = object(value, 'pullReply');
+  return { model: string(reply.model, 'model'), pulled: array(reply.pulled, 'pulled').map(decodePullResult) };
 }
 
 export function decodeFacts(value: unknown, at: string): ModelFacts | undefined {
