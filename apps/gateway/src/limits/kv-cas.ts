@@ -1,4 +1,5 @@
 import type { KV } from '@nats-io/kv';
+import { lostRace } from '@cortex/bus';
 import { CortexError } from '@cortex/contracts';
 
 /** Compare-and-set attempts before a decision gives up (503): only under heavy contention on one entry. */
@@ -7,7 +8,7 @@ const CAS_ATTEMPTS = 50;
 /**
  * Reads `entry`, applies `edit` and writes the new state only if the entry's revision is still the one
  * read; when another gateway wrote first, reads its write and decides again, after a short random
- * pause. `next: null` writes nothing.
+ * pause (any other error is thrown at once). `next: null` writes nothing.
  */
 export async function casChange<S, R>(kv: KV | null, entry: string, empty: S, edit: (state: S, now: number) => { next: S | null; result: R }): Promise<R> {
   if (!kv) throw new CortexError('service_unavailable', 'the limits store is not ready yet', { retryAfter: 1 });
@@ -20,7 +21,9 @@ export async function casChange<S, R>(kv: KV | null, entry: string, empty: S, ed
       if (found) await kv.update(entry, JSON.stringify(next), found.revision);
       else await kv.create(entry, JSON.stringify(next));
       return result;
-    } catch {
+    } catch (error) {
+      // Only another gateway's write is worth deciding again; NATS failing is the caller's to answer.
+      if (!lostRace(error)) throw error;
       await new Promise((done) => setTimeout(done, Math.random() * 5 * (attempt + 1)));
     }
   }
