@@ -364,6 +364,43 @@ describe('migration e2e', () => {
     await fleet(['w1', 'w2']);
   });
 
+  it('migration - a background response: its run moves, a follower reads one unbroken stream, and the stored response is the unbroken one', async () => {
+    const body = { model: MODEL, input: 'Sing.', stream: true, background: true, temperature: 0, max_output_tokens: MAX_TOKENS };
+    const reference = responsesResult(await readSse(`${stack.baseUrl}/v1/responses`, body));
+    assert.equal(reference.status, 'incomplete');
+    const before = finished.messages.length;
+    // The POST follows the response's stored events (any gateway could): the placing gateway moves the run.
+    const { read, killed } = await killedAfter(body, [6], '/v1/responses');
+    const result = responsesResult(read);
+    assert.equal(killed.length, 1);
+    assert.equal(result.error, null, moves());
+    assert.equal(result.text, reference.text);
+    assert.deepEqual(result.sequence, Array.from({ length: result.sequence.length }, (_, i) => i), 'sequence_number counts up by one from 0');
+    assert.deepEqual(result.events, reference.events);
+    assert.deepEqual(result.usage, reference.usage);
+    const id = (JSON.parse(read.messages[0]?.data ?? '{}') as { response?: { id?: string } }).response?.id;
+    assert.ok(id, 'the first event names the response');
+    // Stored by a translator from the same events: the finished resource is the unbroken run's.
+    let stored: { status: string; output: { content?: { text?: string }[] }[]; usage?: { input_tokens: number; output_tokens: number } } | undefined;
+    await waitFor(async () => {
+      stored = (await (await fetch(`${stack.baseUrl}/v1/responses/${id}`)).json()) as typeof stored;
+      return stored?.status === 'incomplete';
+    }, 10_000);
+    const storedText = stored?.output.flatMap((item) => item.content ?? []).map((part) => part.text ?? '').join('');
+    assert.ok(storedText === reference.text, `the stored output is the unbroken run's (${storedText?.length} characters, ${reference.text.length} expected)`);
+    assert.deepEqual({ input: stored?.usage?.input_tokens, output: stored?.usage?.output_tokens }, reference.usage);
+    // Read again from the start by a new follower: the same frames.
+    const again = responsesResult(await (async () => {
+      const response = await fetch(`${stack.baseUrl}/v1/responses/${id}?stream=true`);
+      const parser = new SseParser();
+      return { status: response.status, messages: parser.push(await response.text()), comments: [] };
+    })());
+    assert.equal(again.text, reference.text);
+    assert.deepEqual(again.events, reference.events);
+    await waitFor(() => finished.messages.slice(before).some((event) => event.migrations === 1), 10_000);
+    await fleet(['w1', 'w2']);
+  });
+
   it('migration - a frozen (SIGSTOPped) worker: the stream moves at the idle timeout and the frozen worker is told to stop', async (t) => {
     const reference = chatResult(await readSse(`${stack.baseUrl}/v1/chat/completions`, chat()));
     const cancels = await watchBus<{ runId: string; reason: string }>(stack.nc, Subjects.workerCancel.replace(WORKER_ID_TOKEN, '*'));

@@ -31,7 +31,6 @@ const CASES: Case[] = [
   { title: 'migration turned off', change: (a) => void (a.config.maxAttempts = 0), refused: /off/ },
   { title: 'the moves allowed are used up', change: (a) => void (a.checkpoint.migrations = 2), refused: /moved 2 time/ },
   { title: 'a run refused by its driver (n > 1)', change: (a) => void (a.checkpoint.refused = 'several choices'), refused: /several choices/ },
-  { title: 'a background response (its driver refuses it)', change: (a) => void (a.checkpoint.refused = 'a background response is not migrated yet'), refused: /background/ },
   { title: 'output delivered without token ids', change: (a) => void (a.checkpoint.unaccounted = 1), refused: /without the token ids/ },
   { title: 'one token over the size limit', change: (a) => void (a.checkpoint.deliveredTokens = 901), refused: /1001 tokens, over gateway.migration.max_tokens \(1000\)/ },
 ];

@@ -30,8 +30,11 @@ describe('stream checkpoint', () => {
 
   it("stream checkpoint - a resumed worker's start keeps the first prompt count; moves and refusals are counted", () => {
     const checkpoint = new StreamCheckpoint();
+    let moving = 0;
+    checkpoint.onMoving = () => moving++;
     checkpoint.delivered(start(12));
     checkpoint.moved();
+    assert.equal(moving, 1, 'whoever drives the run hears that the stream is moving');
     checkpoint.delivered(start(99));
     checkpoint.refuse('first reason');
     checkpoint.refuse('second reason');
@@ -51,9 +54,9 @@ describe('stream checkpoint', () => {
   it('stream checkpoint - a refused stream keeps no token ids: it will never move', () => {
     const checkpoint = new StreamCheckpoint();
     checkpoint.delivered({ seq: 1, type: 'text', text: 'a', tokens: [1] });
-    checkpoint.refuse('a background response is not migrated yet');
+    checkpoint.refuse('a request with several choices does not move');
     checkpoint.delivered({ seq: 2, type: 'text', text: 'b', tokens: [2] });
     assert.deepEqual(checkpoint.resume(), { tokens: [], toolCallIds: [] });
-    assert.equal(checkpoint.state.refused, 'a background response is not migrated yet');
+    assert.equal(checkpoint.state.refused, 'a request with several choices does not move');
   });
 });

@@ -3,7 +3,7 @@ import type { Subscription } from '@nats-io/transport-node';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { backgroundSubject, CortexError, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject, type StreamEvent } from '@cortex/contracts';
+import { backgroundSubject, CortexError, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject, livenessWindowMs } from '@cortex/contracts';
 import {
   BackgroundReplay,
   isTerminalStatus,
@@ -20,6 +20,7 @@ import { requestIdOf } from '../http/request-id.js';
 import { SseWriter } from '../http/sse.writer.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import { InferenceService } from '../inference/inference.service.js';
+import { BackgroundFollow } from './background-follow.js';
 import { responsesStateOf } from './responses.state.js';
 
 /** How long `POST …/cancel` waits for a cancelled run to be stored as ended, polling every POLL_MS. */
@@ -28,9 +29,10 @@ const POLL_MS = 500;
 
 /**
  * `background: true` on the gateway side. Create: decode, store the response `queued`, answer at once,
- * then place and start the run like any other (failover before the first token included) and detach
- * from it: the worker runs it to the end with nobody watching, its events kept in `CORTEX_BACKGROUND`,
- * and a translator stores the finished response. Streaming (`stream: true`, or `GET …?stream=true
+ * then place and start the run like any other (failover before the first token included): the worker
+ * runs it to the end, its events kept in `CORTEX_BACKGROUND`, and a translator stores the finished
+ * response. This gateway follows the run (BackgroundFollow), and moves it to another worker if its
+ * worker is lost, like a stream. Streaming (`stream: true`, or `GET …?stream=true
  * &starting_after=N`) replays those events from JetStream through the same encoder, so any gateway,
  * restarted or not, serves them with the same sequence numbers. Cancel stops the run on its worker.
  */
@@ -39,6 +41,8 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('responses');
   /** Runs this gateway is still placing, by response id (a cancel must stop them before they start). */
   private readonly launching = new Map<string, InferenceRun>();
+  /** Started runs this gateway follows to their end, by response id (a cancel during a move stops the move). */
+  private readonly following = new Map<string, BackgroundFollow>();
   private readonly cancelled = new Set<string>();
   private readonly seal: ReasoningSeal | undefined;
   private sub: Subscription | null = null;
@@ -54,10 +58,13 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   async onModuleInit(): Promise<void> {
     this.sub = this.bus.subscribe(Subjects.backgroundCancel, (data) => {
       const { id } = decodeResponseId(data);
+      const reason = 'cancelled by POST /v1/responses/{id}/cancel';
+      // A run moving to another worker has no worker to hear the cancel: the move stops here.
+      if (this.following.get(id)?.cancelMove(reason)) return;
       const run = this.launching.get(id);
       if (!run) return;
       this.cancelled.add(id);
-      run.cancel('cancelled by POST /v1/responses/{id}/cancel');
+      run.cancel(reason);
     });
     await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS);
   }
@@ -134,20 +141,21 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * Places and starts the run, then only follows it to record how it ended (`countToEnd`). A run that
-   * never got a first token (no worker, a load that failed, cancelled while placed) is stored as ended
-   * here; one that started is its worker's to end.
+   * Places and starts the run, then follows it (BackgroundFollow): to record how it ended, and to keep
+   * the response alive while a lost worker's run moves to another. A run that never got a first token
+   * (no worker, a load that failed, cancelled while placed) is stored as ended here; one that started is
+   * its worker's to end.
    */
   private async launch(run: InferenceRun, state: ResponsesState, source: BackgroundSource): Promise<void> {
     run.backgroundOf = state.responseId;
-    // Its worker runs it unwatched and no gateway holds its checkpoint.
-    run.checkpoint.refuse('a background response is not migrated yet');
     this.launching.set(state.responseId, run);
     try {
       const events = await run.start();
       // Started: a cancel now goes to its worker, not to the placement.
       this.launching.delete(state.responseId);
-      await countToEnd(run, events);
+      const follow = new BackgroundFollow(state.responseId, run, (subject, event, requestId) => this.bus.publish(subject, event, requestId), this.config.gateway.keepAliveMs);
+      this.following.set(state.responseId, follow);
+      await follow.follow(events);
     } catch (thrown) {
       const error = toCortexError(thrown);
       run.fail(error, false);
@@ -162,6 +170,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       });
     } finally {
       this.launching.delete(state.responseId);
+      this.following.delete(state.responseId);
       this.cancelled.delete(state.responseId);
       run.finish();
     }
@@ -181,8 +190,11 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     };
     sse.start();
     const keepAlive = setInterval(() => sse.comment('keep-alive'), gateway.keepAliveMs);
-    // Before a run starts the wait is a placement's (a cold load); after, a worker sends keep-alives every second.
-    const idleMs = () => (replay.run ? gateway.streamIdleTimeoutMs : gateway.placementTimeoutMs + gateway.workerWaitMs);
+    // Before a run starts the wait is a placement's (a cold load); after, a worker sends keep-alives every
+    // second, and a gateway moving the run from a lost worker does (BackgroundFollow) once it has noticed,
+    // which takes it up to the idle timeout: a reader gives it a liveness window more.
+    const moveGraceMs = livenessWindowMs(this.config.worker.heartbeatMs);
+    const idleMs = () => (replay.run ? gateway.streamIdleTimeoutMs + moveGraceMs : gateway.placementTimeoutMs + gateway.workerWaitMs);
     try {
       for await (const event of readBackgroundEvents(this.bus.nc, source.id, { follow, idleMs })) {
         write(replay.add(event));
@@ -202,15 +214,3 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   }
 }
 
-/**
- * Reads a started background run to its end only so its request-finished event carries the finish and
- * usage. The run does not depend on it: a read that fails (this worker declared down, silence) detaches
- * without cancelling, and a gateway that dies just stops counting.
- */
-async function countToEnd(run: InferenceRun, events: AsyncIterable<StreamEvent>): Promise<void> {
-  try {
-    for await (const event of events) if (event.type === 'error') run.fail(CortexError.fromBody(event.error), true);
-  } catch {
-    run.detach();
-  }
-}

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } f
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
 import { BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { BACKGROUND_STREAM, CortexError, Subjects } from '@cortex/contracts';
+import { BACKGROUND_STREAM, CortexError, livenessWindowMs, Subjects } from '@cortex/contracts';
 import { BackgroundReplay, isTerminalStatus, replayOptions, type ResponseResource, type BackgroundSource, type ResponsesState, type StoredResponse } from '@cortex/wire';
 import { notFound, ResponsesService } from './responses.service.js';
 import { ResponsesStore } from './responses.store.js';
@@ -24,7 +24,7 @@ export interface BackgroundState {
  * event is stored, then the finished resource is stored like any response. Whichever translator
  * replica reads a terminal event first (a shared durable consumer) stores it; a read by id also
  * rebuilds the resource from the events, so any replica answers with the current state, and ends a run
- * whose worker fell silent (`worker_lost`) or that no gateway ever placed.
+ * whose worker fell silent (`worker_lost`) with no gateway moving it, or that no gateway ever placed.
  */
 @Injectable()
 export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
@@ -90,8 +90,10 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
   private stalled(replay: BackgroundReplay, createdAt: number): CortexError | null {
     const { streamIdleTimeoutMs, placementTimeoutMs, workerWaitMs } = this.config.gateway;
     if (replay.run) {
+      // The gateway following the run notices a lost worker within the idle timeout and, while it moves
+      // the run to another worker, sends keep-alives in its place: a liveness window more covers the gap.
       const silent = Date.now() - replay.lastAt;
-      return silent > streamIdleTimeoutMs ? new CortexError('worker_lost', `worker ${replay.run.workerId} stopped sending events of this response ${Math.round(silent / 1000)} s ago`) : null;
+      return silent > streamIdleTimeoutMs + livenessWindowMs(this.config.worker.heartbeatMs) ? new CortexError('worker_lost', `worker ${replay.run.workerId} stopped sending events of this response ${Math.round(silent / 1000)} s ago`) : null;
     }
     const waited = Date.now() - createdAt * 1000;
     return waited > placementTimeoutMs + workerWaitMs + streamIdleTimeoutMs

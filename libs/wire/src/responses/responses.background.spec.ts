@@ -45,6 +45,30 @@ describe('responses background replay', () => {
     assert.ok(isTerminalStatus('cancelled') && !isTerminalStatus('queued') && !isTerminalStatus('in_progress'));
   });
 
+  it("responses background replay - a run moved from a lost worker goes on in the same message; the lost run's keep-alives and late events make no frame", () => {
+    const replay = new BackgroundReplay(options);
+    const lost = stored('r1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Round and ' }));
+    const moving = stored('r1', events({ type: 'keepalive' }).map((e) => ({ ...e, seq: 3 })));
+    const next = stored('r2', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'round.' }, finish('stop')));
+    const late = stored('r1', events({ type: 'text', text: 'round and ' }).map((e) => ({ ...e, seq: 4 })));
+    const frames = [...lost, ...moving, ...next.slice(0, 1), ...late, ...next.slice(1)].flatMap((event) => replay.add(event));
+    assert.deepEqual(replay.run, { runId: 'r2', workerId: 'w2' });
+    assert.deepEqual(frames.map((f) => f.data.sequence_number), frames.map((_f, i) => i));
+    assert.equal(frames.filter((f) => f.event === 'response.output_item.added').length, 1, 'one message item');
+    const resource = replay.resource();
+    assert.equal(resource.status, 'completed');
+    assert.deepEqual(resource.output.map((item) => ('content' in item ? (item.content ?? []).map((part) => ('text' in part ? part.text : '')).join('') : '')), ['Round and round.']);
+  });
+
+  it('responses background replay - a move stopped by a cancel ends the response cancelled', () => {
+    const replay = new BackgroundReplay(options);
+    const frames = stored('r1', events(start, { type: 'text', text: 'Hi' }, { type: 'error', error: { code: 'cancelled', message: 'cancelled by POST' } })).flatMap((event) => replay.add(event));
+    const last = frames.at(-1)?.data;
+    assert.ok(last && 'response' in last);
+    assert.equal(last.response.status, 'cancelled');
+    assert.equal(replay.resource().status, 'cancelled');
+  });
+
   it('responses background replay - a failure with no run is failed, not queued', () => {
     const replay = new BackgroundReplay(options);
     replay.fail({ code: 'no_worker', message: 'no worker' });

@@ -52,7 +52,9 @@ export function isTerminalStatus(status: string): boolean {
  * A background response rebuilt from its stored run events: the same frames, numbered the same, as the
  * run's first reader saw, whoever replays them and whenever (`completed_at` is the time the finish
  * event was stored, not the time of the replay). A placement that failed over before the first token
- * left a run that only started; the run of the latest `start` event is the one that counts.
+ * left a run that only started, and a run moved from a lost worker leaves its output before the next
+ * run's start: the run of the latest `start` event is the one that counts from then on (the next run
+ * goes on from the output so far, so the encoder goes on too).
  * A run stopped by `cancel` ends `cancelled`, as OpenAI's background responses do.
  */
 export class BackgroundReplay {
@@ -79,8 +81,9 @@ export class BackgroundReplay {
   /** Frames for one stored event; events of an abandoned run make none. */
   add({ runId, event, at }: RunEvent): ResponsesFrame[] {
     this.lastAt = Math.max(this.lastAt, at);
-    // A run replaces one that only started (the gateway commits to a run at its first token), so the
-    // encoder goes on: `response.created`/`in_progress` went out once, and the numbering continues.
+    // A run replaces one that only started (the gateway commits to a run at its first token) or one whose
+    // worker was lost (the next goes on where its output ends), so the encoder goes on:
+    // `response.created`/`in_progress` went out once, and the numbering continues.
     if (event.type === 'start' && this.current?.runId !== runId) this.current = { runId, workerId: event.workerId };
     // A run refused before it started (its prompt over the context, no worker, a load that failed,
     // cancelled while placed) ends the response: nothing else will.
@@ -92,6 +95,8 @@ export class BackgroundReplay {
     if (this.current?.runId !== runId) return [];
     this.at = at;
     if (event.type === 'finish' && !this.ended) this.cancelled = event.reason === 'cancelled';
+    // A cancel that stopped a run while it moved to another worker (its gateway ends the response).
+    if (event.type === 'error' && !this.ended) this.cancelled = event.error.code === 'cancelled';
     return this.encoder.encode(event).map((frame) => this.cancelledFrame(frame));
   }
 
