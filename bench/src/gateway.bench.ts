@@ -1,6 +1,7 @@
 /**
  * `npm run bench:gateway`: what a user feels. A streamed chat completion through the whole stack
  * (HTTP → decode → placement → worker → NATS → gateway → SSE), timed by the client on the socket,
+ * and a streamed, unstored Responses request the same way (time to first token only),
  * against node-llama-cpp's raw `sequence.evaluate` loop in this process on the same model file,
  * threads and context; runs alternate so drift hits both alike. Time to first token is split by hop
  * with the timings the services report in their request-finished event.
@@ -66,9 +67,11 @@ async function main(): Promise<void> {
     const floorRuns: StreamTiming[] = [];
     const httpFloorRuns: StreamTiming[] = [];
     const viaFloor = (requestId: 'bus' | 'http-only'): Promise<StreamTiming> => floorClient.streamChat('floor', 1, { prompt: PROMPT, requestId });
-    const viaCortex = async (): Promise<StreamTiming & { event: RequestFinishedEvent | undefined }> => {
+    const responsesRuns: StreamTiming[] = [];
+    const viaCortex = async (api: 'chat' | 'responses' = 'chat'): Promise<StreamTiming & { event: RequestFinishedEvent | undefined }> => {
       const requestId = `bench-${randomBytes(6).toString('hex')}`;
-      const timing = await client.streamChat('bench', TOKENS, { prompt: PROMPT, requestId });
+      const ask = { prompt: PROMPT, requestId };
+      const timing = await (api === 'chat' ? client.streamChat('bench', TOKENS, ask) : client.streamResponses('bench', TOKENS, ask));
       await stack.nc.flush();
       for (let i = 0; i < 50 && !finished.has(requestId); i++) await new Promise((done) => setTimeout(done, 10));
       return { ...timing, event: finished.get(requestId) };
@@ -78,6 +81,7 @@ async function main(): Promise<void> {
       await baseline.run(TOKENS);
       await reusing.run(TOKENS);
       await viaCortex();
+      await viaCortex('responses');
       await viaFloor('bus');
       await viaFloor('http-only');
     }
@@ -89,6 +93,8 @@ async function main(): Promise<void> {
       rawReused.push(await reusing.run(TOKENS));
       await pause();
       runs.push(await viaCortex());
+      await pause();
+      responsesRuns.push(await viaCortex('responses'));
       await pause();
       floorRuns.push(await viaFloor('bus'));
       await pause();
@@ -117,6 +123,9 @@ async function main(): Promise<void> {
     log(`transport floor, HTTP only (an idle process answers at once)           ${httpFloorTtft.toFixed(2).padStart(7)}`);
     log(`transport floor, cortex's crossings (HTTP in, NATS to another and back) ${floorTtft.toFixed(2).padStart(7)}`);
     log(`cortex's own work (overhead − cortex's crossings)                      ${(ttft - reusedTtft - floorTtft).toFixed(2).padStart(7)}`);
+    const responsesTtft = median(responsesRuns.map((r) => r.ttftMs));
+    log(`Responses, unstored, through cortex (request written → first text delta) ${responsesTtft.toFixed(2).padStart(7)}`);
+    log(`Responses: cortex's own work (overhead − cortex's crossings)           ${(responsesTtft - reusedTtft - floorTtft).toFixed(2).padStart(7)}`);
     const hops = runs.flatMap((r) => (r.event?.timings ? [{ client: r.ttftMs, event: r.event, timings: r.event.timings }] : []));
     if (hops.length === 0) {
       log('(no request-finished events seen: no split by hop)');

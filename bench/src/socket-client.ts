@@ -1,9 +1,9 @@
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { holdsContent, streamedChatBody, streamTiming, type StreamTiming } from './sse-load.js';
+import { holdsContent, holdsResponsesText, streamedChatBody, streamedResponsesBody, streamTiming, type StreamTiming } from './sse-load.js';
 
 /**
- * One keep-alive HTTP/1.1 connection that sends a streamed chat completion as a single prebuilt
+ * One keep-alive HTTP/1.1 connection that sends a streamed chat completion (or Responses request) as a single prebuilt
  * socket write and reads the answer as raw bytes. Node's `http.request` spends 0.5–1 ms of its own
  * (headers, agent, two writes) between the call and the bytes leaving, which is the client's cost,
  * not the server's; here the clock starts at the one `write` and stops at the first content byte.
@@ -27,13 +27,21 @@ export class SocketClient {
   }
 
   streamChat(model: string, maxTokens: number, options: { prompt: string; requestId: string }): Promise<StreamTiming> {
-    const body = streamedChatBody(model, maxTokens, options.prompt);
+    return this.stream('/v1/chat/completions', streamedChatBody(model, maxTokens, options.prompt), options.requestId, holdsContent);
+  }
+
+  /** A streamed, unstored `/v1/responses` request, timed to its first text delta. */
+  streamResponses(model: string, maxTokens: number, options: { prompt: string; requestId: string }): Promise<StreamTiming> {
+    return this.stream('/v1/responses', streamedResponsesBody(model, maxTokens, options.prompt), options.requestId, holdsResponsesText, /"output_tokens":(\d+)/);
+  }
+
+  private stream(path: string, body: string, requestId: string, holdsFirst: (chunk: string) => boolean, usage?: RegExp): Promise<StreamTiming> {
     const head = [
-      'POST /v1/chat/completions HTTP/1.1',
+      `POST ${path} HTTP/1.1`,
       `host: ${this.host}`,
       'content-type: application/json',
       `content-length: ${Buffer.byteLength(body)}`,
-      `x-request-id: ${options.requestId}`,
+      `x-request-id: ${requestId}`,
     ].join('\r\n');
     const request = Buffer.from(`${head}\r\n\r\n${body}`);
     return new Promise((resolve, reject) => {
@@ -43,12 +51,12 @@ export class SocketClient {
       const onData = (chunk: Buffer): void => {
         const text = chunk.toString('utf8');
         if (status === 0) status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? -1);
-        if (first === 0 && holdsContent(text)) first = performance.now();
+        if (first === 0 && holdsFirst(text)) first = performance.now();
         tail = (tail + text).slice(-600);
         // A chunked body ends with a zero-length chunk; an error answer (not chunked) is refused at once.
         if (!tail.endsWith('\r\n0\r\n\r\n') && status === 200) return;
         done();
-        const timing = streamTiming(status, tail, started, first, performance.now());
+        const timing = streamTiming(status, tail, started, first, performance.now(), usage);
         if (timing instanceof Error) reject(timing);
         else resolve(timing);
       };

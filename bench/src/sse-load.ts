@@ -25,9 +25,19 @@ export function holdsContent(chunk: string): boolean {
   return chunk.includes('"content":"') && !chunk.includes('"content":""');
 }
 
-/** A finished stream's timing from its last bytes (`tail`), or why it does not count. */
-export function streamTiming(status: number | undefined, tail: string, started: number, first: number, end: number): StreamTiming | Error {
-  const usage = /"completion_tokens":(\d+)/.exec(tail);
+/** A streamed `/v1/responses` body, unstored (it continues nothing, so the gateway decodes it itself). */
+export function streamedResponsesBody(model: string, maxTokens: number, prompt = 'Once upon a time'): string {
+  return JSON.stringify({ model, stream: true, store: false, temperature: 0, max_output_tokens: maxTokens, input: prompt });
+}
+
+/** A chunk of a Responses stream that holds the first text delta. */
+export function holdsResponsesText(chunk: string): boolean {
+  return chunk.includes('"type":"response.output_text.delta"');
+}
+
+/** A finished stream's timing from its last bytes (`tail`), or why it does not count; `usage` finds the output tokens. */
+export function streamTiming(status: number | undefined, tail: string, started: number, first: number, end: number, usagePattern = /"completion_tokens":(\d+)/): StreamTiming | Error {
+  const usage = usagePattern.exec(tail);
   if (status !== 200 || !usage) return new Error(`status ${status}: ${tail.slice(-300)}`);
   return { ttftMs: first - started, tokens: Number(usage[1]), decodeMs: end - first, status };
 }

@@ -18,6 +18,7 @@ import {
 import { InferenceRun } from './inference-run.js';
 import { RunTrace, type IncomingHeaders } from './run-trace.js';
 import type { RunServices } from './run-services.js';
+import { ResponsesAssembly } from '@cortex/wire';
 import { PendingRuns } from '../console/pending-runs.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
@@ -38,14 +39,15 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   private readonly streams = new Map<string, { workerId: string; reader: StreamReader }>();
   private timer: NodeJS.Timeout | null = null;
   private readonly events: EventPublisher;
-  /** Requests following a cold load, by catalogue id; one bus subscription feeds them all. */
   /** Requests from placement to their end, for the console (see PendingRuns). */
   readonly pending = new PendingRuns();
+  /** Requests following a cold load, by catalogue id; one bus subscription feeds them all. */
   private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
   private progress: Subscription | null = null;
   private readonly stopCatalogue: () => void;
   readonly workerEvents: WorkerEvents;
   readonly placer: PlacementClient;
+  readonly responses: ResponsesAssembly;
 
   constructor(
     readonly bus: BusClient,
@@ -56,6 +58,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     private readonly priorities: PriorityBook,
   ) {
     this.events = new EventPublisher(bus.nc);
+    this.responses = new ResponsesAssembly(config.responses.reasoningKey);
     this.workerEvents = new WorkerEvents(bus, this.logger, {
       onDown: (workerId) => {
         this.placer.forget(workerId);

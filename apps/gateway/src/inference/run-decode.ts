@@ -1,5 +1,15 @@
 import { decodeDecodedRequest, Subjects, type CanonicalRequest, type Dialect, type RetrievalApi } from '@cortex/contracts';
-import { decodeBody, placementHint } from '@cortex/wire';
+import {
+  continuesStoredState,
+  decodeBody,
+  decodeResponsesRequest,
+  newResponseId,
+  placementHint,
+  type AssembledResponses,
+  type DecodeOptions,
+  type ResponsesAssembly,
+  type ResponsesState,
+} from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
 import type { RunServices } from './run-services.js';
 
@@ -21,25 +31,34 @@ export interface RunDecoded {
 }
 
 /**
- * Decodes a body: here for the dialects whose bodies decode alone (chat, messages, completions), else
- * in the translator service, which holds the Responses API's stored state. Unless `placeEarly` is
- * false, the router is asked while the translator decodes (see PlacementClient.askEarly).
+ * Decodes a body here when it depends on nothing stored: Chat Completions, Messages and Completions
+ * bodies always, a Responses body (not a WebSocket turn) that continues no stored state. Otherwise the
+ * translator service, which holds the Responses API's stored state, decodes it; unless `placeEarly` is
+ * false, the router is asked meanwhile (see PlacementClient.askEarly).
  */
 export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promise<RunDecoded> {
   const { dialect, requestId, body, session, socket } = ask;
-  let local: ReturnType<typeof decodeBody>;
+  let local: (ReturnType<typeof decodeBody> & { state?: ResponsesState }) | null;
   try {
-    local = decodeBody(dialect, body, session, { hostedTools: service.config.gateway.hostedTools });
+    const options = { hostedTools: service.config.gateway.hostedTools };
+    local = dialect === 'openai.responses' ? (socket ? null : decodeResponsesHere(service.responses, body, session, options)) : decodeBody(dialect, body, session, options);
   } catch (error) {
     service.logger.log({ msg: `rejected ${dialect}: ${(error as Error).message}`, requestId });
     throw error;
   }
   if (local) {
     if (local.droppedTools.length > 0) service.logger.log({ msg: `dropped tools the model cannot run: ${local.droppedTools.join(', ')}`, requestId, dialect });
-    return { request: local.request, early: null };
+    return { request: local.request, ...(local.state && { state: local.state }), early: null };
   }
   const hint = ask.placeEarly ? placementHint(body, session) : null;
   const early = hint && service.placer.askEarly(hint, requestId);
   const decoded = await service.bus.request(Subjects.translatorDecode, { dialect, body, ...(session && { session }), ...(socket && { socket }) }, { requestId, decode: decodeDecodedRequest });
   return { ...decoded, early };
+}
+
+/** A Responses body assembled with an empty context, or null when it continues stored state (the translator's to gather). */
+function decodeResponsesHere(assembly: ResponsesAssembly, body: unknown, session: string | undefined, options: DecodeOptions): AssembledResponses | null {
+  const decoded = decodeResponsesRequest(body, options);
+  if (continuesStoredState(decoded)) return null;
+  return assembly.assemble(decoded, newResponseId(), { history: [], chain: [], affinity: session ?? decoded.request.affinityKey, referenced: new Map() });
 }

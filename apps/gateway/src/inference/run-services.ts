@@ -1,5 +1,6 @@
 import type { BusClient, StreamReader } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
+import type { ResponsesAssembly } from '@cortex/wire';
 import type { RequestFinishedEvent, RequestPriority } from '@cortex/contracts';
 import type { Logger } from '@nestjs/common';
 import type { PendingRuns } from '../console/pending-runs.js';
@@ -11,6 +12,8 @@ export interface RunServices {
   readonly config: CortexConfig;
   readonly logger: Pick<Logger, 'log' | 'warn'>;
   readonly placer: PlacementClient;
+  /** Assembles Responses bodies that continue no stored state here, without the translator (see decodeForRun). */
+  readonly responses: ResponsesAssembly;
   /** A stream now read from `workerId`: told to the worker in watch messages, ended if the worker goes down. */
   watch(runId: string, workerId: string, reader: StreamReader): void;
   unwatch(runId: string): void;

@@ -1,47 +1,48 @@
-import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError, type CanonicalRequest, type DecodedRequest } from '@cortex/contracts';
+import { CortexError, type CanonicalRequest } from '@cortex/contracts';
 import {
   affinityKey,
   COMPACTION_MAX_TOKENS,
   COMPACTION_PROMPT,
   compactCreateBody,
-  CompactionSeal,
   splitForCompaction,
+  type AssembledResponses,
   type DecodedResponsesRequest,
-  type ResponsesCompactionItem,
   conversationMessages,
   decodeResponsesRequest,
-  inputItemId,
   isTerminalStatus,
+  newResponseId,
   ReasoningSeal,
-  resolveItemReferences,
+  ResponsesAssembly,
   responseIdOfAnyItem,
   type DecodeOptions,
   type ResponseResource,
+  type ResponsesContext,
   type ResponsesItem,
   type ResponsesState,
   type SocketTurn,
   withoutSummary,
   type StoredResponse,
-  ToolCallLedger,
 } from '@cortex/wire';
 import { ResponsesStore } from './responses.store.js';
 
 /** Responses API state: history for `previous_response_id` and `conversation`, storage, listing. */
 @Injectable()
 export class ResponsesService {
-  /** Seals reasoning and compaction summaries (`responses.reasoning_key`); undefined without a key. */
-  readonly seal: ReasoningSeal | undefined;
-  private readonly compactionSeal: CompactionSeal;
+  /** Decoded bodies and their context → request and state (input unsealed with `responses.reasoning_key`). */
+  private readonly assembly: ResponsesAssembly;
 
   constructor(
     private readonly store: ResponsesStore,
     @Inject(CONFIG) config: CortexConfig,
   ) {
-    this.seal = config.responses.reasoningKey ? new ReasoningSeal(config.responses.reasoningKey) : undefined;
-    this.compactionSeal = new CompactionSeal(config.responses.reasoningKey);
+    this.assembly = new ResponsesAssembly(config.responses.reasoningKey);
+  }
+
+  /** Seals reasoning (`responses.reasoning_key`); undefined without a key. */
+  get seal(): ReasoningSeal | undefined {
+    return this.assembly.seal;
   }
 
   /**
@@ -49,27 +50,10 @@ export class ResponsesService {
    * key. A WebSocket turn (`socket`) continues its connection's latest response from memory when it
    * names it, and gets the conversation before its input back in the state.
    */
-  async decode(body: unknown, session?: string, options: DecodeOptions = {}, socket?: SocketTurn): Promise<DecodedRequest & { droppedTools: string[] }> {
+  async decode(body: unknown, session?: string, options: DecodeOptions = {}, socket?: SocketTurn): Promise<AssembledResponses> {
     const decoded = decodeResponsesRequest(body, options);
-    const responseId = `resp_${randomBytes(16).toString('hex')}`;
-    const { history, input, chain, conversationItems, affinity } = await this.gather(decoded, responseId, session, socket);
-    checkToolResults(history, input);
-    const messages = conversationMessages(decoded.instructions, [...history, ...input]);
-    if (messages.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to respond to', { param: 'input' });
-    const state: ResponsesState = {
-      responseId,
-      createdAt: Math.floor(Date.now() / 1000),
-      echo: decoded.echo,
-      store: decoded.store,
-      input,
-      chain,
-      ...(decoded.conversation !== undefined && { conversation: decoded.conversation, conversationItems }),
-      affinityKey: affinity,
-      sealReasoning: decoded.encryptedReasoning,
-      ...(Object.keys(decoded.toolNamespaces).length > 0 && { toolNamespaces: decoded.toolNamespaces }),
-      ...(socket && { history }),
-    };
-    return { request: { ...decoded.request, messages, affinityKey: affinity }, state, droppedTools: decoded.droppedTools };
+    const responseId = newResponseId();
+    return this.assembly.assemble(decoded, responseId, await this.gather(decoded, session, socket), socket !== undefined);
   }
 
   /**
@@ -79,7 +63,10 @@ export class ResponsesService {
    */
   async compaction(body: unknown, session?: string): Promise<CompactionPlan> {
     const decoded = decodeResponsesRequest(compactCreateBody(body));
-    const { history, input, affinity } = await this.gather(decoded, `resp_${randomBytes(16).toString('hex')}`, session);
+    const responseId = newResponseId();
+    const { history, referenced, affinity: gathered } = await this.gather(decoded, session);
+    const input = this.assembly.input(decoded, responseId, referenced);
+    const affinity = gathered ?? (decoded.store ? affinityKey.response(responseId) : undefined);
     const { older, recent } = splitForCompaction([...history, ...input]);
     if (recent.length === 0 && older.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to compact', { param: 'input' });
     if (older.length === 0) return { request: null, recent };
@@ -88,8 +75,8 @@ export class ResponsesService {
     return { request, recent };
   }
 
-  /** The items a body continues (its chain or conversation) and its own input, references resolved, ids given, sealed content opened. */
-  private async gather(decoded: DecodedResponsesRequest, responseId: string, session: string | undefined, socket?: SocketTurn) {
+  /** What a body continues (its chain, conversation or the WebSocket's latest response) and the items its references name. */
+  private async gather(decoded: DecodedResponsesRequest, session: string | undefined, socket?: SocketTurn): Promise<ResponsesContext> {
     const local = socket?.previous?.id === decoded.previousResponseId ? socket?.previous : undefined;
     let history: ResponsesItem[] = [];
     let chain: string[] = [];
@@ -120,37 +107,8 @@ export class ResponsesService {
       conversationItems = history.length;
       affinity ??= affinityKey.conversation(decoded.conversation);
     }
-    // An unstored response cannot be continued (except on its WebSocket), so it starts no chain worth remembering.
-    if (decoded.store || socket) affinity ??= affinityKey.response(responseId);
     const referenced = await this.referencedItems(decoded.itemReferences, fetched);
-    const input = resolveItemReferences(decoded.input, referenced).map((item, i) =>
-      this.unseal(item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item, `input[${i}]`),
-    );
-    return { history, input, chain, conversationItems, affinity };
-  }
-
-  /**
-   * A reasoning item a stateless client sends back with only `encrypted_content` (Codex drops the raw
-   * text) gets its text again when this deployment sealed it; other providers' blobs stay opaque.
-   */
-  private unseal(item: ResponsesItem, param: string): ResponsesItem {
-    if (item.type === 'compaction') return this.openCompaction(item, param);
-    if (item.type !== 'reasoning' || item.content?.length || item.encrypted_content === undefined || !this.seal) return item;
-    const text = this.seal.open(item.encrypted_content);
-    return text === undefined ? item : { ...item, content: [{ type: 'reasoning_text', text }] };
-  }
-
-  /**
-   * A compaction item sealed by this deployment gets its summary again; one made elsewhere (another
-   * provider, another `reasoning_key`) cannot be read, and dropping it would silently lose the conversation.
-   */
-  private openCompaction(item: ResponsesCompactionItem, param: string): ResponsesItem {
-    if (item.summary !== undefined) return item;
-    const summary = this.compactionSeal.open(item.encrypted_content);
-    if (summary === undefined) {
-      throw new CortexError('invalid_request', `${param}.encrypted_content: this compaction item was not made by this server (or its responses.reasoning_key changed), so it cannot be read; compact the conversation here with POST /v1/responses/compact`, { param: `${param}.encrypted_content` });
-    }
-    return { ...item, summary };
+    return { history, chain, conversationItems, affinity, referenced };
   }
 
   /** Stores a response (with `revision`, only over that stored revision: a replica that lost the race appends nothing). */
@@ -244,19 +202,6 @@ export class ResponsesService {
     }
     return found;
   }
-}
-
-/**
- * Each `function_call_output` of the input answers a `function_call` made before it: in the conversation
- * continued (chain, conversation or the WebSocket's latest response) or earlier in the input.
- */
-function checkToolResults(history: readonly ResponsesItem[], input: readonly ResponsesItem[]): void {
-  const ledger = new ToolCallLedger();
-  for (const item of history) if (item.type === 'function_call') ledger.called(item.call_id);
-  input.forEach((item, i) => {
-    if (item.type === 'function_call') ledger.called(item.call_id);
-    if (item.type === 'function_call_output') ledger.answered(item.call_id, `input[${i}].call_id`);
-  });
 }
 
 /** What `compaction` hands the gateway: the summarisation request (null when nothing is older than the latest user turn) and the items kept. */

@@ -11,3 +11,4 @@ export * from './responses.socket.js';
 export * from './reasoning-seal.js';
 export * from './responses.compaction.js';
 export * from './responses.background.js';
+export * from './responses.assembly.js';
