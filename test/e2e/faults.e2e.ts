@@ -78,10 +78,11 @@ describe('faults e2e', () => {
   const MiB = 2 ** 20;
 
   it('faults - a 3 MiB body (over NATS max_payload, under the HTTP limit) is carried through the bus and answered', async (t) => {
+    // A Responses body that continues a stored response goes to the translator whole (other bodies
+    // decode in the gateway); the padding is a field the decoder ignores.
+    const first = (await (await postJson(`${stack.baseUrl}/v1/responses`, { model: 'cortex-chat', input: 'Hi.' })).json()) as { id: string };
     const started = performance.now();
-    // A Responses body goes to the translator whole (chat bodies decode in the gateway); the padding
-    // is a field the decoder ignores.
-    const response = await postJson(`${stack.baseUrl}/v1/responses`, { model: 'cortex-chat', input: 'Say hello.', user: 'x'.repeat(3 * MiB) });
+    const response = await postJson(`${stack.baseUrl}/v1/responses`, { model: 'cortex-chat', previous_response_id: first.id, input: 'Say hello.', user: 'x'.repeat(3 * MiB) });
     const body = (await response.json()) as { output?: Array<{ content?: Array<{ text?: string }> }> };
     const text = body.output?.flatMap((item) => item.content ?? []).map((part) => part.text ?? '').join('');
     report(t, '3 MiB Responses body, 1 MiB max_payload', `${response.status} ${text ?? JSON.stringify(body)}`, performance.now() - started);
