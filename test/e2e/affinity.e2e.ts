@@ -116,10 +116,12 @@ describe('affinity e2e', () => {
     assert.equal(new Set(await workersOfLast(3, seen)).size, 1);
   });
 
-  it('affinity - a Responses request asks the router while the translator decodes, ready-only; a bad body never loads a model', async () => {
+  it('affinity - a Responses request that continues a stored one asks the router while the translator decodes, ready-only; a bad body never loads a model', async () => {
+    // A body that continues nothing stored decodes in the gateway; one that continues a response goes to the translator.
+    const first = await openai.responses.create({ model: 'cortex-chat', input: 'Hi.', prompt_cache_key: 'ready-only' });
     const asks = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
     try {
-      const reply = await openai.responses.create({ model: 'cortex-chat', input: 'Hi.', prompt_cache_key: 'ready-only' });
+      const reply = await openai.responses.create({ model: 'cortex-chat', previous_response_id: first.id, input: 'Hi again.', prompt_cache_key: 'ready-only' });
       assert.equal(reply.status, 'completed');
       await asks.stop();
       assert.deepEqual(
@@ -132,19 +134,24 @@ describe('affinity e2e', () => {
     }
     const bad = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
     try {
+      await assert.rejects(openai.responses.create({ model: 'cortex-cold', previous_response_id: first.id, input: 7 as never, prompt_cache_key: 'cold' }), (error: InstanceType<typeof OpenAI.APIError>) => {
+        assert.equal(error.status, 400);
+        assert.match(error.message, /input/);
+        return true;
+      });
+      // Bodies that continue nothing stored decode in the gateway: a bad one is refused before any router hears of it.
       await assert.rejects(openai.responses.create({ model: 'cortex-cold', input: 7 as never, prompt_cache_key: 'cold' }), (error: InstanceType<typeof OpenAI.APIError>) => {
         assert.equal(error.status, 400);
         assert.match(error.message, /input/);
         return true;
       });
-      // Chat bodies decode in the gateway: a bad one is refused before any router hears of it.
       await assert.rejects(openai.chat.completions.create({ model: 'cortex-cold', messages: 'not a list' as never }), (error: InstanceType<typeof OpenAI.APIError>) => {
         assert.equal(error.status, 400);
         assert.match(error.message, /messages/);
         return true;
       });
       await bad.stop();
-      assert.deepEqual(bad.messages.map((ask) => ask.readyOnly), [true], 'only the Responses ready-only ask went out; decoding failed before a real placement');
+      assert.deepEqual(bad.messages.map((ask) => ask.readyOnly), [true], 'only the continuing Responses body\'s ready-only ask went out; decoding failed before a real placement');
       const fleet = await new BusClient(stack.nc, 5_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView });
       const cold = fleet.workers.flatMap((worker) => worker.models.filter((model) => model.id === 'cortex-cold'));
       assert.deepEqual(cold, [], 'the invalid requests started no load of the model they named');

@@ -112,8 +112,9 @@ describe('metrics e2e', () => {
 
   it('metrics - one request id follows the request through every service log', async () => {
     const requestId = `trace-${Date.now()}`;
-    // A Responses request of a new conversation: the translator decodes it and a router places it.
-    await client.responses.create({ model: 'cortex-chat', input: 'Hi.', prompt_cache_key: requestId }, { headers: { 'x-request-id': requestId } });
+    // A Responses request that continues a stored one: the translator decodes it and a router places it.
+    const first = await client.responses.create({ model: 'cortex-chat', input: 'Hi.' });
+    await client.responses.create({ model: 'cortex-chat', previous_response_id: first.id, input: 'Hi again.', prompt_cache_key: requestId }, { headers: { 'x-request-id': requestId } });
     await waitFor(() => stack.logs().split('\n').filter((line) => line.includes(requestId)).length >= 5, 5_000).catch((error: Error) => {
       throw new Error(`${error.message}: ${stack.logs().split('\n').filter((line) => line.includes(requestId)).join('\n')}`, { cause: error });
     });

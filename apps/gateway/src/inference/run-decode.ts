@@ -3,6 +3,7 @@ import {
   continuesStoredState,
   decodeBody,
   decodeResponsesRequest,
+  namesStoredState,
   newResponseId,
   placementHint,
   type AssembledResponses,
@@ -58,6 +59,7 @@ export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promis
 
 /** A Responses body assembled with an empty context, or null when it continues stored state (the translator's to gather). */
 function decodeResponsesHere(assembly: ResponsesAssembly, body: unknown, session: string | undefined, options: DecodeOptions): AssembledResponses | null {
+  if (namesStoredState(body)) return null;
   const decoded = decodeResponsesRequest(body, options);
   if (continuesStoredState(decoded)) return null;
   return assembly.assemble(decoded, newResponseId(), { history: [], chain: [], affinity: session ?? decoded.request.affinityKey, referenced: new Map() });

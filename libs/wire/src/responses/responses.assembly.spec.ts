@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError } from '@cortex/contracts';
-import { continuesStoredState, newResponseId, ResponsesAssembly, type ResponsesContext } from './responses.assembly.js';
+import { continuesStoredState, namesStoredState, newResponseId, ResponsesAssembly, type ResponsesContext } from './responses.assembly.js';
 import { decodeResponsesRequest } from './responses.decoder.js';
 
 const empty: ResponsesContext = { history: [], chain: [], referenced: new Map() };
@@ -14,6 +14,15 @@ describe('responses assembly', () => {
     assert.equal(continuesStoredState(decodeResponsesRequest(body({ previous_response_id: 'resp_1' }))), true);
     assert.equal(continuesStoredState(decodeResponsesRequest(body({ conversation: 'conv_1' }))), true);
     assert.equal(continuesStoredState(decodeResponsesRequest(body({ input: [{ type: 'item_reference', id: 'msg_1' }] }))), true);
+    assert.equal(continuesStoredState(decodeResponsesRequest(body({ input: [{ id: 'msg_1' }] }))), true, 'an item with only an id is a reference');
+  });
+
+  it('responses assembly - the raw body names stored state by previous_response_id or conversation; anything else is decoded to tell', () => {
+    assert.equal(namesStoredState(body({ previous_response_id: 'resp_1' })), true);
+    assert.equal(namesStoredState(body({ conversation: { id: 'conv_1' } })), true);
+    assert.equal(namesStoredState(body({ previous_response_id: null })), false);
+    assert.equal(namesStoredState(body({ input: [{ type: 'item_reference', id: 'msg_1' }] })), false);
+    assert.equal(namesStoredState('not an object'), false);
   });
 
   it('responses assembly - a body that continues nothing: the messages, input ids from the response id, and the state', () => {

@@ -44,6 +44,17 @@ export function continuesStoredState(decoded: DecodedResponsesRequest): boolean 
 }
 
 /**
+ * Whether a Responses body names stored state at its top level (`previous_response_id`,
+ * `conversation`), read off the raw body: such a body goes to the translator without being decoded
+ * here first. An item reference, which only decoding finds, is caught by `continuesStoredState`.
+ */
+export function namesStoredState(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null) return false;
+  const { previous_response_id: previous, conversation } = body as Record<string, unknown>;
+  return (previous !== undefined && previous !== null) || (conversation !== undefined && conversation !== null);
+}
+
+/**
  * Turns a decoded Responses body and its gathered context into the canonical request and the response's
  * state: input items resolved, given ids and unsealed (reasoning and compaction summaries sealed by this
  * deployment's `responses.reasoning_key`), tool results checked against the calls before them. The same
