@@ -51,11 +51,22 @@ describe('placement reuse e2e', () => {
     await keyed.stop();
     assert.deepEqual(keyed.messages.map((place) => place.affinity), ['pck:reuse']);
 
-    // A Responses body asks early while the translator decodes, unless an answer is there to reuse.
+    // A Responses body that continues nothing stored decodes in the gateway and is placed like a chat body.
     const responses = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
-    for (let turn = 0; turn < 2; turn++) assert.equal((await openai.responses.create({ model: 'cortex-chat', input: 'Say hello.', prompt_cache_key: 'reuse-responses' })).output_text, chat.expected.text);
+    const turns: string[] = [];
+    for (let turn = 0; turn < 2; turn++) {
+      const reply = await openai.responses.create({ model: 'cortex-chat', input: 'Say hello.', prompt_cache_key: 'reuse-responses' });
+      assert.equal(reply.output_text, chat.expected.text);
+      turns.push(reply.id);
+    }
     await responses.stop();
-    assert.deepEqual(responses.messages.map((place) => ({ affinity: place.affinity, readyOnly: place.readyOnly })), [{ affinity: 'pck:reuse-responses', readyOnly: true }]);
+    assert.deepEqual(responses.messages.map((place) => ({ affinity: place.affinity, readyOnly: place.readyOnly === true })), [{ affinity: 'pck:reuse-responses', readyOnly: false }]);
+
+    // One that continues a stored response asks early while the translator decodes, unless an answer is there to reuse.
+    const continued = await watchBus<PlaceRequest>(stack.nc, Subjects.routerPlace);
+    for (const id of turns) assert.equal((await openai.responses.create({ model: 'cortex-chat', previous_response_id: id, input: 'Again.', prompt_cache_key: 'reuse-continued' })).output_text, chat.expected.text);
+    await continued.stop();
+    assert.deepEqual(continued.messages.map((place) => ({ affinity: place.affinity, readyOnly: place.readyOnly })), [{ affinity: 'pck:reuse-continued', readyOnly: true }]);
   });
 
   it('placement reuse - a worker that lost the model sends the request back through a router, which loads it again', async () => {
