@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseConfig } from '@cortex/config';
@@ -37,8 +37,9 @@ describe('pull', () => {
     assert.deepEqual(sources(config, 'https://example.com/m.gguf'), ['https://example.com/m.gguf']);
   });
 
-  it('pull - writes the fixtures into models_dir and fails naming a source it cannot have', async () => {
+  it('pull - writes the fixtures into models_dir and fails naming a source it cannot have', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'cortex-pull-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
     const config = parseConfig({ worker: { models_dir: dir }, models: [{ id: 'chat', file: 'fixture:cortex-chat' }] });
     const paths = await pull(config, () => {});
     assert.ok(existsSync(paths['fixture:cortex-chat']!));
