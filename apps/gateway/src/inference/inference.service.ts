@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } f
 import { BusClient, ensureEventsStream, EventPublisher, ModelCatalogue, StreamReader } from '@cortex/bus';
 import type { Subscription } from '@nats-io/transport-node';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
+import { ResponsesAssembly } from '@cortex/wire';
 import {
   CortexError,
   Subjects,
@@ -18,7 +19,6 @@ import {
 import { InferenceRun } from './inference-run.js';
 import { RunTrace, type IncomingHeaders } from './run-trace.js';
 import type { RunServices } from './run-services.js';
-import { ResponsesAssembly } from '@cortex/wire';
 import { PendingRuns } from '../console/pending-runs.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';

@@ -7,7 +7,7 @@ import { backgroundSubject, CortexError, decodeBackgroundState, decodeResponseId
 import {
   BackgroundReplay,
   isTerminalStatus,
-  ReasoningSeal,
+  type ReasoningSeal,
   replayOptions,
   sessionFromHeaders,
   withOutputText,
@@ -52,7 +52,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     private readonly bus: BusClient,
     @Inject(CONFIG) private readonly config: CortexConfig,
   ) {
-    this.seal = config.responses.reasoningKey ? new ReasoningSeal(config.responses.reasoningKey) : undefined;
+    this.seal = inference.responses.seal;
   }
 
   async onModuleInit(): Promise<void> {

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CortexError, decodeCompactionPlan, NO_USAGE, Subjects } from '@cortex/contracts';
-import { compactionItem, compactResource, CompactionSeal, decodeResponsesItems, sessionFromHeaders, type CompactResource } from '@cortex/wire';
+import { compactionItem, compactResource, type CompactionSeal, decodeResponsesItems, sessionFromHeaders, type CompactResource } from '@cortex/wire';
 import { toCortexError } from '../http/error-response.js';
 import type { InferenceService } from '../inference/inference.service.js';
 
@@ -15,7 +15,7 @@ export class ResponsesCompactor {
   private readonly seal: CompactionSeal;
 
   constructor(private readonly inference: InferenceService) {
-    this.seal = new CompactionSeal(inference.config.responses.reasoningKey);
+    this.seal = inference.responses.compactionSeal;
   }
 
   async compact(req: FastifyRequest, reply: FastifyReply, requestId: string): Promise<CompactResource> {

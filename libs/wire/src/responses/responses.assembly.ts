@@ -63,7 +63,8 @@ export function namesStoredState(body: unknown): boolean {
 export class ResponsesAssembly {
   /** Seals reasoning (`responses.reasoning_key`); undefined without a key. */
   readonly seal: ReasoningSeal | undefined;
-  private readonly compactionSeal: CompactionSeal;
+  /** Seals compaction summaries with the same key. */
+  readonly compactionSeal: CompactionSeal;
 
   constructor(reasoningKey: string | undefined) {
     this.seal = reasoningKey ? new ReasoningSeal(reasoningKey) : undefined;
