@@ -74,6 +74,8 @@ describe('replication e2e', () => {
     const traffic = load('hot', 4);
     try {
       await waitFor(async () => (await ready('hot')).length === 2, 30_000, 200);
+      // A heartbeat can show the copy ready before the router's load call returns and reports it.
+      await waitFor(() => added.messages.length > 0, 5_000);
       assert.deepEqual(
         added.messages.map((e) => [e.model, e.workerId, e.reason]),
         [['hot', 'w2', 'queue_wait']],
@@ -137,6 +139,7 @@ describe('replication e2e', () => {
       // Once busy goes idle, it is of lower priority than hot: it makes room for hot's copy.
       await busy.stop();
       await waitFor(async () => (await ready('hot')).length === 2, 30_000, 200);
+      await waitFor(() => added.messages.length > 0, 5_000);
     } finally {
       await busy.stop();
       await hot.stop();
