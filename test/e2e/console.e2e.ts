@@ -193,7 +193,12 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     const row = page.locator('[data-test=live-row][data-model=cortex-loop]').first();
     await row.waitFor({ timeout: 5_000 });
     assert.equal((await heartbeatModel('cortex-loop'))?.inFlight, 1, 'the worker runs it');
-    await row.locator('[data-test=cancel]').click();
+    // The row re-renders with every token count; its button must stay the element a press began on.
+    const button = await row.locator('[data-test=cancel]').elementHandle({ timeout: 5_000 });
+    const tokens = Number(await row.getAttribute('data-tokens'));
+    await page.waitForFunction((before) => Number(document.querySelector('[data-test=live-row][data-model=cortex-loop]')?.getAttribute('data-tokens')) > before, tokens, { timeout: 5_000 });
+    assert.ok(await button.evaluate((node) => node.isConnected), 'the cancel button outlived a re-render of its row');
+    await button.click();
     await row.waitFor({ state: 'detached', timeout: 5_000 });
     await reading.catch(() => undefined);
     await waitFor(async () => (await heartbeatModel('cortex-loop'))?.inFlight === 0, 5_000);

@@ -250,29 +250,65 @@ function renderLoads() {
 }
 
 // ---- live -------------------------------------------------------------------------------------
+/**
+ * The live table's rows by run id. Each render updates them in place rather than building the table
+ * anew: the view re-renders several times a second (every token count, every 500 ms), and a cancel
+ * button replaced between a press and its release takes no click.
+ */
+const liveRows = new Map();
+const nothingLive = el('tr', {}, el('td', { colspan: 10, class: 'muted' }, 'Nothing in flight.'));
+
+function liveCells(row, since) {
+  return [
+    el('td', { class: 'muted small' }, row.runId.slice(0, 14)),
+    el('td', {}, el('span', { class: `badge ${row.state === 'generating' ? 'ready' : row.state === 'queued' ? 'draining' : 'loading'}`, 'data-test': 'live-state' }, row.state)),
+    el('td', {}, row.model ?? '?'),
+    el('td', {}, row.workerId ?? '–'),
+    el('td', { 'data-test': 'live-owner' }, row.keyId ? `${row.keyId} · ${row.account ?? ''}` : el('span', { class: 'muted' }, '–')),
+    el('td', { class: 'num' }, String(row.promptTokens)),
+    el('td', { class: 'num', 'data-test': 'tokens' }, String(row.tokens)),
+    el('td', { class: 'num' }, row.tokensPerSecond === null ? '–' : row.tokensPerSecond.toFixed(1)),
+    el('td', { class: 'num' }, ms(row.elapsedMs + since)),
+  ];
+}
+
 function renderLive() {
   const body = $('#live-table tbody');
   const since = performance.now() - state.liveReceived;
   $('#live-count').textContent = String(state.live.length);
-  body.replaceChildren(
-    ...state.live.map((row) =>
-      el(
-        'tr',
-        { 'data-test': 'live-row', 'data-run': row.runId, 'data-model': row.model ?? '', 'data-tokens': row.tokens, 'data-state': row.state },
-        el('td', { class: 'muted small' }, row.runId.slice(0, 14)),
-        el('td', {}, el('span', { class: `badge ${row.state === 'generating' ? 'ready' : row.state === 'queued' ? 'draining' : 'loading'}`, 'data-test': 'live-state' }, row.state)),
-        el('td', {}, row.model ?? '?'),
-        el('td', {}, row.workerId ?? '–'),
-        el('td', { 'data-test': 'live-owner' }, row.keyId ? `${row.keyId} · ${row.account ?? ''}` : el('span', { class: 'muted' }, '–')),
-        el('td', { class: 'num' }, String(row.promptTokens)),
-        el('td', { class: 'num', 'data-test': 'tokens' }, String(row.tokens)),
-        el('td', { class: 'num' }, row.tokensPerSecond === null ? '–' : row.tokensPerSecond.toFixed(1)),
-        el('td', { class: 'num' }, ms(row.elapsedMs + since)),
-        el('td', {}, row.workerId ? el('button', { class: 'danger small', 'data-test': 'cancel', onclick: act(`cancel ${row.runId}`, 'requests/cancel', { runId: row.runId, workerId: row.workerId }) }, 'cancel') : ''),
-      ),
-    ),
-  );
-  if (state.live.length === 0) body.append(el('tr', {}, el('td', { colspan: 10, class: 'muted' }, 'Nothing in flight.')));
+  const shown = new Set();
+  let previous = null;
+  for (const row of state.live) {
+    shown.add(row.runId);
+    let entry = liveRows.get(row.runId);
+    if (!entry) {
+      entry = { tr: el('tr', { 'data-test': 'live-row', 'data-run': row.runId }), workerId: undefined, cancel: el('td') };
+      liveRows.set(row.runId, entry);
+    }
+    const { tr } = entry;
+    tr.dataset.model = row.model ?? '';
+    tr.dataset.tokens = String(row.tokens);
+    tr.dataset.state = row.state;
+    // The cells that change are replaced; the cancel cell is never taken out of the row.
+    const cells = liveCells(row, since);
+    if (tr.children.length === 0) tr.append(...cells, entry.cancel);
+    else cells.forEach((cell, index) => tr.children[index].replaceWith(cell));
+    // The button stays the same element while the run stays on its worker (a move makes a new one).
+    if (entry.workerId !== row.workerId) {
+      entry.workerId = row.workerId;
+      entry.cancel.replaceChildren(row.workerId ? el('button', { class: 'danger small', 'data-test': 'cancel', onclick: act(`cancel ${row.runId}`, 'requests/cancel', { runId: row.runId, workerId: row.workerId }) }, 'cancel') : '');
+    }
+    const next = previous ? previous.nextSibling : body.firstChild;
+    if (next !== tr) body.insertBefore(tr, next);
+    previous = tr;
+  }
+  for (const [runId, entry] of liveRows) {
+    if (shown.has(runId)) continue;
+    entry.tr.remove();
+    liveRows.delete(runId);
+  }
+  if (state.live.length === 0) body.append(nothingLive);
+  else nothingLive.remove();
 }
 setInterval(() => {
   if (state.live.length && !$('#live').hidden) renderLive();
