@@ -231,9 +231,11 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     const row = page.locator('[data-test=catalogue-model][data-model=cortex-slow]');
     // Every load's first word is a progress of 0 in its load phase: count how many loads begin.
     let starts = 0;
+    let progressed = 0;
     const progressSub = stack.nc.subscribe(Subjects.modelProgressed, {
       callback: (_, message) => {
         const event = decodeLoadProgress(message.json());
+        if (event.model === 'cortex-slow') progressed++;
         if (event.model === 'cortex-slow' && event.fraction === 0 && event.phase === 'loading') starts++;
       },
     });
@@ -263,7 +265,15 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     await page.locator('[data-test=load-progress][data-model=cortex-slow]', { hasText: /downloading [1-9]\d?% · ~[\d.]+ m?s left/ }).waitFor({ timeout: 10_000 });
     await page.locator('[data-test=worker-model][data-worker=w1][data-model=cortex-slow][data-state=loading]').waitFor({ timeout: 5_000 });
     await page.screenshot({ path: join(SHOTS, 'fleet-loading-light.png') });
-    await progress.locator('[data-test=cancel-load]').click();
+    // A press held while the load's progress goes on: the view re-renders behind it, and the release still clicks.
+    const box = await progress.locator('[data-test=cancel-load]').boundingBox();
+    assert.ok(box, 'the cancel button is on screen');
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    const pressedAt = progressed;
+    await page.mouse.down();
+    await waitFor(() => progressed >= pressedAt + 2, 5_000, 20);
+    await new Promise((done) => setTimeout(done, 300)); // the feed brings the page those events too
+    await page.mouse.up();
     const error = await waiting;
     assert.equal(error?.status, 503, `the waiting request is answered with the cancel: ${String(error)}; the page said: ${await page.locator('#toast').textContent()}`);
     assert.match(error?.message ?? '', /load of cortex-slow on w1 was cancelled/);

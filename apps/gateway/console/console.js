@@ -35,6 +35,32 @@ const ms = (value) => (value === null || value === undefined ? '–' : value >= 
 const clock = (at) => new Date(at).toLocaleTimeString([], { hour12: false });
 const pct = (fraction) => `${Math.round(fraction * 100)}%`;
 
+// ---- presses ---------------------------------------------------------------------------------
+/**
+ * The feed re-renders the views several times a second, and a button replaced between a press and its
+ * release takes no click. So while a pointer is down the feed's renders wait, and run once it is up
+ * (after the click that the release makes); a press held longer than PRESS_HOLD_MS holds them no more.
+ */
+const PRESS_HOLD_MS = 2_000;
+let pressedAt = null;
+const heldRenders = new Set();
+function render(view) {
+  if (pressedAt !== null && performance.now() - pressedAt < PRESS_HOLD_MS) heldRenders.add(view);
+  else view();
+}
+document.addEventListener('pointerdown', () => (pressedAt = performance.now()), true);
+function released() {
+  if (pressedAt === null) return;
+  pressedAt = null;
+  setTimeout(() => {
+    const views = [...heldRenders];
+    heldRenders.clear();
+    views.forEach(render);
+  }, 0);
+}
+document.addEventListener('pointerup', released, true);
+document.addEventListener('pointercancel', released, true);
+
 // ---- theme and tabs -------------------------------------------------------------------------
 $('#theme').addEventListener('click', () => {
   const next = document.documentElement.dataset.theme === 'dark' ? 'light' : 'dark';
@@ -311,7 +337,7 @@ function renderLive() {
   else nothingLive.remove();
 }
 setInterval(() => {
-  if (state.live.length && !$('#live').hidden) renderLive();
+  if (state.live.length && !$('#live').hidden) render(renderLive);
 }, 500);
 
 // ---- activity ---------------------------------------------------------------------------------
@@ -549,30 +575,30 @@ function connect() {
   on('fleet', (fleet) => {
     state.fleet = fleet;
     state.fleetError = null;
-    renderFleet();
+    render(renderFleet);
     sampleQueues();
   });
   on('fleet_error', ({ message }) => {
     state.fleetError = message;
-    renderFleet();
+    render(renderFleet);
   });
   on('load', (load) => {
     state.loads.set(`${load.workerId}/${load.model}`, load);
-    renderFleet();
+    render(renderFleet);
   });
   on('loads', (loads) => {
     state.loads = new Map(loads.map((l) => [`${l.workerId}/${l.model}`, l]));
-    renderFleet();
+    render(renderFleet);
   });
   on('live', ({ rows }) => {
     state.live = rows;
     state.liveReceived = performance.now();
-    renderLive();
+    render(renderLive);
   });
   on('finished', (event) => {
     state.activity.push(event);
     if (state.activity.length > 200) state.activity.shift();
-    renderActivity();
+    render(renderActivity);
   });
   on('timeline', (entry) => {
     state.timeline.push(entry);
