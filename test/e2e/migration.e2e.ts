@@ -345,6 +345,70 @@ describe('migration e2e', () => {
     await fleet(['w1', 'w2']);
   });
 
+  it('migration - a background response whose frozen worker wakes as the move begins: what it still sends is left out, and the response is the unbroken one', async (t) => {
+    const body = { model: MODEL, input: 'Sing.', stream: true, background: true, temperature: 0, max_output_tokens: MAX_TOKENS };
+    const reference = responsesResult(await readSse(`${stack.baseUrl}/v1/responses`, body));
+    // Every background event in the order the server passed them on, which is the order they are stored in.
+    const order: Array<{ runId: string; type: string; moving: boolean }> = [];
+    const events = stack.nc.subscribe('llm.background.v1.>', {
+      callback: (_error, msg) => {
+        const event = msg.json<{ type: string; moving?: boolean }>();
+        order.push({ runId: msg.subject.split('.').at(-1) ?? '', type: event.type, moving: event.moving === true });
+      },
+    });
+    // The frozen worker is woken by the cancel that tells it its run moved: it sends what it decoded meanwhile and its cancelled finish.
+    const woken: string[] = [];
+    const cancels = stack.nc.subscribe(Subjects.workerCancel.replace(WORKER_ID_TOKEN, '*'), {
+      callback: (_error, msg) => {
+        const id = msg.subject.split('.')[3] ?? '';
+        if (!/moves to another worker/.test(msg.json<{ reason: string }>().reason) || woken.includes(id)) return;
+        woken.push(id);
+        workers.get(id)?.kill('SIGCONT');
+      },
+    });
+    let frozen: string | undefined;
+    try {
+      const { read, killed } = await killedAfter(body, [6], { path: '/v1/responses', signal: 'SIGSTOP' });
+      frozen = killed[0];
+      const result = responsesResult(read);
+      assert.equal(killed.length, 1);
+      assert.deepEqual(woken, killed, 'the frozen worker was woken when the move began');
+      assert.equal(result.error, null, moves());
+      assert.equal(result.text, reference.text);
+      assert.deepEqual(result.events, reference.events);
+      const id = (JSON.parse(read.messages[0]?.data ?? '{}') as { response?: { id?: string } }).response?.id;
+      assert.ok(id, 'the first event names the response');
+      // The woken worker did send after the mark (at least its cancelled finish), so the stored events hold something to leave out.
+      const lostRun = order.find((event) => event.moving)?.runId;
+      assert.ok(lostRun, 'the placing gateway marked the lost run when the move began');
+      const marked = order.findIndex((event) => event.moving);
+      await waitFor(() => order.slice(marked).some((event) => event.runId === lostRun && event.type === 'finish'), 10_000);
+      const nextStart = order.findIndex((event, i) => i > marked && event.type === 'start');
+      const beforeNext = order.slice(marked, nextStart < 0 ? undefined : nextStart).filter((event) => event.runId === lostRun && !event.moving).length;
+      t.diagnostic(`the woken worker's events stored after the mark and before the next run's start: ${beforeNext}`);
+      let stored: { status: string; output: { content?: { text?: string }[] }[] } | undefined;
+      await waitFor(async () => {
+        stored = (await (await fetch(`${stack.baseUrl}/v1/responses/${id}`)).json()) as typeof stored;
+        return stored?.status === 'incomplete';
+      }, 10_000);
+      assert.equal(stored?.output.flatMap((item) => item.content ?? []).map((part) => part.text ?? '').join(''), reference.text);
+      const again = responsesResult(await (async () => {
+        const response = await fetch(`${stack.baseUrl}/v1/responses/${id}?stream=true`);
+        return { status: response.status, messages: new SseParser().push(await response.text()), comments: [] };
+      })());
+      assert.equal(again.text, reference.text);
+      assert.deepEqual(again.events, reference.events);
+    } finally {
+      events.unsubscribe();
+      cancels.unsubscribe();
+      if (frozen) {
+        workers.get(frozen)?.kill('SIGCONT');
+        kill(frozen);
+      }
+    }
+    await fleet(['w1', 'w2']);
+  });
+
   it('migration - killed while reasoning: the next worker goes on reasoning, and reasoning and text equal the unbroken run', async () => {
     // The next worker must rebuild reasoning mode from the delivered ids. cortex-reasoning-loop never
     // leaves its reasoning, so the worker dies reasoning wherever the kill lands; a resume that lost the

@@ -8,6 +8,7 @@ interface Published {
   subject: string;
   type: string;
   code?: string;
+  moving?: boolean;
 }
 
 /** A run as InferenceRun drives one through a move: its checkpoint hears it, and the run id changes. */
@@ -24,7 +25,7 @@ function fixture(t: TestContext) {
   } satisfies FollowedRun;
   const published: Published[] = [];
   const follow = new BackgroundFollow('resp_1', run, (subject, event) => {
-    published.push({ subject, type: event.type, ...(event.type === 'error' && { code: event.error.code }) });
+    published.push({ subject, type: event.type, ...(event.type === 'error' && { code: event.error.code }), ...(event.type === 'keepalive' && { moving: event.moving }) });
   }, 1_000);
   /** The run loses its worker: the move starts and the next try gets its id. */
   const lose = (next: string) => {
@@ -47,18 +48,19 @@ describe('background follow', () => {
     assert.deepEqual(published, []);
   });
 
-  it('background follow - while the run moves, keep-alives go on the lost run\'s subject, and stop at the resume', async (t) => {
+  it('background follow - while the run moves, keep-alives marked moving go on the lost run\'s subject, the first at once, and stop at the resume', async (t) => {
     const { run, follow, published, lose } = fixture(t);
     await follow.follow((async function* () {
       yield text(1);
       lose('r2');
       assert.equal(follow.isMoving, true);
+      assert.equal(published.length, 1, 'the mark went out when the move began');
       t.mock.timers.tick(3_500);
       run.checkpoint.onResumed?.('w2');
       t.mock.timers.tick(3_000);
       yield text(2);
     })());
-    assert.deepEqual(published, Array.from({ length: 3 }, () => ({ subject: 'llm.background.v1.resp_1.r1', type: 'keepalive' })));
+    assert.deepEqual(published, Array.from({ length: 4 }, () => ({ subject: 'llm.background.v1.resp_1.r1', type: 'keepalive', moving: true })));
     assert.equal(follow.isMoving, false);
   });
 
@@ -70,6 +72,7 @@ describe('background follow', () => {
       throw new CortexError('worker_lost', 'worker w1 is down');
     })());
     assert.deepEqual(published, [
+      { subject: 'llm.background.v1.resp_1.r1', type: 'keepalive', moving: true },
       { subject: 'llm.background.v1.resp_1.r1', type: 'error', code: 'worker_lost' },
       { subject: 'llm.background.v1.resp_1.r2', type: 'error', code: 'worker_lost' },
     ]);
@@ -86,7 +89,7 @@ describe('background follow', () => {
       throw new CortexError('cancelled', 'the request was cancelled while it moved');
     })());
     assert.deepEqual(calls, ['cancel by POST', 'detach']);
-    assert.deepEqual(published.map((p) => p.code), ['cancelled', 'cancelled']);
+    assert.deepEqual(published.map((p) => p.code ?? p.type), ['keepalive', 'cancelled', 'cancelled']);
   });
 
   it('background follow - a read that fails without a move publishes nothing: the worker may still run it', async (t) => {

@@ -6,7 +6,7 @@ import type { InferenceRun } from '../inference/inference-run.js';
 export type FollowedRun = Pick<InferenceRun, 'runId' | 'requestId' | 'checkpoint' | 'fail' | 'detach' | 'cancel'>;
 
 /** Publishes one event body on a subject (the bus client's publish, bound). */
-export type PublishEvent = (subject: string, event: { type: 'keepalive'; seq: number } | { type: 'error'; error: ErrorBody; seq: number }, requestId: string) => void;
+export type PublishEvent = (subject: string, event: { type: 'keepalive'; seq: number; moving: true } | { type: 'error'; error: ErrorBody; seq: number }, requestId: string) => void;
 
 /**
  * The placing gateway's side of a started background run. It reads the run's events to their end, so
@@ -14,7 +14,9 @@ export type PublishEvent = (subject: string, event: { type: 'keepalive'; seq: nu
  * dies just stops counting). When the run's worker is lost the run moves to another worker like any
  * stream (InferenceRun.migrate); during the move this publishes keep-alives on the lost run's subject,
  * so whoever reads the response's stored events (a client following it with `stream=true`, a translator
- * asked for it) sees a run that lives on, not one that fell silent. A move that fails, or that a cancel
+ * asked for it) sees a run that lives on, not one that fell silent. They are marked `moving`, the first
+ * at once: the next run goes on from what this gateway read before it, so whatever the lost worker still
+ * sends after it (a frozen worker that wakes) is left out of the response. A move that fails, or that a cancel
  * stops, ends the response with its error: nothing else would.
  */
 export class BackgroundFollow {
@@ -71,7 +73,9 @@ export class BackgroundFollow {
     this.moving = true;
     clearInterval(this.keepAlive);
     const lost = backgroundSubject(this.responseId, this.lastRunId);
-    this.keepAlive = setInterval(() => this.publish(lost, { type: 'keepalive', seq: 0 }, this.run.requestId), this.keepAliveMs);
+    const keepAlive = (): void => this.publish(lost, { type: 'keepalive', seq: 0, moving: true }, this.run.requestId);
+    keepAlive();
+    this.keepAlive = setInterval(keepAlive, this.keepAliveMs);
   }
 
   private endMove(): void {

@@ -1,4 +1,4 @@
-import { array, boolean, defined, fail, integer, number, object, oneOf, optionalInteger, optionalNumber, optionalString, string, type Json } from '../fields.js';
+import { array, boolean, defined, fail, integer, number, object, oneOf, optionalBoolean, optionalInteger, optionalNumber, optionalString, string, type Json } from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
 import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
 import { LOAD_TRIGGERS, REPLICA_ADD_REASONS, REPLICA_BLOCK_REASONS, REPLICA_RETIRE_REASONS, type DefragEvent, type LoadFailedEvent, type LoadProgress, type ReplicaEvent, type WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
@@ -144,6 +144,7 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       break;
     }
     case 'keepalive':
+      optionalBoolean(event.moving, 'moving');
       break;
   }
   return event as unknown as StreamEvent;

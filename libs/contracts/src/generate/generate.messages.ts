@@ -163,7 +163,12 @@ export type StreamEvent =
   | { seq: number; type: 'reasoning'; text: string; pieces?: number; tokens?: number[] }
   | { seq: number; type: 'tool_call'; index: number; id: string; name: string; tokens?: number[] }
   | { seq: number; type: 'tool_args'; index: number; delta: string; tokens?: number[] }
-  | { seq: number; type: 'keepalive' }
+  /**
+   * `moving`: published by the placing gateway on a background run's subject while it moves the run from
+   * a lost worker; what that run's worker still sends after it (a frozen worker that wakes) is not part
+   * of the response (see BackgroundReplay).
+   */
+  | { seq: number; type: 'keepalive'; moving?: boolean }
   | { seq: number; type: 'finish'; reason: FinishReason; usage: Usage; timings: Timings; stopSequence?: string }
   | { seq: number; type: 'error'; error: ErrorBody };
 

@@ -60,6 +60,29 @@ describe('responses background replay', () => {
     assert.deepEqual(resource.output.map((item) => ('content' in item ? (item.content ?? []).map((part) => ('text' in part ? part.text : '')).join('') : '')), ['Round and round.']);
   });
 
+  it("responses background replay - what a lost worker sends after its gateway's moving mark, before the next run starts, is left out", () => {
+    const replay = new BackgroundReplay(options);
+    const lost = stored('r1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Round and ' }));
+    const mark = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }]);
+    // A frozen worker wakes, sends what it decoded meanwhile, then hears its cancel: all before the next run's start.
+    const woken = stored('r1', events({ type: 'text', text: 'round and ' }, finish('cancelled')).map((e, i) => ({ ...e, seq: 2 + i })));
+    const next = stored('r2', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'round.' }, finish('stop')));
+    const frames = [...lost, ...mark, ...woken, ...next].flatMap((event) => replay.add(event));
+    assert.deepEqual(frames.map((f) => f.data.sequence_number), frames.map((_f, i) => i));
+    const resource = replay.resource();
+    assert.equal(resource.status, 'completed');
+    assert.deepEqual(resource.output.map((item) => ('content' in item ? (item.content ?? []).map((part) => ('text' in part ? part.text : '')).join('') : '')), ['Round and round.']);
+  });
+
+  it("responses background replay - a move that fails ends the response with the gateway's error on the marked run", () => {
+    const replay = new BackgroundReplay(options);
+    const lost = stored('r1', events(start, { type: 'text', text: 'Hi' }));
+    const after = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }, { seq: 0, type: 'error', error: { code: 'worker_lost', message: 'no worker could take the run' } }]);
+    const frames = [...lost, ...after].flatMap((event) => replay.add(event));
+    assert.equal(frames.at(-1)?.event, 'response.failed');
+    assert.equal(replay.resource().status, 'failed');
+  });
+
   it('responses background replay - a move stopped by a cancel ends the response cancelled', () => {
     const replay = new BackgroundReplay(options);
     const frames = stored('r1', events(start, { type: 'text', text: 'Hi' }, { type: 'error', error: { code: 'cancelled', message: 'cancelled by POST' } })).flatMap((event) => replay.add(event));

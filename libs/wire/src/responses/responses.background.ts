@@ -54,7 +54,10 @@ export function isTerminalStatus(status: string): boolean {
  * event was stored, not the time of the replay). A placement that failed over before the first token
  * left a run that only started, and a run moved from a lost worker leaves its output before the next
  * run's start: the run of the latest `start` event is the one that counts from then on (the next run
- * goes on from the output so far, so the encoder goes on too).
+ * goes on from the output so far, so the encoder goes on too). The gateway that moves a run marks the
+ * lost run's subject (a `moving` keep-alive) where the output it goes on from ends: what the lost
+ * worker still sends after the mark (a frozen worker that wakes, then hears its cancel) is left out,
+ * but for an error, which is how that gateway ends a move that failed.
  * A run stopped by `cancel` ends `cancelled`, as OpenAI's background responses do.
  */
 export class BackgroundReplay {
@@ -62,6 +65,8 @@ export class BackgroundReplay {
   private current: { runId: string; workerId: string } | null = null;
   private at = 0;
   private cancelled = false;
+  /** Runs moved away from a lost worker (see the class comment). */
+  private readonly abandoned = new Set<string>();
   /** When the last event (of any run) was stored, in milliseconds since the epoch; 0 before any. */
   lastAt = 0;
 
@@ -81,6 +86,8 @@ export class BackgroundReplay {
   /** Frames for one stored event; events of an abandoned run make none. */
   add({ runId, event, at }: RunEvent): ResponsesFrame[] {
     this.lastAt = Math.max(this.lastAt, at);
+    if (event.type === 'keepalive' && event.moving) this.abandoned.add(runId);
+    if (this.abandoned.has(runId) && event.type !== 'error') return [];
     // A run replaces one that only started (the gateway commits to a run at its first token) or one whose
     // worker was lost (the next goes on where its output ends), so the encoder goes on:
     // `response.created`/`in_progress` went out once, and the numbering continues.
