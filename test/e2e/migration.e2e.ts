@@ -1,4 +1,4 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, beforeEach, describe, it } from 'node:test';
 import type { ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -102,6 +102,11 @@ describe('migration e2e', () => {
       },
     });
     finished = await watchBus<RequestFinishedEvent>(stack.nc, Subjects.requestFinished);
+  });
+
+  // Each test starts from two workers holding the model, whatever the test before it left (a failed one
+  // included), so one failure does not run on into the next.
+  beforeEach(async () => {
     await fleet(['w1', 'w2']);
   });
 
@@ -223,7 +228,6 @@ describe('migration e2e', () => {
     assert.equal(events[0]?.errorCode, null);
     await waitFor(async () => (await scrapeMetrics(stack.metricsUrl)).get(`cortex_stream_migrations_total{model="${MODEL}",api="openai.chat"}`) === 1, 10_000);
     report(`Chat Completions, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL after 5 chunks`, pauses[0]);
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - a 10k-token prompt: the next worker evaluates it again, and the answer is still the unbroken one', async () => {
@@ -239,7 +243,6 @@ describe('migration e2e', () => {
     assert.deepEqual(counts(result), counts(reference));
     const cached = (result.usage as { prompt_tokens_details?: { cached_tokens?: number } } | null)?.prompt_tokens_details?.cached_tokens ?? 0;
     report(`Chat Completions, ${reference.usage?.prompt_tokens?.toLocaleString('en-US')}-token prompt (${cached} cached on the next worker), SIGKILL after 5 chunks`, pauses[0]);
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - a stop-string prefix held back when the worker dies is generated again, not lost', async () => {
@@ -253,7 +256,6 @@ describe('migration e2e', () => {
     assert.equal(result.error, null, moves());
     assert.equal(result.text, reference.text);
     assert.deepEqual(counts(result), counts(reference));
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - the second worker dies too: the stream moves twice and still equals the unbroken run', async () => {
@@ -272,7 +274,6 @@ describe('migration e2e', () => {
     kill('w3');
     // Not a place to go on for the next test until the fleet knows it is gone.
     await waitFor(async () => !(await stack.fleet())?.workers.some((w) => w.workerId === 'w3' && w.up), 30_000, 200);
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - Anthropic Messages: one message, its content block indices and usage as in the unbroken run', async () => {
@@ -288,7 +289,6 @@ describe('migration e2e', () => {
     assert.deepEqual(result.usage, reference.usage);
     assert.ok(read.comments.some((c) => c.startsWith('resumed on ')), 'the stream says where it resumed');
     report(`Anthropic Messages, ${reference.usage?.input}-token prompt, SIGKILL after 5 events`, pauses[0]);
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - Responses: sequence numbers and output indices continue, usage as in the unbroken run', async () => {
@@ -305,7 +305,6 @@ describe('migration e2e', () => {
     assert.deepEqual(result.usage, reference.usage);
     assert.ok(read.comments.some((c) => c.startsWith('resumed on ')), 'the stream says where it resumed');
     report(`Responses (SSE), ${reference.usage?.input}-token prompt, SIGKILL after 6 events`, pauses[0]);
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - a background response: its run moves, a follower reads one unbroken stream, and the stored response is the unbroken one', async () => {
@@ -342,7 +341,6 @@ describe('migration e2e', () => {
     assert.equal(again.text, reference.text);
     assert.deepEqual(again.events, reference.events);
     await waitFor(() => finished.messages.slice(before).some((event) => event.migrations === 1), 10_000);
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - a background response whose frozen worker wakes as the move begins: what it still sends is left out, and the response is the unbroken one', async (t) => {
@@ -406,7 +404,6 @@ describe('migration e2e', () => {
         kill(frozen);
       }
     }
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - killed while reasoning: the next worker goes on reasoning, and reasoning and text equal the unbroken run', async () => {
@@ -430,7 +427,6 @@ describe('migration e2e', () => {
     assert.equal(result.finish, 'length');
     assert.deepEqual(counts(result), counts(reference), 'reasoning tokens counted as in the unbroken run');
     report(`Chat Completions reasoning, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL on the 5th reasoning chunk`, pauses[0]);
-    await fleet(['w1', 'w2']);
   });
 
   const sing = { type: 'function', function: { name: 'sing', description: 'Sings the verses', parameters: VERSES } };
@@ -460,7 +456,6 @@ describe('migration e2e', () => {
     assert.equal(result.finish, 'tool_calls');
     assert.deepEqual(counts(result), counts(reference));
     report(`Chat Completions tool call, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL on the 8th arguments chunk`, pauses[0]);
-    await fleet(['w1', 'w2']);
   });
 
   it("migration - killed inside a json_schema document: the document validates against the schema and equals the unbroken run's", async () => {
@@ -483,7 +478,6 @@ describe('migration e2e', () => {
     assert.equal(result.finish, 'stop');
     assert.deepEqual(counts(result), counts(reference));
     report(`Chat Completions json_schema, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL on the 8th content chunk`, pauses[0]);
-    await fleet(['w1', 'w2']);
   });
 
   /** Sends one response.create and collects its turn's events through the terminal event or an error, handing each to `onEvent`. */
@@ -544,7 +538,6 @@ describe('migration e2e', () => {
     } finally {
       ws.terminate();
     }
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - a frozen (SIGSTOPped) worker: the stream moves at the idle timeout and the frozen worker is told to stop', async () => {
@@ -568,7 +561,6 @@ describe('migration e2e', () => {
         kill(frozen);
       }
     }
-    await fleet(['w1', 'w2']);
   });
 
   it('migration - no worker left to go on: the stream ends with the worker_lost error chunk, as without migration', async () => {
@@ -578,6 +570,5 @@ describe('migration e2e', () => {
     assert.match(result.error ?? '', /worker_lost .*is down/);
     assert.equal(result.finish, null);
     assert.equal(read.messages.at(-1)?.data, '[DONE]');
-    await fleet(['w1', 'w2']);
   });
 });
