@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { CortexError, type CanonicalRequest } from '@cortex/contracts';
+import { CortexError, isObject, type CanonicalRequest } from '@cortex/contracts';
 import { affinityKey } from '../affinity.js';
 import { ToolCallLedger } from '../tool-results.js';
 import { CompactionSeal } from './responses.compaction.js';
@@ -49,9 +49,7 @@ export function continuesStoredState(decoded: DecodedResponsesRequest): boolean 
  * here first. An item reference, which only decoding finds, is caught by `continuesStoredState`.
  */
 export function namesStoredState(body: unknown): boolean {
-  if (typeof body !== 'object' || body === null) return false;
-  const { previous_response_id: previous, conversation } = body as Record<string, unknown>;
-  return (previous !== undefined && previous !== null) || (conversation !== undefined && conversation !== null);
+  return isObject(body) && (body.previous_response_id != null || body.conversation != null);
 }
 
 /**
