@@ -307,13 +307,38 @@ describe('migration e2e', () => {
     report(`Responses (SSE), ${reference.usage?.input}-token prompt, SIGKILL after 6 events`, pauses[0]);
   });
 
+  const backgroundBody = { model: MODEL, input: 'Sing.', stream: true, background: true, temperature: 0, max_output_tokens: MAX_TOKENS };
+
+  interface StoredResponse {
+    status: string;
+    output: { content?: { text?: string }[] }[];
+    usage?: { input_tokens: number; output_tokens: number };
+  }
+
+  /**
+   * A background response as others see it once it has ended: its id (named by the first event the
+   * follower read), the resource a translator stored, and its frames read again from the start.
+   */
+  async function afterwards(read: Read): Promise<{ stored: StoredResponse; storedText: string; again: ReturnType<typeof responsesResult> }> {
+    const id = (JSON.parse(read.messages[0]?.data ?? '{}') as { response?: { id?: string } }).response?.id;
+    assert.ok(id, 'the first event names the response');
+    let stored: StoredResponse | undefined;
+    await waitFor(async () => {
+      stored = (await (await fetch(`${stack.baseUrl}/v1/responses/${id}`)).json()) as StoredResponse;
+      return stored.status === 'incomplete';
+    }, 10_000);
+    const response = await fetch(`${stack.baseUrl}/v1/responses/${id}?stream=true`);
+    const again = responsesResult({ status: response.status, messages: new SseParser().push(await response.text()), comments: [] });
+    const done = stored as StoredResponse;
+    return { stored: done, storedText: done.output.flatMap((item) => item.content ?? []).map((part) => part.text ?? '').join(''), again };
+  }
+
   it('migration - a background response: its run moves, a follower reads one unbroken stream, and the stored response is the unbroken one', async () => {
-    const body = { model: MODEL, input: 'Sing.', stream: true, background: true, temperature: 0, max_output_tokens: MAX_TOKENS };
-    const reference = responsesResult(await readSse(`${stack.baseUrl}/v1/responses`, body));
+    const reference = responsesResult(await readSse(`${stack.baseUrl}/v1/responses`, backgroundBody));
     assert.equal(reference.status, 'incomplete');
     const before = finished.messages.length;
     // The POST follows the response's stored events (any gateway could): the placing gateway moves the run.
-    const { read, killed } = await killedAfter(body, [6], { path: '/v1/responses' });
+    const { read, killed } = await killedAfter(backgroundBody, [6], { path: '/v1/responses' });
     const result = responsesResult(read);
     assert.equal(killed.length, 1);
     assert.equal(result.error, null, moves());
@@ -321,31 +346,18 @@ describe('migration e2e', () => {
     assert.deepEqual(result.sequence, Array.from({ length: result.sequence.length }, (_, i) => i), 'sequence_number counts up by one from 0');
     assert.deepEqual(result.events, reference.events);
     assert.deepEqual(result.usage, reference.usage);
-    const id = (JSON.parse(read.messages[0]?.data ?? '{}') as { response?: { id?: string } }).response?.id;
-    assert.ok(id, 'the first event names the response');
-    // Stored by a translator from the same events: the finished resource is the unbroken run's.
-    let stored: { status: string; output: { content?: { text?: string }[] }[]; usage?: { input_tokens: number; output_tokens: number } } | undefined;
-    await waitFor(async () => {
-      stored = (await (await fetch(`${stack.baseUrl}/v1/responses/${id}`)).json()) as typeof stored;
-      return stored?.status === 'incomplete';
-    }, 10_000);
-    const storedText = stored?.output.flatMap((item) => item.content ?? []).map((part) => part.text ?? '').join('');
-    assert.ok(storedText === reference.text, `the stored output is the unbroken run's (${storedText?.length} characters, ${reference.text.length} expected)`);
-    assert.deepEqual({ input: stored?.usage?.input_tokens, output: stored?.usage?.output_tokens }, reference.usage);
-    // Read again from the start by a new follower: the same frames.
-    const again = responsesResult(await (async () => {
-      const response = await fetch(`${stack.baseUrl}/v1/responses/${id}?stream=true`);
-      const parser = new SseParser();
-      return { status: response.status, messages: parser.push(await response.text()), comments: [] };
-    })());
+    // Stored by a translator from the same events: the finished resource is the unbroken run's; read
+    // again from the start by a new follower: the same frames.
+    const { stored, storedText, again } = await afterwards(read);
+    assert.ok(storedText === reference.text, `the stored output is the unbroken run's (${storedText.length} characters, ${reference.text.length} expected)`);
+    assert.deepEqual({ input: stored.usage?.input_tokens, output: stored.usage?.output_tokens }, reference.usage);
     assert.equal(again.text, reference.text);
     assert.deepEqual(again.events, reference.events);
     await waitFor(() => finished.messages.slice(before).some((event) => event.migrations === 1), 10_000);
   });
 
   it('migration - a background response whose frozen worker wakes as the move begins: what it still sends is left out, and the response is the unbroken one', async (t) => {
-    const body = { model: MODEL, input: 'Sing.', stream: true, background: true, temperature: 0, max_output_tokens: MAX_TOKENS };
-    const reference = responsesResult(await readSse(`${stack.baseUrl}/v1/responses`, body));
+    const reference = responsesResult(await readSse(`${stack.baseUrl}/v1/responses`, backgroundBody));
     // Every background event in the order the server passed them on, which is the order they are stored in.
     const order: Array<{ runId: string; type: string; moving: boolean }> = [];
     const events = stack.nc.subscribe('llm.background.v1.>', {
@@ -366,7 +378,7 @@ describe('migration e2e', () => {
     });
     let frozen: string | undefined;
     try {
-      const { read, killed } = await killedAfter(body, [6], { path: '/v1/responses', signal: 'SIGSTOP' });
+      const { read, killed } = await killedAfter(backgroundBody, [6], { path: '/v1/responses', signal: 'SIGSTOP' });
       frozen = killed[0];
       const result = responsesResult(read);
       assert.equal(killed.length, 1);
@@ -374,8 +386,6 @@ describe('migration e2e', () => {
       assert.equal(result.error, null, moves());
       assert.equal(result.text, reference.text);
       assert.deepEqual(result.events, reference.events);
-      const id = (JSON.parse(read.messages[0]?.data ?? '{}') as { response?: { id?: string } }).response?.id;
-      assert.ok(id, 'the first event names the response');
       // The woken worker did send after the mark (at least its cancelled finish), so the stored events hold something to leave out.
       const lostRun = order.find((event) => event.moving)?.runId;
       assert.ok(lostRun, 'the placing gateway marked the lost run when the move began');
@@ -384,16 +394,8 @@ describe('migration e2e', () => {
       const nextStart = order.findIndex((event, i) => i > marked && event.type === 'start');
       const beforeNext = order.slice(marked, nextStart < 0 ? undefined : nextStart).filter((event) => event.runId === lostRun && !event.moving).length;
       t.diagnostic(`the woken worker's events stored after the mark and before the next run's start: ${beforeNext}`);
-      let stored: { status: string; output: { content?: { text?: string }[] }[] } | undefined;
-      await waitFor(async () => {
-        stored = (await (await fetch(`${stack.baseUrl}/v1/responses/${id}`)).json()) as typeof stored;
-        return stored?.status === 'incomplete';
-      }, 10_000);
-      assert.equal(stored?.output.flatMap((item) => item.content ?? []).map((part) => part.text ?? '').join(''), reference.text);
-      const again = responsesResult(await (async () => {
-        const response = await fetch(`${stack.baseUrl}/v1/responses/${id}?stream=true`);
-        return { status: response.status, messages: new SseParser().push(await response.text()), comments: [] };
-      })());
+      const { storedText, again } = await afterwards(read);
+      assert.equal(storedText, reference.text);
       assert.equal(again.text, reference.text);
       assert.deepEqual(again.events, reference.events);
     } finally {
