@@ -36,6 +36,12 @@ const median = (values: number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 };
+/** `median (first quartile–third quartile)`, in ms. */
+const spread = (values: number[]): string => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number): string => (sorted[Math.floor((sorted.length - 1) * q)] ?? 0).toFixed(2);
+  return `${median(values).toFixed(2)} (${at(0.25)}–${at(0.75)})`;
+};
 const pause = (): Promise<void> => new Promise((done) => setTimeout(done, PAUSE));
 const log = (line: string): void => console.log(line);
 const rate = (run: StreamTiming): number => (run.tokens > 1 ? ((run.tokens - 1) * 1000) / run.decodeMs : 0);
@@ -126,6 +132,14 @@ async function main(): Promise<void> {
     const responsesTtft = median(responsesRuns.map((r) => r.ttftMs));
     log(`Responses, unstored, through cortex (request written → first text delta) ${responsesTtft.toFixed(2).padStart(7)}`);
     log(`Responses: cortex's own work (overhead − cortex's crossings)           ${(responsesTtft - reusedTtft - floorTtft).toFixed(2).padStart(7)}`);
+    // The same, round by round: each round's cortex request less that round's raw loop and floor, so
+    // drift between the rounds (the VM's other tenants, a slower phase) cancels within each.
+    const ownPerRound = (of: StreamTiming[]): number[] => of.flatMap((run, i) => {
+      const reused = rawReused[i];
+      const crossing = floorRuns[i];
+      return reused && crossing ? [run.ttftMs - reused.ttftMs - crossing.ttftMs] : [];
+    });
+    log(`own work round by round, median (quartiles): chat ${spread(ownPerRound(runs))}, Responses ${spread(ownPerRound(responsesRuns))}`);
     const hops = runs.flatMap((r) => (r.event?.timings ? [{ client: r.ttftMs, event: r.event, timings: r.event.timings }] : []));
     if (hops.length === 0) {
       log('(no request-finished events seen: no split by hop)');
