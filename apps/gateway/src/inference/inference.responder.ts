@@ -33,15 +33,17 @@ export class InferenceResponder {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
     const sse = new SseWriter(reply, requestId, this.inference.config.gateway.stallTimeoutMs);
-    let renderer: DialectStream | null = null;
+    let renderer: (() => DialectStream) | null = null;
     try {
       const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders));
       const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: req.headers };
       if (request.stream) {
-        renderer = adapter.stream(request, meta, run.state);
+        // Built on first use: by `stream` once the generate command is on its way, or by a load's progress.
+        let built: DialectStream | null = null;
+        renderer = () => (built ??= adapter.stream(request, meta, run.state));
         this.showLoadProgress(run, sse, renderer, req.headers['x-cortex-load-progress']);
         await this.stream(run, sse, renderer);
-        if (!sse.closed) this.finishStream(sse, renderer.terminator);
+        if (!sse.closed) this.finishStream(sse, renderer().terminator);
       } else {
         const body = adapter.complete(request, meta, run.state);
         for await (const event of await run.start()) {
@@ -56,10 +58,11 @@ export class InferenceResponder {
       run.fail(error, sse.isStarted);
       if (error.code === 'internal') this.logger.error(`${requestId}: ${error.message}`);
       if (sse.isStarted) {
-        await this.writeFailure(requestId, sse, renderer, error);
+        const rendering = renderer?.() ?? null;
+        await this.writeFailure(requestId, sse, rendering, error);
         // A failed stream still ends the way the dialect ends every stream, so clients that wait for
         // `[DONE]` stop at once instead of at the socket's close.
-        this.finishStream(sse, renderer?.terminator ?? false);
+        this.finishStream(sse, rendering?.terminator ?? false);
       } else if (!reply.sent) {
         sendError(reply, req.url, error, requestId);
       }
@@ -70,19 +73,32 @@ export class InferenceResponder {
 
   /**
    * Writes a run's events as the dialect renders them, the final event's frames only once `settle` has
-   * run (the response is stored). Shared by SSE and the Responses WebSocket.
+   * run (the response is stored). Shared by SSE and the Responses WebSocket. `renderer` is asked for
+   * the dialect's renderer at each event; the first ask builds it.
    */
-  async stream(run: ResponderRun, sse: FrameSink, renderer: Pick<DialectStream, 'frames' | 'settle'>): Promise<void> {
+  async stream(run: ResponderRun, sse: FrameSink, renderer: () => Pick<DialectStream, 'frames' | 'settle'>): Promise<void> {
+    const events = run.start();
+    // The renderer is built while the worker works, not on the way to the first token: by the check
+    // phase of this turn of the event loop the generate command is on the wire (or the router is still
+    // asked). One that fails to build fails again, with its error, at the first event.
+    const warm = setImmediate(() => {
+      try {
+        renderer();
+      } catch {
+        // thrown again where the first event is rendered
+      }
+    });
     // While a model loads or the request queues, keep the connection visibly alive with comment frames.
     const keepAlive = setInterval(() => sse.comment('keep-alive'), this.inference.config.gateway.keepAliveMs);
     // A stream that moved to another worker says so where the client can see it and ignore it.
     if (run.checkpoint) run.checkpoint.onResumed = (workerId) => sse.comment(`resumed on ${workerId}`);
     let waitingForFirstToken = true;
     try {
-      for await (const event of await run.start()) {
+      for await (const event of await events) {
         if (event.type === 'error') throw CortexError.fromBody(event.error);
-        const out = renderer.frames(event);
-        if (event.type === 'finish') await renderer.settle?.();
+        const rendering = renderer();
+        const out = rendering.frames(event);
+        if (event.type === 'finish') await rendering.settle?.();
         for (const frame of out) write(sse, frame);
         if (waitingForFirstToken && event.type !== 'start' && event.type !== 'keepalive') {
           waitingForFirstToken = false;
@@ -92,6 +108,7 @@ export class InferenceResponder {
         if (sse.needsDrain) await sse.drained();
       }
     } finally {
+      clearImmediate(warm);
       clearInterval(keepAlive);
     }
   }
@@ -109,12 +126,13 @@ export class InferenceResponder {
    * offers it, and as a comment line once the stream has started (progress alone does not start it, so
    * a load that fails can still be answered with a real HTTP status).
    */
-  private showLoadProgress(run: ResponderRun, sse: SseWriter, renderer: DialectStream, header: string | string[] | undefined): void {
+  private showLoadProgress(run: ResponderRun, sse: SseWriter, renderer: () => DialectStream, header: string | string[] | undefined): void {
     const asked = typeof header === 'string' ? header.toLowerCase() : undefined;
     const mode = asked === 'reasoning' || asked === 'comments' ? asked : this.inference.config.gateway.loadProgress;
     run.onLoadProgress = (progress) => {
       const line = `${progress.phase ?? 'loading'} ${progress.model} on ${progress.workerId}: ${Math.round(progress.fraction * 100)}%${downloaded(progress)}`;
-      if (mode === 'reasoning' && renderer.progress) for (const frame of renderer.progress(`${line}\n`)) write(sse, frame);
+      const rendering = mode === 'reasoning' ? renderer() : null;
+      if (rendering?.progress) for (const frame of rendering.progress(`${line}\n`)) write(sse, frame);
       if (sse.isStarted) sse.comment(line);
     };
   }

@@ -143,7 +143,7 @@ export class ResponsesConnection {
         if (finished) this.latest = localResponse(responsesStateOf(run.state), finished);
         return;
       }
-      await responder.stream(run, sink, {
+      const rendering: Pick<DialectStream, 'frames' | 'settle'> = {
         settle: () => stream.settle?.() ?? Promise.resolve(),
         frames: (event) => {
           const frames = stream.frames(event);
@@ -151,7 +151,8 @@ export class ResponsesConnection {
           if (event.type === 'finish') for (const frame of frames) finished = terminalResource(frame.data) ?? finished;
           return frames;
         },
-      });
+      };
+      await responder.stream(run, sink, () => rendering);
       // A cancelled run (the client went, or the connection's time ran out) ends without a terminal event.
       if (finished) this.latest = localResponse(responsesStateOf(run.state), finished);
     } catch (thrown) {
