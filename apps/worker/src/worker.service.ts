@@ -26,6 +26,7 @@ import { GenerationTrace } from './generation-trace.js';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { isRetrievalModel, type Engine, type EngineModel, type RetrievalModel } from './engine/index.js';
 import { HeartbeatPublisher } from './heartbeat.js';
+import { soonOrFirst } from './soon-or-first.js';
 import { ModelRegistry, type RunningRequests } from './model-registry.js';
 import { ENGINE, WORKER_ID } from './worker.tokens.js';
 
@@ -92,8 +93,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
     served.touch();
     const { tier, account, keyId } = command.priority ?? {};
-    this.logger.log({ msg: `generating with ${served.id}`, requestId, runId, queuePosition, tier, account, keyId });
-    const done = this.run(command, model, controller, receivedAt, requestId).finally(() => {
+    // Written once the prompt is on its way to the model, not on the way to it (see soonOrFirst).
+    const started = soonOrFirst(() => this.logger.log({ msg: `generating with ${served.id}`, requestId, runId, queuePosition, tier, account, keyId }));
+    const done = this.run(command, model, controller, receivedAt, started, requestId).finally(() => {
       this.runs.delete(runId);
       served.touch();
       this.heartbeats.soon();
@@ -196,7 +198,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     }
   }
 
-  private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number, requestId?: string): Promise<void> {
+  /** `started` writes the run's "generating" line if it is not out yet: before any other line of the run. */
+  private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number, started: () => void, requestId?: string): Promise<void> {
     const { runId } = command;
     const trace = GenerationTrace.start(command, this.workerId, model.id, receivedAt);
     const stream = trace.run(() => new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs, STREAM_KEEPALIVE_MS));
@@ -211,6 +214,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       }
       if (event.type === 'finish' || event.type === 'error') done = true;
       if (event.type === 'finish') {
+        started();
         this.logger.log({
           msg: `finished (${event.reason}): ${event.usage.completionTokens} tokens at ${Math.round(event.timings.decodeTokensPerSecond)} tok/s`,
           requestId,
@@ -224,13 +228,17 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       stream.emit(event);
     };
     try {
-      const warn = (message: string): void => this.logger.warn({ msg: message, requestId, runId });
+      const warn = (message: string): void => {
+        started();
+        this.logger.warn({ msg: message, requestId, runId });
+      };
       await trace.run(() => model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn, ...(command.priority && { priority: command.priority }), ...(command.resume && { resume: command.resume }) }));
     } catch (error) {
       const cortex =
         error instanceof CortexError
           ? error
           : new CortexError('internal', `generation failed: ${(error as Error).message}`, { cause: error });
+      started();
       if (!(controller.signal.aborted && !(error instanceof CortexError))) {
         this.logger.warn({ msg: `failed: ${cortex.message}`, requestId, runId, code: cortex.code });
       }
