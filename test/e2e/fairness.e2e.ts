@@ -1,8 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import WebSocket from 'ws';
 import { KeyStore } from '@cortex/bus';
-import { parseKeyCreate } from '@cortex/contracts';
-import { startStack, waitFor, type TestStack } from '@cortex/testing';
+import { parseKeyCreate, Subjects, WORKER_ID_TOKEN, type GenerateCommand } from '@cortex/contracts';
+import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Go.' }];
 
@@ -155,6 +156,44 @@ describe('priority and fair queueing e2e', () => {
     const error = (await anthropic.json()) as { type: string; error: { type: string; message: string } };
     assert.deepEqual([error.type, error.error.type], ['error', 'invalid_request_error']);
     assert.match(error.error.message, /x-cortex-priority/);
+  });
+
+  it("fairness - a Responses WebSocket's turns run at its key's tier as it is at each turn, not as it was at the upgrade", async () => {
+    const store = await KeyStore.open(stack.nc);
+    const { key, secret } = await store.create(parseKeyCreate({ name: 'socket', account: 'team-ws', tier: 5, models: ['cortex-loop'] }, Date.now()), Date.now());
+    const generates = await watchBus<GenerateCommand>(stack.nc, Subjects.workerGenerate.replace(WORKER_ID_TOKEN, '*'));
+    // The same wait for the gateway's watch as createKey's.
+    await waitFor(async () => {
+      const response = await post(secret, 1, undefined, {}, 'not-its-model');
+      await response.body?.cancel();
+      return response.status === 403;
+    }, 5_000, 20);
+    const ws = new WebSocket(`${stack.baseUrl.replace(/^http/, 'ws')}/v1/responses`, { headers: { authorization: `Bearer ${secret}` } });
+    const events: Array<{ type: string }> = [];
+    ws.on('message', (data: Buffer) => void events.push(JSON.parse(data.toString()) as { type: string }));
+    await new Promise((opened, failed) => ws.once('open', opened).once('error', failed));
+    /** One turn to its end; the tier its generate command carried. */
+    const turn = async (): Promise<number | undefined> => {
+      const from = events.length;
+      const sent = generates.messages.length;
+      ws.send(JSON.stringify({ type: 'response.create', model: 'cortex-loop', input: 'Go.', max_output_tokens: 2, store: false }));
+      await waitFor(() => events.slice(from).some((event) => /^response\.(completed|incomplete|failed)$|^error$/.test(event.type)), 10_000, 20).catch((error: Error) => {
+        throw new Error(`${error.message}; the turn's events: ${JSON.stringify(events.slice(from))}`);
+      });
+      assert.equal(events.at(-1)?.type, 'response.incomplete', 'the turn ran to its max_output_tokens');
+      await waitFor(() => generates.messages.length > sent, 5_000, 10);
+      return generates.messages.at(-1)?.priority?.tier;
+    };
+    try {
+      assert.equal(await turn(), 5);
+      assert.equal(generates.messages.at(-1)?.priority?.account, 'team-ws');
+      await store.update(key.id, { tier: 8 });
+      // Each turn is another request at the key's tier as the gateway knows it: its watch brings the change within moments.
+      await waitFor(async () => (await turn()) === 8, 5_000, 50);
+    } finally {
+      ws.close();
+      await generates.stop();
+    }
   });
 
   it('fairness - queue wait is exported by the tier each request ran at', async () => {

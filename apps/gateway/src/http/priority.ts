@@ -10,7 +10,7 @@ import { requestIdOf } from './request-id.js';
 import { requestPath } from './request-path.js';
 import { LIMITED } from './rate-limits.js';
 
-/** A Responses WebSocket: its turns run at the tier its upgrade request was given. */
+/** A Responses WebSocket: its upgrade's tier is its turns' (a stored key's turns take the key's tier at each turn, see TurnAdmission). */
 const SOCKET = /^\/(v1\/)?responses$/;
 
 /**

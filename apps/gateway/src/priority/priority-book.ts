@@ -5,8 +5,9 @@ import { RequestScoped } from '../request-scoped.js';
 /**
  * Each request's tier and account (see priority.decider.ts), by request id: set by the HTTP hook
  * (http/priority.ts) once the key is known, read when a run sends its generate command and when its
- * request-finished event is published. A WebSocket turn (`<connection's request id>.<n>`) reads its
- * connection's entry. Kept in this gateway's memory for the life of the request only: nothing here
+ * request-finished event is published. A WebSocket turn (`<connection's request id>.<n>`) has its own
+ * entry when its key is stored (set at each turn, see TurnAdmission), and reads its connection's
+ * otherwise. Kept in this gateway's memory for the life of the request only: nothing here
  * outlives it, so nothing needs to be shared between gateways.
  */
 @Injectable()

@@ -3,13 +3,14 @@ import websocket from '@fastify/websocket';
 import type { FastifyInstance } from 'fastify';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError, hashSecret } from '@cortex/contracts';
+import { CortexError, hashSecret, PRIORITY_HEADER } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
 import { presentedKey } from '../../http/access.js';
 import { sendError } from '../../http/error-response.js';
 import { principalOf } from '../../http/principal.js';
 import { KeyDirectory } from '../../keys/key-directory.js';
 import { KeyAdmission } from '../../limits/key-admission.js';
+import { PriorityBook } from '../../priority/priority-book.js';
 import { requestIdOf } from '../../http/request-id.js';
 import { InferenceResponder } from '../../inference/inference.responder.js';
 import { InferenceService } from '../../inference/inference.service.js';
@@ -35,6 +36,7 @@ export class ResponsesSocket {
     @Inject(CONFIG) private readonly config: CortexConfig,
     private readonly directory: KeyDirectory,
     private readonly admission: KeyAdmission,
+    private readonly priorities: PriorityBook,
   ) {
     this.deps = { inference, responder, adapter: responsesAdapterFor(bus, config), limitMs: config.responses.websocketConnectionLimitMs };
   }
@@ -64,7 +66,7 @@ export class ResponsesSocket {
               requestId: requestIdOf(request),
               headers: request.headers,
               session: sessionFromHeaders(request.headers, this.config.gateway.sessionHeaders),
-              gate: secret === undefined ? null : new TurnAdmission(hashSecret(secret), this.directory, this.admission),
+              gate: secret === undefined ? null : new TurnAdmission(hashSecret(secret), this.directory, this.admission, this.priorities, request.headers[PRIORITY_HEADER]),
             };
             const connection = new ResponsesConnection(socket, context, this.deps);
             this.connections.add(connection);

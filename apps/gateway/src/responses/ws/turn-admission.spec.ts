@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { CortexError, type KeyRecord } from '@cortex/contracts';
 import type { Identification, KeyDirectory } from '../../keys/key-directory.js';
 import type { AdmissionAsk, KeyAdmission, KeyAdmissionResult } from '../../limits/key-admission.js';
+import { PriorityBook } from '../../priority/priority-book.js';
 import { TurnAdmission } from './turn-admission.js';
 
 const KEY: KeyRecord = {
@@ -20,11 +21,12 @@ const KEY: KeyRecord = {
 };
 
 /** A directory that answers `identity` for the hash `sha`, and an admission that answers `result`, recording what it was asked. */
-function gate(identity: Identification, result: KeyAdmissionResult = { kind: 'admit', requests: null, tokens: null, done: () => undefined }) {
+function gate(identity: Identification, result: KeyAdmissionResult = { kind: 'admit', requests: null, tokens: null, done: () => undefined }, header?: string) {
   const asked: AdmissionAsk[] = [];
   const directory = { identifyHash: (sha256: string) => (sha256 === 'sha' ? identity : { kind: 'unknown' }) } as unknown as KeyDirectory;
   const admission = { admit: (ask: AdmissionAsk) => Promise.resolve(asked.push(ask) && result) } as unknown as KeyAdmission;
-  return { turns: new TurnAdmission('sha', directory, admission), asked };
+  const priorities = new PriorityBook();
+  return { turns: new TurnAdmission('sha', directory, admission, priorities, header), asked, priorities };
 }
 
 const refusedWith = (code: string, message: RegExp) => (error: unknown) => error instanceof CortexError && error.code === code && message.test(error.message);
@@ -37,6 +39,25 @@ describe('websocket turn admission', () => {
     assert.deepEqual(asked, [{ key: KEY, requestId: 'req.1', path: '/v1/responses', body: { model: 'cortex-chat', input: 'hi' }, bytes: 42, background: false }]);
     done();
     assert.equal(ended, 1);
+  });
+
+  it("turn admission - each turn runs at the key's tier and account as they are at that turn, lowered by the upgrade's priority header", async () => {
+    const identity = { kind: 'key' as const, principal: { key: KEY } };
+    const { turns, priorities } = gate(identity);
+    (await turns.admit('conn.1', { model: 'cortex-chat' }, 10, true))();
+    assert.deepEqual(priorities.of('conn.1'), { tier: 5, account: 'team-a', keyId: 'key_1' });
+    // An operator moves the key to another tier and account while its socket is open.
+    identity.principal = { key: { ...KEY, tier: 8, account: 'team-b' } };
+    await turns.admit('conn.2', { model: 'cortex-chat' }, 10, true);
+    assert.deepEqual(priorities.of('conn.2'), { tier: 8, account: 'team-b', keyId: 'key_1' });
+    assert.deepEqual(priorities.of('conn.1'), { tier: 5, account: 'team-a', keyId: 'key_1' }, "an earlier turn keeps the tier it ran at");
+
+    const lowered = gate({ kind: 'key', principal: { key: KEY } }, undefined, '2');
+    await lowered.turns.admit('conn.1', { model: 'cortex-chat' }, 10, true);
+    assert.equal(lowered.priorities.of('conn.1')?.tier, 2);
+    const warmUp = gate({ kind: 'key', principal: { key: KEY } });
+    await warmUp.turns.admit('conn.1', { model: 'cortex-chat' }, 10, false);
+    assert.equal(warmUp.priorities.of('conn.1'), undefined, 'a warm-up runs nothing, so it is given no tier');
   });
 
   it("turn admission - a refusal of the key's limits is thrown as it came", async () => {

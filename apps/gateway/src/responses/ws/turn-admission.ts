@@ -1,7 +1,10 @@
 import { CortexError } from '@cortex/contracts';
 import type { KeyDirectory } from '../../keys/key-directory.js';
+import { USAGE_WAIT_MS } from '../../limits/budget-ledger.js';
 import type { KeyAdmission } from '../../limits/key-admission.js';
 import { modelRefusal } from '../../http/access.js';
+import type { PriorityBook } from '../../priority/priority-book.js';
+import { priorityFor } from '../../priority/priority.decider.js';
 
 /** The route whose limits and reservation a WebSocket turn counts under. */
 const PATH = '/v1/responses';
@@ -11,12 +14,19 @@ const PATH = '/v1/responses';
  * judged again (a key revoked or expired while its socket is open is refused from its next turn), its
  * models, then its and its account's limits (limits/key-admission.ts). The connection keeps the
  * SHA-256 of the key it was opened with, never the secret.
+ *
+ * A turn that generates also runs at the key's tier and account as they are at that turn (a key moved
+ * to another tier while its socket is open moves from its next turn), lowered by the upgrade's
+ * priority header as on HTTP (priority/priority.decider.ts).
  */
 export class TurnAdmission {
   constructor(
     private readonly sha256: string,
     private readonly directory: KeyDirectory,
     private readonly admission: KeyAdmission,
+    private readonly priorities: PriorityBook,
+    /** The upgrade request's `x-cortex-priority` header, already checked by its hook. */
+    private readonly priorityHeader: string | string[] | undefined,
   ) {}
 
   /**
@@ -36,6 +46,11 @@ export class TurnAdmission {
     if (!generate) return () => undefined;
     const decision = await this.admission.admit({ key, requestId, path: PATH, body, bytes, background: false });
     if (decision.kind === 'refuse') throw decision.error;
-    return decision.done;
+    const priority = this.priorities.set(requestId, priorityFor({ kind: 'stored', key }, this.priorityHeader));
+    return () => {
+      decision.done();
+      // Kept as long as the HTTP hook keeps a request's: its request-finished event still reads it.
+      priority.forget(2 * USAGE_WAIT_MS);
+    };
   }
 }
