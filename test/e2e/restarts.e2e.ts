@@ -273,8 +273,8 @@ describe('restarts e2e (limits and spend across restarts of gateways, routers an
     const spendSeries = async (): Promise<Record<string, number>> =>
       Object.fromEntries([...(await scrapeMetrics(stack.metricsUrl))].filter(([name]) => name.startsWith('cortex_spend_')).sort(([a], [b]) => (a < b ? -1 : 1)));
     const sorted = Object.fromEntries(Object.entries(expected).sort(([a], [b]) => (a < b ? -1 : 1)));
-    // After a NATS restart the metrics service's ordered consumer resumes only once it misses its idle
-    // heartbeats (about 30 s): the counters are behind until then, never wrong after.
+    // After a NATS restart the metrics service's ordered consumer can resume only once it misses two
+    // idle heartbeats (2.5 s apart): the counters may be behind until then, never wrong after.
     const caughtUp = Date.now();
     await waitFor(async () => JSON.stringify(await spendSeries()) === JSON.stringify(sorted), 90_000, 500).catch(() => undefined);
     console.log(`spend counters equal the records ${Date.now() - caughtUp} ms after the records were read`);
