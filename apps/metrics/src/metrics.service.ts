@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { jetstream, type ConsumerMessages } from '@nats-io/jetstream';
 import type { Subscription } from '@nats-io/transport-node';
-import { BusClient, ensureEventsStream, ensureUsageStream } from '@cortex/bus';
+import { BusClient, ensureEventsStream, ensureUsageStream, LIVE_PULL } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
   decodeBusStatus,
@@ -68,9 +68,7 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
     const initial = (await consumer.info()).num_pending;
     let replaying = initial > 0;
     if (!replaying) this.replaying--;
-    // A pull that expires every 5 s (heartbeats every 2.5 s) instead of 30 s: after a NATS restart the
-    // consumer is found gone, and made again, after two missed heartbeats instead of about 30 s.
-    const messages = await consumer.consume({ expires: 5_000 });
+    const messages = await consumer.consume(LIVE_PULL);
     this.streams.push(messages);
     void (async () => {
       let replayed = 0;

@@ -1,6 +1,6 @@
 import { jetstream, type ConsumerMessages } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { ensureStream } from './events.js';
+import { ensureStream, LIVE_PULL } from './events.js';
 import { BACKGROUND_STREAM, backgroundResponseSubjects, CortexError, decodeStreamEvent, Subjects, type StreamEvent } from '@cortex/contracts';
 
 /**
@@ -36,7 +36,7 @@ export interface BackgroundReadOptions {
 export async function* readBackgroundEvents(nc: NatsConnection, responseId: string, options: BackgroundReadOptions): AsyncGenerator<StoredRunEvent> {
   const consumer = await jetstream(nc).consumers.get(BACKGROUND_STREAM, { filter_subjects: backgroundResponseSubjects(responseId) });
   if (!options.follow && (await consumer.info()).num_pending === 0) return;
-  const messages: ConsumerMessages = await consumer.consume();
+  const messages: ConsumerMessages = await consumer.consume(LIVE_PULL);
   let idle = false;
   let timer: NodeJS.Timeout | undefined;
   const arm = (): void => {

@@ -12,6 +12,13 @@ export interface EventsStreamLimits {
 
 const DUPLICATE_WINDOW_NS = 2 * 60 * 1e9;
 
+/**
+ * For a long-lived `consume()`: its pulls expire every 5 s, with an idle heartbeat every 2.5 s. After
+ * a NATS restart that lost the pull (or the consumer), two missed heartbeats make it again, so the
+ * reader goes on seconds later instead of after the client's default 30 s.
+ */
+export const LIVE_PULL = { expires: 5_000 } as const;
+
 /** Creates (or updates the limits and replica count of) the JetStream stream that keeps `llm.evt.v1.>`; idempotent. */
 export function ensureEventsStream(nc: NatsConnection, limits: EventsStreamLimits): Promise<void> {
   return ensureStream(nc, {

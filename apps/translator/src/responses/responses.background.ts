@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
-import { BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
+import { BusClient, ensureBackgroundStream, LIVE_PULL, readBackgroundEvents } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { BACKGROUND_STREAM, CortexError, livenessWindowMs, Subjects } from '@cortex/contracts';
 import { BackgroundReplay, isTerminalStatus, replayOptions, type ResponseResource, type BackgroundSource, type ResponsesState, type StoredResponse } from '@cortex/wire';
@@ -44,7 +44,7 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
     await jsm.consumers
       .add(BACKGROUND_STREAM, { durable_name: FINALISER, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: Subjects.backgroundAll })
       .catch((error: Error) => this.logger.warn(`consumer ${FINALISER} kept as it is: ${error.message}`));
-    this.messages = await (await jetstream(this.bus.nc).consumers.get(BACKGROUND_STREAM, FINALISER)).consume();
+    this.messages = await (await jetstream(this.bus.nc).consumers.get(BACKGROUND_STREAM, FINALISER)).consume(LIVE_PULL);
     void this.finalise(this.messages);
   }
 
