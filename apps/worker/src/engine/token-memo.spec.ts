@@ -72,6 +72,23 @@ describe('token memo', () => {
     }
   });
 
+  it("token memo - the template's own short runs are asked of the tokenizer once; a short message is asked every time", () => {
+    const calls: string[] = [];
+    const tokenize = (text: string, specialTokens?: boolean | 'builtin', options?: 'trimLeadingSpace'): Token[] => {
+      if (text !== '' && specialTokens !== 'builtin') calls.push(`${specialTokens === true ? 'template' : 'message'}: ${text}`);
+      return model.tokenizer(text, specialTokens as never, options);
+    };
+    const memo = memoTokenizer(Object.assign(tokenize, { detokenize: model.tokenizer.detokenize, isSpecialToken: model.tokenizer.isSpecialToken, isEogToken: model.tokenizer.isEogToken }) as Tokenizer, 1_000_000);
+    for (const content of ['Once upon a time', 'Tell me a story', 'Once upon a time']) {
+      const text = wrapper.generateContextState({ chatHistory: toChatHistory([{ role: 'user', content }]) }).contextText;
+      assert.deepEqual(text.tokenize(memo), text.tokenize(model.tokenizer), content);
+    }
+    const template = calls.filter((call) => call.startsWith('template: '));
+    assert.ok(template.length > 0, `the template has runs of its own: ${calls.join(' | ')}`);
+    assert.equal(new Set(template).size, template.length, `each template run was asked once: ${template.join(' | ')}`);
+    assert.deepEqual(calls.filter((call) => call.startsWith('message: ') && call.includes('upon')).length, 2, 'a short message is tokenized each time it comes');
+  });
+
   it('token memo - keeps at most maxChars of text, dropping the runs used longest ago, and answers the same', () => {
     const base = counting(model.tokenizer);
     const run = (words: string): string => words.repeat(Math.ceil(1_000 / words.length)).slice(0, 1_000);

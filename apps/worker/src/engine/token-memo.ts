@@ -1,6 +1,6 @@
 import type { Token, Tokenizer } from 'node-llama-cpp';
 
-/** Runs shorter than this are tokenized every time: they cost microseconds, and there are many. */
+/** Runs of message text shorter than this are tokenized every time: they cost microseconds, and there are many. */
 const MIN_CHARS = 256;
 
 /**
@@ -13,6 +13,11 @@ const MIN_CHARS = 256;
  * (docs/benchmarks.md). That time was spent on the worker's event loop, where every stream of the
  * worker waited for it.
  *
+ * The chat template's own runs (`[INST] `, `<|im_start|>assistant\n`: text tokenized with special
+ * tokens, which a message's text never is) are kept whatever their length. Every request of the model
+ * repeats them, and each costs two or three native calls (node-llama-cpp tokenizes a template run
+ * with a leading token and detokenizes the result to trim its space).
+ *
  * The answer is the tokenizer's own, computed once per run of text and options, so a prompt tokenizes
  * to exactly the tokens it did without the memo. At most `maxChars` characters of text are kept; the
  * runs used longest ago go first.
@@ -22,7 +27,7 @@ export function memoTokenizer(tokenizer: Tokenizer, maxChars: number): Tokenizer
   let chars = 0;
   const tokenize = (text: string, specialTokens?: boolean | 'builtin', options?: 'trimLeadingSpace'): Token[] => {
     if (specialTokens === 'builtin') return tokenizer(text as never, 'builtin');
-    if (text.length < MIN_CHARS || text.length > maxChars) return tokenizer(text, specialTokens, options);
+    if ((text.length < MIN_CHARS && specialTokens !== true) || text.length > maxChars) return tokenizer(text, specialTokens, options);
     const key = `${specialTokens ? 's' : 't'}${options === 'trimLeadingSpace' ? 'l' : '-'}${text}`;
     const known = runs.get(key);
     if (known) {
