@@ -93,7 +93,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const queuePosition = model.queued + Math.max(0, model.inFlight + 1 - model.slots);
     served.touch();
     const { tier, account, keyId } = command.priority ?? {};
-    // Written once the prompt is on its way to the model, not on the way to it (see soonOrFirst).
+    // Written while the prompt is evaluated, not before it is rendered (see soonOrFirst).
     const started = soonOrFirst(() => this.logger.log({ msg: `generating with ${served.id}`, requestId, runId, queuePosition, tier, account, keyId }));
     const done = this.run(command, model, controller, receivedAt, started, requestId).finally(() => {
       this.runs.delete(runId);
