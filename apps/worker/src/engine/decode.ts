@@ -241,7 +241,8 @@ export class Decode {
   private step(token: Token): FinishReason | null {
     if (this.model.model.isEogToken(token)) return this.toolIndex > 0 ? 'tool_calls' : 'stop';
     this.completion++;
-    if (this.mode === 'reasoning') this.reasoningTokens++;
+    // Reasoning is what the model wrote from its opening marker through its closing one, both counted.
+    if (this.mode === 'reasoning' || token === this.model.reasoning?.open) this.reasoningTokens++;
     const outcome = this.isMarker(token) ? this.onMarker(token) : this.onContent(token);
     // A character still incomplete is not checked against the token limit until it is.
     if (outcome === 'incomplete') return null;

@@ -101,6 +101,19 @@ describe('llama resume', () => {
     assert.deepEqual(await everyCut(chat('cortex-reasoning')), { resumed: 6, refused: 0 });
   });
 
+  it('llama resume - reasoning tokens are the markers and what lies between them, in a whole run and in one cut inside it', async () => {
+    const finish = (events: StreamEventBody[]) => events.find((event) => event.type === 'finish') ?? assert.fail('no finish');
+    const whole = await generate(chat('cortex-reasoning'));
+    const usage = (finish(whole) as Extract<StreamEventBody, { type: 'finish' }>).usage;
+    const answer = whole.flatMap((event) => (event.type === 'text' ? (event.tokens ?? []) : []));
+    assert.ok(answer.length > 0 && usage.reasoningTokens > 0, 'it reasons, then answers');
+    // The closing marker's id rides on the first answer event (a resume needs it), so the answer is one fewer.
+    assert.equal(usage.reasoningTokens + answer.length - 1, usage.completionTokens, 'every output token is either reasoning (both markers included) or the answer');
+    // Cut after the opening marker and one token of thought: both were reasoning.
+    const cut = finish(await generate(chat('cortex-reasoning', { sampling: { temperature: 0, maxTokens: 2 } }))) as Extract<StreamEventBody, { type: 'finish' }>;
+    assert.deepEqual([cut.reason, cut.usage.completionTokens, cut.usage.reasoningTokens], ['length', 2, 2]);
+  });
+
   it('llama resume - a stop-string prefix held back at the cut is generated again, and the stop still ends the output', async () => {
     // "a tiny" is held back at "a" (the start of the stop string) and "a tiny model" ends the output.
     const request = chat('cortex-chat', { sampling: { temperature: 0, stop: ['a tiny model', 'a tiny robot'] } });
