@@ -17,6 +17,7 @@ const user = [{ role: 'user' as const, content: 'Hi.' }];
 /** A reader's header range (`bytes=A-B`), as opposed to a request for the file's body (none, or `bytes=N-`). */
 const isHeaderRange = (r: HubRequest): boolean => /^bytes=\d+-\d+$/.test(r.range ?? '');
 const file = (name: string): string => `/org/models/resolve/main/${name}`;
+const MANIFEST = '/v2/org/models/manifests/Q4_K_M';
 
 describe('model sources e2e (a local model hub)', () => {
   let hub: ModelHub;
@@ -29,6 +30,9 @@ describe('model sources e2e (a local model hub)', () => {
     hub.redirect(true);
     for (const name of ['remote.gguf', 'pulled.gguf', 'shared.gguf', 'prepulled.gguf', 'slow.gguf', 'unauthorized.gguf', 'broken.gguf', 'dropped.gguf', 'truncated.gguf']) hub.serve(file(name), CHAT);
     SPLIT.forEach((bytes, i) => hub.serve(file(`split-0000${i + 1}-of-00002.gguf`), bytes));
+    // A quant tag: the hub's manifest names its file (what Hugging Face answers llama.cpp's user agent).
+    hub.serve(MANIFEST, Buffer.from(JSON.stringify({ ggufFile: { rfilename: 'tagged.Q4_K_M.gguf', size: CHAT.length } })));
+    hub.serve(file('tagged.Q4_K_M.gguf'), CHAT);
     hub.fault(file('unauthorized.gguf'), 401, { times: 1_000 });
     hub.fault(file('broken.gguf'), 500, { times: 1_000 });
     hub.fault(file('dropped.gguf'), 'drop', { times: 1_000, downloads: true });
@@ -45,6 +49,8 @@ describe('model sources e2e (a local model hub)', () => {
         // hf: URIs go to HF_ENDPOINT, here the local hub (see the workers' environment).
         remote('hf-split', 'hf:org/models/split-00001-of-00002.gguf'),
         remote('hf-unauthorized', 'hf:org/models/unauthorized.gguf'),
+        remote('hf-tag', 'hf:org/models:Q4_K_M'),
+        remote('hf-tag-missing', 'hf:org/models:Q3_K_S'),
         remote('missing', hub.url(file('missing.gguf'))),
         remote('broken', hub.url(file('broken.gguf'))),
         remote('dropped', hub.url(file('dropped.gguf'))),
@@ -190,6 +196,29 @@ describe('model sources e2e (a local model hub)', () => {
     const answer = await chat('prepulled-chat');
     assert.equal(answer.status, 200, JSON.stringify(answer.body));
     assert.equal(served('prepulled.gguf').length, 1, 'the load used the pulled file');
+  });
+
+  it("model sources - a quant tag (hf:<user>/<repo>:<quant>) is the file its manifest names, fetched once for a shared directory; an unreachable hub falls back to the last answer", async () => {
+    const pulled = await cli('pull', 'hf-tag', '--all', '--json');
+    assert.equal(pulled.status, 0, pulled.stderr);
+    const path = join(modelsDir, 'hf_org_models_tagged.Q4_K_M.gguf');
+    const reply = JSON.parse(pulled.stdout) as { pulled: Array<{ workerId: string; path: string; bytes: number }> };
+    assert.deepEqual(reply.pulled.map((p) => [p.path, p.bytes]), [[path, CHAT.length], [path, CHAT.length]], 'both workers have the file');
+    assert.deepEqual(served('tagged.Q4_K_M.gguf').map((r) => `${r.status} ${r.sent}`), [`200 ${CHAT.length}`], 'one download for the shared directory');
+    const asked = hub.requests.filter((r) => r.path === MANIFEST && r.status === 200);
+    assert.equal(asked.length, 2, 'each worker asked the manifest');
+    assert.deepEqual([...new Set(asked.map((r) => r.userAgent))], ['llama-cpp'], "asked as llama.cpp asks it, the user agent the hub answers with the GGUF file");
+    assert.equal(readFileSync(join(modelsDir, 'hf_org_models_Q4_K_M.tag'), 'utf8').trim(), 'hf:org/models/tagged.Q4_K_M.gguf');
+    // The hub fails: the answer remembered beside the file stands in, and nothing is fetched again.
+    hub.fault(MANIFEST, 500, { times: 1_000 });
+    const answer = await chat('hf-tag');
+    assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    assert.equal(answer.body.choices?.[0]?.message.content, HELLO);
+    assert.ok(hub.requests.some((r) => r.path === MANIFEST && r.status === 500), 'the manifest was asked and failed');
+    assert.equal(served('tagged.Q4_K_M.gguf').length, 1, 'the load used the file on disk');
+    const missing = await chat('hf-tag-missing');
+    assert.equal(missing.status, 503, JSON.stringify(missing.body));
+    assert.match(missing.body.error?.message ?? '', /hf-tag-missing: .*manifest for hf:org\/models:Q3_K_S .*answered 404: no repository org\/models with a tag Q3_K_S/);
   });
 
   it('model sources - hf: URIs resolve against HF_ENDPOINT through the same path, a split GGUF in parts included', async () => {

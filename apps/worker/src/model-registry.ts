@@ -25,7 +25,8 @@ import { EventPublisher, type BusClient } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
 import type { Engine, EngineModel } from './engine/index.js';
 import { httpProblem } from './engine/model-download.js';
-import { isRemote, localCopy, remoteSource } from './engine/model-source.js';
+import { resolveHubTag } from './engine/hub-tag.js';
+import { isHubTag, isRemote, localCopy, remoteSource } from './engine/model-source.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
 
 interface ModelEntry {
@@ -244,7 +245,12 @@ export class ModelRegistry implements HeartbeatSource {
   private async readEstimate(command: EstimateCommand): Promise<EstimateReply> {
     const { engine } = this.deps;
     const log = (line: string): void => this.deps.logger.log(line);
-    const header = (source: string): Promise<string> => localCopy(source, this.deps.config.worker.modelsDir) ?? this.source(source, log);
+    const modelsDir = this.deps.config.worker.modelsDir;
+    const header = async (source: string): Promise<string> => {
+      // A quant tag's header is its file's: on disk when it is whole there, else read where it lies.
+      const named = isHubTag(source) ? await resolveHubTag(source, { model: command.model ?? source, modelsDir, log, ...(process.env.HF_TOKEN && { token: process.env.HF_TOKEN }) }) : source;
+      return localCopy(named, modelsDir) ?? this.source(named, log);
+    };
     const path = await header(command.source);
     const draft = command.draft;
     const { bytes } = await this.memoryOf(command, path, draft && draft !== 'lookup' ? () => header(draft) : undefined);

@@ -16,7 +16,7 @@ export interface RemoteSource {
   hub: boolean;
 }
 
-/** `hf:<user>/<repo>:<quant>` names no file: node-llama-cpp asks the hub's manifest which one (see resolve-source). */
+/** `hf:<user>/<repo>:<quant>` names no file: the hub's manifest says which (see hub-tag.ts). */
 export function isHubTag(source: string): boolean {
   if (!source.startsWith('hf:')) return false;
   const [user, repo, ...path] = source.slice('hf:'.length).split('/');

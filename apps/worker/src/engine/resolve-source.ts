@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
-import { resolveModelFile } from 'node-llama-cpp';
 import { ensureFixtureModels, type FixtureVocabulary } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
 import { memoAsync } from './memo.js';
 import { ModelDownload, type DownloadProgress } from './model-download.js';
+import { resolveHubTag } from './hub-tag.js';
 import { isHubTag, remoteSource } from './model-source.js';
 
 export interface ResolveOptions {
@@ -28,7 +28,8 @@ function fixtures(modelsDir: string, vocabulary: FixtureVocabulary, log: (line: 
  * A catalogue `file` → a local GGUF path. `fixture:<id>` models are generated on first use
  * (`fixture:<id>:bytes` with the byte-level vocabulary); URLs and `hf:<user>/<repo>/<file>` are
  * downloaded into the models directory by a ModelDownload (resumable, once per host, verified);
- * `hf:<user>/<repo>:<quant>` asks the hub's manifest for its file through node-llama-cpp.
+ * `hf:<user>/<repo>:<quant>` asks the hub's manifest for its file (resolveHubTag), then fetches that
+ * file the same way.
  */
 export async function resolveSource(source: string, options: ResolveOptions): Promise<string> {
   const { modelsDir, log } = options;
@@ -64,29 +65,8 @@ export async function resolveSource(source: string, options: ResolveOptions): Pr
     }).run();
   }
   if (isHubTag(source)) {
-    let lastPercent = -10;
-    try {
-      return await resolveModelFile(source, {
-        directory: modelsDir,
-        cli: false,
-        ...(options.signal && { signal: options.signal }),
-        onProgress: ({ downloadedSize, totalSize }) => {
-          options.onProgress?.({ bytes: downloadedSize, totalBytes: totalSize });
-          const percent = totalSize > 0 ? Math.floor((downloadedSize / totalSize) * 100) : 0;
-          if (percent >= lastPercent + 10) {
-            lastPercent = percent;
-            log(`downloading ${source}: ${percent}%`);
-          }
-        },
-      });
-    } catch (error) {
-      if (options.signal?.aborted) throw options.signal.reason;
-      throw new CortexError(
-        'model_load_failed',
-        `cannot fetch ${source}: ${(error as Error).message}; download the GGUF yourself and set the model's file to its path`,
-        { cause: error },
-      );
-    }
+    const file = await resolveHubTag(source, { model: options.model ?? source, modelsDir, log, ...(process.env.HF_TOKEN && { token: process.env.HF_TOKEN }), ...(options.signal && { signal: options.signal }) });
+    return resolveSource(file, { ...options, model: options.model ?? source });
   }
   if (!existsSync(source)) {
     throw new CortexError('model_load_failed', `model file ${source} does not exist; fix the model's "file" in the config`);
