@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { fixtureModel } from '@cortex/fixtures';
-import { postJson, runCli, startStack, waitFor, type TestStack } from '@cortex/testing';
+import { postJson, runCli, startStack, untilKeyKnown, waitFor, type TestStack } from '@cortex/testing';
 
 const ADMIN = 'sk-admin-e2e';
 const STATIC = 'sk-static-e2e';
@@ -52,7 +52,9 @@ describe('stored keys e2e (two gateways)', () => {
   const createKey = async (body: Record<string, unknown>): Promise<KeyAnswer & { secret: string }> => {
     const { status, body: answer } = await admin('POST', '/admin/keys', body);
     assert.equal(status, 200, JSON.stringify(answer));
-    return answer as unknown as KeyAnswer & { secret: string };
+    const key = answer as unknown as KeyAnswer & { secret: string };
+    await untilKeyKnown(gateways, key.secret);
+    return key;
   };
   const chat = (base: string, key: string, model = 'cortex-chat') =>
     postJson(`${base}/v1/chat/completions`, { model, messages: user }, { authorization: `Bearer ${key}` });

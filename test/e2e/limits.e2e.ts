@@ -8,7 +8,7 @@ import { APICallError, generateText, RetryError } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { freePort } from '@cortex/bus';
-import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
+import { postJson, startStack, untilKeyKnown, waitFor, type TestStack } from '@cortex/testing';
 
 const ADMIN = 'sk-admin-limits';
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -39,11 +39,7 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
   };
   const createKey = async (body: Record<string, unknown>): Promise<{ id: string; secret: string }> => {
     const key = (await adminPost('POST', '/admin/keys', body)) as { id: string; secret: string };
-    // Both gateways know it once their watch has delivered it (GET /v1/models counts against no limit).
-    await waitFor(async () => {
-      for (const base of gateways) if ((await fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${key.secret}` } })).status !== 200) return false;
-      return true;
-    }, 2_000, 20);
+    await untilKeyKnown(gateways, key.secret);
     return key;
   };
   const chat = (base: string, key: string, extra: Record<string, unknown> = {}) =>
