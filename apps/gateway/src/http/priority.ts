@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { CortexConfig } from '@cortex/config';
 import { PRIORITY_HEADER } from '@cortex/contracts';
-import { BACKGROUND_USAGE_WAIT_MS, USAGE_WAIT_MS } from '../limits/budget-ledger.js';
 import type { PriorityBook } from '../priority/priority-book.js';
 import { priorityFor, type Caller } from '../priority/priority.decider.js';
 import { sendError, toCortexError } from './error-response.js';
@@ -27,15 +26,15 @@ export function installPriority(fastify: FastifyInstance, config: CortexConfig, 
     const principal = principalOf(request);
     // Past the access check, a request without a stored key either presented a config-file key or needed none.
     const caller: Caller = principal ? { kind: 'stored', key: principal.key } : configKeys ? { kind: 'config' } : { kind: 'none' };
-    let entry: ReturnType<PriorityBook['set']>;
+    const background = (request.body as { background?: unknown } | null)?.background === true;
+    let entry: ReturnType<PriorityBook['hold']>;
     try {
-      entry = book.set(requestIdOf(request), priorityFor(caller, request.headers[PRIORITY_HEADER]));
+      entry = book.hold(requestIdOf(request), priorityFor(caller, request.headers[PRIORITY_HEADER]), background);
     } catch (error) {
       sendError(reply, request.url, toCortexError(error), requestIdOf(request));
       return;
     }
-    const background = (request.body as { background?: unknown } | null)?.background === true;
-    reply.raw.once('close', () => entry.forget(2 * (background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS)));
+    reply.raw.once('close', entry.ended);
     done();
   });
 }

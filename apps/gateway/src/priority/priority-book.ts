@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { RequestPriority } from '@cortex/contracts';
+import { BACKGROUND_USAGE_WAIT_MS, USAGE_WAIT_MS } from '../limits/budget-ledger.js';
 import { RequestScoped } from '../request-scoped.js';
 
 /**
@@ -12,6 +13,15 @@ import { RequestScoped } from '../request-scoped.js';
  */
 @Injectable()
 export class PriorityBook extends RequestScoped<RequestPriority> {
+  /**
+   * Sets a request's priority; `ended` (when its response closes) forgets it once its request-finished
+   * event, which reads it, can no longer come: twice the wait for its usage (a background run's is long).
+   */
+  hold(requestId: string, priority: RequestPriority, background: boolean): { ended: () => void } {
+    const entry = this.set(requestId, priority);
+    return { ended: () => entry.forget(2 * (background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS)) };
+  }
+
   of(requestId: string): RequestPriority | undefined {
     const exact = this.get(requestId);
     if (exact) return exact;

@@ -1,6 +1,5 @@
 import { CortexError } from '@cortex/contracts';
 import type { KeyDirectory } from '../../keys/key-directory.js';
-import { USAGE_WAIT_MS } from '../../limits/budget-ledger.js';
 import type { KeyAdmission } from '../../limits/key-admission.js';
 import { modelRefusal } from '../../http/access.js';
 import type { PriorityBook } from '../../priority/priority-book.js';
@@ -46,11 +45,10 @@ export class TurnAdmission {
     if (!generate) return () => undefined;
     const decision = await this.admission.admit({ key, requestId, path: PATH, body, bytes, background: false });
     if (decision.kind === 'refuse') throw decision.error;
-    const priority = this.priorities.set(requestId, priorityFor({ kind: 'stored', key }, this.priorityHeader));
+    const priority = this.priorities.hold(requestId, priorityFor({ kind: 'stored', key }, this.priorityHeader), false);
     return () => {
       decision.done();
-      // Kept as long as the HTTP hook keeps a request's: its request-finished event still reads it.
-      priority.forget(2 * USAGE_WAIT_MS);
+      priority.ended();
     };
   }
 }
