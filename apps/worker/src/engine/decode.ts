@@ -241,8 +241,7 @@ export class Decode {
   private step(token: Token): FinishReason | null {
     if (this.model.model.isEogToken(token)) return this.toolIndex > 0 ? 'tool_calls' : 'stop';
     this.completion++;
-    // Reasoning is what the model wrote from its opening marker through its closing one, both counted.
-    if (this.mode === 'reasoning' || token === this.model.reasoning?.open) this.reasoningTokens++;
+    if (this.mode === 'reasoning') this.reasoningTokens++;
     const outcome = this.isMarker(token) ? this.onMarker(token) : this.onContent(token);
     // A character still incomplete is not checked against the token limit until it is.
     if (outcome === 'incomplete') return null;
@@ -262,6 +261,9 @@ export class Decode {
     const { reasoning } = this.model;
     if (reasoning && (token === reasoning.open || token === reasoning.close)) {
       this.flushText();
+      // Reasoning is what the model wrote from its opening marker through its closing one, both counted
+      // (the closing one in `step`, while the mode is still reasoning).
+      if (token === reasoning.open && this.mode !== 'reasoning') this.reasoningTokens++;
       this.mode = token === reasoning.open ? 'reasoning' : 'text';
       return null;
     }
