@@ -21,3 +21,4 @@ export * from './tracing.js';
 export * from './bus-trace.js';
 export * from './gen-ai-attributes.js';
 export * from './model-catalogue.js';
+export * from './kv-catch-up.js';

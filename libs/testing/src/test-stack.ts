@@ -218,20 +218,6 @@ export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs
   }
 }
 
-/**
- * Resolves once every gateway knows a stored key just made: each learns it from its watch of the keys
- * bucket, a few milliseconds after the write, and until then refuses it (401) where the config has
- * keys. Seen by `GET /v1/models`, which no limit counts.
- */
-export async function untilKeyKnown(gateways: readonly string[], secret: string, timeoutMs = 5_000): Promise<void> {
-  const known = async (base: string): Promise<boolean> => {
-    const response = await fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${secret}` } });
-    await response.body?.cancel();
-    return response.status === 200;
-  };
-  await waitFor(async () => (await Promise.all(gateways.map(known))).every(Boolean), timeoutMs, 10);
-}
-
 export function storiesAvailable(): boolean {
   return existsSync(STORIES_260K);
 }

@@ -4,7 +4,7 @@ import type { LoggerService } from '@nestjs/common';
 import { splitHostPort } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
 import { CortexError, modelAllowed, type KeyRecord } from '@cortex/contracts';
-import type { KeyDirectory } from '../keys/key-directory.js';
+import type { Identification, KeyDirectory } from '../keys/key-directory.js';
 import { sendError } from './error-response.js';
 import { principalOf, setPrincipal } from './principal.js';
 import { requestIdOf } from './request-id.js';
@@ -72,26 +72,31 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
     if (auth.mode === 'none') return done();
     const presented = presentedKey(request) ?? browserKey(request, path);
     const admin = path.startsWith('/admin/') || path === '/admin' || isConsolePath(path);
-    if (!admin && presented && !matches(presented, apiKeys)) {
-      const identity = directory.identify(presented);
-      if (identity.kind === 'refused') {
+    const decide = (identity: Identification | null): void => {
+      if (identity?.kind === 'refused') {
         sendError(reply, request.url, identity.error, requestIdOf(request));
         return;
       }
-      if (identity.kind === 'key') {
+      if (identity?.kind === 'key') {
         setPrincipal(request, identity.principal);
         return done();
       }
-    }
-    // No keys in the config: the loopback development mode, where any key (or none) passes.
-    if (apiKeys.length === 0) return done();
-    if (!matches(presented, admin ? adminKeys : apiKeys)) {
-      const what = presented ? 'is not valid' : 'is missing';
-      const how = admin ? 'an admin key' : 'an API key';
-      sendError(reply, request.url, new CortexError('unauthorized', `the API key ${what}: send ${how} as "Authorization: Bearer <key>" or "x-api-key: <key>"`), requestIdOf(request));
-      return;
-    }
-    done();
+      // No keys in the config: the loopback development mode, where any key (or none) passes.
+      if (apiKeys.length === 0) return done();
+      if (!matches(presented, admin ? adminKeys : apiKeys)) {
+        const what = presented ? 'is not valid' : 'is missing';
+        const how = admin ? 'an admin key' : 'an API key';
+        sendError(reply, request.url, new CortexError('unauthorized', `the API key ${what}: send ${how} as "Authorization: Bearer <key>" or "x-api-key: <key>"`), requestIdOf(request));
+        return;
+      }
+      done();
+    };
+    if (admin || !presented || matches(presented, apiKeys)) return decide(null);
+    const identity = directory.identify(presented);
+    // Unknown here, but perhaps made a moment ago through another gateway: look again once this view has caught up.
+    const later = identity.kind === 'unknown' ? directory.identifyAfterCatchUp(presented) : null;
+    if (later) void later.then(decide);
+    else decide(identity);
   });
 }
 

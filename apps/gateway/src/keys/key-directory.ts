@@ -1,7 +1,7 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { KvWatchEntry } from '@nats-io/kv';
-import { BusClient, KeyStore, watchKv } from '@cortex/bus';
-import { CortexError, hashSecret, judgeSecret, type AccountRecord, type KeyRecord } from '@cortex/contracts';
+import { BusClient, KeyStore, KvCatchUp, watchKv } from '@cortex/bus';
+import { CortexError, hashSecret, judgeSecret, SECRET_PREFIX, type AccountRecord, type KeyRecord } from '@cortex/contracts';
 
 /** Who a request is, once its key is known: a stored key (its account's limits apply too, see limits/). */
 export interface KeyPrincipal {
@@ -9,6 +9,9 @@ export interface KeyPrincipal {
 }
 
 export type Identification = { kind: 'unknown' } | { kind: 'key'; principal: KeyPrincipal } | { kind: 'refused'; error: CortexError };
+
+/** The longest a request with an unknown stored-key secret waits for this gateway's view to catch up with the bucket. */
+export const KEY_CATCH_UP_MS = 1_000;
 
 /**
  * Every gateway's view of the `cortex_keys` bucket, kept current by a KV watch: a key created,
@@ -23,6 +26,7 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
   private readonly accounts = new Map<string, AccountRecord>();
   private stopWatch: (() => void) | null = null;
   private keyStore: KeyStore | null = null;
+  private catchUp: KvCatchUp | null = null;
 
   constructor(private readonly bus: BusClient) {}
 
@@ -31,7 +35,13 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
     // Read everything before serving, so a key that exists is never refused while the watch starts.
     for (const key of await this.keyStore.list()) this.putKey(key);
     for (const account of await this.keyStore.listAccounts()) this.accounts.set(account.name, account);
-    this.stopWatch = watchKv(this.keyStore.bucket, (entry) => this.apply(entry), (error) => this.logger.warn(`keys watch: ${error.message}; watching again`));
+    const catchUp = new KvCatchUp(this.keyStore.bucket);
+    this.catchUp = catchUp;
+    const apply = (entry: KvWatchEntry): void => {
+      this.apply(entry);
+      catchUp.saw(entry.revision);
+    };
+    this.stopWatch = watchKv(this.keyStore.bucket, apply, (error) => this.logger.warn(`keys watch: ${error.message}; watching again`));
   }
 
   onModuleDestroy(): void {
@@ -46,6 +56,16 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
   /** A presented secret: a stored key (usable or refused, saying why), or not one of ours. */
   identify(secret: string, now = Date.now()): Identification {
     return this.identifyHash(hashSecret(secret), now);
+  }
+
+  /**
+   * `identify`, for a secret shaped like a stored key's that is unknown here: asked again once this
+   * gateway's view holds every change the bucket had (a key made a moment ago through another gateway
+   * is not refused), or after `KEY_CATCH_UP_MS`. Null when the secret needs no second look.
+   */
+  identifyAfterCatchUp(secret: string): Promise<Identification> | null {
+    if (!secret.startsWith(SECRET_PREFIX) || !this.catchUp) return null;
+    return this.catchUp.caughtUp(KEY_CATCH_UP_MS).then(() => this.identify(secret));
   }
 
   /** The same by the secret's SHA-256, for a connection that checks its key again on every turn without keeping the secret. */
