@@ -135,24 +135,27 @@ export class ResponsesConnection {
       // Gone while the body was decoded: nothing was placed yet, so nothing runs for nobody.
       if (this.closed) throw new CortexError('cancelled', 'the client disconnected');
       const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: this.context.headers };
-      const stream = adapter.stream(request, meta, run.state);
+      // Built on first use, as on HTTP: once the generate command is on its way (see InferenceResponder.stream).
+      const stream = (): DialectStream => (renderer ??= adapter.stream(request, meta, run.state));
       let finished: ResponseResource | undefined;
-      renderer = stream;
       if (!generate) {
-        finished = await this.warmUp(stream, sink);
+        finished = await this.warmUp(stream(), sink);
         if (finished) this.latest = localResponse(responsesStateOf(run.state), finished);
         return;
       }
       const rendering: Pick<DialectStream, 'frames' | 'settle'> = {
-        settle: () => stream.settle?.() ?? Promise.resolve(),
+        settle: () => stream().settle?.() ?? Promise.resolve(),
         frames: (event) => {
-          const frames = stream.frames(event);
+          const frames = stream().frames(event);
           // Only the finish event renders the terminal event that carries the whole resource.
           if (event.type === 'finish') for (const frame of frames) finished = terminalResource(frame.data) ?? finished;
           return frames;
         },
       };
-      await responder.stream(run, sink, () => rendering);
+      await responder.stream(run, sink, () => {
+        stream();
+        return rendering;
+      });
       // A cancelled run (the client went, or the connection's time ran out) ends without a terminal event.
       if (finished) this.latest = localResponse(responsesStateOf(run.state), finished);
     } catch (thrown) {
