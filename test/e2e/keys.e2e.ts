@@ -1,5 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { KeyStore } from '@cortex/bus';
@@ -185,6 +189,70 @@ describe('stored keys e2e (two gateways)', () => {
     const update = await admin('PATCH', `/admin/keys/${created.id}`, { name: 'again' });
     assert.equal(update.status, 400);
     assert.match((update.body.error as { message: string }).message, /is revoked and cannot change/);
+  });
+
+  it('keys - cortex keys apply: a file\'s keys and accounts are made so, on both gateways; applying it again changes nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cortex-keys-apply-'));
+    const file = join(dir, 'keys.yaml');
+    const hashed = 'sk-team-notebook-0123456789abcdef';
+    const yaml = (secretEnv: string, limits: string) => `accounts:
+  team-apply:
+    limits: { requests_per_minute: 100 }
+keys:
+  - name: apply-ci
+    account: team-apply
+    tier: 8
+    models: [cortex-chat]
+${limits}    secret_env: ${secretEnv}
+  - name: apply-notebook
+    secret_sha256: ${createHash('sha256').update(hashed).digest('hex')}
+`;
+    process.env.APPLY_E2E_FIRST = 'sk-apply-first-0123456789abcdef';
+    process.env.APPLY_E2E_SECOND = 'sk-apply-second-0123456789abcdef';
+    try {
+      writeFileSync(file, yaml('APPLY_E2E_FIRST', '    limits: { concurrent_requests: 3 }\n'));
+      const dry = cli('keys', 'apply', file, '--dry-run');
+      assert.equal(dry.status, 0, dry.stderr);
+      assert.match(dry.stdout, /Key "apply-ci": would be created with its declared secret\.\n[^]*Nothing was written \(--dry-run\)\./);
+      assert.equal(JSON.stringify((await admin('GET', '/admin/keys')).body).includes('apply-ci'), false, 'a dry run writes nothing');
+
+      const applied = cli('keys', 'apply', file, '--json');
+      assert.equal(applied.status, 0, applied.stderr);
+      const answer = JSON.parse(applied.stdout) as { keys: Array<{ action: string; name: string; id: string }>; accounts: Array<{ action: string }> };
+      assert.deepEqual(answer.keys.map((k) => [k.action, k.name]), [['create', 'apply-ci'], ['create', 'apply-notebook']]);
+      assert.deepEqual(answer.accounts.map((a) => a.action), ['set']);
+      for (const base of gateways) {
+        assert.equal((await chat(base, process.env.APPLY_E2E_FIRST)).status, 200, `the declared secret on ${base}`);
+        assert.equal((await chat(base, hashed)).status, 200, `the hashed secret on ${base}`);
+      }
+      const ci = (await admin('GET', `/admin/keys/${answer.keys[0]!.id}`)).body as unknown as KeyAnswer & { tier: number };
+      assert.deepEqual([ci.account, ci.tier, ci.models, ci.limits], ['team-apply', 8, ['cortex-chat'], { concurrent_requests: 3 }]);
+      const accounts = cli('accounts', 'list', '--json');
+      assert.deepEqual((JSON.parse(accounts.stdout) as { data: Array<{ name: string; limits: unknown }> }).data.find((a) => a.name === 'team-apply')?.limits, { requests_per_minute: 100 });
+
+      const again = cli('keys', 'apply', file);
+      assert.equal(again.status, 0, again.stderr);
+      assert.match(again.stdout, /^Account team-apply: unchanged\.\nKey key_\w+ "apply-ci": unchanged\.\nKey key_\w+ "apply-notebook": unchanged\.\n/);
+
+      // The file now declares another secret and no limits: the old secret stops at once, the limits go.
+      writeFileSync(file, yaml('APPLY_E2E_SECOND', ''));
+      const changed = cli('keys', 'apply', file, '--json');
+      assert.equal(changed.status, 0, changed.stderr);
+      assert.deepEqual((JSON.parse(changed.stdout) as { keys: Array<{ fields?: string[] }> }).keys[0]?.fields, ['limits', 'secret']);
+      for (const base of gateways) {
+        await waitFor(async () => (await chat(base, process.env.APPLY_E2E_FIRST!)).status === 401, 1_000, 20);
+        assert.equal((await chat(base, process.env.APPLY_E2E_SECOND)).status, 200);
+      }
+
+      writeFileSync(file, 'keys:\n  - name: apply-bad\n    limits: { requests_per_minute: lots }\n');
+      const bad = cli('keys', 'apply', file);
+      assert.equal(bad.status, 1);
+      assert.match(bad.stderr, /keys\[0\]\.limits\.requests_per_minute: must be a whole number of at least 1 \(got "lots"\)/);
+    } finally {
+      delete process.env.APPLY_E2E_FIRST;
+      delete process.env.APPLY_E2E_SECOND;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('keys - cortex keys create|list|show|update|rotate|revoke: sentences on a terminal, --json for scripts', async () => {

@@ -1,5 +1,20 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
 import { KeyStore } from '@cortex/bus';
-import { keyView, parseAccountPut, parseKeyCreate, parseKeyUpdate, parseRotate, type KeyView, type Limits } from '@cortex/contracts';
+import {
+  accountPatch,
+  CortexError,
+  keyView,
+  parseAccountPut,
+  parseKeyCreate,
+  parseKeyFile,
+  parseKeyUpdate,
+  parseRotate,
+  planKeyApply,
+  type KeyApplyPlan,
+  type KeyView,
+  type Limits,
+} from '@cortex/contracts';
 import { listOption, stringOption, UsageError, type OptionValues } from './args.js';
 import { print, withBus } from './bus.js';
 
@@ -55,6 +70,10 @@ export async function keysCommand(command: string, values: OptionValues, positio
         print(json, keyView(key, now), `Key ${key.id} "${key.name}" ${when}.`);
         return;
       }
+      case 'keys apply': {
+        await applyKeyFile(store, readKeyFile(id), values['dry-run'] === true, json, now);
+        return;
+      }
       case 'accounts list': {
         const accounts = await store.listAccounts();
         print(
@@ -74,6 +93,71 @@ export async function keysCommand(command: string, values: OptionValues, positio
         throw new UsageError(`"${command}" has no handler`);
     }
   });
+}
+
+/** A key file's content: YAML (or JSON, which YAML reads too); an unreadable file says which and why. */
+function readKeyFile(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new CortexError('invalid_request', `cannot read the key file ${path}: ${(error as Error).message}`);
+  }
+  try {
+    return parseYaml(text);
+  } catch (error) {
+    throw new CortexError('invalid_request', `${path} is not YAML or JSON: ${(error as Error).message.split('\n')[0]}`);
+  }
+}
+
+/**
+ * `cortex keys apply`: the file's accounts and keys made so, account limits first (a key's account may
+ * be new). Keys the file does not name are listed and left as they are.
+ */
+async function applyKeyFile(store: KeyStore, content: unknown, dryRun: boolean, json: boolean, now: number): Promise<void> {
+  const file = parseKeyFile(content, now, process.env);
+  const plan = planKeyApply(file, await store.list(), await store.listAccounts());
+  const lines: string[] = [];
+  const created: Record<string, { id: string; secret: string | null }> = {};
+  for (const account of plan.accounts) {
+    if (account.action === 'set' && !dryRun) await store.putAccount(account.name, accountPatch(account.limits), now);
+    lines.push(account.action === 'unchanged' ? `Account ${account.name}: unchanged.` : `Account ${account.name}: ${dryRun ? 'would set' : 'set'} ${describeLimits(account.limits)}.`);
+  }
+  for (const change of plan.keys) {
+    if (change.action === 'unchanged') {
+      lines.push(`Key ${change.id} "${change.name}": unchanged.`);
+    } else if (change.action === 'update') {
+      if (!dryRun) await store.declare(change.id, change.declared, now);
+      lines.push(`Key ${change.id} "${change.name}": ${dryRun ? 'would change' : 'changed'} ${change.fields.join(', ')}.`);
+    } else if (dryRun) {
+      lines.push(`Key "${change.name}": would be created${change.declared.secret ? ' with its declared secret' : ', with a new secret printed once'}.`);
+    } else if (change.declared.secret) {
+      const key = await store.createDeclared({ ...change.declared, secret: change.declared.secret }, now);
+      created[change.name] = { id: key.id, secret: null };
+      lines.push(`Key ${key.id} "${change.name}": created, opened by its declared secret.`);
+    } else {
+      const { key, secret } = await store.create(change.declared.input, now);
+      created[change.name] = { id: key.id, secret };
+      lines.push(`Key ${key.id} "${change.name}": created. Its secret, shown this once (store it now):\n\n  ${secret}\n`);
+    }
+  }
+  for (const key of plan.notInFile) lines.push(`Key ${key.id} "${key.name}": not in the file, left as it is (cortex keys revoke ${key.id} removes it).`);
+  if (dryRun) lines.push('Nothing was written (--dry-run).');
+  else if (plan.keys.some((k) => k.action !== 'unchanged') || plan.accounts.some((a) => a.action === 'set')) lines.push('Every gateway applies the changes within a second.');
+  print(json, applyAnswer(plan, created, dryRun), lines.join('\n'));
+}
+
+function applyAnswer(plan: KeyApplyPlan, created: Record<string, { id: string; secret: string | null }>, dryRun: boolean): unknown {
+  return {
+    dry_run: dryRun,
+    accounts: plan.accounts.map(({ action, name, limits }) => ({ action, name, limits })),
+    keys: plan.keys.map((change) =>
+      change.action === 'create'
+        ? { action: 'create', name: change.name, id: created[change.name]?.id ?? null, ...(created[change.name]?.secret && { secret: created[change.name]?.secret }) }
+        : { action: change.action, name: change.name, id: change.id, ...(change.action === 'update' && { fields: change.fields }) },
+    ),
+    not_in_file: plan.notInFile,
+  };
 }
 
 /** The admin API body for the command line's options; the same parser then checks it. */

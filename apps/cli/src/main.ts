@@ -64,6 +64,7 @@ async function main(argv: string[]): Promise<void> {
     case 'keys update':
     case 'keys rotate':
     case 'keys revoke':
+    case 'keys apply':
     case 'accounts list':
     case 'accounts set':
       return keysCommand(command, values, positionals);

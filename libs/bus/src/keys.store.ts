@@ -4,14 +4,18 @@ import {
   accountEntry,
   applyLimitsPatch,
   Buckets,
+  changedFields,
   CortexError,
+  declaredRecord,
   keyEntry,
   newKeyIdentity,
   rotateKey,
   secretOf,
   type AccountRecord,
+  type DeclaredKey,
   type KeyCreateInput,
   type KeyRecord,
+  type KeySecret,
   type KeyUpdateInput,
   type LimitsPatch,
 } from '@cortex/contracts';
@@ -39,10 +43,27 @@ export class KeyStore {
   /** A new key; its secret is returned here once and never stored. */
   async create(input: KeyCreateInput, now = Date.now()): Promise<{ key: KeyRecord; secret: string }> {
     const { id, secret } = newKeyIdentity();
+    return { key: await this.insert(id, input, secretOf(secret, null), now), secret };
+  }
+
+  /** A new key opened by a secret declared elsewhere (`cortex keys apply`): only its hash is given. */
+  createDeclared(declared: DeclaredKey & { secret: KeySecret }, now = Date.now()): Promise<KeyRecord> {
+    return this.insert(newKeyIdentity().id, declared.input, declared.secret, now);
+  }
+
+  /** A key made as declared: the declared fields replace its own, a declared secret replaces all of its secrets. */
+  declare(id: string, declared: DeclaredKey, now = Date.now()): Promise<KeyRecord> {
+    return this.change(id, (key) => {
+      if (key.revoked_at !== null) throw new CortexError('invalid_request', `key ${id} is revoked and cannot change; create a new key`, { param: 'id' });
+      return changedFields(key, declared).length === 0 ? key : declaredRecord(key, declared, now);
+    });
+  }
+
+  private async insert(id: string, input: KeyCreateInput, secret: KeySecret, now: number): Promise<KeyRecord> {
     const at = new Date(now).toISOString();
-    const key: KeyRecord = { id, ...input, created_at: at, updated_at: at, revoked_at: null, secrets: [secretOf(secret, null)] };
+    const key: KeyRecord = { id, ...input, created_at: at, updated_at: at, revoked_at: null, secrets: [secret] };
     await this.kv.create(keyEntry(id), JSON.stringify(key));
-    return { key, secret };
+    return key;
   }
 
   async list(): Promise<KeyRecord[]> {

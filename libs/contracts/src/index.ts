@@ -16,4 +16,5 @@ export * from './json-schema.js';
 export * from './retrieval/retrieval.messages.js';
 export * from './keys/key.record.js';
 export * from './keys/key.input.js';
+export * from './keys/key-file.js';
 export * from './usage/usage.record.js';

@@ -1,0 +1,114 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CortexError } from '../errors/error-codes.js';
+import { accountPatch, changedFields, declaredRecord, parseKeyFile, planKeyApply, type DeclaredKey } from './key-file.js';
+import { hashSecret, secretOf, type KeyRecord } from './key.record.js';
+
+const NOW = Date.parse('2026-11-25T12:00:00Z');
+const SECRET = 'sk-declared-0123456789abcdef';
+const env = { CI_KEY: SECRET, SHORT: 'sk-short' };
+
+const stored = (fields: Partial<KeyRecord> & Pick<KeyRecord, 'id' | 'name'>): KeyRecord => ({
+  account: 'default',
+  limits: {},
+  models: null,
+  expires_at: null,
+  tier: 5,
+  created_at: '2026-11-01T00:00:00.000Z',
+  updated_at: '2026-11-01T00:00:00.000Z',
+  revoked_at: null,
+  secrets: [secretOf(`sk-cortex-${fields.id}`, null)],
+  ...fields,
+});
+
+const refused = (content: unknown, message: RegExp, param: string) =>
+  assert.throws(() => parseKeyFile(content, NOW, env), (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && message.test(error.message) && error.extra.param === param);
+
+describe('key file', () => {
+  it('key file - keys take the admin API defaults; a secret comes from its variable or its hash, never from the file', () => {
+    const file = parseKeyFile(
+      {
+        accounts: { 'team-a': { limits: { requests_per_minute: 600 } }, quiet: null },
+        keys: [{ name: 'ci', account: 'team-a', tier: 7, limits: { concurrent_requests: 2 }, secret_env: 'CI_KEY' }, { name: 'hashed', secret_sha256: 'AB'.repeat(32) }, { name: 'plain' }],
+      },
+      NOW,
+      env,
+    );
+    assert.deepEqual(file.accounts, [{ name: 'team-a', limits: { requests_per_minute: 600 } }, { name: 'quiet', limits: {} }]);
+    assert.deepEqual(file.keys[0]?.input, { name: 'ci', account: 'team-a', limits: { concurrent_requests: 2 }, models: null, expires_at: null, tier: 7 });
+    assert.equal(file.keys[0]?.secret?.sha256, hashSecret(SECRET));
+    assert.equal(file.keys[0]?.secret?.prefix, 'sk-…', 'a secret not made by cortex shows no more than its first three characters');
+    assert.deepEqual(file.keys[1]?.secret, { sha256: 'ab'.repeat(32), prefix: 'sha256:abababab…', valid_until: null });
+    assert.equal(file.keys[2]?.secret, null);
+    assert.deepEqual(parseKeyFile(null, NOW, env), { accounts: [], keys: [] }, 'an empty file declares nothing');
+  });
+
+  it('key file - a bad field is refused naming it from the top of the file', () => {
+    refused({ keys: [{ name: 'a' }, { name: 'b', limits: { requests_per_minute: 'lots' } }] }, /^keys\[1\]\.limits\.requests_per_minute: must be a whole number/, 'keys[1].limits.requests_per_minute');
+    refused({ keys: [{ name: 'a', colour: 'red' }] }, /^keys\[0\]\.colour: is not a known field/, 'keys[0].colour');
+    refused({ keys: [{ account: 'x' }] }, /^keys\[0\]\.name: is required/, 'keys[0].name');
+    refused({ keys: [{ name: 'a', secret_env: 'MISSING' }] }, /MISSING is not set in this environment/, 'keys[0].secret_env');
+    refused({ keys: [{ name: 'a', secret_env: 'SHORT' }] }, /SHORT holds 8 characters; a secret needs at least 20/, 'keys[0].secret_env');
+    refused({ keys: [{ name: 'a', secret_sha256: 'abc' }] }, /64 hexadecimal digits/, 'keys[0].secret_sha256');
+    refused({ keys: [{ name: 'a', secret_sha256: 'ab'.repeat(32), secret_env: 'CI_KEY' }] }, /keep one/, 'keys[0].secret_sha256');
+    refused({ keys: [{ name: 'a' }, { name: 'a' }] }, /"a" is declared twice \(also keys\[0\]\)/, 'keys[1].name');
+    refused({ keys: [{ name: 'a', secret_env: 'CI_KEY' }, { name: 'b', secret_sha256: hashSecret(SECRET) }] }, /is the secret of keys\[0\] too/, 'keys[1].secret');
+    refused({ accounts: { 'bad name': {} } }, /^accounts\.bad name\.account: must be 1-64 letters/, 'accounts.bad name.account');
+    refused({ keys: { name: 'a' } }, /^keys: must be a list/, 'keys');
+    refused({ users: [] }, /^users: is not a known field/, 'users');
+  });
+
+  it('key file - the plan creates, changes or leaves each key by name, and lists stored keys the file leaves out', () => {
+    const file = parseKeyFile(
+      {
+        accounts: { same: { limits: { requests_per_minute: 5 } }, other: { limits: { requests_per_minute: 9 } } },
+        keys: [{ name: 'new' }, { name: 'kept', limits: { concurrent_requests: 2, requests_per_minute: 10 } }, { name: 'moved', account: 'other', secret_env: 'CI_KEY' }],
+      },
+      NOW,
+      env,
+    );
+    const keys = [
+      // The same limits written in another order are the same limits.
+      stored({ id: 'key_kept', name: 'kept', limits: { requests_per_minute: 10, concurrent_requests: 2 } }),
+      stored({ id: 'key_moved', name: 'moved' }),
+      stored({ id: 'key_old', name: 'old' }),
+      stored({ id: 'key_gone', name: 'new', revoked_at: '2026-11-02T00:00:00.000Z' }),
+    ];
+    const plan = planKeyApply(file, keys, [{ name: 'same', limits: { requests_per_minute: 5 }, updated_at: '' }, { name: 'other', limits: {}, updated_at: '' }]);
+    assert.deepEqual(
+      plan.keys.map((k) => [k.action, k.name, k.action === 'update' ? k.fields : null]),
+      [
+        ['create', 'new', null],
+        ['unchanged', 'kept', null],
+        ['update', 'moved', ['account', 'secret']],
+      ],
+    );
+    assert.deepEqual(plan.notInFile, [{ id: 'key_old', name: 'old' }], 'a revoked key of a declared name is neither matched nor listed');
+    assert.deepEqual(plan.accounts.map((a) => [a.name, a.action]), [['same', 'unchanged'], ['other', 'set']]);
+  });
+
+  it('key file - two live keys of one name, or a declared secret another key holds, stop the plan before anything is written', () => {
+    const file = parseKeyFile({ keys: [{ name: 'twice' }] }, NOW, env);
+    assert.throws(() => planKeyApply(file, [stored({ id: 'key_a', name: 'twice' }), stored({ id: 'key_b', name: 'twice' })], []), /2 stored keys are named "twice" \(key_a, key_b\): revoke all but one/);
+    const taken = parseKeyFile({ keys: [{ name: 'mine', secret_env: 'CI_KEY' }] }, NOW, env);
+    assert.throws(() => planKeyApply(taken, [stored({ id: 'key_theirs', name: 'theirs', secrets: [secretOf(SECRET, null)] })], []), /is already a secret of key key_theirs \("theirs"\)/);
+    assert.equal(planKeyApply(taken, [stored({ id: 'key_mine', name: 'mine', secrets: [secretOf(SECRET, null)] })], []).keys[0]?.action, 'unchanged', 'its own secret is no conflict');
+  });
+
+  it('key file - a declared secret replaces every secret, a rotation\'s previous one too; no declared secret keeps them', () => {
+    const rotating = stored({ id: 'key_r', name: 'r', secrets: [secretOf(SECRET, null), secretOf('sk-cortex-previous', '2026-11-26T00:00:00.000Z')] });
+    const withSecret: DeclaredKey = parseKeyFile({ keys: [{ name: 'r', secret_env: 'CI_KEY' }] }, NOW, env).keys[0]!;
+    assert.deepEqual(changedFields(rotating, withSecret), ['secret'], 'the previous secret still works: the file says only this one should');
+    const record = declaredRecord(rotating, withSecret, NOW);
+    assert.deepEqual(record.secrets.map((s) => s.sha256), [hashSecret(SECRET)]);
+    assert.equal(record.updated_at, new Date(NOW).toISOString());
+    assert.equal(record.created_at, rotating.created_at);
+    const without: DeclaredKey = parseKeyFile({ keys: [{ name: 'r', tier: 9 }] }, NOW, env).keys[0]!;
+    assert.deepEqual(changedFields(rotating, without), ['tier']);
+    assert.equal(declaredRecord(rotating, without, NOW).secrets, rotating.secrets);
+  });
+
+  it('key file - an account is set to exactly its declared limits: every other limit is removed', () => {
+    assert.deepEqual(accountPatch({ requests_per_minute: 5 }), { requests_per_minute: 5, tokens_per_minute: null, concurrent_requests: null, token_budget: null });
+  });
+});
