@@ -25,7 +25,7 @@ function fixture(t: TestContext) {
   } satisfies FollowedRun;
   const published: Published[] = [];
   const follow = new BackgroundFollow('resp_1', run, (subject, event) => {
-    published.push({ subject, type: event.type, ...(event.type === 'error' && { code: event.error.code }), ...(event.type === 'keepalive' && { moving: event.moving }) });
+    published.push({ subject, type: event.type, ...(event.type === 'error' && { code: event.error.code }), moving: event.moving });
   }, 1_000);
   /** The run loses its worker: the move starts and the next try gets its id. */
   const lose = (next: string) => {
@@ -73,8 +73,8 @@ describe('background follow', () => {
     })());
     assert.deepEqual(published, [
       { subject: 'llm.background.v1.resp_1.r1', type: 'keepalive', moving: true },
-      { subject: 'llm.background.v1.resp_1.r1', type: 'error', code: 'worker_lost' },
-      { subject: 'llm.background.v1.resp_1.r2', type: 'error', code: 'worker_lost' },
+      { subject: 'llm.background.v1.resp_1.r1', type: 'error', code: 'worker_lost', moving: true },
+      { subject: 'llm.background.v1.resp_1.r2', type: 'error', code: 'worker_lost', moving: true },
     ]);
     assert.deepEqual(calls, ['detach']);
   });

@@ -6,7 +6,7 @@ import type { InferenceRun } from '../inference/inference-run.js';
 export type FollowedRun = Pick<InferenceRun, 'runId' | 'requestId' | 'checkpoint' | 'fail' | 'detach' | 'cancel'>;
 
 /** Publishes one event body on a subject (the bus client's publish, bound). */
-export type PublishEvent = (subject: string, event: { type: 'keepalive'; seq: number; moving: true } | { type: 'error'; error: ErrorBody; seq: number }, requestId: string) => void;
+export type PublishEvent = (subject: string, event: { type: 'keepalive'; seq: number; moving: true } | { type: 'error'; error: ErrorBody; seq: number; moving: true }, requestId: string) => void;
 
 /**
  * The placing gateway's side of a started background run. It reads the run's events to their end, so
@@ -89,7 +89,8 @@ export class BackgroundFollow {
    * last try's (its start may have been stored before it failed): a reader applies the one of its run.
    */
   private endWith(error: CortexError): void {
-    const event = { type: 'error' as const, error: error.toBody(), seq: 0 };
+    // Marked like the keep-alives: the one error of a marked run that ends the response (see BackgroundReplay).
+    const event = { type: 'error' as const, error: error.toBody(), seq: 0, moving: true as const };
     for (const runId of new Set([this.lastRunId, this.run.runId])) this.publish(backgroundSubject(this.responseId, runId), event, this.run.requestId);
   }
 }

@@ -141,6 +141,7 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       string(error.message, 'error.message');
       optionalString(error.param, 'error.param');
       optionalNumber(error.retryAfter, 'error.retryAfter', 0, Number.MAX_SAFE_INTEGER);
+      optionalBoolean(event.moving, 'moving');
       break;
     }
     case 'keepalive':

@@ -170,7 +170,8 @@ export type StreamEvent =
    */
   | { seq: number; type: 'keepalive'; moving?: boolean }
   | { seq: number; type: 'finish'; reason: FinishReason; usage: Usage; timings: Timings; stopSequence?: string }
-  | { seq: number; type: 'error'; error: ErrorBody };
+  /** `moving`: published by the placing gateway to end a background run's move that failed or was cancelled (see BackgroundReplay). */
+  | { seq: number; type: 'error'; error: ErrorBody; moving?: boolean };
 
 
 /** Events without their sequence number, as a producer emits them before numbering. */

@@ -77,10 +77,22 @@ describe('responses background replay', () => {
   it("responses background replay - a move that fails ends the response with the gateway's error on the marked run", () => {
     const replay = new BackgroundReplay(options);
     const lost = stored('r1', events(start, { type: 'text', text: 'Hi' }));
-    const after = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }, { seq: 0, type: 'error', error: { code: 'worker_lost', message: 'no worker could take the run' } }]);
+    const after = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }, { seq: 0, type: 'error', error: { code: 'worker_lost', message: 'no worker could take the run' }, moving: true }]);
     const frames = [...lost, ...after].flatMap((event) => replay.add(event));
     assert.equal(frames.at(-1)?.event, 'response.failed');
     assert.equal(replay.resource().status, 'failed');
+  });
+
+  it("responses background replay - the lost worker's own error after the mark (it woke and shut down) does not end the moved response", () => {
+    const replay = new BackgroundReplay(options);
+    const lost = stored('r1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Round and ' }));
+    const mark = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }]);
+    const woken = stored('r1', [{ seq: 2, type: 'error', error: { code: 'worker_lost', message: 'worker w1 stopped this background response (shutting down)' } }]);
+    const next = stored('r2', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'round.' }, finish('stop')));
+    const beforeNext = [...lost, ...mark, ...woken].flatMap((event) => replay.add(event));
+    assert.equal(beforeNext.some((frame) => frame.event === 'response.failed'), false, 'the woken worker ended nothing');
+    [...next].forEach((event) => replay.add(event));
+    assert.equal(replay.resource().status, 'completed');
   });
 
   it('responses background replay - a move stopped by a cancel ends the response cancelled', () => {

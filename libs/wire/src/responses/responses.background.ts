@@ -56,8 +56,8 @@ export function isTerminalStatus(status: string): boolean {
  * run's start: the run of the latest `start` event is the one that counts from then on (the next run
  * goes on from the output so far, so the encoder goes on too). The gateway that moves a run marks the
  * lost run's subject (a `moving` keep-alive) where the output it goes on from ends: what the lost
- * worker still sends after the mark (a frozen worker that wakes, then hears its cancel) is left out,
- * but for an error, which is how that gateway ends a move that failed.
+ * worker still sends after the mark (a frozen worker that wakes, then hears its cancel or fails) is
+ * left out, but for that gateway's own error, marked `moving` too, which ends a move that failed.
  * A run stopped by `cancel` ends `cancelled`, as OpenAI's background responses do.
  */
 export class BackgroundReplay {
@@ -87,7 +87,7 @@ export class BackgroundReplay {
   add({ runId, event, at }: RunEvent): ResponsesFrame[] {
     this.lastAt = Math.max(this.lastAt, at);
     if (event.type === 'keepalive' && event.moving) this.abandoned.add(runId);
-    if (this.abandoned.has(runId) && event.type !== 'error') return [];
+    if (this.abandoned.has(runId) && !(event.type === 'error' && event.moving)) return [];
     // A run replaces one that only started (the gateway commits to a run at its first token) or one whose
     // worker was lost (the next goes on where its output ends), so the encoder goes on:
     // `response.created`/`in_progress` went out once, and the numbering continues.
