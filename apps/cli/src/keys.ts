@@ -95,11 +95,11 @@ export async function keysCommand(command: string, values: OptionValues, positio
   });
 }
 
-/** A key file's content: YAML (or JSON, which YAML reads too); an unreadable file says which and why. */
+/** A key file's content (`-`: standard input): YAML, or JSON, which YAML reads too; an unreadable file says which and why. */
 function readKeyFile(path: string): unknown {
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readFileSync(path === '-' ? 0 : path, 'utf8');
   } catch (error) {
     throw new CortexError('invalid_request', `cannot read the key file ${path}: ${(error as Error).message}`);
   }
