@@ -1,4 +1,4 @@
-/* global document, window, localStorage, EventSource, TextDecoder, setInterval, performance, Node, getComputedStyle */
+/* global document, window, localStorage, EventSource, TextDecoder, setInterval, performance, Node, getComputedStyle, requestAnimationFrame */
 // The cortex web console: one live feed (/admin/console/feed, server-sent events), the fleet's admin
 // routes for actions, and the gateway's own Chat Completions API for the playground. No framework:
 // every view is rebuilt from `state` when the feed says something changed.
@@ -44,9 +44,29 @@ const pct = (fraction) => `${Math.round(fraction * 100)}%`;
 const PRESS_HOLD_MS = 2_000;
 let pressedAt = null;
 const heldRenders = new Set();
+/**
+ * A busy fleet sends many feed events a second (a request's finish, each load's progress): each view
+ * renders at most once per frame, with the state of its last event, and not at all while the page is
+ * hidden (the browser runs no frames then; the first frame after renders what it missed).
+ */
+const frameRenders = new Set();
+let frameAsked = false;
+const pressHeld = () => pressedAt !== null && performance.now() - pressedAt < PRESS_HOLD_MS;
 function render(view) {
-  if (pressedAt !== null && performance.now() - pressedAt < PRESS_HOLD_MS) heldRenders.add(view);
-  else view();
+  if (pressHeld()) {
+    heldRenders.add(view);
+    return;
+  }
+  frameRenders.add(view);
+  if (frameAsked) return;
+  frameAsked = true;
+  requestAnimationFrame(() => {
+    frameAsked = false;
+    const views = [...frameRenders];
+    frameRenders.clear();
+    // A press that began after the frame was asked for holds these too.
+    for (const next of views) if (pressHeld()) heldRenders.add(next); else next();
+  });
 }
 document.addEventListener('pointerdown', () => (pressedAt = performance.now()), true);
 function released() {
