@@ -244,6 +244,20 @@ ${limits}    secret_env: ${secretEnv}
         assert.equal((await chat(base, process.env.APPLY_E2E_SECOND)).status, 200);
       }
 
+      // --prune: the stored keys the file does not name are revoked (a dry run only says so).
+      const outside = await createKey({ name: 'apply-outside' });
+      const pruneDry = cli('keys', 'apply', file, '--prune', '--dry-run');
+      assert.equal(pruneDry.status, 0, pruneDry.stderr);
+      assert.match(pruneDry.stdout, new RegExp(`Key ${outside.id} "apply-outside": not in the file, would be revoked\\.`));
+      assert.equal((await chat(gateways[1]!, outside.secret)).status, 200, 'a dry run revokes nothing');
+      const pruned = cli('keys', 'apply', file, '--prune', '--json');
+      assert.equal(pruned.status, 0, pruned.stderr);
+      assert.deepEqual((JSON.parse(pruned.stdout) as { not_in_file: Array<{ id: string; action: string }> }).not_in_file.find((k) => k.id === outside.id), { id: outside.id, name: 'apply-outside', action: 'revoke' });
+      for (const base of gateways) {
+        await waitFor(async () => (await chat(base, outside.secret)).status === 401, 1_000, 20);
+        assert.equal((await chat(base, process.env.APPLY_E2E_SECOND!)).status, 200, 'the file\'s keys stay');
+      }
+
       writeFileSync(file, 'keys:\n  - name: apply-bad\n    limits: { requests_per_minute: lots }\n');
       const bad = cli('keys', 'apply', file);
       assert.equal(bad.status, 1);

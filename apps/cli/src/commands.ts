@@ -120,9 +120,13 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'keys apply',
     summary: 'make the stored keys and accounts what a file (YAML or JSON) declares',
     details:
-      'Keys are matched by name; fields the file leaves out take their defaults. A secret is declared as secret_sha256 (its SHA-256) or secret_env (the variable holding it), never written in the file; a new key that declares none gets one, printed once. Keys the file does not name are listed and left as they are. A file of - is read from standard input. See docs/keys.md.',
+      'Keys are matched by name; fields the file leaves out take their defaults. A secret is declared as secret_sha256 (its SHA-256) or secret_env (the variable holding it), never written in the file; a new key that declares none gets one, printed once. Keys the file does not name are listed and left as they are (--prune revokes them). A file of - is read from standard input. See docs/keys.md.',
     positionals: [{ name: 'file', required: true }],
-    options: { 'dry-run': { type: 'boolean', description: 'say what would change, write nothing' }, json: JSON_OPTION },
+    options: {
+      'dry-run': { type: 'boolean', description: 'say what would change, write nothing' },
+      prune: { type: 'boolean', description: 'revoke the stored keys the file does not name' },
+      json: JSON_OPTION,
+    },
   },
   { name: 'accounts list', summary: 'every account with limits', options: { json: JSON_OPTION } },
   {

@@ -71,7 +71,7 @@ export async function keysCommand(command: string, values: OptionValues, positio
         return;
       }
       case 'keys apply': {
-        await applyKeyFile(store, readKeyFile(id), values['dry-run'] === true, json, now);
+        await applyKeyFile(store, readKeyFile(id), { dryRun: values['dry-run'] === true, prune: values.prune === true, json }, now);
         return;
       }
       case 'accounts list': {
@@ -112,9 +112,10 @@ function readKeyFile(path: string): unknown {
 
 /**
  * `cortex keys apply`: the file's accounts and keys made so, account limits first (a key's account may
- * be new). Keys the file does not name are listed and left as they are.
+ * be new). Keys the file does not name are listed and left as they are, or revoked with `prune`.
  */
-async function applyKeyFile(store: KeyStore, content: unknown, dryRun: boolean, json: boolean, now: number): Promise<void> {
+async function applyKeyFile(store: KeyStore, content: unknown, options: { dryRun: boolean; prune: boolean; json: boolean }, now: number): Promise<void> {
+  const { dryRun, prune, json } = options;
   const file = parseKeyFile(content, now, process.env);
   const plan = planKeyApply(file, await store.list(), await store.listAccounts());
   const lines: string[] = [];
@@ -141,22 +142,31 @@ async function applyKeyFile(store: KeyStore, content: unknown, dryRun: boolean, 
       lines.push(`Key ${key.id} "${change.name}": created. Its secret, shown this once (store it now):\n\n  ${secret}\n`);
     }
   }
-  for (const key of plan.notInFile) lines.push(`Key ${key.id} "${key.name}": not in the file, left as it is (cortex keys revoke ${key.id} removes it).`);
+  for (const key of plan.notInFile) {
+    if (!prune) {
+      lines.push(`Key ${key.id} "${key.name}": not in the file, left as it is (--prune revokes it).`);
+      continue;
+    }
+    if (!dryRun) await store.revoke(key.id, now);
+    lines.push(`Key ${key.id} "${key.name}": not in the file, ${dryRun ? 'would be revoked' : 'revoked'}.`);
+  }
   if (dryRun) lines.push('Nothing was written (--dry-run).');
-  else if (plan.keys.some((k) => k.action !== 'unchanged') || plan.accounts.some((a) => a.action === 'set')) lines.push('Every gateway applies the changes within a second.');
-  print(json, applyAnswer(plan, created, dryRun), lines.join('\n'));
+  else if (plan.keys.some((k) => k.action !== 'unchanged') || plan.accounts.some((a) => a.action === 'set') || (prune && plan.notInFile.length > 0)) {
+    lines.push('Every gateway applies the changes within a second.');
+  }
+  print(json, applyAnswer(plan, created, options), lines.join('\n'));
 }
 
-function applyAnswer(plan: KeyApplyPlan, created: Record<string, { id: string; secret: string | null }>, dryRun: boolean): unknown {
+function applyAnswer(plan: KeyApplyPlan, created: Record<string, { id: string; secret: string | null }>, options: { dryRun: boolean; prune: boolean }): unknown {
   return {
-    dry_run: dryRun,
+    dry_run: options.dryRun,
     accounts: plan.accounts.map(({ action, name, limits }) => ({ action, name, limits })),
     keys: plan.keys.map((change) =>
       change.action === 'create'
         ? { action: 'create', name: change.name, id: created[change.name]?.id ?? null, ...(created[change.name]?.secret && { secret: created[change.name]?.secret }) }
         : { action: change.action, name: change.name, id: change.id, ...(change.action === 'update' && { fields: change.fields }) },
     ),
-    not_in_file: plan.notInFile,
+    not_in_file: plan.notInFile.map((key) => ({ ...key, action: options.prune ? 'revoke' : 'keep' })),
   };
 }
 
