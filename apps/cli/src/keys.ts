@@ -1,22 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import { KeyStore } from '@cortex/bus';
-import {
-  accountPatch,
-  CortexError,
-  keyView,
-  parseAccountPut,
-  parseKeyCreate,
-  parseKeyFile,
-  parseKeyUpdate,
-  parseRotate,
-  planKeyApply,
-  type KeyApplyPlan,
-  type KeyView,
-  type Limits,
-} from '@cortex/contracts';
+import { keyView, parseAccountPut, parseKeyCreate, parseKeyUpdate, parseRotate, type KeyView, type Limits } from '@cortex/contracts';
 import { listOption, stringOption, UsageError, type OptionValues } from './args.js';
 import { print, withBus } from './bus.js';
+import { applyCommand } from './key-apply.js';
 
 const LIMIT_FLAGS = { rpm: 'requests_per_minute', tpm: 'tokens_per_minute', concurrency: 'concurrent_requests' } as const;
 
@@ -26,6 +12,7 @@ const LIMIT_FLAGS = { rpm: 'requests_per_minute', tpm: 'tokens_per_minute', conc
  */
 export async function keysCommand(command: string, values: OptionValues, positionals: string[]): Promise<void> {
   const json = values.json === true;
+  if (command === 'keys apply') return applyCommand(positionals[0] ?? '', values);
   await withBus('keys', async (_bus, { nc }) => {
     const store = await KeyStore.open(nc);
     const now = Date.now();
@@ -70,10 +57,6 @@ export async function keysCommand(command: string, values: OptionValues, positio
         print(json, keyView(key, now), `Key ${key.id} "${key.name}" ${when}.`);
         return;
       }
-      case 'keys apply': {
-        await applyKeyFile(store, readKeyFile(id), { dryRun: values['dry-run'] === true, prune: values.prune === true, json }, now);
-        return;
-      }
       case 'accounts list': {
         const accounts = await store.listAccounts();
         print(
@@ -93,81 +76,6 @@ export async function keysCommand(command: string, values: OptionValues, positio
         throw new UsageError(`"${command}" has no handler`);
     }
   });
-}
-
-/** A key file's content (`-`: standard input): YAML, or JSON, which YAML reads too; an unreadable file says which and why. */
-function readKeyFile(path: string): unknown {
-  let text: string;
-  try {
-    text = readFileSync(path === '-' ? 0 : path, 'utf8');
-  } catch (error) {
-    throw new CortexError('invalid_request', `cannot read the key file ${path}: ${(error as Error).message}`);
-  }
-  try {
-    return parseYaml(text);
-  } catch (error) {
-    throw new CortexError('invalid_request', `${path} is not YAML or JSON: ${(error as Error).message.split('\n')[0]}`);
-  }
-}
-
-/**
- * `cortex keys apply`: the file's accounts and keys made so, account limits first (a key's account may
- * be new). Keys the file does not name are listed and left as they are, or revoked with `prune`.
- */
-async function applyKeyFile(store: KeyStore, content: unknown, options: { dryRun: boolean; prune: boolean; json: boolean }, now: number): Promise<void> {
-  const { dryRun, prune, json } = options;
-  const file = parseKeyFile(content, now, process.env);
-  const plan = planKeyApply(file, await store.list(), await store.listAccounts());
-  const lines: string[] = [];
-  const created: Record<string, { id: string; secret: string | null }> = {};
-  for (const account of plan.accounts) {
-    if (account.action === 'set' && !dryRun) await store.putAccount(account.name, accountPatch(account.limits), now);
-    lines.push(account.action === 'unchanged' ? `Account ${account.name}: unchanged.` : `Account ${account.name}: ${dryRun ? 'would set' : 'set'} ${describeLimits(account.limits)}.`);
-  }
-  for (const change of plan.keys) {
-    if (change.action === 'unchanged') {
-      lines.push(`Key ${change.id} "${change.name}": unchanged.`);
-    } else if (change.action === 'update') {
-      if (!dryRun) await store.declare(change.id, change.declared, now);
-      lines.push(`Key ${change.id} "${change.name}": ${dryRun ? 'would change' : 'changed'} ${change.fields.join(', ')}.`);
-    } else if (dryRun) {
-      lines.push(`Key "${change.name}": would be created${change.declared.secret ? ' with its declared secret' : ', with a new secret printed once'}.`);
-    } else if (change.declared.secret) {
-      const key = await store.createDeclared({ ...change.declared, secret: change.declared.secret }, now);
-      created[change.name] = { id: key.id, secret: null };
-      lines.push(`Key ${key.id} "${change.name}": created, opened by its declared secret.`);
-    } else {
-      const { key, secret } = await store.create(change.declared.input, now);
-      created[change.name] = { id: key.id, secret };
-      lines.push(`Key ${key.id} "${change.name}": created. Its secret, shown this once (store it now):\n\n  ${secret}\n`);
-    }
-  }
-  for (const key of plan.notInFile) {
-    if (!prune) {
-      lines.push(`Key ${key.id} "${key.name}": not in the file, left as it is (--prune revokes it).`);
-      continue;
-    }
-    if (!dryRun) await store.revoke(key.id, now);
-    lines.push(`Key ${key.id} "${key.name}": not in the file, ${dryRun ? 'would be revoked' : 'revoked'}.`);
-  }
-  if (dryRun) lines.push('Nothing was written (--dry-run).');
-  else if (plan.keys.some((k) => k.action !== 'unchanged') || plan.accounts.some((a) => a.action === 'set') || (prune && plan.notInFile.length > 0)) {
-    lines.push('Every gateway applies the changes within a second.');
-  }
-  print(json, applyAnswer(plan, created, options), lines.join('\n'));
-}
-
-function applyAnswer(plan: KeyApplyPlan, created: Record<string, { id: string; secret: string | null }>, options: { dryRun: boolean; prune: boolean }): unknown {
-  return {
-    dry_run: options.dryRun,
-    accounts: plan.accounts.map(({ action, name, limits }) => ({ action, name, limits })),
-    keys: plan.keys.map((change) =>
-      change.action === 'create'
-        ? { action: 'create', name: change.name, id: created[change.name]?.id ?? null, ...(created[change.name]?.secret && { secret: created[change.name]?.secret }) }
-        : { action: change.action, name: change.name, id: change.id, ...(change.action === 'update' && { fields: change.fields }) },
-    ),
-    not_in_file: plan.notInFile.map((key) => ({ ...key, action: options.prune ? 'revoke' : 'keep' })),
-  };
 }
 
 /** The admin API body for the command line's options; the same parser then checks it. */

@@ -47,8 +47,8 @@ export class KeyStore {
   }
 
   /** A new key opened by a secret declared elsewhere (`cortex keys apply`): only its hash is given. */
-  createDeclared(declared: DeclaredKey & { secret: KeySecret }, now = Date.now()): Promise<KeyRecord> {
-    return this.insert(newKeyIdentity().id, declared.input, declared.secret, now);
+  createDeclared(input: KeyCreateInput, secret: KeySecret, now = Date.now()): Promise<KeyRecord> {
+    return this.insert(newKeyIdentity().id, input, secret, now);
   }
 
   /** A key made as declared: the declared fields replace its own, a declared secret replaces all of its secrets. */

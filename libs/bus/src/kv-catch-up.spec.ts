@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kvm, type KV } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { KvCatchUp } from './kv-catch-up.js';
+import { CATCH_UP_ASK_INTERVAL_MS, KvCatchUp } from './kv-catch-up.js';
 import { watchKv } from './kv-watch.js';
 import { startNatsServer, type LocalNatsServer } from './nats-server.js';
 
@@ -90,6 +90,21 @@ describe('KvCatchUp (a real nats-server, writer and watcher on two connections)'
     catchUp.saw(revision);
     assert.deepEqual(new Set(await Promise.all(waits)), new Set([true]));
     assert.ok(asked >= 1 && asked <= 2, `${asked} requests for 50 misses`);
+  });
+
+  it('kv catch-up - misses one after another ask the bucket at most once per interval', async () => {
+    const written = await new Kvm(writer).create('catch_up_flood');
+    const watched = await new Kvm(watcher).open('catch_up_flood');
+    let asked = 0;
+    const counting = { status: () => { asked++; return watched.status(); } } as unknown as KV;
+    const catchUp = new KvCatchUp(counting);
+    await written.put('key.a', 'a');
+    catchUp.saw((await written.get('key.a'))!.revision);
+    const started = performance.now();
+    for (let i = 0; i < 100; i++) assert.equal(await catchUp.caughtUp(2_000), true);
+    const elapsed = performance.now() - started;
+    // Each miss came after the last was answered, so each needed a request of its own: spaced, not shared.
+    assert.ok(asked <= Math.floor(elapsed / CATCH_UP_ASK_INTERVAL_MS) + 1, `${asked} requests in ${elapsed.toFixed(0)} ms`);
   });
 
   it('kv catch-up - a bucket that cannot be asked answers false, it does not throw', async () => {

@@ -95,7 +95,12 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
     const identity = directory.identify(presented);
     // Unknown here, but perhaps made a moment ago through another gateway: look again once this view has caught up.
     const later = identity.kind === 'unknown' ? directory.identifyAfterCatchUp(presented) : null;
-    if (later) void later.then(decide);
+    if (later) {
+      later.then(decide).catch((error: Error) => {
+        logger.error(`${requestIdOf(request)}: the key check failed: ${error.message}`, 'gateway');
+        if (!reply.sent) sendError(reply, request.url, new CortexError('internal', 'the API key could not be checked; try again'), requestIdOf(request));
+      });
+    }
     else decide(identity);
   });
 }

@@ -6,7 +6,7 @@ import { hashSecret, secretOf, type KeyRecord } from './key.record.js';
 
 const NOW = Date.parse('2026-11-25T12:00:00Z');
 const SECRET = 'sk-declared-0123456789abcdef';
-const env = { CI_KEY: SECRET, SHORT: 'sk-short' };
+const env = { CI_KEY: SECRET, SHORT: 'sk-short', PREFIXED: 'sk-cortex-0123456789abcdef' };
 
 const stored = (fields: Partial<KeyRecord> & Pick<KeyRecord, 'id' | 'name'>): KeyRecord => ({
   account: 'default',
@@ -22,7 +22,7 @@ const stored = (fields: Partial<KeyRecord> & Pick<KeyRecord, 'id' | 'name'>): Ke
 });
 
 const refused = (content: unknown, message: RegExp, param: string) =>
-  assert.throws(() => parseKeyFile(content, NOW, env), (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && message.test(error.message) && error.extra.param === param);
+  assert.throws(() => parseKeyFile(content, env), (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && message.test(error.message) && error.extra.param === param);
 
 describe('key file', () => {
   it('key file - keys take the admin API defaults; a secret comes from its variable or its hash, never from the file', () => {
@@ -31,7 +31,6 @@ describe('key file', () => {
         accounts: { 'team-a': { limits: { requests_per_minute: 600 } }, quiet: null },
         keys: [{ name: 'ci', account: 'team-a', tier: 7, limits: { concurrent_requests: 2 }, secret_env: 'CI_KEY' }, { name: 'hashed', secret_sha256: 'AB'.repeat(32) }, { name: 'plain' }],
       },
-      NOW,
       env,
     );
     assert.deepEqual(file.accounts, [{ name: 'team-a', limits: { requests_per_minute: 600 } }, { name: 'quiet', limits: {} }]);
@@ -40,7 +39,9 @@ describe('key file', () => {
     assert.equal(file.keys[0]?.secret?.prefix, 'sk-…', 'a secret not made by cortex shows no more than its first three characters');
     assert.deepEqual(file.keys[1]?.secret, { sha256: 'ab'.repeat(32), prefix: 'sha256:abababab…', valid_until: null });
     assert.equal(file.keys[2]?.secret, null);
-    assert.deepEqual(parseKeyFile(null, NOW, env), { accounts: [], keys: [] }, 'an empty file declares nothing');
+    assert.deepEqual(parseKeyFile({ keys: [] }, env), { accounts: [], keys: [] }, 'keys: [] declares no keys');
+    const expired = parseKeyFile({ keys: [{ name: 'old', expires_at: '2020-01-01' }] }, env);
+    assert.equal(expired.keys[0]?.input.expires_at, '2020-01-01T00:00:00.000Z', 'a key that has expired may stay declared: the file stays valid');
   });
 
   it('key file - a bad field is refused naming it from the top of the file', () => {
@@ -48,8 +49,11 @@ describe('key file', () => {
     refused({ keys: [{ name: 'a', colour: 'red' }] }, /^keys\[0\]\.colour: is not a known field/, 'keys[0].colour');
     refused({ keys: [{ account: 'x' }] }, /^keys\[0\]\.name: is required/, 'keys[0].name');
     refused({ keys: [{ name: 'a', secret_env: 'MISSING' }] }, /MISSING is not set in this environment/, 'keys[0].secret_env');
-    refused({ keys: [{ name: 'a', secret_env: 'SHORT' }] }, /SHORT holds 8 characters; a secret needs at least 20/, 'keys[0].secret_env');
-    refused({ keys: [{ name: 'a', secret_sha256: 'abc' }] }, /64 hexadecimal digits/, 'keys[0].secret_sha256');
+    refused({ keys: [{ name: 'a', secret_env: 'SHORT' }] }, /SHORT holds 8 secret characters; a secret needs at least 20/, 'keys[0].secret_env');
+    refused({ keys: [{ name: 'a', secret_sha256: 'sk-pasted-by-mistake' }] }, /64 hexadecimal digits[^]*this one is not \(20 characters\)$/, 'keys[0].secret_sha256');
+    assert.throws(() => parseKeyFile({ keys: [{ name: 'a', secret_sha256: 'sk-pasted-by-mistake' }] }, env), (error: Error) => !error.message.includes('pasted'), 'the value is not echoed');
+    refused(null, /^file: is empty/, 'file');
+    refused({ keys: [{ name: 'a', secret_env: 'PREFIXED' }] }, /PREFIXED holds 16 secret characters after sk-cortex-; a secret needs at least 20/, 'keys[0].secret_env');
     refused({ keys: [{ name: 'a', secret_sha256: 'ab'.repeat(32), secret_env: 'CI_KEY' }] }, /keep one/, 'keys[0].secret_sha256');
     refused({ keys: [{ name: 'a' }, { name: 'a' }] }, /"a" is declared twice \(also keys\[0\]\)/, 'keys[1].name');
     refused({ keys: [{ name: 'a', secret_env: 'CI_KEY' }, { name: 'b', secret_sha256: hashSecret(SECRET) }] }, /is the secret of keys\[0\] too/, 'keys[1].secret');
@@ -64,7 +68,6 @@ describe('key file', () => {
         accounts: { same: { limits: { requests_per_minute: 5 } }, other: { limits: { requests_per_minute: 9 } } },
         keys: [{ name: 'new' }, { name: 'kept', limits: { concurrent_requests: 2, requests_per_minute: 10 } }, { name: 'moved', account: 'other', secret_env: 'CI_KEY' }],
       },
-      NOW,
       env,
     );
     const keys = [
@@ -88,22 +91,24 @@ describe('key file', () => {
   });
 
   it('key file - two live keys of one name, or a declared secret another key holds, stop the plan before anything is written', () => {
-    const file = parseKeyFile({ keys: [{ name: 'twice' }] }, NOW, env);
+    const file = parseKeyFile({ keys: [{ name: 'twice' }] }, env);
     assert.throws(() => planKeyApply(file, [stored({ id: 'key_a', name: 'twice' }), stored({ id: 'key_b', name: 'twice' })], []), /2 stored keys are named "twice" \(key_a, key_b\): revoke all but one/);
-    const taken = parseKeyFile({ keys: [{ name: 'mine', secret_env: 'CI_KEY' }] }, NOW, env);
+    const taken = parseKeyFile({ keys: [{ name: 'mine', secret_env: 'CI_KEY' }] }, env);
     assert.throws(() => planKeyApply(taken, [stored({ id: 'key_theirs', name: 'theirs', secrets: [secretOf(SECRET, null)] })], []), /is already a secret of key key_theirs \("theirs"\)/);
     assert.equal(planKeyApply(taken, [stored({ id: 'key_mine', name: 'mine', secrets: [secretOf(SECRET, null)] })], []).keys[0]?.action, 'unchanged', 'its own secret is no conflict');
+    const revokedHolder = stored({ id: 'key_gone', name: 'gone', revoked_at: '2026-11-02T00:00:00.000Z', secrets: [secretOf(SECRET, null)] });
+    assert.throws(() => planKeyApply(taken, [revokedHolder], []), /is already a secret of key key_gone/, 'a revoked key\'s secret is taken too: one hash, one key');
   });
 
   it('key file - a declared secret replaces every secret, a rotation\'s previous one too; no declared secret keeps them', () => {
     const rotating = stored({ id: 'key_r', name: 'r', secrets: [secretOf(SECRET, null), secretOf('sk-cortex-previous', '2026-11-26T00:00:00.000Z')] });
-    const withSecret: DeclaredKey = parseKeyFile({ keys: [{ name: 'r', secret_env: 'CI_KEY' }] }, NOW, env).keys[0]!;
+    const withSecret: DeclaredKey = parseKeyFile({ keys: [{ name: 'r', secret_env: 'CI_KEY' }] }, env).keys[0]!;
     assert.deepEqual(changedFields(rotating, withSecret), ['secret'], 'the previous secret still works: the file says only this one should');
     const record = declaredRecord(rotating, withSecret, NOW);
     assert.deepEqual(record.secrets.map((s) => s.sha256), [hashSecret(SECRET)]);
     assert.equal(record.updated_at, new Date(NOW).toISOString());
     assert.equal(record.created_at, rotating.created_at);
-    const without: DeclaredKey = parseKeyFile({ keys: [{ name: 'r', tier: 9 }] }, NOW, env).keys[0]!;
+    const without: DeclaredKey = parseKeyFile({ keys: [{ name: 'r', tier: 9 }] }, env).keys[0]!;
     assert.deepEqual(changedFields(rotating, without), ['tier']);
     assert.equal(declaredRecord(rotating, without, NOW).secrets, rotating.secrets);
   });

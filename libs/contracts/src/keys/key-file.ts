@@ -1,5 +1,5 @@
 import { CortexError } from '../errors/error-codes.js';
-import { parseAccountPut, parseKeyCreate, type KeyCreateInput, type LimitsPatch } from './key.input.js';
+import { applyLimitsPatch, bad, objectOf, parseAccountPut, parseKeyCreate, type KeyCreateInput, type LimitsPatch } from './key.input.js';
 import { hashSecret, LIMIT_FIELDS, SECRET_PREFIX, secretOf, type AccountRecord, type KeyRecord, type KeySecret, type Limits } from './key.record.js';
 
 /**
@@ -31,13 +31,11 @@ export interface DeclaredKey {
   secret: KeySecret | null;
 }
 
-/** The least length of a secret given through `secret_env`. */
+/** The least length of a secret given through `secret_env` (after cortex's `sk-cortex-` prefix, if it has it). */
 export const MIN_DECLARED_SECRET = 20;
 
 const SHA256 = /^[0-9a-f]{64}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-const bad = (param: string, message: string): CortexError => new CortexError('invalid_request', `${param}: ${message}`, { param });
 
 /** The same error with its field named from the file's top (`keys[2].limits.…`). */
 function within(at: string, error: unknown): unknown {
@@ -45,19 +43,18 @@ function within(at: string, error: unknown): unknown {
   return bad(`${at}.${error.extra.param}`, error.message.replace(/^[^:]*: /, ''));
 }
 
-function objectOf(value: unknown, param: string): Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw bad(param, 'must be an object');
-  return value as Record<string, unknown>;
-}
-
-/** A key file's content (parsed from YAML or JSON); `env` supplies `secret_env` variables. */
-export function parseKeyFile(value: unknown, now: number, env: Readonly<Record<string, string | undefined>>): KeyFile {
-  const body = objectOf(value ?? {}, 'file');
+/**
+ * A key file's content (parsed from YAML or JSON); `env` supplies `secret_env` variables. An empty
+ * document is refused: an empty file or pipe is far likelier a mistake than a wish for no keys.
+ */
+export function parseKeyFile(value: unknown, env: Readonly<Record<string, string | undefined>>): KeyFile {
+  if (value === null || value === undefined) throw bad('file', 'is empty: declare keys: and/or accounts: (an empty keys: [] declares no keys)');
+  const body = objectOf(value, 'file');
   for (const field of Object.keys(body)) if (field !== 'accounts' && field !== 'keys') throw bad(field, 'is not a known field (known: accounts, keys)');
   const accounts = Object.entries(body.accounts === undefined ? {} : objectOf(body.accounts, 'accounts')).map(([name, account]) => {
     try {
       const { limits } = parseAccountPut(name, account ?? {});
-      return { name, limits: definedLimits(limits) };
+      return { name, limits: applyLimitsPatch({}, limits) };
     } catch (error) {
       throw within(`accounts.${name}`, error);
     }
@@ -67,7 +64,8 @@ export function parseKeyFile(value: unknown, now: number, env: Readonly<Record<s
     const at = `keys[${i}]`;
     try {
       const { secret_sha256: sha256, secret_env: envName, ...fields } = objectOf(entry, 'key');
-      return { input: parseKeyCreate(fields, now), secret: declaredSecret(sha256, envName, env) };
+      // Any expiry, a past one too: a declared key that has expired stays expired (and the file valid).
+      return { input: parseKeyCreate(fields, Number.NEGATIVE_INFINITY), secret: declaredSecret(sha256, envName, env) };
     } catch (error) {
       throw within(at, error);
     }
@@ -90,20 +88,19 @@ function declaredSecret(sha256: unknown, envName: unknown, env: Readonly<Record<
   if (sha256 !== undefined && envName !== undefined) throw bad('secret_sha256', 'and secret_env both declare the secret: keep one');
   if (sha256 !== undefined) {
     const hex = typeof sha256 === 'string' ? sha256.toLowerCase() : '';
-    if (!SHA256.test(hex)) throw bad('secret_sha256', `must be the secret's SHA-256 as 64 hexadecimal digits (printf %s "$SECRET" | sha256sum) (got ${JSON.stringify(sha256)})`);
+    // The value is not echoed: a secret pasted here by mistake must not reach a CI log.
+    if (!SHA256.test(hex)) throw bad('secret_sha256', `must be the secret's SHA-256 as 64 hexadecimal digits (printf %s "$SECRET" | sha256sum); this one is not (${typeof sha256 === 'string' ? `${sha256.length} characters` : typeof sha256})`);
     return { sha256: hex, prefix: `sha256:${hex.slice(0, 8)}…`, valid_until: null };
   }
   if (envName === undefined) return null;
   if (typeof envName !== 'string' || !ENV_NAME.test(envName)) throw bad('secret_env', `must name an environment variable (got ${JSON.stringify(envName)})`);
   const secret = env[envName];
   if (!secret) throw bad('secret_env', `${envName} is not set in this environment: export it, or declare secret_sha256 instead`);
-  if (secret.length < MIN_DECLARED_SECRET) throw bad('secret_env', `${envName} holds ${secret.length} characters; a secret needs at least ${MIN_DECLARED_SECRET}`);
+  // cortex's own prefix is no secret: what follows it must be long enough alone.
+  const own = secret.startsWith(SECRET_PREFIX) ? secret.length - SECRET_PREFIX.length : secret.length;
+  if (own < MIN_DECLARED_SECRET) throw bad('secret_env', `${envName} holds ${own} secret characters${own === secret.length ? '' : ` after ${SECRET_PREFIX}`}; a secret needs at least ${MIN_DECLARED_SECRET}`);
   // A generated secret shows its first characters in lists; another shows as little as the hash's.
   return secret.startsWith(SECRET_PREFIX) ? secretOf(secret, null) : { sha256: hashSecret(secret), prefix: `${secret.slice(0, 3)}…`, valid_until: null };
-}
-
-function definedLimits(patch: Record<string, unknown>): Limits {
-  return Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== null && value !== undefined)) as Limits;
 }
 
 /** What applying a file does to one key: which of its fields change. */
@@ -140,7 +137,8 @@ export function planKeyApply(file: KeyFile, stored: readonly KeyRecord[], accoun
       throw bad(`keys[${i}].name`, `${named.length} stored keys are named "${name}" (${named.map((k) => k.id).join(', ')}): revoke all but one (cortex keys revoke <id>) or rename one (cortex keys update <id> --name …), then apply again`);
     }
     const current = named[0];
-    const holder = declared.secret && live.find((key) => key !== current && key.secrets.some((s) => s.sha256 === declared.secret?.sha256));
+    // Revoked keys too: a gateway finds a key by its secret's hash, and one hash must mean one key.
+    const holder = declared.secret && stored.find((key) => key !== current && key.secrets.some((s) => s.sha256 === declared.secret?.sha256));
     if (holder) throw bad(`keys[${i}].secret`, `is already a secret of key ${holder.id} ("${holder.name}"): each key needs a secret of its own`);
     if (!current) return { action: 'create', name, declared };
     const fields = changedFields(current, declared);

@@ -21,9 +21,10 @@ export const DEFAULT_ACCOUNT = 'default';
 /** A rotation's grace period may be at most 30 days. */
 export const MAX_GRACE_S = 30 * 24 * 3600;
 
-const bad = (param: string, message: string): CortexError => new CortexError('invalid_request', `${param}: ${message}`, { param });
+/** A 400 naming `param`. */
+export const bad = (param: string, message: string): CortexError => new CortexError('invalid_request', `${param}: ${message}`, { param });
 
-function objectOf(value: unknown, param: string): Record<string, unknown> {
+export function objectOf(value: unknown, param: string): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw bad(param, 'must be an object');
   return value as Record<string, unknown>;
 }
