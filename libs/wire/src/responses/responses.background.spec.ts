@@ -81,6 +81,11 @@ describe('responses background replay', () => {
     const frames = [...lost, ...after].flatMap((event) => replay.add(event));
     assert.equal(frames.at(-1)?.event, 'response.failed');
     assert.equal(replay.resource().status, 'failed');
+    // Kept from a gateway that did not mark its error yet: the gateway's events are the ones numbered 0.
+    const unmarked = new BackgroundReplay(options);
+    const older = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }, { seq: 0, type: 'error', error: { code: 'worker_lost', message: 'no worker could take the run' } }]);
+    [...lost, ...older].forEach((event) => unmarked.add(event));
+    assert.equal(unmarked.resource().status, 'failed');
   });
 
   it("responses background replay - the lost worker's own error after the mark (it woke and shut down) does not end the moved response", () => {

@@ -87,7 +87,9 @@ export class BackgroundReplay {
   add({ runId, event, at }: RunEvent): ResponsesFrame[] {
     this.lastAt = Math.max(this.lastAt, at);
     if (event.type === 'keepalive' && event.moving) this.abandoned.add(runId);
-    if (this.abandoned.has(runId) && !(event.type === 'error' && event.moving)) return [];
+    // The gateway's own events on a run carry seq 0 (a worker's are numbered from its start): an error
+    // of a gateway that does not mark it `moving` yet is still the gateway's.
+    if (this.abandoned.has(runId) && !(event.type === 'error' && (event.moving || event.seq === 0))) return [];
     // A run replaces one that only started (the gateway commits to a run at its first token) or one whose
     // worker was lost (the next goes on where its output ends), so the encoder goes on:
     // `response.created`/`in_progress` went out once, and the numbering continues.
