@@ -153,6 +153,7 @@ export class ResponsesConnection {
         },
       };
       await responder.stream(run, sink, () => {
+        // The responder's first ask, once the command is sent, is what builds the renderer.
         stream();
         return rendering;
       });
