@@ -65,7 +65,18 @@ function render(view) {
     const views = [...frameRenders];
     frameRenders.clear();
     // A press that began after the frame was asked for holds these too.
-    for (const next of views) if (pressHeld()) heldRenders.add(next); else next();
+    for (const next of views) {
+      if (pressHeld()) {
+        heldRenders.add(next);
+        continue;
+      }
+      // One view that fails must not keep the others of its frame from rendering.
+      try {
+        next();
+      } catch (error) {
+        toast(`render: ${error.message}`, true);
+      }
+    }
   });
 }
 document.addEventListener('pointerdown', () => (pressedAt = performance.now()), true);
