@@ -4,6 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { ConfigError, modelEntry, parseModelEntry, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { Buckets, CortexError } from '@cortex/contracts';
 import { casUpdate } from './kv-cas.js';
+import { KvCatchUp } from './kv-catch-up.js';
 import { watchKv } from './kv-watch.js';
 import { openKv } from './replicas.js';
 
@@ -35,14 +36,14 @@ export class ModelCatalogue {
   /** Names the bucket did not have, until when (performance.now()); cleared by any change. */
   private readonly misses = new Map<string, number>();
   private readonly lookups = new Map<string, Promise<ModelConfig | undefined>>();
-  /** Counts changes applied, so a lookup can tell whether one came while it was out. */
-  private changes = 0;
+  private readonly catchUp: KvCatchUp;
 
   private constructor(
     private readonly kv: KV,
     private readonly replicationMaxReplicas: number,
     seed: readonly ModelConfig[],
   ) {
+    this.catchUp = new KvCatchUp(kv);
     for (const model of seed) this.seed.set(model.id, model);
     this.rebuild();
   }
@@ -56,7 +57,14 @@ export class ModelCatalogue {
       if (entry) catalogue.apply(entry, false);
     }
     catalogue.rebuild();
-    catalogue.stopWatch = watchKv(kv, (entry) => catalogue.apply(entry, true), onWatchError);
+    catalogue.stopWatch = watchKv(
+      kv,
+      (entry) => {
+        catalogue.apply(entry, true);
+        catalogue.catchUp.saw(entry.revision);
+      },
+      onWatchError,
+    );
     return catalogue;
   }
 
@@ -75,11 +83,12 @@ export class ModelCatalogue {
   }
 
   /**
-   * `find`, but a name this process does not know is looked up in the bucket too: a model added a
-   * moment ago through another router is served by the next request even before the watch brings it.
-   * A name the bucket does not have either is remembered for `MISS_MS` or until the next change this
-   * process sees, whichever comes first, so a client asking for an unknown model costs no bucket read
-   * per request; lookups of one name at once share one read.
+   * `find`, but for a name this process does not know, asked again once its watch holds every change
+   * the bucket had (`KvCatchUp`, at most `MISS_MS`): a model added, or an alias given, a moment ago
+   * through another router is served by the next request even before the watch would have brought it.
+   * A name still unknown then is remembered for `MISS_MS` or until the next change this process sees,
+   * whichever comes first, so a client asking for an unknown model costs no bucket request per
+   * request; lookups of one name at once share one wait.
    */
   findFresh(name: string): Promise<ModelConfig | undefined> {
     const known = this.byName.get(name);
@@ -87,15 +96,12 @@ export class ModelCatalogue {
     if ((this.misses.get(name) ?? -Infinity) > performance.now()) return Promise.resolve(undefined);
     let lookup = this.lookups.get(name);
     if (!lookup) {
-      const changes = this.changes;
-      lookup = this.kv
-        .get(entryKey(name))
-        .catch(() => null)
-        .then((entry) => {
-          if (entry) this.apply(entry, true);
+      lookup = this.catchUp
+        .caughtUp(MISS_MS)
+        .then((caughtUp) => {
           const found = this.byName.get(name);
-          // A change seen while the read was out may be what the read missed: remember nothing then.
-          if (!found && changes === this.changes) this.misses.set(name, performance.now() + MISS_MS);
+          // Unknown in a view that is current: a real miss. A view that could not catch up remembers nothing.
+          if (!found && caughtUp) this.misses.set(name, performance.now() + MISS_MS);
           return found;
         })
         .finally(() => this.lookups.delete(name));
@@ -219,7 +225,6 @@ export class ModelCatalogue {
 
   private changed(id: string, notify: boolean): void {
     // A model added or an alias given may be a name remembered as missing (an id or any alias): forget them all.
-    this.changes++;
     this.misses.clear();
     if (!notify) return;
     this.rebuild();
