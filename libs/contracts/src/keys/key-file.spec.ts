@@ -59,6 +59,7 @@ describe('key file', () => {
     refused({ keys: [{ name: 'a', secret_env: 'CI_KEY' }, { name: 'b', secret_sha256: hashSecret(SECRET) }] }, /is the secret of keys\[0\] too/, 'keys[1].secret');
     refused({ accounts: { 'bad name': {} } }, /^accounts\.bad name\.account: must be 1-64 letters/, 'accounts.bad name.account');
     refused({ keys: { name: 'a' } }, /^keys: must be a list/, 'keys');
+    refused({ keys: ['ci'] }, /^keys\[0\]: must be an object/, 'keys[0]');
     refused({ users: [] }, /^users: is not a known field/, 'users');
   });
 

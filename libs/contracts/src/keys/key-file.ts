@@ -62,8 +62,8 @@ export function parseKeyFile(value: unknown, env: Readonly<Record<string, string
   if (body.keys !== undefined && !Array.isArray(body.keys)) throw bad('keys', 'must be a list of keys');
   const keys = ((body.keys ?? []) as unknown[]).map((entry, i) => {
     const at = `keys[${i}]`;
+    const { secret_sha256: sha256, secret_env: envName, ...fields } = objectOf(entry, at);
     try {
-      const { secret_sha256: sha256, secret_env: envName, ...fields } = objectOf(entry, 'key');
       // Any expiry, a past one too: a declared key that has expired stays expired (and the file valid).
       return { input: parseKeyCreate(fields, Number.NEGATIVE_INFINITY), secret: declaredSecret(sha256, envName, env) };
     } catch (error) {
