@@ -57,14 +57,7 @@ export class ModelCatalogue {
       if (entry) catalogue.apply(entry, false);
     }
     catalogue.rebuild();
-    catalogue.stopWatch = watchKv(
-      kv,
-      (entry) => {
-        catalogue.apply(entry, true);
-        catalogue.catchUp.saw(entry.revision);
-      },
-      onWatchError,
-    );
+    catalogue.stopWatch = watchKv(kv, (entry) => catalogue.apply(entry, true), onWatchError, catalogue.catchUp);
     return catalogue;
   }
 

@@ -35,13 +35,8 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
     // Read everything before serving, so a key that exists is never refused while the watch starts.
     for (const key of await this.keyStore.list()) this.putKey(key);
     for (const account of await this.keyStore.listAccounts()) this.accounts.set(account.name, account);
-    const catchUp = new KvCatchUp(this.keyStore.bucket);
-    this.catchUp = catchUp;
-    const apply = (entry: KvWatchEntry): void => {
-      this.apply(entry);
-      catchUp.saw(entry.revision);
-    };
-    this.stopWatch = watchKv(this.keyStore.bucket, apply, (error) => this.logger.warn(`keys watch: ${error.message}; watching again`));
+    this.catchUp = new KvCatchUp(this.keyStore.bucket);
+    this.stopWatch = watchKv(this.keyStore.bucket, (entry) => this.apply(entry), (error) => this.logger.warn(`keys watch: ${error.message}; watching again`), this.catchUp);
   }
 
   onModuleDestroy(): void {
