@@ -248,7 +248,7 @@ export class ModelRegistry implements HeartbeatSource {
     const modelsDir = this.deps.config.worker.modelsDir;
     const header = async (source: string): Promise<string> => {
       // A quant tag's header is its file's: on disk when it is whole there, else read where it lies.
-      const named = isHubTag(source) ? await resolveHubTag(source, { model: command.model ?? source, modelsDir, log, ...(process.env.HF_TOKEN && { token: process.env.HF_TOKEN }) }) : source;
+      const named = isHubTag(source) ? await resolveHubTag(source, { model: command.model ?? source, modelsDir, log }) : source;
       return localCopy(named, modelsDir) ?? this.source(named, log);
     };
     const path = await header(command.source);

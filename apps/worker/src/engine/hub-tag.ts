@@ -9,7 +9,7 @@ export interface HubTagOptions {
   model: string;
   /** Where the answer is remembered, beside the files it names. */
   modelsDir: string;
-  /** `HF_TOKEN`. */
+  /** The hub's token; `HF_TOKEN` of `env` when not given. */
   token?: string;
   signal?: AbortSignal;
   log: (line: string) => void;
@@ -74,7 +74,8 @@ class HubUnavailable extends CortexError {}
 async function askManifest(source: string, user: string, repo: string, tag: string, options: HubTagOptions): Promise<string> {
   const url = `${hubEndpoint(options.env)}v2/${encodeURIComponent(user)}/${encodeURIComponent(repo)}/manifests/${encodeURIComponent(tag)}`;
   const headers: Record<string, string> = { 'user-agent': USER_AGENT, accept: 'application/json' };
-  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  const token = options.token ?? (options.env ?? process.env).HF_TOKEN;
+  if (token) headers.authorization = `Bearer ${token}`;
   const signal = AbortSignal.any([AbortSignal.timeout(options.timeoutMs ?? TIMEOUT_MS), ...(options.signal ? [options.signal] : [])]);
   let response: Response;
   try {

@@ -65,7 +65,7 @@ export async function resolveSource(source: string, options: ResolveOptions): Pr
     }).run();
   }
   if (isHubTag(source)) {
-    const file = await resolveHubTag(source, { model: options.model ?? source, modelsDir, log, ...(process.env.HF_TOKEN && { token: process.env.HF_TOKEN }), ...(options.signal && { signal: options.signal }) });
+    const file = await resolveHubTag(source, { model: options.model ?? source, modelsDir, log, ...(options.signal && { signal: options.signal }) });
     return resolveSource(file, { ...options, model: options.model ?? source });
   }
   if (!existsSync(source)) {
