@@ -179,8 +179,8 @@ export class ModelRegistry implements HeartbeatSource {
       entry.model = model;
       entry.state = 'ready';
       const result: LoadResult = { model: command.model, workerId, loadMs: performance.now() - started, sizeBytes: entry.bytes };
-      const markers = model.reasoningMarkers ? `, reasoning markers ${model.reasoningMarkers.join('…')}` : '';
-      log(`ready in ${Math.round(result.loadMs)} ms (${model.slots} slots${markers})`);
+      const format = model.format ? `, format ${model.format}` : '';
+      log(`ready in ${Math.round(result.loadMs)} ms (${model.slots} slots${format})`);
       // The routers hear of the change before anyone hears the event: a gateway that drops its reused
       // placements on the event and asks again gets an answer from the new view.
       await this.deps.beat();

@@ -1,6 +1,6 @@
 import { LlamaGrammarEvaluationState, TokenBias, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
 import { acceptIntoGrammar } from './grammar-advance.js';
-import { JsonEnd } from './tool-call-parser.js';
+import { JsonDepth } from './formats/scan.js';
 
 /**
  * The declared tools' call grammar, switched on lazily, as llama.cpp's server does: text is sampled
@@ -13,8 +13,7 @@ import { JsonEnd } from './tool-call-parser.js';
  */
 export class CallGrammar {
   private state: LlamaGrammarEvaluationState | undefined;
-  private json: JsonEnd | null = null;
-  private awaitingClose = false;
+  private json: JsonDepth | null = null;
   private readonly none: TokenBias;
 
   constructor(
@@ -36,15 +35,9 @@ export class CallGrammar {
     return this.state !== undefined;
   }
 
-  /** A call's JSON has closed and its closing marker not come yet: white space in between is not text. */
-  get closing(): boolean {
-    return this.awaitingClose;
-  }
-
   /** A call opened (its marker was sampled, or written for a forced call): the grammar holds the next token. */
   open(): void {
-    this.awaitingClose = false;
-    this.json = new JsonEnd();
+    this.json = new JsonDepth();
     this.state = new LlamaGrammarEvaluationState({ model: this.model, grammar: this.grammar });
   }
 
@@ -55,10 +48,9 @@ export class CallGrammar {
 
   /** Text written inside the call; true once its JSON object has closed, and the grammar has let go. */
   push(text: string): boolean {
-    if (!this.json?.push(text)) return false;
+    if (!this.json || this.json.push(text) === -1) return false;
     this.json = null;
     this.state = undefined;
-    this.awaitingClose = true;
     return true;
   }
 
@@ -66,6 +58,5 @@ export class CallGrammar {
   close(): void {
     this.json = null;
     this.state = undefined;
-    this.awaitingClose = false;
   }
 }

@@ -15,26 +15,27 @@ import { draftUsageSince, predictionCounts, type PredictionCounts } from './spec
 import { stopTexts } from './stop-texts.js';
 import { TextStreamer } from './text-streamer.js';
 import { CallGrammar } from './call-grammar.js';
-import { ToolCallParser } from './tool-call-parser.js';
 import { TokenRelease } from './token-release.js';
 import { acceptIntoGrammar } from './grammar-advance.js';
 import type { ResumeReplay } from './resume-replay.js';
+import type { ChatFormat } from './formats/chat-format.js';
+import { createOutputParser, type OutputParser, type ParsedEvent } from './formats/output-parser.js';
 
-type Mode = 'text' | 'reasoning' | 'tool';
+/** A raw completion's output: no reasoning, no calls, special tokens not shown. */
+const RAW_FORMAT: ChatFormat = { id: 'raw' };
 
-/** An opening and a closing marker, each one token of the model's vocabulary. */
-export interface MarkerPair {
-  open: Token;
-  close: Token;
-}
-
-/** What a decode reads from its loaded model: the same for every request. */
+/** What every decode reads from its loaded model: the same for every request. */
 export interface DecodeModel {
   id: string;
   model: LlamaModel;
   batchSize: number;
-  reasoning: MarkerPair | null;
-  toolCall: MarkerPair | null;
+  /** How the model writes reasoning and calls (see ChatFormat); null for raw completions. */
+  format: ChatFormat | null;
+  /**
+   * The tokens of the format's call opening, where the call grammar can hold what follows (see
+   * CallGrammar): a forced call starts with them written. Null where no grammar fits the format.
+   */
+  callOpen: Token[] | null;
   /** Bans the marker tokens while a grammar holds the output. */
   markerBias: TokenBias | undefined;
 }
@@ -48,6 +49,8 @@ export interface DecodePlan {
   sharedPrefix: number;
   /** The chat template's own stop strings: they end the output but are not a user's stop sequence. */
   hiddenStops: string[];
+  /** The prompt ends inside the reasoning block (the template's generation prompt opened it). */
+  startInReasoning: boolean;
   /** Holds the whole output (a JSON response format). */
   grammar: LlamaGrammar | null;
   /** Holds each tool call from its opening marker until its JSON closes (see CallGrammar). */
@@ -67,9 +70,9 @@ export interface DecodePlan {
 
 /**
  * One request's decode on one sequence, step by step: reuse the cached prefix, evaluate the prompt,
- * sample token by token, route each token by mode (text, reasoning, tool call), check stops, finish.
- * Each generated token is routed by id (reasoning and tool-call markers), detokenized incrementally,
- * checked against stop strings and published at once.
+ * sample token by token, read each token's text (special tokens shown) through the model's output
+ * parser (reasoning, tool calls, answer: see OutputParser), check stops, finish. Each generated token
+ * is detokenized incrementally and what it completes is published at once.
  */
 export class Decode {
   private readonly emit: (event: StreamEventBody) => void;
@@ -79,19 +82,19 @@ export class Decode {
   private readonly streamer: TextStreamer;
   private readonly maxTokens: number;
   private readonly maxToolCalls: number;
-  private readonly declared: ReadonlySet<string>;
   private readonly startedAt = performance.now();
   /** The sequence's speculative decoding totals before this request (null without a predictor). */
   private readonly predictionsBefore: PredictionCounts | null;
-  private mode: Mode;
+  private readonly parser: OutputParser;
+  /** What the parser sent while it read the current token, in order. */
+  private readonly parsed: ParsedEvent[] = [];
+  /** Special tokens are shown to the parser (a chat's markers); a raw completion's are not. */
+  private readonly specialTokens: boolean;
   private completion = 0;
   private reasoningTokens = 0;
   private firstTokenAt = 0;
   private stopSequence: string | undefined;
-  /** Tool calls completed so far; the next call's index. */
-  private toolIndex = 0;
-  private toolCall: ToolCallParser | null = null;
-  /** The call grammar, switched on at each call's opening marker; null when no tool can be called. */
+  /** The call grammar, switched on as each call opens; null when no tool can be called. */
   private readonly calls: CallGrammar | null;
   /** The response format's grammar state (null without one): made here, so a resume can advance it. */
   private readonly formatState: LlamaGrammarEvaluationState | null;
@@ -112,13 +115,20 @@ export class Decode {
     this.userStops = job.request.sampling.stop ?? [];
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
     const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
-    this.calls = callGrammar && model.toolCall ? new CallGrammar(model.model, callGrammar, model.markerBias) : null;
+    this.calls = callGrammar && model.callOpen ? new CallGrammar(model.model, callGrammar, model.markerBias) : null;
     this.formatState = grammar ? new LlamaGrammarEvaluationState({ model: model.model, grammar }) : null;
     this.streamer = new TextStreamer([...this.userStops, ...plan.hiddenStops, ...grammarStops]);
     this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
     this.maxToolCalls = job.request.maxToolCalls ?? Infinity;
-    this.declared = new Set(job.request.tools?.map((tool) => tool.name));
-    this.mode = this.startsInReasoning() ? 'reasoning' : 'text';
+    this.specialTokens = model.format !== null;
+    // A resumed stream's calls keep the ids the client already has.
+    const callId = (index: number): string => this.plan.toolCallIds?.[index] ?? `call_${randomBytes(12).toString('hex')}`;
+    this.parser = createOutputParser(model.format ?? RAW_FORMAT, {
+      tools: new Map(job.request.tools?.map((tool) => [tool.name, tool.parameters])),
+      startInReasoning: plan.startInReasoning,
+      callId,
+      emit: (event) => this.parsed.push(event),
+    });
     this.recent = prompt.slice(-4);
     this.predictionsBefore = predictionCounts(plan.sequence);
   }
@@ -149,13 +159,13 @@ export class Decode {
    * finish reason when they had already ended the output.
    */
   private replay(resume: ResumeReplay): FinishReason | null {
-    // A forced call's opening marker was written, not sampled: the call opens as it did there.
-    const forced = this.plan.forceToolCall && this.model.toolCall !== null && this.calls !== null;
-    if (forced) {
-      if (resume.tokens[0] !== this.model.toolCall?.open) throw resume.notForcedCall();
-      this.forceCall();
+    // A forced call's opening tokens were written, not sampled: the call opens as it did there.
+    const open = this.forcedOpen();
+    if (open) {
+      if (open.some((token, i) => resume.tokens[i] !== token)) throw resume.notForcedCall();
+      this.forceCall(open);
     }
-    return resume.replay<Token>(this.release, (token) => this.replayStep(token), forced ? 1 : 0);
+    return resume.replay<Token>(this.release, (token) => this.replayStep(token), open?.length ?? 0);
   }
 
   /** One delivered token: the grammars that held it when it was sampled go past it, then it is handled as then. */
@@ -176,33 +186,31 @@ export class Decode {
     return keep;
   }
 
-  /** A template that opens the reasoning block itself leaves the model inside it. */
-  private startsInReasoning(): boolean {
-    const { reasoning } = this.model;
-    if (!reasoning) return false;
-    const open = this.plan.prompt.lastIndexOf(reasoning.open);
-    return open !== -1 && this.plan.prompt.lastIndexOf(reasoning.close) < open;
+  /** The call opening a forced call starts with, or null when the request does not force one. */
+  private forcedOpen(): Token[] | null {
+    return this.plan.forceToolCall && this.model.callOpen && this.calls ? this.model.callOpen : null;
   }
 
   /**
-   * The last prompt token, and for a forced tool call the call's opening marker, written for the
+   * The last prompt token, and for a forced tool call the call's opening tokens, written for the
    * model: it starts inside the call and the call grammar holds it to the allowed names and schemas.
    */
   private firstInput(): Token[] {
     const input = this.plan.prompt.slice(-1);
-    if (this.plan.forceToolCall && this.model.toolCall && this.calls) {
-      input.push(this.model.toolCall.open);
-      this.release.written(this.model.toolCall.open);
-      this.forceCall();
+    const open = this.forcedOpen();
+    if (open) {
+      input.push(...open);
+      for (const token of open) this.release.written(token);
+      this.forceCall(open);
     }
     return input;
   }
 
-  /** The model starts inside a forced call, whose opening marker the decode wrote. */
-  private forceCall(): void {
-    this.completion++;
-    this.mode = 'tool';
-    this.toolCall = this.newToolCall();
+  /** The model starts inside a forced call, whose opening the decode wrote. */
+  private forceCall(open: Token[]): void {
+    this.completion += open.length;
+    this.parser.push(this.model.model.detokenize(open, true));
+    this.parsed.length = 0;
     this.forced = true;
     this.calls?.open();
   }
@@ -237,91 +245,68 @@ export class Decode {
     return 'length';
   }
 
-  /** Routes one sampled token; returns a finish reason when it ends the output. */
+  /** Reads one sampled token; returns a finish reason when it ends the output. */
   private step(token: Token): FinishReason | null {
-    if (this.model.model.isEogToken(token)) return this.toolIndex > 0 ? 'tool_calls' : 'stop';
+    if (this.model.model.isEogToken(token)) return this.parser.calls > 0 ? 'tool_calls' : 'stop';
     this.completion++;
-    if (this.mode === 'reasoning') this.reasoningTokens++;
-    const outcome = this.isMarker(token) ? this.onMarker(token) : this.onContent(token);
+    const outcome = this.onContent(token);
     // A character still incomplete is not checked against the token limit until it is.
     if (outcome === 'incomplete') return null;
     if (outcome) return outcome;
     return this.completion >= this.maxTokens ? 'length' : null;
   }
 
-  private isMarker(token: Token): boolean {
-    const { reasoning, toolCall } = this.model;
-    if (reasoning && (token === reasoning.open || token === reasoning.close)) return true;
-    // A closing tool-call marker outside a call is plain text (except right after a call the grammar ended).
-    return toolCall !== null && (token === toolCall.open || (token === toolCall.close && (this.toolCall !== null || this.calls?.closing === true)));
-  }
-
-  /** A reasoning or tool-call marker switches mode; closing a call may end the output. */
-  private onMarker(token: Token): FinishReason | null {
-    const { reasoning } = this.model;
-    if (reasoning && (token === reasoning.open || token === reasoning.close)) {
-      this.flushText();
-      // Reasoning is what the model wrote from its opening marker through its closing one, both counted
-      // (the closing one in `step`, while the mode is still reasoning).
-      if (token === reasoning.open && this.mode !== 'reasoning') this.reasoningTokens++;
-      this.mode = token === reasoning.open ? 'reasoning' : 'text';
-      return null;
-    }
-    if (token === this.model.toolCall?.open) {
-      this.flushText();
-      this.mode = 'tool';
-      this.toolCall = this.newToolCall();
-      this.calls?.open();
-      return null;
-    }
-    if (this.toolCall === null) {
-      // The closing marker of a call whose JSON already closed: it was counted then.
-      this.calls?.close();
-      return null;
-    }
-    this.calls?.close();
-    this.endToolCall();
-    this.mode = 'text';
-    // max_tool_calls / parallel_tool_calls: false — the response ends with the last call allowed.
-    return this.toolIndex >= this.maxToolCalls ? 'tool_calls' : null;
-  }
-
-  /** Text for the current tool call or for the client; 'incomplete' while a character is split. */
+  /** The token's text through the parser; 'incomplete' while a character is split. */
   private onContent(token: Token): FinishReason | 'incomplete' | null {
-    const { pending, recent } = this;
+    const { pending, recent, parser } = this;
     pending.push(token);
-    const text = this.model.model.detokenize(pending, false, recent);
+    const text = this.model.model.detokenize(pending, this.specialTokens, recent);
     // A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
     if (text.endsWith('\uFFFD') && pending.length < 4) return 'incomplete';
     recent.push(...pending);
     if (recent.length > 4) recent.splice(0, recent.length - 4);
+    // Reasoning is what the model wrote from its opening marker through its closing one, both counted.
+    const wasReasoning = parser.reasoning;
+    const wasInCall = parser.inCall;
+    parser.push(text);
+    if (wasReasoning || parser.reasoning) this.reasoningTokens += pending.length;
     pending.length = 0;
-    if (this.toolCall) {
-      this.toolCall.push(text);
-      if (!this.calls?.push(text)) return null;
-      // The call's JSON closed: it is complete. A forced call ends the output; otherwise the model
-      // goes on (closing the marker, another call, text) unless that was the last call allowed.
-      this.endToolCall();
-      this.mode = 'text';
-      return this.forced || this.toolIndex >= this.maxToolCalls ? 'tool_calls' : null;
-    }
-    if (this.calls?.closing) {
-      if (text.trim() === '') return null;
-      this.calls.close();
-    }
-    return this.emitText(text) ? 'stop' : null;
+    if (this.publish()) return 'stop';
+    if (parser.completedCalls >= this.maxToolCalls) return 'tool_calls';
+    return this.followCall(wasInCall, text);
   }
 
-  private newToolCall(): ToolCallParser {
-    // A resumed stream's calls keep the ids the client already has.
-    const id = this.plan.toolCallIds?.[this.toolIndex] ?? `call_${randomBytes(12).toString('hex')}`;
-    return new ToolCallParser(this.toolIndex, id, this.emit, this.declared);
+  /**
+   * The call grammar follows the parser: on as a call opens, off as it ends. When a held call's JSON
+   * closes, a forced call ends the output, and so does the last call allowed (max_tool_calls).
+   */
+  private followCall(wasInCall: boolean, text: string): FinishReason | null {
+    const { calls, parser } = this;
+    if (!calls) return null;
+    if (wasInCall && calls.holding && calls.push(text)) {
+      return this.forced || parser.calls >= this.maxToolCalls ? 'tool_calls' : null;
+    }
+    if (!wasInCall && parser.inCall) calls.open();
+    else if (wasInCall && !parser.inCall) calls.close();
+    return null;
   }
 
-  /** Closes the open call; one that parsed as a call to a declared tool counts. */
-  private endToolCall(): void {
-    if (this.toolCall?.end()) this.toolIndex++;
-    this.toolCall = null;
+  /** Sends what the parser read, the answer through the stop strings; true when a stop string ended it. */
+  private publish(): boolean {
+    const { parsed } = this;
+    let stopped = false;
+    for (const event of parsed) {
+      if (event.type === 'text') {
+        stopped = this.emitText(event.text);
+        if (stopped) break;
+        continue;
+      }
+      // Answer text held back (a possible stop string) goes out before what follows it.
+      this.flushText();
+      this.emit(event);
+    }
+    parsed.length = 0;
+    return stopped;
   }
 
   /** Sends text held back only as long as it may be a stop string; true when a stop string ended it. */
@@ -343,13 +328,14 @@ export class Decode {
   }
 
   private emitDelta(text: string): void {
-    this.emit({ type: this.mode === 'reasoning' ? 'reasoning' : 'text', text });
+    this.emit({ type: 'text', text });
   }
 
   private finish(reason: FinishReason, cached: number, evaluationStartedAt: number): Usage {
     // What was held back goes out now, with the ids that produced it.
     this.release.step(null, () => {
-      this.toolCall?.abandon();
+      this.parser.end();
+      this.publish();
       this.flushText();
     });
     const { prompt, job } = this.plan;

@@ -17,7 +17,7 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
   readonly id: string;
   readonly slots: number;
   readonly kind: Exclude<ModelKind, 'chat'>;
-  readonly reasoningMarkers = null;
+  readonly format = null;
   readonly capabilities: ModelCapabilities = { tools: false, reasoning: false, vision: false };
   private readonly pool: SlotPool<RetrievalContext>;
   private readonly vocabularySize: number;

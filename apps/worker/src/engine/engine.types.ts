@@ -38,6 +38,10 @@ export interface ModelSpec {
   draft?: string;
   /** Absent: chat. */
   kind?: ModelKind;
+  /** The catalogue's chat template, for a GGUF whose own is missing or broken (`chat_template`). */
+  chatTemplate?: string;
+  /** The catalogue's output format, where the template's fingerprint is not enough (`format`). */
+  format?: string;
 }
 
 export interface GenerateJob {
@@ -60,8 +64,8 @@ export interface EngineModel {
   readonly slots: number;
   readonly inFlight: number;
   readonly queued: number;
-  /** Markers found in the vocabulary at load, e.g. `<think>`…`</think>`. */
-  readonly reasoningMarkers: readonly [string, string] | null;
+  /** How it writes reasoning and calls, and how that was chosen (`hermes (the template's fingerprint)`); null without chat output. */
+  readonly format: string | null;
   readonly capabilities: ModelCapabilities;
   /** Prompt tokens of a request as this model's template and tokenizer render it. */
   countTokens(request: CanonicalRequest): number;

@@ -18,7 +18,9 @@ import { availableParallelism } from 'node:os';
 import type { ModelFacts } from '@cortex/contracts';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
 import { RetrievalEngineModel } from './embed.js';
-import { LlamaEngineModel } from './llama-model.js';
+import { LlamaEngineModel, type ModelDialect } from './llama-model.js';
+import { detectFormat, formatById, FORMATS } from './formats/families.js';
+import { TemplatePrompt } from './formats/template-prompt.js';
 import { memoAsync } from './memo.js';
 import { remoteSizes } from './model-download.js';
 import { isRemote, remoteSource } from './model-source.js';
@@ -196,7 +198,7 @@ export class LlamaEngine implements Engine {
       if (spec.kind === 'embedding' || spec.kind === 'ranking') return await RetrievalEngineModel.create(spec, model, this.threads);
       const context = await this.createContext(model, spec);
       speculation = spec.draft ? await this.speculation(spec.draft, spec, model) : null;
-      return new LlamaEngineModel(spec, model, context, this.chatWrapperFor(model, spec.path), speculation, this.garbage);
+      return new LlamaEngineModel(spec, model, context, this.dialectFor(model, spec), speculation, this.garbage);
     } catch (error) {
       await speculation?.dispose();
       await model.dispose();
@@ -238,6 +240,21 @@ export class LlamaEngine implements Engine {
     const attention = (model.fileInfo.architectureMetadata as { attention?: { head_count?: number; key_length?: number } }).attention;
     const headDim = attention?.key_length ?? (attention?.head_count ? model.embeddingVectorSize / attention.head_count : undefined);
     return headDim !== undefined && headDim < SMALL_HEAD_DIM;
+  }
+
+  /**
+   * How the model renders prompts and writes its output: its own chat template (the catalogue's
+   * `chat_template` where it gives one) and the format that template teaches (the catalogue's `format`
+   * where it names one). A GGUF without a template is rendered by node-llama-cpp's wrapper for it.
+   */
+  private dialectFor(model: LlamaModel, spec: Pick<ModelSpec, 'path' | 'chatTemplate' | 'format'>): ModelDialect {
+    const source = spec.chatTemplate ?? model.fileInfo.metadata.tokenizer?.chat_template ?? '';
+    const template = source ? new TemplatePrompt(source, model) : null;
+    const named = spec.format ? formatById(spec.format) : undefined;
+    if (spec.format && !named) throw new Error(`its format '${spec.format}' is not one cortex knows (${Object.keys(FORMATS).join(', ')})`);
+    const format = named ?? detectFormat(source);
+    const chosenBy = named ? 'named by the catalogue' : source ? `recognised in ${spec.chatTemplate ? "the catalogue's" : 'its'} chat template` : 'no chat template';
+    return { prompt: template ?? this.chatWrapperFor(model, spec.path), format, chosenBy };
   }
 
   private chatWrapperFor(model: LlamaModel, path: string): ChatWrapper {

@@ -1,9 +1,10 @@
 import { TokenBias, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
 import { CortexError, type CanonicalRequest, type ModelCapabilities, type ToolDefinition } from '@cortex/contracts';
-import { Decode, type DecodeModel, type MarkerPair } from './decode.js';
+import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
-import { probeMarkers, REASONING_MARKERS, TOOL_CALL_MARKERS } from './markers.js';
+import type { ChatFormat } from './formats/chat-format.js';
+import { TemplatePrompt } from './formats/template-prompt.js';
 import { OutputCheck } from './output-check.js';
 import { PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
@@ -18,17 +19,29 @@ import { NativeGarbage, samplerBytes } from './native-garbage.js';
 import { vocabularySize } from './vocabulary.js';
 
 /**
+ * How a loaded model renders prompts and reads its output: its own chat template (or, for a GGUF
+ * without one, node-llama-cpp's chat wrapper) and the format of its family (see ChatFormat).
+ */
+export interface ModelDialect {
+  /** The model's chat template; node-llama-cpp's chat wrapper for a GGUF without one. */
+  prompt: TemplatePrompt | ChatWrapper;
+  format: ChatFormat;
+  /** How the format was chosen, for the load log (`the template's fingerprint`, `the catalogue`). */
+  chosenBy: string;
+}
+
+/**
  * One loaded model: a context with `slots` sequences and cortex's own decode loop (`decode.ts`). The
- * prompt is rendered by the model's chat wrapper; a request waits for a free sequence, preferring the
- * one that already holds the longest part of its prompt, and is decoded there.
+ * prompt is rendered by the model's chat template; a request waits for a free sequence, preferring
+ * the one that already holds the longest part of its prompt, and is decoded there.
  */
 export class LlamaEngineModel implements EngineModel {
   readonly id: string;
   readonly slots: number;
-  readonly reasoningMarkers: readonly [string, string] | null;
+  readonly format: string;
   readonly capabilities: ModelCapabilities;
   private readonly pool: SlotPool<LlamaContextSequence>;
-  private readonly chatWrapper: ChatWrapper;
+  private readonly dialect: ModelDialect;
   /**
    * Tokenizes rendered prompts, remembering each message's tokens for the conversation's next turn.
    * It keeps as much text as the model's sequences hold tokens, at a plausible 4 bytes per token.
@@ -48,7 +61,7 @@ export class LlamaEngineModel implements EngineModel {
     spec: ModelSpec,
     private readonly model: LlamaModel,
     private readonly context: LlamaContext,
-    chatWrapper: ChatWrapper,
+    dialect: ModelDialect,
     private readonly speculation: Speculation | null = null,
     private readonly garbage: NativeGarbage = new NativeGarbage(0),
   ) {
@@ -56,26 +69,24 @@ export class LlamaEngineModel implements EngineModel {
     this.slots = spec.slots;
     const sequences = Array.from({ length: spec.slots }, () => context.getSequence(speculation ? { tokenPredictor: speculation.predictor() } : undefined));
     this.pool = new SlotPool(sequences, spec.maxQueue, spec.queueOrder);
-    this.chatWrapper = chatWrapper;
+    this.dialect = dialect;
+    this.format = `${dialect.format.id} (${dialect.chosenBy})`;
     this.promptTokenizer = memoTokenizer(model.tokenizer, spec.contextSize * spec.slots * PLAUSIBLE_BYTES_PER_TOKEN);
-    const tokenize = (text: string): Token[] => model.tokenize(text, true);
-    const reasoningProbe = probeMarkers(REASONING_MARKERS, tokenize);
-    const reasoning: MarkerPair | null = reasoningProbe ? { open: reasoningProbe.open as Token, close: reasoningProbe.close as Token } : null;
-    this.reasoningMarkers = reasoningProbe?.pair ?? null;
-    const tool = probeMarkers(TOOL_CALL_MARKERS, tokenize);
-    const toolCall: MarkerPair | null = tool ? { open: tool.open as Token, close: tool.close as Token } : null;
-    const markers = [reasoning?.open, reasoning?.close, toolCall?.open, toolCall?.close].filter((t) => t !== undefined);
+    const { format } = dialect;
+    const callOpen = grammarCallOpen(format, model);
     // Marker tokens banned while a grammar holds the output: a marker's text can fit inside a JSON
     // string, and read as a marker it would open a new call (or reasoning) inside the one being written.
+    const markers = formatMarkers(format).flatMap((marker) => singleToken(model, marker) ?? []);
     const markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
-    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, reasoning, toolCall, markerBias };
-    this.rawDecodeModel = { ...this.decodeModel, reasoning: null, toolCall: null, markerBias: undefined };
+    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, callOpen, markerBias };
+    this.rawDecodeModel = { ...this.decodeModel, format: null, callOpen: null, markerBias: undefined };
     this.grammars = new GrammarCache(model.llama);
     this.vocabularySize = vocabularySize(model);
     this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);
     this.capabilities = {
-      tools: toolCall !== null,
-      reasoning: reasoning !== null,
+      tools: format.tools !== undefined || format.harmony !== undefined,
+      reasoning: format.reasoning !== undefined || format.harmony !== undefined,
+      format: format.id,
       vision: false,
       completions: true,
       fim: fimTokens(model) !== null,
@@ -117,13 +128,20 @@ export class LlamaEngineModel implements EngineModel {
     return atLeast >= contextSize ? atLeast : null;
   }
 
-  private render(request: CanonicalRequest): { prompt: Token[]; stops: string[] } {
-    if (request.raw) return { prompt: renderRawPrompt(this.model, this.id, request.raw), stops: [] };
-    const { contextText, stopGenerationTriggers } = this.chatWrapper.generateContextState({
+  private render(request: CanonicalRequest): { prompt: Token[]; stops: string[]; startInReasoning: boolean } {
+    if (request.raw) return { prompt: renderRawPrompt(this.model, this.id, request.raw), stops: [], startInReasoning: false };
+    const { prompt: template, format } = this.dialect;
+    if (template instanceof TemplatePrompt) {
+      const text = template.text(request.messages, request.tools);
+      // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
+      const startInReasoning = format.reasoning !== undefined && text.trimEnd().endsWith(format.reasoning.open);
+      return { prompt: template.tokens(text, this.promptTokenizer), stops: [], startInReasoning };
+    }
+    const { contextText, stopGenerationTriggers } = template.generateContextState({
       chatHistory: toChatHistory(request.messages),
       availableFunctions: toFunctions(request.tools),
     });
-    return { prompt: contextText.tokenize(this.promptTokenizer), stops: stopTexts(stopGenerationTriggers) };
+    return { prompt: contextText.tokenize(this.promptTokenizer), stops: stopTexts(stopGenerationTriggers), startInReasoning: false };
   }
 
   async generate(job: GenerateJob): Promise<void> {
@@ -141,13 +159,13 @@ export class LlamaEngineModel implements EngineModel {
         { param: request.raw ? 'prompt' : 'messages' },
       );
     }
-    const { prompt, stops } = rendered;
+    const { prompt, stops, startInReasoning } = rendered;
     const forced = this.forcedToolCall(request);
     const resume = job.resume ? this.resumeOf(job, prompt.length) : undefined;
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
     // grammar holds each call from its opening marker (a forced call from the first token).
     const grammar = !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
-    const callable = forced ?? (grammar || request.raw || !this.decodeModel.toolCall ? null : request.tools);
+    const callable = forced ?? (grammar || request.raw || !this.decodeModel.callOpen ? null : request.tools);
     const callGrammar = callable?.length ? await this.grammars.forToolCall(callable) : null;
     // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
     const shared = new Map<LlamaContextSequence, number>();
@@ -165,7 +183,7 @@ export class LlamaEngineModel implements EngineModel {
       lookUpIn(sequence, context);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
       const replay = { resume, replayed: check.active ? check.observe : undefined, toolCallIds: job.resume?.toolCallIds };
-      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, grammar, callGrammar, forceToolCall: forced !== null, emit, echo, ...replay };
+      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, startInReasoning, grammar, callGrammar, forceToolCall: forced !== null, emit, echo, ...replay };
       charged = chargedTokens(await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run());
     } finally {
       this.pool.release(sequence, charged);
@@ -186,10 +204,10 @@ export class LlamaEngineModel implements EngineModel {
   private forcedToolCall(request: CanonicalRequest): ToolDefinition[] | null {
     const choice = request.toolChoice;
     if (!choice || choice === 'auto' || !request.tools?.length) return null;
-    if (!this.decodeModel.toolCall) {
+    if (!this.decodeModel.callOpen) {
       throw new CortexError(
         'invalid_request',
-        `tool_choice '${choice}' cannot be enforced: ${this.id} writes no tool calls cortex can parse (it has no single-token <tool_call> marker); send tool_choice 'auto' or use a tool-calling model`,
+        `tool_choice '${choice}' cannot be enforced: ${this.id} writes its calls in the ${this.dialect.format.id} format, which cortex cannot hold to a grammar yet; send tool_choice 'auto' or use a model whose calls are JSON in single-token markers`,
         { param: 'tool_choice' },
       );
     }
@@ -207,4 +225,38 @@ export class LlamaEngineModel implements EngineModel {
     const failed = results.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
   }
+}
+
+/** Every marker a format writes: banned as tokens while a grammar holds the output. */
+function formatMarkers(format: ChatFormat): string[] {
+  const { reasoning, tools, harmony } = format;
+  return [
+    reasoning?.open,
+    reasoning?.close,
+    tools?.sectionOpen,
+    tools?.sectionClose,
+    tools?.callOpen,
+    tools?.callClose,
+    ...(harmony ? [harmony.start, harmony.channel, harmony.message, ...harmony.ends] : []),
+  ].filter((marker): marker is string => Boolean(marker));
+}
+
+/** The one token `text` is, or null when it is several (or none). */
+function singleToken(model: LlamaModel, text: string): Token | null {
+  const tokens = model.tokenize(text, true);
+  return tokens.length === 1 ? (tokens[0] as Token) : null;
+}
+
+/**
+ * The tokens opening a call the call grammar can hold: the grammar writes `{"name": …, "arguments": …}`
+ * (see GrammarCache.forToolCall), so it fits a format whose call is that JSON between single-token
+ * markers. Null for every other format: its calls are parsed, not held.
+ */
+function grammarCallOpen(format: ChatFormat, model: LlamaModel): Token[] | null {
+  const tools = format.tools;
+  if (!tools || tools.sectionOpen || tools.atStart || !tools.callClose || tools.body.kind !== 'json') return null;
+  const { body } = tools;
+  if (body.list || body.nameAsKey || body.nameKeys[0] !== 'name' || body.argKeys[0] !== 'arguments') return null;
+  const open = singleToken(model, tools.callOpen);
+  return open !== null && singleToken(model, tools.callClose) !== null ? [open] : null;
 }

@@ -65,7 +65,7 @@ class SyntheticModel implements EngineModel {
   readonly id: string;
   readonly slots: number;
   readonly sizeBytes = MIB;
-  readonly reasoningMarkers = null;
+  readonly format = null;
   readonly capabilities: ModelCapabilities = { tools: false, reasoning: false, vision: false };
   private readonly pool: SlotPool<number>;
   private readonly streams = new Set<Stream>();

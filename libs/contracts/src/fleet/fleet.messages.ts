@@ -1,5 +1,5 @@
 import { Type } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, Min, ValidateNested, IsArray, IsObject } from 'class-validator';
+import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, MaxLength, Min, ValidateNested, IsArray, IsObject } from 'class-validator';
 import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
 import { maxLength, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalString, string } from '../fields.js';
 
@@ -8,10 +8,12 @@ export type ModelState = (typeof MODEL_STATES)[number];
 
 /** What a loaded model can do, as its worker found out at load (marker tokens, template). */
 export class ModelCapabilities {
-  /** Emits tool calls cortex parses (`<tool_call>` … as single tokens). */
+  /** Writes tool calls in a format cortex parses. */
   @IsBoolean() tools!: boolean;
-  /** Emits reasoning between single-token markers (`<think>` …). */
+  /** Writes reasoning cortex splits from the answer. */
   @IsBoolean() reasoning!: boolean;
+  /** The output format its chat template teaches (`hermes`, `qwen3-coder`, `gpt-oss`, …; see docs/compatibility.md). */
+  @IsOptional() @IsString() @MaxLength(64) format?: string;
   /** Accepts images (never, with the text-only backend). */
   @IsBoolean() vision!: boolean;
   /** Serves legacy text completions (`/v1/completions`: a raw prompt, no chat template). */

@@ -1,0 +1,453 @@
+import type { StreamEventBody } from '@cortex/contracts';
+import { callParser, type CallParser, type CallSink } from './call-body.js';
+import type { ChatFormat, HarmonySyntax, ToolSyntax } from './chat-format.js';
+import { scan } from './scan.js';
+
+/** What the parser sends: the answer, the reasoning, and each tool call as it streams. */
+export type ParsedEvent = Extract<StreamEventBody, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
+
+export interface ParserOptions {
+  /** The declared tools by name, with their parameters' JSON schema; null takes any name (the syntax alone). */
+  readonly tools: ReadonlyMap<string, Record<string, unknown> | undefined> | null;
+  /** The prompt left the model inside its reasoning block (the template's generation prompt opened it). */
+  readonly startInReasoning?: boolean;
+  /** The id of call `index` where the output gives none. */
+  readonly callId: (index: number) => string;
+  readonly emit: (event: ParsedEvent) => void;
+}
+
+/**
+ * Reads a model's output as it streams — text with special tokens shown — and sends the answer,
+ * the reasoning and the tool calls as events, by the model's format (see ChatFormat). Text that may
+ * be the start of a marker is held until the next piece says; a marker never reaches the answer.
+ * Fed in any cuts, the events add up to the same answer, reasoning and calls.
+ */
+export interface OutputParser {
+  push(text: string): void;
+  /** The output is over: what is held goes out, an open call ends (or is given back as text). */
+  end(): void;
+  /** Calls sent so far. */
+  readonly calls: number;
+  /** Calls whose arguments are complete. */
+  readonly completedCalls: number;
+  /** Inside a call's text now (the call grammar holds the output there). */
+  readonly inCall: boolean;
+  /** Inside the reasoning now. */
+  readonly reasoning: boolean;
+}
+
+export function createOutputParser(format: ChatFormat, options: ParserOptions): OutputParser {
+  return format.harmony ? new HarmonyParser(format.harmony, options) : new MarkerParser(format, options);
+}
+
+/** The calls of one output: each announced once its name is known, numbered in order. */
+class Calls implements CallSink {
+  count = 0;
+  completed = 0;
+  private tool: Record<string, unknown> | undefined;
+
+  constructor(private readonly options: ParserOptions) {}
+
+  private declared(name: string): boolean {
+    return this.options.tools === null || this.options.tools.has(name);
+  }
+
+  start(name: string, id?: string): boolean {
+    if (!name || !this.declared(name)) return false;
+    const index = this.count++;
+    this.tool = this.options.tools?.get(name);
+    this.options.emit({ type: 'tool_call', index, id: id ?? this.options.callId(index), name });
+    return true;
+  }
+
+  args(delta: string): void {
+    if (delta) this.options.emit({ type: 'tool_args', index: this.count - 1, delta });
+  }
+
+  whole(calls: ReadonlyArray<{ name: string; arguments: string; id?: string }>): boolean {
+    if (calls.length === 0 || calls.some((call) => !this.declared(call.name))) return false;
+    for (const call of calls) {
+      this.start(call.name, call.id);
+      this.args(call.arguments);
+    }
+    return true;
+  }
+
+  typesOf(key: string): readonly string[] | undefined {
+    const properties = this.tool?.properties as Record<string, Record<string, unknown> | undefined> | undefined;
+    return schemaTypes(properties?.[key]);
+  }
+}
+
+/** The JSON types a schema allows (`type`, a list of types, or the types of its `anyOf`/`oneOf` branches). */
+function schemaTypes(schema: Record<string, unknown> | undefined): string[] | undefined {
+  if (!schema) return undefined;
+  const { type } = schema;
+  if (typeof type === 'string') return [type];
+  if (Array.isArray(type)) return type.filter((t): t is string => typeof t === 'string');
+  const branches = (schema.anyOf ?? schema.oneOf) as Array<Record<string, unknown>> | undefined;
+  if (!Array.isArray(branches)) return undefined;
+  const types = branches.flatMap((branch) => schemaTypes(branch) ?? []);
+  return types.length > 0 ? [...new Set(types)] : undefined;
+}
+
+type Mode = 'text' | 'reasoning' | 'section' | 'call';
+
+/** Formats whose blocks are marked: reasoning, a section of calls, each call. */
+class MarkerParser implements OutputParser {
+  private mode: Mode;
+  private buffer = '';
+  private readonly sink: Calls;
+  private body: CallParser | null = null;
+  /** The call's text as written, markers included: given back as text when it is not a call to a declared tool. */
+  private raw = '';
+  private inSection = false;
+  /** Something other than white space has been answered (a bare-JSON call can only come first). */
+  private answered = false;
+  private readonly textMarkers: string[];
+  /** What ends the reasoning: its closing marker, and a call where the family's calls end it. */
+  private readonly reasoningMarkers: string[];
+  private readonly tools: ToolSyntax | undefined;
+
+  constructor(
+    private readonly format: ChatFormat,
+    private readonly options: ParserOptions,
+  ) {
+    this.sink = new Calls(options);
+    this.mode = options.startInReasoning && format.reasoning ? 'reasoning' : 'text';
+    // Calls are looked for only when the request declares tools (or the syntax alone is asked for).
+    this.tools = format.tools && (options.tools === null || options.tools.size > 0) ? format.tools : undefined;
+    const tools = this.tools;
+    // A call can open without its section (Kimi writes bare calls too).
+    this.textMarkers = [format.reasoning?.open, tools?.sectionOpen, tools?.callOpen, tools?.bareOpen, ...(format.strip ?? [])].filter(
+      (marker): marker is string => Boolean(marker),
+    );
+    this.reasoningMarkers = [format.reasoning?.close, ...(tools?.endsReasoning ? [tools.sectionOpen, tools.callOpen, tools.bareOpen] : [])].filter(
+      (marker): marker is string => Boolean(marker),
+    );
+  }
+
+  get calls(): number {
+    return this.sink.count;
+  }
+
+  get completedCalls(): number {
+    return this.sink.completed;
+  }
+
+  get inCall(): boolean {
+    return this.mode === 'call';
+  }
+
+  get reasoning(): boolean {
+    return this.mode === 'reasoning';
+  }
+
+  push(text: string): void {
+    this.buffer += text;
+    this.drain(false);
+  }
+
+  end(): void {
+    this.drain(true);
+    if (this.mode === 'call') this.endCall('');
+  }
+
+  private drain(final: boolean): void {
+    for (;;) {
+      const progressed = this.mode === 'call' ? this.callStep(final) : this.blockStep(final);
+      if (!progressed) return;
+    }
+  }
+
+  /** Text, reasoning or the space between calls: up to the next marker. Returns whether to go on. */
+  private blockStep(final: boolean): boolean {
+    const { tools } = this;
+    if (this.mode === 'text' && tools?.atStart && !this.answered) {
+      const trimmed = this.buffer.trimStart();
+      if (!trimmed) return this.holdOrFlush(final);
+      this.answered = true;
+      if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
+        this.buffer = trimmed;
+        this.openCall('');
+        return true;
+      }
+    }
+    const markers =
+      this.mode === 'reasoning' ? this.reasoningMarkers : this.mode === 'section' ? [tools?.callOpen ?? '', tools?.sectionClose ?? ''] : this.textMarkers;
+    const found = scan(this.buffer, markers, final);
+    const upto = found.at !== -1 ? found.at : final ? this.buffer.length : found.safe;
+    this.out(this.buffer.slice(0, upto));
+    this.buffer = this.buffer.slice(found.at !== -1 ? found.at + found.marker.length : upto);
+    if (found.at === -1) return false;
+    this.onMarker(found.marker);
+    return true;
+  }
+
+  private holdOrFlush(final: boolean): boolean {
+    if (final) {
+      this.out(this.buffer);
+      this.buffer = '';
+    }
+    return false;
+  }
+
+  private onMarker(marker: string): void {
+    const { format, tools } = this;
+    if (this.mode === 'reasoning') {
+      this.mode = 'text';
+      // A call that ended the reasoning is read as one.
+      if (marker !== format.reasoning?.close) this.onMarker(marker);
+      return;
+    }
+    if (format.reasoning && marker === format.reasoning.open && this.mode === 'text') {
+      this.mode = 'reasoning';
+      return;
+    }
+    if (format.strip?.includes(marker) && this.mode === 'text') return;
+    if (!tools) return;
+    if (marker === tools.sectionClose) {
+      this.inSection = false;
+      this.mode = 'text';
+      return;
+    }
+    if (marker === tools.sectionOpen && this.mode === 'text') {
+      this.inSection = true;
+      this.mode = 'section';
+      return;
+    }
+    if (marker === tools.bareOpen && marker !== tools.callOpen) {
+      // The call's own text: read by its body, which expects it.
+      this.openCall('');
+      this.buffer = marker + this.buffer;
+      return;
+    }
+    this.openCall(marker);
+  }
+
+  private openCall(marker: string): void {
+    const tools = this.tools as ToolSyntax;
+    this.raw = marker;
+    this.mode = 'call';
+    this.body = callParser(tools.body, this.sink, tools.callClose !== undefined);
+  }
+
+  /** Inside a call: its text goes to the call's body parser up to the marker that ends it. */
+  private callStep(final: boolean): boolean {
+    const tools = this.tools as ToolSyntax;
+    const body = this.body as CallParser;
+    // A call ends at its closing marker, the end of its section, or the next call's opening.
+    const ends = [tools.callClose ?? '', this.inSection ? (tools.sectionClose ?? '') : '', tools.callOpen];
+    const found = scan(this.buffer, ends, final);
+    const upto = found.at !== -1 ? found.at : final ? this.buffer.length : found.safe;
+    const taken = body.push(this.buffer.slice(0, upto));
+    this.raw += this.buffer.slice(0, taken);
+    this.buffer = this.buffer.slice(taken);
+    if (body.done) {
+      // The call ended inside its text (its JSON closed): what follows is the answer again.
+      this.endCall('');
+      return true;
+    }
+    if (found.at === -1) return false;
+    if (found.marker === tools.callOpen && found.marker !== tools.callClose) {
+      this.endCall('');
+      return true;
+    }
+    this.buffer = this.buffer.slice(found.marker.length);
+    if (found.marker === tools.sectionClose && this.inSection) {
+      this.endCall(found.marker);
+      this.inSection = false;
+      this.mode = 'text';
+      return true;
+    }
+    this.endCall(found.marker);
+    return true;
+  }
+
+  private endCall(closer: string): void {
+    const body = this.body as CallParser;
+    this.body = null;
+    const raw = this.raw + closer;
+    this.raw = '';
+    if (body.end()) this.sink.completed = this.sink.count;
+    else {
+      // Not a call to a declared tool: what the model wrote is the answer, so nothing is lost.
+      this.answerText(raw);
+    }
+    this.mode = this.inSection ? 'section' : 'text';
+  }
+
+  private out(text: string): void {
+    if (!text) return;
+    if (this.mode === 'reasoning') this.options.emit({ type: 'reasoning', text });
+    else if (this.mode === 'text') this.answerText(text);
+    // White space between the calls of a section is layout.
+    else if (text.trim()) this.answerText(text);
+  }
+
+  private answerText(text: string): void {
+    if (!text) return;
+    if (text.trim()) this.answered = true;
+    this.options.emit({ type: 'text', text });
+  }
+}
+
+type HarmonyBody = 'text' | 'reasoning' | 'call' | 'dropped';
+
+/**
+ * Harmony (gpt-oss): a run of messages, each a header up to `<|message|>` and a body up to an end
+ * marker. The header's channel and recipient say what the body is: `analysis` reasoning, `final`
+ * and recipient-less `commentary` (a preamble) the answer, `to=functions.NAME` a call whose body is
+ * its JSON arguments.
+ */
+class HarmonyParser implements OutputParser {
+  private phase: 'between' | 'header' | 'body' = 'between';
+  private buffer = '';
+  private header = '';
+  private body: HarmonyBody = 'text';
+  private readonly sink: Calls;
+  /** A call's argument text not sent yet: white space before the end marker is layout. */
+  private held = '';
+  private begun = false;
+
+  constructor(
+    private readonly syntax: HarmonySyntax,
+    private readonly options: ParserOptions,
+  ) {
+    this.sink = new Calls(options);
+  }
+
+  get calls(): number {
+    return this.sink.count;
+  }
+
+  get completedCalls(): number {
+    return this.sink.completed;
+  }
+
+  get inCall(): boolean {
+    return this.phase === 'body' && this.body === 'call';
+  }
+
+  get reasoning(): boolean {
+    return this.phase === 'body' && this.body === 'reasoning';
+  }
+
+  push(text: string): void {
+    this.buffer += text;
+    this.drain(false);
+  }
+
+  end(): void {
+    this.drain(true);
+    if (this.phase === 'header') this.emitText(this.header);
+    if (this.phase === 'body') this.endBody();
+    this.phase = 'between';
+  }
+
+  private drain(final: boolean): void {
+    const { syntax } = this;
+    for (;;) {
+      if (this.phase === 'between') {
+        // A header can begin with its recipient (` to=functions.x<|channel|>…`) right after the prompt's `<|start|>assistant`.
+        const lead = this.buffer.trimStart();
+        const recipientFirst = lead.startsWith('to=') || 'to='.startsWith(lead);
+        const found = scan(this.buffer, [syntax.start, syntax.channel]);
+        if (found.at === -1) {
+          if (recipientFirst && !final) return;
+          const upto = final ? this.buffer.length : found.safe;
+          this.emitText(this.buffer.slice(0, upto));
+          this.buffer = this.buffer.slice(upto);
+          return;
+        }
+        if (recipientFirst) this.header = this.buffer.slice(0, found.at);
+        else {
+          this.emitText(this.buffer.slice(0, found.at));
+          this.header = '';
+        }
+        this.header += found.marker;
+        this.buffer = this.buffer.slice(found.at + found.marker.length);
+        this.phase = 'header';
+        continue;
+      }
+      if (this.phase === 'header') {
+        const found = scan(this.buffer, [syntax.message]);
+        if (found.at === -1) {
+          this.header += this.buffer.slice(0, found.safe);
+          this.buffer = this.buffer.slice(found.safe);
+          return;
+        }
+        this.header += this.buffer.slice(0, found.at);
+        this.buffer = this.buffer.slice(found.at + found.marker.length);
+        this.openBody();
+        continue;
+      }
+      const found = scan(this.buffer, [...syntax.ends, syntax.start, syntax.channel]);
+      const upto = found.at !== -1 ? found.at : final ? this.buffer.length : found.safe;
+      this.bodyText(this.buffer.slice(0, upto));
+      this.buffer = this.buffer.slice(found.at !== -1 ? found.at : upto);
+      if (found.at === -1) return;
+      // An end marker is consumed; a new message's start is read as the next header.
+      if (syntax.ends.includes(found.marker)) this.buffer = this.buffer.slice(found.marker.length);
+      this.endBody();
+      this.phase = 'between';
+    }
+  }
+
+  /**
+   * The header is complete: its (last) channel and its recipient say what the body is. A message to
+   * a recipient the request did not declare (gpt-oss's built-in `python`, `container.exec`) is
+   * dropped, as llama.cpp does: the client has no such tool.
+   */
+  private openBody(): void {
+    const { syntax, header } = this;
+    const channels = [...header.matchAll(new RegExp(`${escape(syntax.channel)}\\s*([^\\s<]+)`, 'g'))];
+    const channel = channels.at(-1)?.[1] ?? '';
+    const recipients = [...header.matchAll(/(?:^|\s)to=([^\s<]+)/g)].map((match) => match[1] as string).filter((to) => to !== 'assistant');
+    const recipient = recipients.at(-1);
+    this.phase = 'body';
+    this.held = '';
+    this.begun = false;
+    if (recipient !== undefined) {
+      const name = recipient.startsWith(syntax.functionPrefix) ? recipient.slice(syntax.functionPrefix.length) : recipient;
+      this.body = this.sink.start(name) ? 'call' : 'dropped';
+      return;
+    }
+    this.body = syntax.reasoningChannels.includes(channel) ? 'reasoning' : 'text';
+  }
+
+  private bodyText(text: string): void {
+    if (!text) return;
+    if (this.body === 'reasoning') this.options.emit({ type: 'reasoning', text });
+    else if (this.body === 'call') this.callText(text);
+    else if (this.body === 'text') this.emitText(text);
+  }
+
+  /** JSON arguments as written, without the white space around them. */
+  private callText(text: string): void {
+    let body = text;
+    if (!this.begun) {
+      body = text.trimStart();
+      if (!body) return;
+      this.begun = true;
+    }
+    this.held += body;
+    const tail = /\s*$/.exec(this.held)?.[0] ?? '';
+    this.sink.args(this.held.slice(0, this.held.length - tail.length));
+    this.held = tail;
+  }
+
+  private endBody(): void {
+    if (this.body === 'call') {
+      if (!this.begun) this.sink.args('{}');
+      this.sink.completed = this.sink.count;
+    }
+    this.body = 'text';
+  }
+
+  private emitText(text: string): void {
+    if (text) this.options.emit({ type: 'text', text });
+  }
+}
+
+const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -1,0 +1,138 @@
+import { Template } from '@huggingface/jinja';
+import { LlamaText, SpecialTokensText, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
+import { CortexError, type CanonicalMessage, type ToolDefinition } from '@cortex/contracts';
+
+/** llama.cpp's token types that its tokenizer reads as special tokens in a prompt: unknown, control, user-defined. */
+const SPECIAL_TYPES = new Set([2, 3, 4]);
+
+/** What the template reads besides the conversation (`enable_thinking`, `reasoning_effort`, …). */
+export type TemplateOptions = Readonly<Record<string, unknown>>;
+
+/**
+ * The prompt as the model's own chat template writes it — the system prompt, the tools, earlier calls
+ * and tool results in the family's native syntax — ending exactly as the template's generation prompt
+ * ends (so Qwen3 thinks, and a template that opens the reasoning block leaves the model inside it).
+ * llama.cpp's server renders the same way; node-llama-cpp's specialised wrappers, which sometimes teach
+ * a syntax the family was not trained on, are not used for a model that carries a template.
+ */
+export class TemplatePrompt {
+  private readonly template: Template;
+  /** The model's special tokens, longest first, as one pattern: the rendered text is split at them. */
+  private readonly special: RegExp | null;
+  /** The template reads a call's arguments as an object (most do); otherwise as JSON text. */
+  private readonly objectArguments: boolean;
+  private readonly bos: string;
+  private readonly eos: string;
+
+  constructor(
+    readonly source: string,
+    private readonly model: LlamaModel,
+  ) {
+    this.template = new Template(source);
+    this.bos = model.tokens.bosString ?? '';
+    this.eos = model.tokens.eosString ?? '';
+    this.special = specialPattern(model);
+    this.objectArguments = this.readsObjectArguments();
+  }
+
+  /** The rendered prompt's text. Throws a client error when the template refuses the conversation. */
+  text(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions = {}): string {
+    try {
+      return this.render(messages, tools, options, this.objectArguments);
+    } catch (error) {
+      throw new CortexError('invalid_request', `messages: the model's chat template refused this conversation: ${(error as Error).message}`, {
+        param: 'messages',
+        cause: error,
+      });
+    }
+  }
+
+  /**
+   * The text as tokens: special tokens where the model has them, each run of text between them
+   * tokenized on its own (as llama.cpp's tokenizer does, and through the memo of runs), after the BOS
+   * token where the model wants one (once: a template that writes it itself is not doubled).
+   */
+  tokens(text: string, tokenizer: Tokenizer): Token[] {
+    const body = this.bos && text.startsWith(this.bos) ? text.slice(this.bos.length) : text;
+    const parts = this.special ? body.split(this.special).map((part, i) => (i % 2 === 1 ? new SpecialTokensText(part) : part)) : [body];
+    const tokens = LlamaText(parts.filter((part) => part !== '')).tokenize(tokenizer);
+    const bos = this.model.tokens.bos;
+    return bos !== null && this.model.tokens.shouldPrependBosToken && tokens[0] !== bos ? [bos, ...tokens] : tokens;
+  }
+
+  private render(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions, objectArguments: boolean): string {
+    return this.template.render({
+      ...options,
+      messages: templateMessages(messages, objectArguments),
+      ...(tools?.length && {
+        tools: tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description ?? '', parameters: tool.parameters ?? { type: 'object', properties: {} } } })),
+      }),
+      add_generation_prompt: true,
+      bos_token: this.bos,
+      eos_token: this.eos,
+    });
+  }
+
+  /** Renders a call both ways: a template that shows an object's value only when given the object reads objects. */
+  private readsObjectArguments(): boolean {
+    const probe: CanonicalMessage[] = [
+      { role: 'user', content: 'probe' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'call_probe', name: 'probe_tool', arguments: '{"probe_key":"probe_value"}' }] },
+      { role: 'tool', content: 'probe result', toolCallId: 'call_probe' },
+    ];
+    try {
+      return this.render(probe, undefined, {}, true).includes('probe_value');
+    } catch {
+      return true;
+    }
+  }
+}
+
+/** Canonical messages as chat templates read them (OpenAI's shape, with the reasoning under both names templates use). */
+function templateMessages(messages: readonly CanonicalMessage[], objectArguments: boolean): Array<Record<string, unknown>> {
+  const names = new Map<string, string>();
+  return messages.map((message) => {
+    switch (message.role) {
+      case 'assistant': {
+        for (const call of message.toolCalls ?? []) names.set(call.id, call.name);
+        return {
+          role: 'assistant',
+          content: message.content,
+          ...(message.reasoning && { reasoning_content: message.reasoning, thinking: message.reasoning }),
+          ...(message.toolCalls?.length && {
+            tool_calls: message.toolCalls.map((call) => ({
+              id: call.id,
+              type: 'function',
+              function: { name: call.name, arguments: objectArguments ? parseArguments(call.arguments) : call.arguments },
+            })),
+          }),
+        };
+      }
+      case 'tool': {
+        const name = message.name ?? (message.toolCallId ? names.get(message.toolCallId) : undefined);
+        return { role: 'tool', content: message.content, ...(message.toolCallId && { tool_call_id: message.toolCallId }), ...(name && { name }) };
+      }
+      default:
+        return { role: message.role, content: message.content, ...(message.name && { name: message.name }) };
+    }
+  });
+}
+
+function parseArguments(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+/** A pattern that captures the model's special tokens, longest first; null when it has none. */
+function specialPattern(model: LlamaModel): RegExp | null {
+  const ggml = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly string[]; token_type?: readonly number[] } } }).tokenizer?.ggml;
+  const tokens = ggml?.tokens ?? [];
+  const types = ggml?.token_type ?? [];
+  const special = tokens.filter((token, i) => token.length > 1 && SPECIAL_TYPES.has(types[i] ?? 1) && !/^<0x[0-9A-F]{2}>$/.test(token));
+  if (special.length === 0) return null;
+  special.sort((a, b) => b.length - a.length);
+  return new RegExp(`(${special.map((token) => token.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')})`);
+}
