@@ -33,7 +33,7 @@ describe('chat completions e2e', () => {
     assert.equal(entry.loaded, true);
     assert.equal(entry.locations.length, 1);
     assert.equal(entry.locations[0]?.state, 'ready');
-    assert.deepEqual((entry as unknown as { capabilities: unknown }).capabilities, { chat: true, embeddings: false, rerank: false, tools: true, reasoning: true, vision: false, completions: true, fim: false });
+    assert.deepEqual((entry as unknown as { capabilities: unknown }).capabilities, { chat: true, embeddings: false, rerank: false, tools: true, reasoning: true, format: 'hermes', vision: false, completions: true, fim: false });
     const cold = page.data.find((m) => m.id === 'stories260K') as unknown as { capabilities: unknown } | undefined;
     if (cold) assert.deepEqual(cold.capabilities, { chat: true, embeddings: false, rerank: false }, 'its kind only, until loaded');
   });
@@ -210,7 +210,7 @@ describe('chat completions e2e', () => {
     assert.ok((second.usage?.prompt_tokens_details?.cached_tokens ?? 0) > 0, 'the second run reuses the cached prompt prefix');
     // A real model without reasoning or tool-call marker tokens says so in the catalogue once loaded.
     const entry = (await client.models.retrieve('stories260K')) as unknown as { capabilities: unknown };
-    assert.deepEqual(entry.capabilities, { chat: true, embeddings: false, rerank: false, tools: false, reasoning: false, vision: false, completions: true, fim: false });
+    assert.deepEqual(entry.capabilities, { chat: true, embeddings: false, rerank: false, tools: false, reasoning: false, format: 'plain', vision: false, completions: true, fim: false });
   });
 
   it('chat e2e - response_format json_schema is enforced by a grammar', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {

@@ -80,7 +80,7 @@ describe('embeddings and rerank e2e', () => {
 
   it('embeddings e2e - /v1/models shows each model\'s capability before it is loaded', async () => {
     const byId = new Map((await models()).map((m) => [m.id, m]));
-    assert.deepEqual(byId.get('cortex-chat')?.capabilities, { chat: true, embeddings: false, rerank: false, tools: true, reasoning: true, vision: false, completions: true, fim: false });
+    assert.deepEqual(byId.get('cortex-chat')?.capabilities, { chat: true, embeddings: false, rerank: false, tools: true, reasoning: true, format: 'hermes', vision: false, completions: true, fim: false });
     assert.deepEqual(byId.get('cortex-embed')?.capabilities, { chat: false, embeddings: true, rerank: false });
     assert.deepEqual(byId.get('cortex-rank')?.capabilities, { chat: false, embeddings: false, rerank: true });
     assert.equal(byId.get('cortex-embed')?.loaded, false, 'not pinned: loaded by the first request');

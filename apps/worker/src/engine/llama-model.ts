@@ -85,7 +85,7 @@ export class LlamaEngineModel implements EngineModel {
     this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);
     this.capabilities = {
       tools: format.tools !== undefined || format.harmony !== undefined,
-      reasoning: format.reasoning !== undefined || format.harmony !== undefined,
+      reasoning: writesReasoning(dialect, model),
       format: format.id,
       vision: false,
       completions: true,
@@ -205,9 +205,12 @@ export class LlamaEngineModel implements EngineModel {
     const choice = request.toolChoice;
     if (!choice || choice === 'auto' || !request.tools?.length) return null;
     if (!this.decodeModel.callOpen) {
+      const why = this.capabilities.tools
+        ? `writes its calls in the ${this.dialect.format.id} format, which cortex cannot hold to a grammar yet`
+        : 'writes no tool calls cortex can parse (its chat template teaches none)';
       throw new CortexError(
         'invalid_request',
-        `tool_choice '${choice}' cannot be enforced: ${this.id} writes its calls in the ${this.dialect.format.id} format, which cortex cannot hold to a grammar yet; send tool_choice 'auto' or use a model whose calls are JSON in single-token markers`,
+        `tool_choice '${choice}' cannot be enforced: ${this.id} ${why}; send tool_choice 'auto' or use a model whose calls are JSON in single-token markers`,
         { param: 'tool_choice' },
       );
     }
@@ -225,6 +228,17 @@ export class LlamaEngineModel implements EngineModel {
     const failed = results.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
   }
+}
+
+/**
+ * Whether the model writes reasoning cortex splits off: Harmony's analysis channel, or a reasoning
+ * block whose opening marker its template writes or its vocabulary has as one token.
+ */
+function writesReasoning(dialect: ModelDialect, model: LlamaModel): boolean {
+  const { format, prompt } = dialect;
+  if (format.harmony) return true;
+  if (!format.reasoning) return false;
+  return (prompt instanceof TemplatePrompt && prompt.source.includes(format.reasoning.open)) || singleToken(model, format.reasoning.open) !== null;
 }
 
 /** Every marker a format writes: banned as tokens while a grammar holds the output. */

@@ -38,6 +38,8 @@ const formatOf = (c: Case): FormatId | undefined => (/Granite 4/.test(c.note) ? 
  */
 function skipped(c: Case, format: FormatId | undefined): string | null {
   if (!format) return `no ${c.family} format in cortex`;
+  // An opening marker written again inside the reasoning is markup: cortex drops it, llama.cpp keeps it as reasoning text.
+  if (c.note.startsWith('model re-emits empty <think></think>')) return 'a reasoning marker re-opened';
   if (c.options.is_partial) return 'a partial message';
   if (c.options.json_schema) return 'a JSON response format';
   const channels = format === 'gpt-oss' || format === 'gemma4';

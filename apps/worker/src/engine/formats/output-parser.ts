@@ -122,7 +122,8 @@ class MarkerParser implements OutputParser {
     this.textMarkers = [format.reasoning?.open, tools?.sectionOpen, tools?.callOpen, tools?.bareOpen, ...(format.strip ?? [])].filter(
       (marker): marker is string => Boolean(marker),
     );
-    this.reasoningMarkers = [format.reasoning?.close, ...(tools?.endsReasoning ? [tools.sectionOpen, tools.callOpen, tools.bareOpen] : [])].filter(
+    // An opening marker inside the reasoning opens nothing new: it is markup, dropped.
+    this.reasoningMarkers = [format.reasoning?.close, format.reasoning?.open, ...(tools?.endsReasoning ? [tools.sectionOpen, tools.callOpen, tools.bareOpen] : [])].filter(
       (marker): marker is string => Boolean(marker),
     );
   }
@@ -195,6 +196,7 @@ class MarkerParser implements OutputParser {
   private onMarker(marker: string): void {
     const { format, tools } = this;
     if (this.mode === 'reasoning') {
+      if (marker === format.reasoning?.open) return;
       this.mode = 'text';
       // A call that ended the reasoning is read as one.
       if (marker !== format.reasoning?.close) this.onMarker(marker);

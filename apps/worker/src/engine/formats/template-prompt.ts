@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Template } from '@huggingface/jinja';
 import { LlamaText, SpecialTokensText, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
 import { CortexError, type CanonicalMessage, type ToolDefinition } from '@cortex/contracts';
@@ -21,6 +22,8 @@ export class TemplatePrompt {
   private readonly special: RegExp | null;
   /** The template reads a call's arguments as an object (most do); otherwise as JSON text. */
   private readonly objectArguments: boolean;
+  /** The template takes only 9-character alphanumeric call ids (Mistral's): other ids are mapped to such. */
+  private readonly shortIds: boolean;
   private readonly bos: string;
   private readonly eos: string;
 
@@ -32,13 +35,14 @@ export class TemplatePrompt {
     this.bos = model.tokens.bosString ?? '';
     this.eos = model.tokens.eosString ?? '';
     this.special = specialPattern(model);
+    this.shortIds = this.refuses('call_probe_id') && !this.refuses('a1b2c3d4e');
     this.objectArguments = this.readsObjectArguments();
   }
 
   /** The rendered prompt's text. Throws a client error when the template refuses the conversation. */
   text(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions = {}): string {
     try {
-      return this.render(messages, tools, options, this.objectArguments);
+      return this.render(messages, tools, options, this.objectArguments, this.shortIds);
     } catch (error) {
       throw new CortexError('invalid_request', `messages: the model's chat template refused this conversation: ${(error as Error).message}`, {
         param: 'messages',
@@ -60,10 +64,10 @@ export class TemplatePrompt {
     return bos !== null && this.model.tokens.shouldPrependBosToken && tokens[0] !== bos ? [bos, ...tokens] : tokens;
   }
 
-  private render(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions, objectArguments: boolean): string {
+  private render(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions, objectArguments: boolean, shortIds = false): string {
     return this.template.render({
       ...options,
-      messages: templateMessages(messages, objectArguments),
+      messages: templateMessages(messages, objectArguments, shortIds),
       ...(tools?.length && {
         tools: tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description ?? '', parameters: tool.parameters ?? { type: 'object', properties: {} } } })),
       }),
@@ -75,22 +79,42 @@ export class TemplatePrompt {
 
   /** Renders a call both ways: a template that shows an object's value only when given the object reads objects. */
   private readsObjectArguments(): boolean {
-    const probe: CanonicalMessage[] = [
-      { role: 'user', content: 'probe' },
-      { role: 'assistant', content: '', toolCalls: [{ id: 'call_probe', name: 'probe_tool', arguments: '{"probe_key":"probe_value"}' }] },
-      { role: 'tool', content: 'probe result', toolCallId: 'call_probe' },
-    ];
     try {
-      return this.render(probe, undefined, {}, true).includes('probe_value');
+      return this.render(probeCall('a1b2c3d4e'), undefined, {}, true, false).includes('probe_value');
+    } catch {
+      return true;
+    }
+  }
+
+  /** Whether the template refuses a conversation whose call has this id. */
+  private refuses(id: string): boolean {
+    try {
+      this.render(probeCall(id), undefined, {}, true, false);
+      return false;
     } catch {
       return true;
     }
   }
 }
 
+/** A conversation with one call and its result, to learn what the template reads. */
+function probeCall(id: string): CanonicalMessage[] {
+  return [
+    { role: 'user', content: 'probe' },
+    { role: 'assistant', content: '', toolCalls: [{ id, name: 'probe_tool', arguments: '{"probe_key":"probe_value"}' }] },
+    { role: 'tool', content: 'probe result', toolCallId: id },
+  ];
+}
+
+/** A 9-character alphanumeric id for `id`, the same every time (the prompt stays cacheable). */
+function shortId(id: string): string {
+  return /^[a-zA-Z0-9]{9}$/.test(id) ? id : createHash('sha256').update(id).digest('hex').slice(0, 9);
+}
+
 /** Canonical messages as chat templates read them (OpenAI's shape, with the reasoning under both names templates use). */
-function templateMessages(messages: readonly CanonicalMessage[], objectArguments: boolean): Array<Record<string, unknown>> {
+function templateMessages(messages: readonly CanonicalMessage[], objectArguments: boolean, shortIds: boolean): Array<Record<string, unknown>> {
   const names = new Map<string, string>();
+  const idOf = (id: string): string => (shortIds ? shortId(id) : id);
   return messages.map((message) => {
     switch (message.role) {
       case 'assistant': {
@@ -101,7 +125,7 @@ function templateMessages(messages: readonly CanonicalMessage[], objectArguments
           ...(message.reasoning && { reasoning_content: message.reasoning, thinking: message.reasoning }),
           ...(message.toolCalls?.length && {
             tool_calls: message.toolCalls.map((call) => ({
-              id: call.id,
+              id: idOf(call.id),
               type: 'function',
               function: { name: call.name, arguments: objectArguments ? parseArguments(call.arguments) : call.arguments },
             })),
@@ -110,7 +134,7 @@ function templateMessages(messages: readonly CanonicalMessage[], objectArguments
       }
       case 'tool': {
         const name = message.name ?? (message.toolCallId ? names.get(message.toolCallId) : undefined);
-        return { role: 'tool', content: message.content, ...(message.toolCallId && { tool_call_id: message.toolCallId }), ...(name && { name }) };
+        return { role: 'tool', content: message.content, ...(message.toolCallId && { tool_call_id: idOf(message.toolCallId) }), ...(name && { name }) };
       }
       default:
         return { role: message.role, content: message.content, ...(message.name && { name: message.name }) };
