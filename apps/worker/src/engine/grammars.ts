@@ -25,7 +25,10 @@ export class GrammarCache {
     );
   }
 
-  /** JSON of `{"name": <one of the tools>, "arguments": <that tool's parameters>}`, compiled once per tool set. */
+  /**
+   * JSON of `{"name": <one of the tools>, "arguments": <that tool's parameters>}`, with white space
+   * allowed around it, compiled once per tool set.
+   */
   forToolCall(tools: readonly ToolDefinition[]): Promise<LlamaGrammar> {
     const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => ({
       type: 'object',
@@ -34,7 +37,8 @@ export class GrammarCache {
     const schema = (strict: boolean): Record<string, unknown> => (tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) });
     const key = `tools:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
-    return this.cached(key, () => createJsonGrammar(this.llama, schema(true)).catch(() => createJsonGrammar(this.llama, schema(false))));
+    const padded = { padded: true };
+    return this.cached(key, () => createJsonGrammar(this.llama, schema(true), padded).catch(() => createJsonGrammar(this.llama, schema(false), padded)));
   }
 
   private cached(key: string, create: () => Promise<LlamaGrammar>): Promise<LlamaGrammar> {

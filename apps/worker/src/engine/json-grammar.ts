@@ -119,11 +119,24 @@ function bound(inclusive: unknown, exclusive: unknown, round: (x: number) => num
  * A grammar for JSON of `schema` (any JSON when null) with bounded numbers: node-llama-cpp writes the
  * grammar, the number rules are replaced and the result compiled again with the same stop triggers.
  */
-export async function createJsonGrammar(llama: Llama, schema: Record<string, unknown> | null): Promise<LlamaGrammar> {
+export async function createJsonGrammar(llama: Llama, schema: Record<string, unknown> | null, options: { padded?: boolean } = {}): Promise<LlamaGrammar> {
   const generated = schema ? await llama.createGrammarForJsonSchema(grammarSchema(schema) as never) : await llama.getGrammarFor('json');
+  const bounded = boundNumbers(generated.grammar);
   return llama.createGrammar({
-    grammar: boundNumbers(generated.grammar),
+    grammar: options.padded ? padded(bounded) : bounded,
     stopGenerationTriggers: generated.stopGenerationTriggers,
     trimWhitespaceSuffix: generated.trimWhitespaceSuffix,
   });
+}
+
+/**
+ * The grammar with a little white space allowed around its value: a model writes its call's JSON on a
+ * line of its own (`<tool_call>\n{…}\n</tool_call>`), and a token may carry the newlines with the JSON.
+ */
+export function padded(grammar: string): string {
+  const lines = grammar.split('\n');
+  const root = lines.findIndex((line) => /^root\s*::=/.test(line));
+  if (root === -1) throw new Error('a JSON grammar without a root rule');
+  lines[root] = (lines[root] as string).replace(/^root\s*::=/, 'padded-value ::=');
+  return [...lines, 'root ::= [ \\t\\n]{0,3} padded-value [ \\t\\n]{0,3}'].join('\n');
 }

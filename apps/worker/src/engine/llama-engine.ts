@@ -247,14 +247,21 @@ export class LlamaEngine implements Engine {
    * `chat_template` where it gives one) and the format that template teaches (the catalogue's `format`
    * where it names one). A GGUF without a template is rendered by node-llama-cpp's wrapper for it.
    */
-  private dialectFor(model: LlamaModel, spec: Pick<ModelSpec, 'path' | 'chatTemplate' | 'format'>): ModelDialect {
+  private dialectFor(model: LlamaModel, spec: Pick<ModelSpec, 'id' | 'path' | 'chatTemplate' | 'format'>): ModelDialect {
     const source = spec.chatTemplate ?? model.fileInfo.metadata.tokenizer?.chat_template ?? '';
-    const template = source ? new TemplatePrompt(source, model) : null;
     const named = spec.format ? formatById(spec.format) : undefined;
     if (spec.format && !named) throw new Error(`its format '${spec.format}' is not one cortex knows (${Object.keys(FORMATS).join(', ')})`);
     const format = named ?? detectFormat(source);
-    const chosenBy = named ? 'named by the catalogue' : source ? `recognised in ${spec.chatTemplate ? "the catalogue's" : 'its'} chat template` : 'no chat template';
-    return { prompt: template ?? this.chatWrapperFor(model, spec.path), format, chosenBy };
+    const whose = spec.chatTemplate ? "the catalogue's" : 'its';
+    const chosenBy = named ? 'named by the catalogue' : source ? `recognised in ${whose} chat template` : 'no chat template';
+    if (!source) return { prompt: this.chatWrapperFor(model, spec.path), format, chosenBy };
+    try {
+      return { prompt: TemplatePrompt.checked(source, model), format, chosenBy };
+    } catch (error) {
+      // A template the Jinja engine cannot run: node-llama-cpp's wrapper for the model renders instead.
+      this.options.log(`${spec.id}: ${whose} chat template cannot be rendered (${(error as Error).message}); node-llama-cpp's chat wrapper renders its prompts instead: give the model a chat_template in the catalogue to fix this`);
+      return { prompt: this.chatWrapperFor(model, spec.path), format, chosenBy: `${chosenBy}, rendered by node-llama-cpp's wrapper` };
+    }
   }
 
   private chatWrapperFor(model: LlamaModel, path: string): ChatWrapper {

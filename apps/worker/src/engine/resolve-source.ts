@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { ensureFixtureModels, type FixtureVocabulary } from '@cortex/fixtures';
+import { ensureFamilyFixtures, ensureFixtureModels, familyFixture, type FixtureVocabulary } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
 import { memoAsync } from './memo.js';
 import { ModelDownload, type DownloadProgress } from './model-download.js';
@@ -38,6 +38,13 @@ export async function resolveSource(source: string, options: ResolveOptions): Pr
     const vocabulary: FixtureVocabulary = variant === 'bytes' ? 'bytes' : 'words';
     if (variant !== undefined && variant !== 'bytes') {
       throw new CortexError('model_load_failed', `fixture "${source}": the only variant is ":bytes"`);
+    }
+    // A model family's fixture (its real template and output): generated alone, on first use.
+    if (familyFixture(id) && variant === undefined) {
+      const path = (await memoAsync(fixtureSets, `family:${id}:${modelsDir}`, () => ensureFamilyFixtures(modelsDir, { ids: [id], log })))[id];
+      if (path && existsSync(path)) return path;
+      fixtureSets.delete(`family:${id}:${modelsDir}`);
+      return (await ensureFamilyFixtures(modelsDir, { ids: [id], log }))[id] as string;
     }
     let paths = await fixtures(modelsDir, vocabulary, log);
     if (paths[id] && !existsSync(paths[id])) {

@@ -176,6 +176,8 @@ export type FormatId = keyof typeof FORMATS;
 export const FINGERPRINTS: ReadonlyArray<{ readonly format: FormatId; readonly all: readonly string[] }> = [
   { format: 'gpt-oss', all: ['<|channel|>'] },
   { format: 'kimi-k2', all: ['<|tool_calls_section_begin|>'] },
+  // Kimi K2's first template declares tools but writes no calls of its own.
+  { format: 'kimi-k2', all: ['tool_declare', '<|im_middle|>'] },
   { format: 'deepseek-r1', all: ['<｜tool▁calls▁begin｜>', '```json'] },
   { format: 'deepseek-v3.1', all: ['<｜tool▁calls▁begin｜>'] },
   { format: 'minimax-m2', all: ['<minimax:tool_call>'] },

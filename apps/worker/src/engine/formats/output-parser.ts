@@ -104,6 +104,15 @@ class MarkerParser implements OutputParser {
   private inSection = false;
   /** Something other than white space has been answered (a bare-JSON call can only come first). */
   private answered = false;
+  /**
+   * White space in the answer: `keep` it, `skip` it (right after the reasoning), or `hold` it (after
+   * a call: sent only when an answer follows, dropped before another call or the end).
+   */
+  private space: 'keep' | 'skip' | 'hold' = 'keep';
+  private heldSpace = '';
+  /** The reasoning has had text other than white space; `reasoningSpace` is its trailing white space, not sent yet. */
+  private reasoningBegun = false;
+  private reasoningSpace = '';
   private readonly textMarkers: string[];
   /** What ends the reasoning: its closing marker, and a call where the family's calls end it. */
   private readonly reasoningMarkers: string[];
@@ -152,6 +161,7 @@ class MarkerParser implements OutputParser {
   end(): void {
     this.drain(true);
     if (this.mode === 'call') this.endCall('');
+    this.flushSpace();
   }
 
   private drain(final: boolean): void {
@@ -198,12 +208,16 @@ class MarkerParser implements OutputParser {
     if (this.mode === 'reasoning') {
       if (marker === format.reasoning?.open) return;
       this.mode = 'text';
+      // The white space around the reasoning, and before the answer that follows it, is layout.
+      this.reasoningSpace = '';
+      this.space = 'skip';
       // A call that ended the reasoning is read as one.
       if (marker !== format.reasoning?.close) this.onMarker(marker);
       return;
     }
     if (format.reasoning && marker === format.reasoning.open && this.mode === 'text') {
       this.mode = 'reasoning';
+      this.reasoningBegun = false;
       return;
     }
     if (format.strip?.includes(marker) && this.mode === 'text') return;
@@ -229,6 +243,8 @@ class MarkerParser implements OutputParser {
 
   private openCall(marker: string): void {
     const tools = this.tools as ToolSyntax;
+    // White space between calls is layout.
+    this.heldSpace = '';
     this.raw = marker;
     this.mode = 'call';
     this.body = callParser(tools.body, this.sink, tools.callClose !== undefined);
@@ -271,9 +287,13 @@ class MarkerParser implements OutputParser {
     this.body = null;
     const raw = this.raw + closer;
     this.raw = '';
-    if (body.end()) this.sink.completed = this.sink.count;
-    else {
+    if (body.end()) {
+      this.sink.completed = this.sink.count;
+      // White space after a call is sent only if an answer follows it.
+      this.space = 'hold';
+    } else {
       // Not a call to a declared tool: what the model wrote is the answer, so nothing is lost.
+      this.space = 'keep';
       this.answerText(raw);
     }
     this.mode = this.inSection ? 'section' : 'text';
@@ -281,16 +301,46 @@ class MarkerParser implements OutputParser {
 
   private out(text: string): void {
     if (!text) return;
-    if (this.mode === 'reasoning') this.options.emit({ type: 'reasoning', text });
+    if (this.mode === 'reasoning') this.reasoningText(text);
     else if (this.mode === 'text') this.answerText(text);
     // White space between the calls of a section is layout.
     else if (text.trim()) this.answerText(text);
   }
 
+  /** Reasoning without the white space at its two ends: trailing white space waits for what follows it. */
+  private reasoningText(text: string): void {
+    let body = this.reasoningBegun ? text : text.trimStart();
+    if (!body) return;
+    this.reasoningBegun = true;
+    body = this.reasoningSpace + body;
+    const tail = /\s*$/.exec(body)?.[0] ?? '';
+    this.reasoningSpace = tail;
+    if (body.length > tail.length) this.options.emit({ type: 'reasoning', text: body.slice(0, body.length - tail.length) });
+  }
+
   private answerText(text: string): void {
     if (!text) return;
-    if (text.trim()) this.answered = true;
-    this.options.emit({ type: 'text', text });
+    let body = text;
+    if (this.space !== 'keep' && !body.trim()) {
+      if (this.space === 'hold') this.heldSpace += body;
+      return;
+    }
+    if (this.space === 'skip') body = body.trimStart();
+    this.space = 'keep';
+    // White space at the end of the answer so far waits: before a call it is layout and dropped.
+    body = this.heldSpace + body;
+    const tail = this.tools ? (/\s*$/.exec(body)?.[0] ?? '') : '';
+    this.heldSpace = tail;
+    body = body.slice(0, body.length - tail.length);
+    if (!body) return;
+    this.answered = true;
+    this.options.emit({ type: 'text', text: body });
+  }
+
+  /** The output is over: white space still held belongs to the answer (unless a call came last). */
+  private flushSpace(): void {
+    if (this.space === 'keep' && this.heldSpace) this.options.emit({ type: 'text', text: this.heldSpace });
+    this.heldSpace = '';
   }
 }
 

@@ -24,6 +24,14 @@ export class TemplatePrompt {
   private readonly objectArguments: boolean;
   /** The template takes only 9-character alphanumeric call ids (Mistral's): other ids are mapped to such. */
   private readonly shortIds: boolean;
+  /**
+   * Whether the template writes the declared tools, and earlier calls, itself. Where it does not
+   * (DeepSeek's leave tools to the system prompt, Kimi K2's first template drops earlier calls), the
+   * tools go into the system message and earlier calls into their message's text, as llama.cpp's
+   * template engine does for such templates.
+   */
+  private readonly rendersTools: boolean;
+  private readonly rendersCalls: boolean;
   private readonly bos: string;
   private readonly eos: string;
 
@@ -37,12 +45,32 @@ export class TemplatePrompt {
     this.special = specialPattern(model);
     this.shortIds = this.refuses('call_probe_id') && !this.refuses('a1b2c3d4e');
     this.objectArguments = this.readsObjectArguments();
+    this.rendersTools = this.shows(() => this.render([{ role: 'user', content: 'probe' }], [PROBE_TOOL], {}, this.objectArguments), PROBE_TOOL.name);
+    this.rendersCalls = this.shows(() => this.render(probeCall('a1b2c3d4e'), undefined, {}, this.objectArguments), 'probe_tool');
+  }
+
+  /** Whether what `render` writes contains `text` (false when it throws). */
+  private shows(render: () => string, text: string): boolean {
+    try {
+      return render().includes(text);
+    } catch {
+      return false;
+    }
+  }
+
+  /** A model's template, once it has rendered a plain conversation: throws when the Jinja engine cannot run it. */
+  static checked(source: string, model: LlamaModel): TemplatePrompt {
+    const prompt = new TemplatePrompt(source, model);
+    prompt.render([{ role: 'user', content: 'probe' }], undefined, {}, prompt.objectArguments, prompt.shortIds);
+    return prompt;
   }
 
   /** The rendered prompt's text. Throws a client error when the template refuses the conversation. */
   text(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions = {}): string {
+    let conversation = this.rendersCalls ? messages : messages.map(callsAsText);
+    if (tools?.length && !this.rendersTools) conversation = withToolsInSystem(conversation, tools);
     try {
-      return this.render(messages, tools, options, this.objectArguments, this.shortIds);
+      return this.render(conversation, tools, options, this.objectArguments, this.shortIds);
     } catch (error) {
       throw new CortexError('invalid_request', `messages: the model's chat template refused this conversation: ${(error as Error).message}`, {
         param: 'messages',
@@ -95,6 +123,28 @@ export class TemplatePrompt {
       return true;
     }
   }
+}
+
+const PROBE_TOOL: ToolDefinition = { name: 'probe_declared_tool', description: 'probe', parameters: { type: 'object', properties: {} } };
+
+/**
+ * The declared tools, for a template that does not write them, at the end of the system message
+ * (one is added first when there is none), in the words of llama.cpp's template engine (minja).
+ */
+function withToolsInSystem(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[]): CanonicalMessage[] {
+  const declared = JSON.stringify(tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description ?? '', parameters: tool.parameters ?? {} } })), null, 2);
+  const text = `You can call any of the following tools to satisfy the user's requests: ${declared}`;
+  const [first, ...rest] = messages;
+  if (first?.role === 'system') return [{ ...first, content: `${first.content}\n\n${text}` }, ...rest];
+  return [{ role: 'system', content: text }, ...messages];
+}
+
+/** An earlier call, for a template that does not write calls, as the JSON text of its message (minja's polyfill). */
+function callsAsText(message: CanonicalMessage): CanonicalMessage {
+  if (message.role !== 'assistant' || !message.toolCalls?.length) return message;
+  const calls = message.toolCalls.map((call) => ({ name: call.name, arguments: parseArguments(call.arguments), id: call.id }));
+  const text = JSON.stringify({ tool_calls: calls }, null, 2);
+  return { role: 'assistant', content: message.content ? `${message.content}\n${text}` : text, ...(message.reasoning && { reasoning: message.reasoning }) };
 }
 
 /** A conversation with one call and its result, to learn what the template reads. */

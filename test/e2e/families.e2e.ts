@@ -1,0 +1,195 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { ResponsesWS } from 'openai/resources/responses/ws';
+import Anthropic from '@anthropic-ai/sdk';
+import { FAMILY_FIXTURES, type FamilyAnswer, type FamilyFixture } from '@cortex/fixtures';
+import { startStack, waitFor, type TestStack } from '@cortex/testing';
+
+/*
+ * The models people run, each as a fixture carrying its family's real chat template and special
+ * tokens and writing its family's raw output (libs/fixtures/src/family-fixtures.ts), through the
+ * whole stack in every dialect, streamed and not: the answer and its reasoning split, a call with
+ * its arguments (two where the family makes them), no marker text in the answer, and the answer
+ * once the client sends the tool's result back — in each dialect's own way of sending it.
+ */
+
+interface Tool {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+const weather: Tool = { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
+const time: Tool = { name: 'get_time', description: 'The time in a time zone', parameters: { type: 'object', properties: { tz: { type: 'string' } }, required: ['tz'] } };
+const QUESTION = 'What is the weather in Paris?';
+const RESULT = '{"temp": 20, "sky": "sunny"}';
+/** Text no answer may hold: the markers of every family. */
+const MARKUP = /<\|(channel|message|start|end|call|tool_call|im_start|im_end)|<\/?(think|tool_call|arg_key|arg_value|minimax:tool_call|TOOLCALL)>|\[TOOL_CALLS\]|\[ARGS\]|\[CALL_ID\]|｜tool|<\|tool_call|<tool_call\||<\|"\|>|<channel\|>|<\|channel>/;
+
+interface Reply {
+  content: string;
+  reasoning: string;
+  calls: Array<{ id: string; name: string; arguments: unknown }>;
+  finish: string;
+  /** What a follow-up needs to continue this reply (the Responses id). */
+  responseId?: string;
+}
+
+type Dialect = 'chat' | 'responses' | 'responses-ws' | 'messages';
+const DIALECTS: readonly Dialect[] = ['chat', 'responses', 'responses-ws', 'messages'];
+
+function assertReply(reply: Reply, expected: FamilyAnswer, what: string): void {
+  const shown = `${what}: ${JSON.stringify(reply)}`;
+  assert.equal(reply.content.trim(), expected.content, shown);
+  assert.doesNotMatch(reply.content, MARKUP, `${shown}: no marker text in the answer`);
+  assert.doesNotMatch(reply.reasoning, MARKUP, `${shown}: no marker text in the reasoning`);
+  if (expected.reasoning !== undefined) assert.equal(reply.reasoning.trim(), expected.reasoning, shown);
+  const calls = expected.toolCalls ?? [];
+  assert.deepEqual(
+    reply.calls.map((call) => ({ name: call.name, arguments: call.arguments })),
+    calls.map((call) => ({ name: call.name, arguments: call.arguments })),
+    shown,
+  );
+  assert.equal(reply.finish, calls.length > 0 ? 'calls' : 'answer', shown);
+}
+
+describe('model families e2e', () => {
+  let stack: TestStack;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+
+  before(async () => {
+    const models = FAMILY_FIXTURES.map((fixture) => ({ id: fixture.id, file: `fixture:${fixture.id}`, context_size: 8192, slots: 1 }));
+    stack = await startStack({ models });
+    openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  // Chat Completions -----------------------------------------------------------------------------
+
+  async function chat(model: string, messages: OpenAI.ChatCompletionMessageParam[], tools: readonly Tool[], stream: boolean): Promise<Reply> {
+    const body = { model, messages, ...(tools.length > 0 && { tools: tools.map((tool) => ({ type: 'function' as const, function: tool })) }) };
+    const completion = stream ? await openai.chat.completions.stream(body).finalChatCompletion() : await openai.chat.completions.create(body);
+    const choice = completion.choices[0] ?? assert.fail('no choice');
+    const message = choice.message as typeof choice.message & { reasoning_content?: string };
+    return {
+      content: message.content ?? '',
+      reasoning: message.reasoning_content ?? '',
+      calls: (message.tool_calls ?? []).map((call) => (call.type === 'function' ? { id: call.id, name: call.function.name, arguments: JSON.parse(call.function.arguments) as unknown } : assert.fail(call.type))),
+      finish: choice.finish_reason === 'tool_calls' ? 'calls' : choice.finish_reason === 'stop' ? 'answer' : choice.finish_reason,
+    };
+  }
+
+  function chatFollowUp(reply: Reply): OpenAI.ChatCompletionMessageParam[] {
+    return [
+      { role: 'user', content: QUESTION },
+      { role: 'assistant', content: reply.content || null, tool_calls: reply.calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } })) },
+      ...reply.calls.map((call) => ({ role: 'tool' as const, tool_call_id: call.id, content: RESULT })),
+    ];
+  }
+
+  // Responses, over HTTP and over the WebSocket --------------------------------------------------
+
+  function fromResponse(response: OpenAI.Responses.Response): Reply {
+    let content = '';
+    let reasoning = '';
+    const calls: Reply['calls'] = [];
+    for (const item of response.output) {
+      if (item.type === 'message') for (const part of item.content) content += part.type === 'output_text' ? part.text : '';
+      else if (item.type === 'reasoning') for (const part of item.content ?? []) reasoning += part.text;
+      else if (item.type === 'function_call') calls.push({ id: item.call_id, name: item.name, arguments: JSON.parse(item.arguments) as unknown });
+    }
+    return { content, reasoning, calls, finish: calls.length > 0 ? 'calls' : response.status === 'completed' ? 'answer' : String(response.status), responseId: response.id };
+  }
+
+  async function responses(body: Record<string, unknown>, stream: boolean): Promise<Reply> {
+    const request = body as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming;
+    return fromResponse(stream ? await openai.responses.stream(body as unknown as Parameters<typeof openai.responses.stream>[0]).finalResponse() : await openai.responses.create(request));
+  }
+
+  async function responsesWs(body: Record<string, unknown>): Promise<Reply> {
+    const ws = new ResponsesWS(openai);
+    const events: Array<{ type: string; response?: OpenAI.Responses.Response }> = [];
+    ws.on('event', (event) => void events.push(event as never));
+    ws.on('error', () => undefined);
+    try {
+      ws.send({ type: 'response.create', ...body } as never);
+      await waitFor(() => events.some((event) => event.type === 'response.completed' || event.type === 'response.failed' || event.type === 'error'), 60_000, 20);
+      const done = events.find((event) => event.type === 'response.completed');
+      assert.ok(done?.response, `the turn completed: ${JSON.stringify(events.at(-1))}`);
+      return fromResponse(done.response);
+    } finally {
+      ws.close({ code: 1000, reason: 'done' });
+    }
+  }
+
+  // Anthropic Messages ----------------------------------------------------------------------------
+
+  async function messages(model: string, turns: Anthropic.MessageParam[], tools: readonly Tool[], stream: boolean): Promise<Reply & { blocks: Anthropic.ContentBlock[] }> {
+    // Thinking blocks come back when thinking is asked for, as Anthropic's API does.
+    const body = {
+      model,
+      max_tokens: 2048,
+      thinking: { type: 'enabled' as const, budget_tokens: 1024 },
+      messages: turns,
+      ...(tools.length > 0 && { tools: tools.map((tool) => ({ name: tool.name, description: tool.description, input_schema: tool.parameters as Anthropic.Tool.InputSchema })) }),
+    };
+    const message = stream ? await anthropic.messages.stream(body).finalMessage() : await anthropic.messages.create(body);
+    let content = '';
+    let reasoning = '';
+    const calls: Reply['calls'] = [];
+    for (const block of message.content) {
+      if (block.type === 'text') content += block.text;
+      else if (block.type === 'thinking') reasoning += block.thinking;
+      else if (block.type === 'tool_use') calls.push({ id: block.id, name: block.name, arguments: block.input });
+    }
+    const finish = message.stop_reason === 'tool_use' ? 'calls' : message.stop_reason === 'end_turn' ? 'answer' : String(message.stop_reason);
+    return { content, reasoning, calls, finish, blocks: message.content };
+  }
+
+  // One situation in one dialect ---------------------------------------------------------------
+
+  /** Asks `fixture` in `dialect`: with `tools` declared, and after `previous` (a call) with its results sent back. */
+  async function ask(dialect: Dialect, fixture: FamilyFixture, tools: readonly Tool[], stream: boolean, previous?: Reply & { blocks?: Anthropic.ContentBlock[] }): Promise<Reply & { blocks?: Anthropic.ContentBlock[] }> {
+    const model = fixture.id;
+    switch (dialect) {
+      case 'chat':
+        return chat(model, previous ? chatFollowUp(previous) : [{ role: 'user', content: QUESTION }], tools, stream);
+      case 'responses':
+      case 'responses-ws': {
+        const declared = tools.map((tool) => ({ type: 'function', ...tool, strict: false }));
+        const body = previous
+          ? { model, previous_response_id: previous.responseId, input: previous.calls.map((call) => ({ type: 'function_call_output', call_id: call.id, output: RESULT })), tools: declared }
+          : { model, input: QUESTION, ...(declared.length > 0 && { tools: declared }) };
+        return dialect === 'responses' ? responses(body, stream) : responsesWs(body);
+      }
+      case 'messages': {
+        const turns: Anthropic.MessageParam[] = [{ role: 'user', content: QUESTION }];
+        if (previous) {
+          turns.push({ role: 'assistant', content: previous.blocks as Anthropic.ContentBlockParam[] });
+          turns.push({ role: 'user', content: previous.calls.map((call) => ({ type: 'tool_result' as const, tool_use_id: call.id, content: RESULT })) });
+        }
+        return messages(model, turns, tools, stream);
+      }
+    }
+  }
+
+  for (const fixture of FAMILY_FIXTURES) {
+    it(`families e2e - ${fixture.family} (${fixture.format}): answer, call${fixture.expected.parallel ? ', two calls' : ''} and the answer after its result, in every dialect, streamed and not`, async () => {
+      for (const dialect of DIALECTS) {
+        for (const stream of dialect === 'responses-ws' ? [true] : [false, true]) {
+          const what = `${fixture.id} ${dialect}${stream ? ' streamed' : ''}`;
+          assertReply(await ask(dialect, fixture, [], stream), fixture.expected.answer, `${what} answer`);
+          const call = await ask(dialect, fixture, [weather], stream);
+          assertReply(call, fixture.expected.call, `${what} call`);
+          if (fixture.expected.parallel) assertReply(await ask(dialect, fixture, [weather, time], stream), fixture.expected.parallel, `${what} two calls`);
+          assertReply(await ask(dialect, fixture, [weather], stream, call), fixture.expected.afterResult, `${what} after the result`);
+        }
+      }
+    });
+  }
+});
