@@ -7,7 +7,7 @@ import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { fixtureModel } from '@cortex/fixtures';
+import { familyFixture, fixtureModel, MCP_FAMILY_FIXTURES, type FamilyFixture } from '@cortex/fixtures';
 import { Subjects, type RequestFinishedEvent } from '@cortex/contracts';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 import { WEATHER_TOOL } from './weather-mcp.js';
@@ -42,6 +42,15 @@ const chat = fixtureModel('cortex-chat');
 const claudeTools = fixtureModel('cortex-tools-mcp');
 const codexTools = fixtureModel('cortex-tools');
 const WEATHER_MCP = join(dirname(fileURLToPath(import.meta.url)), 'weather-mcp.js');
+/**
+ * The same round trip on models people run: family fixtures with their vendors' templates, each
+ * writing its family's own call syntax (Harmony, Qwen3-Coder's XML parameters, Devstral's
+ * [TOOL_CALLS]). Claude Code gets the `-mcp` variant, which calls Claude's name for the tool.
+ */
+const FAMILIES: ReadonlyArray<{ claude: FamilyFixture; codex: FamilyFixture }> = MCP_FAMILY_FIXTURES.map((claude) => ({
+  claude,
+  codex: familyFixture(claude.id.replace(/-mcp$/, '')) as FamilyFixture,
+}));
 
 /** Installs the pinned agents once (npm, with their native binaries); later runs reuse the directory. */
 async function installAgents(): Promise<void> {
@@ -154,6 +163,7 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: CONTEXT, pinned: true, slots: 1 },
         { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: CONTEXT, slots: 1 },
         { id: 'cortex-tools-mcp', file: 'fixture:cortex-tools-mcp', context_size: CONTEXT, slots: 1 },
+        ...FAMILIES.flatMap(({ claude, codex }) => [claude, codex].map((fixture) => ({ id: fixture.id, file: `fixture:${fixture.id}`, context_size: CONTEXT, slots: 1 }))),
       ],
     });
   });
@@ -223,6 +233,32 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     assert.deepEqual(await toolCalls(calls), [{ name: WEATHER_TOOL, arguments: codexTools.expected.toolCall?.arguments }], explain(run, stack));
     assert.match(run.stdout, new RegExp(escape(codexTools.expected.afterToolResult?.text ?? '')), explain(run, stack));
   });
+
+  for (const { claude: claudeFamily, codex: codexFamily } of FAMILIES) {
+    it(`agents e2e - ${claudeFamily.family}: claude and codex run the MCP tool the model calls in its own syntax, then print its answer`, async () => {
+      const claudeCalls = join(home, `claude-${claudeFamily.id}.log`);
+      const mcpConfig = join(home, `claude-${claudeFamily.id}.json`);
+      await writeFile(mcpConfig, JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MCP, claudeCalls] } } }));
+      const name = claudeFamily.expected.call.toolCalls?.[0]?.name ?? '';
+      const claudeRun = await claude(`claude-${claudeFamily.id}`, claudeFamily.id, { ENABLE_TOOL_SEARCH: 'false' }, ['--mcp-config', mcpConfig, '--strict-mcp-config', '--allowedTools', name]);
+      assert.equal(claudeRun.code, 0, explain(claudeRun, stack));
+      assert.deepEqual(await toolCalls(claudeCalls), [{ name: WEATHER_TOOL, arguments: { city: 'Paris' } }], explain(claudeRun, stack));
+      assert.match(claudeRun.stdout, new RegExp(escape(claudeFamily.expected.afterResult.content)), explain(claudeRun, stack));
+
+      const codexCalls = join(home, `codex-${codexFamily.id}.log`);
+      const server = [
+        '[mcp_servers.weather]',
+        `command = ${JSON.stringify(process.execPath)}`,
+        `args = ${JSON.stringify([WEATHER_MCP, codexCalls])}`,
+        'default_tools_approval_mode = "approve"',
+        '',
+      ];
+      const codexRun = await codex(`codex-${codexFamily.id}`, codexFamily.id, server);
+      assert.equal(codexRun.code, 0, explain(codexRun, stack));
+      assert.deepEqual(await toolCalls(codexCalls), [{ name: WEATHER_TOOL, arguments: { city: 'Paris' } }], explain(codexRun, stack));
+      assert.match(codexRun.stdout, new RegExp(escape(codexFamily.expected.afterResult.content)), explain(codexRun, stack));
+    });
+  }
 });
 
 /** The calls the weather MCP server logged (none: no file). */

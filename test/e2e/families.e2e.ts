@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import Anthropic from '@anthropic-ai/sdk';
-import { FAMILY_FIXTURES, type FamilyAnswer, type FamilyFixture } from '@cortex/fixtures';
+import { FAMILY_FIXTURES, familyTemplate, fixtureModel, type FamilyAnswer, type FamilyFixture } from '@cortex/fixtures';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
 
 /*
@@ -59,7 +59,12 @@ describe('model families e2e', () => {
   let anthropic: Anthropic;
 
   before(async () => {
-    const models = FAMILY_FIXTURES.map((fixture) => ({ id: fixture.id, file: `fixture:${fixture.id}`, context_size: 8192, slots: 1 }));
+    const models = [
+      ...FAMILY_FIXTURES.map((fixture) => ({ id: fixture.id, file: `fixture:${fixture.id}`, context_size: 8192, slots: 1 })),
+      // The catalogue's own template and format, over the GGUF's (a ChatML fixture given Qwen3's template; one told it writes Llama's calls).
+      { id: 'qwen3-templated', file: 'fixture:cortex-chat', context_size: 4096, slots: 1, chat_template: familyTemplate('Qwen-Qwen3-0.6B.jinja') },
+      { id: 'named-format', file: 'fixture:cortex-chat', context_size: 4096, slots: 1, format: 'llama3' },
+    ];
     stack = await startStack({ models });
     openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0 });
@@ -177,6 +182,20 @@ describe('model families e2e', () => {
       }
     }
   }
+
+  it('families e2e - /v1/models says which format each model got: its template\'s, or the catalogue\'s template or format', async () => {
+    for (const id of ['qwen3-templated', 'named-format']) {
+      const reply = await openai.chat.completions.create({ model: id, messages: [{ role: 'user', content: QUESTION }] });
+      assert.equal(reply.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text, `${id} still answers`);
+    }
+    const models = ((await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as { data: Array<{ id: string; capabilities?: { format?: string } }> }).data;
+    const format = (id: string): string | undefined => models.find((model) => model.id === id)?.capabilities?.format;
+    assert.equal(format('qwen3-templated'), 'hermes');
+    assert.equal(format('named-format'), 'llama3');
+    await Promise.all(FAMILY_FIXTURES.map((fixture) => openai.chat.completions.create({ model: fixture.id, messages: [{ role: 'user', content: QUESTION }] })));
+    const after = ((await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as { data: Array<{ id: string; capabilities?: { format?: string } }> }).data;
+    for (const fixture of FAMILY_FIXTURES) assert.equal(after.find((model) => model.id === fixture.id)?.capabilities?.format, fixture.format, fixture.id);
+  });
 
   for (const fixture of FAMILY_FIXTURES) {
     it(`families e2e - ${fixture.family} (${fixture.format}): answer, call${fixture.expected.parallel ? ', two calls' : ''} and the answer after its result, in every dialect, streamed and not`, async () => {

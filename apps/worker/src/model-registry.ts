@@ -167,7 +167,7 @@ export class ModelRegistry implements HeartbeatSource {
       entry.bytes = bytes;
       await this.assertFits(command.model, entry.bytes);
       const model = await engine.load(
-        { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue, queueOrder: config.worker.queueOrder, ...(draft && { draft }), ...(command.kind && { kind: command.kind }) },
+        { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue, queueOrder: config.worker.queueOrder, ...(draft && { draft }), ...(command.kind && { kind: command.kind }), ...(command.chatTemplate && { chatTemplate: command.chatTemplate }), ...(command.format && { format: command.format }) },
         loading(4),
         signal,
       );

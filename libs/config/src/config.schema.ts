@@ -263,6 +263,18 @@ export class ModelConfig {
    * vocabulary) — or `lookup`, which drafts from the prompt itself (input lookup). Unset: none.
    */
   @IsOptional() @IsString() draft?: string;
+  /**
+   * The chat template to render prompts with instead of the GGUF's own (a Jinja template, as the
+   * model's `tokenizer_config.json` has it): for a GGUF whose template is missing or broken.
+   * `chat_template_file` names a file holding it (relative to this file).
+   */
+  @IsOptional() @IsString() @MaxLength(262144) chatTemplate?: string;
+  @IsOptional() @IsString() chatTemplateFile?: string;
+  /**
+   * The output format (how the model writes reasoning and tool calls), where its template's
+   * fingerprint does not say: `hermes`, `qwen3-coder`, `gpt-oss`, … (docs/compatibility.md).
+   */
+  @IsOptional() @Matches(/^[a-z0-9][a-z0-9.-]{0,63}$/, { message: 'must name a format, such as hermes or gpt-oss' }) format?: string;
   /** `chat` generates; `embedding` serves /v1/embeddings, `ranking` /v1/rerank. */
   @IsIn(['chat', 'embedding', 'ranking']) kind: 'chat' | 'embedding' | 'ranking' = 'chat';
   /**

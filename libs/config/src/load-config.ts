@@ -82,6 +82,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     if (local(model.file)) model.file = resolve(base, model.file);
     // A draft is a catalogue id, `lookup`, or a source written like `file` (relative to this file too).
     if (model.draft && model.draft !== 'lookup' && !ids.has(model.draft) && local(model.draft)) model.draft = resolve(base, model.draft);
+    if (model.chatTemplateFile !== undefined) {
+      if (model.chatTemplate !== undefined) throw new ConfigError(`${where}: model ${model.id}: set chat_template or chat_template_file, not both`);
+      const file = resolve(base, model.chatTemplateFile);
+      try {
+        model.chatTemplate = readFileSync(file, 'utf8');
+      } catch (error) {
+        throw new ConfigError(`${where}: model ${model.id}: chat_template_file ${file} cannot be read: ${(error as Error).message}`);
+      }
+      delete model.chatTemplateFile;
+    }
   }
   if (!isAbsolute(config.worker.modelsDir)) config.worker.modelsDir = resolve(cwd, config.worker.modelsDir);
   return { config, path: usedPath };

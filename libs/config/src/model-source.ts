@@ -11,6 +11,9 @@ export interface ModelSource {
   kind?: 'embedding' | 'ranking';
   /** The pinned SHA-256 of `source`, checked after a download. */
   sha256?: string;
+  /** The catalogue's chat template and output format, over the GGUF's own. */
+  chatTemplate?: string;
+  format?: string;
 }
 
 /**
@@ -21,6 +24,8 @@ export function modelSource(config: Pick<CortexConfig, 'models'>, model: ModelCo
   const source: ModelSource = { source: model.file, contextSize: model.contextSize, slots: model.slots };
   if (model.kind !== 'chat') source.kind = model.kind;
   if (model.sha256) source.sha256 = model.sha256;
+  if (model.chatTemplate) source.chatTemplate = model.chatTemplate;
+  if (model.format) source.format = model.format;
   if (model.draft) source.draft = model.draft === 'lookup' ? 'lookup' : (config.models.find((m) => m.id === model.draft)?.file ?? model.draft);
   return source;
 }

@@ -119,6 +119,10 @@ export class LoadCommand {
   @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
   /** The SHA-256 the catalogue pins for a downloaded `source`. */
   @IsOptional() @IsString() sha256?: string;
+  /** The catalogue's chat template, rendering prompts instead of the GGUF's own. */
+  @IsOptional() @IsString() @MaxLength(262144) chatTemplate?: string;
+  /** The catalogue's output format, instead of the one the template's fingerprint says. */
+  @IsOptional() @IsString() @MaxLength(64) format?: string;
   /** Why the router loads it, for the console and the logs. */
   @IsOptional() @IsIn(LOAD_TRIGGERS) trigger?: LoadTrigger;
 }

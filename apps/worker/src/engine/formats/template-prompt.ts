@@ -3,6 +3,16 @@ import { Template } from '@huggingface/jinja';
 import { LlamaText, SpecialTokensText, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
 import { CortexError, type CanonicalMessage, type ToolDefinition } from '@cortex/contracts';
 
+/**
+ * `x.items()`, `x.keys()` and `x.values()` as filters. Python's Jinja finds a dict's methods before
+ * its keys; @huggingface/jinja finds the keys first, so a JSON schema with an `items` key (any array
+ * parameter, as agents' tools have) broke templates that iterate `schema.items()` (gpt-oss's,
+ * Qwen3-Coder's). The filters read the dict whatever its keys.
+ */
+export function pythonMethods(source: string): string {
+  return source.replace(/\.(items|keys|values)\(\s*\)/g, '|$1');
+}
+
 /** llama.cpp's token types that its tokenizer reads as special tokens in a prompt: unknown, control, user-defined. */
 const SPECIAL_TYPES = new Set([2, 3, 4]);
 
@@ -39,7 +49,7 @@ export class TemplatePrompt {
     readonly source: string,
     private readonly model: LlamaModel,
   ) {
-    this.template = new Template(source);
+    this.template = new Template(pythonMethods(source));
     this.bos = model.tokens.bosString ?? '';
     this.eos = model.tokens.eosString ?? '';
     this.special = specialPattern(model);
