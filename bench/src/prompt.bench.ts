@@ -2,7 +2,8 @@
  * `npm run bench:prompt`: what the worker spends turning an agent's conversation into tokens, turn
  * after turn, before any prompt evaluation. Each turn adds a user message, a tool call and its result
  * to a long system prompt with tool schemas, the shape coding agents send. For every turn it times the
- * worker's rendering (the model's chat wrapper), tokenizing the rendered prompt whole (node-llama-cpp's
+ * worker's rendering (the model's own chat template, `formats/template-prompt.ts`; node-llama-cpp's
+ * chat wrapper for a model without one), tokenizing the rendered prompt whole (node-llama-cpp's
  * tokenizer, as before the memo), and tokenizing it through the worker's memo (`token-memo.ts`), which
  * saw the earlier turns; the two token lists must be equal. Both run in this process, alternating.
  *
@@ -12,9 +13,10 @@ import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { getLlama, getModuleVersion, LlamaLogLevel, resolveChatWrapper } from 'node-llama-cpp';
+import { getLlama, getModuleVersion, LlamaLogLevel, resolveChatWrapper, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
 import type { CanonicalMessage, ToolDefinition } from '@cortex/contracts';
-import { AGENT_SYSTEM_PROMPT, ensureFixtureModels } from '@cortex/fixtures';
+import { AGENT_SYSTEM_PROMPT, ensureFamilyFixtures, ensureFixtureModels } from '@cortex/fixtures';
+import { TemplatePrompt } from '../../apps/worker/dist/engine/formats/template-prompt.js';
 import { SHARED_MODELS } from '@cortex/testing';
 import { toChatHistory, toFunctions } from '../../apps/worker/dist/engine/prompt.js';
 import { memoTokenizer } from '../../apps/worker/dist/engine/token-memo.js';
@@ -43,18 +45,20 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'cortex-bench-prompt-'));
   const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error, build: 'never' });
   try {
-    const fixtures = await ensureFixtureModels(dir);
+    const fixtures = { ...(await ensureFixtureModels(dir)), ...(await ensureFamilyFixtures(dir, { ids: ['cortex-gpt-oss', 'cortex-qwen3-coder'] })) };
     const models = [
       { id: 'cortex-tools', path: fixtures['cortex-tools'] },
+      { id: 'cortex-gpt-oss', path: fixtures['cortex-gpt-oss'] },
+      { id: 'cortex-qwen3-coder', path: fixtures['cortex-qwen3-coder'] },
       { id: 'stories260K', path: join(SHARED_MODELS, 'stories260K.gguf') },
       { id: 'llama-2-tiny-random', path: join(SHARED_MODELS, 'llama-2-tiny-random.gguf') },
     ].filter((m): m is { id: string; path: string } => m.path !== undefined && existsSync(m.path));
     log('per turn, medians over the turns after the first (ms); "whole" tokenizes the rendered prompt whole, "memo" as the worker does');
-    log('model                 chat wrapper                 tokens (last)   render   whole    memo   whole/memo');
+    log('model                 renderer                     tokens (last)   render   whole    memo   whole/memo');
     for (const { id, path } of models) {
       const model = await llama.loadModel({ modelPath: path });
       try {
-        const wrapper = resolveChatWrapper(model);
+        const renderer = rendererOf(model);
         // As the worker sizes it for a model with a 32k context and 4 slots.
         const memo = memoTokenizer(model.tokenizer, 32_768 * 4 * 4);
         const messages: CanonicalMessage[] = [{ role: 'system', content: systemPrompt() }];
@@ -67,12 +71,12 @@ async function main(): Promise<void> {
           messages.push({ role: 'assistant', content: 'Reading the file first.', toolCalls: [{ id: `call_${turn}`, name: 'tool_1', arguments: JSON.stringify({ path: `src/module-${turn}.ts` }) }] });
           messages.push({ role: 'tool', toolCallId: `call_${turn}`, content: JSON.stringify({ output: `export const value${turn} = compute(${turn});\n`.repeat(40) }) });
           const started = performance.now();
-          const { contextText } = wrapper.generateContextState({ chatHistory: toChatHistory(messages), availableFunctions: toFunctions(TOOLS) });
+          const prompt = renderer.render(messages);
           const rendered = performance.now() - started;
           // Which goes first alternates, so neither always finds the tokenizer's caches warm.
           const timed = (tokenizer: typeof memo): { tokens: number[]; ms: number } => {
             const at = performance.now();
-            const out = contextText.tokenize(tokenizer);
+            const out = prompt(tokenizer);
             return { tokens: out, ms: performance.now() - at };
           };
           let plain: { tokens: number[]; ms: number };
@@ -95,7 +99,7 @@ async function main(): Promise<void> {
           viaMemo.push(memoed.ms);
         }
         log(
-          `${id.padEnd(21)} ${wrapper.constructor.name.padEnd(28)} ${String(tokens).padStart(13)}   ${median(render).toFixed(2).padStart(6)}   ${median(whole).toFixed(2).padStart(6)}   ${median(viaMemo).toFixed(2).padStart(5)}   ${(median(whole) / median(viaMemo)).toFixed(1).padStart(10)}`,
+          `${id.padEnd(21)} ${renderer.name.padEnd(28)} ${String(tokens).padStart(13)}   ${median(render).toFixed(2).padStart(6)}   ${median(whole).toFixed(2).padStart(6)}   ${median(viaMemo).toFixed(2).padStart(5)}   ${(median(whole) / median(viaMemo)).toFixed(1).padStart(10)}`,
         );
       } finally {
         await model.dispose();
@@ -105,6 +109,29 @@ async function main(): Promise<void> {
     await llama.dispose();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The worker's renderer for a model: its own template, or node-llama-cpp's wrapper for a GGUF without one. */
+function rendererOf(model: LlamaModel): { name: string; render(messages: CanonicalMessage[]): (tokenizer: Tokenizer) => Token[] } {
+  const source = model.fileInfo.metadata.tokenizer?.chat_template;
+  if (source) {
+    const template = TemplatePrompt.checked(source, model);
+    return {
+      name: 'its chat template',
+      render: (messages) => {
+        const text = template.text(messages, TOOLS);
+        return (tokenizer) => template.tokens(text, tokenizer);
+      },
+    };
+  }
+  const wrapper = resolveChatWrapper(model);
+  return {
+    name: wrapper.constructor.name,
+    render: (messages) => {
+      const { contextText } = wrapper.generateContextState({ chatHistory: toChatHistory(messages), availableFunctions: toFunctions(TOOLS) });
+      return (tokenizer) => contextText.tokenize(tokenizer);
+    },
+  };
 }
 
 main().catch((error: Error) => {
