@@ -51,6 +51,7 @@ function report(what: string, pauseMs: number | undefined): void {
 
 /** Family fixtures with long outputs (libs/fixtures/src/family-fixtures.ts). */
 const FAMILIES = ['cortex-gpt-oss-long', 'cortex-qwen3-coder-long'];
+const REASONING_FAMILIES = ['cortex-gpt-oss-long', 'cortex-minimax-m2-long'];
 const isReasoning = (message: SseMessage): boolean => Boolean(chatDelta(message)?.reasoning_content);
 const isContent = (message: SseMessage): boolean => Boolean(chatDelta(message)?.content);
 /** A delta of a call's arguments (not the call's first delta, which carries its id and name). */
@@ -93,7 +94,7 @@ describe('migration e2e', () => {
       models: [
         { id: MODEL, file: `fixture:${MODEL}`, context_size: 16384, slots: 2 },
         { id: REASONING_MODEL, file: `fixture:${REASONING_MODEL}`, context_size: 4096, slots: 2 },
-        ...FAMILIES.map((id) => ({ id, file: `fixture:${id}`, context_size: 4096, slots: 2 })),
+        ...[...new Set([...FAMILIES, ...REASONING_FAMILIES])].map((id) => ({ id, file: `fixture:${id}`, context_size: 4096, slots: 2 })),
       ],
       // A short idle timeout: a frozen worker's stream moves after it.
       config: { worker: { heartbeat_ms: 200 }, gateway: { stream_idle_timeout_ms: 3_000 }, log_level: 'info' },
@@ -438,23 +439,25 @@ describe('migration e2e', () => {
   // 160-token stretch of reasoning or arguments in its own syntax, move mid-stream like any model.
   const weather = { type: 'function', function: { name: 'get_weather', description: 'The weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } };
 
-  it('migration - gpt-oss killed mid-reasoning (its analysis channel): reasoning and answer equal the unbroken run', async () => {
-    await fleet(['w1', 'w2'], [MODEL, 'cortex-gpt-oss-long']);
-    const body = chat({ model: 'cortex-gpt-oss-long', max_tokens: 1_000 });
-    const reference = chatResult(await readSse(`${stack.baseUrl}/v1/chat/completions`, body));
-    assert.equal(reference.finish, 'stop');
-    assert.match(reference.reasoning, /^w001 w002/);
-    const { read, killed, resumedAt } = await killedAfter(body, [5], { when: isReasoning });
-    const result = chatResult(read);
-    assert.equal(killed.length, 1);
-    assert.equal(result.error, null, moves());
-    const [resumed = read.messages.length] = resumedAt;
-    assert.ok(read.messages.slice(resumed).some(isReasoning), 'the next worker went on reasoning');
-    assert.equal(result.reasoning, reference.reasoning);
-    assert.equal(result.text, reference.text);
-    assert.equal(result.finish, 'stop');
-    assert.deepEqual(counts(result), counts(reference));
-  });
+  for (const model of REASONING_FAMILIES) {
+    it(`migration - ${model} killed mid-reasoning (gpt-oss's analysis channel, MiniMax's <think>): reasoning and answer equal the unbroken run`, async () => {
+      await fleet(['w1', 'w2'], [MODEL, model]);
+      const body = chat({ model, max_tokens: 1_000 });
+      const reference = chatResult(await readSse(`${stack.baseUrl}/v1/chat/completions`, body));
+      assert.equal(reference.finish, 'stop');
+        assert.match(reference.reasoning, /^w001 w002/);
+      const { read, killed, resumedAt } = await killedAfter(body, [5], { when: isReasoning });
+      const result = chatResult(read);
+      assert.equal(killed.length, 1);
+      assert.equal(result.error, null, moves());
+      const [resumed = read.messages.length] = resumedAt;
+      assert.ok(read.messages.slice(resumed).some(isReasoning), 'the next worker went on reasoning');
+      assert.equal(result.reasoning, reference.reasoning);
+      assert.equal(result.text, reference.text);
+      assert.equal(result.finish, 'stop');
+      assert.deepEqual(counts(result), counts(reference));
+    });
+  }
 
   for (const model of FAMILIES) {
     it(`migration - ${model} killed mid-call: one call, its id kept, arguments equal the unbroken run's`, async () => {
