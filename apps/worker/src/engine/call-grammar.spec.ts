@@ -20,7 +20,7 @@ describe('call grammar', () => {
   let open: Token;
   let close: Token;
   let markerBias: TokenBias;
-  let calls: () => Promise<CallGrammar>;
+  let calls: () => Promise<{ grammar: CallGrammar; open: () => void }>;
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'cortex-call-grammar-'));
@@ -31,7 +31,11 @@ describe('call grammar', () => {
     [open, close] = [model.tokenize('<tool_call>', true)[0] as Token, model.tokenize('</tool_call>', true)[0] as Token];
     markerBias = new TokenBias(model.tokenizer).set([open, close], 'never');
     const grammars = new GrammarCache(llama);
-    calls = async () => new CallGrammar(model, await grammars.forToolCall(TOOLS), markerBias);
+    calls = async () => {
+      const call = await grammars.forToolCall(TOOLS);
+      const grammar = new CallGrammar(model, markerBias);
+      return { grammar, open: () => grammar.open(call) };
+    };
   });
 
   after(async () => {
@@ -42,23 +46,24 @@ describe('call grammar', () => {
   });
 
   it('call grammar - holds from a call opening until its JSON closes, then lets go', async () => {
-    const grammar = await calls();
+    const { grammar, open } = await calls();
     const outside = () => [grammar.holding, grammar.evaluationState() === undefined, grammar.tokenBias() === markerBias];
     assert.deepEqual(outside(), [false, true, false], 'nothing holds free text');
-    grammar.open();
+    open();
     assert.deepEqual(outside(), [true, false, true], 'a call: the grammar and the marker ban');
     assert.equal(grammar.push('{"name": "get_weather", "arguments": {"location": "a}'), false, 'a brace inside a string closes nothing');
     assert.equal(grammar.push('"}'), false);
     assert.equal(grammar.push('}'), true, 'the wrapper object closed');
     assert.deepEqual(outside(), [false, true, false], 'let go: the model closes the call itself');
-    grammar.open();
+    open();
     grammar.close();
     assert.deepEqual(outside(), [false, true, false], 'closed some other way');
   });
 
   it("call grammar - switched on mid-sequence by evaluate's callbacks, it makes the fixture's call match another schema", async () => {
     /** Generates from a chat prompt; returns the JSON written between the call markers. */
-    const callText = async (grammar: CallGrammar | null): Promise<string> => {
+    const callText = async (held: { grammar: CallGrammar; open: () => void } | null): Promise<string> => {
+      const grammar = held?.grammar;
       const sequence = context.getSequence();
       try {
         const prompt = model.tokenize('<|im_start|>user\nWeather in San Francisco?<|im_end|>\n<|im_start|>assistant\n', true);
@@ -69,7 +74,7 @@ describe('call grammar', () => {
           tokens.push(token);
           if (token === open) {
             inCall = true;
-            grammar?.open();
+            held?.open();
           } else if (token === close || model.isEogToken(token) || tokens.length > 64) break;
           else if (inCall) {
             const piece = model.detokenize([token]);

@@ -3,11 +3,12 @@ import { acceptIntoGrammar } from './grammar-advance.js';
 import { JsonDepth } from './formats/scan.js';
 
 /**
- * The declared tools' call grammar, switched on lazily, as llama.cpp's server does: text is sampled
- * freely, and from the token after a call's opening marker the grammar holds the output to
- * `{"name": <a declared tool>, "arguments": <its parameters>}` (marker tokens banned), so the arguments
- * match the tool's schema by construction. When the call's JSON object closes it lets go and the model
- * closes the call itself. node-llama-cpp asks for the grammar state and the token bias at every
+ * A call's grammar, switched on lazily, as llama.cpp's server does: text is sampled freely, and from
+ * the token after a call's opening marker a grammar holds the output (marker tokens banned) to
+ * `{"name": <a declared tool>, "arguments": <its parameters>}` (Hermes), or from the token after a
+ * call's name and separator to that tool's parameters (formats that write the name as text), so the
+ * arguments match the tool's schema by construction. When the JSON object closes it lets go and the
+ * model closes the call itself. node-llama-cpp asks for the grammar state and the token bias at every
  * sampling step (the callbacks below), which is how its own LlamaChat switches grammars for function
  * parameters: the evaluation is never restarted.
  */
@@ -18,7 +19,6 @@ export class CallGrammar {
 
   constructor(
     private readonly model: LlamaModel,
-    private readonly grammar: LlamaGrammar,
     private readonly markerBias: TokenBias | undefined,
   ) {
     this.none = new TokenBias(model.tokenizer);
@@ -35,10 +35,10 @@ export class CallGrammar {
     return this.state !== undefined;
   }
 
-  /** A call opened (its marker was sampled, or written for a forced call): the grammar holds the next token. */
-  open(): void {
+  /** A call (or its arguments) opened, sampled or written for a forced call: `grammar` holds the next token. */
+  open(grammar: LlamaGrammar): void {
     this.json = new JsonDepth();
-    this.state = new LlamaGrammarEvaluationState({ model: this.model, grammar: this.grammar });
+    this.state = new LlamaGrammarEvaluationState({ model: this.model, grammar });
   }
 
   /** A resumed stream's delivered token, which the grammar held when it was sampled: the state goes past it. */

@@ -32,10 +32,10 @@ export interface DecodeModel {
   /** How the model writes reasoning and calls (see ChatFormat); null for raw completions. */
   format: ChatFormat | null;
   /**
-   * The tokens of the format's call opening, where the call grammar can hold what follows (see
-   * CallGrammar): a forced call starts with them written. Null where no grammar fits the format.
+   * What a grammar holds of a call (see CallGrammar): the whole `{"name", "arguments"}` object after
+   * the opening marker (`call`), the JSON arguments after the name (`arguments`), or nothing.
    */
-  callOpen: Token[] | null;
+  callHold: 'call' | 'arguments' | null;
   /** Bans the marker tokens while a grammar holds the output. */
   markerBias: TokenBias | undefined;
 }
@@ -53,10 +53,12 @@ export interface DecodePlan {
   startInReasoning: boolean;
   /** Holds the whole output (a JSON response format). */
   grammar: LlamaGrammar | null;
-  /** Holds each tool call from its opening marker until its JSON closes (see CallGrammar). */
+  /** Holds each tool call from its opening marker until its JSON closes (`callHold: call`, see CallGrammar). */
   callGrammar: LlamaGrammar | null;
-  /** tool_choice required or named: the model starts inside a call held by `callGrammar`. */
-  forceToolCall: boolean;
+  /** Holds each call's JSON arguments, by tool (`callHold: arguments`). */
+  argumentGrammars: ReadonlyMap<string, LlamaGrammar> | null;
+  /** tool_choice required or named: the tokens a forced call starts with, written for the model; its grammar holds the rest. */
+  forcedOpening: Token[] | null;
   emit: (event: StreamEventBody) => void;
   /** A migrated stream: the delivered tokens to evaluate and replay before sampling (see ResumeReplay). */
   resume?: ResumeReplay;
@@ -94,8 +96,10 @@ export class Decode {
   private reasoningTokens = 0;
   private firstTokenAt = 0;
   private stopSequence: string | undefined;
-  /** The call grammar, switched on as each call opens; null when no tool can be called. */
+  /** The call grammar, switched on as each call (or its arguments) opens; null when no tool can be called. */
   private readonly calls: CallGrammar | null;
+  /** The tool whose arguments' grammar was opened for the call being written (`callHold: arguments`). */
+  private heldFor: string | null = null;
   /** The response format's grammar state (null without one): made here, so a resume can advance it. */
   private readonly formatState: LlamaGrammarEvaluationState | null;
   /** A forced call: the output ends when its JSON object closes. */
@@ -109,13 +113,13 @@ export class Decode {
     private readonly model: DecodeModel,
     private readonly plan: DecodePlan,
   ) {
-    const { job, prompt, grammar, callGrammar } = plan;
+    const { job, prompt, grammar, callGrammar, argumentGrammars } = plan;
     this.release = new TokenRelease(plan.emit, plan.replayed);
     this.emit = this.release.emit;
     this.userStops = job.request.sampling.stop ?? [];
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
     const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
-    this.calls = callGrammar && model.callOpen ? new CallGrammar(model.model, callGrammar, model.markerBias) : null;
+    this.calls = callGrammar || argumentGrammars ? new CallGrammar(model.model, model.markerBias) : null;
     this.formatState = grammar ? new LlamaGrammarEvaluationState({ model: model.model, grammar }) : null;
     this.streamer = new TextStreamer([...this.userStops, ...plan.hiddenStops, ...grammarStops]);
     this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
@@ -163,7 +167,13 @@ export class Decode {
     const open = this.forcedOpen();
     if (open) {
       if (open.some((token, i) => resume.tokens[i] !== token)) throw resume.notForcedCall();
-      this.forceCall(open);
+      // The call it opened was announced before: what it sends again goes where replayed events go.
+      this.release.replaying = true;
+      try {
+        this.forceCall(open);
+      } finally {
+        this.release.replaying = false;
+      }
     }
     return resume.replay<Token>(this.release, (token) => this.replayStep(token), open?.length ?? 0);
   }
@@ -186,9 +196,9 @@ export class Decode {
     return keep;
   }
 
-  /** The call opening a forced call starts with, or null when the request does not force one. */
+  /** The tokens a forced call starts with, or null when the request does not force one. */
   private forcedOpen(): Token[] | null {
-    return this.plan.forceToolCall && this.model.callOpen && this.calls ? this.model.callOpen : null;
+    return this.calls ? this.plan.forcedOpening : null;
   }
 
   /**
@@ -209,10 +219,11 @@ export class Decode {
   /** The model starts inside a forced call, whose opening the decode wrote. */
   private forceCall(open: Token[]): void {
     this.completion += open.length;
+    // A format that writes the name in its opening announces the call here.
     this.parser.push(this.model.model.detokenize(open, true));
-    this.parsed.length = 0;
+    this.publish();
     this.forced = true;
-    this.calls?.open();
+    this.followCall(false, '');
   }
 
   /** Samples until a token ends the output; returns why it ended. `resumed`: the tokens a migrated stream had delivered. */
@@ -277,17 +288,30 @@ export class Decode {
   }
 
   /**
-   * The call grammar follows the parser: on as a call opens, off as it ends. When a held call's JSON
-   * closes, a forced call ends the output, and so does the last call allowed (max_tool_calls).
+   * The call grammar follows the parser: on as a call opens (`callHold: call`) or as its arguments
+   * begin (`callHold: arguments`), off as the call ends. When a held call's JSON closes, a forced call
+   * ends the output, and so does the last call allowed (max_tool_calls).
    */
   private followCall(wasInCall: boolean, text: string): FinishReason | null {
-    const { calls, parser } = this;
+    const { calls, parser, plan } = this;
     if (!calls) return null;
     if (wasInCall && calls.holding && calls.push(text)) {
       return this.forced || parser.calls >= this.maxToolCalls ? 'tool_calls' : null;
     }
-    if (!wasInCall && parser.inCall) calls.open();
-    else if (wasInCall && !parser.inCall) calls.close();
+    if (!parser.inCall) {
+      if (wasInCall) calls.close();
+      this.heldFor = null;
+      return null;
+    }
+    if (calls.holding) return null;
+    if (plan.callGrammar && !wasInCall) calls.open(plan.callGrammar);
+    const tool = parser.argumentsFor;
+    if (tool === null) this.heldFor = null;
+    else if (this.heldFor === null) {
+      const held = plan.argumentGrammars?.get(tool);
+      this.heldFor = tool;
+      if (held) calls.open(held);
+    }
     return null;
   }
 

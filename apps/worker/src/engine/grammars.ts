@@ -41,6 +41,15 @@ export class GrammarCache {
     return this.cached(key, () => createJsonGrammar(this.llama, schema(true), padded).catch(() => createJsonGrammar(this.llama, schema(false), padded)));
   }
 
+  /** A tool's JSON arguments (any JSON object when it declares no parameters), white space allowed around them. */
+  forArguments(tool: ToolDefinition): Promise<LlamaGrammar> {
+    const any = { type: 'object', additionalProperties: true };
+    const padded = { padded: true };
+    return this.cached(`arguments:${JSON.stringify(tool.parameters ?? null)}`, () =>
+      createJsonGrammar(this.llama, tool.parameters ?? any, padded).catch(() => createJsonGrammar(this.llama, any, padded)),
+    );
+  }
+
   private cached(key: string, create: () => Promise<LlamaGrammar>): Promise<LlamaGrammar> {
     return memoAsync(this.grammars, key, create, 64);
   }

@@ -73,13 +73,13 @@ export class LlamaEngineModel implements EngineModel {
     this.format = `${dialect.format.id} (${dialect.chosenBy})`;
     this.promptTokenizer = memoTokenizer(model.tokenizer, spec.contextSize * spec.slots * PLAUSIBLE_BYTES_PER_TOKEN);
     const { format } = dialect;
-    const callOpen = grammarCallOpen(format, model);
+    const callHold = callHoldOf(format, model);
     // Marker tokens banned while a grammar holds the output: a marker's text can fit inside a JSON
     // string, and read as a marker it would open a new call (or reasoning) inside the one being written.
     const markers = formatMarkers(format).flatMap((marker) => singleToken(model, marker) ?? []);
     const markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
-    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, callOpen, markerBias };
-    this.rawDecodeModel = { ...this.decodeModel, format: null, callOpen: null, markerBias: undefined };
+    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, callHold, markerBias };
+    this.rawDecodeModel = { ...this.decodeModel, format: null, callHold: null, markerBias: undefined };
     this.grammars = new GrammarCache(model.llama);
     this.vocabularySize = vocabularySize(model);
     this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);
@@ -165,8 +165,12 @@ export class LlamaEngineModel implements EngineModel {
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
     // grammar holds each call from its opening marker (a forced call from the first token).
     const grammar = !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
-    const callable = forced ?? (grammar || request.raw || !this.decodeModel.callOpen ? null : request.tools);
-    const callGrammar = callable?.length ? await this.grammars.forToolCall(callable) : null;
+    const hold = this.decodeModel.callHold;
+    const callable = forced ?? (grammar || request.raw ? null : request.tools);
+    const callGrammar = hold === 'call' && callable?.length ? await this.grammars.forToolCall(callable) : null;
+    const argumentGrammars =
+      hold === 'arguments' && callable?.length ? new Map(await Promise.all(callable.map(async (tool) => [tool.name, await this.grammars.forArguments(tool)] as const))) : null;
+    const forcedOpening = forced ? this.forcedOpening(forced) : null;
     // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
     const shared = new Map<LlamaContextSequence, number>();
     const context = resume ? resume.context(prompt) : prompt;
@@ -183,7 +187,7 @@ export class LlamaEngineModel implements EngineModel {
       lookUpIn(sequence, context);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
       const replay = { resume, replayed: check.active ? check.observe : undefined, toolCallIds: job.resume?.toolCallIds };
-      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, startInReasoning, grammar, callGrammar, forceToolCall: forced !== null, emit, echo, ...replay };
+      const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, startInReasoning, grammar, callGrammar, argumentGrammars, forcedOpening, emit, echo, ...replay };
       charged = chargedTokens(await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run());
     } finally {
       this.pool.release(sequence, charged);
@@ -198,27 +202,36 @@ export class LlamaEngineModel implements EngineModel {
 
   /**
    * The tools a request obliges the model to call (`tool_choice` required: any of them; a named
-   * function: that one), or null when the model chooses. Enforcing needs the model's tool-call
-   * markers; without them the request is refused rather than silently left to chance.
+   * function: that one), or null when the model chooses. Enforcing needs a grammar that fits the
+   * model's format, and for a format that writes the name as text, one tool to write it for (a named
+   * function, or `required` with one tool declared); otherwise the request is refused rather than
+   * silently left to chance.
    */
   private forcedToolCall(request: CanonicalRequest): ToolDefinition[] | null {
     const choice = request.toolChoice;
     if (!choice || choice === 'auto' || !request.tools?.length) return null;
-    if (!this.decodeModel.callOpen) {
-      const why = this.capabilities.tools
-        ? `writes its calls in the ${this.dialect.format.id} format, which cortex cannot hold to a grammar yet`
-        : 'writes no tool calls cortex can parse (its chat template teaches none)';
-      throw new CortexError(
-        'invalid_request',
-        `tool_choice '${choice}' cannot be enforced: ${this.id} ${why}; send tool_choice 'auto' or use a model whose calls are JSON in single-token markers`,
-        { param: 'tool_choice' },
-      );
+    const { callHold, format } = this.decodeModel;
+    const refuse = (why: string, fix: string): never => {
+      throw new CortexError('invalid_request', `tool_choice '${choice}' cannot be enforced: ${this.id} ${why}; ${fix}`, { param: 'tool_choice' });
+    };
+    if (!callHold || (callHold === 'arguments' && !format?.forcedCall)) {
+      const why = this.capabilities.tools ? `writes its calls in the ${format?.id ?? 'raw'} format, which cortex cannot hold to a grammar yet` : 'writes no tool calls cortex can parse (its chat template teaches none)';
+      refuse(why, "send tool_choice 'auto' or use a model whose format cortex holds (docs/compatibility.md)");
     }
-    if (choice === 'required') return request.tools;
-    const name = choice.slice('function:'.length);
-    const tool = request.tools.find((t) => t.name === name);
-    if (!tool) throw new CortexError('invalid_request', `tool_choice names '${name}', which is not in tools`, { param: 'tool_choice' });
-    return [tool];
+    const tools = choice === 'required' ? request.tools : [request.tools.find((t) => t.name === choice.slice('function:'.length)) ?? refuse(`is asked for '${choice.slice('function:'.length)}', which is not in tools`, 'name a declared tool')];
+    if (callHold === 'arguments' && tools.length > 1) {
+      refuse(`writes the tool's name itself in the ${format?.id} format, so cortex forces one named tool at a time`, 'name the function to call');
+    }
+    return tools;
+  }
+
+  /** The tokens a forced call to `tools` starts with: Hermes's opening marker, or the format's call up to its arguments. */
+  private forcedOpening(tools: readonly ToolDefinition[]): Token[] | null {
+    const { callHold, format } = this.decodeModel;
+    if (callHold === 'call') return this.model.tokenize(format?.tools?.callOpen ?? '', true);
+    const name = tools[0]?.name;
+    if (!format?.forcedCall || name === undefined) return null;
+    return this.model.tokenize(format.forcedCall.replace('{name}', name), true);
   }
 
   /** Each part is disposed even when another fails: a context that throws must not leak the model's memory. */
@@ -262,15 +275,19 @@ function singleToken(model: LlamaModel, text: string): Token | null {
 }
 
 /**
- * The tokens opening a call the call grammar can hold: the grammar writes `{"name": …, "arguments": …}`
- * (see GrammarCache.forToolCall), so it fits a format whose call is that JSON between single-token
- * markers. Null for every other format: its calls are parsed, not held.
+ * What a grammar can hold of the format's calls: the whole call where it is the `{"name": …,
+ * "arguments": …}` object that GrammarCache.forToolCall writes, between single-token markers
+ * (Hermes); the arguments where a call writes its name as text and then its arguments as one JSON
+ * object (Mistral, DeepSeek V3.1, Kimi, Harmony's recipient calls); nothing for the other syntaxes,
+ * whose calls are parsed as written.
  */
-function grammarCallOpen(format: ChatFormat, model: LlamaModel): Token[] | null {
+function callHoldOf(format: ChatFormat, model: LlamaModel): 'call' | 'arguments' | null {
+  if (format.harmony) return 'arguments';
   const tools = format.tools;
-  if (!tools || tools.sectionOpen || tools.atStart || !tools.callClose || tools.body.kind !== 'json') return null;
+  if (!tools || tools.atStart) return null;
   const { body } = tools;
+  if (body.kind === 'named') return body.args.kind === 'json' && !body.args.fence ? 'arguments' : null;
+  if (body.kind !== 'json' || tools.sectionOpen || !tools.callClose) return null;
   if (body.list || body.nameAsKey || body.nameKeys[0] !== 'name' || body.argKeys[0] !== 'arguments') return null;
-  const open = singleToken(model, tools.callOpen);
-  return open !== null && singleToken(model, tools.callClose) !== null ? [open] : null;
+  return singleToken(model, tools.callOpen) !== null && singleToken(model, tools.callClose) !== null ? 'call' : null;
 }

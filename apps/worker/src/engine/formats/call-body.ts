@@ -20,6 +20,12 @@ export interface CallParser {
   /** The call ended by itself (its JSON closed, without a closing marker): what follows is not the call's. */
   readonly done: boolean;
   /**
+   * The declared tool whose JSON arguments are being written now (from the token after the name's
+   * separator until the object closes): a grammar of its parameters can hold them. Null otherwise,
+   * and for syntaxes whose arguments are not one JSON object of their own.
+   */
+  readonly argumentsFor: string | null;
+  /**
    * The call is over (its closing marker, the next call, the end of the output). True when it was a
    * call to a declared tool; false when nothing was sent and the text is to be given back as text.
    */
@@ -54,6 +60,7 @@ class JsonCall implements CallParser {
   private sentArgs = false;
   private readonly depth = new JsonDepth();
   done = false;
+  readonly argumentsFor = null;
 
   constructor(
     private readonly body: Extract<CallBody, { kind: 'json' }>,
@@ -159,9 +166,15 @@ class NamedCall implements CallParser {
   private name = '';
   private id: string | undefined;
   private args: ArgsParser | null = null;
+  /** The declared tool the call names, once announced. */
+  private tool: string | null = null;
 
   get done(): boolean {
     return this.args?.done ?? false;
+  }
+
+  get argumentsFor(): string | null {
+    return this.args instanceof JsonArgs && !this.args.done && !this.args.closed ? this.tool : null;
   }
 
   constructor(
@@ -218,6 +231,7 @@ class NamedCall implements CallParser {
       return false;
     }
     this.phase = 'args';
+    this.tool = name;
     this.args = argsParser(this.body.args, this.sink, this.closes, this.body.argsClose);
     return true;
   }
@@ -271,6 +285,8 @@ class JsonArgs implements ArgsParser {
   private begun = false;
   private readonly depth = new JsonDepth();
   done = false;
+  /** The object has closed (with a closing marker still to come, or not). */
+  closed = false;
 
   constructor(
     private readonly sink: CallSink,
@@ -286,9 +302,11 @@ class JsonArgs implements ArgsParser {
       this.begun = true;
     }
     const skipped = text.length - body.length;
-    const closedAt = this.closes ? -1 : this.depth.push(body);
-    this.done = closedAt !== -1;
-    const taken = closedAt === -1 ? body : body.slice(0, closedAt);
+    const closedAt = this.closed ? -1 : this.depth.push(body);
+    if (closedAt !== -1) this.closed = true;
+    this.done = !this.closes && closedAt !== -1;
+    // With a closing marker to come, what follows the object is the call's too (white space, as a rule).
+    const taken = closedAt === -1 || this.closes ? body : body.slice(0, closedAt);
     this.held += taken;
     const tail = /\s*$/.exec(this.held)?.[0] ?? '';
     const send = this.held.slice(0, this.held.length - tail.length);
@@ -532,6 +550,7 @@ function jsonType(value: unknown, type: string): boolean {
 class WholeCall implements CallParser {
   private text = '';
   done = false;
+  readonly argumentsFor = null;
 
   constructor(
     private readonly sink: CallSink,

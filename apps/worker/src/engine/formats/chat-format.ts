@@ -13,6 +13,11 @@ export interface ChatFormat {
   readonly harmony?: HarmonySyntax;
   /** Markers around the answer that are not content (Command R7B's response markers): dropped. */
   readonly strip?: readonly string[];
+  /**
+   * What a call to `{name}` starts with, up to its JSON arguments: written for the model when the
+   * request forces that call (`tool_choice`), whose arguments a grammar then holds.
+   */
+  readonly forcedCall?: string;
 }
 
 /**

@@ -74,6 +74,7 @@ export const FORMATS = {
   mistral: {
     id: 'mistral',
     reasoning: { open: '[THINK]', close: '[/THINK]' },
+    forcedCall: '[TOOL_CALLS]{name}[ARGS]',
     tools: { callOpen: '[TOOL_CALLS]', body: { kind: 'named', nameEnd: ['[ARGS]'], idMarker: '[CALL_ID]', args: { kind: 'json' } } },
   },
   /** Mistral Nemo and older: `[TOOL_CALLS][{"name", "arguments", "id"}, …]`. */
@@ -96,6 +97,7 @@ export const FORMATS = {
   'deepseek-v3.1': {
     id: 'deepseek-v3.1',
     reasoning: THINK,
+    forcedCall: '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}<｜tool▁sep｜>',
     tools: {
       sectionOpen: '<｜tool▁calls▁begin｜>',
       sectionClose: '<｜tool▁calls▁end｜>',
@@ -108,6 +110,7 @@ export const FORMATS = {
   'kimi-k2': {
     id: 'kimi-k2',
     reasoning: THINK,
+    forcedCall: '<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>',
     tools: {
       sectionOpen: '<|tool_calls_section_begin|>',
       sectionClose: '<|tool_calls_section_end|>',
@@ -120,6 +123,7 @@ export const FORMATS = {
   /** gpt-oss: Harmony channels. */
   'gpt-oss': {
     id: 'gpt-oss',
+    forcedCall: '<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>',
     harmony: {
       start: '<|start|>',
       channel: '<|channel|>',

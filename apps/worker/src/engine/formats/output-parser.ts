@@ -1,7 +1,7 @@
 import type { StreamEventBody } from '@cortex/contracts';
 import { callParser, type CallParser, type CallSink } from './call-body.js';
 import type { ChatFormat, HarmonySyntax, ToolSyntax } from './chat-format.js';
-import { scan } from './scan.js';
+import { JsonDepth, scan } from './scan.js';
 
 /** What the parser sends: the answer, the reasoning, and each tool call as it streams. */
 export type ParsedEvent = Extract<StreamEventBody, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
@@ -34,6 +34,8 @@ export interface OutputParser {
   readonly inCall: boolean;
   /** Inside the reasoning now. */
   readonly reasoning: boolean;
+  /** The declared tool whose JSON arguments are being written now, for a grammar of its parameters (see CallParser). */
+  readonly argumentsFor: string | null;
 }
 
 export function createOutputParser(format: ChatFormat, options: ParserOptions): OutputParser {
@@ -147,6 +149,10 @@ class MarkerParser implements OutputParser {
 
   get inCall(): boolean {
     return this.mode === 'call';
+  }
+
+  get argumentsFor(): string | null {
+    return this.mode === 'call' ? (this.body?.argumentsFor ?? null) : null;
   }
 
   get reasoning(): boolean {
@@ -361,6 +367,10 @@ class HarmonyParser implements OutputParser {
   /** A call's argument text not sent yet: white space before the end marker is layout. */
   private held = '';
   private begun = false;
+  /** The tool the current call names, and whether its arguments' JSON has closed. */
+  private tool: string | null = null;
+  private argumentsClosed = false;
+  private depth = new JsonDepth();
 
   constructor(
     private readonly syntax: HarmonySyntax,
@@ -379,6 +389,10 @@ class HarmonyParser implements OutputParser {
 
   get inCall(): boolean {
     return this.phase === 'body' && this.body === 'call';
+  }
+
+  get argumentsFor(): string | null {
+    return this.inCall && !this.argumentsClosed ? this.tool : null;
   }
 
   get reasoning(): boolean {
@@ -463,6 +477,9 @@ class HarmonyParser implements OutputParser {
     if (recipient !== undefined) {
       const name = recipient.startsWith(syntax.functionPrefix) ? recipient.slice(syntax.functionPrefix.length) : recipient;
       this.body = this.sink.start(name) ? 'call' : 'dropped';
+      this.tool = name;
+      this.argumentsClosed = false;
+      this.depth = new JsonDepth();
       return;
     }
     this.body = syntax.reasoningChannels.includes(channel) ? 'reasoning' : 'text';
@@ -483,6 +500,7 @@ class HarmonyParser implements OutputParser {
       if (!body) return;
       this.begun = true;
     }
+    if (!this.argumentsClosed && this.depth.push(body) !== -1) this.argumentsClosed = true;
     this.held += body;
     const tail = /\s*$/.exec(this.held)?.[0] ?? '';
     this.sink.args(this.held.slice(0, this.held.length - tail.length));
