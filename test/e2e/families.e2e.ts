@@ -197,6 +197,19 @@ describe('model families e2e', () => {
     for (const fixture of FAMILY_FIXTURES) assert.equal(after.find((model) => model.id === fixture.id)?.capabilities?.format, fixture.format, fixture.id);
   });
 
+  it("families e2e - x-include-thinking puts the reasoning into the answer between the family's own markers", async () => {
+    const inline = async (model: string): Promise<string> => {
+      const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-include-thinking': 'true' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: QUESTION }] }),
+      });
+      return ((await response.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content ?? '';
+    };
+    assert.equal(await inline('cortex-qwen3'), '<think>The user says hello.</think>Hello from Qwen3!');
+    assert.equal(await inline('cortex-gpt-oss'), '<|channel|>analysis<|message|>The user says hello.<|end|>Hello from gpt-oss.');
+  });
+
   for (const fixture of FAMILY_FIXTURES) {
     it(`families e2e - ${fixture.family} (${fixture.format}): answer, call${fixture.expected.parallel ? ', two calls' : ''} and the answer after its result, in every dialect, streamed and not`, async () => {
       for (const dialect of DIALECTS) {

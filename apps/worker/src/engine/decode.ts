@@ -21,6 +21,12 @@ import type { ResumeReplay } from './resume-replay.js';
 import type { ChatFormat } from './formats/chat-format.js';
 import { createOutputParser, type OutputParser, type ParsedEvent } from './formats/output-parser.js';
 
+/** How a format marks its reasoning, for a client that wants it inline: its own markers (Harmony's analysis message). */
+function reasoningMarkers(format: ChatFormat): [string, string] | null {
+  if (format.harmony) return [`${format.harmony.channel}analysis${format.harmony.message}`, format.harmony.ends[0] ?? ''];
+  return format.reasoning ? [format.reasoning.open, format.reasoning.close] : null;
+}
+
 /** A raw completion's output: no reasoning, no calls, special tokens not shown. */
 const RAW_FORMAT: ChatFormat = { id: 'raw' };
 
@@ -145,7 +151,8 @@ export class Decode {
     const cached = await this.reusePrefix(context);
     // A resumed stream's context runs past its prompt: what is reported cached is the prompt's share.
     const cachedPrompt = Math.min(cached, prompt.length);
-    this.emit({ type: 'start', runId: '', workerId: '', model: this.model.id, promptTokens: prompt.length });
+    const markers = this.model.format ? reasoningMarkers(this.model.format) : null;
+    this.emit({ type: 'start', runId: '', workerId: '', model: this.model.id, promptTokens: prompt.length, ...(markers && { reasoningMarkers: markers }) });
     if (this.plan.echo && !resume) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.

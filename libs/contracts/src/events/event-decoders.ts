@@ -117,6 +117,12 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       string(event.workerId, 'workerId');
       string(event.model, 'model');
       integer(event.promptTokens, 'promptTokens', 0);
+      if (event.reasoningMarkers !== undefined) {
+        const markers = event.reasoningMarkers as unknown;
+        if (!Array.isArray(markers) || markers.length !== 2 || markers.some((marker) => typeof marker !== 'string' || marker.length > 64)) {
+          fail('reasoningMarkers', 'must be two strings of at most 64 characters');
+        }
+      }
       break;
     case 'tool_call':
       integer(event.index, 'index', 0);

@@ -158,7 +158,8 @@ export interface Timings {
  * event that ends a token's output carries it, so a stream's tokens so far rebuild its state exactly.
  */
 export type StreamEvent =
-  | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number }
+  /** `reasoningMarkers`: how the model marks its reasoning, for clients that ask for it inline (x-include-thinking). */
+  | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number; reasoningMarkers?: [string, string] }
   | { seq: number; type: 'text'; text: string; pieces?: number; tokens?: number[] }
   | { seq: number; type: 'reasoning'; text: string; pieces?: number; tokens?: number[] }
   | { seq: number; type: 'tool_call'; index: number; id: string; name: string; tokens?: number[] }

@@ -175,6 +175,24 @@ describe('openai chat codec', () => {
     assert.equal(body.choices[0]?.message.reasoning_content, undefined);
   });
 
+  it("openai chat codec - x-include-thinking wraps reasoning in the model's own markers when its start event names them", () => {
+    const options = { id: 'c', model: 'm', created: 1, includeUsage: false, inlineReasoning: true };
+    const encoder = new ChatChunkEncoder(options);
+    const aggregator = new ChatCompletionAggregator(options);
+    const events: StreamEvent[] = [
+      { seq: 0, type: 'start', runId: 'r', workerId: 'w', model: 'm', promptTokens: 3, reasoningMarkers: ['[THINK]', '[/THINK]'] },
+      { seq: 1, type: 'reasoning', text: 'plan' },
+      { seq: 2, type: 'text', text: 'Hi' },
+      { seq: 3, type: 'finish', reason: 'stop', usage, timings },
+    ];
+    const chunks = events.flatMap((event) => {
+      aggregator.add(event);
+      return encoder.encode(event);
+    }) as Array<{ choices: Array<{ delta: { content?: string } }> }>;
+    assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), '[THINK]plan[/THINK]Hi');
+    assert.equal((aggregator.body() as { choices: Array<{ message: Record<string, unknown> }> }).choices[0]?.message.content, '[THINK]plan[/THINK]Hi');
+  });
+
   it('openai chat codec - errors use the OpenAI shape', () => {
     assert.deepEqual(openAiError({ code: 'model_not_found', message: 'no such model' }), {
       error: { message: 'no such model', type: 'not_found_error', param: null, code: 'model_not_found' },

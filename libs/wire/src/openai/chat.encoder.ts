@@ -6,7 +6,10 @@ export interface ChatEncoderOptions {
   model: string;
   created: number;
   includeUsage: boolean;
-  /** Reasoning goes into `content` as `<think>…</think>` instead of `reasoning_content` (x-include-thinking). */
+  /**
+   * Reasoning goes into `content` between the model's own reasoning markers (`<think>…</think>`
+   * unless its start event names others) instead of `reasoning_content` (x-include-thinking).
+   */
   inlineReasoning?: boolean;
 }
 
@@ -16,6 +19,8 @@ type Chunk = Record<string, unknown>;
 export class ChatChunkEncoder {
   private started = false;
   private thinking = false;
+  /** The model's reasoning markers, as its start event names them. */
+  private markers: readonly [string, string] = ['<think>', '</think>'];
 
   constructor(private readonly options: ChatEncoderOptions) {}
 
@@ -23,6 +28,7 @@ export class ChatChunkEncoder {
   encode(event: StreamEvent): Chunk[] {
     switch (event.type) {
       case 'start':
+        if (event.reasoningMarkers) this.markers = event.reasoningMarkers;
         return [];
       case 'text':
         return [this.delta({ content: this.closeThinking() + event.text })];
@@ -52,13 +58,13 @@ export class ChatChunkEncoder {
   private openThinking(): string {
     if (this.thinking) return '';
     this.thinking = true;
-    return '<think>';
+    return this.markers[0];
   }
 
   private closeThinking(): string {
     if (!this.thinking) return '';
     this.thinking = false;
-    return '</think>';
+    return this.markers[1];
   }
 
   private closeThinkingChunk(): Chunk[] {
