@@ -200,10 +200,15 @@ export const FINGERPRINTS: ReadonlyArray<{ readonly format: FormatId; readonly a
   { format: 'llama3', all: ['<|start_header_id|>', 'parameters'] },
 ];
 
+/** The format a chat template teaches, by its fingerprint; undefined when none matches. */
+export function fingerprint(template: string): ChatFormat | undefined {
+  const rule = FINGERPRINTS.find((candidate) => candidate.all.every((text) => template.includes(text)));
+  return rule && FORMATS[rule.format];
+}
+
 /** The format a chat template teaches, by its fingerprint; `plain` when none matches. */
 export function detectFormat(template: string): ChatFormat {
-  const rule = FINGERPRINTS.find((candidate) => candidate.all.every((text) => template.includes(text)));
-  return FORMATS[rule?.format ?? 'plain'];
+  return fingerprint(template) ?? FORMATS.plain;
 }
 
 /** A format by name (the catalogue's `format:` override), or undefined. */

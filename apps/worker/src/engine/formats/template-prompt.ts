@@ -75,6 +75,11 @@ export class TemplatePrompt {
     return prompt;
   }
 
+  /** A conversation as the template writes it, as it is (no tools moved, no generation prompt): for learning its format (deriveFormat). */
+  probe(messages: readonly CanonicalMessage[], tools?: readonly ToolDefinition[]): string {
+    return this.render(messages, tools, { add_generation_prompt: false }, this.objectArguments, this.shortIds);
+  }
+
   /** The rendered prompt's text. Throws a client error when the template refuses the conversation. */
   text(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions = {}): string {
     let conversation = this.rendersCalls ? messages : messages.map(callsAsText);
@@ -109,7 +114,7 @@ export class TemplatePrompt {
       ...(tools?.length && {
         tools: tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description ?? '', parameters: tool.parameters ?? { type: 'object', properties: {} } } })),
       }),
-      add_generation_prompt: true,
+      add_generation_prompt: options.add_generation_prompt ?? true,
       bos_token: this.bos,
       eos_token: this.eos,
     });
@@ -172,7 +177,7 @@ function shortId(id: string): string {
 }
 
 /** Canonical messages as chat templates read them (OpenAI's shape, with the reasoning under both names templates use). */
-function templateMessages(messages: readonly CanonicalMessage[], objectArguments: boolean, shortIds: boolean): Array<Record<string, unknown>> {
+export function templateMessages(messages: readonly CanonicalMessage[], objectArguments: boolean, shortIds: boolean): Array<Record<string, unknown>> {
   const names = new Map<string, string>();
   const idOf = (id: string): string => (shortIds ? shortId(id) : id);
   return messages.map((message) => {
