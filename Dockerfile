@@ -46,7 +46,8 @@ RUN npm run build \
  && npm prune --omit=dev --no-audit --no-fund
 # Assemble the runtime tree in /out: the root package.json ("type": "module"), the pruned node_modules
 # (its @cortex/* entries are links to ../../libs/*), and each app's and lib's dist/ (the CLI loads
-# apps/<service>/dist/main.js by path). Sources, tests and build info stay behind.
+# apps/<service>/dist/main.js by path), with the vendors' chat templates the family fixtures carry
+# (config/families.yaml). Sources, tests and build info stay behind.
 RUN mkdir -p /out \
  && cp -a package.json node_modules config /out/ \
  && for dir in apps/* libs/*; do \
@@ -56,6 +57,7 @@ RUN mkdir -p /out \
       fi; \
     done \
  && cp -a apps/gateway/console /out/apps/gateway/ \
+ && cp -a libs/fixtures/templates /out/libs/fixtures/ \
  && find /out/apps /out/libs -name '*.tsbuildinfo' -delete
 
 # The CPU image carries no GPU binaries: CUDA (~540 MB) and Vulkan (no loader in the image anyway).
