@@ -16,7 +16,6 @@ import {
   type LoadResult,
   type RankCommand,
   type RankResult,
-  type StreamEventBody,
   type TokenCount,
   type UnloadReason,
   type UnloadResult,
@@ -27,6 +26,7 @@ import { CONFIG, type CortexConfig } from '@cortex/config';
 import { isRetrievalModel, type Engine, type EngineModel, type RetrievalModel } from './engine/index.js';
 import { HeartbeatPublisher } from './heartbeat.js';
 import { soonOrFirst } from './soon-or-first.js';
+import { RunEvents } from './run-events.js';
 import { ModelRegistry, type RunningRequests } from './model-registry.js';
 import { ENGINE, WORKER_ID } from './worker.tokens.js';
 
@@ -203,17 +203,14 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     const { runId } = command;
     const trace = GenerationTrace.start(command, this.workerId, model.id, receivedAt);
     const stream = trace.run(() => new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs, STREAM_KEEPALIVE_MS));
-    let done = false;
-    const emit = (event: StreamEventBody): void => {
-      if (done) return;
-      if (event.type === 'start') event = { ...event, runId, workerId: this.workerId };
-      // A background run stopped by this worker (shutdown, unload) was not cancelled by anyone: it failed.
-      if (event.type === 'finish' && event.reason === 'cancelled' && command.background && !this.runs.get(runId)?.asked) {
-        const why = controller.signal.reason instanceof Error ? controller.signal.reason.message : 'stopped';
-        event = { type: 'error', error: new CortexError('worker_lost', `worker ${this.workerId} stopped this background response (${why}); create it again`).toBody() };
-      }
-      if (event.type === 'finish' || event.type === 'error') done = true;
-      if (event.type === 'finish') {
+    const { emit } = new RunEvents({
+      runId,
+      workerId: this.workerId,
+      background: command.background === true,
+      asked: () => this.runs.get(runId)?.asked === true,
+      signal: controller.signal,
+      sinks: [(event) => trace.event(event), (event) => stream.emit(event)],
+      finished: (event) => {
         started();
         this.logger.log({
           msg: `finished (${event.reason}): ${event.usage.completionTokens} tokens at ${Math.round(event.timings.decodeTokensPerSecond)} tok/s`,
@@ -223,10 +220,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
           cachedPromptTokens: event.usage.cachedPromptTokens,
           ttftMs: Math.round(event.timings.ttftMs * 10) / 10,
         });
-      }
-      trace.event(event);
-      stream.emit(event);
-    };
+      },
+    });
     try {
       const warn = (message: string): void => {
         started();

@@ -8,8 +8,8 @@ import {
   type Token,
   type TokenBias,
 } from 'node-llama-cpp';
-import type { FinishReason, StreamEventBody, Usage } from '@cortex/contracts';
-import type { GenerateJob } from './engine.types.js';
+import type { FinishReason, Usage } from '@cortex/contracts';
+import type { EngineEvent, GenerateJob } from './engine.types.js';
 import { evaluatePromptInBatches } from './evaluate-prompt.js';
 import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
@@ -65,11 +65,11 @@ export interface DecodePlan {
   argumentGrammars: ReadonlyMap<string, LlamaGrammar> | null;
   /** tool_choice required or named: the tokens a forced call starts with, written for the model; its grammar holds the rest. */
   forcedOpening: Token[] | null;
-  emit: (event: StreamEventBody) => void;
+  emit: (event: EngineEvent) => void;
   /** A migrated stream: the delivered tokens to evaluate and replay before sampling (see ResumeReplay). */
   resume?: ResumeReplay;
   /** Where a resume's replayed events go instead of the stream (the output check must still see them). */
-  replayed?: (event: StreamEventBody) => void;
+  replayed?: (event: EngineEvent) => void;
   /** Ids of the tool calls the stream announced, by index: a resumed call keeps its id. */
   toolCallIds?: readonly string[];
   /** A raw completion's `echo`: the prompt text, sent before the completion. */
@@ -83,7 +83,7 @@ export interface DecodePlan {
  * is detokenized incrementally and what it completes is published at once.
  */
 export class Decode {
-  private readonly emit: (event: StreamEventBody) => void;
+  private readonly emit: (event: EngineEvent) => void;
   /** Puts token ids on the events that send their output (see TokenRelease). */
   private readonly release: TokenRelease;
   private readonly userStops: string[];
@@ -152,7 +152,7 @@ export class Decode {
     // A resumed stream's context runs past its prompt: what is reported cached is the prompt's share.
     const cachedPrompt = Math.min(cached, prompt.length);
     const markers = this.model.format ? reasoningMarkers(this.model.format) : null;
-    this.emit({ type: 'start', runId: '', workerId: '', model: this.model.id, promptTokens: prompt.length, ...(markers && { reasoningMarkers: markers }) });
+    this.emit({ type: 'start', model: this.model.id, promptTokens: prompt.length, ...(markers && { reasoningMarkers: markers }) });
     if (this.plan.echo && !resume) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.

@@ -44,6 +44,12 @@ export interface ModelSpec {
   format?: string;
 }
 
+/**
+ * What an engine emits for one run: the stream's events, with the run's start as the engine knows it
+ * (the worker adds the run's and its own ids: see RunEvents).
+ */
+export type EngineEvent = Exclude<StreamEventBody, { type: 'start' }> | Omit<Extract<StreamEventBody, { type: 'start' }>, 'runId' | 'workerId'>;
+
 export interface GenerateJob {
   request: CanonicalRequest;
   /** When the generate command arrived (performance.now()), for TTFT and queue time. */
@@ -51,7 +57,7 @@ export interface GenerateJob {
   signal: AbortSignal;
   /** Its tier and account in the model's queue; absent: the lowest tier. */
   priority?: RequestPriority;
-  emit: (event: StreamEventBody) => void;
+  emit: (event: EngineEvent) => void;
   /** A stream migrated from a lost worker: go on after these delivered tokens. */
   resume?: Resume;
   /** Logs a warning about this request (a tool call returned although its arguments miss the schema). */

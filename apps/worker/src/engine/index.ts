@@ -1,4 +1,4 @@
-export type { Engine, EngineModel, GenerateJob, ModelSpec, RetrievalModel } from './engine.types.js';
+export type { Engine, EngineEvent, EngineModel, GenerateJob, ModelSpec, RetrievalModel } from './engine.types.js';
 export { isRetrievalModel } from './engine.types.js';
 export { LlamaEngine } from './llama-engine.js';
 export { SyntheticEngine, SYNTHETIC_TOKEN } from './synthetic-engine.js';

@@ -4,9 +4,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { CortexError, type CanonicalRequest, type Resume, type StreamEventBody } from '@cortex/contracts';
+import { CortexError, type CanonicalRequest, type Resume } from '@cortex/contracts';
 import { ensureFixtureModels } from '@cortex/fixtures';
-import type { EngineModel } from './engine.types.js';
+import type { EngineModel, EngineEvent } from './engine.types.js';
 import { LlamaEngine } from './llama-engine.js';
 
 /**
@@ -16,11 +16,11 @@ import { LlamaEngine } from './llama-engine.js';
  * by its grammar, a forced call, a json_schema document.
  */
 
-type Output = Extract<StreamEventBody, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
-const isOutput = (event: StreamEventBody): event is Output => ['text', 'reasoning', 'tool_call', 'tool_args'].includes(event.type);
+type Output = Extract<EngineEvent, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
+const isOutput = (event: EngineEvent): event is Output => ['text', 'reasoning', 'tool_call', 'tool_args'].includes(event.type);
 
 /** Events as compared: finish without its timings and cached count (they differ between two runs by nature). */
-function comparable(events: StreamEventBody[]): unknown[] {
+function comparable(events: EngineEvent[]): unknown[] {
   return events
     .filter((event) => event.type !== 'start')
     .map((event) => (event.type === 'finish' ? { reason: event.reason, prompt: event.usage.promptTokens, completion: event.usage.completionTokens, reasoning: event.usage.reasoningTokens } : event));
@@ -46,15 +46,15 @@ describe('llama resume', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function generate(request: CanonicalRequest, resume?: Resume): Promise<StreamEventBody[]> {
-    const events: StreamEventBody[] = [];
+  async function generate(request: CanonicalRequest, resume?: Resume): Promise<EngineEvent[]> {
+    const events: EngineEvent[] = [];
     const model = models.get(request.model) ?? assert.fail(`no ${request.model}`);
     await model.generate({ request, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event), ...(resume && { resume }) });
     return events;
   }
 
   /** The resume point after the first `k` output events that carry ids (and everything before the next). */
-  function cut(events: StreamEventBody[], k: number): { resume: Resume; sent: number } {
+  function cut(events: EngineEvent[], k: number): { resume: Resume; sent: number } {
     const tokens: number[] = [];
     const toolCallIds: string[] = [];
     let carried = 0;
@@ -73,7 +73,7 @@ describe('llama resume', () => {
   }
 
   /** Resumes `request` at every cut of its unbroken run; `refused(k)` names the cuts that must be refused. */
-  async function everyCut(request: CanonicalRequest, refused: (events: StreamEventBody[], sent: number) => boolean = () => false, most = 24): Promise<{ resumed: number; refused: number }> {
+  async function everyCut(request: CanonicalRequest, refused: (events: EngineEvent[], sent: number) => boolean = () => false, most = 24): Promise<{ resumed: number; refused: number }> {
     const unbroken = await generate(request);
     const cuts = unbroken.filter((event) => isOutput(event) && event.tokens).length;
     assert.ok(cuts >= 3, `enough cuts to test: ${cuts}`);
@@ -102,15 +102,15 @@ describe('llama resume', () => {
   });
 
   it('llama resume - reasoning tokens are the markers and what lies between them, in a whole run and in one cut inside it', async () => {
-    const finish = (events: StreamEventBody[]) => events.find((event) => event.type === 'finish') ?? assert.fail('no finish');
+    const finish = (events: EngineEvent[]) => events.find((event) => event.type === 'finish') ?? assert.fail('no finish');
     const whole = await generate(chat('cortex-reasoning'));
-    const usage = (finish(whole) as Extract<StreamEventBody, { type: 'finish' }>).usage;
+    const usage = (finish(whole) as Extract<EngineEvent, { type: 'finish' }>).usage;
     const answer = whole.flatMap((event) => (event.type === 'text' ? (event.tokens ?? []) : []));
     assert.ok(answer.length > 0 && usage.reasoningTokens > 0, 'it reasons, then answers');
     // The closing marker's id rides on the first answer event (a resume needs it), so the answer is one fewer.
     assert.equal(usage.reasoningTokens + answer.length - 1, usage.completionTokens, 'every output token is either reasoning (both markers included) or the answer');
     // Cut after the opening marker and one token of thought: both were reasoning.
-    const cut = finish(await generate(chat('cortex-reasoning', { sampling: { temperature: 0, maxTokens: 2 } }))) as Extract<StreamEventBody, { type: 'finish' }>;
+    const cut = finish(await generate(chat('cortex-reasoning', { sampling: { temperature: 0, maxTokens: 2 } }))) as Extract<EngineEvent, { type: 'finish' }>;
     assert.deepEqual([cut.reason, cut.usage.completionTokens, cut.usage.reasoningTokens], ['length', 2, 2]);
   });
 
@@ -156,9 +156,9 @@ describe('llama resume', () => {
     const [first = 0] = resume.tokens;
     const other: Resume = { tokens: [...resume.tokens, first, first], toolCallIds: [] };
     const controller = new AbortController();
-    const events: StreamEventBody[] = [];
+    const events: EngineEvent[] = [];
     const model = models.get('cortex-chat') ?? assert.fail('no cortex-chat');
-    const emit = (event: StreamEventBody): void => {
+    const emit = (event: EngineEvent): void => {
       events.push(event);
       if (event.type === 'start') controller.abort();
     };

@@ -1,11 +1,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { CanonicalRequest, FinishReason, StreamEventBody } from '@cortex/contracts';
+import type { CanonicalRequest, FinishReason } from '@cortex/contracts';
 import { OutputCheck } from './output-check.js';
+import type { EngineEvent } from './engine.types.js';
 
 const usage = { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 1, reasoningTokens: 0 };
 const timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 1, queueMs: 0 };
-const finish = (reason: FinishReason): StreamEventBody => ({ type: 'finish', reason, usage, timings });
+const finish = (reason: FinishReason): EngineEvent => ({ type: 'finish', reason, usage, timings });
 
 const schema = {
   $schema: 'https://json-schema.org/draft/2020-12/schema',
@@ -20,14 +21,14 @@ function request(extra: Partial<CanonicalRequest>): CanonicalRequest {
 }
 
 /** The events that leave the check when `events` go in. */
-function run(req: CanonicalRequest, events: StreamEventBody[]): StreamEventBody[] {
-  const out: StreamEventBody[] = [];
+function run(req: CanonicalRequest, events: EngineEvent[]): EngineEvent[] {
+  const out: EngineEvent[] = [];
   const check = new OutputCheck(req, (event) => out.push(event));
   for (const event of events) check.emit(event);
   return out;
 }
 
-const last = (events: StreamEventBody[]): StreamEventBody | undefined => events.at(-1);
+const last = (events: EngineEvent[]): EngineEvent | undefined => events.at(-1);
 
 describe('output check', () => {
   const structured = request({ responseFormat: { type: 'json_schema', schema } });
@@ -68,7 +69,7 @@ describe('output check', () => {
 
   it("output check - a strict tool's call that misses its parameters is invalid_output; another tool's is returned, with a warning", () => {
     const parameters = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
-    const call = (name: string, args: string): StreamEventBody[] => [
+    const call = (name: string, args: string): EngineEvent[] => [
       { type: 'tool_call', index: 0, id: 'c', name },
       { type: 'tool_args', index: 0, delta: args.slice(0, 3) },
       { type: 'tool_args', index: 0, delta: args.slice(3) },
@@ -82,7 +83,7 @@ describe('output check', () => {
     ];
     for (const { name, strict, args, error, warning } of cases) {
       const req = request({ tools: [{ name: 'get_weather', parameters, ...(strict && { strict }) }, { name: 'free' }] });
-      const out: StreamEventBody[] = [];
+      const out: EngineEvent[] = [];
       const warnings: string[] = [];
       const check = new OutputCheck(req, (event) => out.push(event), (message) => warnings.push(message));
       for (const event of call('get_weather', args)) check.emit(event);

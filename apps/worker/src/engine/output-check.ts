@@ -1,4 +1,5 @@
-import { jsonSchemaMismatch, type CanonicalRequest, type ErrorBody, type StreamEventBody } from '@cortex/contracts';
+import { jsonSchemaMismatch, type CanonicalRequest, type ErrorBody } from '@cortex/contracts';
+import type { EngineEvent } from './engine.types.js';
 
 /**
  * Checks a finished generation against what the request asked for before its `finish` goes out: the
@@ -19,7 +20,7 @@ export class OutputCheck {
 
   constructor(
     request: CanonicalRequest,
-    private readonly emitEvent: (event: StreamEventBody) => void,
+    private readonly emitEvent: (event: EngineEvent) => void,
     private readonly warn: (message: string) => void = () => undefined,
   ) {
     const format = request.responseFormat;
@@ -32,7 +33,7 @@ export class OutputCheck {
     return this.format !== null || this.tools.size > 0;
   }
 
-  readonly emit = (event: StreamEventBody): void => {
+  readonly emit = (event: EngineEvent): void => {
     if (this.observe(event)) this.emitEvent(event);
   };
 
@@ -40,7 +41,7 @@ export class OutputCheck {
    * Takes in an event; false when it is a finish replaced by an error. A resumed stream's replayed
    * output comes here only (the client has it already) so that the check judges the whole output.
    */
-  readonly observe = (event: StreamEventBody): boolean => {
+  readonly observe = (event: EngineEvent): boolean => {
     switch (event.type) {
       case 'text':
         if (this.format) this.text += event.text;

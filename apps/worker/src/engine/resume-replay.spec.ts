@@ -1,8 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { CortexError, type FinishReason, type StreamEventBody } from '@cortex/contracts';
+import { CortexError, type FinishReason } from '@cortex/contracts';
 import { ResumeReplay } from './resume-replay.js';
 import { TokenRelease } from './token-release.js';
+import type { EngineEvent } from './engine.types.js';
 
 const limits = { vocabularySize: 100, contextSize: 16, promptTokens: 5 };
 
@@ -24,8 +25,8 @@ describe('resume replay', () => {
   });
 
   it('resume replay - each delivered token is handled again with the stream muted, in order', () => {
-    const sent: StreamEventBody[] = [];
-    const replayed: StreamEventBody[] = [];
+    const sent: EngineEvent[] = [];
+    const replayed: EngineEvent[] = [];
     const release = new TokenRelease((e) => sent.push(e), (e) => replayed.push(e));
     const handled: number[] = [];
     const finish = new ResumeReplay({ tokens: [3, 4, 5], toolCallIds: [] }, limits).replay(release, (token) => {

@@ -1,14 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { StreamEventBody } from '@cortex/contracts';
+
 import { SYNTHETIC_TOKEN, SyntheticEngine } from './synthetic-engine.js';
+import type { EngineEvent } from './engine.types.js';
 
 const spec = { id: 'synthetic', path: 'synthetic', contextSize: 4096, slots: 2, maxQueue: 4 };
 const request = (maxTokens: number) => ({ model: 'synthetic', messages: [{ role: 'user' as const, content: 'hello there' }], sampling: { maxTokens }, stream: true });
 
-async function run(maxTokens: number, abortAfter?: number): Promise<StreamEventBody[]> {
+async function run(maxTokens: number, abortAfter?: number): Promise<EngineEvent[]> {
   const model = await new SyntheticEngine(5_000).load(spec);
-  const events: StreamEventBody[] = [];
+  const events: EngineEvent[] = [];
   const controller = new AbortController();
   if (abortAfter !== undefined) setTimeout(() => controller.abort(), abortAfter);
   await model.generate({ request: request(maxTokens), receivedAt: performance.now(), signal: controller.signal, emit: (event) => events.push(event) });

@@ -101,7 +101,7 @@ class SyntheticModel implements EngineModel {
           ended();
         };
         const stream: Stream = { job, emitted: 0, maxTokens: job.request.sampling.maxTokens ?? DEFAULT_TOKENS, firstTokenAt: 0, startedAt: performance.now(), done };
-        job.emit({ type: 'start', runId: '', workerId: '', model: this.id, promptTokens: this.countTokens(job.request) });
+        job.emit({ type: 'start', model: this.id, promptTokens: this.countTokens(job.request) });
         this.streams.add(stream);
         this.schedule();
       });

@@ -1,11 +1,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { StreamEventBody } from '@cortex/contracts';
-import { TokenRelease } from './token-release.js';
 
-function release(): { sent: StreamEventBody[]; replayed: StreamEventBody[]; release: TokenRelease } {
-  const sent: StreamEventBody[] = [];
-  const replayed: StreamEventBody[] = [];
+import { TokenRelease } from './token-release.js';
+import type { EngineEvent } from './engine.types.js';
+
+function release(): { sent: EngineEvent[]; replayed: EngineEvent[]; release: TokenRelease } {
+  const sent: EngineEvent[] = [];
+  const replayed: EngineEvent[] = [];
   return { sent, replayed, release: new TokenRelease((event) => sent.push(event), (event) => replayed.push(event)) };
 }
 
@@ -48,11 +49,11 @@ describe('token release', () => {
 
   it("token release - a written token (a forced call's marker) goes with the next output; events outside a step go out at once", () => {
     const { sent, release: r } = release();
-    r.emit({ type: 'start', runId: '', workerId: '', model: 'm', promptTokens: 3 });
+    r.emit({ type: 'start', model: 'm', promptTokens: 3 });
     r.written(9);
     r.step(4, () => r.emit({ type: 'tool_args', index: 0, delta: '"' }));
     assert.deepEqual(sent, [
-      { type: 'start', runId: '', workerId: '', model: 'm', promptTokens: 3 },
+      { type: 'start', model: 'm', promptTokens: 3 },
       { type: 'tool_args', index: 0, delta: '"', tokens: [9, 4] },
     ]);
   });

@@ -1,8 +1,8 @@
-import type { StreamEventBody } from '@cortex/contracts';
+import type { EngineEvent } from './engine.types.js';
 
-type Output = Extract<StreamEventBody, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
+type Output = Extract<EngineEvent, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
 
-const isOutput = (event: StreamEventBody): event is Output =>
+const isOutput = (event: EngineEvent): event is Output =>
   event.type === 'text' || event.type === 'reasoning' || event.type === 'tool_call' || event.type === 'tool_args';
 
 /**
@@ -19,15 +19,15 @@ const isOutput = (event: StreamEventBody): event is Output =>
  */
 export class TokenRelease {
   private pending: number[] = [];
-  private held: StreamEventBody[] | null = null;
+  private held: EngineEvent[] | null = null;
   replaying = false;
 
   constructor(
-    private readonly out: (event: StreamEventBody) => void,
-    private readonly replayed: (event: StreamEventBody) => void = () => undefined,
+    private readonly out: (event: EngineEvent) => void,
+    private readonly replayed: (event: EngineEvent) => void = () => undefined,
   ) {}
 
-  readonly emit = (event: StreamEventBody): void => {
+  readonly emit = (event: EngineEvent): void => {
     if (this.replaying) this.replayed(event);
     else if (this.held) this.held.push(event);
     else this.out(event);
@@ -41,7 +41,7 @@ export class TokenRelease {
   /** Runs one token's handling (or, without a token, a flush of held output at the end) and sends what it emitted, ids on the last output. */
   step<T>(token: number | null, handle: () => T): T {
     if (token !== null) this.written(token);
-    const held: StreamEventBody[] = [];
+    const held: EngineEvent[] = [];
     this.held = held;
     try {
       return handle();
@@ -51,9 +51,9 @@ export class TokenRelease {
     }
   }
 
-  private send(events: StreamEventBody[]): void {
+  private send(events: EngineEvent[]): void {
     let last = -1;
-    for (let i = events.length - 1; i >= 0 && last === -1; i--) if (isOutput(events[i] as StreamEventBody)) last = i;
+    for (let i = events.length - 1; i >= 0 && last === -1; i--) if (isOutput(events[i] as EngineEvent)) last = i;
     if (last !== -1 && this.pending.length > 0) {
       events[last] = { ...(events[last] as Output), tokens: this.pending };
       this.pending = [];

@@ -4,9 +4,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { CanonicalMessage, CanonicalRequest, Resume, StreamEventBody, ToolDefinition } from '@cortex/contracts';
+import type { CanonicalMessage, CanonicalRequest, Resume, ToolDefinition } from '@cortex/contracts';
 import { ensureFamilyFixtures, FAMILY_FIXTURES, type FamilyAnswer, type FamilyFixture } from '@cortex/fixtures';
-import type { EngineModel } from '../engine.types.js';
+import type { EngineModel, EngineEvent } from '../engine.types.js';
 import { LlamaEngine } from '../llama-engine.js';
 
 /**
@@ -43,11 +43,11 @@ function request(fixture: FamilyFixture, situation: Situation): CanonicalRequest
   }
 }
 
-type Output = Extract<StreamEventBody, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
-const isOutput = (event: StreamEventBody): event is Output => ['text', 'reasoning', 'tool_call', 'tool_args'].includes(event.type);
+type Output = Extract<EngineEvent, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
+const isOutput = (event: EngineEvent): event is Output => ['text', 'reasoning', 'tool_call', 'tool_args'].includes(event.type);
 
 /** The events added up as a client reads them. */
-function parsed(events: readonly StreamEventBody[]): { content: string; reasoning: string; calls: Array<{ name: string; id: string; arguments: string }>; finish: string } {
+function parsed(events: readonly EngineEvent[]): { content: string; reasoning: string; calls: Array<{ name: string; id: string; arguments: string }>; finish: string } {
   const out = { content: '', reasoning: '', calls: [] as Array<{ name: string; id: string; arguments: string }>, finish: '' };
   for (const event of events) {
     if (event.type === 'text') out.content += event.text;
@@ -60,7 +60,7 @@ function parsed(events: readonly StreamEventBody[]): { content: string; reasonin
   return out;
 }
 
-function assertAnswer(fixture: FamilyFixture, situation: Situation, events: readonly StreamEventBody[], expected: FamilyAnswer): void {
+function assertAnswer(fixture: FamilyFixture, situation: Situation, events: readonly EngineEvent[], expected: FamilyAnswer): void {
   const got = parsed(events);
   const what = `${fixture.id} ${situation}: ${JSON.stringify(got)}`;
   assert.equal(got.content, expected.content, what);
@@ -102,8 +102,8 @@ describe('family fixtures', () => {
     return loaded;
   }
 
-  async function generate(fixture: FamilyFixture, situation: Situation, resume?: Resume): Promise<StreamEventBody[]> {
-    const events: StreamEventBody[] = [];
+  async function generate(fixture: FamilyFixture, situation: Situation, resume?: Resume): Promise<EngineEvent[]> {
+    const events: EngineEvent[] = [];
     await (await model(fixture)).generate({ request: request(fixture, situation), receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event), ...(resume && { resume }) });
     return events;
   }
@@ -113,7 +113,7 @@ describe('family fixtures', () => {
     for (const id of ['cortex-devstral', 'cortex-kimi-k2', 'cortex-deepseek-v3.1']) {
       const fixture = FAMILY_FIXTURES.find((f) => f.id === id) ?? assert.fail(id);
       for (const toolChoice of ['function:get_weather', 'required']) {
-        const events: StreamEventBody[] = [];
+        const events: EngineEvent[] = [];
         const forced = { ...request(fixture, 'call'), toolChoice };
         await (await model(fixture)).generate({ request: forced, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) });
         const got = parsed(events);
@@ -123,7 +123,7 @@ describe('family fixtures', () => {
     }
     const refused = async (id: string, toolChoice: string, tools: ToolDefinition[]): Promise<string> => {
       const fixture = FAMILY_FIXTURES.find((f) => f.id === id) ?? assert.fail(id);
-      const events: StreamEventBody[] = [];
+      const events: EngineEvent[] = [];
       const error = await (await model(fixture))
         .generate({ request: { ...request(fixture, 'call'), tools, toolChoice }, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) })
         .then(() => assert.fail(`${id} ${toolChoice} was not refused`), (e: Error & { extra?: { param?: string } }) => e);
@@ -149,7 +149,7 @@ describe('family fixtures', () => {
         const unbroken = await generate(fixture, situation);
         const outputs = unbroken.filter((event) => isOutput(event));
         // A call announced after the cut gets an id of its own (the client had none for it yet).
-        const rest = (events: StreamEventBody[]): unknown[] =>
+        const rest = (events: EngineEvent[]): unknown[] =>
           events.filter(isOutput).map(({ tokens: _tokens, ...event }) => (event.type === 'tool_call' && !event.id.startsWith('functions.') ? { ...event, id: '' } : event));
         let tokens: number[] = [];
         const toolCallIds: string[] = [];
