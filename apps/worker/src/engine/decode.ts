@@ -44,6 +44,12 @@ export interface DecodeModel {
   callHold: 'call' | 'arguments' | null;
   /** Bans the marker tokens while a grammar holds the output. */
   markerBias: TokenBias | undefined;
+  /**
+   * The special tokens the format's markers are made of: shown to the parser as their text. Any other
+   * special token a model writes (a stray `<|im_start|>`, Llama's `<|python_tag|>`) stays hidden, as
+   * it always was.
+   */
+  shownSpecials: ReadonlySet<Token>;
 }
 
 /** One request as the model settled it before taking a sequence. */
@@ -96,12 +102,14 @@ export class Decode {
   private readonly parser: OutputParser;
   /** What the parser sent while it read the current token, in order. */
   private readonly parsed: ParsedEvent[] = [];
-  /** Special tokens are shown to the parser (a chat's markers); a raw completion's are not. */
+  /** The format's special tokens are shown to the parser (a chat's markers); a raw completion's are not. */
   private readonly specialTokens: boolean;
   private completion = 0;
   private reasoningTokens = 0;
   private firstTokenAt = 0;
   private stopSequence: string | undefined;
+  /** A stop string ended the output: what the parser still holds is past it, and is not sent. */
+  private stopSeen = false;
   /** The call grammar, switched on as each call (or its arguments) opens; null when no tool can be called. */
   private readonly calls: CallGrammar | null;
   /** The tool whose arguments' grammar was opened for the call being written (`callHold: arguments`). */
@@ -278,7 +286,8 @@ export class Decode {
   private onContent(token: Token): FinishReason | 'incomplete' | null {
     const { pending, recent, parser } = this;
     pending.push(token);
-    const text = this.model.model.detokenize(pending, this.specialTokens, recent);
+    const shown = this.specialTokens && pending.some((token) => this.model.shownSpecials.has(token));
+    const text = this.model.model.detokenize(pending, shown, recent);
     // A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
     if (text.endsWith('\uFFFD') && pending.length < 4) return 'incomplete';
     recent.push(...pending);
@@ -329,7 +338,10 @@ export class Decode {
     for (const event of parsed) {
       if (event.type === 'text') {
         stopped = this.emitText(event.text);
-        if (stopped) break;
+        if (stopped) {
+          this.stopSeen = true;
+          break;
+        }
         continue;
       }
       // Answer text held back (a possible stop string) goes out before what follows it.
@@ -362,13 +374,16 @@ export class Decode {
     this.emit({ type: 'text', text });
   }
 
-  private finish(reason: FinishReason, cached: number, evaluationStartedAt: number): Usage {
-    // What was held back goes out now, with the ids that produced it.
+  private finish(ended: FinishReason, cached: number, evaluationStartedAt: number): Usage {
+    // What was held back goes out now, with the ids that produced it; after a stop string, nothing does.
     this.release.step(null, () => {
       this.parser.end();
+      if (this.stopSeen) this.parsed.length = 0;
       this.publish();
-      this.flushText();
+      if (!this.stopSeen) this.flushText();
     });
+    // A call the parser could only complete at the end (a list whose closing marker never came) is still a call.
+    const reason: FinishReason = ended === 'stop' && this.parser.calls > 0 ? 'tool_calls' : ended;
     const { prompt, job } = this.plan;
     const { firstTokenAt, completion } = this;
     const endedAt = performance.now();

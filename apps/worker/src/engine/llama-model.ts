@@ -78,8 +78,9 @@ export class LlamaEngineModel implements EngineModel {
     // string, and read as a marker it would open a new call (or reasoning) inside the one being written.
     const markers = formatMarkers(format).flatMap((marker) => singleToken(model, marker) ?? []);
     const markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
-    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, callHold, markerBias };
-    this.rawDecodeModel = { ...this.decodeModel, format: null, callHold: null, markerBias: undefined };
+    const shownSpecials = new Set(formatTexts(format).flatMap((text) => model.tokenize(text, true).filter((token) => model.tokenizer.isSpecialToken(token))));
+    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, callHold, markerBias, shownSpecials };
+    this.rawDecodeModel = { ...this.decodeModel, format: null, callHold: null, markerBias: undefined, shownSpecials: new Set() };
     this.grammars = new GrammarCache(model.llama);
     this.vocabularySize = vocabularySize(model);
     this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);
@@ -170,7 +171,7 @@ export class LlamaEngineModel implements EngineModel {
     const callGrammar = hold === 'call' && callable?.length ? await this.grammars.forToolCall(callable) : null;
     const argumentGrammars =
       hold === 'arguments' && callable?.length ? new Map(await Promise.all(callable.map(async (tool) => [tool.name, await this.grammars.forArguments(tool)] as const))) : null;
-    const forcedOpening = forced ? this.forcedOpening(forced) : null;
+    const forcedOpening = forced ? this.forcedOpening(forced, request) : null;
     // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
     const shared = new Map<LlamaContextSequence, number>();
     const context = resume ? resume.context(prompt) : prompt;
@@ -226,12 +227,13 @@ export class LlamaEngineModel implements EngineModel {
   }
 
   /** The tokens a forced call to `tools` starts with: Hermes's opening marker, or the format's call up to its arguments. */
-  private forcedOpening(tools: readonly ToolDefinition[]): Token[] | null {
+  private forcedOpening(tools: readonly ToolDefinition[], request: CanonicalRequest): Token[] | null {
     const { callHold, format } = this.decodeModel;
     if (callHold === 'call') return this.model.tokenize(format?.tools?.callOpen ?? '', true);
     const name = tools[0]?.name;
     if (!format?.forcedCall || name === undefined) return null;
-    return this.model.tokenize(format.forcedCall.replace('{name}', name), true);
+    const earlier = request.messages.reduce((count, message) => count + (message.toolCalls?.length ?? 0), 0);
+    return this.model.tokenize(format.forcedCall.replace('{name}', name).replace('{index}', String(earlier)), true);
   }
 
   /** Each part is disposed even when another fails: a context that throws must not leak the model's memory. */
@@ -254,6 +256,18 @@ function writesReasoning(dialect: ModelDialect, model: LlamaModel): boolean {
   return (prompt instanceof TemplatePrompt && prompt.source.includes(format.reasoning.open)) || singleToken(model, format.reasoning.open) !== null;
 }
 
+/** Every text a format's data holds (markers, separators, tags): the special tokens among them are shown to the parser. */
+function formatTexts(format: ChatFormat): string[] {
+  const texts: string[] = [];
+  const walk = (value: unknown): void => {
+    if (typeof value === 'string') texts.push(value);
+    else if (Array.isArray(value)) value.forEach(walk);
+    else if (value !== null && typeof value === 'object' && !(value instanceof RegExp)) Object.values(value).forEach(walk);
+  };
+  walk({ ...format, id: '', forcedCall: format.forcedCall?.replace('{name}', '').replace('{index}', '') });
+  return texts.filter(Boolean);
+}
+
 /** Every marker a format writes: banned as tokens while a grammar holds the output. */
 function formatMarkers(format: ChatFormat): string[] {
   const { reasoning, tools, harmony } = format;
@@ -264,7 +278,7 @@ function formatMarkers(format: ChatFormat): string[] {
     tools?.sectionClose,
     tools?.callOpen,
     tools?.callClose,
-    ...(harmony ? [harmony.start, harmony.channel, harmony.message, ...harmony.ends] : []),
+    ...(harmony ? [harmony.start, harmony.channel, harmony.message, harmony.constrain, ...harmony.ends] : []),
   ].filter((marker): marker is string => Boolean(marker));
 }
 
@@ -286,7 +300,8 @@ function callHoldOf(format: ChatFormat, model: LlamaModel): 'call' | 'arguments'
   const tools = format.tools;
   if (!tools || tools.atStart) return null;
   const { body } = tools;
-  if (body.kind === 'named') return body.args.kind === 'json' && !body.args.fence ? 'arguments' : null;
+  // The grammar opens with the token after the separator: a separator of several tokens could share its last one with the JSON.
+  if (body.kind === 'named') return body.args.kind === 'json' && !body.args.fence && body.nameEnd.every((end) => singleToken(model, end) !== null) ? 'arguments' : null;
   if (body.kind !== 'json' || tools.sectionOpen || !tools.callClose) return null;
   if (body.list || body.nameAsKey || body.nameKeys[0] !== 'name' || body.argKeys[0] !== 'arguments') return null;
   return singleToken(model, tools.callOpen) !== null && singleToken(model, tools.callClose) !== null ? 'call' : null;

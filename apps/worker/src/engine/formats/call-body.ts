@@ -1,5 +1,5 @@
 import type { ArgSyntax, CallBody } from './chat-format.js';
-import { JsonDepth, scan } from './scan.js';
+import { JsonDepth, scan, trailingSpace } from './scan.js';
 
 /** Where a call's parts go: the parser that owns the call. */
 export interface CallSink {
@@ -109,7 +109,7 @@ class JsonCall implements CallParser {
     // White space before the arguments may come in a later piece than the key that it follows.
     this.held += this.held || this.sentArgs ? text : text.trimStart();
     if (this.held) this.sentArgs = true;
-    const tail = /\}?\s*$/.exec(this.held)?.[0] ?? '';
+    const tail = closingTail(this.held);
     const send = this.held.slice(0, this.held.length - tail.length);
     if (send) this.sink.args(send);
     this.held = tail;
@@ -117,7 +117,8 @@ class JsonCall implements CallParser {
 
   end(): boolean {
     if (this.started) {
-      const rest = this.held.replace(/\}\s*$/, '');
+      const tail = closingTail(this.held);
+      const rest = this.held.slice(0, this.held.length - tail.length) + (tail.startsWith('}') ? '' : tail);
       if (rest) this.sink.args(rest);
       return true;
     }
@@ -125,6 +126,12 @@ class JsonCall implements CallParser {
     const calls = parseJsonCalls(this.raw, this.body);
     return calls !== null && this.sink.whole(calls);
   }
+}
+
+/** What may close the wrapper object at the end of `text`: a `}` and the white space after it (or only white space). */
+function closingTail(text: string): string {
+  const end = text.trimEnd().length;
+  return text.slice(text[end - 1] === '}' ? end - 1 : end);
 }
 
 /** The calls a JSON call body holds, or null when it is not one. */
@@ -308,7 +315,7 @@ class JsonArgs implements ArgsParser {
     // With a closing marker to come, what follows the object is the call's too (white space, as a rule).
     const taken = closedAt === -1 || this.closes ? body : body.slice(0, closedAt);
     this.held += taken;
-    const tail = /\s*$/.exec(this.held)?.[0] ?? '';
+    const tail = trailingSpace(this.held);
     const send = this.held.slice(0, this.held.length - tail.length);
     if (send) this.sink.args(send);
     this.held = tail;

@@ -15,7 +15,8 @@ export interface ChatFormat {
   readonly strip?: readonly string[];
   /**
    * What a call to `{name}` starts with, up to its JSON arguments: written for the model when the
-   * request forces that call (`tool_choice`), whose arguments a grammar then holds.
+   * request forces that call (`tool_choice`), whose arguments a grammar then holds. `{index}` is the
+   * number of calls earlier in the conversation (Kimi numbers its call ids across it).
    */
   readonly forcedCall?: string;
 }
@@ -104,6 +105,8 @@ export interface HarmonySyntax {
   readonly start: string;
   readonly channel: string;
   readonly message: string;
+  /** Stands in a header before the body's content type (`<|constrain|>json`). */
+  readonly constrain: string;
   /** What ends a message body. */
   readonly ends: readonly string[];
   readonly reasoningChannels: readonly string[];

@@ -59,7 +59,7 @@ function reasoningMarkers(rendered: string | null): { open: string; close: strin
 /** The call's syntax, from the text the template writes for one call in place of an answer. */
 function callSyntax(rendered: string | null, head: string, tail: string): ToolSyntax | null {
   if (rendered === null || !rendered.includes(NAME)) return null;
-  let call = rendered.startsWith(head) ? rendered.slice(head.length) : rendered.slice(rendered.indexOf(NAME) - 64);
+  let call = rendered.startsWith(head) ? rendered.slice(head.length) : rendered.slice(Math.max(0, rendered.indexOf(NAME) - 64));
   const turnEnd = tail.trim();
   if (turnEnd && call.includes(turnEnd)) call = call.slice(0, call.lastIndexOf(turnEnd));
   const name = call.indexOf(NAME);

@@ -110,7 +110,7 @@ export const FORMATS = {
   'kimi-k2': {
     id: 'kimi-k2',
     reasoning: THINK,
-    forcedCall: '<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>',
+    forcedCall: '<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>',
     tools: {
       sectionOpen: '<|tool_calls_section_begin|>',
       sectionClose: '<|tool_calls_section_end|>',
@@ -128,6 +128,7 @@ export const FORMATS = {
       start: '<|start|>',
       channel: '<|channel|>',
       message: '<|message|>',
+      constrain: '<|constrain|>',
       ends: ['<|end|>', '<|call|>', '<|return|>'],
       reasoningChannels: ['analysis'],
       functionPrefix: 'functions.',

@@ -1,7 +1,7 @@
 import type { StreamEventBody } from '@cortex/contracts';
 import { callParser, type CallParser, type CallSink } from './call-body.js';
 import type { ChatFormat, HarmonySyntax, ToolSyntax } from './chat-format.js';
-import { JsonDepth, scan } from './scan.js';
+import { JsonDepth, scan, trailingSpace } from './scan.js';
 
 /** What the parser sends: the answer, the reasoning, and each tool call as it streams. */
 export type ParsedEvent = Extract<StreamEventBody, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
@@ -319,7 +319,7 @@ class MarkerParser implements OutputParser {
     if (!body) return;
     this.reasoningBegun = true;
     body = this.reasoningSpace + body;
-    const tail = /\s*$/.exec(body)?.[0] ?? '';
+    const tail = trailingSpace(body);
     this.reasoningSpace = tail;
     if (body.length > tail.length) this.options.emit({ type: 'reasoning', text: body.slice(0, body.length - tail.length) });
   }
@@ -335,7 +335,7 @@ class MarkerParser implements OutputParser {
     this.space = 'keep';
     // White space at the end of the answer so far waits: before a call it is layout and dropped.
     body = this.heldSpace + body;
-    const tail = this.tools ? (/\s*$/.exec(body)?.[0] ?? '') : '';
+    const tail = this.tools ? (trailingSpace(body)) : '';
     this.heldSpace = tail;
     body = body.slice(0, body.length - tail.length);
     if (!body) return;
@@ -406,7 +406,7 @@ class HarmonyParser implements OutputParser {
 
   end(): void {
     this.drain(true);
-    if (this.phase === 'header') this.emitText(this.header);
+    // A header cut short (the output ended inside it) is markup, not answer.
     if (this.phase === 'body') this.endBody();
     this.phase = 'between';
   }
@@ -502,7 +502,7 @@ class HarmonyParser implements OutputParser {
     }
     if (!this.argumentsClosed && this.depth.push(body) !== -1) this.argumentsClosed = true;
     this.held += body;
-    const tail = /\s*$/.exec(this.held)?.[0] ?? '';
+    const tail = trailingSpace(this.held);
     this.sink.args(this.held.slice(0, this.held.length - tail.length));
     this.held = tail;
   }

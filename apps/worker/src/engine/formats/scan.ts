@@ -80,3 +80,8 @@ export class JsonDepth {
     return -1;
   }
 }
+
+/** The white space at the end of `text` (linear: a `\s*$` pattern backtracks over long runs). */
+export function trailingSpace(text: string): string {
+  return text.slice(text.trimEnd().length);
+}

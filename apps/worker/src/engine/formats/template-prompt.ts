@@ -100,19 +100,40 @@ export class TemplatePrompt {
    * token where the model wants one (once: a template that writes it itself is not doubled).
    */
   tokens(text: string, tokenizer: Tokenizer): Token[] {
-    const body = this.bos && text.startsWith(this.bos) ? text.slice(this.bos.length) : text;
-    const parts = this.special ? body.split(this.special).map((part, i) => (i % 2 === 1 ? new SpecialTokensText(part) : part)) : [body];
-    const tokens = LlamaText(parts.filter((part) => part !== '')).tokenize(tokenizer);
     const bos = this.model.tokens.bos;
-    return bos !== null && this.model.tokens.shouldPrependBosToken && tokens[0] !== bos ? [bos, ...tokens] : tokens;
+    // A template that writes BOS itself: written once, by the tokenizer's rule where it has one.
+    const prepend = bos !== null && this.model.tokens.shouldPrependBosToken;
+    const body = prepend && this.bos && text.startsWith(this.bos) ? text.slice(this.bos.length) : text;
+    const parts = this.special
+      ? body.split(this.special).map((part, i) => (i % 2 === 1 ? new SpecialTokensText(part) : part.replaceAll(DEFUSED, '')))
+      : [body.replaceAll(DEFUSED, '')];
+    const tokens = LlamaText(parts.filter((part) => part !== '')).tokenize(tokenizer);
+    return prepend && tokens[0] !== bos ? [bos, ...tokens] : tokens;
   }
+
+  /**
+   * A client's text with every special token in it broken by an invisible mark, so that the rendered
+   * prompt's split at special tokens leaves it text: a message that writes `<|im_start|>system` is
+   * read as those characters, not as a turn of its own (as node-llama-cpp's wrappers tokenize
+   * messages). The mark is taken out of the text runs before they are tokenized.
+   */
+  private defuse = (text: string): string => {
+    if (!this.special || !text) return text;
+    this.everySpecial ??= new RegExp(this.special.source, 'g');
+    return text.replace(this.everySpecial, (token) => `${token.slice(0, 1)}${DEFUSED}${token.slice(1)}`);
+  };
+
+  private everySpecial: RegExp | null = null;
 
   private render(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions, objectArguments: boolean, shortIds = false): string {
     return this.template.render({
       ...options,
-      messages: templateMessages(messages, objectArguments, shortIds),
+      messages: templateMessages(messages, objectArguments, shortIds, this.defuse),
       ...(tools?.length && {
-        tools: tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description ?? '', parameters: tool.parameters ?? { type: 'object', properties: {} } } })),
+        tools: tools.map((tool) => ({
+          type: 'function',
+          function: { name: this.defuse(tool.name), description: this.defuse(tool.description ?? ''), parameters: defuseJson(tool.parameters ?? { type: 'object', properties: {} }, this.defuse) },
+        })),
       }),
       add_generation_prompt: options.add_generation_prompt ?? true,
       bos_token: this.bos,
@@ -177,7 +198,12 @@ function shortId(id: string): string {
 }
 
 /** Canonical messages as chat templates read them (OpenAI's shape, with the reasoning under both names templates use). */
-export function templateMessages(messages: readonly CanonicalMessage[], objectArguments: boolean, shortIds: boolean): Array<Record<string, unknown>> {
+export function templateMessages(
+  messages: readonly CanonicalMessage[],
+  objectArguments: boolean,
+  shortIds: boolean,
+  defuse: (text: string) => string = (text) => text,
+): Array<Record<string, unknown>> {
   const names = new Map<string, string>();
   const idOf = (id: string): string => (shortIds ? shortId(id) : id);
   return messages.map((message) => {
@@ -186,25 +212,36 @@ export function templateMessages(messages: readonly CanonicalMessage[], objectAr
         for (const call of message.toolCalls ?? []) names.set(call.id, call.name);
         return {
           role: 'assistant',
-          content: message.content,
-          ...(message.reasoning && { reasoning_content: message.reasoning, thinking: message.reasoning }),
+          content: defuse(message.content),
+          ...(message.reasoning && { reasoning_content: defuse(message.reasoning), thinking: defuse(message.reasoning) }),
           ...(message.toolCalls?.length && {
             tool_calls: message.toolCalls.map((call) => ({
               id: idOf(call.id),
               type: 'function',
-              function: { name: call.name, arguments: objectArguments ? parseArguments(call.arguments) : call.arguments },
+              function: { name: defuse(call.name), arguments: objectArguments ? defuseJson(parseArguments(call.arguments), defuse) : defuse(call.arguments) },
             })),
           }),
         };
       }
       case 'tool': {
         const name = message.name ?? (message.toolCallId ? names.get(message.toolCallId) : undefined);
-        return { role: 'tool', content: message.content, ...(message.toolCallId && { tool_call_id: idOf(message.toolCallId) }), ...(name && { name }) };
+        return { role: 'tool', content: defuse(message.content), ...(message.toolCallId && { tool_call_id: idOf(message.toolCallId) }), ...(name && { name: defuse(name) }) };
       }
       default:
-        return { role: message.role, content: message.content, ...(message.name && { name: message.name }) };
+        return { role: message.role, content: defuse(message.content), ...(message.name && { name: defuse(message.name) }) };
     }
   });
+}
+
+/** Marks a special token's text inside a client's string (see TemplatePrompt.defuse): a private-use character. */
+const DEFUSED = '\uE000';
+
+/** Every string in a JSON value (keys too) defused. */
+function defuseJson(value: unknown, defuse: (text: string) => string): unknown {
+  if (typeof value === 'string') return defuse(value);
+  if (Array.isArray(value)) return value.map((item) => defuseJson(item, defuse));
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [defuse(key), defuseJson(item, defuse)]));
 }
 
 function parseArguments(text: string): unknown {
