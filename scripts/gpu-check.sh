@@ -83,12 +83,21 @@ stage() {
   find "$temp/app/node_modules" -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -iname '*.md' -o -iname 'CHANGELOG*' \) -delete
   find "$temp/app/node_modules" -type d \( -name test -o -name tests -o -name __tests__ -o -name docs \) -prune -exec rm -rf {} +
   rm -rf "$temp/app/node_modules/node-llama-cpp/llama/localBuilds" "$temp/app/node_modules/node-llama-cpp/llama/llama.cpp"
-  # The bundle travels on its own, uncompressed (a git bundle is compressed already).
-  mv "$temp/app/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$STAGE/gitRelease.bundle"
+  # The bundle travels on its own, slimmed: the same squashed llama.cpp tree without models/ (test
+  # vocabularies, 75 MB), docs/ and media/, which no build reads: 35 MB becomes about 12 MB.
+  say "stage: slimming llama.cpp's git bundle"
+  git clone -q "$temp/app/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$temp/llama.cpp" 2>/dev/null
+  git -C "$temp/llama.cpp" rm -rq --cached --ignore-unmatch models docs media
+  local tree sha
+  tree=$(git -C "$temp/llama.cpp" write-tree)
+  sha=$(git -C "$temp/llama.cpp" -c user.name=gpu-check -c user.email=gpu-check@localhost commit-tree "$tree" -m "## SQUASHED ## (gpu-check: without models/ docs/ media/)")
+  git -C "$temp/llama.cpp" reset -q --hard "$sha"
+  git -C "$temp/llama.cpp" bundle create -q "$STAGE/gitRelease.bundle" HEAD
+  rm "$temp/app/node_modules/node-llama-cpp/llama/gitRelease.bundle"
   tar -C "$temp/app" -cf - node_modules | xz -T2 -6 > "$STAGE/node_modules.tar.xz"
 
   say "stage: cortex's dist folders and what they read at run time"
-  (cd "$REPO" && tar -cf - package.json apps/*/package.json apps/*/dist libs/*/package.json libs/*/dist libs/fixtures/templates bench/dist config scripts/gpu-check scripts/gpu-check.sh 2>/dev/null) \
+  (cd "$REPO" && tar -cf - package.json apps/*/dist libs/*/package.json libs/*/dist libs/fixtures/templates bench/dist config scripts/gpu-check scripts/gpu-check.sh 2>/dev/null) \
     | xz -T2 -6 > "$STAGE/app.tar.xz"
 
   local total
@@ -138,8 +147,8 @@ run() {
     say "$title (limit ${limit} s)"
     section "$title"
     started=$(date +%s)
-    (cd "$app" && timeout --kill-after=10 "$limit" "$@") 2>&1 | tee -a "$results" >&2 || rc=$?
-    [ "$rc" = 0 ] && rc=${PIPESTATUS[0]:-0}
+    # In an || list errexit is off, so a failing step is recorded (PIPESTATUS: the step's own status).
+    { (cd "$app" && timeout --kill-after=10 "$limit" "$@") 2>&1 | tee -a "$results" >&2; rc=${PIPESTATUS[0]}; } || true
     printf -- '-- %s: exit %s, %s s\n' "$title" "$rc" "$(($(date +%s) - started))" | tee -a "$results" >&2
     endsection
     return 0
@@ -170,7 +179,7 @@ run() {
   [ "$CPU" = 1 ] && { gpu_flag=false; bench_gpu=cpu; }
   if [ "$BUILD" = yes ] || { [ "$BUILD" = auto ] && [ "$CPU" = 0 ]; }; then
     step "build: node-llama-cpp source download --gpu $gpu_flag (bundled llama.cpp)" "${GC_BUILD_TIMEOUT:-420}" \
-      env NODE_LLAMA_CPP_SKIP_DOWNLOAD=true CI=true "${nlc[@]}" source download --gpu "$gpu_flag" --noBundle=false --noUsageExample
+      env CI=true NODE_LLAMA_CPP_CMAKE_OPTION_CMAKE_CUDA_ARCHITECTURES="${GC_CUDA_ARCH:-90}" "${nlc[@]}" source download --gpu "$gpu_flag" --noUsageExample
   else
     say "build: skipped (--cpu): using this checkout's prebuilt CPU binary"
     mkdir -p "$app/node_modules/@node-llama-cpp"
