@@ -135,7 +135,7 @@ function closingTail(text: string): string {
 }
 
 /** The calls a JSON call body holds, or null when it is not one. */
-export function parseJsonCalls(text: string, body: Extract<CallBody, { kind: 'json' }>): Array<{ name: string; arguments: string; id?: string }> | null {
+function parseJsonCalls(text: string, body: Extract<CallBody, { kind: 'json' }>): Array<{ name: string; arguments: string; id?: string }> | null {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -357,7 +357,7 @@ function unfence(text: string): string {
  * numbers, booleans, null, lists and nested dicts are JSON already. Text that does not convert is
  * sent as it is (the output check reports arguments that are not JSON).
  */
-export function dictJson(text: string, quote: string): string {
+function dictJson(text: string, quote: string): string {
   let out = '';
   for (let at = 0; at < text.length; ) {
     if (text.startsWith(quote, at)) {

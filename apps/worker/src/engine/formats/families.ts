@@ -14,7 +14,7 @@ const XML_PARAMETERS: ArgSyntax = { kind: 'tagged', keyOpen: '<parameter=', keyC
 
 /**
  * The formats cortex knows, each as the family's real models write it (llama.cpp's `common/chat*` and
- * its `tests/test-chat.cpp` are the reference). Chosen for a model by its chat template (detectFormat).
+ * its `tests/test-chat.cpp` are the reference). Chosen for a model by its chat template (fingerprint).
  */
 export const FORMATS = {
   /** Qwen2.5, Qwen3, Hermes 2 Pro, and every template that teaches `<tool_call>{json}</tool_call>`. */
@@ -207,10 +207,6 @@ export function fingerprint(template: string): ChatFormat | undefined {
   return rule && FORMATS[rule.format];
 }
 
-/** The format a chat template teaches, by its fingerprint; `plain` when none matches. */
-export function detectFormat(template: string): ChatFormat {
-  return fingerprint(template) ?? FORMATS.plain;
-}
 
 /** A format by name (the catalogue's `format:` override), or undefined. */
 export function formatById(id: string): ChatFormat | undefined {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { detectFormat, FORMATS, formatById } from './families.js';
+import { fingerprint, FORMATS, formatById } from './families.js';
 import { cut, parseOutput } from './parse-output.js';
 import { convertValue, parsePythonic } from './call-body.js';
 import type { ChatFormat } from './chat-format.js';
@@ -109,10 +109,10 @@ describe('output parser', () => {
   });
 
   it('output parser - formats are recognised by their template and can be named', () => {
-    assert.equal(detectFormat('{{ "<|channel|>" }}').id, 'gpt-oss');
-    assert.equal(detectFormat('<tool_call>\n<function=x>\n<parameter=y>').id, 'qwen3-coder');
-    assert.equal(detectFormat('<tool_call>{"name"').id, 'hermes');
-    assert.equal(detectFormat('no tools here').id, 'plain');
+    assert.equal(fingerprint('{{ "<|channel|>" }}')?.id, 'gpt-oss');
+    assert.equal(fingerprint('<tool_call>\n<function=x>\n<parameter=y>')?.id, 'qwen3-coder');
+    assert.equal(fingerprint('<tool_call>{"name"')?.id, 'hermes');
+    assert.equal(fingerprint('no tools here'), undefined);
     assert.equal(formatById('kimi-k2')?.id, 'kimi-k2');
     assert.equal(formatById('toString'), undefined);
   });
