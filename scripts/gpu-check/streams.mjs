@@ -64,7 +64,10 @@ const results = { raw: new Map(), worker: new Map(), gateway: new Map() };
   const decode = async (sequence) => {
     await sequence.clearHistory();
     let tokens = 0;
-    for await (const _ of sequence.evaluate(prompt, { temperature: 0, yieldEogToken: true })) if (++tokens >= TOKENS) break;
+    // Only the count of tokens matters.
+    const generated = sequence.evaluate(prompt, { temperature: 0, yieldEogToken: true })[Symbol.asyncIterator]();
+    while (tokens < TOKENS && !(await generated.next()).done) tokens++;
+    await generated.return?.();
     return tokens;
   };
   if (!SKIP.has('raw')) {
@@ -155,7 +158,7 @@ if (!(SKIP.has('worker') && SKIP.has('gateway') && SKIP.has('migration'))) {
       const byId = new Map([[workerId, stack.processes.get('worker')], ['gpu-check-2', second]]);
       const body = JSON.stringify({ model: 'target', messages: [{ role: 'user', content: PROMPT }], stream: true, temperature: 0, max_tokens: 2000 });
       const response = await fetch(new URL('/v1/chat/completions', stack.baseUrl), { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      const decoder = new TextDecoder();
+      const decoder = new globalThis.TextDecoder();
       let chunks = 0;
       let killedAt = 0;
       let killed = '';
