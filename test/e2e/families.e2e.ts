@@ -197,6 +197,22 @@ describe('model families e2e', () => {
     for (const fixture of FAMILY_FIXTURES) assert.equal(after.find((model) => model.id === fixture.id)?.capabilities?.format, fixture.format, fixture.id);
   });
 
+  it("families e2e - Qwen3 told not to think, in each dialect's words, gets the template's empty thinking block in its prompt", async () => {
+    const chatTokens = async (extra: Record<string, unknown>): Promise<number> => {
+      const reply = await openai.chat.completions.create({ model: 'cortex-qwen3', messages: [{ role: 'user', content: QUESTION }], ...extra } as never);
+      return (reply as OpenAI.ChatCompletion).usage?.prompt_tokens ?? 0;
+    };
+    const thinking = await chatTokens({});
+    // `<think>\n\n</think>\n\n` after the generation prompt: a few tokens more.
+    assert.ok((await chatTokens({ chat_template_kwargs: { enable_thinking: false } })) > thinking, 'chat_template_kwargs');
+    // Anthropic's input_tokens leaves out what was read from the prompt cache.
+    const messageTokens = async (thinkingParam: Record<string, unknown>): Promise<number> => {
+      const { usage } = await anthropic.messages.create({ model: 'cortex-qwen3', max_tokens: 256, messages: [{ role: 'user', content: QUESTION }], ...thinkingParam } as never);
+      return usage.input_tokens + (usage.cache_read_input_tokens ?? 0);
+    };
+    assert.ok((await messageTokens({ thinking: { type: 'disabled' } })) > (await messageTokens({})), 'Anthropic thinking disabled');
+  });
+
   it("families e2e - x-include-thinking puts the reasoning into the answer between the family's own markers", async () => {
     const inline = async (model: string): Promise<string> => {
       const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {

@@ -133,7 +133,7 @@ export class LlamaEngineModel implements EngineModel {
     if (request.raw) return { prompt: renderRawPrompt(this.model, this.id, request.raw), stops: [], startInReasoning: false };
     const { prompt: template, format } = this.dialect;
     if (template instanceof TemplatePrompt) {
-      const text = template.text(request.messages, request.tools);
+      const text = template.text(request.messages, request.tools, request.templateOptions);
       // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
       const startInReasoning = format.reasoning !== undefined && text.trimEnd().endsWith(format.reasoning.open);
       return { prompt: template.tokens(text, this.promptTokenizer), stops: [], startInReasoning };

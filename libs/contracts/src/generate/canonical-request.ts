@@ -85,8 +85,34 @@ export interface CanonicalRequest {
    * to the worker that already holds its prompt prefix. At most 512 characters.
    */
   affinityKey?: string;
+  /**
+   * What the model's chat template reads besides the conversation: the client's
+   * `chat_template_kwargs`, and the reasoning controls the dialects carry (`reasoning_effort`,
+   * `enable_thinking`). At most 16 keys; never the template's own inputs (`messages`, `tools`, …).
+   */
+  templateOptions?: Record<string, unknown>;
   /** Set for a legacy completion: the worker evaluates this prompt as it is (no chat template). */
   raw?: RawPrompt;
+}
+
+/** The template's own inputs, which options may not replace. */
+export const TEMPLATE_INPUTS = ['messages', 'tools', 'add_generation_prompt', 'bos_token', 'eos_token'] as const;
+
+/**
+ * Checks options for a chat template: an object of at most 16 keys, each a name of letters, digits
+ * and underscores (not one of the template's own inputs), its value JSON of at most 4,096 characters.
+ */
+export function checkTemplateOptions(value: unknown, param: string): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) fail(param, 'must be an object');
+  const entries = Object.entries(value as Record<string, unknown>);
+  if (entries.length > 16) fail(param, `has ${entries.length} keys; at most 16`);
+  for (const [key, item] of entries) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(key)) fail(`${param}.${key}`, 'must be a name of letters, digits and underscores (at most 64)');
+    if ((TEMPLATE_INPUTS as readonly string[]).includes(key)) fail(`${param}.${key}`, 'is the chat template\'s own input and cannot be set');
+    const json = JSON.stringify(item);
+    if (json === undefined || json.length > 4096) fail(`${param}.${key}`, 'must be JSON of at most 4,096 characters');
+  }
+  return value as Record<string, unknown>;
 }
 
 const FORMATS = ['text', 'json_object', 'json_schema'] as const;
@@ -114,6 +140,7 @@ export function decodeCanonicalRequest(value: unknown, at: string): CanonicalReq
   optionalBoolean(request.includeUsage, `${at}.includeUsage`);
   optionalBoolean(request.showReasoning, `${at}.showReasoning`);
   maxLength(optionalString(request.affinityKey, `${at}.affinityKey`), 512, `${at}.affinityKey`);
+  if (request.templateOptions !== undefined && request.templateOptions !== null) checkTemplateOptions(request.templateOptions, `${at}.templateOptions`);
   if (request.raw !== undefined && request.raw !== null) checkRawPrompt(request.raw, `${at}.raw`);
   return request as unknown as CanonicalRequest;
 }

@@ -1,3 +1,4 @@
+import { templateOptions } from '../template-options.js';
 import { sessionFromAnthropicUserId } from '../affinity.js';
 import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
 import { rejectMedia } from '../media.js';
@@ -98,6 +99,14 @@ export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {
   const format = decodeOutputConfig(body.output_config) ?? decodeJsonFormat(body.output_format, 'output_format');
   if (format) request.responseFormat = format;
   if (session) request.affinityKey = session;
+  // Thinking turned off, and an effort, reach the model's chat template (Qwen3's enable_thinking, gpt-oss's reasoning_effort).
+  const effort = isObject(body.output_config) ? optionalString(body.output_config.effort, 'output_config.effort') : undefined;
+  const disabled = isObject(body.thinking) && body.thinking.type === 'disabled';
+  const forTemplate = templateOptions(undefined, 'thinking', {
+    ...(disabled && { enable_thinking: false }),
+    ...(effort && { reasoning_effort: effort === 'max' ? 'high' : oneOf(effort, 'output_config.effort', ['low', 'medium', 'high'] as const) }),
+  });
+  if (forTemplate) request.templateOptions = forTemplate;
   return { request, thinking, droppedTools };
 }
 
@@ -261,8 +270,8 @@ function decodeSampling(body: Json, maxTokens: number): Sampling {
 }
 
 /**
- * Structured outputs: `output_config.format = {type: 'json_schema', schema}`. `effort` (low … max) is
- * accepted and not applied: the worker has no reasoning-effort control, and the canonical request no field.
+ * Structured outputs: `output_config.format = {type: 'json_schema', schema}`. `effort` (low … max) goes
+ * to the model's chat template as `reasoning_effort` (see decodeMessagesRequest).
  */
 function decodeOutputConfig(value: unknown): ResponseFormat | undefined {
   if (value === undefined || value === null) return undefined;

@@ -49,6 +49,24 @@ describe('openai chat codec', () => {
     invalid({ ...body, tools: [tool('yes')] }, 'tools[0].function.strict');
   });
 
+  it("openai chat codec - chat_template_kwargs and reasoning_effort reach the model's chat template; its own inputs cannot be set", () => {
+    const base = { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
+    assert.equal(decodeChatRequest(base).templateOptions, undefined);
+    assert.deepEqual(decodeChatRequest({ ...base, chat_template_kwargs: { enable_thinking: false }, reasoning_effort: 'high' }).templateOptions, { reasoning_effort: 'high', enable_thinking: false });
+    const refused = (body: Record<string, unknown>): string => {
+      try {
+        decodeChatRequest({ ...base, ...body });
+      } catch (error) {
+        return (error as CortexError).message;
+      }
+      return assert.fail('accepted');
+    };
+    assert.match(refused({ chat_template_kwargs: { messages: [] } }), /chat_template_kwargs\.messages: is the chat template's own input/);
+    assert.match(refused({ chat_template_kwargs: { 'bad key': 1 } }), /chat_template_kwargs\.bad key: must be a name/);
+    assert.match(refused({ chat_template_kwargs: 'x' }), /chat_template_kwargs: must be an object/);
+    assert.match(refused({ reasoning_effort: 'extreme' }), /reasoning_effort/);
+  });
+
   it('openai chat codec - parallel_tool_calls false allows one tool call', () => {
     const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'w' } }] };
     assert.equal(decodeChatRequest({ ...body, parallel_tool_calls: false }).maxToolCalls, 1);

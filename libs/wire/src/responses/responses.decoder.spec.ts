@@ -207,6 +207,7 @@ describe('responses codec - request decoding', () => {
       some_future_field: { anything: true },
     });
     assert.equal(decoded.request.stream, true);
+    assert.deepEqual(decoded.request.templateOptions, { reasoning_effort: 'high' }, "the effort reaches the model's chat template");
     assert.deepEqual(decoded.request.sampling, { temperature: 0.2, topP: 0.9, maxTokens: 256, presencePenalty: 0.5, frequencyPenalty: -0.5 });
     assert.equal(decoded.store, false);
     assert.deepEqual(decoded.metadata, { team: 'core' });

@@ -1,4 +1,5 @@
 import { affinityKey } from '../affinity.js';
+import { templateOptions } from '../template-options.js';
 import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
 import {
   array,
@@ -122,6 +123,9 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   if (background && !store) fail('background', 'background responses must be stored: send store: true (the default) or leave background out');
   const metadata = decodeMetadata(body.metadata);
   const reasoning = decodeReasoning(body.reasoning);
+  // The effort reaches the model's chat template (gpt-oss reads `reasoning_effort`), as do the client's own template options.
+  const forTemplate = templateOptions(body.chat_template_kwargs, 'chat_template_kwargs', reasoning.effort ? { reasoning_effort: reasoning.effort } : {});
+  if (forTemplate) request.templateOptions = forTemplate;
   const echo: ResponseEcho = {
     model,
     instructions: instructions ?? null,
@@ -296,8 +300,8 @@ function decodeReasoning(value: unknown): ResponseEcho['reasoning'] {
   const reasoning = object(value, 'reasoning');
   const pick = <T extends string>(field: unknown, param: string, allowed: readonly T[]): T | null =>
     field === undefined || field === null ? null : oneOf(field, param, allowed);
-  // Effort is a model control the worker has no knob for: validated, echoed, not applied. A `summary` asks
-  // the encoder to put the model's reasoning in the reasoning item's summary (see ResponsesStreamEncoder).
+  // Effort goes to the model's chat template (a template that does not read it is unaffected). A
+  // `summary` asks the encoder to put the model's reasoning in the reasoning item's summary (see ResponsesStreamEncoder).
   const effort = pick(reasoning.effort, 'reasoning.effort', REASONING_EFFORTS);
   const summary = pick(reasoning.summary, 'reasoning.summary', REASONING_SUMMARIES) ?? pick(reasoning.generate_summary, 'reasoning.generate_summary', REASONING_SUMMARIES);
   return { effort, summary };

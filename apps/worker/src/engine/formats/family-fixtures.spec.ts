@@ -129,6 +129,25 @@ describe('family fixtures', () => {
     }
   });
 
+  it("family fixtures - template options reach the template: Qwen3's enable_thinking, gpt-oss's reasoning_effort", async () => {
+    const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
+    try {
+      const text = async (id: string, options: Record<string, unknown>): Promise<string> => {
+        const raw = await llama.loadModel({ modelPath: paths[id] as string });
+        try {
+          return TemplatePrompt.checked(raw.fileInfo.metadata.tokenizer?.chat_template ?? '', raw).text([{ role: 'user', content: 'Hi' }], undefined, options);
+        } finally {
+          await raw.dispose();
+        }
+      };
+      assert.ok((await text('cortex-qwen3', {})).endsWith('<|im_start|>assistant\n'), 'Qwen3 thinks by default');
+      assert.ok((await text('cortex-qwen3', { enable_thinking: false })).endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n'), 'and is told not to');
+      assert.match(await text('cortex-gpt-oss', { reasoning_effort: 'high' }), /Reasoning: high/);
+    } finally {
+      await llama.dispose();
+    }
+  });
+
   it('family fixtures - tool_choice: a named call is forced in formats that write the name as text; what cannot be forced is a 400 naming tool_choice', async () => {
     // Hermes's forced call (the whole call held) is tested on cortex-tools, whose chain the call grammar fits.
     for (const id of ['cortex-devstral', 'cortex-kimi-k2', 'cortex-deepseek-v3.1']) {
