@@ -96,6 +96,10 @@ function declaredSecret(sha256: unknown, envName: unknown, env: Readonly<Record<
   if (typeof envName !== 'string' || !ENV_NAME.test(envName)) throw bad('secret_env', `must name an environment variable (got ${JSON.stringify(envName)})`);
   const secret = env[envName];
   if (!secret) throw bad('secret_env', `${envName} is not set in this environment: export it, or declare secret_sha256 instead`);
+  // A client sends the secret without the newline a file or `echo` leaves: hashed with it, the key would refuse every request.
+  if (secret !== secret.trim()) {
+    throw bad('secret_env', `${envName} has white space (a newline?) around the secret, which no client sends: set it without (export ${envName}="$(printf %s "$${envName}" | tr -d '[:space:]')")`);
+  }
   // cortex's own prefix is no secret: what follows it must be long enough alone.
   const own = secret.startsWith(SECRET_PREFIX) ? secret.length - SECRET_PREFIX.length : secret.length;
   if (own < MIN_DECLARED_SECRET) throw bad('secret_env', `${envName} holds ${own} secret characters${own === secret.length ? '' : ` after ${SECRET_PREFIX}`}; a secret needs at least ${MIN_DECLARED_SECRET}`);
