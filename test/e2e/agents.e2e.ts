@@ -220,15 +220,7 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
 
   it('agents e2e - codex runs the MCP tool the model calls and prints the model\'s answer after the output', async () => {
     const calls = join(home, 'codex-weather.log');
-    const server = [
-      '[mcp_servers.weather]',
-      `command = ${JSON.stringify(process.execPath)}`,
-      `args = ${JSON.stringify([WEATHER_MCP, calls])}`,
-      // exec never asks for approval, so a tool that needs it fails without running.
-      'default_tools_approval_mode = "approve"',
-      '',
-    ];
-    const run = await codex('codex-tools', codexTools.id, server);
+    const run = await codex('codex-tools', codexTools.id, codexWeatherServer(calls));
     assert.equal(run.code, 0, explain(run, stack));
     assert.deepEqual(await toolCalls(calls), [{ name: WEATHER_TOOL, arguments: codexTools.expected.toolCall?.arguments }], explain(run, stack));
     assert.match(run.stdout, new RegExp(escape(codexTools.expected.afterToolResult?.text ?? '')), explain(run, stack));
@@ -246,14 +238,7 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
       assert.match(claudeRun.stdout, new RegExp(escape(claudeFamily.expected.afterResult.content)), explain(claudeRun, stack));
 
       const codexCalls = join(home, `codex-${codexFamily.id}.log`);
-      const server = [
-        '[mcp_servers.weather]',
-        `command = ${JSON.stringify(process.execPath)}`,
-        `args = ${JSON.stringify([WEATHER_MCP, codexCalls])}`,
-        'default_tools_approval_mode = "approve"',
-        '',
-      ];
-      const codexRun = await codex(`codex-${codexFamily.id}`, codexFamily.id, server);
+      const codexRun = await codex(`codex-${codexFamily.id}`, codexFamily.id, codexWeatherServer(codexCalls));
       assert.equal(codexRun.code, 0, explain(codexRun, stack));
       assert.deepEqual(await toolCalls(codexCalls), [{ name: WEATHER_TOOL, arguments: { city: 'Paris' } }], explain(codexRun, stack));
       assert.match(codexRun.stdout, new RegExp(escape(codexFamily.expected.afterResult.content)), explain(codexRun, stack));
@@ -265,6 +250,18 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
 async function toolCalls(log: string): Promise<unknown[]> {
   const text = await readFile(log, 'utf8').catch(() => '');
   return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as unknown);
+}
+
+/** Codex's config for the weather MCP server, logging its calls to `log`. */
+function codexWeatherServer(log: string): string[] {
+  return [
+    '[mcp_servers.weather]',
+    `command = ${JSON.stringify(process.execPath)}`,
+    `args = ${JSON.stringify([WEATHER_MCP, log])}`,
+    // exec never asks for approval, so a tool that needs it fails without running.
+    'default_tools_approval_mode = "approve"',
+    '',
+  ];
 }
 
 function escape(text: string): string {

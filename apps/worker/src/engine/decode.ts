@@ -21,22 +21,15 @@ import type { ResumeReplay } from './resume-replay.js';
 import type { ChatFormat } from './formats/chat-format.js';
 import { createOutputParser, type OutputParser, type ParsedEvent } from './formats/output-parser.js';
 
-/** How a format marks its reasoning, for a client that wants it inline: its own markers (Harmony's analysis message). */
-function reasoningMarkers(format: ChatFormat): [string, string] | null {
-  if (format.harmony) return [`${format.harmony.channel}analysis${format.harmony.message}`, format.harmony.ends[0] ?? ''];
-  return format.reasoning ? [format.reasoning.open, format.reasoning.close] : null;
-}
-
-/** A raw completion's output: no reasoning, no calls, special tokens not shown. */
-const RAW_FORMAT: ChatFormat = { id: 'raw' };
-
 /** What every decode reads from its loaded model: the same for every request. */
 export interface DecodeModel {
   id: string;
   model: LlamaModel;
   batchSize: number;
-  /** How the model writes reasoning and calls (see ChatFormat); null for raw completions. */
-  format: ChatFormat | null;
+  /** How the model writes reasoning and calls (see ChatFormat); a raw completion's has neither. */
+  format: ChatFormat;
+  /** The format's reasoning markers, for a client that wants its reasoning inline (see inlineReasoningMarkers). */
+  reasoningMarkers: [string, string] | null;
   /**
    * What a grammar holds of a call (see CallGrammar): the whole `{"name", "arguments"}` object after
    * the opening marker (`call`), the JSON arguments after the name (`arguments`), or nothing.
@@ -47,7 +40,7 @@ export interface DecodeModel {
   /**
    * The special tokens the format's markers are made of: shown to the parser as their text. Any other
    * special token a model writes (a stray `<|im_start|>`, Llama's `<|python_tag|>`) stays hidden, as
-   * it always was.
+   * it always was. Empty for a raw completion.
    */
   shownSpecials: ReadonlySet<Token>;
 }
@@ -102,8 +95,6 @@ export class Decode {
   private readonly parser: OutputParser;
   /** What the parser sent while it read the current token, in order. */
   private readonly parsed: ParsedEvent[] = [];
-  /** The format's special tokens are shown to the parser (a chat's markers); a raw completion's are not. */
-  private readonly specialTokens: boolean;
   private completion = 0;
   private reasoningTokens = 0;
   private firstTokenAt = 0;
@@ -138,10 +129,9 @@ export class Decode {
     this.streamer = new TextStreamer([...this.userStops, ...plan.hiddenStops, ...grammarStops]);
     this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
     this.maxToolCalls = job.request.maxToolCalls ?? Infinity;
-    this.specialTokens = model.format !== null;
     // A resumed stream's calls keep the ids the client already has.
     const callId = (index: number): string => this.plan.toolCallIds?.[index] ?? `call_${randomBytes(12).toString('hex')}`;
-    this.parser = createOutputParser(model.format ?? RAW_FORMAT, {
+    this.parser = createOutputParser(model.format, {
       tools: new Map(job.request.tools?.map((tool) => [tool.name, tool.parameters])),
       startInReasoning: plan.startInReasoning,
       callId,
@@ -159,7 +149,7 @@ export class Decode {
     const cached = await this.reusePrefix(context);
     // A resumed stream's context runs past its prompt: what is reported cached is the prompt's share.
     const cachedPrompt = Math.min(cached, prompt.length);
-    const markers = this.model.format ? reasoningMarkers(this.model.format) : null;
+    const markers = this.model.reasoningMarkers;
     this.emit({ type: 'start', model: this.model.id, promptTokens: prompt.length, ...(markers && { reasoningMarkers: markers }) });
     if (this.plan.echo && !resume) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
@@ -286,7 +276,7 @@ export class Decode {
   private onContent(token: Token): FinishReason | 'incomplete' | null {
     const { pending, recent, parser } = this;
     pending.push(token);
-    const shown = this.specialTokens && pending.some((token) => this.model.shownSpecials.has(token));
+    const shown = pending.some((token) => this.model.shownSpecials.has(token));
     const text = this.model.model.detokenize(pending, shown, recent);
     // A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
     if (text.endsWith('\uFFFD') && pending.length < 4) return 'incomplete';

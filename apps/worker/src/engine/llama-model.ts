@@ -3,7 +3,7 @@ import { CortexError, type CanonicalRequest, type ModelCapabilities, type ToolDe
 import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
-import type { ChatFormat } from './formats/chat-format.js';
+import { inlineReasoningMarkers, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { OutputCheck } from './output-check.js';
 import { PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './prompt-bound.js';
@@ -79,8 +79,8 @@ export class LlamaEngineModel implements EngineModel {
     const markers = formatMarkers(format).flatMap((marker) => singleToken(model, marker) ?? []);
     const markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
     const shownSpecials = new Set(formatTexts(format).flatMap((text) => model.tokenize(text, true).filter((token) => model.tokenizer.isSpecialToken(token))));
-    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, callHold, markerBias, shownSpecials };
-    this.rawDecodeModel = { ...this.decodeModel, format: null, callHold: null, markerBias: undefined, shownSpecials: new Set() };
+    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, reasoningMarkers: inlineReasoningMarkers(format), callHold, markerBias, shownSpecials };
+    this.rawDecodeModel = { ...this.decodeModel, format: RAW_FORMAT, reasoningMarkers: null, callHold: null, markerBias: undefined, shownSpecials: new Set() };
     this.grammars = new GrammarCache(model.llama);
     this.vocabularySize = vocabularySize(model);
     this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);

@@ -47,7 +47,8 @@ export function toFunctions(tools: readonly ToolDefinition[] | undefined): ChatM
   );
 }
 
-function parseJson(text: string): unknown {
+/** A call's arguments as the value they write, or their text when they are not JSON. */
+export function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {

@@ -170,45 +170,43 @@ describe('openai chat codec', () => {
     assert.equal(body.choices[0]?.message.content, null);
   });
 
-  it('openai chat codec - x-include-thinking inlines reasoning as <think> content, streamed and not', () => {
+  /** Events through an x-include-thinking encoder and aggregator: the chunks streamed and the body. */
+  function inlined(events: StreamEvent[]): { content: string; chunks: Array<{ choices: Array<{ delta: { content?: string; reasoning_content?: string } }> }>; message: Record<string, unknown> | undefined } {
     const options = { id: 'c', model: 'm', created: 1, includeUsage: false, inlineReasoning: true };
     const encoder = new ChatChunkEncoder(options);
     const aggregator = new ChatCompletionAggregator(options);
-    const events: StreamEvent[] = [
+    const chunks = events.flatMap((event) => {
+      aggregator.add(event);
+      return encoder.encode(event);
+    }) as Array<{ choices: Array<{ delta: { content?: string; reasoning_content?: string } }> }>;
+    const content = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
+    return { content, chunks, message: (aggregator.body() as { choices: Array<{ message: Record<string, unknown> }> }).choices[0]?.message };
+  }
+
+  it('openai chat codec - x-include-thinking inlines reasoning as <think> content, streamed and not', () => {
+    const { content, chunks, message } = inlined([
       { seq: 0, type: 'reasoning', text: 'hmm ' },
       { seq: 1, type: 'reasoning', text: 'ok' },
       { seq: 2, type: 'text', text: 'Hi' },
       { seq: 3, type: 'reasoning', text: 'and more' },
       { seq: 4, type: 'text', text: '!' },
       { seq: 5, type: 'finish', reason: 'stop', usage, timings },
-    ];
-    const chunks = events.flatMap((event) => {
-      aggregator.add(event);
-      return encoder.encode(event);
-    }) as Array<{ choices: Array<{ delta: { content?: string; reasoning_content?: string } }> }>;
-    assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), '<think>hmm ok</think>Hi<think>and more</think>!');
+    ]);
+    assert.equal(content, '<think>hmm ok</think>Hi<think>and more</think>!');
     assert.ok(chunks.every((c) => c.choices[0]?.delta.reasoning_content === undefined));
-    const body = aggregator.body() as { choices: Array<{ message: Record<string, unknown> }> };
-    assert.equal(body.choices[0]?.message.content, '<think>hmm ok</think>Hi<think>and more</think>!', 'the body reads like the stream');
-    assert.equal(body.choices[0]?.message.reasoning_content, undefined);
+    assert.equal(message?.content, '<think>hmm ok</think>Hi<think>and more</think>!', 'the body reads like the stream');
+    assert.equal(message?.reasoning_content, undefined);
   });
 
   it("openai chat codec - x-include-thinking wraps reasoning in the model's own markers when its start event names them", () => {
-    const options = { id: 'c', model: 'm', created: 1, includeUsage: false, inlineReasoning: true };
-    const encoder = new ChatChunkEncoder(options);
-    const aggregator = new ChatCompletionAggregator(options);
-    const events: StreamEvent[] = [
+    const { content, message } = inlined([
       { seq: 0, type: 'start', runId: 'r', workerId: 'w', model: 'm', promptTokens: 3, reasoningMarkers: ['[THINK]', '[/THINK]'] },
       { seq: 1, type: 'reasoning', text: 'plan' },
       { seq: 2, type: 'text', text: 'Hi' },
       { seq: 3, type: 'finish', reason: 'stop', usage, timings },
-    ];
-    const chunks = events.flatMap((event) => {
-      aggregator.add(event);
-      return encoder.encode(event);
-    }) as Array<{ choices: Array<{ delta: { content?: string } }> }>;
-    assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), '[THINK]plan[/THINK]Hi');
-    assert.equal((aggregator.body() as { choices: Array<{ message: Record<string, unknown> }> }).choices[0]?.message.content, '[THINK]plan[/THINK]Hi');
+    ]);
+    assert.equal(content, '[THINK]plan[/THINK]Hi');
+    assert.equal(message?.content, '[THINK]plan[/THINK]Hi');
   });
 
   it('openai chat codec - errors use the OpenAI shape', () => {

@@ -1,5 +1,5 @@
 import type { ArgSyntax, CallBody } from './chat-format.js';
-import { JsonDepth, scan, trailingSpace } from './scan.js';
+import { escapeRegExp, JsonDepth, scan, trailingSpace } from './scan.js';
 
 /** Where a call's parts go: the parser that owns the call. */
 export interface CallSink {
@@ -42,8 +42,6 @@ export function callParser(body: CallBody, sink: CallSink, closes: boolean): Cal
       return new WholeCall(sink, closes, parsePythonic);
   }
 }
-
-const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /**
  * A JSON object naming the tool and holding its arguments. When the name comes first (Hermes, Llama)
@@ -287,7 +285,7 @@ function argsStart(syntax: ArgSyntax): string {
 }
 
 /** JSON arguments sent as written, without the white space around them; without a closing marker they end where the JSON closes. */
-class JsonArgs implements ArgsParser {
+export class JsonArgs implements ArgsParser {
   private held = '';
   private begun = false;
   private readonly depth = new JsonDepth();

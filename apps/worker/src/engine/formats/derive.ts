@@ -1,5 +1,6 @@
 import type { CanonicalMessage, ToolDefinition } from '@cortex/contracts';
 import type { ChatFormat, ToolSyntax } from './chat-format.js';
+import { JsonDepth } from './scan.js';
 
 /** Renders a conversation with a model's template, as the worker would (see TemplatePrompt.probe). */
 export type ProbeRender = (messages: readonly CanonicalMessage[], tools?: readonly ToolDefinition[]) => string;
@@ -120,19 +121,6 @@ function enclosingObject(text: string, name: number, args: { start: number; end:
 
 /** The index just past the bracket that closes the one at `start` (strings understood), or -1. */
 function balanced(text: string, start: number): number {
-  let depth = 0;
-  let inString = false;
-  for (let i = start; i < text.length; i++) {
-    const char = text[i];
-    if (inString) {
-      if (char === '\\') i++;
-      else if (char === '"') inString = false;
-    } else if (char === '"') inString = true;
-    else if (char === '{' || char === '[') depth++;
-    else if (char === '}' || char === ']') {
-      depth--;
-      if (depth === 0) return i + 1;
-    }
-  }
-  return -1;
+  const end = new JsonDepth().push(text.slice(start));
+  return end === -1 ? -1 : start + end;
 }

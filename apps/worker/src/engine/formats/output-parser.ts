@@ -1,7 +1,7 @@
 import type { StreamEventBody } from '@cortex/contracts';
-import { callParser, type CallParser, type CallSink } from './call-body.js';
+import { callParser, JsonArgs, type CallParser, type CallSink } from './call-body.js';
 import type { ChatFormat, HarmonySyntax, ToolSyntax } from './chat-format.js';
-import { JsonDepth, scan, trailingSpace } from './scan.js';
+import { escapeRegExp, scan, trailingSpace } from './scan.js';
 
 /** What the parser sends: the answer, the reasoning, and each tool call as it streams. */
 export type ParsedEvent = Extract<StreamEventBody, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
@@ -118,6 +118,10 @@ class MarkerParser implements OutputParser {
   private readonly textMarkers: string[];
   /** What ends the reasoning: its closing marker, and a call where the family's calls end it. */
   private readonly reasoningMarkers: string[];
+  /** Between the calls of a section: the next call, or the section's end. */
+  private readonly sectionMarkers: string[];
+  /** What ends a call: its closing marker, the next call's opening, and inside a section the section's end. */
+  private readonly callEnds: { bare: string[]; inSection: string[] };
   private readonly tools: ToolSyntax | undefined;
 
   constructor(
@@ -137,6 +141,11 @@ class MarkerParser implements OutputParser {
     this.reasoningMarkers = [format.reasoning?.close, format.reasoning?.open, ...(tools?.endsReasoning ? [tools.sectionOpen, tools.callOpen, tools.bareOpen] : [])].filter(
       (marker): marker is string => Boolean(marker),
     );
+    this.sectionMarkers = [tools?.callOpen ?? '', tools?.sectionClose ?? ''];
+    this.callEnds = {
+      bare: [tools?.callClose ?? '', '', tools?.callOpen ?? ''],
+      inSection: [tools?.callClose ?? '', tools?.sectionClose ?? '', tools?.callOpen ?? ''],
+    };
   }
 
   get calls(): number {
@@ -190,8 +199,7 @@ class MarkerParser implements OutputParser {
         return true;
       }
     }
-    const markers =
-      this.mode === 'reasoning' ? this.reasoningMarkers : this.mode === 'section' ? [tools?.callOpen ?? '', tools?.sectionClose ?? ''] : this.textMarkers;
+    const markers = this.mode === 'reasoning' ? this.reasoningMarkers : this.mode === 'section' ? this.sectionMarkers : this.textMarkers;
     const found = scan(this.buffer, markers, final);
     const upto = found.at !== -1 ? found.at : final ? this.buffer.length : found.safe;
     this.out(this.buffer.slice(0, upto));
@@ -261,8 +269,7 @@ class MarkerParser implements OutputParser {
     const tools = this.tools as ToolSyntax;
     const body = this.body as CallParser;
     // A call ends at its closing marker, the end of its section, or the next call's opening.
-    const ends = [tools.callClose ?? '', this.inSection ? (tools.sectionClose ?? '') : '', tools.callOpen];
-    const found = scan(this.buffer, ends, final);
+    const found = scan(this.buffer, this.inSection ? this.callEnds.inSection : this.callEnds.bare, final);
     const upto = found.at !== -1 ? found.at : final ? this.buffer.length : found.safe;
     const taken = body.push(this.buffer.slice(0, upto));
     this.raw += this.buffer.slice(0, taken);
@@ -364,19 +371,24 @@ class HarmonyParser implements OutputParser {
   private header = '';
   private body: HarmonyBody = 'text';
   private readonly sink: Calls;
-  /** A call's argument text not sent yet: white space before the end marker is layout. */
-  private held = '';
-  private begun = false;
-  /** The tool the current call names, and whether its arguments' JSON has closed. */
+  /** The current call's JSON arguments (white space before the end marker is layout), and the tool it names. */
+  private args: JsonArgs | null = null;
   private tool: string | null = null;
-  private argumentsClosed = false;
-  private depth = new JsonDepth();
+  /** What ends each phase: a header's start; its message; a body's end (or a new header). */
+  private readonly starts: string[];
+  private readonly messages: string[];
+  private readonly bodyEnds: string[];
+  private readonly channelPattern: RegExp;
 
   constructor(
     private readonly syntax: HarmonySyntax,
     private readonly options: ParserOptions,
   ) {
     this.sink = new Calls(options);
+    this.starts = [syntax.start, syntax.channel];
+    this.messages = [syntax.message];
+    this.bodyEnds = [...syntax.ends, syntax.start, syntax.channel];
+    this.channelPattern = new RegExp(`${escapeRegExp(syntax.channel)}\\s*([^\\s<]+)`, 'g');
   }
 
   get calls(): number {
@@ -392,7 +404,7 @@ class HarmonyParser implements OutputParser {
   }
 
   get argumentsFor(): string | null {
-    return this.inCall && !this.argumentsClosed ? this.tool : null;
+    return this.inCall && !this.args?.closed ? this.tool : null;
   }
 
   get reasoning(): boolean {
@@ -418,7 +430,7 @@ class HarmonyParser implements OutputParser {
         // A header can begin with its recipient (` to=functions.x<|channel|>…`) right after the prompt's `<|start|>assistant`.
         const lead = this.buffer.trimStart();
         const recipientFirst = lead.startsWith('to=') || 'to='.startsWith(lead);
-        const found = scan(this.buffer, [syntax.start, syntax.channel]);
+        const found = scan(this.buffer, this.starts);
         if (found.at === -1) {
           if (recipientFirst && !final) return;
           const upto = final ? this.buffer.length : found.safe;
@@ -437,7 +449,7 @@ class HarmonyParser implements OutputParser {
         continue;
       }
       if (this.phase === 'header') {
-        const found = scan(this.buffer, [syntax.message]);
+        const found = scan(this.buffer, this.messages);
         if (found.at === -1) {
           this.header += this.buffer.slice(0, found.safe);
           this.buffer = this.buffer.slice(found.safe);
@@ -448,7 +460,7 @@ class HarmonyParser implements OutputParser {
         this.openBody();
         continue;
       }
-      const found = scan(this.buffer, [...syntax.ends, syntax.start, syntax.channel]);
+      const found = scan(this.buffer, this.bodyEnds);
       const upto = found.at !== -1 ? found.at : final ? this.buffer.length : found.safe;
       this.bodyText(this.buffer.slice(0, upto));
       this.buffer = this.buffer.slice(found.at !== -1 ? found.at : upto);
@@ -467,19 +479,16 @@ class HarmonyParser implements OutputParser {
    */
   private openBody(): void {
     const { syntax, header } = this;
-    const channels = [...header.matchAll(new RegExp(`${escape(syntax.channel)}\\s*([^\\s<]+)`, 'g'))];
+    const channels = [...header.matchAll(this.channelPattern)];
     const channel = channels.at(-1)?.[1] ?? '';
     const recipients = [...header.matchAll(/(?:^|\s)to=([^\s<]+)/g)].map((match) => match[1] as string).filter((to) => to !== 'assistant');
     const recipient = recipients.at(-1);
     this.phase = 'body';
-    this.held = '';
-    this.begun = false;
     if (recipient !== undefined) {
       const name = recipient.startsWith(syntax.functionPrefix) ? recipient.slice(syntax.functionPrefix.length) : recipient;
       this.body = this.sink.start(name) ? 'call' : 'dropped';
       this.tool = name;
-      this.argumentsClosed = false;
-      this.depth = new JsonDepth();
+      this.args = new JsonArgs(this.sink, true);
       return;
     }
     this.body = syntax.reasoningChannels.includes(channel) ? 'reasoning' : 'text';
@@ -488,28 +497,13 @@ class HarmonyParser implements OutputParser {
   private bodyText(text: string): void {
     if (!text) return;
     if (this.body === 'reasoning') this.options.emit({ type: 'reasoning', text });
-    else if (this.body === 'call') this.callText(text);
+    else if (this.body === 'call') this.args?.push(text);
     else if (this.body === 'text') this.emitText(text);
-  }
-
-  /** JSON arguments as written, without the white space around them. */
-  private callText(text: string): void {
-    let body = text;
-    if (!this.begun) {
-      body = text.trimStart();
-      if (!body) return;
-      this.begun = true;
-    }
-    if (!this.argumentsClosed && this.depth.push(body) !== -1) this.argumentsClosed = true;
-    this.held += body;
-    const tail = trailingSpace(this.held);
-    this.sink.args(this.held.slice(0, this.held.length - tail.length));
-    this.held = tail;
   }
 
   private endBody(): void {
     if (this.body === 'call') {
-      if (!this.begun) this.sink.args('{}');
+      this.args?.end();
       this.sink.completed = this.sink.count;
     }
     this.body = 'text';
@@ -519,5 +513,3 @@ class HarmonyParser implements OutputParser {
     if (text) this.options.emit({ type: 'text', text });
   }
 }
-
-const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -85,3 +85,6 @@ export class JsonDepth {
 export function trailingSpace(text: string): string {
   return text.slice(text.trimEnd().length);
 }
+
+/** `text` as a regular expression that matches it literally. */
+export const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import { Template } from '@huggingface/jinja';
 import { LlamaText, SpecialTokensText, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
 import { CortexError, type CanonicalMessage, type ToolDefinition } from '@cortex/contracts';
+import { parseJson } from '../prompt.js';
+import { escapeRegExp } from './scan.js';
 
 /**
  * `x.items()`, `x.keys()` and `x.values()` as filters. Python's Jinja finds a dict's methods before
@@ -53,19 +55,29 @@ export class TemplatePrompt {
     this.bos = model.tokens.bosString ?? '';
     this.eos = model.tokens.eosString ?? '';
     this.special = specialPattern(model);
-    this.shortIds = this.refuses('call_probe_id') && !this.refuses('a1b2c3d4e');
-    this.objectArguments = this.readsObjectArguments();
+    // One call and its result, with a short id and object arguments: what most templates accept.
+    const probe = this.attempt(() => this.render(probeCall(SHORT_PROBE_ID), undefined, {}, true));
+    this.shortIds = probe !== null && this.attempt(() => this.render(probeCall('call_probe_id'), undefined, {}, true)) === null;
+    // A template that shows an object's value only when given the object reads objects.
+    this.objectArguments = probe === null || probe.includes('probe_value');
     this.rendersTools = this.shows(() => this.render([{ role: 'user', content: 'probe' }], [PROBE_TOOL], {}, this.objectArguments), PROBE_TOOL.name);
-    this.rendersCalls = this.shows(() => this.render(probeCall('a1b2c3d4e'), undefined, {}, this.objectArguments), 'probe_tool');
+    this.rendersCalls = this.objectArguments
+      ? (probe?.includes('probe_tool') ?? false)
+      : this.shows(() => this.render(probeCall(SHORT_PROBE_ID), undefined, {}, false), 'probe_tool');
+  }
+
+  /** What `render` writes, or null when it throws. */
+  private attempt(render: () => string): string | null {
+    try {
+      return render();
+    } catch {
+      return null;
+    }
   }
 
   /** Whether what `render` writes contains `text` (false when it throws). */
   private shows(render: () => string, text: string): boolean {
-    try {
-      return render().includes(text);
-    } catch {
-      return false;
-    }
+    return this.attempt(render)?.includes(text) ?? false;
   }
 
   /** A model's template, once it has rendered a plain conversation: throws when the Jinja engine cannot run it. */
@@ -140,26 +152,10 @@ export class TemplatePrompt {
       eos_token: this.eos,
     });
   }
-
-  /** Renders a call both ways: a template that shows an object's value only when given the object reads objects. */
-  private readsObjectArguments(): boolean {
-    try {
-      return this.render(probeCall('a1b2c3d4e'), undefined, {}, true, false).includes('probe_value');
-    } catch {
-      return true;
-    }
-  }
-
-  /** Whether the template refuses a conversation whose call has this id. */
-  private refuses(id: string): boolean {
-    try {
-      this.render(probeCall(id), undefined, {}, true, false);
-      return false;
-    } catch {
-      return true;
-    }
-  }
 }
+
+/** A call id of the shape Mistral's templates require (9 letters and digits). */
+const SHORT_PROBE_ID = 'a1b2c3d4e';
 
 const PROBE_TOOL: ToolDefinition = { name: 'probe_declared_tool', description: 'probe', parameters: { type: 'object', properties: {} } };
 
@@ -178,7 +174,7 @@ function withToolsInSystem(messages: readonly CanonicalMessage[], tools: readonl
 /** An earlier call, for a template that does not write calls, as the JSON text of its message (minja's polyfill). */
 function callsAsText(message: CanonicalMessage): CanonicalMessage {
   if (message.role !== 'assistant' || !message.toolCalls?.length) return message;
-  const calls = message.toolCalls.map((call) => ({ name: call.name, arguments: parseArguments(call.arguments), id: call.id }));
+  const calls = message.toolCalls.map((call) => ({ name: call.name, arguments: parseJson(call.arguments), id: call.id }));
   const text = JSON.stringify({ tool_calls: calls }, null, 2);
   return { role: 'assistant', content: message.content ? `${message.content}\n${text}` : text, ...(message.reasoning && { reasoning: message.reasoning }) };
 }
@@ -218,7 +214,7 @@ export function templateMessages(
             tool_calls: message.toolCalls.map((call) => ({
               id: idOf(call.id),
               type: 'function',
-              function: { name: defuse(call.name), arguments: objectArguments ? defuseJson(parseArguments(call.arguments), defuse) : defuse(call.arguments) },
+              function: { name: defuse(call.name), arguments: objectArguments ? defuseJson(parseJson(call.arguments), defuse) : defuse(call.arguments) },
             })),
           }),
         };
@@ -244,14 +240,6 @@ function defuseJson(value: unknown, defuse: (text: string) => string): unknown {
   return Object.fromEntries(Object.entries(value).map(([key, item]) => [defuse(key), defuseJson(item, defuse)]));
 }
 
-function parseArguments(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return text;
-  }
-}
-
 /** A pattern that captures the model's special tokens, longest first; null when it has none. */
 function specialPattern(model: LlamaModel): RegExp | null {
   const ggml = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly string[]; token_type?: readonly number[] } } }).tokenizer?.ggml;
@@ -260,5 +248,5 @@ function specialPattern(model: LlamaModel): RegExp | null {
   const special = tokens.filter((token, i) => token.length > 1 && SPECIAL_TYPES.has(types[i] ?? 1) && !/^<0x[0-9A-F]{2}>$/.test(token));
   if (special.length === 0) return null;
   special.sort((a, b) => b.length - a.length);
-  return new RegExp(`(${special.map((token) => token.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')})`);
+  return new RegExp(`(${special.map(escapeRegExp).join('|')})`);
 }
