@@ -42,7 +42,9 @@ export class RunEvents {
   readonly emit = (from: EngineEvent): void => {
     if (this.done) return;
     const { runId, workerId, background, asked, signal, sinks, finished } = this.options;
-    const event = backgroundStop(from.type === 'start' ? { ...from, runId, workerId } : from, { background, asked: asked(), workerId, reason: signal.reason });
+    // Only a finish can turn into an error: a token's event passes without a look at the run.
+    const event =
+      from.type === 'start' ? { ...from, runId, workerId } : from.type === 'finish' ? backgroundStop(from, { background, asked: asked(), workerId, reason: signal.reason }) : from;
     if (event.type === 'finish' || event.type === 'error') this.done = true;
     if (event.type === 'finish') finished(event);
     for (const sink of sinks) sink(event);

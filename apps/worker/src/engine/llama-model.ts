@@ -215,13 +215,13 @@ export class LlamaEngineModel implements EngineModel {
     const refuse = (why: string, fix: string): never => {
       throw new CortexError('invalid_request', `tool_choice '${choice}' cannot be enforced: ${this.id} ${why}; ${fix}`, { param: 'tool_choice' });
     };
-    if (!callHold || (callHold === 'arguments' && !format?.forcedCall)) {
-      const why = this.capabilities.tools ? `writes its calls in the ${format?.id ?? 'raw'} format, which cortex cannot hold to a grammar yet` : 'writes no tool calls cortex can parse (its chat template teaches none)';
+    if (!callHold || (callHold === 'arguments' && !format.forcedCall)) {
+      const why = this.capabilities.tools ? `writes its calls in the ${format.id} format, which cortex cannot hold to a grammar yet` : 'writes no tool calls cortex can parse (its chat template teaches none)';
       refuse(why, "send tool_choice 'auto' or use a model whose format cortex holds (docs/compatibility.md)");
     }
     const tools = choice === 'required' ? request.tools : [request.tools.find((t) => t.name === choice.slice('function:'.length)) ?? refuse(`is asked for '${choice.slice('function:'.length)}', which is not in tools`, 'name a declared tool')];
     if (callHold === 'arguments' && tools.length > 1) {
-      refuse(`writes the tool's name itself in the ${format?.id} format, so cortex forces one named tool at a time`, 'name the function to call');
+      refuse(`writes the tool's name itself in the ${format.id} format, so cortex forces one named tool at a time`, 'name the function to call');
     }
     return tools;
   }
@@ -229,9 +229,9 @@ export class LlamaEngineModel implements EngineModel {
   /** The tokens a forced call to `tools` starts with: Hermes's opening marker, or the format's call up to its arguments. */
   private forcedOpening(tools: readonly ToolDefinition[], request: CanonicalRequest): Token[] | null {
     const { callHold, format } = this.decodeModel;
-    if (callHold === 'call') return this.model.tokenize(format?.tools?.callOpen ?? '', true);
+    if (callHold === 'call') return this.model.tokenize(format.tools?.callOpen ?? '', true);
     const name = tools[0]?.name;
-    if (!format?.forcedCall || name === undefined) return null;
+    if (!format.forcedCall || name === undefined) return null;
     const earlier = request.messages.reduce((count, message) => count + (message.toolCalls?.length ?? 0), 0);
     return this.model.tokenize(format.forcedCall.replace('{name}', name).replace('{index}', String(earlier)), true);
   }
