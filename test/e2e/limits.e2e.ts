@@ -8,7 +8,7 @@ import { APICallError, generateText, RetryError } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { freePort } from '@cortex/bus';
-import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
+import { postJson, scrapeMetrics, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const ADMIN = 'sk-admin-limits';
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -241,6 +241,77 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     assert.ok(total > 0);
     await waitFor(async () => (await budgetUsage(key.id)).spent === total, 5_000, 100);
     assert.equal((await budgetUsage(key.id)).reserved, 0);
+  });
+
+  it('limits - a client that hangs up pays for what it was given, in every dialect, streamed and not, read or not; budget, usage records and spend metrics agree', async () => {
+    /** Streams the looping model until the client holds `rounds` rounds (0: not even the first byte), then hangs up; returns the text it holds. */
+    const hangUp = async (path: string, body: Record<string, unknown>, secret: string, rounds: number): Promise<string> => {
+      const abort = new AbortController();
+      const response = fetch(`${gateways[0]}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'x-api-key': secret, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: abort.signal,
+      });
+      if (rounds === 0) {
+        // Gone 150 ms in, having read nothing: what the worker wrote by then is paid for (a non-streamed request gets no byte before it ends).
+        await new Promise((done) => setTimeout(done, 150));
+        abort.abort();
+        await response.catch(() => undefined);
+        return '';
+      }
+      const reader = (await response).body!.getReader();
+      const decoder = new TextDecoder();
+      let text = '';
+      while (text.split('Round').length - 1 < rounds) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        // The frames' JSON escapes nothing in these words: the rounds are countable in the raw SSE.
+        text += decoder.decode(value, { stream: true });
+      }
+      abort.abort();
+      return text;
+    };
+    const cases = [
+      { name: 'chat stream', path: '/v1/chat/completions', body: { model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 }, rounds: 20 },
+      { name: 'messages stream', path: '/v1/messages', body: { model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 }, rounds: 20 },
+      { name: 'responses stream', path: '/v1/responses', body: { model: 'cortex-loop', input: 'Hi.', stream: true, max_output_tokens: 4000 }, rounds: 20 },
+      { name: 'completions stream', path: '/v1/completions', body: { model: 'cortex-loop', prompt: 'Hi.', stream: true, max_tokens: 4000 }, rounds: 20 },
+      { name: 'chat stream its client never read', path: '/v1/chat/completions', body: { model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 }, rounds: 0 },
+      { name: 'chat, not streamed', path: '/v1/chat/completions', body: { model: 'cortex-loop', messages: user, max_tokens: 4000 }, rounds: 0 },
+      { name: 'messages, not streamed', path: '/v1/messages', body: { model: 'cortex-loop', messages: user, max_tokens: 4000 }, rounds: 0 },
+    ];
+    const keys: Array<{ id: string; name: string }> = [];
+    for (const c of cases) {
+      const key = await createKey({ name: `hang-up ${c.name}`, limits: { token_budget: { tokens: 1_000_000 } } });
+      keys.push({ id: key.id, name: c.name });
+      const text = await hangUp(c.path, c.body, key.secret, c.rounds);
+      const spent = await settled(key.id);
+      const [record] = (await (await fetch(`${gateways[0]}/admin/usage?key=${key.id}&group_by=key`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()).data as Array<{ requests: number; prompt_tokens: number; completion_tokens: number; total_tokens: number }>;
+      // Three tokens a round: what the client holds, give or take the round it was cut in.
+      const given = 3 * (text.split('Round').length - 1);
+      console.log(`hang-up, ${c.name}: the client held ${given} output tokens; charged ${spent} (${record?.prompt_tokens} prompt + ${record?.completion_tokens} completion)`);
+      assert.ok(record, `${c.name}: a usage record`);
+      assert.equal(record.requests, 1, c.name);
+      assert.equal(spent, record.total_tokens, `${c.name}: the budget and the usage record agree`);
+      assert.ok(record.prompt_tokens > 0, `${c.name}: the prompt is paid for`);
+      if (c.rounds > 0) {
+        // Tokens in flight at the cut: what the worker wrote between the client's last read and the cancel.
+        assert.ok(record.completion_tokens >= given - 3 && record.completion_tokens <= given + 600, `${c.name}: charged ${record.completion_tokens} completion tokens for ${given} given`);
+      }
+      assert.equal((await budgetUsage(key.id)).reserved, 0);
+    }
+    // The spend metrics count the same records.
+    await waitFor(async () => {
+      const metrics = await scrapeMetrics(stack.metricsUrl);
+      return keys.every(({ id }) => [...metrics].some(([name, value]) => name.startsWith('cortex_spend_completion_tokens_total{') && name.includes(`key="${id}"`) && value >= 0));
+    }, 10_000, 200);
+    const metrics = await scrapeMetrics(stack.metricsUrl);
+    for (const { id, name } of keys) {
+      const [row] = (await (await fetch(`${gateways[0]}/admin/usage?key=${id}&group_by=key`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()).data as Array<{ prompt_tokens: number; completion_tokens: number }>;
+      const series = (metric: string): number => [...metrics].filter(([series]) => series.startsWith(`${metric}{`) && series.includes(`key="${id}"`)).reduce((sum, [, value]) => sum + value, 0);
+      assert.deepEqual([series('cortex_spend_prompt_tokens_total'), series('cortex_spend_completion_tokens_total')], [row!.prompt_tokens, row!.completion_tokens], `${name}: the spend metrics equal the record`);
+    }
   });
 
   it('limits - the openai client does not retry insufficient_quota; Anthropic SDK surfaces it', async () => {

@@ -117,6 +117,8 @@ export class StreamReader implements AsyncIterable<StreamEvent> {
   private expected = 0;
   private timer: NodeJS.Timeout | null = null;
   private ended = false;
+  /** Set by `last`: nothing more is handed on, and the producer's final event resolves it. */
+  private tail: ((event: StreamEvent | null) => void) | null = null;
 
   constructor(
     nc: NatsConnection,
@@ -160,15 +162,47 @@ export class StreamReader implements AsyncIterable<StreamEvent> {
           continue;
         }
         if (this.failure) throw this.failure;
-        if (this.ended) return;
+        if (this.ended || this.tail) return;
         await new Promise<void>((resolve) => (this.wake = resolve));
       }
     } finally {
-      this.close();
+      // A reader waiting for the producer's last event (see `last`) stays subscribed until it comes.
+      if (!this.tail) this.close();
     }
   }
 
+  /**
+   * Stops handing events on and waits at most `timeoutMs` for the producer's final event (`finish` or
+   * `error`: a cancelled run's finish says what it used), then closes. Null when none came in time, or
+   * the stream failed first. Events queued and not yet read are passed over.
+   */
+  last(timeoutMs: number): Promise<StreamEvent | null> {
+    const queued = this.queue.find((event) => event.type === 'finish' || event.type === 'error');
+    this.queue.length = 0;
+    if (queued || this.ended || this.failure) {
+      this.close();
+      return Promise.resolve(queued ?? null);
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => end(null), timeoutMs);
+      const end = (event: StreamEvent | null): void => {
+        clearTimeout(timer);
+        this.tail = null;
+        this.close();
+        resolve(event);
+      };
+      this.tail = end;
+      // Whoever reads the events stops now.
+      this.notify();
+    });
+  }
+
   private push(event: StreamEvent): void {
+    if (this.tail) {
+      // Only the end matters now: what came between (or a gap) was never going to be read.
+      if (event.type === 'finish' || event.type === 'error') this.tail(event);
+      return;
+    }
     if (event.seq !== this.expected) {
       this.fail(new CortexError('worker_lost', `stream ${this.subject}: expected event ${this.expected}, got ${event.seq}`));
       return;
@@ -182,6 +216,7 @@ export class StreamReader implements AsyncIterable<StreamEvent> {
   /** Ends the stream with `error` after the events already queued (e.g. its producer is known to be gone). */
   fail(error: CortexError): void {
     if (this.ended) return;
+    if (this.tail) return this.tail(null);
     this.failure ??= error;
     this.notify();
   }

@@ -4,6 +4,7 @@ import { InferenceResponder } from '../inference/inference.responder.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { openAiCompletionsAdapter } from './completions.adapter.js';
 import { FanOutRun, fanOutPrompts } from './fan-out-run.js';
+import { meterOf } from '../usage/request-meter.js';
 
 /** Legacy OpenAI Completions (raw prompt, no chat template), streaming and not. */
 @Controller()
@@ -17,7 +18,7 @@ export class CompletionsController {
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     // Several prompts: one run each, placed and generated side by side, rendered as one response.
     const prompts = fanOutPrompts(req.body);
-    const open = prompts ? (requestId: string) => new FanOutRun(this.inference, requestId, prompts, req.headers) : undefined;
+    const open = prompts ? (requestId: string) => new FanOutRun(this.inference, requestId, prompts, meterOf(req), req.headers) : undefined;
     return this.responder.handle(req, reply, openAiCompletionsAdapter, open);
   }
 }

@@ -4,6 +4,7 @@ import type { IncomingHeaders } from '../inference/run-trace.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import type { ResponderRun } from '../inference/inference.responder.js';
 import type { InferenceService } from '../inference/inference.service.js';
+import type { RequestMeter } from '../usage/request-meter.js';
 
 /** A stream event and the choice (prompt index) it belongs to. */
 type ChoiceEvent = StreamEvent & { choice?: number };
@@ -45,10 +46,12 @@ export class FanOutRun implements ResponderRun {
     service: InferenceService,
     requestId: string,
     private readonly prompts: Array<string | number[]>,
+    /** What the request's choices report their usage to. */
+    meter: RequestMeter,
     /** The request's HTTP headers: each choice's span continues their traceparent. */
     headers?: IncomingHeaders,
   ) {
-    this.runs = prompts.map(() => service.open('openai.completions', requestId, undefined, headers));
+    this.runs = prompts.map(() => service.open('openai.completions', requestId, meter, undefined, headers));
     // Each choice could move alone, but the choices of one response would then come from different
     // workers' sampling states: a request with several choices keeps today's error instead.
     for (const run of this.runs) run.checkpoint.refuse('a request with several choices (n > 1 or an array prompt) does not move');

@@ -5,7 +5,6 @@ import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { Subjects, type PendingRun } from '@cortex/contracts';
 import { InferenceService } from '../inference/inference.service.js';
-import { UsageRecorder } from '../usage/usage-recorder.js';
 import { ConsoleFeed } from './console.feed.js';
 import { decideResume, tooFarBehind, type FeedEvent } from './feed-state.js';
 
@@ -66,7 +65,6 @@ export class ConsoleHub implements OnModuleInit, OnModuleDestroy {
     private readonly bus: BusClient,
     @Inject(CONFIG) private readonly config: CortexConfig,
     private readonly inference: InferenceService,
-    private readonly usage: UsageRecorder,
   ) {}
 
   /**
@@ -79,10 +77,7 @@ export class ConsoleHub implements OnModuleInit, OnModuleDestroy {
         if (error) return;
         const now = Date.now();
         this.inference.pending.sweep(now, RUN_MAX_AGE_MS);
-        const runs: PendingRun[] = this.inference.pending.list().map((run) => {
-          const owner = this.usage.ownerOf(run.requestId);
-          return owner ? { ...run, keyId: owner.keyId, account: owner.account } : run;
-        });
+        const runs: PendingRun[] = this.inference.pending.list();
         message.respond(JSON.stringify({ runs }));
       },
     });

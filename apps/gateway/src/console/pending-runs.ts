@@ -1,4 +1,4 @@
-import type { PendingRun } from '@cortex/contracts';
+import type { PendingRun, UsageOwner } from '@cortex/contracts';
 
 /** At most this many requests are tracked: a flood cannot grow the gateway's memory without bound. */
 const MAX_PENDING = 10_000;
@@ -13,8 +13,8 @@ export class PendingRuns {
   /** By the run that placed it (one row per choice of a request with several). */
   private readonly runs = new Map<unknown, PendingRun>();
 
-  /** A placement starts (again, on a retry: the run id changes, the request stays one row). */
-  placing(owner: unknown, requestId: string, runId: string, model: string, now: number): void {
+  /** A placement starts (again, on a retry: the run id changes, the request stays one row); `payer` is the stored key that pays for it. */
+  placing(owner: unknown, requestId: string, runId: string, model: string, now: number, payer: UsageOwner | null = null): void {
     const known = this.runs.get(owner);
     if (known) {
       known.runId = runId;
@@ -22,7 +22,7 @@ export class PendingRuns {
       return;
     }
     if (this.runs.size >= MAX_PENDING) return;
-    this.runs.set(owner, { requestId, runId, model, workerId: null, since: now });
+    this.runs.set(owner, { requestId, runId, model, workerId: null, since: now, ...(payer && { keyId: payer.keyId, account: payer.account }) });
   }
 
   placed(owner: unknown, workerId: string): void {

@@ -6,6 +6,7 @@ import { sendError } from './error-response.js';
 import { principalOf } from './principal.js';
 import { requestIdOf } from './request-id.js';
 import { requestPath } from './request-path.js';
+import { meterOf } from '../usage/request-meter.js';
 
 /** The routes that start work on a worker: each request counts against its key's limits. */
 export const LIMITED = /^\/(v1\/)?(chat\/completions|completions|responses|responses\/compact|messages|messages\/count_tokens|embeddings|rerank|reranking)$/;
@@ -27,7 +28,7 @@ export function installRateLimits(fastify: FastifyInstance, admission: KeyAdmiss
     void (async () => {
       const bytes = Number(request.headers['content-length']) || Buffer.byteLength(JSON.stringify(request.body ?? {}));
       const background = (request.body as { background?: unknown } | null)?.background === true;
-      const decision = await admission.admit({ key: principal.key, requestId: requestIdOf(request), path, body: request.body, bytes, background });
+      const decision = await admission.admit({ key: principal.key, requestId: requestIdOf(request), meter: meterOf(request), path, body: request.body, bytes, background });
       if (decision.requests) setWindowHeaders(reply, decision.requests, anthropic);
       if (decision.tokens) setTokenHeaders(reply, decision.tokens, anthropic);
       if (decision.kind === 'refuse') {

@@ -33,8 +33,15 @@ import { decideMigration } from './migration.decider.js';
 import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
 import { decodeForRun } from './run-decode.js';
 import type { RunServices } from './run-services.js';
+import type { RequestMeter } from '../usage/request-meter.js';
 import { RunTrace } from './run-trace.js';
 import { StreamCheckpoint } from './stream-checkpoint.js';
+
+/**
+ * How long a run stopped before its stream ended (its client gone, a failure) waits for its worker's
+ * last event, whose usage says what it generated; past it the run is charged what its client was given.
+ */
+export const TAIL_MS = 2_000;
 
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
@@ -63,6 +70,12 @@ export class InferenceRun {
   private finishReason: FinishReason | null = null;
   private usage: Usage | null = null;
   private timings: Timings | null = null;
+  /** Output tokens handed on to the client (the ids its events carried), for a run whose worker never says what it used. */
+  private delivered = 0;
+  /** The worker's last event, awaited after the gateway stopped reading a stream that had not ended (see TAIL_MS). */
+  private tail: Promise<StreamEvent | null> | null = null;
+  /** Tells the request's meter what this run used, once (see RequestMeter). */
+  private readonly report: ((usage: Usage | null) => void) | null;
   /** Where the stream stands for the client: what another worker needs to go on if this one is lost. */
   readonly checkpoint = new StreamCheckpoint();
 
@@ -78,8 +91,11 @@ export class InferenceRun {
     arrivedAt = performance.now(),
     /** This request's spans (see RunTrace); does nothing while tracing is off. */
     private readonly trace: RunTrace = RunTrace.off,
+    /** What the request's runs used, and who pays (none: nobody settles a budget with it). */
+    private readonly meter: RequestMeter | null = null,
   ) {
     this.hops.parseMs = performance.now() - arrivedAt;
+    this.report = meter?.opened() ?? null;
   }
 
   /**
@@ -133,8 +149,9 @@ export class InferenceRun {
         return this.track(head, iterator);
       } catch (error) {
         this.trace.attemptFailed(error);
-        // A worker that is alive but late (idle timeout) must not keep generating for nobody.
-        if (reader) this.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`);
+        // A worker that is alive but late (idle timeout) must not keep generating for nobody. The client
+        // was given nothing, and another worker may start again: this try costs it nothing.
+        if (reader) this.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`, false);
         if (!(error instanceof CortexError) || this.stopped.signal.aborted) throw error;
         if (aboutTheWorker(error)) this.service.placer.forget(workerId);
         // The worker is fine but its model just went (swapped out between placement and generate):
@@ -185,7 +202,7 @@ export class InferenceRun {
 
   /** A generation's placement, shown in the console's rows (waiting, then on its worker) until the run's finish. */
   private async placeGeneration(exclude: string[], affinity?: string, workerWaitMs?: number): Promise<string> {
-    this.service.pending.placing(this, this.requestId, this.runId, this.required().model, Date.now());
+    this.service.pending.placing(this, this.requestId, this.runId, this.required().model, Date.now(), this.meter?.payer ?? null);
     const workerId = await this.placeOrWait(exclude, affinity, workerWaitMs);
     this.service.pending.placed(this, workerId);
     return workerId;
@@ -249,15 +266,18 @@ export class InferenceRun {
    * Stops reading the current stream and tells its worker to stop generating, whatever made the
    * gateway give up (client gone, idle timeout, worker declared down, a failure while rendering).
    * A worker that is really gone never hears it; one that is only slow frees its slot at once
-   * instead of after the watch lapses.
+   * instead of after the watch lapses. With `charge`, the worker's last event is still awaited
+   * (see TAIL_MS): the cancelled run's finish says what it generated, which the request pays for.
    */
-  private stopReading(workerId: string, reason: string): void {
+  private stopReading(workerId: string, reason: string, charge = true): void {
     const reader = this.reader;
     if (!reader) return;
     this.reader = null;
     this.service.unwatch(this.runId);
-    reader.close();
-    if (!this.ended) this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason }, this.requestId);
+    if (this.ended) return reader.close();
+    this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason }, this.requestId);
+    if (charge) this.tail = reader.last(TAIL_MS);
+    else reader.close();
   }
 
   /** The first token's frame is on the client's socket: the last hop of time to first byte. */
@@ -289,12 +309,38 @@ export class InferenceRun {
     this.finishReason ??= 'error';
   }
 
-  /** Publishes the request-finished event once; metrics count from it. */
+  /**
+   * Publishes the request-finished event once (metrics count from it) and reports the run's usage to
+   * its request's meter. A stream stopped before its end is recorded once its worker's last event came
+   * or TAIL_MS passed.
+   */
   finish(): void {
     if (this.finished) return;
     if (this.placement) this.stopReading(this.placement.workerId, this.errorCode ? `the request failed (${this.errorCode})` : 'the gateway stopped reading');
     this.finished = true;
     this.service.pending.done(this);
+    const tail = this.tail;
+    if (!tail) return this.record();
+    void tail.then((last) => {
+      this.charge(last);
+      this.record();
+    });
+  }
+
+  /**
+   * What a stream stopped before its end used: the worker's own count when its last event came (a
+   * cancelled run's finish), else the prompt and the output the client was given.
+   */
+  private charge(last: StreamEvent | null): void {
+    if (last?.type === 'finish') {
+      this.usage = last.usage;
+      return;
+    }
+    const { promptTokens } = this.checkpoint.state;
+    if (promptTokens + this.delivered > 0) this.usage = { ...NO_USAGE, promptTokens, completionTokens: this.delivered };
+  }
+
+  private record(): void {
     const event: RequestFinishedEvent = {
       requestId: this.requestId,
       model: this.placement?.model ?? this.request?.model ?? this.target?.model ?? 'unknown',
@@ -315,8 +361,9 @@ export class InferenceRun {
       hops: this.hops.writeMs < 0 ? null : this.hops,
       ...(this.checkpoint.moves > 0 && { migrations: this.checkpoint.moves }),
     };
-    this.trace.run(() => this.service.recordFinished(event, this.runId));
+    this.trace.run(() => this.service.recordFinished(event, this.runId, this.meter?.payer ?? null));
     this.trace.finished(event);
+    this.report?.(this.usage);
   }
 
   /**
@@ -364,7 +411,8 @@ export class InferenceRun {
       if (error.code === 'worker_lost') this.service.logger.warn({ msg: `worker ${from} was lost mid-stream; the stream does not move: ${decision.reason}`, requestId: this.requestId });
       throw error;
     }
-    this.stopReading(from, `the stream moves to another worker: ${error.message}`);
+    // The next worker counts the delivered output again as it replays it: the lost one is not charged.
+    this.stopReading(from, `the stream moves to another worker: ${error.message}`, false);
     this.service.placer.forget(from);
     lost.push(from);
     this.checkpoint.moved();
@@ -388,6 +436,7 @@ export class InferenceRun {
 
   private observe(event: StreamEvent): StreamEvent {
     this.checkpoint.delivered(event);
+    if ('tokens' in event && event.tokens) this.delivered += event.tokens.length;
     if (event.type === 'finish' || event.type === 'error') this.ended = true;
     if (event.type === 'finish') {
       this.finishReason = event.reason;

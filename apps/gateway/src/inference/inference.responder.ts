@@ -9,6 +9,7 @@ import { SseWriter } from '../http/sse.writer.js';
 import type { DialectAdapter, DialectStream, SseOut } from './dialect.js';
 import type { InferenceRun } from './inference-run.js';
 import { InferenceService } from './inference.service.js';
+import { meterOf } from '../usage/request-meter.js';
 
 /** What the responder drives: one InferenceRun, or several behind one response (see FanOutRun). */
 export type ResponderRun = Pick<InferenceRun, 'runId' | 'startedAt' | 'state' | 'onLoadProgress' | 'decode' | 'start' | 'cancel' | 'fail' | 'finish' | 'firstByteWritten'> &
@@ -28,7 +29,7 @@ export class InferenceResponder {
   /** `open` makes the run to drive; by default one InferenceRun of the adapter's dialect. */
   async handle(req: FastifyRequest, reply: FastifyReply, adapter: DialectAdapter, open?: (requestId: string) => ResponderRun): Promise<void> {
     const requestId = requestIdOf(req);
-    const run = open?.(requestId) ?? this.inference.open(adapter.dialect, requestId, arrivalOf(req), req.headers);
+    const run = open?.(requestId) ?? this.inference.open(adapter.dialect, requestId, meterOf(req), arrivalOf(req), req.headers);
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });

@@ -14,6 +14,7 @@ import {
   type RequestPriority,
   type RetrievalApi,
   type TokenCount,
+  type UsageOwner,
   decodeLoadProgress,
 } from '@cortex/contracts';
 import { InferenceRun } from './inference-run.js';
@@ -22,8 +23,8 @@ import type { RunServices } from './run-services.js';
 import { PendingRuns } from '../console/pending-runs.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
-import { BudgetLedger } from '../limits/budget-ledger.js';
 import { UsageRecorder } from '../usage/usage-recorder.js';
+import type { RequestMeter } from '../usage/request-meter.js';
 import { PriorityBook } from '../priority/priority-book.js';
 
 /** How long a worker declared down has to show it still holds its subjects ("no responders" comes at once). */
@@ -52,7 +53,6 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   constructor(
     readonly bus: BusClient,
     @Inject(CONFIG) readonly config: CortexConfig,
-    private readonly budgets: BudgetLedger,
     private readonly usage: UsageRecorder,
     private readonly catalogue: ModelCatalogue,
     private readonly priorities: PriorityBook,
@@ -84,13 +84,12 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     return this.priorities.of(requestId);
   }
 
-  /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once), and its usage record. */
-  recordFinished(finished: RequestFinishedEvent, runId: string): void {
+  /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once), and its usage record billed to `payer`. */
+  recordFinished(finished: RequestFinishedEvent, runId: string, payer: UsageOwner | null): void {
     // The tier it ran at, for queue wait by tier (metrics); a request refused before it was given one has none.
     const tier = this.priorities.of(finished.requestId)?.tier;
     const event = tier === undefined ? finished : { ...finished, tier };
-    this.budgets.record(event.requestId, event.usage);
-    this.usage.record(event, runId);
+    this.usage.record(event, runId, payer);
     this.logger.log({
       msg: `${event.dialect} ${event.model}: ${event.status}${event.errorCode ? ` ${event.errorCode}` : ''} in ${event.durationMs} ms`,
       requestId: event.requestId,
@@ -170,15 +169,16 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     this.streams.delete(runId);
   }
 
-  /** A run for one request; `headers` are its HTTP headers, whose `traceparent` its spans continue. */
-  open(dialect: Dialect | RetrievalApi, requestId: string, arrivedAt?: number, headers?: IncomingHeaders): InferenceRun {
-    return new InferenceRun(this, dialect, requestId, arrivedAt, RunTrace.open(dialect, requestId, headers));
+  /** A run for one request; `headers` are its HTTP headers, whose `traceparent` its spans continue; `meter` what it reports its usage to. */
+  open(dialect: Dialect | RetrievalApi, requestId: string, meter: RequestMeter | null, arrivedAt?: number, headers?: IncomingHeaders): InferenceRun {
+    return new InferenceRun(this, dialect, requestId, arrivedAt, RunTrace.open(dialect, requestId, headers), meter);
   }
 
   /** count_tokens / input_tokens: decoded and placed like a generation, but only tokenized. */
   async countTokens(dialect: Dialect, requestId: string, body: unknown, headers?: IncomingHeaders): Promise<TokenCount> {
     // A count emits no request-finished event, so its spans are ended here.
     const trace = RunTrace.open(dialect, requestId, headers);
+    // It reports no usage: a count is not charged.
     const run = new InferenceRun(this, dialect, requestId, undefined, trace);
     try {
       // No early placement: a ready-only ask binds the conversation's key to the worker it names, and

@@ -1,7 +1,7 @@
 import type { BusClient, StreamReader } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
 import type { ResponsesAssembly } from '@cortex/wire';
-import type { RequestFinishedEvent, RequestPriority } from '@cortex/contracts';
+import type { RequestFinishedEvent, RequestPriority, UsageOwner } from '@cortex/contracts';
 import type { Logger } from '@nestjs/common';
 import type { PendingRuns } from '../console/pending-runs.js';
 import type { PlacementClient } from './placement-client.js';
@@ -17,7 +17,7 @@ export interface RunServices {
   /** A stream now read from `workerId`: told to the worker in watch messages, ended if the worker goes down. */
   watch(runId: string, workerId: string, reader: StreamReader): void;
   unwatch(runId: string): void;
-  recordFinished(event: RequestFinishedEvent, runId: string): void;
+  recordFinished(event: RequestFinishedEvent, runId: string, payer: UsageOwner | null): void;
   /** The console's rows of requests that wait for a placement or run (see PendingRuns). */
   readonly pending: Pick<PendingRuns, 'placing' | 'placed' | 'done'>;
   /** The request's tier and account for the worker's queue (see PriorityBook); undefined: the worker's lowest tier. */

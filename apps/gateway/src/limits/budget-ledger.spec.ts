@@ -51,16 +51,15 @@ describe('budget ledger - on a real NATS', { skip: !natsServerOnPath() && 'nats-
   it('budget ledger - a request that ends while NATS is down is charged once NATS is back on the same store', async () => {
     const admitted = await ledger.reserve(KEY, undefined, 'req-outage', 500);
     assert.equal(admitted.kind, 'admit');
-    ledger.record('req-outage', USAGE);
     const exited = once(server.process, 'exit');
     server.process.kill('SIGKILL');
     await exited;
     // Away longer than a KV operation waits (5 s): the settlement's first write fails, and the
     // ledger tries again until NATS is back.
-    const settling = admitted.settle(0);
+    const settling = admitted.settle(USAGE.promptTokens + USAGE.completionTokens);
     await new Promise((done) => setTimeout(done, 6_500));
     server = await startNatsServer({ port: server.port, storeDir });
-    assert.equal(await settling, 42);
+    await settling;
     assert.deepEqual(await ledger.usage(KEY), { spent: 42, reserved: 0, period: 'all' });
   });
 });

@@ -1,20 +1,29 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { ModelCatalogue } from '@cortex/bus';
 import { CortexError, type KeyRecord } from '@cortex/contracts';
 import { KeyDirectory } from '../keys/key-directory.js';
-import { UsageRecorder } from '../usage/usage-recorder.js';
-import { BACKGROUND_USAGE_WAIT_MS, BudgetLedger, USAGE_WAIT_MS } from './budget-ledger.js';
+import type { RequestMeter } from '../usage/request-meter.js';
+import { BudgetLedger } from './budget-ledger.js';
 import type { RequestWindow } from './rate-limit.decider.js';
 import { RateLimiter } from './rate-limiter.js';
 import { reservationFor } from './reservation.js';
 import type { TokenWindow } from './token-rate.decider.js';
 import { TokenRateLimiter } from './token-rate-limiter.js';
 
+/** How long after its response closed a request's runs may take to report their usage (a cancelled run's takes about a second). */
+export const SETTLE_BOUND_MS = 60_000;
+/** A background response's reply closes at once while its run goes on. */
+export const BACKGROUND_SETTLE_BOUND_MS = 30 * 60_000;
+
+const logger = new Logger('limits');
+
 /** One request of a stored key that asks to start work on a worker. */
 export interface AdmissionAsk {
   key: KeyRecord;
-  /** The id its runs report their usage under. */
+  /** The request's id, in its reservations' names. */
   requestId: string;
+  /** What its runs report, and who pays for it: billed to this key once admitted, settled with what they used. */
+  meter: RequestMeter;
   /** The route's path, which says what its reservation counts (limits/reservation.ts). */
   path: string;
   body: unknown;
@@ -33,9 +42,9 @@ export type KeyAdmissionResult =
  * The limits of a stored key and its account, in the order every route applies them: the request
  * windows (rate-limiter.ts), tokens per minute (token-rate-limiter.ts), then the token budgets
  * (budget-ledger.ts); the last two reserve the request's bound and settle with the usage it reports.
- * An admitted request is attributed to its key and account for its usage records, and holds its
- * concurrency lease and reservation until `done` (its HTTP response closed, or its WebSocket turn
- * ended). HTTP requests (http/rate-limits.ts) and WebSocket turns (responses/ws) both come here, so
+ * An admitted request's meter is billed to its key and account (its usage records say so); it holds
+ * its concurrency lease until `done` (its HTTP response closed, or its WebSocket turn ended), and its
+ * reservations until its runs have reported what they used. HTTP requests (http/rate-limits.ts) and WebSocket turns (responses/ws) both come here, so
  * neither way around the other's limits exists.
  */
 @Injectable()
@@ -45,7 +54,6 @@ export class KeyAdmission {
     private readonly tokens: TokenRateLimiter,
     private readonly budgets: BudgetLedger,
     private readonly directory: KeyDirectory,
-    private readonly usage: UsageRecorder,
     private readonly catalogue: ModelCatalogue,
   ) {}
 
@@ -75,7 +83,7 @@ export class KeyAdmission {
       await rate.release();
       return { kind: 'refuse', requests: rate.requests, tokens: perMinute.window, error: perMinute.error, retryAfterMs: perMinute.retryAfterMs };
     }
-    const budget = await this.budgets.reserve(key, account, requestId, reserved, perMinute.window !== null).catch(async (error: unknown) => {
+    const budget = await this.budgets.reserve(key, account, requestId, reserved).catch(async (error: unknown) => {
       await Promise.all([rate.release(), perMinute.settle(0)]);
       throw error;
     });
@@ -84,16 +92,19 @@ export class KeyAdmission {
       return { kind: 'refuse', requests: rate.requests, tokens: perMinute.window, error: budget.error, retryAfterMs: budget.retryAfterMs };
     }
     // Its usage records are billed to this key and account.
-    const owner = this.usage.attribute(requestId, { account: key.account, keyId: key.id });
-    const wait = ask.background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS;
+    ask.meter.bill({ account: key.account, keyId: key.id });
     let ended = false;
     const done = (): void => {
       if (ended) return;
       ended = true;
       void rate.release();
-      owner.forget(2 * wait);
-      // A background response answers at once and runs on: its usage comes when the run ends.
-      void budget.settle(wait).then((used) => perMinute.settle(used));
+      ask.meter.close();
+      // Settled once every run of the request reported what it used (a background response's run goes
+      // on after its reply closed); the bound only guards against a run that never reports.
+      const bound = ask.background ? BACKGROUND_SETTLE_BOUND_MS : SETTLE_BOUND_MS;
+      void settledWithin(ask.meter, bound).then(async (used) => {
+        await Promise.all([budget.settle(used), perMinute.settle(used)]);
+      });
     };
     return { kind: 'admit', requests: rate.requests, tokens: perMinute.window, done };
   }
@@ -101,4 +112,18 @@ export class KeyAdmission {
   private contextSizeOf(name: string): number | undefined {
     return this.catalogue.find(name)?.contextSize;
   }
+}
+
+/** The meter's total once settled, or what it has after `boundMs` (a run that never reported is logged). */
+function settledWithin(meter: RequestMeter, boundMs: number): Promise<number> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      logger.warn(`a request's runs did not all report their usage within ${boundMs / 1000} s; it is charged what they reported`);
+      resolve(meter.reported);
+    }, boundMs).unref();
+    void meter.settled.then((used) => {
+      clearTimeout(timer);
+      resolve(used);
+    });
+  });
 }

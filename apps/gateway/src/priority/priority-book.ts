@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { RequestPriority } from '@cortex/contracts';
-import { BACKGROUND_USAGE_WAIT_MS, USAGE_WAIT_MS } from '../limits/budget-ledger.js';
+import { TAIL_MS } from '../inference/inference-run.js';
+import { BACKGROUND_SETTLE_BOUND_MS } from '../limits/key-admission.js';
 import { RequestScoped } from '../request-scoped.js';
 
 /**
@@ -15,11 +16,12 @@ import { RequestScoped } from '../request-scoped.js';
 export class PriorityBook extends RequestScoped<RequestPriority> {
   /**
    * Sets a request's priority; `ended` (when its response closes) forgets it once its request-finished
-   * event, which reads it, can no longer come: twice the wait for its usage (a background run's is long).
+   * event, which reads it, can no longer come: a run records it at most TAIL_MS after its response
+   * closed (a background run's goes on for long).
    */
   hold(requestId: string, priority: RequestPriority, background: boolean): { ended: () => void } {
     const entry = this.set(requestId, priority);
-    return { ended: () => entry.forget(2 * (background ? BACKGROUND_USAGE_WAIT_MS : USAGE_WAIT_MS)) };
+    return { ended: () => entry.forget(background ? BACKGROUND_SETTLE_BOUND_MS : 2 * TAIL_MS) };
   }
 
   of(requestId: string): RequestPriority | undefined {

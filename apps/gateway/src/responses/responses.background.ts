@@ -22,6 +22,7 @@ import type { InferenceRun } from '../inference/inference-run.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { BackgroundFollow } from './background-follow.js';
 import { responsesStateOf } from './responses.state.js';
+import { meterOf } from '../usage/request-meter.js';
 
 /** How long `POST …/cancel` waits for a cancelled run to be stored as ended, polling every POLL_MS. */
 const CANCEL_WAIT_MS = 10_000;
@@ -75,7 +76,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
 
   async create(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const requestId = requestIdOf(req);
-    const run = this.inference.open('openai.responses', requestId, undefined, req.headers);
+    const run = this.inference.open('openai.responses', requestId, meterOf(req), undefined, req.headers);
     try {
       const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.config.gateway.sessionHeaders));
       const state = responsesStateOf(run.state);

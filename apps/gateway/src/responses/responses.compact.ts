@@ -3,6 +3,7 @@ import { CortexError, decodeCompactionPlan, NO_USAGE, Subjects } from '@cortex/c
 import { compactionItem, compactResource, type CompactionSeal, decodeResponsesItems, sessionFromHeaders, type CompactResource } from '@cortex/wire';
 import { toCortexError } from '../http/error-response.js';
 import type { InferenceService } from '../inference/inference.service.js';
+import { meterOf } from '../usage/request-meter.js';
 
 
 /**
@@ -20,7 +21,7 @@ export class ResponsesCompactor {
 
   async compact(req: FastifyRequest, reply: FastifyReply, requestId: string): Promise<CompactResource> {
     const session = sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders);
-    const run = this.inference.open('openai.responses', requestId, undefined, req.headers);
+    const run = this.inference.open('openai.responses', requestId, meterOf(req), undefined, req.headers);
     // Listening from the start: a client gone while the translator plans gets no generation either.
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');

@@ -5,6 +5,7 @@ import { respondJson } from '../http/error-response.js';
 import { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings.request.js';
 import { parseRerankRequest } from './rerank.request.js';
 import { RetrievalService } from './retrieval.service.js';
+import { meterOf } from '../usage/request-meter.js';
 
 /** OpenAI `/v1/embeddings`, and `/v1/rerank` in the shape llama.cpp's server, Jina and Cohere use. */
 @Controller()
@@ -19,7 +20,7 @@ export class RetrievalController {
       const result = await this.retrieval.run('openai.embeddings', requestId, { model: request.model, kind: 'embedding' }, ({ workerId, model }, runId) => {
         const command: EmbedCommand = { runId, model, inputs: request.inputs };
         return this.retrieval.ask(workerId, Subjects.workerEmbed, command, requestId, decodeEmbedResult);
-      }, (r) => r.promptTokens, closedSignal(reply), req.headers);
+      }, (r) => r.promptTokens, closedSignal(reply), meterOf(req), req.headers);
       const vectors = result.embeddings.map((v) => fitDimensions(v, request.dimensions));
       return {
         object: 'list',
@@ -37,7 +38,7 @@ export class RetrievalController {
       const result = await this.retrieval.run('rerank', requestId, { model: request.model, kind: 'ranking' }, ({ workerId, model }, runId) => {
         const command: RankCommand = { runId, model, query: request.query, documents: request.documents };
         return this.retrieval.ask(workerId, Subjects.workerRank, command, requestId, decodeRankResult);
-      }, (r) => r.promptTokens, closedSignal(reply), req.headers);
+      }, (r) => r.promptTokens, closedSignal(reply), meterOf(req), req.headers);
       const ranked = result.scores
         .map((score, index) => ({ index, relevance_score: score, ...(request.returnDocuments && { document: { text: request.documents[index] } }) }))
         .sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index)

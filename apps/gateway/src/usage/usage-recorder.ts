@@ -4,7 +4,6 @@ import { BusClient, EventPublisher, ensureUsageStream } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError, decodeUsageRecord, Subjects, USAGE_STREAM, usageRecordOf, type RequestFinishedEvent, type UsageOwner, type UsageRecord } from '@cortex/contracts';
 import { summarize, type UsageQuery, type UsageRow } from './usage-query.decider.js';
-import { RequestScoped } from '../request-scoped.js';
 
 /** The longest a usage query reads the stream before it gives up with a retryable error. */
 export const USAGE_QUERY_MS = 30_000;
@@ -13,14 +12,13 @@ const CLOCK_SLACK_MS = 60_000;
 
 /**
  * Turns every finished run that used tokens into a usage record on the `CORTEX_USAGE` stream, under
- * the key and account that made the request (http/rate-limits.ts tells it, by request id), with the
+ * the key and account that pay for the request (its RequestMeter says), with the
  * run id as message id: a retried publish is stored once. Answers `GET /admin/usage` by reading the
  * stream from the query's start.
  */
 @Injectable()
 export class UsageRecorder implements OnModuleInit {
   private readonly logger = new Logger('usage');
-  private readonly owners = new RequestScoped<UsageOwner>();
   private readonly events: EventPublisher;
 
   constructor(
@@ -34,19 +32,9 @@ export class UsageRecorder implements OnModuleInit {
     await ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS).catch((error: Error) => this.logger.warn(`usage stream: ${error.message}`));
   }
 
-  /** The request `requestId` was made with this stored key; forgotten `forgetAfterMs` after `done` resolves. */
-  attribute(requestId: string, owner: UsageOwner): { forget: (afterMs: number) => void } {
-    return this.owners.set(requestId, owner);
-  }
-
-  /** The stored key and account a request in flight was made with (null: a config-file key, or none). */
-  ownerOf(requestId: string): UsageOwner | null {
-    return this.owners.get(requestId) ?? null;
-  }
-
-  /** Publishes the usage record of one finished run (none when it used no tokens). */
-  record(event: RequestFinishedEvent, runId: string): void {
-    const record = usageRecordOf(event, this.owners.get(event.requestId) ?? null, runId);
+  /** Publishes the usage record of one finished run, billed to `payer` (none when it used no tokens). */
+  record(event: RequestFinishedEvent, runId: string, payer: UsageOwner | null): void {
+    const record = usageRecordOf(event, payer, runId);
     if (!record) return;
     this.publish(record, 0);
   }

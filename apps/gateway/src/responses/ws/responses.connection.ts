@@ -17,6 +17,7 @@ import type { InferenceService } from '../../inference/inference.service.js';
 import { responsesStateOf } from '../responses.state.js';
 import { SocketSink } from './socket.sink.js';
 import type { TurnAdmission } from './turn-admission.js';
+import { RequestMeter } from '../../usage/request-meter.js';
 
 /** Creates one connection may have waiting behind the one in flight; more is a client that does not wait. */
 const MAX_QUEUED = 16;
@@ -113,7 +114,9 @@ export class ResponsesConnection {
     }
     if (!(message instanceof CortexError) && message.type === 'response.processed') return;
     // Each turn is a request of its own: its span continues the socket's traceparent, if it had one.
-    const run = inference.open('openai.responses', requestId, undefined, this.context.headers);
+    // The turn's own meter: its admission bills it, its run reports to it.
+    const meter = new RequestMeter();
+    const run = inference.open('openai.responses', requestId, meter, undefined, this.context.headers);
     this.cancelCurrent = (reason) => run.cancel(reason);
     const sink = new SocketSink(this.socket, inference.config.gateway.stallTimeoutMs);
     let previous: string | undefined;
@@ -127,7 +130,7 @@ export class ResponsesConnection {
       const deep = tooDeep(body);
       if (deep !== null) throw new CortexError('invalid_request', `${deep || 'the message'}: nests deeper than ${MAX_BODY_DEPTH} levels`, { param: deep || 'input' });
       // Each turn is admitted like a POST /v1/responses: the same key, model and limit checks.
-      if (this.context.gate) admitted = await this.context.gate.admit(requestId, body, Buffer.byteLength(text), generate);
+      if (this.context.gate) admitted = await this.context.gate.admit(requestId, meter, body, Buffer.byteLength(text), generate);
       previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
       const turn: SocketTurn = this.latest && this.latest.id === previous ? { previous: this.latest } : {};
       // A warm-up asks no router early: it places nothing.

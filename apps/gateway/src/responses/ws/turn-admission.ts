@@ -2,6 +2,7 @@ import { CortexError } from '@cortex/contracts';
 import type { KeyDirectory } from '../../keys/key-directory.js';
 import type { KeyAdmission } from '../../limits/key-admission.js';
 import { modelRefusal } from '../../http/access.js';
+import type { RequestMeter } from '../../usage/request-meter.js';
 import type { PriorityBook } from '../../priority/priority-book.js';
 import { priorityFor } from '../../priority/priority.decider.js';
 
@@ -33,7 +34,7 @@ export class TurnAdmission {
    * returned `done` must be called once when the turn ends: it releases the turn's lease and settles
    * its reservation with the usage it reported.
    */
-  async admit(requestId: string, body: Record<string, unknown>, bytes: number, generate: boolean): Promise<() => void> {
+  async admit(requestId: string, meter: RequestMeter, body: Record<string, unknown>, bytes: number, generate: boolean): Promise<() => void> {
     const identity = this.directory.identifyHash(this.sha256);
     if (identity.kind === 'refused') throw identity.error;
     // Not among the stored keys any more (deleted from the bucket): the same as revoked for this socket.
@@ -43,7 +44,7 @@ export class TurnAdmission {
     if (refusal) throw refusal;
     // A warm-up (`generate: false`) runs no model and uses no tokens: nothing to count.
     if (!generate) return () => undefined;
-    const decision = await this.admission.admit({ key, requestId, path: PATH, body, bytes, background: false });
+    const decision = await this.admission.admit({ key, requestId, meter, path: PATH, body, bytes, background: false });
     if (decision.kind === 'refuse') throw decision.error;
     const priority = this.priorities.hold(requestId, priorityFor({ kind: 'stored', key }, this.priorityHeader), false);
     return () => {
