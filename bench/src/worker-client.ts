@@ -27,7 +27,7 @@ export class WorkerClient {
     maxTokens: number,
   ): Promise<DecodeRun & { wallMs: number; reportedTokensPerSecond: number; promptMs: number; promptTokens: number; cachedTokens: number }> {
     const runId = randomBytes(8).toString('hex');
-    const subject = streamSubject(runId);
+    const subject = streamSubject(this.workerId, runId);
     const reader = new StreamReader(this.nc, subject, { idleTimeoutMs: 30_000 });
     const request: CanonicalRequest = { model, messages: [{ role: 'user', content: prompt }], sampling: { temperature: 0, maxTokens }, stream: true };
     const command: GenerateCommand = { runId, streamSubject: subject, request };

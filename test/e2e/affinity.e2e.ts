@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { BusClient } from '@cortex/bus';
-import { decodeFleetView, Subjects, type PlaceRequest, type RequestFinishedEvent } from '@cortex/contracts';
+import { everyWorker, decodeFleetView, Subjects, type PlaceRequest, type RequestFinishedEvent } from '@cortex/contracts';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 type Turn = { role: 'user' | 'assistant'; content: string };
@@ -201,7 +201,7 @@ describe('affinity e2e', () => {
     let seen = finished.messages.length;
     await chatConversation(1, session);
     const [bound] = await workersOfLast(1, seen);
-    const loads = await watchBus<{ model: string }>(stack.nc, Subjects.modelLoaded);
+    const loads = await watchBus<{ model: string }>(stack.nc, everyWorker(Subjects.modelLoaded));
     const router = stack.processes.get('router');
     assert.ok(router, 'the router process');
     router.kill('SIGKILL');

@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { Subjects, type LoadResult } from '@cortex/contracts';
+import { everyWorker, Subjects, type LoadResult } from '@cortex/contracts';
 import { fixtureEntry as fixture, postJson, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -29,7 +29,7 @@ describe('fleet e2e - batching by model on a worker that holds one model at a ti
   });
 
   it('fleet - interleaved requests for two models queue and run model by model: one swap, none fails', async () => {
-    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
+    const loads = await watchBus<LoadResult>(stack.nc, everyWorker(Subjects.modelLoaded));
     const finished = await watchBus<{ model: string; status: number }>(stack.nc, Subjects.requestFinished);
     const models = ['cortex-loop', 'cortex-chat', 'cortex-loop', 'cortex-chat', 'cortex-loop', 'cortex-chat'];
     const results = await Promise.all(

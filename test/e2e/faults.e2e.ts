@@ -238,7 +238,7 @@ describe('faults e2e', () => {
       await waitFor(() => cancels.messages.length > 0, 5_000);
       const runId = cancels.messages[0]?.runId ?? '';
       // Once it runs again, the worker reads the cancel and ends the generation: the slot is free.
-      const events = await watchBus<StreamEvent>(stack.nc, streamSubject(runId));
+      const events = await watchBus<StreamEvent>(stack.nc, streamSubject('w1', runId));
       worker.kill('SIGCONT');
       await waitFor(() => events.messages.some((e) => e.type === 'finish' && e.reason === 'cancelled'), 10_000);
       await events.stop();

@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
-import { Subjects, type DefragEvent, type LoadResult, type UnloadResult } from '@cortex/contracts';
+import { everyWorker, Subjects, type DefragEvent, type LoadResult, type UnloadResult } from '@cortex/contracts';
 import { fixtureEntry as fixture, postJson, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -33,7 +33,7 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
   });
 
   it('fleet - lru evicts the least recently used idle model to make room', async () => {
-    const unloads = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
+    const unloads = await watchBus<UnloadResult>(stack.nc, everyWorker(Subjects.modelUnloaded));
     await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     await client.chat.completions.create({ model: 'cortex-chat', messages: user }); // chat is now the most recent
@@ -46,7 +46,7 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
   });
 
   it('fleet - a model unused past its idle_ttl is unloaded', async () => {
-    const unloads = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
+    const unloads = await watchBus<UnloadResult>(stack.nc, everyWorker(Subjects.modelUnloaded));
     await waitFor(() => unloads.messages.some((e) => e.model === 'cortex-tools'), 8_000);
     await unloads.stop();
     assert.deepEqual(unloads.messages.map((e) => [e.model, e.reason]), [['cortex-tools', 'idle']]);
@@ -56,7 +56,7 @@ describe('fleet e2e - lru eviction and idle ttl', () => {
   it('fleet - a model that needs the room of two evicts both, then loads', async () => {
     await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     await waitFor(async () => (await modelsOn(stack, 'w1')).join() === 'cortex-chat,cortex-reasoning', 3_000);
-    const unloads = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
+    const unloads = await watchBus<UnloadResult>(stack.nc, everyWorker(Subjects.modelUnloaded));
     const result = await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 2 });
     assert.equal(result.choices[0]?.message.content, 'Round and round');
     await waitFor(() => unloads.messages.length >= 2, 3_000);
@@ -88,7 +88,7 @@ describe('fleet e2e - priority eviction and pinning', () => {
   });
 
   it('fleet - priority displaces a lower priority and never the pinned model', async () => {
-    const unloads = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
+    const unloads = await watchBus<UnloadResult>(stack.nc, everyWorker(Subjects.modelUnloaded));
     await client.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     await client.chat.completions.create({ model: 'cortex-tools', messages: user });
     await waitFor(() => unloads.messages.length >= 1, 3_000);
@@ -133,7 +133,7 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
   });
 
   it('fleet - fifty concurrent cold requests through two routers cause exactly one load', async () => {
-    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
+    const loads = await watchBus<LoadResult>(stack.nc, everyWorker(Subjects.modelLoaded));
     const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     const results = await Promise.all(Array.from({ length: 50 }, () => client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 2 })));
     assert.ok(results.every((r) => r.choices[0]?.message.content === 'Round and round'));
@@ -148,7 +148,7 @@ describe('fleet e2e - single-flight loads across router replicas', () => {
   });
 
   it('fleet - a model with preferred workers is loaded on them first', async () => {
-    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
+    const loads = await watchBus<LoadResult>(stack.nc, everyWorker(Subjects.modelLoaded));
     const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     await waitFor(() => loads.messages.length === 1, 3_000);
@@ -194,7 +194,7 @@ describe('fleet e2e - failover', () => {
 
   it('fleet - a worker that dies before the first token: the requests are placed again, invisibly, and the model loads once', async () => {
     const downs = await watchBus<{ workerId: string }>(stack.nc, Subjects.workerDown);
-    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
+    const loads = await watchBus<LoadResult>(stack.nc, everyWorker(Subjects.modelLoaded));
     const holder = await holderOf('cortex-chat');
     kill(holder);
     // Every request is sent to the dead worker first; their retries, with two workers left that tie
@@ -213,7 +213,7 @@ describe('fleet e2e - failover', () => {
   it('fleet - a worker that dies mid-stream, with streams not moving: the stream ends with an error (idle timeout or worker-down verdict, whichever comes first)', async () => {
     // The holder is whichever worker reports the load: heartbeats are 2 s apart here, so the fleet view
     // may not show the model ready yet when the stream opens.
-    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
+    const loads = await watchBus<LoadResult>(stack.nc, everyWorker(Subjects.modelLoaded));
     const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
     await waitFor(() => loads.messages.some((load) => load.model === 'cortex-loop'), 10_000);
     await loads.stop();
@@ -242,7 +242,7 @@ describe('fleet e2e - defragmentation', () => {
   });
 
   it('fleet - after defrag_after_cycles the worker recreates its backend and the pinned model comes back', async () => {
-    const defrags = await watchBus<DefragEvent>(stack.nc, Subjects.workerDefragmented);
+    const defrags = await watchBus<DefragEvent>(stack.nc, everyWorker(Subjects.workerDefragmented));
     const bus = new BusClient(stack.nc, 10_000);
     for (let cycle = 0; cycle < 2; cycle++) {
       await bus.request(Subjects.routerLoad, { model: 'cortex-reasoning' });

@@ -13,9 +13,10 @@ import { connect, errors, type ConnectionOptions, type NatsConnection } from '@n
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser } from '@nats-io/nkeys';
 import { BusClient, connectBus, EventPublisher, startNatsServer, type LocalNatsServer, type NatsAuth } from '@cortex/bus';
-import { decodeFleetView, decodeLoadResult, streamSubject, workerSubject, Subjects, type FleetView, type LoadCommand } from '@cortex/contracts';
+import { decodeFleetView, decodeLoadResult, EVENTS_STREAM, streamSubject, workerSubject, Subjects, type FleetView, type LoadCommand } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { startStack, fixtureEntry, waitFor, type TestStack } from '@cortex/testing';
+import { startStack, fixtureEntry, scrapeMetrics, waitFor, type TestStack } from '@cortex/testing';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 
 const run = promisify(execFile);
 const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
@@ -48,7 +49,7 @@ describe('NATS credentials and per-role permissions e2e', () => {
 
   before(async () => {
     stack = await startStack({
-      models: [fixtureEntry('cortex-chat', { pinned: true })],
+      models: [fixtureEntry('cortex-chat', { pinned: true }), fixtureEntry('cortex-loop', { pinned: true })],
       config: { worker: { id: WORKER } },
       natsAuth: {
         // nats-server parses an environment variable as a config value: quoted, a password that starts
@@ -205,6 +206,62 @@ describe('NATS credentials and per-role permissions e2e', () => {
     assert.equal(loaded.model, 'cortex-chat');
   });
 
+  it("nats-auth e2e - another worker's user cannot write a run's stream, change the events stream or speak for another worker: the client and the bill never see it", async () => {
+    const forger = await open(as('worker-gpu0'));
+    const spy = await open(as('gateway'));
+    // Where a live run's tokens go: the subject names the worker the gateway placed it on.
+    const seen: string[] = [];
+    const streams = spy.subscribe(Subjects.streamsAll, { callback: (_error, message) => void seen.push(message.subject) });
+    await spy.flush();
+    const tokensCounted = async (): Promise<number> => {
+      const metrics = await scrapeMetrics(stack.metricsUrl);
+      return [...metrics].filter(([name]) => name.startsWith('cortex_completion_tokens_total{')).reduce((sum, [, value]) => sum + value, 0);
+    };
+    const before = await tokensCounted();
+    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-loop', messages: [{ role: 'user', content: 'Hi.' }], stream: true, max_tokens: 400, stream_options: { include_usage: true } }),
+    });
+    await waitFor(() => seen.length > 0, 10_000, 5);
+    const subject = seen[0]!;
+    assert.match(subject, new RegExp(`^llm\\.stream\\.v1\\.${WORKER}\\.[0-9a-f]+$`));
+    const runId = subject.split('.').pop()!;
+    const forged = (seq: number) => JSON.stringify({ type: 'text', text: ' INJECTED ', seq });
+    const bill = JSON.stringify({ type: 'finish', reason: 'stop', seq: 3, usage: { promptTokens: 5_000_000, completionTokens: 5_000_000, cachedPromptTokens: 0, reasoningTokens: 0 }, timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 1, queueMs: 0 } });
+    // The run's own subject: refused by the server.
+    for (const body of [forged(2), bill]) await assert.rejects(forger.request(subject, body, { timeout: 5_000 }), (error: Error) => refusedPublish(error), 'another worker writes the run');
+    // Its own id with the run's id: allowed, and read by nobody.
+    for (let seq = 0; seq < 20; seq++) forger.publish(streamSubject('worker-gpu0', runId), forged(seq));
+    forger.publish(streamSubject('worker-gpu0', runId), bill);
+    await forger.flush();
+    // Widening the events stream to capture every run (what such a user did before) is refused.
+    const info = await (await jetstreamManager(spy)).streams.info(EVENTS_STREAM);
+    await assert.rejects(
+      forger.request(`$JS.API.STREAM.UPDATE.${EVENTS_STREAM}`, JSON.stringify({ ...info.config, subjects: [Subjects.eventsAll, Subjects.streamsAll] }), { timeout: 5_000 }),
+      (error: Error) => refusedPublish(error),
+    );
+    const text = await response.text();
+    streams.unsubscribe();
+    assert.doesNotMatch(text, /INJECTED/);
+    const usage = [...text.matchAll(/"usage":\{"prompt_tokens":(\d+),"completion_tokens":(\d+)/g)].at(-1);
+    assert.ok(usage && Number(usage[2]) <= 400, `the client's usage is the run's own: ${usage?.[0]}`);
+    await waitFor(async () => (await tokensCounted()) > before, 10_000);
+    const counted = (await tokensCounted()) - before;
+    assert.ok(counted <= 400, `the bill counts the run's own tokens only (${counted})`);
+
+    // A load_failed naming worker-cpu0: refused on worker-cpu0's subject, dropped and counted on its own.
+    const failed = { model: 'cortex-chat', workerId: WORKER, error: 'forged', at: Date.now(), cancelled: true };
+    await assert.rejects(jetstream(forger).publish(`${Subjects.modelLoadFailed}.${WORKER}`, JSON.stringify(failed)), (error: Error) => /permission|violation|timeout|no responders/i.test(`${error.message} ${String(error.cause)}`));
+    await jetstream(forger).publish(`${Subjects.modelLoadFailed}.worker-gpu0`, JSON.stringify(failed));
+    await waitFor(async () => (await scrapeMetrics(stack.metricsUrl)).get(`cortex_forged_events_total{publisher="worker-gpu0",named="${WORKER}"}`) === 1, 10_000);
+    const metrics = await scrapeMetrics(stack.metricsUrl);
+    assert.equal([...metrics].filter(([name]) => name.startsWith('cortex_model_load_failures_total{')).length, 0, 'the forged failure is not counted as one');
+    // The fleet still serves: no router took the forged cancel for a real one.
+    const after = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Say hello.' }] }) });
+    assert.equal(after.status, 200);
+  });
+
   it('nats-auth e2e - the router records replication events, and the metrics service counts them', async () => {
     const router = await open(as('router'));
     await new EventPublisher(router).publish(Subjects.replicaBlocked, { model: 'cortex-chat', reason: 'no_room', at: Date.now() }, `auth-test.${Date.now()}`);
@@ -213,7 +270,7 @@ describe('NATS credentials and per-role permissions e2e', () => {
 
   it('nats-auth e2e - only gateways read token streams; the gateway cannot command loads', async () => {
     const gateway = await open(as('gateway'));
-    const own = gateway.subscribe(streamSubject('req_0123456789abcdef01234567'));
+    const own = gateway.subscribe(streamSubject(WORKER, 'req_0123456789abcdef01234567'));
     await gateway.flush();
     assert.equal(own.isClosed(), false);
     await assert.rejects(

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { BusClient } from '@cortex/bus';
-import { Subjects, type LoadResult, type PlaceRequest } from '@cortex/contracts';
+import { everyWorker, Subjects, type LoadResult, type PlaceRequest } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -91,7 +91,7 @@ describe('placement reuse e2e', () => {
 
     stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' });
     await stack.workersUp(2);
-    const loaded = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
+    const loaded = await watchBus<LoadResult>(stack.nc, everyWorker(Subjects.modelLoaded));
     await bus.request(Subjects.routerLoad, { model: 'cortex-chat', worker: 'w2' });
     await waitFor(() => loaded.messages.some((event) => event.workerId === 'w2'), 10_000);
     await loaded.stop();

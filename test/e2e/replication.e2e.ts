@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { Subjects, type ReplicaEvent, type RequestFinishedEvent, type UnloadResult } from '@cortex/contracts';
+import { everyWorker, Subjects, type ReplicaEvent, type RequestFinishedEvent, type UnloadResult } from '@cortex/contracts';
 import { fixtureEntry, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Go.' }];
@@ -125,7 +125,7 @@ describe('replication e2e', () => {
   });
 
   it('replication - a busy model is never evicted to make room for a copy of another; an idle lower-priority one is', async () => {
-    const unloaded = await watchBus<UnloadResult>(stack.nc, Subjects.modelUnloaded);
+    const unloaded = await watchBus<UnloadResult>(stack.nc, everyWorker(Subjects.modelUnloaded));
     const blocked = await watchBus<ReplicaEvent>(stack.nc, Subjects.replicaBlocked);
     const added = await watchBus<ReplicaEvent>(stack.nc, Subjects.replicaAdded);
     const busy = load('busy', 1);

@@ -5,7 +5,7 @@ import OpenAI from 'openai';
 import { once } from 'node:events';
 import { Kvm } from '@nats-io/kv';
 import { BusClient } from '@cortex/bus';
-import { Subjects, WORKER_ID_TOKEN, type LoadResult } from '@cortex/contracts';
+import { everyWorker, Subjects, WORKER_ID_TOKEN, type LoadResult } from '@cortex/contracts';
 import { fixtureEntry as fixture, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Hi.' }];
@@ -54,7 +54,7 @@ describe('router faults e2e - a worker killed while it loads', () => {
   });
 
   it('router faults - the load moves to another worker once the loading one is declared down', async () => {
-    const loads = await watchBus<LoadResult>(stack.nc, Subjects.modelLoaded);
+    const loads = await watchBus<LoadResult>(stack.nc, everyWorker(Subjects.modelLoaded));
     // Kill the worker the moment the router's load command reaches the bus.
     const killed = new Promise<string>((resolve) => {
       stack.nc.subscribe(Subjects.workerLoad.replace(WORKER_ID_TOKEN, '*'), {

@@ -79,11 +79,11 @@ describe('worker lifecycle e2e', () => {
 
   it('lifecycle - a generation cancelled while it waits for a slot ends with the error code cancelled, not internal', async () => {
     const [running, queued] = [`cancel-run-${Date.now()}`, `cancel-queued-${Date.now()}`];
-    const events = await watchBus<StreamEvent>(stack.nc, streamSubject(queued));
-    const first = await watchBus<StreamEvent>(stack.nc, streamSubject(running));
+    const events = await watchBus<StreamEvent>(stack.nc, streamSubject('w1', queued));
+    const first = await watchBus<StreamEvent>(stack.nc, streamSubject('w1', running));
     const command = (id: string) => ({
       runId: id,
-      streamSubject: streamSubject(id),
+      streamSubject: streamSubject('w1', id),
       request: { model: 'cortex-loop', messages: user, sampling: { maxTokens: 30_000 }, stream: true },
     });
     const generate = workerSubject(Subjects.workerGenerate, 'w1');

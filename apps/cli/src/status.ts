@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, decodeJson } from '@cortex/bus';
-import { decodeFleetView, decodeServicePing, isObject, mib, Subjects, type CatalogueEntry, type FleetView, type ServicePing } from '@cortex/contracts';
+import { decodeFleetView, decodeServicePing, isObject, mib, Subjects, workerEventOf, type CatalogueEntry, type FleetView, type ServicePing } from '@cortex/contracts';
 
 export interface StatusReport {
   services: ServicePing[];
@@ -99,7 +99,10 @@ function table(header: string[], rows: string[][]): string[] {
 function formatEvent(subject: string, event: Record<string, unknown>): string | null {
   const at = new Date(typeof event.at === 'number' ? event.at : Date.now()).toISOString().slice(11, 19);
   const worker = String(event.workerId ?? '?');
-  switch (subject) {
+  const own = workerEventOf(subject);
+  // A worker's own event is shown only from that worker (see fromItsWorker).
+  if (own && own.workerId !== worker) return null;
+  switch (own?.event ?? subject) {
     case Subjects.modelLoaded:
       return `${at}  ${event.model} loaded on ${worker} in ${Math.round(Number(event.loadMs ?? 0))} ms`;
     case Subjects.modelUnloaded:

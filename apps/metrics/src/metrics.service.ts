@@ -15,7 +15,10 @@ import {
   decodeUsageRecord,
   EVENTS_STREAM,
   Heartbeat,
+  ForgedEventError,
+  fromWorker,
   Subjects,
+  workerEventOf,
   USAGE_STREAM,
 } from '@cortex/contracts';
 import { CortexMetrics } from './request.metrics.js';
@@ -50,9 +53,9 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    const onBad = (error: Error): void => this.logger.warn(`dropped a message: ${error.message}`);
+    const onBad = (error: Error): void => this.dropped(error);
     this.subs.push(
-      this.bus.subscribe(Subjects.heartbeatAll, (data) => this.metrics.recordHeartbeat(decodeMessage(Heartbeat, data, 'heartbeat')), onBad),
+      this.bus.subscribe(Subjects.heartbeatAll, (data, subject) => this.metrics.recordHeartbeat(fromWorker(subject, decodeMessage(Heartbeat, data, 'heartbeat'))), onBad),
       this.bus.subscribe(Subjects.serviceBus, (data) => this.metrics.recordBus(decodeBusStatus(data)), onBad),
     );
     this.timer = setInterval(() => this.metrics.expire(), 1_000);
@@ -76,7 +79,7 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
         try {
           record(message.subject, message.json());
         } catch (error) {
-          this.logger.warn(`skipped ${noun} ${message.seq} on ${message.subject}: ${(error as Error).message}`);
+          this.dropped(error as Error, `${noun} ${message.seq} on ${message.subject}`);
         }
         replayed++;
         if (replaying && message.info.pending === 0) {
@@ -88,17 +91,26 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
     })();
   }
 
-  /** Each event is decoded before it counts: a malformed one throws, and `read` logs and skips it. */
+  /** A message that does not count: logged; one published under another worker's id is counted too. */
+  private dropped(error: Error, what = 'a message'): void {
+    if (error instanceof ForgedEventError) this.metrics.recordForged(error);
+    this.logger.warn(`skipped ${what}: ${error.message}`);
+  }
+
+  /**
+   * Each event is decoded before it counts: a malformed one throws, and `read` logs and skips it. A
+   * worker's own event counts only from that worker (see fromWorker).
+   */
   private record(subject: string, data: unknown): void {
-    switch (subject) {
+    switch (workerEventOf(subject)?.event ?? subject) {
       case Subjects.requestFinished:
         return this.metrics.recordRequest(decodeRequestFinished(data));
       case Subjects.modelLoaded:
-        return this.metrics.recordLoaded(decodeLoadResult(data));
+        return this.metrics.recordLoaded(fromWorker(subject, decodeLoadResult(data)));
       case Subjects.modelUnloaded:
-        return this.metrics.recordUnloaded(decodeUnloadResult(data));
+        return this.metrics.recordUnloaded(fromWorker(subject, decodeUnloadResult(data)));
       case Subjects.modelLoadFailed:
-        return this.metrics.recordLoadFailed(decodeLoadFailed(data));
+        return this.metrics.recordLoadFailed(fromWorker(subject, decodeLoadFailed(data)));
       case Subjects.replicaAdded:
         return this.metrics.recordReplica('added', decodeReplicaEvent(data, 'added'));
       case Subjects.replicaRetired:
@@ -106,7 +118,7 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
       case Subjects.replicaBlocked:
         return this.metrics.recordReplica('blocked', decodeReplicaEvent(data, 'blocked'));
       case Subjects.workerDefragmented:
-        return this.metrics.recordDefrag(decodeDefrag(data));
+        return this.metrics.recordDefrag(fromWorker(subject, decodeDefrag(data)));
       default:
         return undefined;
     }

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { BusStatusEvent, DefragEvent, Heartbeat, LoadFailedEvent, LoadResult, ReplicaEvent, RequestFinishedEvent, UnloadResult, UsageRecord } from '@cortex/contracts';
+import type { BusStatusEvent, DefragEvent, ForgedEventError, Heartbeat, LoadFailedEvent, LoadResult, ReplicaEvent, RequestFinishedEvent, UnloadResult, UsageRecord } from '@cortex/contracts';
 import { heartbeatFresh } from '@cortex/contracts';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -63,6 +63,11 @@ export class CortexMetrics {
     'cortex_replication_blocked_total',
     'Times (at most one per 10 s per model) a model’s requests waited and no copy could be made, by reason (no_room: more workers would relieve it; max_replicas)',
     ['model', 'reason'],
+  );
+  private readonly forged = this.counter(
+    'cortex_forged_events_total',
+    "Messages about one worker published under another worker's id (a worker's credentials misused), dropped; by the subject's worker and the worker named",
+    ['publisher', 'named'],
   );
   private readonly defrags = this.counter('cortex_defrags_total', 'Backends recreated after defrag_after_cycles load/unload cycles', ['worker']);
 
@@ -133,6 +138,11 @@ export class CortexMetrics {
     if (kind === 'added') this.replications.inc({ model: event.model, worker, reason: event.reason });
     else if (kind === 'retired') this.retirements.inc({ model: event.model, worker, reason: event.reason });
     else this.replicaBlocked.inc({ model: event.model, reason: event.reason });
+  }
+
+  /** A heartbeat or worker event whose subject's worker is not the one it names (see fromItsWorker). */
+  recordForged(error: ForgedEventError): void {
+    this.forged.inc({ publisher: error.subject.slice(error.subject.lastIndexOf('.') + 1), named: error.named });
   }
 
   recordDefrag(event: DefragEvent): void {

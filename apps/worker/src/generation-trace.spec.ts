@@ -9,7 +9,7 @@ import { GenerationTrace } from './generation-trace.js';
 
 const command = {
   runId: 'run1',
-  streamSubject: 'llm.stream.v1.run1',
+  streamSubject: 'llm.stream.v1.w1.run1',
   request: { model: 'chat-alias', messages: [{ role: 'user', content: 'hi' }], sampling: { temperature: 0 }, stream: true },
 } as unknown as GenerateCommand;
 const timings = { ttftMs: 5, promptMs: 2, decodeTokensPerSecond: 900, durationMs: 9, queueMs: 1 };

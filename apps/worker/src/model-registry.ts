@@ -5,6 +5,8 @@ import {
   CortexError,
   mib,
   Subjects,
+  workerEventSubject,
+  type WorkerEvent,
   type DefragEvent,
   type EstimateCommand,
   type EstimateReply,
@@ -401,8 +403,9 @@ export class ModelRegistry implements HeartbeatSource {
     for (const entry of this.models.values()) await entry.model?.dispose();
   }
 
-  /** Lifecycle facts go to JetStream so metrics count them even if they start later. */
-  private publishEvent(subject: string, payload: unknown, id: string): Promise<void> {
+  /** Lifecycle facts go to JetStream so metrics count them even if they start later; each under this worker's id (see workerEventSubject). */
+  private publishEvent(event: WorkerEvent, payload: unknown, id: string): Promise<void> {
+    const subject = workerEventSubject(event, this.deps.workerId);
     return this.events.publish(subject, payload, id).then(
       () => undefined,
       (error: Error) => this.deps.logger.warn(`could not record ${subject}: ${error.message}`),

@@ -289,7 +289,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 }
 
 export function defaultWorkerId(config: CortexConfig, backend: string): string {
-  if (config.worker.id) return config.worker.id;
+  if (config.worker.id) {
+    // A background run's events that no worker wrote are published under `_` (NO_WORKER).
+    if (config.worker.id.startsWith('_')) throw new Error(`worker.id "${config.worker.id}": a worker id must not start with '_' (kept for events no worker wrote); pick another id`);
+    return config.worker.id;
+  }
   const host = hostname().replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 40);
   return `${host}-${backend}${config.worker.device ?? ''}`;
 }

@@ -1,4 +1,4 @@
-import { jetstream, type ConsumerMessages } from '@nats-io/jetstream';
+import { DiscardPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ensureStream, LIVE_PULL } from './events.js';
 import { BACKGROUND_STREAM, backgroundResponseSubjects, CortexError, decodeStreamEvent, Subjects, type StreamEvent } from '@cortex/contracts';
@@ -6,10 +6,18 @@ import { BACKGROUND_STREAM, backgroundResponseSubjects, CortexError, decodeStrea
 /**
  * Creates (or re-limits, and sets the replica count of) the stream that keeps background runs' events: every `llm.background.v1.>`
  * message a worker publishes is stored for `maxAgeS`, so any gateway or translator can replay a run
- * that another process started. Idempotent; every service that publishes into it or reads it calls it.
+ * that another process started. At most `maxBytes`: a full stream takes no new event (gateways refuse
+ * new background responses before it is full, by backgroundRoom), so it never crowds the other streams
+ * out of the server's store. Idempotent; every service that publishes into it or reads it calls it.
  */
-export function ensureBackgroundStream(nc: NatsConnection, maxAgeS: number): Promise<void> {
-  return ensureStream(nc, { name: BACKGROUND_STREAM, subjects: [Subjects.backgroundAll], max_age: maxAgeS * 1e9 });
+export function ensureBackgroundStream(nc: NatsConnection, maxAgeS: number, maxBytes: number): Promise<void> {
+  return ensureStream(nc, { name: BACKGROUND_STREAM, subjects: [Subjects.backgroundAll], max_age: maxAgeS * 1e9, max_bytes: maxBytes, discard: DiscardPolicy.New });
+}
+
+/** How full the background stream is: its bytes and its limit (-1: none). */
+export async function backgroundRoom(nc: NatsConnection): Promise<{ bytes: number; maxBytes: number }> {
+  const info = await (await jetstreamManager(nc)).streams.info(BACKGROUND_STREAM);
+  return { bytes: info.state.bytes, maxBytes: info.config.max_bytes };
 }
 
 /** One stored event of a background run. */

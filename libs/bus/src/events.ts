@@ -1,4 +1,4 @@
-import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type DiscardPolicy, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { EVENTS_STREAM, Subjects, USAGE_STREAM } from '@cortex/contracts';
 import { encodeJson } from './envelope.js';
@@ -38,7 +38,7 @@ export function ensureUsageStream(nc: NatsConnection, retentionS: number): Promi
   return ensureStream(nc, { name: USAGE_STREAM, subjects: [Subjects.usageRecorded], max_age: retentionS * 1e9, duplicate_window: DUPLICATE_WINDOW_NS });
 }
 
-type StreamLimits = { name: string; subjects: string[]; max_age: number; max_msgs?: number; duplicate_window?: number };
+type StreamLimits = { name: string; subjects: string[]; max_age: number; max_msgs?: number; max_bytes?: number; discard?: DiscardPolicy; duplicate_window?: number };
 
 /**
  * Creates a stream, or updates an existing one whose limits or replica count (`nats.replicas`) differ;
@@ -49,7 +49,12 @@ export async function ensureStream(nc: NatsConnection, limits: StreamLimits): Pr
   const config = { ...limits, num_replicas: streamReplicas(nc) };
   try {
     const info = await jsm.streams.info(config.name);
-    const differs = info.config.max_age !== config.max_age || info.config.num_replicas !== config.num_replicas || (config.max_msgs !== undefined && info.config.max_msgs !== config.max_msgs);
+    const differs =
+      info.config.max_age !== config.max_age ||
+      info.config.num_replicas !== config.num_replicas ||
+      (config.max_msgs !== undefined && info.config.max_msgs !== config.max_msgs) ||
+      (config.max_bytes !== undefined && info.config.max_bytes !== config.max_bytes) ||
+      (config.discard !== undefined && info.config.discard !== config.discard);
     if (differs) await jsm.streams.update(config.name, { ...info.config, ...config });
   } catch {
     await jsm.streams.add(config);

@@ -54,7 +54,25 @@ export class GatewayConfig {
   @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();
   /** Streams whose worker is lost after the first token go on on another worker (see docs/operations.md). */
   @ValidateNested() @Type(() => MigrationConfig) migration = new MigrationConfig();
+  /** What a stored key's request gets while its limits cannot be counted (NATS unreachable, its store full), per check (see docs/keys.md). */
+  @ValidateNested() @Type(() => LimitsUnavailableConfig) limitsUnavailable = new LimitsUnavailableConfig();
 }
+
+/**
+ * Per check of a stored key's limits, when the check cannot be made (its KV bucket cannot be read or
+ * written): `refuse` answers 503 with `retry-after` (the key cannot go past its limits, fail-closed);
+ * `admit` serves the request without counting it against that limit and logs it (fail-open).
+ */
+export class LimitsUnavailableConfig {
+  /** `requests_per_minute` and `concurrent_requests`. */
+  @IsIn(['refuse', 'admit']) requests: LimitsPolicy = 'refuse';
+  /** `tokens_per_minute`. */
+  @IsIn(['refuse', 'admit']) tokens: LimitsPolicy = 'refuse';
+  /** `token_budget`. */
+  @IsIn(['refuse', 'admit']) budget: LimitsPolicy = 'refuse';
+}
+
+export type LimitsPolicy = 'refuse' | 'admit';
 
 export class MigrationConfig {
   /** How many times one stream may move to another worker; 0 turns migration off. */
@@ -107,6 +125,13 @@ export class ResponsesConfig {
    * response itself is stored like any other (`ttl_s`).
    */
   @IsInt() @Min(60) backgroundEventsTtlS = 3600;
+  /**
+   * At most this many bytes of background responses' events in JetStream (`CORTEX_BACKGROUND`), per
+   * NATS server that holds a copy. Past 90 % of it a new background response is refused with a 503 that
+   * names the stream, so the runs already going still have room; runs that end free it as their events
+   * age out. Keep it well below the NATS server's JetStream `max_file_store`, which every stream shares.
+   */
+  @IsInt() @Min(1024 * 1024) backgroundMaxBytes = 512 * 1024 * 1024;
   /**
    * How long one WebSocket connection on `/v1/responses` may stay open (the spec's 60 minutes); then it
    * ends with `websocket_connection_limit_reached` and the client opens a new one.

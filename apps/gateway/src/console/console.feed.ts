@@ -11,8 +11,10 @@ import {
   decodeStreamEvent,
   decodeUnloadResult,
   decodeWorkerLifecycle,
+  fromWorker,
   isObject,
   Subjects,
+  workerEventOf,
   type FleetView,
   type PendingRun,
   type RequestFinishedEvent,
@@ -243,7 +245,13 @@ export class ConsoleFeed {
           } catch {
             // An event from another version that this console cannot read: left out.
           }
-        } else this.lifecycle(subject, data, at, false);
+        } else {
+          try {
+            this.lifecycle(subject, data, at, false);
+          } catch {
+            // Unreadable, or published under another worker's id: left out.
+          }
+        }
       }
       // Events heard live while the history was read come after it; one in both is shown once.
       const heard = new Set(this.activity.map((event) => `${event.requestId}/${event.finishedAt}`));
@@ -261,19 +269,19 @@ export class ConsoleFeed {
   private lifecycle(subject: string, data: unknown, at: number, live: boolean): void {
     if (!isObject(data)) return;
     let entry: TimelineEntry;
-    switch (subject) {
+    switch (workerEventOf(subject)?.event ?? subject) {
       case Subjects.modelLoaded: {
-        const event = decodeLoadResult(data);
+        const event = fromWorker(subject, decodeLoadResult(data));
         entry = { at, kind: 'loaded', workerId: event.workerId, model: event.model, detail: `in ${Math.round(event.loadMs)} ms` };
         break;
       }
       case Subjects.modelUnloaded: {
-        const event = decodeUnloadResult(data);
+        const event = fromWorker(subject, decodeUnloadResult(data));
         entry = { at, kind: 'unloaded', workerId: event.workerId, model: event.model, detail: event.reason };
         break;
       }
       case Subjects.modelLoadFailed: {
-        const event = decodeLoadFailed(data);
+        const event = fromWorker(subject, decodeLoadFailed(data));
         entry = { at: event.at, kind: 'load_failed', workerId: event.workerId, model: event.model, detail: event.error };
         break;
       }

@@ -11,9 +11,10 @@ const timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 
 describe('console feed state', () => {
   it('console - run ids come only from token stream subjects', () => {
     const cases: Array<[string, string | null]> = [
-      ['llm.stream.v1.run_1', 'run_1'],
+      ['llm.stream.v1.worker-cpu0.run_1', 'run_1'],
       ['llm.stream.v1.', null],
-      ['llm.stream.v1.a.b', null],
+      ['llm.stream.v1.run_1', null],
+      ['llm.stream.v1.a.b.c', null],
       ['llm.evt.v1.request.finished', null],
     ];
     for (const [subject, expected] of cases) assert.equal(runIdOf(subject), expected, subject);

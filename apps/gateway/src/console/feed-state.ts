@@ -7,11 +7,11 @@ import type { LoadProgress, LoadTrigger, PendingRun, StreamEvent } from '@cortex
 
 const STREAM_PREFIX = 'llm.stream.v1.';
 
-/** The run id of a token stream subject (`llm.stream.v1.<runId>`), or null for anything else. */
+/** The run id of a token stream subject (`llm.stream.v1.<workerId>.<runId>`), or null for anything else. */
 export function runIdOf(subject: string): string | null {
   if (!subject.startsWith(STREAM_PREFIX)) return null;
-  const id = subject.slice(STREAM_PREFIX.length);
-  return /^[A-Za-z0-9_-]{1,128}$/.test(id) ? id : null;
+  const match = /^[A-Za-z0-9_-]{1,128}\.([A-Za-z0-9_-]{1,128})$/.exec(subject.slice(STREAM_PREFIX.length));
+  return match?.[1] ?? null;
 }
 
 /**

@@ -46,6 +46,7 @@ export const TAIL_MS = 2_000;
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
   private currentRunId = newRunId();
+  private currentSubject: string | null = null;
   readonly startedAt = Date.now();
   request: CanonicalRequest | null = null;
   /** Dialect state from the translator (see DecodedRequest). */
@@ -82,6 +83,11 @@ export class InferenceRun {
   /** The run's id on the bus: a new one for each try, so a replaced worker's late events never reach the next try's stream. */
   get runId(): string {
     return this.currentRunId;
+  }
+
+  /** The subject of the current try's events; null before one started. */
+  get subject(): string | null {
+    return this.currentSubject;
   }
 
   constructor(
@@ -225,7 +231,9 @@ export class InferenceRun {
 
   private async launch(workerId: string, resume?: Resume): Promise<StreamReader> {
     const request = this.required();
-    const subject = this.backgroundOf ? backgroundSubject(this.backgroundOf, this.runId) : streamSubject(this.runId);
+    // The subject names the worker: NATS lets no other worker's user write it.
+    const subject = this.backgroundOf ? backgroundSubject(this.backgroundOf, workerId, this.runId) : streamSubject(workerId, this.runId);
+    this.currentSubject = subject;
     // Subscribe before asking the worker to start, so no early event is missed.
     const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
     this.reader = reader;

@@ -1,7 +1,7 @@
 import type { Subscription } from '@nats-io/transport-node';
 import type { Logger } from '@nestjs/common';
 import type { BusClient } from '@cortex/bus';
-import { decodeLoadResult, decodeUnloadResult, decodeWorkerLifecycle, Subjects } from '@cortex/contracts';
+import { decodeLoadResult, decodeUnloadResult, decodeWorkerLifecycle, everyWorker, fromWorker, Subjects } from '@cortex/contracts';
 
 /** What the gateway does when the fleet changes. */
 export interface FleetChanges {
@@ -30,13 +30,13 @@ export class WorkerEvents {
         (error) => logger.warn(`skipped a worker-down event: ${error.message}`),
       ),
       bus.subscribe(
-        Subjects.modelLoaded,
-        (data) => changes.onModelChange(decodeLoadResult(data).model),
+        everyWorker(Subjects.modelLoaded),
+        (data, subject) => changes.onModelChange(fromWorker(subject, decodeLoadResult(data)).model),
         (error) => logger.warn(`skipped a model-loaded event: ${error.message}`),
       ),
       bus.subscribe(
-        Subjects.modelUnloaded,
-        (data) => changes.onModelChange(decodeUnloadResult(data).model),
+        everyWorker(Subjects.modelUnloaded),
+        (data, subject) => changes.onModelChange(fromWorker(subject, decodeUnloadResult(data)).model),
         (error) => logger.warn(`skipped a model-unloaded event: ${error.message}`),
       ),
       bus.subscribe(Subjects.workerUp, () => {

@@ -11,26 +11,26 @@ interface Published {
   moving?: boolean;
 }
 
-/** A run as InferenceRun drives one through a move: its checkpoint hears it, and the run id changes. */
+/** A run as InferenceRun drives one through a move: its checkpoint hears it, and the next try's subject names its worker and run. */
 function fixture(t: TestContext) {
   t.mock.timers.enable({ apis: ['setInterval'] });
   const calls: string[] = [];
-  const run = {
-    runId: 'r1',
+  const run: { subject: string | null } & Omit<FollowedRun, 'subject'> = {
+    subject: 'llm.background.v1.resp_1.w1.r1',
     requestId: 'req',
     checkpoint: new StreamCheckpoint(),
     fail: (error: CortexError) => void calls.push(`fail ${error.code}`),
     detach: () => void calls.push('detach'),
     cancel: (reason: string) => void calls.push(`cancel ${reason}`),
-  } satisfies FollowedRun;
+  };
   const published: Published[] = [];
-  const follow = new BackgroundFollow('resp_1', run, (subject, event) => {
+  const follow = new BackgroundFollow(run, (subject, event) => {
     published.push({ subject, type: event.type, ...(event.type === 'error' && { code: event.error.code }), moving: event.moving });
   }, 1_000);
-  /** The run loses its worker: the move starts and the next try gets its id. */
+  /** The run loses its worker: the move starts, and the next try starts on w2 with its own id. */
   const lose = (next: string) => {
     run.checkpoint.moved();
-    run.runId = next;
+    run.subject = `llm.background.v1.resp_1.w2.${next}`;
   };
   return { run, follow, published, calls, lose };
 }
@@ -60,7 +60,7 @@ describe('background follow', () => {
       t.mock.timers.tick(3_000);
       yield text(2);
     })());
-    assert.deepEqual(published, Array.from({ length: 4 }, () => ({ subject: 'llm.background.v1.resp_1.r1', type: 'keepalive', moving: true })));
+    assert.deepEqual(published, Array.from({ length: 4 }, () => ({ subject: 'llm.background.v1.resp_1.w1.r1', type: 'keepalive', moving: true })));
     assert.equal(follow.isMoving, false);
   });
 
@@ -72,9 +72,9 @@ describe('background follow', () => {
       throw new CortexError('worker_lost', 'worker w1 is down');
     })());
     assert.deepEqual(published, [
-      { subject: 'llm.background.v1.resp_1.r1', type: 'keepalive', moving: true },
-      { subject: 'llm.background.v1.resp_1.r1', type: 'error', code: 'worker_lost', moving: true },
-      { subject: 'llm.background.v1.resp_1.r2', type: 'error', code: 'worker_lost', moving: true },
+      { subject: 'llm.background.v1.resp_1.w1.r1', type: 'keepalive', moving: true },
+      { subject: 'llm.background.v1.resp_1.w1.r1', type: 'error', code: 'worker_lost', moving: true },
+      { subject: 'llm.background.v1.resp_1.w2.r2', type: 'error', code: 'worker_lost', moving: true },
     ]);
     assert.deepEqual(calls, ['detach']);
   });

@@ -1,9 +1,9 @@
-import { backgroundSubject, CortexError, type ErrorBody, type StreamEvent } from '@cortex/contracts';
+import { CortexError, type ErrorBody, type StreamEvent } from '@cortex/contracts';
 import { toCortexError } from '../http/error-response.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 
 /** What following a background run needs of it. */
-export type FollowedRun = Pick<InferenceRun, 'runId' | 'requestId' | 'checkpoint' | 'fail' | 'detach' | 'cancel'>;
+export type FollowedRun = Pick<InferenceRun, 'subject' | 'requestId' | 'checkpoint' | 'fail' | 'detach' | 'cancel'>;
 
 /** Publishes one event body on a subject (the bus client's publish, bound). */
 export type PublishEvent = (subject: string, event: { type: 'keepalive'; seq: number; moving: true } | { type: 'error'; error: ErrorBody; seq: number; moving: true }, requestId: string) => void;
@@ -20,19 +20,18 @@ export type PublishEvent = (subject: string, event: { type: 'keepalive'; seq: nu
  * stops, ends the response with its error: nothing else would.
  */
 export class BackgroundFollow {
-  /** The run whose events were read last: the one the response's readers hold until the next run's start. */
-  private lastRunId: string;
+  /** The subject of the run whose events were read last: the one the response's readers hold until the next run's start. */
+  private lastSubject: string;
   private keepAlive: NodeJS.Timeout | undefined;
   private moving = false;
   private cancelled = false;
 
   constructor(
-    private readonly responseId: string,
     private readonly run: FollowedRun,
     private readonly publish: PublishEvent,
     private readonly keepAliveMs: number,
   ) {
-    this.lastRunId = run.runId;
+    this.lastSubject = started(run);
     run.checkpoint.onMoving = () => this.startMove();
     run.checkpoint.onResumed = () => this.endMove();
   }
@@ -46,7 +45,7 @@ export class BackgroundFollow {
   async follow(events: AsyncIterable<StreamEvent>): Promise<void> {
     try {
       for await (const event of events) {
-        this.lastRunId = this.run.runId;
+        this.lastSubject = started(this.run);
         if (event.type === 'error') this.run.fail(CortexError.fromBody(event.error), true);
       }
     } catch (thrown) {
@@ -72,7 +71,7 @@ export class BackgroundFollow {
   private startMove(): void {
     this.moving = true;
     clearInterval(this.keepAlive);
-    const lost = backgroundSubject(this.responseId, this.lastRunId);
+    const lost = this.lastSubject;
     const keepAlive = (): void => this.publish(lost, { type: 'keepalive', seq: 0, moving: true }, this.run.requestId);
     keepAlive();
     this.keepAlive = setInterval(keepAlive, this.keepAliveMs);
@@ -91,7 +90,13 @@ export class BackgroundFollow {
   private endWith(error: CortexError): void {
     // Marked like the keep-alives: the one error of a marked run that ends the response (see BackgroundReplay).
     const event = { type: 'error' as const, error: error.toBody(), seq: 0, moving: true as const };
-    for (const runId of new Set([this.lastRunId, this.run.runId])) this.publish(backgroundSubject(this.responseId, runId), event, this.run.requestId);
+    for (const subject of new Set([this.lastSubject, started(this.run)])) this.publish(subject, event, this.run.requestId);
   }
 }
 
+
+/** The subject of a run that has started (its events are read). */
+function started(run: FollowedRun): string {
+  if (run.subject === null) throw new Error('a background run is followed only once it started');
+  return run.subject;
+}

@@ -1,9 +1,9 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { Subscription } from '@nats-io/transport-node';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
+import { backgroundRoom, BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { backgroundSubject, CortexError, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject, livenessWindowMs } from '@cortex/contracts';
+import { backgroundSubject, CortexError, NO_WORKER, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject, livenessWindowMs } from '@cortex/contracts';
 import {
   BackgroundReplay,
   isTerminalStatus,
@@ -23,6 +23,7 @@ import { InferenceService } from '../inference/inference.service.js';
 import { BackgroundFollow } from './background-follow.js';
 import { responsesStateOf } from './responses.state.js';
 import { meterOf } from '../usage/request-meter.js';
+import { backgroundRefusal } from './background-room.js';
 
 /** How long `POST …/cancel` waits for a cancelled run to be stored as ended, polling every POLL_MS. */
 const CANCEL_WAIT_MS = 10_000;
@@ -67,7 +68,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       this.cancelled.add(id);
       run.cancel(reason);
     });
-    await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS);
+    await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS, this.config.responses.backgroundMaxBytes);
   }
 
   onModuleDestroy(): void {
@@ -78,6 +79,10 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     const requestId = requestIdOf(req);
     const run = this.inference.open('openai.responses', requestId, meterOf(req), undefined, req.headers);
     try {
+      // Its events need room in CORTEX_BACKGROUND; a stream that cannot be read now is found out by the store below.
+      const room = await backgroundRoom(this.bus.nc).catch(() => null);
+      const full = room && backgroundRefusal(room);
+      if (full) throw full;
       const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.config.gateway.sessionHeaders));
       const state = responsesStateOf(run.state);
       const source: BackgroundSource = {
@@ -154,7 +159,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       const events = await run.start();
       // Started: a cancel now goes to its worker, not to the placement.
       this.launching.delete(state.responseId);
-      const follow = new BackgroundFollow(state.responseId, run, (subject, event, requestId) => this.bus.publish(subject, event, requestId), this.config.gateway.keepAliveMs);
+      const follow = new BackgroundFollow(run, (subject, event, requestId) => this.bus.publish(subject, event, requestId), this.config.gateway.keepAliveMs);
       this.following.set(state.responseId, follow);
       await follow.follow(events);
     } catch (thrown) {
@@ -162,7 +167,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       run.fail(error, false);
       // Kept with the run's events, so a client following the response (`stream=true`) ends now.
       const body = this.cancelled.has(state.responseId) ? new CortexError('cancelled', 'cancelled by POST /v1/responses/{id}/cancel').toBody() : error.toBody();
-      this.bus.publish(backgroundSubject(state.responseId, run.runId), { type: 'error', error: body, seq: 0 }, run.requestId);
+      this.bus.publish(backgroundSubject(state.responseId, NO_WORKER, run.runId), { type: 'error', error: body, seq: 0 }, run.requestId);
       const replay = new BackgroundReplay(this.options(source));
       replay.fail(error.toBody());
       const ended: ResponseResource = this.cancelled.has(state.responseId) ? { ...replay.resource(), status: 'cancelled', error: null } : replay.resource();

@@ -1,7 +1,7 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { Subscription } from '@nats-io/transport-node';
 import { BusClient, EventPublisher } from '@cortex/bus';
-import { decodeMessage, Heartbeat, Subjects, type LoadedModel, type WorkerLifecycleEvent, type WorkerView } from '@cortex/contracts';
+import { decodeMessage, fromWorker, Heartbeat, Subjects, type LoadedModel, type WorkerLifecycleEvent, type WorkerView } from '@cortex/contracts';
 import { FleetState, type WorkerState } from './fleet-state.js';
 
 /**
@@ -27,7 +27,8 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
     this.sweeper = setInterval(() => this.markDown(), 500);
     this.sub = this.bus.subscribe(
       Subjects.heartbeatAll,
-      (data) => this.accept(decodeMessage(Heartbeat, data, 'heartbeat')),
+      // A beat counts only from the worker it describes: another worker's user cannot speak for it.
+      (data, subject) => this.accept(fromWorker(subject, decodeMessage(Heartbeat, data, 'heartbeat'))),
       (error) => this.logger.warn(`dropped a heartbeat: ${error.message}`),
     );
   }

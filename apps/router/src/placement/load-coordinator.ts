@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } f
 import type { Subscription } from '@nats-io/transport-node';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
-import { CortexError, decodeEstimate, decodeLoadFailed, decodeLoadResult, decodeUnloadResult, mib, Subjects, type LoadCommand, type LoadTrigger, type Placement, type UnloadReason } from '@cortex/contracts';
+import { CortexError, decodeEstimate, decodeLoadFailed, decodeLoadResult, decodeUnloadResult, everyWorker, fromWorker, mib, Subjects, type LoadCommand, type LoadTrigger, type Placement, type UnloadReason } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadLease } from './load-lease.js';
@@ -44,9 +44,9 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
   onModuleInit(): void {
     // Every router hears a cancel: its own requests may wait on a load another router holds the lease of.
     this.cancels = this.bus.subscribe(
-      Subjects.modelLoadFailed,
-      (data) => {
-        const event = decodeLoadFailed(data);
+      everyWorker(Subjects.modelLoadFailed),
+      (data, subject) => {
+        const event = fromWorker(subject, decodeLoadFailed(data));
         if (!event.cancelled) return;
         const now = Date.now();
         for (const [model, cancel] of this.cancelled) if (now - cancel.at > this.config.gateway.placementTimeoutMs) this.cancelled.delete(model);

@@ -39,7 +39,7 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS);
+    await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS, this.config.responses.backgroundMaxBytes);
     const jsm = await jetstreamManager(this.bus.nc);
     await jsm.consumers
       .add(BACKGROUND_STREAM, { durable_name: FINALISER, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: Subjects.backgroundAll })

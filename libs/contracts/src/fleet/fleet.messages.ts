@@ -403,7 +403,7 @@ export interface FleetView {
 /** A request a gateway runs, as it answers the console's `llm.gateway.v1.runs` ask. */
 export interface PendingRun {
   requestId: string;
-  /** The current try's run id: its token stream is `llm.stream.v1.<runId>`. */
+  /** The current try's run id: its token stream is `llm.stream.v1.<workerId>.<runId>`. */
   runId: string;
   model: string;
   /** Null until a router placed it. */

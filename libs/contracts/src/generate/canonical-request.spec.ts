@@ -25,7 +25,7 @@ const request = () => ({
 const command = (changes: (r: ReturnType<typeof request>) => void = () => {}) => {
   const r = request();
   changes(r);
-  return { runId: 'run1', streamSubject: streamSubject('run1'), request: r, priority: { tier: 5, account: 'team-a', keyId: 'key_0123' } };
+  return { runId: 'run1', streamSubject: streamSubject('w1', 'run1'), request: r, priority: { tier: 5, account: 'team-a', keyId: 'key_0123' } };
 };
 
 function rejects(payload: unknown, param: string): void {

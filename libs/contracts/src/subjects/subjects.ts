@@ -1,7 +1,9 @@
 /**
  * Every NATS subject cortex uses. This is the only file that spells a subject string.
  * Grammar: `llm.<service>.v1.<verb>`, `llm.worker.v1.<workerId>.<verb>`, `llm.hb.v1.worker.<workerId>`,
- * `llm.evt.v1.<noun>.<past-tense>`, `llm.stream.v1.<requestId>`, `llm.background.v1.<responseId>.<runId>`. Ids come last, lowercase, never `$`.
+ * `llm.evt.v1.<noun>.<past-tense>` (`.<workerId>` after a worker's own events), `llm.stream.v1.<workerId>.<runId>`,
+ * `llm.background.v1.<responseId>.<workerId>.<runId>`. Ids come last, never `$`. A subject a worker
+ * writes names that worker, so NATS permissions keep every worker to its own (deploy/nats).
  */
 export const WORKER_ID_TOKEN = '{worker}';
 
@@ -99,22 +101,87 @@ export function heartbeatSubject(workerId: string): string {
   return `llm.hb.v1.worker.${workerId}`;
 }
 
-export function streamSubject(requestId: string): string {
-  assertToken(requestId, 'requestId');
-  return `llm.stream.v1.${requestId}`;
+/**
+ * The token stream of one run on `workerId`. The subject names the worker, so NATS itself keeps every
+ * other worker's user from writing it (deploy/nats/nats-server.conf grants each worker its own id).
+ */
+export function streamSubject(workerId: string, runId: string): string {
+  assertToken(workerId, 'workerId');
+  assertToken(runId, 'runId');
+  return `llm.stream.v1.${workerId}.${runId}`;
 }
 
-/** The events of one run (`runId`) of a background response; a failover before the first token starts another run. */
-export function backgroundSubject(responseId: string, runId: string): string {
+/** The writer of a background run's events that no worker took (a gateway ends it before placing it): no worker id starts with `_`. */
+export const NO_WORKER = '_';
+
+/**
+ * The events of one run (`runId`) of a background response, written by `workerId` (NO_WORKER for a
+ * run no worker took); a failover before the first token starts another run.
+ */
+export function backgroundSubject(responseId: string, workerId: string, runId: string): string {
   assertToken(responseId, 'responseId');
+  assertToken(workerId, 'workerId');
   assertToken(runId, 'runId');
-  return `llm.background.v1.${responseId}.${runId}`;
+  return `llm.background.v1.${responseId}.${workerId}.${runId}`;
 }
 
 /** Every run's events of one background response. */
 export function backgroundResponseSubjects(responseId: string): string {
   assertToken(responseId, 'responseId');
-  return `llm.background.v1.${responseId}.*`;
+  return `llm.background.v1.${responseId}.*.*`;
+}
+
+/**
+ * The subject a worker publishes one of its lifecycle events on (`Subjects.modelLoaded`, …): the
+ * event's subject ends with the worker's id, which its NATS user may publish alone.
+ */
+export function workerEventSubject(event: WorkerEvent, workerId: string): string {
+  assertToken(workerId, 'workerId');
+  return `${event}.${workerId}`;
+}
+
+/** The events a worker publishes about itself, each under its own id (see workerEventSubject). */
+export const WORKER_EVENTS = ['llm.evt.v1.model.loaded', 'llm.evt.v1.model.unloaded', 'llm.evt.v1.model.load_failed', 'llm.evt.v1.worker.defragmented'] as const;
+export type WorkerEvent = (typeof WORKER_EVENTS)[number];
+
+/** Subscribes to one worker event from every worker. */
+export function everyWorker(event: WorkerEvent): string {
+  return `${event}.*`;
+}
+
+/**
+ * Which worker event a subject carries, and the worker whose user published it; null for any other
+ * subject. A subscriber accepts the payload only when it names that worker (see fromItsWorker).
+ */
+export function workerEventOf(subject: string): { event: WorkerEvent; workerId: string } | null {
+  const dot = subject.lastIndexOf('.');
+  const event = subject.slice(0, dot) as WorkerEvent;
+  return dot > 0 && WORKER_EVENTS.includes(event) ? { event, workerId: subject.slice(dot + 1) } : null;
+}
+
+/**
+ * Whether a message about `workerId` came on a subject of that worker: a worker event or heartbeat
+ * whose last token is the id it names. Anything else was written by another worker's user (NATS lets
+ * a worker publish only under its own id) and is dropped.
+ */
+export function fromItsWorker(subject: string, workerId: string): boolean {
+  return subject.slice(subject.lastIndexOf('.') + 1) === workerId;
+}
+
+/** A message about one worker published under another worker's id: dropped, and counted where metrics are kept. */
+export class ForgedEventError extends Error {
+  constructor(
+    readonly subject: string,
+    readonly named: string,
+  ) {
+    super(`${subject}: names worker "${named}", but only that worker may publish about itself; dropped`);
+  }
+}
+
+/** `event` as it came on `subject`, when the worker it names published it; else ForgedEventError. */
+export function fromWorker<T extends { workerId: string }>(subject: string, event: T): T {
+  if (!fromItsWorker(subject, event.workerId)) throw new ForgedEventError(subject, event.workerId);
+  return event;
 }
 
 /** Ids end up inside subjects: a dot, a wildcard or white space would change which subscribers match. */
