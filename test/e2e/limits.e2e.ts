@@ -8,6 +8,7 @@ import { APICallError, generateText, RetryError } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { freePort } from '@cortex/bus';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { postJson, scrapeMetrics, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const ADMIN = 'sk-admin-limits';
@@ -23,7 +24,8 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 4 },
         { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, pinned: true, slots: 4 },
       ],
-      config: { auth: { api_keys: ['sk-static-limits'], admin_keys: [ADMIN] }, gateway: { stall_timeout_ms: 30_000 } },
+      // A small background store, so a few runs fill it (the test of a full store).
+      config: { auth: { api_keys: ['sk-static-limits'], admin_keys: [ADMIN] }, gateway: { stall_timeout_ms: 30_000 }, responses: { background_max_bytes: 1024 * 1024 } },
     });
     gateways = [stack.baseUrl, await stack.spawnGateway()];
   });
@@ -312,6 +314,51 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       const series = (metric: string): number => [...metrics].filter(([series]) => series.startsWith(`${metric}{`) && series.includes(`key="${id}"`)).reduce((sum, [, value]) => sum + value, 0);
       assert.deepEqual([series('cortex_spend_prompt_tokens_total'), series('cortex_spend_completion_tokens_total')], [row!.prompt_tokens, row!.completion_tokens], `${name}: the spend metrics equal the record`);
     }
+  });
+
+  it('limits - a background response holds its key\'s concurrency slot until its run ends, not only until its reply', async () => {
+    const key = await createKey({ name: 'one-at-a-time', limits: { concurrent_requests: 1 } });
+    const client = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: key.secret, maxRetries: 0 });
+    const job = await client.responses.create({ model: 'cortex-loop', input: 'Hi.', background: true, max_output_tokens: 4000 });
+    const during = await chat(gateways[1]!, key.secret, { max_tokens: 5 });
+    assert.equal(during.status, 429, 'the running background response holds the one slot');
+    assert.match(((await during.json()) as { error: { message: string } }).error.message, /concurrent/);
+    await waitFor(async () => ['completed', 'incomplete'].includes((await client.responses.retrieve(job.id)).status ?? ''), 30_000, 100);
+    await waitFor(async () => (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).status === 200, 5_000, 100);
+  });
+
+  it('limits - a full background store refuses new background responses naming the stream; chats of every key go on; a purge restores it', async () => {
+    const filler = await createKey({ name: 'background-filler' });
+    const limited = await createKey({ name: 'limited-chat', limits: { requests_per_minute: 600, concurrent_requests: 4, tokens_per_minute: 100_000, token_budget: { tokens: 100_000 } } });
+    const client = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: filler.secret, maxRetries: 0 });
+    let refusal: { status: number; message: string } | null = null;
+    for (let i = 0; i < 60 && !refusal; i++) {
+      const response = await fetch(`${gateways[i % 2]}/v1/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${filler.secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'cortex-loop', input: 'Hi.', background: true, max_output_tokens: 4000 }),
+      });
+      const body = (await response.json()) as { id?: string; error?: { message: string } };
+      if (response.status !== 200) {
+        refusal = { status: response.status, message: body.error?.message ?? '' };
+        break;
+      }
+      await waitFor(async () => ['completed', 'incomplete', 'failed'].includes((await client.responses.retrieve(body.id!)).status ?? ''), 30_000, 100);
+    }
+    assert.ok(refusal, 'the store filled');
+    console.log(`full background store: ${refusal.status} ${refusal.message}`);
+    assert.equal(refusal.status, 503);
+    assert.match(refusal.message, /the stream CORTEX_BACKGROUND, which keeps their events, holds \d+ MiB of 1 MiB \(responses\.background_max_bytes\)/);
+    // Everything that stores nothing new goes on: stored keys with and without limits, and config-file keys.
+    for (const secret of [limited.secret, filler.secret, 'sk-static-limits']) {
+      for (const base of gateways) {
+        const response = await chat(base, secret, { max_tokens: 5 });
+        assert.equal(response.status, 200, `${secret.slice(0, 12)}…: ${await response.clone().text()}`);
+      }
+    }
+    await (await jetstreamManager(stack.nc)).streams.purge('CORTEX_BACKGROUND');
+    const again = await client.responses.create({ model: 'cortex-chat', input: 'Hi.', background: true });
+    await waitFor(async () => (await client.responses.retrieve(again.id)).status === 'completed', 20_000, 100);
   });
 
   it('limits - the openai client does not retry insufficient_quota; Anthropic SDK surfaces it', async () => {

@@ -1,4 +1,5 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { CONFIG, type CortexConfig, type LimitsUnavailableConfig } from '@cortex/config';
 import { ModelCatalogue } from '@cortex/bus';
 import { CortexError, type KeyRecord } from '@cortex/contracts';
 import { KeyDirectory } from '../keys/key-directory.js';
@@ -16,6 +17,8 @@ export const SETTLE_BOUND_MS = 60_000;
 export const BACKGROUND_SETTLE_BOUND_MS = 30 * 60_000;
 
 const logger = new Logger('limits');
+
+const CHECKS: Record<keyof LimitsUnavailableConfig, string> = { requests: 'requests per minute and concurrent requests', tokens: 'tokens per minute', budget: 'token budget' };
 
 /** One request of a stored key that asks to start work on a worker. */
 export interface AdmissionAsk {
@@ -55,13 +58,15 @@ export class KeyAdmission {
     private readonly budgets: BudgetLedger,
     private readonly directory: KeyDirectory,
     private readonly catalogue: ModelCatalogue,
+    @Inject(CONFIG) private readonly config: CortexConfig,
   ) {}
 
   async admit(ask: AdmissionAsk): Promise<KeyAdmissionResult> {
     try {
       return await this.decide(ask);
     } catch (error) {
-      // NATS unreachable: never let a limited key through unlimited, never a 500.
+      // A check that could not be made (NATS unreachable, its store full) and is not let through by
+      // gateway.limits_unavailable: never a limited key through unlimited, never a 500.
       const refusal =
         error instanceof CortexError ? error : new CortexError('service_unavailable', `the key's limits cannot be checked now (${(error as Error).message}); retry`, { retryAfter: 1, cause: error });
       return { kind: 'refuse', requests: null, tokens: null, error: refusal, retryAfterMs: (refusal.toBody().retryAfter ?? 1) * 1_000 };
@@ -71,11 +76,11 @@ export class KeyAdmission {
   private async decide(ask: AdmissionAsk): Promise<KeyAdmissionResult> {
     const { key, requestId } = ask;
     const account = this.directory.account(key.account);
-    const rate = await this.limiter.admit(key, account);
+    const rate = await this.unless('requests', key, () => this.limiter.admit(key, account), { kind: 'admit', requests: null, release: () => Promise.resolve() });
     if (rate.kind === 'refuse') return { kind: 'refuse', requests: rate.requests, tokens: null, error: rate.error, retryAfterMs: rate.retryAfterMs };
     const model = (ask.body as { model?: unknown } | null)?.model;
     const reserved = reservationFor(ask.path, ask.body, ask.bytes, typeof model === 'string' ? this.contextSizeOf(model) : undefined);
-    const perMinute = await this.tokens.admit(key, account, reserved).catch(async (error: unknown) => {
+    const perMinute = await this.unless('tokens', key, () => this.tokens.admit(key, account, reserved), { kind: 'admit', window: null, settle: () => Promise.resolve() }).catch(async (error: unknown) => {
       await rate.release();
       throw error;
     });
@@ -83,7 +88,7 @@ export class KeyAdmission {
       await rate.release();
       return { kind: 'refuse', requests: rate.requests, tokens: perMinute.window, error: perMinute.error, retryAfterMs: perMinute.retryAfterMs };
     }
-    const budget = await this.budgets.reserve(key, account, requestId, reserved).catch(async (error: unknown) => {
+    const budget = await this.unless('budget', key, () => this.budgets.reserve(key, account, requestId, reserved), { kind: 'admit', settle: () => Promise.resolve() }).catch(async (error: unknown) => {
       await Promise.all([rate.release(), perMinute.settle(0)]);
       throw error;
     });
@@ -97,16 +102,32 @@ export class KeyAdmission {
     const done = (): void => {
       if (ended) return;
       ended = true;
-      void rate.release();
+      // A background response's reply closes at once while its run goes on: the run holds the slot.
+      if (!ask.background) void rate.release();
       ask.meter.close();
       // Settled once every run of the request reported what it used (a background response's run goes
       // on after its reply closed); the bound only guards against a run that never reports.
       const bound = ask.background ? BACKGROUND_SETTLE_BOUND_MS : SETTLE_BOUND_MS;
       void settledWithin(ask.meter, bound).then(async (used) => {
-        await Promise.all([budget.settle(used), perMinute.settle(used)]);
+        await Promise.all([budget.settle(used), perMinute.settle(used), ask.background && rate.release()]);
       });
     };
     return { kind: 'admit', requests: rate.requests, tokens: perMinute.window, done };
+  }
+
+  /**
+   * One check of the key's limits; when it cannot be made (its bucket unreadable or full) the
+   * configured policy (`gateway.limits_unavailable`) either refuses (the error goes on to a 503) or
+   * admits the request uncounted by that check.
+   */
+  private async unless<T>(check: keyof LimitsUnavailableConfig, key: KeyRecord, work: () => Promise<T>, uncounted: T): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      if (this.config.gateway.limitsUnavailable[check] !== 'admit') throw error;
+      logger.warn(`key ${key.id}: its ${CHECKS[check]} cannot be counted now (${(error as Error).message}); admitted without counting it (gateway.limits_unavailable.${check}: admit)`);
+      return uncounted;
+    }
   }
 
   private contextSizeOf(name: string): number | undefined {
