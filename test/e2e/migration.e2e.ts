@@ -234,6 +234,41 @@ describe('migration e2e', () => {
     report(`Chat Completions, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL after 5 chunks`, pauses[0]);
   });
 
+  it('migration - a client that hangs up after its stream moved pays for what it was given, on both workers, once', async () => {
+    const before = finished.messages.length;
+    const abort = new AbortController();
+    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(chat()), signal: abort.signal });
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    let killed = '';
+    const rounds = (): number => text.split('Round').length - 1;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+      if (!killed && rounds() >= 10) {
+        killed = generates.at(-1) ?? '';
+        kill(killed);
+      }
+      // Ten rounds more after the resume, then the client goes.
+      const resumed = text.indexOf(': resumed on ');
+      if (resumed >= 0 && text.slice(resumed).split('Round').length - 1 >= 10) break;
+    }
+    abort.abort();
+    assert.ok(killed && text.includes(': resumed on '), `the stream moved: ${moves()}`);
+    const given = 3 * rounds();
+    await waitFor(() => finished.messages.length > before, 10_000);
+    const [event] = finished.messages.slice(before);
+    console.log(`hang-up after a move: the client held ${given} output tokens; charged ${event?.usage?.promptTokens} prompt + ${event?.usage?.completionTokens} completion (${event?.finishReason})`);
+    assert.equal(event?.migrations, 1);
+    assert.equal(event?.finishReason, 'cancelled');
+    const completion = event?.usage?.completionTokens ?? 0;
+    // The next worker counts the output it replayed: the tokens from before the move are charged once.
+    assert.ok(completion >= given - 3 && completion <= given + 600, `charged ${completion} completion tokens for ${given} given`);
+    assert.ok((event?.usage?.promptTokens ?? 0) > 0);
+  });
+
   it('migration - a 10k-token prompt: the next worker evaluates it again, and the answer is still the unbroken one', async () => {
     const body = chat({ messages: [{ role: 'user', content: 'hello world '.repeat(5_000) }], max_tokens: 2_000 });
     // The unbroken run comes second, so that no worker holds the prompt when the stream moves.

@@ -77,9 +77,23 @@ export function matches(record: UsageRecord, query: UsageQuery): boolean {
 
 /** Sums matching records into one row per distinct value of the query's groups, sorted by those values. */
 export function summarize(records: Iterable<UsageRecord>, query: UsageQuery): UsageRow[] {
-  const rows = new Map<string, UsageRow>();
-  for (const record of records) {
-    if (!matches(record, query)) continue;
+  const summary = new UsageSummary(query);
+  for (const record of records) summary.add(record);
+  return summary.rows();
+}
+
+/**
+ * The rows of a usage query, summed one record at a time as the records stream in: what it holds
+ * grows with the rows (distinct groups), never with the records read.
+ */
+export class UsageSummary {
+  private readonly byGroup = new Map<string, UsageRow>();
+
+  constructor(private readonly query: UsageQuery) {}
+
+  add(record: UsageRecord): void {
+    const { query, byGroup: rows } = this;
+    if (!matches(record, query)) return;
     const columns: Partial<UsageRow> = {};
     for (const group of query.groupBy) {
       if (group === 'account') columns.account = record.account;
@@ -98,5 +112,9 @@ export function summarize(records: Iterable<UsageRecord>, query: UsageQuery): Us
     row.total_tokens += record.prompt_tokens + record.completion_tokens;
     rows.set(id, row);
   }
-  return [...rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
+
+  /** The rows so far, sorted by their groups' values. */
+  rows(): UsageRow[] {
+    return [...this.byGroup.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
+  }
 }

@@ -3,7 +3,7 @@ import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { BusClient, EventPublisher, ensureUsageStream } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError, decodeUsageRecord, Subjects, USAGE_STREAM, usageRecordOf, type RequestFinishedEvent, type UsageOwner, type UsageRecord } from '@cortex/contracts';
-import { summarize, type UsageQuery, type UsageRow } from './usage-query.decider.js';
+import { UsageSummary, type UsageQuery, type UsageRow } from './usage-query.decider.js';
 
 /** The longest a usage query reads the stream before it gives up with a retryable error. */
 export const USAGE_QUERY_MS = 30_000;
@@ -47,21 +47,21 @@ export class UsageRecorder implements OnModuleInit {
     });
   }
 
-  /** Sums the stored records matching `query`, read with an ordered consumer from the query's start up to the stream's last record now. */
+  /** Sums the stored records matching `query` as they are read, with an ordered consumer from the query's start up to the stream's last record now. */
   async query(query: UsageQuery): Promise<UsageRow[]> {
     const info = await (await jetstreamManager(this.bus.nc, { timeout: USAGE_QUERY_MS })).streams.info(USAGE_STREAM);
     const start = Math.max(0, query.from - CLOCK_SLACK_MS);
     const last = info.state.last_seq;
-    if (info.state.messages === 0 || Date.parse(info.state.last_ts) < start) return summarize([], query);
+    const summary = new UsageSummary(query);
+    if (info.state.messages === 0 || Date.parse(info.state.last_ts) < start) return summary.rows();
     const consumer = await jetstream(this.bus.nc, { timeout: USAGE_QUERY_MS }).consumers.get(USAGE_STREAM, { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(start).toISOString() });
-    const records: UsageRecord[] = [];
     const messages = await consumer.consume();
     let complete = false;
     const timer = setTimeout(() => void messages.close(), USAGE_QUERY_MS);
     try {
       for await (const message of messages) {
         try {
-          records.push(decodeUsageRecord(message.json()));
+          summary.add(decodeUsageRecord(message.json()));
         } catch (error) {
           this.logger.warn(`skipped usage record ${message.seq}: ${(error as Error).message}`);
         }
@@ -75,6 +75,6 @@ export class UsageRecorder implements OnModuleInit {
       await messages.close();
     }
     if (!complete) throw new CortexError('service_unavailable', `reading the usage records took over ${USAGE_QUERY_MS / 1000} s; narrow the range (from, to) or retry`, { retryAfter: 5 });
-    return summarize(records, query);
+    return summary.rows();
   }
 }

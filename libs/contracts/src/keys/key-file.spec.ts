@@ -6,7 +6,7 @@ import { hashSecret, secretOf, type KeyRecord } from './key.record.js';
 
 const NOW = Date.parse('2026-11-25T12:00:00Z');
 const SECRET = 'sk-declared-0123456789abcdef';
-const env = { CI_KEY: SECRET, SHORT: 'sk-short', PREFIXED: 'sk-cortex-0123456789abcdef', NEWLINE: `${SECRET}\n` };
+const env = { CI_KEY: SECRET, SHORT: 'sk-short', PREFIXED: 'sk-cortex-0123456789abcdef', NEWLINE: `${SECRET}\n`, INNER_SPACE: 'sk-ci-secret 0123456789abcdef', CONTROL: 'sk-ci\u0007-0123456789abcdefgh' };
 
 const stored = (fields: Partial<KeyRecord> & Pick<KeyRecord, 'id' | 'name'>): KeyRecord => ({
   account: 'default',
@@ -51,6 +51,8 @@ describe('key file', () => {
     refused({ keys: [{ name: 'a', secret_env: 'MISSING' }] }, /MISSING is not set in this environment/, 'keys[0].secret_env');
     refused({ keys: [{ name: 'a', secret_env: 'SHORT' }] }, /SHORT holds 8 secret characters; a secret needs at least 20/, 'keys[0].secret_env');
     refused({ keys: [{ name: 'a', secret_env: 'NEWLINE' }] }, /NEWLINE has white space \(a newline\?\) around the secret, which no client sends/, 'keys[0].secret_env');
+    refused({ keys: [{ name: 'a', secret_env: 'INNER_SPACE' }] }, /INNER_SPACE holds white space at position 13, which no client can send in an Authorization or x-api-key header/, 'keys[0].secret_env');
+    refused({ keys: [{ name: 'a', secret_env: 'CONTROL' }] }, /CONTROL holds a control character at position 6/, 'keys[0].secret_env');
     refused({ keys: [{ name: 'a', secret_sha256: 'sk-pasted-by-mistake' }] }, /64 hexadecimal digits[^]*this one is not \(20 characters\)$/, 'keys[0].secret_sha256');
     assert.throws(() => parseKeyFile({ keys: [{ name: 'a', secret_sha256: 'sk-pasted-by-mistake' }] }, env), (error: Error) => !error.message.includes('pasted'), 'the value is not echoed');
     refused(null, /^file: is empty/, 'file');

@@ -100,6 +100,14 @@ function declaredSecret(sha256: unknown, envName: unknown, env: Readonly<Record<
   if (secret !== secret.trim()) {
     throw bad('secret_env', `${envName} has white space (a newline?) around the secret, which no client sends: set it without (export ${envName}="$(printf %s "$${envName}" | tr -d '[:space:]')")`);
   }
+  // Inside an Authorization or x-api-key header a secret is visible ASCII: anything else is never sent as it is stored.
+  const unsendable = /[^\x21-\x7e]/.exec(secret);
+  if (unsendable) {
+    const at = unsendable.index;
+    const code = unsendable[0].charCodeAt(0);
+    const what = /\s/.test(unsendable[0]) ? 'white space' : code < 0x20 || code === 0x7f ? 'a control character' : 'a character outside visible ASCII';
+    throw bad('secret_env', `${envName} holds ${what} at position ${at + 1}, which no client can send in an Authorization or x-api-key header: use letters, digits and punctuation only`);
+  }
   // cortex's own prefix is no secret: what follows it must be long enough alone.
   const own = secret.startsWith(SECRET_PREFIX) ? secret.length - SECRET_PREFIX.length : secret.length;
   if (own < MIN_DECLARED_SECRET) throw bad('secret_env', `${envName} holds ${own} secret characters${own === secret.length ? '' : ` after ${SECRET_PREFIX}`}; a secret needs at least ${MIN_DECLARED_SECRET}`);
