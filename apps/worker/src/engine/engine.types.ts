@@ -34,6 +34,8 @@ export interface ModelSpec {
   maxQueue: number;
   /** How waiting requests are ordered (`worker.queue_order`); `fair` when absent. */
   queueOrder?: QueueOrder;
+  /** How a free sequence is chosen for a prompt (see slot-choice.decider.ts); `similar` when absent, `longest` is the benchmark's baseline. */
+  slotChoice?: 'similar' | 'longest';
   /** Speculative decoding: the draft model's resolved local path, or `lookup` for input lookup. */
   draft?: string;
   /** Absent: chat. */

@@ -12,6 +12,7 @@ import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
 import { chargedTokens, ticketOf } from './fair-queue.js';
 import { ResumeReplay } from './resume-replay.js';
 import { SlotPool } from './slot-pool.js';
+import { chooseSlot, longestPrefix, type SlotView } from './slot-choice.decider.js';
 import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
 import { memoTokenizer } from './token-memo.js';
@@ -32,8 +33,8 @@ export interface ModelDialect {
 
 /**
  * One loaded model: a context with `slots` sequences and cortex's own decode loop (`decode.ts`). The
- * prompt is rendered by the model's chat template; a request waits for a free sequence, preferring
- * the one that already holds the longest part of its prompt, and is decoded there.
+ * prompt is rendered by the model's chat template; a request waits for a free sequence (the one that
+ * holds its conversation, else the one whose loss costs least: see chooseSlot) and is decoded there.
  */
 export class LlamaEngineModel implements EngineModel {
   readonly id: string;
@@ -41,6 +42,9 @@ export class LlamaEngineModel implements EngineModel {
   readonly format: string;
   readonly capabilities: ModelCapabilities;
   private readonly pool: SlotPool<LlamaContextSequence>;
+  /** When each sequence was last released, for the choice of a slot (least recently used goes first). */
+  private readonly lastUsed = new Map<LlamaContextSequence, number>();
+  private readonly slotChoice: (free: readonly SlotView[]) => number;
   private readonly dialect: ModelDialect;
   /**
    * Tokenizes rendered prompts, remembering each message's tokens for the conversation's next turn.
@@ -69,6 +73,7 @@ export class LlamaEngineModel implements EngineModel {
     this.slots = spec.slots;
     const sequences = Array.from({ length: spec.slots }, () => context.getSequence(speculation ? { tokenPredictor: speculation.predictor() } : undefined));
     this.pool = new SlotPool(sequences, spec.maxQueue, spec.queueOrder);
+    this.slotChoice = spec.slotChoice === 'longest' ? longestPrefix : chooseSlot;
     this.dialect = dialect;
     this.format = `${dialect.format.id} (${dialect.chosenBy})`;
     this.promptTokenizer = memoTokenizer(model.tokenizer, spec.contextSize * spec.slots * PLAUSIBLE_BYTES_PER_TOKEN);
@@ -172,16 +177,13 @@ export class LlamaEngineModel implements EngineModel {
     const argumentGrammars =
       hold === 'arguments' && callable?.length ? new Map(await Promise.all(callable.map(async (tool) => [tool.name, await this.grammars.forArguments(tool)] as const))) : null;
     const forcedOpening = forced ? this.forcedOpening(forced, request) : null;
-    // The free sequence that already holds the longest part of this prompt (a conversation's follow-up).
-    const shared = new Map<LlamaContextSequence, number>();
     const context = resume ? resume.context(prompt) : prompt;
-    const sharedPrefix = (candidate: LlamaContextSequence): number => {
-      let length = shared.get(candidate);
-      if (length === undefined) shared.set(candidate, (length = candidate.compareContextTokens(context).firstDifferentIndex));
-      return length;
-    };
+    const sharedPrefix = (candidate: LlamaContextSequence): number => candidate.compareContextTokens(context).firstDifferentIndex;
+    // The free sequence that holds this prompt's conversation, else one whose loss costs least (see chooseSlot).
+    const choose = (free: readonly LlamaContextSequence[]): number =>
+      this.slotChoice(free.map((sequence) => ({ held: sequence.nextTokenIndex, shared: sharedPrefix(sequence), lastUsed: this.lastUsed.get(sequence) ?? 0 })));
     // Charged its whole prompt while it waits (what it reuses of a sequence is known once it has one), corrected at its end.
-    const sequence = await this.pool.acquire(signal, sharedPrefix, ticketOf(job.priority, prompt.length));
+    const sequence = await this.pool.acquire(signal, choose, ticketOf(job.priority, prompt.length));
     // Charged what its finish reports; a request that failed keeps its estimate.
     let charged: number | undefined;
     try {
@@ -191,6 +193,7 @@ export class LlamaEngineModel implements EngineModel {
       const plan = { job, sequence, prompt, sharedPrefix: sharedPrefix(sequence), hiddenStops: stops, startInReasoning, grammar, callGrammar, argumentGrammars, forcedOpening, emit, echo, ...replay };
       charged = chargedTokens(await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run());
     } finally {
+      this.lastUsed.set(sequence, performance.now());
       this.pool.release(sequence, charged);
       this.garbage.left(this.samplerBytes);
     }

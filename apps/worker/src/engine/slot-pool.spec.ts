@@ -35,12 +35,13 @@ describe('slot pool', () => {
     assert.equal(pool.queued, 0);
   });
 
-  it('slot pool - a free slot the preference scores highest is taken first', async () => {
-    const prefix: Record<string, number> = { a: 3, b: 40, c: 7 };
+  it('slot pool - the free slot the choice picks is taken; without one, the most recently released', async () => {
     const pool = new SlotPool(['a', 'b', 'c'], 0);
-    assert.equal(await pool.acquire(undefined, (slot) => prefix[slot] ?? 0), 'b');
-    assert.equal(await pool.acquire(undefined, (slot) => prefix[slot] ?? 0), 'c');
-    assert.equal(await pool.acquire(), 'a');
+    const seen: string[][] = [];
+    assert.equal(await pool.acquire(undefined, (free) => (seen.push([...free]), free.indexOf('b'))), 'b');
+    assert.deepEqual(seen, [['a', 'b', 'c']], 'the choice sees every free slot');
+    assert.equal(await pool.acquire(), 'c');
+    assert.equal(await pool.acquire(undefined, () => 0), 'a', 'one free slot is taken without asking');
     assert.equal(pool.inUse, 3);
   });
 

@@ -44,20 +44,13 @@ export class SlotPool<T> {
   }
 
   /**
-   * Resolves with a slot — among free ones, the one `preference` scores highest (e.g. the sequence
-   * sharing the longest prompt prefix), else the most recently released; rejects with `busy` when the
+   * Resolves with a slot — among free ones, the one `choose` picks (its index in the free slots, oldest
+   * released first: see chooseSlot), else the most recently released; rejects with `busy` when the
    * queue is full, or with the abort reason. `ticket` places the request in the queue (see FairQueue).
    */
-  acquire(signal?: AbortSignal, preference?: (slot: T) => number, ticket: QueueTicket = UNRANKED): Promise<T> {
+  acquire(signal?: AbortSignal, choose?: (free: readonly T[]) => number, ticket: QueueTicket = UNRANKED): Promise<T> {
     if (this.free.length > 0) {
-      let at = this.free.length - 1;
-      if (preference && this.free.length > 1) {
-        let best = preference(this.free[at] as T);
-        for (let i = at - 1; i >= 0; i--) {
-          const score = preference(this.free[i] as T);
-          if (score > best) [best, at] = [score, i];
-        }
-      }
+      const at = choose && this.free.length > 1 ? choose(this.free) : this.free.length - 1;
       const [slot] = this.free.splice(at, 1) as [T];
       this.inUse++;
       this.waiters.admitted(ticket);
