@@ -4,11 +4,12 @@
  * a new user message every turn (as coding agents do); they take turns round robin on a model with 2
  * and then 4 slots. For each, the share of already-sent prompt tokens that a turn found evaluated
  * (`cachedPromptTokens` of turns 2 and later over the previous turn's prompt), and the time per turn,
- * with the slot choice before (`longest`: the sequence sharing the longest prefix) and now
- * (`similar`: see slot-choice.decider.ts), in this one run and process, alternating.
+ * with the slot choice before (`longest`: the sequence sharing the longest prefix), now (`similar`:
+ * see slot-choice.decider.ts), and now with the worker's prompt cache beyond the slots (`cached`: see
+ * prompt-cache.ts, in /dev/shm), in this one run and process, one after another for each row.
  *
  * Options (env): BENCH_THREADS (1), BENCH_TURNS (5), BENCH_NEW_WORDS (400: one token each, per turn),
- * BENCH_CONVERSATIONS (1,2,6,12), BENCH_SLOTS (2,4).
+ * BENCH_CONVERSATIONS (1,2,6,12), BENCH_SLOTS (2,4), BENCH_CACHE_MB (1024: the prompt cache's size).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -18,6 +19,7 @@ import { getModuleVersion } from 'node-llama-cpp';
 import type { CanonicalMessage, CanonicalRequest } from '@cortex/contracts';
 import { ensureFixtureModels, FIXTURE_WORDS } from '@cortex/fixtures';
 import { LlamaEngine } from '../../apps/worker/dist/engine/llama-engine.js';
+import { defaultPromptCacheDir } from '../../apps/worker/dist/engine/prompt-cache.js';
 import type { EngineEvent } from '../../apps/worker/dist/engine/engine.types.js';
 
 
@@ -26,7 +28,8 @@ const TURNS = Number(process.env.BENCH_TURNS ?? 5);
 const NEW_WORDS = Number(process.env.BENCH_NEW_WORDS ?? 400);
 const CONVERSATIONS = (process.env.BENCH_CONVERSATIONS ?? '1,2,6,12').split(',').map(Number);
 const SLOTS = (process.env.BENCH_SLOTS ?? '2,4').split(',').map(Number);
-const POLICIES = ['longest', 'similar'] as const;
+const CACHE_MB = Number(process.env.BENCH_CACHE_MB ?? 1024);
+const POLICIES = ['longest', 'similar', 'cached'] as const;
 type Policy = (typeof POLICIES)[number];
 const log = (line: string): void => console.log(line);
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
@@ -54,7 +57,7 @@ interface Result {
 
 async function run(engine: LlamaEngine, path: string, slots: number, conversations: number, policy: Policy): Promise<Result> {
   const contextSize = 1024 + TURNS * (NEW_WORDS + 64);
-  const model = await engine.load({ id: 'cortex-chat', path, contextSize, slots, maxQueue: 64, slotChoice: policy });
+  const model = await engine.load({ id: 'cortex-chat', path, contextSize, slots, maxQueue: 64, slotChoice: policy === 'longest' ? 'longest' : 'similar', keepPrompts: policy === 'cached' });
   const histories: CanonicalMessage[][] = Array.from({ length: conversations }, () => [{ role: 'system', content: SYSTEM }]);
   const lastPrompt = new Array<number>(conversations).fill(0);
   const result: Result = { reused: 0, sent: 0, ms: [] };
@@ -91,22 +94,35 @@ async function main(): Promise<void> {
   log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}, ${THREADS} thread(s)`);
   log(`settings: cortex-chat, ${TURNS} turns per conversation taken round robin, each adding ${NEW_WORDS} words (one token each) to its history; a ${SYSTEM.split(' ').length}-word system prompt every conversation shares\n`);
   const dir = mkdtempSync(join(tmpdir(), 'cortex-bench-prefix-'));
-  const engine = await LlamaEngine.create({ gpu: 'cpu', threads: THREADS, log: () => undefined });
+  const engine = await LlamaEngine.create({ gpu: 'cpu', threads: THREADS, promptCache: { dir: defaultPromptCacheDir(), maxBytes: CACHE_MB * 2 ** 20 }, log: () => undefined });
   try {
     const path = (await ensureFixtureModels(dir))['cortex-chat'] as string;
     log('reused: cached prompt tokens of turns 2+ over what their conversation had sent the turn before; ms: median per turn (turns 2+)');
-    log('slots  conversations   reused (longest → similar)        ms/turn (longest → similar)   similar/longest');
+    log('slots  conversations   reused: longest     similar      cached       ms/turn: longest  similar   cached   similar/longest  cached/longest');
+    const cacheLines: string[] = [];
     for (const slots of SLOTS) {
       for (const conversations of CONVERSATIONS) {
         const results = {} as Record<Policy, Result>;
+        const before = engine.promptCacheStats;
         for (const policy of POLICIES) results[policy] = await run(engine, path, slots, conversations, policy);
-        const share = (r: Result): string => `${((100 * r.reused) / Math.max(1, r.sent)).toFixed(1).padStart(5)} % (${r.reused}/${r.sent})`;
-        const [before, after] = [median(results.longest.ms), median(results.similar.ms)];
+        const after = engine.promptCacheStats;
+        if (before && after && after.saved > before.saved) {
+          const saved = after.saved - before.saved;
+          const restored = after.restored - before.restored;
+          cacheLines.push(
+            `${String(slots).padStart(5)}  ${String(conversations).padStart(13)}   ${String(saved).padStart(5)} saved (${((after.savedBytes - before.savedBytes) / saved / 2 ** 20).toFixed(1)} MiB, ${((after.saveMs - before.saveMs) / saved).toFixed(1)} ms each)   ${String(restored).padStart(4)} restored (${restored > 0 ? ((after.restoreMs - before.restoreMs) / restored).toFixed(1) : '-'} ms each)`,
+          );
+        }
+        const share = (r: Result): string => `${((100 * r.reused) / Math.max(1, r.sent)).toFixed(1).padStart(6)} %`;
+        const ms = (policy: Policy): number => median(results[policy].ms);
+        const ratio = (policy: Policy): string => (ms(policy) / Math.max(ms('longest'), 1e-9)).toFixed(2);
         log(
-          `${String(slots).padStart(5)}  ${String(conversations).padStart(13)}   ${share(results.longest).padEnd(22)} → ${share(results.similar).padEnd(22)}  ${before.toFixed(1).padStart(8)} → ${after.toFixed(1).padStart(8)}   ${(after / Math.max(before, 1e-9)).toFixed(2)}`,
+          `${String(slots).padStart(5)}  ${String(conversations).padStart(13)}   ${share(results.longest)}   ${share(results.similar)}   ${share(results.cached)}   ${ms('longest').toFixed(1).padStart(14)} ${ms('similar').toFixed(1).padStart(8)} ${ms('cached').toFixed(1).padStart(8)}   ${ratio('similar').padStart(15)} ${ratio('cached').padStart(15)}`,
         );
       }
     }
+    log('\nthe prompt cache in the `cached` arm: states saved before a sequence was overwritten, and restored for a conversation that came back');
+    for (const line of cacheLines) log(line);
   } finally {
     await engine.dispose();
     rmSync(dir, { recursive: true, force: true });

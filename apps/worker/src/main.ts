@@ -1,5 +1,5 @@
 import { startBusApp, type ServiceStart } from '@cortex/bus';
-import { LlamaEngine, SyntheticEngine, type Engine } from './engine/index.js';
+import { defaultPromptCacheDir, LlamaEngine, SyntheticEngine, type Engine } from './engine/index.js';
 import { WorkerModule } from './worker.module.js';
 import { defaultWorkerId, WorkerService } from './worker.service.js';
 
@@ -13,7 +13,13 @@ export const start: ServiceStart = async (context) => {
   const engine: Engine =
     config.worker.engine === 'synthetic'
       ? new SyntheticEngine(config.worker.syntheticTokensPerSecond)
-      : await LlamaEngine.create({ gpu: config.worker.gpu, threads: config.worker.threads, nativeGcBytes: config.worker.nativeGcMb * 2 ** 20, log: (line) => logger.log(line, 'engine') });
+      : await LlamaEngine.create({
+          gpu: config.worker.gpu,
+          threads: config.worker.threads,
+          nativeGcBytes: config.worker.nativeGcMb * 2 ** 20,
+          promptCache: { dir: config.worker.promptCacheDir ?? defaultPromptCacheDir(), maxBytes: config.worker.promptCacheMb * 2 ** 20 },
+          log: (line) => logger.log(line, 'engine'),
+        });
   const workerId = defaultWorkerId(config, engine.backend);
   return startBusApp(WorkerModule.register(config, nc, engine, workerId), {
     service: 'worker',

@@ -324,6 +324,14 @@ export class WorkerConfig {
   /** Requests waiting for a free sequence per model before `busy` (429). */
   @IsInt() @Min(0) maxQueue = 64;
   /**
+   * MiB of conversations' evaluated prompts kept beyond the slots: a sequence about to be overwritten by
+   * another conversation is saved, and restored when its conversation comes back instead of evaluated
+   * again (least recently used out first). 0: none.
+   */
+  @IsInt() @Min(0) promptCacheMb = 1024;
+  /** Where the kept prompts go: `/dev/shm` (memory) where there is one, else the system's temp directory. A disk path makes a disk tier. */
+  @IsOptional() @IsString() promptCacheDir?: string;
+  /**
    * MiB of native memory finished generations may leave (node-llama-cpp keeps a vocabulary-sized
    * array per generation until V8 collects a small object) before the worker asks V8 for a major
    * collection. 0: never ask (under steady load the worker then grows without bound: 4 GB in five minutes).

@@ -36,6 +36,8 @@ export interface ModelSpec {
   queueOrder?: QueueOrder;
   /** How a free sequence is chosen for a prompt (see slot-choice.decider.ts); `similar` when absent, `longest` is the benchmark's baseline. */
   slotChoice?: 'similar' | 'longest';
+  /** False: this model keeps no prompt beyond its slots, whatever the worker's prompt cache (the benchmark's arms). */
+  keepPrompts?: boolean;
   /** Speculative decoding: the draft model's resolved local path, or `lookup` for input lookup. */
   draft?: string;
   /** Absent: chat. */

@@ -2,3 +2,4 @@ export type { Engine, EngineEvent, EngineModel, GenerateJob, ModelSpec, Retrieva
 export { isRetrievalModel } from './engine.types.js';
 export { LlamaEngine } from './llama-engine.js';
 export { SyntheticEngine, SYNTHETIC_TOKEN } from './synthetic-engine.js';
+export { defaultPromptCacheDir } from './prompt-cache.js';

@@ -29,6 +29,7 @@ import { resolveSource, type ResolveOptions } from './resolve-source.js';
 import { draftSpeculation, inputLookup, type Speculation } from './speculative.js';
 import { NativeGarbage } from './native-garbage.js';
 import { vocabulary } from './vocabulary.js';
+import { PromptCache, type PromptCacheOptions } from './prompt-cache.js';
 
 export interface LlamaEngineOptions {
   gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu';
@@ -39,6 +40,8 @@ export interface LlamaEngineOptions {
   threads: number;
   /** Native memory finished generations may leave before a major collection (`worker.native_gc_mb`); 0: never asked. */
   nativeGcBytes?: number;
+  /** Conversations' evaluated prompts kept beyond the slots (`worker.prompt_cache_mb`, see PromptCache); absent or 0 bytes: none. */
+  promptCache?: PromptCacheOptions;
   log: (line: string) => void;
 }
 
@@ -76,6 +79,7 @@ export class LlamaEngine implements Engine {
   /** Device names do not change while the backend lives; asked once, not at every heartbeat. */
   private gpuNames: Promise<string[]> | null = null;
   private readonly garbage: NativeGarbage;
+  private readonly promptCache: PromptCache | null;
 
   private constructor(
     private llama: Llama,
@@ -83,6 +87,7 @@ export class LlamaEngine implements Engine {
     private readonly options: LlamaEngineOptions,
   ) {
     this.garbage = new NativeGarbage(options.nativeGcBytes ?? 0);
+    this.promptCache = options.promptCache && options.promptCache.maxBytes > 0 ? new PromptCache(options.promptCache) : null;
   }
 
   static async create(options: LlamaEngineOptions): Promise<LlamaEngine> {
@@ -199,7 +204,7 @@ export class LlamaEngine implements Engine {
       if (spec.kind === 'embedding' || spec.kind === 'ranking') return await RetrievalEngineModel.create(spec, model, this.threads);
       const context = await this.createContext(model, spec);
       speculation = spec.draft ? await this.speculation(spec.draft, spec, model) : null;
-      return new LlamaEngineModel(spec, model, context, this.dialectFor(model, spec), speculation, this.garbage);
+      return new LlamaEngineModel(spec, model, context, this.dialectFor(model, spec), speculation, this.garbage, spec.keepPrompts === false ? null : this.promptCache);
     } catch (error) {
       await speculation?.dispose();
       await model.dispose();
@@ -283,7 +288,13 @@ export class LlamaEngine implements Engine {
     return wrapper;
   }
 
+  /** What the prompt cache saved and restored so far, and what that took; null without one. */
+  get promptCacheStats(): PromptCache['stats'] | null {
+    return this.promptCache ? { ...this.promptCache.stats } : null;
+  }
+
   async dispose(): Promise<void> {
+    this.promptCache?.dispose();
     await this.llama.dispose();
   }
 }

@@ -18,6 +18,7 @@ import { stopTexts } from './stop-texts.js';
 import { memoTokenizer } from './token-memo.js';
 import { NativeGarbage, samplerBytes } from './native-garbage.js';
 import { vocabularySize } from './vocabulary.js';
+import type { PromptCache } from './prompt-cache.js';
 
 /**
  * How a loaded model renders prompts and reads its output: its own chat template (or, for a GGUF
@@ -68,6 +69,8 @@ export class LlamaEngineModel implements EngineModel {
     dialect: ModelDialect,
     private readonly speculation: Speculation | null = null,
     private readonly garbage: NativeGarbage = new NativeGarbage(0),
+    /** The worker's store of prompts kept beyond the slots; null when it has none. */
+    private readonly promptCache: PromptCache | null = null,
   ) {
     this.id = spec.id;
     this.slots = spec.slots;
@@ -187,6 +190,7 @@ export class LlamaEngineModel implements EngineModel {
     // Charged what its finish reports; a request that failed keeps its estimate.
     let charged: number | undefined;
     try {
+      await this.fromPromptCache(sequence, context, sharedPrefix(sequence));
       lookUpIn(sequence, context);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
       const replay = { resume, replayed: check.active ? check.observe : undefined, toolCallIds: job.resume?.toolCallIds };
@@ -197,6 +201,19 @@ export class LlamaEngineModel implements EngineModel {
       this.pool.release(sequence, charged);
       this.garbage.left(this.samplerBytes);
     }
+  }
+
+  /**
+   * Before a sequence is overwritten by another conversation its state is kept (PromptCache), and a
+   * prompt whose start was kept is restored into the sequence rather than evaluated again.
+   */
+  private async fromPromptCache(sequence: LlamaContextSequence, context: readonly Token[], shared: number): Promise<void> {
+    const cache = this.promptCache;
+    if (!cache) return;
+    // Another conversation's history, about to be erased (the decode keeps only the shared prefix).
+    if (shared * 2 <= sequence.nextTokenIndex) await cache.keep(this.id, sequence);
+    const found = cache.best(this.id, context, shared);
+    if (found) await cache.restore(found.kept, sequence);
   }
 
   /** A migrated stream's resume point, checked against this model (see ResumeReplay). */
@@ -241,6 +258,7 @@ export class LlamaEngineModel implements EngineModel {
 
   /** Each part is disposed even when another fails: a context that throws must not leak the model's memory. */
   async dispose(): Promise<void> {
+    this.promptCache?.forget(this.id);
     const results = await Promise.allSettled([this.context.dispose()]);
     results.push(...(await Promise.allSettled([this.model.dispose(), this.speculation?.dispose()])));
     const failed = results.find((result) => result.status === 'rejected');

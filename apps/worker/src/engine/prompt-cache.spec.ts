@@ -1,0 +1,92 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { CanonicalMessage, Usage } from '@cortex/contracts';
+import { ensureFixtureModels, FIXTURE_WORDS } from '@cortex/fixtures';
+import type { EngineEvent, EngineModel } from './engine.types.js';
+import { LlamaEngine } from './llama-engine.js';
+
+/** A conversation's first message: its own 400 fixture words (one token each). */
+const opening = (seed: number): CanonicalMessage => ({ role: 'user', content: Array.from({ length: 400 }, (_, i) => FIXTURE_WORDS[(seed * 31 + i * 7) % FIXTURE_WORDS.length]).join(' ') });
+
+/** The real engine on the chat fixture with one slot, so two conversations taking turns overwrite each other's sequence. */
+describe('prompt cache', () => {
+  let dir: string;
+  let paths: Record<string, string>;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cortex-prompt-cache-'));
+    paths = (await ensureFixtureModels(dir)) as Record<string, string>;
+  });
+
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function turn(model: EngineModel, messages: CanonicalMessage[]): Promise<Usage> {
+    const events: EngineEvent[] = [];
+    await model.generate({ request: { model: 'cortex-chat', messages, sampling: { temperature: 0, maxTokens: 4 }, stream: true }, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) });
+    const finish = events.find((event) => event.type === 'finish');
+    assert.ok(finish?.type === 'finish', JSON.stringify(events.at(-1)));
+    return finish.usage;
+  }
+
+  async function withEngine(maxBytes: number, work: (model: EngineModel, engine: LlamaEngine, cacheDir: string) => Promise<void>, before?: (cacheDir: string) => Promise<void>): Promise<void> {
+    const cacheDir = await mkdtemp(join(dir, 'cache-'));
+    await before?.(cacheDir);
+    const engine = await LlamaEngine.create({ gpu: 'cpu', threads: 1, promptCache: { dir: cacheDir, maxBytes }, log: () => undefined });
+    const model = await engine.load({ id: 'cortex-chat', path: paths['cortex-chat'] as string, contextSize: 2048, slots: 1, maxQueue: 4 });
+    try {
+      await work(model, engine, cacheDir);
+    } finally {
+      await model.dispose();
+      await engine.dispose();
+    }
+  }
+
+  it('prompt cache - a conversation whose sequence another took comes back to its prompt restored, not evaluated again', async () => {
+    await withEngine(64 * 2 ** 20, async (model, engine) => {
+      const a = [opening(1)];
+      const first = await turn(model, a);
+      await turn(model, [opening(2)]);
+      const back = await turn(model, [...a, { role: 'assistant', content: 'the end' }, { role: 'user', content: 'and then' }]);
+      assert.ok(back.cachedPromptTokens >= first.promptTokens - 1, `cached ${back.cachedPromptTokens} of the ${first.promptTokens} already sent`);
+      const stats = engine.promptCacheStats;
+      assert.ok(stats && stats.saved >= 1 && stats.restored === 1, JSON.stringify(stats));
+    });
+  });
+
+  it('prompt cache - without it (or with no room) the conversation that comes back is evaluated again', async () => {
+    await withEngine(0, async (model, engine) => {
+      const a = [opening(3)];
+      await turn(model, a);
+      await turn(model, [opening(4)]);
+      const back = await turn(model, [...a, { role: 'assistant', content: 'the end' }, { role: 'user', content: 'and then' }]);
+      assert.ok(back.cachedPromptTokens < 50, `only the template's start is shared: ${back.cachedPromptTokens}`);
+      assert.equal(engine.promptCacheStats, null);
+    });
+  });
+
+  it("prompt cache - its files stay within the budget (least recently used out), go with the engine, and a killed worker's are removed by the next", async () => {
+    let cacheDir = '';
+    // A worker SIGKILLed left its store behind (no process has this pid).
+    const orphan = async (where: string): Promise<void> => void (await mkdir(join(where, 'cortex-prompt-cache-4194303-abc123'), { recursive: true }));
+    await withEngine(
+      1,
+      async (model, engine, where) => {
+        cacheDir = where;
+        const stores = await readdir(where);
+        assert.equal(stores.length, 1, `only this engine's store: ${stores.join(', ')}`);
+        for (let seed = 10; seed < 14; seed++) await turn(model, [opening(seed)]);
+        const stats = engine.promptCacheStats;
+        assert.ok(stats && stats.saved >= 3 && stats.dropped === stats.saved, `a 1-byte budget keeps nothing: ${JSON.stringify(stats)}`);
+        assert.deepEqual(await readdir(join(where, stores[0] as string)), []);
+      },
+      orphan,
+    );
+    assert.deepEqual(await readdir(cacheDir), [], 'the engine removed its directory');
+  });
+});

@@ -1,0 +1,177 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statfsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { LlamaContextSequence, Token } from 'node-llama-cpp';
+
+/** Sequences holding fewer tokens are not worth a file: evaluating them again costs about as much as a restore. */
+export const MIN_KEPT_TOKENS = 256;
+
+interface Kept {
+  model: string;
+  tokens: readonly Token[];
+  file: string;
+  bytes: number;
+  lastUsed: number;
+}
+
+/** Where the kept states go and how many bytes they may take (`worker.prompt_cache_mb`, `worker.prompt_cache_dir`). */
+export interface PromptCacheOptions {
+  dir: string;
+  maxBytes: number;
+}
+
+/**
+ * Conversations' evaluated prompts kept beyond the slots: when a sequence is about to be overwritten
+ * by another conversation, its state (KV cache and tokens) is saved to a file in `dir` (by default
+ * `/dev/shm`, memory) with node-llama-cpp's sequence state save; a later request whose prompt starts
+ * with a kept one's tokens restores it into its sequence instead of evaluating it again. Bounded by
+ * `maxBytes` (and the directory's free space), least recently used first out. One store per worker,
+ * shared by its models; a model's states go with it (a state only fits the model that wrote it).
+ */
+export class PromptCache {
+  private readonly kept = new Set<Kept>();
+  private bytes = 0;
+  private readonly dir: string;
+  private seq = 0;
+  /** Saves and restores so far, and what they took, for the log and the benchmark. */
+  readonly stats = { saved: 0, restored: 0, savedBytes: 0, saveMs: 0, restoreMs: 0, dropped: 0 };
+
+  constructor(private readonly options: PromptCacheOptions) {
+    mkdirSync(options.dir, { recursive: true });
+    removeOrphans(options.dir);
+    this.dir = mkdtempSync(join(options.dir, `${PREFIX}${process.pid}-`));
+  }
+
+  /** Bytes the kept states take now. */
+  get size(): number {
+    return this.bytes;
+  }
+
+  /**
+   * The kept state of `model` that shares the longest prefix with `context`, when that is more than
+   * `atLeast` tokens (what the chosen sequence already holds of it) and it is a real part of the kept
+   * state (more than half): restoring it then saves evaluating those tokens.
+   */
+  best(model: string, context: readonly Token[], atLeast: number): { kept: Kept; shared: number } | null {
+    let best: { kept: Kept; shared: number } | null = null;
+    for (const kept of this.kept) {
+      if (kept.model !== model) continue;
+      const shared = commonPrefix(kept.tokens, context);
+      if (shared > atLeast && shared * 2 > kept.tokens.length && shared > (best?.shared ?? 0)) best = { kept, shared };
+    }
+    return best;
+  }
+
+  /**
+   * Saves what `sequence` holds before it is overwritten, unless it holds too little or a kept state
+   * of the same model already starts with all of it; kept states it extends are dropped. A save that
+   * fails (the directory full) is given up: the prompt is evaluated again when it comes back.
+   */
+  async keep(model: string, sequence: LlamaContextSequence): Promise<void> {
+    const tokens = sequence.contextTokens.slice();
+    // A directory nearly full (a container's 64 MiB /dev/shm) would drop the state as soon as it was written.
+    if (tokens.length < MIN_KEPT_TOKENS || freeBytes(this.dir) < 2 * RESERVE_BYTES) return;
+    for (const kept of this.kept) {
+      if (kept.model !== model) continue;
+      if (commonPrefix(kept.tokens, tokens) === tokens.length) return;
+      if (commonPrefix(kept.tokens, tokens) === kept.tokens.length) this.drop(kept);
+    }
+    const file = join(this.dir, `${this.seq++}.state`);
+    const started = performance.now();
+    try {
+      const { fileSize } = await sequence.saveStateToFile(file);
+      this.stats.saved++;
+      this.stats.savedBytes += fileSize;
+      this.stats.saveMs += performance.now() - started;
+      this.kept.add({ model, tokens, file, bytes: fileSize, lastUsed: performance.now() });
+      this.bytes += fileSize;
+      this.bound();
+    } catch {
+      await rm(file, { force: true });
+    }
+  }
+
+  /** Loads a kept state into `sequence` (whose own state is gone after it). */
+  async restore(kept: Kept, sequence: LlamaContextSequence): Promise<void> {
+    const started = performance.now();
+    await sequence.loadStateFromFile(kept.file, { acceptRisk: true });
+    kept.lastUsed = performance.now();
+    this.stats.restored++;
+    this.stats.restoreMs += performance.now() - started;
+  }
+
+  /** A model unloaded: its states fit no other. */
+  forget(model: string): void {
+    for (const kept of this.kept) if (kept.model === model) this.drop(kept);
+  }
+
+  dispose(): void {
+    this.kept.clear();
+    this.bytes = 0;
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /** Drops the least recently used states until they fit the budget and the directory's free space. */
+  private bound(): void {
+    const free = freeBytes(this.dir);
+    const limit = Math.min(this.options.maxBytes, this.bytes + free - RESERVE_BYTES);
+    const order = [...this.kept].sort((a, b) => a.lastUsed - b.lastUsed);
+    for (const kept of order) {
+      if (this.bytes <= limit) break;
+      this.drop(kept);
+    }
+  }
+
+  private drop(kept: Kept): void {
+    if (!this.kept.delete(kept)) return;
+    this.bytes -= kept.bytes;
+    this.stats.dropped++;
+    rmSync(kept.file, { force: true });
+  }
+}
+
+const PREFIX = 'cortex-prompt-cache-';
+
+/** The stores of worker processes that are gone (killed before they could remove theirs): memory in /dev/shm nobody frees otherwise. */
+function removeOrphans(dir: string): void {
+  for (const name of readdirSync(dir)) {
+    const pid = Number(/^cortex-prompt-cache-(\d+)-/.exec(name)?.[1]);
+    if (!pid || pid === process.pid || alive(pid)) continue;
+    rmSync(join(dir, name), { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, as another user's process.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Left free in the cache's directory for everything else that uses it. */
+const RESERVE_BYTES = 64 * 2 ** 20;
+
+/** `/dev/shm` (memory) where the system has one, else the temp directory. */
+export function defaultPromptCacheDir(): string {
+  return existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
+}
+
+function freeBytes(dir: string): number {
+  try {
+    const stats = statfsSync(dir);
+    return stats.bavail * stats.bsize;
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+}
+
+function commonPrefix(a: readonly Token[], b: readonly Token[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
