@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -81,7 +81,8 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
       config: { auth: { api_keys: ['sk-user'], admin_keys: [ADMIN] }, worker: { id: 'w1', heartbeat_ms: 100 }, gateway: { console_title: 'lab fleet' } },
     });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'sk-user', maxRetries: 0 });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+    // gw.test is this machine: a host that is not localhost, over plain http (where a browser sends no Sec-Fetch-*).
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--host-resolver-rules=MAP gw.test 127.0.0.1'] });
   });
 
   after(async () => {
@@ -458,6 +459,60 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     const stale = await open('0000.1');
     assert.equal((await stale.frames(1))[0]?.event, 'snapshot');
     stale.close();
+  });
+
+  it("console - a page on another origin of the same site cannot open a WebSocket with the console's cookie; the console's own origin can", async () => {
+    const port = new URL(stack.baseUrl).port;
+    // Another service on the same host name (another port): same site, so the SameSite cookie goes along.
+    const evil = createServer((_req, res) => void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>other</title>'));
+    const evilPort = await freePort();
+    await new Promise<void>((done) => evil.listen(evilPort, '127.0.0.1', done));
+    const own = await browser.newContext();
+    try {
+      const page = await own.newPage();
+      await page.goto(`http://gw.test:${port}/console?key=${ADMIN}`);
+      assert.ok((await own.cookies()).some((cookie) => cookie.name === 'cortex_console' && cookie.domain === 'gw.test'), 'the console keeps its key in a cookie for gw.test');
+      /** Opens a Responses WebSocket to the gateway from the page's origin: whether it opened. */
+      const opens = (from: Page): Promise<boolean> =>
+        from.evaluate(
+          (url) =>
+            new Promise<boolean>((done) => {
+              const socket = new WebSocket(url);
+              socket.onopen = () => (socket.close(), done(true));
+              socket.onerror = () => done(false);
+              // Neither within 10 s: it did not open.
+              setTimeout(() => done(false), 10_000);
+            }),
+          `ws://gw.test:${port}/v1/responses`,
+        );
+      assert.equal(await opens(page), true, "the console's own origin opens it");
+      const other = await own.newPage();
+      await other.goto(`http://gw.test:${evilPort}/`);
+      assert.equal(await opens(other), false, 'a page of another origin does not');
+      // What the gateway answers such an upgrade, as a browser sends it (no Sec-Fetch-* over plain http to gw.test).
+      const cookie = (await own.cookies()).find((c) => c.name === 'cortex_console')?.value ?? '';
+      const upgrade = (origin: string): Promise<number> =>
+        new Promise((resolve, reject) => {
+          const asked = httpRequest({
+            agent: false,
+            host: '127.0.0.1',
+            port: Number(port),
+            path: '/v1/responses',
+            headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', origin, host: `gw.test:${port}`, cookie: `cortex_console=${cookie}` },
+          });
+          asked.on('upgrade', (_response, socket) => (socket.destroy(), resolve(101)));
+          asked.on('response', (response) => (response.resume(), resolve(response.statusCode ?? 0)));
+          asked.on('error', reject);
+          asked.end();
+        });
+      assert.equal(await upgrade(`http://gw.test:${evilPort}`), 401);
+      assert.equal(await upgrade(`http://gw.test:${port}`), 101);
+    } finally {
+      await own.close();
+      // The browser may keep its connection to the other origin alive.
+      evil.closeAllConnections();
+      await new Promise((done) => evil.close(done));
+    }
   });
 
   it('console - once the last page closes, the gateway drops its console subscriptions', async () => {

@@ -20,6 +20,7 @@ export const start: ServiceStart = async (context) => {
     queue: 'gateway',
     listen: config.gateway.listen,
     bodyLimit: config.gateway.bodyLimitBytes,
+    requestTimeoutMs: config.gateway.requestTimeoutMs,
     configure: (app) => {
       app.useGlobalFilters(new ApiExceptionFilter());
       const fastify = app.getHttpAdapter().getInstance();

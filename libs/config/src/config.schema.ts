@@ -21,6 +21,11 @@ const HOST_PORT = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/;
 export class GatewayConfig {
   @Matches(HOST_PORT, { message: 'must be host:port' }) listen = '127.0.0.1:31313';
   @IsInt() @Min(1024) bodyLimitBytes = 8 * 1024 * 1024;
+  /**
+   * How long a client has to send a whole request, headers and body; past it the connection is
+   * answered 408 and closed, so a body stalled short of its end holds nothing for long. 0: no limit.
+   */
+  @IsInt() @Min(0) requestTimeoutMs = 60_000;
   /** How long a request may wait for translation, placement and a cold load before 504. */
   @IsInt() @Min(100) placementTimeoutMs = 120_000;
   /** A stream that sees no event (tokens or keep-alive) for this long is failed as `worker_lost`. */
@@ -48,6 +53,12 @@ export class GatewayConfig {
    * `reject` answers 400 naming the tool.
    */
   @IsIn(['drop', 'reject']) hostedTools: 'drop' | 'reject' = 'drop';
+  /**
+   * Origins (`https://console.example.com`) besides the gateway's own whose pages may use the console's
+   * cookie (a WebSocket upgrade or a fetch naming another origin never does). The gateway's own origin
+   * is the one the request's `Host` names; list the public URL here when a proxy changes `Host`.
+   */
+  @IsArray() @IsString({ each: true }) allowedOrigins: string[] = [];
   /** The deployment's name, shown as the title of the web console (`/console`). */
   @IsString() @MaxLength(80) consoleTitle = 'cortex';
   /** Which API families this gateway serves. */

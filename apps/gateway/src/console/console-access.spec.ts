@@ -31,9 +31,21 @@ describe('console access', () => {
       [request({}, 'cortex_console=sk', 'POST', { 'content-type': 'text/plain' }), '/admin/keys/k/revoke', undefined],
       [request({}, 'cortex_console=sk', 'POST', { 'content-type': 'application/x-www-form-urlencoded' }), '/admin/keys/k/revoke', undefined],
       [request({}, 'cortex_console=sk', 'GET', { 'sec-fetch-site': 'same-site' }), '/admin/usage', undefined],
+      // Over plain http to a host that is not localhost a browser sends no Sec-Fetch-*: the Origin decides.
+      [request({}, 'cortex_console=sk', 'POST', { 'content-type': 'application/json', origin: 'http://gw.example:8080', host: 'gw.example:8080' }), '/admin/keys/k/revoke', 'sk'],
+      [request({}, 'cortex_console=sk', 'POST', { 'content-type': 'application/json', origin: 'http://evil.example:8080', host: 'gw.example:8080' }), '/admin/keys/k/revoke', undefined],
+      [request({}, 'cortex_console=sk', 'POST', { 'content-type': 'application/json', origin: 'http://gw.example:9090', host: 'gw.example:8080' }), '/admin/keys/k/revoke', undefined],
+      [request({}, 'cortex_console=sk', 'POST', { 'content-type': 'application/json', origin: 'null', host: 'gw.example:8080' }), '/admin/keys/k/revoke', undefined],
+      // A WebSocket upgrade carrying the cookie: only from the gateway's own pages, and it must say so.
+      [request({}, 'cortex_console=sk', 'GET', { upgrade: 'websocket', origin: 'http://evil.example:8080', host: 'gw.example:8080' }), '/v1/responses', undefined],
+      [request({}, 'cortex_console=sk', 'GET', { upgrade: 'websocket', host: 'gw.example:8080' }), '/v1/responses', undefined],
+      [request({}, 'cortex_console=sk', 'GET', { upgrade: 'websocket', origin: 'http://gw.example:8080', host: 'gw.example:8080' }), '/v1/responses', 'sk'],
     ];
     for (const [req, path, expected] of cases) assert.equal(browserKey(req, path), expected, `${path} ${JSON.stringify(req.headers)}`);
     assert.equal(cookieValue(undefined, 'cortex_console'), undefined);
+    const proxied = request({}, 'cortex_console=sk', 'GET', { upgrade: 'websocket', origin: 'https://cortex.example.com', host: 'gateway:31313' });
+    assert.equal(browserKey(proxied, '/v1/responses'), undefined, 'behind a proxy that changes Host, the public origin must be listed');
+    assert.equal(browserKey(proxied, '/v1/responses', ['https://cortex.example.com']), 'sk');
   });
 
   it('console - the cookie is HttpOnly and SameSite=Strict, Secure over TLS', () => {

@@ -11,9 +11,11 @@ export function isConsolePath(path: string): boolean {
 
 /**
  * A key a browser presents without headers: `/console?key=…` once (the page then sets the cookie and
- * drops the key from the address bar), then the cookie on every same-site request the page makes.
+ * drops the key from the address bar), then the cookie on every same-origin request the page makes.
+ * `allowedOrigins`: origins besides the gateway's own (`gateway.allowed_origins`) whose pages may
+ * use the cookie.
  */
-export function browserKey(request: FastifyRequest, path: string): string | undefined {
+export function browserKey(request: FastifyRequest, path: string, allowedOrigins: readonly string[] = []): string | undefined {
   if (path === '/console') {
     const key = (request.query as Record<string, unknown> | undefined)?.key;
     if (typeof key === 'string' && key) return key;
@@ -25,8 +27,26 @@ export function browserKey(request: FastifyRequest, path: string): string | unde
   // fetch from another page cannot send application/json without a preflight.
   const site = request.headers['sec-fetch-site'];
   if (site !== undefined && site !== 'same-origin' && site !== 'none') return undefined;
+  // A browser names the page's origin on every WebSocket upgrade and every fetch but a same-origin
+  // GET; over plain http to a host that is not localhost it sends no Sec-Fetch-*, and a SameSite
+  // cookie still goes along from a sibling port or subdomain. So the origin must be this gateway's
+  // (or an allowed one), and an upgrade must name it.
+  const origin = request.headers.origin;
+  if (origin === undefined ? request.headers.upgrade !== undefined : !ownOrigin(origin, request.headers.host, allowedOrigins)) return undefined;
   if (request.method !== 'GET' && request.method !== 'HEAD' && !String(request.headers['content-type'] ?? '').startsWith('application/json')) return undefined;
   return cookie;
+}
+
+/** Whether `origin` (a request's Origin header) is the gateway's own, as the request's Host names it, or one allowed. */
+export function ownOrigin(origin: string, host: string | undefined, allowedOrigins: readonly string[]): boolean {
+  if (allowedOrigins.includes(origin)) return true;
+  try {
+    const url = new URL(origin);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && host !== undefined && url.host === host.toLowerCase();
+  } catch {
+    // `null` (a sandboxed page, a file) or no URL at all.
+    return false;
+  }
 }
 
 export function cookieValue(header: string | undefined, name: string): string | undefined {

@@ -70,7 +70,7 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
       return;
     }
     if (auth.mode === 'none') return done();
-    const presented = presentedKey(request) ?? browserKey(request, path);
+    const presented = presentedKey(request) ?? browserKey(request, path, config.gateway.allowedOrigins);
     const admin = path.startsWith('/admin/') || path === '/admin' || isConsolePath(path);
     const decide = (identity: Identification | null): void => {
       if (identity?.kind === 'refused') {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { tooDeep } from './body-depth.js';
+import { MAX_TEXT_DEPTH, nestsDeeper, tooDeep } from './body-depth.js';
 
 const nest = (depth: number): unknown => JSON.parse(`${'['.repeat(depth)}${']'.repeat(depth)}`);
 
@@ -18,5 +18,20 @@ describe('body depth', () => {
   it('body depth - a top-level array names its element, and 100,000 levels do not overflow the stack', () => {
     assert.equal(tooDeep(nest(100_000), 128), '0');
     assert.equal(tooDeep(nest(3), 2), '0');
+  });
+
+  it('body depth - the text pre-scan counts brackets outside strings only', () => {
+    const cases: Array<[string, number, boolean]> = [
+      ['{"a":[[1]]}', 3, false],
+      ['{"a":[[[1]]]}', 3, true],
+      ['{"a":"[[[[[[[[[["}', 2, false],
+      ['{"a":"\\"[[[[["}', 1, false],
+      ['{"a":"\\\\",  "b":[[[1]]]}', 3, true],
+      ['[]', 1, false],
+      ['"just text"', 0, false],
+    ];
+    for (const [text, limit, deeper] of cases) assert.equal(nestsDeeper(text, limit), deeper, `${text} within ${limit}`);
+    assert.equal(nestsDeeper(`{"tools":${'['.repeat(4_000_000)}`), true, 'the attack: 4 million levels');
+    assert.equal(nestsDeeper(`${'['.repeat(MAX_TEXT_DEPTH)}${']'.repeat(MAX_TEXT_DEPTH)}`), false);
   });
 });

@@ -1,3 +1,4 @@
+import { Transform } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { CortexError } from '@cortex/contracts';
 import { sendError } from './error-response.js';
@@ -23,8 +24,70 @@ export function tooDeep(value: unknown, limit = MAX_BODY_DEPTH): string | null {
   return null;
 }
 
-/** Refuses bodies that nest deeper than MAX_BODY_DEPTH with a 400 in the route's dialect, before any handler runs. */
+/**
+ * Nesting the JSON text is refused at before it is parsed: far past MAX_BODY_DEPTH (which the parsed
+ * body is checked against, naming the field), but it keeps a body nested millions deep from being
+ * parsed into millions of objects at all.
+ */
+export const MAX_TEXT_DEPTH = 4 * MAX_BODY_DEPTH;
+
+/**
+ * Counts how deep JSON text nests as it arrives, chunk by chunk (bytes or a string: the characters it
+ * looks at are ASCII, which no byte of a multi-byte UTF-8 character is), skipping strings.
+ */
+export class DepthScan {
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+
+  constructor(private readonly limit = MAX_TEXT_DEPTH) {}
+
+  /** Reads the next piece; true once the text has opened more than `limit` objects or arrays inside one another. */
+  push(piece: Uint8Array | string): boolean {
+    const text = typeof piece === 'string';
+    for (let i = 0; i < piece.length; i++) {
+      const c = text ? piece.charCodeAt(i) : (piece[i] as number);
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (c === 0x5c) this.escaped = true;
+        else if (c === 0x22) this.inString = false;
+      } else if (c === 0x22) this.inString = true;
+      else if (c === 0x7b || c === 0x5b) {
+        if (++this.depth > this.limit) return true;
+      } else if (c === 0x7d || c === 0x5d) this.depth--;
+    }
+    return false;
+  }
+}
+
+/** Whether JSON `text` opens more than `limit` objects or arrays inside one another; one pass over the characters, strings skipped. */
+export function nestsDeeper(text: string, limit = MAX_TEXT_DEPTH): boolean {
+  return new DepthScan(limit).push(text);
+}
+
+/** The error for a JSON text that nestsDeeper. */
+export function tooDeepText(what: string): CortexError {
+  return new CortexError('invalid_request', `${what} nests deeper than ${MAX_BODY_DEPTH} levels`);
+}
+
+/**
+ * Refuses bodies that nest deeper than MAX_BODY_DEPTH with a 400 in the route's dialect, before any
+ * handler runs: a JSON body past MAX_TEXT_DEPTH while it arrives (before it is parsed), the parsed
+ * body past MAX_BODY_DEPTH naming its field.
+ */
 export function installBodyDepth(fastify: FastifyInstance): void {
+  fastify.addHook('preParsing', (request, _reply, payload, done) => {
+    if (!String(request.headers['content-type'] ?? '').includes('json')) return done(null, payload);
+    const scan = new DepthScan();
+    const guarded = new Transform({
+      transform(chunk: Buffer, _encoding, next) {
+        if (scan.push(chunk)) next(tooDeepText('the request body'));
+        else next(null, chunk);
+      },
+    });
+    payload.on('error', (error) => guarded.destroy(error));
+    done(null, payload.pipe(guarded));
+  });
   fastify.addHook('preValidation', (request, reply, done) => {
     const field = tooDeep(request.body);
     if (field === null) return done();

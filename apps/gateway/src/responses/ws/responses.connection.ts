@@ -9,7 +9,7 @@ import {
   type SocketMessage,
   type SocketTurn,
 } from '@cortex/wire';
-import { MAX_BODY_DEPTH, tooDeep } from '../../http/body-depth.js';
+import { MAX_BODY_DEPTH, nestsDeeper, tooDeep, tooDeepText } from '../../http/body-depth.js';
 import { toCortexError } from '../../http/error-response.js';
 import type { DialectAdapter, DialectStream, ResponseMeta } from '../../inference/dialect.js';
 import type { InferenceResponder } from '../../inference/inference.responder.js';
@@ -108,6 +108,8 @@ export class ResponsesConnection {
     // A message that does not decode is a failed turn like any other (counted, answered with an error).
     let message: SocketMessage | CortexError;
     try {
+      // A message nested millions deep is refused before it is parsed into millions of objects.
+      if (nestsDeeper(text)) throw tooDeepText('the message');
       message = decodeSocketMessage(text);
     } catch (thrown) {
       message = toCortexError(thrown);
