@@ -245,7 +245,7 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     assert.equal((await budgetUsage(key.id)).reserved, 0);
   });
 
-  it('limits - a client that hangs up pays for what it was given, in every dialect, streamed and not, read or not; budget, usage records and spend metrics agree', async () => {
+  it('limits - a client that hangs up pays for what it was given, in every dialect, streamed and not, read or not, queued before its first token; budget, usage records and spend metrics agree', async () => {
     /** Streams the looping model until the client holds `rounds` rounds (0: not even the first byte), then hangs up; returns the text it holds. */
     const hangUp = async (path: string, body: Record<string, unknown>, secret: string, rounds: number): Promise<string> => {
       const abort = new AbortController();
@@ -303,6 +303,23 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       }
       assert.equal((await budgetUsage(key.id)).reserved, 0);
     }
+    // Before its first token: queued behind four streams that hold every slot of the model, then gone.
+    const queued = await createKey({ name: 'hang-up while queued', limits: { token_budget: { tokens: 1_000_000 } } });
+    const holders = await Promise.all(Array.from({ length: 4 }, () => holdStream(gateways[0]!, 'sk-static-limits')));
+    const abort = new AbortController();
+    const waiting = fetch(`${gateways[0]}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${queued.secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 }),
+      signal: abort.signal,
+    }).catch((error: Error) => error);
+    await new Promise((done) => setTimeout(done, 300));
+    abort.abort();
+    assert.ok((await waiting) instanceof Error, 'no byte of the answer came before the client left');
+    for (const holder of holders) holder.stop();
+    assert.equal(await settled(queued.id), 0, 'nothing was generated for it: nothing is charged');
+    const rows = (await (await fetch(`${gateways[0]}/admin/usage?key=${queued.id}&group_by=key`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()).data as unknown[];
+    assert.deepEqual(rows, [], 'and no usage record says otherwise');
     // The spend metrics count the same records.
     await waitFor(async () => {
       const metrics = await scrapeMetrics(stack.metricsUrl);
