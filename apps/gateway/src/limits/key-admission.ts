@@ -46,9 +46,10 @@ export type KeyAdmissionResult =
  * windows (rate-limiter.ts), tokens per minute (token-rate-limiter.ts), then the token budgets
  * (budget-ledger.ts); the last two reserve the request's bound and settle with the usage it reports.
  * An admitted request's meter is billed to its key and account (its usage records say so); it holds
- * its concurrency lease until `done` (its HTTP response closed, or its WebSocket turn ended), and its
- * reservations until its runs have reported what they used. HTTP requests (http/rate-limits.ts) and WebSocket turns (responses/ws) both come here, so
- * neither way around the other's limits exists.
+ * its concurrency lease until `done` (its HTTP response closed, or its WebSocket turn ended; a
+ * background response's until its run ends), and its reservations until its runs have reported what
+ * they used. HTTP requests (http/rate-limits.ts) and WebSocket turns (responses/ws) both come here,
+ * so neither way around the other's limits exists.
  */
 @Injectable()
 export class KeyAdmission {

@@ -135,8 +135,9 @@ export class LlamaEngineModel implements EngineModel {
    */
   private tokensIfOverContext(request: CanonicalRequest): number | null {
     const contextSize = this.context.contextSize;
-    if (promptBytes(request) <= contextSize) return null;
-    if (promptBytes(request) <= contextSize * PLAUSIBLE_BYTES_PER_TOKEN && !hasLongRun(request)) return null;
+    const bytes = promptBytes(request);
+    if (bytes <= contextSize) return null;
+    if (bytes <= contextSize * PLAUSIBLE_BYTES_PER_TOKEN && !hasLongRun(request)) return null;
     const atLeast = promptTokensAtLeast(this.model, request, contextSize);
     return atLeast >= contextSize ? atLeast : null;
   }
