@@ -21,6 +21,7 @@ export const start: ServiceStart = async (context) => {
     listen: config.gateway.listen,
     bodyLimit: config.gateway.bodyLimitBytes,
     requestTimeoutMs: config.gateway.requestTimeoutMs,
+    trustProxy: config.gateway.trustProxy,
     configure: (app) => {
       app.useGlobalFilters(new ApiExceptionFilter());
       const fastify = app.getHttpAdapter().getInstance();

@@ -91,12 +91,13 @@ async function startProbeServer(listen: string, state: () => { ready: boolean; d
 /** A Nest app on Fastify that also serves bus handlers. */
 export async function startHttpApp(
   module: unknown,
-  options: BusAppOptions & { listen: string; bodyLimit?: number; requestTimeoutMs?: number; configure?: (app: NestFastifyApplication) => void },
+  options: BusAppOptions & { listen: string; bodyLimit?: number; requestTimeoutMs?: number; trustProxy?: string[]; configure?: (app: NestFastifyApplication) => void },
 ): Promise<RunningService & { app: NestFastifyApplication }> {
   const app = await NestFactory.create<NestFastifyApplication>(
     module as never,
     // requestTimeout: the time a client has to send a whole request, headers and body (408 past it; 0: none).
-    new FastifyAdapter({ bodyLimit: options.bodyLimit, requestTimeout: options.requestTimeoutMs ?? 0, return503OnClosing: true }),
+    // trustProxy: the proxies whose X-Forwarded-* headers request.protocol, .host and .ip take.
+    new FastifyAdapter({ bodyLimit: options.bodyLimit, requestTimeout: options.requestTimeoutMs ?? 0, return503OnClosing: true, ...(options.trustProxy?.length && { trustProxy: options.trustProxy }) }),
     { logger: options.context.logger },
   );
   // Global filters must be in place before the microservice is connected to be inherited by it; an

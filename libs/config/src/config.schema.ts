@@ -59,6 +59,12 @@ export class GatewayConfig {
    * is the one the request's `Host` names; list the public URL here when a proxy changes `Host`.
    */
   @IsArray() @IsString({ each: true }) allowedOrigins: string[] = [];
+  /**
+   * Addresses or CIDR ranges (`10.0.0.0/8`) of the reverse proxies in front of the gateway, whose
+   * `X-Forwarded-Proto`, `-Host` and `-For` it believes: the console's cookie is then `Secure` behind a
+   * proxy that ends TLS, and the origin check compares with the host the browser used. Empty: none.
+   */
+  @IsArray() @IsString({ each: true }) trustProxy: string[] = [];
   /** The deployment's name, shown as the title of the web console (`/console`). */
   @IsString() @MaxLength(80) consoleTitle = 'cortex';
   /** Which API families this gateway serves. */

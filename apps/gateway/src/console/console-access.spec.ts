@@ -46,6 +46,9 @@ describe('console access', () => {
     const proxied = request({}, 'cortex_console=sk', 'GET', { upgrade: 'websocket', origin: 'https://cortex.example.com', host: 'gateway:31313' });
     assert.equal(browserKey(proxied, '/v1/responses'), undefined, 'behind a proxy that changes Host, the public origin must be listed');
     assert.equal(browserKey(proxied, '/v1/responses', ['https://cortex.example.com']), 'sk');
+    // A trusted proxy's X-Forwarded-Host (Fastify's request.host with gateway.trust_proxy) is the host the browser used.
+    const forwarded = Object.assign(request({}, 'cortex_console=sk', 'GET', { upgrade: 'websocket', origin: 'https://cortex.example.com', host: 'gateway:31313' }), { host: 'cortex.example.com' });
+    assert.equal(browserKey(forwarded, '/v1/responses'), 'sk');
   });
 
   it('console - the cookie is HttpOnly and SameSite=Strict, Secure over TLS', () => {

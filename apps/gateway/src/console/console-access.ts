@@ -32,7 +32,9 @@ export function browserKey(request: FastifyRequest, path: string, allowedOrigins
   // cookie still goes along from a sibling port or subdomain. So the origin must be this gateway's
   // (or an allowed one), and an upgrade must name it.
   const origin = request.headers.origin;
-  if (origin === undefined ? request.headers.upgrade !== undefined : !ownOrigin(origin, request.headers.host, allowedOrigins)) return undefined;
+  // The host the browser used: X-Forwarded-Host from a trusted proxy (gateway.trust_proxy), else Host.
+  const host = (request as { host?: string }).host ?? request.headers.host;
+  if (origin === undefined ? request.headers.upgrade !== undefined : !ownOrigin(origin, host, allowedOrigins)) return undefined;
   if (request.method !== 'GET' && request.method !== 'HEAD' && !String(request.headers['content-type'] ?? '').startsWith('application/json')) return undefined;
   return cookie;
 }
