@@ -11,6 +11,7 @@ import { installArrival } from './http/arrival.js';
 import { installBodyDepth } from './http/body-depth.js';
 import { drainBudget, installOversizeDrain } from './http/oversize-drain.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
+import { installConnectionCaps } from './http/connection-caps.js';
 
 export const start: ServiceStart = async (context) => {
   const { config } = context;
@@ -33,6 +34,13 @@ export const start: ServiceStart = async (context) => {
       installPriority(fastify, config, app.get(PriorityBook));
       installRateLimits(fastify, app.get(KeyAdmission));
       app.get(ResponsesSocket).install(fastify);
+      let warned = 0;
+      installConnectionCaps(app.getHttpServer(), { total: config.gateway.maxConnections, perAddress: config.gateway.maxConnectionsPerAddress, exempt: config.gateway.trustProxy }, (address) => {
+        // Once a minute at most: an address that keeps trying must not flood the log.
+        if (Date.now() - warned < 60_000) return;
+        warned = Date.now();
+        context.logger.warn(`refused connections from ${address}: it holds ${config.gateway.maxConnectionsPerAddress} already (gateway.max_connections_per_address)`, 'gateway');
+      });
     },
   });
   context.logger.log(`gateway listening on http://${config.gateway.listen}`, 'gateway');

@@ -26,6 +26,13 @@ export class GatewayConfig {
    * answered 408 and closed, so a body stalled short of its end holds nothing for long. 0: no limit.
    */
   @IsInt() @Min(0) requestTimeoutMs = 60_000;
+  /** Connections the gateway holds at once; past it a new one is closed at once. 0: no cap. */
+  @IsInt() @Min(0) maxConnections = 10_000;
+  /**
+   * Connections one client address may hold at once; past it a new one is answered 429 and closed.
+   * The proxies in `trust_proxy` are not capped (every client behind them shares their address). 0: no cap.
+   */
+  @IsInt() @Min(0) maxConnectionsPerAddress = 256;
   /** How long a request may wait for translation, placement and a cold load before 504. */
   @IsInt() @Min(100) placementTimeoutMs = 120_000;
   /** A stream that sees no event (tokens or keep-alive) for this long is failed as `worker_lost`. */
