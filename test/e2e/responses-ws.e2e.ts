@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { connect as netConnect, type Socket as Socket_ } from 'node:net';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import WebSocket from 'ws';
@@ -423,7 +424,8 @@ describe('responses websocket e2e - waiting messages bounded by size', () => {
   before(async () => {
     // A 64 KiB body limit: a connection holds at most 128 KiB of messages.
     const models = [{ id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 32768, slots: 1 }];
-    stack = await startStack({ models, config: { gateway: { body_limit_bytes: 65_536 } } });
+    // And 3 s to send a whole request, or a whole WebSocket message.
+    stack = await startStack({ models, config: { gateway: { body_limit_bytes: 65_536, request_timeout_ms: 3_000 } } });
   });
 
   after(async () => {
@@ -447,5 +449,40 @@ describe('responses websocket e2e - waiting messages bounded by size', () => {
     const finished = socket.events.filter((e) => e.type === 'response.completed' || e.type === 'response.incomplete');
     assert.deepEqual(finished.map((e) => (e.response as { metadata?: Record<string, string> } | undefined)?.metadata?.n), ['long', 'fits']);
     socket.ws.close();
+  });
+
+  it('responses ws - a message stalled short of its end is cut after the request timeout (1008); an idle connection is not', async () => {
+    const { port } = new URL(stack.baseUrl);
+    const handshake = (socket: Socket_): Promise<void> =>
+      new Promise((resolve, reject) => {
+        socket.write(`GET /v1/responses HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+        socket.once('data', (chunk) => (String(chunk).startsWith('HTTP/1.1 101') ? resolve() : reject(new Error(String(chunk)))));
+      });
+    /** The close code the server sent, or null when the socket is still open after `ms`. */
+    const closeCode = (socket: Socket_, ms: number): Promise<number | null> =>
+      new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(null), ms);
+        socket.on('data', (chunk: Buffer) => {
+          // A server frame is unmasked: 0x88, a length byte, then the code.
+          const at = chunk.indexOf(0x88);
+          if (at >= 0 && chunk.length >= at + 4) {
+            clearTimeout(timer);
+            resolve(chunk.readUInt16BE(at + 2));
+          }
+        });
+      });
+    const stalled = netConnect(Number(port), '127.0.0.1');
+    const idle = netConnect(Number(port), '127.0.0.1');
+    try {
+      await Promise.all([handshake(stalled), handshake(idle)]);
+      // A masked text frame that says 1,000 bytes and sends 10 of them.
+      stalled.write(Buffer.concat([Buffer.from([0x81, 0x80 | 126, 0x03, 0xe8, 1, 2, 3, 4]), Buffer.alloc(10, 0x20)]));
+      const [cut, idleAfter] = await Promise.all([closeCode(stalled, 15_000), closeCode(idle, 9_000)]);
+      assert.equal(cut, 1008, 'the stalled message closes its connection with 1008 (policy violation)');
+      assert.equal(idleAfter, null, 'a connection idle between messages stays open');
+    } finally {
+      stalled.destroy();
+      idle.destroy();
+    }
   });
 });

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { MAX_TEXT_DEPTH, nestsDeeper, tooDeep } from './body-depth.js';
+import { MAX_TEXT_DEPTH, textTooDeep, tooDeep } from './body-depth.js';
 
 const nest = (depth: number): unknown => JSON.parse(`${'['.repeat(depth)}${']'.repeat(depth)}`);
 
@@ -20,18 +20,21 @@ describe('body depth', () => {
     assert.equal(tooDeep(nest(3), 2), '0');
   });
 
-  it('body depth - the text pre-scan counts brackets outside strings only', () => {
-    const cases: Array<[string, number, boolean]> = [
-      ['{"a":[[1]]}', 3, false],
-      ['{"a":[[[1]]]}', 3, true],
-      ['{"a":"[[[[[[[[[["}', 2, false],
-      ['{"a":"\\"[[[[["}', 1, false],
-      ['{"a":"\\\\",  "b":[[[1]]]}', 3, true],
-      ['[]', 1, false],
-      ['"just text"', 0, false],
+  it('body depth - the text pre-scan counts brackets outside strings only, and names the top-level field', () => {
+    const cases: Array<[string, number, string | null]> = [
+      ['{"a":[[1]]}', 3, null],
+      ['{"a":[[[1]]]}', 3, 'a'],
+      ['{"a":"[[[[[[[[[["}', 2, null],
+      ['{"a":"\\"[[[[["}', 1, null],
+      ['{"a":"\\\\",  "tools":[[[1]]]}', 3, 'tools'],
+      ['{"model":"m","input":"x","messages":[[[[1]]]]}', 3, 'messages'],
+      ['[{"a":1},[[[1]]]]', 3, '1'],
+      ['[[[[]]]]', 2, '0'],
+      ['[]', 1, null],
+      ['"just text"', 0, null],
     ];
-    for (const [text, limit, deeper] of cases) assert.equal(nestsDeeper(text, limit), deeper, `${text} within ${limit}`);
-    assert.equal(nestsDeeper(`{"tools":${'['.repeat(4_000_000)}`), true, 'the attack: 4 million levels');
-    assert.equal(nestsDeeper(`${'['.repeat(MAX_TEXT_DEPTH)}${']'.repeat(MAX_TEXT_DEPTH)}`), false);
+    for (const [text, limit, field] of cases) assert.equal(textTooDeep(text, limit), field, `${text} within ${limit}`);
+    assert.equal(textTooDeep(`{"tools":${'['.repeat(4_000_000)}`), 'tools', 'the attack: 4 million levels');
+    assert.equal(textTooDeep(`${'['.repeat(MAX_TEXT_DEPTH)}${']'.repeat(MAX_TEXT_DEPTH)}`), null);
   });
 });

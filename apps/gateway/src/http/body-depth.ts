@@ -33,12 +33,20 @@ export const MAX_TEXT_DEPTH = 4 * MAX_BODY_DEPTH;
 
 /**
  * Counts how deep JSON text nests as it arrives, chunk by chunk (bytes or a string: the characters it
- * looks at are ASCII, which no byte of a multi-byte UTF-8 character is), skipping strings.
+ * looks at are ASCII, which no byte of a multi-byte UTF-8 character is), skipping strings. It keeps
+ * the top-level field the deepest part is under, to name it.
  */
 export class DepthScan {
   private depth = 0;
   private inString = false;
   private escaped = false;
+  /** The characters of the string being read at the top level (a field name, or a value), up to MAX_KEY. */
+  private chars: number[] = [];
+  private lastString = '';
+  private arrayAtTop = false;
+  private index = -1;
+  /** The top-level field (or index) whose value is being read; '' at the top level itself. */
+  field = '';
 
   constructor(private readonly limit = MAX_TEXT_DEPTH) {}
 
@@ -50,24 +58,42 @@ export class DepthScan {
       if (this.inString) {
         if (this.escaped) this.escaped = false;
         else if (c === 0x5c) this.escaped = true;
-        else if (c === 0x22) this.inString = false;
-      } else if (c === 0x22) this.inString = true;
-      else if (c === 0x7b || c === 0x5b) {
+        else if (c === 0x22) {
+          this.inString = false;
+          if (this.depth === 1) this.lastString = String.fromCharCode(...this.chars);
+          continue;
+        }
+        if (this.depth === 1 && this.chars.length < MAX_KEY) this.chars.push(c);
+      } else if (c === 0x22) {
+        this.inString = true;
+        this.chars = [];
+      } else if (c === 0x7b || c === 0x5b) {
+        if (this.depth === 0) this.arrayAtTop = c === 0x5b;
+        if (this.depth === 1) this.field = this.arrayAtTop ? String(this.index + 1) : this.lastString;
         if (++this.depth > this.limit) return true;
       } else if (c === 0x7d || c === 0x5d) this.depth--;
+      else if (c === 0x2c && this.depth === 1) this.index++;
     }
     return false;
   }
 }
 
-/** Whether JSON `text` opens more than `limit` objects or arrays inside one another; one pass over the characters, strings skipped. */
-export function nestsDeeper(text: string, limit = MAX_TEXT_DEPTH): boolean {
-  return new DepthScan(limit).push(text);
+/** Field names are cut here: what names a field in an error is short. */
+const MAX_KEY = 128;
+
+/**
+ * When JSON `text` opens more than `limit` objects or arrays inside one another, the top-level field
+ * it does so under ('' for the text itself); else null. One pass over the characters, strings skipped.
+ */
+export function textTooDeep(text: string, limit = MAX_TEXT_DEPTH): string | null {
+  const scan = new DepthScan(limit);
+  return scan.push(text) ? scan.field : null;
 }
 
-/** The error for a JSON text that nestsDeeper. */
-export function tooDeepText(what: string): CortexError {
-  return new CortexError('invalid_request', `${what} nests deeper than ${MAX_BODY_DEPTH} levels`);
+/** The error for a JSON text that nests too deep: naming its top-level field, as the check of a parsed body does. */
+export function tooDeepText(what: string, field = ''): CortexError {
+  const where = field ? `field \`${field}\`` : what;
+  return new CortexError('invalid_request', `${where} nests deeper than ${MAX_BODY_DEPTH} levels`, { param: field || undefined });
 }
 
 /**
@@ -81,7 +107,7 @@ export function installBodyDepth(fastify: FastifyInstance): void {
     const scan = new DepthScan();
     const guarded = new Transform({
       transform(chunk: Buffer, _encoding, next) {
-        if (scan.push(chunk)) next(tooDeepText('the request body'));
+        if (scan.push(chunk)) next(tooDeepText('the request body', scan.field));
         else next(null, chunk);
       },
     });

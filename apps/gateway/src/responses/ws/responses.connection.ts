@@ -9,7 +9,7 @@ import {
   type SocketMessage,
   type SocketTurn,
 } from '@cortex/wire';
-import { MAX_BODY_DEPTH, nestsDeeper, tooDeep, tooDeepText } from '../../http/body-depth.js';
+import { MAX_BODY_DEPTH, textTooDeep, tooDeep, tooDeepText } from '../../http/body-depth.js';
 import { toCortexError } from '../../http/error-response.js';
 import type { DialectAdapter, DialectStream, ResponseMeta } from '../../inference/dialect.js';
 import type { InferenceResponder } from '../../inference/inference.responder.js';
@@ -21,6 +21,8 @@ import { RequestMeter } from '../../usage/request-meter.js';
 
 /** Creates one connection may have waiting behind the one in flight; more is a client that does not wait. */
 const MAX_QUEUED = 16;
+/** How often a connection looks for a message stuck partly received (see watchPartial). */
+const PARTIAL_CHECK_MS = 5_000;
 
 export interface ConnectionDeps {
   inference: InferenceService;
@@ -58,6 +60,9 @@ export class ResponsesConnection {
   /** The turn in flight, to cancel when the client goes. */
   private cancelCurrent: ((reason: string) => void) | null = null;
   private readonly limit: NodeJS.Timeout;
+  /** Watches for a message that stays partly received (see watchPartial). */
+  private readonly partial: NodeJS.Timeout | null;
+  private partialSince: number | null = null;
 
   constructor(
     private readonly socket: WebSocket,
@@ -68,6 +73,29 @@ export class ResponsesConnection {
     socket.on('close', () => this.end('client disconnected'));
     socket.on('error', () => this.end('the WebSocket failed'));
     this.limit = setTimeout(() => this.expire(), deps.limitMs);
+    const timeoutMs = deps.inference.config.gateway.requestTimeoutMs;
+    this.partial = timeoutMs > 0 ? setInterval(() => this.watchPartial(timeoutMs), Math.min(PARTIAL_CHECK_MS, timeoutMs)) : null;
+    this.partial?.unref();
+  }
+
+  /**
+   * A message must arrive whole within `gateway.request_timeout_ms`, as an HTTP request must: a
+   * client that sends a frame one byte short of its end would otherwise hold up to
+   * `body_limit_bytes` of the gateway's memory for as long as it likes. Idle between messages is fine.
+   * The `ws` receiver's own counters say whether a message is partly in (its bytes buffered, or the
+   * fragments of a message sent in pieces).
+   */
+  private watchPartial(timeoutMs: number): void {
+    const receiver = (this.socket as unknown as { _receiver?: { _bufferedBytes?: number; _fragments?: unknown[] } })._receiver;
+    const partly = (receiver?._bufferedBytes ?? 0) > 0 || (receiver?._fragments?.length ?? 0) > 0;
+    if (!partly) {
+      this.partialSince = null;
+      return;
+    }
+    this.partialSince ??= Date.now();
+    if (Date.now() - this.partialSince < timeoutMs) return;
+    this.end('a message took too long to arrive');
+    this.socket.close(1008, `a message took over ${Math.round(timeoutMs / 1000)} s to arrive (gateway.request_timeout_ms)`);
   }
 
   private receive(data: RawData, isBinary: boolean): void {
@@ -109,7 +137,8 @@ export class ResponsesConnection {
     let message: SocketMessage | CortexError;
     try {
       // A message nested millions deep is refused before it is parsed into millions of objects.
-      if (nestsDeeper(text)) throw tooDeepText('the message');
+      const deepText = textTooDeep(text);
+      if (deepText !== null) throw tooDeepText('the message', deepText);
       message = decodeSocketMessage(text);
     } catch (thrown) {
       message = toCortexError(thrown);
@@ -215,6 +244,7 @@ export class ResponsesConnection {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.limit);
+    if (this.partial) clearInterval(this.partial);
     this.latest = null;
     this.cancelCurrent?.(reason);
   }
