@@ -400,7 +400,8 @@ function get(url: string, headers: Record<string, string>, signal: AbortSignal |
   });
 }
 
-function alive(pid: number): boolean {
+/** Whether a process with this pid exists (EPERM: it does, as another user's). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LlamaContextSequence, Token } from 'node-llama-cpp';
+import { alive } from './model-download.js';
 
 /** Sequences holding fewer tokens are not worth a file: evaluating them again costs about as much as a restore. */
 export const MIN_KEPT_TOKENS = 256;
@@ -69,13 +70,15 @@ export class PromptCache {
    * fails (the directory full) is given up: the prompt is evaluated again when it comes back.
    */
   async keep(model: string, sequence: LlamaContextSequence): Promise<void> {
-    const tokens = sequence.contextTokens.slice();
+    // node-llama-cpp's getter hands out a copy already.
+    const tokens = sequence.contextTokens;
     // A directory nearly full (a container's 64 MiB /dev/shm) would drop the state as soon as it was written.
     if (tokens.length < MIN_KEPT_TOKENS || freeBytes(this.dir) < 2 * RESERVE_BYTES) return;
     for (const kept of this.kept) {
       if (kept.model !== model) continue;
-      if (commonPrefix(kept.tokens, tokens) === tokens.length) return;
-      if (commonPrefix(kept.tokens, tokens) === kept.tokens.length) this.drop(kept);
+      const shared = commonPrefix(kept.tokens, tokens);
+      if (shared === tokens.length) return;
+      if (shared === kept.tokens.length) this.drop(kept);
     }
     const file = join(this.dir, `${this.seq++}.state`);
     const started = performance.now();
@@ -139,16 +142,6 @@ function removeOrphans(dir: string): void {
     const pid = Number(/^cortex-prompt-cache-(\d+)-/.exec(name)?.[1]);
     if (!pid || pid === process.pid || alive(pid)) continue;
     rmSync(join(dir, name), { recursive: true, force: true });
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists, as another user's process.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
