@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -8,6 +8,7 @@ import type { CanonicalMessage, Usage } from '@cortex/contracts';
 import { ensureFixtureModels, FIXTURE_WORDS } from '@cortex/fixtures';
 import type { EngineEvent, EngineModel } from './engine.types.js';
 import { LlamaEngine } from './llama-engine.js';
+import { PromptCache } from './prompt-cache.js';
 
 /** A conversation's first message: its own 400 fixture words (one token each). */
 const opening = (seed: number): CanonicalMessage => ({ role: 'user', content: Array.from({ length: 400 }, (_, i) => FIXTURE_WORDS[(seed * 31 + i * 7) % FIXTURE_WORDS.length]).join(' ') });
@@ -88,5 +89,24 @@ describe('prompt cache', () => {
       orphan,
     );
     assert.deepEqual(await readdir(cacheDir), [], 'the engine removed its directory');
+  });
+
+  it("prompt cache - a dead worker's store this user cannot remove (another user's, in a shared /dev/shm) is left alone, and the cache starts", async () => {
+    const shared = await mkdtemp(join(dir, 'shared-'));
+    const theirs = join(shared, 'cortex-prompt-cache-4194302-theirs');
+    await mkdir(theirs);
+    await writeFile(join(theirs, 'state'), 'kept');
+    // Root removes anything it may write to, so the store belongs to another user; anyone else cannot write into a read-only directory.
+    if (process.getuid?.() === 0) await chown(theirs, 65534, 65534);
+    else await chmod(theirs, 0o500);
+    const cache = new PromptCache({ dir: shared, maxBytes: 2 ** 20 });
+    try {
+      assert.deepEqual(await readdir(theirs), ['state'], "the other user's store is untouched");
+      assert.equal((await readdir(shared)).length, 2, 'its own store beside it');
+    } finally {
+      cache.dispose();
+      await chmod(theirs, 0o700);
+    }
+    assert.ok((await stat(theirs)).isDirectory());
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statfsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -136,12 +136,24 @@ export class PromptCache {
 
 const PREFIX = 'cortex-prompt-cache-';
 
-/** The stores of worker processes that are gone (killed before they could remove theirs): memory in /dev/shm nobody frees otherwise. */
+/**
+ * The stores of worker processes that are gone (killed before they could remove theirs): memory in
+ * /dev/shm nobody frees otherwise. Only this user's: a directory shared with other users (the host's
+ * /dev/shm) may hold another user's store, which is theirs to remove, and one that cannot be removed
+ * must not stop the worker.
+ */
 function removeOrphans(dir: string): void {
+  const uid = process.getuid?.();
   for (const name of readdirSync(dir)) {
     const pid = Number(/^cortex-prompt-cache-(\d+)-/.exec(name)?.[1]);
     if (!pid || pid === process.pid || alive(pid)) continue;
-    rmSync(join(dir, name), { recursive: true, force: true });
+    const path = join(dir, name);
+    try {
+      if (uid !== undefined && statSync(path).uid !== uid) continue;
+      rmSync(path, { recursive: true, force: true });
+    } catch {
+      // Gone meanwhile, or not ours to remove: either way not this worker's to free.
+    }
   }
 }
 
