@@ -61,11 +61,51 @@ describe('affinity e2e', () => {
     return cached;
   }
 
-  it('affinity - without a conversation key, equally loaded workers take turns', async () => {
+  it('affinity - new conversations without a key spread: equally loaded workers take turns', async () => {
     const seen = finished.messages.length;
-    await chatConversation(2, {});
+    await openai.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: 'A first conversation.' }] });
+    await openai.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Another conversation.' }] });
     const [first, second] = await workersOfLast(2, seen);
-    assert.notEqual(first, second, 'consecutive requests spread over both workers');
+    assert.notEqual(first, second, 'consecutive new conversations spread over both workers');
+  });
+
+  it('affinity - without any key, the follow-ups of conversations taking turns land where their prompt was evaluated and report it cached', async () => {
+    const seen = finished.messages.length;
+    type Said = { prompt: number; cached: number };
+    // Three conversations taking turns (an odd number: equally loaded workers taking turns would move
+    // each to the other worker every turn), in chat and Messages alike.
+    const dialects = ['chat', 'messages', 'chat'] as const;
+    const histories: Turn[][] = dialects.map(() => []);
+    const said: Said[][] = dialects.map(() => []);
+    const turns = 3;
+    for (let turn = 0; turn < turns; turn++) {
+      for (const [c, dialect] of dialects.entries()) {
+        const history = histories[c] as Turn[];
+        history.push({ role: 'user', content: `Conversation ${c} wants answer ${turn + 1} about ${'tides '.repeat(20 + c)}` });
+        if (dialect === 'chat') {
+          const reply = await openai.chat.completions.create({ model: 'cortex-chat', messages: history, max_tokens: 16 });
+          history.push({ role: 'assistant', content: reply.choices[0]?.message.content ?? '' });
+          said[c]?.push({ prompt: reply.usage?.prompt_tokens ?? 0, cached: reply.usage?.prompt_tokens_details?.cached_tokens ?? 0 });
+        } else {
+          const reply = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 16, messages: history });
+          history.push({ role: 'assistant', content: reply.content.map((block) => (block.type === 'text' ? block.text : '')).join('') || '…' });
+          const cached = reply.usage.cache_read_input_tokens ?? 0;
+          said[c]?.push({ prompt: reply.usage.input_tokens + cached, cached });
+        }
+      }
+    }
+    // Requests went out round robin: conversation c's turn t is request t * 3 + c.
+    const workers = await workersOfLast(turns * dialects.length, seen);
+    for (const c of dialects.keys()) {
+      const own = Array.from({ length: turns }, (_, turn) => workers[turn * dialects.length + c]);
+      assert.equal(new Set(own).size, 1, `conversation ${c} stayed on one worker: ${own.join(', ')}`);
+      const sent = said[c] ?? [];
+      for (let turn = 1; turn < sent.length; turn++) {
+        const before = sent[turn - 1]?.prompt ?? 0;
+        assert.ok((sent[turn]?.cached ?? 0) >= before - 1, `conversation ${c} turn ${turn + 1} found the ${before} tokens it had sent evaluated: ${JSON.stringify(sent)}`);
+      }
+    }
+    assert.equal(new Set(workers).size, 2, 'the conversations spread over both workers');
   });
 
   it('affinity - a session header keeps a conversation on one worker, which reuses its prefix', async () => {

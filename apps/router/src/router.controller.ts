@@ -24,12 +24,12 @@ export class RouterController {
 
   @MessagePattern(Subjects.routerPlace)
   async place(@Payload() payload: unknown, @Ctx() context: BusContext): Promise<Placement> {
-    const { model, exclude, affinity, runId, attempt, kind, readyOnly } = decodePlaceRequest(payload);
+    const { model, exclude, affinity, prefixes, runId, attempt, kind, readyOnly } = decodePlaceRequest(payload);
     const started = Date.now();
     try {
       const config = await this.catalogue.modelFresh(model);
       assertModelKind(model, config.kind, kind ?? 'chat');
-      const placement = await this.placement.placeRun({ runId, admitted: (attempt ?? 0) > 0, readyOnly }, model, exclude ?? [], affinity);
+      const placement = await this.placement.placeRun({ runId, admitted: (attempt ?? 0) > 0, readyOnly }, model, exclude ?? [], { affinity, prefixes });
       this.logger.log({ msg: `placed ${model} on ${placement.workerId}${placement.coldStart ? ' after a cold load' : ''}`, requestId: context.requestId, worker: placement.workerId, coldStart: placement.coldStart, readyOnly, ms: Date.now() - started });
       return placement;
     } catch (error) {

@@ -264,7 +264,8 @@ export class RouterConfig {
   @IsInt() @Min(1) maxWaitingPerModel = 256;
   /**
    * Send follow-ups of a conversation (session header, `prompt_cache_key`, `previous_response_id`,
-   * `conversation`) to the worker that served it before, so its cached prompt prefix is reused.
+   * `conversation`, else the prompt's prefix) to the worker that served it before, so its cached
+   * prompt prefix is reused.
    */
   @IsBoolean() affinity = true;
   /** How long a conversation stays bound to its worker after its last request, in seconds. */

@@ -6,6 +6,7 @@ export * from './openai/completions.encoder.js';
 export * from './anthropic/messages.codec.js';
 export * from './responses/responses.codec.js';
 export * from './affinity.js';
+export * from './prompt-prefixes.js';
 export * from './hosted-tools.js';
 export * from './decode-body.js';
 export * from './tool-results.js';

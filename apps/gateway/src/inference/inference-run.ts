@@ -28,6 +28,7 @@ import {
   decodeTokenCount,
   livenessWindowMs,
 } from '@cortex/contracts';
+import { promptPrefixes } from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
 import { decideMigration } from './migration.decider.js';
 import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
@@ -139,7 +140,7 @@ export class InferenceRun {
     const exclude: string[] = [];
     let replaced = 0;
     for (;;) {
-      const workerId = await this.placeGeneration(exclude, this.required().affinityKey);
+      const workerId = await this.placeGeneration(exclude);
       // Cancelled while the router answered: nothing has started, so nothing runs for nobody.
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
       let reader: StreamReader | null = null;
@@ -206,20 +207,26 @@ export class InferenceRun {
     return this.placement as Placement;
   }
 
-  /** A generation's placement, shown in the console's rows (waiting, then on its worker) until the run's finish. */
-  private async placeGeneration(exclude: string[], affinity?: string, workerWaitMs?: number): Promise<string> {
-    this.service.pending.placing(this, this.requestId, this.runId, this.required().model, Date.now(), this.meter?.payer ?? null);
-    const workerId = await this.placeOrWait(exclude, affinity, workerWaitMs);
+  /**
+   * A generation's placement, with its conversation (affinity key, prompt prefixes) so a follow-up
+   * goes where its prompt was evaluated; shown in the console's rows (waiting, then on its worker)
+   * until the run's finish.
+   */
+  private async placeGeneration(exclude: string[], workerWaitMs?: number): Promise<string> {
+    const request = this.required();
+    this.service.pending.placing(this, this.requestId, this.runId, request.model, Date.now(), this.meter?.payer ?? null);
+    const workerId = await this.placeOrWait(exclude, { affinity: request.affinityKey, prefixes: promptPrefixes(request) }, workerWaitMs);
     this.service.pending.placed(this, workerId);
     return workerId;
   }
 
   /** Places the request (a cold load included) and notes where and how long it took; `workerWaitMs` see PlaceAsk. */
-  private async placeOrWait(exclude: string[], affinity?: string, workerWaitMs?: number): Promise<string> {
+  private async placeOrWait(exclude: string[], conversation: { affinity?: string | undefined; prefixes?: string[] } = {}, workerWaitMs?: number): Promise<string> {
     const model = this.target?.model ?? this.required().model;
     const kind = this.target?.kind;
     const started = performance.now();
-    const ask = { model, runId: this.runId, requestId: this.requestId, exclude, ...(affinity && { affinity }), ...(kind && { kind }), onLoadProgress: this.onLoadProgress, signal: this.stopped.signal, workerWaitMs };
+    const { affinity, prefixes } = conversation;
+    const ask = { model, runId: this.runId, requestId: this.requestId, exclude, ...(affinity && { affinity }), ...(prefixes?.length && { prefixes }), ...(kind && { kind }), onLoadProgress: this.onLoadProgress, signal: this.stopped.signal, workerWaitMs };
     const { placement, ms } = await this.service.placer.place(ask, this.early);
     this.early = null;
     this.hops.placeMs ??= performance.now() - started;
@@ -407,7 +414,6 @@ export class InferenceRun {
    */
   private async migrate(error: unknown, lost: string[]): Promise<AsyncIterator<StreamEvent>> {
     if (!(error instanceof CortexError) || !this.placement) throw error;
-    const request = this.required();
     const decision = decideMigration({
       error,
       cancelled: this.stopped.signal.aborted,
@@ -430,7 +436,7 @@ export class InferenceRun {
       // The client is already waiting: a live worker briefly declared down (its heartbeats late while it
       // loads a model on a busy host) is waited for one liveness window, not `worker_wait_ms`.
       const waitMs = Math.min(this.service.config.gateway.workerWaitMs, livenessWindowMs(this.service.config.worker.heartbeatMs));
-      const workerId = await this.placeGeneration(lost, request.affinityKey, waitMs);
+      const workerId = await this.placeGeneration(lost, waitMs);
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
       const reader = await this.launch(workerId, resume);
       this.service.logger.warn({ msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`, requestId: this.requestId });

@@ -16,6 +16,8 @@ export interface PlaceAsk {
   /** Workers not to use (a retry after one of them failed). */
   exclude: string[];
   affinity?: string;
+  /** The prompt's prefixes, the whole prompt first (`promptPrefixes`). */
+  prefixes?: string[];
   /** Absent or `chat`: a generating model. */
   kind?: ModelKind;
   /** Called with each progress step of a cold load the placement waits for. */
@@ -114,11 +116,13 @@ export class PlacementClient {
   }
 
   private async ask(ask: PlaceAsk, early: EarlyPlacement | null): Promise<Placed> {
-    // The early answer serves a first placement of the same model and conversation.
+    // The early answer serves a first placement of the same model and conversation. It was asked
+    // before the prompt was known: without an affinity key, and with a choice of workers (the answer
+    // not reusable), the prompt's prefixes may pick another.
     const fits = early && ask.exclude.length === 0 && early.model === ask.model && early.affinity === ask.affinity;
     const placed = fits ? await untilAborted(early.placed, ask.signal) : null;
     if (ask.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
-    if (placed) return placed;
+    if (placed && (ask.affinity !== undefined || !ask.prefixes?.length || placed.placement.reuseMs !== undefined)) return placed;
     const deadline = performance.now() + (ask.workerWaitMs ?? this.config.workerWaitMs);
     for (;;) {
       // Counted before asking, so a worker that joins between the answer and the wait is not missed.
@@ -170,8 +174,8 @@ export class PlacementClient {
    * run, and a dead router's subscription is gone, so the queue group hands the try to a live one.
    */
   private async askRouter(ask: PlaceAsk): Promise<Placement> {
-    const { model, exclude, runId, affinity, kind } = ask;
-    const place: PlaceRequest = { model, exclude, runId, ...(affinity && { affinity }), ...(kind && kind !== 'chat' && { kind }) };
+    const { model, exclude, runId, affinity, prefixes, kind } = ask;
+    const place: PlaceRequest = { model, exclude, runId, ...(affinity && { affinity }), ...(prefixes?.length && { prefixes }), ...(kind && kind !== 'chat' && { kind }) };
     const { placementTimeoutMs } = this.config;
     const deadline = Date.now() + placementTimeoutMs;
     for (let attempt = 0; ; attempt++) {

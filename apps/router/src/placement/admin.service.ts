@@ -39,7 +39,7 @@ export class AdminService {
   /** Loads a model now, on the named worker or wherever placement picks. */
   async load(name: string, workerId?: string, trigger: Extract<LoadTrigger, 'admin' | 'console'> = 'admin'): Promise<Placement> {
     const model = this.catalogue.model(name);
-    if (!workerId) return this.placement.place(model.id, [], undefined, { trigger });
+    if (!workerId) return this.placement.place(model.id, [], {}, { trigger });
     if (!this.fleet.worker(workerId)) throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
     // Every other worker excluded: the same lease and load sharing as any placement, on this worker only.
     const others = this.fleet.available().filter((w) => w.workerId !== workerId).map((w) => w.workerId);

@@ -8,6 +8,8 @@ import { Buckets } from '@cortex/contracts';
 const BUCKET = Buckets.affinity;
 /** Bindings one router keeps in memory; the oldest go first (KV keeps them for every router). */
 const MAX_BINDINGS = 100_000;
+/** The bucket's bound (~500,000 bindings): every request without a session key writes one. Past it new ones are refused until old ones age out. */
+const MAX_BUCKET_BYTES = 64 * 2 ** 20;
 
 interface Binding {
   workerId: string;
@@ -17,7 +19,8 @@ interface Binding {
 
 /**
  * Which worker served a conversation last, per model: follow-ups go there so the worker reuses the
- * prompt prefix it still holds. Bindings live in the KV bucket `cortex_affinity` (TTL
+ * prompt prefix it still holds. A conversation is named by its affinity key, or by the digest of a
+ * request's whole prompt (`prefixKey`), which its follow-up finds among its own prompt's prefixes. Bindings live in the KV bucket `cortex_affinity` (TTL
  * `router.affinity_ttl_s`), watched by every router, so any replica routes a follow-up the same way
  * and a restarted router loses nothing. A binding is written only when it changes, or when half its
  * TTL has passed, so a steady conversation costs no writes.
@@ -28,6 +31,7 @@ export class AffinityTable implements OnModuleInit, OnModuleDestroy {
   private readonly bindings = new Map<string, Binding>();
   private kv: KV | null = null;
   private stopWatch: (() => void) | null = null;
+  private warned = -Infinity;
 
   constructor(
     private readonly bus: BusClient,
@@ -36,7 +40,7 @@ export class AffinityTable implements OnModuleInit, OnModuleDestroy {
 
   async onModuleInit(): Promise<void> {
     if (!this.config.router.affinity) return;
-    this.kv = await openKv(this.bus.nc, BUCKET, { history: 1, ttl: this.config.router.affinityTtlS * 1000 });
+    this.kv = await openKv(this.bus.nc, BUCKET, { history: 1, ttl: this.config.router.affinityTtlS * 1000, max_bytes: MAX_BUCKET_BYTES });
     this.stopWatch = watchKv(
       this.kv,
       (entry) => {
@@ -49,6 +53,18 @@ export class AffinityTable implements OnModuleInit, OnModuleDestroy {
 
   onModuleDestroy(): void {
     this.stopWatch?.();
+  }
+
+  /**
+   * The worker that served a request of this model whose whole prompt is the longest of `prefixes`
+   * (longest first) it remembers.
+   */
+  workerForPrefix(prefixes: readonly string[], model: string): string | undefined {
+    for (const prefix of prefixes) {
+      const workerId = this.workerFor(prefixKey(prefix), model);
+      if (workerId) return workerId;
+    }
+    return undefined;
   }
 
   /** The worker that last served this conversation with this model, if it is still remembered. */
@@ -65,7 +81,12 @@ export class AffinityTable implements OnModuleInit, OnModuleDestroy {
     const now = Date.now();
     if (known?.workerId === workerId && now - known.at < (this.config.router.affinityTtlS * 1000) / 2) return;
     this.bind(key, { workerId, at: now });
-    this.kv.put(key, workerId).catch((error: Error) => this.logger.warn(`could not store an affinity binding: ${error.message}`));
+    this.kv.put(key, workerId).catch((error: Error) => {
+      // A full bucket refuses every write until its bindings age out: said once a minute, not per request.
+      if (now - this.warned < 60_000) return;
+      this.warned = now;
+      this.logger.warn(`could not store an affinity binding (placement goes on without it): ${error.message}`);
+    });
   }
 
   private bind(key: string, binding: Binding): void {
@@ -73,6 +94,11 @@ export class AffinityTable implements OnModuleInit, OnModuleDestroy {
     this.bindings.set(key, binding);
     if (this.bindings.size > MAX_BINDINGS) this.bindings.delete(this.bindings.keys().next().value as string);
   }
+}
+
+/** A prompt prefix's binding, apart from affinity keys (which carry a source prefix such as `session:`). */
+export function prefixKey(prefix: string): string {
+  return `prefix:${prefix}`;
 }
 
 /** KV keys allow few characters, and affinity keys are client text: a digest of model and key. */

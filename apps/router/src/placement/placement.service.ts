@@ -3,7 +3,7 @@ import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError, type LoadTrigger, type Placement } from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
-import { AffinityTable } from './affinity.table.js';
+import { AffinityTable, prefixKey } from './affinity.table.js';
 import { LoadCoordinator } from './load-coordinator.js';
 import { idleExpired } from './planner.js';
 
@@ -44,33 +44,37 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
    * time, or died) joins the placement this router already has under way for the run. A try that
    * reaches another router was admitted by the first: it does not count against the waiting bound.
    */
-  placeRun(run: PlaceOptions & { runId?: string }, name: string, exclude: readonly string[] = [], affinity?: string): Promise<Placement> {
-    if (!run.runId) return this.place(name, exclude, affinity, run);
+  placeRun(run: PlaceOptions & { runId?: string }, name: string, exclude: readonly string[] = [], conversation: Conversation = {}): Promise<Placement> {
+    if (!run.runId) return this.place(name, exclude, conversation, run);
     const key = `${run.runId}\n${exclude.join('\n')}`;
     let placing = this.runs.get(key);
     if (!placing) {
-      placing = this.place(name, exclude, affinity, run).finally(() => this.runs.delete(key));
+      placing = this.place(name, exclude, conversation, run).finally(() => this.runs.delete(key));
       this.runs.set(key, placing);
     }
     return placing;
   }
 
   /**
-   * A worker for the model: the conversation's worker, else the least loaded one that has it ready,
-   * else the model's load (joined or started); with `readyOnly`, `model_not_ready` at once instead of
-   * waiting or loading (the gateway asks so while its request is still being decoded). `exclude` is a
-   * retry after those workers failed; it only looks elsewhere (the failed worker is not marked down:
-   * it may only have lost this request).
+   * A worker for the model: the conversation's worker (by its affinity key, else by the longest of
+   * its prompt's prefixes a request was sent with before), else the least loaded one that has it
+   * ready, else the model's load (joined or started); with `readyOnly`, `model_not_ready` at once
+   * instead of waiting or loading (the gateway asks so while its request is still being decoded).
+   * `exclude` is a retry after those workers failed; it only looks elsewhere (the failed worker is not
+   * marked down: it may only have lost this request).
    */
-  async place(name: string, exclude: readonly string[] = [], affinity?: string, options: PlaceOptions = {}): Promise<Placement> {
+  async place(name: string, exclude: readonly string[] = [], conversation: Conversation = {}, options: PlaceOptions = {}): Promise<Placement> {
     const model = this.catalogue.model(name);
-    const affineWorker = affinity ? this.affinity.workerFor(affinity, model.id) : undefined;
+    const { affinity, prefixes = [] } = conversation;
+    const affineWorker = (affinity ? this.affinity.workerFor(affinity, model.id) : undefined) ?? this.affinity.workerForPrefix(prefixes, model.id);
     const decision = this.loads.decide({ model, exclude, affineWorker });
     if (decision.kind !== 'serve' && options.readyOnly) throw new CortexError('model_not_ready', `${model.id} is not ready on any worker`);
     const placement: Placement =
       decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false, ...this.reuse(decision.sole) } : await this.loads.waitForLoad(model, exclude, options.admitted ?? false, options.trigger ?? 'request');
     this.fleet.touch(placement.workerId, model.id);
     if (affinity) this.affinity.remember(affinity, model.id, placement.workerId);
+    // The whole prompt: a follow-up re-sends it and adds to it.
+    if (prefixes[0]) this.affinity.remember(prefixKey(prefixes[0]), model.id, placement.workerId);
     return placement;
   }
 
@@ -107,6 +111,12 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 
 /** How long a pinned model whose load failed waits before the next try. */
 const PIN_RETRY_MS = 10_000;
+
+/** What names a request's conversation: its affinity key, and its prompt's prefixes (`PlaceRequest`). */
+export interface Conversation {
+  affinity?: string;
+  prefixes?: readonly string[];
+}
 
 /** How a placement may go: `admitted` (a try another router already counted), `readyOnly` (no wait, no load). */
 export interface PlaceOptions {

@@ -11,7 +11,7 @@ const rejects = (read: () => unknown, field: string): void =>
 
 describe('place and decode readers', () => {
   it('place - a full request and a bare one pass unchanged', () => {
-    const full = { model: 'm', exclude: ['w1', 'w2'], affinity: 'session:a', runId: 'r1', attempt: 2, kind: 'embedding', readyOnly: true };
+    const full = { model: 'm', exclude: ['w1', 'w2'], affinity: 'session:a', prefixes: ['p2', 'p1'], runId: 'r1', attempt: 2, kind: 'embedding', readyOnly: true };
     assert.deepEqual(decodePlaceRequest(full), full);
     assert.deepEqual(decodePlaceRequest({ model: 'm' }), { model: 'm' });
     assert.deepEqual(decodePlaceRequest({ model: 'm', affinity: null, kind: null }), { model: 'm', affinity: null, kind: null });
@@ -24,6 +24,10 @@ describe('place and decode readers', () => {
     rejects(() => decodePlaceRequest({ model: 'm', exclude: 'w1' }), 'exclude');
     rejects(() => decodePlaceRequest({ model: 'm', exclude: ['w1', 2] }), 'exclude[1]');
     rejects(() => decodePlaceRequest({ model: 'm', affinity: 'x'.repeat(513) }), 'affinity');
+    rejects(() => decodePlaceRequest({ model: 'm', prefixes: 'p' }), 'prefixes');
+    rejects(() => decodePlaceRequest({ model: 'm', prefixes: Array.from({ length: 33 }, (_, i) => `p${i}`) }), 'prefixes');
+    rejects(() => decodePlaceRequest({ model: 'm', prefixes: ['p', 7] }), 'prefixes[1]');
+    rejects(() => decodePlaceRequest({ model: 'm', prefixes: ['p'.repeat(65)] }), 'prefixes[0]');
     rejects(() => decodePlaceRequest({ model: 'm', runId: 'r'.repeat(65) }), 'runId');
     rejects(() => decodePlaceRequest({ model: 'm', attempt: -1 }), 'attempt');
     rejects(() => decodePlaceRequest({ model: 'm', attempt: 1.5 }), 'attempt');

@@ -1,7 +1,7 @@
 import { Type } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, MaxLength, Min, ValidateNested, IsArray, IsObject } from 'class-validator';
 import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
-import { maxLength, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalString, string } from '../fields.js';
+import { fail, maxLength, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalString, string } from '../fields.js';
 
 export const MODEL_STATES = ['loading', 'ready', 'unloading'] as const;
 export type ModelState = (typeof MODEL_STATES)[number];
@@ -312,6 +312,12 @@ export interface PlaceRequest {
   exclude?: string[];
   /** The request's conversation (CanonicalRequest.affinityKey): prefer the worker that served it. At most 512 characters. */
   affinity?: string;
+  /**
+   * Digests of the prompt at its message boundaries, the whole prompt first (see the wire library's
+   * `promptPrefixes`): without an affinity binding, prefer the worker that served a request whose
+   * whole prompt is one of them. At most 32, each at most 64 characters.
+   */
+  prefixes?: string[];
   /** The gateway's run: a try sent again after a router did not answer joins the run's placement. At most 64 characters. */
   runId?: string;
   /** How many tries of this placement went unanswered before this one (0: the first). */
@@ -332,6 +338,9 @@ export function decodePlaceRequest(value: unknown): PlaceRequest {
   string(place.model, 'model');
   optionalArray(place.exclude, 'exclude')?.forEach((id, i) => string(id, `exclude[${i}]`));
   maxLength(optionalString(place.affinity, 'affinity'), 512, 'affinity');
+  const prefixes = optionalArray(place.prefixes, 'prefixes');
+  if (prefixes && prefixes.length > 32) fail('prefixes', `has ${prefixes.length} entries; at most 32`);
+  prefixes?.forEach((prefix, i) => maxLength(string(prefix, `prefixes[${i}]`), 64, `prefixes[${i}]`));
   maxLength(optionalString(place.runId, 'runId'), 64, 'runId');
   optionalInteger(place.attempt, 'attempt', 0);
   if (place.kind !== undefined && place.kind !== null) oneOf(place.kind, 'kind', MODEL_KINDS);
