@@ -228,6 +228,7 @@ function renderFleet() {
         ),
         el('div', { class: 'mem', title: 'memory by model' }, segments),
         el('div', { class: 'muted small' }, `models ${mib(worker.memory.usedBytes)} · free ${mib(worker.memory.freeBytes)} · ${worker.memory.budgetBytes ? `budget ${mib(worker.memory.budgetBytes)}` : `device ${mib(worker.device.totalBytes)}`}`),
+        worker.memory.promptCacheMaxBytes ? el('div', { class: 'muted small', 'data-test': 'prompt-cache' }, `prompt cache ${mib(worker.memory.promptCacheBytes ?? 0)} of ${mib(worker.memory.promptCacheMaxBytes)}`) : null,
         rows.length
           ? el('table', { class: 'grid' }, el('thead', {}, el('tr', {}, el('th', {}, 'model'), el('th', {}, 'state'), el('th', { class: 'num' }, 'in flight'), el('th', { class: 'num' }, 'queued'), el('th', { class: 'num' }, 'memory'), el('th', {}, ''))), el('tbody', {}, rows))
           : el('p', { class: 'muted small' }, 'no models loaded'),
@@ -508,7 +509,7 @@ function renderActivity() {
         el('td', {}, a.workerId ?? '–'),
         el('td', { class: a.status >= 400 || a.errorCode ? 'status-bad' : '' }, `${a.status}${a.finishReason ? ` ${a.finishReason}` : ''}`),
         el('td', { class: 'num' }, String(a.usage?.promptTokens ?? '–')),
-        el('td', { class: 'num' }, String(a.usage?.cachedPromptTokens ?? '–')),
+        el('td', { class: 'num', title: a.usage?.restoredPromptTokens ? `${a.usage.restoredPromptTokens} restored from the prompt cache` : undefined }, a.usage ? `${a.usage.cachedPromptTokens}${a.usage.restoredPromptTokens ? ' ↺' : ''}` : '–'),
         el('td', { class: 'num' }, String(a.usage?.completionTokens ?? '–')),
         el('td', { class: 'num' }, ms(a.timings?.ttftMs)),
         el('td', { class: 'num' }, a.timings ? a.timings.decodeTokensPerSecond.toFixed(1) : '–'),

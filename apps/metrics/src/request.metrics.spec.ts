@@ -25,4 +25,16 @@ describe('request metrics', () => {
     assert.match(text, /^cortex_request_queue_tier_seconds_bucket\{le="0.025",model="m",tier="7"\} 1$/m);
     assert.match(text, /^cortex_request_queue_seconds_count\{model="m",worker="w1"\} 4$/m);
   });
+
+  it('request metrics - prompt tokens reused: all cached ones, and those restored from the prompt cache beyond the slots', async () => {
+    const metrics = new CortexMetrics();
+    const usage = (cached: number, restored?: number): RequestFinishedEvent => ({ ...finished('r', 1), usage: { promptTokens: 900, cachedPromptTokens: cached, ...(restored !== undefined && { restoredPromptTokens: restored }), completionTokens: 4, reasoningTokens: 0 } });
+    metrics.recordRequest(usage(800));
+    metrics.recordRequest(usage(700, 700));
+    metrics.recordRequest(usage(0));
+    const text = await metrics.registry.metrics();
+    assert.match(text, /^cortex_prompt_tokens_total\{model="m",api="openai.chat"\} 2700$/m);
+    assert.match(text, /^cortex_cached_prompt_tokens_total\{model="m"\} 1500$/m);
+    assert.match(text, /^cortex_restored_prompt_tokens_total\{model="m"\} 700$/m);
+  });
 });

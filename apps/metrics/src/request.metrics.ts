@@ -33,7 +33,8 @@ export class CortexMetrics {
   private readonly queueByTier = this.histogram('cortex_request_queue_tier_seconds', 'Time a request waited for a free sequence, by priority tier (0: no key)', ['model', 'tier']);
   private readonly tokens = {
     prompt: this.counter('cortex_prompt_tokens_total', 'Prompt tokens processed (texts embedded and ranked included), by API', ['model', 'api']),
-    cached: this.counter('cortex_cached_prompt_tokens_total', 'Prompt tokens served from a reused sequence prefix', ['model']),
+    cached: this.counter('cortex_cached_prompt_tokens_total', 'Prompt tokens not evaluated again: held by the sequence or restored from the prompt cache', ['model']),
+    restored: this.counter('cortex_restored_prompt_tokens_total', 'Of the cached prompt tokens, those restored from the prompt cache beyond the slots', ['model']),
     completion: this.counter('cortex_completion_tokens_total', 'Tokens generated, by API', ['model', 'api']),
     reasoning: this.counter('cortex_reasoning_tokens_total', 'Generated tokens that were reasoning', ['model']),
     draft: this.counter('cortex_draft_tokens_total', 'Tokens a draft model or input lookup proposed and the model checked (speculative decoding)', ['model']),
@@ -54,6 +55,8 @@ export class CortexMetrics {
   private readonly queueDepth = this.gauge('cortex_model_queue_depth', 'Requests waiting for a sequence of the model', ['model', 'worker']);
   private readonly memoryUsed = this.gauge('cortex_device_memory_used_bytes', 'Device memory in use', ['worker', 'device']);
   private readonly memoryFree = this.gauge('cortex_device_memory_free_bytes', 'Device memory free', ['worker', 'device']);
+  private readonly promptCacheBytes = this.gauge('cortex_prompt_cache_bytes', "Bytes the worker's prompt cache beyond its slots holds", ['worker']);
+  private readonly promptCacheMaxBytes = this.gauge('cortex_prompt_cache_max_bytes', "Bytes the worker's prompt cache may hold (worker.prompt_cache_mb)", ['worker']);
   private readonly loadTime = this.histogram('cortex_model_load_seconds', 'Time to load a model on a worker', ['model', 'worker'], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]);
   private readonly evictions = this.counter('cortex_evictions_total', 'Models unloaded from a worker, by reason', ['model', 'worker', 'reason']);
   private readonly loadFailures = this.counter('cortex_model_load_failures_total', 'Model loads that failed', ['model', 'worker']);
@@ -93,6 +96,7 @@ export class CortexMetrics {
     if (event.usage) {
       this.tokens.prompt.inc({ model, api }, event.usage.promptTokens);
       this.tokens.cached.inc({ model }, event.usage.cachedPromptTokens);
+      this.tokens.restored.inc({ model }, event.usage.restoredPromptTokens ?? 0);
       this.tokens.completion.inc({ model, api }, event.usage.completionTokens);
       this.tokens.reasoning.inc({ model }, event.usage.reasoningTokens);
       if (event.usage.draftTokens !== undefined) {
@@ -163,6 +167,10 @@ export class CortexMetrics {
     const device = beat.device.name;
     this.memoryUsed.set({ worker, device }, Math.max(0, beat.device.totalBytes - beat.device.freeBytes));
     this.memoryFree.set({ worker, device }, beat.device.freeBytes);
+    if (beat.memory.promptCacheBytes !== undefined) {
+      this.promptCacheBytes.set({ worker }, beat.memory.promptCacheBytes);
+      this.promptCacheMaxBytes.set({ worker }, beat.memory.promptCacheMaxBytes ?? 0);
+    }
     this.workerUp.set({ worker }, beat.draining ? 0 : 1);
     this.beats.set(worker, { at: Date.now(), intervalMs: beat.intervalMs, models: present, device });
   }
@@ -186,6 +194,8 @@ export class CortexMetrics {
       for (const model of beat.models) this.dropModel(model, worker);
       this.memoryUsed.remove({ worker, device: beat.device });
       this.memoryFree.remove({ worker, device: beat.device });
+      this.promptCacheBytes.remove({ worker });
+      this.promptCacheMaxBytes.remove({ worker });
       beat.models = [];
     }
     for (const bus of this.buses.values()) {

@@ -52,6 +52,8 @@ export interface DecodePlan {
   prompt: Token[];
   /** Prompt tokens the sequence already holds from an earlier request. */
   sharedPrefix: number;
+  /** The sequence's state was just restored from the prompt cache (see PromptCache): what it shares came from there. */
+  restored: boolean;
   /** The chat template's own stop strings: they end the output but are not a user's stop sequence. */
   hiddenStops: string[];
   /** The prompt ends inside the reasoning block (the template's generation prompt opened it). */
@@ -378,7 +380,8 @@ export class Decode {
     const { firstTokenAt, completion } = this;
     const endedAt = performance.now();
     const decodeSeconds = firstTokenAt ? (endedAt - firstTokenAt) / 1000 : 0;
-    const usage: Usage = { promptTokens: prompt.length, cachedPromptTokens: cached, completionTokens: completion, reasoningTokens: this.reasoningTokens, ...draftUsageSince(this.predictionsBefore, this.plan.sequence) };
+    const restored = this.plan.restored && cached > 0 ? { restoredPromptTokens: cached } : {};
+    const usage: Usage = { promptTokens: prompt.length, cachedPromptTokens: cached, ...restored, completionTokens: completion, reasoningTokens: this.reasoningTokens, ...draftUsageSince(this.predictionsBefore, this.plan.sequence) };
     this.emit({
       type: 'finish',
       reason,

@@ -23,6 +23,8 @@ export interface Engine {
    */
   restart(): Promise<void>;
   dispose(): Promise<void>;
+  /** What the prompt cache beyond the slots holds now and may hold, in bytes; absent or null without one. */
+  promptCacheUse?(): { bytes: number; maxBytes: number } | null;
 }
 
 export interface ModelSpec {

@@ -288,6 +288,10 @@ export class LlamaEngine implements Engine {
     return wrapper;
   }
 
+  promptCacheUse(): { bytes: number; maxBytes: number } | null {
+    return this.promptCache ? { bytes: this.promptCache.size, maxBytes: this.promptCache.maxBytes } : null;
+  }
+
   /** What the prompt cache saved and restored so far, and what that took; null without one. */
   get promptCacheStats(): PromptCache['stats'] | null {
     return this.promptCache ? { ...this.promptCache.stats } : null;

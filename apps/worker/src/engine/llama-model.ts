@@ -195,11 +195,11 @@ export class LlamaEngineModel implements EngineModel {
     // Charged what its finish reports; a request that failed keeps its estimate.
     let charged: number | undefined;
     try {
-      const shared = await this.fromPromptCache(sequence, context, sharedPrefix(sequence));
+      const { shared, restored } = await this.fromPromptCache(sequence, context, sharedPrefix(sequence));
       lookUpIn(sequence, context);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
       const replay = { resume, replayed: check.active ? check.observe : undefined, toolCallIds: job.resume?.toolCallIds };
-      const plan = { job, sequence, prompt, sharedPrefix: shared, hiddenStops: stops, startInReasoning, grammar, callGrammar, argumentGrammars, forcedOpening, emit, echo, ...replay };
+      const plan = { job, sequence, prompt, sharedPrefix: shared, restored, hiddenStops: stops, startInReasoning, grammar, callGrammar, argumentGrammars, forcedOpening, emit, echo, ...replay };
       charged = chargedTokens(await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run());
     } finally {
       this.lastUsed.set(sequence, performance.now());
@@ -211,17 +211,17 @@ export class LlamaEngineModel implements EngineModel {
   /**
    * Before a sequence is overwritten by another conversation its state is kept (PromptCache), and a
    * prompt whose start was kept is restored into the sequence rather than evaluated again. Returns
-   * what the sequence shares with the prompt then.
+   * what the sequence shares with the prompt then, and whether that was restored.
    */
-  private async fromPromptCache(sequence: LlamaContextSequence, context: readonly Token[], shared: number): Promise<number> {
+  private async fromPromptCache(sequence: LlamaContextSequence, context: readonly Token[], shared: number): Promise<{ shared: number; restored: boolean }> {
     const cache = this.promptCache;
-    if (!cache) return shared;
+    if (!cache) return { shared, restored: false };
     // Another conversation's history, about to be erased (the decode keeps only the shared prefix).
     if (shared * 2 <= sequence.nextTokenIndex) await cache.keep(this.id, sequence);
     const found = cache.best(this.id, context, shared);
-    if (!found) return shared;
+    if (!found) return { shared, restored: false };
     await cache.restore(found.kept, sequence);
-    return found.shared;
+    return { shared: found.shared, restored: true };
   }
 
   /** A migrated stream's resume point, checked against this model (see ResumeReplay). */

@@ -55,6 +55,10 @@ describe('prompt cache', () => {
       await turn(model, [opening(2)]);
       const back = await turn(model, [...a, { role: 'assistant', content: 'the end' }, { role: 'user', content: 'and then' }]);
       assert.ok(back.cachedPromptTokens >= first.promptTokens - 1, `cached ${back.cachedPromptTokens} of the ${first.promptTokens} already sent`);
+      assert.equal(back.restoredPromptTokens, back.cachedPromptTokens, 'all of it restored from the prompt cache');
+      assert.equal(first.restoredPromptTokens, undefined, 'a first turn restores nothing');
+      const use = engine.promptCacheUse();
+      assert.ok(use && use.bytes > 0 && use.maxBytes === 64 * 2 ** 20, JSON.stringify(use));
       const stats = engine.promptCacheStats;
       assert.ok(stats && stats.saved >= 1 && stats.restored === 1, JSON.stringify(stats));
     });

@@ -49,6 +49,11 @@ export class PromptCache {
     return this.bytes;
   }
 
+  /** Bytes they may take (`worker.prompt_cache_mb`; the directory's free space may allow less). */
+  get maxBytes(): number {
+    return this.options.maxBytes;
+  }
+
   /**
    * The kept state of `model` that shares the longest prefix with `context`, when that is more than
    * `atLeast` tokens (what the chosen sequence already holds of it) and it is a real part of the kept

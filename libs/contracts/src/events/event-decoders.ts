@@ -170,6 +170,7 @@ function usage(value: Json): Usage {
     completionTokens: integer(value.completionTokens, 'usage.completionTokens', 0),
     reasoningTokens: integer(value.reasoningTokens, 'usage.reasoningTokens', 0),
     ...defined({
+      restoredPromptTokens: optionalInteger(value.restoredPromptTokens, 'usage.restoredPromptTokens', 0),
       draftTokens: optionalInteger(value.draftTokens, 'usage.draftTokens', 0),
       acceptedDraftTokens: optionalInteger(value.acceptedDraftTokens, 'usage.acceptedDraftTokens', 0),
     }),

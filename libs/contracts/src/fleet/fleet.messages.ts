@@ -58,6 +58,9 @@ export class MemoryInfo {
   /** Estimated memory of the models it holds (loading included). */
   @IsNumber() usedBytes!: number;
   @IsNumber() freeBytes!: number;
+  /** Bytes the prompt cache beyond the slots holds now, and may hold (`worker.prompt_cache_mb`); absent without one. */
+  @IsOptional() @IsNumber() promptCacheBytes?: number;
+  @IsOptional() @IsNumber() promptCacheMaxBytes?: number;
 }
 
 /**

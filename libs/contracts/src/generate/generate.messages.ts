@@ -122,6 +122,11 @@ export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'cancelled' | 'err
 export interface Usage {
   promptTokens: number;
   cachedPromptTokens: number;
+  /**
+   * Of `cachedPromptTokens`, those restored from the worker's prompt cache beyond its slots (the
+   * conversation's sequence had been taken by another); the rest its sequence still held. Absent: none.
+   */
+  restoredPromptTokens?: number;
   completionTokens: number;
   reasoningTokens: number;
   /**
