@@ -8,10 +8,16 @@
  * see slot-choice.decider.ts), and now with the worker's prompt cache beyond the slots (`cached`: see
  * prompt-cache.ts, in /dev/shm), in this one run and process, one after another for each row.
  *
+ * Then a soak: BENCH_SOAK_CONVERSATIONS (64) conversations take turns for BENCH_SOAK_S (30) seconds on a
+ * 2-slot model, two requests at a time, with a prompt cache of BENCH_SOAK_CACHE_MB (4, so that it
+ * fills and evicts); it samples the cache's own count, the bytes its directory holds and the
+ * process's RSS every 100 ms, and reports their peaks against the configured size.
+ *
  * Options (env): BENCH_THREADS (1), BENCH_TURNS (5), BENCH_NEW_WORDS (400: one token each, per turn),
- * BENCH_CONVERSATIONS (1,2,6,12), BENCH_SLOTS (2,4), BENCH_CACHE_MB (1024: the prompt cache's size).
+ * BENCH_CONVERSATIONS (1,2,6,12), BENCH_SLOTS (2,4; empty: the soak alone), BENCH_CACHE_MB (1024: the prompt cache's size),
+ * BENCH_SOAK_S (30; 0: no soak), BENCH_SOAK_CONVERSATIONS (64), BENCH_SOAK_CACHE_MB (4).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -26,9 +32,12 @@ import type { EngineEvent } from '../../apps/worker/dist/engine/engine.types.js'
 const THREADS = Number(process.env.BENCH_THREADS ?? 1);
 const TURNS = Number(process.env.BENCH_TURNS ?? 5);
 const NEW_WORDS = Number(process.env.BENCH_NEW_WORDS ?? 400);
-const CONVERSATIONS = (process.env.BENCH_CONVERSATIONS ?? '1,2,6,12').split(',').map(Number);
-const SLOTS = (process.env.BENCH_SLOTS ?? '2,4').split(',').map(Number);
+const CONVERSATIONS = (process.env.BENCH_CONVERSATIONS ?? '1,2,6,12').split(',').map(Number).filter(Boolean);
+const SLOTS = (process.env.BENCH_SLOTS ?? '2,4').split(',').map(Number).filter(Boolean);
 const CACHE_MB = Number(process.env.BENCH_CACHE_MB ?? 1024);
+const SOAK_S = Number(process.env.BENCH_SOAK_S ?? 30);
+const SOAK_CONVERSATIONS = Number(process.env.BENCH_SOAK_CONVERSATIONS ?? 64);
+const SOAK_CACHE_MB = Number(process.env.BENCH_SOAK_CACHE_MB ?? 4);
 const POLICIES = ['longest', 'similar', 'cached'] as const;
 type Policy = (typeof POLICIES)[number];
 const log = (line: string): void => console.log(line);
@@ -89,6 +98,87 @@ async function run(engine: LlamaEngine, path: string, slots: number, conversatio
   return result;
 }
 
+/** Bytes of the files under `dir` (the prompt cache's store), as the directory holds them now. */
+function bytesUnder(dir: string): number {
+  let total = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile()) continue;
+    try {
+      total += statSync(join(entry.parentPath, entry.name)).size;
+    } catch {
+      // Dropped between the listing and the stat.
+    }
+  }
+  return total;
+}
+
+/**
+ * SOAK_CONVERSATIONS conversations taking turns for SOAK_S seconds, two requests at a time, on a
+ * 2-slot model whose worker keeps prompts in a SOAK_CACHE_MB cache: the cache's bytes (its count and
+ * its directory's) and the process's RSS, sampled every 100 ms, against the configured size.
+ */
+async function soak(path: string): Promise<void> {
+  const cacheDir = mkdtempSync(join(defaultPromptCacheDir(), 'cortex-bench-soak-'));
+  const maxBytes = SOAK_CACHE_MB * 2 ** 20;
+  const engine = await LlamaEngine.create({ gpu: 'cpu', threads: THREADS, promptCache: { dir: cacheDir, maxBytes }, log: () => undefined });
+  const newWords = 100;
+  const contextSize = 4096;
+  const model = await engine.load({ id: 'cortex-chat', path, contextSize, slots: 2, maxQueue: 64 });
+  const peak = { counted: 0, onDisk: 0, rss: 0 };
+  const rssBefore = process.memoryUsage.rss();
+  const sample = (): void => {
+    peak.counted = Math.max(peak.counted, engine.promptCacheUse()?.bytes ?? 0);
+    peak.onDisk = Math.max(peak.onDisk, bytesUnder(cacheDir));
+    peak.rss = Math.max(peak.rss, process.memoryUsage.rss());
+  };
+  const sampler = setInterval(sample, 100);
+  const histories: CanonicalMessage[][] = Array.from({ length: SOAK_CONVERSATIONS }, () => [{ role: 'system', content: SYSTEM }]);
+  const lastPrompt = new Array<number>(SOAK_CONVERSATIONS).fill(0);
+  const totals = { turns: 0, reused: 0, sent: 0, restarted: 0 };
+  let next = 0;
+  const ends = performance.now() + SOAK_S * 1000;
+  const lane = async (): Promise<void> => {
+    while (performance.now() < ends) {
+      const c = next++ % SOAK_CONVERSATIONS;
+      const history = histories[c] as CanonicalMessage[];
+      // A conversation about to outgrow the context starts over (as an agent compacts its history).
+      if (lastPrompt[c] as number > contextSize - 2 * (newWords + 64)) {
+        history.splice(1);
+        lastPrompt[c] = 0;
+        totals.restarted++;
+      }
+      history.push({ role: 'user', content: words(c, history.length, newWords) });
+      const events: EngineEvent[] = [];
+      const request: CanonicalRequest = { model: 'cortex-chat', messages: history, sampling: { temperature: 0, maxTokens: 8 }, stream: true };
+      await model.generate({ request, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) });
+      const finish = events.find((event) => event.type === 'finish');
+      if (finish?.type !== 'finish') throw new Error(`a soak turn of conversation ${c} did not finish: ${JSON.stringify(events.at(-1))}`);
+      history.push({ role: 'assistant', content: events.flatMap((event) => (event.type === 'text' ? [event.text] : [])).join('') });
+      if (lastPrompt[c]) {
+        totals.reused += finish.usage.cachedPromptTokens;
+        totals.sent += lastPrompt[c] as number;
+      }
+      lastPrompt[c] = finish.usage.promptTokens;
+      totals.turns++;
+    }
+  };
+  try {
+    await Promise.all([lane(), lane()]);
+    sample();
+  } finally {
+    clearInterval(sampler);
+    await model.dispose();
+    const stats = engine.promptCacheStats;
+    await engine.dispose();
+    rmSync(cacheDir, { recursive: true, force: true });
+    const mib = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(2)} MiB`;
+    log(`\nsoak: ${SOAK_CONVERSATIONS} conversations taking turns for ${SOAK_S} s, two at a time, on 2 slots (context ${contextSize}), each turn adding ${newWords} words; prompt cache ${mib(maxBytes)}`);
+    log(`  ${totals.turns} turns (${totals.restarted} conversations started over at the context's end); reused ${((100 * totals.reused) / Math.max(1, totals.sent)).toFixed(1)} % of what follow-ups had sent`);
+    log(`  prompt cache: ${stats?.saved ?? 0} saved, ${stats?.restored ?? 0} restored, ${stats?.failed ?? 0} failed restores, ${stats?.dropped ?? 0} dropped; peak ${mib(peak.counted)} counted, ${mib(peak.onDisk)} in its directory, of ${mib(maxBytes)}`);
+    log(`  process RSS: ${mib(rssBefore)} before, ${mib(peak.rss)} at its peak, ${mib(process.memoryUsage.rss())} after`);
+  }
+}
+
 async function main(): Promise<void> {
   log(`cortex prefix bench — ${new Date().toISOString()}`);
   log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}, ${THREADS} thread(s)`);
@@ -123,6 +213,7 @@ async function main(): Promise<void> {
     }
     log('\nthe prompt cache in the `cached` arm: states saved before a sequence was overwritten, and restored for a conversation that came back');
     for (const line of cacheLines) log(line);
+    if (SOAK_S > 0) await soak(path);
   } finally {
     await engine.dispose();
     rmSync(dir, { recursive: true, force: true });

@@ -38,6 +38,24 @@ describe('affinity keys', () => {
     assert.equal(anthropic.request.affinityKey, 'session:s-1');
   });
 
+  it('affinity - prompt_cache_retention 24h and a cache_control ttl of 1h ask for the prompt to be kept longer; bad values are named', () => {
+    const user = [{ role: 'user', content: 'Hi.' }];
+    const named = (param: string) => (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param;
+    assert.equal(decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: '24h' }).keepPromptLonger, true);
+    assert.equal(decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: 'in_memory' }).keepPromptLonger, undefined);
+    assert.equal(decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: null }).keepPromptLonger, undefined);
+    assert.throws(() => decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: '7d' }), named('prompt_cache_retention'));
+    assert.equal(decodeResponsesRequest({ model: 'm', input: 'Hi.', prompt_cache_retention: '24h' }).request.keepPromptLonger, true);
+    const messages = (extra: Record<string, unknown>) => decodeMessagesRequest({ model: 'm', max_tokens: 8, messages: user, ...extra }).request.keepPromptLonger;
+    const block = (ttl?: string) => ({ type: 'text', text: 'Be brief.', cache_control: { type: 'ephemeral', ...(ttl && { ttl }) } });
+    assert.equal(messages({ system: [block()] }), undefined, 'the default five minutes is what the worker does anyway');
+    assert.equal(messages({ system: [block('5m')] }), undefined);
+    assert.equal(messages({ system: [block('1h')] }), true);
+    assert.equal(messages({ messages: [{ role: 'user', content: [block(), block('1h')] }] }), true);
+    assert.equal(messages({ tools: [{ name: 't', input_schema: { type: 'object' }, cache_control: { type: 'ephemeral', ttl: '1h' } }] }), true);
+    assert.throws(() => messages({ messages: [{ role: 'user', content: [block('2h')] }] }), named('messages[0].content[0].cache_control.ttl'));
+  });
+
   it('affinity - a metadata.user_id that is not a string is a 400 naming it', () => {
     assert.throws(
       () => decodeMessagesRequest({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'Hi.' }], metadata: { user_id: 7 } }),

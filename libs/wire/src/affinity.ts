@@ -1,4 +1,4 @@
-import { isObject } from '@cortex/contracts';
+import { isObject, object, oneOf } from '@cortex/contracts';
 
 /**
  * Affinity keys name a conversation across requests so the router can send its follow-ups to the
@@ -66,4 +66,35 @@ export function placementHint(body: unknown, session: string | undefined): Place
 
 function cacheKeyOf(body: Record<string, unknown>): string | undefined {
   return typeof body.prompt_cache_key === 'string' && body.prompt_cache_key ? affinityKey.promptCacheKey(body.prompt_cache_key) : undefined;
+}
+
+/**
+ * OpenAI's `prompt_cache_retention` (Chat Completions, Responses): `24h` asks for the prompt to be
+ * kept longer (CanonicalRequest.keepPromptLonger); `in_memory` (or nothing) is what the worker does anyway.
+ */
+export function keepsPromptLonger(value: unknown): boolean {
+  if (value === undefined || value === null) return false;
+  return oneOf(value, 'prompt_cache_retention', ['in_memory', 'in-memory', '24h'] as const) === '24h';
+}
+
+/**
+ * Anthropic `cache_control` breakpoints on the system prompt, the tools or any message block: one
+ * with `ttl: "1h"` asks for the prompt to be kept longer (CanonicalRequest.keepPromptLonger); the
+ * default five minutes is what the worker does anyway. Each one's `ttl`, when given, must be `5m`
+ * or `1h`.
+ */
+export function cacheControlKeepsLonger(body: Record<string, unknown>): boolean {
+  let longer = false;
+  const look = (block: unknown, param: string): void => {
+    if (!isObject(block) || block.cache_control === undefined || block.cache_control === null) return;
+    const control = object(block.cache_control, `${param}.cache_control`);
+    if (control.ttl !== undefined && control.ttl !== null) longer = oneOf(control.ttl, `${param}.cache_control.ttl`, ['5m', '1h'] as const) === '1h' || longer;
+  };
+  const blocks = (value: unknown, param: string): void => {
+    if (Array.isArray(value)) value.forEach((block, i) => look(block, `${param}[${i}]`));
+  };
+  blocks(body.system, 'system');
+  blocks(body.tools, 'tools');
+  if (Array.isArray(body.messages)) body.messages.forEach((message, i) => isObject(message) && blocks(message.content, `messages[${i}].content`));
+  return longer;
 }

@@ -45,6 +45,8 @@ export class LlamaEngineModel implements EngineModel {
   private readonly pool: SlotPool<LlamaContextSequence>;
   /** When each sequence was last released, for the choice of a slot (least recently used goes first). */
   private readonly lastUsed = new Map<LlamaContextSequence, number>();
+  /** Whether the request that last ran on each sequence asked for its prompt to be kept longer (CanonicalRequest.keepPromptLonger). */
+  private readonly keptLonger = new Map<LlamaContextSequence, boolean>();
   private readonly slotChoice: (free: readonly SlotView[]) => number;
   private readonly dialect: ModelDialect;
   /**
@@ -203,6 +205,7 @@ export class LlamaEngineModel implements EngineModel {
       charged = chargedTokens(await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run());
     } finally {
       this.lastUsed.set(sequence, performance.now());
+      this.keptLonger.set(sequence, request.keepPromptLonger === true);
       this.pool.release(sequence, charged);
       this.garbage.left(this.samplerBytes);
     }
@@ -217,11 +220,11 @@ export class LlamaEngineModel implements EngineModel {
     const cache = this.promptCache;
     if (!cache) return { shared, restored: false };
     // Another conversation's history, about to be erased (the decode keeps only the shared prefix).
-    if (shared * 2 <= sequence.nextTokenIndex) await cache.keep(this.id, sequence);
+    if (shared * 2 <= sequence.nextTokenIndex) await cache.keep(this.id, sequence, this.keptLonger.get(sequence) ?? false);
     const found = cache.best(this.id, context, shared);
     if (!found) return { shared, restored: false };
-    await cache.restore(found.kept, sequence);
-    return { shared: found.shared, restored: true };
+    // A restore that failed cleared the sequence: the whole prompt is evaluated.
+    return (await cache.restore(found.kept, sequence)) ? { shared: found.shared, restored: true } : { shared: 0, restored: false };
   }
 
   /** A migrated stream's resume point, checked against this model (see ResumeReplay). */

@@ -14,6 +14,10 @@ interface Kept {
   file: string;
   bytes: number;
   lastUsed: number;
+  /** Its request asked for it to be kept longer: dropped after every state that did not. */
+  longer: boolean;
+  /** Restores reading its file now: it is not dropped under them (another sequence's save may overflow the budget meanwhile). */
+  readers: number;
 }
 
 /** Where the kept states go and how many bytes they may take (`worker.prompt_cache_mb`, `worker.prompt_cache_dir`). */
@@ -33,10 +37,14 @@ export interface PromptCacheOptions {
 export class PromptCache {
   private readonly kept = new Set<Kept>();
   private bytes = 0;
+  /** Bytes of the saves under way, as guessed before they are written. */
+  private incoming = 0;
+  /** The most bytes per token a model's saved states took: a save's size is guessed from it. */
+  private readonly perToken = new Map<string, number>();
   private readonly dir: string;
   private seq = 0;
   /** Saves and restores so far, and what they took, for the log and the benchmark. */
-  readonly stats = { saved: 0, restored: 0, savedBytes: 0, saveMs: 0, restoreMs: 0, dropped: 0 };
+  readonly stats = { saved: 0, restored: 0, savedBytes: 0, saveMs: 0, restoreMs: 0, dropped: 0, failed: 0 };
 
   constructor(private readonly options: PromptCacheOptions) {
     mkdirSync(options.dir, { recursive: true });
@@ -74,7 +82,7 @@ export class PromptCache {
    * of the same model already starts with all of it; kept states it extends are dropped. A save that
    * fails (the directory full) is given up: the prompt is evaluated again when it comes back.
    */
-  async keep(model: string, sequence: LlamaContextSequence): Promise<void> {
+  async keep(model: string, sequence: LlamaContextSequence, longer = false): Promise<void> {
     // node-llama-cpp's getter hands out a copy already.
     const tokens = sequence.contextTokens;
     // A directory nearly full (a container's 64 MiB /dev/shm) would drop the state as soon as it was written.
@@ -83,7 +91,15 @@ export class PromptCache {
       if (kept.model !== model) continue;
       const shared = commonPrefix(kept.tokens, tokens);
       if (shared === tokens.length) return;
-      if (shared === kept.tokens.length) this.drop(kept);
+      if (shared === kept.tokens.length && kept.readers === 0) this.drop(kept);
+    }
+    // Room is made before the file is written (its size guessed from the model's earlier states), so
+    // the directory never holds more than the budget, not even for a moment.
+    const estimate = Math.ceil(tokens.length * (this.perToken.get(model) ?? 0));
+    this.incoming += estimate;
+    if (!this.bound(longer)) {
+      this.incoming -= estimate;
+      return;
     }
     const file = join(this.dir, `${this.seq++}.state`);
     const started = performance.now();
@@ -92,26 +108,48 @@ export class PromptCache {
       this.stats.saved++;
       this.stats.savedBytes += fileSize;
       this.stats.saveMs += performance.now() - started;
-      this.kept.add({ model, tokens, file, bytes: fileSize, lastUsed: performance.now() });
+      this.perToken.set(model, Math.max(this.perToken.get(model) ?? 0, fileSize / tokens.length));
+      this.kept.add({ model, tokens, file, bytes: fileSize, lastUsed: performance.now(), longer, readers: 0 });
       this.bytes += fileSize;
-      this.bound();
     } catch {
       await rm(file, { force: true });
+    } finally {
+      this.incoming -= estimate;
     }
+    this.bound();
   }
 
-  /** Loads a kept state into `sequence` (whose own state is gone after it). */
-  async restore(kept: Kept, sequence: LlamaContextSequence): Promise<void> {
+  /**
+   * Loads a kept state into `sequence` (whose own state is gone after it). A load that fails drops
+   * the state and says so (false): the sequence is empty then, and the prompt is evaluated again.
+   */
+  async restore(kept: Kept, sequence: LlamaContextSequence): Promise<boolean> {
     const started = performance.now();
-    await sequence.loadStateFromFile(kept.file, { acceptRisk: true });
+    kept.lastUsed = started;
+    kept.readers++;
+    try {
+      // Emptied first: a load that fails forgets the sequence's tokens but may leave their cache
+      // behind, and the next evaluation would fail on it.
+      await sequence.eraseContextTokenRanges([{ start: 0, end: sequence.nextTokenIndex }]);
+      await sequence.loadStateFromFile(kept.file, { acceptRisk: true });
+    } catch {
+      this.stats.failed++;
+      kept.readers--;
+      this.drop(kept);
+      return false;
+    }
+    kept.readers--;
     kept.lastUsed = performance.now();
     this.stats.restored++;
     this.stats.restoreMs += performance.now() - started;
+    this.bound();
+    return true;
   }
 
   /** A model unloaded: its states fit no other. */
   forget(model: string): void {
     for (const kept of this.kept) if (kept.model === model) this.drop(kept);
+    this.perToken.delete(model);
   }
 
   dispose(): void {
@@ -120,15 +158,20 @@ export class PromptCache {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  /** Drops the least recently used states until they fit the budget and the directory's free space. */
-  private bound(): void {
+  /**
+   * Drops the least recently used states until they and the saves under way fit the budget and the
+   * directory's free space; those kept longer (see Kept.longer) only once no other is left, and only
+   * for a save that is to be kept longer too (`longer`). Whether they fit now.
+   */
+  private bound(longer = true): boolean {
     const free = freeBytes(this.dir);
     const limit = Math.min(this.options.maxBytes, this.bytes + free - RESERVE_BYTES);
-    const order = [...this.kept].sort((a, b) => a.lastUsed - b.lastUsed);
+    const order = [...this.kept].sort((a, b) => Number(a.longer) - Number(b.longer) || a.lastUsed - b.lastUsed);
     for (const kept of order) {
-      if (this.bytes <= limit) break;
-      this.drop(kept);
+      if (this.bytes + this.incoming <= limit || (kept.longer && !longer)) break;
+      if (kept.readers === 0) this.drop(kept);
     }
+    return this.bytes + this.incoming <= limit;
   }
 
   private drop(kept: Kept): void {

@@ -80,6 +80,12 @@ export interface CanonicalRequest {
   /** The client asked to see reasoning (Anthropic `thinking`); dialects that always show it ignore this. */
   showReasoning?: boolean;
   /**
+   * The client asked for its prompt to stay cached longer (OpenAI `prompt_cache_retention: "24h"`,
+   * Anthropic `cache_control` with `ttl: "1h"`): the worker's prompt cache beyond the slots drops the
+   * state this request leaves after the states of requests that did not ask.
+   */
+  keepPromptLonger?: boolean;
+  /**
    * Names the conversation this request continues (a session header, `prompt_cache_key`,
    * `conversation`, the first response of a `previous_response_id` chain), so the router can send it
    * to the worker that already holds its prompt prefix. At most 512 characters.
@@ -139,6 +145,7 @@ export function decodeCanonicalRequest(value: unknown, at: string): CanonicalReq
   if (typeof request.stream !== 'boolean') fail(`${at}.stream`, 'must be a boolean');
   optionalBoolean(request.includeUsage, `${at}.includeUsage`);
   optionalBoolean(request.showReasoning, `${at}.showReasoning`);
+  optionalBoolean(request.keepPromptLonger, `${at}.keepPromptLonger`);
   maxLength(optionalString(request.affinityKey, `${at}.affinityKey`), 512, `${at}.affinityKey`);
   if (request.templateOptions !== undefined && request.templateOptions !== null) checkTemplateOptions(request.templateOptions, `${at}.templateOptions`);
   if (request.raw !== undefined && request.raw !== null) checkRawPrompt(request.raw, `${at}.raw`);

@@ -1,5 +1,5 @@
 import { templateOptions } from '../template-options.js';
-import { sessionFromAnthropicUserId } from '../affinity.js';
+import { cacheControlKeepsLonger, sessionFromAnthropicUserId } from '../affinity.js';
 import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
 import { rejectMedia } from '../media.js';
 import { ToolCallLedger } from '../tool-results.js';
@@ -99,6 +99,7 @@ export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {
   const format = decodeOutputConfig(body.output_config) ?? decodeJsonFormat(body.output_format, 'output_format');
   if (format) request.responseFormat = format;
   if (session) request.affinityKey = session;
+  if (cacheControlKeepsLonger(body)) request.keepPromptLonger = true;
   // Thinking turned off, and an effort, reach the model's chat template (Qwen3's enable_thinking, gpt-oss's reasoning_effort).
   const effort = isObject(body.output_config) ? optionalString(body.output_config.effort, 'output_config.effort') : undefined;
   const disabled = isObject(body.thinking) && body.thinking.type === 'disabled';

@@ -1,4 +1,4 @@
-import { affinityKey } from '../affinity.js';
+import { affinityKey, keepsPromptLonger } from '../affinity.js';
 import { REASONING_EFFORTS, templateOptions } from '../template-options.js';
 import { rejectMedia } from '../media.js';
 import { ToolCallLedger } from '../tool-results.js';
@@ -60,6 +60,7 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   }
   const cacheKey = optionalString(body.prompt_cache_key, 'prompt_cache_key');
   if (cacheKey) request.affinityKey = affinityKey.promptCacheKey(cacheKey);
+  if (keepsPromptLonger(body.prompt_cache_retention)) request.keepPromptLonger = true;
   // What the model's chat template reads (vLLM's and llama.cpp's servers take chat_template_kwargs too).
   const options = templateOptions(body.chat_template_kwargs, 'chat_template_kwargs', {
     ...(body.reasoning_effort !== undefined && body.reasoning_effort !== null && { reasoning_effort: oneOf(body.reasoning_effort, 'reasoning_effort', REASONING_EFFORTS) }),

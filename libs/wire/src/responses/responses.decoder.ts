@@ -1,4 +1,4 @@
-import { affinityKey } from '../affinity.js';
+import { affinityKey, keepsPromptLonger } from '../affinity.js';
 import { templateOptions } from '../template-options.js';
 import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
 import {
@@ -117,6 +117,7 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   if (maxToolCalls !== undefined || !parallelToolCalls) request.maxToolCalls = Math.min(maxToolCalls ?? Infinity, parallelToolCalls ? Infinity : 1);
   const cacheKey = optionalString(body.prompt_cache_key, 'prompt_cache_key');
   if (cacheKey) request.affinityKey = affinityKey.promptCacheKey(cacheKey);
+  if (keepsPromptLonger(body.prompt_cache_retention)) request.keepPromptLonger = true;
 
   const store = optionalBoolean(body.store, 'store') ?? true;
   // A background response is read back by id: there is nothing to read without storing it (as OpenAI answers).
