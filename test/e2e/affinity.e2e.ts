@@ -87,10 +87,20 @@ describe('affinity e2e', () => {
           history.push({ role: 'assistant', content: reply.choices[0]?.message.content ?? '' });
           said[c]?.push({ prompt: reply.usage?.prompt_tokens ?? 0, cached: reply.usage?.prompt_tokens_details?.cached_tokens ?? 0 });
         } else {
-          const reply = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 16, messages: history });
-          history.push({ role: 'assistant', content: reply.content.map((block) => (block.type === 'text' ? block.text : '')).join('') || '…' });
-          const cached = reply.usage.cache_read_input_tokens ?? 0;
-          said[c]?.push({ prompt: reply.usage.input_tokens + cached, cached });
+          // Streamed: message_start already says what was read from the cache, as the final usage does.
+          const stream = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 16, messages: history, stream: true });
+          let text = '';
+          let atStart: { input: number; cached: number } | null = null;
+          for await (const event of stream) {
+            if (event.type === 'message_start') atStart = { input: event.message.usage.input_tokens, cached: event.message.usage.cache_read_input_tokens ?? 0 };
+            if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
+            if (event.type === 'message_delta') {
+              const cached = event.usage.cache_read_input_tokens ?? 0;
+              assert.deepEqual(atStart, { input: event.usage.input_tokens, cached }, 'message_start and the final usage agree');
+              said[c]?.push({ prompt: (event.usage.input_tokens ?? 0) + cached, cached });
+            }
+          }
+          history.push({ role: 'assistant', content: text || '…' });
         }
       }
     }

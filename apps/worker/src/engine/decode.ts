@@ -152,7 +152,7 @@ export class Decode {
     // A resumed stream's context runs past its prompt: what is reported cached is the prompt's share.
     const cachedPrompt = Math.min(cached, prompt.length);
     const markers = this.model.reasoningMarkers;
-    this.emit({ type: 'start', model: this.model.id, promptTokens: prompt.length, ...(markers && { reasoningMarkers: markers }) });
+    this.emit({ type: 'start', model: this.model.id, promptTokens: prompt.length, ...(cachedPrompt > 0 && { cachedPromptTokens: cachedPrompt }), ...(markers && { reasoningMarkers: markers }) });
     if (this.plan.echo && !resume) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.

@@ -117,6 +117,7 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       string(event.workerId, 'workerId');
       string(event.model, 'model');
       integer(event.promptTokens, 'promptTokens', 0);
+      optionalInteger(event.cachedPromptTokens, 'cachedPromptTokens', 0);
       if (event.reasoningMarkers !== undefined) {
         const markers = event.reasoningMarkers as unknown;
         if (!Array.isArray(markers) || markers.length !== 2 || markers.some((marker) => typeof marker !== 'string' || marker.length > 64)) {

@@ -164,7 +164,8 @@ export interface Timings {
  */
 export type StreamEvent =
   /** `reasoningMarkers`: how the model marks its reasoning, for clients that ask for it inline (x-include-thinking). */
-  | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number; reasoningMarkers?: [string, string] }
+  /** `cachedPromptTokens`: of the prompt, the tokens its sequence held or restored (absent: none, or a worker before it). */
+  | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number; cachedPromptTokens?: number; reasoningMarkers?: [string, string] }
   | { seq: number; type: 'text'; text: string; pieces?: number; tokens?: number[] }
   | { seq: number; type: 'reasoning'; text: string; pieces?: number; tokens?: number[] }
   | { seq: number; type: 'tool_call'; index: number; id: string; name: string; tokens?: number[] }

@@ -23,7 +23,8 @@ const options = { id: 'msg_1', model: 'claude-x', thinking: false };
 function events(...bodies: Array<Record<string, unknown>>): StreamEvent[] {
   return bodies.map((body, seq) => ({ seq, ...body }) as StreamEvent);
 }
-const start = { type: 'start', runId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 10 };
+// 4 of the 10 prompt tokens were cached: message_start says so already, as the final usage does.
+const start = { type: 'start', runId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 10, cachedPromptTokens: 4 };
 const finish = (reason: string) => ({ type: 'finish', reason, usage, timings });
 
 function encodeAll(list: StreamEvent[], thinking = false): AnthropicFrame[] {
@@ -50,7 +51,7 @@ const messageStart = {
       stop_reason: null,
       stop_sequence: null,
       stop_details: null,
-      usage: { input_tokens: 10, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      usage: { input_tokens: 6, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 4 },
     },
   },
 };

@@ -54,7 +54,7 @@ export class MessagesStreamEncoder {
     if (this.ended) return [];
     switch (event.type) {
       case 'start':
-        return this.ensureStarted(event.promptTokens);
+        return this.ensureStarted(event.promptTokens, event.cachedPromptTokens);
       case 'keepalive':
         return [frame({ type: 'ping' })];
       case 'text':
@@ -102,10 +102,11 @@ export class MessagesStreamEncoder {
   }
 
   /** `message_start`, once, before anything else of the message (a worker's `start` normally brings it). */
-  private ensureStarted(promptTokens = 0): AnthropicFrame[] {
+  private ensureStarted(promptTokens = 0, cachedPromptTokens = 0): AnthropicFrame[] {
     if (this.started) return [];
     this.started = true;
-    const usage: AnthropicUsage = { input_tokens: promptTokens, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+    // As in the final usage: `input_tokens` excludes what was read from the prompt cache.
+    const usage: AnthropicUsage = { input_tokens: Math.max(0, promptTokens - cachedPromptTokens), output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: cachedPromptTokens };
     return [frame({ type: 'message_start', message: emptyMessage(this.options, usage) })];
   }
 
