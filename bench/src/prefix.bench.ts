@@ -127,7 +127,7 @@ async function soak(path: string): Promise<void> {
   const peak = { counted: 0, onDisk: 0, rss: 0 };
   const rssBefore = process.memoryUsage.rss();
   const sample = (): void => {
-    peak.counted = Math.max(peak.counted, engine.promptCacheUse()?.bytes ?? 0);
+    peak.counted = Math.max(peak.counted, engine.promptCacheUse()[0]?.bytes ?? 0);
     peak.onDisk = Math.max(peak.onDisk, bytesUnder(cacheDir));
     peak.rss = Math.max(peak.rss, process.memoryUsage.rss());
   };

@@ -144,7 +144,7 @@ describe('console e2e', { skip: CHROMIUM ? false : 'no Chromium binary found (ap
     await page.locator('[data-test=worker-model][data-worker=w1][data-model=cortex-chat][data-state=ready]').waitFor({ timeout: 5_000 });
     await page.locator('[data-test=worker-model][data-worker=w1][data-model=cortex-loop][data-state=ready]').waitFor({ timeout: 5_000 });
     // The worker's prompt cache beyond its slots (worker.prompt_cache_mb, 1024 by default).
-    assert.match((await page.locator('[data-test=worker][data-worker=w1] [data-test=prompt-cache]').textContent()) ?? '', /^prompt cache \d+ MiB of 1\.0 GiB$/);
+    assert.match((await page.locator('[data-test=worker][data-worker=w1] [data-test=prompt-cache]').textContent()) ?? '', /^prompt cache memory \d+ MiB of 1\.0 GiB$/);
     const catalogue = await page.locator('[data-test=catalogue-model]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-model')));
     assert.deepEqual(catalogue.sort(), ['cortex-chat', 'cortex-embed', 'cortex-loop', 'cortex-rank', 'cortex-reasoning', 'cortex-slow', 'cortex-tools']);
     await page.screenshot({ path: join(SHOTS, 'fleet-light.png') });

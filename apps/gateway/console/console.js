@@ -228,7 +228,9 @@ function renderFleet() {
         ),
         el('div', { class: 'mem', title: 'memory by model' }, segments),
         el('div', { class: 'muted small' }, `models ${mib(worker.memory.usedBytes)} · free ${mib(worker.memory.freeBytes)} · ${worker.memory.budgetBytes ? `budget ${mib(worker.memory.budgetBytes)}` : `device ${mib(worker.device.totalBytes)}`}`),
-        worker.memory.promptCacheMaxBytes ? el('div', { class: 'muted small', 'data-test': 'prompt-cache' }, `prompt cache ${mib(worker.memory.promptCacheBytes ?? 0)} of ${mib(worker.memory.promptCacheMaxBytes)}`) : null,
+        worker.memory.promptCache?.length
+          ? el('div', { class: 'muted small', 'data-test': 'prompt-cache' }, `prompt cache ${worker.memory.promptCache.map((t) => `${t.tier} ${mib(t.bytes)} of ${mib(t.maxBytes)}`).join(' · ')}`)
+          : null,
         rows.length
           ? el('table', { class: 'grid' }, el('thead', {}, el('tr', {}, el('th', {}, 'model'), el('th', {}, 'state'), el('th', { class: 'num' }, 'in flight'), el('th', { class: 'num' }, 'queued'), el('th', { class: 'num' }, 'memory'), el('th', {}, ''))), el('tbody', {}, rows))
           : el('p', { class: 'muted small' }, 'no models loaded'),

@@ -55,8 +55,8 @@ export class CortexMetrics {
   private readonly queueDepth = this.gauge('cortex_model_queue_depth', 'Requests waiting for a sequence of the model', ['model', 'worker']);
   private readonly memoryUsed = this.gauge('cortex_device_memory_used_bytes', 'Device memory in use', ['worker', 'device']);
   private readonly memoryFree = this.gauge('cortex_device_memory_free_bytes', 'Device memory free', ['worker', 'device']);
-  private readonly promptCacheBytes = this.gauge('cortex_prompt_cache_bytes', "Bytes the worker's prompt cache beyond its slots holds", ['worker']);
-  private readonly promptCacheMaxBytes = this.gauge('cortex_prompt_cache_max_bytes', "Bytes the worker's prompt cache may hold (worker.prompt_cache_mb)", ['worker']);
+  private readonly promptCacheBytes = this.gauge('cortex_prompt_cache_bytes', "Bytes the worker's prompt cache beyond its slots holds, by tier (memory, disk)", ['worker', 'tier']);
+  private readonly promptCacheMaxBytes = this.gauge('cortex_prompt_cache_max_bytes', "Bytes the worker's prompt cache may hold, by tier (worker.prompt_cache_mb, worker.prompt_cache_disk_mb)", ['worker', 'tier']);
   private readonly loadTime = this.histogram('cortex_model_load_seconds', 'Time to load a model on a worker', ['model', 'worker'], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]);
   private readonly evictions = this.counter('cortex_evictions_total', 'Models unloaded from a worker, by reason', ['model', 'worker', 'reason']);
   private readonly loadFailures = this.counter('cortex_model_load_failures_total', 'Model loads that failed', ['model', 'worker']);
@@ -167,9 +167,9 @@ export class CortexMetrics {
     const device = beat.device.name;
     this.memoryUsed.set({ worker, device }, Math.max(0, beat.device.totalBytes - beat.device.freeBytes));
     this.memoryFree.set({ worker, device }, beat.device.freeBytes);
-    if (beat.memory.promptCacheBytes !== undefined) {
-      this.promptCacheBytes.set({ worker }, beat.memory.promptCacheBytes);
-      this.promptCacheMaxBytes.set({ worker }, beat.memory.promptCacheMaxBytes ?? 0);
+    for (const { tier, bytes, maxBytes } of beat.memory.promptCache ?? []) {
+      this.promptCacheBytes.set({ worker, tier }, bytes);
+      this.promptCacheMaxBytes.set({ worker, tier }, maxBytes);
     }
     this.workerUp.set({ worker }, beat.draining ? 0 : 1);
     this.beats.set(worker, { at: Date.now(), intervalMs: beat.intervalMs, models: present, device });
@@ -194,8 +194,10 @@ export class CortexMetrics {
       for (const model of beat.models) this.dropModel(model, worker);
       this.memoryUsed.remove({ worker, device: beat.device });
       this.memoryFree.remove({ worker, device: beat.device });
-      this.promptCacheBytes.remove({ worker });
-      this.promptCacheMaxBytes.remove({ worker });
+      for (const tier of ['memory', 'disk']) {
+        this.promptCacheBytes.remove({ worker, tier });
+        this.promptCacheMaxBytes.remove({ worker, tier });
+      }
       beat.models = [];
     }
     for (const bus of this.buses.values()) {

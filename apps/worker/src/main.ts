@@ -1,3 +1,4 @@
+import { tmpdir } from 'node:os';
 import { startBusApp, type ServiceStart } from '@cortex/bus';
 import { defaultPromptCacheDir, LlamaEngine, SyntheticEngine, type Engine } from './engine/index.js';
 import { WorkerModule } from './worker.module.js';
@@ -17,7 +18,11 @@ export const start: ServiceStart = async (context) => {
           gpu: config.worker.gpu,
           threads: config.worker.threads,
           nativeGcBytes: config.worker.nativeGcMb * 2 ** 20,
-          promptCache: { dir: config.worker.promptCacheDir ?? defaultPromptCacheDir(), maxBytes: config.worker.promptCacheMb * 2 ** 20 },
+          promptCache: {
+            dir: config.worker.promptCacheDir ?? defaultPromptCacheDir(),
+            maxBytes: config.worker.promptCacheMb * 2 ** 20,
+            disk: { dir: config.worker.promptCacheDiskDir ?? tmpdir(), maxBytes: config.worker.promptCacheDiskMb * 2 ** 20 },
+          },
           log: (line) => logger.log(line, 'engine'),
         });
   const workerId = defaultWorkerId(config, engine.backend);

@@ -209,9 +209,8 @@ export class ModelRegistry implements HeartbeatSource {
   memory(device: { freeBytes: number }, except?: string): MemoryInfo {
     const used = [...this.models.values()].filter((m) => m.id !== except).reduce((sum, m) => sum + m.bytes, 0);
     const budget = this.deps.config.worker.memoryBudget;
-    const cache = this.deps.engine.promptCacheUse?.();
-    const promptCache = cache ? { promptCacheBytes: cache.bytes, promptCacheMaxBytes: cache.maxBytes } : {};
-    return { budgetBytes: budget, usedBytes: used, freeBytes: Math.max(0, budget > 0 ? Math.min(device.freeBytes, budget - used) : device.freeBytes), ...promptCache };
+    const promptCache = this.deps.engine.promptCacheUse?.() ?? [];
+    return { budgetBytes: budget, usedBytes: used, freeBytes: Math.max(0, budget > 0 ? Math.min(device.freeBytes, budget - used) : device.freeBytes), ...(promptCache.length > 0 && { promptCache }) };
   }
 
   device(): Promise<Device> {

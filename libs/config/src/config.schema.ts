@@ -354,8 +354,16 @@ export class WorkerConfig {
    * again (least recently used out first). 0: none.
    */
   @IsInt() @Min(0) promptCacheMb = 1024;
-  /** Where the kept prompts go: `/dev/shm` (memory) where there is one, else the system's temp directory. A disk path makes a disk tier. */
+  /** Where the kept prompts go: `/dev/shm` (memory) where there is one, else the system's temp directory. */
   @IsOptional() @IsString() promptCacheDir?: string;
+  /**
+   * MiB of a disk tier for the prompt cache: states pushed out of the memory tier move there instead of
+   * being dropped, and are restored from there (slower than memory, far faster than evaluating a long
+   * prompt again). 0: none.
+   */
+  @IsInt() @Min(0) promptCacheDiskMb = 0;
+  /** Where the disk tier goes (the system's temp directory by default; point it at a local disk, not a tmpfs). */
+  @IsOptional() @IsString() promptCacheDiskDir?: string;
   /**
    * MiB of native memory finished generations may leave (node-llama-cpp keeps a vocabulary-sized
    * array per generation until V8 collects a small object) before the worker asks V8 for a major

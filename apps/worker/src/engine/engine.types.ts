@@ -1,4 +1,4 @@
-import type { CanonicalRequest, ModelCapabilities, ModelFacts, ModelKind, RequestPriority, Resume, RetrievalInput, StreamEventBody } from '@cortex/contracts';
+import type { CanonicalRequest, ModelCapabilities, ModelFacts, ModelKind, PromptCacheTier, RequestPriority, Resume, RetrievalInput, StreamEventBody } from '@cortex/contracts';
 import type { QueueOrder } from './slot-pool.js';
 import type { ResolveOptions } from './resolve-source.js';
 
@@ -23,8 +23,8 @@ export interface Engine {
    */
   restart(): Promise<void>;
   dispose(): Promise<void>;
-  /** What the prompt cache beyond the slots holds now and may hold, in bytes; absent or null without one. */
-  promptCacheUse?(): { bytes: number; maxBytes: number } | null;
+  /** What the prompt cache beyond the slots holds now and may hold, in bytes, per tier; absent or empty without one. */
+  promptCacheUse?(): PromptCacheTier[];
 }
 
 export interface ModelSpec {

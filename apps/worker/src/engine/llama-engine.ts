@@ -15,7 +15,7 @@ import {
 } from 'node-llama-cpp';
 import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import type { ModelFacts } from '@cortex/contracts';
+import type { ModelFacts, PromptCacheTier } from '@cortex/contracts';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
 import { RetrievalEngineModel } from './embed.js';
 import { LlamaEngineModel, type ModelDialect } from './llama-model.js';
@@ -288,8 +288,8 @@ export class LlamaEngine implements Engine {
     return wrapper;
   }
 
-  promptCacheUse(): { bytes: number; maxBytes: number } | null {
-    return this.promptCache ? { bytes: this.promptCache.size, maxBytes: this.promptCache.maxBytes } : null;
+  promptCacheUse(): PromptCacheTier[] {
+    return this.promptCache?.use() ?? [];
   }
 
   /** What the prompt cache saved and restored so far, and what that took; null without one. */

@@ -35,10 +35,11 @@ describe('prompt cache', () => {
     return finish.usage;
   }
 
-  async function withEngine(maxBytes: number, work: (model: EngineModel, engine: LlamaEngine, cacheDir: string) => Promise<void>, before?: (cacheDir: string) => Promise<void>): Promise<void> {
+  async function withEngine(maxBytes: number, work: (model: EngineModel, engine: LlamaEngine, cacheDir: string) => Promise<void>, before?: (cacheDir: string) => Promise<void>, diskBytes = 0): Promise<void> {
     const cacheDir = await mkdtemp(join(dir, 'cache-'));
     await before?.(cacheDir);
-    const engine = await LlamaEngine.create({ gpu: 'cpu', threads: 1, promptCache: { dir: cacheDir, maxBytes }, log: () => undefined });
+    const disk = { dir: join(cacheDir, 'disk'), maxBytes: diskBytes };
+    const engine = await LlamaEngine.create({ gpu: 'cpu', threads: 1, promptCache: { dir: cacheDir, maxBytes, disk }, log: () => undefined });
     const model = await engine.load({ id: 'cortex-chat', path: paths['cortex-chat'] as string, contextSize: 2048, slots: 1, maxQueue: 4 });
     try {
       await work(model, engine, cacheDir);
@@ -57,8 +58,8 @@ describe('prompt cache', () => {
       assert.ok(back.cachedPromptTokens >= first.promptTokens - 1, `cached ${back.cachedPromptTokens} of the ${first.promptTokens} already sent`);
       assert.equal(back.restoredPromptTokens, back.cachedPromptTokens, 'all of it restored from the prompt cache');
       assert.equal(first.restoredPromptTokens, undefined, 'a first turn restores nothing');
-      const use = engine.promptCacheUse();
-      assert.ok(use && use.bytes > 0 && use.maxBytes === 64 * 2 ** 20, JSON.stringify(use));
+      const [memory, ...others] = engine.promptCacheUse();
+      assert.ok(memory && memory.tier === 'memory' && memory.bytes > 0 && memory.maxBytes === 64 * 2 ** 20 && others.length === 0, JSON.stringify(engine.promptCacheUse()));
       const stats = engine.promptCacheStats;
       assert.ok(stats && stats.saved >= 1 && stats.restored === 1, JSON.stringify(stats));
     });
@@ -86,7 +87,7 @@ describe('prompt cache', () => {
     await withEngine(64 * 2 ** 20, async (model, engine) => {
       await turn(model, [opening(7)]);
       await turn(model, [opening(8)]);
-      size = engine.promptCacheUse()?.bytes ?? 0;
+      size = engine.promptCacheUse()[0]?.bytes ?? 0;
     });
     assert.ok(size > 0, 'a state was kept');
     const followUp = (a: CanonicalMessage[]): CanonicalMessage[] => [...a, { role: 'assistant', content: 'the end' }, { role: 'user', content: 'and then' }];
@@ -102,6 +103,36 @@ describe('prompt cache', () => {
         else assert.equal(back.restoredPromptTokens, undefined, `the least recently used went first: ${JSON.stringify(back)}`);
       });
     }
+  });
+
+  it('prompt cache - with a disk tier, what the memory tier cannot hold moves to disk and is restored from there', async () => {
+    let size = 0;
+    await withEngine(64 * 2 ** 20, async (model, engine) => {
+      await turn(model, [opening(10)]);
+      await turn(model, [opening(11)]);
+      size = engine.promptCacheUse()[0]?.bytes ?? 0;
+    });
+    // Memory for one state and a half, disk for many: the third save moves the oldest to disk.
+    await withEngine(
+      Math.floor(size * 1.5),
+      async (model, engine, cacheDir) => {
+        const a = [opening(10)];
+        const first = await turn(model, a);
+        await turn(model, [opening(11)]);
+        await turn(model, [opening(12)]);
+        const [memory, disk] = engine.promptCacheUse();
+        assert.ok(memory && disk && memory.bytes <= memory.maxBytes && disk.bytes > 0 && disk.tier === 'disk', JSON.stringify(engine.promptCacheUse()));
+        const [store] = (await readdir(join(cacheDir, 'disk'))).filter((name) => name.startsWith('cortex-prompt-cache-'));
+        assert.equal((await readdir(join(cacheDir, 'disk', store as string))).length, 1, 'one state on disk');
+        const back = await turn(model, [...a, { role: 'assistant', content: 'the end' }, { role: 'user', content: 'and then' }]);
+        assert.ok((back.restoredPromptTokens ?? 0) >= first.promptTokens - 1, `restored from disk: ${JSON.stringify(back)}`);
+        const stats = engine.promptCacheStats;
+        // Moved: the first conversation's state for the third's, the second's for the third's (saved as the first came back).
+        assert.ok(stats && stats.moved === 2 && stats.restoredFromDisk === 1 && stats.dropped === 0 && stats.failed === 0, JSON.stringify(stats));
+      },
+      undefined,
+      64 * 2 ** 20,
+    );
   });
 
   it('prompt cache - without it (or with no room) the conversation that comes back is evaluated again', async () => {

@@ -51,6 +51,13 @@ export class DeviceInfo {
   @IsNumber() freeBytes!: number;
 }
 
+/** One tier of a worker's prompt cache: memory (`worker.prompt_cache_mb`) or disk (`worker.prompt_cache_disk_mb`). */
+export class PromptCacheTier {
+  @IsIn(['memory', 'disk']) tier!: 'memory' | 'disk';
+  @IsNumber() bytes!: number;
+  @IsNumber() maxBytes!: number;
+}
+
 /** What a worker may still use for models: the device's free memory, capped by its budget. */
 export class MemoryInfo {
   /** 0 when no budget is set. */
@@ -58,9 +65,8 @@ export class MemoryInfo {
   /** Estimated memory of the models it holds (loading included). */
   @IsNumber() usedBytes!: number;
   @IsNumber() freeBytes!: number;
-  /** Bytes the prompt cache beyond the slots holds now, and may hold (`worker.prompt_cache_mb`); absent without one. */
-  @IsOptional() @IsNumber() promptCacheBytes?: number;
-  @IsOptional() @IsNumber() promptCacheMaxBytes?: number;
+  /** What the prompt cache beyond the slots holds now and may hold, per tier; absent without one. */
+  @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => PromptCacheTier) promptCache?: PromptCacheTier[];
 }
 
 /**
