@@ -6,7 +6,7 @@ import { GrammarCache } from './grammars.js';
 import { inlineReasoningMarkers, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { OutputCheck } from './output-check.js';
-import { hasLongRun, PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast } from './prompt-bound.js';
+import { hasLongRun, PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast, promptTokensAtLeastAsync } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
 import { chargedTokens, ticketOf } from './fair-queue.js';
@@ -136,12 +136,23 @@ export class LlamaEngineModel implements EngineModel {
    * its whole tokenizing costs.
    */
   private tokensIfOverContext(request: CanonicalRequest): number | null {
+    if (!this.countFirst(request)) return null;
+    const atLeast = promptTokensAtLeast(this.model, request, this.context.contextSize);
+    return atLeast >= this.context.contextSize ? atLeast : null;
+  }
+
+  /** As tokensIfOverContext, counting with turns of the event loop between chunks (a generation's path). */
+  private async tokensIfOverContextAsync(request: CanonicalRequest): Promise<number | null> {
+    if (!this.countFirst(request)) return null;
+    const atLeast = await promptTokensAtLeastAsync(this.model, request, this.context.contextSize);
+    return atLeast >= this.context.contextSize ? atLeast : null;
+  }
+
+  private countFirst(request: CanonicalRequest): boolean {
     const contextSize = this.context.contextSize;
     const bytes = promptBytes(request);
-    if (bytes <= contextSize) return null;
-    if (bytes <= contextSize * PLAUSIBLE_BYTES_PER_TOKEN && !hasLongRun(request)) return null;
-    const atLeast = promptTokensAtLeast(this.model, request, contextSize);
-    return atLeast >= contextSize ? atLeast : null;
+    if (bytes <= contextSize) return false;
+    return bytes > contextSize * PLAUSIBLE_BYTES_PER_TOKEN || hasLongRun(request);
   }
 
   private render(request: CanonicalRequest): { prompt: Token[]; stops: string[]; startInReasoning: boolean } {
@@ -165,7 +176,7 @@ export class LlamaEngineModel implements EngineModel {
     const check = new OutputCheck(request, job.emit, job.warn);
     const emit = check.active ? check.emit : job.emit;
     const contextSize = this.context.contextSize;
-    const atLeast = this.tokensIfOverContext(request);
+    const atLeast = await this.tokensIfOverContextAsync(request);
     const rendered = atLeast === null ? this.render(request) : null;
     const length = atLeast ?? rendered?.prompt.length ?? 0;
     if (!rendered || length >= contextSize) {

@@ -4,9 +4,15 @@ import type { CanonicalRequest } from '@cortex/contracts';
 /**
  * Characters tokenized at a time. llama.cpp's SentencePiece tokenizer slows down with the square of a
  * run's length: 1.5 M repeated characters took 6.6 minutes on one call (100 k: 0.75 s), all of it on
- * the worker's event loop, so no heartbeat, cancel or other stream moves meanwhile.
+ * the worker's event loop, so no heartbeat, cancel or other stream moves meanwhile. On the fixture's
+ * tokenizer 4,096 repeated characters take 2.5 ms, 1,024 about a sixteenth of that: smaller chunks
+ * cost less in all and hold the event loop for less at a time.
  */
-const CHUNK_CHARS = 4_096;
+const CHUNK_CHARS = 256;
+/** A run without white space longer than this is counted in chunks first, whatever the prompt's size (see hasLongRun). */
+const LONG_RUN_CHARS = 4_096;
+/** Chunks counted between two turns of the event loop in the asynchronous count: about a millisecond of work at most. */
+const CHUNKS_PER_TURN = 4;
 /**
  * Above this many bytes of text per token of context a prompt is counted in chunks first; under it,
  * it is tokenized once, whole, and its exact length checked. Real vocabularies average 3-5 bytes per
@@ -27,32 +33,54 @@ export function promptTokensAtLeast(model: LlamaModel, request: CanonicalRequest
   return textsTokensAtLeast(model, promptTexts(request), limit);
 }
 
-/** As promptTokensAtLeast, for any texts (an input to embed, a query and a document to rank). */
-export function textsTokensAtLeast(model: LlamaModel, texts: Iterable<string>, limit: number): number {
+/**
+ * As promptTokensAtLeast, letting the event loop turn every few chunks: ten such prompts at once
+ * (a client's attack) then take turns with the worker's other requests, heartbeats and streams
+ * instead of holding them for the whole count (an honest chat's median rose 15× meanwhile).
+ */
+export async function promptTokensAtLeastAsync(model: LlamaModel, request: CanonicalRequest, limit: number): Promise<number> {
   let count = 0;
-  for (const text of texts) {
-    for (let at = 0; at < text.length; at += CHUNK_CHARS) {
-      count += Math.max(0, model.tokenize(text.slice(at, at + CHUNK_CHARS)).length - BOUNDARY_SLACK);
-      if (count >= limit) return count;
-    }
+  let chunks = 0;
+  for (count of countChunks(model, promptTexts(request), limit)) {
+    if (++chunks % CHUNKS_PER_TURN === 0) await new Promise((turn) => setImmediate(turn));
   }
   return count;
 }
 
+/** As promptTokensAtLeast, for any texts (an input to embed, a query and a document to rank). */
+export function textsTokensAtLeast(model: LlamaModel, texts: Iterable<string>, limit: number): number {
+  let count = 0;
+  for (count of countChunks(model, texts, limit));
+  return count;
+}
+
+/** The running count after each chunk, until it reaches `limit` or the texts end. */
+function* countChunks(model: LlamaModel, texts: Iterable<string>, limit: number): Generator<number> {
+  let count = 0;
+  yield count;
+  for (const text of texts) {
+    for (let at = 0; at < text.length; at += CHUNK_CHARS) {
+      count += Math.max(0, model.tokenize(text.slice(at, at + CHUNK_CHARS)).length - BOUNDARY_SLACK);
+      yield count;
+      if (count >= limit) return;
+    }
+  }
+}
+
 /**
- * Whether any text of the prompt has a run of more than CHUNK_CHARS characters without white space:
+ * Whether any text of the prompt has a run of more than LONG_RUN_CHARS characters without white space:
  * the one shape whose whole tokenizing is quadratic (131 KB of one character took 0.4 s on the
  * fixture's tokenizer, against 24 ms for 128 KB of words), so it is counted in chunks first whatever
  * its size. One pass over the characters.
  */
 export function hasLongRun(request: CanonicalRequest): boolean {
   for (const text of promptTexts(request)) {
-    if (text.length <= CHUNK_CHARS) continue;
+    if (text.length <= LONG_RUN_CHARS) continue;
     let run = 0;
     for (let i = 0; i < text.length; i++) {
       const c = text.charCodeAt(i);
       run = c === 0x20 || c === 0x0a || c === 0x09 || c === 0x0d ? 0 : run + 1;
-      if (run > CHUNK_CHARS) return true;
+      if (run > LONG_RUN_CHARS) return true;
     }
   }
   return false;
