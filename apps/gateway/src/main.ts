@@ -12,9 +12,12 @@ import { installBodyDepth } from './http/body-depth.js';
 import { drainBudget, installOversizeDrain } from './http/oversize-drain.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
 import { installConnectionCaps } from './http/connection-caps.js';
+import { RefusalCounter } from './http/refusals.js';
+import { installUploadSlots } from './http/upload-slots.js';
 
 export const start: ServiceStart = async (context) => {
   const { config } = context;
+  let refusals: RefusalCounter | null = null;
   const running = await startHttpApp(GatewayModule.register(config, context.nc), {
     service: 'gateway',
     context,
@@ -23,19 +26,29 @@ export const start: ServiceStart = async (context) => {
     bodyLimit: config.gateway.bodyLimitBytes,
     requestTimeoutMs: config.gateway.requestTimeoutMs,
     trustProxy: config.gateway.trustProxy,
+    refusals: () => refusals?.snapshot() ?? {},
     configure: (app) => {
+      const counter = app.get(RefusalCounter);
+      refusals = counter;
       app.useGlobalFilters(new ApiExceptionFilter());
       const fastify = app.getHttpAdapter().getInstance();
       installArrival(fastify);
       installAccess(fastify, config, context.logger, app.get(KeyDirectory));
-      installBodyDepth(fastify);
+      installUploadSlots(fastify, { count: config.gateway.maxUploadsPerKey, bytes: config.gateway.maxUploadBytesPerKey, bodyLimit: config.gateway.bodyLimitBytes }, counter);
+      installBodyDepth(fastify, counter);
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);
       installPriority(fastify, config, app.get(PriorityBook));
       installRateLimits(fastify, app.get(KeyAdmission));
       app.get(ResponsesSocket).install(fastify);
       let warned = 0;
-      installConnectionCaps(app.getHttpServer(), { total: config.gateway.maxConnections, perAddress: config.gateway.maxConnectionsPerAddress, exempt: config.gateway.trustProxy }, (address) => {
+      const server = app.getHttpServer();
+      // A body not sent whole within gateway.request_timeout_ms: Node answers 408 (Fastify's handler writes it).
+      server.on('clientError', (error: NodeJS.ErrnoException) => {
+        if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') counter.count('request_timeout');
+      });
+      installConnectionCaps(server, { total: config.gateway.maxConnections, perAddress: config.gateway.maxConnectionsPerAddress, exempt: config.gateway.trustProxy }, (address) => {
+        counter.count('too_many_connections');
         // Once a minute at most: an address that keeps trying must not flood the log.
         if (Date.now() - warned < 60_000) return;
         warned = Date.now();

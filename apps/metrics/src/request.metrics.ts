@@ -22,6 +22,7 @@ export class CortexMetrics {
   private readonly cancelled = this.counter('cortex_requests_cancelled_total', 'Requests cancelled because the client went away', ['model', 'api']);
   private readonly coldStarts = this.counter('cortex_cold_starts_total', 'Requests that waited for their model to load', ['model']);
   private readonly migrations = this.counter('cortex_stream_migrations_total', 'Times a stream moved to another worker after its worker was lost mid-stream', ['model', 'api']);
+  private readonly refusals = this.counter('cortex_gateway_refusals_total', 'Clients a gateway turned away before any request of theirs ran, by reason: too_many_connections, too_many_websockets, too_many_uploads, upload_bytes, request_timeout, body_too_deep, ws_message_timeout, ws_rate (a WebSocket paused for sending too fast)', ['reason']);
   private readonly rejections = this.counter('cortex_rejections_total', 'Requests turned away for lack of capacity', ['reason']);
   private readonly duration = this.histogram('cortex_request_duration_seconds', 'Gateway wall time from request arrival to the last byte', ['model', 'api']);
   private readonly ttft = this.histogram('cortex_time_to_first_token_seconds', 'Worker time from generate arriving to the first token', ['model', 'worker']);
@@ -78,7 +79,7 @@ export class CortexMetrics {
   private readonly busReconnects = this.counter('cortex_bus_reconnects_total', 'NATS reconnects of the service', ['service', 'instance']);
 
   private readonly beats = new Map<string, { at: number; intervalMs: number; models: string[]; device: string }>();
-  private readonly buses = new Map<string, { at: number; intervalMs: number; reconnects: number; service: string; instance: string }>();
+  private readonly buses = new Map<string, { at: number; intervalMs: number; reconnects: number; refusals?: Record<string, number>; service: string; instance: string }>();
 
   recordRequest(event: RequestFinishedEvent): void {
     const { model, dialect: api } = event;
@@ -178,12 +179,18 @@ export class CortexMetrics {
   recordBus(event: BusStatusEvent): void {
     const key = `${event.service}/${event.instance}`;
     const previous = this.buses.get(key);
+    // Cumulative per process: what grew since its last status is counted (a restarted gateway starts again from 0).
+    for (const [reason, count] of Object.entries(event.refusals ?? {})) {
+      const before = previous?.refusals?.[reason] ?? 0;
+      const grown = count >= before ? count - before : count;
+      this.refusals.inc({ reason }, grown);
+    }
     const labels = { service: event.service, instance: event.instance };
     this.busConnected.set(labels, event.connected ? 1 : 0);
     const delta = event.reconnects - (previous?.reconnects ?? 0);
     if (delta > 0) this.busReconnects.inc(labels, delta);
     else if (!previous) this.busReconnects.inc(labels, 0);
-    this.buses.set(key, { at: Date.now(), intervalMs: event.intervalMs, reconnects: event.reconnects, ...labels });
+    this.buses.set(key, { at: Date.now(), intervalMs: event.intervalMs, reconnects: event.reconnects, ...(event.refusals && { refusals: event.refusals }), ...labels });
   }
 
   /** Gauges of a worker or service that went silent go to 0 or away instead of freezing at their last value. */

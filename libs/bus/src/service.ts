@@ -38,6 +38,8 @@ interface BusAppOptions {
   workerId?: string;
   /** Readiness beyond the bus connection, reported by `cortex status` (e.g. a worker's loaded models). */
   detail?: (app: INestApplicationContext) => { ready: boolean; detail?: string };
+  /** What the service turned clients away for so far, by reason (cumulative), sent with its bus status (a gateway's). */
+  refusals?: () => Record<string, number>;
 }
 
 /** A Nest app with no HTTP: bus handlers only. */
@@ -97,7 +99,16 @@ export async function startHttpApp(
     module as never,
     // requestTimeout: the time a client has to send a whole request, headers and body (408 past it; 0: none).
     // trustProxy: the proxies whose X-Forwarded-* headers request.protocol, .host and .ip take.
-    new FastifyAdapter({ bodyLimit: options.bodyLimit, requestTimeout: options.requestTimeoutMs ?? 0, return503OnClosing: true, ...(options.trustProxy?.length && { trustProxy: options.trustProxy }) }),
+    // Node enforces requestTimeout only when the server is created with it (Fastify sets it afterwards,
+    // which left a stalled body open for good), and looks for requests past it every
+    // connectionsCheckingInterval (30 s by default): a quarter of the timeout, at least 250 ms, at most 5 s.
+    new FastifyAdapter({
+      bodyLimit: options.bodyLimit,
+      requestTimeout: options.requestTimeoutMs ?? 0,
+      http: { requestTimeout: options.requestTimeoutMs ?? 0, connectionsCheckingInterval: Math.min(5_000, Math.max(250, Math.floor((options.requestTimeoutMs || 20_000) / 4))) },
+      return503OnClosing: true,
+      ...(options.trustProxy?.length && { trustProxy: options.trustProxy }),
+    }),
     { logger: options.context.logger },
   );
   // Global filters must be in place before the microservice is connected to be inherited by it; an
@@ -135,7 +146,8 @@ function withStatus(app: INestApplicationContext, options: BusAppOptions): Runni
   const publishBus = (): void => {
     const nc = options.context.nc;
     if (nc.isClosed() || nc.isDraining()) return;
-    const event: BusStatusEvent = { service: options.service, instance: id, connected: isBusConnected(nc), reconnects: busReconnects(nc), intervalMs: BUS_STATUS_MS };
+    const refusals = options.refusals?.();
+    const event: BusStatusEvent = { service: options.service, instance: id, connected: isBusConnected(nc), reconnects: busReconnects(nc), intervalMs: BUS_STATUS_MS, ...(refusals && { refusals }) };
     nc.publish(Subjects.serviceBus, encodeJson(event));
   };
   const timer = setInterval(publishBus, BUS_STATUS_MS);

@@ -33,6 +33,25 @@ export class GatewayConfig {
    * The proxies in `trust_proxy` are not capped (every client behind them shares their address). 0: no cap.
    */
   @IsInt() @Min(0) maxConnectionsPerAddress = 256;
+  /**
+   * Request bodies one client (a key, or an address without one) may be sending at once, counted from
+   * their first byte; past it a new one is answered 429 before its body is read. 0: no cap.
+   */
+  @IsInt() @Min(0) maxUploadsPerKey = 32;
+  /**
+   * Responses WebSockets one client (a key, or an address without one) may hold open on this gateway;
+   * past it an upgrade is answered 429. Each may hold one message of up to `body_limit_bytes` while it
+   * arrives. 0: no cap.
+   */
+  @IsInt() @Min(0) maxWebsocketsPerKey = 16;
+  /** The bytes those bodies may declare together (a chunked one counts as `body_limit_bytes`); the first is always let in. 0: no cap. */
+  @IsInt() @Min(0) maxUploadBytesPerKey = 64 * 1024 * 1024;
+  /**
+   * Bytes a second one WebSocket may send (its messages, averaged; a burst of twice
+   * `body_limit_bytes` first): past it the gateway stops reading the socket until the average is back
+   * under, so one flooding socket cannot take the CPU honest clients need. 0: no cap.
+   */
+  @IsInt() @Min(0) wsBytesPerSecond = 8 * 1024 * 1024;
   /** How long a request may wait for translation, placement and a cold load before 504. */
   @IsInt() @Min(100) placementTimeoutMs = 120_000;
   /** A stream that sees no event (tokens or keep-alive) for this long is failed as `worker_lost`. */

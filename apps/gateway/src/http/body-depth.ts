@@ -2,6 +2,7 @@ import { Transform } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { CortexError } from '@cortex/contracts';
 import { sendError } from './error-response.js';
+import type { RefusalCounter } from './refusals.js';
 import { requestIdOf } from './request-id.js';
 
 /**
@@ -101,13 +102,16 @@ export function tooDeepText(what: string, field = ''): CortexError {
  * handler runs: a JSON body past MAX_TEXT_DEPTH while it arrives (before it is parsed), the parsed
  * body past MAX_BODY_DEPTH naming its field.
  */
-export function installBodyDepth(fastify: FastifyInstance): void {
+export function installBodyDepth(fastify: FastifyInstance, refusals: RefusalCounter): void {
   fastify.addHook('preParsing', (request, _reply, payload, done) => {
     if (!String(request.headers['content-type'] ?? '').includes('json')) return done(null, payload);
     const scan = new DepthScan();
     const guarded = new Transform({
       transform(chunk: Buffer, _encoding, next) {
-        if (scan.push(chunk)) next(tooDeepText('the request body', scan.field));
+        if (scan.push(chunk)) {
+          refusals.count('body_too_deep');
+          next(tooDeepText('the request body', scan.field));
+        }
         else next(null, chunk);
       },
     });
@@ -117,6 +121,7 @@ export function installBodyDepth(fastify: FastifyInstance): void {
   fastify.addHook('preValidation', (request, reply, done) => {
     const field = tooDeep(request.body);
     if (field === null) return done();
+    refusals.count('body_too_deep');
     const where = field ? `field \`${field}\`` : 'the request body';
     sendError(reply, request.url, new CortexError('invalid_request', `${where} nests deeper than ${MAX_BODY_DEPTH} levels`, { param: field || undefined }), requestIdOf(request));
   });

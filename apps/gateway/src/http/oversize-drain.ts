@@ -12,17 +12,19 @@ export function drainBudget(bodyLimitBytes: number): DrainBudget {
 }
 
 /**
- * A body over `body_limit_bytes` is refused with a 413 from its Content-Length, before it has arrived.
- * Fastify then closes the connection at once; a client that writes the whole body before it reads
- * (Node's fetch, most SDKs) keeps writing into a closed socket, the kernel answers with a reset, and the
- * reset throws away the 413 still unread in the client's buffer: it sees EPIPE or ECONNRESET instead.
+ * A body refused before it has arrived whole: over `body_limit_bytes` (a 413 from its Content-Length),
+ * nested too deep (a 400 from the scan while it arrives), past its key's upload caps (a 429 before it
+ * is read). The connection would then close at once; a client that writes the whole body before it
+ * reads (Node's fetch, most SDKs) keeps writing into a closed socket, the kernel answers with a reset,
+ * and the reset throws away the refusal still unread in the client's buffer: it sees EPIPE or
+ * ECONNRESET instead (a 7.6 MiB body refused for its depth did).
  * So the connection stays open and the rest of the upload is read and discarded (Node's own keep-alive
  * path does that), within a budget; past it the socket is destroyed.
  */
 export function installOversizeDrain(fastify: FastifyInstance, budget: DrainBudget): void {
   fastify.addHook('onSend', (request, reply, payload, done) => {
     const raw = request.raw;
-    if (reply.statusCode !== 413 || raw.complete) return done(null, payload);
+    if (reply.statusCode < 400 || reply.statusCode >= 500 || raw.complete) return done(null, payload);
     reply.removeHeader('connection');
     // After Node's own 'finish' handler, which starts discarding the request. Discarded bytes are no
     // longer 'data' events (and the parser reads the socket directly), so the socket's count is watched.

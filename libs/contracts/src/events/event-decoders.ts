@@ -93,7 +93,21 @@ export function decodeBusStatus(value: unknown): BusStatusEvent {
     connected: boolean(event.connected, 'connected'),
     reconnects: integer(event.reconnects, 'reconnects', 0),
     intervalMs: number(event.intervalMs, 'intervalMs', 1),
+    ...defined({ refusals: refusalCounts(event.refusals) }),
   };
+}
+
+/** Counts by reason: at most 32 reasons of at most 64 characters each, each a count. */
+function refusalCounts(value: unknown): Record<string, number> | undefined {
+  if (value === undefined || value === null) return undefined;
+  const counts = object(value, 'refusals');
+  const entries = Object.entries(counts);
+  if (entries.length > 32) fail('refusals', `has ${entries.length} reasons; at most 32`);
+  for (const [reason, count] of entries) {
+    if (!/^[a-z_]{1,64}$/.test(reason)) fail(`refusals.${reason.slice(0, 64)}`, 'must be a reason of lowercase letters and underscores');
+    integer(count, `refusals.${reason}`, 0);
+  }
+  return counts as Record<string, number>;
 }
 
 const STREAM_EVENT_TYPES = ['start', 'text', 'reasoning', 'tool_call', 'tool_args', 'keepalive', 'finish', 'error'] as const;

@@ -61,4 +61,6 @@ export interface BusStatusEvent {
   connected: boolean;
   reconnects: number;
   intervalMs: number;
+  /** What a gateway turned clients away for since it started, by reason (cumulative; see the gateway's RefusalCounter). */
+  refusals?: Record<string, number>;
 }

@@ -18,17 +18,21 @@ import { responsesStateOf } from '../responses.state.js';
 import { SocketSink } from './socket.sink.js';
 import type { TurnAdmission } from './turn-admission.js';
 import { RequestMeter } from '../../usage/request-meter.js';
+import type { RefusalCounter } from '../../http/refusals.js';
 
 /** Creates one connection may have waiting behind the one in flight; more is a client that does not wait. */
 const MAX_QUEUED = 16;
 /** How often a connection looks for a message stuck partly received (see watchPartial). */
 const PARTIAL_CHECK_MS = 5_000;
+/** How long a socket closed for a stalled message has to answer the close before it is cut. */
+const CLOSE_GRACE_MS = 1_000;
 
 export interface ConnectionDeps {
   inference: InferenceService;
   responder: InferenceResponder;
   adapter: DialectAdapter;
   limitMs: number;
+  refusals: RefusalCounter;
 }
 
 /** What the upgrade request gives every turn of the connection. */
@@ -63,6 +67,11 @@ export class ResponsesConnection {
   /** Watches for a message that stays partly received (see watchPartial). */
   private readonly partial: NodeJS.Timeout | null;
   private partialSince: number | null = null;
+  /** Bytes the socket may still send now (`gateway.ws_bytes_per_second`, a token bucket), and when that was worked out. */
+  private allowance: number;
+  private allowanceAt = Date.now();
+  /** Ends the pause of a socket that sent past its allowance. */
+  private throttled: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly socket: WebSocket,
@@ -74,8 +83,32 @@ export class ResponsesConnection {
     socket.on('error', () => this.end('the WebSocket failed'));
     this.limit = setTimeout(() => this.expire(), deps.limitMs);
     const timeoutMs = deps.inference.config.gateway.requestTimeoutMs;
-    this.partial = timeoutMs > 0 ? setInterval(() => this.watchPartial(timeoutMs), Math.min(PARTIAL_CHECK_MS, timeoutMs)) : null;
+    // Checked four times per timeout (at most every PARTIAL_CHECK_MS): a stalled message goes within about 1.5 timeouts.
+    this.partial = timeoutMs > 0 ? setInterval(() => this.watchPartial(timeoutMs), Math.min(PARTIAL_CHECK_MS, Math.max(100, timeoutMs / 4))) : null;
     this.partial?.unref();
+    this.allowance = 2 * deps.inference.config.gateway.bodyLimitBytes;
+  }
+
+  /**
+   * One socket may send `gateway.ws_bytes_per_second` on average (after a burst of two messages of
+   * the largest size): past it the gateway stops reading it until the average is back under, and TCP
+   * makes the client wait. A socket sending 8 MiB messages as fast as it could took the CPU honest
+   * clients needed (their p50 rose 8–15×).
+   */
+  private meter(size: number): void {
+    const rate = this.deps.inference.config.gateway.wsBytesPerSecond;
+    if (rate <= 0) return;
+    const now = Date.now();
+    const burst = 2 * this.deps.inference.config.gateway.bodyLimitBytes;
+    this.allowance = Math.min(burst, this.allowance + ((now - this.allowanceAt) * rate) / 1000) - size;
+    this.allowanceAt = now;
+    if (this.allowance >= 0 || this.throttled) return;
+    this.deps.refusals.count('ws_rate');
+    this.socket.pause();
+    this.throttled = setTimeout(() => {
+      this.throttled = null;
+      if (!this.closed) this.socket.resume();
+    }, Math.ceil((-this.allowance / rate) * 1000));
   }
 
   /**
@@ -94,8 +127,12 @@ export class ResponsesConnection {
     }
     this.partialSince ??= Date.now();
     if (Date.now() - this.partialSince < timeoutMs) return;
+    this.deps.refusals.count('ws_message_timeout');
     this.end('a message took too long to arrive');
     this.socket.close(1008, `a message took over ${Math.round(timeoutMs / 1000)} s to arrive (gateway.request_timeout_ms)`);
+    // A client that stalls its message does not answer the close either: its buffered bytes go now,
+    // not after the 30 s the closing handshake may take.
+    setTimeout(() => this.socket.terminate(), CLOSE_GRACE_MS).unref();
   }
 
   private receive(data: RawData, isBinary: boolean): void {
@@ -107,6 +144,7 @@ export class ResponsesConnection {
     // One turn in flight and MAX_QUEUED waiting (counted on arrival, however the messages were batched),
     // holding at most two messages of the largest size a body may have.
     const size = rawSize(data);
+    this.meter(size);
     const maxBytes = 2 * this.deps.inference.config.gateway.bodyLimitBytes;
     if (this.pending > MAX_QUEUED || (this.pending > 0 && this.pendingBytes + size > maxBytes)) {
       const held = this.pending > MAX_QUEUED ? `${MAX_QUEUED} response.create messages are already waiting` : `the messages waiting would hold ${kib(this.pendingBytes + size)}, over ${kib(maxBytes)} (twice gateway.body_limit_bytes)`;
@@ -245,6 +283,7 @@ export class ResponsesConnection {
     this.closed = true;
     clearTimeout(this.limit);
     if (this.partial) clearInterval(this.partial);
+    if (this.throttled) clearTimeout(this.throttled);
     this.latest = null;
     this.cancelCurrent?.(reason);
   }

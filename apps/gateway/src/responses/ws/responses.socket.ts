@@ -16,6 +16,8 @@ import { InferenceResponder } from '../../inference/inference.responder.js';
 import { InferenceService } from '../../inference/inference.service.js';
 import { responsesAdapterFor } from '../responses.adapter.js';
 import { ResponsesConnection, type ConnectionDeps } from './responses.connection.js';
+import { RefusalCounter } from '../../http/refusals.js';
+import { clientOf } from '../../http/upload-slots.js';
 import { TurnAdmission } from './turn-admission.js';
 
 /**
@@ -28,6 +30,8 @@ import { TurnAdmission } from './turn-admission.js';
 export class ResponsesSocket {
   private readonly deps: ConnectionDeps;
   private readonly connections = new Set<ResponsesConnection>();
+  /** Sockets open per client (see clientOf), against `gateway.max_websockets_per_key`. */
+  private readonly perClient = new Map<string, number>();
 
   constructor(
     inference: InferenceService,
@@ -37,8 +41,9 @@ export class ResponsesSocket {
     private readonly directory: KeyDirectory,
     private readonly admission: KeyAdmission,
     private readonly priorities: PriorityBook,
+    refusals: RefusalCounter,
   ) {
-    this.deps = { inference, responder, adapter: responsesAdapterFor(bus, config), limitMs: config.responses.websocketConnectionLimitMs };
+    this.deps = { inference, responder, adapter: responsesAdapterFor(bus, config), limitMs: config.responses.websocketConnectionLimitMs, refusals };
   }
 
   install(fastify: FastifyInstance): void {
@@ -59,7 +64,24 @@ export class ResponsesSocket {
             const error = new CortexError('not_found', `GET ${url} is the Responses WebSocket: connect with "Upgrade: websocket", or create a response with POST ${url}`);
             sendError(reply, request.url, error, requestIdOf(request));
           },
+          // Before the upgrade: a client holding its share of sockets is answered 429 (a socket may hold a
+          // message of up to body_limit_bytes while it arrives; 96 stalled ones held ~915 MB).
+          preHandler: (request, reply, done) => {
+            const cap = this.config.gateway.maxWebsocketsPerKey;
+            const open = this.perClient.get(clientOf(request)) ?? 0;
+            if (cap <= 0 || open < cap || !request.headers.upgrade) return done();
+            this.deps.refusals.count('too_many_websockets');
+            const error = new CortexError('rate_limit_exceeded', `this key holds ${open} Responses WebSockets on this gateway already (gateway.max_websockets_per_key is ${cap}): send more turns on an open one, or close one first`, { retryAfter: 1 });
+            sendError(reply, request.url, error, requestIdOf(request));
+          },
           wsHandler: (socket, request) => {
+            const client = clientOf(request);
+            this.perClient.set(client, (this.perClient.get(client) ?? 0) + 1);
+            socket.on('close', () => {
+              const left = (this.perClient.get(client) ?? 1) - 1;
+              if (left <= 0) this.perClient.delete(client);
+              else this.perClient.set(client, left);
+            });
             // The upgrade passed the key checks (http/access.ts); a stored key is checked again on every turn.
             const secret = principalOf(request) ? presentedKey(request) : undefined;
             const context = {
