@@ -20,8 +20,8 @@ interface Binding {
 /**
  * Which worker served a conversation last, per model: follow-ups go there so the worker reuses the
  * prompt prefix it still holds. A conversation is named by its affinity key, or by the digest of a
- * request's whole prompt (`prefixKey`), which its follow-up finds among its own prompt's prefixes. Bindings live in the KV bucket `cortex_affinity` (TTL
- * `router.affinity_ttl_s`), watched by every router, so any replica routes a follow-up the same way
+ * request's whole prompt (`prefixKey`), which its follow-up finds among its own prompt's prefixes.
+ * Bindings live in the KV bucket `cortex_affinity` (TTL `router.affinity_ttl_s`), watched by every router, so any replica routes a follow-up the same way
  * and a restarted router loses nothing. A binding is written only when it changes, or when half its
  * TTL has passed, so a steady conversation costs no writes.
  */

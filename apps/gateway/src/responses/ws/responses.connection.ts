@@ -121,7 +121,8 @@ export class ResponsesConnection {
   private watchPartial(timeoutMs: number): void {
     const receiver = (this.socket as unknown as { _receiver?: { _bufferedBytes?: number; _fragments?: unknown[] } })._receiver;
     const partly = (receiver?._bufferedBytes ?? 0) > 0 || (receiver?._fragments?.length ?? 0) > 0;
-    if (!partly) {
+    // While the gateway itself holds the socket (gateway.ws_bytes_per_second), its message is not the client's delay.
+    if (!partly || this.throttled) {
       this.partialSince = null;
       return;
     }
