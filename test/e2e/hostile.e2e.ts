@@ -9,6 +9,8 @@ import { postJson, scrapeMetrics, startStack, waitFor, watchBus, type TestStack 
 
 const ADMIN = 'sk-admin-hostile';
 const HONEST = 'sk-honest';
+/** A key of the config file: no limits of its own. */
+const UNLIMITED = 'sk-unlimited';
 /** Attackers connect from another loopback address, so the per-address caps count them apart from the honest client. */
 const ATTACKER_ADDRESS = '127.0.0.2';
 const MIB = 2 ** 20;
@@ -38,7 +40,7 @@ describe('hostile clients e2e', () => {
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 32_768, pinned: true, slots: 4 },
         { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, pinned: true, slots: 4 },
       ],
-      config: { auth: { api_keys: [HONEST], admin_keys: [ADMIN] }, gateway: { request_timeout_ms: REQUEST_TIMEOUT_MS, stall_timeout_ms: 30_000 } },
+      config: { auth: { api_keys: [HONEST, UNLIMITED], admin_keys: [ADMIN] }, gateway: { request_timeout_ms: REQUEST_TIMEOUT_MS, stall_timeout_ms: 30_000 } },
     });
     port = Number(new URL(stack.baseUrl).port);
     gatewayPid = stack.processes.get('gateway')?.pid ?? assert.fail('no gateway process');
@@ -218,6 +220,18 @@ describe('hostile clients e2e', () => {
       for (const { body } of bodies) {
         if (body.id) await fetch(`${stack.baseUrl}/v1/responses/${body.id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${limited.secret}` } });
       }
+    });
+  });
+
+  it('hostile - 20 background responses from a key without limits: 16 run (responses.background_max_per_key), 4 are 429', async (t) => {
+    await under(t, '20 background responses from a key without limits', idleRss, async () => {
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () => postJson(`${stack.baseUrl}/v1/responses`, { model: 'cortex-loop', input: 'Go.', background: true, max_output_tokens: 3000 }, { authorization: `Bearer ${UNLIMITED}` })),
+      );
+      const bodies = await Promise.all(answers.map(async (a) => ({ status: a.status, body: (await a.json()) as { id?: string; error?: { message: string } } })));
+      assert.deepEqual(bodies.map((b) => b.status).sort(), [...Array(16).fill(200), ...Array(4).fill(429)]);
+      assert.match(bodies.find((b) => b.status === 429)?.body.error?.message ?? '', /responses\.background_max_per_key is 16/);
+      await Promise.all(bodies.flatMap(({ body }) => (body.id ? [fetch(`${stack.baseUrl}/v1/responses/${body.id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${UNLIMITED}` } })] : [])));
     });
   });
 

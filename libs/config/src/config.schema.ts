@@ -176,6 +176,11 @@ export class ResponsesConfig {
    */
   @IsInt() @Min(1024 * 1024) backgroundMaxBytes = 512 * 1024 * 1024;
   /**
+   * Background responses one client (a key, or an address without one) may have running from one
+   * gateway; past it a new one is a 429 (a key's `concurrent_requests` caps them too, fleet-wide). 0: no cap.
+   */
+  @IsInt() @Min(0) backgroundMaxPerKey = 16;
+  /**
    * How long one WebSocket connection on `/v1/responses` may stay open (the spec's 60 minutes); then it
    * ends with `websocket_connection_limit_reached` and the client opens a new one.
    */

@@ -24,6 +24,7 @@ import { BackgroundFollow } from './background-follow.js';
 import { responsesStateOf } from './responses.state.js';
 import { meterOf } from '../usage/request-meter.js';
 import { backgroundRefusal } from './background-room.js';
+import { clientOf } from '../http/upload-slots.js';
 
 /** How long `POST …/cancel` waits for a cancelled run to be stored as ended, polling every POLL_MS. */
 const CANCEL_WAIT_MS = 10_000;
@@ -43,6 +44,8 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('responses');
   /** Runs this gateway is still placing, by response id (a cancel must stop them before they start). */
   private readonly launching = new Map<string, InferenceRun>();
+  /** Background responses running from this gateway per client (see clientOf), against `responses.background_max_per_key`. */
+  private readonly perClient = new Map<string, number>();
   /** Started runs this gateway follows to their end, by response id (a cancel during a move stops the move). */
   private readonly following = new Map<string, BackgroundFollow>();
   private readonly cancelled = new Set<string>();
@@ -78,7 +81,25 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   async create(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const requestId = requestIdOf(req);
     const run = this.inference.open('openai.responses', requestId, meterOf(req), undefined, req.headers);
+    const client = clientOf(req);
+    // Counted from here, before the awaits below, so requests arriving together cannot all pass the cap.
+    let counted = false;
+    let launched = false;
+    const ended = (): void => {
+      if (!counted) return;
+      counted = false;
+      const left = (this.perClient.get(client) ?? 1) - 1;
+      if (left <= 0) this.perClient.delete(client);
+      else this.perClient.set(client, left);
+    };
     try {
+      const cap = this.config.responses.backgroundMaxPerKey;
+      const running = this.perClient.get(client) ?? 0;
+      if (cap > 0 && running >= cap) {
+        throw new CortexError('rate_limit_exceeded', `this key has ${running} background responses running from this gateway (responses.background_max_per_key is ${cap}): wait for one to end, or cancel one`, { retryAfter: 1 });
+      }
+      this.perClient.set(client, running + 1);
+      counted = true;
       // Its events need room in CORTEX_BACKGROUND; a stream that cannot be read now is found out by the store below.
       const room = await backgroundRoom(this.bus.nc).catch(() => null);
       const full = room && backgroundRefusal(room);
@@ -92,11 +113,14 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       };
       const queued = new BackgroundReplay(this.options(source)).resource();
       await this.bus.request(Subjects.responsesStore, { state, resource: queued }, { requestId, decode: decodeStored });
-      void this.launch(run, state, source);
+      launched = true;
+      void this.launch(run, state, source).then(ended, ended);
       if (request.stream) return await this.replay(req, reply, source, -1, true);
       void reply.status(200).header('x-request-id', requestId).type('application/json').send(withOutputText(queued));
     } catch (thrown) {
       const error = toCortexError(thrown);
+      // Not launched: it runs nowhere. (A launched run's own end frees its count; a failure replaying it to the client does not.)
+      if (!launched) ended();
       run.fail(error, false);
       run.finish();
       if (!reply.sent) sendError(reply, req.url, error, requestId);
