@@ -7,6 +7,7 @@ export * from './anthropic/messages.codec.js';
 export * from './responses/responses.codec.js';
 export * from './affinity.js';
 export * from './prompt-prefixes.js';
+export * from './sampling-extensions.js';
 export * from './hosted-tools.js';
 export * from './decode-body.js';
 export * from './tool-results.js';

@@ -21,6 +21,9 @@ import type { ResumeReplay } from './resume-replay.js';
 import type { ChatFormat } from './formats/chat-format.js';
 import { createOutputParser, type OutputParser, type ParsedEvent } from './formats/output-parser.js';
 
+/** How many of the latest tokens a repetition penalty looks at when the request does not say (llama.cpp's `repeat_last_n`). */
+const DEFAULT_REPEAT_LAST_N = 64;
+
 /** What every decode reads from its loaded model: the same for every request. */
 export interface DecodeModel {
   id: string;
@@ -237,20 +240,33 @@ export class Decode {
   private async sample(input: Token[], resumed: readonly Token[]): Promise<FinishReason> {
     const { job, grammar, sequence } = this.plan;
     const { sampling } = job.request;
-    // Tokens written so far, for presence/frequency penalties (which node-llama-cpp asks for at every
-    // step: kept here rather than copied out of the sequence's whole context each time). A resumed
-    // stream's delivered tokens were written by the lost worker: they count as they did there.
-    const penalized = sampling.presencePenalty || sampling.frequencyPenalty ? [...resumed, ...input.slice(1)] : null;
+    // Tokens written so far, for the penalties (which node-llama-cpp asks for at every step: kept here
+    // rather than copied out of the sequence's whole context each time). A resumed stream's delivered
+    // tokens were written by the lost worker: they count as they did there. Presence and frequency
+    // (OpenAI's) look at the whole output; a repetition penalty (llama.cpp's) at the latest
+    // `repeatLastN` tokens of the prompt and the output, and the other two then look there too.
+    const lastN = sampling.repeatLastN ?? DEFAULT_REPEAT_LAST_N;
+    const repetition = sampling.repetitionPenalty !== undefined && sampling.repetitionPenalty !== 1 && lastN > 0;
+    const written = [...resumed, ...input.slice(1)];
+    const penalized = repetition ? [...this.plan.prompt.slice(-lastN), ...written] : sampling.presencePenalty || sampling.frequencyPenalty ? written : null;
     const tokens = sequence.evaluate(input, {
       temperature: sampling.temperature ?? 0.8,
       topP: sampling.topP,
       topK: sampling.topK,
+      minP: sampling.minP,
       seed: sampling.seed,
       yieldEogToken: true,
       grammarEvaluationState: this.formatState ?? this.calls?.evaluationState,
       tokenBias: grammar ? this.model.markerBias : this.calls?.tokenBias,
       repeatPenalty: penalized
-        ? { punishTokens: () => penalized, presencePenalty: sampling.presencePenalty, frequencyPenalty: sampling.frequencyPenalty }
+        ? {
+            punishTokens: () => (repetition ? penalized.slice(-lastN) : penalized),
+            ...(repetition && { maxPunishTokens: lastN }),
+            // node-llama-cpp applies 1.1 when this is left out: only a request that asks for it gets one.
+            penalty: sampling.repetitionPenalty ?? 1,
+            presencePenalty: sampling.presencePenalty,
+            frequencyPenalty: sampling.frequencyPenalty,
+          }
         : undefined,
     });
     for await (const token of tokens) {

@@ -33,7 +33,17 @@ export interface Sampling {
   temperature?: number;
   /** 0 to 1. */
   topP?: number;
+  /** Only the K likeliest tokens (absent: node-llama-cpp's 40). */
   topK?: number;
+  /** 0 to 1: tokens less likely than this share of the likeliest one's probability are dropped. */
+  minP?: number;
+  /**
+   * Above 0 (1: none): the latest `repeatLastN` tokens of the prompt and the output are made less
+   * likely by this factor (llama.cpp's `repeat_penalty`, vLLM's `repetition_penalty`).
+   */
+  repetitionPenalty?: number;
+  /** How many of the latest tokens the repetition penalty looks at (64 when absent). */
+  repeatLastN?: number;
   seed?: number;
   maxTokens?: number;
   /** At most 16, each at most 256 characters. */
@@ -187,6 +197,9 @@ function checkSampling(sampling: Json, at: string): void {
   optionalNumber(sampling.temperature, `${at}.temperature`, 0, 2);
   optionalNumber(sampling.topP, `${at}.topP`, 0, 1);
   optionalInteger(sampling.topK, `${at}.topK`, 0);
+  optionalNumber(sampling.minP, `${at}.minP`, 0, 1);
+  optionalNumber(sampling.repetitionPenalty, `${at}.repetitionPenalty`, 0, 10);
+  optionalInteger(sampling.repeatLastN, `${at}.repeatLastN`, 0);
   optionalInteger(sampling.seed, `${at}.seed`, Number.MIN_SAFE_INTEGER);
   optionalInteger(sampling.maxTokens, `${at}.maxTokens`, 1);
   const stops = optionalArray(sampling.stop, `${at}.stop`);

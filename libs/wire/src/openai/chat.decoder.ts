@@ -2,6 +2,7 @@ import { affinityKey, keepsPromptLonger } from '../affinity.js';
 import { REASONING_EFFORTS, templateOptions } from '../template-options.js';
 import { rejectMedia } from '../media.js';
 import { ToolCallLedger } from '../tool-results.js';
+import { samplingExtensions } from '../sampling-extensions.js';
 import {
   array,
   defined,
@@ -152,6 +153,7 @@ function decodeSampling(body: Json): Sampling {
     presencePenalty: optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2),
     frequencyPenalty: optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2),
     stop: stopSequences(body.stop, 'stop', { single: true }),
+    ...samplingExtensions(body),
   });
 }
 

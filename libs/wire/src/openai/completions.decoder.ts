@@ -14,6 +14,7 @@ import {
   type Json,
   type RawPrompt,
 } from '@cortex/contracts';
+import { samplingExtensions } from '../sampling-extensions.js';
 
 /** Choices one `/v1/completions` request may ask for: prompts in an array prompt times `n`. */
 export const MAX_COMPLETION_PROMPTS = 16;
@@ -84,6 +85,7 @@ export function decodeCompletionRequest(input: unknown): CanonicalRequest {
       presencePenalty: optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2),
       frequencyPenalty: optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2),
       stop: stopSequences(body.stop, 'stop', { single: true }),
+      ...samplingExtensions(body),
     }),
     stream,
   };

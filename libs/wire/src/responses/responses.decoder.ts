@@ -22,6 +22,7 @@ import {
 } from '@cortex/contracts';
 import { conversationMessages, decodeResponsesInput } from './responses.items.js';
 import type { FunctionToolEcho, ResponseEcho, ResponsesItem, TextFormatEcho, ToolChoiceEcho } from './responses.types.js';
+import { samplingExtensions } from '../sampling-extensions.js';
 
 /**
  * A decoded `POST /v1/responses` body. `request` is built from this body's `instructions` and `input` alone;
@@ -344,6 +345,7 @@ function decodeSampling(body: Json): Sampling {
     maxTokens: optionalInteger(body.max_output_tokens, 'max_output_tokens', 1),
     presencePenalty: optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2),
     frequencyPenalty: optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2),
+    ...samplingExtensions(body),
   });
 }
 

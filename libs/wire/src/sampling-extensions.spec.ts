@@ -1,0 +1,37 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CortexError, type Sampling } from '@cortex/contracts';
+import { decodeChatRequest } from './openai/chat.decoder.js';
+import { decodeCompletionRequest } from './openai/completions.decoder.js';
+import { decodeResponsesRequest } from './responses/responses.decoder.js';
+import { samplingExtensions } from './sampling-extensions.js';
+
+const named = (param: string) => (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param;
+
+describe('sampling extensions', () => {
+  it('sampling extensions - top_k, min_p, repetition_penalty (or repeat_penalty) and repeat_last_n reach the sampling; the values that mean "off" leave it out', () => {
+    assert.deepEqual(samplingExtensions({ top_k: 20, min_p: 0.05, repetition_penalty: 1.1, repeat_last_n: 128 }), { topK: 20, minP: 0.05, repetitionPenalty: 1.1, repeatLastN: 128 });
+    assert.deepEqual(samplingExtensions({ repeat_penalty: 1.3 }), { repetitionPenalty: 1.3 });
+    assert.deepEqual(samplingExtensions({ top_k: -1, repetition_penalty: 1, min_p: null }), {});
+    assert.deepEqual(samplingExtensions({ top_k: 0 }), {});
+    assert.deepEqual(samplingExtensions({}), {});
+  });
+
+  it('sampling extensions - each bad value is a 400 naming its field', () => {
+    assert.throws(() => samplingExtensions({ top_k: 1.5 }), named('top_k'));
+    assert.throws(() => samplingExtensions({ top_k: -2 }), named('top_k'));
+    assert.throws(() => samplingExtensions({ min_p: 1.5 }), named('min_p'));
+    assert.throws(() => samplingExtensions({ repetition_penalty: 0 }), named('repetition_penalty'));
+    assert.throws(() => samplingExtensions({ repeat_penalty: 'high' }), named('repeat_penalty'));
+    assert.throws(() => samplingExtensions({ repeat_last_n: -1 }), named('repeat_last_n'));
+  });
+
+  it('sampling extensions - Chat Completions, legacy completions and Responses all carry them', () => {
+    const body = { model: 'm', top_k: 20, min_p: 0.1, repetition_penalty: 1.2 };
+    const expected = { topK: 20, minP: 0.1, repetitionPenalty: 1.2 };
+    const pick = (sampling: Sampling) => ({ topK: sampling.topK, minP: sampling.minP, repetitionPenalty: sampling.repetitionPenalty });
+    assert.deepEqual(pick(decodeChatRequest({ ...body, messages: [{ role: 'user', content: 'Hi.' }] }).sampling), expected);
+    assert.deepEqual(pick(decodeCompletionRequest({ ...body, prompt: 'Hi.' }).sampling), expected);
+    assert.deepEqual(pick(decodeResponsesRequest({ ...body, input: 'Hi.' }).request.sampling), expected);
+  });
+});
