@@ -123,14 +123,16 @@ export function messagesResult(read: Read): MessagesResult {
       type: string;
       index?: number;
       delta?: { type?: string; text?: string; stop_reason?: string };
-      message?: { usage?: { input_tokens: number } };
+      message?: { usage?: { input_tokens: number; cache_read_input_tokens?: number } };
       usage?: { output_tokens: number };
       error?: { type: string; message: string };
     };
     const entry = event.index === undefined ? event.type : `${event.type}[${event.index}]`;
     if (result.events.at(-1) !== entry || event.type !== 'content_block_delta') result.events.push(entry);
     if (event.type === 'error') result.error = `${event.error?.type} ${event.error?.message}`;
-    if (event.type === 'message_start') input = event.message?.usage?.input_tokens ?? 0;
+    // The prompt's tokens: `input_tokens` leaves out those read from the cache, which depends on what
+    // the worker held before (the unbroken run and the moved one find different caches).
+    if (event.type === 'message_start') input = (event.message?.usage?.input_tokens ?? 0) + (event.message?.usage?.cache_read_input_tokens ?? 0);
     if (event.type === 'content_block_delta') result.text += event.delta?.text ?? '';
     if (event.type === 'message_delta') {
       result.stop = event.delta?.stop_reason ?? null;
