@@ -102,10 +102,13 @@ export async function startHttpApp(
     // Node enforces requestTimeout only when the server is created with it (Fastify sets it afterwards,
     // which left a stalled body open for good), and looks for requests past it every
     // connectionsCheckingInterval (30 s by default): a quarter of the timeout, at least 250 ms, at most 5 s.
+    // Without one, Node's own default (300 s) stays.
     new FastifyAdapter({
       bodyLimit: options.bodyLimit,
       requestTimeout: options.requestTimeoutMs ?? 0,
-      http: { requestTimeout: options.requestTimeoutMs ?? 0, connectionsCheckingInterval: Math.min(5_000, Math.max(250, Math.floor((options.requestTimeoutMs || 20_000) / 4))) },
+      ...(options.requestTimeoutMs !== undefined && {
+        http: { requestTimeout: options.requestTimeoutMs, connectionsCheckingInterval: Math.min(5_000, Math.max(250, Math.floor((options.requestTimeoutMs || 20_000) / 4))) },
+      }),
       return503OnClosing: true,
       ...(options.trustProxy?.length && { trustProxy: options.trustProxy }),
     }),
