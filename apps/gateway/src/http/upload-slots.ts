@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { CortexError } from '@cortex/contracts';
+import { CortexError, hashSecret } from '@cortex/contracts';
 import { sendError } from './error-response.js';
 import { presentedKey } from './access.js';
 import { principalOf } from './principal.js';
@@ -16,9 +15,19 @@ export interface UploadCaps {
   bodyLimit: number;
 }
 
-interface Uploads {
-  count: number;
-  bytes: number;
+/** A number per client (see clientOf), gone when it is back to 0: what the per-key caps count. */
+export class ClientCounts {
+  private readonly counts = new Map<string, number>();
+
+  of(client: string): number {
+    return this.counts.get(client) ?? 0;
+  }
+
+  add(client: string, n = 1): void {
+    const left = this.of(client) + n;
+    if (left <= 0) this.counts.delete(client);
+    else this.counts.set(client, left);
+  }
 }
 
 /**
@@ -31,33 +40,33 @@ interface Uploads {
  */
 export function installUploadSlots(fastify: FastifyInstance, caps: UploadCaps, refusals: RefusalCounter): void {
   if (caps.count <= 0 && caps.bytes <= 0) return;
-  const held = new Map<string, Uploads>();
+  const uploads = new ClientCounts();
+  const bytes = new ClientCounts();
   const release = new WeakMap<object, () => void>();
   fastify.addHook('onRequest', (request, reply, done) => {
     const declared = bodyBytes(request, caps.bodyLimit);
     if (declared === null) return done();
     const client = clientOf(request);
-    const uploads = held.get(client) ?? { count: 0, bytes: 0 };
-    const overCount = caps.count > 0 && uploads.count + 1 > caps.count;
-    if (overCount || (caps.bytes > 0 && uploads.count > 0 && uploads.bytes + declared > caps.bytes)) {
+    const count = uploads.of(client);
+    const declaredSoFar = bytes.of(client);
+    const overCount = caps.count > 0 && count + 1 > caps.count;
+    if (overCount || (caps.bytes > 0 && count > 0 && declaredSoFar + declared > caps.bytes)) {
       refusals.count(overCount ? 'too_many_uploads' : 'upload_bytes');
       const what = overCount
-        ? `${uploads.count} request bodies are already being sent with this key (gateway.max_uploads_per_key is ${caps.count})`
-        : `the bodies being sent with this key would declare ${uploads.bytes + declared} bytes, over gateway.max_upload_bytes_per_key (${caps.bytes})`;
+        ? `${count} request bodies are already being sent with this key (gateway.max_uploads_per_key is ${caps.count})`
+        : `the bodies being sent with this key would declare ${declaredSoFar + declared} bytes, over gateway.max_upload_bytes_per_key (${caps.bytes})`;
       sendError(reply, request.url, new CortexError('rate_limit_exceeded', `${what}: wait for them to finish, or send fewer at once`, { retryAfter: 1 }), requestIdOf(request));
       return;
     }
-    uploads.count++;
-    uploads.bytes += declared;
-    held.set(client, uploads);
+    uploads.add(client);
+    bytes.add(client, declared);
     let released = false;
     const socket = request.raw.socket as Socket | null;
     const free = (): void => {
       if (released) return;
       released = true;
-      uploads.count--;
-      uploads.bytes -= declared;
-      if (uploads.count === 0) held.delete(client);
+      uploads.add(client, -1);
+      bytes.add(client, -declared);
       // A keep-alive socket carries many requests: it keeps no listener of an ended one.
       socket?.off('close', free);
       reply.raw.off('close', free);
@@ -95,5 +104,5 @@ export function clientOf(request: FastifyRequest): string {
   const principal = principalOf(request);
   if (principal) return `key:${principal.key.id}`;
   const presented = presentedKey(request);
-  return presented ? `presented:${createHash('sha256').update(presented).digest('base64url')}` : `address:${request.ip}`;
+  return presented ? `presented:${hashSecret(presented)}` : `address:${request.ip}`;
 }

@@ -24,7 +24,7 @@ import { BackgroundFollow } from './background-follow.js';
 import { responsesStateOf } from './responses.state.js';
 import { meterOf } from '../usage/request-meter.js';
 import { backgroundRefusal } from './background-room.js';
-import { clientOf } from '../http/upload-slots.js';
+import { ClientCounts, clientOf } from '../http/upload-slots.js';
 
 /** How long `POST …/cancel` waits for a cancelled run to be stored as ended, polling every POLL_MS. */
 const CANCEL_WAIT_MS = 10_000;
@@ -45,7 +45,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   /** Runs this gateway is still placing, by response id (a cancel must stop them before they start). */
   private readonly launching = new Map<string, InferenceRun>();
   /** Background responses running from this gateway per client (see clientOf), against `responses.background_max_per_key`. */
-  private readonly perClient = new Map<string, number>();
+  private readonly perClient = new ClientCounts();
   /** Started runs this gateway follows to their end, by response id (a cancel during a move stops the move). */
   private readonly following = new Map<string, BackgroundFollow>();
   private readonly cancelled = new Set<string>();
@@ -88,17 +88,15 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     const ended = (): void => {
       if (!counted) return;
       counted = false;
-      const left = (this.perClient.get(client) ?? 1) - 1;
-      if (left <= 0) this.perClient.delete(client);
-      else this.perClient.set(client, left);
+      this.perClient.add(client, -1);
     };
     try {
       const cap = this.config.responses.backgroundMaxPerKey;
-      const running = this.perClient.get(client) ?? 0;
+      const running = this.perClient.of(client);
       if (cap > 0 && running >= cap) {
         throw new CortexError('rate_limit_exceeded', `this key has ${running} background responses running from this gateway (responses.background_max_per_key is ${cap}): wait for one to end, or cancel one`, { retryAfter: 1 });
       }
-      this.perClient.set(client, running + 1);
+      this.perClient.add(client);
       counted = true;
       // Its events need room in CORTEX_BACKGROUND; a stream that cannot be read now is found out by the store below.
       const room = await backgroundRoom(this.bus.nc).catch(() => null);

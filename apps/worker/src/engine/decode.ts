@@ -247,8 +247,8 @@ export class Decode {
     // `repeatLastN` tokens of the prompt and the output, and the other two then look there too.
     const lastN = sampling.repeatLastN ?? DEFAULT_REPEAT_LAST_N;
     const repetition = sampling.repetitionPenalty !== undefined && sampling.repetitionPenalty !== 1 && lastN > 0;
-    const written = [...resumed, ...input.slice(1)];
-    const penalized = repetition ? [...this.plan.prompt.slice(-lastN), ...written] : sampling.presencePenalty || sampling.frequencyPenalty ? written : null;
+    const outputPenalties = Boolean(sampling.presencePenalty || sampling.frequencyPenalty);
+    const penalized = repetition || outputPenalties ? [...(repetition ? this.plan.prompt.slice(-lastN) : []), ...resumed, ...input.slice(1)] : null;
     const tokens = sequence.evaluate(input, {
       temperature: sampling.temperature ?? 0.8,
       topP: sampling.topP,

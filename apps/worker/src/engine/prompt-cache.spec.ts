@@ -49,6 +49,18 @@ describe('prompt cache', () => {
     }
   }
 
+  /** The bytes the first conversation's state takes once the second took its sequence. */
+  async function stateSize(first: number, second: number): Promise<number> {
+    let size = 0;
+    await withEngine(64 * 2 ** 20, async (model, engine) => {
+      await turn(model, [opening(first)]);
+      await turn(model, [opening(second)]);
+      size = engine.promptCacheUse()[0]?.bytes ?? 0;
+    });
+    assert.ok(size > 0, 'a state was kept');
+    return size;
+  }
+
   it('prompt cache - a conversation whose sequence another took comes back to its prompt restored, not evaluated again', async () => {
     await withEngine(64 * 2 ** 20, async (model, engine) => {
       const a = [opening(1)];
@@ -83,13 +95,7 @@ describe('prompt cache', () => {
 
   it('prompt cache - a state its request asked to keep longer is dropped after the others, however old', async () => {
     // One state's size, then a budget for one and a half: the third save must drop one of the first two.
-    let size = 0;
-    await withEngine(64 * 2 ** 20, async (model, engine) => {
-      await turn(model, [opening(7)]);
-      await turn(model, [opening(8)]);
-      size = engine.promptCacheUse()[0]?.bytes ?? 0;
-    });
-    assert.ok(size > 0, 'a state was kept');
+    const size = await stateSize(7, 8);
     const followUp = (a: CanonicalMessage[]): CanonicalMessage[] => [...a, { role: 'assistant', content: 'the end' }, { role: 'user', content: 'and then' }];
     for (const longer of [false, true]) {
       await withEngine(Math.floor(size * 1.5), async (model) => {
@@ -106,12 +112,7 @@ describe('prompt cache', () => {
   });
 
   it('prompt cache - with a disk tier, what the memory tier cannot hold moves to disk and is restored from there', async () => {
-    let size = 0;
-    await withEngine(64 * 2 ** 20, async (model, engine) => {
-      await turn(model, [opening(10)]);
-      await turn(model, [opening(11)]);
-      size = engine.promptCacheUse()[0]?.bytes ?? 0;
-    });
+    const size = await stateSize(10, 11);
     // Memory for one state and a half, disk for many: the third save moves the oldest to disk.
     await withEngine(
       Math.floor(size * 1.5),

@@ -76,11 +76,6 @@ export class PromptCache {
     if (options.disk && options.disk.maxBytes > 0) this.tiers.push(tier('disk', options.disk.dir, options.disk.maxBytes));
   }
 
-  /** Bytes the kept states take now, in all tiers. */
-  get size(): number {
-    return this.tiers.reduce((sum, t) => sum + t.bytes, 0);
-  }
-
   /** What each tier holds and may hold (its directory's free space may allow less). */
   use(): PromptCacheUse[] {
     return this.tiers.map((t) => ({ tier: t.name, bytes: t.bytes, maxBytes: t.maxBytes }));

@@ -17,7 +17,7 @@ import { InferenceService } from '../../inference/inference.service.js';
 import { responsesAdapterFor } from '../responses.adapter.js';
 import { ResponsesConnection, type ConnectionDeps } from './responses.connection.js';
 import { RefusalCounter } from '../../http/refusals.js';
-import { clientOf } from '../../http/upload-slots.js';
+import { ClientCounts, clientOf } from '../../http/upload-slots.js';
 import { TurnAdmission } from './turn-admission.js';
 
 /**
@@ -31,7 +31,7 @@ export class ResponsesSocket {
   private readonly deps: ConnectionDeps;
   private readonly connections = new Set<ResponsesConnection>();
   /** Sockets open per client (see clientOf), against `gateway.max_websockets_per_key`. */
-  private readonly perClient = new Map<string, number>();
+  private readonly perClient = new ClientCounts();
 
   constructor(
     inference: InferenceService,
@@ -68,7 +68,7 @@ export class ResponsesSocket {
           // message of up to body_limit_bytes while it arrives; 96 stalled ones held ~915 MB).
           preHandler: (request, reply, done) => {
             const cap = this.config.gateway.maxWebsocketsPerKey;
-            const open = this.perClient.get(clientOf(request)) ?? 0;
+            const open = this.perClient.of(clientOf(request));
             if (cap <= 0 || open < cap || !request.headers.upgrade) return done();
             this.deps.refusals.count('too_many_websockets');
             const error = new CortexError('rate_limit_exceeded', `this key holds ${open} Responses WebSockets on this gateway already (gateway.max_websockets_per_key is ${cap}): send more turns on an open one, or close one first`, { retryAfter: 1 });
@@ -76,12 +76,8 @@ export class ResponsesSocket {
           },
           wsHandler: (socket, request) => {
             const client = clientOf(request);
-            this.perClient.set(client, (this.perClient.get(client) ?? 0) + 1);
-            socket.on('close', () => {
-              const left = (this.perClient.get(client) ?? 1) - 1;
-              if (left <= 0) this.perClient.delete(client);
-              else this.perClient.set(client, left);
-            });
+            this.perClient.add(client);
+            socket.on('close', () => this.perClient.add(client, -1));
             // The upgrade passed the key checks (http/access.ts); a stored key is checked again on every turn.
             const secret = principalOf(request) ? presentedKey(request) : undefined;
             const context = {
