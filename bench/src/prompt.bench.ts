@@ -7,10 +7,6 @@
  * tokenizer, as before the memo), and tokenizing it through the worker's memo (`token-memo.ts`), which
  * saw the earlier turns; the two token lists must be equal. Both run in this process, alternating.
  *
- * Then what sizing one prompt costs, from 1 KB to 256 KB of words and of one repeated letter: the
- * worker's chunked count (`prompt-bound.ts`, the path of a prompt that may not fit its context)
- * against tokenizing the text whole, in microseconds per KB: a constant column is linear.
- *
  * Options (env): BENCH_TURNS (20), BENCH_SYSTEM_KB (40: the system prompt's size).
  */
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
@@ -24,7 +20,6 @@ import { TemplatePrompt } from '../../apps/worker/dist/engine/formats/template-p
 import { SHARED_MODELS } from '@cortex/testing';
 import { toChatHistory, toFunctions } from '../../apps/worker/dist/engine/prompt.js';
 import { memoTokenizer } from '../../apps/worker/dist/engine/token-memo.js';
-import { promptTokensAtLeast } from '../../apps/worker/dist/engine/prompt-bound.js';
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 20);
 const SYSTEM_KB = Number(process.env.BENCH_SYSTEM_KB ?? 40);
@@ -110,46 +105,9 @@ async function main(): Promise<void> {
         await model.dispose();
       }
     }
-    await sizing(llama, fixtures['cortex-chat'] as string);
   } finally {
     await llama.dispose();
     rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-/**
- * Sizing one prompt of 1 to 256 KB: the worker's count in chunks (no limit, so it runs to the end)
- * and tokenizing the text whole, medians of 5, in µs per KB. One repeated letter is tokenized whole
- * only up to 64 KB: it is quadratic (seconds at 256 KB), the reason the worker counts in chunks.
- */
-async function sizing(llama: Awaited<ReturnType<typeof getLlama>>, path: string): Promise<void> {
-  const model = await llama.loadModel({ modelPath: path });
-  try {
-    log('\nsizing one prompt (cortex-chat\'s tokenizer): µs per KB, medians of 5; "chunked" is the worker\'s count, "whole" one tokenize call');
-    log('text           KB   tokens   chunked µs/KB   whole µs/KB');
-    const words = 'the agent reads src/index.ts and runs the failing test again before it edits anything; ';
-    for (const [name, unit] of [['words', words], ['one letter', 'a']] as const) {
-      for (const kb of [1, 4, 16, 64, 256]) {
-        const text = unit.repeat(Math.ceil((kb * 1024) / unit.length)).slice(0, kb * 1024);
-        const request = { model: 'cortex-chat', messages: [{ role: 'user' as const, content: text }], sampling: {}, stream: false };
-        const time = (work: () => number): { ms: number; tokens: number } => {
-          const runs: number[] = [];
-          let tokens = 0;
-          for (let i = 0; i < 5; i++) {
-            const at = performance.now();
-            tokens = work();
-            runs.push(performance.now() - at);
-          }
-          return { ms: median(runs), tokens };
-        };
-        const chunked = time(() => promptTokensAtLeast(model, request, Number.POSITIVE_INFINITY));
-        const whole = name === 'one letter' && kb > 64 ? null : time(() => model.tokenize(text).length);
-        const perKb = (ms: number): string => ((ms * 1000) / kb).toFixed(0);
-        log(`${name.padEnd(12)} ${String(kb).padStart(4)}   ${String(whole?.tokens ?? chunked.tokens).padStart(6)}   ${perKb(chunked.ms).padStart(13)}   ${(whole ? perKb(whole.ms) : '-').padStart(11)}`);
-      }
-    }
-  } finally {
-    await model.dispose();
   }
 }
 

@@ -1,7 +1,9 @@
 /**
  * `npm run bench`: decode throughput of the worker, measured at its bus output, against a raw
  * node-llama-cpp evaluate loop on the same model, context and threads, in one run; then aggregate
- * throughput at 1, 2, 4 and 8 concurrent streams.
+ * throughput at 1, 2, 4 and 8 concurrent streams; then what sizing one prompt costs the worker from
+ * 1 KB to 256 KB (`prompt-sizing.ts`: its chunked count against tokenizing the text whole, in
+ * microseconds per KB, so a constant column is linear). Also `npm run bench:worker`.
  *
  * Options (env): BENCH_THREADS (default 1), BENCH_TOKENS (default 512), BENCH_RUNS (default 9),
  * BENCH_GPU (cpu | auto | cuda | vulkan; default cpu), BENCH_STREAM_INTERVAL (ms, the worker's
@@ -15,10 +17,12 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
+import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
 import { WorkerConfig } from '@cortex/config';
 import { heartbeatSubject } from '@cortex/contracts';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { startTestNats, STORIES_260K, waitFor } from '@cortex/testing';
+import { promptSizing } from './prompt-sizing.js';
 import { RawBaseline, type DecodeRun } from './raw-baseline.js';
 import { WorkerClient } from './worker-client.js';
 
@@ -127,6 +131,14 @@ async function main(): Promise<void> {
       const seconds = (performance.now() - started) / 1000;
       const total = results.reduce((sum, r) => sum + r.tokens, 0);
       log(`${String(streams).padStart(7)}   ${(total / seconds).toFixed(0).padStart(15)}   ${median(results.map((r) => r.tokensPerSecond)).toFixed(0).padStart(16)}`);
+    }
+
+    // In this process, on one thread, like the worker's own count of a prompt that may not fit.
+    const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error, build: 'never' });
+    try {
+      await promptSizing(llama, fixtures['cortex-chat']!, log);
+    } finally {
+      await llama.dispose();
     }
   } finally {
     await nc.close();
