@@ -209,6 +209,48 @@ describe('hostile clients e2e', () => {
     });
   });
 
+  // Not under the honest client's bound: the turns these sockets run are honest work that takes the worker's CPU.
+  it('hostile - a key\'s waiting WebSocket messages and its bodies share gateway.max_upload_bytes_per_key: past 64 MiB together a message is refused, and so is a body', async (t) => {
+    const sockets = await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const socket = new WebSocket(`ws://127.0.0.1:${port}/v1/responses`, { headers: { authorization: `Bearer ${UNLIMITED}` }, localAddress: ATTACKER_ADDRESS });
+        const errors: Array<{ status: number; error: { message: string } }> = [];
+        socket.on('message', (data) => {
+          const event = JSON.parse(data.toString()) as { type: string; status: number; error: { message: string } };
+          if (event.type === 'error') errors.push(event);
+        });
+        await new Promise<void>((done, fail) => {
+          socket.once('open', () => done());
+          socket.once('error', fail);
+        });
+        return { socket, errors };
+      }),
+    );
+    try {
+      // A long turn runs on each socket; behind it waits one message of almost body_limit_bytes.
+      const waiting = JSON.stringify({ type: 'response.create', model: 'cortex-loop', input: 'x'.repeat(BODY_LIMIT - 200) });
+      for (const { socket } of sockets) {
+        socket.send(JSON.stringify({ type: 'response.create', model: 'cortex-loop', input: 'Go.', max_output_tokens: 3000 }));
+        await new Promise<void>((done) => socket.send(waiting, () => done()));
+      }
+      await waitFor(() => sockets.some((s) => s.errors.length > 0), 5_000);
+      const body = await rawRequest(port, UNLIMITED, MIB);
+      t.after(() => body.socket.destroy());
+      await waitFor(() => body.answer() !== '', 5_000);
+      assert.match(body.answer(), /^HTTP\/1\.1 429[\s\S]*gateway\.max_upload_bytes_per_key \(67108864\)/, 'a body of the key is refused while its messages wait');
+      const refused = sockets.flatMap((s) => s.errors);
+      // Eight messages of 8 MiB fit in 64 MiB; a turn that ended early lets one more in.
+      assert.ok(refused.length >= 1 && refused.length <= 2, `${refused.length} messages refused`);
+      figures.push(`10 WebSockets of one key, each queueing an 8 MiB message behind a running turn: ${refused.length} of the messages and a 1 MiB body then refused 429 (64 MiB held)`);
+      for (const event of refused) {
+        assert.equal(event.status, 429);
+        assert.match(event.error.message, /with this key would hold \d+ bytes, over gateway\.max_upload_bytes_per_key \(67108864\)/);
+      }
+    } finally {
+      for (const { socket } of sockets) socket.terminate();
+    }
+  });
+
   it('hostile - 12 background responses from a key limited to 2 concurrent: 2 run, 10 are 429', async (t) => {
     await under(t, '12 background responses from a key limited to 2', idleRss, async () => {
       const answers = await Promise.all(

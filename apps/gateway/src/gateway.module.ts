@@ -28,6 +28,7 @@ import { RetrievalService } from './retrieval/retrieval.service.js';
 import { ConsoleController } from './console/console.controller.js';
 import { ConsoleHub } from './console/console.hub.js';
 import { RefusalCounter } from './http/refusals.js';
+import { HeldBytes } from './http/upload-slots.js';
 
 @Module({})
 export class GatewayModule {
@@ -42,7 +43,7 @@ export class GatewayModule {
           provide: ModelCatalogue,
           useFactory: () => ModelCatalogue.open(nc, config, (error) => new Logger('catalogue').warn(`catalogue watch: ${error.message}; watching again`)),
         },
-        InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, RefusalCounter, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, KeyAdmission, UsageRecorder, PriorityBook, ConsoleHub,
+        InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, RefusalCounter, HeldBytes, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, KeyAdmission, UsageRecorder, PriorityBook, ConsoleHub,
       ],
     };
   }

@@ -13,7 +13,7 @@ import { drainBudget, installOversizeDrain } from './http/oversize-drain.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
 import { installConnectionCaps } from './http/connection-caps.js';
 import { RefusalCounter } from './http/refusals.js';
-import { installUploadSlots } from './http/upload-slots.js';
+import { HeldBytes, installUploadSlots } from './http/upload-slots.js';
 
 export const start: ServiceStart = async (context) => {
   const { config } = context;
@@ -34,7 +34,7 @@ export const start: ServiceStart = async (context) => {
       const fastify = app.getHttpAdapter().getInstance();
       installArrival(fastify);
       installAccess(fastify, config, context.logger, app.get(KeyDirectory));
-      installUploadSlots(fastify, { count: config.gateway.maxUploadsPerKey, bytes: config.gateway.maxUploadBytesPerKey, bodyLimit: config.gateway.bodyLimitBytes }, counter);
+      installUploadSlots(fastify, { count: config.gateway.maxUploadsPerKey, bytes: config.gateway.maxUploadBytesPerKey, bodyLimit: config.gateway.bodyLimitBytes }, counter, app.get(HeldBytes));
       installBodyDepth(fastify, counter);
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);

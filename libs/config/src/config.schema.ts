@@ -44,7 +44,7 @@ export class GatewayConfig {
    * arrives. 0: no cap.
    */
   @IsInt() @Min(0) maxWebsocketsPerKey = 16;
-  /** The bytes those bodies may declare together (a chunked one counts as `body_limit_bytes`); the first is always let in. 0: no cap. */
+  /** The bytes those bodies declare and the client's Responses WebSocket messages waiting for their turn hold, together (a chunked body counts as `body_limit_bytes`); the first is always let in. 0: no cap. */
   @IsInt() @Min(0) maxUploadBytesPerKey = 64 * 1024 * 1024;
   /**
    * Bytes a second one WebSocket may send (its messages, averaged; a burst of twice

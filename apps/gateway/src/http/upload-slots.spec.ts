@@ -2,14 +2,15 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { hashSecret } from '@cortex/contracts';
 import { RefusalCounter } from './refusals.js';
-import { installUploadSlots, type UploadCaps } from './upload-slots.js';
+import { HeldBytes, installUploadSlots, type UploadCaps } from './upload-slots.js';
 
 /** A real Fastify server with the upload caps and one JSON route, on a free loopback port. */
-async function serve(caps: UploadCaps): Promise<{ app: FastifyInstance; port: number; refusals: RefusalCounter }> {
+async function serve(caps: UploadCaps, held = new HeldBytes()): Promise<{ app: FastifyInstance; port: number; refusals: RefusalCounter }> {
   const app = Fastify({ bodyLimit: caps.bodyLimit, forceCloseConnections: true });
   const refusals = new RefusalCounter();
-  installUploadSlots(app, caps, refusals);
+  installUploadSlots(app, caps, refusals, held);
   app.post('/v1/chat/completions', async () => ({ ok: true }));
   await app.listen({ port: 0, host: '127.0.0.1' });
   return { app, port: (app.server.address() as { port: number }).port, refusals };
@@ -71,7 +72,7 @@ describe('upload slots', () => {
       const big = await stalled(port, 'k1', 1_000_000, 10);
       await new Promise((done) => setTimeout(done, 50));
       const second = await stalled(port, 'k1', 1000, 10);
-      assert.match(await answerOf(second), /would declare 1001000 bytes, over gateway\.max_upload_bytes_per_key \(1500\)/);
+      assert.match(await answerOf(second), /would hold 1001000 bytes, over gateway\.max_upload_bytes_per_key \(1500\)/);
       big.destroy();
       await new Promise((done) => setTimeout(done, 50));
       const small = [await stalled(port, 'k1', 700, 10), await stalled(port, 'k1', 700, 10)];
@@ -88,5 +89,35 @@ describe('upload slots', () => {
     } finally {
       await app.close();
     }
+  });
+
+  it('upload slots - what the key\'s WebSocket messages hold counts with its bodies: past the cap together a body is refused; another key is not', async () => {
+    const held = new HeldBytes();
+    const { app, port, refusals } = await serve({ count: 0, bytes: 1500, bodyLimit: 1_000_000 }, held);
+    try {
+      // What a Responses WebSocket of k1 counts while its message waits (responses.connection.ts).
+      const client = `presented:${hashSecret('k1')}`;
+      held.add(client, 1000);
+      const body = await stalled(port, 'k1', 1000, 10);
+      assert.match(await answerOf(body), /^HTTP\/1\.1 429[\s\S]*would hold 2000 bytes, over gateway\.max_upload_bytes_per_key \(1500\)/);
+      assert.equal((await post(port, 'k2')).status, 200, 'another key holds nothing');
+      held.add(client, -1000);
+      assert.equal((await post(port, 'k1')).status, 200, 'the message left the queue: the body fits');
+      assert.deepEqual(refusals.snapshot(), { upload_bytes: 1 });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('held bytes - the first is always let in, then the sum must stay within the cap; 0 is no cap', () => {
+    const held = new HeldBytes();
+    assert.equal(held.fits('a', 5000, 1000), true, 'nothing held: in, whatever its size');
+    held.add('a', 600);
+    assert.equal(held.fits('a', 400, 1000), true);
+    assert.equal(held.fits('a', 401, 1000), false);
+    assert.equal(held.fits('b', 401, 1000), true, 'per client');
+    assert.equal(held.fits('a', 10_000, 0), true);
+    held.add('a', -600);
+    assert.equal(held.of('a'), 0);
   });
 });

@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net';
+import { Injectable } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { CortexError, hashSecret } from '@cortex/contracts';
 import { sendError } from './error-response.js';
@@ -31,6 +32,20 @@ export class ClientCounts {
 }
 
 /**
+ * The bytes each client's request bodies (declared, while they arrive) and queued Responses WebSocket
+ * messages hold in this gateway together, against `gateway.max_upload_bytes_per_key`: one count, so a
+ * key cannot hold its HTTP share and its WebSocket share at once.
+ */
+@Injectable()
+export class HeldBytes extends ClientCounts {
+  /** Whether `bytes` more may be held for the client: the first is always let in, as a body under the body limit always fits. */
+  fits(client: string, bytes: number, cap: number): boolean {
+    const held = this.of(client);
+    return cap <= 0 || held === 0 || held + bytes <= cap;
+  }
+}
+
+/**
  * Bodies count against their client from their first byte: a request with a body takes an upload slot
  * of its key (a stored key by id, a config key by itself, no key by the client's address) when its
  * headers arrive, and frees it once the body is in (or the request ends). A client past its key's
@@ -38,10 +53,9 @@ export class ClientCounts {
  * cannot hold 96 stalled 8 MiB bodies (~920 MB) open either: at most `bytes` of them, each for at most
  * `gateway.request_timeout_ms`. Per gateway: a client spread over several gateways gets the caps on each.
  */
-export function installUploadSlots(fastify: FastifyInstance, caps: UploadCaps, refusals: RefusalCounter): void {
+export function installUploadSlots(fastify: FastifyInstance, caps: UploadCaps, refusals: RefusalCounter, bytes: HeldBytes): void {
   if (caps.count <= 0 && caps.bytes <= 0) return;
   const uploads = new ClientCounts();
-  const bytes = new ClientCounts();
   const release = new WeakMap<object, () => void>();
   fastify.addHook('onRequest', (request, reply, done) => {
     const declared = bodyBytes(request, caps.bodyLimit);
@@ -50,11 +64,11 @@ export function installUploadSlots(fastify: FastifyInstance, caps: UploadCaps, r
     const count = uploads.of(client);
     const declaredSoFar = bytes.of(client);
     const overCount = caps.count > 0 && count + 1 > caps.count;
-    if (overCount || (caps.bytes > 0 && count > 0 && declaredSoFar + declared > caps.bytes)) {
+    if (overCount || !bytes.fits(client, declared, caps.bytes)) {
       refusals.count(overCount ? 'too_many_uploads' : 'upload_bytes');
       const what = overCount
         ? `${count} request bodies are already being sent with this key (gateway.max_uploads_per_key is ${caps.count})`
-        : `the bodies being sent with this key would declare ${declaredSoFar + declared} bytes, over gateway.max_upload_bytes_per_key (${caps.bytes})`;
+        : `the bodies being sent and WebSocket messages waiting with this key would hold ${declaredSoFar + declared} bytes, over gateway.max_upload_bytes_per_key (${caps.bytes})`;
       sendError(reply, request.url, new CortexError('rate_limit_exceeded', `${what}: wait for them to finish, or send fewer at once`, { retryAfter: 1 }), requestIdOf(request));
       return;
     }

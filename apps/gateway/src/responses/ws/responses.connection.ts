@@ -19,6 +19,7 @@ import { SocketSink } from './socket.sink.js';
 import type { TurnAdmission } from './turn-admission.js';
 import { RequestMeter } from '../../usage/request-meter.js';
 import type { RefusalCounter } from '../../http/refusals.js';
+import type { HeldBytes } from '../../http/upload-slots.js';
 
 /** Creates one connection may have waiting behind the one in flight; more is a client that does not wait. */
 const MAX_QUEUED = 16;
@@ -33,10 +34,14 @@ export interface ConnectionDeps {
   adapter: DialectAdapter;
   limitMs: number;
   refusals: RefusalCounter;
+  /** What the connection's key holds in this gateway, its bodies and queued messages together (`gateway.max_upload_bytes_per_key`). */
+  held: HeldBytes;
 }
 
 /** What the upgrade request gives every turn of the connection. */
 export interface ConnectionContext {
+  /** Whom the per-key caps count this socket against (see clientOf). */
+  client: string;
   requestId: string;
   headers: ResponseMeta['headers'];
   session: string | undefined;
@@ -152,11 +157,28 @@ export class ResponsesConnection {
       this.sendError(new CortexError('busy', `${held} on this connection: wait for their responses, or open another connection for parallel runs`));
       return;
     }
+    // The key's bodies and messages on every connection together (gateway.max_upload_bytes_per_key).
+    const { client } = this.context;
+    const cap = this.deps.inference.config.gateway.maxUploadBytesPerKey;
+    if (!this.deps.held.fits(client, size, cap)) {
+      this.deps.refusals.count('upload_bytes');
+      const held = this.deps.held.of(client);
+      this.sendError(new CortexError('rate_limit_exceeded', `the bodies being sent and WebSocket messages waiting with this key would hold ${held + size} bytes, over gateway.max_upload_bytes_per_key (${cap}): wait for their responses, or send fewer at once`, { retryAfter: 1 }));
+      return;
+    }
     const text = isBinary ? null : data.toString();
     this.pending++;
     this.pendingBytes += size;
+    // Held while it waits: once its turn starts it is one request, bounded by the key's limits like an HTTP one.
+    this.deps.held.add(client, size);
+    let waiting = true;
+    const started = (): void => {
+      if (waiting) this.deps.held.add(client, -size);
+      waiting = false;
+    };
     this.queue = this.queue
       .then(async () => {
+        started();
         if (this.closed) return;
         if (text === null) this.sendError(new CortexError('invalid_request', 'binary messages are not accepted: send response.create as a JSON text message'));
         else await this.turn(text);
@@ -166,6 +188,7 @@ export class ResponsesConnection {
       .finally(() => {
         this.pending--;
         this.pendingBytes -= size;
+        started();
       });
   }
 

@@ -17,7 +17,7 @@ import { InferenceService } from '../../inference/inference.service.js';
 import { responsesAdapterFor } from '../responses.adapter.js';
 import { ResponsesConnection, type ConnectionDeps } from './responses.connection.js';
 import { RefusalCounter } from '../../http/refusals.js';
-import { ClientCounts, clientOf } from '../../http/upload-slots.js';
+import { ClientCounts, clientOf, HeldBytes } from '../../http/upload-slots.js';
 import { TurnAdmission } from './turn-admission.js';
 
 /**
@@ -42,8 +42,9 @@ export class ResponsesSocket {
     private readonly admission: KeyAdmission,
     private readonly priorities: PriorityBook,
     refusals: RefusalCounter,
+    held: HeldBytes,
   ) {
-    this.deps = { inference, responder, adapter: responsesAdapterFor(bus, config), limitMs: config.responses.websocketConnectionLimitMs, refusals };
+    this.deps = { inference, responder, adapter: responsesAdapterFor(bus, config), limitMs: config.responses.websocketConnectionLimitMs, refusals, held };
   }
 
   install(fastify: FastifyInstance): void {
@@ -81,6 +82,7 @@ export class ResponsesSocket {
             // The upgrade passed the key checks (http/access.ts); a stored key is checked again on every turn.
             const secret = principalOf(request) ? presentedKey(request) : undefined;
             const context = {
+              client,
               requestId: requestIdOf(request),
               headers: request.headers,
               session: sessionFromHeaders(request.headers, this.config.gateway.sessionHeaders),
