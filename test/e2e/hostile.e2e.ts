@@ -209,6 +209,17 @@ describe('hostile clients e2e', () => {
     });
   });
 
+  it('hostile - one client posting 8 MiB chats back to back for 6 s: each refused as too long, the honest client unharmed', async (t) => {
+    const body = JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'x'.repeat(BODY_LIMIT - 200) }] });
+    let refused = 0;
+    await under(t, 'one client posting 8 MiB chats back to back for 6 s', idleRss, async () => {
+      const answer = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${UNLIMITED}`, 'content-type': 'application/json' }, body });
+      assert.equal(answer.status, 400, await answer.text());
+      refused++;
+    }, 6_000);
+    figures.push(`  (${refused} chats of 8 MiB refused as too long in 6 s)`);
+  });
+
   // Not under the honest client's bound: the turns these sockets run are honest work that takes the worker's CPU.
   it('hostile - a key\'s waiting WebSocket messages and its bodies share gateway.max_upload_bytes_per_key: past 64 MiB together a message is refused, and so is a body', async (t) => {
     const sockets = await Promise.all(
