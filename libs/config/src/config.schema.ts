@@ -303,6 +303,22 @@ export class RouterConfig {
   @IsInt() @Min(0) @Max(60_000) placementReuseMs = 5_000;
 }
 
+/**
+ * A model's sampling defaults: what a request that leaves a setting out samples with, over the
+ * defaults its GGUF carries (`general.sampling.*`) and cortex's own. The names of the requests'
+ * fields (llama.cpp's and vLLM's for those OpenAI lacks).
+ */
+export class ModelSamplingConfig {
+  @IsOptional() @IsNumber() @Min(0) @Max(2) temperature?: number;
+  @IsOptional() @IsNumber() @Min(0) @Max(1) topP?: number;
+  /** 0: off (every token). */
+  @IsOptional() @IsInt() @Min(0) topK?: number;
+  @IsOptional() @IsNumber() @Min(0) @Max(1) minP?: number;
+  /** 1: none. */
+  @IsOptional() @IsNumber() @Min(0.01) @Max(10) repetitionPenalty?: number;
+  @IsOptional() @IsInt() @Min(0) repeatLastN?: number;
+}
+
 export class ModelConfig {
   @Matches(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, { message: 'must be 1-128 letters, digits or . _ : / -' })
   id!: string;
@@ -349,6 +365,8 @@ export class ModelConfig {
    * fingerprint does not say: `hermes`, `qwen3-coder`, `gpt-oss`, … (docs/compatibility.md).
    */
   @IsOptional() @Matches(/^[a-z0-9][a-z0-9.-]{0,63}$/, { message: 'must name a format, such as hermes or gpt-oss' }) format?: string;
+  /** Sampling defaults for requests that leave them out, over the GGUF's; live-editable like the rest of the catalogue. */
+  @IsOptional() @ValidateNested() @Type(() => ModelSamplingConfig) sampling?: ModelSamplingConfig;
   /** `chat` generates; `embedding` serves /v1/embeddings, `ranking` /v1/rerank. */
   @IsIn(['chat', 'embedding', 'ranking']) kind: 'chat' | 'embedding' | 'ranking' = 'chat';
   /**

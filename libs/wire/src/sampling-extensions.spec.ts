@@ -9,12 +9,24 @@ import { samplingExtensions } from './sampling-extensions.js';
 const named = (param: string) => (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param;
 
 describe('sampling extensions', () => {
-  it('sampling extensions - top_k, min_p, repetition_penalty (or repeat_penalty) and repeat_last_n reach the sampling; the values that mean "off" leave it out', () => {
+  it('sampling extensions - top_k, min_p, repetition_penalty (or repeat_penalty) and repeat_last_n reach the sampling; the values that mean "off" are kept, to win over the model\'s defaults', () => {
     assert.deepEqual(samplingExtensions({ top_k: 20, min_p: 0.05, repetition_penalty: 1.1, repeat_last_n: 128 }), { topK: 20, minP: 0.05, repetitionPenalty: 1.1, repeatLastN: 128 });
     assert.deepEqual(samplingExtensions({ repeat_penalty: 1.3 }), { repetitionPenalty: 1.3 });
-    assert.deepEqual(samplingExtensions({ top_k: -1, repetition_penalty: 1, min_p: null }), {});
-    assert.deepEqual(samplingExtensions({ top_k: 0 }), {});
+    assert.deepEqual(samplingExtensions({ top_k: -1, repetition_penalty: 1, min_p: null }), { topK: 0, repetitionPenalty: 1 });
+    assert.deepEqual(samplingExtensions({ top_k: 0 }), { topK: 0 });
     assert.deepEqual(samplingExtensions({}), {});
+  });
+
+  it('sampling extensions - logit_bias maps token ids to a bias from -100 to 100; an empty map is none', () => {
+    assert.deepEqual(samplingExtensions({ logit_bias: { '0': -100, '1500': 2.5 } }), { logitBias: { '0': -100, '1500': 2.5 } });
+    assert.deepEqual(samplingExtensions({ logit_bias: {} }), {});
+    assert.deepEqual(samplingExtensions({ logit_bias: null }), {});
+    assert.throws(() => samplingExtensions({ logit_bias: { hello: 1 } }), named('logit_bias'));
+    assert.throws(() => samplingExtensions({ logit_bias: { '-1': 1 } }), named('logit_bias'));
+    assert.throws(() => samplingExtensions({ logit_bias: { '12': 101 } }), named('logit_bias.12'));
+    assert.throws(() => samplingExtensions({ logit_bias: { '12': 'up' } }), named('logit_bias.12'));
+    assert.throws(() => samplingExtensions({ logit_bias: [1, 2] }), named('logit_bias'));
+    assert.throws(() => samplingExtensions({ logit_bias: Object.fromEntries(Array.from({ length: 1025 }, (_, i) => [String(i), 1])) }), named('logit_bias'));
   });
 
   it('sampling extensions - each bad value is a 400 naming its field', () => {

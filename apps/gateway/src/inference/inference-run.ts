@@ -27,6 +27,7 @@ import {
   decodeGenerateAccepted,
   decodeTokenCount,
   livenessWindowMs,
+  withSamplingDefaults,
 } from '@cortex/contracts';
 import { promptPrefixes } from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
@@ -246,7 +247,16 @@ export class InferenceRun {
     this.reader = reader;
     const model = this.placement?.model ?? request.model;
     const priority = this.service.priorityOf(this.requestId);
-    const command: GenerateCommand = { runId: this.runId, streamSubject: subject, request: { ...request, model }, ...(this.backgroundOf && { background: true }), ...(priority && { priority }), ...(resume && { resume }) };
+    // The catalogue's sampling defaults as the live catalogue has them now, under what the request set (the worker adds the GGUF's).
+    const sampling = withSamplingDefaults(request.sampling, this.service.modelConfig(model)?.sampling);
+    const command: GenerateCommand = {
+      runId: this.runId,
+      streamSubject: subject,
+      request: { ...request, model, sampling },
+      ...(this.backgroundOf && { background: true }),
+      ...(priority && { priority }),
+      ...(resume && { resume }),
+    };
     const sent = performance.now();
     try {
       await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });

@@ -1,5 +1,5 @@
 import type { BusClient, StreamReader } from '@cortex/bus';
-import type { CortexConfig } from '@cortex/config';
+import type { CortexConfig, ModelConfig } from '@cortex/config';
 import type { ResponsesAssembly } from '@cortex/wire';
 import type { RequestFinishedEvent, RequestPriority, UsageOwner } from '@cortex/contracts';
 import type { Logger } from '@nestjs/common';
@@ -22,4 +22,6 @@ export interface RunServices {
   readonly pending: Pick<PendingRuns, 'placing' | 'placed' | 'done'>;
   /** The request's tier and account for the worker's queue (see PriorityBook); undefined: the worker's lowest tier. */
   priorityOf(requestId: string): RequestPriority | undefined;
+  /** The catalogue entry a model name (id or alias) has in the live catalogue now. */
+  modelConfig(name: string): ModelConfig | undefined;
 }

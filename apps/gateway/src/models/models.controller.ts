@@ -1,7 +1,7 @@
 import { Controller, Get, Param, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { CortexError, decodeCatalogue, modelAllowed, Subjects, type CatalogueEntry, type ModelFacts } from '@cortex/contracts';
+import { BUILTIN_SAMPLING, CortexError, decodeCatalogue, modelAllowed, Subjects, withSamplingDefaults, type CatalogueEntry, type ModelFacts, type SamplingDefaults } from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
 import { principalOf } from '../http/principal.js';
 
@@ -46,8 +46,23 @@ function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
     capabilities: capabilitiesOf(entry),
     pinned: entry.pinned,
     priority: entry.priority,
+    sampling: samplingOf(entry),
     ...(entry.facts && { gguf: gguf(entry.facts) }),
   };
+}
+
+/**
+ * What a request that sets nothing samples with: the catalogue's defaults, then the GGUF's (once a
+ * worker has read its header), then cortex's. A request's own settings win over all three.
+ */
+function samplingOf(entry: CatalogueEntry): Record<string, number> {
+  return requestNames(withSamplingDefaults<SamplingDefaults>({}, entry.sampling, entry.facts?.sampling, BUILTIN_SAMPLING));
+}
+
+/** Sampling settings by the names requests give them. */
+function requestNames(s: SamplingDefaults): Record<string, number> {
+  const named = { temperature: s.temperature, top_p: s.topP, top_k: s.topK, min_p: s.minP, repetition_penalty: s.repetitionPenalty, repeat_last_n: s.repeatLastN };
+  return Object.fromEntries(Object.entries(named).filter(([, value]) => value !== undefined)) as Record<string, number>;
 }
 
 /** Where a model is; one whose file is still being fetched is `downloading`, with the share done. */
@@ -69,6 +84,7 @@ function gguf(facts: ModelFacts): Record<string, unknown> {
       trained_context_length: facts.trainedContextLength,
       template_tools: facts.tools,
       template_reasoning: facts.reasoning,
+      sampling: facts.sampling && Object.keys(facts.sampling).length > 0 ? requestNames(facts.sampling) : undefined,
     }).filter(([, value]) => value !== undefined),
   );
 }

@@ -120,6 +120,7 @@ export class CatalogueService implements OnModuleDestroy {
         replicas: { ready: locations.filter((l) => l.state === 'ready').length, min: model.minReplicas, max: model.maxReplicas ?? this.config.replication.maxReplicas },
         capabilities: this.capabilities.get(model.id) ?? null,
         kind: model.kind,
+        ...(model.sampling && { sampling: { ...model.sampling } }),
       };
       const facts = this.facts.get(model.id);
       if (facts) entry.facts = facts;

@@ -20,8 +20,10 @@ export class CallGrammar {
   constructor(
     private readonly model: LlamaModel,
     private readonly markerBias: TokenBias | undefined,
+    /** What biases the output outside a call (a request's logit_bias); none by default. */
+    free?: TokenBias,
   ) {
-    this.none = new TokenBias(model.tokenizer);
+    this.none = free ?? new TokenBias(model.tokenizer);
   }
 
   /** For `sequence.evaluate`: the grammar's state inside a call, nothing outside. */

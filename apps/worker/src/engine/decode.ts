@@ -1,14 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import {
-  LlamaGrammarEvaluationState,
-  type LlamaContextSequence,
-  type LlamaGrammar,
-  type LlamaModel,
-  type Token,
-  type TokenBias,
-} from 'node-llama-cpp';
-import type { FinishReason, Usage } from '@cortex/contracts';
+import { LlamaGrammarEvaluationState, TokenBias, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
+import { BUILTIN_SAMPLING, withSamplingDefaults, type FinishReason, type SamplingDefaults, type Usage } from '@cortex/contracts';
 import type { EngineEvent, GenerateJob } from './engine.types.js';
 import { evaluatePromptInBatches } from './evaluate-prompt.js';
 import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
@@ -21,8 +14,6 @@ import type { ResumeReplay } from './resume-replay.js';
 import type { ChatFormat } from './formats/chat-format.js';
 import { createOutputParser, type OutputParser, type ParsedEvent } from './formats/output-parser.js';
 
-/** How many of the latest tokens a repetition penalty looks at when the request does not say (llama.cpp's `repeat_last_n`). */
-const DEFAULT_REPEAT_LAST_N = 64;
 
 /** What every decode reads from its loaded model: the same for every request. */
 export interface DecodeModel {
@@ -40,6 +31,10 @@ export interface DecodeModel {
   callHold: 'call' | 'arguments' | null;
   /** Bans the marker tokens while a grammar holds the output. */
   markerBias: TokenBias | undefined;
+  /** The tokens markerBias bans (a request's logit_bias is joined to them). */
+  markerTokens: readonly Token[];
+  /** What a request that leaves a setting out samples with (the GGUF's `general.sampling.*`, see ggufSamplingDefaults). */
+  samplingDefaults: SamplingDefaults;
   /**
    * The special tokens the format's markers are made of: shown to the parser as their text. Any other
    * special token a model writes (a stray `<|im_start|>`, Llama's `<|python_tag|>`) stays hidden, as
@@ -108,6 +103,9 @@ export class Decode {
   private stopSeen = false;
   /** The call grammar, switched on as each call (or its arguments) opens; null when no tool can be called. */
   private readonly calls: CallGrammar | null;
+  /** The request's logit_bias while nothing holds the output; with the marker tokens banned while a grammar does. */
+  private readonly freeBias: TokenBias | undefined;
+  private readonly heldBias: TokenBias | undefined;
   /** The tool whose arguments' grammar was opened for the call being written (`callHold: arguments`). */
   private heldFor: string | null = null;
   /** The response format's grammar state (null without one): made here, so a resume can advance it. */
@@ -129,7 +127,10 @@ export class Decode {
     this.userStops = job.request.sampling.stop ?? [];
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
     const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
-    this.calls = callGrammar || argumentGrammars ? new CallGrammar(model.model, model.markerBias) : null;
+    const bias = requestBias(model, job.request.sampling.logitBias);
+    this.freeBias = bias?.free;
+    this.heldBias = bias?.held ?? model.markerBias;
+    this.calls = callGrammar || argumentGrammars ? new CallGrammar(model.model, this.heldBias, this.freeBias) : null;
     this.formatState = grammar ? new LlamaGrammarEvaluationState({ model: model.model, grammar }) : null;
     this.streamer = new TextStreamer([...this.userStops, ...plan.hiddenStops, ...grammarStops]);
     this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
@@ -239,25 +240,26 @@ export class Decode {
   /** Samples until a token ends the output; returns why it ended. `resumed`: the tokens a migrated stream had delivered. */
   private async sample(input: Token[], resumed: readonly Token[]): Promise<FinishReason> {
     const { job, grammar, sequence } = this.plan;
-    const { sampling } = job.request;
+    // A setting the request leaves out: the catalogue's came with it (the gateway), then the GGUF's, then cortex's.
+    const sampling = withSamplingDefaults(job.request.sampling, this.model.samplingDefaults, BUILTIN_SAMPLING);
     // Tokens written so far, for the penalties (which node-llama-cpp asks for at every step: kept here
     // rather than copied out of the sequence's whole context each time). A resumed stream's delivered
     // tokens were written by the lost worker: they count as they did there. Presence and frequency
     // (OpenAI's) look at the whole output; a repetition penalty (llama.cpp's) at the latest
     // `repeatLastN` tokens of the prompt and the output, and the other two then look there too.
-    const lastN = sampling.repeatLastN ?? DEFAULT_REPEAT_LAST_N;
+    const lastN = sampling.repeatLastN ?? BUILTIN_SAMPLING.repeatLastN;
     const repetition = sampling.repetitionPenalty !== undefined && sampling.repetitionPenalty !== 1 && lastN > 0;
     const outputPenalties = Boolean(sampling.presencePenalty || sampling.frequencyPenalty);
     const penalized = repetition || outputPenalties ? [...(repetition ? this.plan.prompt.slice(-lastN) : []), ...resumed, ...input.slice(1)] : null;
     const tokens = sequence.evaluate(input, {
-      temperature: sampling.temperature ?? 0.8,
+      temperature: sampling.temperature,
       topP: sampling.topP,
       topK: sampling.topK,
       minP: sampling.minP,
       seed: sampling.seed,
       yieldEogToken: true,
       grammarEvaluationState: this.formatState ?? this.calls?.evaluationState,
-      tokenBias: grammar ? this.model.markerBias : this.calls?.tokenBias,
+      tokenBias: grammar ? this.heldBias : (this.calls?.tokenBias ?? this.freeBias),
       repeatPenalty: penalized
         ? {
             punishTokens: () => (repetition ? penalized.slice(-lastN) : penalized),
@@ -414,4 +416,21 @@ export class Decode {
     });
     return usage;
   }
+}
+
+/**
+ * A request's `logit_bias` as node-llama-cpp's token biases, added to the logits: `free` alone, and
+ * `held` with the model's marker tokens banned as well, for while a grammar holds the output (the
+ * model checked the ids against its vocabulary).
+ */
+function requestBias(model: DecodeModel, logitBias: Record<string, number> | undefined): { free: TokenBias; held: TokenBias } | undefined {
+  if (!logitBias) return undefined;
+  const free = new TokenBias(model.model.tokenizer);
+  const held = new TokenBias(model.model.tokenizer);
+  for (const [id, logit] of Object.entries(logitBias)) {
+    free.set(Number(id) as Token, { logit });
+    held.set(Number(id) as Token, { logit });
+  }
+  if (model.markerTokens.length > 0) held.set([...model.markerTokens], 'never');
+  return { free, held };
 }

@@ -30,6 +30,7 @@ import { draftSpeculation, inputLookup, type Speculation } from './speculative.j
 import { NativeGarbage } from './native-garbage.js';
 import { vocabulary } from './vocabulary.js';
 import { PromptCache, type PromptCacheOptions } from './prompt-cache.js';
+import { ggufSamplingDefaults } from './sampling-defaults.js';
 
 export interface LlamaEngineOptions {
   gpu: 'auto' | 'cuda' | 'vulkan' | 'metal' | 'cpu';
@@ -140,6 +141,7 @@ export class LlamaEngine implements Engine {
     const general = info.metadata.general;
     const template = info.metadata.tokenizer?.chat_template ?? '';
     const sizes = await header.sizes();
+    const sampling = ggufSamplingDefaults(general);
     const parameters = insights.totalParameters;
     const fileType = general.file_type;
     const facts: ModelFacts = {
@@ -149,6 +151,7 @@ export class LlamaEngine implements Engine {
       ...(sizes.length > 0 && { fileBytes: sizes.reduce((a, b) => a + b, 0) }),
       ...(insights.trainContextSize && { trainedContextLength: insights.trainContextSize }),
       ...(template && { tools: /\btools\b/.test(template), reasoning: /<think>|reasoning/.test(template) }),
+      ...(Object.keys(sampling).length > 0 && { sampling }),
     };
     return facts;
   }

@@ -18,6 +18,7 @@ import { stopTexts } from './stop-texts.js';
 import { memoTokenizer } from './token-memo.js';
 import { NativeGarbage, samplerBytes } from './native-garbage.js';
 import { vocabularySize } from './vocabulary.js';
+import { ggufSamplingDefaults } from './sampling-defaults.js';
 import type { PromptCache } from './prompt-cache.js';
 
 /**
@@ -89,8 +90,9 @@ export class LlamaEngineModel implements EngineModel {
     const markers = formatMarkers(format).flatMap((marker) => singleToken(model, marker) ?? []);
     const markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
     const shownSpecials = new Set(formatTexts(format).flatMap((text) => model.tokenize(text, true).filter((token) => model.tokenizer.isSpecialToken(token))));
-    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, reasoningMarkers: inlineReasoningMarkers(format), callHold, markerBias, shownSpecials };
-    this.rawDecodeModel = { ...this.decodeModel, format: RAW_FORMAT, reasoningMarkers: null, callHold: null, markerBias: undefined, shownSpecials: new Set() };
+    const samplingDefaults = ggufSamplingDefaults(model.fileInfo.metadata.general);
+    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, reasoningMarkers: inlineReasoningMarkers(format), callHold, markerBias, markerTokens: markers, shownSpecials, samplingDefaults };
+    this.rawDecodeModel = { ...this.decodeModel, format: RAW_FORMAT, reasoningMarkers: null, callHold: null, markerBias: undefined, markerTokens: [], shownSpecials: new Set() };
     this.grammars = new GrammarCache(model.llama);
     this.vocabularySize = vocabularySize(model);
     this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);
@@ -171,6 +173,15 @@ export class LlamaEngineModel implements EngineModel {
     return { prompt: contextText.tokenize(this.promptTokenizer), stops: stopTexts(stopGenerationTriggers), startInReasoning: false };
   }
 
+  /** A logit_bias token id past the vocabulary is a 400 naming the field (llama.cpp would read past its logits). */
+  private checkLogitBias(request: CanonicalRequest): void {
+    const size = this.vocabularySize;
+    const outside = size === null ? undefined : Object.keys(request.sampling.logitBias ?? {}).find((id) => Number(id) >= size);
+    if (outside !== undefined) {
+      throw new CortexError('invalid_request', `logit_bias: token ${outside} is not in ${this.id}'s vocabulary (token ids 0 to ${(size ?? 0) - 1})`, { param: 'logit_bias' });
+    }
+  }
+
   async generate(job: GenerateJob): Promise<void> {
     const { request, signal } = job;
     const check = new OutputCheck(request, job.emit, job.warn);
@@ -187,6 +198,7 @@ export class LlamaEngineModel implements EngineModel {
       );
     }
     const { prompt, stops, startInReasoning } = rendered;
+    this.checkLogitBias(request);
     const forced = this.forcedToolCall(request);
     const resume = job.resume ? this.resumeOf(job, prompt.length) : undefined;
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'

@@ -1,9 +1,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import type { Sampling } from '@cortex/contracts';
+import { CortexError, type Sampling } from '@cortex/contracts';
+import { ensureFixtureModels, fixtureTokenId } from '@cortex/fixtures';
 import type { EngineEvent, EngineModel } from './engine.types.js';
 import { LlamaEngine } from './llama-engine.js';
 
@@ -15,6 +19,70 @@ const STORIES_260K = fileURLToPath(new URL('../../../../../shared/models/stories
  * (stories260K, trained, from ../shared/models: the project's fixtures are near one-hot and show no
  * difference).
  */
+/** Runs `model` once with `sampling` on a short chat; its text. */
+async function text(model: EngineModel, sampling: Sampling): Promise<string> {
+  const events: EngineEvent[] = [];
+  const request = { model: model.id, messages: [{ role: 'user' as const, content: 'Tell me something.' }], sampling, stream: true };
+  await model.generate({ request, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) });
+  assert.ok(events.some((event) => event.type === 'finish'), JSON.stringify(events.at(-1)));
+  return events.flatMap((event) => (event.type === 'text' ? [event.text] : [])).join('');
+}
+
+const SEEDS = Array.from({ length: 32 }, (_, i) => i + 1);
+
+/**
+ * On cortex-coin, whose one step has a designed distribution (Heads 0, Tails -1, Edge -4 nats) and
+ * whose GGUF asks for temperature 1.5: the GGUF's default, min_p and logit_bias, each by the answers
+ * of seeded runs.
+ */
+describe('sampling on a designed distribution', () => {
+  let engine: LlamaEngine;
+  let coin: EngineModel;
+  let dir: string;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cortex-sampling-'));
+    const paths = await ensureFixtureModels(dir);
+    engine = await LlamaEngine.create({ gpu: 'cpu', threads: 1, log: () => undefined });
+    coin = await engine.load({ id: 'cortex-coin', path: paths['cortex-coin'] as string, contextSize: 256, slots: 1, maxQueue: 4 });
+  });
+
+  after(async () => {
+    await coin?.dispose();
+    await engine?.dispose();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function answers(sampling: Sampling): Promise<string[]> {
+    const out: string[] = [];
+    for (const seed of SEEDS) out.push(await text(coin, { ...sampling, seed }));
+    return out;
+  }
+
+  it('sampling - a request without a temperature samples at the one its GGUF carries (general.sampling.temp), not cortex\'s 0.8', async () => {
+    const byDefault = await answers({});
+    assert.deepEqual(byDefault, await answers({ temperature: 1.5 }), 'the same answers as at 1.5, seed by seed');
+    assert.notDeepEqual(byDefault, await answers({ temperature: 0.8 }));
+    assert.ok(byDefault.some((answer) => answer !== 'Heads'), byDefault.join(' '));
+    assert.deepEqual(new Set(await answers({ temperature: 0 })), new Set(['Heads']), 'the request wins');
+  });
+
+  it('sampling - min_p drops the choices below its share of the likeliest: 0.5 leaves Heads alone (Tails is 0.37 of it)', async () => {
+    assert.ok((await answers({ temperature: 1.5 })).includes('Tails'));
+    assert.deepEqual(new Set(await answers({ temperature: 1.5, minP: 0.5 })), new Set(['Heads']));
+    assert.ok((await answers({ temperature: 1.5, minP: 0.3 })).includes('Tails'), 'min_p 0.3 keeps Tails');
+  });
+
+  it('sampling - logit_bias is added to the designed logits; a token past the vocabulary is a 400 naming logit_bias', async () => {
+    const tails = String(fixtureTokenId('Tails'));
+    const heads = String(fixtureTokenId('Heads'));
+    assert.equal(await text(coin, { temperature: 0, logitBias: { [tails]: 2 } }), 'Tails', 'Tails at -1 + 2 passes Heads at 0');
+    assert.equal(await text(coin, { temperature: 0, logitBias: { [tails]: 0.5 } }), 'Heads', 'Tails at -0.5 does not');
+    assert.equal(await text(coin, { temperature: 0, logitBias: { [heads]: -100 } }), 'Tails');
+    await assert.rejects(text(coin, { temperature: 0, logitBias: { '999999': 1 } }), (error: Error) => error instanceof CortexError && error.extra.param === 'logit_bias' && /not in cortex-coin's vocabulary/.test(error.message));
+  });
+});
+
 describe('sampling', { skip: !existsSync(STORIES_260K) && 'no ../shared/models' }, () => {
   let engine: LlamaEngine;
   let loop: EngineModel;
@@ -28,14 +96,6 @@ describe('sampling', { skip: !existsSync(STORIES_260K) && 'no ../shared/models' 
     await loop?.dispose();
     await engine?.dispose();
   });
-
-  async function text(model: EngineModel, sampling: Sampling): Promise<string> {
-    const events: EngineEvent[] = [];
-    const request = { model: model.id, messages: [{ role: 'user' as const, content: 'Tell me something.' }], sampling, stream: true };
-    await model.generate({ request, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) });
-    assert.ok(events.some((event) => event.type === 'finish'), JSON.stringify(events.at(-1)));
-    return events.flatMap((event) => (event.type === 'text' ? [event.text] : [])).join('');
-  }
 
   it('sampling - top_k 1 and min_p 1 leave only the likeliest token: at temperature 2 they write what greedy decoding writes', async () => {
     const greedy = await text(loop, { temperature: 0, maxTokens: 48 });

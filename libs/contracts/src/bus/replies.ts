@@ -1,7 +1,7 @@
 import { array, boolean, defined, fail, integer, number, object, oneOf, optionalBoolean, optionalInteger, optionalNumber, optionalObject, optionalString, string } from '../fields.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 import { modelKindOf } from '../retrieval/retrieval.messages.js';
-import { decodeCanonicalRequest, type CanonicalRequest } from '../generate/canonical-request.js';
+import { decodeCanonicalRequest, decodeSamplingDefaults, type CanonicalRequest } from '../generate/canonical-request.js';
 import type { DecodedRequest, GenerateAccepted, TokenCount } from '../generate/generate.messages.js';
 import {
   MODEL_STATES,
@@ -150,6 +150,7 @@ export function decodeFacts(value: unknown, at: string): ModelFacts | undefined 
     trainedContextLength: optionalInteger(facts.trainedContextLength, `${at}.trainedContextLength`, 0),
     tools: optionalBoolean(facts.tools, `${at}.tools`),
     reasoning: optionalBoolean(facts.reasoning, `${at}.reasoning`),
+    sampling: decodeSamplingDefaults(facts.sampling, `${at}.sampling`),
   });
 }
 
@@ -253,6 +254,7 @@ function catalogueEntry(value: unknown, at: string): CatalogueEntry {
     for (const key of ['tools', 'reasoning', 'vision']) boolean(caps[key], `${at}.capabilities.${key}`);
   }
   decodeFacts(entry.facts, `${at}.facts`);
+  decodeSamplingDefaults(entry.sampling, `${at}.sampling`);
   return entry as unknown as CatalogueEntry;
 }
 

@@ -1,6 +1,7 @@
 import { Type } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, MaxLength, Min, ValidateNested, IsArray, IsObject } from 'class-validator';
 import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
+import type { SamplingDefaults } from '../generate/canonical-request.js';
 import { fail, maxLength, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalString, string } from '../fields.js';
 
 export const MODEL_STATES = ['loading', 'ready', 'unloading'] as const;
@@ -186,6 +187,8 @@ export interface ModelFacts {
   /** Whether the chat template mentions tools / reasoning (a cheap look at its text). */
   tools?: boolean;
   reasoning?: boolean;
+  /** The maker's sampling defaults (`general.sampling.*`), applied to requests that leave them out. */
+  sampling?: SamplingDefaults;
 }
 
 /** A worker's answer to `estimate`. */
@@ -396,6 +399,8 @@ export interface CatalogueEntry {
   kind?: ModelKind;
   /** Its GGUF header's facts, known once a worker estimated it (before any download). */
   facts?: ModelFacts;
+  /** The catalogue's sampling defaults for the model (over its GGUF's). */
+  sampling?: SamplingDefaults;
 }
 
 export interface WorkerView {

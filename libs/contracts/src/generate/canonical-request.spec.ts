@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { CortexError } from '../errors/error-codes.js';
 import { streamSubject } from '../subjects/subjects.js';
 import { decodeGenerateCommand, decodeTokenizeCommand } from './generate.messages.js';
+import { BUILTIN_SAMPLING, checkLogitBias, decodeSamplingDefaults, withSamplingDefaults, type Sampling, type SamplingDefaults } from './canonical-request.js';
 
 const request = () => ({
   model: 'm',
@@ -85,5 +86,26 @@ describe('canonical request decoding', () => {
     rejects(command((r) => void ((r as { stream: unknown }).stream = 'yes')), 'request.stream');
     rejects(command((r) => void ((r as { includeUsage: unknown }).includeUsage = 1)), 'request.includeUsage');
     rejects(command((r) => void (r.affinityKey = 'k'.repeat(513))), 'request.affinityKey');
+  });
+});
+
+describe('sampling defaults', () => {
+  const cases: Array<[string, Sampling, Array<SamplingDefaults | undefined>, Sampling]> = [
+    ['nothing set: the first default that sets a field', {}, [{ temperature: 0.2 }, { temperature: 1.5, topK: 20 }], { temperature: 0.2, topK: 20 }],
+    ['the request wins', { temperature: 0, maxTokens: 4 }, [{ temperature: 0.2 }], { temperature: 0, maxTokens: 4 }],
+    ['an "off" value is a value', { topK: 0, repetitionPenalty: 1 }, [{ topK: 20, repetitionPenalty: 1.05 }], { topK: 0, repetitionPenalty: 1 }],
+    ['missing layers are skipped', { seed: 7 }, [undefined, { minP: 0.05 }, undefined], { seed: 7, minP: 0.05 }],
+    ['only sampling defaults are taken from a layer', {}, [{ temperature: 1, ...({ maxTokens: 9 } as object) }], { temperature: 1 }],
+    ['the built-in layer fills the rest', { temperature: 0.6 }, [BUILTIN_SAMPLING], { ...BUILTIN_SAMPLING, temperature: 0.6 }],
+  ];
+  for (const [name, sampling, layers, expected] of cases) {
+    it(`sampling defaults - ${name}`, () => assert.deepEqual(withSamplingDefaults(sampling, ...layers), expected));
+  }
+
+  it('sampling defaults - they cross the bus in the ranges a request may set; logit_bias is checked like a request\'s', () => {
+    assert.deepEqual(decodeSamplingDefaults({ temperature: 1.5, topK: 0 }, 'facts.sampling'), { temperature: 1.5, topK: 0 });
+    assert.equal(decodeSamplingDefaults(undefined, 'facts.sampling'), undefined);
+    assert.throws(() => decodeSamplingDefaults({ temperature: 3 }, 'facts.sampling'), /facts\.sampling\.temperature/);
+    assert.throws(() => checkLogitBias({ '1': 200 }, 'sampling.logitBias'), /sampling\.logitBias\.1/);
   });
 });

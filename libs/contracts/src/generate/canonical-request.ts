@@ -52,7 +52,53 @@ export interface Sampling {
   presencePenalty?: number;
   /** -2 to 2. */
   frequencyPenalty?: number;
+  /**
+   * Added to the logits of these tokens (ids of the model's vocabulary, as decimal strings) before
+   * sampling, -100 to 100 each (OpenAI's `logit_bias`; -100 in effect bans a token). At most 1,024.
+   */
+  logitBias?: Record<string, number>;
 }
+
+/** What a model's maker (its GGUF's `general.sampling.*`) or the catalogue may set for requests that leave it out. */
+export type SamplingDefaults = Pick<Sampling, 'temperature' | 'topP' | 'topK' | 'minP' | 'repetitionPenalty' | 'repeatLastN'>;
+
+export const SAMPLING_DEFAULT_KEYS = ['temperature', 'topP', 'topK', 'minP', 'repetitionPenalty', 'repeatLastN'] as const satisfies ReadonlyArray<keyof SamplingDefaults>;
+
+/**
+ * What a request that sets nothing samples with, where neither the model's GGUF nor the catalogue
+ * says otherwise: llama.cpp's defaults except the temperature (0.8, as cortex always had), and no
+ * repetition penalty (llama.cpp's own default of 1.0 since 2024).
+ */
+export const BUILTIN_SAMPLING: Required<SamplingDefaults> = { temperature: 0.8, topP: 0.95, topK: 40, minP: 0, repetitionPenalty: 1, repeatLastN: 64 };
+
+/** `sampling` with each field it leaves out taken from `defaults`, first to last (the first that sets it wins). */
+export function withSamplingDefaults<T extends Sampling>(sampling: T, ...defaults: ReadonlyArray<SamplingDefaults | undefined>): T {
+  const out: T = { ...sampling };
+  for (const key of SAMPLING_DEFAULT_KEYS) {
+    if (out[key] !== undefined) continue;
+    const value = defaults.find((d) => d?.[key] !== undefined)?.[key];
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
+}
+
+/** Sampling defaults as they cross the bus (a GGUF's, the catalogue's): each in the range a request may set. */
+export function decodeSamplingDefaults(value: unknown, at: string): SamplingDefaults | undefined {
+  const defaults = optionalObject(value, at);
+  if (!defaults) return undefined;
+  const out: SamplingDefaults = {
+    temperature: optionalNumber(defaults.temperature, `${at}.temperature`, 0, 2),
+    topP: optionalNumber(defaults.topP, `${at}.topP`, 0, 1),
+    topK: optionalInteger(defaults.topK, `${at}.topK`, 0),
+    minP: optionalNumber(defaults.minP, `${at}.minP`, 0, 1),
+    repetitionPenalty: optionalNumber(defaults.repetitionPenalty, `${at}.repetitionPenalty`, 0, 10),
+    repeatLastN: optionalInteger(defaults.repeatLastN, `${at}.repeatLastN`, 0),
+  };
+  return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== undefined)) as SamplingDefaults;
+}
+
+/** At most this many `logit_bias` entries in one request. */
+export const MAX_LOGIT_BIAS = 1024;
 
 export interface ResponseFormat {
   type: 'text' | 'json_object' | 'json_schema';
@@ -207,5 +253,19 @@ function checkSampling(sampling: Json, at: string): void {
   stops?.forEach((stop, i) => maxLength(string(stop, `${at}.stop[${i}]`), 256, `${at}.stop[${i}]`));
   optionalNumber(sampling.presencePenalty, `${at}.presencePenalty`, -2, 2);
   optionalNumber(sampling.frequencyPenalty, `${at}.frequencyPenalty`, -2, 2);
+  const bias = optionalObject(sampling.logitBias, `${at}.logitBias`);
+  if (bias) checkLogitBias(bias, `${at}.logitBias`);
+}
+
+/** A `logit_bias` map: token ids (decimal, from 0) to a number from -100 to 100, at most MAX_LOGIT_BIAS of them. */
+export function checkLogitBias(bias: Json, at: string): Record<string, number> {
+  const entries = Object.entries(bias);
+  if (entries.length > MAX_LOGIT_BIAS) fail(at, `at most ${MAX_LOGIT_BIAS} tokens, got ${entries.length}`);
+  for (const [token, value] of entries) {
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(token)) fail(at, `keys are token ids (integers from 0 as strings), got ${JSON.stringify(token.slice(0, 32))}`);
+    optionalNumber(value, `${at}.${token}`, -100, 100);
+    if (value === null || value === undefined) fail(`${at}.${token}`, 'must be a number from -100 to 100');
+  }
+  return bias as Record<string, number>;
 }
 
