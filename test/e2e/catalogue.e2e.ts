@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fixtureModel } from '@cortex/fixtures';
+import { fixtureModel, fixtureTokenId } from '@cortex/fixtures';
 import { postJson, runCli, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const ADMIN = 'sk-admin-e2e';
@@ -139,5 +139,60 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
     const bad = cli('models', 'set', 'api-added', '--slots', 'many');
     assert.equal(bad.status, 2);
     assert.equal(bad.stderr, 'cortex models set: --slots must be a whole number or "none" (got "many"); run "cortex models set --help" to see its usage\n');
+  });
+
+  it('catalogue - sampling defaults: the GGUF\'s temperature, then the catalogue\'s (live, on every gateway), then the request\'s; /v1/models shows them; logit_bias and min_p reach the sampler', async () => {
+    const added = await admin('POST', '/admin/models', { id: 'cortex-coin', file: 'fixture:cortex-coin', context_size: 256, slots: 1 });
+    assert.equal(added.status, 200, JSON.stringify(added.body));
+    const seeds = Array.from({ length: 32 }, (_, i) => i + 1);
+    const answer = async (base: string, extra: Record<string, unknown>): Promise<string> => {
+      const response = await postJson(`${base}/v1/chat/completions`, { model: 'cortex-coin', messages: user, ...extra }, { authorization: `Bearer ${USER}` });
+      const body = (await response.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown };
+      assert.equal(response.status, 200, JSON.stringify(body));
+      return body.choices?.[0]?.message.content ?? '';
+    };
+    const answers = async (base: string, extra: Record<string, unknown> = {}): Promise<string[]> => {
+      const out: string[] = [];
+      for (const seed of seeds) out.push(await answer(base, { ...extra, seed }));
+      return out;
+    };
+    const sampling = async (base: string): Promise<{ sampling: Record<string, number>; gguf?: { sampling?: Record<string, number> } }> => {
+      const response = await fetch(`${base}/v1/models/cortex-coin`, { headers: { authorization: `Bearer ${USER}` } });
+      return (await response.json()) as never;
+    };
+
+    // No catalogue sampling: the GGUF's temperature 1.5 (general.sampling.temp), seed by seed.
+    const gguf = await answers(gateways[0]!);
+    assert.deepEqual(gguf, await answers(gateways[0]!, { temperature: 1.5 }));
+    assert.notDeepEqual(gguf, await answers(gateways[0]!, { temperature: 0.8 }), 'not cortex\'s own 0.8');
+    const listed = await sampling(gateways[1]!);
+    assert.deepEqual(listed.sampling, { temperature: 1.5, top_p: 0.95, top_k: 40, min_p: 0, repetition_penalty: 1, repeat_last_n: 64 });
+    assert.deepEqual(listed.gguf?.sampling, { temperature: 1.5 });
+
+    // The catalogue's, changed live: both gateways sample greedily from their next request.
+    const patched = await admin('PATCH', '/admin/models/cortex-coin', { sampling: { temperature: 0, min_p: 0.01 } });
+    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    for (const base of gateways) {
+      await waitFor(async () => (await sampling(base)).sampling.temperature === 0, 5_000, 20);
+      assert.equal((await sampling(base)).sampling.min_p, 0.01);
+      await waitFor(async () => (await answer(base, { seed: 3 })) === 'Heads' && (await answer(base, { seed: 1 })) === 'Heads', 5_000, 20);
+      assert.deepEqual(new Set(await answers(base)), new Set(['Heads']));
+    }
+    // The request's own over both.
+    assert.deepEqual(await answers(gateways[1]!, { temperature: 1.5 }), gguf);
+    const badDefault = await admin('PATCH', '/admin/models/cortex-coin', { sampling: { temperature: 3 } });
+    assert.equal(badDefault.status, 400);
+    assert.match(badDefault.body.error?.message ?? '', /sampling\.temperature/);
+
+    // logit_bias and min_p, by the designed logits (Heads 0, Tails -1, Edge -4).
+    const tails = String(fixtureTokenId('Tails'));
+    assert.equal(await answer(gateways[0]!, { temperature: 0, logit_bias: { [tails]: 2 } }), 'Tails');
+    assert.equal(await answer(gateways[0]!, { temperature: 0, logit_bias: { [tails]: 0.5 } }), 'Heads');
+    assert.deepEqual(new Set(await answers(gateways[0]!, { temperature: 1.5, min_p: 0.5 })), new Set(['Heads']));
+    const outside = await postJson(`${gateways[0]}/v1/chat/completions`, { model: 'cortex-coin', messages: user, logit_bias: { '99999999': 1 } }, { authorization: `Bearer ${USER}` });
+    const refused = (await outside.json()) as { error: { message: string; param: string } };
+    assert.equal(outside.status, 400);
+    assert.equal(refused.error.param, 'logit_bias');
+    assert.match(refused.error.message, /not in cortex-coin's vocabulary/);
   });
 });
