@@ -260,6 +260,15 @@ export class Decode {
       yieldEogToken: true,
       grammarEvaluationState: this.formatState ?? this.calls?.evaluationState,
       tokenBias: grammar ? this.heldBias : (this.calls?.tokenBias ?? this.freeBias),
+      xtc: sampling.xtc,
+      dryRepeatPenalty: sampling.dry && {
+        strength: sampling.dry.multiplier,
+        base: sampling.dry.base,
+        allowedLength: sampling.dry.allowedLength,
+        // node-llama-cpp 3.21.1 applies no penalty with its `null` (the whole history): the context's size is that.
+        lastTokens: sampling.dry.lastN ?? sequence.contextSize,
+        sequenceBreakers: sampling.dry.sequenceBreakers,
+      },
       repeatPenalty: penalized
         ? {
             punishTokens: () => (repetition ? penalized.slice(-lastN) : penalized),

@@ -112,4 +112,12 @@ describe('sampling', { skip: !existsSync(STORIES_260K) && 'no ../shared/models' 
     assert.notEqual(await text(loop, { temperature: 0, repetitionPenalty: 3, maxTokens: 64 }), plain, 'the repeated words are made less likely');
     assert.equal(await text(loop, { temperature: 0, repetitionPenalty: 3, repeatLastN: 0, maxTokens: 64 }), plain, 'looking at no token, it changes nothing');
   });
+
+  it('sampling - XTC and DRY reach the sampler: each changes the greedy output, and off (probability 0, no multiplier) it is unchanged', async () => {
+    const plain = await text(loop, { temperature: 0, maxTokens: 64 });
+    assert.notEqual(await text(loop, { temperature: 0, xtc: { probability: 1, threshold: 0.05 }, maxTokens: 64 }), plain, 'XTC removes the likeliest tokens');
+    assert.equal(await text(loop, { temperature: 0, xtc: { probability: 0, threshold: 0.05 }, maxTokens: 64 }), plain);
+    assert.notEqual(await text(loop, { temperature: 0, dry: { multiplier: 5, allowedLength: 1 }, maxTokens: 64 }), plain, 'DRY breaks the repeats');
+    assert.equal(await text(loop, { temperature: 0, dry: { multiplier: 5, allowedLength: 1, lastN: 0 }, maxTokens: 64 }), plain, 'looking at no token, it changes nothing');
+  });
 });

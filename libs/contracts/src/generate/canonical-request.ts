@@ -57,6 +57,17 @@ export interface Sampling {
    * sampling, -100 to 100 each (OpenAI's `logit_bias`; -100 in effect bans a token). At most 1,024.
    */
   logitBias?: Record<string, number>;
+  /**
+   * Exclude Top Choices (llama.cpp's `xtc_probability`, `xtc_threshold`): at each step, with this
+   * probability, every token at least `threshold` likely but the least likely of them is removed.
+   */
+  xtc?: { probability: number; threshold: number };
+  /**
+   * DRY, "don't repeat yourself" (llama.cpp's `dry_*`): a token that would extend a repeat of more
+   * than `allowedLength` tokens within the latest `lastN` (absent: the whole context) is penalized by
+   * `multiplier * base ^ (length - allowedLength)`; `sequenceBreakers` end a repeat.
+   */
+  dry?: { multiplier: number; base?: number; allowedLength?: number; lastN?: number; sequenceBreakers?: string[] };
 }
 
 /** What a model's maker (its GGUF's `general.sampling.*`) or the catalogue may set for requests that leave it out. */
@@ -255,6 +266,31 @@ function checkSampling(sampling: Json, at: string): void {
   optionalNumber(sampling.frequencyPenalty, `${at}.frequencyPenalty`, -2, 2);
   const bias = optionalObject(sampling.logitBias, `${at}.logitBias`);
   if (bias) checkLogitBias(bias, `${at}.logitBias`);
+  const xtc = optionalObject(sampling.xtc, `${at}.xtc`);
+  if (xtc) {
+    optionalNumber(xtc.probability, `${at}.xtc.probability`, 0, 1);
+    optionalNumber(xtc.threshold, `${at}.xtc.threshold`, 0, 1);
+  }
+  const dry = optionalObject(sampling.dry, `${at}.dry`);
+  if (dry) {
+    optionalNumber(dry.multiplier, `${at}.dry.multiplier`, 0, 100);
+    optionalNumber(dry.base, `${at}.dry.base`, 1, 100);
+    optionalInteger(dry.allowedLength, `${at}.dry.allowedLength`, 0);
+    optionalInteger(dry.lastN, `${at}.dry.lastN`, 0);
+    checkBreakers(optionalArray(dry.sequenceBreakers, `${at}.dry.sequenceBreakers`), `${at}.dry.sequenceBreakers`);
+  }
+}
+
+/** DRY's sequence breakers: at most 16 strings of 1 to 64 characters. */
+export function checkBreakers(breakers: unknown[] | undefined, at: string): string[] | undefined {
+  if (!breakers) return undefined;
+  if (breakers.length > 16) fail(at, `at most 16 sequence breakers, got ${breakers.length}`);
+  return breakers.map((breaker, i) => {
+    const text = string(breaker, `${at}[${i}]`);
+    maxLength(text, 64, `${at}[${i}]`);
+    if (text.length === 0) fail(`${at}[${i}]`, 'must not be empty');
+    return text;
+  });
 }
 
 /** A `logit_bias` map: token ids (decimal, from 0) to a number from -100 to 100, at most MAX_LOGIT_BIAS of them. */
