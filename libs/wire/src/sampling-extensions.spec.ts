@@ -50,6 +50,15 @@ describe('sampling extensions', () => {
     assert.throws(() => samplingExtensions({ repetition_penalty: 0 }), named('repetition_penalty'));
     assert.throws(() => samplingExtensions({ repeat_penalty: 'high' }), named('repeat_penalty'));
     assert.throws(() => samplingExtensions({ repeat_last_n: -1 }), named('repeat_last_n'));
+    assert.throws(() => samplingExtensions({ typical_p: 0.9 }), named('typical_p'));
+    assert.throws(() => samplingExtensions({ mirostat: 2 }), named('mirostat'));
+  });
+
+  it('sampling extensions - Chat Completions refuses logprobs it cannot serve rather than answering null', () => {
+    const chat = { model: 'm', messages: [{ role: 'user', content: 'Hi.' }] };
+    assert.throws(() => decodeChatRequest({ ...chat, logprobs: true }), named('logprobs'));
+    assert.throws(() => decodeChatRequest({ ...chat, top_logprobs: 2 }), named('top_logprobs'));
+    assert.doesNotThrow(() => decodeChatRequest({ ...chat, logprobs: false, top_logprobs: 0 }));
   });
 
   it('sampling extensions - Chat Completions, legacy completions and Responses all carry them', () => {

@@ -1,6 +1,9 @@
 import { checkBreakers, checkLogitBias, fail, optionalArray, optionalInteger, optionalNumber, optionalObject, type Sampling } from '@cortex/contracts';
 
 type Json = Record<string, unknown>;
+/** llama.cpp's samplers that node-llama-cpp lacks: refused rather than dropped, since each changes the output. */
+const UNSUPPORTED = ['typical_p', 'mirostat', 'mirostat_tau', 'mirostat_eta'];
+
 type Extensions = Pick<Sampling, 'topK' | 'minP' | 'repetitionPenalty' | 'repeatLastN' | 'logitBias' | 'xtc' | 'dry'>;
 
 /**
@@ -15,6 +18,9 @@ type Extensions = Pick<Sampling, 'topK' | 'minP' | 'repetitionPenalty' | 'repeat
  * defaults (its GGUF's, the catalogue's) like any other.
  */
 export function samplingExtensions(body: Json): Extensions {
+  for (const field of UNSUPPORTED) {
+    if (body[field] !== undefined && body[field] !== null) fail(field, `${field} is not a sampler this gateway's engine has (node-llama-cpp); leave it out, or use min_p, top_k, top_p, XTC or DRY`);
+  }
   const topK = optionalInteger(body.top_k, 'top_k', -1);
   const named = body.repetition_penalty !== undefined && body.repetition_penalty !== null ? 'repetition_penalty' : 'repeat_penalty';
   const penalty = optionalNumber(body[named], named, 0, 10);

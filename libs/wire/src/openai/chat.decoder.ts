@@ -38,6 +38,9 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   checkToolResults(messages);
   const n = optionalInteger(body.n, 'n', 1);
   if (n !== undefined && n !== 1) fail('n', 'only n=1 is supported');
+  // Answered with nothing, a client would read "no probabilities" as an answer.
+  if (optionalBoolean(body.logprobs, 'logprobs')) fail('logprobs', 'token log probabilities are not served by this gateway yet; leave logprobs out (or false)');
+  if (optionalInteger(body.top_logprobs, 'top_logprobs', 0, 20)) fail('top_logprobs', 'token log probabilities are not served by this gateway yet; leave top_logprobs out (or 0)');
 
   let tools = optionalArray(body.tools, 'tools')?.map((t, i) => decodeTool(t, `tools[${i}]`));
   const toolChoice = decodeToolChoice(body.tool_choice, tools);
