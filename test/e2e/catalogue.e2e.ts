@@ -195,4 +195,30 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
     assert.equal(refused.error.param, 'logit_bias');
     assert.match(refused.error.message, /not in cortex-coin's vocabulary/);
   });
+
+  it('catalogue - Chat Completions logprobs, streamed and not: the generated token\'s and its top_logprobs by the designed logits (cortex-coin)', async () => {
+    const body = { model: 'cortex-coin', messages: user, temperature: 0, logprobs: true, top_logprobs: 3 };
+    const designed = [0, -1, -4];
+    const total = Math.log(designed.reduce((sum, logit) => sum + Math.exp(logit), 0));
+    type Entry = { token: string; logprob: number; bytes: number[]; top_logprobs: Array<{ token: string; logprob: number }> };
+    const check = (content: Entry[]): void => {
+      assert.equal(content.length, 1);
+      const [entry] = content;
+      assert.equal(entry?.token, 'Heads');
+      assert.deepEqual(entry?.top_logprobs.map((t) => t.token), ['Heads', 'Tails', 'Edge']);
+      entry?.top_logprobs.forEach((t, i) => assert.ok(Math.abs(t.logprob - ((designed[i] ?? 0) - total)) < 0.01, `${t.token}: ${t.logprob}`));
+    };
+    const whole = await postJson(`${gateways[0]}/v1/chat/completions`, body, { authorization: `Bearer ${USER}` });
+    const answer = (await whole.json()) as { choices: Array<{ logprobs: { content: Entry[]; refusal: null } }> };
+    assert.equal(whole.status, 200, JSON.stringify(answer));
+    check(answer.choices[0]?.logprobs.content ?? []);
+    const streamed = await postJson(`${gateways[1]}/v1/chat/completions`, { ...body, stream: true }, { authorization: `Bearer ${USER}` });
+    const chunks = (await streamed.text())
+      .split('\n')
+      .filter((line) => line.startsWith('data: {'))
+      .map((line) => JSON.parse(line.slice(6)) as { choices: Array<{ logprobs: { content: Entry[] } | null }> });
+    check(chunks.flatMap((chunk) => chunk.choices[0]?.logprobs?.content ?? []));
+    const without = (await (await postJson(`${gateways[0]}/v1/chat/completions`, { ...body, logprobs: undefined, top_logprobs: undefined }, { authorization: `Bearer ${USER}` })).json()) as { choices: Array<{ logprobs: unknown }> };
+    assert.equal(without.choices[0]?.logprobs, null);
+  });
 });

@@ -1,10 +1,10 @@
 import { performance } from 'node:perf_hooks';
 import type { MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
-import { CortexError, decodeStreamEvent, type StreamEvent, type StreamEventBody } from '@cortex/contracts';
+import { CortexError, decodeStreamEvent, type StreamEvent, type StreamEventBody, type TokenLogprob } from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
 import { currentTraceHeaders } from './bus-trace.js';
 
-type Delta = { type: 'text' | 'reasoning'; text: string; pieces: number; tokens?: number[] };
+type Delta = { type: 'text' | 'reasoning'; text: string; pieces: number; tokens?: number[]; logprobs?: TokenLogprob[] };
 
 /**
  * Numbers and publishes one request's events; the producer side of a token stream.
@@ -50,6 +50,7 @@ export class StreamPublisher {
         // The merged delta carries every token id its pieces carried: ids are a stream's resume point.
         // The held array is this publisher's own (copied when the delta was first held), so appending is per token, not per window.
         if (event.tokens) (this.pending.tokens ??= []).push(...event.tokens);
+        if (event.type === 'text' && event.logprobs) (this.pending.logprobs ??= []).push(...event.logprobs);
         return;
       }
       this.flush();
@@ -58,7 +59,13 @@ export class StreamPublisher {
         this.send(event);
         return;
       }
-      this.pending = { type: event.type, text: event.text, pieces: event.pieces ?? 1, ...(event.tokens && { tokens: [...event.tokens] }) };
+      this.pending = {
+        type: event.type,
+        text: event.text,
+        pieces: event.pieces ?? 1,
+        ...(event.tokens && { tokens: [...event.tokens] }),
+        ...(event.type === 'text' && event.logprobs && { logprobs: [...event.logprobs] }),
+      };
       this.timer = setTimeout(() => this.flush(), wait);
       return;
     }
@@ -87,7 +94,10 @@ export class StreamPublisher {
     const pending = this.pending;
     this.pending = null;
     // Observers count tokens by pieces (the console's live view); one piece stays implicit.
-    if (pending) this.send(pending.pieces > 1 ? pending : { type: pending.type, text: pending.text, ...(pending.tokens && { tokens: pending.tokens }) });
+    if (pending) {
+      const { pieces, ...one } = pending;
+      this.send(pieces > 1 ? pending : one);
+    }
   }
 
   private send(event: StreamEventBody): void {

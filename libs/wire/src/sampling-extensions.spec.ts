@@ -54,11 +54,14 @@ describe('sampling extensions', () => {
     assert.throws(() => samplingExtensions({ mirostat: 2 }), named('mirostat'));
   });
 
-  it('sampling extensions - Chat Completions refuses logprobs it cannot serve rather than answering null', () => {
+  it('sampling extensions - Chat Completions asks for logprobs with logprobs: true and up to 20 top_logprobs, which need it', () => {
     const chat = { model: 'm', messages: [{ role: 'user', content: 'Hi.' }] };
-    assert.throws(() => decodeChatRequest({ ...chat, logprobs: true }), named('logprobs'));
+    assert.equal(decodeChatRequest({ ...chat, logprobs: true }).logprobs, 0);
+    assert.equal(decodeChatRequest({ ...chat, logprobs: true, top_logprobs: 5 }).logprobs, 5);
+    assert.equal(decodeChatRequest({ ...chat, logprobs: false }).logprobs, undefined);
     assert.throws(() => decodeChatRequest({ ...chat, top_logprobs: 2 }), named('top_logprobs'));
-    assert.doesNotThrow(() => decodeChatRequest({ ...chat, logprobs: false, top_logprobs: 0 }));
+    assert.throws(() => decodeChatRequest({ ...chat, logprobs: true, top_logprobs: 21 }), named('top_logprobs'));
+    assert.throws(() => decodeChatRequest({ ...chat, logprobs: 'yes' }), named('logprobs'));
   });
 
   it('sampling extensions - Chat Completions, legacy completions and Responses all carry them', () => {

@@ -8,7 +8,7 @@ const inlineReasoning = (meta: ResponseMeta): boolean => String(meta.headers['x-
 export const openAiChatAdapter: DialectAdapter = {
   dialect: 'openai.chat',
   stream(request, meta) {
-    const encoder = new ChatChunkEncoder({ id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created, includeUsage: request.includeUsage ?? false, inlineReasoning: inlineReasoning(meta) });
+    const encoder = new ChatChunkEncoder({ id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created, includeUsage: request.includeUsage ?? false, inlineReasoning: inlineReasoning(meta), logprobs: request.logprobs !== undefined });
     return {
       terminator: true,
       frames: (event) => encoder.encode(event).map((data) => ({ data })),
@@ -17,6 +17,6 @@ export const openAiChatAdapter: DialectAdapter = {
     };
   },
   complete(request, meta) {
-    return new ChatCompletionAggregator({ id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created, inlineReasoning: inlineReasoning(meta) });
+    return new ChatCompletionAggregator({ id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created, inlineReasoning: inlineReasoning(meta), logprobs: request.logprobs !== undefined });
   },
 };

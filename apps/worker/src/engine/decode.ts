@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { LlamaGrammarEvaluationState, TokenBias, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
-import { BUILTIN_SAMPLING, withSamplingDefaults, type FinishReason, type SamplingDefaults, type Usage } from '@cortex/contracts';
+import { LlamaGrammarEvaluationState, TokenBias, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type SequenceEvaluateOptions, type Token } from 'node-llama-cpp';
+import { BUILTIN_SAMPLING, withSamplingDefaults, type FinishReason, type SamplingDefaults, type TokenLogprob, type Usage } from '@cortex/contracts';
 import type { EngineEvent, GenerateJob } from './engine.types.js';
 import { evaluatePromptInBatches } from './evaluate-prompt.js';
 import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
@@ -251,7 +251,7 @@ export class Decode {
     const repetition = sampling.repetitionPenalty !== undefined && sampling.repetitionPenalty !== 1 && lastN > 0;
     const outputPenalties = Boolean(sampling.presencePenalty || sampling.frequencyPenalty);
     const penalized = repetition || outputPenalties ? [...(repetition ? this.plan.prompt.slice(-lastN) : []), ...resumed, ...input.slice(1)] : null;
-    const tokens = sequence.evaluate(input, {
+    const options: SequenceEvaluateOptions = {
       temperature: sampling.temperature,
       topP: sampling.topP,
       topK: sampling.topK,
@@ -279,7 +279,9 @@ export class Decode {
             frequencyPenalty: sampling.frequencyPenalty,
           }
         : undefined,
-    });
+    };
+    const top = job.request.logprobs;
+    const tokens = top === undefined ? sequence.evaluate(input, options) : this.withLogprobs(sequence.evaluateWithMetadata(input, { probabilities: true }, options), top);
     for await (const token of tokens) {
       penalized?.push(token);
       if (job.signal.aborted) return 'cancelled';
@@ -288,6 +290,20 @@ export class Decode {
       if (finish) return finish;
     }
     return 'length';
+  }
+
+  /**
+   * The sampled tokens, each one's log-probability handed to the release first (to go out with its
+   * id). node-llama-cpp's probabilities are those of the distribution the token was drawn from: the
+   * model's own at temperature 0 (after logit_bias, penalties and a grammar), at a higher temperature
+   * what top_k, top_p, min_p and the temperature left of it.
+   */
+  private async *withLogprobs(steps: AsyncGenerator<{ token: Token; probabilities: Map<Token, number> }>, top: number): AsyncGenerator<Token> {
+    const model = this.model.model;
+    for await (const { token, probabilities } of steps) {
+      if (!model.isEogToken(token)) this.release.sampled(tokenLogprob(model, token, probabilities, top));
+      yield token;
+    }
   }
 
   /** Reads one sampled token; returns a finish reason when it ends the output. */
@@ -442,4 +458,22 @@ function requestBias(model: DecodeModel, logitBias: Record<string, number> | und
   }
   if (model.markerTokens.length > 0) held.set([...model.markerTokens], 'never');
   return { free, held };
+}
+
+/** What a log-probability of 0 probability is written as (OpenAI's floor); JSON has no -Infinity. */
+const NO_PROBABILITY = -9999;
+
+/** One sampled token's log-probability and the `top` likeliest tokens of its step (the map is sorted, likeliest first). */
+export function tokenLogprob(model: Pick<LlamaModel, 'detokenize'>, token: Token, probabilities: ReadonlyMap<Token, number>, top: number): TokenLogprob {
+  const piece = (id: Token): { token: string; bytes: number[] } => {
+    const text = model.detokenize([id], true);
+    return { token: text, bytes: [...Buffer.from(text, 'utf8')] };
+  };
+  const logprob = (p: number | undefined): number => (p !== undefined && p > 0 ? Math.log(p) : NO_PROBABILITY);
+  const alternatives: TokenLogprob['top'] = [];
+  for (const [id, p] of probabilities) {
+    if (alternatives.length >= top) break;
+    alternatives.push({ ...piece(id), logprob: logprob(p) });
+  }
+  return { ...piece(token), logprob: logprob(probabilities.get(token)), top: alternatives };
 }

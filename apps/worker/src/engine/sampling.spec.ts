@@ -81,6 +81,25 @@ describe('sampling on a designed distribution', () => {
     assert.equal(await text(coin, { temperature: 0, logitBias: { [heads]: -100 } }), 'Tails');
     await assert.rejects(text(coin, { temperature: 0, logitBias: { '999999': 1 } }), (error: Error) => error instanceof CortexError && error.extra.param === 'logit_bias' && /not in cortex-coin's vocabulary/.test(error.message));
   });
+
+  it('sampling - logprobs: the generated token\'s and the likeliest of its step, by the designed logits; none for a request that did not ask', async () => {
+    const events: EngineEvent[] = [];
+    const request = { model: coin.id, messages: [{ role: 'user' as const, content: 'Flip.' }], sampling: { temperature: 0 }, stream: true, logprobs: 3 };
+    await coin.generate({ request, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) });
+    const logprobs = events.flatMap((event) => (event.type === 'text' ? (event.logprobs ?? []) : []));
+    assert.equal(logprobs.length, 1, 'one answer token; the end of generation has none');
+    const [entry] = logprobs;
+    const designed = [0, -1, -4];
+    const total = Math.log(designed.reduce((sum, logit) => sum + Math.exp(logit), 0));
+    assert.equal(entry?.token, 'Heads');
+    assert.deepEqual(entry?.bytes, [...Buffer.from('Heads')]);
+    assert.deepEqual(entry?.top.map((t) => t.token), ['Heads', 'Tails', 'Edge']);
+    entry?.top.forEach((t, i) => assert.ok(Math.abs(t.logprob - ((designed[i] ?? 0) - total)) < 0.01, `${t.token}: ${t.logprob}`));
+    assert.equal(entry?.logprob, entry?.top[0]?.logprob);
+    const plain: EngineEvent[] = [];
+    await coin.generate({ request: { ...request, logprobs: undefined }, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => plain.push(event) });
+    assert.ok(plain.every((event) => event.type !== 'text' || event.logprobs === undefined));
+  });
 });
 
 describe('sampling', { skip: !existsSync(STORIES_260K) && 'no ../shared/models' }, () => {

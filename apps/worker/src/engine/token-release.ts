@@ -1,3 +1,4 @@
+import type { TokenLogprob } from '@cortex/contracts';
 import type { EngineEvent } from './engine.types.js';
 
 type Output = Extract<EngineEvent, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
@@ -19,6 +20,8 @@ const isOutput = (event: EngineEvent): event is Output =>
  */
 export class TokenRelease {
   private pending: number[] = [];
+  /** The log-probabilities of the sampled tokens among `pending`, for a request that asked (see sampled). */
+  private logprobs: TokenLogprob[] = [];
   private held: EngineEvent[] | null = null;
   replaying = false;
 
@@ -38,6 +41,14 @@ export class TokenRelease {
     if (!this.replaying) this.pending.push(token);
   }
 
+  /**
+   * A sampled token's log-probability, for a request that asked: it goes out with the token's id, on
+   * a text event (the tokens of reasoning and tool calls have none, as in OpenAI's API).
+   */
+  sampled(logprob: TokenLogprob): void {
+    if (!this.replaying) this.logprobs.push(logprob);
+  }
+
   /** Runs one token's handling (or, without a token, a flush of held output at the end) and sends what it emitted, ids on the last output. */
   step<T>(token: number | null, handle: () => T): T {
     if (token !== null) this.written(token);
@@ -55,8 +66,10 @@ export class TokenRelease {
     let last = -1;
     for (let i = events.length - 1; i >= 0 && last === -1; i--) if (isOutput(events[i] as EngineEvent)) last = i;
     if (last !== -1 && this.pending.length > 0) {
-      events[last] = { ...(events[last] as Output), tokens: this.pending };
+      const output = events[last] as Output;
+      events[last] = { ...output, tokens: this.pending, ...(output.type === 'text' && this.logprobs.length > 0 && { logprobs: this.logprobs }) };
       this.pending = [];
+      this.logprobs = [];
     }
     for (const event of events) this.out(event);
   }

@@ -125,6 +125,7 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       string(event.text, 'text');
       optionalInteger(event.pieces, 'pieces', 1);
       tokenIds(event.tokens);
+      if (event.logprobs !== undefined) tokenLogprobs(event.logprobs);
       break;
     case 'start':
       string(event.runId, 'runId');
@@ -173,6 +174,21 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
 }
 
 /** An output event's token ids (absent from workers of earlier versions). */
+function tokenLogprobs(value: unknown): void {
+  array(value, 'logprobs').forEach((entry, i) => {
+    const at = `logprobs[${i}]`;
+    const e = object(entry, at);
+    string(e.token, `${at}.token`);
+    number(e.logprob, `${at}.logprob`);
+    array(e.bytes, `${at}.bytes`);
+    array(e.top, `${at}.top`).forEach((alternative, j) => {
+      const a = object(alternative, `${at}.top[${j}]`);
+      string(a.token, `${at}.top[${j}].token`);
+      number(a.logprob, `${at}.top[${j}].logprob`);
+    });
+  });
+}
+
 function tokenIds(value: unknown): void {
   if (value === undefined) return;
   array(value, 'tokens').forEach((token, i) => integer(token, `tokens[${i}]`, 0));

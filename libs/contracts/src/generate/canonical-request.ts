@@ -153,6 +153,11 @@ export interface CanonicalRequest {
    */
   keepPromptLonger?: boolean;
   /**
+   * Report each generated answer token's log-probability, with this many of the likeliest tokens at
+   * its step (0 to 20): Chat Completions' `logprobs` and `top_logprobs`. Absent: none.
+   */
+  logprobs?: number;
+  /**
    * Names the conversation this request continues (a session header, `prompt_cache_key`,
    * `conversation`, the first response of a `previous_response_id` chain), so the router can send it
    * to the worker that already holds its prompt prefix. At most 512 characters.
@@ -213,6 +218,7 @@ export function decodeCanonicalRequest(value: unknown, at: string): CanonicalReq
   optionalBoolean(request.includeUsage, `${at}.includeUsage`);
   optionalBoolean(request.showReasoning, `${at}.showReasoning`);
   optionalBoolean(request.keepPromptLonger, `${at}.keepPromptLonger`);
+  optionalInteger(request.logprobs, `${at}.logprobs`, 0, 20);
   maxLength(optionalString(request.affinityKey, `${at}.affinityKey`), 512, `${at}.affinityKey`);
   if (request.templateOptions !== undefined && request.templateOptions !== null) checkTemplateOptions(request.templateOptions, `${at}.templateOptions`);
   if (request.raw !== undefined && request.raw !== null) checkRawPrompt(request.raw, `${at}.raw`);

@@ -162,11 +162,24 @@ export interface Timings {
  * generated since the last event that carried some, whose output is now all sent (see Resume): an
  * event that ends a token's output carries it, so a stream's tokens so far rebuild its state exactly.
  */
+/**
+ * One generated token's log-probability (natural log) in the distribution it was sampled from, with
+ * the likeliest tokens of that step (`top`, as many as the request asked for). `bytes`: the token's
+ * UTF-8 bytes (a token may hold part of a character).
+ */
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top: Array<{ token: string; logprob: number; bytes: number[] }>;
+}
+
 export type StreamEvent =
   /** `reasoningMarkers`: how the model marks its reasoning, for clients that ask for it inline (x-include-thinking). */
   /** `cachedPromptTokens`: of the prompt, the tokens its sequence held or restored (absent: none, or a worker before it). */
   | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number; cachedPromptTokens?: number; reasoningMarkers?: [string, string] }
-  | { seq: number; type: 'text'; text: string; pieces?: number; tokens?: number[] }
+  /** `logprobs`: for a request that asked (CanonicalRequest.logprobs), those of the tokens whose output this is. */
+  | { seq: number; type: 'text'; text: string; pieces?: number; tokens?: number[]; logprobs?: TokenLogprob[] }
   | { seq: number; type: 'reasoning'; text: string; pieces?: number; tokens?: number[] }
   | { seq: number; type: 'tool_call'; index: number; id: string; name: string; tokens?: number[] }
   | { seq: number; type: 'tool_args'; index: number; delta: string; tokens?: number[] }

@@ -38,9 +38,6 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   checkToolResults(messages);
   const n = optionalInteger(body.n, 'n', 1);
   if (n !== undefined && n !== 1) fail('n', 'only n=1 is supported');
-  // Answered with nothing, a client would read "no probabilities" as an answer.
-  if (optionalBoolean(body.logprobs, 'logprobs')) fail('logprobs', 'token log probabilities are not served by this gateway yet; leave logprobs out (or false)');
-  if (optionalInteger(body.top_logprobs, 'top_logprobs', 0, 20)) fail('top_logprobs', 'token log probabilities are not served by this gateway yet; leave top_logprobs out (or 0)');
 
   let tools = optionalArray(body.tools, 'tools')?.map((t, i) => decodeTool(t, `tools[${i}]`));
   const toolChoice = decodeToolChoice(body.tool_choice, tools);
@@ -57,6 +54,10 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   if (optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls') === false) request.maxToolCalls = 1;
   const format = decodeResponseFormat(body.response_format);
   if (format) request.responseFormat = format;
+  const logprobs = optionalBoolean(body.logprobs, 'logprobs');
+  const top = optionalInteger(body.top_logprobs, 'top_logprobs', 0, 20);
+  if (top !== undefined && !logprobs) fail('top_logprobs', 'needs logprobs: true');
+  if (logprobs) request.logprobs = top ?? 0;
   if (body.stream_options !== undefined && body.stream_options !== null) {
     const options = object(body.stream_options, 'stream_options');
     if (!request.stream) fail('stream_options', 'is only allowed when stream is true');

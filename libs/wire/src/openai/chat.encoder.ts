@@ -1,4 +1,4 @@
-import type { ErrorBody, FinishReason, StreamEvent, Usage } from '@cortex/contracts';
+import type { ErrorBody, FinishReason, StreamEvent, TokenLogprob, Usage } from '@cortex/contracts';
 import { ErrorCodes, NO_USAGE } from '@cortex/contracts';
 
 export interface ChatEncoderOptions {
@@ -11,6 +11,8 @@ export interface ChatEncoderOptions {
    * unless its start event names others) instead of `reasoning_content` (x-include-thinking).
    */
   inlineReasoning?: boolean;
+  /** The request asked for logprobs: text chunks carry theirs (`logprobs.content`), the body all of them. */
+  logprobs?: boolean;
 }
 
 type Chunk = Record<string, unknown>;
@@ -30,8 +32,11 @@ export class ChatChunkEncoder {
       case 'start':
         if (event.reasoningMarkers) this.markers = event.reasoningMarkers;
         return [];
-      case 'text':
-        return [this.delta({ content: this.closeThinking() + event.text })];
+      case 'text': {
+        const chunk = this.delta({ content: this.closeThinking() + event.text });
+        if (this.options.logprobs) (chunk.choices as Array<Record<string, unknown>>)[0]!.logprobs = { content: (event.logprobs ?? []).map(chatLogprob), refusal: null };
+        return [chunk];
+      }
       case 'reasoning':
         if (!this.options.inlineReasoning) return [this.delta({ reasoning_content: event.text })];
         return [this.delta({ content: this.openThinking() + event.text })];
@@ -104,6 +109,7 @@ export class ChatCompletionAggregator {
   private content = '';
   private reasoning = '';
   private readonly toolCalls: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }> = [];
+  private readonly logprobs: unknown[] = [];
   private finishReason: FinishReason | null = null;
   private usage: Usage | null = null;
 
@@ -113,7 +119,9 @@ export class ChatCompletionAggregator {
 
   add(event: StreamEvent): void {
     for (const chunk of this.encoder.encode(event)) {
-      const delta = (chunk.choices as Array<{ delta: ChunkDelta }>)[0]?.delta ?? {};
+      const choice = (chunk.choices as Array<{ delta: ChunkDelta; logprobs: { content: unknown[] } | null }>)[0];
+      const delta = choice?.delta ?? {};
+      if (choice?.logprobs) this.logprobs.push(...choice.logprobs.content);
       this.content += delta.content ?? '';
       this.reasoning += delta.reasoning_content ?? '';
       for (const call of delta.tool_calls ?? []) {
@@ -139,10 +147,15 @@ export class ChatCompletionAggregator {
       created: this.options.created,
       model: this.options.model,
       system_fingerprint: null,
-      choices: [{ index: 0, message, logprobs: null, finish_reason: chatFinishReason(this.finishReason ?? 'stop') }],
+      choices: [{ index: 0, message, logprobs: this.options.logprobs ? { content: this.logprobs, refusal: null } : null, finish_reason: chatFinishReason(this.finishReason ?? 'stop') }],
       usage: chatUsage(this.usage ?? NO_USAGE),
     };
   }
+}
+
+/** A token's log-probability as OpenAI's APIs write it. */
+export function chatLogprob(entry: TokenLogprob): Record<string, unknown> {
+  return { token: entry.token, logprob: entry.logprob, bytes: entry.bytes, top_logprobs: entry.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })) };
 }
 
 export function chatFinishReason(reason: FinishReason): string {
