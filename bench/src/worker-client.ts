@@ -25,11 +25,12 @@ export class WorkerClient {
     model: string,
     prompt: string,
     maxTokens: number,
+    extra: Partial<CanonicalRequest> = {},
   ): Promise<DecodeRun & { wallMs: number; reportedTokensPerSecond: number; promptMs: number; promptTokens: number; cachedTokens: number }> {
     const runId = randomBytes(8).toString('hex');
     const subject = streamSubject(this.workerId, runId);
     const reader = new StreamReader(this.nc, subject, { idleTimeoutMs: 30_000 });
-    const request: CanonicalRequest = { model, messages: [{ role: 'user', content: prompt }], sampling: { temperature: 0, maxTokens }, stream: true };
+    const request: CanonicalRequest = { model, messages: [{ role: 'user', content: prompt }], sampling: { temperature: 0, maxTokens }, stream: true, ...extra };
     const command: GenerateCommand = { runId, streamSubject: subject, request };
     const started = performance.now();
     await this.bus.request(workerSubject(Subjects.workerGenerate, this.workerId), command);

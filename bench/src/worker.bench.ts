@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: decode throughput of the worker, measured at its bus output, against a raw
  * node-llama-cpp evaluate loop on the same model, context and threads, in one run; then aggregate
- * throughput at 1, 2, 4 and 8 concurrent streams; then what sizing one prompt costs the worker from
+ * throughput at 1, 2, 4 and 8 concurrent streams; what asking for logprobs (the sampled token's alone,
+ * and with 5 alternatives) costs per token at a 512- and a 32,000-token vocabulary; then what sizing one prompt costs the worker from
  * 1 KB to 256 KB (`prompt-sizing.ts`: its chunked count against tokenizing the text whole, in
  * microseconds per KB, so a constant column is linear). Also `npm run bench:worker`.
  *
@@ -21,7 +22,7 @@ import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
 import { WorkerConfig } from '@cortex/config';
 import { heartbeatSubject } from '@cortex/contracts';
 import { ensureFixtureModels } from '@cortex/fixtures';
-import { startTestNats, STORIES_260K, waitFor } from '@cortex/testing';
+import { LLAMA_TINY_RANDOM, startTestNats, STORIES_260K, waitFor } from '@cortex/testing';
 import { promptSizing } from './prompt-sizing.js';
 import { RawBaseline, type DecodeRun } from './raw-baseline.js';
 import { WorkerClient } from './worker-client.js';
@@ -131,6 +132,32 @@ async function main(): Promise<void> {
       const seconds = (performance.now() - started) / 1000;
       const total = results.reduce((sum, r) => sum + r.tokens, 0);
       log(`${String(streams).padStart(7)}   ${(total / seconds).toFixed(0).padStart(15)}   ${median(results.map((r) => r.tokensPerSecond)).toFixed(0).padStart(16)}`);
+    }
+
+    // What logprobs cost: node-llama-cpp sorts the vocabulary at every step for the sampled token's
+    // probability, and hands over a map of all of it for the likeliest alternatives.
+    const LOGPROB_TOKENS = Math.min(TOKENS, 64);
+    log(`\nlogprobs against none, single stream, ${LOGPROB_TOKENS} tokens a run, runs alternating; extra µs per token = 1/with - 1/without, median of pairs`);
+    log('model                 vocabulary   tok/s without   logprobs: tok/s, µs/token   top 5: tok/s, µs/token');
+    for (const model of [{ id: 'stories260K', path: STORIES_260K, vocabulary: 512 }, { id: 'llama-2-tiny-random', path: LLAMA_TINY_RANDOM, vocabulary: 32_000 }]) {
+      if (!existsSync(model.path)) continue;
+      const id = `${model.id}-logprobs`;
+      await client.load(id, model.path, CONTEXT, 1);
+      const rates: Record<'none' | 'one' | 'top', number[]> = { none: [], one: [], top: [] };
+      for (let i = 0; i < RUNS + 2; i++) {
+        const runs = { none: {}, one: { logprobs: 0 }, top: { logprobs: 5 } } as const;
+        for (const [name, extra] of Object.entries(runs) as Array<[keyof typeof rates, object]>) {
+          await pause();
+          const run = await client.generate(id, PROMPT, LOGPROB_TOKENS, extra);
+          // The first two rounds warm up.
+          if (i >= 2) rates[name].push(run.reportedTokensPerSecond);
+        }
+      }
+      const extra = (name: 'one' | 'top'): string => {
+        const costs = rates.none.map((rate, i) => 1e6 / (rates[name][i] ?? rate) - 1e6 / rate);
+        return `${median(rates[name]).toFixed(0).padStart(6)}, ${median(costs).toFixed(0).padStart(6)}`;
+      };
+      log(`${model.id.padEnd(21)} ${String(model.vocabulary).padStart(10)}   ${median(rates.none).toFixed(0).padStart(13)}   ${extra('one').padStart(25)}   ${extra('top').padStart(22)}`);
     }
 
     // In this process, on one thread, like the worker's own count of a prompt that may not fit.

@@ -196,7 +196,7 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
     assert.match(refused.error.message, /not in cortex-coin's vocabulary/);
   });
 
-  it('catalogue - Chat Completions logprobs, streamed and not: the generated token\'s and its top_logprobs by the designed logits (cortex-coin)', async () => {
+  it('catalogue - logprobs in Chat Completions and Responses, streamed and not: the generated token\'s and its top_logprobs by the designed logits (cortex-coin)', async () => {
     const body = { model: 'cortex-coin', messages: user, temperature: 0, logprobs: true, top_logprobs: 3 };
     const designed = [0, -1, -4];
     const total = Math.log(designed.reduce((sum, logit) => sum + Math.exp(logit), 0));
@@ -220,5 +220,28 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
     check(chunks.flatMap((chunk) => chunk.choices[0]?.logprobs?.content ?? []));
     const without = (await (await postJson(`${gateways[0]}/v1/chat/completions`, { ...body, logprobs: undefined, top_logprobs: undefined }, { authorization: `Bearer ${USER}` })).json()) as { choices: Array<{ logprobs: unknown }> };
     assert.equal(without.choices[0]?.logprobs, null);
+
+    // Responses: the include, top_logprobs for the alternatives; on the text part and on each delta.
+    const responsesBody = { model: 'cortex-coin', input: 'Hi.', temperature: 0, include: ['message.output_text.logprobs'], top_logprobs: 3, store: false };
+    const created = await postJson(`${gateways[1]}/v1/responses`, responsesBody, { authorization: `Bearer ${USER}` });
+    const resource = (await created.json()) as { output: Array<{ type: string; content?: Array<{ logprobs: Entry[] }> }> };
+    assert.equal(created.status, 200, JSON.stringify(resource));
+    check(resource.output.find((item) => item.type === 'message')?.content?.[0]?.logprobs ?? []);
+    const events = (await (await postJson(`${gateways[0]}/v1/responses`, { ...responsesBody, stream: true }, { authorization: `Bearer ${USER}` })).text())
+      .split('\n')
+      .filter((line) => line.startsWith('data: {'))
+      .map((line) => JSON.parse(line.slice(6)) as { type: string; logprobs?: Entry[] });
+    check(events.filter((event) => event.type === 'response.output_text.delta').flatMap((event) => event.logprobs ?? []));
+    check(events.find((event) => event.type === 'response.output_text.done')?.logprobs ?? []);
+
+    // Legacy completions, in that API's shape.
+    const legacy = await postJson(`${gateways[0]}/v1/completions`, { model: 'cortex-coin', prompt: 'Flip a coin: ', temperature: 0, logprobs: 3 }, { authorization: `Bearer ${USER}` });
+    const completion = (await legacy.json()) as { choices: Array<{ text: string; logprobs: { tokens: string[]; token_logprobs: number[]; top_logprobs: Array<Record<string, number>>; text_offset: number[] } }> };
+    assert.equal(legacy.status, 200, JSON.stringify(completion));
+    const lp = completion.choices[0]?.logprobs;
+    assert.deepEqual(lp?.tokens, ['Heads']);
+    assert.deepEqual(lp?.text_offset, [0]);
+    assert.deepEqual(Object.keys(lp?.top_logprobs[0] ?? {}), ['Heads', 'Tails', 'Edge']);
+    assert.ok(Math.abs((lp?.token_logprobs[0] ?? 0) - (0 - total)) < 0.01);
   });
 });

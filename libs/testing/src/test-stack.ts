@@ -12,6 +12,8 @@ const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const CLI = join(ROOT, 'apps/cli/dist/main.js');
 export const SHARED_MODELS = resolve(ROOT, '../shared/models');
 export const STORIES_260K = join(SHARED_MODELS, 'stories260K.gguf');
+/** Llama 2's 32,000-token vocabulary on a tiny model of random weights (../shared/models, vendored by the ollama project). */
+export const LLAMA_TINY_RANDOM = join(SHARED_MODELS, 'llama-2-tiny-random.gguf');
 
 export interface StackOptions {
   /** Extra YAML for the `models:` list, one entry per item (snake_case keys). */

@@ -281,7 +281,12 @@ export class Decode {
         : undefined,
     };
     const top = job.request.logprobs;
-    const tokens = top === undefined ? sequence.evaluate(input, options) : this.withLogprobs(sequence.evaluateWithMetadata(input, { probabilities: true }, options), top);
+    // The sampled token's probability alone (`confidence`) costs a sort of the vocabulary per token; the
+    // likeliest alternatives need node-llama-cpp's map of the whole vocabulary, several times that (docs/benchmarks.md).
+    const tokens =
+      top === undefined
+        ? sequence.evaluate(input, options)
+        : this.withLogprobs(top === 0 ? sequence.evaluateWithMetadata(input, { confidence: true }, options) : sequence.evaluateWithMetadata(input, { probabilities: true }, options), top);
     for await (const token of tokens) {
       penalized?.push(token);
       if (job.signal.aborted) return 'cancelled';
@@ -298,10 +303,10 @@ export class Decode {
    * model's own at temperature 0 (after logit_bias, penalties and a grammar), at a higher temperature
    * what top_k, top_p, min_p and the temperature left of it.
    */
-  private async *withLogprobs(steps: AsyncGenerator<{ token: Token; probabilities: Map<Token, number> }>, top: number): AsyncGenerator<Token> {
+  private async *withLogprobs(steps: AsyncGenerator<{ token: Token; probabilities?: Map<Token, number>; confidence?: number }>, top: number): AsyncGenerator<Token> {
     const model = this.model.model;
-    for await (const { token, probabilities } of steps) {
-      if (!model.isEogToken(token)) this.release.sampled(tokenLogprob(model, token, probabilities, top));
+    for await (const { token, probabilities, confidence } of steps) {
+      if (!model.isEogToken(token)) this.release.sampled(tokenLogprob(model, token, probabilities ?? new Map([[token, confidence ?? 0]]), top));
       yield token;
     }
   }

@@ -1,4 +1,5 @@
-import type { ErrorBody, FinishReason, StreamEvent, TokenLogprob, Usage } from '@cortex/contracts';
+import type { ErrorBody, FinishReason, StreamEvent, Usage } from '@cortex/contracts';
+import { openAiLogprob } from '../logprobs.js';
 import { ErrorCodes, NO_USAGE } from '@cortex/contracts';
 
 export interface ChatEncoderOptions {
@@ -34,7 +35,7 @@ export class ChatChunkEncoder {
         return [];
       case 'text': {
         const chunk = this.delta({ content: this.closeThinking() + event.text });
-        if (this.options.logprobs) (chunk.choices as Array<Record<string, unknown>>)[0]!.logprobs = { content: (event.logprobs ?? []).map(chatLogprob), refusal: null };
+        if (this.options.logprobs) (chunk.choices as Array<Record<string, unknown>>)[0]!.logprobs = { content: (event.logprobs ?? []).map(openAiLogprob), refusal: null };
         return [chunk];
       }
       case 'reasoning':
@@ -151,11 +152,6 @@ export class ChatCompletionAggregator {
       usage: chatUsage(this.usage ?? NO_USAGE),
     };
   }
-}
-
-/** A token's log-probability as OpenAI's APIs write it. */
-export function chatLogprob(entry: TokenLogprob): Record<string, unknown> {
-  return { token: entry.token, logprob: entry.logprob, bytes: entry.bytes, top_logprobs: entry.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })) };
 }
 
 export function chatFinishReason(reason: FinishReason): string {

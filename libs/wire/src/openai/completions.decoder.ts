@@ -72,10 +72,12 @@ export function decodeCompletionRequest(input: unknown): CanonicalRequest {
   if (suffix !== undefined && suffix !== '') raw.suffix = suffix;
   if (optionalBoolean(body.echo, 'echo')) raw.echo = true;
   const stream = optionalBoolean(body.stream, 'stream') ?? false;
+  const logprobs = decodeLogprobs(body);
   const request: CanonicalRequest = {
     model,
     messages: [],
     raw,
+    ...(logprobs !== undefined && { logprobs }),
     sampling: defined({
       temperature: optionalNumber(body.temperature, 'temperature', 0, 2),
       topP: optionalNumber(body.top_p, 'top_p', 0, 1),
@@ -101,7 +103,11 @@ export function decodeCompletionRequest(input: unknown): CanonicalRequest {
 function refuseUnserved(body: Json): void {
   const bestOf = optionalInteger(body.best_of, 'best_of', 1);
   if (bestOf !== undefined && bestOf !== 1) fail('best_of', 'only best_of=1 is supported');
-  if (body.logprobs !== undefined && body.logprobs !== null) {
-    fail('logprobs', 'token log probabilities are not served by this gateway; leave logprobs out (or null)');
-  }
+}
+
+/** `logprobs`: how many of the likeliest tokens to list at each step (0: the generated token's alone). */
+function decodeLogprobs(body: Json): number | undefined {
+  const top = optionalInteger(body.logprobs, 'logprobs', 0, 20);
+  if (top !== undefined && body.echo === true) fail('echo', "the prompt's log-probabilities (echo with logprobs) are not served yet; leave echo out, or logprobs");
+  return top;
 }

@@ -1,4 +1,4 @@
-import { NO_USAGE, type FinishReason, type StreamEvent, type Usage } from '@cortex/contracts';
+import { NO_USAGE, type FinishReason, type StreamEvent, type TokenLogprob, type Usage } from '@cortex/contracts';
 import { chatFinishReason, speculativeDetails } from './chat.encoder.js';
 
 export interface CompletionEncoderOptions {
@@ -8,6 +8,29 @@ export interface CompletionEncoderOptions {
   includeUsage: boolean;
   /** Choices in the response (one per prompt); the usage frame follows the last one's finish. */
   choices: number;
+  /** The request asked for logprobs: each choice's text comes with its tokens' (this API's shape). */
+  logprobs?: boolean;
+}
+
+/** This API's logprobs of some tokens: `text_offset` is each token's place in the choice's text. */
+interface CompletionLogprobs {
+  tokens: string[];
+  token_logprobs: number[];
+  top_logprobs: Array<Record<string, number>>;
+  text_offset: number[];
+}
+
+/** The logprobs of a text event whose text starts at `offset` of its choice's text. */
+function completionLogprobs(entries: readonly TokenLogprob[], offset: number): CompletionLogprobs {
+  const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  for (const entry of entries) {
+    out.tokens.push(entry.token);
+    out.token_logprobs.push(entry.logprob);
+    out.top_logprobs.push(Object.fromEntries(entry.top.map((t) => [t.token, t.logprob])));
+    out.text_offset.push(offset);
+    offset += entry.token.length;
+  }
+  return out;
 }
 
 type Chunk = Record<string, unknown>;
@@ -20,13 +43,18 @@ type Chunk = Record<string, unknown>;
 export class CompletionChunkEncoder {
   private finished = 0;
   private usage: Usage = NO_USAGE;
+  /** Each choice's text so far, in characters (for `text_offset`). */
+  private readonly lengths = new Map<number, number>();
 
   constructor(private readonly options: CompletionEncoderOptions) {}
 
   encode(event: StreamEvent, index = 0): Chunk[] {
     switch (event.type) {
-      case 'text':
-        return [this.chunk(index, event.text, null)];
+      case 'text': {
+        const offset = this.lengths.get(index) ?? 0;
+        this.lengths.set(index, offset + event.text.length);
+        return [this.chunk(index, event.text, null, this.options.logprobs ? completionLogprobs(event.logprobs ?? [], offset) : null)];
+      }
       case 'finish': {
         this.usage = addUsage(this.usage, event.usage);
         const chunks = [this.chunk(index, '', chatFinishReason(event.reason))];
@@ -41,10 +69,10 @@ export class CompletionChunkEncoder {
     }
   }
 
-  private chunk(index: number, text: string, finishReason: string | null): Chunk {
+  private chunk(index: number, text: string, finishReason: string | null, logprobs: CompletionLogprobs | null = null): Chunk {
     return {
       ...this.base(),
-      choices: [{ index, text, logprobs: null, finish_reason: finishReason }],
+      choices: [{ index, text, logprobs, finish_reason: finishReason }],
       ...(this.options.includeUsage ? { usage: null } : {}),
     };
   }
@@ -57,16 +85,23 @@ export class CompletionChunkEncoder {
 /** Collects the events of every choice into one `text_completion` body (non-streaming requests). */
 export class CompletionAggregator {
   private readonly texts: string[];
+  private readonly logprobs: CompletionLogprobs[];
   private readonly reasons: Array<FinishReason | null>;
   private usage: Usage = NO_USAGE;
 
   constructor(private readonly options: Omit<CompletionEncoderOptions, 'includeUsage'>) {
     this.texts = Array.from({ length: options.choices }, () => '');
     this.reasons = Array.from({ length: options.choices }, () => null);
+    this.logprobs = Array.from({ length: options.choices }, () => ({ tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] }));
   }
 
   add(event: StreamEvent, index = 0): void {
-    if (event.type === 'text') this.texts[index] += event.text;
+    if (event.type === 'text') {
+      const some = completionLogprobs(event.logprobs ?? [], this.texts[index]?.length ?? 0);
+      const all = this.logprobs[index];
+      if (all) for (const key of ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset'] as const) (all[key] as unknown[]).push(...some[key]);
+      this.texts[index] += event.text;
+    }
     if (event.type === 'finish') {
       this.reasons[index] = event.reason;
       this.usage = addUsage(this.usage, event.usage);
@@ -80,7 +115,7 @@ export class CompletionAggregator {
       created: this.options.created,
       model: this.options.model,
       system_fingerprint: null,
-      choices: this.texts.map((text, index) => ({ index, text, logprobs: null, finish_reason: chatFinishReason(this.reasons[index] ?? 'stop') })),
+      choices: this.texts.map((text, index) => ({ index, text, logprobs: this.options.logprobs ? this.logprobs[index] : null, finish_reason: chatFinishReason(this.reasons[index] ?? 'stop') })),
       usage: completionUsage(this.usage),
     };
   }

@@ -330,13 +330,21 @@ describe('responses codec - request decoding', () => {
     invalid({ ...base, text: { format: { type: 'yaml' } } }, 'text.format.type');
     invalid({ ...base, temperature: 3 }, 'temperature');
     invalid({ ...base, max_output_tokens: 0 }, 'max_output_tokens');
-    invalid({ ...base, top_logprobs: 5 }, 'top_logprobs', /not supported/);
-    invalid({ ...base, include: ['message.output_text.logprobs'] }, 'include[0]', /not supported/);
+    invalid({ ...base, top_logprobs: 21 }, 'top_logprobs');
     invalid({ ...base, truncation: 'sometimes' }, 'truncation');
     invalid({ ...base, reasoning: { effort: 'extreme' } }, 'reasoning.effort');
     invalid({ ...base, service_tier: 'gold' }, 'service_tier');
     invalid({ ...base, metadata: { n: 1 } }, 'metadata.n');
     invalid({ ...base, stream_options: { include_obfuscation: true } }, 'stream_options');
     invalid({ ...base, prompt: { id: 'pmpt_1' } }, 'prompt', /not supported/);
+  });
+
+  it('responses decoder - logprobs: the include asks for the generated tokens\' log-probabilities, top_logprobs for the likeliest too', () => {
+    const base = { model: 'm', input: 'Hi.' };
+    assert.equal(decodeResponsesRequest(base).request.logprobs, undefined);
+    assert.equal(decodeResponsesRequest({ ...base, include: ['message.output_text.logprobs'] }).request.logprobs, 0);
+    assert.equal(decodeResponsesRequest({ ...base, include: ['message.output_text.logprobs'], top_logprobs: 3 }).request.logprobs, 3);
+    assert.equal(decodeResponsesRequest({ ...base, top_logprobs: 2 }).request.logprobs, 2);
+    assert.equal(decodeResponsesRequest({ ...base, top_logprobs: 2 }).echo.top_logprobs, 2);
   });
 });

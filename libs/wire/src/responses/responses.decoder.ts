@@ -96,9 +96,11 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
     // Obfuscation pads deltas against side channels on shared networks; it changes no content, so it is accepted.
     optionalBoolean(options.include_obfuscation, 'stream_options.include_obfuscation');
   }
-  const encryptedReasoning = decodeInclude(body.include);
+  const include = decodeInclude(body.include);
+  const encryptedReasoning = include.includes('reasoning.encrypted_content');
   const topLogprobs = optionalInteger(body.top_logprobs, 'top_logprobs', 0, 20) ?? 0;
-  if (topLogprobs > 0) fail('top_logprobs', 'logprobs are not supported: omit top_logprobs or send 0');
+  // Either asks for them: the include for the generated tokens', top_logprobs for the likeliest at each step too.
+  const logprobs = include.includes('message.output_text.logprobs') || topLogprobs > 0 ? topLogprobs : undefined;
   optionalString(body.user, 'user');
 
   const sampling = decodeSampling(body);
@@ -108,6 +110,7 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
     messages: conversationMessages(instructions, items.filter((item) => item.type !== 'item_reference')),
     sampling,
     stream,
+    ...(logprobs !== undefined && { logprobs }),
   };
   // tool_choice 'none' keeps the tools in the echo but out of the prompt, as in the chat dialect.
   if (choice.canonical !== 'none' && choice.tools.length > 0) request.tools = choice.tools;
@@ -309,17 +312,10 @@ function decodeReasoning(value: unknown): ResponseEcho['reasoning'] {
   return { effort, summary };
 }
 
-/** Checks `include`; true when it asks for `reasoning.encrypted_content`. */
-function decodeInclude(value: unknown): boolean {
-  if (value === undefined || value === null) return false;
-  return array(value, 'include')
-    .map((entry, i) => {
-      const name = string(entry, `include[${i}]`);
-      // Other includables name hosted-tool outputs, which never occur here.
-      if (name === 'message.output_text.logprobs') fail(`include[${i}]`, 'logprobs are not supported');
-      return name;
-    })
-    .includes('reasoning.encrypted_content');
+/** Checks `include`: what it names (other includables name hosted-tool outputs, which never occur here). */
+function decodeInclude(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  return array(value, 'include').map((entry, i) => string(entry, `include[${i}]`));
 }
 
 function decodeMetadata(value: unknown): Record<string, string> {

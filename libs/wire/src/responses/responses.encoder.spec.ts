@@ -18,6 +18,21 @@ const finalResource = (frames: ResponsesFrame[]): ResponseResource => {
 const finalUsage = { input_tokens: 12, input_tokens_details: { cached_tokens: 2 }, output_tokens: 9, output_tokens_details: { reasoning_tokens: 3 }, total_tokens: 21 };
 
 describe('responses codec - stream encoding', () => {
+  it('responses codec - logprobs ride on each text delta, and the part and its done event hold them all', () => {
+    const entry = (token: string, logprob: number) => ({ token, logprob, bytes: [...Buffer.from(token)], top: [{ token, logprob, bytes: [...Buffer.from(token)] }] });
+    const frames = encodeAll(
+      events(start, { type: 'text', text: 'Hel', logprobs: [entry('Hel', -0.1)] }, { type: 'text', text: 'lo', logprobs: [entry('lo', -0.2)] }, finish('stop')),
+    );
+    const deltas = frames.flatMap((frame) => (frame.data.type === 'response.output_text.delta' ? [frame.data.logprobs] : []));
+    assert.deepEqual(deltas, [[{ token: 'Hel', logprob: -0.1, bytes: [72, 101, 108], top_logprobs: [{ token: 'Hel', logprob: -0.1, bytes: [72, 101, 108] }] }], [{ token: 'lo', logprob: -0.2, bytes: [108, 111], top_logprobs: [{ token: 'lo', logprob: -0.2, bytes: [108, 111] }] }]]);
+    const done = frames.find((frame) => frame.data.type === 'response.output_text.done')?.data as { logprobs: Array<{ token: string }> };
+    assert.deepEqual(done.logprobs.map((l) => l.token), ['Hel', 'lo']);
+    const message = finalResource(frames).output[0];
+    assert.ok(message?.type === 'message');
+    assert.deepEqual(message.content[0]?.logprobs?.map((l) => (l as { token: string }).token), ['Hel', 'lo']);
+  });
+
+
   it('responses codec - a text stream: lifecycle, one message item, numbered frames named by their type', () => {
     const frames = encodeAll(scripts.text);
     assert.deepEqual(names(frames), [

@@ -1,4 +1,5 @@
-import type { ErrorBody, FinishReason, StreamEvent, Usage } from '@cortex/contracts';
+import type { ErrorBody, FinishReason, StreamEvent, TokenLogprob, Usage } from '@cortex/contracts';
+import { openAiLogprob } from '../logprobs.js';
 import {
   emptyResponseResource,
   outputItemId,
@@ -78,7 +79,7 @@ export class ResponsesStreamEncoder {
         return [];
       case 'text':
         if (!event.text) return [];
-        return [...this.ensureStarted(), ...this.openItem('message'), ...this.appendText(event.text)];
+        return [...this.ensureStarted(), ...this.openItem('message'), ...this.appendText(event.text, event.logprobs)];
       case 'reasoning':
         if (!event.text) return [];
         return [...this.ensureStarted(), ...this.openItem('reasoning'), ...this.appendText(event.text)];
@@ -140,12 +141,16 @@ export class ResponsesStreamEncoder {
     return frames;
   }
 
-  private appendText(delta: string): ResponsesFrame[] {
+  /** `logprobs`: those of the tokens of a message's text, for a request that asked (include `message.output_text.logprobs`). */
+  private appendText(delta: string, logprobs?: readonly TokenLogprob[]): ResponsesFrame[] {
     const item = this.current();
     const ref = { item_id: item?.id ?? '', output_index: this.open ?? 0, content_index: 0 };
     if (item?.type === 'message' && item.content[0]) {
-      item.content[0].text += delta;
-      return [this.frame({ type: 'response.output_text.delta', ...ref, delta, logprobs: [] })];
+      const part = item.content[0];
+      part.text += delta;
+      const entries = (logprobs ?? []).map(openAiLogprob);
+      if (entries.length > 0) (part.logprobs ??= []).push(...entries);
+      return [this.frame({ type: 'response.output_text.delta', ...ref, delta, logprobs: entries })];
     }
     if (item?.type === 'reasoning' && item.content?.[0]) {
       item.content[0].text += delta;
@@ -204,7 +209,7 @@ export class ResponsesStreamEncoder {
       item.status = status;
       const part = item.content[0];
       if (part) {
-        frames.push(this.frame({ type: 'response.output_text.done', ...ref, text: part.text, logprobs: [] }));
+        frames.push(this.frame({ type: 'response.output_text.done', ...ref, text: part.text, logprobs: part.logprobs ?? [] }));
         frames.push(this.frame({ type: 'response.content_part.done', ...ref, part: structuredClone(part) }));
       }
     } else if (item.type === 'reasoning') {
