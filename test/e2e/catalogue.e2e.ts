@@ -243,5 +243,21 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
     assert.deepEqual(lp?.text_offset, [0]);
     assert.deepEqual(Object.keys(lp?.top_logprobs[0] ?? {}), ['Heads', 'Tails', 'Edge']);
     assert.ok(Math.abs((lp?.token_logprobs[0] ?? 0) - (0 - total)) < 0.01);
+
+    // lm-evaluation-harness's loglikelihood request: the prompt echoed with its tokens' log-probabilities, nothing generated.
+    const tails = fixtureTokenId('Tails');
+    const scored = await postJson(`${gateways[1]}/v1/completions`, { model: 'cortex-coin', prompt: [fixtureTokenId('Hello'), tails], echo: true, logprobs: 1, max_tokens: 0, temperature: 0 }, { authorization: `Bearer ${USER}` });
+    const echoed = (await scored.json()) as { choices: Array<{ text: string; finish_reason: string; logprobs: { tokens: string[]; token_logprobs: Array<number | null>; top_logprobs: Array<Record<string, number> | null>; text_offset: number[] } }>; usage: { completion_tokens: number } };
+    assert.equal(scored.status, 200, JSON.stringify(echoed));
+    const choice = echoed.choices[0];
+    assert.equal(choice?.text, 'HelloTails');
+    assert.deepEqual(choice?.logprobs.tokens, ['Hello', 'Tails']);
+    assert.deepEqual(choice?.logprobs.text_offset, [0, 5]);
+    assert.equal(choice?.logprobs.token_logprobs[0], null, 'the first token has nothing before it');
+    assert.ok(Math.abs((choice?.logprobs.token_logprobs[1] ?? 0) - (-1 - total)) < 0.01, `Tails after the prompt: ${choice?.logprobs.token_logprobs[1]}`);
+    assert.equal(choice?.logprobs.top_logprobs[0], null);
+    assert.deepEqual(Object.keys(choice?.logprobs.top_logprobs[1] ?? {}), ['Heads']);
+    assert.equal(echoed.usage.completion_tokens, 0);
+    assert.equal(choice?.finish_reason, 'length');
   });
 });

@@ -153,7 +153,7 @@ describe('legacy completions e2e', () => {
       [{ model: 'cortex-chat', prompt: ['x', 'y'], n: 9 }, 'n'],
       [{ model: 'cortex-chat', prompt: 'x', best_of: 3 }, 'best_of'],
       [{ model: 'cortex-chat', prompt: 'x', logprobs: 21 }, 'logprobs'],
-      [{ model: 'cortex-chat', prompt: 'x', logprobs: 2, echo: true }, 'echo'],
+      [{ model: 'cortex-chat', prompt: 'x', logprobs: 2, echo: true, suffix: 'y' }, 'suffix'],
       [{ model: 'cortex-chat', prompt: 'x', max_tokens: 0 }, 'max_tokens'],
       [{ model: 'cortex-chat', prompt: 'hello '.repeat(2000) }, 'prompt'],
       [{ model: 'cortex-chat', prompt: 'x', stream_options: { include_usage: true } }, 'stream_options'],

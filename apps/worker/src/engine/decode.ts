@@ -152,18 +152,25 @@ export class Decode {
     const { prompt, sequence, job, resume } = this.plan;
     // A resumed stream evaluates the tokens already delivered as part of its prompt.
     const context = resume ? resume.context(prompt) : prompt;
-    const cached = await this.reusePrefix(context);
+    // An echoed prompt with log-probabilities needs the model's distribution after each of its tokens: none is reused.
+    const promptLogprobs = this.plan.echo !== undefined && job.request.logprobs !== undefined && !resume ? job.request.logprobs : null;
+    const cached = await this.reusePrefix(context, promptLogprobs === null ? Infinity : 0);
     // A resumed stream's context runs past its prompt: what is reported cached is the prompt's share.
     const cachedPrompt = Math.min(cached, prompt.length);
     const markers = this.model.reasoningMarkers;
     this.emit({ type: 'start', model: this.model.id, promptTokens: prompt.length, ...(cachedPrompt > 0 && { cachedPromptTokens: cachedPrompt }), ...(markers && { reasoningMarkers: markers }) });
-    if (this.plan.echo && !resume) this.emit({ type: 'text', text: this.plan.echo });
+    if (this.plan.echo && !resume && promptLogprobs === null) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.
     const evaluationStartedAt = performance.now();
-    const evaluated = await evaluatePromptInBatches(sequence, context.slice(cached, -1), this.model.batchSize, job.signal);
+    const evaluated =
+      promptLogprobs === null
+        ? await evaluatePromptInBatches(sequence, context.slice(cached, -1), this.model.batchSize, job.signal)
+        : await this.evaluateEchoed(context, promptLogprobs);
     const promptDone = cached + evaluated === context.length - 1;
     if (!promptDone) return this.finish('cancelled', cachedPrompt, evaluationStartedAt);
+    // max_tokens 0 (an echoed prompt alone): nothing is sampled.
+    if (this.maxTokens <= 0) return this.finish('length', cachedPrompt, evaluationStartedAt);
     const replayed = resume ? this.replay(resume) : null;
     const finish = replayed ?? (await this.sample(resume ? context.slice(-1) : this.firstInput(), resume ? context.slice(prompt.length) : []));
     return this.finish(finish, cachedPrompt, evaluationStartedAt);
@@ -196,11 +203,37 @@ export class Decode {
     return this.step(token);
   }
 
-  /** Keeps the prefix the sequence shares with the prompt (prompt caching); returns its length. */
-  private async reusePrefix(prompt: readonly Token[]): Promise<number> {
+  /**
+   * An echoed prompt with log-probabilities (lm-evaluation-harness's loglikelihood): all but its last
+   * token evaluated from the start, batch by batch, with the model's distribution after each; the echo
+   * goes out with each token's log-probability given those before it (none for the first). Returns
+   * the tokens evaluated (fewer when cancelled).
+   */
+  private async evaluateEchoed(prompt: readonly Token[], top: number): Promise<number> {
+    const { sequence, job } = this.plan;
+    const model = this.model.model;
+    const before = (i: number): Token[] => prompt.slice(Math.max(0, i - 4), i);
+    const first = prompt[0] as Token;
+    const entries: TokenLogprob[] = [{ ...tokenPiece(model, first, []), logprob: null, top: [] }];
+    const tokens = prompt.slice(0, -1);
+    for (let at = 0; at < tokens.length; at += this.model.batchSize) {
+      if (job.signal.aborted) return at;
+      const batch = tokens.slice(at, at + this.model.batchSize);
+      const results = await sequence.controlledEvaluate(batch.map((token) => [token, { generateNext: { probabilities: true } }] as const));
+      batch.forEach((_, i) => {
+        const next = prompt[at + i + 1] as Token;
+        entries.push(tokenLogprob(model, next, results[i]?.next?.probabilities ?? new Map(), top, before(at + i + 1)));
+      });
+    }
+    this.emit({ type: 'text', text: this.plan.echo ?? '', logprobs: entries });
+    return tokens.length;
+  }
+
+  /** Keeps the prefix the sequence shares with the prompt (prompt caching), at most `most` tokens; returns its length. */
+  private async reusePrefix(prompt: readonly Token[], most = Infinity): Promise<number> {
     const { sequence, sharedPrefix } = this.plan;
     // At least one token must be evaluated to produce the next one.
-    const keep = Math.min(sharedPrefix, prompt.length - 1);
+    const keep = Math.min(sharedPrefix, prompt.length - 1, most);
     if (keep < sequence.nextTokenIndex) {
       await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
     }
@@ -306,7 +339,7 @@ export class Decode {
   private async *withLogprobs(steps: AsyncGenerator<{ token: Token; probabilities?: Map<Token, number>; confidence?: number }>, top: number): AsyncGenerator<Token> {
     const model = this.model.model;
     for await (const { token, probabilities, confidence } of steps) {
-      if (!model.isEogToken(token)) this.release.sampled(tokenLogprob(model, token, probabilities ?? new Map([[token, confidence ?? 0]]), top));
+      if (!model.isEogToken(token)) this.release.sampled(tokenLogprob(model, token, probabilities ?? new Map([[token, confidence ?? 0]]), top, this.recent));
       yield token;
     }
   }
@@ -468,17 +501,19 @@ function requestBias(model: DecodeModel, logitBias: Record<string, number> | und
 /** What a log-probability of 0 probability is written as (OpenAI's floor); JSON has no -Infinity. */
 const NO_PROBABILITY = -9999;
 
-/** One sampled token's log-probability and the `top` likeliest tokens of its step (the map is sorted, likeliest first). */
-export function tokenLogprob(model: Pick<LlamaModel, 'detokenize'>, token: Token, probabilities: ReadonlyMap<Token, number>, top: number): TokenLogprob {
-  const piece = (id: Token): { token: string; bytes: number[] } => {
-    const text = model.detokenize([id], true);
-    return { token: text, bytes: [...Buffer.from(text, 'utf8')] };
-  };
+/** A token's text (after `before`, the tokens ahead of it, for a tokenizer's spacing) and its UTF-8 bytes. */
+function tokenPiece(model: Pick<LlamaModel, 'detokenize'>, token: Token, before: readonly Token[]): { token: string; bytes: number[] } {
+  const text = model.detokenize([token], true, before.length > 0 ? [...before] : undefined);
+  return { token: text, bytes: [...Buffer.from(text, 'utf8')] };
+}
+
+/** One token's log-probability and the `top` likeliest tokens of its step (the map is sorted, likeliest first). */
+export function tokenLogprob(model: Pick<LlamaModel, 'detokenize'>, token: Token, probabilities: ReadonlyMap<Token, number>, top: number, before: readonly Token[] = []): TokenLogprob {
   const logprob = (p: number | undefined): number => (p !== undefined && p > 0 ? Math.log(p) : NO_PROBABILITY);
   const alternatives: TokenLogprob['top'] = [];
   for (const [id, p] of probabilities) {
     if (alternatives.length >= top) break;
-    alternatives.push({ ...piece(id), logprob: logprob(p) });
+    alternatives.push({ ...tokenPiece(model, id, before), logprob: logprob(p) });
   }
-  return { ...piece(token), logprob: logprob(probabilities.get(token)), top: alternatives };
+  return { ...tokenPiece(model, token, before), logprob: logprob(probabilities.get(token)), top: alternatives };
 }

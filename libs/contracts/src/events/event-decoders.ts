@@ -179,7 +179,7 @@ function tokenLogprobs(value: unknown): void {
     const at = `logprobs[${i}]`;
     const e = object(entry, at);
     string(e.token, `${at}.token`);
-    number(e.logprob, `${at}.logprob`);
+    if (e.logprob !== null) number(e.logprob, `${at}.logprob`);
     array(e.bytes, `${at}.bytes`);
     array(e.top, `${at}.top`).forEach((alternative, j) => {
       const a = object(alternative, `${at}.top[${j}]`);

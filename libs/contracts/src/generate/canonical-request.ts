@@ -154,7 +154,8 @@ export interface CanonicalRequest {
   keepPromptLonger?: boolean;
   /**
    * Report each generated answer token's log-probability, with this many of the likeliest tokens at
-   * its step (0 to 20): Chat Completions' `logprobs` and `top_logprobs`. Absent: none.
+   * its step (0 to 20): Chat Completions' `logprobs` and `top_logprobs`. With a raw prompt's `echo`,
+   * the prompt's tokens get theirs too. Absent: none.
    */
   logprobs?: number;
   /**
@@ -264,7 +265,8 @@ function checkSampling(sampling: Json, at: string): void {
   optionalNumber(sampling.repetitionPenalty, `${at}.repetitionPenalty`, 0, 10);
   optionalInteger(sampling.repeatLastN, `${at}.repeatLastN`, 0);
   optionalInteger(sampling.seed, `${at}.seed`, Number.MIN_SAFE_INTEGER);
-  optionalInteger(sampling.maxTokens, `${at}.maxTokens`, 1);
+  // 0: only a legacy completion that echoes its prompt (its log-probabilities, lm-evaluation-harness's loglikelihood).
+  optionalInteger(sampling.maxTokens, `${at}.maxTokens`, 0);
   const stops = optionalArray(sampling.stop, `${at}.stop`);
   if (stops && stops.length > 16) fail(`${at}.stop`, `at most 16 stop sequences, got ${stops.length}`);
   stops?.forEach((stop, i) => maxLength(string(stop, `${at}.stop[${i}]`), 256, `${at}.stop[${i}]`));

@@ -165,11 +165,11 @@ export interface Timings {
 /**
  * One generated token's log-probability (natural log) in the distribution it was sampled from, with
  * the likeliest tokens of that step (`top`, as many as the request asked for). `bytes`: the token's
- * UTF-8 bytes (a token may hold part of a character).
+ * UTF-8 bytes (a token may hold part of a character). An echoed prompt's first token has none (null).
  */
 export interface TokenLogprob {
   token: string;
-  logprob: number;
+  logprob: number | null;
   bytes: number[];
   top: Array<{ token: string; logprob: number; bytes: number[] }>;
 }

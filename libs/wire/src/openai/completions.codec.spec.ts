@@ -50,7 +50,8 @@ describe('openai completions codec', () => {
     invalid({ model: 'm', prompt: ['a', 'b'], n: 9 }, 'n');
     invalid({ model: 'm', prompt: 'a', best_of: 2 }, 'best_of');
     invalid({ model: 'm', prompt: 'a', logprobs: 21 }, 'logprobs');
-    invalid({ model: 'm', prompt: 'a', logprobs: 2, echo: true }, 'echo');
+    invalid({ model: 'm', prompt: 'a', logprobs: 2, echo: true, suffix: 'b' }, 'suffix');
+    invalid({ model: 'm', prompt: 'a', max_tokens: 0 }, 'max_tokens');
     invalid({ model: 'm', prompt: 'a', suffix: 4 }, 'suffix');
     invalid({ model: 'm', prompt: 'a', stream_options: {} }, 'stream_options');
   });
@@ -74,6 +75,7 @@ describe('openai completions codec', () => {
   it('openai completions codec - logprobs in this API\'s shape: tokens, their logprobs, the likeliest as a map, offsets in the choice\'s text', () => {
     assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 0 }).logprobs, 0);
     assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 3 }).logprobs, 3);
+    assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 1, echo: true, max_tokens: 0 }).sampling.maxTokens, 0, 'max_tokens 0 with echo: the prompt alone');
     const entry = (token: string, logprob: number) => ({ token, logprob, bytes: [], top: [{ token, logprob, bytes: [] }, { token: 'x', logprob: -5, bytes: [] }] });
     const encoder = new CompletionChunkEncoder({ id: 'cmpl-1', model: 'm', created: 1, includeUsage: false, choices: 1, logprobs: true });
     encoder.encode({ seq: 1, type: 'text', text: 'He', logprobs: [entry('He', -0.5)] });

@@ -83,7 +83,8 @@ export function decodeCompletionRequest(input: unknown): CanonicalRequest {
       topP: optionalNumber(body.top_p, 'top_p', 0, 1),
       seed: optionalInteger(body.seed, 'seed', Number.MIN_SAFE_INTEGER),
       // OpenAI's default for this API is 16 tokens.
-      maxTokens: optionalInteger(body.max_tokens, 'max_tokens', 1) ?? 16,
+      // 0 only with echo: the prompt alone (with its log-probabilities, lm-evaluation-harness's loglikelihood).
+      maxTokens: optionalInteger(body.max_tokens, 'max_tokens', raw.echo ? 0 : 1) ?? 16,
       presencePenalty: optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2),
       frequencyPenalty: optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2),
       stop: stopSequences(body.stop, 'stop', { single: true }),
@@ -108,6 +109,8 @@ function refuseUnserved(body: Json): void {
 /** `logprobs`: how many of the likeliest tokens to list at each step (0: the generated token's alone). */
 function decodeLogprobs(body: Json): number | undefined {
   const top = optionalInteger(body.logprobs, 'logprobs', 0, 20);
-  if (top !== undefined && body.echo === true) fail('echo', "the prompt's log-probabilities (echo with logprobs) are not served yet; leave echo out, or logprobs");
+  if (top !== undefined && body.echo === true && body.suffix !== undefined && body.suffix !== null && body.suffix !== '') {
+    fail('suffix', 'echo with logprobs gives the log-probabilities of the prompt as sent; a fill-in-the-middle prompt is rearranged around its suffix: leave suffix out, or echo');
+  }
   return top;
 }

@@ -12,11 +12,11 @@ export interface CompletionEncoderOptions {
   logprobs?: boolean;
 }
 
-/** This API's logprobs of some tokens: `text_offset` is each token's place in the choice's text. */
+/** This API's logprobs of some tokens: `text_offset` is each token's place in the choice's text; an echoed prompt's first token has null. */
 interface CompletionLogprobs {
   tokens: string[];
-  token_logprobs: number[];
-  top_logprobs: Array<Record<string, number>>;
+  token_logprobs: Array<number | null>;
+  top_logprobs: Array<Record<string, number> | null>;
   text_offset: number[];
 }
 
@@ -26,7 +26,7 @@ function completionLogprobs(entries: readonly TokenLogprob[], offset: number): C
   for (const entry of entries) {
     out.tokens.push(entry.token);
     out.token_logprobs.push(entry.logprob);
-    out.top_logprobs.push(Object.fromEntries(entry.top.map((t) => [t.token, t.logprob])));
+    out.top_logprobs.push(entry.logprob === null ? null : Object.fromEntries(entry.top.map((t) => [t.token, t.logprob])));
     out.text_offset.push(offset);
     offset += entry.token.length;
   }
