@@ -260,4 +260,37 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
     assert.equal(echoed.usage.completion_tokens, 0);
     assert.equal(choice?.finish_reason, 'length');
   });
+
+  it('catalogue - Chat Completions n: each choice a request of its own (its own seed), one body or one stream, usage added up; n past 16 is a 400', async () => {
+    const body = { model: 'cortex-coin', messages: user, n: 6, temperature: 1.5, seed: 11 };
+    const whole = await postJson(`${gateways[0]}/v1/chat/completions`, body, { authorization: `Bearer ${USER}` });
+    const answer = (await whole.json()) as { choices: Array<{ index: number; message: { content: string }; finish_reason: string }>; usage: { completion_tokens: number } };
+    assert.equal(whole.status, 200, JSON.stringify(answer));
+    assert.deepEqual(answer.choices.map((c) => c.index), [0, 1, 2, 3, 4, 5]);
+    assert.ok(answer.choices.every((c) => ['Heads', 'Tails', 'Edge'].includes(c.message.content) && c.finish_reason === 'stop'));
+    assert.equal(answer.usage.completion_tokens, 6);
+    // Choice i is the request with seed 11 + i: the same answers one by one.
+    const alone = [];
+    for (let i = 0; i < 6; i++) {
+      const one = (await (await postJson(`${gateways[0]}/v1/chat/completions`, { ...body, n: 1, seed: 11 + i }, { authorization: `Bearer ${USER}` })).json()) as { choices: Array<{ message: { content: string } }> };
+      alone.push(one.choices[0]?.message.content);
+    }
+    assert.deepEqual(answer.choices.map((c) => c.message.content), alone);
+
+    const streamed = await postJson(`${gateways[1]}/v1/chat/completions`, { ...body, n: 3, stream: true, stream_options: { include_usage: true } }, { authorization: `Bearer ${USER}` });
+    const chunks = (await streamed.text())
+      .split('\n')
+      .filter((line) => line.startsWith('data: {'))
+      .map((line) => JSON.parse(line.slice(6)) as { choices: Array<{ index: number; delta: { content?: string }; finish_reason: string | null }>; usage: { completion_tokens: number } | null });
+    const finished = chunks.flatMap((chunk) => chunk.choices.filter((c) => c.finish_reason !== null).map((c) => c.index)).sort();
+    assert.deepEqual(finished, [0, 1, 2]);
+    const usage = chunks.filter((chunk) => chunk.usage);
+    assert.equal(usage.length, 1, 'one usage chunk, after the last choice');
+    assert.equal(usage[0]?.usage?.completion_tokens, 3);
+    assert.equal(chunks.at(-1), usage[0]);
+
+    const tooMany = await postJson(`${gateways[0]}/v1/chat/completions`, { ...body, n: 17 }, { authorization: `Bearer ${USER}` });
+    assert.equal(tooMany.status, 400);
+    assert.equal(((await tooMany.json()) as { error: { param: string } }).error.param, 'n');
+  });
 });

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { InferenceResponder } from '../inference/inference.responder.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { openAiCompletionsAdapter } from './completions.adapter.js';
-import { FanOutRun, fanOutPrompts } from './fan-out-run.js';
+import { completionFanOut, FanOutRun } from './fan-out-run.js';
 import { meterOf } from '../usage/request-meter.js';
 
 /** Legacy OpenAI Completions (raw prompt, no chat template), streaming and not. */
@@ -17,8 +17,9 @@ export class CompletionsController {
   @Post(['v1/completions', 'completions'])
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     // Several prompts: one run each, placed and generated side by side, rendered as one response.
-    const prompts = fanOutPrompts(req.body);
-    const open = prompts ? (requestId: string) => new FanOutRun(this.inference, requestId, prompts, meterOf(req), req.headers) : undefined;
+    const choices = completionFanOut(req.body);
+    const count = choices ? choices(req.body as Record<string, unknown>).length : 0;
+    const open = choices ? (requestId: string) => new FanOutRun(this.inference, 'openai.completions', requestId, choices, count, meterOf(req), req.headers) : undefined;
     return this.responder.handle(req, reply, openAiCompletionsAdapter, open);
   }
 }

@@ -1,5 +1,5 @@
-import { completionChoices } from '@cortex/wire';
-import { isObject, type CanonicalRequest, type CortexError, type LoadProgress, type StreamEvent } from '@cortex/contracts';
+import { completionChoices, MAX_CHAT_CHOICES } from '@cortex/wire';
+import { isObject, type CanonicalRequest, type CortexError, type Dialect, type LoadProgress, type StreamEvent } from '@cortex/contracts';
 import type { IncomingHeaders } from '../inference/run-trace.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import type { ResponderRun } from '../inference/inference.responder.js';
@@ -18,25 +18,38 @@ export const choiceOf = (event: StreamEvent): number => (event as ChoiceEvent).c
 
 export const choicesOf = (state: unknown): number => (isObject(state) && typeof state.choices === 'number' ? state.choices : 1);
 
+/** Each choice's body, as a request of its own: `n` 1, and a `seed` of its own so that seeded choices differ. */
+export type ChoiceBodies = (body: Record<string, unknown>) => Array<Record<string, unknown>>;
+
+const ownSeed = (body: Record<string, unknown>, i: number): Record<string, unknown> => (typeof body.seed === 'number' && Number.isInteger(body.seed) ? { seed: body.seed + i } : {});
+
 /**
- * The prompt of each choice of a completion body that asks for several (an array prompt, `n`), or
- * null: a single choice (or a malformed body, which the translator then refuses naming the field)
- * runs as one request.
+ * The choices of a completion body that asks for several (an array prompt, `n`), or null: a single
+ * choice (or a malformed body, which the decoder then refuses naming the field) runs as one request.
  */
-export function fanOutPrompts(body: unknown): Array<string | number[]> | null {
+export function completionFanOut(body: unknown): ChoiceBodies | null {
   if (!isObject(body)) return null;
   try {
     const prompts = completionChoices(body);
-    return prompts.length > 1 ? prompts : null;
+    return prompts.length > 1 ? (b) => prompts.map((prompt, i) => ({ ...b, prompt, n: 1, ...ownSeed(b, i) })) : null;
   } catch {
     return null;
   }
 }
 
+/** The choices of a chat body with `n` from 2 to MAX_CHAT_CHOICES, or null (one choice; a bad `n` is the decoder's 400). */
+export function chatFanOut(body: unknown): ChoiceBodies | null {
+  if (!isObject(body)) return null;
+  const n = body.n;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 2 || n > MAX_CHAT_CHOICES) return null;
+  return (b) => Array.from({ length: n }, (_, i) => ({ ...b, n: 1, ...ownSeed(b, i) }));
+}
+
 /**
- * One run per choice of a legacy completion (an array prompt, `n`), driven by the responder as one:
- * each is decoded, placed and generated like a request of its own (so they share the model's slots
- * side by side), and their events come out merged, each tagged with its choice index.
+ * One run per choice of a request with several (a legacy completion's array prompt or `n`, a chat
+ * completion's `n`), driven by the responder as one: each is decoded, placed and generated like a
+ * request of its own (so they share the model's slots side by side), and their events come out
+ * merged, each tagged with its choice index.
  */
 export class FanOutRun implements ResponderRun {
   private readonly runs: InferenceRun[];
@@ -44,18 +57,20 @@ export class FanOutRun implements ResponderRun {
 
   constructor(
     service: InferenceService,
+    dialect: Dialect,
     requestId: string,
-    private readonly prompts: Array<string | number[]>,
+    private readonly bodies: ChoiceBodies,
+    choices: number,
     /** What the request's choices report their usage to. */
     meter: RequestMeter,
     /** The request's HTTP headers: each choice's span continues their traceparent. */
     headers?: IncomingHeaders,
   ) {
-    this.runs = prompts.map(() => service.open('openai.completions', requestId, meter, undefined, headers));
+    this.runs = Array.from({ length: choices }, () => service.open(dialect, requestId, meter, undefined, headers));
     // Each choice could move alone, but the choices of one response would then come from different
     // workers' sampling states: a request with several choices keeps today's error instead.
     for (const run of this.runs) run.checkpoint.refuse('a request with several choices (n > 1 or an array prompt) does not move');
-    this.state = { choices: prompts.length };
+    this.state = { choices };
   }
 
   get runId(): string {
@@ -75,7 +90,8 @@ export class FanOutRun implements ResponderRun {
   }
 
   async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
-    const requests = await Promise.all(this.runs.map((run, i) => run.decode({ ...(body as object), prompt: this.prompts[i], n: 1 }, session)));
+    const bodies = this.bodies(body as Record<string, unknown>);
+    const requests = await Promise.all(this.runs.map((run, i) => run.decode(bodies[i], session)));
     return requests[0] as CanonicalRequest;
   }
 

@@ -1,15 +1,24 @@
 import { Controller, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { InferenceResponder } from '../inference/inference.responder.js';
+import { InferenceService } from '../inference/inference.service.js';
+import { chatFanOut, FanOutRun } from '../completions/fan-out-run.js';
+import { meterOf } from '../usage/request-meter.js';
 import { openAiChatAdapter } from './chat.adapter.js';
 
-/** OpenAI Chat Completions, streaming and not. */
+/** OpenAI Chat Completions, streaming and not; `n` choices run as requests of their own, side by side. */
 @Controller()
 export class ChatController {
-  constructor(private readonly responder: InferenceResponder) {}
+  constructor(
+    private readonly responder: InferenceResponder,
+    private readonly inference: InferenceService,
+  ) {}
 
   @Post(['v1/chat/completions', 'chat/completions'])
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.responder.handle(req, reply, openAiChatAdapter);
+    const choices = chatFanOut(req.body);
+    const count = (req.body as { n?: number } | null)?.n ?? 1;
+    const open = choices ? (requestId: string) => new FanOutRun(this.inference, 'openai.chat', requestId, choices, count, meterOf(req), req.headers) : undefined;
+    return this.responder.handle(req, reply, openAiChatAdapter, open);
   }
 }

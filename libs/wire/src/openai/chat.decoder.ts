@@ -29,6 +29,9 @@ import {
 
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
 
+/** The most choices (`n`) one chat completion may ask for, as for legacy completions. */
+export const MAX_CHAT_CHOICES = 16;
+
 /** OpenAI Chat Completions body → canonical request. Throws `invalid_request` naming the field. */
 export function decodeChatRequest(input: unknown): CanonicalRequest {
   const body = object(input, 'body');
@@ -36,8 +39,9 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   const messages = array(body.messages, 'messages').map((m, i) => decodeMessage(m, `messages[${i}]`, model));
   if (messages.length === 0) fail('messages', 'must contain at least one message');
   checkToolResults(messages);
-  const n = optionalInteger(body.n, 'n', 1);
-  if (n !== undefined && n !== 1) fail('n', 'only n=1 is supported');
+  // The gateway runs n > 1 as that many requests of n = 1 (see MAX_CHAT_CHOICES).
+  const n = optionalInteger(body.n, 'n', 1, MAX_CHAT_CHOICES);
+  if (n !== undefined && n !== 1) fail('n', `one choice per request here; the gateway splits n from 2 to ${MAX_CHAT_CHOICES}`);
 
   let tools = optionalArray(body.tools, 'tools')?.map((t, i) => decodeTool(t, `tools[${i}]`));
   const toolChoice = decodeToolChoice(body.tool_choice, tools);

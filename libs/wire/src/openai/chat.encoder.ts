@@ -14,6 +14,8 @@ export interface ChatEncoderOptions {
   inlineReasoning?: boolean;
   /** The request asked for logprobs: text chunks carry theirs (`logprobs.content`), the body all of them. */
   logprobs?: boolean;
+  /** One choice of several (`n`, see ChatChoicesEncoder): its index, and no usage chunk of its own. */
+  choice?: number;
 }
 
 type Chunk = Record<string, unknown>;
@@ -55,7 +57,7 @@ export class ChatChunkEncoder {
         return [];
       case 'finish': {
         const chunks = [...this.closeThinkingChunk(), this.delta({}, chatFinishReason(event.reason))];
-        if (this.options.includeUsage) chunks.push({ ...this.base(), choices: [], usage: chatUsage(event.usage) });
+        if (this.options.includeUsage && this.options.choice === undefined) chunks.push({ ...this.base(), choices: [], usage: chatUsage(event.usage) });
         return chunks;
       }
     }
@@ -84,13 +86,59 @@ export class ChatChunkEncoder {
     this.started = true;
     return {
       ...this.base(),
-      choices: [{ index: 0, delta: first ? { role: 'assistant', content: '', ...delta } : delta, logprobs: null, finish_reason: finishReason }],
+      choices: [{ index: this.options.choice ?? 0, delta: first ? { role: 'assistant', content: '', ...delta } : delta, logprobs: null, finish_reason: finishReason }],
       ...(this.options.includeUsage ? { usage: null } : {}),
     };
   }
 
   private base(): Chunk {
     return { id: this.options.id, object: 'chat.completion.chunk', created: this.options.created, model: this.options.model, system_fingerprint: null };
+  }
+}
+
+/**
+ * The chunks of a chat completion with several choices (`n`): each choice's events through an
+ * encoder of its own (its index on every chunk), and one usage chunk, the choices' added up, after
+ * the last of them finishes.
+ */
+export class ChatChoicesEncoder {
+  private readonly encoders: ChatChunkEncoder[];
+  private finished = 0;
+  private usage: Usage = NO_USAGE;
+
+  constructor(private readonly options: ChatEncoderOptions & { choices: number }) {
+    this.encoders = Array.from({ length: options.choices }, (_, choice) => new ChatChunkEncoder({ ...options, choice }));
+  }
+
+  encode(event: StreamEvent, choice: number): Chunk[] {
+    const chunks = this.encoders[choice]?.encode(event) ?? [];
+    if (event.type !== 'finish') return chunks;
+    this.usage = addUsage(this.usage, event.usage);
+    if (++this.finished === this.options.choices && this.options.includeUsage) {
+      chunks.push({ id: this.options.id, object: 'chat.completion.chunk', created: this.options.created, model: this.options.model, system_fingerprint: null, choices: [], usage: chatUsage(this.usage) });
+    }
+    return chunks;
+  }
+}
+
+/** One `chat.completion` body with several choices (`n`): each choice aggregated alone, their usage added up. */
+export class ChatChoicesAggregator {
+  private readonly choices: ChatCompletionAggregator[];
+  private usage: Usage = NO_USAGE;
+
+  constructor(options: Omit<ChatEncoderOptions, 'includeUsage'> & { choices: number }) {
+    this.choices = Array.from({ length: options.choices }, () => new ChatCompletionAggregator(options));
+  }
+
+  add(event: StreamEvent, choice: number): void {
+    this.choices[choice]?.add(event);
+    if (event.type === 'finish') this.usage = addUsage(this.usage, event.usage);
+  }
+
+  body(): Record<string, unknown> {
+    const bodies = this.choices.map((choice) => choice.body());
+    const choices = bodies.map((body, index) => ({ ...(body.choices as Array<Record<string, unknown>>)[0], index }));
+    return { ...bodies[0], choices, usage: chatUsage(this.usage) };
   }
 }
 
@@ -152,6 +200,21 @@ export class ChatCompletionAggregator {
       usage: chatUsage(this.usage ?? NO_USAGE),
     };
   }
+}
+
+/** Two usages added up (the choices of one response). */
+export function addUsage(a: Usage, b: Usage): Usage {
+  const sum: Usage = {
+    promptTokens: a.promptTokens + b.promptTokens,
+    cachedPromptTokens: a.cachedPromptTokens + b.cachedPromptTokens,
+    completionTokens: a.completionTokens + b.completionTokens,
+    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
+  };
+  if (a.draftTokens !== undefined || b.draftTokens !== undefined) {
+    sum.draftTokens = (a.draftTokens ?? 0) + (b.draftTokens ?? 0);
+    sum.acceptedDraftTokens = (a.acceptedDraftTokens ?? 0) + (b.acceptedDraftTokens ?? 0);
+  }
+  return sum;
 }
 
 export function chatFinishReason(reason: FinishReason): string {

@@ -1,5 +1,5 @@
 import { NO_USAGE, type FinishReason, type StreamEvent, type TokenLogprob, type Usage } from '@cortex/contracts';
-import { chatFinishReason, speculativeDetails } from './chat.encoder.js';
+import { addUsage, chatFinishReason, speculativeDetails } from './chat.encoder.js';
 
 export interface CompletionEncoderOptions {
   id: string;
@@ -119,20 +119,6 @@ export class CompletionAggregator {
       usage: completionUsage(this.usage),
     };
   }
-}
-
-function addUsage(a: Usage, b: Usage): Usage {
-  const sum: Usage = {
-    promptTokens: a.promptTokens + b.promptTokens,
-    cachedPromptTokens: a.cachedPromptTokens + b.cachedPromptTokens,
-    completionTokens: a.completionTokens + b.completionTokens,
-    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
-  };
-  if (a.draftTokens !== undefined || b.draftTokens !== undefined) {
-    sum.draftTokens = (a.draftTokens ?? 0) + (b.draftTokens ?? 0);
-    sum.acceptedDraftTokens = (a.acceptedDraftTokens ?? 0) + (b.acceptedDraftTokens ?? 0);
-  }
-  return sum;
 }
 
 /** OpenAI's completion usage, with the speculative decoding counts where the model drafts. */
