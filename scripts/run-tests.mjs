@@ -1,11 +1,26 @@
 #!/usr/bin/env node
 // Runs the compiled tests with node's test runner: unit specs (`*.spec.js` beside the code) and
 // e2e suites (`test/dist/**/*.e2e.js`). E2E files run one at a time: each boots its own NATS and services.
+//
+//   node scripts/run-tests.mjs [unit|e2e|all] [file or part of a path ...]
+//
+// A file may be named by its source (`test/e2e/hostile.e2e.ts`, `apps/worker/src/engine/sampling.spec.ts`)
+// or its compiled path, or by any part of a path (`hostile`): only the matching files run. Each run
+// ends with the time each file took.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 
-const which = process.argv[2] ?? 'all';
+const args = process.argv.slice(2);
+const which = ['unit', 'e2e', 'all'].includes(args[0] ?? '') ? args.shift() : 'all';
+/** A source path as the compiled file it becomes: `<pkg>/src/x.ts` → `<pkg>/dist/x.js`, `test/e2e/x.ts` → `test/dist/e2e/x.js`. */
+const compiled = (path) =>
+  path
+    .replace(/^\.\//, '')
+    .replace(/^test\/e2e\//, 'test/dist/e2e/')
+    .replace(/^((?:apps|libs)\/[^/]+)\/src\//, '$1/dist/')
+    .replace(/\.ts$/, '.js');
+const filters = args.map(compiled);
 
 function find(dir, suffix, out = []) {
   let entries;
@@ -27,9 +42,10 @@ const unit = ['libs', 'apps'].flatMap((root) =>
   readdirSync(root).flatMap((pkg) => find(join(root, pkg, 'dist'), '.spec.js')),
 );
 const e2e = find('test/dist', '.e2e.js');
-const files = which === 'unit' ? unit : which === 'e2e' ? e2e : [...unit, ...e2e];
+const chosen = which === 'unit' ? unit : which === 'e2e' ? e2e : [...unit, ...e2e];
+const files = filters.length === 0 ? chosen : chosen.filter((file) => filters.some((filter) => file.includes(filter)));
 if (files.length === 0) {
-  console.error('no compiled tests found: run `npm run build` first');
+  console.error(filters.length === 0 ? 'no compiled tests found: run `npm run build` first' : `no compiled test file matches ${args.join(', ')} (run \`npm run build\` after adding one)`);
   process.exit(1);
 }
 // The e2e suites (and a few unit specs) start local nats-servers: fetch Debian's into .cortex/bin when
@@ -51,5 +67,6 @@ if (process.env.CORTEX_TEST_NATS !== 'testcontainers') {
     console.log(`tests: ${error.message}; the suites run NATS in containers instead`);
   }
 }
-const result = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', ...files], { stdio: 'inherit', env });
+const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${resolve('scripts/file-times.mjs')}`, '--test-reporter-destination=stdout'];
+const result = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...reporters, ...files], { stdio: 'inherit', env });
 process.exit(result.status ?? 1);

@@ -78,7 +78,7 @@ describe('canonical request decoding', () => {
     rejects(command((r) => void (r.sampling.temperature = 2.5)), 'request.sampling.temperature');
     rejects(command((r) => void (r.sampling.topP = -0.1)), 'request.sampling.topP');
     rejects(command((r) => void (r.sampling.topK = 1.5)), 'request.sampling.topK');
-    rejects(command((r) => void (r.sampling.maxTokens = 0)), 'request.sampling.maxTokens');
+    rejects(command((r) => void (r.sampling.maxTokens = -1)), 'request.sampling.maxTokens');
     rejects(command((r) => void (r.sampling.presencePenalty = Number.POSITIVE_INFINITY)), 'request.sampling.presencePenalty');
     rejects(command((r) => void (r.sampling.stop = Array.from({ length: 17 }, () => 'x'))), 'request.sampling.stop');
     rejects(command((r) => void (r.sampling.stop = ['ok', 'x'.repeat(257)])), 'request.sampling.stop[1]');
