@@ -12,11 +12,30 @@ export default tseslint.config(
       // No consistent-type-imports: Nest reads constructor parameter types at run time
       // (emitDecoratorMetadata), so an injected class must stay a value import.
       // Apps and tests use libraries through their @cortex/<lib> entry, never deep paths.
-      'no-restricted-imports': ['error', { patterns: [{ group: ['@cortex/*/*'], message: 'import from the @cortex/<lib> entry point' }, { group: ['**/libs/**'], message: 'use @cortex/<lib>' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['@cortex/*/*'], message: 'import from the @cortex/<lib> entry point' },
+            { group: ['**/libs/**'], message: 'use @cortex/<lib>' },
+          ],
+        },
+      ],
     },
   },
   {
     files: ['**/*.mjs', '**/*.js'],
-    languageOptions: { globals: { process: 'readonly', console: 'readonly', fetch: 'readonly', AbortController: 'readonly', Buffer: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly' } },
+    languageOptions: {
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        fetch: 'readonly',
+        AbortController: 'readonly',
+        Buffer: 'readonly',
+        URL: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+      },
+    },
   },
 );

@@ -33,7 +33,12 @@ const problem = (where, message) => problems.push(`${where}: ${message}`);
 
 /** The model class for an object's apiVersion and kind, and the module it comes from (kubernetes-models or the KEDA models). */
 async function modelFor({ apiVersion, kind }) {
-  for (const module of [`kubernetes-models/${apiVersion}`, `@kubernetes-models/keda/${apiVersion}`, `@kubernetes-models/prometheus-operator/${apiVersion}`, `@kubernetes-models/gateway-api/${apiVersion}`]) {
+  for (const module of [
+    `kubernetes-models/${apiVersion}`,
+    `@kubernetes-models/keda/${apiVersion}`,
+    `@kubernetes-models/prometheus-operator/${apiVersion}`,
+    `@kubernetes-models/gateway-api/${apiVersion}`,
+  ]) {
     try {
       const models = await import(module);
       if (models[kind]) return { Model: models[kind], module };
@@ -68,9 +73,20 @@ async function checkUnknownFields(typed) {
   }
   writeFileSync(file, `${lines.join('\n')}\n`);
   try {
-    const options = { strict: true, noEmit: true, skipLibCheck: true, types: [], target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext };
+    const options = {
+      strict: true,
+      noEmit: true,
+      skipLibCheck: true,
+      types: [],
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    };
     for (const diagnostic of ts.getPreEmitDiagnostics(ts.createProgram([file], options))) {
-      const line = diagnostic.file && diagnostic.start !== undefined ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line : -1;
+      const line =
+        diagnostic.file && diagnostic.start !== undefined
+          ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line
+          : -1;
       problem(owners[line] ?? 'k8s', ts.flattenDiagnosticMessageText(diagnostic.messageText, ' '));
     }
   } finally {
@@ -87,29 +103,47 @@ function checkWorkload(object, objects, label) {
   for (const container of pod.spec.containers) {
     const at = `${where} container ${container.name}`;
     const { requests = {}, limits = {} } = container.resources ?? {};
-    if (!requests.cpu || !requests.memory || !limits.memory) problem(at, 'needs resources.requests.cpu, requests.memory and limits.memory');
-    if (!container.readinessProbe || !container.livenessProbe) problem(at, 'needs a readinessProbe and a livenessProbe');
-    if (String(container.image).includes('worker-cuda') && String(limits['nvidia.com/gpu']) !== '1') problem(at, `a GPU worker pod asks for exactly one GPU (limits nvidia.com/gpu: 1), not ${limits['nvidia.com/gpu']}`);
+    if (!requests.cpu || !requests.memory || !limits.memory)
+      problem(at, 'needs resources.requests.cpu, requests.memory and limits.memory');
+    if (!container.readinessProbe || !container.livenessProbe)
+      problem(at, 'needs a readinessProbe and a livenessProbe');
+    if (String(container.image).includes('worker-cuda') && String(limits['nvidia.com/gpu']) !== '1')
+      problem(
+        at,
+        `a GPU worker pod asks for exactly one GPU (limits nvidia.com/gpu: 1), not ${limits['nvidia.com/gpu']}`,
+      );
   }
-  const budgets = objects.filter((o) => o.kind === 'PodDisruptionBudget' && matches(o.spec.selector?.matchLabels, pod.metadata.labels));
+  const budgets = objects.filter(
+    (o) => o.kind === 'PodDisruptionBudget' && matches(o.spec.selector?.matchLabels, pod.metadata.labels),
+  );
   // A singleton by design (one replica, Recreate: metrics) has nothing a budget could keep up.
   const singleton = object.spec.replicas === 1 && object.spec.strategy?.type === 'Recreate';
-  if (budgets.length > 1 || (budgets.length === 0 && !singleton)) problem(where, `needs one PodDisruptionBudget selecting its pods (found ${budgets.length})`);
+  if (budgets.length > 1 || (budgets.length === 0 && !singleton))
+    problem(where, `needs one PodDisruptionBudget selecting its pods (found ${budgets.length})`);
 }
 
 function checkScaledObject(object, objects, label) {
   const where = `${label}: ${name(object)}`;
-  const target = objects.find((o) => o.kind === (object.spec.scaleTargetRef.kind ?? 'Deployment') && o.metadata.name === object.spec.scaleTargetRef.name);
+  const target = objects.find(
+    (o) =>
+      o.kind === (object.spec.scaleTargetRef.kind ?? 'Deployment') &&
+      o.metadata.name === object.spec.scaleTargetRef.name,
+  );
   if (!target) problem(where, `scales ${object.spec.scaleTargetRef.name}, which is not rendered`);
   const documented = readFileSync('docs/metrics.md', 'utf8');
   for (const trigger of object.spec.triggers) {
     const metrics = String(trigger.metadata?.query ?? '').match(/cortex_[a-z_]+/g) ?? [];
     if (metrics.length === 0) problem(where, `trigger ${trigger.type} does not query a cortex metric`);
-    for (const metric of metrics) if (!documented.includes(`\`${metric}\``)) problem(where, `queries ${metric}, which docs/metrics.md does not list`);
+    for (const metric of metrics)
+      if (!documented.includes(`\`${metric}\``))
+        problem(where, `queries ${metric}, which docs/metrics.md does not list`);
     // A queue that a copy on an idle worker relieves needs no new worker (docs/architecture.md, Replication):
     // workers scale on the waits that found no room for a copy, not on queue depth alone.
     if (object.spec.scaleTargetRef.name === 'worker' && !metrics.includes('cortex_replication_blocked_total')) {
-      problem(where, 'scales workers without cortex_replication_blocked_total: queue depth alone adds workers for queues a copy would relieve');
+      problem(
+        where,
+        'scales workers without cortex_replication_blocked_total: queue depth alone adds workers for queues a copy would relieve',
+      );
     }
   }
 }
@@ -135,12 +169,16 @@ function checkCpuRendering(gpu, cpu) {
   for (const object of gpu) {
     const other = cpuByKey.get(key(object));
     if (!other) problem('k8s with cpu', `lacks ${key(object)}`);
-    else if (key(object) !== 'Deployment/worker' && JSON.stringify(object) !== JSON.stringify(other)) problem('k8s with cpu', `${key(object)} differs from k8s's, so starting it does not check k8s's`);
+    else if (key(object) !== 'Deployment/worker' && JSON.stringify(object) !== JSON.stringify(other))
+      problem('k8s with cpu', `${key(object)} differs from k8s's, so starting it does not check k8s's`);
   }
   const worker = cpu.find((o) => key(o) === 'Deployment/worker')?.spec.template.spec.containers[0];
-  if (!worker || !/^cortex(:|$)/.test(worker.image)) problem('k8s with cpu', `the worker runs ${worker?.image}, not the CPU image cortex`);
-  if (worker?.resources?.limits?.['nvidia.com/gpu'] !== undefined) problem('k8s with cpu', 'the worker still asks for a GPU');
-  if (worker?.env?.find((e) => e.name === 'CORTEX_WORKER_GPU')?.value !== 'cpu') problem('k8s with cpu', 'the worker does not set CORTEX_WORKER_GPU=cpu');
+  if (!worker || !/^cortex(:|$)/.test(worker.image))
+    problem('k8s with cpu', `the worker runs ${worker?.image}, not the CPU image cortex`);
+  if (worker?.resources?.limits?.['nvidia.com/gpu'] !== undefined)
+    problem('k8s with cpu', 'the worker still asks for a GPU');
+  if (worker?.env?.find((e) => e.name === 'CORTEX_WORKER_GPU')?.value !== 'cpu')
+    problem('k8s with cpu', 'the worker does not set CORTEX_WORKER_GPU=cpu');
 }
 
 let count = 0;
@@ -168,8 +206,9 @@ for (const { label, components } of RENDERINGS) {
   await checkConfig(objects, label);
   checkProduction(objects, label, problem, { singleNode: components.includes('single-node') });
   if (components.includes('monitoring')) checkMonitoring(objects, label, problem);
-  if (components.includes('ingress') && !objects.some((o) => o.kind === 'Ingress') ) problem(label, 'has no Ingress');
-  if (components.includes('autoscaling') && !objects.some((o) => o.kind === 'ScaledObject')) problem(label, 'has no ScaledObject');
+  if (components.includes('ingress') && !objects.some((o) => o.kind === 'Ingress')) problem(label, 'has no Ingress');
+  if (components.includes('autoscaling') && !objects.some((o) => o.kind === 'ScaledObject'))
+    problem(label, 'has no ScaledObject');
   const kinds = [...new Set(objects.map((o) => o.kind))].sort().join(', ');
   console.log(`${label}: ${objects.length} objects rendered (${kinds})`);
 }
@@ -181,7 +220,9 @@ checkCudaDocs(problem);
 // Starting the pods takes under a minute: only once the objects themselves are right.
 if (problems.length === 0) {
   for (const { label } of RENDERINGS.filter((r) => r.start)) {
-    problems.push(...(await startCheck(rendered.get(label), { repoRoot: process.cwd(), label, log: (line) => console.log(line) })));
+    problems.push(
+      ...(await startCheck(rendered.get(label), { repoRoot: process.cwd(), label, log: (line) => console.log(line) })),
+    );
   }
 }
 
@@ -189,4 +230,6 @@ if (problems.length > 0) {
   console.error(`k8s: ${problems.length} problem(s):\n  ${problems.join('\n  ')}`);
   process.exit(1);
 }
-console.log(`k8s: ${count} objects valid against the Kubernetes 1.34 OpenAPI schemas (kubernetes-models 5.1.0), with no unknown fields, and cortex's checks`);
+console.log(
+  `k8s: ${count} objects valid against the Kubernetes 1.34 OpenAPI schemas (kubernetes-models 5.1.0), with no unknown fields, and cortex's checks`,
+);

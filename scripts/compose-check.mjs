@@ -67,7 +67,11 @@ const client = (gateway) => new OpenAI({ baseURL: `${gateway}/v1`, apiKey: API_K
 
 /** One streamed chat completion; resolves with its text, finish reason and usage. */
 async function streamChat(gateway, request, onFirstChunk) {
-  const stream = await client(gateway).chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+  const stream = await client(gateway).chat.completions.create({
+    ...request,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   let text = '';
   let finish = null;
   let usage = null;
@@ -97,23 +101,31 @@ async function ready(gateway) {
 async function api(gateway, metricsUrl) {
   const models = await modelsOf(gateway);
   const ids = models.map((m) => m.id);
-  for (const id of ['cortex-chat', 'cortex-reasoning', 'cortex-tools']) check(ids.includes(id), `/v1/models lacks ${id}: ${ids.join(', ')}`);
+  for (const id of ['cortex-chat', 'cortex-reasoning', 'cortex-tools'])
+    check(ids.includes(id), `/v1/models lacks ${id}: ${ids.join(', ')}`);
   say(`GET /v1/models lists ${ids.join(', ')}`);
   const anonymous = await within(10_000, fetch(`${gateway}/v1/models`));
   check(anonymous.status === 401, `GET /v1/models without an API key answered ${anonymous.status}, not 401`);
   say('without an API key the gateway answers 401');
 
   const reply = await streamChat(gateway, { model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi!' }] });
-  check(reply.text === 'Hello from a tiny model.', `the streamed reply was ${JSON.stringify(reply.text)}, not the fixture's "Hello from a tiny model."`);
+  check(
+    reply.text === 'Hello from a tiny model.',
+    `the streamed reply was ${JSON.stringify(reply.text)}, not the fixture's "Hello from a tiny model."`,
+  );
   check(reply.finish === 'stop', `the stream ended with finish_reason ${reply.finish}, not stop`);
   check(reply.usage?.completion_tokens > 0, `the stream carried no usage: ${JSON.stringify(reply.usage)}`);
-  say(`a streamed chat completion with the openai client answered "${reply.text}" (${reply.usage.completion_tokens} tokens)`);
+  say(
+    `a streamed chat completion with the openai client answered "${reply.text}" (${reply.usage.completion_tokens} tokens)`,
+  );
 
   // The metrics service counts from the event stream, so the request shows up shortly after it ended.
   const line = await waitFor('the request being counted on /metrics', 30, async () => {
     const response = await fetch(`${metricsUrl}/metrics`);
     check(response.ok, `GET /metrics answered ${response.status}`);
-    return (await response.text()).split('\n').find((l) => l.startsWith('cortex_requests_total{') && l.includes('model="cortex-chat"'));
+    return (await response.text())
+      .split('\n')
+      .find((l) => l.startsWith('cortex_requests_total{') && l.includes('model="cortex-chat"'));
   });
   say(`GET /metrics counts it: ${line}`);
 }
@@ -123,7 +135,10 @@ async function workers(count, command) {
     const { stdout } = await run(command[0], command.slice(1), { timeout: 60_000 });
     const report = JSON.parse(stdout);
     const list = (report.fleet?.workers ?? []).filter((w) => w.up && !w.draining);
-    if (list.length !== count) throw new Error(`cortex status shows ${list.length} workers up: ${list.map((w) => w.workerId).join(', ') || 'none'}`);
+    if (list.length !== count)
+      throw new Error(
+        `cortex status shows ${list.length} workers up: ${list.map((w) => w.workerId).join(', ') || 'none'}`,
+      );
     return list;
   });
   say(`cortex status shows ${count} workers up: ${up.map((w) => w.workerId).join(', ')}`);
@@ -142,12 +157,23 @@ async function failover(gateway, docker, project) {
   const probe = await streamChat(gateway, { model: 'cortex-loop', messages, max_tokens: 40 });
   const perToken = (Date.now() - started) / 40;
   const maxTokens = Math.max(10, Math.min(4000, Math.round(2000 / perToken)));
-  check(probe.usage?.completion_tokens === 40, `a 40-token cortex-loop stream gave ${probe.usage?.completion_tokens} tokens`);
+  check(
+    probe.usage?.completion_tokens === 40,
+    `a 40-token cortex-loop stream gave ${probe.usage?.completion_tokens} tokens`,
+  );
 
   const serving = (await modelsOf(gateway)).find((m) => m.id === 'cortex-loop')?.locations ?? [];
   check(serving.length === 1, `cortex-loop should be on one worker, found ${JSON.stringify(serving)}`);
   const victim = serving[0].worker;
-  const { stdout } = await run(docker, ['ps', '-q', '--no-trunc', '--filter', `label=com.docker.compose.project=${project}`, '--filter', 'label=com.docker.compose.service=worker']);
+  const { stdout } = await run(docker, [
+    'ps',
+    '-q',
+    '--no-trunc',
+    '--filter',
+    `label=com.docker.compose.project=${project}`,
+    '--filter',
+    'label=com.docker.compose.service=worker',
+  ]);
   // A worker's id is its container's host name (the short container id) plus `-cpu`.
   const container = stdout.split('\n').find((id) => id && victim.startsWith(id.slice(0, 12)));
   check(container, `no worker container of project ${project} matches worker ${victim}`);
@@ -165,20 +191,35 @@ async function failover(gateway, docker, project) {
   check(firstChunks === 2, 'the two streams ended before both had started; nothing was in flight to stop');
   say(`2 streams of ${maxTokens} tokens are in flight on worker ${victim}; stopping its container`);
   const stopped = run(docker, ['stop', '--time', '30', container]);
-  const during = [1, 2].map(() => streamChat(gateway, { model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi!' }] }));
+  const during = [1, 2].map(() =>
+    streamChat(gateway, { model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi!' }] }),
+  );
   const results = await Promise.all([...inFlight, ...during]);
   await stopped;
   for (const [i, result] of results.entries()) {
     const expected = i < 2 ? { finish: 'length', tokens: maxTokens } : { finish: 'stop' };
-    check(result.finish === expected.finish, `request ${i + 1} ended with finish_reason ${result.finish}, not ${expected.finish}`);
-    if (expected.tokens) check(result.usage?.completion_tokens === expected.tokens, `stream ${i + 1} gave ${result.usage?.completion_tokens} of ${expected.tokens} tokens`);
+    check(
+      result.finish === expected.finish,
+      `request ${i + 1} ended with finish_reason ${result.finish}, not ${expected.finish}`,
+    );
+    if (expected.tokens)
+      check(
+        result.usage?.completion_tokens === expected.tokens,
+        `stream ${i + 1} gave ${result.usage?.completion_tokens} of ${expected.tokens} tokens`,
+      );
   }
   say('both in-flight streams finished whole, and 2 requests sent during the stop were answered');
 
   const after = await streamChat(gateway, { model: 'cortex-loop', messages, max_tokens: 20 });
-  check(after.finish === 'length' && after.usage?.completion_tokens === 20, `a request after the stop ended with ${after.finish}`);
+  check(
+    after.finish === 'length' && after.usage?.completion_tokens === 20,
+    `a request after the stop ended with ${after.finish}`,
+  );
   const now = (await modelsOf(gateway)).find((m) => m.id === 'cortex-loop')?.locations ?? [];
-  check(now.length > 0 && now.every((l) => l.worker !== victim), `cortex-loop should now be on the other worker only, found ${JSON.stringify(now)}`);
+  check(
+    now.length > 0 && now.every((l) => l.worker !== victim),
+    `cortex-loop should now be on the other worker only, found ${JSON.stringify(now)}`,
+  );
   say(`after the stop, cortex-loop answers from worker ${now.map((l) => l.worker).join(', ')}`);
 }
 
@@ -201,10 +242,18 @@ async function traffic(gateway) {
   check(response.status === 'completed', `a Responses request ended ${response.status}`);
 
   const reasoning = await streamChat(gateway, { model: 'cortex-reasoning', messages });
-  check(reasoning.usage?.completion_tokens > 0, `a cortex-reasoning stream carried no usage: ${JSON.stringify(reasoning.usage)}`);
+  check(
+    reasoning.usage?.completion_tokens > 0,
+    `a cortex-reasoning stream carried no usage: ${JSON.stringify(reasoning.usage)}`,
+  );
 
   // The client goes away after the first chunk of a long stream.
-  const stream = await openai.chat.completions.create({ model: 'cortex-loop', messages, max_tokens: 2000, stream: true });
+  const stream = await openai.chat.completions.create({
+    model: 'cortex-loop',
+    messages,
+    max_tokens: 2000,
+    stream: true,
+  });
   let chunks = 0;
   for await (const chunk of stream) {
     if (chunk.choices[0]?.delta?.content) chunks += 1;
@@ -218,7 +267,10 @@ async function traffic(gateway) {
   } catch (error) {
     failed = error;
   }
-  check(failed?.status === 503, `a request for cortex-missing (no model file) answered ${failed?.status ?? 'with a completion'}, not 503`);
+  check(
+    failed?.status === 503,
+    `a request for cortex-missing (no model file) answered ${failed?.status ?? 'with a completion'}, not 503`,
+  );
 
   const unload = await within(
     130_000,
@@ -229,7 +281,9 @@ async function traffic(gateway) {
     }),
   );
   check(unload.ok, `POST /admin/unload answered ${unload.status}: ${await unload.text()}`);
-  say(`a round of dashboard traffic: 4 cortex-chat requests (chat stream, Responses), a cold cortex-reasoning stream (${reasoning.usage.completion_tokens_details?.reasoning_tokens ?? '?'} reasoning tokens), an abandoned cortex-loop stream, a 503 for cortex-missing (${failed.error?.code ?? failed.code ?? '?'}), cortex-reasoning unloaded`);
+  say(
+    `a round of dashboard traffic: 4 cortex-chat requests (chat stream, Responses), a cold cortex-reasoning stream (${reasoning.usage.completion_tokens_details?.reasoning_tokens ?? '?'} reasoning tokens), an abandoned cortex-loop stream, a 503 for cortex-missing (${failed.error?.code ?? failed.code ?? '?'}), cortex-reasoning unloaded`,
+  );
 }
 
 /**
@@ -245,7 +299,9 @@ async function dashboard(prometheus, file, rateInterval, reportFile) {
   });
   check(queries.length > 0, `${file} has no queries`);
   await waitFor('Prometheus scraping the metrics service', 60, async () => {
-    const body = await (await within(10_000, fetch(`${prometheus}/api/v1/query?query=${encodeURIComponent('up{job="cortex"} == 1')}`))).json();
+    const body = await (
+      await within(10_000, fetch(`${prometheus}/api/v1/query?query=${encodeURIComponent('up{job="cortex"} == 1')}`))
+    ).json();
     return judge(body).data;
   });
   const rows = [];
@@ -258,7 +314,10 @@ async function dashboard(prometheus, file, rateInterval, reportFile) {
   const lines = [
     '| panel | query | value seen |',
     '|---|---|---|',
-    ...rows.map((r) => `| ${escape(r.panel)} | \`${escape(r.expr)}\` | ${escape(r.verdict.data ? r.verdict.shown : `NO DATA: ${r.verdict.shown}`)} |`),
+    ...rows.map(
+      (r) =>
+        `| ${escape(r.panel)} | \`${escape(r.expr)}\` | ${escape(r.verdict.data ? r.verdict.shown : `NO DATA: ${r.verdict.shown}`)} |`,
+    ),
   ];
   writeFileSync(reportFile, `${lines.join('\n')}\n`);
   for (const r of rows) say(`${r.verdict.data ? 'ok     ' : 'NO DATA'} ${r.panel} [${r.refId}]: ${r.verdict.shown}`);
@@ -266,7 +325,9 @@ async function dashboard(prometheus, file, rateInterval, reportFile) {
     empty.length === 0,
     `${empty.length} of ${rows.length} dashboard queries returned no data:\n${empty.map((r) => `    ${r.panel} [${r.refId}]: ${r.query} (${r.verdict.shown})`).join('\n')}`,
   );
-  say(`all ${rows.length} queries of ${new Set(rows.map((r) => r.panel)).size} panels returned data (rate interval ${rateInterval})`);
+  say(
+    `all ${rows.length} queries of ${new Set(rows.map((r) => r.panel)).size} panels returned data (rate interval ${rateInterval})`,
+  );
 }
 
 const [command, ...args] = process.argv.slice(2);

@@ -45,7 +45,11 @@ const e2e = find('test/dist', '.e2e.js');
 const chosen = which === 'unit' ? unit : which === 'e2e' ? e2e : [...unit, ...e2e];
 const files = filters.length === 0 ? chosen : chosen.filter((file) => filters.some((filter) => file.includes(filter)));
 if (files.length === 0) {
-  console.error(filters.length === 0 ? 'no compiled tests found: run `npm run build` first' : `no compiled test file matches ${args.join(', ')} (run \`npm run build\` after adding one)`);
+  console.error(
+    filters.length === 0
+      ? 'no compiled tests found: run `npm run build` first'
+      : `no compiled test file matches ${args.join(', ')} (run \`npm run build\` after adding one)`,
+  );
   process.exit(1);
 }
 // The e2e suites (and a few unit specs) start local nats-servers: fetch Debian's into .cortex/bin when
@@ -67,6 +71,14 @@ if (process.env.CORTEX_TEST_NATS !== 'testcontainers') {
     console.log(`tests: ${error.message}; the suites run NATS in containers instead`);
   }
 }
-const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${resolve('scripts/file-times.mjs')}`, '--test-reporter-destination=stdout'];
-const result = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...reporters, ...files], { stdio: 'inherit', env });
+const reporters = [
+  '--test-reporter=spec',
+  '--test-reporter-destination=stdout',
+  `--test-reporter=${resolve('scripts/file-times.mjs')}`,
+  '--test-reporter-destination=stdout',
+];
+const result = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...reporters, ...files], {
+  stdio: 'inherit',
+  env,
+});
 process.exit(result.status ?? 1);

@@ -55,14 +55,20 @@ async function openFeed(baseUrl: string): Promise<{ bytes: () => number; close: 
 async function main(): Promise<void> {
   if (!existsSync(MODEL)) throw new Error(`no model at ${MODEL}: set BENCH_MODEL to a GGUF file`);
   log(`cortex console bench — ${new Date().toISOString()}`);
-  log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`);
+  log(
+    `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`,
+  );
   log(`settings: ${MODEL.split('/').pop()}, threads ${THREADS}, ${TOKENS} tokens per run, ${RUNS} pairs\n`);
   const stack = await startStack({
     models: [{ id: 'bench', file: MODEL, context_size: 2048, slots: 1, pinned: true }],
     config: { worker: { threads: THREADS }, gateway: { stream_idle_timeout_ms: 30_000 } },
   });
   const client = await SocketClient.open(stack.baseUrl);
-  const run = (): Promise<StreamTiming> => client.streamChat('bench', TOKENS, { prompt: 'Once upon a time', requestId: `bench-${randomBytes(6).toString('hex')}` });
+  const run = (): Promise<StreamTiming> =>
+    client.streamChat('bench', TOKENS, {
+      prompt: 'Once upon a time',
+      requestId: `bench-${randomBytes(6).toString('hex')}`,
+    });
   try {
     for (let i = 0; i < 3; i++) await run();
     const unwatched: StreamTiming[] = [];
@@ -83,8 +89,16 @@ async function main(): Promise<void> {
     const tps = watched.map((w, i) => rate(w) / rate(unwatched[i]!));
     const ttft = watched.map((w, i) => w.ttftMs / unwatched[i]!.ttftMs);
     log('\n                      no page      page watching   watched/unwatched (range)');
-    log(`decode tok/s     ${median(unwatched.map(rate)).toFixed(0).padStart(10)}   ${median(watched.map(rate)).toFixed(0).padStart(14)}   ${median(tps).toFixed(3)} (${Math.min(...tps).toFixed(2)}–${Math.max(...tps).toFixed(2)})`);
-    log(`TTFT ms          ${median(unwatched.map((r) => r.ttftMs)).toFixed(2).padStart(10)}   ${median(watched.map((r) => r.ttftMs)).toFixed(2).padStart(14)}   ${median(ttft).toFixed(3)} (${Math.min(...ttft).toFixed(2)}–${Math.max(...ttft).toFixed(2)})`);
+    log(
+      `decode tok/s     ${median(unwatched.map(rate)).toFixed(0).padStart(10)}   ${median(watched.map(rate)).toFixed(0).padStart(14)}   ${median(tps).toFixed(3)} (${Math.min(...tps).toFixed(2)}–${Math.max(...tps).toFixed(2)})`,
+    );
+    log(
+      `TTFT ms          ${median(unwatched.map((r) => r.ttftMs))
+        .toFixed(2)
+        .padStart(10)}   ${median(watched.map((r) => r.ttftMs))
+        .toFixed(2)
+        .padStart(14)}   ${median(ttft).toFixed(3)} (${Math.min(...ttft).toFixed(2)}–${Math.max(...ttft).toFixed(2)})`,
+    );
     log(`feed bytes per watched request: ${Math.round(feedBytes / RUNS)}`);
   } finally {
     client.close();

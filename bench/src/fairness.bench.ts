@@ -44,7 +44,10 @@ interface Arm {
   failures: number;
 }
 
-async function withStack<T>(order: 'fair' | 'fifo', work: (stack: TestStack, keys: { a: string; b: string }) => Promise<T>): Promise<T> {
+async function withStack<T>(
+  order: 'fair' | 'fifo',
+  work: (stack: TestStack, keys: { a: string; b: string }) => Promise<T>,
+): Promise<T> {
   log(`\nqueue_order ${order}: starting NATS, gateway, translator, router and one worker…`);
   const stack = await startStack({
     services: ['router', 'translator', 'worker', 'gateway'],
@@ -88,17 +91,27 @@ async function runArm(stack: TestStack, name: string, keys: { a: string; b: stri
   let sent = 0;
   const loop = (who: 'a' | 'b') => async (): Promise<void> => {
     while (performance.now() < deadline) {
-      await streamChat(stack.baseUrl, 'bench', TOKENS, { apiKey: keys[who], requestId: `${who}-${run}-${++sent}` }).catch(() => failures++);
+      await streamChat(stack.baseUrl, 'bench', TOKENS, {
+        apiKey: keys[who],
+        requestId: `${who}-${run}-${++sent}`,
+      }).catch(() => failures++);
     }
   };
-  await Promise.all([...Array.from({ length: B_STREAMS }, loop('b')), ...(withA ? Array.from({ length: A_STREAMS }, loop('a')) : [])]);
+  await Promise.all([
+    ...Array.from({ length: B_STREAMS }, loop('b')),
+    ...(withA ? Array.from({ length: A_STREAMS }, loop('a')) : []),
+  ]);
   await finished.stop();
   const seconds = (performance.now() - measureFrom) / 1000;
   // Requests that ended inside the measured window (one started in the warm-up counts: it waited then).
-  const of = (who: string): RequestFinishedEvent[] => finished.messages.filter((e) => e.requestId.startsWith(`${who}-${run}-`) && e.usage && e.timings && e.finishedAt >= measureFromEpoch);
+  const of = (who: string): RequestFinishedEvent[] =>
+    finished.messages.filter(
+      (e) => e.requestId.startsWith(`${who}-${run}-`) && e.usage && e.timings && e.finishedAt >= measureFromEpoch,
+    );
   const [a, b] = [of('a'), of('b')];
   const waits = (events: RequestFinishedEvent[]): number[] => events.map((e) => e.timings?.queueMs ?? 0);
-  const tokens = (events: RequestFinishedEvent[]): number => events.reduce((sum, e) => sum + (e.usage?.completionTokens ?? 0), 0);
+  const tokens = (events: RequestFinishedEvent[]): number =>
+    events.reduce((sum, e) => sum + (e.usage?.completionTokens ?? 0), 0);
   return {
     name,
     bRequests: b.length,
@@ -113,7 +126,9 @@ async function runArm(stack: TestStack, name: string, keys: { a: string; b: stri
 }
 
 function table(arms: Arm[]): void {
-  log('arm                          B requests   B wait p50 ms   B wait p95 ms   B tok/s   A requests   A wait p50 ms   A tok/s   failures');
+  log(
+    'arm                          B requests   B wait p50 ms   B wait p95 ms   B tok/s   A requests   A wait p50 ms   A tok/s   failures',
+  );
   for (const arm of arms) {
     log(
       `${arm.name.padEnd(27)}  ${String(arm.bRequests).padStart(10)}   ${arm.bP50.toFixed(0).padStart(13)}   ${arm.bP95.toFixed(0).padStart(13)}   ${arm.bTokPerS.toFixed(0).padStart(7)}   ${String(arm.aRequests).padStart(10)}   ${arm.aP50.toFixed(0).padStart(13)}   ${arm.aTokPerS.toFixed(0).padStart(7)}   ${String(arm.failures).padStart(8)}`,
@@ -123,16 +138,27 @@ function table(arms: Arm[]): void {
 
 async function main(): Promise<void> {
   log(`cortex fairness bench — ${new Date().toISOString()}`);
-  log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`);
-  log(`settings: ${MODEL}, ${SLOTS} slots, ${TOKENS} tokens per request, A ${A_STREAMS} streams, B ${B_STREAMS}, ${THREADS} thread(s), ${WARM} s warm-up + ${SECONDS} s per arm, ${ROUNDS} round(s)`);
+  log(
+    `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`,
+  );
+  log(
+    `settings: ${MODEL}, ${SLOTS} slots, ${TOKENS} tokens per request, A ${A_STREAMS} streams, B ${B_STREAMS}, ${THREADS} thread(s), ${WARM} s warm-up + ${SECONDS} s per arm, ${ROUNDS} round(s)`,
+  );
   for (let round = 1; round <= ROUNDS; round++) {
-    const fair = await withStack('fair', async (stack, keys) => [await runArm(stack, '(a) B alone, fair', keys, false), await runArm(stack, '(b) B beside A, fair', keys, true)]);
-    const fifo = await withStack('fifo', async (stack, keys) => [await runArm(stack, '(c) B beside A, fifo', keys, true)]);
+    const fair = await withStack('fair', async (stack, keys) => [
+      await runArm(stack, '(a) B alone, fair', keys, false),
+      await runArm(stack, '(b) B beside A, fair', keys, true),
+    ]);
+    const fifo = await withStack('fifo', async (stack, keys) => [
+      await runArm(stack, '(c) B beside A, fifo', keys, true),
+    ]);
     const arms = [...fair, ...fifo];
     log(`\nround ${round}`);
     table(arms);
     const [, withFair, withFifo] = arms as [Arm, Arm, Arm];
-    log(`\nround ${round}: B's wait beside A, fifo / fair: p50 ${(withFifo.bP50 / Math.max(withFair.bP50, 1e-9)).toFixed(1)}×, p95 ${(withFifo.bP95 / Math.max(withFair.bP95, 1e-9)).toFixed(1)}×`);
+    log(
+      `\nround ${round}: B's wait beside A, fifo / fair: p50 ${(withFifo.bP50 / Math.max(withFair.bP50, 1e-9)).toFixed(1)}×, p95 ${(withFifo.bP95 / Math.max(withFair.bP95, 1e-9)).toFixed(1)}×`,
+    );
   }
 }
 

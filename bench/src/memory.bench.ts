@@ -53,10 +53,19 @@ async function oneRequest(baseUrl: string, n: number): Promise<boolean> {
   const prompt = `Tell me a story about request ${n}.`;
   const [path, body] =
     n % 3 === 0
-      ? ['/v1/chat/completions', { model: 'cortex-chat', stream: true, max_tokens: TOKENS, messages: [{ role: 'user', content: prompt }] }]
+      ? [
+          '/v1/chat/completions',
+          { model: 'cortex-chat', stream: true, max_tokens: TOKENS, messages: [{ role: 'user', content: prompt }] },
+        ]
       : n % 3 === 1
-        ? ['/v1/messages', { model: 'cortex-chat', stream: true, max_tokens: TOKENS, messages: [{ role: 'user', content: prompt }] }]
-        : ['/v1/responses', { model: 'cortex-chat', stream: true, max_output_tokens: TOKENS, store: false, input: prompt }];
+        ? [
+            '/v1/messages',
+            { model: 'cortex-chat', stream: true, max_tokens: TOKENS, messages: [{ role: 'user', content: prompt }] },
+          ]
+        : [
+            '/v1/responses',
+            { model: 'cortex-chat', stream: true, max_output_tokens: TOKENS, store: false, input: prompt },
+          ];
   const response = await postJson(`${baseUrl}${path}`, body, { 'anthropic-version': '2023-06-01' });
   await response.text();
   return response.ok;
@@ -66,8 +75,20 @@ async function runArm(name: string): Promise<Arm> {
   log(`\n${name}: starting NATS, gateway, translator, router and one worker…`);
   const stack = await startStack({
     services: ['router', 'translator', 'worker', 'gateway'],
-    models: [{ id: 'cortex-chat', file: name === 'bytes' ? 'fixture:cortex-chat:bytes' : 'fixture:cortex-chat', context_size: 2048, slots: 4, pinned: true }],
-    config: { worker: { threads: 1, max_queue: 256, native_gc_mb: name === 'default' ? 64 : 0 }, gateway: { stream_idle_timeout_ms: 60_000 }, log_level: 'warn' },
+    models: [
+      {
+        id: 'cortex-chat',
+        file: name === 'bytes' ? 'fixture:cortex-chat:bytes' : 'fixture:cortex-chat',
+        context_size: 2048,
+        slots: 4,
+        pinned: true,
+      },
+    ],
+    config: {
+      worker: { threads: 1, max_queue: 256, native_gc_mb: name === 'default' ? 64 : 0 },
+      gateway: { stream_idle_timeout_ms: 60_000 },
+      log_level: 'warn',
+    },
     serviceEnv: { worker: ARM_ENV[name] ?? {} },
   });
   try {
@@ -99,8 +120,19 @@ async function runArm(name: string): Promise<Arm> {
     );
     clearInterval(sampler);
     const end = residentMb(pid);
-    log(`  after: ${end.rss.toFixed(0)} MiB (anonymous ${end.anon.toFixed(0)}), most ${max.toFixed(0)}; ${requests} requests, ${failures} failed`);
-    return { name, idleMb: idle, at30Mb: at30, endMb: end.rss, maxMb: Math.max(max, end.rss), anonEndMb: end.anon, requests, failures };
+    log(
+      `  after: ${end.rss.toFixed(0)} MiB (anonymous ${end.anon.toFixed(0)}), most ${max.toFixed(0)}; ${requests} requests, ${failures} failed`,
+    );
+    return {
+      name,
+      idleMb: idle,
+      at30Mb: at30,
+      endMb: end.rss,
+      maxMb: Math.max(max, end.rss),
+      anonEndMb: end.anon,
+      requests,
+      failures,
+    };
   } finally {
     await stack.stop();
   }
@@ -109,10 +141,14 @@ async function runArm(name: string): Promise<Arm> {
 const arms: Arm[] = [];
 for (const name of ARMS) arms.push(await runArm(name));
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
-log(`\n${new Date().toISOString().slice(0, 10)}, ${cpus().length} × ${cpu}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}; ${STREAMS} streams, ${SECONDS} s per arm, ${TOKENS} tokens per request`);
+log(
+  `\n${new Date().toISOString().slice(0, 10)}, ${cpus().length} × ${cpu}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}; ${STREAMS} streams, ${SECONDS} s per arm, ${TOKENS} tokens per request`,
+);
 log('| arm | idle MiB | after 30 s | at the end | most | end / idle | anonymous at the end | requests (failed) |');
 log('|---|---|---|---|---|---|---|---|');
 for (const arm of arms) {
   const at30 = arm.at30Mb === null ? '—' : arm.at30Mb.toFixed(0);
-  log(`| ${arm.name} | ${arm.idleMb.toFixed(0)} | ${at30} | ${arm.endMb.toFixed(0)} | ${arm.maxMb.toFixed(0)} | ${(arm.endMb / arm.idleMb).toFixed(2)}× | ${arm.anonEndMb.toFixed(0)} | ${arm.requests} (${arm.failures}) |`);
+  log(
+    `| ${arm.name} | ${arm.idleMb.toFixed(0)} | ${at30} | ${arm.endMb.toFixed(0)} | ${arm.maxMb.toFixed(0)} | ${(arm.endMb / arm.idleMb).toFixed(2)}× | ${arm.anonEndMb.toFixed(0)} | ${arm.requests} (${arm.failures}) |`,
+  );
 }

@@ -21,19 +21,37 @@ const median = (values: number[]): number => [...values].sort((a, b) => a - b)[M
 const ANSWER = 'The weather in Paris is sunny, with a light breeze from the west and 20 degrees. ';
 /** One turn of each family's raw output: reasoning, an answer and a call, as its models write them. */
 const OUTPUTS: ReadonlyArray<[FormatId, string]> = [
-  ['hermes', `<think>\nThe user wants the weather, so I call the tool.\n</think>\n\n${ANSWER}<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>`],
-  ['qwen3-coder', `${ANSWER}\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>`],
-  ['gpt-oss', `<|channel|>analysis<|message|>The user wants the weather, so I call the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris","days":3}`],
-  ['mistral', `[THINK]The user wants the weather, so I call the tool.[/THINK]${ANSWER}[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 3}`],
-  ['kimi-k2', `<think>The user wants the weather, so I call the tool.</think>${ANSWER}<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris", "days": 3}<|tool_call_end|><|tool_calls_section_end|>`],
-  ['glm-4.5', `<think>The user wants the weather, so I call the tool.</think>\n${ANSWER}<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>`],
+  [
+    'hermes',
+    `<think>\nThe user wants the weather, so I call the tool.\n</think>\n\n${ANSWER}<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>`,
+  ],
+  [
+    'qwen3-coder',
+    `${ANSWER}\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>`,
+  ],
+  [
+    'gpt-oss',
+    `<|channel|>analysis<|message|>The user wants the weather, so I call the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris","days":3}`,
+  ],
+  [
+    'mistral',
+    `[THINK]The user wants the weather, so I call the tool.[/THINK]${ANSWER}[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 3}`,
+  ],
+  [
+    'kimi-k2',
+    `<think>The user wants the weather, so I call the tool.</think>${ANSWER}<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris", "days": 3}<|tool_call_end|><|tool_calls_section_end|>`,
+  ],
+  [
+    'glm-4.5',
+    `<think>The user wants the weather, so I call the tool.</think>\n${ANSWER}<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>`,
+  ],
 ];
 
 /** One turn's text cut into pieces of 1 to 7 characters (a token's usual length), the same cuts every run. */
 function pieces(text: string): string[] {
   const out: string[] = [];
   let seed = 7;
-  for (let at = 0; at < text.length; ) {
+  for (let at = 0; at < text.length;) {
     seed = (seed * 1103515245 + 12345) % 2 ** 31;
     const size = 1 + (seed % 7);
     out.push(text.slice(at, at + size));
@@ -42,7 +60,9 @@ function pieces(text: string): string[] {
   return out;
 }
 
-const TOOLS = new Map<string, Record<string, unknown> | undefined>([['get_weather', { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } }]]);
+const TOOLS = new Map<string, Record<string, unknown> | undefined>([
+  ['get_weather', { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } }],
+]);
 
 /** ns per piece through the parser: a parser per turn, as each request has its own. */
 function parse(format: FormatId, turn: readonly string[], turns: number): number {
@@ -70,7 +90,9 @@ function passThrough(turn: readonly string[], turns: number): number {
 
 function main(): void {
   log(`cortex parser bench — ${new Date().toISOString()}`);
-  log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`);
+  log(
+    `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`,
+  );
   log(`settings: ${TOKENS} pieces per format, ${ROUNDS} paired rounds (the first one warms up and is left out)\n`);
   log('format        pieces/turn   pass-through ns/piece   parser ns/piece   parser − pass-through');
   for (const [format, text] of OUTPUTS) {
@@ -87,7 +109,9 @@ function main(): void {
       parsed.push(parserFirst ? first : second);
     }
     const diff = parsed.map((ns, i) => ns - (base[i] ?? 0));
-    log(`${format.padEnd(13)} ${String(turn.length).padStart(11)}   ${median(base).toFixed(0).padStart(21)}   ${median(parsed).toFixed(0).padStart(15)}   ${median(diff).toFixed(0).padStart(21)}`);
+    log(
+      `${format.padEnd(13)} ${String(turn.length).padStart(11)}   ${median(base).toFixed(0).padStart(21)}   ${median(parsed).toFixed(0).padStart(15)}   ${median(diff).toFixed(0).padStart(21)}`,
+    );
   }
 }
 

@@ -29,15 +29,30 @@ const log = (line: string): void => console.log(line);
 
 async function main(): Promise<void> {
   log(`cortex pipeline bench — ${new Date().toISOString()}`);
-  log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`);
-  log(`settings: synthetic engine at ${TPS} tok/s per stream, ${TOKENS} tokens per request, ${SECONDS} s per level, stream interval ${STREAM_INTERVAL} ms, ${MODELS} model(s) × ${SLOTS} sequences\n`);
+  log(
+    `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`,
+  );
+  log(
+    `settings: synthetic engine at ${TPS} tok/s per stream, ${TOKENS} tokens per request, ${SECONDS} s per level, stream interval ${STREAM_INTERVAL} ms, ${MODELS} model(s) × ${SLOTS} sequences\n`,
+  );
   log('starting NATS, gateway, translator, router, metrics and one synthetic worker…');
-  const models = Array.from({ length: MODELS }, (_, i) => ({ id: `synthetic-${i}`, file: 'synthetic', slots: SLOTS, context_size: 4096, pinned: true }));
+  const models = Array.from({ length: MODELS }, (_, i) => ({
+    id: `synthetic-${i}`,
+    file: 'synthetic',
+    slots: SLOTS,
+    context_size: 4096,
+    pinned: true,
+  }));
   const stack = await startStack({
     models,
     ...(process.env.BENCH_PROFILE && { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] }),
     config: {
-      worker: { engine: 'synthetic', synthetic_tokens_per_second: TPS, stream_interval_ms: STREAM_INTERVAL, max_queue: 1024 },
+      worker: {
+        engine: 'synthetic',
+        synthetic_tokens_per_second: TPS,
+        stream_interval_ms: STREAM_INTERVAL,
+        max_queue: 1024,
+      },
       gateway: { stream_idle_timeout_ms: 30_000 },
     },
   });
@@ -81,7 +96,9 @@ async function main(): Promise<void> {
       const used = process.cpuUsage(client);
       const perMillion = (cpu: number): string => ((cpu / Math.max(tokens, 1)) * 1e6).toFixed(1).padStart(9);
       const cells = [...pids].map(([name, pid]) => `${name} ${perMillion(cpuSeconds(pid) - (before.get(name) ?? 0))}`);
-      cpuRows.push(`${String(streams).padStart(7)}   ${cells.join('   ')}   client ${perMillion((used.user + used.system) / 1e6)}`);
+      cpuRows.push(
+        `${String(streams).padStart(7)}   ${cells.join('   ')}   client ${perMillion((used.user + used.system) / 1e6)}`,
+      );
     }
     log('\naggregate delivery over SSE, closed loop (each stream starts its next request when one ends)');
     log('streams   delivered tok/s   requests   TTFT p50   TTFT p99   failures');

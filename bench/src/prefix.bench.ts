@@ -28,7 +28,6 @@ import { LlamaEngine } from '../../apps/worker/dist/engine/llama-engine.js';
 import { defaultPromptCacheDir } from '../../apps/worker/dist/engine/prompt-cache.js';
 import type { EngineEvent } from '../../apps/worker/dist/engine/engine.types.js';
 
-
 const THREADS = Number(process.env.BENCH_THREADS ?? 1);
 const TURNS = Number(process.env.BENCH_TURNS ?? 5);
 const NEW_WORDS = Number(process.env.BENCH_NEW_WORDS ?? 400);
@@ -64,10 +63,26 @@ interface Result {
   ms: number[];
 }
 
-async function run(engine: LlamaEngine, path: string, slots: number, conversations: number, policy: Policy): Promise<Result> {
+async function run(
+  engine: LlamaEngine,
+  path: string,
+  slots: number,
+  conversations: number,
+  policy: Policy,
+): Promise<Result> {
   const contextSize = 1024 + TURNS * (NEW_WORDS + 64);
-  const model = await engine.load({ id: 'cortex-chat', path, contextSize, slots, maxQueue: 64, slotChoice: policy === 'longest' ? 'longest' : 'similar', keepPrompts: policy === 'cached' });
-  const histories: CanonicalMessage[][] = Array.from({ length: conversations }, () => [{ role: 'system', content: SYSTEM }]);
+  const model = await engine.load({
+    id: 'cortex-chat',
+    path,
+    contextSize,
+    slots,
+    maxQueue: 64,
+    slotChoice: policy === 'longest' ? 'longest' : 'similar',
+    keepPrompts: policy === 'cached',
+  });
+  const histories: CanonicalMessage[][] = Array.from({ length: conversations }, () => [
+    { role: 'system', content: SYSTEM },
+  ]);
   const lastPrompt = new Array<number>(conversations).fill(0);
   const result: Result = { reused: 0, sent: 0, ms: [] };
   try {
@@ -75,13 +90,24 @@ async function run(engine: LlamaEngine, path: string, slots: number, conversatio
       for (let c = 0; c < conversations; c++) {
         const history = histories[c] as CanonicalMessage[];
         history.push({ role: 'user', content: words(c, turn, NEW_WORDS) });
-        const request: CanonicalRequest = { model: 'cortex-chat', messages: history, sampling: { temperature: 0, maxTokens: 8 }, stream: true };
+        const request: CanonicalRequest = {
+          model: 'cortex-chat',
+          messages: history,
+          sampling: { temperature: 0, maxTokens: 8 },
+          stream: true,
+        };
         const events: EngineEvent[] = [];
         const started = performance.now();
-        await model.generate({ request, receivedAt: started, signal: new AbortController().signal, emit: (event) => events.push(event) });
+        await model.generate({
+          request,
+          receivedAt: started,
+          signal: new AbortController().signal,
+          emit: (event) => events.push(event),
+        });
         const ms = performance.now() - started;
         const finish = events.find((event) => event.type === 'finish');
-        if (finish?.type !== 'finish') throw new Error(`turn ${turn} of conversation ${c} did not finish: ${JSON.stringify(events.at(-1))}`);
+        if (finish?.type !== 'finish')
+          throw new Error(`turn ${turn} of conversation ${c} did not finish: ${JSON.stringify(events.at(-1))}`);
         const text = events.flatMap((event) => (event.type === 'text' ? [event.text] : [])).join('');
         history.push({ role: 'assistant', content: text });
         if (turn > 0) {
@@ -120,7 +146,12 @@ function bytesUnder(dir: string): number {
 async function soak(path: string): Promise<void> {
   const cacheDir = mkdtempSync(join(defaultPromptCacheDir(), 'cortex-bench-soak-'));
   const maxBytes = SOAK_CACHE_MB * 2 ** 20;
-  const engine = await LlamaEngine.create({ gpu: 'cpu', threads: THREADS, promptCache: { dir: cacheDir, maxBytes }, log: () => undefined });
+  const engine = await LlamaEngine.create({
+    gpu: 'cpu',
+    threads: THREADS,
+    promptCache: { dir: cacheDir, maxBytes },
+    log: () => undefined,
+  });
   const newWords = 100;
   const contextSize = 4096;
   const model = await engine.load({ id: 'cortex-chat', path, contextSize, slots: 2, maxQueue: 64 });
@@ -132,7 +163,9 @@ async function soak(path: string): Promise<void> {
     peak.rss = Math.max(peak.rss, process.memoryUsage.rss());
   };
   const sampler = setInterval(sample, 100);
-  const histories: CanonicalMessage[][] = Array.from({ length: SOAK_CONVERSATIONS }, () => [{ role: 'system', content: SYSTEM }]);
+  const histories: CanonicalMessage[][] = Array.from({ length: SOAK_CONVERSATIONS }, () => [
+    { role: 'system', content: SYSTEM },
+  ]);
   const lastPrompt = new Array<number>(SOAK_CONVERSATIONS).fill(0);
   const totals = { turns: 0, reused: 0, sent: 0, restarted: 0 };
   let next = 0;
@@ -142,18 +175,32 @@ async function soak(path: string): Promise<void> {
       const c = next++ % SOAK_CONVERSATIONS;
       const history = histories[c] as CanonicalMessage[];
       // A conversation about to outgrow the context starts over (as an agent compacts its history).
-      if (lastPrompt[c] as number > contextSize - 2 * (newWords + 64)) {
+      if ((lastPrompt[c] as number) > contextSize - 2 * (newWords + 64)) {
         history.splice(1);
         lastPrompt[c] = 0;
         totals.restarted++;
       }
       history.push({ role: 'user', content: words(c, history.length, newWords) });
       const events: EngineEvent[] = [];
-      const request: CanonicalRequest = { model: 'cortex-chat', messages: history, sampling: { temperature: 0, maxTokens: 8 }, stream: true };
-      await model.generate({ request, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) });
+      const request: CanonicalRequest = {
+        model: 'cortex-chat',
+        messages: history,
+        sampling: { temperature: 0, maxTokens: 8 },
+        stream: true,
+      };
+      await model.generate({
+        request,
+        receivedAt: performance.now(),
+        signal: new AbortController().signal,
+        emit: (event) => events.push(event),
+      });
       const finish = events.find((event) => event.type === 'finish');
-      if (finish?.type !== 'finish') throw new Error(`a soak turn of conversation ${c} did not finish: ${JSON.stringify(events.at(-1))}`);
-      history.push({ role: 'assistant', content: events.flatMap((event) => (event.type === 'text' ? [event.text] : [])).join('') });
+      if (finish?.type !== 'finish')
+        throw new Error(`a soak turn of conversation ${c} did not finish: ${JSON.stringify(events.at(-1))}`);
+      history.push({
+        role: 'assistant',
+        content: events.flatMap((event) => (event.type === 'text' ? [event.text] : [])).join(''),
+      });
       if (lastPrompt[c]) {
         totals.reused += finish.usage.cachedPromptTokens;
         totals.sent += lastPrompt[c] as number;
@@ -172,23 +219,44 @@ async function soak(path: string): Promise<void> {
     await engine.dispose();
     rmSync(cacheDir, { recursive: true, force: true });
     const mib = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(2)} MiB`;
-    log(`\nsoak: ${SOAK_CONVERSATIONS} conversations taking turns for ${SOAK_S} s, two at a time, on 2 slots (context ${contextSize}), each turn adding ${newWords} words; prompt cache ${mib(maxBytes)}`);
-    log(`  ${totals.turns} turns (${totals.restarted} conversations started over at the context's end); reused ${((100 * totals.reused) / Math.max(1, totals.sent)).toFixed(1)} % of what follow-ups had sent`);
-    log(`  prompt cache: ${stats?.saved ?? 0} saved, ${stats?.restored ?? 0} restored, ${stats?.failed ?? 0} failed restores, ${stats?.dropped ?? 0} dropped; peak ${mib(peak.counted)} counted, ${mib(peak.onDisk)} in its directory, of ${mib(maxBytes)}`);
-    log(`  process RSS: ${mib(rssBefore)} before, ${mib(peak.rss)} at its peak, ${mib(process.memoryUsage.rss())} after`);
+    log(
+      `\nsoak: ${SOAK_CONVERSATIONS} conversations taking turns for ${SOAK_S} s, two at a time, on 2 slots (context ${contextSize}), each turn adding ${newWords} words; prompt cache ${mib(maxBytes)}`,
+    );
+    log(
+      `  ${totals.turns} turns (${totals.restarted} conversations started over at the context's end); reused ${((100 * totals.reused) / Math.max(1, totals.sent)).toFixed(1)} % of what follow-ups had sent`,
+    );
+    log(
+      `  prompt cache: ${stats?.saved ?? 0} saved, ${stats?.restored ?? 0} restored, ${stats?.failed ?? 0} failed restores, ${stats?.dropped ?? 0} dropped; peak ${mib(peak.counted)} counted, ${mib(peak.onDisk)} in its directory, of ${mib(maxBytes)}`,
+    );
+    log(
+      `  process RSS: ${mib(rssBefore)} before, ${mib(peak.rss)} at its peak, ${mib(process.memoryUsage.rss())} after`,
+    );
   }
 }
 
 async function main(): Promise<void> {
   log(`cortex prefix bench — ${new Date().toISOString()}`);
-  log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}, ${THREADS} thread(s)`);
-  log(`settings: cortex-chat, ${TURNS} turns per conversation taken round robin, each adding ${NEW_WORDS} words (one token each) to its history; a ${SYSTEM.split(' ').length}-word system prompt every conversation shares\n`);
+  log(
+    `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}, ${THREADS} thread(s)`,
+  );
+  log(
+    `settings: cortex-chat, ${TURNS} turns per conversation taken round robin, each adding ${NEW_WORDS} words (one token each) to its history; a ${SYSTEM.split(' ').length}-word system prompt every conversation shares\n`,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'cortex-bench-prefix-'));
-  const engine = await LlamaEngine.create({ gpu: 'cpu', threads: THREADS, promptCache: { dir: defaultPromptCacheDir(), maxBytes: CACHE_MB * 2 ** 20 }, log: () => undefined });
+  const engine = await LlamaEngine.create({
+    gpu: 'cpu',
+    threads: THREADS,
+    promptCache: { dir: defaultPromptCacheDir(), maxBytes: CACHE_MB * 2 ** 20 },
+    log: () => undefined,
+  });
   try {
     const path = (await ensureFixtureModels(dir))['cortex-chat'] as string;
-    log('reused: cached prompt tokens of turns 2+ over what their conversation had sent the turn before; ms: median per turn (turns 2+)');
-    log('slots  conversations   reused: longest     similar      cached       ms/turn: longest  similar   cached   similar/longest  cached/longest');
+    log(
+      'reused: cached prompt tokens of turns 2+ over what their conversation had sent the turn before; ms: median per turn (turns 2+)',
+    );
+    log(
+      'slots  conversations   reused: longest     similar      cached       ms/turn: longest  similar   cached   similar/longest  cached/longest',
+    );
     const cacheLines: string[] = [];
     for (const slots of SLOTS) {
       for (const conversations of CONVERSATIONS) {
@@ -211,7 +279,9 @@ async function main(): Promise<void> {
         );
       }
     }
-    log('\nthe prompt cache in the `cached` arm: states saved before a sequence was overwritten, and restored for a conversation that came back');
+    log(
+      '\nthe prompt cache in the `cached` arm: states saved before a sequence was overwritten, and restored for a conversation that came back',
+    );
     for (const line of cacheLines) log(line);
     if (SOAK_S > 0) await soak(path);
   } finally {

@@ -12,13 +12,23 @@ const median = (values: number[]): number => [...values].sort((a, b) => a - b)[M
 export async function promptSizing(llama: Llama, path: string, log: (line: string) => void): Promise<void> {
   const model = await llama.loadModel({ modelPath: path });
   try {
-    log('\nsizing one prompt (cortex-chat\'s tokenizer): µs per KB, medians of 5; "chunked" is the worker\'s count, "whole" one tokenize call');
+    log(
+      '\nsizing one prompt (cortex-chat\'s tokenizer): µs per KB, medians of 5; "chunked" is the worker\'s count, "whole" one tokenize call',
+    );
     log('text           KB   tokens   chunked µs/KB   whole µs/KB');
     const words = 'the agent reads src/index.ts and runs the failing test again before it edits anything; ';
-    for (const [name, unit] of [['words', words], ['one letter', 'a']] as const) {
+    for (const [name, unit] of [
+      ['words', words],
+      ['one letter', 'a'],
+    ] as const) {
       for (const kb of [1, 4, 16, 64, 256]) {
         const text = unit.repeat(Math.ceil((kb * 1024) / unit.length)).slice(0, kb * 1024);
-        const request = { model: 'cortex-chat', messages: [{ role: 'user' as const, content: text }], sampling: {}, stream: false };
+        const request = {
+          model: 'cortex-chat',
+          messages: [{ role: 'user' as const, content: text }],
+          sampling: {},
+          stream: false,
+        };
         const time = (work: () => number): { ms: number; tokens: number } => {
           const runs: number[] = [];
           let tokens = 0;
@@ -32,11 +42,12 @@ export async function promptSizing(llama: Llama, path: string, log: (line: strin
         const chunked = time(() => promptTokensAtLeast(model, request, Number.POSITIVE_INFINITY));
         const whole = name === 'one letter' && kb > 64 ? null : time(() => model.tokenize(text).length);
         const perKb = (ms: number): string => ((ms * 1000) / kb).toFixed(0);
-        log(`${name.padEnd(12)} ${String(kb).padStart(4)}   ${String(whole?.tokens ?? chunked.tokens).padStart(6)}   ${perKb(chunked.ms).padStart(13)}   ${(whole ? perKb(whole.ms) : '-').padStart(11)}`);
+        log(
+          `${name.padEnd(12)} ${String(kb).padStart(4)}   ${String(whole?.tokens ?? chunked.tokens).padStart(6)}   ${perKb(chunked.ms).padStart(13)}   ${(whole ? perKb(whole.ms) : '-').padStart(11)}`,
+        );
       }
     }
   } finally {
     await model.dispose();
   }
 }
-

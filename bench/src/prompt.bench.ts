@@ -13,7 +13,15 @@ import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { getLlama, getModuleVersion, LlamaLogLevel, resolveChatWrapper, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
+import {
+  getLlama,
+  getModuleVersion,
+  LlamaLogLevel,
+  resolveChatWrapper,
+  type LlamaModel,
+  type Token,
+  type Tokenizer,
+} from 'node-llama-cpp';
 import type { CanonicalMessage, ToolDefinition } from '@cortex/contracts';
 import { AGENT_SYSTEM_PROMPT, ensureFamilyFixtures, ensureFixtureModels } from '@cortex/fixtures';
 import { TemplatePrompt } from '../../apps/worker/dist/engine/formats/template-prompt.js';
@@ -29,7 +37,11 @@ const median = (values: number[]): number => [...values].sort((a, b) => a - b)[M
 const TOOLS: ToolDefinition[] = Array.from({ length: 12 }, (_, i) => ({
   name: `tool_${i}`,
   description: 'Runs one step of the task in the workspace and returns what it printed. '.repeat(4),
-  parameters: { type: 'object', properties: { path: { type: 'string', description: 'A path in the workspace.' }, limit: { type: 'integer' } }, required: ['path'] },
+  parameters: {
+    type: 'object',
+    properties: { path: { type: 'string', description: 'A path in the workspace.' }, limit: { type: 'integer' } },
+    required: ['path'],
+  },
 }));
 
 function systemPrompt(): string {
@@ -40,12 +52,19 @@ function systemPrompt(): string {
 
 async function main(): Promise<void> {
   log(`cortex prompt bench — ${new Date().toISOString()}`);
-  log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}`);
-  log(`settings: a ${SYSTEM_KB} KB system prompt, ${TOOLS.length} tools, ${TURNS} turns (each a user message, a tool call and its result)\n`);
+  log(
+    `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}`,
+  );
+  log(
+    `settings: a ${SYSTEM_KB} KB system prompt, ${TOOLS.length} tools, ${TURNS} turns (each a user message, a tool call and its result)\n`,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'cortex-bench-prompt-'));
   const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error, build: 'never' });
   try {
-    const fixtures = { ...(await ensureFixtureModels(dir)), ...(await ensureFamilyFixtures(dir, { ids: ['cortex-gpt-oss', 'cortex-qwen3-coder'] })) };
+    const fixtures = {
+      ...(await ensureFixtureModels(dir)),
+      ...(await ensureFamilyFixtures(dir, { ids: ['cortex-gpt-oss', 'cortex-qwen3-coder'] })),
+    };
     const models = [
       { id: 'cortex-tools', path: fixtures['cortex-tools'] },
       { id: 'cortex-gpt-oss', path: fixtures['cortex-gpt-oss'] },
@@ -53,7 +72,9 @@ async function main(): Promise<void> {
       { id: 'stories260K', path: join(SHARED_MODELS, 'stories260K.gguf') },
       { id: 'llama-2-tiny-random', path: join(SHARED_MODELS, 'llama-2-tiny-random.gguf') },
     ].filter((m): m is { id: string; path: string } => m.path !== undefined && existsSync(m.path));
-    log('per turn, medians over the turns after the first (ms); "whole" tokenizes the rendered prompt whole, "memo" as the worker does');
+    log(
+      'per turn, medians over the turns after the first (ms); "whole" tokenizes the rendered prompt whole, "memo" as the worker does',
+    );
     log('model                 renderer                     tokens (last)   render   whole    memo   whole/memo');
     for (const { id, path } of models) {
       const model = await llama.loadModel({ modelPath: path });
@@ -67,9 +88,22 @@ async function main(): Promise<void> {
         const viaMemo: number[] = [];
         let tokens = 0;
         for (let turn = 0; turn < TURNS; turn++) {
-          messages.push({ role: 'user', content: `Turn ${turn}: look at src/module-${turn}.ts and fix the failing test there. `.repeat(6) });
-          messages.push({ role: 'assistant', content: 'Reading the file first.', toolCalls: [{ id: `call_${turn}`, name: 'tool_1', arguments: JSON.stringify({ path: `src/module-${turn}.ts` }) }] });
-          messages.push({ role: 'tool', toolCallId: `call_${turn}`, content: JSON.stringify({ output: `export const value${turn} = compute(${turn});\n`.repeat(40) }) });
+          messages.push({
+            role: 'user',
+            content: `Turn ${turn}: look at src/module-${turn}.ts and fix the failing test there. `.repeat(6),
+          });
+          messages.push({
+            role: 'assistant',
+            content: 'Reading the file first.',
+            toolCalls: [
+              { id: `call_${turn}`, name: 'tool_1', arguments: JSON.stringify({ path: `src/module-${turn}.ts` }) },
+            ],
+          });
+          messages.push({
+            role: 'tool',
+            toolCallId: `call_${turn}`,
+            content: JSON.stringify({ output: `export const value${turn} = compute(${turn});\n`.repeat(40) }),
+          });
           const started = performance.now();
           const prompt = renderer.render(messages);
           const rendered = performance.now() - started;
@@ -88,7 +122,10 @@ async function main(): Promise<void> {
             memoed = timed(memo);
             plain = timed(model.tokenizer);
           }
-          if (plain.tokens.length !== memoed.tokens.length || plain.tokens.some((token, i) => token !== memoed.tokens[i])) {
+          if (
+            plain.tokens.length !== memoed.tokens.length ||
+            plain.tokens.some((token, i) => token !== memoed.tokens[i])
+          ) {
             throw new Error(`${id}, turn ${turn + 1}: the memo's tokens differ from the tokenizer's`);
           }
           tokens = plain.tokens.length;
@@ -112,7 +149,10 @@ async function main(): Promise<void> {
 }
 
 /** The worker's renderer for a model: its own template, or node-llama-cpp's wrapper for a GGUF without one. */
-function rendererOf(model: LlamaModel): { name: string; render(messages: CanonicalMessage[]): (tokenizer: Tokenizer) => Token[] } {
+function rendererOf(model: LlamaModel): {
+  name: string;
+  render(messages: CanonicalMessage[]): (tokenizer: Tokenizer) => Token[];
+} {
   const source = model.fileInfo.metadata.tokenizer?.chat_template;
   if (source) {
     const template = TemplatePrompt.checked(source, model);
@@ -128,7 +168,10 @@ function rendererOf(model: LlamaModel): { name: string; render(messages: Canonic
   return {
     name: wrapper.constructor.name,
     render: (messages) => {
-      const { contextText } = wrapper.generateContextState({ chatHistory: toChatHistory(messages), availableFunctions: toFunctions(TOOLS) });
+      const { contextText } = wrapper.generateContextState({
+        chatHistory: toChatHistory(messages),
+        availableFunctions: toFunctions(TOOLS),
+      });
       return (tokenizer) => contextText.tokenize(tokenizer);
     },
   };

@@ -1,5 +1,14 @@
 import { performance } from 'node:perf_hooks';
-import { getLlama, LlamaLogLevel, resolveChatWrapper, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from 'node-llama-cpp';
+import {
+  getLlama,
+  LlamaLogLevel,
+  resolveChatWrapper,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token,
+} from 'node-llama-cpp';
 
 export interface DecodeRun {
   tokens: number;
@@ -30,15 +39,28 @@ export class RawBaseline {
   ) {}
 
   /** `gpu` as the worker's `worker.gpu`: `cpu`, `auto`, `cuda`, `vulkan` or `metal`, so both run on the same backend. */
-  static async open(options: { path: string; contextSize: number; threads: number; prompt: string; gpu: string; reusePrefix?: boolean }): Promise<RawBaseline> {
+  static async open(options: {
+    path: string;
+    contextSize: number;
+    threads: number;
+    prompt: string;
+    gpu: string;
+    reusePrefix?: boolean;
+  }): Promise<RawBaseline> {
     const gpu = options.gpu === 'cpu' ? false : (options.gpu as 'auto' | 'cuda' | 'vulkan' | 'metal');
     const llama = await getLlama({ gpu, logLevel: LlamaLogLevel.error, build: 'never' });
     const model = await llama.loadModel({ modelPath: options.path });
     // The worker turns flash attention off on the CPU for heads under 32 dimensions (llama-engine.ts:
     // 3-12x slower prompts there); the baseline must run the same kernels.
-    const heads = (model.fileInfo.architectureMetadata as { attention?: { head_count?: number } }).attention?.head_count;
+    const heads = (model.fileInfo.architectureMetadata as { attention?: { head_count?: number } }).attention
+      ?.head_count;
     const smallHeads = gpu === false && heads !== undefined && model.embeddingVectorSize / heads < 32;
-    const context = await model.createContext({ contextSize: options.contextSize, sequences: 1, threads: options.threads, ...(smallHeads && { flashAttention: false }) });
+    const context = await model.createContext({
+      contextSize: options.contextSize,
+      sequences: 1,
+      threads: options.threads,
+      ...(smallHeads && { flashAttention: false }),
+    });
     // The same rendered chat prompt the worker evaluates, so both decode at the same positions.
     const { contextText } = resolveChatWrapper(model).generateContextState({
       chatHistory: [
@@ -72,7 +94,11 @@ export class RawBaseline {
       if (this.reusePrefix) this.sequence = sequence;
       else sequence.dispose();
     }
-    return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (last - first) : 0, ttftMs: first - started };
+    return {
+      tokens,
+      tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (last - first) : 0,
+      ttftMs: first - started,
+    };
   }
 
   async close(): Promise<void> {

@@ -44,7 +44,9 @@ async function runMode(mode: 'off' | 'on'): Promise<Level[]> {
   log(`\nreplication ${mode}: starting NATS, gateway, translator, router and two workers…`);
   const stack = await startStack({
     services: ['router', 'translator', 'worker', 'gateway'],
-    models: [{ id: 'bench', file: MODEL, context_size: 1024, slots: SLOTS, pinned: true, max_replicas: mode === 'on' ? 0 : 1 }],
+    models: [
+      { id: 'bench', file: MODEL, context_size: 1024, slots: SLOTS, pinned: true, max_replicas: mode === 'on' ? 0 : 1 },
+    ],
     config: {
       worker: { id: 'w1', threads: THREADS, max_queue: 256 },
       gateway: { stream_idle_timeout_ms: 60_000, placement_timeout_ms: 120_000 },
@@ -82,15 +84,21 @@ async function runLevel(stack: TestStack, streams: number): Promise<Level> {
   const events = finished.messages.filter((e) => e.model === 'bench' && e.usage && e.finishedAt >= measureFromEpoch);
   const seconds = (performance.now() - measureFrom) / 1000;
   const share = new Map<string, number>();
-  for (const e of events) share.set(e.workerId ?? 'none', (share.get(e.workerId ?? 'none') ?? 0) + (e.usage?.completionTokens ?? 0));
+  for (const e of events)
+    share.set(e.workerId ?? 'none', (share.get(e.workerId ?? 'none') ?? 0) + (e.usage?.completionTokens ?? 0));
   const tokens = [...share.values()].reduce((a, b) => a + b, 0);
   const fleet = await stack.fleet();
-  const copies = (fleet?.workers ?? []).filter((w) => w.models.some((m) => m.id === 'bench' && m.state === 'ready')).length;
+  const copies = (fleet?.workers ?? []).filter((w) =>
+    w.models.some((m) => m.id === 'bench' && m.state === 'ready'),
+  ).length;
   return {
     streams,
     tokPerS: tokens / seconds,
     requests: events.length,
-    queueP95: percentile(events.map((e) => e.timings?.queueMs ?? 0), 95),
+    queueP95: percentile(
+      events.map((e) => e.timings?.queueMs ?? 0),
+      95,
+    ),
     share,
     copies,
     failures,
@@ -110,8 +118,12 @@ function table(levels: Level[]): void {
 
 async function main(): Promise<void> {
   log(`cortex replication bench — ${new Date().toISOString()}`);
-  log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`);
-  log(`settings: ${MODEL}, ${SLOTS} slots, ${TOKENS} tokens per request, ${THREADS} thread(s) per worker, levels ${LEVELS.join(',')}, ${WARM} s warm-up + ${SECONDS} s per level, ${ROUNDS} round(s)`);
+  log(
+    `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`,
+  );
+  log(
+    `settings: ${MODEL}, ${SLOTS} slots, ${TOKENS} tokens per request, ${THREADS} thread(s) per worker, levels ${LEVELS.join(',')}, ${WARM} s warm-up + ${SECONDS} s per level, ${ROUNDS} round(s)`,
+  );
   for (let round = 1; round <= ROUNDS; round++) {
     const off = await runMode('off');
     const on = await runMode('on');
@@ -124,7 +136,9 @@ async function main(): Promise<void> {
     for (const [i, a] of off.entries()) {
       const b = on[i];
       if (!b) continue;
-      log(`${String(a.streams).padStart(7)}   ${(b.tokPerS / Math.max(a.tokPerS, 1e-9)).toFixed(2).padStart(11)}   ${a.queueP95.toFixed(0)} → ${b.queueP95.toFixed(0)}`);
+      log(
+        `${String(a.streams).padStart(7)}   ${(b.tokPerS / Math.max(a.tokPerS, 1e-9)).toFixed(2).padStart(11)}   ${a.queueP95.toFixed(0)} → ${b.queueP95.toFixed(0)}`,
+      );
     }
   }
 }

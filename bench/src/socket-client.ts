@@ -1,6 +1,13 @@
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { holdsContent, holdsResponsesText, streamedChatBody, streamedResponsesBody, streamTiming, type StreamTiming } from './sse-load.js';
+import {
+  holdsContent,
+  holdsResponsesText,
+  streamedChatBody,
+  streamedResponsesBody,
+  streamTiming,
+  type StreamTiming,
+} from './sse-load.js';
 
 /**
  * One keep-alive HTTP/1.1 connection that sends a streamed chat completion (or Responses request) as a single prebuilt
@@ -27,15 +34,36 @@ export class SocketClient {
   }
 
   streamChat(model: string, maxTokens: number, options: { prompt: string; requestId: string }): Promise<StreamTiming> {
-    return this.stream('/v1/chat/completions', streamedChatBody(model, maxTokens, options.prompt), options.requestId, holdsContent);
+    return this.stream(
+      '/v1/chat/completions',
+      streamedChatBody(model, maxTokens, options.prompt),
+      options.requestId,
+      holdsContent,
+    );
   }
 
   /** A streamed, unstored `/v1/responses` request, timed to its first text delta. */
-  streamResponses(model: string, maxTokens: number, options: { prompt: string; requestId: string }): Promise<StreamTiming> {
-    return this.stream('/v1/responses', streamedResponsesBody(model, maxTokens, options.prompt), options.requestId, holdsResponsesText, /"output_tokens":(\d+)/);
+  streamResponses(
+    model: string,
+    maxTokens: number,
+    options: { prompt: string; requestId: string },
+  ): Promise<StreamTiming> {
+    return this.stream(
+      '/v1/responses',
+      streamedResponsesBody(model, maxTokens, options.prompt),
+      options.requestId,
+      holdsResponsesText,
+      /"output_tokens":(\d+)/,
+    );
   }
 
-  private stream(path: string, body: string, requestId: string, holdsFirst: (chunk: string) => boolean, usage?: RegExp): Promise<StreamTiming> {
+  private stream(
+    path: string,
+    body: string,
+    requestId: string,
+    holdsFirst: (chunk: string) => boolean,
+    usage?: RegExp,
+  ): Promise<StreamTiming> {
     const head = [
       `POST ${path} HTTP/1.1`,
       `host: ${this.host}`,

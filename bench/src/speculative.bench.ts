@@ -55,7 +55,12 @@ const median = (values: number[]): number => [...values].sort((a, b) => a - b)[M
 const range = (values: number[]): string => `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}`;
 
 async function sequenceOf(model: LlamaModel, predictor?: TokenPredictor): Promise<LlamaContextSequence> {
-  const context = await model.createContext({ contextSize: CONTEXT, sequences: 1, threads: THREADS, flashAttention: false });
+  const context = await model.createContext({
+    contextSize: CONTEXT,
+    sequences: 1,
+    threads: THREADS,
+    flashAttention: false,
+  });
   return context.getSequence(predictor ? { tokenPredictor: predictor } : undefined);
 }
 
@@ -67,7 +72,8 @@ async function draftFor(llama: Llama, path: string): Promise<TokenPredictor> {
 /** One greedy generation of TOKENS tokens from a cleared sequence; the prompt is evaluated first, untimed. */
 async function generate(model: LlamaModel, c: Case): Promise<Run> {
   await c.sequence.clearHistory();
-  if (c.lookup && c.sequence.tokenPredictor instanceof InputLookupTokenPredictor) c.sequence.tokenPredictor.updateInputTokens(c.prompt);
+  if (c.lookup && c.sequence.tokenPredictor instanceof InputLookupTokenPredictor)
+    c.sequence.tokenPredictor.updateInputTokens(c.prompt);
   await c.sequence.evaluateWithoutGeneratingNewTokens(c.prompt.slice(0, -1));
   const before = c.sequence.tokenPredictions;
   const out: Token[] = [];
@@ -92,25 +98,80 @@ async function main(): Promise<void> {
   const fixtures = await ensureFixtureModels(join(dir, 'models'));
   const llama = await getLlama({ gpu: false, build: 'never' });
   console.log(`cortex speculative decoding bench — ${new Date().toISOString()}`);
-  console.log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}`);
-  console.log(`settings: cpu, threads ${THREADS}, context ${CONTEXT}, ${TOKENS} tokens per run, ${RUNS} alternating runs, temperature 0\n`);
+  console.log(
+    `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}`,
+  );
+  console.log(
+    `settings: cpu, threads ${THREADS}, context ${CONTEXT}, ${TOKENS} tokens per run, ${RUNS} alternating runs, temperature 0\n`,
+  );
 
   const loop = await llama.loadModel({ modelPath: fixtures['cortex-loop'] as string });
   const cycle = fixtureChainTokens('cortex-loop') as Token[];
   const text = loop.tokenize('Tell me a story about a loop.', false);
   const cases: Array<{ model: LlamaModel; c: Case }> = [];
   const add = (model: LlamaModel, c: Case): void => void cases.push({ model, c });
-  add(loop, { name: 'cortex-loop, plain', baseline: null, sequence: await sequenceOf(loop), prompt: text, lookup: false });
-  add(loop, { name: 'cortex-loop, draft that agrees (cortex-loop)', baseline: 'cortex-loop, plain', sequence: await sequenceOf(loop, await draftFor(llama, fixtures['cortex-loop'] as string)), prompt: text, lookup: false });
-  add(loop, { name: 'cortex-loop, draft that disagrees (cortex-chat)', baseline: 'cortex-loop, plain', sequence: await sequenceOf(loop, await draftFor(llama, fixtures['cortex-chat'] as string)), prompt: text, lookup: false });
-  add(loop, { name: 'cortex-loop, lookup finds nothing (text prompt)', baseline: 'cortex-loop, plain', sequence: await sequenceOf(loop, new InputLookupTokenPredictor()), prompt: text, lookup: true });
-  add(loop, { name: 'cortex-loop, plain, sentence prompt', baseline: null, sequence: await sequenceOf(loop), prompt: [...cycle, ...cycle], lookup: false });
-  add(loop, { name: 'cortex-loop, lookup finds it (sentence prompt)', baseline: 'cortex-loop, plain, sentence prompt', sequence: await sequenceOf(loop, new InputLookupTokenPredictor()), prompt: [...cycle, ...cycle], lookup: true });
+  add(loop, {
+    name: 'cortex-loop, plain',
+    baseline: null,
+    sequence: await sequenceOf(loop),
+    prompt: text,
+    lookup: false,
+  });
+  add(loop, {
+    name: 'cortex-loop, draft that agrees (cortex-loop)',
+    baseline: 'cortex-loop, plain',
+    sequence: await sequenceOf(loop, await draftFor(llama, fixtures['cortex-loop'] as string)),
+    prompt: text,
+    lookup: false,
+  });
+  add(loop, {
+    name: 'cortex-loop, draft that disagrees (cortex-chat)',
+    baseline: 'cortex-loop, plain',
+    sequence: await sequenceOf(loop, await draftFor(llama, fixtures['cortex-chat'] as string)),
+    prompt: text,
+    lookup: false,
+  });
+  add(loop, {
+    name: 'cortex-loop, lookup finds nothing (text prompt)',
+    baseline: 'cortex-loop, plain',
+    sequence: await sequenceOf(loop, new InputLookupTokenPredictor()),
+    prompt: text,
+    lookup: true,
+  });
+  add(loop, {
+    name: 'cortex-loop, plain, sentence prompt',
+    baseline: null,
+    sequence: await sequenceOf(loop),
+    prompt: [...cycle, ...cycle],
+    lookup: false,
+  });
+  add(loop, {
+    name: 'cortex-loop, lookup finds it (sentence prompt)',
+    baseline: 'cortex-loop, plain, sentence prompt',
+    sequence: await sequenceOf(loop, new InputLookupTokenPredictor()),
+    prompt: [...cycle, ...cycle],
+    lookup: true,
+  });
   if (existsSync(STORIES_260K)) {
     const stories = await llama.loadModel({ modelPath: STORIES_260K });
-    const prompt = stories.tokenize('Once upon a time, there was a little girl named Lily. She liked to play in the park with her dog. One day, Lily and her dog went to the park.', true);
-    add(stories, { name: 'stories260K, plain', baseline: null, sequence: await sequenceOf(stories), prompt, lookup: false });
-    add(stories, { name: 'stories260K, input lookup', baseline: 'stories260K, plain', sequence: await sequenceOf(stories, new InputLookupTokenPredictor()), prompt, lookup: true });
+    const prompt = stories.tokenize(
+      'Once upon a time, there was a little girl named Lily. She liked to play in the park with her dog. One day, Lily and her dog went to the park.',
+      true,
+    );
+    add(stories, {
+      name: 'stories260K, plain',
+      baseline: null,
+      sequence: await sequenceOf(stories),
+      prompt,
+      lookup: false,
+    });
+    add(stories, {
+      name: 'stories260K, input lookup',
+      baseline: 'stories260K, plain',
+      sequence: await sequenceOf(stories, new InputLookupTokenPredictor()),
+      prompt,
+      lookup: true,
+    });
   }
 
   // One round unmeasured: the first evaluation of each context and model is several times slower.
@@ -124,7 +185,9 @@ async function main(): Promise<void> {
     }
   }
 
-  console.log('| case | tok/s median (range) | ratio to plain, median (range) | drafted / accepted per run | same text as plain |');
+  console.log(
+    '| case | tok/s median (range) | ratio to plain, median (range) | drafted / accepted per run | same text as plain |',
+  );
   console.log('|---|---|---|---|---|');
   for (const { c } of cases) {
     const mine = runs.get(c.name) ?? [];
@@ -133,8 +196,12 @@ async function main(): Promise<void> {
     const ratios = base.length ? mine.map((run, i) => run.tokensPerSecond / (base[i]?.tokensPerSecond ?? NaN)) : [];
     const rate = mine.map((run) => run.tokensPerSecond);
     const same = base.length ? (mine.every((run, i) => run.text === base[i]?.text) ? 'yes' : 'NO') : '—';
-    const drafts = c.baseline ? `${median(mine.map((run) => run.drafted))} / ${median(mine.map((run) => run.accepted))}` : '—';
-    console.log(`| ${c.name} | ${median(rate).toFixed(1)} (${range(rate)}) | ${ratios.length ? `${median(ratios).toFixed(2)} (${range(ratios)})` : '1'} | ${drafts} | ${same} |`);
+    const drafts = c.baseline
+      ? `${median(mine.map((run) => run.drafted))} / ${median(mine.map((run) => run.accepted))}`
+      : '—';
+    console.log(
+      `| ${c.name} | ${median(rate).toFixed(1)} (${range(rate)}) | ${ratios.length ? `${median(ratios).toFixed(2)} (${range(ratios)})` : '1'} | ${drafts} | ${same} |`,
+    );
   }
   await llama.dispose();
   rmSync(dir, { recursive: true, force: true });

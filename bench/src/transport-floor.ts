@@ -22,7 +22,11 @@ export class TransportFloor {
       const firstLine = async (role: 'edge' | 'echo'): Promise<Record<string, unknown>> => {
         const child = spawn(process.execPath, [SCRIPT, role, natsUrl], { stdio: ['ignore', 'pipe', 'inherit'] });
         children.push(child);
-        const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`the floor's ${role} process exited (${code}) before it was ready`))));
+        const exited = new Promise<never>((_, reject) =>
+          child.once('exit', (code) =>
+            reject(new Error(`the floor's ${role} process exited (${code}) before it was ready`)),
+          ),
+        );
         const line = new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
         return JSON.parse(await Promise.race([line, exited])) as Record<string, unknown>;
       };

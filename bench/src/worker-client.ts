@@ -2,7 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, StreamReader } from '@cortex/bus';
-import { decodeLoadResult, streamSubject, Subjects, workerSubject, type CanonicalRequest, type GenerateCommand, type LoadResult } from '@cortex/contracts';
+import {
+  decodeLoadResult,
+  streamSubject,
+  Subjects,
+  workerSubject,
+  type CanonicalRequest,
+  type GenerateCommand,
+  type LoadResult,
+} from '@cortex/contracts';
 import type { DecodeRun } from './raw-baseline.js';
 
 /** Drives one worker directly over the bus, as the gateway does, and times its stream at the bus. */
@@ -17,7 +25,11 @@ export class WorkerClient {
   }
 
   load(model: string, source: string, contextSize: number, slots: number): Promise<LoadResult> {
-    return this.bus.request(workerSubject(Subjects.workerLoad, this.workerId), { model, source, contextSize, slots }, { decode: decodeLoadResult });
+    return this.bus.request(
+      workerSubject(Subjects.workerLoad, this.workerId),
+      { model, source, contextSize, slots },
+      { decode: decodeLoadResult },
+    );
   }
 
   /** One request; times from the first token event to the finish event as received on the bus. */
@@ -26,11 +38,25 @@ export class WorkerClient {
     prompt: string,
     maxTokens: number,
     extra: Partial<CanonicalRequest> = {},
-  ): Promise<DecodeRun & { wallMs: number; reportedTokensPerSecond: number; promptMs: number; promptTokens: number; cachedTokens: number }> {
+  ): Promise<
+    DecodeRun & {
+      wallMs: number;
+      reportedTokensPerSecond: number;
+      promptMs: number;
+      promptTokens: number;
+      cachedTokens: number;
+    }
+  > {
     const runId = randomBytes(8).toString('hex');
     const subject = streamSubject(this.workerId, runId);
     const reader = new StreamReader(this.nc, subject, { idleTimeoutMs: 30_000 });
-    const request: CanonicalRequest = { model, messages: [{ role: 'user', content: prompt }], sampling: { temperature: 0, maxTokens }, stream: true, ...extra };
+    const request: CanonicalRequest = {
+      model,
+      messages: [{ role: 'user', content: prompt }],
+      sampling: { temperature: 0, maxTokens },
+      stream: true,
+      ...extra,
+    };
     const command: GenerateCommand = { runId, streamSubject: subject, request };
     const started = performance.now();
     await this.bus.request(workerSubject(Subjects.workerGenerate, this.workerId), command);
@@ -55,6 +81,15 @@ export class WorkerClient {
       }
     }
     const end = performance.now();
-    return { tokens, tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (end - first) : 0, wallMs: end - started, reportedTokensPerSecond: reported, ttftMs: ttft, promptMs, promptTokens, cachedTokens };
+    return {
+      tokens,
+      tokensPerSecond: tokens > 1 ? ((tokens - 1) * 1000) / (end - first) : 0,
+      wallMs: end - started,
+      reportedTokensPerSecond: reported,
+      ttftMs: ttft,
+      promptMs,
+      promptTokens,
+      cachedTokens,
+    };
   }
 }

@@ -59,16 +59,41 @@ async function main(): Promise<void> {
   if (existsSync(STORIES_260K)) models.push({ id: 'stories260K', path: STORIES_260K });
   models.push({ id: 'cortex-loop', path: fixtures['cortex-loop']! });
   log(`cortex bench — ${new Date().toISOString()}`);
-  log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`);
-  log(`settings: threads ${THREADS}, gpu ${GPU}, context ${CONTEXT}, stream interval ${STREAM_INTERVAL} ms, ${TOKENS} tokens per run, ${RUNS} runs, ${PAUSE} ms idle before each\n`);
+  log(
+    `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`,
+  );
+  log(
+    `settings: threads ${THREADS}, gpu ${GPU}, context ${CONTEXT}, stream interval ${STREAM_INTERVAL} ms, ${TOKENS} tokens per run, ${RUNS} runs, ${PAUSE} ms idle before each\n`,
+  );
 
   const nats = await startTestNats();
-  const config = { nats: { url: nats.url }, worker: { id: 'bench', threads: THREADS, gpu: GPU, models_dir: join(dir, 'models'), heartbeat_ms: 250, max_queue: 64, stream_interval_ms: STREAM_INTERVAL }, log_level: 'warn' };
+  const config = {
+    nats: { url: nats.url },
+    worker: {
+      id: 'bench',
+      threads: THREADS,
+      gpu: GPU,
+      models_dir: join(dir, 'models'),
+      heartbeat_ms: 250,
+      max_queue: 64,
+      stream_interval_ms: STREAM_INTERVAL,
+    },
+    log_level: 'warn',
+  };
   writeFileSync(join(dir, 'cortex.yaml'), JSON.stringify(config));
-  const worker = spawn(process.execPath, [...(process.env.BENCH_WORKER_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_WORKER_PROFILE] : []), join(ROOT, 'apps/cli/dist/main.js'), 'serve', 'worker'], {
-    env: { ...process.env, CORTEX_CONFIG: join(dir, 'cortex.yaml'), NO_COLOR: '1' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const worker = spawn(
+    process.execPath,
+    [
+      ...(process.env.BENCH_WORKER_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_WORKER_PROFILE] : []),
+      join(ROOT, 'apps/cli/dist/main.js'),
+      'serve',
+      'worker',
+    ],
+    {
+      env: { ...process.env, CORTEX_CONFIG: join(dir, 'cortex.yaml'), NO_COLOR: '1' },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    },
+  );
   const nc = await connect({ servers: nats.url });
   try {
     let beat = false;
@@ -85,7 +110,13 @@ async function main(): Promise<void> {
       log(`  ${model.id}: loading in the worker and in this process…`);
       // One sequence, as in the raw loop: a context with more sequences holds a larger KV cache.
       await client.load(model.id, model.path, CONTEXT, 1);
-      const baseline = await RawBaseline.open({ path: model.path, contextSize: CONTEXT, threads: THREADS, prompt: PROMPT, gpu: GPU });
+      const baseline = await RawBaseline.open({
+        path: model.path,
+        contextSize: CONTEXT,
+        threads: THREADS,
+        prompt: PROMPT,
+        gpu: GPU,
+      });
       const raw: DecodeRun[] = [];
       const runs: Array<Awaited<ReturnType<WorkerClient['generate']>>> = [];
       try {
@@ -111,8 +142,12 @@ async function main(): Promise<void> {
       const ttft = median(runs.map((r) => r.ttftMs));
       const prompt = median(runs.map((r) => r.promptMs));
       const overhead = median(runs.map((r) => r.ttftMs - r.promptMs));
-      ttftLines.push(`${model.id.padEnd(14)} ${cell(median(raw.map((r) => r.ttftMs)), 6)}   ${cell(ttft, 9)}   ${cell(prompt, 9)}   ${cell(overhead, 11)}   ${String(runs[0]?.promptTokens ?? 0).padStart(6)} / ${runs[0]?.cachedTokens ?? 0}`);
-      log(`${model.id.padEnd(14)} ${rawRate.toFixed(0).padStart(9)}   ${workerRate.toFixed(0).padStart(12)}   ${median(ratios).toFixed(2)}   (${range(ratios)})  tokens/run: raw ${raw[0]?.tokens}, worker ${runs[0]?.tokens}; worker's own measure ${median(runs.map((r) => r.reportedTokensPerSecond)).toFixed(0)} tok/s`);
+      ttftLines.push(
+        `${model.id.padEnd(14)} ${cell(median(raw.map((r) => r.ttftMs)), 6)}   ${cell(ttft, 9)}   ${cell(prompt, 9)}   ${cell(overhead, 11)}   ${String(runs[0]?.promptTokens ?? 0).padStart(6)} / ${runs[0]?.cachedTokens ?? 0}`,
+      );
+      log(
+        `${model.id.padEnd(14)} ${rawRate.toFixed(0).padStart(9)}   ${workerRate.toFixed(0).padStart(12)}   ${median(ratios).toFixed(2)}   (${range(ratios)})  tokens/run: raw ${raw[0]?.tokens}, worker ${runs[0]?.tokens}; worker's own measure ${median(runs.map((r) => r.reportedTokensPerSecond)).toFixed(0)} tok/s`,
+      );
     }
 
     log('\ntime to first token, medians: raw = evaluate() start → first token (the whole prompt evaluated);');
@@ -128,18 +163,31 @@ async function main(): Promise<void> {
     log('streams   aggregate tok/s   per-stream tok/s');
     for (const streams of [1, 2, 4, 8]) {
       const started = performance.now();
-      const results = await Promise.all(Array.from({ length: streams }, () => client.generate(concurrencyModel, PROMPT, TOKENS)));
+      const results = await Promise.all(
+        Array.from({ length: streams }, () => client.generate(concurrencyModel, PROMPT, TOKENS)),
+      );
       const seconds = (performance.now() - started) / 1000;
       const total = results.reduce((sum, r) => sum + r.tokens, 0);
-      log(`${String(streams).padStart(7)}   ${(total / seconds).toFixed(0).padStart(15)}   ${median(results.map((r) => r.tokensPerSecond)).toFixed(0).padStart(16)}`);
+      log(
+        `${String(streams).padStart(7)}   ${(total / seconds).toFixed(0).padStart(15)}   ${median(
+          results.map((r) => r.tokensPerSecond),
+        )
+          .toFixed(0)
+          .padStart(16)}`,
+      );
     }
 
     // What logprobs cost: node-llama-cpp sorts the vocabulary at every step for the sampled token's
     // probability, and hands over a map of all of it for the likeliest alternatives.
     const LOGPROB_TOKENS = Math.min(TOKENS, 64);
-    log(`\nlogprobs against none, single stream, ${LOGPROB_TOKENS} tokens a run, runs alternating; extra µs per token = 1/with - 1/without, median of pairs`);
+    log(
+      `\nlogprobs against none, single stream, ${LOGPROB_TOKENS} tokens a run, runs alternating; extra µs per token = 1/with - 1/without, median of pairs`,
+    );
     log('model                 vocabulary   tok/s without   logprobs: tok/s, µs/token   top 5: tok/s, µs/token');
-    for (const model of [{ id: 'stories260K', path: STORIES_260K, vocabulary: 512 }, { id: 'llama-2-tiny-random', path: LLAMA_TINY_RANDOM, vocabulary: 32_000 }]) {
+    for (const model of [
+      { id: 'stories260K', path: STORIES_260K, vocabulary: 512 },
+      { id: 'llama-2-tiny-random', path: LLAMA_TINY_RANDOM, vocabulary: 32_000 },
+    ]) {
       if (!existsSync(model.path)) continue;
       const id = `${model.id}-logprobs`;
       await client.load(id, model.path, CONTEXT, 1);
@@ -157,7 +205,9 @@ async function main(): Promise<void> {
         const costs = rates.none.map((rate, i) => 1e6 / (rates[name][i] ?? rate) - 1e6 / rate);
         return `${median(rates[name]).toFixed(0).padStart(6)}, ${median(costs).toFixed(0).padStart(6)}`;
       };
-      log(`${model.id.padEnd(21)} ${String(model.vocabulary).padStart(10)}   ${median(rates.none).toFixed(0).padStart(13)}   ${extra('one').padStart(25)}   ${extra('top').padStart(22)}`);
+      log(
+        `${model.id.padEnd(21)} ${String(model.vocabulary).padStart(10)}   ${median(rates.none).toFixed(0).padStart(13)}   ${extra('one').padStart(25)}   ${extra('top').padStart(22)}`,
+      );
     }
 
     // In this process, on one thread, like the worker's own count of a prompt that may not fit.

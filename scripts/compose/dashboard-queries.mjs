@@ -45,7 +45,8 @@ export function allValues(dashboard) {
   const values = {};
   for (const variable of dashboard.templating?.list ?? []) {
     if (variable.type === 'query' || variable.type === 'custom') {
-      if (!variable.includeAll) throw new Error(`variable ${variable.name} has no "All" option: give the check a value for it`);
+      if (!variable.includeAll)
+        throw new Error(`variable ${variable.name} has no "All" option: give the check a value for it`);
       values[variable.name] = variable.allValue ?? '.*';
     }
   }
@@ -58,18 +59,31 @@ export function allValues(dashboard) {
  * observations, a ratio of zeros), is a panel that would show nothing.
  */
 export function judge(body) {
-  if (body?.status !== 'success') return { data: false, samples: 0, shown: `error: ${body?.errorType ?? '?'}: ${body?.error ?? JSON.stringify(body)}` };
+  if (body?.status !== 'success')
+    return {
+      data: false,
+      samples: 0,
+      shown: `error: ${body?.errorType ?? '?'}: ${body?.error ?? JSON.stringify(body)}`,
+    };
   const { resultType, result } = body.data;
-  const samples =
-    resultType === 'scalar' ? [{ metric: {}, value: result }] : resultType === 'vector' ? result : [];
+  const samples = resultType === 'scalar' ? [{ metric: {}, value: result }] : resultType === 'vector' ? result : [];
   const finite = samples.filter((s) => Number.isFinite(Number(s.value[1])));
-  if (finite.length === 0) return { data: false, samples: samples.length, shown: samples.length ? `${samples.length} series, none finite (NaN or ±Inf)` : 'no series' };
+  if (finite.length === 0)
+    return {
+      data: false,
+      samples: samples.length,
+      shown: samples.length ? `${samples.length} series, none finite (NaN or ±Inf)` : 'no series',
+    };
   const largest = finite.reduce((a, b) => (Number(b.value[1]) > Number(a.value[1]) ? b : a));
   const labels = Object.entries(largest.metric)
     .filter(([name]) => name !== '__name__')
     .map(([name, value]) => `${name}=${value}`)
     .join(', ');
-  return { data: true, samples: finite.length, shown: `${round(Number(largest.value[1]))}${labels ? ` (${labels})` : ''}` };
+  return {
+    data: true,
+    samples: finite.length,
+    shown: `${round(Number(largest.value[1]))}${labels ? ` (${labels})` : ''}`,
+  };
 }
 
 function round(value) {

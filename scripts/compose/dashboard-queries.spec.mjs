@@ -20,8 +20,26 @@ test('substitute refuses a variable it has no value for', () => {
 test('dashboardQueries walks nested panels, skips hidden and empty targets', () => {
   const dashboard = {
     panels: [
-      { title: 'A', targets: [{ refId: 'A', expr: 'sum(rate(a[$__rate_interval]))' }, { refId: 'B', expr: '', hide: false }] },
-      { title: 'Row', type: 'row', panels: [{ title: 'B', targets: [{ refId: 'A', expr: 'b{m=~"$model"}', legendFormat: '{{m}}' }, { refId: 'B', expr: 'c', hide: true }] }] },
+      {
+        title: 'A',
+        targets: [
+          { refId: 'A', expr: 'sum(rate(a[$__rate_interval]))' },
+          { refId: 'B', expr: '', hide: false },
+        ],
+      },
+      {
+        title: 'Row',
+        type: 'row',
+        panels: [
+          {
+            title: 'B',
+            targets: [
+              { refId: 'A', expr: 'b{m=~"$model"}', legendFormat: '{{m}}' },
+              { refId: 'B', expr: 'c', hide: true },
+            ],
+          },
+        ],
+      },
       { title: 'Text', type: 'text' },
     ],
   };
@@ -42,11 +60,17 @@ test('allValues takes each query variable\'s allValue and refuses one without "A
     { name: 'worker', type: 'query', includeAll: true },
   ];
   assert.deepEqual(allValues({ templating: { list } }), { model: '.*', worker: '.*' });
-  assert.throws(() => allValues({ templating: { list: [{ name: 'x', type: 'query', includeAll: false }] } }), /x has no "All"/);
+  assert.throws(
+    () => allValues({ templating: { list: [{ name: 'x', type: 'query', includeAll: false }] } }),
+    /x has no "All"/,
+  );
 });
 
 test('judge: data only when a sample has a finite value', () => {
-  const vector = (...values) => ({ status: 'success', data: { resultType: 'vector', result: values.map(([labels, v]) => ({ metric: labels, value: [1, v] })) } });
+  const vector = (...values) => ({
+    status: 'success',
+    data: { resultType: 'vector', result: values.map(([labels, v]) => ({ metric: labels, value: [1, v] })) },
+  });
   const table = [
     [vector(), false, 'no series'],
     [vector([{}, 'NaN'], [{ model: 'a' }, 'NaN']), false, '2 series, none finite (NaN or ±Inf)'],

@@ -33,15 +33,25 @@ const special = new Set([...fixture.tokens.control, ...(fixture.tokens.userDefin
 const chain = fixture.chains.answer;
 const words = [...new Set(chain.filter((token) => !special.has(token)))];
 const reachable = new Set(fixture.reachable ?? []);
-const promptWords = [fixture.triggers.call, fixture.triggers.parallel, fixture.triggers.result, ...(fixture.pieces ?? [])].filter((t) => t !== undefined && !special.has(t));
-const pieces = fixturePieces(words, reachable, promptWords.map((word) => word.trimStart()));
+const promptWords = [
+  fixture.triggers.call,
+  fixture.triggers.parallel,
+  fixture.triggers.result,
+  ...(fixture.pieces ?? []),
+].filter((t) => t !== undefined && !special.has(t));
+const pieces = fixturePieces(
+  words,
+  reachable,
+  promptWords.map((word) => word.trimStart()),
+);
 // Padding: two-character CJK pieces (U+4E00…), which no chain word (Latin text and the family's
 // markers) can be split into, so the tokenizer still never reaches a chain token.
 const base = buildVocab(words, pieces, fixture.tokens).tokens.length;
 const padding = [];
 const CJK = 0x4e00;
 const SPAN = 2000;
-for (let i = 0; padding.length < targetVocab - base; i++) padding.push(String.fromCodePoint(CJK + (i % SPAN)) + String.fromCodePoint(CJK + Math.floor(i / SPAN)));
+for (let i = 0; padding.length < targetVocab - base; i++)
+  padding.push(String.fromCodePoint(CJK + (i % SPAN)) + String.fromCodePoint(CJK + Math.floor(i / SPAN)));
 const vocab = buildVocab(words, [...pieces, ...padding], fixture.tokens);
 const token = (text) => (special.has(text) ? text : text.replaceAll(' ', SPM_SPACE));
 
@@ -61,7 +71,10 @@ const build = (width, name) =>
 
 mkdirSync(values.out, { recursive: true });
 const written = {};
-for (const [role, width] of [['target', Number(values.width)], ['draft', Number(values['draft-width'])]]) {
+for (const [role, width] of [
+  ['target', Number(values.width)],
+  ['draft', Number(values['draft-width'])],
+]) {
   const started = performance.now();
   const file = build(width, `${fixture.id}-gpu-check-${role}`);
   const params = file.tensors.reduce((sum, t) => sum + t.dims.reduce((a, b) => a * b, 1), 0);
@@ -69,7 +82,9 @@ for (const [role, width] of [['target', Number(values.width)], ['draft', Number(
   await writeFileAtomic(path, encodeGguf(file));
   const bytes = statSync(path).size;
   written[role] = { path, params, bytes, width };
-  console.log(`fixture ${role}: ${path}: ${vocab.tokens.length} tokens, n_embd ${width}, ${(params / 1e6).toFixed(1)}M parameters, ${(bytes / 2 ** 20).toFixed(1)} MiB (F32), ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  console.log(
+    `fixture ${role}: ${path}: ${vocab.tokens.length} tokens, n_embd ${width}, ${(params / 1e6).toFixed(1)}M parameters, ${(bytes / 2 ** 20).toFixed(1)} MiB (F32), ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  );
 }
 console.log(`fixture draft/target size: ${(written.draft.bytes / written.target.bytes).toFixed(3)}`);
 console.log(`FIXTURE_TARGET=${written.target.path}`);

@@ -8,7 +8,14 @@
 import 'reflect-metadata';
 import { cpus, totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { DraftSequenceTokenPredictor, getLlama, getModuleVersion, GgufInsights, LlamaLogLevel, readGgufFileInfo } from 'node-llama-cpp';
+import {
+  DraftSequenceTokenPredictor,
+  getLlama,
+  getModuleVersion,
+  GgufInsights,
+  LlamaLogLevel,
+  readGgufFileInfo,
+} from 'node-llama-cpp';
 import { BusClient } from '@cortex/bus';
 import { Subjects, WORKER_ID_TOKEN } from '@cortex/contracts';
 import { startStack, waitFor } from '@cortex/testing';
@@ -33,8 +40,12 @@ const row = (...cells) => `| ${cells.join(' | ')} |`;
 const gpuOption = GPU === 'cpu' ? false : GPU;
 
 log(`cortex gpu-check streams — ${new Date().toISOString()}`);
-log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}`);
-log(`settings: ${MODEL.split('/').pop()}, gpu ${GPU}, levels ${LEVELS.join(',')}, ${TOKENS} tokens per stream, context ${CONTEXT} × ${SLOTS} sequences, threads ${THREADS}\n`);
+log(
+  `machine: ${cpus()[0]?.model ?? 'unknown cpu'} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, node-llama-cpp ${await getModuleVersion()}`,
+);
+log(
+  `settings: ${MODEL.split('/').pop()}, gpu ${GPU}, levels ${LEVELS.join(',')}, ${TOKENS} tokens per stream, context ${CONTEXT} × ${SLOTS} sequences, threads ${THREADS}\n`,
+);
 
 const results = { raw: new Map(), worker: new Map(), gateway: new Map() };
 
@@ -46,19 +57,33 @@ const results = { raw: new Map(), worker: new Map(), gateway: new Map() };
   const insights = await GgufInsights.from(await readGgufFileInfo(MODEL), llama);
   const gpuLayers = llama.gpu === false ? 0 : insights.totalLayers;
   const modelEstimate = await insights.estimateModelResourceRequirementsV2({ gpuLayers });
-  const contextEstimate = await insights.estimateContextResourceRequirementsV2({ contextSize: CONTEXT, modelGpuLayers: gpuLayers, sequences: SLOTS });
+  const contextEstimate = await insights.estimateContextResourceRequirementsV2({
+    contextSize: CONTEXT,
+    modelGpuLayers: gpuLayers,
+    sequences: SLOTS,
+  });
   const model = await llama.loadModel({ modelPath: MODEL });
   const afterModel = await llama.getVramState();
   const context = await model.createContext({ contextSize: CONTEXT, sequences: SLOTS, threads: THREADS });
   const afterContext = await llama.getVramState();
   const key = llama.gpu === false ? 'cpuRam' : 'gpuVram';
-  log('\nmemory: reported by node-llama-cpp (getVramState used, delta) vs the worker\'s estimate (GgufInsights, as LlamaEngine.readEstimate)');
+  log(
+    "\nmemory: reported by node-llama-cpp (getVramState used, delta) vs the worker's estimate (GgufInsights, as LlamaEngine.readEstimate)",
+  );
   log(row('part', 'reported', 'estimated'));
   log(row('---', '---', '---'));
   log(row('model', mib(afterModel.used - before.used), mib(modelEstimate[key])));
-  log(row(`context (${CONTEXT} × ${SLOTS} sequences)`, mib(afterContext.used - afterModel.used), mib(contextEstimate[key])));
+  log(
+    row(
+      `context (${CONTEXT} × ${SLOTS} sequences)`,
+      mib(afterContext.used - afterModel.used),
+      mib(contextEstimate[key]),
+    ),
+  );
   log(row('total', mib(afterContext.used - before.used), mib(modelEstimate[key] + contextEstimate[key])));
-  log(`device total ${mib(afterContext.total)}, free ${mib(afterContext.free)}${llama.gpu === false ? ' (cpu: getVramState reports nothing useful)' : ''}`);
+  log(
+    `device total ${mib(afterContext.total)}, free ${mib(afterContext.free)}${llama.gpu === false ? ' (cpu: getVramState reports nothing useful)' : ''}`,
+  );
   const prompt = model.tokenize(PROMPT);
   const sequences = Array.from({ length: SLOTS }, () => context.getSequence());
   const decode = async (sequence) => {
@@ -86,15 +111,23 @@ const results = { raw: new Map(), worker: new Map(), gateway: new Map() };
     const draftContext = await draftModel.createContext({ contextSize: CONTEXT, sequences: 1, threads: THREADS });
     const targetContext = await model.createContext({ contextSize: CONTEXT, sequences: 2, threads: THREADS });
     const plain = targetContext.getSequence();
-    const drafted = targetContext.getSequence({ tokenPredictor: new DraftSequenceTokenPredictor(draftContext.getSequence(), { minTokens: 1 }) });
+    const drafted = targetContext.getSequence({
+      tokenPredictor: new DraftSequenceTokenPredictor(draftContext.getSequence(), { minTokens: 1 }),
+    });
     const run = async (sequence) => {
       await sequence.clearHistory();
       const before = sequence.tokenPredictions;
       const out = [];
       const started = performance.now();
-      for await (const t of sequence.evaluate(prompt, { temperature: 0, yieldEogToken: true })) if (out.push(t) >= TOKENS) break;
+      for await (const t of sequence.evaluate(prompt, { temperature: 0, yieldEogToken: true }))
+        if (out.push(t) >= TOKENS) break;
       const after = sequence.tokenPredictions;
-      return { rate: out.length / ((performance.now() - started) / 1000), text: model.detokenize(out), accepted: after.validated - before.validated, drafted: after.validated + after.refuted - before.validated - before.refuted };
+      return {
+        rate: out.length / ((performance.now() - started) / 1000),
+        text: model.detokenize(out),
+        accepted: after.validated - before.validated,
+        drafted: after.validated + after.refuted - before.validated - before.refuted,
+      };
     };
     await run(plain);
     await run(drafted);
@@ -108,7 +141,15 @@ const results = { raw: new Map(), worker: new Map(), gateway: new Map() };
     log(row('case', 'tok/s median', 'ratio', 'drafted / accepted', 'same text'));
     log(row('---', '---', '---', '---', '---'));
     log(row('plain', median(p.map((r) => r.rate)).toFixed(1), '1', '—', '—'));
-    log(row('draft', median(d.map((r) => r.rate)).toFixed(1), median(d.map((r, i) => r.rate / p[i].rate)).toFixed(2), `${median(d.map((r) => r.drafted))} / ${median(d.map((r) => r.accepted))}`, d.every((r, i) => r.text === p[i].text) ? 'yes' : 'NO'));
+    log(
+      row(
+        'draft',
+        median(d.map((r) => r.rate)).toFixed(1),
+        median(d.map((r, i) => r.rate / p[i].rate)).toFixed(2),
+        `${median(d.map((r) => r.drafted))} / ${median(d.map((r) => r.accepted))}`,
+        d.every((r, i) => r.text === p[i].text) ? 'yes' : 'NO',
+      ),
+    );
     await draftContext.dispose();
     await targetContext.dispose();
     await draftModel.dispose();
@@ -123,14 +164,20 @@ if (!(SKIP.has('worker') && SKIP.has('gateway') && SKIP.has('migration'))) {
   log('\nstarting NATS and every service…');
   const stack = await startStack({
     models: [{ id: 'target', file: MODEL, context_size: CONTEXT, slots: SLOTS, pinned: true }],
-    config: { worker: { gpu: GPU, threads: THREADS, heartbeat_ms: 200, max_queue: 1024 }, gateway: { stream_idle_timeout_ms: 5_000 } },
+    config: {
+      worker: { gpu: GPU, threads: THREADS, heartbeat_ms: 200, max_queue: 1024 },
+      gateway: { stream_idle_timeout_ms: 5_000 },
+    },
   });
   try {
     const view = await stack.fleet();
     const workerId = view?.workers.find((w) => w.up)?.workerId;
     if (!workerId) throw new Error('no worker up');
     const client = new WorkerClient(stack.nc, workerId);
-    for (const [kind, one] of [['worker', () => client.generate('target', PROMPT, TOKENS)], ['gateway', () => streamChat(stack.baseUrl, 'target', TOKENS)]]) {
+    for (const [kind, one] of [
+      ['worker', () => client.generate('target', PROMPT, TOKENS)],
+      ['gateway', () => streamChat(stack.baseUrl, 'target', TOKENS)],
+    ]) {
       if (SKIP.has(kind)) continue;
       await one();
       for (const n of LEVELS) {
@@ -146,18 +193,43 @@ if (!(SKIP.has('worker') && SKIP.has('gateway') && SKIP.has('migration'))) {
     log(row('---', '---', '---', '---', '---', '---'));
     const cell = (v) => (v === undefined ? '—' : v.toFixed(0));
     const ratio = (a, b) => (a === undefined || !b ? '—' : (a / b).toFixed(2));
-    for (const n of LEVELS) log(row(n, cell(results.raw.get(n)), cell(results.worker.get(n)), cell(results.gateway.get(n)), ratio(results.worker.get(n), results.raw.get(n)), ratio(results.gateway.get(n), results.raw.get(n))));
+    for (const n of LEVELS)
+      log(
+        row(
+          n,
+          cell(results.raw.get(n)),
+          cell(results.worker.get(n)),
+          cell(results.gateway.get(n)),
+          ratio(results.worker.get(n), results.raw.get(n)),
+          ratio(results.gateway.get(n), results.raw.get(n)),
+        ),
+      );
 
     if (!SKIP.has('migration')) {
       // A second worker holding the model; the stream's worker is SIGKILLed after 5 chunks.
       const generates = [];
-      stack.nc.subscribe(Subjects.workerGenerate.replace(WORKER_ID_TOKEN, '*'), { callback: (_e, msg) => void generates.push(msg.subject.split('.')[3] ?? '') });
+      stack.nc.subscribe(Subjects.workerGenerate.replace(WORKER_ID_TOKEN, '*'), {
+        callback: (_e, msg) => void generates.push(msg.subject.split('.')[3] ?? ''),
+      });
       const second = stack.spawnService('worker', { CORTEX_WORKER_ID: 'gpu-check-2' });
       await stack.workersUp(2);
       await new BusClient(stack.nc, 120_000).request(Subjects.routerLoad, { model: 'target', worker: 'gpu-check-2' });
-      const byId = new Map([[workerId, stack.processes.get('worker')], ['gpu-check-2', second]]);
-      const body = JSON.stringify({ model: 'target', messages: [{ role: 'user', content: PROMPT }], stream: true, temperature: 0, max_tokens: 2000 });
-      const response = await fetch(new URL('/v1/chat/completions', stack.baseUrl), { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const byId = new Map([
+        [workerId, stack.processes.get('worker')],
+        ['gpu-check-2', second],
+      ]);
+      const body = JSON.stringify({
+        model: 'target',
+        messages: [{ role: 'user', content: PROMPT }],
+        stream: true,
+        temperature: 0,
+        max_tokens: 2000,
+      });
+      const response = await fetch(new URL('/v1/chat/completions', stack.baseUrl), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
       const decoder = new globalThis.TextDecoder();
       let chunks = 0;
       let killedAt = 0;
@@ -178,8 +250,12 @@ if (!(SKIP.has('worker') && SKIP.has('gateway') && SKIP.has('migration'))) {
       }
       // The pause: the longest silence after the kill (chunks already in flight from the dead worker may come first).
       const worst = gaps.reduce((a, g) => (g.gap > a.gap ? g : a), { at: 0, gap: 0 });
-      log(`\nmigration: SIGKILLed ${killed} after ${5} chunks; ${chunks} chunks in all, generate commands sent to ${generates.join(' → ')}`);
-      log(`migration pause (longest silence after the kill): ${worst.gap.toFixed(0)} ms, ending ${worst.at.toFixed(0)} ms after the kill`);
+      log(
+        `\nmigration: SIGKILLed ${killed} after ${5} chunks; ${chunks} chunks in all, generate commands sent to ${generates.join(' → ')}`,
+      );
+      log(
+        `migration pause (longest silence after the kill): ${worst.gap.toFixed(0)} ms, ending ${worst.at.toFixed(0)} ms after the kill`,
+      );
       await waitFor(() => true, 10);
     }
   } finally {

@@ -7,7 +7,11 @@
 
 /** The parts of a Dockerfile stage that decide how its container starts. */
 export function dockerfileStage(text, stage) {
-  const lines = text.replace(/\\\r?\n/g, ' ').split(/\r?\n/).map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  const lines = text
+    .replace(/\\\r?\n/g, ' ')
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
   const stages = new Map();
   let current = null;
   for (const line of lines) {
@@ -17,7 +21,9 @@ export function dockerfileStage(text, stage) {
     if (op === 'FROM') {
       const [base, as, name] = rest;
       const parent = stages.get(base);
-      current = parent ? { ...parent, env: { ...parent.env }, name } : { entrypoint: [], cmd: [], env: {}, workdir: '/', user: null, name };
+      current = parent
+        ? { ...parent, env: { ...parent.env }, name }
+        : { entrypoint: [], cmd: [], env: {}, workdir: '/', user: null, name };
       if (as?.toUpperCase() === 'AS' && name) stages.set(name, current);
       stages.set('__last', current);
       continue;
@@ -27,7 +33,9 @@ export function dockerfileStage(text, stage) {
     if (op === 'CMD') current.cmd = JSON.parse(value);
     if (op === 'WORKDIR') current.workdir = value;
     if (op === 'USER') current.user = value;
-    if (op === 'ENV') for (const [, key, raw] of value.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S+)/g)) current.env[key] = raw.replace(/^"(.*)"$/, '$1');
+    if (op === 'ENV')
+      for (const [, key, raw] of value.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S+)/g))
+        current.env[key] = raw.replace(/^"(.*)"$/, '$1');
   }
   const found = stage ? stages.get(stage) : stages.get('__last');
   if (!found) throw new Error(`the Dockerfile has no stage ${stage}`);
@@ -39,7 +47,9 @@ const RUNTIME_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 
 /** Kubernetes' $(VAR) expansion: earlier variables of the same list only; $$ escapes; unknown ones stay. */
 export function expand(value, env) {
-  return value.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name) => (whole === '$$' ? '$' : name in env ? env[name] : whole));
+  return value.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name) =>
+    whole === '$$' ? '$' : name in env ? env[name] : whole,
+  );
 }
 
 const decode = (secret, key) => Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
@@ -51,10 +61,15 @@ function keyOf(objects, kind, ref, where) {
     if (ref.optional) return undefined;
     throw new Error(`${where}: ${kind} ${ref.name} is not rendered (the pod would stay in CreateContainerConfigError)`);
   }
-  const has = kind === 'Secret' ? ref.key in (object.data ?? {}) || ref.key in (object.stringData ?? {}) : ref.key in (object.data ?? {});
+  const has =
+    kind === 'Secret'
+      ? ref.key in (object.data ?? {}) || ref.key in (object.stringData ?? {})
+      : ref.key in (object.data ?? {});
   if (!has) {
     if (ref.optional) return undefined;
-    throw new Error(`${where}: ${kind} ${ref.name} has no key ${ref.key} (the pod would stay in CreateContainerConfigError)`);
+    throw new Error(
+      `${where}: ${kind} ${ref.name} has no key ${ref.key} (the pod would stay in CreateContainerConfigError)`,
+    );
   }
   return kind === 'Secret' ? (object.stringData?.[ref.key] ?? decode(object, ref.key)) : object.data[ref.key];
 }
@@ -64,7 +79,8 @@ export function quantity(value, divisor = '1') {
   const parse = (q) => {
     const m = String(q).match(/^([0-9.]+)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$/);
     if (!m) throw new Error(`not a quantity: ${q}`);
-    const scale = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3, Ti: 1024 ** 4 }[m[2]] ?? 1;
+    const scale =
+      { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3, Ti: 1024 ** 4 }[m[2]] ?? 1;
     return Number(m[1]) * scale;
   };
   return String(Math.ceil(parse(value) / parse(divisor)));
@@ -106,15 +122,18 @@ export function containerEnv({ container, pod, image, objects, links }) {
     const ref = from.configMapRef ?? from.secretRef;
     const object = objects.find((o) => o.kind === kind && o.metadata.name === ref.name);
     if (!object) throw new Error(`${where}: envFrom ${kind} ${ref.name} is not rendered`);
-    for (const key of Object.keys(object.data ?? {})) env[`${from.prefix ?? ''}${key}`] = kind === 'Secret' ? decode(object, key) : object.data[key];
+    for (const key of Object.keys(object.data ?? {}))
+      env[`${from.prefix ?? ''}${key}`] = kind === 'Secret' ? decode(object, key) : object.data[key];
   }
   for (const entry of container.env ?? []) {
     let value;
     if ('value' in entry) value = expand(String(entry.value ?? ''), env);
     else if (entry.valueFrom?.secretKeyRef) value = keyOf(objects, 'Secret', entry.valueFrom.secretKeyRef, where);
-    else if (entry.valueFrom?.configMapKeyRef) value = keyOf(objects, 'ConfigMap', entry.valueFrom.configMapKeyRef, where);
+    else if (entry.valueFrom?.configMapKeyRef)
+      value = keyOf(objects, 'ConfigMap', entry.valueFrom.configMapKeyRef, where);
     else if (entry.valueFrom?.fieldRef) value = fieldRef(entry.valueFrom.fieldRef.fieldPath, pod, where);
-    else if (entry.valueFrom?.resourceFieldRef) value = resourceField(entry.valueFrom.resourceFieldRef, pod, container, where);
+    else if (entry.valueFrom?.resourceFieldRef)
+      value = resourceField(entry.valueFrom.resourceFieldRef, pod, container, where);
     else value = '';
     if (value !== undefined) env[entry.name] = value;
   }
@@ -122,7 +141,13 @@ export function containerEnv({ container, pod, image, objects, links }) {
 }
 
 function fieldRef(path, pod, where) {
-  const fields = { 'metadata.name': pod.name, 'metadata.namespace': pod.namespace, 'status.podIP': pod.ip, 'spec.nodeName': 'k8s-check-node', 'spec.serviceAccountName': 'default' };
+  const fields = {
+    'metadata.name': pod.name,
+    'metadata.namespace': pod.namespace,
+    'status.podIP': pod.ip,
+    'spec.nodeName': 'k8s-check-node',
+    'spec.serviceAccountName': 'default',
+  };
   const label = path.match(/^metadata\.labels\['(.+)'\]$/);
   if (label) return pod.labels[label[1]] ?? '';
   if (!(path in fields)) throw new Error(`${where}: fieldRef ${path} is not supported by this check`);
@@ -134,7 +159,8 @@ function resourceField(ref, pod, container, where) {
   if (!target) throw new Error(`${where}: resourceFieldRef names container ${ref.containerName}, which the pod lacks`);
   const [kind, resource] = ref.resource.split('.');
   const value = target.resources?.[kind]?.[resource] ?? target.resources?.limits?.[resource];
-  if (value === undefined) throw new Error(`${where}: resourceFieldRef ${ref.resource} is not set on container ${target.name}`);
+  if (value === undefined)
+    throw new Error(`${where}: resourceFieldRef ${ref.resource} is not set on container ${target.name}`);
   return quantity(value, ref.divisor ?? '1');
 }
 
@@ -146,7 +172,8 @@ export function containerArgv(container, image, env) {
   const entrypoint = container.command ?? image.entrypoint;
   const cmd = container.args ?? (container.command ? [] : image.cmd);
   const argv = [...entrypoint, ...cmd].map((a) => expand(String(a), env));
-  if (argv.length === 0) throw new Error(`container ${container.name}: neither the image nor the container says what to run`);
+  if (argv.length === 0)
+    throw new Error(`container ${container.name}: neither the image nor the container says what to run`);
   return argv;
 }
 
@@ -164,27 +191,49 @@ export function podVolumes(spec, pod, objects) {
       const name = source.name ?? source.secretName;
       const object = objects.find((o) => o.kind === kind && o.metadata.name === name);
       if (!object) {
-        if (source.optional) { volumes.set(volume.name, { files: {}, mode: 0o644 }); continue; }
-        throw new Error(`${pod.name}: volume ${volume.name} needs ${kind} ${name}, which is not rendered (the pod would stay in ContainerCreating)`);
+        if (source.optional) {
+          volumes.set(volume.name, { files: {}, mode: 0o644 });
+          continue;
+        }
+        throw new Error(
+          `${pod.name}: volume ${volume.name} needs ${kind} ${name}, which is not rendered (the pod would stay in ContainerCreating)`,
+        );
       }
-      const data = kind === 'Secret' ? Object.fromEntries(Object.keys(object.data ?? {}).map((k) => [k, decode(object, k)])) : { ...object.data };
+      const data =
+        kind === 'Secret'
+          ? Object.fromEntries(Object.keys(object.data ?? {}).map((k) => [k, decode(object, k)]))
+          : { ...object.data };
       const items = source.items ?? Object.keys(data).map((key) => ({ key, path: key }));
       const files = {};
       for (const item of items) {
-        if (!(item.key in data)) throw new Error(`${pod.name}: volume ${volume.name}: ${kind} ${name} has no key ${item.key}`);
+        if (!(item.key in data))
+          throw new Error(`${pod.name}: volume ${volume.name}: ${kind} ${name} has no key ${item.key}`);
         files[item.path] = data[item.key];
       }
       volumes.set(volume.name, { files, mode: source.defaultMode ?? 0o644 });
     } else if (volume.emptyDir) volumes.set(volume.name, { emptyDir: true });
     else if (volume.persistentVolumeClaim) {
-      const claim = objects.find((o) => o.kind === 'PersistentVolumeClaim' && o.metadata.name === volume.persistentVolumeClaim.claimName);
-      if (!claim) throw new Error(`${pod.name}: volume ${volume.name} needs PersistentVolumeClaim ${volume.persistentVolumeClaim.claimName}, which is not rendered (the pod would stay Pending)`);
-      volumes.set(volume.name, { claim: claim.metadata.name, readOnly: volume.persistentVolumeClaim.readOnly === true });
+      const claim = objects.find(
+        (o) => o.kind === 'PersistentVolumeClaim' && o.metadata.name === volume.persistentVolumeClaim.claimName,
+      );
+      if (!claim)
+        throw new Error(
+          `${pod.name}: volume ${volume.name} needs PersistentVolumeClaim ${volume.persistentVolumeClaim.claimName}, which is not rendered (the pod would stay Pending)`,
+        );
+      volumes.set(volume.name, {
+        claim: claim.metadata.name,
+        readOnly: volume.persistentVolumeClaim.readOnly === true,
+      });
     } else if (volume.projected || volume.downwardAPI || volume.hostPath || volume.csi || volume.ephemeral) {
-      throw new Error(`${pod.name}: volume ${volume.name}: this check does not materialise ${Object.keys(volume).filter((k) => k !== 'name').join(', ')} volumes`);
+      throw new Error(
+        `${pod.name}: volume ${volume.name}: this check does not materialise ${Object.keys(volume)
+          .filter((k) => k !== 'name')
+          .join(', ')} volumes`,
+      );
     }
   }
-  for (const template of pod.claimTemplates ?? []) volumes.set(template.metadata.name, { claim: `${template.metadata.name}-${pod.name}` });
+  for (const template of pod.claimTemplates ?? [])
+    volumes.set(template.metadata.name, { claim: `${template.metadata.name}-${pod.name}` });
   return volumes;
 }
 
@@ -199,10 +248,16 @@ export function resolvePort(port, container) {
 /** The pods a workload makes: StatefulSets by ordinal, Deployments and Jobs one pod (a stable made-up suffix). */
 export function podsOf(workload, { deploymentReplicas = 1 } = {}) {
   const spec = workload.spec.template.spec;
-  const replicas = workload.kind === 'StatefulSet' ? (workload.spec.replicas ?? 1) : Math.min(workload.spec.replicas ?? 1, deploymentReplicas);
+  const replicas =
+    workload.kind === 'StatefulSet'
+      ? (workload.spec.replicas ?? 1)
+      : Math.min(workload.spec.replicas ?? 1, deploymentReplicas);
   return Array.from({ length: replicas }, (_, i) => ({
     workload,
-    name: workload.kind === 'StatefulSet' ? `${workload.metadata.name}-${i}` : `${workload.metadata.name}-7c9d5f4b8-k8s${i}`,
+    name:
+      workload.kind === 'StatefulSet'
+        ? `${workload.metadata.name}-${i}`
+        : `${workload.metadata.name}-7c9d5f4b8-k8s${i}`,
     namespace: workload.metadata.namespace ?? 'default',
     labels: workload.spec.template.metadata?.labels ?? {},
     spec,
@@ -215,13 +270,23 @@ export function podsOf(workload, { deploymentReplicas = 1 } = {}) {
 /** The names a pod's /etc/hosts must resolve: every Service (headless per-pod names too), in each DNS form. */
 export function hostsFile(pods, services, namespace) {
   const lines = ['127.0.0.1 localhost', '::1 localhost ip6-localhost ip6-loopback'];
-  const forms = (name) => [name, `${name}.${namespace}`, `${name}.${namespace}.svc`, `${name}.${namespace}.svc.cluster.local`];
+  const forms = (name) => [
+    name,
+    `${name}.${namespace}`,
+    `${name}.${namespace}.svc`,
+    `${name}.${namespace}.svc.cluster.local`,
+  ];
   for (const service of services) {
-    const selected = pods.filter((p) => Object.entries(service.spec.selector ?? {}).every(([k, v]) => p.labels[k] === v));
+    const selected = pods.filter((p) =>
+      Object.entries(service.spec.selector ?? {}).every(([k, v]) => p.labels[k] === v),
+    );
     if (selected.length === 0) continue;
     // No kube-proxy here: a ClusterIP name resolves to its first pod.
     lines.push(`${selected[0].ip} ${forms(service.metadata.name).join(' ')}`);
-    if (service.spec.clusterIP === 'None') for (const pod of selected) if (pod.subdomain === service.metadata.name) lines.push(`${pod.ip} ${forms(`${pod.name}.${service.metadata.name}`).join(' ')}`);
+    if (service.spec.clusterIP === 'None')
+      for (const pod of selected)
+        if (pod.subdomain === service.metadata.name)
+          lines.push(`${pod.ip} ${forms(`${pod.name}.${service.metadata.name}`).join(' ')}`);
   }
   return `${lines.join('\n')}\n`;
 }
@@ -231,7 +296,11 @@ export function runAs(container, spec, image) {
   const [imageUser, imageGroup] = String(image.user ?? '0:0').split(':');
   const uid = container.securityContext?.runAsUser ?? spec.securityContext?.runAsUser ?? Number(imageUser);
   const gid = container.securityContext?.runAsGroup ?? spec.securityContext?.runAsGroup ?? Number(imageGroup ?? 0);
-  if (Number.isNaN(uid)) throw new Error(`container ${container.name}: the image's USER ${image.user} is not numeric, so runAsNonRoot cannot verify it`);
-  if ((container.securityContext?.runAsNonRoot ?? spec.securityContext?.runAsNonRoot) && uid === 0) throw new Error(`container ${container.name}: runAsNonRoot but it would run as root (CreateContainerConfigError)`);
+  if (Number.isNaN(uid))
+    throw new Error(
+      `container ${container.name}: the image's USER ${image.user} is not numeric, so runAsNonRoot cannot verify it`,
+    );
+  if ((container.securityContext?.runAsNonRoot ?? spec.securityContext?.runAsNonRoot) && uid === 0)
+    throw new Error(`container ${container.name}: runAsNonRoot but it would run as root (CreateContainerConfigError)`);
   return { uid, gid, fsGroup: spec.securityContext?.fsGroup };
 }

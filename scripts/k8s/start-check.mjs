@@ -22,7 +22,14 @@ function imageTable(repoRoot) {
   const dockerfile = readFileSync(join(repoRoot, 'Dockerfile'), 'utf8');
   const cortex = { ...dockerfileStage(dockerfile, 'runtime'), tree: repoRoot };
   const cuda = { ...dockerfileStage(dockerfile, 'worker-cuda'), tree: repoRoot };
-  const nats = { entrypoint: ['docker-entrypoint.sh'], cmd: ['nats-server', '--config', '/etc/nats/nats-server.conf'], env: {}, workdir: '/', user: '0:0', argv: (argv) => (argv[1]?.startsWith('-') ? ['nats-server', ...argv.slice(1)] : argv.slice(1)) };
+  const nats = {
+    entrypoint: ['docker-entrypoint.sh'],
+    cmd: ['nats-server', '--config', '/etc/nats/nats-server.conf'],
+    env: {},
+    workdir: '/',
+    user: '0:0',
+    argv: (argv) => (argv[1]?.startsWith('-') ? ['nats-server', ...argv.slice(1)] : argv.slice(1)),
+  };
   return (ref) => {
     const repo = String(ref).replace(/[:@].*$/, '');
     if (repo === 'cortex') return cortex;
@@ -45,7 +52,9 @@ export async function startCheck(objects, { repoRoot, label, log }) {
   // A developer's `npm test` without root (or off Linux) goes on without this part and says so loudly;
   // in CI (CI=true) the check must run, so there it fails.
   if (unsupported && !process.env.CI) {
-    log(`${label}: SKIPPED starting the pods: this check ${unsupported}; the blocker class is not checked here (run as root on Linux, as CI does)`);
+    log(
+      `${label}: SKIPPED starting the pods: this check ${unsupported}; the blocker class is not checked here (run as root on Linux, as CI does)`,
+    );
     return problems;
   }
   if (unsupported) {
@@ -59,10 +68,14 @@ export async function startCheck(objects, { repoRoot, label, log }) {
   try {
     await sandbox.start(workloads);
     const deadline = Date.now() + READY_MS;
-    const results = await Promise.allSettled(sandbox.containers.map((entry) => sandbox.probeUntilReady(entry, deadline)));
+    const results = await Promise.allSettled(
+      sandbox.containers.map((entry) => sandbox.probeUntilReady(entry, deadline)),
+    );
     for (const r of results) if (r.status === 'rejected') problem(r.reason.message);
     const running = sandbox.containers.filter((e) => !e.skipped && !e.completed);
-    log(`${label}: ${running.length - problems.length} of ${running.length} containers started, passed their probes and are ready (${Math.round((Date.now() - started) / 1000)} s)`);
+    log(
+      `${label}: ${running.length - problems.length} of ${running.length} containers started, passed their probes and are ready (${Math.round((Date.now() - started) / 1000)} s)`,
+    );
 
     if (problems.length === 0) await firstRequest(sandbox, objects, problem, log, label);
 
@@ -70,18 +83,33 @@ export async function startCheck(objects, { repoRoot, label, log }) {
     // to drain. Capped here; a container still running at the cap is killed and reported.
     const isNats = (e) => e.pod.workload.metadata.name === 'nats';
     // (stop() leaves out containers that were not started here and Jobs' completed ones.)
-    const stops = [...(await sandbox.stop(sandbox.containers.filter((e) => !isNats(e)), 30_000)), ...(await sandbox.stop(sandbox.containers.filter(isNats), 45_000))];
+    const stops = [
+      ...(await sandbox.stop(
+        sandbox.containers.filter((e) => !isNats(e)),
+        30_000,
+      )),
+      ...(await sandbox.stop(sandbox.containers.filter(isNats), 45_000)),
+    ];
     for (const s of stops) {
       const where = `${s.entry.pod.name}/${s.entry.container.name}`;
       if (s.early && s.entry.reported) continue;
-      if (s.early) problem(`${where} exited on its own (${s.signal ?? `code ${s.code}`}) before it was stopped; its log:\n    ${sandbox.logTail(s.entry)}`);
+      if (s.early)
+        problem(
+          `${where} exited on its own (${s.signal ?? `code ${s.code}`}) before it was stopped; its log:\n    ${sandbox.logTail(s.entry)}`,
+        );
       else if (s.hook && !s.hook.ok) problem(`${where}: preStop hook failed: ${s.hook.detail}`);
-      else if (s.killed) problem(`${where} did not exit within ${Math.round(s.ms / 1000)} s of its preStop hook and SIGTERM while idle`);
+      else if (s.killed)
+        problem(`${where} did not exit within ${Math.round(s.ms / 1000)} s of its preStop hook and SIGTERM while idle`);
       // cortex drains and exits 0 on SIGTERM; nats-server exits 1 when SIGTERM ends its lame duck mode,
       // as the kubelet's SIGTERM right after the preStop hook does: it only has to exit in time.
-      else if (s.code !== 0 && !/^nats(:|$)/.test(s.entry.container.image)) problem(`${where} exited with ${s.signal ?? `code ${s.code}`} after SIGTERM; its log:\n    ${sandbox.logTail(s.entry)}`);
+      else if (s.code !== 0 && !/^nats(:|$)/.test(s.entry.container.image))
+        problem(
+          `${where} exited with ${s.signal ?? `code ${s.code}`} after SIGTERM; its log:\n    ${sandbox.logTail(s.entry)}`,
+        );
     }
-    log(`${label}: every container stopped (preStop, SIGTERM) ${problems.length === 0 ? 'in time, every cortex one with exit code 0' : 'with problems'}; ${Math.round((Date.now() - started) / 1000)} s in all`);
+    log(
+      `${label}: every container stopped (preStop, SIGTERM) ${problems.length === 0 ? 'in time, every cortex one with exit code 0' : 'with problems'}; ${Math.round((Date.now() - started) / 1000)} s in all`,
+    );
   } catch (error) {
     problem(error.message);
   } finally {
@@ -97,28 +125,50 @@ export async function startCheck(objects, { repoRoot, label, log }) {
  */
 async function firstRequest(sandbox, objects, problem, log, label) {
   const service = objects.find((o) => o.kind === 'Service' && o.metadata.name === 'gateway');
-  const entry = sandbox.containers.find((e) => Object.entries(service?.spec.selector ?? {}).every(([k, v]) => e.pod.labels[k] === v));
+  const entry = sandbox.containers.find((e) =>
+    Object.entries(service?.spec.selector ?? {}).every(([k, v]) => e.pod.labels[k] === v),
+  );
   if (!service || !entry) return problem('no Service gateway selecting a gateway pod');
   const port = service.spec.ports[0];
   const target = resolvePort(port.targetPort ?? port.port, entry.container);
   const url = `http://${entry.pod.ip}:${target}/v1/chat/completions`;
   const keyRef = entry.container.env.find((e) => e.name === 'CORTEX_API_KEYS')?.valueFrom?.secretKeyRef;
-  const key = keyRef && Buffer.from(objects.find((o) => o.kind === 'Secret' && o.metadata.name === keyRef.name)?.data?.[keyRef.key] ?? '', 'base64').toString().split(',')[0];
-  const config = objects.find((o) => o.kind === 'ConfigMap' && parseYaml(o.data?.['cortex.yaml'] ?? '{}')?.models?.length);
+  const key =
+    keyRef &&
+    Buffer.from(
+      objects.find((o) => o.kind === 'Secret' && o.metadata.name === keyRef.name)?.data?.[keyRef.key] ?? '',
+      'base64',
+    )
+      .toString()
+      .split(',')[0];
+  const config = objects.find(
+    (o) => o.kind === 'ConfigMap' && parseYaml(o.data?.['cortex.yaml'] ?? '{}')?.models?.length,
+  );
   const model = parseYaml(config.data['cortex.yaml']).models.find((m) => m.pinned)?.id;
   const body = JSON.stringify({ model, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 8 });
   const headers = { 'content-type': 'application/json' };
 
   const anonymous = await sandbox.agent.ask({ op: 'http', url, method: 'POST', headers, body, timeoutMs: REQUEST_MS });
-  if (anonymous.status !== 401) problem(`POST ${url} without an API key answered ${anonymous.error ?? anonymous.status}, not 401`);
+  if (anonymous.status !== 401)
+    problem(`POST ${url} without an API key answered ${anonymous.error ?? anonymous.status}, not 401`);
   if (!key) return problem('the gateway container has no CORTEX_API_KEYS from a Secret');
-  const r = await sandbox.agent.ask({ op: 'http', url, method: 'POST', headers: { ...headers, authorization: `Bearer ${key}` }, body, timeoutMs: REQUEST_MS });
+  const r = await sandbox.agent.ask({
+    op: 'http',
+    url,
+    method: 'POST',
+    headers: { ...headers, authorization: `Bearer ${key}` },
+    body,
+    timeoutMs: REQUEST_MS,
+  });
   let content;
   try {
     content = JSON.parse(r.body).choices?.[0]?.message?.content;
   } catch {
     content = undefined;
   }
-  if (r.status !== 200 || typeof content !== 'string' || content.length === 0) return problem(`POST ${url} (model ${model}) answered ${r.error ?? `${r.status} ${r.body}`}`);
-  log(`${label}: POST /v1/chat/completions via Service gateway:${port.port} → ${entry.pod.name} → NATS → worker: 200, ${model} said ${JSON.stringify(content)}`);
+  if (r.status !== 200 || typeof content !== 'string' || content.length === 0)
+    return problem(`POST ${url} (model ${model}) answered ${r.error ?? `${r.status} ${r.body}`}`);
+  log(
+    `${label}: POST /v1/chat/completions via Service gateway:${port.port} → ${entry.pod.name} → NATS → worker: 200, ${model} said ${JSON.stringify(content)}`,
+  );
 }

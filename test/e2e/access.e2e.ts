@@ -25,7 +25,11 @@ describe('gateway access e2e', () => {
       ],
       config: {
         auth: { api_keys: ['sk-user'], admin_keys: ['sk-admin'] },
-        gateway: { body_limit_bytes: 2048, endpoints: { responses: false, completions: false }, hosted_tools: 'reject' },
+        gateway: {
+          body_limit_bytes: 2048,
+          endpoints: { responses: false, completions: false },
+          hosted_tools: 'reject',
+        },
       },
     });
   });
@@ -44,9 +48,16 @@ describe('gateway access e2e', () => {
     assert.equal(openaiBody.error.code, 'unauthorized');
     assert.match(openaiBody.error.message, /API key is missing: send an API key as "Authorization: Bearer <key>"/);
 
-    const anthropic = await post('/v1/messages', { model: 'cortex-chat', max_tokens: 8, messages: user }, { 'x-api-key': 'wrong' });
+    const anthropic = await post(
+      '/v1/messages',
+      { model: 'cortex-chat', max_tokens: 8, messages: user },
+      { 'x-api-key': 'wrong' },
+    );
     assert.equal(anthropic.status, 401);
-    assert.deepEqual(((await anthropic.json()) as { type: string; error: { type: string } }).error.type, 'authentication_error');
+    assert.deepEqual(
+      ((await anthropic.json()) as { type: string; error: { type: string } }).error.type,
+      'authentication_error',
+    );
 
     await assert.rejects(
       new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list(),
@@ -72,9 +83,16 @@ describe('gateway access e2e', () => {
     const get = await fetch(`${stack.baseUrl}/`);
     assert.equal(get.status, 200);
     assert.deepEqual(await get.json(), { status: 'ok', service: 'cortex' });
-    const anthropic = await post('/v1/messages?beta=true', { model: 'cortex-chat', max_tokens: 16, messages: user }, { 'x-api-key': 'sk-user' });
+    const anthropic = await post(
+      '/v1/messages?beta=true',
+      { model: 'cortex-chat', max_tokens: 16, messages: user },
+      { 'x-api-key': 'sk-user' },
+    );
     assert.equal(anthropic.status, 200);
-    assert.equal(((await anthropic.json()) as { content: Array<{ text: string }> }).content[0]?.text, fixtureModel('cortex-chat').expected.text);
+    assert.equal(
+      ((await anthropic.json()) as { content: Array<{ text: string }> }).content[0]?.text,
+      fixtureModel('cortex-chat').expected.text,
+    );
     const unauthorized = await post('/v1/messages?beta=true', { model: 'cortex-chat', max_tokens: 16, messages: user });
     assert.equal(unauthorized.status, 401);
     assert.equal(((await unauthorized.json()) as { error: { type: string } }).error.type, 'authentication_error');
@@ -87,21 +105,44 @@ describe('gateway access e2e', () => {
   });
 
   it('access - a disabled endpoint family answers 404 saying which setting disables it', async () => {
-    const response = await post('/v1/responses', { model: 'cortex-chat', input: 'hi' }, { authorization: 'Bearer sk-user' });
+    const response = await post(
+      '/v1/responses',
+      { model: 'cortex-chat', input: 'hi' },
+      { authorization: 'Bearer sk-user' },
+    );
     assert.equal(response.status, 404);
-    assert.match(((await response.json()) as { error: { message: string } }).error.message, /gateway\.endpoints\.responses/);
+    assert.match(
+      ((await response.json()) as { error: { message: string } }).error.message,
+      /gateway\.endpoints\.responses/,
+    );
   });
 
   it('access - gateway.endpoints.completions: false turns the legacy Completions route off, not Chat Completions', async () => {
-    const response = await post('/v1/completions', { model: 'cortex-chat', prompt: 'hi' }, { authorization: 'Bearer sk-user' });
+    const response = await post(
+      '/v1/completions',
+      { model: 'cortex-chat', prompt: 'hi' },
+      { authorization: 'Bearer sk-user' },
+    );
     assert.equal(response.status, 404);
-    assert.match(((await response.json()) as { error: { message: string } }).error.message, /gateway\.endpoints\.completions/);
-    const chat = await post('/v1/chat/completions', { model: 'cortex-chat', max_tokens: 4, messages: user }, { authorization: 'Bearer sk-user' });
+    assert.match(
+      ((await response.json()) as { error: { message: string } }).error.message,
+      /gateway\.endpoints\.completions/,
+    );
+    const chat = await post(
+      '/v1/chat/completions',
+      { model: 'cortex-chat', max_tokens: 4, messages: user },
+      { authorization: 'Bearer sk-user' },
+    );
     assert.equal(chat.status, 200);
   });
 
   it('access - gateway.hosted_tools: reject answers a server tool with a 400 naming it', async () => {
-    const body = { model: 'cortex-chat', max_tokens: 8, messages: user, tools: [{ type: 'web_search_20250305', name: 'web_search' }] };
+    const body = {
+      model: 'cortex-chat',
+      max_tokens: 8,
+      messages: user,
+      tools: [{ type: 'web_search_20250305', name: 'web_search' }],
+    };
     const response = await post('/v1/messages', body, { 'x-api-key': 'sk-user' });
     assert.equal(response.status, 400);
     const error = ((await response.json()) as { error: { type: string; message: string } }).error;
@@ -116,15 +157,27 @@ describe('gateway access e2e', () => {
     assert.equal(((await openai.json()) as { error: { code: string } }).error.code, 'payload_too_large');
     const anthropic = await post('/v1/messages', big, { 'x-api-key': 'sk-user' });
     assert.equal(anthropic.status, 413);
-    assert.equal(((await anthropic.json()) as { type: string; error: { type: string } }).error.type, 'request_too_large');
+    assert.equal(
+      ((await anthropic.json()) as { type: string; error: { type: string } }).error.type,
+      'request_too_large',
+    );
   });
 
   it('access - a 64 MiB body is a 413 that fetch reads, 20 times in 20 (it writes the whole body before reading)', async () => {
-    const body = JSON.stringify({ model: 'cortex-chat', max_tokens: 8, messages: [{ role: 'user', content: 'x'.repeat(64 * 1024 * 1024) }] });
+    const body = JSON.stringify({
+      model: 'cortex-chat',
+      max_tokens: 8,
+      messages: [{ role: 'user', content: 'x'.repeat(64 * 1024 * 1024) }],
+    });
     const seen: string[] = [];
     for (let i = 0; i < 20; i++) {
       try {
-        const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-user' }, body, signal: AbortSignal.timeout(30_000) });
+        const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: 'Bearer sk-user' },
+          body,
+          signal: AbortSignal.timeout(30_000),
+        });
         const error = ((await response.json()) as { error: { code: string } }).error;
         seen.push(`${response.status} ${error.code}`);
       } catch (thrown) {
@@ -132,24 +185,44 @@ describe('gateway access e2e', () => {
         seen.push(`fetch failed: ${cause?.code ?? (thrown as Error).message}`);
       }
     }
-    assert.deepEqual(seen, Array.from({ length: 20 }, () => '413 payload_too_large'));
+    assert.deepEqual(
+      seen,
+      Array.from({ length: 20 }, () => '413 payload_too_large'),
+    );
   });
 
   it('access - x-include-thinking inlines reasoning into content', async () => {
-    const openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'sk-user', maxRetries: 0, defaultHeaders: { 'x-include-thinking': 'true' } });
+    const openai = new OpenAI({
+      baseURL: `${stack.baseUrl}/v1`,
+      apiKey: 'sk-user',
+      maxRetries: 0,
+      defaultHeaders: { 'x-include-thinking': 'true' },
+    });
     const reasoning = fixtureModel('cortex-reasoning');
     const expected = `<think>${reasoning.expected.reasoning}</think>${reasoning.expected.text}`;
     const reply = await openai.chat.completions.create({ model: 'cortex-reasoning', messages: user });
     assert.equal(reply.choices[0]?.message.content, expected);
-    const streamed = await openai.chat.completions.stream({ model: 'cortex-reasoning', messages: user }).finalChatCompletion();
+    const streamed = await openai.chat.completions
+      .stream({ model: 'cortex-reasoning', messages: user })
+      .finalChatCompletion();
     assert.equal(streamed.choices[0]?.message.content, expected);
   });
 
   it('access - without keys the gateway refuses to listen beyond loopback', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cortex-open-'));
-    writeFileSync(join(dir, 'cortex.yaml'), JSON.stringify({ gateway: { listen: `0.0.0.0:${await freePort()}` }, nats: { url: stack.nats.url } }));
-    const result = spawnSync(process.execPath, [CLI, 'serve', 'gateway'], { env: { ...process.env, CORTEX_CONFIG: join(dir, 'cortex.yaml') }, encoding: 'utf8', timeout: 30_000 });
+    writeFileSync(
+      join(dir, 'cortex.yaml'),
+      JSON.stringify({ gateway: { listen: `0.0.0.0:${await freePort()}` }, nats: { url: stack.nats.url } }),
+    );
+    const result = spawnSync(process.execPath, [CLI, 'serve', 'gateway'], {
+      env: { ...process.env, CORTEX_CONFIG: join(dir, 'cortex.yaml') },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     assert.equal(result.status, 1);
-    assert.match(result.stderr, /no API keys are configured: set auth\.api_keys \(or CORTEX_API_KEYS\), or set "auth: none"/);
+    assert.match(
+      result.stderr,
+      /no API keys are configured: set auth\.api_keys \(or CORTEX_API_KEYS\), or set "auth: none"/,
+    );
   });
 });

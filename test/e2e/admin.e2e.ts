@@ -37,7 +37,10 @@ describe('admin surface e2e', () => {
   };
 
   const cli = (...args: string[]) =>
-    spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, CORTEX_NATS_URL: stack.nats.url }, encoding: 'utf8' });
+    spawnSync(process.execPath, [CLI, ...args], {
+      env: { ...process.env, CORTEX_NATS_URL: stack.nats.url },
+      encoding: 'utf8',
+    });
 
   it('admin - load and unload over HTTP with an admin key', async () => {
     const loaded = await admin('load', { model: 'cortex-reasoning', worker: 'w1' });
@@ -79,7 +82,10 @@ describe('admin surface e2e', () => {
     assert.equal(unload.stdout, 'Unloaded cortex-chat from worker w1.\n');
     const coldLoad = cli('load', 'cortex-chat');
     assert.equal(coldLoad.stdout, 'Loaded cortex-chat on worker w1.\n', coldLoad.stderr);
-    assert.deepEqual(JSON.parse(cli('unload', 'cortex-chat', '--json').stdout), { model: 'cortex-chat', unloaded: ['w1'] });
+    assert.deepEqual(JSON.parse(cli('unload', 'cortex-chat', '--json').stdout), {
+      model: 'cortex-chat',
+      unloaded: ['w1'],
+    });
     const bad = cli('load');
     assert.equal(bad.status, 2);
     assert.equal(bad.stderr, 'cortex load needs <model>; run "cortex load --help" to see its usage\n');
@@ -94,7 +100,11 @@ describe('admin surface e2e', () => {
   it('admin - cortex pin, unpin and unloading a pinned model say what happens next', async () => {
     assert.equal(cli('load', 'cortex-tools').status, 0);
     const pin = cli('pin', 'cortex-tools');
-    assert.equal(pin.stdout, 'Pinned cortex-tools: it is loaded now if no worker has it, and is never evicted or unloaded when idle.\n', pin.stderr);
+    assert.equal(
+      pin.stdout,
+      'Pinned cortex-tools: it is loaded now if no worker has it, and is never evicted or unloaded when idle.\n',
+      pin.stderr,
+    );
     const unload = cli('unload', 'cortex-tools');
     assert.equal(unload.status, 0, unload.stderr);
     assert.equal(
@@ -104,20 +114,32 @@ describe('admin surface e2e', () => {
     // What the sentence promised: the router loads it again.
     await waitFor(async () => (await catalogue()).get('cortex-tools')?.loaded === true, 15_000);
     const unpin = cli('unpin', 'cortex-tools');
-    assert.equal(unpin.stdout, 'Unpinned cortex-tools: it stays loaded for now, and may be evicted to make room or unloaded when idle.\n', unpin.stderr);
-    assert.deepEqual(JSON.parse(cli('unpin', 'cortex-tools', '--json').stdout), { model: 'cortex-tools', pinned: false });
+    assert.equal(
+      unpin.stdout,
+      'Unpinned cortex-tools: it stays loaded for now, and may be evicted to make room or unloaded when idle.\n',
+      unpin.stderr,
+    );
+    assert.deepEqual(JSON.parse(cli('unpin', 'cortex-tools', '--json').stdout), {
+      model: 'cortex-tools',
+      pinned: false,
+    });
     assert.equal(cli('unload', 'cortex-tools').stdout, 'Unloaded cortex-tools from worker w1.\n');
   });
 
   it('admin - cortex status --watch shows the fleet changing as it happens', async () => {
-    const watcher = spawn(process.execPath, [CLI, 'status', '--watch', '--interval', '200'], { env: { ...process.env, CORTEX_NATS_URL: stack.nats.url } });
+    const watcher = spawn(process.execPath, [CLI, 'status', '--watch', '--interval', '200'], {
+      env: { ...process.env, CORTEX_NATS_URL: stack.nats.url },
+    });
     let out = '';
     watcher.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
     try {
       await waitFor(() => out.includes('WORKERS') && out.includes('w1'), 10_000);
       assert.doesNotMatch(out, /cortex-reasoning \(ready/);
       assert.equal(cli('load', 'cortex-reasoning').status, 0);
-      await waitFor(() => /cortex-reasoning loaded on w1 in \d+ ms/.test(out) && /cortex-reasoning \(ready, 0\/1, 0\)/.test(out), 10_000);
+      await waitFor(
+        () => /cortex-reasoning loaded on w1 in \d+ ms/.test(out) && /cortex-reasoning \(ready, 0\/1, 0\)/.test(out),
+        10_000,
+      );
       assert.equal(cli('unload', 'cortex-reasoning').status, 0);
       await waitFor(() => /cortex-reasoning unloaded from w1 \(admin\)/.test(out), 10_000);
     } finally {

@@ -41,7 +41,11 @@ describe('worker admission e2e', () => {
     const queued = client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 5 });
     await waitFor(async () => (await loopState()).queued === 1, 5_000);
 
-    const rejected = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-loop', messages: user, max_tokens: 5 });
+    const rejected = await postJson(`${stack.baseUrl}/v1/chat/completions`, {
+      model: 'cortex-loop',
+      messages: user,
+      max_tokens: 5,
+    });
     assert.equal(rejected.status, 429);
     assert.ok(Number(rejected.headers.get('retry-after')) >= 1);
     assert.equal(((await rejected.json()) as { error: { code: string } }).error.code, 'busy');
@@ -58,10 +62,17 @@ describe('worker admission e2e', () => {
   });
 
   it('admission - stop strings end generation without leaking any part of the stop text', async () => {
-    const result = await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 50, stop: ['we go.Ro'] });
+    const result = await client.chat.completions.create({
+      model: 'cortex-loop',
+      messages: user,
+      max_tokens: 50,
+      stop: ['we go.Ro'],
+    });
     assert.equal(result.choices[0]?.message.content, 'Round and round ');
     assert.equal(result.choices[0]?.finish_reason, 'stop');
-    const streamed = await client.chat.completions.stream({ model: 'cortex-loop', messages: user, max_tokens: 50, stop: ['round we'] }).finalChatCompletion();
+    const streamed = await client.chat.completions
+      .stream({ model: 'cortex-loop', messages: user, max_tokens: 50, stop: ['round we'] })
+      .finalChatCompletion();
     assert.equal(streamed.choices[0]?.message.content, 'Round and ');
   });
 

@@ -16,7 +16,9 @@ import { WEATHER_TOOL } from './weather-mcp.js';
 const CLAUDE_CODE = '@anthropic-ai/claude-code@2.1.330';
 const CODEX = '@openai/codex@0.169.0';
 // Outside the checkout, so fresh clones (CI) reuse one install of ~1.2 GB instead of fetching it again.
-const AGENTS_DIR = resolve(process.env.CORTEX_AGENTS_DIR ?? join(homedir(), '.cache/cortex/agents/claude-code-2.1.330+codex-0.169.0'));
+const AGENTS_DIR = resolve(
+  process.env.CORTEX_AGENTS_DIR ?? join(homedir(), '.cache/cortex/agents/claude-code-2.1.330+codex-0.169.0'),
+);
 const CLAUDE_BIN = join(AGENTS_DIR, 'node_modules/.bin/claude');
 const CODEX_BIN = join(AGENTS_DIR, 'node_modules/@openai/codex/bin/codex.js');
 // The default catalogue's context: an agent's first turn (70-80 kB) is ~14-22k fixture tokens.
@@ -56,8 +58,15 @@ const FAMILIES: ReadonlyArray<{ claude: FamilyFixture; codex: FamilyFixture }> =
 async function installAgents(): Promise<void> {
   if (existsSync(CLAUDE_BIN) && existsSync(CODEX_BIN)) return;
   await mkdir(AGENTS_DIR, { recursive: true });
-  await promisify(execFile)('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', AGENTS_DIR, CLAUDE_CODE, CODEX], { timeout: 300_000 });
-  assert.ok(existsSync(CLAUDE_BIN) && existsSync(CODEX_BIN), `npm installed the agents but ${CLAUDE_BIN} or ${CODEX_BIN} is missing`);
+  await promisify(execFile)(
+    'npm',
+    ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', AGENTS_DIR, CLAUDE_CODE, CODEX],
+    { timeout: 300_000 },
+  );
+  assert.ok(
+    existsSync(CLAUDE_BIN) && existsSync(CODEX_BIN),
+    `npm installed the agents but ${CLAUDE_BIN} or ${CODEX_BIN} is missing`,
+  );
 }
 
 interface Run {
@@ -71,7 +80,12 @@ function runAgent(command: string, args: string[], env: Record<string, string>, 
   return new Promise((resolveRun, reject) => {
     // Its own process group: the codex launcher is a node script whose native child would outlive a
     // kill of the launcher alone and keep the pipes (and this test) open.
-    const child = spawn(command, args, { cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(command, args, {
+      cwd,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -90,14 +104,20 @@ function runAgent(command: string, args: string[], env: Record<string, string>, 
   });
 }
 
-const explain = (run: Run, stack: TestStack) => `exit ${run.code}\nstdout: ${run.stdout.slice(-2000)}\nstderr: ${run.stderr.slice(-2000)}\nstack: ${stack.logs().slice(-3000)}`;
+const explain = (run: Run, stack: TestStack) =>
+  `exit ${run.code}\nstdout: ${run.stdout.slice(-2000)}\nstderr: ${run.stderr.slice(-2000)}\nstack: ${stack.logs().slice(-3000)}`;
 
 /**
  * `claude -p` and `codex exec` against a stack, each in its own throwaway HOME under `home`; `key` is
  * the API key each presents (the stacks here without keys take any).
  */
 function agentRunners(context: () => { stack: TestStack; home: string; key?: string }) {
-  const claude = async (name: string, model: string, extraEnv: Record<string, string> = {}, extraArgs: string[] = []): Promise<Run> => {
+  const claude = async (
+    name: string,
+    model: string,
+    extraEnv: Record<string, string> = {},
+    extraArgs: string[] = [],
+  ): Promise<Run> => {
     const dir = join(context().home, name);
     await mkdir(dir, { recursive: true });
     const env = {
@@ -139,7 +159,13 @@ function agentRunners(context: () => { stack: TestStack; home: string; key?: str
         'include_apps_instructions = false',
       );
       // The multi_agent_v1 namespace and the hosted web_search stay: they are what is under test.
-      config.push('[features]', 'goals = false', 'view_image = false', ...(websocket ? ['responses_websockets = true'] : []), '');
+      config.push(
+        '[features]',
+        'goals = false',
+        'view_image = false',
+        ...(websocket ? ['responses_websockets = true'] : []),
+        '',
+      );
     } else if (websocket) {
       config.push('[features]', 'responses_websockets = true', '');
     }
@@ -163,7 +189,14 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: CONTEXT, pinned: true, slots: 1 },
         { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: CONTEXT, slots: 1 },
         { id: 'cortex-tools-mcp', file: 'fixture:cortex-tools-mcp', context_size: CONTEXT, slots: 1 },
-        ...FAMILIES.flatMap(({ claude, codex }) => [claude, codex].map((fixture) => ({ id: fixture.id, file: `fixture:${fixture.id}`, context_size: CONTEXT, slots: 1 }))),
+        ...FAMILIES.flatMap(({ claude, codex }) =>
+          [claude, codex].map((fixture) => ({
+            id: fixture.id,
+            file: `fixture:${fixture.id}`,
+            context_size: CONTEXT,
+            slots: 1,
+          })),
+        ),
       ],
     });
   });
@@ -181,22 +214,35 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
   });
 
-  it('agents e2e - claude with experimental betas off prints the model\'s answer', async () => {
+  it("agents e2e - claude with experimental betas off prints the model's answer", async () => {
     const run = await claude('claude-nobeta', 'cortex-chat', { CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS: '1' });
     assert.equal(run.code, 0, explain(run, stack));
     assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
   });
 
-  it('agents e2e - claude runs the MCP tool the model calls and prints the model\'s answer after the tool result', async () => {
+  it("agents e2e - claude runs the MCP tool the model calls and prints the model's answer after the tool result", async () => {
     const calls = join(home, 'claude-weather.log');
     const mcpConfig = join(home, 'claude-mcp.json');
-    await writeFile(mcpConfig, JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MCP, calls] } } }));
+    await writeFile(
+      mcpConfig,
+      JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MCP, calls] } } }),
+    );
     // Print mode runs no tool without a permission rule for it.
     // With tool search on (its default), Claude Code sends MCP tools only after a ToolSearch call the
     // fixture never makes; off, it declares them in the request.
-    const run = await claude('claude-tools', claudeTools.id, { ENABLE_TOOL_SEARCH: 'false' }, ['--mcp-config', mcpConfig, '--strict-mcp-config', '--allowedTools', claudeTools.expected.toolCall?.name ?? '']);
+    const run = await claude('claude-tools', claudeTools.id, { ENABLE_TOOL_SEARCH: 'false' }, [
+      '--mcp-config',
+      mcpConfig,
+      '--strict-mcp-config',
+      '--allowedTools',
+      claudeTools.expected.toolCall?.name ?? '',
+    ]);
     assert.equal(run.code, 0, explain(run, stack));
-    assert.deepEqual(await toolCalls(calls), [{ name: WEATHER_TOOL, arguments: claudeTools.expected.toolCall?.arguments }], explain(run, stack));
+    assert.deepEqual(
+      await toolCalls(calls),
+      [{ name: WEATHER_TOOL, arguments: claudeTools.expected.toolCall?.arguments }],
+      explain(run, stack),
+    );
     assert.match(run.stdout, new RegExp(escape(claudeTools.expected.afterToolResult?.text ?? '')), explain(run, stack));
   });
 
@@ -212,17 +258,32 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     await finished.stop();
     assert.equal(run.code, 0, explain(run, stack));
     assert.match(run.stdout, new RegExp(escape(chat.expected.text)), explain(run, stack));
-    const seen = finished.messages.map((event) => ({ status: event.status, worker: event.workerId !== null, error: event.errorCode ?? null }));
+    const seen = finished.messages.map((event) => ({
+      status: event.status,
+      worker: event.workerId !== null,
+      error: event.errorCode ?? null,
+    }));
     // The warm-up is the one request no worker ran; before cortex took it, it was a 400 and Codex opened a second socket.
-    assert.deepEqual(seen.filter((event) => !event.worker), [{ status: 200, worker: false, error: null }], JSON.stringify(seen));
-    assert.ok(seen.every((event) => event.status === 200), JSON.stringify(seen));
+    assert.deepEqual(
+      seen.filter((event) => !event.worker),
+      [{ status: 200, worker: false, error: null }],
+      JSON.stringify(seen),
+    );
+    assert.ok(
+      seen.every((event) => event.status === 200),
+      JSON.stringify(seen),
+    );
   });
 
-  it('agents e2e - codex runs the MCP tool the model calls and prints the model\'s answer after the output', async () => {
+  it("agents e2e - codex runs the MCP tool the model calls and prints the model's answer after the output", async () => {
     const calls = join(home, 'codex-weather.log');
     const run = await codex('codex-tools', codexTools.id, codexWeatherServer(calls));
     assert.equal(run.code, 0, explain(run, stack));
-    assert.deepEqual(await toolCalls(calls), [{ name: WEATHER_TOOL, arguments: codexTools.expected.toolCall?.arguments }], explain(run, stack));
+    assert.deepEqual(
+      await toolCalls(calls),
+      [{ name: WEATHER_TOOL, arguments: codexTools.expected.toolCall?.arguments }],
+      explain(run, stack),
+    );
     assert.match(run.stdout, new RegExp(escape(codexTools.expected.afterToolResult?.text ?? '')), explain(run, stack));
   });
 
@@ -230,18 +291,43 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
     it(`agents e2e - ${claudeFamily.family}: claude and codex run the MCP tool the model calls in its own syntax, then print its answer`, async () => {
       const claudeCalls = join(home, `claude-${claudeFamily.id}.log`);
       const mcpConfig = join(home, `claude-${claudeFamily.id}.json`);
-      await writeFile(mcpConfig, JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MCP, claudeCalls] } } }));
+      await writeFile(
+        mcpConfig,
+        JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MCP, claudeCalls] } } }),
+      );
       const name = claudeFamily.expected.call.toolCalls?.[0]?.name ?? '';
-      const claudeRun = await claude(`claude-${claudeFamily.id}`, claudeFamily.id, { ENABLE_TOOL_SEARCH: 'false' }, ['--mcp-config', mcpConfig, '--strict-mcp-config', '--allowedTools', name]);
+      const claudeRun = await claude(`claude-${claudeFamily.id}`, claudeFamily.id, { ENABLE_TOOL_SEARCH: 'false' }, [
+        '--mcp-config',
+        mcpConfig,
+        '--strict-mcp-config',
+        '--allowedTools',
+        name,
+      ]);
       assert.equal(claudeRun.code, 0, explain(claudeRun, stack));
-      assert.deepEqual(await toolCalls(claudeCalls), [{ name: WEATHER_TOOL, arguments: { city: 'Paris' } }], explain(claudeRun, stack));
-      assert.match(claudeRun.stdout, new RegExp(escape(claudeFamily.expected.afterResult.content)), explain(claudeRun, stack));
+      assert.deepEqual(
+        await toolCalls(claudeCalls),
+        [{ name: WEATHER_TOOL, arguments: { city: 'Paris' } }],
+        explain(claudeRun, stack),
+      );
+      assert.match(
+        claudeRun.stdout,
+        new RegExp(escape(claudeFamily.expected.afterResult.content)),
+        explain(claudeRun, stack),
+      );
 
       const codexCalls = join(home, `codex-${codexFamily.id}.log`);
       const codexRun = await codex(`codex-${codexFamily.id}`, codexFamily.id, codexWeatherServer(codexCalls));
       assert.equal(codexRun.code, 0, explain(codexRun, stack));
-      assert.deepEqual(await toolCalls(codexCalls), [{ name: WEATHER_TOOL, arguments: { city: 'Paris' } }], explain(codexRun, stack));
-      assert.match(codexRun.stdout, new RegExp(escape(codexFamily.expected.afterResult.content)), explain(codexRun, stack));
+      assert.deepEqual(
+        await toolCalls(codexCalls),
+        [{ name: WEATHER_TOOL, arguments: { city: 'Paris' } }],
+        explain(codexRun, stack),
+      );
+      assert.match(
+        codexRun.stdout,
+        new RegExp(escape(codexFamily.expected.afterResult.content)),
+        explain(codexRun, stack),
+      );
     });
   }
 });
@@ -249,7 +335,10 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
 /** The calls the weather MCP server logged (none: no file). */
 async function toolCalls(log: string): Promise<unknown[]> {
   const text = await readFile(log, 'utf8').catch(() => '');
-  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as unknown);
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as unknown);
 }
 
 /** Codex's config for the weather MCP server, logging its calls to `log`. */
@@ -301,12 +390,23 @@ describe('agents e2e - Claude Code and Codex CLI behind a stored key with limits
   };
   const createKey = async (body: Record<string, unknown>): Promise<{ id: string; secret: string }> => {
     const made = (await admin('POST', '/admin/keys', body)) as { id: string; secret: string };
-    await waitFor(async () => (await fetch(`${stack.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${made.secret}` } })).status === 200, 2_000, 20);
+    await waitFor(
+      async () =>
+        (await fetch(`${stack.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${made.secret}` } })).status ===
+        200,
+      2_000,
+      20,
+    );
     return made;
   };
 
   it('agents e2e - both agents answer with a limited, tiered key; every turn (the WebSocket ones too) is charged to it and recorded', async () => {
-    const made = await createKey({ name: 'agents', account: 'team-agents', tier: 3, limits: { requests_per_minute: 100, token_budget: { tokens: 10_000_000 } } });
+    const made = await createKey({
+      name: 'agents',
+      account: 'team-agents',
+      tier: 3,
+      limits: { requests_per_minute: 100, token_budget: { tokens: 10_000_000 } },
+    });
     key = made.secret;
     const claudeRun = await claude('claude-keyed', 'cortex-chat');
     assert.equal(claudeRun.code, 0, explain(claudeRun, stack));
@@ -316,21 +416,35 @@ describe('agents e2e - Claude Code and Codex CLI behind a stored key with limits
     assert.match(codexRun.stdout, new RegExp(escape(chat.expected.text)), explain(codexRun, stack));
     // The usage records name the key and account, per API; the budget's spend is their sum.
     let rows: Array<{ api: string; requests: number; total_tokens: number }> = [];
-    await waitFor(async () => {
-      rows = (await admin('GET', `/admin/usage?key=${made.id}&group_by=account,key,api`)).data as typeof rows;
-      return rows.some((r) => r.api === 'anthropic.messages') && rows.some((r) => r.api === 'openai.responses');
-    }, 10_000, 200);
+    await waitFor(
+      async () => {
+        rows = (await admin('GET', `/admin/usage?key=${made.id}&group_by=account,key,api`)).data as typeof rows;
+        return rows.some((r) => r.api === 'anthropic.messages') && rows.some((r) => r.api === 'openai.responses');
+      },
+      10_000,
+      200,
+    );
     const recorded = rows.reduce((sum, r) => sum + r.total_tokens, 0);
     assert.ok(recorded > 0);
     type Shown = { usage?: { token_budget?: { spent: number; reserved: number } } };
-    await waitFor(async () => ((await admin('GET', `/admin/keys/${made.id}`)) as Shown).usage?.token_budget?.spent === recorded, 5_000, 100);
-    console.log(`claude and codex (WebSocket) behind a tier-3 key: ${rows.map((r) => `${r.api} ${r.requests} requests ${r.total_tokens} tokens`).join(', ')}`);
+    await waitFor(
+      async () => ((await admin('GET', `/admin/keys/${made.id}`)) as Shown).usage?.token_budget?.spent === recorded,
+      5_000,
+      100,
+    );
+    console.log(
+      `claude and codex (WebSocket) behind a tier-3 key: ${rows.map((r) => `${r.api} ${r.requests} requests ${r.total_tokens} tokens`).join(', ')}`,
+    );
   });
 
-  it('agents e2e - with the key\'s budget spent, each agent stops and says so instead of answering (Claude Code with the budget message, Codex as quota exceeded)', async () => {
+  it("agents e2e - with the key's budget spent, each agent stops and says so instead of answering (Claude Code with the budget message, Codex as quota exceeded)", async () => {
     const made = await createKey({ name: 'agents-spent', limits: { token_budget: { tokens: 1 } } });
     key = made.secret;
-    const spend = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${made.secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi.' }] }) });
+    const spend = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${made.secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi.' }] }),
+    });
     assert.equal(spend.status, 200);
     const budgetMessage = /has used its token budget/;
     const claudeRun = await claude('claude-spent', 'cortex-chat');

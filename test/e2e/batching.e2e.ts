@@ -36,7 +36,11 @@ describe('fleet e2e - batching by model on a worker that holds one model at a ti
       models.map(async (model, n) => {
         // Staggered so the first model is loading when the second is asked for.
         await new Promise((done) => setTimeout(done, n * 20));
-        return client.chat.completions.create({ model, messages: user, max_tokens: model === 'cortex-loop' ? 2_000 : undefined });
+        return client.chat.completions.create({
+          model,
+          messages: user,
+          max_tokens: model === 'cortex-loop' ? 2_000 : undefined,
+        });
       }),
     );
     assert.deepEqual(
@@ -60,7 +64,10 @@ describe('fleet e2e - batching by model on a worker that holds one model at a ti
 
   it('fleet - past router.max_waiting_per_model, requests waiting for a load get 429 with Retry-After', async () => {
     const controller = new AbortController();
-    const long = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 }, { signal: controller.signal });
+    const long = await client.chat.completions.create(
+      { model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 },
+      { signal: controller.signal },
+    );
     const reading = (async () => {
       for await (const _chunk of long);
     })().catch(() => undefined);
@@ -80,6 +87,9 @@ describe('fleet e2e - batching by model on a worker that holds one model at a ti
     controller.abort();
     await reading;
     const served = await Promise.all(waiting);
-    assert.deepEqual(served.map((r) => r.status), [200, 200, 200]);
+    assert.deepEqual(
+      served.map((r) => r.status),
+      [200, 200, 200],
+    );
   });
 });

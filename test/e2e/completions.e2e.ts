@@ -2,7 +2,15 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { fixtureChainTokens, fixtureModel } from '@cortex/fixtures';
-import { postJson, postSse, startStack, waitFor, FIXTURE_CATALOGUE, STORIES_260K, type TestStack } from '@cortex/testing';
+import {
+  postJson,
+  postSse,
+  startStack,
+  waitFor,
+  FIXTURE_CATALOGUE,
+  STORIES_260K,
+  type TestStack,
+} from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
 const fim = fixtureModel('cortex-fim');
@@ -12,7 +20,9 @@ const code = 'def greet():\n    return ';
 /** A byte token's id in the fixture vocabulary (`<unk>`, `<s>`, `</s>`, then the 256 bytes). */
 const byteToken = (char: string): number => 3 + char.charCodeAt(0);
 
-type Usage = OpenAI.CompletionUsage & { completion_tokens_details?: { accepted_prediction_tokens?: number; rejected_prediction_tokens?: number } };
+type Usage = OpenAI.CompletionUsage & {
+  completion_tokens_details?: { accepted_prediction_tokens?: number; rejected_prediction_tokens?: number };
+};
 
 describe('legacy completions e2e', () => {
   let stack: TestStack;
@@ -39,7 +49,9 @@ describe('legacy completions e2e', () => {
   });
 
   it('completions e2e - create continues the raw prompt, without the chat template', async () => {
-    const { data, response } = await client.completions.create({ model: 'cortex-chat', prompt: 'Say hello.', max_tokens: 32 }).withResponse();
+    const { data, response } = await client.completions
+      .create({ model: 'cortex-chat', prompt: 'Say hello.', max_tokens: 32 })
+      .withResponse();
     assert.equal(response.status, 200);
     assert.equal(data.object, 'text_completion');
     assert.match(data.id, /^cmpl-/);
@@ -48,13 +60,24 @@ describe('legacy completions e2e', () => {
     assert.equal(data.choices[0]?.index, 0);
     assert.equal(data.choices[0]?.finish_reason, 'stop');
     assert.equal(data.usage?.completion_tokens, chat.completionTokens);
-    const chatted = await client.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Say hello.' }] });
+    const chatted = await client.chat.completions.create({
+      model: 'cortex-chat',
+      messages: [{ role: 'user', content: 'Say hello.' }],
+    });
     const raw = data.usage?.prompt_tokens ?? 0;
-    assert.ok(raw > 0 && raw < (chatted.usage?.prompt_tokens ?? 0), `the raw prompt (${raw} tokens) has no template around it (chat: ${chatted.usage?.prompt_tokens})`);
+    assert.ok(
+      raw > 0 && raw < (chatted.usage?.prompt_tokens ?? 0),
+      `the raw prompt (${raw} tokens) has no template around it (chat: ${chatted.usage?.prompt_tokens})`,
+    );
   });
 
   it('completions e2e - stream delivers text_completion chunks, usage last, then [DONE]', async () => {
-    const stream = await client.completions.create({ model: 'cortex-chat', prompt: 'Say hello.', stream: true, stream_options: { include_usage: true } });
+    const stream = await client.completions.create({
+      model: 'cortex-chat',
+      prompt: 'Say hello.',
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const texts: string[] = [];
     let usage: OpenAI.CompletionUsage | null | undefined;
     let finish: string | null | undefined;
@@ -71,7 +94,11 @@ describe('legacy completions e2e', () => {
     assert.equal(finish, 'stop');
     assert.equal(usage?.completion_tokens, chat.completionTokens);
 
-    const { status, messages } = await postSse(`${stack.baseUrl}/v1/completions`, { model: 'cortex-chat', prompt: 'Hi', stream: true });
+    const { status, messages } = await postSse(`${stack.baseUrl}/v1/completions`, {
+      model: 'cortex-chat',
+      prompt: 'Hi',
+      stream: true,
+    });
     assert.equal(status, 200);
     assert.equal(messages.at(-1)?.data, '[DONE]');
   });
@@ -79,34 +106,52 @@ describe('legacy completions e2e', () => {
   it('completions e2e - an array prompt gets one choice per prompt, streamed and not', async () => {
     const prompts = ['One.', 'Two.', 'Three.'];
     const data = await client.completions.create({ model: 'cortex-chat', prompt: prompts });
-    assert.deepEqual(data.choices.map((c) => c.index), [0, 1, 2]);
+    assert.deepEqual(
+      data.choices.map((c) => c.index),
+      [0, 1, 2],
+    );
     for (const choice of data.choices) assert.equal(choice.text, chat.expected.text);
     assert.equal(data.usage?.completion_tokens, prompts.length * chat.completionTokens);
 
-    const stream = await client.completions.create({ model: 'cortex-chat', prompt: prompts, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.completions.create({
+      model: 'cortex-chat',
+      prompt: prompts,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const texts = prompts.map(() => '');
     let usage: OpenAI.CompletionUsage | null | undefined;
     for await (const chunk of stream) {
       for (const choice of chunk.choices) texts[choice.index] += choice.text;
       if (chunk.usage) usage = chunk.usage;
     }
-    assert.deepEqual(texts, prompts.map(() => chat.expected.text));
+    assert.deepEqual(
+      texts,
+      prompts.map(() => chat.expected.text),
+    );
     assert.equal(usage?.completion_tokens, prompts.length * chat.completionTokens);
 
     // n completions of each prompt, the first prompt's first.
     const twice = await client.completions.create({ model: 'cortex-chat', prompt: ['One.', 'Two.'], n: 2, echo: true });
-    assert.deepEqual(twice.choices.map((c) => [c.index, c.text]), [
-      [0, `One.${chat.expected.text}`],
-      [1, `One.${chat.expected.text}`],
-      [2, `Two.${chat.expected.text}`],
-      [3, `Two.${chat.expected.text}`],
-    ]);
+    assert.deepEqual(
+      twice.choices.map((c) => [c.index, c.text]),
+      [
+        [0, `One.${chat.expected.text}`],
+        [1, `One.${chat.expected.text}`],
+        [2, `Two.${chat.expected.text}`],
+        [3, `Two.${chat.expected.text}`],
+      ],
+    );
   });
 
   it('completions e2e - echo sends the prompt back first; token-id prompts work too', async () => {
     const echoed = await client.completions.create({ model: 'cortex-chat', prompt: 'Say hello. ', echo: true });
     assert.equal(echoed.choices[0]?.text, `Say hello. ${chat.expected.text}`);
-    const tokens = await client.completions.create({ model: 'cortex-chat', prompt: [byteToken('H'), byteToken('i')], echo: true });
+    const tokens = await client.completions.create({
+      model: 'cortex-chat',
+      prompt: [byteToken('H'), byteToken('i')],
+      echo: true,
+    });
     assert.equal(tokens.choices[0]?.text, `Hi${chat.expected.text}`);
     assert.equal(tokens.usage?.prompt_tokens, 2);
   });
@@ -126,12 +171,15 @@ describe('legacy completions e2e', () => {
     assert.equal(filled.choices[0]?.text, fim.expected.infill?.text);
     const plain = await client.completions.create({ model: 'cortex-fim', prompt: code });
     assert.equal(plain.choices[0]?.text, fim.expected.text);
-    await assert.rejects(client.completions.create({ model: 'cortex-chat', prompt: code, suffix: '\n' }), (error: unknown) => {
-      assert.ok(error instanceof OpenAI.BadRequestError);
-      assert.equal(error.param, 'suffix');
-      assert.match(error.message, /fill-in-the-middle/);
-      return true;
-    });
+    await assert.rejects(
+      client.completions.create({ model: 'cortex-chat', prompt: code, suffix: '\n' }),
+      (error: unknown) => {
+        assert.ok(error instanceof OpenAI.BadRequestError);
+        assert.equal(error.param, 'suffix');
+        assert.match(error.message, /fill-in-the-middle/);
+        return true;
+      },
+    );
   });
 
   it('completions e2e - /v1/models shows completions and fim capabilities once loaded', async () => {
@@ -186,24 +234,41 @@ describe('legacy completions e2e', () => {
       const entry = (await client.models.retrieve(model)) as unknown as { capabilities: Record<string, unknown> };
       assert.equal(entry.capabilities.speculative, model === 'loop-draft' ? 'draft' : 'lookup');
     }
-    const streamed = await client.chat.completions.create({ model: 'loop-draft', messages: [{ role: 'user', content: 'Go.' }], max_tokens: 12, temperature: 0 });
+    const streamed = await client.chat.completions.create({
+      model: 'loop-draft',
+      messages: [{ role: 'user', content: 'Go.' }],
+      max_tokens: 12,
+      temperature: 0,
+    });
     const details = (streamed.usage as Usage).completion_tokens_details;
-    assert.ok((details?.accepted_prediction_tokens ?? 0) > 0, `chat completions report them too: ${JSON.stringify(details)}`);
+    assert.ok(
+      (details?.accepted_prediction_tokens ?? 0) > 0,
+      `chat completions report them too: ${JSON.stringify(details)}`,
+    );
   });
 
   it('completions e2e - a draft with another tokenizer is refused at load, naming the first token they disagree on; the worker stays up', async () => {
-    await assert.rejects(client.completions.create({ model: 'loop-foreign-draft', prompt: 'Go', max_tokens: 4 }), (error: InstanceType<typeof OpenAI.APIError>) => {
-      assert.equal(error.status, 503);
-      assert.match(error.message, /has another tokenizer \(token 259 is "▁t", the model's is "<\|im_start\|>"\); use a draft of the same model family, or draft: lookup/);
-      return true;
-    });
+    await assert.rejects(
+      client.completions.create({ model: 'loop-foreign-draft', prompt: 'Go', max_tokens: 4 }),
+      (error: InstanceType<typeof OpenAI.APIError>) => {
+        assert.equal(error.status, 503);
+        assert.match(
+          error.message,
+          /has another tokenizer \(token 259 is "▁t", the model's is "<\|im_start\|>"\); use a draft of the same model family, or draft: lookup/,
+        );
+        return true;
+      },
+    );
     const after = await client.completions.create({ model: 'loop-draft', prompt: 'Go', max_tokens: 4 });
     assert.ok(after.choices[0]?.text, 'the worker still serves');
   });
 
   it('completions e2e - metrics count the endpoint and the draft tokens', async () => {
     const read = async (): Promise<string> => (await fetch(`${stack.metricsUrl}/metrics`)).text();
-    await waitFor(async () => /cortex_accepted_draft_tokens_total\{model="loop-draft"\} [1-9]/.test(await read()), 10_000);
+    await waitFor(
+      async () => /cortex_accepted_draft_tokens_total\{model="loop-draft"\} [1-9]/.test(await read()),
+      10_000,
+    );
     const text = await read();
     assert.match(text, /cortex_requests_total\{[^}]*api="openai.completions"[^}]*\} [1-9]/);
     assert.match(text, /cortex_draft_tokens_total\{model="loop-lookup"\} [1-9]/);

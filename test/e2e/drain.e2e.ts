@@ -46,7 +46,13 @@ describe('worker drain e2e', () => {
 
     const worker = stack.processes.get('worker') ?? assert.fail('no worker process');
     const exited = once(worker, 'exit');
-    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: maxTokens, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: 'cortex-loop',
+      messages: user,
+      stream: true,
+      max_tokens: maxTokens,
+      stream_options: { include_usage: true },
+    });
     let signalled = false;
     let finish: string | null = null;
     let tokens = 0;
@@ -88,7 +94,13 @@ describe('worker drain e2e - drain_timeout_ms', () => {
 
     const worker = stack.processes.get('worker') ?? assert.fail('no worker process');
     const exited = once(worker, 'exit');
-    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: maxTokens, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: 'cortex-loop',
+      messages: user,
+      stream: true,
+      max_tokens: maxTokens,
+      stream_options: { include_usage: true },
+    });
     let signalled = false;
     let tokens = 0;
     let finish: string | null = null;
@@ -106,7 +118,11 @@ describe('worker drain e2e - drain_timeout_ms', () => {
       failure = error as Error;
     }
     assert.ok(signalled, 'the stream carried no content before it ended');
-    assert.notEqual(finish, 'length', `the stream ran to max_tokens (${maxTokens}) instead of being cancelled after drain_timeout_ms`);
+    assert.notEqual(
+      finish,
+      'length',
+      `the stream ran to max_tokens (${maxTokens}) instead of being cancelled after drain_timeout_ms`,
+    );
     assert.ok(failure !== null || finish !== null, 'the stream ended without saying how');
     // Chunks carry several tokens each: the usage (when the stream ended with one) is what counts.
     assert.ok(tokens < maxTokens, `${tokens} of ${maxTokens} tokens were generated`);

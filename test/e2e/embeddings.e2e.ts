@@ -8,7 +8,8 @@ import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
 import { encodeFixtureModel } from '@cortex/fixtures';
 import { postJson, startStack, waitFor, type TestStack } from '@cortex/testing';
 
-const cosine = (a: readonly number[], b: readonly number[]): number => a.reduce((sum, x, i) => sum + x * (b[i] ?? 0), 0);
+const cosine = (a: readonly number[], b: readonly number[]): number =>
+  a.reduce((sum, x, i) => sum + x * (b[i] ?? 0), 0);
 const norm = (v: readonly number[]): number => Math.sqrt(cosine(v, v));
 
 interface ApiError {
@@ -53,7 +54,15 @@ describe('embeddings and rerank e2e', () => {
     stack = await startStack({
       models: [
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 1 },
-        { id: 'cortex-embed', file: 'fixture:cortex-embed', kind: 'embedding', matryoshka: true, context_size: 128, slots: 2, aliases: ['embed-alias'] },
+        {
+          id: 'cortex-embed',
+          file: 'fixture:cortex-embed',
+          kind: 'embedding',
+          matryoshka: true,
+          context_size: 128,
+          slots: 2,
+          aliases: ['embed-alias'],
+        },
         { id: 'cortex-embed-fixed', file: 'fixture:cortex-embed', kind: 'embedding', context_size: 128, slots: 1 },
         { id: 'cortex-rank', file: 'fixture:cortex-rank', kind: 'ranking', context_size: 256, slots: 1 },
       ],
@@ -65,7 +74,8 @@ describe('embeddings and rerank e2e', () => {
     await stack?.stop();
   });
 
-  const models = async (): Promise<ModelEntry[]> => ((await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as { data: ModelEntry[] }).data;
+  const models = async (): Promise<ModelEntry[]> =>
+    ((await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as { data: ModelEntry[] }).data;
   const post = async <T>(path: string, body: unknown): Promise<{ status: number; body: T }> => {
     const response = await postJson(`${stack.baseUrl}${path}`, body);
     return { status: response.status, body: (await response.json()) as T };
@@ -78,19 +88,40 @@ describe('embeddings and rerank e2e', () => {
     if (message) assert.match(error.error.message, message);
   };
 
-  it('embeddings e2e - /v1/models shows each model\'s capability before it is loaded', async () => {
+  it("embeddings e2e - /v1/models shows each model's capability before it is loaded", async () => {
     const byId = new Map((await models()).map((m) => [m.id, m]));
-    assert.deepEqual(byId.get('cortex-chat')?.capabilities, { chat: true, embeddings: false, rerank: false, tools: true, reasoning: true, format: 'hermes', vision: false, completions: true, fim: false });
+    assert.deepEqual(byId.get('cortex-chat')?.capabilities, {
+      chat: true,
+      embeddings: false,
+      rerank: false,
+      tools: true,
+      reasoning: true,
+      format: 'hermes',
+      vision: false,
+      completions: true,
+      fim: false,
+    });
     assert.deepEqual(byId.get('cortex-embed')?.capabilities, { chat: false, embeddings: true, rerank: false });
     assert.deepEqual(byId.get('cortex-rank')?.capabilities, { chat: false, embeddings: false, rerank: true });
     assert.equal(byId.get('cortex-embed')?.loaded, false, 'not pinned: loaded by the first request');
   });
 
   it('embeddings e2e - the official client embeds a batch, loading the model on demand; cosine orders the pairs', async () => {
-    const response = await client.embeddings.create({ model: 'cortex-embed', input: [TEXT, NEAR, FAR], encoding_format: 'float' });
+    const response = await client.embeddings.create({
+      model: 'cortex-embed',
+      input: [TEXT, NEAR, FAR],
+      encoding_format: 'float',
+    });
     assert.equal(response.object, 'list');
     assert.equal(response.model, 'cortex-embed');
-    assert.deepEqual(response.data.map((d) => [d.object, d.index]), [['embedding', 0], ['embedding', 1], ['embedding', 2]]);
+    assert.deepEqual(
+      response.data.map((d) => [d.object, d.index]),
+      [
+        ['embedding', 0],
+        ['embedding', 1],
+        ['embedding', 2],
+      ],
+    );
     const [text = [], near = [], far = []] = response.data.map((d) => d.embedding);
     assert.equal(text.length, 64);
     for (const v of [text, near, far]) assert.ok(Math.abs(norm(v) - 1) < 1e-5, `unit length, got ${norm(v)}`);
@@ -99,17 +130,27 @@ describe('embeddings and rerank e2e', () => {
     assert.equal(response.usage.total_tokens, response.usage.prompt_tokens);
     const entry = (await models()).find((m) => m.id === 'cortex-embed');
     assert.equal(entry?.loaded, true);
-    assert.deepEqual(entry?.capabilities, { chat: false, embeddings: true, rerank: false, tools: false, reasoning: false, vision: false });
+    assert.deepEqual(entry?.capabilities, {
+      chat: false,
+      embeddings: true,
+      rerank: false,
+      tools: false,
+      reasoning: false,
+      vision: false,
+    });
   });
 
-  it('embeddings e2e - base64 carries the same float32 values; the client\'s default (base64, decoded) agrees', async () => {
+  it("embeddings e2e - base64 carries the same float32 values; the client's default (base64, decoded) agrees", async () => {
     const float = await client.embeddings.create({ model: 'cortex-embed', input: TEXT, encoding_format: 'float' });
     const base64 = await client.embeddings.create({ model: 'embed-alias', input: TEXT, encoding_format: 'base64' });
     const encoded = base64.data[0]?.embedding as unknown as string;
     assert.equal(typeof encoded, 'string');
     const bytes = Buffer.from(encoded, 'base64');
     const decoded = Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4));
-    assert.deepEqual(decoded, float.data[0]?.embedding.map((x) => Math.fround(x)));
+    assert.deepEqual(
+      decoded,
+      float.data[0]?.embedding.map((x) => Math.fround(x)),
+    );
     const byDefault = await client.embeddings.create({ model: 'cortex-embed', input: TEXT });
     assert.deepEqual(byDefault.data[0]?.embedding, decoded);
   });
@@ -131,9 +172,14 @@ describe('embeddings and rerank e2e', () => {
   it('embeddings e2e - a batch of the most inputs allowed comes back in order, one vector each (a reply over NATS max_payload)', async () => {
     const inputs = Array.from({ length: 2048 }, (_, i) => (i % 2 === 0 ? TEXT : FAR));
     const response = await client.embeddings.create({ model: 'cortex-embed', input: inputs, encoding_format: 'float' });
-    assert.deepEqual(response.data.map((d) => d.index), inputs.map((_, i) => i));
+    assert.deepEqual(
+      response.data.map((d) => d.index),
+      inputs.map((_, i) => i),
+    );
     const [first = [], second = []] = response.data.map((d) => d.embedding);
-    response.data.forEach((d, i) => assert.ok(cosine(d.embedding, i % 2 === 0 ? first : second) > 0.9999, `input ${i}`));
+    response.data.forEach((d, i) =>
+      assert.ok(cosine(d.embedding, i % 2 === 0 ? first : second) > 0.9999, `input ${i}`),
+    );
   });
 
   it('embeddings e2e - an unloaded embedding model is loaded again by the next request', async () => {
@@ -146,13 +192,28 @@ describe('embeddings and rerank e2e', () => {
   });
 
   it('embeddings e2e - dimensions cuts and renormalizes on a matryoshka model, and is a 400 elsewhere', async () => {
-    const response = await client.embeddings.create({ model: 'cortex-embed', input: [TEXT, NEAR, FAR], dimensions: 16, encoding_format: 'float' });
+    const response = await client.embeddings.create({
+      model: 'cortex-embed',
+      input: [TEXT, NEAR, FAR],
+      dimensions: 16,
+      encoding_format: 'float',
+    });
     const [text = [], near = [], far = []] = response.data.map((d) => d.embedding);
     assert.equal(text.length, 16);
     assert.ok(Math.abs(norm(text) - 1) < 1e-5);
     assert.ok(cosine(text, near) > cosine(text, far));
-    await expect400('/v1/embeddings', { model: 'cortex-embed-fixed', input: TEXT, dimensions: 16 }, 'dimensions', /cortex-embed-fixed/);
-    await expect400('/v1/embeddings', { model: 'cortex-embed', input: TEXT, dimensions: 65 }, 'dimensions', /at most 64/);
+    await expect400(
+      '/v1/embeddings',
+      { model: 'cortex-embed-fixed', input: TEXT, dimensions: 16 },
+      'dimensions',
+      /cortex-embed-fixed/,
+    );
+    await expect400(
+      '/v1/embeddings',
+      { model: 'cortex-embed', input: TEXT, dimensions: 65 },
+      'dimensions',
+      /at most 64/,
+    );
     await expect400('/v1/embeddings', { model: 'cortex-embed', input: TEXT, dimensions: 0 }, 'dimensions');
   });
 
@@ -169,37 +230,87 @@ describe('embeddings and rerank e2e', () => {
     await expect400(path, { model: 'cortex-embed', input: TEXT, encoding_format: 'int8' }, 'encoding_format');
     await expect400(path, { input: TEXT }, 'model');
     await expect400(path, { model: 'cortex-embed', input: [[5, 99_999_999]] }, 'input[0][1]', /vocabulary/);
-    await expect400(path, { model: 'cortex-embed', input: [TEXT, `${TEXT} `.repeat(60)] }, 'input[1]', /context of 128/);
+    await expect400(
+      path,
+      { model: 'cortex-embed', input: [TEXT, `${TEXT} `.repeat(60)] },
+      'input[1]',
+      /context of 128/,
+    );
     const missing = await post<ApiError>(path, { model: 'no-such-model', input: TEXT });
     assert.equal(missing.status, 404);
   });
 
-  it('embeddings e2e - each kind refuses the other\'s requests, naming the model and what it serves', async () => {
-    await expect400('/v1/embeddings', { model: 'cortex-chat', input: TEXT }, 'model', /'cortex-chat' is a chat model.*\/v1\/chat\/completions/);
-    await expect400('/v1/chat/completions', { model: 'cortex-embed', messages: [{ role: 'user', content: 'hi' }] }, 'model', /'cortex-embed' is an embedding model.*\/v1\/embeddings/);
-    await expect400('/v1/rerank', { model: 'cortex-embed', query: 'cat', documents: ['cat'] }, 'model', /serves embeddings/);
+  it("embeddings e2e - each kind refuses the other's requests, naming the model and what it serves", async () => {
+    await expect400(
+      '/v1/embeddings',
+      { model: 'cortex-chat', input: TEXT },
+      'model',
+      /'cortex-chat' is a chat model.*\/v1\/chat\/completions/,
+    );
+    await expect400(
+      '/v1/chat/completions',
+      { model: 'cortex-embed', messages: [{ role: 'user', content: 'hi' }] },
+      'model',
+      /'cortex-embed' is an embedding model.*\/v1\/embeddings/,
+    );
+    await expect400(
+      '/v1/rerank',
+      { model: 'cortex-embed', query: 'cat', documents: ['cat'] },
+      'model',
+      /serves embeddings/,
+    );
     await expect400('/v1/embeddings', { model: 'cortex-rank', input: TEXT }, 'model', /ranking model.*\/v1\/rerank/);
-    const error = await client.chat.completions.create({ model: 'cortex-rank', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    const error = await client.chat.completions
+      .create({ model: 'cortex-rank', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.BadRequestError, String(error));
   });
 
-  it('rerank e2e - documents that share the query\'s words rank first; top_n and return_documents', async () => {
-    const documents = ['quarterly revenue grew by ten percent', { text: 'the cat sleeps on the warm mat' }, 'a dog runs in a park'];
-    const { status, body } = await post<Rerank>('/v1/rerank', { model: 'cortex-rank', query: 'where does the cat sleep', documents });
+  it("rerank e2e - documents that share the query's words rank first; top_n and return_documents", async () => {
+    const documents = [
+      'quarterly revenue grew by ten percent',
+      { text: 'the cat sleeps on the warm mat' },
+      'a dog runs in a park',
+    ];
+    const { status, body } = await post<Rerank>('/v1/rerank', {
+      model: 'cortex-rank',
+      query: 'where does the cat sleep',
+      documents,
+    });
     assert.equal(status, 200, JSON.stringify(body));
     assert.equal(body.model, 'cortex-rank');
     assert.deepEqual(body.results.map((r) => r.index).sort(), [0, 1, 2]);
     assert.equal(body.results[0]?.index, 1);
     const scores = body.results.map((r) => r.relevance_score);
-    assert.deepEqual(scores, [...scores].sort((a, b) => b - a));
+    assert.deepEqual(
+      scores,
+      [...scores].sort((a, b) => b - a),
+    );
     assert.ok((scores[0] ?? 0) > 0.5 && (scores[1] ?? 1) < 0.5, JSON.stringify(scores));
     assert.equal(body.results[0]?.document, undefined);
     assert.ok(body.usage.prompt_tokens > 0);
 
-    const top = await post<Rerank>('/rerank', { model: 'cortex-rank', query: 'where does the cat sleep', documents, top_n: 1, return_documents: true });
-    assert.deepEqual(top.body.results.map((r) => [r.index, r.document?.text]), [[1, 'the cat sleeps on the warm mat']]);
-    const alias = await post<Rerank>('/v1/reranking', { model: 'cortex-rank', query: 'where does the cat sleep', documents, top_n: 10 });
-    assert.deepEqual(alias.body.results.map((r) => r.index), body.results.map((r) => r.index));
+    const top = await post<Rerank>('/rerank', {
+      model: 'cortex-rank',
+      query: 'where does the cat sleep',
+      documents,
+      top_n: 1,
+      return_documents: true,
+    });
+    assert.deepEqual(
+      top.body.results.map((r) => [r.index, r.document?.text]),
+      [[1, 'the cat sleeps on the warm mat']],
+    );
+    const alias = await post<Rerank>('/v1/reranking', {
+      model: 'cortex-rank',
+      query: 'where does the cat sleep',
+      documents,
+      top_n: 10,
+    });
+    assert.deepEqual(
+      alias.body.results.map((r) => r.index),
+      body.results.map((r) => r.index),
+    );
   });
 
   it('rerank e2e - bad input is a 400 naming the field', async () => {
@@ -210,13 +321,23 @@ describe('embeddings and rerank e2e', () => {
     await expect400(path, { model: 'cortex-rank', query: 'cat', documents: ['cat', 7] }, 'documents[1]');
     await expect400(path, { model: 'cortex-rank', query: 'cat', documents: [{ text: 7 }] }, 'documents[0].text');
     await expect400(path, { model: 'cortex-rank', query: 'cat', documents: ['cat'], top_n: 0 }, 'top_n');
-    await expect400(path, { model: 'cortex-rank', query: 'cat', documents: [`${'cat '.repeat(300)}`] }, 'documents[0]', /context of 256/);
+    await expect400(
+      path,
+      { model: 'cortex-rank', query: 'cat', documents: [`${'cat '.repeat(300)}`] },
+      'documents[0]',
+      /context of 256/,
+    );
   });
 
   it('embeddings e2e - a client that goes away cancels its batch, counted as cancelled', async () => {
     const controller = new AbortController();
     const inputs = Array.from({ length: 2048 }, (_, i) => `${FAR} ${i}`);
-    const request = fetch(`${stack.baseUrl}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cortex-embed', input: inputs }), signal: controller.signal });
+    const request = fetch(`${stack.baseUrl}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-embed', input: inputs }),
+      signal: controller.signal,
+    });
     setTimeout(() => controller.abort(), 200);
     await assert.rejects(request, { name: 'AbortError' });
     const cancelled = /^cortex_requests_cancelled_total\{[^}]*api="openai\.embeddings"[^}]*\} 1$/m;
@@ -224,13 +345,21 @@ describe('embeddings and rerank e2e', () => {
   });
 
   it('embeddings e2e - metrics count requests and tokens per endpoint', async () => {
-    const line = (api: string, metric: string): RegExp => new RegExp(`^${metric}\\{[^}]*api="${api.replace('.', '\\.')}"[^}]*\\} [1-9]`, 'm');
+    const line = (api: string, metric: string): RegExp =>
+      new RegExp(`^${metric}\\{[^}]*api="${api.replace('.', '\\.')}"[^}]*\\} [1-9]`, 'm');
     await waitFor(async () => {
       const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
-      return ['openai.embeddings', 'rerank'].every((api) => ['cortex_requests_total', 'cortex_prompt_tokens_total', 'cortex_request_duration_seconds_count'].every((m) => line(api, m).test(text)));
+      return ['openai.embeddings', 'rerank'].every((api) =>
+        ['cortex_requests_total', 'cortex_prompt_tokens_total', 'cortex_request_duration_seconds_count'].every((m) =>
+          line(api, m).test(text),
+        ),
+      );
     }, 20_000);
     const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
-    assert.match(text, /^cortex_request_errors_total\{[^}]*api="openai\.embeddings"[^}]*code="invalid_request"[^}]*\} [1-9]/m);
+    assert.match(
+      text,
+      /^cortex_request_errors_total\{[^}]*api="openai\.embeddings"[^}]*code="invalid_request"[^}]*\} [1-9]/m,
+    );
   });
 });
 
@@ -238,7 +367,11 @@ describe('embeddings e2e - endpoint switches', () => {
   let stack: TestStack;
 
   before(async () => {
-    stack = await startStack({ models: [], services: ['router', 'gateway'], config: { gateway: { endpoints: { embeddings: false, rerank: false } } } });
+    stack = await startStack({
+      models: [],
+      services: ['router', 'gateway'],
+      config: { gateway: { endpoints: { embeddings: false, rerank: false } } },
+    });
   });
 
   after(async () => {
@@ -246,7 +379,13 @@ describe('embeddings e2e - endpoint switches', () => {
   });
 
   it('embeddings e2e - gateway.endpoints turns /v1/embeddings and the rerank routes off', async () => {
-    for (const [path, setting] of [['/v1/embeddings', 'embeddings'], ['/embeddings', 'embeddings'], ['/v1/rerank', 'rerank'], ['/rerank', 'rerank'], ['/v1/reranking', 'rerank']] as const) {
+    for (const [path, setting] of [
+      ['/v1/embeddings', 'embeddings'],
+      ['/embeddings', 'embeddings'],
+      ['/v1/rerank', 'rerank'],
+      ['/rerank', 'rerank'],
+      ['/v1/reranking', 'rerank'],
+    ] as const) {
       const response = await postJson(`${stack.baseUrl}${path}`, { model: 'x', input: 'y' });
       assert.equal(response.status, 404, path);
       assert.match(((await response.json()) as ApiError).error.message, new RegExp(`gateway\\.endpoints\\.${setting}`));

@@ -28,10 +28,17 @@ describe('priority and fair queueing e2e', () => {
     await stack?.stop();
   });
 
-  const queued = async (): Promise<number> => (await stack.fleet())?.workers[0]?.models.find((m) => m.id === 'cortex-loop')?.queued ?? -1;
+  const queued = async (): Promise<number> =>
+    (await stack.fleet())?.workers[0]?.models.find((m) => m.id === 'cortex-loop')?.queued ?? -1;
 
   /** `key` null: no key at all. */
-  const post = (key: string | null, maxTokens: number, signal?: AbortSignal, headers: Record<string, string> = {}, model = 'cortex-loop'): Promise<Response> =>
+  const post = (
+    key: string | null,
+    maxTokens: number,
+    signal?: AbortSignal,
+    headers: Record<string, string> = {},
+    model = 'cortex-loop',
+  ): Promise<Response> =>
     fetch(`${stack.baseUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { ...(key && { authorization: `Bearer ${key}` }), 'content-type': 'application/json', ...headers },
@@ -42,17 +49,25 @@ describe('priority and fair queueing e2e', () => {
   /** A stored key, written to the keys bucket as `cortex keys create` does; resolves once the gateway knows it. */
   const storeKey = async (name: string, account: string, tier: number): Promise<{ id: string; secret: string }> => {
     const store = await KeyStore.open(stack.nc);
-    const { key, secret } = await store.create(parseKeyCreate({ name, account, tier, models: ['cortex-loop'] }, Date.now()), Date.now());
+    const { key, secret } = await store.create(
+      parseKeyCreate({ name, account, tier, models: ['cortex-loop'] }, Date.now()),
+      Date.now(),
+    );
     // Here an unknown key passes as no key, so the gateway's watch is seen to have brought this one
     // when another model is refused for it (403), not looked up (404).
-    await waitFor(async () => {
-      const response = await post(secret, 1, undefined, {}, 'not-its-model');
-      await response.body?.cancel();
-      return response.status === 403;
-    }, 5_000, 20);
+    await waitFor(
+      async () => {
+        const response = await post(secret, 1, undefined, {}, 'not-its-model');
+        await response.body?.cancel();
+        return response.status === 403;
+      },
+      5_000,
+      20,
+    );
     return { id: key.id, secret };
   };
-  const createKey = async (name: string, account: string, tier: number): Promise<string> => (await storeKey(name, account, tier)).secret;
+  const createKey = async (name: string, account: string, tier: number): Promise<string> =>
+    (await storeKey(name, account, tier)).secret;
 
   /** A long stream that holds the slot until stopped; resolves once it runs. */
   const hold = async (key: string): Promise<() => void> => {
@@ -75,7 +90,10 @@ describe('priority and fair queueing e2e', () => {
    * Sends each request in turn, each once the worker shows the one before it queued (so their
    * arrival order is known), then frees the slot: the names in the order the worker admitted them.
    */
-  const admissionOrder = async (holder: string, requests: { name: string; key: string | null; headers?: Record<string, string> }[]): Promise<string[]> => {
+  const admissionOrder = async (
+    holder: string,
+    requests: { name: string; key: string | null; headers?: Record<string, string> }[],
+  ): Promise<string[]> => {
     const stop = await hold(holder);
     const order: string[] = [];
     const done: Promise<void>[] = [];
@@ -147,7 +165,10 @@ describe('priority and fair queueing e2e', () => {
     assert.equal(openai.status, 400);
     const body = (await openai.json()) as { error: { type: string; param: string; message: string } };
     assert.deepEqual([body.error.type, body.error.param], ['invalid_request_error', 'x-cortex-priority']);
-    assert.match(body.error.message, /x-cortex-priority header must be a whole number from 1 \(lowest priority\) to 9, got "urgent"/);
+    assert.match(
+      body.error.message,
+      /x-cortex-priority header must be a whole number from 1 \(lowest priority\) to 9, got "urgent"/,
+    );
     const anthropic = await fetch(`${stack.baseUrl}/v1/messages`, {
       method: 'POST',
       headers: { 'x-api-key': key, 'content-type': 'application/json', 'x-cortex-priority': '0' },
@@ -163,7 +184,9 @@ describe('priority and fair queueing e2e', () => {
     const key = await storeKey('socket', 'team-ws', 5);
     const secret = key.secret;
     const generates = await watchBus<GenerateCommand>(stack.nc, Subjects.workerGenerate.replace(WORKER_ID_TOKEN, '*'));
-    const ws = new WebSocket(`${stack.baseUrl.replace(/^http/, 'ws')}/v1/responses`, { headers: { authorization: `Bearer ${secret}` } });
+    const ws = new WebSocket(`${stack.baseUrl.replace(/^http/, 'ws')}/v1/responses`, {
+      headers: { authorization: `Bearer ${secret}` },
+    });
     const events: Array<{ type: string }> = [];
     ws.on('message', (data: Buffer) => void events.push(JSON.parse(data.toString()) as { type: string }));
     await new Promise((opened, failed) => ws.once('open', opened).once('error', failed));
@@ -171,8 +194,20 @@ describe('priority and fair queueing e2e', () => {
     const turn = async (): Promise<number | undefined> => {
       const from = events.length;
       const sent = generates.messages.length;
-      ws.send(JSON.stringify({ type: 'response.create', model: 'cortex-loop', input: 'Go.', max_output_tokens: 2, store: false }));
-      await waitFor(() => events.slice(from).some((event) => /^response\.(completed|incomplete|failed)$|^error$/.test(event.type)), 10_000, 20).catch((error: Error) => {
+      ws.send(
+        JSON.stringify({
+          type: 'response.create',
+          model: 'cortex-loop',
+          input: 'Go.',
+          max_output_tokens: 2,
+          store: false,
+        }),
+      );
+      await waitFor(
+        () => events.slice(from).some((event) => /^response\.(completed|incomplete|failed)$|^error$/.test(event.type)),
+        10_000,
+        20,
+      ).catch((error: Error) => {
         throw new Error(`${error.message}; the turn's events: ${JSON.stringify(events.slice(from))}`);
       });
       assert.equal(events.at(-1)?.type, 'response.incomplete', 'the turn ran to its max_output_tokens');
@@ -192,9 +227,18 @@ describe('priority and fair queueing e2e', () => {
   });
 
   it('fairness - queue wait is exported by the tier each request ran at', async () => {
-    await waitFor(async () => {
-      const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
-      return ['8', '5', '2', '1', '0'].every((tier) => new RegExp(`^cortex_request_queue_tier_seconds_count\\{model="cortex-loop",tier="${tier}"\\} [1-9]`, 'm').test(text));
-    }, 10_000, 200);
+    await waitFor(
+      async () => {
+        const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
+        return ['8', '5', '2', '1', '0'].every((tier) =>
+          new RegExp(
+            `^cortex_request_queue_tier_seconds_count\\{model="cortex-loop",tier="${tier}"\\} [1-9]`,
+            'm',
+          ).test(text),
+        );
+      },
+      10_000,
+      200,
+    );
   });
 });

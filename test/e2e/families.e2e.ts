@@ -19,12 +19,21 @@ interface Tool {
   description: string;
   parameters: Record<string, unknown>;
 }
-const weather: Tool = { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
-const time: Tool = { name: 'get_time', description: 'The time in a time zone', parameters: { type: 'object', properties: { tz: { type: 'string' } }, required: ['tz'] } };
+const weather: Tool = {
+  name: 'get_weather',
+  description: 'The weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+const time: Tool = {
+  name: 'get_time',
+  description: 'The time in a time zone',
+  parameters: { type: 'object', properties: { tz: { type: 'string' } }, required: ['tz'] },
+};
 const QUESTION = 'What is the weather in Paris?';
 const RESULT = '{"temp": 20, "sky": "sunny"}';
 /** Text no answer may hold: the markers of every family. */
-const MARKUP = /<\|(channel|message|start|end|call|tool_call|im_start|im_end)|<\/?(think|tool_call|arg_key|arg_value|minimax:tool_call|TOOLCALL)>|\[TOOL_CALLS\]|\[ARGS\]|\[CALL_ID\]|｜tool|<\|tool_call|<tool_call\||<\|"\|>|<channel\|>|<\|channel>/;
+const MARKUP =
+  /<\|(channel|message|start|end|call|tool_call|im_start|im_end)|<\/?(think|tool_call|arg_key|arg_value|minimax:tool_call|TOOLCALL)>|\[TOOL_CALLS\]|\[ARGS\]|\[CALL_ID\]|｜tool|<\|tool_call|<tool_call\||<\|"\|>|<channel\|>|<\|channel>/;
 
 interface Reply {
   content: string;
@@ -60,9 +69,20 @@ describe('model families e2e', () => {
 
   before(async () => {
     const models = [
-      ...FAMILY_FIXTURES.map((fixture) => ({ id: fixture.id, file: `fixture:${fixture.id}`, context_size: 8192, slots: 1 })),
+      ...FAMILY_FIXTURES.map((fixture) => ({
+        id: fixture.id,
+        file: `fixture:${fixture.id}`,
+        context_size: 8192,
+        slots: 1,
+      })),
       // The catalogue's own template and format, over the GGUF's (a ChatML fixture given Qwen3's template; one told it writes Llama's calls).
-      { id: 'qwen3-templated', file: 'fixture:cortex-chat', context_size: 4096, slots: 1, chat_template: familyTemplate('Qwen-Qwen3-0.6B.jinja') },
+      {
+        id: 'qwen3-templated',
+        file: 'fixture:cortex-chat',
+        context_size: 4096,
+        slots: 1,
+        chat_template: familyTemplate('Qwen-Qwen3-0.6B.jinja'),
+      },
       { id: 'named-format', file: 'fixture:cortex-chat', context_size: 4096, slots: 1, format: 'llama3' },
     ];
     stack = await startStack({ models });
@@ -76,23 +96,51 @@ describe('model families e2e', () => {
 
   // Chat Completions -----------------------------------------------------------------------------
 
-  async function chat(model: string, messages: OpenAI.ChatCompletionMessageParam[], tools: readonly Tool[], stream: boolean): Promise<Reply> {
-    const body = { model, messages, ...(tools.length > 0 && { tools: tools.map((tool) => ({ type: 'function' as const, function: tool })) }) };
-    const completion = stream ? await openai.chat.completions.stream(body).finalChatCompletion() : await openai.chat.completions.create(body);
+  async function chat(
+    model: string,
+    messages: OpenAI.ChatCompletionMessageParam[],
+    tools: readonly Tool[],
+    stream: boolean,
+  ): Promise<Reply> {
+    const body = {
+      model,
+      messages,
+      ...(tools.length > 0 && { tools: tools.map((tool) => ({ type: 'function' as const, function: tool })) }),
+    };
+    const completion = stream
+      ? await openai.chat.completions.stream(body).finalChatCompletion()
+      : await openai.chat.completions.create(body);
     const choice = completion.choices[0] ?? assert.fail('no choice');
     const message = choice.message as typeof choice.message & { reasoning_content?: string };
     return {
       content: message.content ?? '',
       reasoning: message.reasoning_content ?? '',
-      calls: (message.tool_calls ?? []).map((call) => (call.type === 'function' ? { id: call.id, name: call.function.name, arguments: JSON.parse(call.function.arguments) as unknown } : assert.fail(call.type))),
-      finish: choice.finish_reason === 'tool_calls' ? 'calls' : choice.finish_reason === 'stop' ? 'answer' : choice.finish_reason,
+      calls: (message.tool_calls ?? []).map((call) =>
+        call.type === 'function'
+          ? { id: call.id, name: call.function.name, arguments: JSON.parse(call.function.arguments) as unknown }
+          : assert.fail(call.type),
+      ),
+      finish:
+        choice.finish_reason === 'tool_calls'
+          ? 'calls'
+          : choice.finish_reason === 'stop'
+            ? 'answer'
+            : choice.finish_reason,
     };
   }
 
   function chatFollowUp(reply: Reply): OpenAI.ChatCompletionMessageParam[] {
     return [
       { role: 'user', content: QUESTION },
-      { role: 'assistant', content: reply.content || null, tool_calls: reply.calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } })) },
+      {
+        role: 'assistant',
+        content: reply.content || null,
+        tool_calls: reply.calls.map((call) => ({
+          id: call.id,
+          type: 'function',
+          function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+        })),
+      },
       ...reply.calls.map((call) => ({ role: 'tool' as const, tool_call_id: call.id, content: RESULT })),
     ];
   }
@@ -104,16 +152,30 @@ describe('model families e2e', () => {
     let reasoning = '';
     const calls: Reply['calls'] = [];
     for (const item of response.output) {
-      if (item.type === 'message') for (const part of item.content) content += part.type === 'output_text' ? part.text : '';
+      if (item.type === 'message')
+        for (const part of item.content) content += part.type === 'output_text' ? part.text : '';
       else if (item.type === 'reasoning') for (const part of item.content ?? []) reasoning += part.text;
-      else if (item.type === 'function_call') calls.push({ id: item.call_id, name: item.name, arguments: JSON.parse(item.arguments) as unknown });
+      else if (item.type === 'function_call')
+        calls.push({ id: item.call_id, name: item.name, arguments: JSON.parse(item.arguments) as unknown });
     }
-    return { content, reasoning, calls, finish: calls.length > 0 ? 'calls' : response.status === 'completed' ? 'answer' : String(response.status), responseId: response.id };
+    return {
+      content,
+      reasoning,
+      calls,
+      finish: calls.length > 0 ? 'calls' : response.status === 'completed' ? 'answer' : String(response.status),
+      responseId: response.id,
+    };
   }
 
   async function responses(body: Record<string, unknown>, stream: boolean): Promise<Reply> {
     const request = body as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming;
-    return fromResponse(stream ? await openai.responses.stream(body as unknown as Parameters<typeof openai.responses.stream>[0]).finalResponse() : await openai.responses.create(request));
+    return fromResponse(
+      stream
+        ? await openai.responses
+            .stream(body as unknown as Parameters<typeof openai.responses.stream>[0])
+            .finalResponse()
+        : await openai.responses.create(request),
+    );
   }
 
   async function responsesWs(body: Record<string, unknown>): Promise<Reply> {
@@ -123,7 +185,15 @@ describe('model families e2e', () => {
     ws.on('error', () => undefined);
     try {
       ws.send({ type: 'response.create', ...body } as never);
-      await waitFor(() => events.some((event) => event.type === 'response.completed' || event.type === 'response.failed' || event.type === 'error'), 60_000, 20);
+      await waitFor(
+        () =>
+          events.some(
+            (event) =>
+              event.type === 'response.completed' || event.type === 'response.failed' || event.type === 'error',
+          ),
+        60_000,
+        20,
+      );
       const done = events.find((event) => event.type === 'response.completed');
       assert.ok(done?.response, `the turn completed: ${JSON.stringify(events.at(-1))}`);
       return fromResponse(done.response);
@@ -134,16 +204,29 @@ describe('model families e2e', () => {
 
   // Anthropic Messages ----------------------------------------------------------------------------
 
-  async function messages(model: string, turns: Anthropic.MessageParam[], tools: readonly Tool[], stream: boolean): Promise<Reply & { blocks: Anthropic.ContentBlock[] }> {
+  async function messages(
+    model: string,
+    turns: Anthropic.MessageParam[],
+    tools: readonly Tool[],
+    stream: boolean,
+  ): Promise<Reply & { blocks: Anthropic.ContentBlock[] }> {
     // Thinking blocks come back when thinking is asked for, as Anthropic's API does.
     const body = {
       model,
       max_tokens: 2048,
       thinking: { type: 'enabled' as const, budget_tokens: 1024 },
       messages: turns,
-      ...(tools.length > 0 && { tools: tools.map((tool) => ({ name: tool.name, description: tool.description, input_schema: tool.parameters as Anthropic.Tool.InputSchema })) }),
+      ...(tools.length > 0 && {
+        tools: tools.map((tool) => ({
+          name: tool.name,
+          description: tool.description,
+          input_schema: tool.parameters as Anthropic.Tool.InputSchema,
+        })),
+      }),
     };
-    const message = stream ? await anthropic.messages.stream(body).finalMessage() : await anthropic.messages.create(body);
+    const message = stream
+      ? await anthropic.messages.stream(body).finalMessage()
+      : await anthropic.messages.create(body);
     let content = '';
     let reasoning = '';
     const calls: Reply['calls'] = [];
@@ -152,14 +235,25 @@ describe('model families e2e', () => {
       else if (block.type === 'thinking') reasoning += block.thinking;
       else if (block.type === 'tool_use') calls.push({ id: block.id, name: block.name, arguments: block.input });
     }
-    const finish = message.stop_reason === 'tool_use' ? 'calls' : message.stop_reason === 'end_turn' ? 'answer' : String(message.stop_reason);
+    const finish =
+      message.stop_reason === 'tool_use'
+        ? 'calls'
+        : message.stop_reason === 'end_turn'
+          ? 'answer'
+          : String(message.stop_reason);
     return { content, reasoning, calls, finish, blocks: message.content };
   }
 
   // One situation in one dialect ---------------------------------------------------------------
 
   /** Asks `fixture` in `dialect`: with `tools` declared, and after `previous` (a call) with its results sent back. */
-  async function ask(dialect: Dialect, fixture: FamilyFixture, tools: readonly Tool[], stream: boolean, previous?: Reply & { blocks?: Anthropic.ContentBlock[] }): Promise<Reply & { blocks?: Anthropic.ContentBlock[] }> {
+  async function ask(
+    dialect: Dialect,
+    fixture: FamilyFixture,
+    tools: readonly Tool[],
+    stream: boolean,
+    previous?: Reply & { blocks?: Anthropic.ContentBlock[] },
+  ): Promise<Reply & { blocks?: Anthropic.ContentBlock[] }> {
     const model = fixture.id;
     switch (dialect) {
       case 'chat':
@@ -168,7 +262,12 @@ describe('model families e2e', () => {
       case 'responses-ws': {
         const declared = tools.map((tool) => ({ type: 'function', ...tool, strict: false }));
         const body = previous
-          ? { model, previous_response_id: previous.responseId, input: previous.calls.map((call) => ({ type: 'function_call_output', call_id: call.id, output: RESULT })), tools: declared }
+          ? {
+              model,
+              previous_response_id: previous.responseId,
+              input: previous.calls.map((call) => ({ type: 'function_call_output', call_id: call.id, output: RESULT })),
+              tools: declared,
+            }
           : { model, input: QUESTION, ...(declared.length > 0 && { tools: declared }) };
         return dialect === 'responses' ? responses(body, stream) : responsesWs(body);
       }
@@ -176,41 +275,79 @@ describe('model families e2e', () => {
         const turns: Anthropic.MessageParam[] = [{ role: 'user', content: QUESTION }];
         if (previous) {
           turns.push({ role: 'assistant', content: previous.blocks as Anthropic.ContentBlockParam[] });
-          turns.push({ role: 'user', content: previous.calls.map((call) => ({ type: 'tool_result' as const, tool_use_id: call.id, content: RESULT })) });
+          turns.push({
+            role: 'user',
+            content: previous.calls.map((call) => ({
+              type: 'tool_result' as const,
+              tool_use_id: call.id,
+              content: RESULT,
+            })),
+          });
         }
         return messages(model, turns, tools, stream);
       }
     }
   }
 
-  it('families e2e - /v1/models says which format each model got: its template\'s, or the catalogue\'s template or format', async () => {
+  it("families e2e - /v1/models says which format each model got: its template's, or the catalogue's template or format", async () => {
     for (const id of ['qwen3-templated', 'named-format']) {
-      const reply = await openai.chat.completions.create({ model: id, messages: [{ role: 'user', content: QUESTION }] });
+      const reply = await openai.chat.completions.create({
+        model: id,
+        messages: [{ role: 'user', content: QUESTION }],
+      });
       assert.equal(reply.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text, `${id} still answers`);
     }
-    const models = ((await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as { data: Array<{ id: string; capabilities?: { format?: string } }> }).data;
+    const models = (
+      (await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as {
+        data: Array<{ id: string; capabilities?: { format?: string } }>;
+      }
+    ).data;
     const format = (id: string): string | undefined => models.find((model) => model.id === id)?.capabilities?.format;
     assert.equal(format('qwen3-templated'), 'hermes');
     assert.equal(format('named-format'), 'llama3');
-    await Promise.all(FAMILY_FIXTURES.map((fixture) => openai.chat.completions.create({ model: fixture.id, messages: [{ role: 'user', content: QUESTION }] })));
-    const after = ((await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as { data: Array<{ id: string; capabilities?: { format?: string } }> }).data;
-    for (const fixture of FAMILY_FIXTURES) assert.equal(after.find((model) => model.id === fixture.id)?.capabilities?.format, fixture.format, fixture.id);
+    await Promise.all(
+      FAMILY_FIXTURES.map((fixture) =>
+        openai.chat.completions.create({ model: fixture.id, messages: [{ role: 'user', content: QUESTION }] }),
+      ),
+    );
+    const after = (
+      (await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as {
+        data: Array<{ id: string; capabilities?: { format?: string } }>;
+      }
+    ).data;
+    for (const fixture of FAMILY_FIXTURES)
+      assert.equal(after.find((model) => model.id === fixture.id)?.capabilities?.format, fixture.format, fixture.id);
   });
 
   it("families e2e - Qwen3 told not to think, in each dialect's words, gets the template's empty thinking block in its prompt", async () => {
     const chatTokens = async (extra: Record<string, unknown>): Promise<number> => {
-      const reply = await openai.chat.completions.create({ model: 'cortex-qwen3', messages: [{ role: 'user', content: QUESTION }], ...extra } as never);
+      const reply = await openai.chat.completions.create({
+        model: 'cortex-qwen3',
+        messages: [{ role: 'user', content: QUESTION }],
+        ...extra,
+      } as never);
       return (reply as OpenAI.ChatCompletion).usage?.prompt_tokens ?? 0;
     };
     const thinking = await chatTokens({});
     // `<think>\n\n</think>\n\n` after the generation prompt: a few tokens more.
-    assert.ok((await chatTokens({ chat_template_kwargs: { enable_thinking: false } })) > thinking, 'chat_template_kwargs');
+    assert.ok(
+      (await chatTokens({ chat_template_kwargs: { enable_thinking: false } })) > thinking,
+      'chat_template_kwargs',
+    );
     // Anthropic's input_tokens leaves out what was read from the prompt cache.
     const messageTokens = async (thinkingParam: Record<string, unknown>): Promise<number> => {
-      const { usage } = await anthropic.messages.create({ model: 'cortex-qwen3', max_tokens: 256, messages: [{ role: 'user', content: QUESTION }], ...thinkingParam } as never);
+      const { usage } = await anthropic.messages.create({
+        model: 'cortex-qwen3',
+        max_tokens: 256,
+        messages: [{ role: 'user', content: QUESTION }],
+        ...thinkingParam,
+      } as never);
       return usage.input_tokens + (usage.cache_read_input_tokens ?? 0);
     };
-    assert.ok((await messageTokens({ thinking: { type: 'disabled' } })) > (await messageTokens({})), 'Anthropic thinking disabled');
+    assert.ok(
+      (await messageTokens({ thinking: { type: 'disabled' } })) > (await messageTokens({})),
+      'Anthropic thinking disabled',
+    );
   });
 
   it("families e2e - x-include-thinking puts the reasoning into the answer between the family's own markers", async () => {
@@ -220,10 +357,16 @@ describe('model families e2e', () => {
         headers: { 'content-type': 'application/json', 'x-include-thinking': 'true' },
         body: JSON.stringify({ model, messages: [{ role: 'user', content: QUESTION }] }),
       });
-      return ((await response.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content ?? '';
+      return (
+        ((await response.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content ??
+        ''
+      );
     };
     assert.equal(await inline('cortex-qwen3'), '<think>The user says hello.</think>Hello from Qwen3!');
-    assert.equal(await inline('cortex-gpt-oss'), '<|channel|>analysis<|message|>The user says hello.<|end|>Hello from gpt-oss.');
+    assert.equal(
+      await inline('cortex-gpt-oss'),
+      '<|channel|>analysis<|message|>The user says hello.<|end|>Hello from gpt-oss.',
+    );
   });
 
   for (const fixture of FAMILY_FIXTURES) {
@@ -234,8 +377,17 @@ describe('model families e2e', () => {
           assertReply(await ask(dialect, fixture, [], stream), fixture.expected.answer, `${what} answer`);
           const call = await ask(dialect, fixture, [weather], stream);
           assertReply(call, fixture.expected.call, `${what} call`);
-          if (fixture.expected.parallel) assertReply(await ask(dialect, fixture, [weather, time], stream), fixture.expected.parallel, `${what} two calls`);
-          assertReply(await ask(dialect, fixture, [weather], stream, call), fixture.expected.afterResult, `${what} after the result`);
+          if (fixture.expected.parallel)
+            assertReply(
+              await ask(dialect, fixture, [weather, time], stream),
+              fixture.expected.parallel,
+              `${what} two calls`,
+            );
+          assertReply(
+            await ask(dialect, fixture, [weather], stream, call),
+            fixture.expected.afterResult,
+            `${what} after the result`,
+          );
         }
       }
     });

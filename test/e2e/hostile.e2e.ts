@@ -40,11 +40,18 @@ describe('hostile clients e2e', () => {
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 32_768, pinned: true, slots: 4 },
         { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, pinned: true, slots: 4 },
       ],
-      config: { auth: { api_keys: [HONEST, UNLIMITED], admin_keys: [ADMIN] }, gateway: { request_timeout_ms: REQUEST_TIMEOUT_MS, stall_timeout_ms: 30_000 } },
+      config: {
+        auth: { api_keys: [HONEST, UNLIMITED], admin_keys: [ADMIN] },
+        gateway: { request_timeout_ms: REQUEST_TIMEOUT_MS, stall_timeout_ms: 30_000 },
+      },
     });
     port = Number(new URL(stack.baseUrl).port);
     gatewayPid = stack.processes.get('gateway')?.pid ?? assert.fail('no gateway process');
-    await waitFor(async () => (await stack.fleet())?.workers.some((w) => w.models.filter((m) => m.state === 'ready').length === 2) ?? false, 60_000);
+    await waitFor(
+      async () =>
+        (await stack.fleet())?.workers.some((w) => w.models.filter((m) => m.state === 'ready').length === 2) ?? false,
+      60_000,
+    );
     const created = await fetch(`${stack.baseUrl}/admin/keys`, {
       method: 'POST',
       headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
@@ -73,7 +80,11 @@ describe('hostile clients e2e', () => {
 
   async function honestChat(): Promise<number> {
     const started = performance.now();
-    const response = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi.' }], max_tokens: 4 }, { authorization: `Bearer ${HONEST}` });
+    const response = await postJson(
+      `${stack.baseUrl}/v1/chat/completions`,
+      { model: 'cortex-chat', messages: [{ role: 'user', content: 'Hi.' }], max_tokens: 4 },
+      { authorization: `Bearer ${HONEST}` },
+    );
     const text = await response.text();
     assert.equal(response.status, 200, `the honest client is served: ${text}`);
     return performance.now() - started;
@@ -91,7 +102,13 @@ describe('hostile clients e2e', () => {
    * over the attack's start under `growthBound` (what earlier attacks left in the heap stays), honest
    * p50 within 5× of idle, no worker declared down.
    */
-  async function under(t: TestContext, name: string, growthBound: number, attack: () => Promise<void>, minMs = 0): Promise<void> {
+  async function under(
+    t: TestContext,
+    name: string,
+    growthBound: number,
+    attack: () => Promise<void>,
+    minMs = 0,
+  ): Promise<void> {
     const start = rss();
     let peak = start;
     const sampler = setInterval(() => (peak = Math.max(peak, rss())), 50);
@@ -120,42 +137,69 @@ describe('hostile clients e2e', () => {
   }
 
   it('hostile - 10 prompts of 131,000 one-letter characters at once from a key limited to 2: each refused as too long or over the limit, the worker never stalls', async (t) => {
-    await under(t, '10 × 131,000-character one-letter prompts, every 0.5 s for 3 s', idleRss, async () => {
-      const burst = performance.now();
-      const prompt = 'a'.repeat(131_000);
-      const answers = await Promise.all(
-        Array.from({ length: 10 }, () => postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages: [{ role: 'user', content: prompt }], max_tokens: 4 }, { authorization: `Bearer ${limited.secret}` })),
-      );
-      // The key's 2 concurrent requests are counted (in chunks, taking turns with the worker's other work) and refused; the rest wait their turn as 429s.
-      for (const answer of answers) {
-        const body = (await answer.json()) as { error?: { message: string } };
-        assert.ok(answer.status === 400 || answer.status === 429, JSON.stringify(body));
-        assert.match(body.error?.message ?? '', answer.status === 400 ? /context/ : /concurren/);
-      }
-      assert.ok(answers.some((answer) => answer.status === 400), 'some were counted and refused as too long');
-      await new Promise((done) => setTimeout(done, Math.max(0, 500 - (performance.now() - burst))));
-    }, 3_000);
+    await under(
+      t,
+      '10 × 131,000-character one-letter prompts, every 0.5 s for 3 s',
+      idleRss,
+      async () => {
+        const burst = performance.now();
+        const prompt = 'a'.repeat(131_000);
+        const answers = await Promise.all(
+          Array.from({ length: 10 }, () =>
+            postJson(
+              `${stack.baseUrl}/v1/chat/completions`,
+              { model: 'cortex-chat', messages: [{ role: 'user', content: prompt }], max_tokens: 4 },
+              { authorization: `Bearer ${limited.secret}` },
+            ),
+          ),
+        );
+        // The key's 2 concurrent requests are counted (in chunks, taking turns with the worker's other work) and refused; the rest wait their turn as 429s.
+        for (const answer of answers) {
+          const body = (await answer.json()) as { error?: { message: string } };
+          assert.ok(answer.status === 400 || answer.status === 429, JSON.stringify(body));
+          assert.match(body.error?.message ?? '', answer.status === 400 ? /context/ : /concurren/);
+        }
+        assert.ok(
+          answers.some((answer) => answer.status === 400),
+          'some were counted and refused as too long',
+        );
+        await new Promise((done) => setTimeout(done, Math.max(0, 500 - (performance.now() - burst))));
+      },
+      3_000,
+    );
   });
 
   it('hostile - a 7.6 MiB body nested 4 million deep: 400 naming the field before it is parsed', async (t) => {
     // Made once: building it is the test's own work, which the honest client (in this process) would wait for.
     const depth = 4_000_000;
     const body = Buffer.from(`{"model":"cortex-chat","input":"Hi.","tools":${'['.repeat(depth)}${']'.repeat(depth)}}`);
-    await under(t, 'a 7.6 MiB body nested 4 million deep, every 0.5 s for 3 s', idleRss, async () => {
-      const started = performance.now();
-      const answer = await fetch(`${stack.baseUrl}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${HONEST}`, 'content-type': 'application/json' }, body });
-      const refusal = (await answer.json()) as { error?: { message: string; param?: string } };
-      assert.equal(answer.status, 400);
-      assert.match(refusal.error?.message ?? '', /field `tools` nests deeper than/);
-      assert.ok(performance.now() - started < 2_000, `refused in ${(performance.now() - started).toFixed(0)} ms`);
-      await new Promise((done) => setTimeout(done, Math.max(0, 500 - (performance.now() - started))));
-    }, 3_000);
+    await under(
+      t,
+      'a 7.6 MiB body nested 4 million deep, every 0.5 s for 3 s',
+      idleRss,
+      async () => {
+        const started = performance.now();
+        const answer = await fetch(`${stack.baseUrl}/v1/responses`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${HONEST}`, 'content-type': 'application/json' },
+          body,
+        });
+        const refusal = (await answer.json()) as { error?: { message: string; param?: string } };
+        assert.equal(answer.status, 400);
+        assert.match(refusal.error?.message ?? '', /field `tools` nests deeper than/);
+        assert.ok(performance.now() - started < 2_000, `refused in ${(performance.now() - started).toFixed(0)} ms`);
+        await new Promise((done) => setTimeout(done, Math.max(0, 500 - (performance.now() - started))));
+      },
+      3_000,
+    );
   });
 
   it('hostile - 96 bodies stalled one byte short of 8 MiB from a key limited to 2 requests: past its upload caps 429 at once, the rest 408 at the request timeout', async (t) => {
     // What the gateway may hold: the bodies one key may declare at once (gateway.max_upload_bytes_per_key, 64 MiB).
     await under(t, '96 stalled 8 MiB bodies from one key', 96 * MIB, async () => {
-      const sockets = await Promise.all(Array.from({ length: 96 }, () => rawRequest(port, limited.secret, BODY_LIMIT - 1)));
+      const sockets = await Promise.all(
+        Array.from({ length: 96 }, () => rawRequest(port, limited.secret, BODY_LIMIT - 1)),
+      );
       t.after(() => sockets.forEach((s) => s.socket.destroy()));
       await new Promise((done) => setTimeout(done, 300));
       const refusedAtOnce = sockets.filter((s) => s.answer().startsWith('HTTP/1.1 429'));
@@ -165,17 +209,20 @@ describe('hostile clients e2e', () => {
       const admitted = sockets.filter((s) => s.answer() === '');
       for (const s of admitted) s.socket.write(Buffer.alloc(BODY_LIMIT - 2, 0x20));
       await waitFor(() => admitted.every((s) => s.closed()), REQUEST_TIMEOUT_MS + 5_000);
-      for (const s of admitted) assert.match(s.answer(), /^HTTP\/1\.1 408/, 'a stalled body is cut off at the request timeout');
+      for (const s of admitted)
+        assert.match(s.answer(), /^HTTP\/1\.1 408/, 'a stalled body is cut off at the request timeout');
     });
   });
 
-  it('hostile - 96 WebSockets stalled one byte short of an 8 MiB message: past the key\'s sockets 429, the rest closed 1008 at the request timeout', async (t) => {
+  it("hostile - 96 WebSockets stalled one byte short of an 8 MiB message: past the key's sockets 429, the rest closed 1008 at the request timeout", async (t) => {
     // What the gateway may hold: one message of up to body_limit_bytes on each of the key's sockets (gateway.max_websockets_per_key, 16).
     await under(t, '96 WebSockets stalled in an 8 MiB message', 16 * BODY_LIMIT * 1.5, async () => {
       const sockets = await Promise.all(Array.from({ length: 96 }, () => rawUpgrade(port, limited.secret)));
       t.after(() => sockets.forEach((s) => s.socket.destroy()));
       await waitFor(() => sockets.every((s) => s.answer() !== ''), 5_000).catch((error: Error) => {
-        throw new Error(`${error.message}: ${sockets.filter((s) => s.answer() === '').length} unanswered; answers: ${[...new Set(sockets.map((s) => s.answer().split('\r\n')[0]))].join(' | ')}`);
+        throw new Error(
+          `${error.message}: ${sockets.filter((s) => s.answer() === '').length} unanswered; answers: ${[...new Set(sockets.map((s) => s.answer().split('\r\n')[0]))].join(' | ')}`,
+        );
       });
       const upgraded = sockets.filter((s) => s.answer().startsWith('HTTP/1.1 101'));
       const refused = sockets.filter((s) => s.answer().startsWith('HTTP/1.1 429'));
@@ -191,12 +238,19 @@ describe('hostile clients e2e', () => {
 
   it('hostile - one WebSocket sending 8 MiB messages as fast as it can: paused past gateway.ws_bytes_per_second, the honest client unharmed', async (t) => {
     await under(t, 'one WebSocket flooding 8 MiB messages for 6 s', idleRss, async () => {
-      const socket = new WebSocket(`ws://127.0.0.1:${port}/v1/responses`, { headers: { authorization: `Bearer ${HONEST}` }, localAddress: ATTACKER_ADDRESS });
+      const socket = new WebSocket(`ws://127.0.0.1:${port}/v1/responses`, {
+        headers: { authorization: `Bearer ${HONEST}` },
+        localAddress: ATTACKER_ADDRESS,
+      });
       await new Promise<void>((done, fail) => {
         socket.once('open', () => done());
         socket.once('error', fail);
       });
-      const message = JSON.stringify({ type: 'response.create', model: 'cortex-chat', input: 'x'.repeat(BODY_LIMIT - 200) });
+      const message = JSON.stringify({
+        type: 'response.create',
+        model: 'cortex-chat',
+        input: 'x'.repeat(BODY_LIMIT - 200),
+      });
       const ends = performance.now() + 6_000;
       let sent = 0;
       while (performance.now() < ends && socket.readyState === WebSocket.OPEN) {
@@ -210,21 +264,37 @@ describe('hostile clients e2e', () => {
   });
 
   it('hostile - one client posting 8 MiB chats back to back for 6 s: each refused as too long, the honest client unharmed', async (t) => {
-    const body = JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'x'.repeat(BODY_LIMIT - 200) }] });
+    const body = JSON.stringify({
+      model: 'cortex-chat',
+      messages: [{ role: 'user', content: 'x'.repeat(BODY_LIMIT - 200) }],
+    });
     let refused = 0;
-    await under(t, 'one client posting 8 MiB chats back to back for 6 s', idleRss, async () => {
-      const answer = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${UNLIMITED}`, 'content-type': 'application/json' }, body });
-      assert.equal(answer.status, 400, await answer.text());
-      refused++;
-    }, 6_000);
+    await under(
+      t,
+      'one client posting 8 MiB chats back to back for 6 s',
+      idleRss,
+      async () => {
+        const answer = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${UNLIMITED}`, 'content-type': 'application/json' },
+          body,
+        });
+        assert.equal(answer.status, 400, await answer.text());
+        refused++;
+      },
+      6_000,
+    );
     figures.push(`  (${refused} chats of 8 MiB refused as too long in 6 s)`);
   });
 
   // Not under the honest client's bound: the turns these sockets run are honest work that takes the worker's CPU.
-  it('hostile - a key\'s waiting WebSocket messages and its bodies share gateway.max_upload_bytes_per_key: past 64 MiB together a message is refused, and so is a body', async (t) => {
+  it("hostile - a key's waiting WebSocket messages and its bodies share gateway.max_upload_bytes_per_key: past 64 MiB together a message is refused, and so is a body", async (t) => {
     const sockets = await Promise.all(
       Array.from({ length: 10 }, async () => {
-        const socket = new WebSocket(`ws://127.0.0.1:${port}/v1/responses`, { headers: { authorization: `Bearer ${UNLIMITED}` }, localAddress: ATTACKER_ADDRESS });
+        const socket = new WebSocket(`ws://127.0.0.1:${port}/v1/responses`, {
+          headers: { authorization: `Bearer ${UNLIMITED}` },
+          localAddress: ATTACKER_ADDRESS,
+        });
         const errors: Array<{ status: number; error: { message: string } }> = [];
         socket.on('message', (data) => {
           const event = JSON.parse(data.toString()) as { type: string; status: number; error: { message: string } };
@@ -239,23 +309,38 @@ describe('hostile clients e2e', () => {
     );
     try {
       // A long turn runs on each socket; behind it waits one message of almost body_limit_bytes.
-      const waiting = JSON.stringify({ type: 'response.create', model: 'cortex-loop', input: 'x'.repeat(BODY_LIMIT - 200) });
+      const waiting = JSON.stringify({
+        type: 'response.create',
+        model: 'cortex-loop',
+        input: 'x'.repeat(BODY_LIMIT - 200),
+      });
       for (const { socket } of sockets) {
-        socket.send(JSON.stringify({ type: 'response.create', model: 'cortex-loop', input: 'Go.', max_output_tokens: 3000 }));
+        socket.send(
+          JSON.stringify({ type: 'response.create', model: 'cortex-loop', input: 'Go.', max_output_tokens: 3000 }),
+        );
         await new Promise<void>((done) => socket.send(waiting, () => done()));
       }
       await waitFor(() => sockets.some((s) => s.errors.length > 0), 5_000);
       const body = await rawRequest(port, UNLIMITED, MIB);
       t.after(() => body.socket.destroy());
       await waitFor(() => body.answer() !== '', 5_000);
-      assert.match(body.answer(), /^HTTP\/1\.1 429[\s\S]*gateway\.max_upload_bytes_per_key \(67108864\)/, 'a body of the key is refused while its messages wait');
+      assert.match(
+        body.answer(),
+        /^HTTP\/1\.1 429[\s\S]*gateway\.max_upload_bytes_per_key \(67108864\)/,
+        'a body of the key is refused while its messages wait',
+      );
       const refused = sockets.flatMap((s) => s.errors);
       // Eight messages of 8 MiB fit in 64 MiB; a turn that ended early lets one more in.
       assert.ok(refused.length >= 1 && refused.length <= 2, `${refused.length} messages refused`);
-      figures.push(`10 WebSockets of one key, each queueing an 8 MiB message behind a running turn: ${refused.length} of the messages and a 1 MiB body then refused 429 (64 MiB held)`);
+      figures.push(
+        `10 WebSockets of one key, each queueing an 8 MiB message behind a running turn: ${refused.length} of the messages and a 1 MiB body then refused 429 (64 MiB held)`,
+      );
       for (const event of refused) {
         assert.equal(event.status, 429);
-        assert.match(event.error.message, /with this key would hold \d+ bytes, over gateway\.max_upload_bytes_per_key \(67108864\)/);
+        assert.match(
+          event.error.message,
+          /with this key would hold \d+ bytes, over gateway\.max_upload_bytes_per_key \(67108864\)/,
+        );
       }
     } finally {
       for (const { socket } of sockets) socket.terminate();
@@ -265,13 +350,32 @@ describe('hostile clients e2e', () => {
   it('hostile - 12 background responses from a key limited to 2 concurrent: 2 run, 10 are 429', async (t) => {
     await under(t, '12 background responses from a key limited to 2', idleRss, async () => {
       const answers = await Promise.all(
-        Array.from({ length: 12 }, () => postJson(`${stack.baseUrl}/v1/responses`, { model: 'cortex-loop', input: 'Go.', background: true, max_output_tokens: 3000 }, { authorization: `Bearer ${limited.secret}` })),
+        Array.from({ length: 12 }, () =>
+          postJson(
+            `${stack.baseUrl}/v1/responses`,
+            { model: 'cortex-loop', input: 'Go.', background: true, max_output_tokens: 3000 },
+            { authorization: `Bearer ${limited.secret}` },
+          ),
+        ),
       );
-      const bodies = await Promise.all(answers.map(async (a) => ({ status: a.status, body: (await a.json()) as { id?: string; error?: { message: string } } })));
+      const bodies = await Promise.all(
+        answers.map(async (a) => ({
+          status: a.status,
+          body: (await a.json()) as { id?: string; error?: { message: string } },
+        })),
+      );
       const statuses = bodies.map((a) => a.status).sort();
-      assert.deepEqual(statuses, [...Array(2).fill(200), ...Array(10).fill(429)], JSON.stringify(bodies.map((b) => b.body.error?.message ?? b.status)));
+      assert.deepEqual(
+        statuses,
+        [...Array(2).fill(200), ...Array(10).fill(429)],
+        JSON.stringify(bodies.map((b) => b.body.error?.message ?? b.status)),
+      );
       for (const { body } of bodies) {
-        if (body.id) await fetch(`${stack.baseUrl}/v1/responses/${body.id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${limited.secret}` } });
+        if (body.id)
+          await fetch(`${stack.baseUrl}/v1/responses/${body.id}/cancel`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${limited.secret}` },
+          });
       }
     });
   });
@@ -279,12 +383,37 @@ describe('hostile clients e2e', () => {
   it('hostile - 20 background responses from a key without limits: 16 run (responses.background_max_per_key), 4 are 429', async (t) => {
     await under(t, '20 background responses from a key without limits', idleRss, async () => {
       const answers = await Promise.all(
-        Array.from({ length: 20 }, () => postJson(`${stack.baseUrl}/v1/responses`, { model: 'cortex-loop', input: 'Go.', background: true, max_output_tokens: 3000 }, { authorization: `Bearer ${UNLIMITED}` })),
+        Array.from({ length: 20 }, () =>
+          postJson(
+            `${stack.baseUrl}/v1/responses`,
+            { model: 'cortex-loop', input: 'Go.', background: true, max_output_tokens: 3000 },
+            { authorization: `Bearer ${UNLIMITED}` },
+          ),
+        ),
       );
-      const bodies = await Promise.all(answers.map(async (a) => ({ status: a.status, body: (await a.json()) as { id?: string; error?: { message: string } } })));
+      const bodies = await Promise.all(
+        answers.map(async (a) => ({
+          status: a.status,
+          body: (await a.json()) as { id?: string; error?: { message: string } },
+        })),
+      );
       assert.deepEqual(bodies.map((b) => b.status).sort(), [...Array(16).fill(200), ...Array(4).fill(429)]);
-      assert.match(bodies.find((b) => b.status === 429)?.body.error?.message ?? '', /responses\.background_max_per_key is 16/);
-      await Promise.all(bodies.flatMap(({ body }) => (body.id ? [fetch(`${stack.baseUrl}/v1/responses/${body.id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${UNLIMITED}` } })] : [])));
+      assert.match(
+        bodies.find((b) => b.status === 429)?.body.error?.message ?? '',
+        /responses\.background_max_per_key is 16/,
+      );
+      await Promise.all(
+        bodies.flatMap(({ body }) =>
+          body.id
+            ? [
+                fetch(`${stack.baseUrl}/v1/responses/${body.id}/cancel`, {
+                  method: 'POST',
+                  headers: { authorization: `Bearer ${UNLIMITED}` },
+                }),
+              ]
+            : [],
+        ),
+      );
     });
   });
 
@@ -299,7 +428,12 @@ describe('hostile clients e2e', () => {
   });
 
   it('hostile - every refusal is counted by reason in cortex_gateway_refusals_total', async () => {
-    await waitFor(async () => ((await scrapeMetrics(stack.metricsUrl)).get('cortex_gateway_refusals_total{reason="too_many_connections"}') ?? 0) >= 744, 15_000);
+    await waitFor(
+      async () =>
+        ((await scrapeMetrics(stack.metricsUrl)).get('cortex_gateway_refusals_total{reason="too_many_connections"}') ??
+          0) >= 744,
+      15_000,
+    );
     const metrics = await scrapeMetrics(stack.metricsUrl);
     const count = (reason: string): number => metrics.get(`cortex_gateway_refusals_total{reason="${reason}"}`) ?? 0;
     assert.ok(count('upload_bytes') + count('too_many_uploads') >= 88, 'the stalled bodies refused at once');
@@ -326,7 +460,12 @@ function rawSocket(port: number, first?: string | Buffer): Promise<Raw> {
     let closed = false;
     const socket = connect({ port, host: '127.0.0.1', localAddress: ATTACKER_ADDRESS }, () => {
       if (first !== undefined) socket.write(first);
-      resolve({ socket, answer: () => Buffer.concat(chunks).toString('latin1'), bytes: () => Buffer.concat(chunks), closed: () => closed });
+      resolve({
+        socket,
+        answer: () => Buffer.concat(chunks).toString('latin1'),
+        bytes: () => Buffer.concat(chunks),
+        closed: () => closed,
+      });
     });
     socket.on('data', (chunk) => chunks.push(chunk));
     socket.on('close', () => (closed = true));
@@ -337,12 +476,18 @@ function rawSocket(port: number, first?: string | Buffer): Promise<Raw> {
 
 /** A chat request whose headers declare `length` bytes of body, none of it sent yet. */
 function rawRequest(port: number, key: string, length: number): Promise<Raw> {
-  return rawSocket(port, `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n`);
+  return rawSocket(
+    port,
+    `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n`,
+  );
 }
 
 /** A WebSocket upgrade to the Responses socket, by hand (so a frame can be left unfinished). */
 function rawUpgrade(port: number, key: string): Promise<Raw> {
-  return rawSocket(port, `GET /v1/responses HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\nauthorization: Bearer ${key}\r\n\r\n`);
+  return rawSocket(
+    port,
+    `GET /v1/responses HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\nauthorization: Bearer ${key}\r\n\r\n`,
+  );
 }
 
 /** A masked text frame declaring `length` bytes of payload, with only `sent` of them. */
@@ -360,7 +505,7 @@ function maskedFrameHead(length: number, sent: number): Buffer {
 function closeCode(bytes: Buffer): number {
   const end = bytes.indexOf('\r\n\r\n');
   const frames = bytes.subarray(end + 4);
-  for (let at = 0; at + 2 <= frames.length; ) {
+  for (let at = 0; at + 2 <= frames.length;) {
     const opcode = (frames[at] as number) & 0x0f;
     let length = (frames[at + 1] as number) & 0x7f;
     let offset = at + 2;

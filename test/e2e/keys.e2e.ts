@@ -47,7 +47,12 @@ describe('stored keys e2e (two gateways)', () => {
     await stack?.stop();
   });
 
-  const admin = async (method: string, path: string, body?: unknown, key = ADMIN): Promise<{ status: number; body: Record<string, unknown> }> => {
+  const admin = async (
+    method: string,
+    path: string,
+    body?: unknown,
+    key = ADMIN,
+  ): Promise<{ status: number; body: Record<string, unknown> }> => {
     const response = await fetch(`${gateways[0]}${path}`, {
       method,
       headers: { authorization: `Bearer ${key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
@@ -86,11 +91,19 @@ describe('stored keys e2e (two gateways)', () => {
   });
 
   it('keys - a key used on a gateway the moment it is stored is served, not refused; an unknown secret is still a 401', async () => {
-    const models = (base: string, key: string) => fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+    const models = (base: string, key: string) =>
+      fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
     // Stored as `cortex keys create` does, on a connection of its own: no gateway has seen the write yet.
     const store = await KeyStore.open(stack.nc);
     for (let i = 0; i < 20; i++) {
-      const { secret } = await store.create({ name: `at-once-${i}`, account: 'default', limits: {}, models: null, expires_at: null, tier: DEFAULT_TIER });
+      const { secret } = await store.create({
+        name: `at-once-${i}`,
+        account: 'default',
+        limits: {},
+        models: null,
+        expires_at: null,
+        tier: DEFAULT_TIER,
+      });
       const answers = await Promise.all(gateways.map((base) => models(base, secret)));
       for (const [at, answer] of answers.entries()) {
         const text = await answer.text();
@@ -122,7 +135,10 @@ describe('stored keys e2e (two gateways)', () => {
     assert.equal(body.error.type, 'authentication_error');
     assert.match(body.error.message, new RegExp(`the API key ${created.id} \\("leaked"\\) was revoked at `));
     const anthropic = new Anthropic({ baseURL: gateways[0]!, apiKey: created.secret, maxRetries: 0 });
-    await assert.rejects(anthropic.messages.create({ model: 'cortex-chat', max_tokens: 8, messages: user }), (error: unknown) => error instanceof Anthropic.AuthenticationError && /was revoked at/.test(error.message));
+    await assert.rejects(
+      anthropic.messages.create({ model: 'cortex-chat', max_tokens: 8, messages: user }),
+      (error: unknown) => error instanceof Anthropic.AuthenticationError && /was revoked at/.test(error.message),
+    );
     console.log(`revocation refused on both gateways after ${refusedWithin.map((ms) => `${ms} ms`).join(' and ')}`);
   });
 
@@ -131,12 +147,21 @@ describe('stored keys e2e (two gateways)', () => {
     const refused = await chat(gateways[1]!, created.secret, 'cortex-reasoning');
     assert.equal(refused.status, 403);
     const body = (await refused.json()) as { error: { code: string; type: string; param: string; message: string } };
-    assert.deepEqual([body.error.code, body.error.type, body.error.param], ['permission_denied', 'permission_error', 'model']);
+    assert.deepEqual(
+      [body.error.code, body.error.type, body.error.param],
+      ['permission_denied', 'permission_error', 'model'],
+    );
     assert.match(body.error.message, /may not use the model 'cortex-reasoning'; it may use: cortex-chat/);
     const anthropic = new Anthropic({ baseURL: gateways[0]!, apiKey: created.secret, maxRetries: 0 });
-    await assert.rejects(anthropic.messages.create({ model: 'cortex-reasoning', max_tokens: 8, messages: user }), (error: unknown) => error instanceof Anthropic.PermissionDeniedError);
+    await assert.rejects(
+      anthropic.messages.create({ model: 'cortex-reasoning', max_tokens: 8, messages: user }),
+      (error: unknown) => error instanceof Anthropic.PermissionDeniedError,
+    );
     const openai = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: created.secret, maxRetries: 0 });
-    assert.deepEqual((await openai.models.list()).data.map((m) => m.id), ['cortex-chat']);
+    assert.deepEqual(
+      (await openai.models.list()).data.map((m) => m.id),
+      ['cortex-chat'],
+    );
     assert.equal((await chat(gateways[0]!, created.secret, 'cortex-chat')).status, 200);
     // The static key still sees the whole catalogue.
     const all = await new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: STATIC, maxRetries: 0 }).models.list();
@@ -150,9 +175,15 @@ describe('stored keys e2e (two gateways)', () => {
     const next = rotated.body.secret as string;
     assert.notEqual(next, created.secret);
     await waitFor(async () => (await chat(gateways[1]!, next)).status === 200, 1_000, 20);
-    assert.equal((await chat(gateways[1]!, created.secret)).status, 200, 'the old secret works during the grace period');
+    assert.equal(
+      (await chat(gateways[1]!, created.secret)).status,
+      200,
+      'the old secret works during the grace period',
+    );
     await waitFor(async () => (await chat(gateways[1]!, created.secret)).status === 401, 4_000, 100);
-    const body = (await (await chat(gateways[0]!, created.secret)).json()) as { error: { code: string; message: string } };
+    const body = (await (await chat(gateways[0]!, created.secret)).json()) as {
+      error: { code: string; message: string };
+    };
     assert.equal(body.error.code, 'key_expired');
     assert.match(body.error.message, /was rotated; its previous secret stopped working at /);
     assert.equal((await chat(gateways[0]!, next)).status, 200);
@@ -162,7 +193,9 @@ describe('stored keys e2e (two gateways)', () => {
     const created = await createKey({ name: 'short-lived', expires_at: new Date(Date.now() + 1_500).toISOString() });
     assert.equal((await chat(gateways[0]!, created.secret)).status, 200);
     await waitFor(async () => (await chat(gateways[0]!, created.secret)).status === 401, 3_000, 100);
-    const body = (await (await chat(gateways[1]!, created.secret)).json()) as { error: { code: string; message: string } };
+    const body = (await (await chat(gateways[1]!, created.secret)).json()) as {
+      error: { code: string; message: string };
+    };
     assert.equal(body.error.code, 'key_expired');
     assert.match(body.error.message, /\("short-lived"\) expired at 20/);
   });
@@ -191,7 +224,7 @@ describe('stored keys e2e (two gateways)', () => {
     assert.match((update.body.error as { message: string }).message, /is revoked and cannot change/);
   });
 
-  it('keys - cortex keys apply: a file\'s keys and accounts are made so, on both gateways; applying it again changes nothing', async () => {
+  it("keys - cortex keys apply: a file's keys and accounts are made so, on both gateways; applying it again changes nothing", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cortex-keys-apply-'));
     const file = join(dir, 'keys.yaml');
     const hashed = 'sk-team-notebook-0123456789abcdef';
@@ -213,32 +246,67 @@ ${limits}    secret_env: ${secretEnv}
       writeFileSync(file, yaml('APPLY_E2E_FIRST', '    limits: { concurrent_requests: 3 }\n'));
       const dry = cli('keys', 'apply', file, '--dry-run');
       assert.equal(dry.status, 0, dry.stderr);
-      assert.match(dry.stdout, /Key "apply-ci": would be created with its declared secret\.\n[^]*Nothing was written \(--dry-run\)\./);
-      assert.equal(JSON.stringify((await admin('GET', '/admin/keys')).body).includes('apply-ci'), false, 'a dry run writes nothing');
+      assert.match(
+        dry.stdout,
+        /Key "apply-ci": would be created with its declared secret\.\n[^]*Nothing was written \(--dry-run\)\./,
+      );
+      assert.equal(
+        JSON.stringify((await admin('GET', '/admin/keys')).body).includes('apply-ci'),
+        false,
+        'a dry run writes nothing',
+      );
 
       const applied = cli('keys', 'apply', file, '--json');
       assert.equal(applied.status, 0, applied.stderr);
-      const answer = JSON.parse(applied.stdout) as { keys: Array<{ action: string; name: string; id: string }>; accounts: Array<{ action: string }> };
-      assert.deepEqual(answer.keys.map((k) => [k.action, k.name]), [['create', 'apply-ci'], ['create', 'apply-notebook']]);
-      assert.deepEqual(answer.accounts.map((a) => a.action), ['set']);
+      const answer = JSON.parse(applied.stdout) as {
+        keys: Array<{ action: string; name: string; id: string }>;
+        accounts: Array<{ action: string }>;
+      };
+      assert.deepEqual(
+        answer.keys.map((k) => [k.action, k.name]),
+        [
+          ['create', 'apply-ci'],
+          ['create', 'apply-notebook'],
+        ],
+      );
+      assert.deepEqual(
+        answer.accounts.map((a) => a.action),
+        ['set'],
+      );
       for (const base of gateways) {
         assert.equal((await chat(base, process.env.APPLY_E2E_FIRST)).status, 200, `the declared secret on ${base}`);
         assert.equal((await chat(base, hashed)).status, 200, `the hashed secret on ${base}`);
       }
-      const ci = (await admin('GET', `/admin/keys/${answer.keys[0]!.id}`)).body as unknown as KeyAnswer & { tier: number };
-      assert.deepEqual([ci.account, ci.tier, ci.models, ci.limits], ['team-apply', 8, ['cortex-chat'], { concurrent_requests: 3 }]);
+      const ci = (await admin('GET', `/admin/keys/${answer.keys[0]!.id}`)).body as unknown as KeyAnswer & {
+        tier: number;
+      };
+      assert.deepEqual(
+        [ci.account, ci.tier, ci.models, ci.limits],
+        ['team-apply', 8, ['cortex-chat'], { concurrent_requests: 3 }],
+      );
       const accounts = cli('accounts', 'list', '--json');
-      assert.deepEqual((JSON.parse(accounts.stdout) as { data: Array<{ name: string; limits: unknown }> }).data.find((a) => a.name === 'team-apply')?.limits, { requests_per_minute: 100 });
+      assert.deepEqual(
+        (JSON.parse(accounts.stdout) as { data: Array<{ name: string; limits: unknown }> }).data.find(
+          (a) => a.name === 'team-apply',
+        )?.limits,
+        { requests_per_minute: 100 },
+      );
 
       const again = cli('keys', 'apply', file);
       assert.equal(again.status, 0, again.stderr);
-      assert.match(again.stdout, /^Account team-apply: unchanged\.\nKey key_\w+ "apply-ci": unchanged\.\nKey key_\w+ "apply-notebook": unchanged\.\n/);
+      assert.match(
+        again.stdout,
+        /^Account team-apply: unchanged\.\nKey key_\w+ "apply-ci": unchanged\.\nKey key_\w+ "apply-notebook": unchanged\.\n/,
+      );
 
       // The file now declares another secret and no limits: the old secret stops at once, the limits go.
       writeFileSync(file, yaml('APPLY_E2E_SECOND', ''));
       const changed = cli('keys', 'apply', file, '--json');
       assert.equal(changed.status, 0, changed.stderr);
-      assert.deepEqual((JSON.parse(changed.stdout) as { keys: Array<{ fields?: string[] }> }).keys[0]?.fields, ['limits', 'secret']);
+      assert.deepEqual((JSON.parse(changed.stdout) as { keys: Array<{ fields?: string[] }> }).keys[0]?.fields, [
+        'limits',
+        'secret',
+      ]);
       for (const base of gateways) {
         await waitFor(async () => (await chat(base, process.env.APPLY_E2E_FIRST!)).status === 401, 1_000, 20);
         assert.equal((await chat(base, process.env.APPLY_E2E_SECOND)).status, 200);
@@ -248,20 +316,31 @@ ${limits}    secret_env: ${secretEnv}
       const outside = await createKey({ name: 'apply-outside' });
       const pruneDry = cli('keys', 'apply', file, '--prune', '--dry-run');
       assert.equal(pruneDry.status, 0, pruneDry.stderr);
-      assert.match(pruneDry.stdout, new RegExp(`Key ${outside.id} "apply-outside": not in the file, would be revoked\\.`));
+      assert.match(
+        pruneDry.stdout,
+        new RegExp(`Key ${outside.id} "apply-outside": not in the file, would be revoked\\.`),
+      );
       assert.equal((await chat(gateways[1]!, outside.secret)).status, 200, 'a dry run revokes nothing');
       const pruned = cli('keys', 'apply', file, '--prune', '--json');
       assert.equal(pruned.status, 0, pruned.stderr);
-      assert.deepEqual((JSON.parse(pruned.stdout) as { not_in_file: Array<{ id: string; action: string }> }).not_in_file.find((k) => k.id === outside.id), { id: outside.id, name: 'apply-outside', action: 'revoke' });
+      assert.deepEqual(
+        (JSON.parse(pruned.stdout) as { not_in_file: Array<{ id: string; action: string }> }).not_in_file.find(
+          (k) => k.id === outside.id,
+        ),
+        { id: outside.id, name: 'apply-outside', action: 'revoke' },
+      );
       for (const base of gateways) {
         await waitFor(async () => (await chat(base, outside.secret)).status === 401, 1_000, 20);
-        assert.equal((await chat(base, process.env.APPLY_E2E_SECOND!)).status, 200, 'the file\'s keys stay');
+        assert.equal((await chat(base, process.env.APPLY_E2E_SECOND!)).status, 200, "the file's keys stay");
       }
 
       writeFileSync(file, 'keys:\n  - name: apply-bad\n    limits: { requests_per_minute: lots }\n');
       const bad = cli('keys', 'apply', file);
       assert.equal(bad.status, 1);
-      assert.match(bad.stderr, /keys\[0\]\.limits\.requests_per_minute: must be a whole number of at least 1 \(got "lots"\)/);
+      assert.match(
+        bad.stderr,
+        /keys\[0\]\.limits\.requests_per_minute: must be a whole number of at least 1 \(got "lots"\)/,
+      );
     } finally {
       delete process.env.APPLY_E2E_FIRST;
       delete process.env.APPLY_E2E_SECOND;
@@ -270,7 +349,21 @@ ${limits}    secret_env: ${secretEnv}
   });
 
   it('keys - cortex keys create|list|show|update|rotate|revoke: sentences on a terminal, --json for scripts', async () => {
-    const made = cli('keys', 'create', '--name', 'from-cli', '--account', 'team-b', '--rpm', '30', '--concurrency', '2', '--model', 'cortex-chat', '--json');
+    const made = cli(
+      'keys',
+      'create',
+      '--name',
+      'from-cli',
+      '--account',
+      'team-b',
+      '--rpm',
+      '30',
+      '--concurrency',
+      '2',
+      '--model',
+      'cortex-chat',
+      '--json',
+    );
     assert.equal(made.status, 0, made.stderr);
     const created = JSON.parse(made.stdout) as KeyAnswer & { secret: string };
     assert.deepEqual(created.limits, { requests_per_minute: 30, concurrent_requests: 2 });
@@ -278,11 +371,19 @@ ${limits}    secret_env: ${secretEnv}
 
     const sentence = cli('keys', 'create', '--name', 'people');
     assert.equal(sentence.status, 0, sentence.stderr);
-    assert.match(sentence.stdout, /^Created key key_[0-9a-f]{16} "people" in account default: no limits; every model; tier 5\.\nIts secret, shown this once \(store it now\):\n\n {2}sk-cortex-\S+\n/);
+    assert.match(
+      sentence.stdout,
+      /^Created key key_[0-9a-f]{16} "people" in account default: no limits; every model; tier 5\.\nIts secret, shown this once \(store it now\):\n\n {2}sk-cortex-\S+\n/,
+    );
 
     const list = cli('keys', 'list', '--account', 'team-b');
     assert.equal(list.status, 0, list.stderr);
-    assert.match(list.stdout, new RegExp(`${created.id}\\s+from-cli\\s+team-b\\s+active\\s+sk-cortex-\\S+\\s+30 requests/min, 2 at once\\s+cortex-chat`));
+    assert.match(
+      list.stdout,
+      new RegExp(
+        `${created.id}\\s+from-cli\\s+team-b\\s+active\\s+sk-cortex-\\S+\\s+30 requests/min, 2 at once\\s+cortex-chat`,
+      ),
+    );
     assert.equal(list.stdout.includes(created.secret), false);
 
     const update = cli('keys', 'update', created.id, '--rpm', 'none', '--model', 'none');
@@ -301,11 +402,17 @@ ${limits}    secret_env: ${secretEnv}
     await waitFor(async () => (await chat(gateways[0]!, created.secret)).status === 401, 1_000, 20);
 
     const account = cli('accounts', 'set', 'team-b', '--concurrency', '1');
-    assert.equal(account.stdout, 'Account team-b: 1 at once. Its keys get the tighter of their own limits and these.\n');
+    assert.equal(
+      account.stdout,
+      'Account team-b: 1 at once. Its keys get the tighter of their own limits and these.\n',
+    );
 
     const bad = cli('keys', 'create', '--name', 'x', '--rpm', 'lots');
     assert.equal(bad.status, 2);
-    assert.equal(bad.stderr, 'cortex keys create: --rpm must be a whole number of at least 1 (got "lots"); run "cortex keys create --help" to see its usage\n');
+    assert.equal(
+      bad.stderr,
+      'cortex keys create: --rpm must be a whole number of at least 1 (got "lots"); run "cortex keys create --help" to see its usage\n',
+    );
     const unknown = cli('keys', 'show', 'key_0000000000000000');
     assert.equal(unknown.status, 1);
     assert.match(unknown.stderr, /no key key_0000000000000000/);

@@ -83,28 +83,56 @@ describe('cortex serve launcher', () => {
   });
 
   it('launcher - without nats-server, nor apt-get to fetch it with, it says what to run', () => {
-    const result = spawnSync(process.execPath, [CLI, 'serve'], { cwd: dir, env: { ...env, PATH: dirname(process.execPath) }, encoding: 'utf8' });
+    const result = spawnSync(process.execPath, [CLI, 'serve'], {
+      cwd: dir,
+      env: { ...env, PATH: dirname(process.execPath) },
+      encoding: 'utf8',
+    });
     assert.equal(result.status, 1);
-    assert.match(result.stderr, /no NATS at nats:\/\/127\.0\.0\.1:\d+ and nats-server is not installed: install your distribution's nats-server package \(Alpine: `apk add nats-server`/);
+    assert.match(
+      result.stderr,
+      /no NATS at nats:\/\/127\.0\.0\.1:\d+ and nats-server is not installed: install your distribution's nats-server package \(Alpine: `apk add nats-server`/,
+    );
     assert.equal(existsSync(join(dir, '.cortex/bin/nats-server')), false);
   });
 
   it('launcher - fetches nats-server when none is installed, starts NATS and all five services, serves a chat, and `cortex status` sees them', async (t) => {
-    assert.equal(await natsReachable(natsUrl, 300), false, 'nothing listens on the NATS port before the launcher starts');
-    assert.notEqual(spawnSync('nats-server', ['--version'], { env: { PATH: PATH_WITHOUT_NATS } }).status, 0, 'no nats-server on the launcher\'s PATH');
+    assert.equal(
+      await natsReachable(natsUrl, 300),
+      false,
+      'nothing listens on the NATS port before the launcher starts',
+    );
+    assert.notEqual(
+      spawnSync('nats-server', ['--version'], { env: { PATH: PATH_WITHOUT_NATS } }).status,
+      0,
+      "no nats-server on the launcher's PATH",
+    );
     // The fetch needs Debian's apt-get and dpkg-deb; elsewhere the launcher gets the installed nats-server.
     const debian = spawnSync('apt-get', ['--version'], { env: { PATH: PATH_WITHOUT_NATS } }).status === 0;
     if (!debian) t.diagnostic('no apt-get here: the launcher runs the installed nats-server instead of fetching one');
-    launcher = spawn(process.execPath, [CLI, 'serve'], { cwd: dir, env: debian ? { ...env, PATH: PATH_WITHOUT_NATS } : env, stdio: ['ignore', 'pipe', 'pipe'] });
+    launcher = spawn(process.execPath, [CLI, 'serve'], {
+      cwd: dir,
+      env: debian ? { ...env, PATH: PATH_WITHOUT_NATS } : env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     launcher.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     launcher.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     await waitFor(() => output.includes('cortex is ready'), 180_000).catch((error: Error) => {
       throw new Error(`${error.message}\n${output}`, { cause: error });
     });
     if (debian) {
-      assert.match(output, new RegExp(`INFO: launcher: nats-server is not installed: fetching Debian's package into ${join(dir, '.cortex/bin')}`));
+      assert.match(
+        output,
+        new RegExp(
+          `INFO: launcher: nats-server is not installed: fetching Debian's package into ${join(dir, '.cortex/bin')}`,
+        ),
+      );
       assert.match(output, /INFO: launcher: fetched nats-server: v\d+\.\d+\.\d+ into /);
-      assert.equal(spawnSync(join(dir, '.cortex/bin/nats-server'), ['--version']).status, 0, 'the fetched nats-server runs');
+      assert.equal(
+        spawnSync(join(dir, '.cortex/bin/nats-server'), ['--version']).status,
+        0,
+        'the fetched nats-server runs',
+      );
     }
     assert.match(output, new RegExp(`\\[\\d\\d:\\d\\d:\\d\\d\\] INFO: launcher: started nats-server on ${natsUrl}`));
     // The banner: where to send requests, what is loaded where, metrics, the config file, how to stop.
@@ -116,17 +144,29 @@ describe('cortex serve launcher', () => {
     assert.doesNotMatch(output, /RouterExplorer|InstanceLoader/, "Nest's start-up chatter is debug, not info");
 
     const client = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
-    const result = await client.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: 'hi' }] });
+    const result = await client.chat.completions.create({
+      model: 'cortex-chat',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     assert.equal(result.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text);
 
-    const status = spawnSync(process.execPath, [CLI, 'status'], { cwd: dir, env: { ...env, CORTEX_NATS_URL: natsUrl }, encoding: 'utf8' });
+    const status = spawnSync(process.execPath, [CLI, 'status'], {
+      cwd: dir,
+      env: { ...env, CORTEX_NATS_URL: natsUrl },
+      encoding: 'utf8',
+    });
     assert.equal(status.status, 0, status.stderr);
-    for (const service of ['gateway', 'router', 'translator', 'metrics', 'worker']) assert.match(status.stdout, new RegExp(`\\b${service}\\b`));
+    for (const service of ['gateway', 'router', 'translator', 'metrics', 'worker'])
+      assert.match(status.stdout, new RegExp(`\\b${service}\\b`));
     assert.match(status.stdout, /cortex-chat \(ready, 0\/4, 0\)/);
   });
 
   it('launcher - SIGINT drains and stops every service and the NATS it started', async () => {
-    const json = spawnSync(process.execPath, [CLI, 'status', '--json'], { cwd: dir, env: { ...env, CORTEX_NATS_URL: natsUrl }, encoding: 'utf8' });
+    const json = spawnSync(process.execPath, [CLI, 'status', '--json'], {
+      cwd: dir,
+      env: { ...env, CORTEX_NATS_URL: natsUrl },
+      encoding: 'utf8',
+    });
     const pids = (JSON.parse(json.stdout) as { services: ServicePing[] }).services.map((s) => s.pid);
     assert.equal(pids.length, 5);
     const exited = new Promise<number | null>((done) => launcher.once('exit', (code) => done(code)));

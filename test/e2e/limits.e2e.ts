@@ -25,7 +25,11 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
         { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, pinned: true, slots: 4 },
       ],
       // A small background store, so a few runs fill it (the test of a full store).
-      config: { auth: { api_keys: ['sk-static-limits'], admin_keys: [ADMIN] }, gateway: { stall_timeout_ms: 30_000 }, responses: { background_max_bytes: 1024 * 1024 } },
+      config: {
+        auth: { api_keys: ['sk-static-limits'], admin_keys: [ADMIN] },
+        gateway: { stall_timeout_ms: 30_000 },
+        responses: { background_max_bytes: 1024 * 1024 },
+      },
     });
     gateways = [stack.baseUrl, await stack.spawnGateway()];
   });
@@ -35,7 +39,11 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
   });
 
   const adminPost = async (method: string, path: string, body: unknown): Promise<Record<string, unknown>> => {
-    const response = await fetch(`${gateways[0]}${path}`, { method, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${gateways[0]}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     assert.equal(response.status, 200);
     return (await response.json()) as Record<string, unknown>;
   };
@@ -43,7 +51,11 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     return (await adminPost('POST', '/admin/keys', body)) as { id: string; secret: string };
   };
   const chat = (base: string, key: string, extra: Record<string, unknown> = {}) =>
-    postJson(`${base}/v1/chat/completions`, { model: 'cortex-chat', messages: user, ...extra }, { authorization: `Bearer ${key}` });
+    postJson(
+      `${base}/v1/chat/completions`,
+      { model: 'cortex-chat', messages: user, ...extra },
+      { authorization: `Bearer ${key}` },
+    );
   /** A long stream on the looping model, open until aborted; resolves once its head has arrived. */
   const holdStream = async (base: string, key: string): Promise<{ response: Response; stop: () => void }> => {
     const abort = new AbortController();
@@ -66,17 +78,23 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
   };
 
   const budgetUsage = async (id: string): Promise<{ spent: number; reserved: number }> => {
-    const shown = (await (await fetch(`${gateways[0]}/admin/keys/${id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { usage: { token_budget: { spent: number; reserved: number } } };
+    const shown = (await (
+      await fetch(`${gateways[0]}/admin/keys/${id}`, { headers: { authorization: `Bearer ${ADMIN}` } })
+    ).json()) as { usage: { token_budget: { spent: number; reserved: number } } };
     return shown.usage.token_budget;
   };
   /** Waits until no request of the key holds a reservation, and returns what it has spent. */
   const settled = async (id: string): Promise<number> => {
     let spent = -1;
-    await waitFor(async () => {
-      const usage = await budgetUsage(id);
-      spent = usage.spent;
-      return usage.reserved === 0;
-    }, 5_000, 50);
+    await waitFor(
+      async () => {
+        const usage = await budgetUsage(id);
+        spent = usage.spent;
+        return usage.reserved === 0;
+      },
+      5_000,
+      50,
+    );
     return spent;
   };
 
@@ -91,8 +109,14 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     }
     assert.deepEqual(statuses, [200, 200, 200, 429, 429, 429]);
     assert.deepEqual(
-      responses.slice(0, 3).map((r) => [r.headers.get('x-ratelimit-limit-requests'), r.headers.get('x-ratelimit-remaining-requests')]),
-      [['3', '2'], ['3', '1'], ['3', '0']],
+      responses
+        .slice(0, 3)
+        .map((r) => [r.headers.get('x-ratelimit-limit-requests'), r.headers.get('x-ratelimit-remaining-requests')]),
+      [
+        ['3', '2'],
+        ['3', '1'],
+        ['3', '0'],
+      ],
     );
     assert.match(responses[0]!.headers.get('x-ratelimit-reset-requests')!, /^(19\.\d+|20)s$/);
     assert.match(responses[2]!.headers.get('x-ratelimit-reset-requests')!, /^(5\d(\.\d+)?s|1m0s)$/);
@@ -103,17 +127,27 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     assert.equal(refused.headers.get('retry-after'), String(Math.ceil(retryAfterMs / 1000)));
     const body = (await refused.json()) as { error: { code: string; type: string; message: string } };
     assert.deepEqual([body.error.code, body.error.type], ['rate_limit_exceeded', 'rate_limit_error']);
-    assert.match(body.error.message, new RegExp(`rate limit reached \\(requests per minute\\): the key ${key.id} \\("rpm-3"\\) has used its 3 requests per minute; retry in \\d+ s`));
+    assert.match(
+      body.error.message,
+      new RegExp(
+        `rate limit reached \\(requests per minute\\): the key ${key.id} \\("rpm-3"\\) has used its 3 requests per minute; retry in \\d+ s`,
+      ),
+    );
 
     // Anthropic's dialect and headers on /v1/messages.
     const other = await createKey({ name: 'rpm-1', limits: { requests_per_minute: 1 } });
     const anthropic = new Anthropic({ baseURL: gateways[1]!, apiKey: other.secret, maxRetries: 0 });
-    const { response } = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 8, messages: user }).withResponse();
+    const { response } = await anthropic.messages
+      .create({ model: 'cortex-chat', max_tokens: 8, messages: user })
+      .withResponse();
     assert.equal(response.headers.get('anthropic-ratelimit-requests-limit'), '1');
     assert.equal(response.headers.get('anthropic-ratelimit-requests-remaining'), '0');
     assert.match(response.headers.get('anthropic-ratelimit-requests-reset')!, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
     assert.ok(Date.parse(response.headers.get('anthropic-ratelimit-requests-reset')!) > Date.now() + 50_000);
-    await assert.rejects(anthropic.messages.create({ model: 'cortex-chat', max_tokens: 8, messages: user }), (error: unknown) => error instanceof Anthropic.RateLimitError && /requests per minute/.test(error.message));
+    await assert.rejects(
+      anthropic.messages.create({ model: 'cortex-chat', max_tokens: 8, messages: user }),
+      (error: unknown) => error instanceof Anthropic.RateLimitError && /requests per minute/.test(error.message),
+    );
   });
 
   it('limits - a stream carries the headers before its first byte', async () => {
@@ -137,10 +171,20 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       assert.equal(refused.headers.get('retry-after-ms'), '1000');
       const body = (await refused.json()) as { error: { code: string; message: string } };
       assert.equal(body.error.code, 'rate_limit_exceeded');
-      assert.match(body.error.message, /has 2 requests running, its limit of 2 concurrent requests; retry when one ends/);
+      assert.match(
+        body.error.message,
+        /has 2 requests running, its limit of 2 concurrent requests; retry when one ends/,
+      );
     }
-    const shown = (await (await fetch(`${gateways[1]}/admin/keys/${key.id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { usage: Record<string, unknown> };
-    assert.deepEqual(shown.usage, { concurrent_requests_running: 2, requests_remaining: null, requests_reset_ms: null, token_budget: null });
+    const shown = (await (
+      await fetch(`${gateways[1]}/admin/keys/${key.id}`, { headers: { authorization: `Bearer ${ADMIN}` } })
+    ).json()) as { usage: Record<string, unknown> };
+    assert.deepEqual(shown.usage, {
+      concurrent_requests_running: 2,
+      requests_remaining: null,
+      requests_reset_ms: null,
+      token_budget: null,
+    });
     // A client that goes away gives its slot back.
     first.stop();
     await waitFor(async () => (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).status === 200, 2_000, 50);
@@ -149,46 +193,73 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
 
   it('limits - many requests at once on both gateways: exactly the limits pass (compare-and-set in KV)', async () => {
     const concurrent = await createKey({ name: 'three-at-once', limits: { concurrent_requests: 3 } });
-    const streams = await Promise.all(Array.from({ length: 10 }, (_, i) => holdStream(gateways[i % 2]!, concurrent.secret)));
+    const streams = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => holdStream(gateways[i % 2]!, concurrent.secret)),
+    );
     const statuses = streams.map((s) => s.response.status);
     for (const s of streams) s.stop();
-    assert.deepEqual([statuses.filter((x) => x === 200).length, statuses.filter((x) => x === 429).length], [3, 7], `statuses ${statuses.join(',')}`);
+    assert.deepEqual(
+      [statuses.filter((x) => x === 200).length, statuses.filter((x) => x === 429).length],
+      [3, 7],
+      `statuses ${statuses.join(',')}`,
+    );
 
     const rpm = await createKey({ name: 'five-a-minute', limits: { requests_per_minute: 5 } });
-    const burst = await Promise.all(Array.from({ length: 12 }, (_, i) => chat(gateways[i % 2]!, rpm.secret, { max_tokens: 2 })));
+    const burst = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => chat(gateways[i % 2]!, rpm.secret, { max_tokens: 2 })),
+    );
     const counts = burst.map((r) => r.status);
-    assert.deepEqual([counts.filter((x) => x === 200).length, counts.filter((x) => x === 429).length], [5, 7], `statuses ${counts.join(',')}`);
+    assert.deepEqual(
+      [counts.filter((x) => x === 200).length, counts.filter((x) => x === 429).length],
+      [5, 7],
+      `statuses ${counts.join(',')}`,
+    );
   });
 
   it('limits - an account limit counts all its keys together', async () => {
     await adminPost('PUT', '/admin/accounts/shared-team', { limits: { concurrent_requests: 1 } });
     const a = await createKey({ name: 'a', account: 'shared-team', limits: { concurrent_requests: 5 } });
     const b = await createKey({ name: 'b', account: 'shared-team' });
-    await waitFor(async () => {
-      // The account's limits reach the gateways through the watch.
-      const held = await holdStream(gateways[0]!, a.secret);
-      const refused = await chat(gateways[1]!, b.secret, { max_tokens: 5 });
-      held.stop();
-      if (refused.status !== 429) return false;
-      const body = (await refused.json()) as { error: { message: string } };
-      assert.match(body.error.message, /the account shared-team has 1 requests running, its limit of 1 concurrent requests/);
-      return true;
-    }, 5_000, 200);
+    await waitFor(
+      async () => {
+        // The account's limits reach the gateways through the watch.
+        const held = await holdStream(gateways[0]!, a.secret);
+        const refused = await chat(gateways[1]!, b.secret, { max_tokens: 5 });
+        held.stop();
+        if (refused.status !== 429) return false;
+        const body = (await refused.json()) as { error: { message: string } };
+        assert.match(
+          body.error.message,
+          /the account shared-team has 1 requests running, its limit of 1 concurrent requests/,
+        );
+        return true;
+      },
+      5_000,
+      200,
+    );
   });
 
   it('limits - the openai client waits and retries a rate_limit_exceeded 429 (counted at the gateway)', async () => {
     const key = await createKey({ name: 'rpm-20', limits: { requests_per_minute: 20 } });
-    for (let i = 0; i < 20; i++) assert.equal((await chat(gateways[i % 2]!, key.secret, { max_tokens: 2 })).status, 200);
+    for (let i = 0; i < 20; i++)
+      assert.equal((await chat(gateways[i % 2]!, key.secret, { max_tokens: 2 })).status, 200);
     const { server, url, counted } = await countingProxy(gateways[0]!);
     try {
       const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key.secret, maxRetries: 2 });
       const reply = await client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 2 });
       assert.equal(reply.object, 'chat.completion');
-      assert.deepEqual(counted.map((c) => c.status), [429, 200], 'one refusal, then the retry the client made');
+      assert.deepEqual(
+        counted.map((c) => c.status),
+        [429, 200],
+        'one refusal, then the retry the client made',
+      );
       const [refusal, retry] = counted as [Counted, Counted];
       // The client honoured retry-after-ms: its retry arrived no earlier than the refusal said.
       assert.ok(refusal.retryAfterMs > 0);
-      assert.ok(retry.at - refusal.at >= refusal.retryAfterMs - 50, `retried after ${retry.at - refusal.at} ms; retry-after-ms was ${refusal.retryAfterMs}`);
+      assert.ok(
+        retry.at - refusal.at >= refusal.retryAfterMs - 50,
+        `retried after ${retry.at - refusal.at} ms; retry-after-ms was ${refusal.retryAfterMs}`,
+      );
     } finally {
       server.close();
     }
@@ -202,7 +273,12 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     const send = async (base: string): Promise<void> => {
       const response = await postJson(`${base}/v1/chat/completions`, body, { authorization: `Bearer ${key.secret}` });
       const json = (await response.json()) as { usage?: { total_tokens: number }; error?: { code: string } };
-      answered.push({ status: response.status, tokens: json.usage?.total_tokens ?? 0, code: json.error?.code, shouldRetry: response.headers.get('x-should-retry') });
+      answered.push({
+        status: response.status,
+        tokens: json.usage?.total_tokens ?? 0,
+        code: json.error?.code,
+        shouldRetry: response.headers.get('x-should-retry'),
+      });
     };
     // Waves of 12 at once on both gateways; after each, one request alone: refused once the budget is spent.
     for (let wave = 0; wave < 40; wave++) {
@@ -215,16 +291,35 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     const refused = answered.filter((a) => a.status === 429);
     assert.equal(answered.at(-1)!.status, 429, 'the budget ran out');
     // While running requests hold the rest, a refusal is worth retrying; once it is spent, it is not.
-    for (const r of refused) assert.ok(['rate_limit_exceeded/null', 'insufficient_quota/false'].includes(`${r.code}/${r.shouldRetry}`), `${r.code}/${r.shouldRetry}`);
-    assert.ok(refused.some((r) => r.code === 'rate_limit_exceeded'), 'some were refused only because running requests held the rest');
+    for (const r of refused)
+      assert.ok(
+        ['rate_limit_exceeded/null', 'insufficient_quota/false'].includes(`${r.code}/${r.shouldRetry}`),
+        `${r.code}/${r.shouldRetry}`,
+      );
+    assert.ok(
+      refused.some((r) => r.code === 'rate_limit_exceeded'),
+      'some were refused only because running requests held the rest',
+    );
     assert.deepEqual([refused.at(-1)!.code, refused.at(-1)!.shouldRetry], ['insufficient_quota', 'false']);
     const usedByAnswers = answered.reduce((sum, a) => sum + a.tokens, 0);
     const spent = await settled(key.id);
     assert.equal(spent, usedByAnswers, 'the ledger charged exactly the usage the responses reported');
-    assert.ok(spent >= 2_000 && spent <= 2_000 + reservation, `spent ${spent} of 2000 (one reservation is ${reservation})`);
-    console.log(`budget 2000: ${answered.length - refused.length} requests admitted, ${refused.length} refused (some while others held reservations), ${spent} tokens spent (one reservation: ${reservation})`);
-    const message = (await (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).json()) as { error: { message: string } };
-    assert.match(message.error.message, new RegExp(`the key ${key.id} \\("budget-2000"\\) has used its token budget: \\d+ of 2000 tokens spent today \\(UTC\\) \\(it resets at 20`));
+    assert.ok(
+      spent >= 2_000 && spent <= 2_000 + reservation,
+      `spent ${spent} of 2000 (one reservation is ${reservation})`,
+    );
+    console.log(
+      `budget 2000: ${answered.length - refused.length} requests admitted, ${refused.length} refused (some while others held reservations), ${spent} tokens spent (one reservation: ${reservation})`,
+    );
+    const message = (await (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).json()) as {
+      error: { message: string };
+    };
+    assert.match(
+      message.error.message,
+      new RegExp(
+        `the key ${key.id} \\("budget-2000"\\) has used its token budget: \\d+ of 2000 tokens spent today \\(UTC\\) \\(it resets at 20`,
+      ),
+    );
   });
 
   it('limits - a background response is charged its usage when its run ends, not when its reply closes', async () => {
@@ -232,12 +327,21 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     const client = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: key.secret, maxRetries: 0 });
     // A run that outlasts the 2 s a closed reply waits for its usage: the looping model writes 4000 tokens.
     const started = Date.now();
-    const job = await client.responses.create({ model: 'cortex-loop', input: 'Hi.', background: true, max_output_tokens: 4000 });
+    const job = await client.responses.create({
+      model: 'cortex-loop',
+      input: 'Hi.',
+      background: true,
+      max_output_tokens: 4000,
+    });
     let done = job;
-    await waitFor(async () => {
-      done = await client.responses.retrieve(job.id);
-      return done.status === 'completed' || done.status === 'incomplete';
-    }, 30_000, 100);
+    await waitFor(
+      async () => {
+        done = await client.responses.retrieve(job.id);
+        return done.status === 'completed' || done.status === 'incomplete';
+      },
+      30_000,
+      100,
+    );
     console.log(`background run ended after ${Date.now() - started} ms`);
     const total = (done.usage?.input_tokens ?? 0) + (done.usage?.output_tokens ?? 0);
     assert.ok(total > 0);
@@ -247,11 +351,21 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
 
   it('limits - a client that hangs up pays for what it was given, in every dialect, streamed and not, read or not, queued before its first token; budget, usage records and spend metrics agree', async () => {
     /** Streams the looping model until the client holds `rounds` rounds (0: not even the first byte), then hangs up; returns the text it holds. */
-    const hangUp = async (path: string, body: Record<string, unknown>, secret: string, rounds: number): Promise<string> => {
+    const hangUp = async (
+      path: string,
+      body: Record<string, unknown>,
+      secret: string,
+      rounds: number,
+    ): Promise<string> => {
       const abort = new AbortController();
       const response = fetch(`${gateways[0]}${path}`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${secret}`, 'x-api-key': secret, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+        headers: {
+          authorization: `Bearer ${secret}`,
+          'x-api-key': secret,
+          'anthropic-version': '2023-06-01',
+          'content-type': 'application/json',
+        },
         body: JSON.stringify(body),
         signal: abort.signal,
       });
@@ -275,13 +389,48 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       return text;
     };
     const cases = [
-      { name: 'chat stream', path: '/v1/chat/completions', body: { model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 }, rounds: 20 },
-      { name: 'messages stream', path: '/v1/messages', body: { model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 }, rounds: 20 },
-      { name: 'responses stream', path: '/v1/responses', body: { model: 'cortex-loop', input: 'Hi.', stream: true, max_output_tokens: 4000 }, rounds: 20 },
-      { name: 'completions stream', path: '/v1/completions', body: { model: 'cortex-loop', prompt: 'Hi.', stream: true, max_tokens: 4000 }, rounds: 20 },
-      { name: 'chat stream its client never read', path: '/v1/chat/completions', body: { model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 }, rounds: 0 },
-      { name: 'chat, not streamed', path: '/v1/chat/completions', body: { model: 'cortex-loop', messages: user, max_tokens: 4000 }, rounds: 0 },
-      { name: 'messages, not streamed', path: '/v1/messages', body: { model: 'cortex-loop', messages: user, max_tokens: 4000 }, rounds: 0 },
+      {
+        name: 'chat stream',
+        path: '/v1/chat/completions',
+        body: { model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 },
+        rounds: 20,
+      },
+      {
+        name: 'messages stream',
+        path: '/v1/messages',
+        body: { model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 },
+        rounds: 20,
+      },
+      {
+        name: 'responses stream',
+        path: '/v1/responses',
+        body: { model: 'cortex-loop', input: 'Hi.', stream: true, max_output_tokens: 4000 },
+        rounds: 20,
+      },
+      {
+        name: 'completions stream',
+        path: '/v1/completions',
+        body: { model: 'cortex-loop', prompt: 'Hi.', stream: true, max_tokens: 4000 },
+        rounds: 20,
+      },
+      {
+        name: 'chat stream its client never read',
+        path: '/v1/chat/completions',
+        body: { model: 'cortex-loop', messages: user, stream: true, max_tokens: 4000 },
+        rounds: 0,
+      },
+      {
+        name: 'chat, not streamed',
+        path: '/v1/chat/completions',
+        body: { model: 'cortex-loop', messages: user, max_tokens: 4000 },
+        rounds: 0,
+      },
+      {
+        name: 'messages, not streamed',
+        path: '/v1/messages',
+        body: { model: 'cortex-loop', messages: user, max_tokens: 4000 },
+        rounds: 0,
+      },
     ];
     const keys: Array<{ id: string; name: string }> = [];
     for (const c of cases) {
@@ -289,17 +438,28 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       keys.push({ id: key.id, name: c.name });
       const text = await hangUp(c.path, c.body, key.secret, c.rounds);
       const spent = await settled(key.id);
-      const [record] = (await (await fetch(`${gateways[0]}/admin/usage?key=${key.id}&group_by=key`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()).data as Array<{ requests: number; prompt_tokens: number; completion_tokens: number; total_tokens: number }>;
+      const [record] = (
+        await (
+          await fetch(`${gateways[0]}/admin/usage?key=${key.id}&group_by=key`, {
+            headers: { authorization: `Bearer ${ADMIN}` },
+          })
+        ).json()
+      ).data as Array<{ requests: number; prompt_tokens: number; completion_tokens: number; total_tokens: number }>;
       // Three tokens a round: what the client holds, give or take the round it was cut in.
       const given = 3 * (text.split('Round').length - 1);
-      console.log(`hang-up, ${c.name}: the client held ${given} output tokens; charged ${spent} (${record?.prompt_tokens} prompt + ${record?.completion_tokens} completion)`);
+      console.log(
+        `hang-up, ${c.name}: the client held ${given} output tokens; charged ${spent} (${record?.prompt_tokens} prompt + ${record?.completion_tokens} completion)`,
+      );
       assert.ok(record, `${c.name}: a usage record`);
       assert.equal(record.requests, 1, c.name);
       assert.equal(spent, record.total_tokens, `${c.name}: the budget and the usage record agree`);
       assert.ok(record.prompt_tokens > 0, `${c.name}: the prompt is paid for`);
       if (c.rounds > 0) {
         // Tokens in flight at the cut: what the worker wrote between the client's last read and the cancel.
-        assert.ok(record.completion_tokens >= given - 3 && record.completion_tokens <= given + 600, `${c.name}: charged ${record.completion_tokens} completion tokens for ${given} given`);
+        assert.ok(
+          record.completion_tokens >= given - 3 && record.completion_tokens <= given + 600,
+          `${c.name}: charged ${record.completion_tokens} completion tokens for ${given} given`,
+        );
       }
       assert.equal((await budgetUsage(key.id)).reserved, 0);
     }
@@ -318,35 +478,80 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     assert.ok((await waiting) instanceof Error, 'no byte of the answer came before the client left');
     for (const holder of holders) holder.stop();
     assert.equal(await settled(queued.id), 0, 'nothing was generated for it: nothing is charged');
-    const rows = (await (await fetch(`${gateways[0]}/admin/usage?key=${queued.id}&group_by=key`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()).data as unknown[];
+    const rows = (
+      await (
+        await fetch(`${gateways[0]}/admin/usage?key=${queued.id}&group_by=key`, {
+          headers: { authorization: `Bearer ${ADMIN}` },
+        })
+      ).json()
+    ).data as unknown[];
     assert.deepEqual(rows, [], 'and no usage record says otherwise');
     // The spend metrics count the same records.
-    await waitFor(async () => {
-      const metrics = await scrapeMetrics(stack.metricsUrl);
-      return keys.every(({ id }) => [...metrics].some(([name, value]) => name.startsWith('cortex_spend_completion_tokens_total{') && name.includes(`key="${id}"`) && value >= 0));
-    }, 10_000, 200);
+    await waitFor(
+      async () => {
+        const metrics = await scrapeMetrics(stack.metricsUrl);
+        return keys.every(({ id }) =>
+          [...metrics].some(
+            ([name, value]) =>
+              name.startsWith('cortex_spend_completion_tokens_total{') && name.includes(`key="${id}"`) && value >= 0,
+          ),
+        );
+      },
+      10_000,
+      200,
+    );
     const metrics = await scrapeMetrics(stack.metricsUrl);
     for (const { id, name } of keys) {
-      const [row] = (await (await fetch(`${gateways[0]}/admin/usage?key=${id}&group_by=key`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()).data as Array<{ prompt_tokens: number; completion_tokens: number }>;
-      const series = (metric: string): number => [...metrics].filter(([series]) => series.startsWith(`${metric}{`) && series.includes(`key="${id}"`)).reduce((sum, [, value]) => sum + value, 0);
-      assert.deepEqual([series('cortex_spend_prompt_tokens_total'), series('cortex_spend_completion_tokens_total')], [row!.prompt_tokens, row!.completion_tokens], `${name}: the spend metrics equal the record`);
+      const [row] = (
+        await (
+          await fetch(`${gateways[0]}/admin/usage?key=${id}&group_by=key`, {
+            headers: { authorization: `Bearer ${ADMIN}` },
+          })
+        ).json()
+      ).data as Array<{ prompt_tokens: number; completion_tokens: number }>;
+      const series = (metric: string): number =>
+        [...metrics]
+          .filter(([series]) => series.startsWith(`${metric}{`) && series.includes(`key="${id}"`))
+          .reduce((sum, [, value]) => sum + value, 0);
+      assert.deepEqual(
+        [series('cortex_spend_prompt_tokens_total'), series('cortex_spend_completion_tokens_total')],
+        [row!.prompt_tokens, row!.completion_tokens],
+        `${name}: the spend metrics equal the record`,
+      );
     }
   });
 
-  it('limits - a background response holds its key\'s concurrency slot until its run ends, not only until its reply', async () => {
+  it("limits - a background response holds its key's concurrency slot until its run ends, not only until its reply", async () => {
     const key = await createKey({ name: 'one-at-a-time', limits: { concurrent_requests: 1 } });
     const client = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: key.secret, maxRetries: 0 });
-    const job = await client.responses.create({ model: 'cortex-loop', input: 'Hi.', background: true, max_output_tokens: 4000 });
+    const job = await client.responses.create({
+      model: 'cortex-loop',
+      input: 'Hi.',
+      background: true,
+      max_output_tokens: 4000,
+    });
     const during = await chat(gateways[1]!, key.secret, { max_tokens: 5 });
     assert.equal(during.status, 429, 'the running background response holds the one slot');
     assert.match(((await during.json()) as { error: { message: string } }).error.message, /concurrent/);
-    await waitFor(async () => ['completed', 'incomplete'].includes((await client.responses.retrieve(job.id)).status ?? ''), 30_000, 100);
+    await waitFor(
+      async () => ['completed', 'incomplete'].includes((await client.responses.retrieve(job.id)).status ?? ''),
+      30_000,
+      100,
+    );
     await waitFor(async () => (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).status === 200, 5_000, 100);
   });
 
   it('limits - a full background store refuses new background responses naming the stream; chats of every key go on; a purge restores it', async () => {
     const filler = await createKey({ name: 'background-filler' });
-    const limited = await createKey({ name: 'limited-chat', limits: { requests_per_minute: 600, concurrent_requests: 4, tokens_per_minute: 100_000, token_budget: { tokens: 100_000 } } });
+    const limited = await createKey({
+      name: 'limited-chat',
+      limits: {
+        requests_per_minute: 600,
+        concurrent_requests: 4,
+        tokens_per_minute: 100_000,
+        token_budget: { tokens: 100_000 },
+      },
+    });
     const client = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: filler.secret, maxRetries: 0 });
     let refusal: { status: number; message: string } | null = null;
     for (let i = 0; i < 60 && !refusal; i++) {
@@ -360,12 +565,20 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
         refusal = { status: response.status, message: body.error?.message ?? '' };
         break;
       }
-      await waitFor(async () => ['completed', 'incomplete', 'failed'].includes((await client.responses.retrieve(body.id!)).status ?? ''), 30_000, 100);
+      await waitFor(
+        async () =>
+          ['completed', 'incomplete', 'failed'].includes((await client.responses.retrieve(body.id!)).status ?? ''),
+        30_000,
+        100,
+      );
     }
     assert.ok(refusal, 'the store filled');
     console.log(`full background store: ${refusal.status} ${refusal.message}`);
     assert.equal(refusal.status, 503);
-    assert.match(refusal.message, /the stream CORTEX_BACKGROUND, which keeps their events, holds \d+ MiB of 1 MiB \(responses\.background_max_bytes\)/);
+    assert.match(
+      refusal.message,
+      /the stream CORTEX_BACKGROUND, which keeps their events, holds \d+ MiB of 1 MiB \(responses\.background_max_bytes\)/,
+    );
     // Everything that stores nothing new goes on: stored keys with and without limits, and config-file keys.
     for (const secret of [limited.secret, filler.secret, 'sk-static-limits']) {
       for (const base of gateways) {
@@ -389,17 +602,30 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     const { server, url, counted } = await countingProxy(gateways[0]!);
     try {
       const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key.secret, maxRetries: 2 });
-      await assert.rejects(client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }), (error: unknown) => error instanceof OpenAI.RateLimitError && error.code === 'insufficient_quota');
-      assert.deepEqual(counted.map((c) => c.status), [429], 'one request reached the gateway: no retry');
+      await assert.rejects(
+        client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }),
+        (error: unknown) => error instanceof OpenAI.RateLimitError && error.code === 'insufficient_quota',
+      );
+      assert.deepEqual(
+        counted.map((c) => c.status),
+        [429],
+        'one request reached the gateway: no retry',
+      );
     } finally {
       server.close();
     }
     const anthropic = new Anthropic({ baseURL: gateways[1]!, apiKey: key.secret, maxRetries: 2 });
-    await assert.rejects(anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }), (error: unknown) => error instanceof Anthropic.RateLimitError && /has used its token budget/.test(error.message));
+    await assert.rejects(
+      anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }),
+      (error: unknown) => error instanceof Anthropic.RateLimitError && /has used its token budget/.test(error.message),
+    );
   });
 
   /** A Responses WebSocket of the openai client on one gateway; `turn` sends a create and returns its events through the one that ends it. */
-  const openSocket = (base: string, key: string): { turn: (body: Record<string, unknown>) => Promise<SocketEvent[]>; closed: () => boolean; close: () => void } => {
+  const openSocket = (
+    base: string,
+    key: string,
+  ): { turn: (body: Record<string, unknown>) => Promise<SocketEvent[]>; closed: () => boolean; close: () => void } => {
     const ws = new ResponsesWS(new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0 }));
     const events: SocketEvent[] = [];
     let closed = false;
@@ -411,7 +637,15 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       turn: async (body) => {
         const from = events.length;
         ws.send({ type: 'response.create', ...body } as never);
-        const end = (): number => events.findIndex((e, i) => i >= from && (e.type === 'response.completed' || e.type === 'response.incomplete' || e.type === 'response.failed' || (e.type === 'error' && e.status !== undefined)));
+        const end = (): number =>
+          events.findIndex(
+            (e, i) =>
+              i >= from &&
+              (e.type === 'response.completed' ||
+                e.type === 'response.incomplete' ||
+                e.type === 'response.failed' ||
+                (e.type === 'error' && e.status !== undefined)),
+          );
         await waitFor(() => end() !== -1 || closed, 30_000, 20);
         assert.notEqual(end(), -1, 'the turn ended with its terminal event or an error envelope');
         return events.slice(from, end() + 1);
@@ -432,7 +666,10 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     assert.equal(refused.length, 1, refused.map((e) => e.type).join(', '));
     const [envelope] = refused as [SocketEvent];
     assert.deepEqual([envelope.type, envelope.status, envelope.error?.code], ['error', 429, 'rate_limit_exceeded']);
-    assert.match(envelope.error?.message ?? '', new RegExp(`the key ${key.id} \\("ws-rpm-2"\\) has used its 2 requests per minute; retry in \\d+ s`));
+    assert.match(
+      envelope.error?.message ?? '',
+      new RegExp(`the key ${key.id} \\("ws-rpm-2"\\) has used its 2 requests per minute; retry in \\d+ s`),
+    );
     assert.equal(socket.closed(), false, 'the refusal ends the turn, not the socket');
     // The same window on the other gateway: the turns were counted in the bucket every gateway reads.
     const overHttp = await chat(gateways[1]!, key.secret, { max_tokens: 2 });
@@ -444,12 +681,21 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
   });
 
   it('limits - a budgeted key is charged for its WebSocket turns, and each turn has its usage record', async () => {
-    const key = await createKey({ name: 'ws-budget', account: 'ws-team', limits: { token_budget: { tokens: 100_000 } } });
+    const key = await createKey({
+      name: 'ws-budget',
+      account: 'ws-team',
+      limits: { token_budget: { tokens: 100_000 } },
+    });
     const socket = openSocket(gateways[1]!, key.secret);
     let told = 0;
     let previous: string | undefined;
     for (const input of ['Hi.', 'And again.']) {
-      const events = await socket.turn({ model: 'cortex-chat', input, max_output_tokens: 12, ...(previous && { previous_response_id: previous }) });
+      const events = await socket.turn({
+        model: 'cortex-chat',
+        input,
+        max_output_tokens: 12,
+        ...(previous && { previous_response_id: previous }),
+      });
       const done = events.at(-1);
       assert.equal(done?.type, 'response.completed', JSON.stringify(done));
       const usage = done?.response?.usage;
@@ -459,34 +705,63 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     }
     socket.close();
     assert.equal(await settled(key.id), told, 'the budget charged what the turns reported');
-    let rows: Array<{ requests: number; prompt_tokens: number; completion_tokens: number; account: string; api: string }> = [];
-    await waitFor(async () => {
-      const answer = (await (await fetch(`${gateways[0]}/admin/usage?key=${key.id}&group_by=account,key,api`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { data: typeof rows };
-      rows = answer.data;
-      return rows[0]?.requests === 2;
-    }, 10_000, 100);
+    let rows: Array<{
+      requests: number;
+      prompt_tokens: number;
+      completion_tokens: number;
+      account: string;
+      api: string;
+    }> = [];
+    await waitFor(
+      async () => {
+        const answer = (await (
+          await fetch(`${gateways[0]}/admin/usage?key=${key.id}&group_by=account,key,api`, {
+            headers: { authorization: `Bearer ${ADMIN}` },
+          })
+        ).json()) as { data: typeof rows };
+        rows = answer.data;
+        return rows[0]?.requests === 2;
+      },
+      10_000,
+      100,
+    );
     assert.equal(rows.length, 1);
     const [row] = rows as [(typeof rows)[number]];
-    assert.deepEqual([row.account, row.api, row.requests, row.prompt_tokens + row.completion_tokens], ['ws-team', 'openai.responses', 2, told]);
+    assert.deepEqual(
+      [row.account, row.api, row.requests, row.prompt_tokens + row.completion_tokens],
+      ['ws-team', 'openai.responses', 2, told],
+    );
   });
 
-  it("limits - a WebSocket turn naming a model its key may not use is a 403, and a key revoked while its socket is open is refused from the next turn", async () => {
+  it('limits - a WebSocket turn naming a model its key may not use is a 403, and a key revoked while its socket is open is refused from the next turn', async () => {
     const key = await createKey({ name: 'ws-chat-only', models: ['cortex-chat'] });
     const socket = openSocket(gateways[0]!, key.secret);
     const denied = await socket.turn({ model: 'cortex-loop', input: 'Hi.', max_output_tokens: 8, store: false });
-    assert.deepEqual(denied.map((e) => [e.type, e.status, e.error?.code]), [['error', 403, 'permission_denied']]);
+    assert.deepEqual(
+      denied.map((e) => [e.type, e.status, e.error?.code]),
+      [['error', 403, 'permission_denied']],
+    );
     assert.match(denied[0]!.error?.message ?? '', /may not use the model 'cortex-loop'; it may use: cortex-chat/);
-    assert.equal((await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false })).at(-1)?.type, 'response.completed');
+    assert.equal(
+      (await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false })).at(-1)?.type,
+      'response.completed',
+    );
     await adminPost('POST', `/admin/keys/${key.id}/revoke`, {});
     await waitFor(async () => (await chat(gateways[0]!, key.secret, { max_tokens: 2 })).status === 401, 2_000, 50);
     const revoked = await socket.turn({ model: 'cortex-chat', input: 'Hi.', max_output_tokens: 8, store: false });
-    assert.deepEqual(revoked.map((e) => [e.type, e.status, e.error?.code]), [['error', 401, 'key_revoked']]);
+    assert.deepEqual(
+      revoked.map((e) => [e.type, e.status, e.error?.code]),
+      [['error', 401, 'key_revoked']],
+    );
     socket.close();
   });
 
   /** A key whose balance of 50 tokens is spent: a request with nothing else reserved is refused as insufficient_quota. */
   const spentKey = async (name: string): Promise<{ id: string; secret: string }> => {
-    const key = await createKey({ name, limits: { requests_per_minute: 100, tokens_per_minute: 100_000, token_budget: { tokens: 50 } } });
+    const key = await createKey({
+      name,
+      limits: { requests_per_minute: 100, tokens_per_minute: 100_000, token_budget: { tokens: 50 } },
+    });
     for (let i = 0; i < 20; i++) {
       const status = (await chat(gateways[0]!, key.secret, { max_tokens: 5 })).status;
       if (status === 429 && (await settled(key.id)) >= 50) return key;
@@ -496,17 +771,26 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
   /** A key with 20 requests a minute, all used: the next is refused for 3 s (one place frees every 3 s). */
   const rpmUsedUp = async (name: string): Promise<{ id: string; secret: string }> => {
     const key = await createKey({ name, limits: { requests_per_minute: 20 } });
-    for (let i = 0; i < 20; i++) assert.equal((await chat(gateways[i % 2]!, key.secret, { max_tokens: 2 })).status, 200);
+    for (let i = 0; i < 20; i++)
+      assert.equal((await chat(gateways[i % 2]!, key.secret, { max_tokens: 2 })).status, 200);
     return key;
   };
 
   it('limits - the openai client parses x-ratelimit-* on a success and on both refusals', async () => {
-    const key = await createKey({ name: 'openai-headers', limits: { requests_per_minute: 2, tokens_per_minute: 10_000 } });
+    const key = await createKey({
+      name: 'openai-headers',
+      limits: { requests_per_minute: 2, tokens_per_minute: 10_000 },
+    });
     const client = new OpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: key.secret, maxRetries: 0 });
-    const { response } = await client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }).withResponse();
+    const { response } = await client.chat.completions
+      .create({ model: 'cortex-chat', messages: user, max_tokens: 5 })
+      .withResponse();
     const headers = openAiLimits(response.headers);
     assert.deepEqual([headers.limitRequests, headers.remainingRequests, headers.limitTokens], [2, 1, 10_000]);
-    assert.ok(headers.resetRequestsMs > 0 && headers.resetRequestsMs <= 60_000, `reset ${response.headers.get('x-ratelimit-reset-requests')}`);
+    assert.ok(
+      headers.resetRequestsMs > 0 && headers.resetRequestsMs <= 60_000,
+      `reset ${response.headers.get('x-ratelimit-reset-requests')}`,
+    );
     assert.ok(headers.remainingTokens < 10_000 && headers.resetTokensMs > 0 && headers.resetTokensMs <= 60_000);
     await client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 });
     const refusal = await client.chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }).then(
@@ -520,7 +804,13 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     assert.ok(Number(refusal.headers.get('retry-after-ms')) > 0);
 
     const spent = await spentKey('openai-spent');
-    const quota = await new OpenAI({ baseURL: `${gateways[1]}/v1`, apiKey: spent.secret, maxRetries: 0 }).chat.completions.create({ model: 'cortex-chat', messages: user, max_tokens: 5 }).catch((error: unknown) => error);
+    const quota = await new OpenAI({
+      baseURL: `${gateways[1]}/v1`,
+      apiKey: spent.secret,
+      maxRetries: 0,
+    }).chat.completions
+      .create({ model: 'cortex-chat', messages: user, max_tokens: 5 })
+      .catch((error: unknown) => error);
     assert.ok(quota instanceof OpenAI.RateLimitError && quota.code === 'insufficient_quota', String(quota));
     const spentHeaders = openAiLimits(quota.headers);
     assert.equal(spentHeaders.limitRequests, 100);
@@ -529,17 +819,42 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
   });
 
   it('limits - the Anthropic SDK parses anthropic-ratelimit-* (RFC 3339 resets), surfaces both refusals, retries only rate_limit_exceeded (counted at the gateway)', async () => {
-    const key = await createKey({ name: 'anthropic-headers', limits: { requests_per_minute: 2, tokens_per_minute: 10_000 } });
+    const key = await createKey({
+      name: 'anthropic-headers',
+      limits: { requests_per_minute: 2, tokens_per_minute: 10_000 },
+    });
     const anthropic = new Anthropic({ baseURL: gateways[1]!, apiKey: key.secret, maxRetries: 0 });
-    const { response } = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }).withResponse();
-    const windows = (['requests', 'tokens', 'input-tokens', 'output-tokens'] as const).map((kind) => ({ kind, ...anthropicWindow(response.headers, kind) }));
-    assert.deepEqual(windows.map((w) => [w.kind, w.limit]), [['requests', 2], ['tokens', 10_000], ['input-tokens', 10_000], ['output-tokens', 10_000]]);
+    const { response } = await anthropic.messages
+      .create({ model: 'cortex-chat', max_tokens: 5, messages: user })
+      .withResponse();
+    const windows = (['requests', 'tokens', 'input-tokens', 'output-tokens'] as const).map((kind) => ({
+      kind,
+      ...anthropicWindow(response.headers, kind),
+    }));
+    assert.deepEqual(
+      windows.map((w) => [w.kind, w.limit]),
+      [
+        ['requests', 2],
+        ['tokens', 10_000],
+        ['input-tokens', 10_000],
+        ['output-tokens', 10_000],
+      ],
+    );
     assert.equal(windows[0]!.remaining, 1);
-    for (const w of windows) assert.ok(w.resetAt > Date.now() - 1_000 && w.resetAt <= Date.now() + 61_000, `${w.kind} resets at ${new Date(w.resetAt).toISOString()}`);
+    for (const w of windows)
+      assert.ok(
+        w.resetAt > Date.now() - 1_000 && w.resetAt <= Date.now() + 61_000,
+        `${w.kind} resets at ${new Date(w.resetAt).toISOString()}`,
+      );
     await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user });
-    const refusal = await anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }).catch((error: unknown) => error);
+    const refusal = await anthropic.messages
+      .create({ model: 'cortex-chat', max_tokens: 5, messages: user })
+      .catch((error: unknown) => error);
     assert.ok(refusal instanceof Anthropic.RateLimitError, String(refusal));
-    assert.match(refusal.message, /rate limit reached \(requests per minute\): the key .* has used its 2 requests per minute/);
+    assert.match(
+      refusal.message,
+      /rate limit reached \(requests per minute\): the key .* has used its 2 requests per minute/,
+    );
     assert.equal(anthropicWindow(refusal.headers, 'requests').remaining, 0);
 
     // Retries, counted at the gateway: a window is waited for and retried, a spent balance is not.
@@ -549,34 +864,72 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       const retrying = new Anthropic({ baseURL: proxy.url, apiKey: used.secret, maxRetries: 2 });
       const reply = await retrying.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user });
       assert.equal(reply.type, 'message');
-      assert.deepEqual(proxy.counted.map((c) => c.status), [429, 200], 'one refusal, then the retry the SDK made');
-      assert.ok(proxy.counted[1]!.at - proxy.counted[0]!.at >= proxy.counted[0]!.retryAfterMs - 50, 'the retry waited for retry-after-ms');
+      assert.deepEqual(
+        proxy.counted.map((c) => c.status),
+        [429, 200],
+        'one refusal, then the retry the SDK made',
+      );
+      assert.ok(
+        proxy.counted[1]!.at - proxy.counted[0]!.at >= proxy.counted[0]!.retryAfterMs - 50,
+        'the retry waited for retry-after-ms',
+      );
       const spent = await spentKey('anthropic-spent');
       proxy.counted.length = 0;
-      const quota = await new Anthropic({ baseURL: proxy.url, apiKey: spent.secret, maxRetries: 2 }).messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }).catch((error: unknown) => error);
+      const quota = await new Anthropic({ baseURL: proxy.url, apiKey: spent.secret, maxRetries: 2 }).messages
+        .create({ model: 'cortex-chat', max_tokens: 5, messages: user })
+        .catch((error: unknown) => error);
       assert.ok(quota instanceof Anthropic.RateLimitError, String(quota));
       assert.match(quota.message, /has used its token budget: \d+ of 50 tokens spent/);
-      assert.deepEqual(proxy.counted.map((c) => c.status), [429], 'x-should-retry: false — not retried');
+      assert.deepEqual(
+        proxy.counted.map((c) => c.status),
+        [429],
+        'x-should-retry: false — not retried',
+      );
     } finally {
       proxy.server.close();
     }
   });
 
   it('limits - the AI SDK (openai and anthropic providers) surfaces both refusals with their headers; it retries every 429, insufficient_quota too (counted at the gateway)', async () => {
-    const key = await createKey({ name: 'ai-sdk-headers', limits: { requests_per_minute: 2, tokens_per_minute: 10_000 } });
+    const key = await createKey({
+      name: 'ai-sdk-headers',
+      limits: { requests_per_minute: 2, tokens_per_minute: 10_000 },
+    });
     const openai = createOpenAI({ baseURL: `${gateways[0]}/v1`, apiKey: key.secret });
     const anthropic = createAnthropic({ baseURL: `${gateways[1]}/v1`, apiKey: key.secret });
-    const first = await generateText({ model: openai.chat('cortex-chat'), prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 0 });
+    const first = await generateText({
+      model: openai.chat('cortex-chat'),
+      prompt: 'Hi.',
+      maxOutputTokens: 5,
+      maxRetries: 0,
+    });
     const firstHeaders = openAiLimits(new Headers(first.response.headers));
-    assert.deepEqual([firstHeaders.limitRequests, firstHeaders.remainingRequests, firstHeaders.limitTokens], [2, 1, 10_000]);
-    const second = await generateText({ model: anthropic('cortex-chat'), prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 0 });
+    assert.deepEqual(
+      [firstHeaders.limitRequests, firstHeaders.remainingRequests, firstHeaders.limitTokens],
+      [2, 1, 10_000],
+    );
+    const second = await generateText({
+      model: anthropic('cortex-chat'),
+      prompt: 'Hi.',
+      maxOutputTokens: 5,
+      maxRetries: 0,
+    });
     const secondHeaders = new Headers(second.response.headers);
-    assert.deepEqual([anthropicWindow(secondHeaders, 'requests').limit, anthropicWindow(secondHeaders, 'requests').remaining, anthropicWindow(secondHeaders, 'tokens').limit], [2, 0, 10_000]);
+    assert.deepEqual(
+      [
+        anthropicWindow(secondHeaders, 'requests').limit,
+        anthropicWindow(secondHeaders, 'requests').remaining,
+        anthropicWindow(secondHeaders, 'tokens').limit,
+      ],
+      [2, 0, 10_000],
+    );
     for (const [model, limits] of [
       [openai.chat('cortex-chat'), (h: Headers) => openAiLimits(h).remainingRequests],
       [anthropic('cortex-chat'), (h: Headers) => anthropicWindow(h, 'requests').remaining],
     ] as const) {
-      const refusal = await generateText({ model, prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 0 }).catch((error: unknown) => error);
+      const refusal = await generateText({ model, prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 0 }).catch(
+        (error: unknown) => error,
+      );
       assert.ok(APICallError.isInstance(refusal), String(refusal));
       assert.equal(refusal.statusCode, 429);
       assert.match(refusal.message, /has used its 2 requests per minute; retry in \d+ s/);
@@ -590,22 +943,41 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
     const proxy = await countingProxy(gateways[0]!);
     try {
       // A window: the AI SDK waits retry-after-ms (it honours it up to a minute) and its retry passes.
-      const waited = await generateText({ model: createOpenAI({ baseURL: `${proxy.url}/v1`, apiKey: used.secret }).chat('cortex-chat'), prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 2 });
+      const waited = await generateText({
+        model: createOpenAI({ baseURL: `${proxy.url}/v1`, apiKey: used.secret }).chat('cortex-chat'),
+        prompt: 'Hi.',
+        maxOutputTokens: 5,
+        maxRetries: 2,
+      });
       assert.ok(waited.text.length > 0);
-      assert.deepEqual(proxy.counted.map((c) => c.status), [429, 200]);
-      assert.ok(proxy.counted[1]!.at - proxy.counted[0]!.at >= proxy.counted[0]!.retryAfterMs - 50, 'the retry waited for retry-after-ms');
+      assert.deepEqual(
+        proxy.counted.map((c) => c.status),
+        [429, 200],
+      );
+      assert.ok(
+        proxy.counted[1]!.at - proxy.counted[0]!.at >= proxy.counted[0]!.retryAfterMs - 50,
+        'the retry waited for retry-after-ms',
+      );
       // A spent balance: the message reaches the caller, but only after the retries the AI SDK makes of
       // every 429 (it does not read x-should-retry): three requests at the gateway, each refused.
-      for (const model of [createOpenAI({ baseURL: `${proxy.url}/v1`, apiKey: spent.secret }).chat('cortex-chat'), createAnthropic({ baseURL: `${proxy.url}/v1`, apiKey: spent.secret })('cortex-chat')]) {
+      for (const model of [
+        createOpenAI({ baseURL: `${proxy.url}/v1`, apiKey: spent.secret }).chat('cortex-chat'),
+        createAnthropic({ baseURL: `${proxy.url}/v1`, apiKey: spent.secret })('cortex-chat'),
+      ]) {
         proxy.counted.length = 0;
-        const quota = await generateText({ model, prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 2 }).catch((error: unknown) => error);
+        const quota = await generateText({ model, prompt: 'Hi.', maxOutputTokens: 5, maxRetries: 2 }).catch(
+          (error: unknown) => error,
+        );
         assert.ok(RetryError.isInstance(quota), String(quota));
         const last = quota.lastError;
         assert.ok(APICallError.isInstance(last));
         assert.equal(last.statusCode, 429);
         assert.match(last.message, /has used its token budget: \d+ of 50 tokens spent/);
         assert.equal(last.responseHeaders?.['x-should-retry'], 'false');
-        assert.deepEqual(proxy.counted.map((c) => c.status), [429, 429, 429]);
+        assert.deepEqual(
+          proxy.counted.map((c) => c.status),
+          [429, 429, 429],
+        );
       }
     } finally {
       proxy.server.close();
@@ -614,7 +986,10 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
 
   it('limits - a gateway SIGKILLed mid-stream: its concurrency slot and budget reservation count until they expire, then free', async () => {
     // The stream's reservation (4000 tokens of output and its body) fills the budget too.
-    const key = await createKey({ name: 'one-at-once', limits: { concurrent_requests: 1, token_budget: { tokens: 4_000 } } });
+    const key = await createKey({
+      name: 'one-at-once',
+      limits: { concurrent_requests: 1, token_budget: { tokens: 4_000 } },
+    });
     const doomed = [...stack.processes.entries()].find(([name]) => name.startsWith('gateway#'))?.[1];
     assert.ok(doomed, 'the second gateway process');
     const held = await holdStream(gateways[1]!, key.secret);
@@ -638,7 +1013,14 @@ function goDurationMs(text: string | null): number {
 }
 
 /** The `x-ratelimit-*` headers as a client reads them: numbers and durations. */
-function openAiLimits(headers: Headers): { limitRequests: number; remainingRequests: number; resetRequestsMs: number; limitTokens: number; remainingTokens: number; resetTokensMs: number } {
+function openAiLimits(headers: Headers): {
+  limitRequests: number;
+  remainingRequests: number;
+  resetRequestsMs: number;
+  limitTokens: number;
+  remainingTokens: number;
+  resetTokensMs: number;
+} {
   const number = (name: string): number => {
     const value = headers.get(name);
     assert.match(value ?? '', /^\d+$/, `${name}: ${value}`);
@@ -656,7 +1038,10 @@ function openAiLimits(headers: Headers): { limitRequests: number; remainingReque
 }
 
 /** One `anthropic-ratelimit-<kind>-*` window as a client reads it: numbers and an RFC 3339 time. */
-function anthropicWindow(headers: Headers, kind: 'requests' | 'tokens' | 'input-tokens' | 'output-tokens'): { limit: number; remaining: number; resetAt: number } {
+function anthropicWindow(
+  headers: Headers,
+  kind: 'requests' | 'tokens' | 'input-tokens' | 'output-tokens',
+): { limit: number; remaining: number; resetAt: number } {
   const reset = headers.get(`anthropic-ratelimit-${kind}-reset`) ?? '';
   assert.match(reset, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/, `anthropic-ratelimit-${kind}-reset: ${reset}`);
   const number = (name: string): number => {
@@ -686,11 +1071,18 @@ async function countingProxy(target: string): Promise<{ server: Server; url: str
   const to = new URL(target);
   const server = createServer((req, res) => {
     const at = Date.now();
-    const upstream = httpRequest({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
-      counted.push({ status: answer.statusCode ?? 0, at, retryAfterMs: Number(answer.headers['retry-after-ms'] ?? 0) });
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
+    const upstream = httpRequest(
+      { host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers },
+      (answer) => {
+        counted.push({
+          status: answer.statusCode ?? 0,
+          at,
+          retryAfterMs: Number(answer.headers['retry-after-ms'] ?? 0),
+        });
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
     req.pipe(upstream);
   });
   const port = await freePort();

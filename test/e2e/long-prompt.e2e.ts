@@ -46,9 +46,19 @@ describe('long prompt e2e', () => {
       const controller = new AbortController();
       // Not awaited: the response may not begin before the prompt is evaluated.
       const request = client.chat.completions
-        .create({ model: 'cortex-chat', messages: [{ role: 'user', content: MARK.repeat(LONG_MARKS) }], stream: true, temperature: 0 }, { signal: controller.signal })
+        .create(
+          {
+            model: 'cortex-chat',
+            messages: [{ role: 'user', content: MARK.repeat(LONG_MARKS) }],
+            stream: true,
+            temperature: 0,
+          },
+          { signal: controller.signal },
+        )
         .then(async (stream) => {
-          for await (const _chunk of stream) { /* until the abort */ }
+          for await (const _chunk of stream) {
+            /* until the abort */
+          }
         })
         .catch((error: unknown) => error);
       // `start` is published just before the prompt is evaluated: disconnect then.
@@ -69,7 +79,11 @@ describe('long prompt e2e', () => {
         messages: [{ role: 'user', content: MARK.repeat(PREFIX_MARKS) }],
         temperature: 0,
       });
-      assert.equal(followUp.choices[0]?.message.content, fixtureModel('cortex-chat').expected.text, 'the slot serves the next request');
+      assert.equal(
+        followUp.choices[0]?.message.content,
+        fixtureModel('cortex-chat').expected.text,
+        'the slot serves the next request',
+      );
       await waitFor(() => finishes().length === 2, 120_000);
       const served = finishes()[1];
       const prefixTokens = PREFIX_MARKS * 3;
@@ -92,14 +106,25 @@ describe('long prompt e2e', () => {
       max_tokens: 256,
       system,
       tools: [
-        { name: 'get_weather', description: 'Current weather in a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
-        { name: 'Bash', description: 'Runs a shell command', input_schema: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } },
+        {
+          name: 'get_weather',
+          description: 'Current weather in a city',
+          input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        },
+        {
+          name: 'Bash',
+          description: 'Runs a shell command',
+          input_schema: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] },
+        },
       ],
       messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
     });
     assert.equal(message.stop_reason, 'tool_use');
     const call = message.content.find((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use');
     assert.deepEqual(call?.input, fixtureModel('cortex-tools').expected.toolCall?.arguments);
-    assert.ok(message.usage.input_tokens > 15_000 && message.usage.input_tokens < 32_768, `${message.usage.input_tokens} input tokens`);
+    assert.ok(
+      message.usage.input_tokens > 15_000 && message.usage.input_tokens < 32_768,
+      `${message.usage.input_tokens} input tokens`,
+    );
   });
 });

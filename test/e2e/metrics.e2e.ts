@@ -41,11 +41,16 @@ describe('metrics e2e', () => {
   it('metrics - a known set of requests gives exact counters and histogram counts', async () => {
     await client.chat.completions.create({ model: 'cortex-chat', messages: user });
     await client.chat.completions.create({ model: 'cortex-chat', messages: user });
-    await client.chat.completions.stream({ model: 'cortex-chat', messages: user, stream_options: { include_usage: true } }).finalChatCompletion();
+    await client.chat.completions
+      .stream({ model: 'cortex-chat', messages: user, stream_options: { include_usage: true } })
+      .finalChatCompletion();
     await assert.rejects(client.chat.completions.create({ model: 'no-such-model', messages: user }));
     await client.chat.completions.create({ model: 'cortex-loop', messages: user, max_tokens: 5 }); // cold load
     const controller = new AbortController();
-    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 }, { signal: controller.signal });
+    const stream = await client.chat.completions.create(
+      { model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 },
+      { signal: controller.signal },
+    );
     let chunks = 0;
     for await (const _chunk of stream) {
       if (++chunks === 3) {
@@ -53,15 +58,25 @@ describe('metrics e2e', () => {
         break;
       }
     }
-    await new BusClient(stack.nc, 10_000).request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-loop', reason: 'admin' });
+    await new BusClient(stack.nc, 10_000).request(workerSubject(Subjects.workerUnload, 'w1'), {
+      model: 'cortex-loop',
+      reason: 'admin',
+    });
 
     let m = new Map<string, number>();
     await waitFor(async () => {
       m = await scrape(stack);
       // Services report their bus every 5 s; the first report may precede the metrics subscription.
-      return sum(m, 'cortex_requests_total') === 6 && sum(m, 'cortex_evictions_total') === 1 && sum(m, 'cortex_bus_connected') >= 5;
+      return (
+        sum(m, 'cortex_requests_total') === 6 &&
+        sum(m, 'cortex_evictions_total') === 1 &&
+        sum(m, 'cortex_bus_connected') >= 5
+      );
     }, 15_000);
-    assert.equal(sum(m, 'cortex_requests_total', { model: 'cortex-chat', worker: 'w1', api: 'openai.chat', status: '200' }), 3);
+    assert.equal(
+      sum(m, 'cortex_requests_total', { model: 'cortex-chat', worker: 'w1', api: 'openai.chat', status: '200' }),
+      3,
+    );
     assert.equal(sum(m, 'cortex_requests_total', { model: 'no-such-model', worker: 'none', status: '404' }), 1);
     assert.equal(sum(m, 'cortex_requests_total', { model: 'cortex-loop', worker: 'w1', status: '200' }), 2);
     assert.equal(sum(m, 'cortex_request_errors_total', { code: 'model_not_found' }), 1);
@@ -71,7 +86,11 @@ describe('metrics e2e', () => {
     assert.equal(sum(m, 'cortex_cold_starts_total'), 1);
     assert.equal(sum(m, 'cortex_evictions_total', { model: 'cortex-loop', worker: 'w1', reason: 'admin' }), 1);
     assert.equal(sum(m, 'cortex_completion_tokens_total', { model: 'cortex-chat' }), 12);
-    assert.equal(sum(m, 'cortex_completion_tokens_total', { model: 'cortex-chat', api: 'openai.chat' }), 12, 'counted under the API that asked');
+    assert.equal(
+      sum(m, 'cortex_completion_tokens_total', { model: 'cortex-chat', api: 'openai.chat' }),
+      12,
+      'counted under the API that asked',
+    );
     assert.ok(sum(m, 'cortex_prompt_tokens_total', { model: 'cortex-chat' }) > 0);
     assert.equal(sum(m, 'cortex_request_duration_seconds_count'), 6);
     assert.equal(sum(m, 'cortex_time_to_first_token_seconds_count', { model: 'cortex-chat' }), 3);
@@ -93,7 +112,9 @@ describe('metrics e2e', () => {
   it('metrics - restarting the metrics service mid-burst still counts every request exactly once', async () => {
     const before = sum(await scrape(stack), 'cortex_requests_total', { model: 'cortex-chat' });
     const burst = Array.from({ length: 12 }, (_, i) =>
-      new Promise((done) => setTimeout(done, i * 40)).then(() => client.chat.completions.create({ model: 'cortex-chat', messages: user })),
+      new Promise((done) => setTimeout(done, i * 40)).then(() =>
+        client.chat.completions.create({ model: 'cortex-chat', messages: user }),
+      ),
     );
     await new Promise((done) => setTimeout(done, 150));
     const metrics = stack.processes.get('metrics');
@@ -114,26 +135,63 @@ describe('metrics e2e', () => {
     const requestId = `trace-${Date.now()}`;
     // A Responses request that continues a stored one: the translator decodes it and a router places it.
     const first = await client.responses.create({ model: 'cortex-chat', input: 'Hi.' });
-    await client.responses.create({ model: 'cortex-chat', previous_response_id: first.id, input: 'Hi again.', prompt_cache_key: requestId }, { headers: { 'x-request-id': requestId } });
-    await waitFor(() => stack.logs().split('\n').filter((line) => line.includes(requestId)).length >= 5, 5_000).catch((error: Error) => {
-      throw new Error(`${error.message}: ${stack.logs().split('\n').filter((line) => line.includes(requestId)).join('\n')}`, { cause: error });
+    await client.responses.create(
+      { model: 'cortex-chat', previous_response_id: first.id, input: 'Hi again.', prompt_cache_key: requestId },
+      { headers: { 'x-request-id': requestId } },
+    );
+    await waitFor(
+      () =>
+        stack
+          .logs()
+          .split('\n')
+          .filter((line) => line.includes(requestId)).length >= 5,
+      5_000,
+    ).catch((error: Error) => {
+      throw new Error(
+        `${error.message}: ${stack
+          .logs()
+          .split('\n')
+          .filter((line) => line.includes(requestId))
+          .join('\n')}`,
+        { cause: error },
+      );
     });
-    const lines = stack.logs().split('\n').filter((line) => line.includes(requestId)).map((line) => JSON.parse(line) as { service: string; requestId: string });
+    const lines = stack
+      .logs()
+      .split('\n')
+      .filter((line) => line.includes(requestId))
+      .map((line) => JSON.parse(line) as { service: string; requestId: string });
     const services = new Set(lines.map((line) => line.service));
-    for (const service of ['gateway', 'translator', 'router', 'worker']) assert.ok(services.has(service), `${service} logged ${requestId}`);
+    for (const service of ['gateway', 'translator', 'router', 'worker'])
+      assert.ok(services.has(service), `${service} logged ${requestId}`);
     assert.ok(lines.every((line) => line.requestId === requestId));
   });
 
   it('metrics - a malformed stored event is logged and skipped; the events after it still count', async () => {
     const events = new EventPublisher(stack.nc);
     const finished = (model: string) => ({
-      requestId: `req-${model}`, model, workerId: 'w1', dialect: 'openai.chat', stream: false, status: 200, errorCode: null,
-      finishReason: 'stop', usage: null, timings: null, durationMs: 5, coldStart: false, placeMs: null, finishedAt: Date.now(),
+      requestId: `req-${model}`,
+      model,
+      workerId: 'w1',
+      dialect: 'openai.chat',
+      stream: false,
+      status: 200,
+      errorCode: null,
+      finishReason: 'stop',
+      usage: null,
+      timings: null,
+      durationMs: 5,
+      coldStart: false,
+      placeMs: null,
+      finishedAt: Date.now(),
     });
     await events.publish(Subjects.requestFinished, { ...finished('evt-bad'), status: 'oops' }, `bad-${Date.now()}`);
     await events.publish(Subjects.requestFinished, finished('evt-good'), `good-${Date.now()}`);
     let m = new Map<string, number>();
-    await waitFor(async () => sum((m = await scrape(stack)), 'cortex_requests_total', { model: 'evt-good' }) === 1, 10_000);
+    await waitFor(
+      async () => sum((m = await scrape(stack)), 'cortex_requests_total', { model: 'evt-good' }) === 1,
+      10_000,
+    );
     assert.equal(sum(m, 'cortex_requests_total', { model: 'evt-bad' }), 0, 'the malformed event is not counted');
     assert.match(stack.logs(), /skipped event \d+ on llm\.evt\.v1\.request\.finished: status: must be a number/);
   });

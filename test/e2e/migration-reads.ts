@@ -15,7 +15,12 @@ export interface Read {
 }
 
 /** Streams a POST's SSE reply, calling `onMessage` with each message as it arrives. */
-export async function readSse(url: string, body: unknown, onMessage: (message: SseMessage) => void = () => undefined, onComment: (text: string) => void = () => undefined): Promise<Read> {
+export async function readSse(
+  url: string,
+  body: unknown,
+  onMessage: (message: SseMessage) => void = () => undefined,
+  onComment: (text: string) => void = () => undefined,
+): Promise<Read> {
   const response = await postJson(url, body);
   const parser = new SseParser();
   const decoder = new TextDecoder();
@@ -102,8 +107,16 @@ export function chatResult(read: Read): ChatResult {
 
 /** Prompt, completion, reasoning and total tokens (cached prompt tokens depend on which worker held the prompt already). */
 export function counts(result: ChatResult): unknown {
-  const usage = result.usage as (Record<string, unknown> & { completion_tokens_details?: { reasoning_tokens?: number } }) | null;
-  return usage && { prompt: usage.prompt_tokens, completion: usage.completion_tokens, reasoning: usage.completion_tokens_details?.reasoning_tokens, total: usage.total_tokens };
+  const usage = result.usage as
+    (Record<string, unknown> & { completion_tokens_details?: { reasoning_tokens?: number } }) | null;
+  return (
+    usage && {
+      prompt: usage.prompt_tokens,
+      completion: usage.completion_tokens,
+      reasoning: usage.completion_tokens_details?.reasoning_tokens,
+      total: usage.total_tokens,
+    }
+  );
 }
 
 export interface MessagesResult {
@@ -132,7 +145,8 @@ export function messagesResult(read: Read): MessagesResult {
     if (event.type === 'error') result.error = `${event.error?.type} ${event.error?.message}`;
     // The prompt's tokens: `input_tokens` leaves out those read from the cache, which depends on what
     // the worker held before (the unbroken run and the moved one find different caches).
-    if (event.type === 'message_start') input = (event.message?.usage?.input_tokens ?? 0) + (event.message?.usage?.cache_read_input_tokens ?? 0);
+    if (event.type === 'message_start')
+      input = (event.message?.usage?.input_tokens ?? 0) + (event.message?.usage?.cache_read_input_tokens ?? 0);
     if (event.type === 'content_block_delta') result.text += event.delta?.text ?? '';
     if (event.type === 'message_delta') {
       result.stop = event.delta?.stop_reason ?? null;
@@ -164,7 +178,9 @@ export interface ResponsesResult {
 }
 
 export function responsesResult(read: Read): ResponsesResult {
-  return responsesFold(read.messages.filter((m) => m.data !== '[DONE]').map((m) => JSON.parse(m.data) as ResponsesEvent));
+  return responsesFold(
+    read.messages.filter((m) => m.data !== '[DONE]').map((m) => JSON.parse(m.data) as ResponsesEvent),
+  );
 }
 
 export function responsesFold(events: readonly ResponsesEvent[]): ResponsesResult {
@@ -175,7 +191,11 @@ export function responsesFold(events: readonly ResponsesEvent[]): ResponsesResul
     if (result.events.at(-1) !== entry || event.type !== 'response.output_text.delta') result.events.push(entry);
     if (event.type === 'error') result.error = event.message ?? 'error';
     if (event.type === 'response.output_text.delta') result.text += event.delta ?? '';
-    if (event.type === 'response.completed' || event.type === 'response.incomplete' || event.type === 'response.failed') {
+    if (
+      event.type === 'response.completed' ||
+      event.type === 'response.incomplete' ||
+      event.type === 'response.failed'
+    ) {
       result.status = event.response?.status ?? null;
       const usage = event.response?.usage;
       result.usage = usage ? { input: usage.input_tokens, output: usage.output_tokens } : null;

@@ -8,7 +8,17 @@ import { BusClient } from '@cortex/bus';
 import { SseParser, type SseMessage } from '@cortex/wire';
 import { Subjects, WORKER_ID_TOKEN, type RequestFinishedEvent } from '@cortex/contracts';
 import { scrapeMetrics, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
-import { chatDelta, chatResult, counts, messagesResult, readSse, responsesFold, responsesResult, type Read, type ResponsesEvent } from './migration-reads.js';
+import {
+  chatDelta,
+  chatResult,
+  counts,
+  messagesResult,
+  readSse,
+  responsesFold,
+  responsesResult,
+  type Read,
+  type ResponsesEvent,
+} from './migration-reads.js';
 
 /**
  * Workers holding cortex-loop, each a separate process. A stream's serving worker is SIGKILLed after a
@@ -55,7 +65,8 @@ const REASONING_FAMILIES = ['cortex-gpt-oss-long', 'cortex-minimax-m2-long'];
 const isReasoning = (message: SseMessage): boolean => Boolean(chatDelta(message)?.reasoning_content);
 const isContent = (message: SseMessage): boolean => Boolean(chatDelta(message)?.content);
 /** A delta of a call's arguments (not the call's first delta, which carries its id and name). */
-const isToolArgs = (message: SseMessage): boolean => Boolean(chatDelta(message)?.tool_calls?.some((c) => c.id === undefined && c.function?.arguments));
+const isToolArgs = (message: SseMessage): boolean =>
+  Boolean(chatDelta(message)?.tool_calls?.some((c) => c.id === undefined && c.function?.arguments));
 
 describe('migration e2e', () => {
   let stack: TestStack;
@@ -71,15 +82,27 @@ describe('migration e2e', () => {
   async function fleet(ids: string[], models = [MODEL]): Promise<void> {
     for (const id of ids) if (!workers.has(id)) spawn(id);
     // The process itself must be up: a killed worker's id stays up in the view until its heartbeats lapse.
-    await waitFor(async () => {
-      const view = await stack.fleet();
-      return ids.every((id) => view?.workers.some((w) => w.workerId === id && w.up && w.pid === workers.get(id)?.pid));
-    }, 60_000, 200);
+    await waitFor(
+      async () => {
+        const view = await stack.fleet();
+        return ids.every((id) =>
+          view?.workers.some((w) => w.workerId === id && w.up && w.pid === workers.get(id)?.pid),
+        );
+      },
+      60_000,
+      200,
+    );
     for (const id of ids) for (const model of models) await bus.request(Subjects.routerLoad, { model, worker: id });
   }
 
   /** The services' log lines about moving streams, for a failure's message. */
-  const moves = (): string => stack.logs().split('\n').filter((line) => /mid-stream|resum/.test(line)).slice(-6).join('\n');
+  const moves = (): string =>
+    stack
+      .logs()
+      .split('\n')
+      .filter((line) => /mid-stream|resum/.test(line))
+      .slice(-6)
+      .join('\n');
 
   /** SIGKILLs a worker and forgets it (a later fleet() starts a fresh one under the same id). */
   function kill(id: string): void {
@@ -94,7 +117,12 @@ describe('migration e2e', () => {
       models: [
         { id: MODEL, file: `fixture:${MODEL}`, context_size: 16384, slots: 2 },
         { id: REASONING_MODEL, file: `fixture:${REASONING_MODEL}`, context_size: 4096, slots: 2 },
-        ...[...new Set([...FAMILIES, ...REASONING_FAMILIES])].map((id) => ({ id, file: `fixture:${id}`, context_size: 4096, slots: 2 })),
+        ...[...new Set([...FAMILIES, ...REASONING_FAMILIES])].map((id) => ({
+          id,
+          file: `fixture:${id}`,
+          context_size: 4096,
+          slots: 2,
+        })),
       ],
       // A short idle timeout: a frozen worker's stream moves after it.
       config: { worker: { heartbeat_ms: 200 }, gateway: { stream_idle_timeout_ms: 3_000 }, log_level: 'info' },
@@ -119,7 +147,8 @@ describe('migration e2e', () => {
     if (measured.length === 0) return;
     const width = Math.max(...measured.map((m) => m.what.length));
     t.diagnostic("pause the client saw, from the serving worker's SIGKILL (SIGSTOP) to the next chunk:");
-    for (const { what, ms } of measured) t.diagnostic(`  ${what.padEnd(width)}  ${String(Math.round(ms)).padStart(5)} ms`);
+    for (const { what, ms } of measured)
+      t.diagnostic(`  ${what.padEnd(width)}  ${String(Math.round(ms)).padStart(5)} ms`);
   });
 
   after(async () => {
@@ -128,7 +157,15 @@ describe('migration e2e', () => {
     await stack?.stop();
   });
 
-  const chat = (extra: Record<string, unknown> = {}) => ({ model: MODEL, messages, stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens: MAX_TOKENS, ...extra });
+  const chat = (extra: Record<string, unknown> = {}) => ({
+    model: MODEL,
+    messages,
+    stream: true,
+    stream_options: { include_usage: true },
+    temperature: 0,
+    max_tokens: MAX_TOKENS,
+    ...extra,
+  });
 
   interface Kills {
     killed: string[];
@@ -172,7 +209,14 @@ describe('migration e2e', () => {
           resumed = false;
         }
         const serving = generates.at(-1);
-        if (next < after.length && sinceResume >= (after[next] ?? 0) && when(message) && serving && generates.length > from && !kills.killed.includes(serving)) {
+        if (
+          next < after.length &&
+          sinceResume >= (after[next] ?? 0) &&
+          when(message) &&
+          serving &&
+          generates.length > from &&
+          !kills.killed.includes(serving)
+        ) {
           if (signal === 'SIGKILL') kill(serving);
           else workers.get(serving)?.kill(signal);
           kills.killed.push(serving);
@@ -197,7 +241,11 @@ describe('migration e2e', () => {
    * the stream to have moved since the previous one); returns what the client read, the workers
    * killed, the pause after each kill and where each resume begins in `read.messages`.
    */
-  async function killedAfter(body: unknown, after: number[], options: KillOptions = {}): Promise<Kills & { read: Read }> {
+  async function killedAfter(
+    body: unknown,
+    after: number[],
+    options: KillOptions = {},
+  ): Promise<Kills & { read: Read }> {
     const { path = '/v1/chat/completions', signal = 'SIGKILL', when = () => true } = options;
     const k = killer(after, signal, when);
     const onComment = (text: string): void => {
@@ -223,21 +271,35 @@ describe('migration e2e', () => {
     assert.equal(result.finish, 'length');
     assert.deepEqual(counts(result), counts(reference), 'the prompt counted once, every token once');
     const survivor = killed[0] === 'w1' ? 'w2' : 'w1';
-    assert.ok(read.comments.includes(`resumed on ${survivor}`), `a comment says where it resumed: ${read.comments.join(' | ')}`);
+    assert.ok(
+      read.comments.includes(`resumed on ${survivor}`),
+      `a comment says where it resumed: ${read.comments.join(' | ')}`,
+    );
     await waitFor(() => finished.messages.length > before, 10_000);
     const events = finished.messages.slice(before);
     assert.equal(events.length, 1, 'the request counts once');
     assert.equal(events[0]?.migrations, 1);
     assert.equal(events[0]?.status, 200);
     assert.equal(events[0]?.errorCode, null);
-    await waitFor(async () => (await scrapeMetrics(stack.metricsUrl)).get(`cortex_stream_migrations_total{model="${MODEL}",api="openai.chat"}`) === 1, 10_000);
+    await waitFor(
+      async () =>
+        (await scrapeMetrics(stack.metricsUrl)).get(
+          `cortex_stream_migrations_total{model="${MODEL}",api="openai.chat"}`,
+        ) === 1,
+      10_000,
+    );
     report(`Chat Completions, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL after 5 chunks`, pauses[0]);
   });
 
   it('migration - a client that hangs up after its stream moved pays for what it was given, on both workers, once', async () => {
     const before = finished.messages.length;
     const abort = new AbortController();
-    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(chat()), signal: abort.signal });
+    const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(chat()),
+      signal: abort.signal,
+    });
     const reader = response.body!.getReader();
     const decoder = new TextDecoder();
     let text = '';
@@ -260,12 +322,17 @@ describe('migration e2e', () => {
     const given = 3 * rounds();
     await waitFor(() => finished.messages.length > before, 10_000);
     const [event] = finished.messages.slice(before);
-    console.log(`hang-up after a move: the client held ${given} output tokens; charged ${event?.usage?.promptTokens} prompt + ${event?.usage?.completionTokens} completion (${event?.finishReason})`);
+    console.log(
+      `hang-up after a move: the client held ${given} output tokens; charged ${event?.usage?.promptTokens} prompt + ${event?.usage?.completionTokens} completion (${event?.finishReason})`,
+    );
     assert.equal(event?.migrations, 1);
     assert.equal(event?.finishReason, 'cancelled');
     const completion = event?.usage?.completionTokens ?? 0;
     // The next worker counts the output it replayed: the tokens from before the move are charged once.
-    assert.ok(completion >= given - 3 && completion <= given + 600, `charged ${completion} completion tokens for ${given} given`);
+    assert.ok(
+      completion >= given - 3 && completion <= given + 600,
+      `charged ${completion} completion tokens for ${given} given`,
+    );
     assert.ok((event?.usage?.promptTokens ?? 0) > 0);
   });
 
@@ -280,8 +347,13 @@ describe('migration e2e', () => {
     assert.equal(result.error, null, moves());
     assert.equal(result.text, reference.text);
     assert.deepEqual(counts(result), counts(reference));
-    const cached = (result.usage as { prompt_tokens_details?: { cached_tokens?: number } } | null)?.prompt_tokens_details?.cached_tokens ?? 0;
-    report(`Chat Completions, ${reference.usage?.prompt_tokens?.toLocaleString('en-US')}-token prompt (${cached} cached on the next worker), SIGKILL after 5 chunks`, pauses[0]);
+    const cached =
+      (result.usage as { prompt_tokens_details?: { cached_tokens?: number } } | null)?.prompt_tokens_details
+        ?.cached_tokens ?? 0;
+    report(
+      `Chat Completions, ${reference.usage?.prompt_tokens?.toLocaleString('en-US')}-token prompt (${cached} cached on the next worker), SIGKILL after 5 chunks`,
+      pauses[0],
+    );
   });
 
   it('migration - a stop-string prefix held back when the worker dies is generated again, not lost', async () => {
@@ -308,7 +380,10 @@ describe('migration e2e', () => {
     assert.deepEqual(counts(result), counts(reference));
     assert.equal(read.comments.filter((c) => c.startsWith('resumed on ')).length, 2);
     assert.equal(pauses.length, 2);
-    report(`Chat Completions, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL after 5 chunks: first move`, pauses[0]);
+    report(
+      `Chat Completions, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL after 5 chunks: first move`,
+      pauses[0],
+    );
     report(`Chat Completions, the same stream's next worker SIGKILLed 5 chunks later: second move`, pauses[1]);
     kill('w3');
     // Not a place to go on for the next test until the fleet knows it is gone.
@@ -326,12 +401,22 @@ describe('migration e2e', () => {
     assert.equal(result.text, reference.text);
     assert.deepEqual(result.events, reference.events, 'the same events, one message_start, block indices continuing');
     assert.deepEqual(result.usage, reference.usage);
-    assert.ok(read.comments.some((c) => c.startsWith('resumed on ')), 'the stream says where it resumed');
+    assert.ok(
+      read.comments.some((c) => c.startsWith('resumed on ')),
+      'the stream says where it resumed',
+    );
     report(`Anthropic Messages, ${reference.usage?.input}-token prompt, SIGKILL after 5 events`, pauses[0]);
   });
 
   it('migration - Responses: sequence numbers and output indices continue, usage as in the unbroken run', async () => {
-    const body = { model: MODEL, input: 'Sing.', stream: true, temperature: 0, max_output_tokens: MAX_TOKENS, store: false };
+    const body = {
+      model: MODEL,
+      input: 'Sing.',
+      stream: true,
+      temperature: 0,
+      max_output_tokens: MAX_TOKENS,
+      store: false,
+    };
     const reference = responsesResult(await readSse(`${stack.baseUrl}/v1/responses`, body));
     assert.equal(reference.status, 'incomplete');
     const { read, killed, pauses } = await killedAfter(body, [6], { path: '/v1/responses' });
@@ -339,14 +424,28 @@ describe('migration e2e', () => {
     assert.equal(killed.length, 1);
     assert.equal(result.error, null, moves());
     assert.equal(result.text, reference.text);
-    assert.deepEqual(result.sequence, Array.from({ length: result.sequence.length }, (_, i) => i), 'sequence_number counts up by one from 0');
+    assert.deepEqual(
+      result.sequence,
+      Array.from({ length: result.sequence.length }, (_, i) => i),
+      'sequence_number counts up by one from 0',
+    );
     assert.deepEqual(result.events, reference.events, 'the same event types and indices in the same order');
     assert.deepEqual(result.usage, reference.usage);
-    assert.ok(read.comments.some((c) => c.startsWith('resumed on ')), 'the stream says where it resumed');
+    assert.ok(
+      read.comments.some((c) => c.startsWith('resumed on ')),
+      'the stream says where it resumed',
+    );
     report(`Responses (SSE), ${reference.usage?.input}-token prompt, SIGKILL after 6 events`, pauses[0]);
   });
 
-  const backgroundBody = { model: MODEL, input: 'Sing.', stream: true, background: true, temperature: 0, max_output_tokens: MAX_TOKENS };
+  const backgroundBody = {
+    model: MODEL,
+    input: 'Sing.',
+    stream: true,
+    background: true,
+    temperature: 0,
+    max_output_tokens: MAX_TOKENS,
+  };
 
   interface StoredResponse {
     status: string;
@@ -358,7 +457,9 @@ describe('migration e2e', () => {
    * A background response as others see it once it has ended: its id (named by the first event the
    * follower read), the resource a translator stored, and its frames read again from the start.
    */
-  async function afterwards(read: Read): Promise<{ stored: StoredResponse; storedText: string; again: ReturnType<typeof responsesResult> }> {
+  async function afterwards(
+    read: Read,
+  ): Promise<{ stored: StoredResponse; storedText: string; again: ReturnType<typeof responsesResult> }> {
     const id = (JSON.parse(read.messages[0]?.data ?? '{}') as { response?: { id?: string } }).response?.id;
     assert.ok(id, 'the first event names the response');
     let stored: StoredResponse | undefined;
@@ -367,9 +468,20 @@ describe('migration e2e', () => {
       return stored.status === 'incomplete';
     }, 10_000);
     const response = await fetch(`${stack.baseUrl}/v1/responses/${id}?stream=true`);
-    const again = responsesResult({ status: response.status, messages: new SseParser().push(await response.text()), comments: [] });
+    const again = responsesResult({
+      status: response.status,
+      messages: new SseParser().push(await response.text()),
+      comments: [],
+    });
     const done = stored as StoredResponse;
-    return { stored: done, storedText: done.output.flatMap((item) => item.content ?? []).map((part) => part.text ?? '').join(''), again };
+    return {
+      stored: done,
+      storedText: done.output
+        .flatMap((item) => item.content ?? [])
+        .map((part) => part.text ?? '')
+        .join(''),
+      again,
+    };
   }
 
   it('migration - a background response: its run moves, a follower reads one unbroken stream, and the stored response is the unbroken one', async () => {
@@ -382,13 +494,20 @@ describe('migration e2e', () => {
     assert.equal(killed.length, 1);
     assert.equal(result.error, null, moves());
     assert.equal(result.text, reference.text);
-    assert.deepEqual(result.sequence, Array.from({ length: result.sequence.length }, (_, i) => i), 'sequence_number counts up by one from 0');
+    assert.deepEqual(
+      result.sequence,
+      Array.from({ length: result.sequence.length }, (_, i) => i),
+      'sequence_number counts up by one from 0',
+    );
     assert.deepEqual(result.events, reference.events);
     assert.deepEqual(result.usage, reference.usage);
     // Stored by a translator from the same events: the finished resource is the unbroken run's; read
     // again from the start by a new follower: the same frames.
     const { stored, storedText, again } = await afterwards(read);
-    assert.ok(storedText === reference.text, `the stored output is the unbroken run's (${storedText.length} characters, ${reference.text.length} expected)`);
+    assert.ok(
+      storedText === reference.text,
+      `the stored output is the unbroken run's (${storedText.length} characters, ${reference.text.length} expected)`,
+    );
     assert.deepEqual({ input: stored.usage?.input_tokens, output: stored.usage?.output_tokens }, reference.usage);
     assert.equal(again.text, reference.text);
     assert.deepEqual(again.events, reference.events);
@@ -429,9 +548,14 @@ describe('migration e2e', () => {
       const lostRun = order.find((event) => event.moving)?.runId;
       assert.ok(lostRun, 'the placing gateway marked the lost run when the move began');
       const marked = order.findIndex((event) => event.moving);
-      await waitFor(() => order.slice(marked).some((event) => event.runId === lostRun && event.type === 'finish'), 10_000);
+      await waitFor(
+        () => order.slice(marked).some((event) => event.runId === lostRun && event.type === 'finish'),
+        10_000,
+      );
       const nextStart = order.findIndex((event, i) => i > marked && event.type === 'start');
-      const beforeNext = order.slice(marked, nextStart < 0 ? undefined : nextStart).filter((event) => event.runId === lostRun && !event.moving).length;
+      const beforeNext = order
+        .slice(marked, nextStart < 0 ? undefined : nextStart)
+        .filter((event) => event.runId === lostRun && !event.moving).length;
       t.diagnostic(`the woken worker's events stored after the mark and before the next run's start: ${beforeNext}`);
       const { storedText, again } = await afterwards(read);
       assert.equal(storedText, reference.text);
@@ -455,7 +579,10 @@ describe('migration e2e', () => {
     const body = chat({ model: REASONING_MODEL });
     const reference = chatResult(await readSse(`${stack.baseUrl}/v1/chat/completions`, body));
     assert.equal(reference.finish, 'length');
-    assert.ok(reference.reasoning.startsWith('Round and round we go.Round'), `it reasons: ${reference.reasoning.slice(0, 40)}`);
+    assert.ok(
+      reference.reasoning.startsWith('Round and round we go.Round'),
+      `it reasons: ${reference.reasoning.slice(0, 40)}`,
+    );
     const { read, killed, pauses, resumedAt } = await killedAfter(body, [5], { when: isReasoning });
     const result = chatResult(read);
     assert.equal(killed.length, 1);
@@ -467,12 +594,22 @@ describe('migration e2e', () => {
     assert.equal(result.text, reference.text);
     assert.equal(result.finish, 'length');
     assert.deepEqual(counts(result), counts(reference), 'reasoning tokens counted as in the unbroken run');
-    report(`Chat Completions reasoning, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL on the 5th reasoning chunk`, pauses[0]);
+    report(
+      `Chat Completions reasoning, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL on the 5th reasoning chunk`,
+      pauses[0],
+    );
   });
 
   // The models people run: gpt-oss (Harmony channels) and Qwen3-Coder (XML parameters), each writing a
   // 160-token stretch of reasoning or arguments in its own syntax, move mid-stream like any model.
-  const weather = { type: 'function', function: { name: 'get_weather', description: 'The weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } };
+  const weather = {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'The weather',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  };
 
   for (const model of REASONING_FAMILIES) {
     it(`migration - ${model} killed mid-reasoning (gpt-oss's analysis channel, MiniMax's <think>): reasoning and answer equal the unbroken run`, async () => {
@@ -480,7 +617,7 @@ describe('migration e2e', () => {
       const body = chat({ model, max_tokens: 1_000 });
       const reference = chatResult(await readSse(`${stack.baseUrl}/v1/chat/completions`, body));
       assert.equal(reference.finish, 'stop');
-        assert.match(reference.reasoning, /^w001 w002/);
+      assert.match(reference.reasoning, /^w001 w002/);
       const { read, killed, resumedAt } = await killedAfter(body, [5], { when: isReasoning });
       const result = chatResult(read);
       assert.equal(killed.length, 1);
@@ -532,17 +669,31 @@ describe('migration e2e', () => {
     assert.equal(result.error, null, moves());
     const [resumed = read.messages.length] = resumedAt;
     assert.ok(read.messages.slice(resumed).some(isToolArgs), 'the next worker went on with the arguments');
-    assert.equal(result.toolCalls.length, 1, `one call: ${JSON.stringify(result.toolCalls.map((c) => ({ index: c.index, ids: c.ids })))}`);
+    assert.equal(
+      result.toolCalls.length,
+      1,
+      `one call: ${JSON.stringify(result.toolCalls.map((c) => ({ index: c.index, ids: c.ids })))}`,
+    );
     const [call] = result.toolCalls;
     assert.equal(call?.index, 0);
     assert.equal(call?.ids.length, 1, `the call's id was sent once, before the kill: ${call?.ids.join(', ')}`);
     assert.equal(call?.name, 'sing');
-    assert.equal(call?.arguments.length, reference.toolCalls[0]?.arguments.length, "arguments as long as the unbroken run's");
+    assert.equal(
+      call?.arguments.length,
+      reference.toolCalls[0]?.arguments.length,
+      "arguments as long as the unbroken run's",
+    );
     assert.equal(call?.arguments, reference.toolCalls[0]?.arguments);
-    assert.ok(validVerses(JSON.parse(call?.arguments ?? '')), `the arguments match the parameters: ${JSON.stringify(validVerses.errors)}`);
+    assert.ok(
+      validVerses(JSON.parse(call?.arguments ?? '')),
+      `the arguments match the parameters: ${JSON.stringify(validVerses.errors)}`,
+    );
     assert.equal(result.finish, 'tool_calls');
     assert.deepEqual(counts(result), counts(reference));
-    report(`Chat Completions tool call, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL on the 8th arguments chunk`, pauses[0]);
+    report(
+      `Chat Completions tool call, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL on the 8th arguments chunk`,
+      pauses[0],
+    );
   });
 
   it("migration - killed inside a json_schema document: the document validates against the schema and equals the unbroken run's", async () => {
@@ -561,14 +712,24 @@ describe('migration e2e', () => {
     assert.equal(result.text, reference.text);
     const document = JSON.parse(result.text) as { verses: string[] };
     assert.ok(validVerses(document), `the document matches the schema: ${JSON.stringify(validVerses.errors)}`);
-    assert.ok(document.verses.every((verse) => verse.length > 900), 'each verse is written to its length');
+    assert.ok(
+      document.verses.every((verse) => verse.length > 900),
+      'each verse is written to its length',
+    );
     assert.equal(result.finish, 'stop');
     assert.deepEqual(counts(result), counts(reference));
-    report(`Chat Completions json_schema, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL on the 8th content chunk`, pauses[0]);
+    report(
+      `Chat Completions json_schema, ${reference.usage?.prompt_tokens}-token prompt, SIGKILL on the 8th content chunk`,
+      pauses[0],
+    );
   });
 
   /** Sends one response.create and collects its turn's events through the terminal event or an error, handing each to `onEvent`. */
-  function turn(ws: WebSocket, body: Record<string, unknown>, onEvent: (event: ResponsesEvent) => void = () => undefined): Promise<ResponsesEvent[]> {
+  function turn(
+    ws: WebSocket,
+    body: Record<string, unknown>,
+    onEvent: (event: ResponsesEvent) => void = () => undefined,
+  ): Promise<ResponsesEvent[]> {
     const events: ResponsesEvent[] = [];
     return new Promise((resolve, reject) => {
       const onMessage = (data: WebSocket.RawData): void => {
@@ -611,16 +772,32 @@ describe('migration e2e', () => {
       assert.equal(pauses.length, 1, 'the turn moved to another worker');
       assert.equal(result.error, null, moves());
       assert.equal(result.text, reference.text);
-      assert.deepEqual(result.sequence, Array.from({ length: result.sequence.length }, (_, i) => i), 'sequence_number counts up by one from 0');
+      assert.deepEqual(
+        result.sequence,
+        Array.from({ length: result.sequence.length }, (_, i) => i),
+        'sequence_number counts up by one from 0',
+      );
       assert.deepEqual(result.events, reference.events, 'the same event types and indices in the same order');
       assert.equal(result.status, 'incomplete');
       assert.deepEqual(result.usage, reference.usage);
       // The moved turn is the connection's latest response: the next turn continues it, its whole output the next input.
       const id = events.at(-1)?.response?.id;
-      const next = responsesFold(await turn(ws, { model: MODEL, previous_response_id: id, input: 'Again.', temperature: 0, max_output_tokens: 8, store: false }));
+      const next = responsesFold(
+        await turn(ws, {
+          model: MODEL,
+          previous_response_id: id,
+          input: 'Again.',
+          temperature: 0,
+          max_output_tokens: 8,
+          store: false,
+        }),
+      );
       assert.equal(next.error, null);
       assert.equal(next.status, 'incomplete');
-      assert.ok((next.usage?.input ?? 0) > (result.usage?.input ?? 0) + MAX_TOKENS, `the moved turn's output is in the next turn's input: ${JSON.stringify(next.usage)}`);
+      assert.ok(
+        (next.usage?.input ?? 0) > (result.usage?.input ?? 0) + MAX_TOKENS,
+        `the moved turn's output is in the next turn's input: ${JSON.stringify(next.usage)}`,
+      );
       report(`Responses (WebSocket), ${reference.usage?.input}-token prompt, SIGKILL after 6 events`, pauses[0]);
     } finally {
       ws.terminate();
@@ -629,7 +806,10 @@ describe('migration e2e', () => {
 
   it('migration - a frozen (SIGSTOPped) worker: the stream moves at the idle timeout and the frozen worker is told to stop', async () => {
     const reference = chatResult(await readSse(`${stack.baseUrl}/v1/chat/completions`, chat()));
-    const cancels = await watchBus<{ runId: string; reason: string }>(stack.nc, Subjects.workerCancel.replace(WORKER_ID_TOKEN, '*'));
+    const cancels = await watchBus<{ runId: string; reason: string }>(
+      stack.nc,
+      Subjects.workerCancel.replace(WORKER_ID_TOKEN, '*'),
+    );
     let frozen: string | undefined;
     try {
       const { read, killed, pauses } = await killedAfter(chat(), [5], { signal: 'SIGSTOP' });
@@ -639,8 +819,14 @@ describe('migration e2e', () => {
       assert.equal(result.error, null, moves());
       assert.equal(result.text, reference.text);
       assert.deepEqual(counts(result), counts(reference));
-      assert.ok(cancels.messages.some((c) => /moves to another worker/.test(c.reason)), 'the frozen worker was sent a cancel for its copy');
-      report(`Chat Completions, ${reference.usage?.prompt_tokens}-token prompt, SIGSTOP after 5 chunks (idle timeout 3 s)`, pauses[0]);
+      assert.ok(
+        cancels.messages.some((c) => /moves to another worker/.test(c.reason)),
+        'the frozen worker was sent a cancel for its copy',
+      );
+      report(
+        `Chat Completions, ${reference.usage?.prompt_tokens}-token prompt, SIGSTOP after 5 chunks (idle timeout 3 s)`,
+        pauses[0],
+      );
     } finally {
       await cancels.stop();
       if (frozen) {

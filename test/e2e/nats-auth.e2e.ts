@@ -12,8 +12,24 @@ import { parseAllDocuments } from 'yaml';
 import { connect, errors, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser } from '@nats-io/nkeys';
-import { BusClient, connectBus, EventPublisher, startNatsServer, type LocalNatsServer, type NatsAuth } from '@cortex/bus';
-import { decodeFleetView, decodeLoadResult, EVENTS_STREAM, streamSubject, workerSubject, Subjects, type FleetView, type LoadCommand } from '@cortex/contracts';
+import {
+  BusClient,
+  connectBus,
+  EventPublisher,
+  startNatsServer,
+  type LocalNatsServer,
+  type NatsAuth,
+} from '@cortex/bus';
+import {
+  decodeFleetView,
+  decodeLoadResult,
+  EVENTS_STREAM,
+  streamSubject,
+  workerSubject,
+  Subjects,
+  type FleetView,
+  type LoadCommand,
+} from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { startStack, fixtureEntry, scrapeMetrics, waitFor, type TestStack } from '@cortex/testing';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -27,7 +43,10 @@ const LOAD: LoadCommand = { model: 'cortex-chat', source: 'fixture:cortex-chat',
 
 /** One user per role, as in deploy/nats/nats-server.conf; passwords are fresh for every run. */
 const ROLES = ['router', 'translator', 'metrics', 'gateway', 'admin', WORKER, 'worker-cpu', 'worker-gpu0'] as const;
-const passwords = Object.fromEntries(ROLES.map((role) => [role, randomBytes(12).toString('hex')])) as Record<(typeof ROLES)[number], string>;
+const passwords = Object.fromEntries(ROLES.map((role) => [role, randomBytes(12).toString('hex')])) as Record<
+  (typeof ROLES)[number],
+  string
+>;
 const passwordVariable = (role: string): string => `CORTEX_NATS_${role.replace(/-/g, '_').toUpperCase()}_PASSWORD`;
 
 const serviceEnv = (role: (typeof ROLES)[number]): Record<string, string> => ({
@@ -38,10 +57,16 @@ const serviceEnv = (role: (typeof ROLES)[number]): Record<string, string> => ({
 
 /** A request whose publish the server refused (nats.js wraps the server's -ERR in a RequestError). */
 const refusedPublish = (error: Error): boolean =>
-  error instanceof errors.RequestError && error.cause instanceof errors.PermissionViolationError && error.cause.operation === 'publish';
+  error instanceof errors.RequestError &&
+  error.cause instanceof errors.PermissionViolationError &&
+  error.cause.operation === 'publish';
 
 /** nats.js options of one role, for test connections. */
-const as = (role: (typeof ROLES)[number]): Partial<ConnectionOptions> => ({ user: role, pass: passwords[role], inboxPrefix: `_INBOX.${role}` });
+const as = (role: (typeof ROLES)[number]): Partial<ConnectionOptions> => ({
+  user: role,
+  pass: passwords[role],
+  inboxPrefix: `_INBOX.${role}`,
+});
 
 describe('NATS credentials and per-role permissions e2e', () => {
   let stack: TestStack;
@@ -54,8 +79,17 @@ describe('NATS credentials and per-role permissions e2e', () => {
       natsAuth: {
         // nats-server parses an environment variable as a config value: quoted, a password that starts
         // with a digit stays a string (hex passwords do).
-        server: { configFile: SERVER_CONFIG, env: Object.fromEntries(ROLES.map((role) => [passwordVariable(role), `"${passwords[role]}"`])) },
-        services: { router: serviceEnv('router'), translator: serviceEnv('translator'), metrics: serviceEnv('metrics'), gateway: serviceEnv('gateway'), worker: serviceEnv(WORKER) },
+        server: {
+          configFile: SERVER_CONFIG,
+          env: Object.fromEntries(ROLES.map((role) => [passwordVariable(role), `"${passwords[role]}"`])),
+        },
+        services: {
+          router: serviceEnv('router'),
+          translator: serviceEnv('translator'),
+          metrics: serviceEnv('metrics'),
+          gateway: serviceEnv('gateway'),
+          worker: serviceEnv(WORKER),
+        },
         observer: as('admin'),
       },
     });
@@ -75,7 +109,10 @@ describe('NATS credentials and per-role permissions e2e', () => {
   it('nats-auth e2e - with one user per role a chat completion streams end to end', async () => {
     const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     const deltas: string[] = [];
-    const stream = client.chat.completions.stream({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Say hello.' }] });
+    const stream = client.chat.completions.stream({
+      model: 'cortex-chat',
+      messages: [{ role: 'user', content: 'Say hello.' }],
+    });
     stream.on('content', (delta) => deltas.push(delta));
     const final = await stream.finalChatCompletion();
     assert.equal(final.choices[0]?.message.content, chat.expected.text);
@@ -94,8 +131,12 @@ describe('NATS credentials and per-role permissions e2e', () => {
     // spend counter (from the records) equals the completion counter (from the request events).
     const counted = async (): Promise<[number, number]> => {
       const lines = (await (await fetch(`${stack.metricsUrl}/metrics`)).text()).split('\n');
-      const value = (prefix: string): number => lines.filter((line) => line.startsWith(prefix)).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
-      return [value('cortex_spend_completion_tokens_total{account="",key="",model="cortex-chat"}'), value('cortex_completion_tokens_total{model="cortex-chat"')];
+      const value = (prefix: string): number =>
+        lines.filter((line) => line.startsWith(prefix)).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+      return [
+        value('cortex_spend_completion_tokens_total{account="",key="",model="cortex-chat"}'),
+        value('cortex_completion_tokens_total{model="cortex-chat"'),
+      ];
     };
     await waitFor(async () => {
       const [spent, completed] = await counted();
@@ -109,15 +150,26 @@ describe('NATS credentials and per-role permissions e2e', () => {
     const big = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Say hello.' }], padding: 'x'.repeat(1_500_000) }),
+      body: JSON.stringify({
+        model: 'cortex-chat',
+        messages: [{ role: 'user', content: 'Say hello.' }],
+        padding: 'x'.repeat(1_500_000),
+      }),
     });
     assert.equal(big.status, 200, `${await big.clone().text()}\n${stack.logs().slice(-4000)}`);
-    assert.equal(((await big.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content, chat.expected.text);
+    assert.equal(
+      ((await big.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content,
+      chat.expected.text,
+    );
     // Services log every error the server sends them, so a missing right shows up here.
-    assert.doesNotMatch(stack.logs(), /Permissions Violation|Authorization Violation/i, 'no service was refused a subject it needs');
+    assert.doesNotMatch(
+      stack.logs(),
+      /Permissions Violation|Authorization Violation/i,
+      'no service was refused a subject it needs',
+    );
   });
 
-  it('nats-auth e2e - a background response runs, streams and is stored with each role\'s rights', async () => {
+  it("nats-auth e2e - a background response runs, streams and is stored with each role's rights", async () => {
     const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     // The worker publishes into CORTEX_BACKGROUND, the gateway replays it, a translator stores the end.
     const created = await client.responses.create({ model: 'cortex-chat', input: 'Say hello.', background: true });
@@ -126,13 +178,19 @@ describe('NATS credentials and per-role permissions e2e', () => {
     assert.match(await replay.text(), /response\.completed/);
     await waitFor(async () => (await client.responses.retrieve(created.id)).status === 'completed', 20_000);
     assert.equal((await client.responses.retrieve(created.id)).output_text, chat.expected.text);
-    assert.doesNotMatch(stack.logs(), /Permissions Violation|Authorization Violation/i, 'no service was refused a subject it needs');
+    assert.doesNotMatch(
+      stack.logs(),
+      /Permissions Violation|Authorization Violation/i,
+      'no service was refused a subject it needs',
+    );
   });
 
-  it('nats-auth e2e - the web console\'s feed works with the gateway\'s rights: live streams, events and recent activity', async () => {
+  it("nats-auth e2e - the web console's feed works with the gateway's rights: live streams, events and recent activity", async () => {
     const controller = new AbortController();
     // Bounded: a feed denied its subscriptions stays open and silent.
-    const response = await fetch(`${stack.baseUrl}/admin/console/feed`, { signal: AbortSignal.any([controller.signal, AbortSignal.timeout(30_000)]) });
+    const response = await fetch(`${stack.baseUrl}/admin/console/feed`, {
+      signal: AbortSignal.any([controller.signal, AbortSignal.timeout(30_000)]),
+    });
     assert.equal(response.status, 200);
     const reader = response.body!.getReader();
     let text = '';
@@ -147,12 +205,20 @@ describe('NATS credentials and per-role permissions e2e', () => {
       // The snapshot carries the activity read back from CORTEX_EVENTS (the requests of the tests above).
       await until(/event: snapshot\ndata: .*"requestId"/);
       const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
-      await client.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Say hello.' }], stream: false });
+      await client.chat.completions.create({
+        model: 'cortex-chat',
+        messages: [{ role: 'user', content: 'Say hello.' }],
+        stream: false,
+      });
       await until(/event: finished\n/);
     } finally {
       controller.abort();
     }
-    assert.doesNotMatch(stack.logs(), /Permissions Violation|Authorization Violation/i, 'no service was refused a subject it needs');
+    assert.doesNotMatch(
+      stack.logs(),
+      /Permissions Violation|Authorization Violation/i,
+      'no service was refused a subject it needs',
+    );
   });
 
   it('nats-auth e2e - `cortex status` works as the admin user', async () => {
@@ -162,13 +228,28 @@ describe('NATS credentials and per-role permissions e2e', () => {
     const env = { ...inherited, CORTEX_NATS_URL: stack.nats.url, ...serviceEnv('admin') };
     const { stdout } = await run(process.execPath, [cli, 'status', '--json'], { env, cwd: tmpdir(), timeout: 30_000 });
     const report = JSON.parse(stdout) as { services: Array<{ service: string }>; fleet: FleetView | null };
-    assert.deepEqual([...new Set(report.services.map((s) => s.service))].sort(), ['gateway', 'metrics', 'router', 'translator', 'worker']);
-    assert.deepEqual(report.fleet?.workers.map((w) => w.workerId), [WORKER]);
+    assert.deepEqual([...new Set(report.services.map((s) => s.service))].sort(), [
+      'gateway',
+      'metrics',
+      'router',
+      'translator',
+      'worker',
+    ]);
+    assert.deepEqual(
+      report.fleet?.workers.map((w) => w.workerId),
+      [WORKER],
+    );
   });
 
   it('nats-auth e2e - a client without credentials, or with a wrong password, cannot connect', async () => {
-    await assert.rejects(connect({ servers: stack.nats.url, reconnect: false }), (error: Error) => error instanceof errors.AuthorizationError);
-    await assert.rejects(connect({ servers: stack.nats.url, reconnect: false, user: 'router', pass: 'wrong' }), (error: Error) => error instanceof errors.AuthorizationError);
+    await assert.rejects(
+      connect({ servers: stack.nats.url, reconnect: false }),
+      (error: Error) => error instanceof errors.AuthorizationError,
+    );
+    await assert.rejects(
+      connect({ servers: stack.nats.url, reconnect: false, user: 'router', pass: 'wrong' }),
+      (error: Error) => error instanceof errors.AuthorizationError,
+    );
   });
 
   it('nats-auth e2e - nats://user:pass@host URLs carry the credentials, and errors never show the password', async () => {
@@ -178,7 +259,10 @@ describe('NATS credentials and per-role permissions e2e', () => {
     const nc = await connectBus({ url: url.toString(), name: 'cortex-test', auth: { inboxPrefix: '_INBOX.admin' } });
     extra.push(nc);
     const fleet = await new BusClient(nc, 5_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView });
-    assert.deepEqual(fleet.workers.map((w) => w.workerId), [WORKER]);
+    assert.deepEqual(
+      fleet.workers.map((w) => w.workerId),
+      [WORKER],
+    );
     url.password = 'not-the-password';
     await assert.rejects(connectBus({ url: url.toString(), name: 'cortex-test' }), (error: Error) => {
       assert.match(error.message, /refused this connection's credentials/);
@@ -195,14 +279,19 @@ describe('NATS credentials and per-role permissions e2e', () => {
     );
     const streams = worker.subscribe(Subjects.streamsAll);
     const closed = await streams.closed;
-    assert.ok(closed instanceof errors.PermissionViolationError && closed.operation === 'subscription', `got ${String(closed)}`);
+    assert.ok(
+      closed instanceof errors.PermissionViolationError && closed.operation === 'subscription',
+      `got ${String(closed)}`,
+    );
     const other = worker.subscribe(workerSubject(Subjects.workerGenerate, 'worker-gpu0'));
     assert.ok((await other.closed) instanceof errors.PermissionViolationError);
     const replies = worker.subscribe('_INBOX.gateway.>');
     assert.ok((await replies.closed) instanceof errors.PermissionViolationError);
     // The same load from the router's user reaches the worker: the refusal above is the permission.
     const router = await open(as('router'));
-    const loaded = await new BusClient(router, 60_000).request(workerSubject(Subjects.workerLoad, WORKER), LOAD, { decode: decodeLoadResult });
+    const loaded = await new BusClient(router, 60_000).request(workerSubject(Subjects.workerLoad, WORKER), LOAD, {
+      decode: decodeLoadResult,
+    });
     assert.equal(loaded.model, 'cortex-chat');
   });
 
@@ -211,26 +300,47 @@ describe('NATS credentials and per-role permissions e2e', () => {
     const spy = await open(as('gateway'));
     // Where a live run's tokens go: the subject names the worker the gateway placed it on.
     const seen: string[] = [];
-    const streams = spy.subscribe(Subjects.streamsAll, { callback: (_error, message) => void seen.push(message.subject) });
+    const streams = spy.subscribe(Subjects.streamsAll, {
+      callback: (_error, message) => void seen.push(message.subject),
+    });
     await spy.flush();
     const tokensCounted = async (): Promise<number> => {
       const metrics = await scrapeMetrics(stack.metricsUrl);
-      return [...metrics].filter(([name]) => name.startsWith('cortex_completion_tokens_total{')).reduce((sum, [, value]) => sum + value, 0);
+      return [...metrics]
+        .filter(([name]) => name.startsWith('cortex_completion_tokens_total{'))
+        .reduce((sum, [, value]) => sum + value, 0);
     };
     const before = await tokensCounted();
     const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'cortex-loop', messages: [{ role: 'user', content: 'Hi.' }], stream: true, max_tokens: 400, stream_options: { include_usage: true } }),
+      body: JSON.stringify({
+        model: 'cortex-loop',
+        messages: [{ role: 'user', content: 'Hi.' }],
+        stream: true,
+        max_tokens: 400,
+        stream_options: { include_usage: true },
+      }),
     });
     await waitFor(() => seen.length > 0, 10_000, 5);
     const subject = seen[0]!;
     assert.match(subject, new RegExp(`^llm\\.stream\\.v1\\.${WORKER}\\.[0-9a-f]+$`));
     const runId = subject.split('.').pop()!;
     const forged = (seq: number) => JSON.stringify({ type: 'text', text: ' INJECTED ', seq });
-    const bill = JSON.stringify({ type: 'finish', reason: 'stop', seq: 3, usage: { promptTokens: 5_000_000, completionTokens: 5_000_000, cachedPromptTokens: 0, reasoningTokens: 0 }, timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 1, queueMs: 0 } });
+    const bill = JSON.stringify({
+      type: 'finish',
+      reason: 'stop',
+      seq: 3,
+      usage: { promptTokens: 5_000_000, completionTokens: 5_000_000, cachedPromptTokens: 0, reasoningTokens: 0 },
+      timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 1, queueMs: 0 },
+    });
     // The run's own subject: refused by the server.
-    for (const body of [forged(2), bill]) await assert.rejects(forger.request(subject, body, { timeout: 5_000 }), (error: Error) => refusedPublish(error), 'another worker writes the run');
+    for (const body of [forged(2), bill])
+      await assert.rejects(
+        forger.request(subject, body, { timeout: 5_000 }),
+        (error: Error) => refusedPublish(error),
+        'another worker writes the run',
+      );
     // Its own id with the run's id: allowed, and read by nobody.
     for (let seq = 0; seq < 20; seq++) forger.publish(streamSubject('worker-gpu0', runId), forged(seq));
     forger.publish(streamSubject('worker-gpu0', runId), bill);
@@ -238,7 +348,11 @@ describe('NATS credentials and per-role permissions e2e', () => {
     // Widening the events stream to capture every run (what such a user did before) is refused.
     const info = await (await jetstreamManager(spy)).streams.info(EVENTS_STREAM);
     await assert.rejects(
-      forger.request(`$JS.API.STREAM.UPDATE.${EVENTS_STREAM}`, JSON.stringify({ ...info.config, subjects: [Subjects.eventsAll, Subjects.streamsAll] }), { timeout: 5_000 }),
+      forger.request(
+        `$JS.API.STREAM.UPDATE.${EVENTS_STREAM}`,
+        JSON.stringify({ ...info.config, subjects: [Subjects.eventsAll, Subjects.streamsAll] }),
+        { timeout: 5_000 },
+      ),
       (error: Error) => refusedPublish(error),
     );
     const text = await response.text();
@@ -252,20 +366,47 @@ describe('NATS credentials and per-role permissions e2e', () => {
 
     // A load_failed naming worker-cpu0: refused on worker-cpu0's subject, dropped and counted on its own.
     const failed = { model: 'cortex-chat', workerId: WORKER, error: 'forged', at: Date.now(), cancelled: true };
-    await assert.rejects(jetstream(forger).publish(`${Subjects.modelLoadFailed}.${WORKER}`, JSON.stringify(failed)), (error: Error) => /permission|violation|timeout|no responders/i.test(`${error.message} ${String(error.cause)}`));
+    await assert.rejects(
+      jetstream(forger).publish(`${Subjects.modelLoadFailed}.${WORKER}`, JSON.stringify(failed)),
+      (error: Error) => /permission|violation|timeout|no responders/i.test(`${error.message} ${String(error.cause)}`),
+    );
     await jetstream(forger).publish(`${Subjects.modelLoadFailed}.worker-gpu0`, JSON.stringify(failed));
-    await waitFor(async () => (await scrapeMetrics(stack.metricsUrl)).get(`cortex_forged_events_total{publisher="worker-gpu0",named="${WORKER}"}`) === 1, 10_000);
+    await waitFor(
+      async () =>
+        (await scrapeMetrics(stack.metricsUrl)).get(
+          `cortex_forged_events_total{publisher="worker-gpu0",named="${WORKER}"}`,
+        ) === 1,
+      10_000,
+    );
     const metrics = await scrapeMetrics(stack.metricsUrl);
-    assert.equal([...metrics].filter(([name]) => name.startsWith('cortex_model_load_failures_total{')).length, 0, 'the forged failure is not counted as one');
+    assert.equal(
+      [...metrics].filter(([name]) => name.startsWith('cortex_model_load_failures_total{')).length,
+      0,
+      'the forged failure is not counted as one',
+    );
     // The fleet still serves: no router took the forged cancel for a real one.
-    const after = await fetch(`${stack.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Say hello.' }] }) });
+    const after = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cortex-chat', messages: [{ role: 'user', content: 'Say hello.' }] }),
+    });
     assert.equal(after.status, 200);
   });
 
   it('nats-auth e2e - the router records replication events, and the metrics service counts them', async () => {
     const router = await open(as('router'));
-    await new EventPublisher(router).publish(Subjects.replicaBlocked, { model: 'cortex-chat', reason: 'no_room', at: Date.now() }, `auth-test.${Date.now()}`);
-    await waitFor(async () => (await (await fetch(`${stack.metricsUrl}/metrics`)).text()).includes('cortex_replication_blocked_total{model="cortex-chat",reason="no_room"} 1'), 10_000);
+    await new EventPublisher(router).publish(
+      Subjects.replicaBlocked,
+      { model: 'cortex-chat', reason: 'no_room', at: Date.now() },
+      `auth-test.${Date.now()}`,
+    );
+    await waitFor(
+      async () =>
+        (await (await fetch(`${stack.metricsUrl}/metrics`)).text()).includes(
+          'cortex_replication_blocked_total{model="cortex-chat",reason="no_room"} 1',
+        ),
+      10_000,
+    );
   });
 
   it('nats-auth e2e - only gateways read token streams; the gateway cannot command loads', async () => {
@@ -318,7 +459,9 @@ describe('NATS token, NKey, creds and TLS e2e', () => {
   });
 
   it('nats-auth e2e - the Kubernetes NATS config (shared worker user) is a valid server config', () => {
-    const manifest = parseAllDocuments(readFileSync(resolve(ROOT, 'k8s/nats.yaml'), 'utf8')).map((doc) => doc.toJSON() as { kind: string; data?: Record<string, string> });
+    const manifest = parseAllDocuments(readFileSync(resolve(ROOT, 'k8s/nats.yaml'), 'utf8')).map(
+      (doc) => doc.toJSON() as { kind: string; data?: Record<string, string> },
+    );
     // The Secret `nats-tls` is mounted at /etc/nats-tls: a throwaway CA and certificate stand in for it here.
     const tlsDir = join(dir, 'k8s-tls');
     mkdirSync(tlsDir);
@@ -330,7 +473,16 @@ describe('NATS token, NKey, creds and TLS e2e', () => {
     const text = manifest.find((doc) => doc.kind === 'ConfigMap')!.data!['nats.conf']!;
     assert.match(text, /\/etc\/nats-tls\/tls\.crt/);
     writeFileSync(conf, text.replaceAll('/etc/nats-tls/', `${tlsDir}/`));
-    const env = { ...process.env, POD_NAME: 'nats-0', ...Object.fromEntries(['ROUTER', 'TRANSLATOR', 'METRICS', 'GATEWAY', 'ADMIN', 'WORKER'].map((r) => [`CORTEX_NATS_${r}_PASSWORD`, '"0pw"'])) };
+    const env = {
+      ...process.env,
+      POD_NAME: 'nats-0',
+      ...Object.fromEntries(
+        ['ROUTER', 'TRANSLATOR', 'METRICS', 'GATEWAY', 'ADMIN', 'WORKER'].map((r) => [
+          `CORTEX_NATS_${r}_PASSWORD`,
+          '"0pw"',
+        ]),
+      ),
+    };
     const check = spawnSync('nats-server', ['-t', '-c', conf], { env, encoding: 'utf8' });
     assert.equal(check.status, 0, check.stderr);
   });
@@ -353,7 +505,10 @@ describe('NATS token, NKey, creds and TLS e2e', () => {
     await roundTrip(server.url, { nkeySeedFile: seedFile });
     const strangerFile = join(dir, 'stranger.nk');
     writeFileSync(strangerFile, createUser().getSeed());
-    await assert.rejects(connectBus({ url: server.url, name: 'cortex-test', auth: { nkeySeedFile: strangerFile } }), /refused/);
+    await assert.rejects(
+      connectBus({ url: server.url, name: 'cortex-test', auth: { nkeySeedFile: strangerFile } }),
+      /refused/,
+    );
   });
 
   it('nats-auth e2e - a .creds file (user JWT signed by an account of an operator) connects', async () => {
@@ -382,19 +537,38 @@ describe('NATS token, NKey, creds and TLS e2e', () => {
   it('nats-auth e2e - TLS with a private CA and client certificates; no client certificate is refused', async () => {
     const ssl = (args: string): void => void execSync(`openssl ${args}`, { cwd: dir, stdio: 'ignore' });
     ssl('req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=cortex-test-ca -keyout ca.key -out ca.pem');
-    for (const [name, ext] of [['server', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], ['client', 'extendedKeyUsage=clientAuth']] as const) {
+    for (const [name, ext] of [
+      ['server', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
+      ['client', 'extendedKeyUsage=clientAuth'],
+    ] as const) {
       ssl(`req -newkey rsa:2048 -nodes -subj /CN=${name} -keyout ${name}.key -out ${name}.csr`);
       writeFileSync(join(dir, `${name}.ext`), `${ext}\n`);
-      ssl(`x509 -req -in ${name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile ${name}.ext -out ${name}.pem`);
+      ssl(
+        `x509 -req -in ${name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile ${name}.ext -out ${name}.pem`,
+      );
     }
-    const server = await serverWith(dir, 'tls', `tls { cert_file: "${join(dir, 'server.pem')}", key_file: "${join(dir, 'server.key')}", ca_file: "${join(dir, 'ca.pem')}", verify: true }\n`);
+    const server = await serverWith(
+      dir,
+      'tls',
+      `tls { cert_file: "${join(dir, 'server.pem')}", key_file: "${join(dir, 'server.key')}", ca_file: "${join(dir, 'ca.pem')}", verify: true }\n`,
+    );
     servers.push(server);
     const tls = { caFile: join(dir, 'ca.pem'), certFile: join(dir, 'client.pem'), keyFile: join(dir, 'client.key') };
     await roundTrip(server.url, { tls });
     await roundTrip(server.url.replace('nats://', 'tls://'), { tls });
     // The server drops a handshake without a client certificate; nats.js reports it as a connect timeout.
-    await assert.rejects(connectBus({ url: server.url, name: 'cortex-test', auth: { tls: { caFile: join(dir, 'ca.pem') } } }), /cannot reach NATS/);
+    await assert.rejects(
+      connectBus({ url: server.url, name: 'cortex-test', auth: { tls: { caFile: join(dir, 'ca.pem') } } }),
+      /cannot reach NATS/,
+    );
     // And the client checks the server: without the private CA the server's certificate is not trusted.
-    await assert.rejects(connectBus({ url: server.url, name: 'cortex-test', auth: { tls: { certFile: join(dir, 'client.pem'), keyFile: join(dir, 'client.key') } } }), /cannot reach NATS/);
+    await assert.rejects(
+      connectBus({
+        url: server.url,
+        name: 'cortex-test',
+        auth: { tls: { certFile: join(dir, 'client.pem'), keyFile: join(dir, 'client.key') } },
+      }),
+      /cannot reach NATS/,
+    );
   });
 });

@@ -4,7 +4,13 @@ import OpenAI from 'openai';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { BACKGROUND_STREAM, Buckets, EVENTS_STREAM } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { FIXTURE_CATALOGUE, startStack, startTestNatsCluster, type TestNatsCluster, type TestStack } from '@cortex/testing';
+import {
+  FIXTURE_CATALOGUE,
+  startStack,
+  startTestNatsCluster,
+  type TestNatsCluster,
+  type TestStack,
+} from '@cortex/testing';
 
 // Three clustered nats-servers, JetStream with 3 replicas, each service given every server with its
 // own first (nats.randomize: false), so the services sit on different servers. One server is killed
@@ -14,7 +20,11 @@ import { FIXTURE_CATALOGUE, startStack, startTestNatsCluster, type TestNatsClust
 const chat = fixtureModel('cortex-chat');
 /** Which server each service connects to first (index into the cluster's nodes). */
 const HOME: Record<string, number> = { gateway: 0, translator: 1, router: 2, worker: 1, metrics: 2 };
-const STREAMS = [EVENTS_STREAM, BACKGROUND_STREAM, ...[Buckets.responses, Buckets.conversations, Buckets.pins, Buckets.leases, Buckets.affinity].map((b) => `KV_${b}`)];
+const STREAMS = [
+  EVENTS_STREAM,
+  BACKGROUND_STREAM,
+  ...[Buckets.responses, Buckets.conversations, Buckets.pins, Buckets.leases, Buckets.affinity].map((b) => `KV_${b}`),
+];
 /** A request that takes longer than this has hung: the gateway's own bounds (stream idle 5 s, NATS requests 5 s) end every request well before. */
 const REQUEST_BOUND_MS = 45_000;
 const CLIENTS = 4;
@@ -32,8 +42,15 @@ describe('nats cluster e2e', () => {
 
   before(async () => {
     cluster = await startTestNatsCluster(3);
-    const serviceEnv = Object.fromEntries(Object.entries(HOME).map(([service, node]) => [service, { CORTEX_NATS_URL: cluster.urlFrom(node) }]));
-    stack = await startStack({ nats: cluster, serviceEnv, models: [FIXTURE_CATALOGUE[0]!], config: { nats: { replicas: 3, randomize: false } } });
+    const serviceEnv = Object.fromEntries(
+      Object.entries(HOME).map(([service, node]) => [service, { CORTEX_NATS_URL: cluster.urlFrom(node) }]),
+    );
+    stack = await startStack({
+      nats: cluster,
+      serviceEnv,
+      models: [FIXTURE_CATALOGUE[0]!],
+      config: { nats: { replicas: 3, randomize: false } },
+    });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: REQUEST_BOUND_MS });
     jsm = await jetstreamManager(stack.nc, { timeout: 5_000 });
   });
@@ -49,14 +66,22 @@ describe('nats cluster e2e', () => {
       assert.equal(info.cluster?.replicas?.length, 2, `${name} has a leader and two followers`);
     }
     for (const [service, node] of Object.entries(HOME)) {
-      assert.ok((await cluster.nodes[node]!.connectionNames()).includes(`cortex-${service}`), `${service} is connected to n${node}`);
+      assert.ok(
+        (await cluster.nodes[node]!.connectionNames()).includes(`cortex-${service}`),
+        `${service} is connected to n${node}`,
+      );
     }
   });
 
   it('nats cluster e2e - killing the server that leads the responses bucket loses no request, and stored responses stay readable', async (t) => {
     const stored: Array<{ id: string; text: string }> = [];
     for (let i = 0; i < 3; i++) {
-      const response = await client.responses.create({ model: 'cortex-chat', input: `Before ${i}.`, store: true, max_output_tokens: MAX_TOKENS });
+      const response = await client.responses.create({
+        model: 'cortex-chat',
+        input: `Before ${i}.`,
+        store: true,
+        max_output_tokens: MAX_TOKENS,
+      });
       stored.push({ id: response.id, text: response.output_text });
     }
     const victim = cluster.node((await jsm.streams.info(`KV_${Buckets.responses}`)).cluster!.leader!);
@@ -102,11 +127,20 @@ describe('nats cluster e2e', () => {
     killed = true;
     await Promise.all(clients);
 
-    t.diagnostic(`${succeeded} requests completed; ${failures.length} ended with an error and were retried: ${failures.map((f) => f.error).join(' | ') || 'none'}`);
+    t.diagnostic(
+      `${succeeded} requests completed; ${failures.length} ended with an error and were retried: ${failures.map((f) => f.error).join(' | ') || 'none'}`,
+    );
     assert.deepEqual(hung, [], 'no request hung');
     for (const failure of failures) {
-      assert.ok(failure.retried.ok, `a retry after "${failure.error}" succeeded (${failure.retried.ok ? '' : failure.retried.error})`);
-      assert.match(failure.error, /^(4\d\d|50[234]|stream error:) \S/, 'a failed request ended with a retryable HTTP error or a stream error event with a message, not a 500 or a dropped connection');
+      assert.ok(
+        failure.retried.ok,
+        `a retry after "${failure.error}" succeeded (${failure.retried.ok ? '' : failure.retried.error})`,
+      );
+      assert.match(
+        failure.error,
+        /^(4\d\d|50[234]|stream error:) \S/,
+        'a failed request ended with a retryable HTTP error or a stream error event with a message, not a 500 or a dropped connection',
+      );
     }
     assert.ok(succeeded >= CLIENTS * (2 + AFTER_KILL_PER_CLIENT), 'every client kept being served after the kill');
 
@@ -125,16 +159,23 @@ async function attempt(run: () => Promise<{ text: string; responseId?: string }>
   try {
     return { ok: true, ...(await run()) };
   } catch (error) {
-    if (error instanceof OpenAI.APIConnectionTimeoutError) return { ok: false, error: `no answer within ${REQUEST_BOUND_MS} ms`, hung: true };
+    if (error instanceof OpenAI.APIConnectionTimeoutError)
+      return { ok: false, error: `no answer within ${REQUEST_BOUND_MS} ms`, hung: true };
     // An error after the response started comes as an SSE error event: an APIError without a status.
-    if (error instanceof OpenAI.APIError) return { ok: false, error: `${error.status ?? 'stream error:'} ${error.message}`, hung: false };
+    if (error instanceof OpenAI.APIError)
+      return { ok: false, error: `${error.status ?? 'stream error:'} ${error.message}`, hung: false };
     return { ok: false, error: (error as Error).message, hung: false };
   }
 }
 
 function streamChat(client: OpenAI, content: string): Promise<Outcome> {
   return attempt(async () => {
-    const stream = await client.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content }], max_tokens: MAX_TOKENS, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'cortex-chat',
+      messages: [{ role: 'user', content }],
+      max_tokens: MAX_TOKENS,
+      stream: true,
+    });
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
     return { text };
@@ -143,14 +184,23 @@ function streamChat(client: OpenAI, content: string): Promise<Outcome> {
 
 function plainChat(client: OpenAI, content: string): Promise<Outcome> {
   return attempt(async () => {
-    const completion = await client.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content }], max_tokens: MAX_TOKENS });
+    const completion = await client.chat.completions.create({
+      model: 'cortex-chat',
+      messages: [{ role: 'user', content }],
+      max_tokens: MAX_TOKENS,
+    });
     return { text: completion.choices[0]?.message.content ?? '' };
   });
 }
 
 function storedResponse(client: OpenAI, input: string): Promise<Outcome> {
   return attempt(async () => {
-    const response = await client.responses.create({ model: 'cortex-chat', input, store: true, max_output_tokens: MAX_TOKENS });
+    const response = await client.responses.create({
+      model: 'cortex-chat',
+      input,
+      store: true,
+      max_output_tokens: MAX_TOKENS,
+    });
     return { text: response.output_text, responseId: response.id };
   });
 }

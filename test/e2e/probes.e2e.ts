@@ -14,7 +14,9 @@ describe('probes e2e', () => {
 
   before(async () => {
     for (const service of PROBED) urls.set(service, `http://127.0.0.1:${await freePort()}`);
-    const serviceEnv = Object.fromEntries(PROBED.map((service) => [service, { CORTEX_PROBE_LISTEN: urls.get(service)!.replace('http://', '') }]));
+    const serviceEnv = Object.fromEntries(
+      PROBED.map((service) => [service, { CORTEX_PROBE_LISTEN: urls.get(service)!.replace('http://', '') }]),
+    );
     stack = await startStack({ models: [FIXTURE_CATALOGUE[0]!], serviceEnv });
   });
 
@@ -22,7 +24,10 @@ describe('probes e2e', () => {
     await stack?.stop();
   });
 
-  const probe = async (service: string, path: string): Promise<{ status: number; body: { status?: string; detail?: string } }> => {
+  const probe = async (
+    service: string,
+    path: string,
+  ): Promise<{ status: number; body: { status?: string; detail?: string } }> => {
     const response = await fetch(`${urls.get(service)}${path}`, { signal: AbortSignal.timeout(3_000) });
     return { status: response.status, body: (await response.json()) as { status?: string; detail?: string } };
   };
@@ -35,11 +40,16 @@ describe('probes e2e', () => {
       assert.equal(ready.body.status, 'ok');
       assert.equal((await probe(service, '/v1/models')).status, 404);
     }
-    assert.match((await probe('worker', '/readyz')).body.detail ?? '', /cortex-chat/, "the worker's readiness names its models");
+    assert.match(
+      (await probe('worker', '/readyz')).body.detail ?? '',
+      /cortex-chat/,
+      "the worker's readiness names its models",
+    );
   });
 
   it('probes - while NATS is down /readyz is 503 naming the bus and /healthz stays 200; both recover', async (t) => {
-    if (!stack.nats.kill || !stack.nats.restart) return t.skip('NATS runs in a container here; killing it needs a local nats-server');
+    if (!stack.nats.kill || !stack.nats.restart)
+      return t.skip('NATS runs in a container here; killing it needs a local nats-server');
     await stack.nats.kill();
     await waitFor(async () => (await probe('router', '/readyz')).status === 503, 10_000);
     for (const service of PROBED) {

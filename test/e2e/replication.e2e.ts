@@ -1,7 +1,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { everyWorker, Subjects, type ReplicaEvent, type RequestFinishedEvent, type UnloadResult } from '@cortex/contracts';
+import {
+  everyWorker,
+  Subjects,
+  type ReplicaEvent,
+  type RequestFinishedEvent,
+  type UnloadResult,
+} from '@cortex/contracts';
 import { fixtureEntry, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
 const user = [{ role: 'user' as const, content: 'Go.' }];
@@ -63,8 +69,14 @@ describe('replication e2e', () => {
   }
 
   const copies = async (model: string): Promise<Array<{ worker: string; state: string }>> =>
-    ((await stack.fleet())?.workers ?? []).flatMap((w) => w.models.filter((m) => m.id === model).map((m) => ({ worker: w.workerId, state: m.state })));
-  const ready = async (model: string): Promise<string[]> => (await copies(model)).filter((c) => c.state === 'ready').map((c) => c.worker).sort();
+    ((await stack.fleet())?.workers ?? []).flatMap((w) =>
+      w.models.filter((m) => m.id === model).map((m) => ({ worker: w.workerId, state: m.state })),
+    );
+  const ready = async (model: string): Promise<string[]> =>
+    (await copies(model))
+      .filter((c) => c.state === 'ready')
+      .map((c) => c.worker)
+      .sort();
 
   it('replication - sustained waits load a second copy and both workers serve; once the load stops the spare copy goes after its idle time', async () => {
     assert.deepEqual(await ready('hot'), ['w1'], 'the pinned model starts with one copy');
@@ -82,7 +94,17 @@ describe('replication e2e', () => {
       );
       const servedBefore = finished.messages.length;
       // Both copies take requests while the load lasts.
-      await waitFor(() => new Set(finished.messages.slice(servedBefore).filter((e) => e.model === 'hot').map((e) => e.workerId)).size === 2, 20_000, 100);
+      await waitFor(
+        () =>
+          new Set(
+            finished.messages
+              .slice(servedBefore)
+              .filter((e) => e.model === 'hot')
+              .map((e) => e.workerId),
+          ).size === 2,
+        20_000,
+        100,
+      );
     } finally {
       await traffic.stop();
     }
@@ -90,7 +112,10 @@ describe('replication e2e', () => {
     await waitFor(async () => (await ready('hot')).length === 1, 30_000, 200);
     const calmFor = Date.now() - calmFrom;
     // The calm may begin while the last requests wind down, up to a request's time before stop() returns.
-    assert.ok(calmFor >= 2_000, `the spare copy stayed through its idle time (retire_after_s 3), went after ${calmFor} ms`);
+    assert.ok(
+      calmFor >= 2_000,
+      `the spare copy stayed through its idle time (retire_after_s 3), went after ${calmFor} ms`,
+    );
     assert.deepEqual(await ready('hot'), ['w1'], 'the pinned copy stays; the spare on w2 goes');
     await waitFor(() => retired.messages.length === 1, 5_000);
     assert.deepEqual(
@@ -100,10 +125,19 @@ describe('replication e2e', () => {
     await Promise.all([added.stop(), retired.stop(), finished.stop()]);
     await waitFor(async () => {
       const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
-      return text.includes('cortex_replications_total{model="hot",worker="w2",reason="queue_wait"} 1') && text.includes('cortex_replica_retirements_total{model="hot",worker="w2",reason="idle"} 1');
+      return (
+        text.includes('cortex_replications_total{model="hot",worker="w2",reason="queue_wait"} 1') &&
+        text.includes('cortex_replica_retirements_total{model="hot",worker="w2",reason="idle"} 1')
+      );
     }, 10_000);
-    const models = (await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as { data: Array<{ id: string; replicas?: { ready: number; min: number; max: number } }> };
-    assert.deepEqual(models.data.find((m) => m.id === 'hot')?.replicas, { ready: 1, min: 1, max: 0 }, '/v1/models shows the copies and their bounds');
+    const models = (await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as {
+      data: Array<{ id: string; replicas?: { ready: number; min: number; max: number } }>;
+    };
+    assert.deepEqual(
+      models.data.find((m) => m.id === 'hot')?.replicas,
+      { ready: 1, min: 1, max: 0 },
+      '/v1/models shows the copies and their bounds',
+    );
   });
 
   it('replication - max_replicas 1 keeps today’s behaviour: one copy however long requests wait', async () => {
@@ -120,7 +154,11 @@ describe('replication e2e', () => {
       await traffic.stop();
     }
     await Promise.all([blocked.stop(), added.stop()]);
-    assert.deepEqual(added.messages.filter((e) => e.model === 'solo'), [], 'no copy of solo was loaded');
+    assert.deepEqual(
+      added.messages.filter((e) => e.model === 'solo'),
+      [],
+      'no copy of solo was loaded',
+    );
     await client.models.list(); // the gateway still answers
   });
 
@@ -135,7 +173,11 @@ describe('replication e2e', () => {
       await waitFor(() => blocked.messages.some((e) => e.model === 'hot' && e.reason === 'no_room'), 30_000);
       assert.deepEqual(await ready('hot'), ['w1'], 'no room on w2 while busy serves there');
       assert.deepEqual(await ready('busy'), ['w2']);
-      assert.deepEqual(unloaded.messages.filter((e) => e.model === 'busy'), [], 'busy was not evicted');
+      assert.deepEqual(
+        unloaded.messages.filter((e) => e.model === 'busy'),
+        [],
+        'busy was not evicted',
+      );
       // Once busy goes idle, it is of lower priority than hot: it makes room for hot's copy.
       await busy.stop();
       await waitFor(async () => (await ready('hot')).length === 2, 30_000, 200);
@@ -145,7 +187,14 @@ describe('replication e2e', () => {
       await hot.stop();
     }
     await Promise.all([unloaded.stop(), blocked.stop(), added.stop()]);
-    assert.deepEqual(added.messages.map((e) => [e.model, e.workerId, e.reason]), [['hot', 'w2', 'queue_wait']]);
-    assert.deepEqual(unloaded.messages.filter((e) => e.model === 'busy').map((e) => [e.workerId, e.reason]), [['w2', 'priority']], 'busy was unloaded only once idle');
+    assert.deepEqual(
+      added.messages.map((e) => [e.model, e.workerId, e.reason]),
+      [['hot', 'w2', 'queue_wait']],
+    );
+    assert.deepEqual(
+      unloaded.messages.filter((e) => e.model === 'busy').map((e) => [e.workerId, e.reason]),
+      [['w2', 'priority']],
+      'busy was unloaded only once idle',
+    );
   });
 });

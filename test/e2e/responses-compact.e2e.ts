@@ -5,14 +5,25 @@ import { fixtureModel } from '@cortex/fixtures';
 import { BusClient } from '@cortex/bus';
 import { decodeDecodedRequest, Subjects } from '@cortex/contracts';
 import { COMPACTION_PREFIX, COMPACTION_PROMPT } from '@cortex/wire';
-import { OpenResponsesSchema, postJson, startStack, watchBus, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
+import {
+  OpenResponsesSchema,
+  postJson,
+  startStack,
+  watchBus,
+  FIXTURE_CATALOGUE,
+  type TestStack,
+} from '@cortex/testing';
 
 const chat = fixtureModel('cortex-chat');
 
 type Item = Record<string, unknown>;
 
 const user = (text: string): Item => ({ type: 'message', role: 'user', content: [{ type: 'input_text', text }] });
-const assistant = (text: string): Item => ({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] });
+const assistant = (text: string): Item => ({
+  type: 'message',
+  role: 'assistant',
+  content: [{ type: 'output_text', text, annotations: [] }],
+});
 
 describe('responses compact e2e', () => {
   let stack: TestStack;
@@ -21,7 +32,10 @@ describe('responses compact e2e', () => {
   const schema = new OpenResponsesSchema();
 
   before(async () => {
-    stack = await startStack({ models: FIXTURE_CATALOGUE, config: { responses: { reasoning_key: 'compact e2e secret' } } });
+    stack = await startStack({
+      models: FIXTURE_CATALOGUE,
+      config: { responses: { reasoning_key: 'compact e2e secret' } },
+    });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
     bus = new BusClient(stack.nc, 10_000);
   });
@@ -31,17 +45,37 @@ describe('responses compact e2e', () => {
   });
 
   /** The prompt a create body would run with, as the translator rebuilds it. */
-  const messagesOf = async (body: unknown) => (await bus.request(Subjects.translatorDecode, { dialect: 'openai.responses', body }, { decode: decodeDecodedRequest })).request.messages;
+  const messagesOf = async (body: unknown) =>
+    (
+      await bus.request(
+        Subjects.translatorDecode,
+        { dialect: 'openai.responses', body },
+        { decode: decodeDecodedRequest },
+      )
+    ).request.messages;
 
   it('responses compact e2e - the model summarises the older items on a worker; the latest turn stays verbatim; the result continues', async () => {
-    const history = [user('Plan a picnic.'), assistant('Bring bread.'), user('And drinks?'), assistant('Lemonade.'), user('Which park?')];
+    const history = [
+      user('Plan a picnic.'),
+      assistant('Bring bread.'),
+      user('And drinks?'),
+      assistant('Lemonade.'),
+      user('Which park?'),
+    ];
     const streams = await watchBus<{ type: string }>(stack.nc, Subjects.streamsAll);
-    const compacted = await client.responses.compact({ model: 'cortex-chat', input: history as never, instructions: 'Be brief.' });
+    const compacted = await client.responses.compact({
+      model: 'cortex-chat',
+      input: history as never,
+      instructions: 'Be brief.',
+    });
     await streams.stop();
     assert.equal(schema.check('CompactResource', compacted), null);
     assert.equal(compacted.object, 'response.compaction');
     // A real generation ran: its events crossed the bus from a worker, and usage counts both sides.
-    assert.ok(streams.messages.some((event) => event.type === 'finish'), 'a worker streamed the summary');
+    assert.ok(
+      streams.messages.some((event) => event.type === 'finish'),
+      'a worker streamed the summary',
+    );
     assert.ok(compacted.usage.input_tokens > 0);
     assert.equal(compacted.usage.output_tokens, chat.completionTokens);
     const [summary, ...kept] = compacted.output as unknown as Item[];
@@ -73,24 +107,42 @@ describe('responses compact e2e', () => {
 
   it('responses compact e2e - compacts a stored chain named by previous_response_id, then the new input', async () => {
     const first = await client.responses.create({ model: 'cortex-chat', input: 'Say hello.' });
-    const compacted = await client.responses.compact({ model: 'cortex-chat', previous_response_id: first.id, input: 'What next?' });
+    const compacted = await client.responses.compact({
+      model: 'cortex-chat',
+      previous_response_id: first.id,
+      input: 'What next?',
+    });
     assert.equal(schema.check('CompactResource', compacted), null);
     const types = (compacted.output as unknown as Item[]).map((item) => item.type);
     assert.deepEqual(types, ['compaction', 'message']);
-    const again = await client.responses.compact({ model: 'cortex-chat', input: [...(compacted.output as unknown as Item[]), assistant('Lunch.'), user('Then?')] as never });
+    const again = await client.responses.compact({
+      model: 'cortex-chat',
+      input: [...(compacted.output as unknown as Item[]), assistant('Lunch.'), user('Then?')] as never,
+    });
     // An earlier summary is itself summarised with the rest: one compaction item, then the latest turn.
-    assert.deepEqual((again.output as unknown as Item[]).map((item) => item.type), ['compaction', 'message']);
+    assert.deepEqual(
+      (again.output as unknown as Item[]).map((item) => item.type),
+      ['compaction', 'message'],
+    );
   });
 
   it('responses compact e2e - a short window (nothing older than its latest user turn) still gets a compaction item, and no generation', async () => {
     const generates = await watchBus<unknown>(stack.nc, 'llm.worker.v1.*.generate');
-    const compacted = await client.responses.compact({ model: 'cortex-chat', input: [user('We launch on Tuesday.'), assistant('Understood.')] as never });
+    const compacted = await client.responses.compact({
+      model: 'cortex-chat',
+      input: [user('We launch on Tuesday.'), assistant('Understood.')] as never,
+    });
     await generates.stop();
     assert.equal(generates.messages.length, 0, 'nothing to summarise, so no worker generated');
     assert.equal(schema.check('CompactResource', compacted), null);
     const output = compacted.output as unknown as Item[];
-    assert.deepEqual(output.map((item) => item.type), ['compaction', 'message', 'message']);
-    assert.deepEqual((output[1] as { content: unknown }).content, [{ type: 'input_text', text: 'We launch on Tuesday.' }]);
+    assert.deepEqual(
+      output.map((item) => item.type),
+      ['compaction', 'message', 'message'],
+    );
+    assert.deepEqual((output[1] as { content: unknown }).content, [
+      { type: 'input_text', text: 'We launch on Tuesday.' },
+    ]);
     // The empty summary adds nothing to a later prompt: the kept turns follow as they were.
     const messages = await messagesOf({ model: 'cortex-chat', input: [...output, user('And then?')] });
     assert.deepEqual(messages, [
@@ -101,8 +153,14 @@ describe('responses compact e2e', () => {
   });
 
   it('responses compact e2e - the summarisation prompt is the older conversation followed by the documented prompt', async () => {
-    const generates = await watchBus<{ request: { messages: Array<{ role: string; content: string }> } }>(stack.nc, 'llm.worker.v1.*.generate');
-    await client.responses.compact({ model: 'cortex-chat', input: [user('One.'), assistant('Two.'), user('Three.')] as never });
+    const generates = await watchBus<{ request: { messages: Array<{ role: string; content: string }> } }>(
+      stack.nc,
+      'llm.worker.v1.*.generate',
+    );
+    await client.responses.compact({
+      model: 'cortex-chat',
+      input: [user('One.'), assistant('Two.'), user('Three.')] as never,
+    });
     await generates.stop();
     const prompt = generates.messages.at(-1)?.request.messages;
     assert.deepEqual(prompt, [
@@ -113,10 +171,16 @@ describe('responses compact e2e', () => {
   });
 
   it('responses compact e2e - a compaction item is accepted as input on its own, and as Codex names it', async () => {
-    const compacted = await client.responses.compact({ model: 'cortex-chat', input: [user('Hi.'), assistant('Hello.'), user('Bye.')] as never });
+    const compacted = await client.responses.compact({
+      model: 'cortex-chat',
+      input: [user('Hi.'), assistant('Hello.'), user('Bye.')] as never,
+    });
     const item = (compacted.output as unknown as Item[])[0] as Item;
     for (const type of ['compaction', 'compaction_summary']) {
-      const response = await client.responses.create({ model: 'cortex-chat', input: [{ type, encrypted_content: item.encrypted_content }, user('Go on.')] as never });
+      const response = await client.responses.create({
+        model: 'cortex-chat',
+        input: [{ type, encrypted_content: item.encrypted_content }, user('Go on.')] as never,
+      });
       assert.equal(response.output_text, chat.expected.text);
       const items = await client.responses.inputItems.list(response.id);
       assert.equal(items.data.find((entry) => entry.type === ('compaction' as never))?.type, 'compaction');
@@ -134,12 +198,18 @@ describe('responses compact e2e', () => {
       assert.equal(((await reply.json()) as { error: { param: string } }).error.param, param);
     }
     // Another provider's (or another key's) compaction cannot be read: said, not silently dropped.
-    const foreign = await postJson(`${stack.baseUrl}/v1/responses`, { model: 'cortex-chat', input: [{ type: 'compaction', encrypted_content: 'gAAAAABpM0Yj' }, user('Hi.')] });
+    const foreign = await postJson(`${stack.baseUrl}/v1/responses`, {
+      model: 'cortex-chat',
+      input: [{ type: 'compaction', encrypted_content: 'gAAAAABpM0Yj' }, user('Hi.')],
+    });
     assert.equal(foreign.status, 400);
     const error = ((await foreign.json()) as { error: { param: string; message: string } }).error;
     assert.equal(error.param, 'input[0].encrypted_content');
     assert.match(error.message, /compact/);
-    const unknown = await postJson(`${stack.baseUrl}/v1/responses/compact`, { model: 'no-such-model', input: [user('a'), assistant('b'), user('c')] });
+    const unknown = await postJson(`${stack.baseUrl}/v1/responses/compact`, {
+      model: 'no-such-model',
+      input: [user('a'), assistant('b'), user('c')],
+    });
     assert.equal(unknown.status, 404);
   });
 });

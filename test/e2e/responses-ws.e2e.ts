@@ -6,21 +6,49 @@ import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import WebSocket from 'ws';
 import { BusClient, freePort } from '@cortex/bus';
-import { decodeDecodedRequest, Subjects, WORKER_ID_TOKEN, type GenerateCommand, type StreamEvent } from '@cortex/contracts';
+import {
+  decodeDecodedRequest,
+  Subjects,
+  WORKER_ID_TOKEN,
+  type GenerateCommand,
+  type StreamEvent,
+} from '@cortex/contracts';
 import { COMPACTION_PREFIX } from '@cortex/wire';
 import { fixtureModel } from '@cortex/fixtures';
-import { OpenResponsesSchema, postSse, startStack, waitFor, watchBus, FIXTURE_CATALOGUE, type TestStack } from '@cortex/testing';
+import {
+  OpenResponsesSchema,
+  postSse,
+  startStack,
+  waitFor,
+  watchBus,
+  FIXTURE_CATALOGUE,
+  type TestStack,
+} from '@cortex/testing';
 
 const KEY = 'ws-e2e-key';
 const chat = fixtureModel('cortex-chat');
 const tools = fixtureModel('cortex-tools');
-const weather = { type: 'function' as const, name: 'get_weather', description: 'Current weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false };
+const weather = {
+  type: 'function' as const,
+  name: 'get_weather',
+  description: 'Current weather',
+  parameters: { type: 'object', properties: { city: { type: 'string' } } },
+  strict: false,
+};
 const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
-type ServerEvent = { type: string; sequence_number?: number; status?: number; response?: { id: string; output: Array<Record<string, unknown>> }; error?: { code: string; message: string; param: string | null }; delta?: string };
+type ServerEvent = {
+  type: string;
+  sequence_number?: number;
+  status?: number;
+  response?: { id: string; output: Array<Record<string, unknown>> };
+  error?: { code: string; message: string; param: string | null };
+  delta?: string;
+};
 
 /** A turn ends with its terminal event, or with the WebSocket error envelope (which has `status`). */
-const ends = (event: ServerEvent): boolean => TERMINAL.has(event.type) || (event.type === 'error' && event.status !== undefined);
+const ends = (event: ServerEvent): boolean =>
+  TERMINAL.has(event.type) || (event.type === 'error' && event.status !== undefined);
 
 /** One connection driven by the openai client's ResponsesWS, with every message it received kept in order. */
 class Socket {
@@ -90,12 +118,22 @@ describe('responses websocket e2e', () => {
   /** Every event valid against the spec; a stream's events numbered from 0 in order; its text. */
   const checkTurn = (events: ServerEvent[]): { id: string; text: string; output: Array<Record<string, unknown>> } => {
     assert.ok(events.at(-1)?.status === undefined, `the turn failed: ${JSON.stringify(events.at(-1))}`);
-    for (const event of events) assert.equal(schema.checkEvent(event as { type: string }), null, `${event.type} is valid`);
-    assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
-    assert.deepEqual(events.slice(0, 2).map((e) => e.type), ['response.created', 'response.in_progress']);
+    for (const event of events)
+      assert.equal(schema.checkEvent(event as { type: string }), null, `${event.type} is valid`);
+    assert.deepEqual(
+      events.map((e) => e.sequence_number),
+      events.map((_, i) => i),
+    );
+    assert.deepEqual(
+      events.slice(0, 2).map((e) => e.type),
+      ['response.created', 'response.in_progress'],
+    );
     const last = events.at(-1);
     assert.equal(last?.type, 'response.completed');
-    const text = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+    const text = events
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => e.delta)
+      .join('');
     return { id: last?.response?.id ?? '', text, output: last?.response?.output ?? [] };
   };
 
@@ -110,7 +148,10 @@ describe('responses websocket e2e', () => {
 
   before(async () => {
     // cortex-chat takes Codex's recorded request, whose prompt is over a thousand tokens.
-    const models = [...FIXTURE_CATALOGUE.map((m) => ({ ...m, context_size: m.id === 'cortex-chat' ? 4096 : 1024 })), { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 32768, slots: 2 }];
+    const models = [
+      ...FIXTURE_CATALOGUE.map((m) => ({ ...m, context_size: m.id === 'cortex-chat' ? 4096 : 1024 })),
+      { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 32768, slots: 2 },
+    ];
     stack = await startStack({ models, config: { auth: { api_keys: [KEY] } } });
     client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: KEY, maxRetries: 0 });
   });
@@ -126,10 +167,15 @@ describe('responses websocket e2e', () => {
     const events = await socket.turn(body);
     const turn = checkTurn(events);
     assert.equal(turn.text, chat.expected.text);
-    const sse = await postSse(`${stack.baseUrl}/v1/responses`, { ...body, stream: true }, { authorization: `Bearer ${KEY}` });
+    const sse = await postSse(
+      `${stack.baseUrl}/v1/responses`,
+      { ...body, stream: true },
+      { authorization: `Bearer ${KEY}` },
+    );
     const streamed = sse.messages.filter((m) => m.data !== '[DONE]').map((m) => JSON.parse(m.data) as ServerEvent);
     // The same events in the same order; how many deltas the text comes in depends on timing (the worker batches tokens).
-    const shape = (list: ServerEvent[]) => list.map((e) => e.type).filter((type, i, all) => type !== 'response.output_text.delta' || all[i - 1] !== type);
+    const shape = (list: ServerEvent[]) =>
+      list.map((e) => e.type).filter((type, i, all) => type !== 'response.output_text.delta' || all[i - 1] !== type);
     assert.deepEqual(shape(events), shape(streamed));
     assert.equal(checkTurn(streamed).text, turn.text);
     const stored = await client.responses.retrieve(turn.id);
@@ -148,8 +194,25 @@ describe('responses websocket e2e', () => {
   });
 
   it('responses ws - a window compacted over HTTP is the input of a turn on the socket', async () => {
-    const message = (role: 'user' | 'assistant', text: string) => ({ type: 'message', role, content: [{ type: role === 'user' ? 'input_text' : 'output_text', text, ...(role === 'assistant' && { annotations: [] }) }] });
-    const compacted = await client.responses.compact({ model: 'cortex-chat', input: [message('user', 'Plan a picnic.'), message('assistant', 'Bring bread.'), message('user', 'Which park?')] as never });
+    const message = (role: 'user' | 'assistant', text: string) => ({
+      type: 'message',
+      role,
+      content: [
+        {
+          type: role === 'user' ? 'input_text' : 'output_text',
+          text,
+          ...(role === 'assistant' && { annotations: [] }),
+        },
+      ],
+    });
+    const compacted = await client.responses.compact({
+      model: 'cortex-chat',
+      input: [
+        message('user', 'Plan a picnic.'),
+        message('assistant', 'Bring bread.'),
+        message('user', 'Which park?'),
+      ] as never,
+    });
     assert.equal(schema.check('CompactResource', compacted), null);
     const window = compacted.output as unknown as Array<{ type: string }>;
     assert.equal(window[0]?.type, 'compaction');
@@ -171,15 +234,26 @@ describe('responses websocket e2e', () => {
   it('responses ws - continuation by previous_response_id on one socket, stored and store: false', async () => {
     const socket = open();
     for (const store of [true, false]) {
-      const first = checkTurn(await socket.turn({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather], store }));
+      const first = checkTurn(
+        await socket.turn({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather], store }),
+      );
       const call = first.output.find((o) => o.type === 'function_call');
       assert.equal(call?.name, 'get_weather');
       const output = { type: 'function_call_output', call_id: call?.call_id, output: '{"temp_c": 21}' };
-      const second = checkTurn(await socket.turn({ model: 'cortex-tools', previous_response_id: first.id, input: [output], tools: [weather], store }));
+      const second = checkTurn(
+        await socket.turn({
+          model: 'cortex-tools',
+          previous_response_id: first.id,
+          input: [output],
+          tools: [weather],
+          store,
+        }),
+      );
       assert.equal(second.text, tools.expected.afterToolResult?.text, `store: ${store}`);
       if (!store) {
         // Zero retention: neither turn reached the store, so only this connection could continue them.
-        for (const id of [first.id, second.id]) await assert.rejects(client.responses.retrieve(id), OpenAI.NotFoundError);
+        for (const id of [first.id, second.id])
+          await assert.rejects(client.responses.retrieve(id), OpenAI.NotFoundError);
       }
     }
     socket.close();
@@ -189,29 +263,61 @@ describe('responses websocket e2e', () => {
     const socket = open();
     const first = checkTurn(await socket.turn({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather] }));
     const call = first.output.find((o) => o.type === 'function_call');
-    const middle = checkTurn(await socket.turn({ model: 'cortex-chat', previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: call?.call_id, output: '21' }], store: false }));
-    const last = checkTurn(await socket.turn({ model: 'cortex-chat', previous_response_id: middle.id, input: 'And tomorrow?' }));
+    const middle = checkTurn(
+      await socket.turn({
+        model: 'cortex-chat',
+        previous_response_id: first.id,
+        input: [{ type: 'function_call_output', call_id: call?.call_id, output: '21' }],
+        store: false,
+      }),
+    );
+    const last = checkTurn(
+      await socket.turn({ model: 'cortex-chat', previous_response_id: middle.id, input: 'And tomorrow?' }),
+    );
     socket.close();
     // Stored though its predecessor was not: the conversation before it was stored with it, so an HTTP
     // follow-up (another connection, another gateway) rebuilds all of it.
     const body = { model: 'cortex-chat', previous_response_id: last.id, input: 'Thanks.' };
-    const decoded = await new BusClient(stack.nc, 10_000).request(Subjects.translatorDecode, { dialect: 'openai.responses', body }, { decode: decodeDecodedRequest });
+    const decoded = await new BusClient(stack.nc, 10_000).request(
+      Subjects.translatorDecode,
+      { dialect: 'openai.responses', body },
+      { decode: decodeDecodedRequest },
+    );
     const said = decoded.request.messages.map((m) => `${m.role}: ${m.content}`);
-    assert.deepEqual(said.filter((line) => /^(user|tool):/.test(line)), ['user: Weather in Paris?', 'tool: 21', 'user: And tomorrow?', 'user: Thanks.']);
+    assert.deepEqual(
+      said.filter((line) => /^(user|tool):/.test(line)),
+      ['user: Weather in Paris?', 'tool: 21', 'user: And tomorrow?', 'user: Thanks.'],
+    );
     const next = await client.responses.create(body);
     assert.equal(next.output_text, chat.expected.text);
   });
 
   it('responses ws - a missing previous response is previous_response_not_found; a failed continuation evicts it', async () => {
     const socket = open();
-    const missing = checkError(await socket.turn({ model: 'cortex-chat', previous_response_id: 'resp_nothing_here', input: 'Hi.' }), 404, 'previous_response_not_found');
+    const missing = checkError(
+      await socket.turn({ model: 'cortex-chat', previous_response_id: 'resp_nothing_here', input: 'Hi.' }),
+      404,
+      'previous_response_not_found',
+    );
     assert.equal(missing.error?.param, 'previous_response_id');
     const kept = checkTurn(await socket.turn({ model: 'cortex-chat', input: 'Say hello.', store: false }));
-    checkError(await socket.turn({ model: 'no-such-model', previous_response_id: kept.id, input: 'Hi.', store: false }), 404, 'model_not_found');
-    const evicted = checkError(await socket.turn({ model: 'cortex-chat', previous_response_id: kept.id, input: 'Hi.', store: false }), 404, 'previous_response_not_found');
+    checkError(
+      await socket.turn({ model: 'no-such-model', previous_response_id: kept.id, input: 'Hi.', store: false }),
+      404,
+      'model_not_found',
+    );
+    const evicted = checkError(
+      await socket.turn({ model: 'cortex-chat', previous_response_id: kept.id, input: 'Hi.', store: false }),
+      404,
+      'previous_response_not_found',
+    );
     assert.match(evicted.error?.message ?? '', new RegExp(kept.id));
     // Bad messages are errors in the same envelope, and the connection goes on.
-    const background = checkError(await socket.turn({ model: 'cortex-chat', input: 'Hi.', background: true }), 400, 'invalid_request');
+    const background = checkError(
+      await socket.turn({ model: 'cortex-chat', input: 'Hi.', background: true }),
+      400,
+      'invalid_request',
+    );
     assert.equal(background.error?.param, 'background');
     checkTurn(await socket.turn({ model: 'cortex-chat', input: 'Say hello.', stream: true }));
     socket.close();
@@ -221,19 +327,30 @@ describe('responses websocket e2e', () => {
     const socket = open();
     const kept = checkTurn(await socket.turn({ model: 'cortex-chat', input: 'Say hello.', store: false }));
     const orphan = checkError(
-      await socket.turn({ model: 'cortex-chat', previous_response_id: kept.id, store: false, input: [{ type: 'function_call_output', call_id: 'call_missing', output: 'x' }] }),
+      await socket.turn({
+        model: 'cortex-chat',
+        previous_response_id: kept.id,
+        store: false,
+        input: [{ type: 'function_call_output', call_id: 'call_missing', output: 'x' }],
+      }),
       400,
       'invalid_request',
     );
     assert.equal(orphan.error?.param, 'input[0].call_id');
     assert.match(orphan.error?.message ?? '', /'call_missing'/);
-    checkError(await socket.turn({ model: 'cortex-chat', previous_response_id: kept.id, input: 'Go on.', store: false }), 404, 'previous_response_not_found');
+    checkError(
+      await socket.turn({ model: 'cortex-chat', previous_response_id: kept.id, input: 'Go on.', store: false }),
+      404,
+      'previous_response_not_found',
+    );
     socket.close();
   });
 
   it("responses ws - Codex's message (its recorded HTTP body as response.create, stream: true included) runs", async () => {
     // Codex builds its WebSocket response.create from the HTTP body it would POST (codex-api ResponseCreateWsRequest).
-    const recorded = JSON.parse(readFileSync(new URL('../../../libs/wire/src/testing/recorded/codex.say-hi.json', import.meta.url), 'utf8')) as { body: Record<string, unknown> };
+    const recorded = JSON.parse(
+      readFileSync(new URL('../../../libs/wire/src/testing/recorded/codex.say-hi.json', import.meta.url), 'utf8'),
+    ) as { body: Record<string, unknown> };
     assert.equal(recorded.body.stream, true);
     const socket = open();
     const turn = checkTurn(await socket.turn(recorded.body));
@@ -246,16 +363,42 @@ describe('responses websocket e2e', () => {
     const socket = open();
     // Codex's shape: the instructions so far, no generation, then the turn with the warm-up's id and only what is new.
     const developer = { type: 'message', role: 'developer', content: 'Be kind.' };
-    const events = await socket.turn({ model: 'cortex-chat', input: [developer], store: false, stream: true, generate: false, prompt_cache_key: 'warm-up' });
+    const events = await socket.turn({
+      model: 'cortex-chat',
+      input: [developer],
+      store: false,
+      stream: true,
+      generate: false,
+      prompt_cache_key: 'warm-up',
+    });
     const warm = checkTurn(events);
-    assert.deepEqual(events.map((e) => e.type), ['response.created', 'response.in_progress', 'response.completed']);
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ['response.created', 'response.in_progress', 'response.completed'],
+    );
     assert.deepEqual(warm.output, []);
-    assert.deepEqual((events.at(-1)?.response as { usage?: unknown } | undefined)?.usage, { input_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 0 });
-    const turn = checkTurn(await socket.turn({ model: 'cortex-chat', previous_response_id: warm.id, input: [{ type: 'message', role: 'user', content: 'Say hello.' }], store: false, prompt_cache_key: 'warm-up' }));
+    assert.deepEqual((events.at(-1)?.response as { usage?: unknown } | undefined)?.usage, {
+      input_tokens: 0,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 0,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 0,
+    });
+    const turn = checkTurn(
+      await socket.turn({
+        model: 'cortex-chat',
+        previous_response_id: warm.id,
+        input: [{ type: 'message', role: 'user', content: 'Say hello.' }],
+        store: false,
+        prompt_cache_key: 'warm-up',
+      }),
+    );
     assert.equal(turn.text, chat.expected.text);
     // Codex may say it read a response to its end; nothing answers that, and the next turn's events come as usual.
     socket.ws.send({ type: 'response.processed', response_id: turn.id } as never);
-    const next = checkTurn(await socket.turn({ model: 'cortex-chat', previous_response_id: turn.id, input: 'Thanks.', store: false }));
+    const next = checkTurn(
+      await socket.turn({ model: 'cortex-chat', previous_response_id: turn.id, input: 'Thanks.', store: false }),
+    );
     assert.equal(next.text, chat.expected.text);
     await generates.stop();
     assert.equal(generates.messages.length, 2, 'the warm-up ran no model');
@@ -275,8 +418,12 @@ describe('responses websocket e2e', () => {
     const first = await socket.next(from);
     const second = await socket.next(from + first.length);
     assert.equal(first.at(-1)?.type, 'response.incomplete');
-    assert.deepEqual(first.map((e) => e.sequence_number), first.map((_, i) => i));
-    for (const event of first) assert.equal(schema.checkEvent(event as { type: string }), null, `${event.type} is valid`);
+    assert.deepEqual(
+      first.map((e) => e.sequence_number),
+      first.map((_, i) => i),
+    );
+    for (const event of first)
+      assert.equal(schema.checkEvent(event as { type: string }), null, `${event.type} is valid`);
     assert.equal(checkTurn(second).text, chat.expected.text);
     assert.notEqual(first.at(-1)?.response?.id, second.at(-1)?.response?.id);
     socket.close();
@@ -286,13 +433,23 @@ describe('responses websocket e2e', () => {
     const socket = open();
     const from = socket.events.length;
     // All sent at once: the first is in flight, 16 wait, the 18th finds the queue full.
-    for (let n = 0; n < 18; n++) socket.send({ model: 'cortex-chat', input: 'Say hello.', store: false, metadata: { n: String(n) } });
-    const metadataOf = (event: ServerEvent) => (event.response as { metadata?: Record<string, string> } | undefined)?.metadata?.n;
+    for (let n = 0; n < 18; n++)
+      socket.send({ model: 'cortex-chat', input: 'Say hello.', store: false, metadata: { n: String(n) } });
+    const metadataOf = (event: ServerEvent) =>
+      (event.response as { metadata?: Record<string, string> } | undefined)?.metadata?.n;
     const completed = () => socket.events.slice(from).filter((e) => e.type === 'response.completed');
     await waitFor(() => completed().length === 17, 120_000, 50).catch((error: Error) => {
-      throw new Error(`${error.message}: ${socket.events.slice(from).map((e) => e.type).join(' ')}\n${stack.logs().slice(-3000)}`);
+      throw new Error(
+        `${error.message}: ${socket.events
+          .slice(from)
+          .map((e) => e.type)
+          .join(' ')}\n${stack.logs().slice(-3000)}`,
+      );
     });
-    assert.deepEqual(completed().map(metadataOf), Array.from({ length: 17 }, (_, n) => String(n)));
+    assert.deepEqual(
+      completed().map(metadataOf),
+      Array.from({ length: 17 }, (_, n) => String(n)),
+    );
     const busy = socket.events.slice(from).filter((e) => e.type === 'error');
     checkError(busy, 429, 'busy');
     assert.match(busy[0]?.error?.message ?? '', /open another connection for parallel runs/);
@@ -301,7 +458,8 @@ describe('responses websocket e2e', () => {
 
   it('responses ws - a client that disconnects cancels its run in the worker', async () => {
     const streams = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
-    const finishes = () => streams.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish');
+    const finishes = () =>
+      streams.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish');
     try {
       const socket = open();
       socket.send({ model: 'cortex-loop', input: 'Go.', max_output_tokens: 30_000, store: false });
@@ -319,16 +477,24 @@ describe('responses websocket e2e', () => {
     const socket = open({ reconnect: { onReconnecting: () => undefined, initialDelay: 50, maxRetries: 5 } });
     let reconnected = false;
     socket.ws.on('reconnected', () => (reconnected = true));
-    const stored = checkTurn(await socket.turn({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather] }));
+    const stored = checkTurn(
+      await socket.turn({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather] }),
+    );
     const unstored = checkTurn(await socket.turn({ model: 'cortex-chat', input: 'Say hello.', store: false }));
     socket.ws.socket.platformSocket.terminate();
     await waitFor(() => reconnected, 30_000, 20);
     const call = stored.output.find((o) => o.type === 'function_call');
     const output = { type: 'function_call_output', call_id: call?.call_id, output: '{"temp_c": 21}' };
-    const next = checkTurn(await socket.turn({ model: 'cortex-tools', previous_response_id: stored.id, input: [output], tools: [weather] }));
+    const next = checkTurn(
+      await socket.turn({ model: 'cortex-tools', previous_response_id: stored.id, input: [output], tools: [weather] }),
+    );
     assert.equal(next.text, tools.expected.afterToolResult?.text);
     // The dropped connection's memory went with it: an unstored response cannot be continued any more.
-    checkError(await socket.turn({ model: 'cortex-chat', previous_response_id: unstored.id, input: 'Hi.', store: false }), 404, 'previous_response_not_found');
+    checkError(
+      await socket.turn({ model: 'cortex-chat', previous_response_id: unstored.id, input: 'Hi.', store: false }),
+      404,
+      'previous_response_not_found',
+    );
     socket.close();
   });
 
@@ -342,7 +508,10 @@ describe('responses websocket e2e', () => {
     // With a key but no upgrade, the URL says what it is for.
     const plain = await fetch(`${stack.baseUrl}/v1/responses`, { headers: { authorization: `Bearer ${KEY}` } });
     assert.equal(plain.status, 404);
-    assert.match(((await plain.json()) as { error: { message: string } }).error.message, /is the Responses WebSocket: connect with "Upgrade: websocket"/);
+    assert.match(
+      ((await plain.json()) as { error: { message: string } }).error.message,
+      /is the Responses WebSocket: connect with "Upgrade: websocket"/,
+    );
   });
 
   /** One more gateway on the same bus, with its own config over the stack's. */
@@ -363,7 +532,11 @@ describe('responses websocket e2e', () => {
     const { client: limited } = await spawnGateway('limit', { responses: { websocket_connection_limit_ms: 1000 } });
     const socket = open({}, limited);
     await waitFor(() => socket.closed !== null, 30_000);
-    const envelope = checkError(socket.events.filter((e) => e.type === 'error'), 400, 'websocket_connection_limit_reached');
+    const envelope = checkError(
+      socket.events.filter((e) => e.type === 'error'),
+      400,
+      'websocket_connection_limit_reached',
+    );
     assert.match(envelope.error?.message ?? '', /open a new connection/);
     assert.equal(socket.closed?.code, 1000);
   });
@@ -386,7 +559,9 @@ describe('responses websocket e2e', () => {
   });
 
   it('responses ws - with the Responses API switched off, the upgrade is refused like a POST', async () => {
-    const { port } = await spawnGateway('off', { gateway: { endpoints: { chat_completions: true, responses: false, messages: true } } });
+    const { port } = await spawnGateway('off', {
+      gateway: { endpoints: { chat_completions: true, responses: false, messages: true } },
+    });
     const refused = await refusedUpgrade(`ws://127.0.0.1:${port}/v1/responses`, { authorization: `Bearer ${KEY}` });
     assert.equal(refused.status, 404);
     assert.match(refused.body, /the Responses API is disabled on this gateway/);
@@ -395,10 +570,15 @@ describe('responses websocket e2e', () => {
   it('responses ws - a gateway that dies mid-turn: the worker cancels the run, another gateway continues from the store', async () => {
     const { child: doomed, client: viaDoomed } = await spawnGateway('doomed', {});
     const streams = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
-    const finishes = () => streams.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish' && e.reason === 'cancelled');
+    const finishes = () =>
+      streams.messages.filter(
+        (e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish' && e.reason === 'cancelled',
+      );
     try {
       const socket = open({}, viaDoomed);
-      const stored = checkTurn(await socket.turn({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather] }));
+      const stored = checkTurn(
+        await socket.turn({ model: 'cortex-tools', input: 'Weather in Paris?', tools: [weather] }),
+      );
       socket.send({ model: 'cortex-loop', input: 'Go.', max_output_tokens: 30_000, store: false });
       await waitFor(() => socket.events.some((e) => e.type === 'response.output_text.delta'), 60_000, 20);
       doomed.kill('SIGKILL');
@@ -409,7 +589,9 @@ describe('responses websocket e2e', () => {
       const call = stored.output.find((o) => o.type === 'function_call');
       const again = open();
       const output = { type: 'function_call_output', call_id: call?.call_id, output: '{"temp_c": 21}' };
-      const next = checkTurn(await again.turn({ model: 'cortex-tools', previous_response_id: stored.id, input: [output], tools: [weather] }));
+      const next = checkTurn(
+        await again.turn({ model: 'cortex-tools', previous_response_id: stored.id, input: [output], tools: [weather] }),
+      );
       assert.equal(next.text, tools.expected.afterToolResult?.text);
       again.close();
     } finally {
@@ -433,21 +615,34 @@ describe('responses websocket e2e - waiting messages bounded by size', () => {
   });
 
   it('responses ws - past twice the body limit of waiting messages, one more is refused as busy', async () => {
-    const socket = new Socket(new ResponsesWS(new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 })));
+    const socket = new Socket(
+      new ResponsesWS(new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 })),
+    );
     // Three messages of 45 KB: a long turn in flight, one waiting beside it (90 KB), and one too many.
     const big = 'word '.repeat(9_000);
     socket.send({ model: 'cortex-loop', input: big, store: false, max_output_tokens: 4000, metadata: { n: 'long' } });
     socket.send({ model: 'cortex-loop', input: big, store: false, max_output_tokens: 1, metadata: { n: 'fits' } });
     socket.send({ model: 'cortex-loop', input: big, store: false, max_output_tokens: 1, metadata: { n: 'refused' } });
-    const done = () => socket.events.filter((e) => e.type === 'response.completed' || e.type === 'response.incomplete').length;
+    const done = () =>
+      socket.events.filter((e) => e.type === 'response.completed' || e.type === 'response.incomplete').length;
     await waitFor(() => done() >= 2 || socket.closed !== null, 60_000, 20);
     const busy = socket.events.filter((e) => e.type === 'error');
-    assert.equal(busy.length, 1, socket.events.filter((e) => !e.type.includes('delta')).map((e) => e.type).join(', '));
+    assert.equal(
+      busy.length,
+      1,
+      socket.events
+        .filter((e) => !e.type.includes('delta'))
+        .map((e) => e.type)
+        .join(', '),
+    );
     assert.equal(busy[0]?.status, 429);
     assert.equal(busy[0]?.error?.code, 'busy');
     assert.match(busy[0]?.error?.message ?? '', /over 128 KiB \(twice gateway.body_limit_bytes\)/);
     const finished = socket.events.filter((e) => e.type === 'response.completed' || e.type === 'response.incomplete');
-    assert.deepEqual(finished.map((e) => (e.response as { metadata?: Record<string, string> } | undefined)?.metadata?.n), ['long', 'fits']);
+    assert.deepEqual(
+      finished.map((e) => (e.response as { metadata?: Record<string, string> } | undefined)?.metadata?.n),
+      ['long', 'fits'],
+    );
     socket.ws.close();
   });
 
@@ -455,8 +650,12 @@ describe('responses websocket e2e - waiting messages bounded by size', () => {
     const { port } = new URL(stack.baseUrl);
     const handshake = (socket: Socket_): Promise<void> =>
       new Promise((resolve, reject) => {
-        socket.write(`GET /v1/responses HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
-        socket.once('data', (chunk) => (String(chunk).startsWith('HTTP/1.1 101') ? resolve() : reject(new Error(String(chunk)))));
+        socket.write(
+          `GET /v1/responses HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+        );
+        socket.once('data', (chunk) =>
+          String(chunk).startsWith('HTTP/1.1 101') ? resolve() : reject(new Error(String(chunk))),
+        );
       });
     /** The close code the server sent, or null when the socket is still open after `ms`. */
     const closeCode = (socket: Socket_, ms: number): Promise<number | null> =>

@@ -46,7 +46,12 @@ describe('router faults e2e - a worker killed while it loads', () => {
     workers.set('w1', stack.processes.get('worker'));
     workers.set('w2', stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2' }));
     await stack.workersUp(2);
-    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: CLIENT_TIMEOUT_MS });
+    client = new OpenAI({
+      baseURL: `${stack.baseUrl}/v1`,
+      apiKey: 'unused',
+      maxRetries: 0,
+      timeout: CLIENT_TIMEOUT_MS,
+    });
   });
 
   after(async () => {
@@ -98,9 +103,17 @@ describe('router faults e2e - a router killed while it places a cold request', (
     // Both routers answer in the queue group, and both know the worker.
     await waitFor(async () => {
       const fleets = await Promise.all([0, 1, 2, 3, 4, 5].map(() => stack.fleet()));
-      return new Set(fleets.filter((f) => f?.workers.some((w) => w.workerId === 'w1' && w.up)).map((f) => f?.routerId)).size === 2;
+      return (
+        new Set(fleets.filter((f) => f?.workers.some((w) => w.workerId === 'w1' && w.up)).map((f) => f?.routerId))
+          .size === 2
+      );
     }, 30_000);
-    client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: CLIENT_TIMEOUT_MS });
+    client = new OpenAI({
+      baseURL: `${stack.baseUrl}/v1`,
+      apiKey: 'unused',
+      maxRetries: 0,
+      timeout: CLIENT_TIMEOUT_MS,
+    });
   });
 
   after(async () => {
@@ -109,7 +122,9 @@ describe('router faults e2e - a router killed while it places a cold request', (
 
   it('router faults - the placement is asked again of the surviving router', async () => {
     // Kill whichever router starts the load, as soon as it says so.
-    const killed = Promise.race(routers.map((router) => lineFrom(router, '"loading cortex-loop on').then(() => router))).then(async (router) => {
+    const killed = Promise.race(
+      routers.map((router) => lineFrom(router, '"loading cortex-loop on').then(() => router)),
+    ).then(async (router) => {
       const exited = once(router, 'exit');
       router.kill('SIGKILL');
       await exited;
@@ -128,7 +143,11 @@ describe('router faults e2e - a router killed while it places a cold request', (
       .map((line) => (JSON.parse(line) as { pid: number }).pid);
     // Each try the survivor got answers (tries of one run share its placement); the victim answered none.
     assert.ok(placers.length > 0, 'the survivor placed the request');
-    assert.deepEqual(placers.filter((pid) => pid !== survivor?.pid), [], 'the killed router never answered');
+    assert.deepEqual(
+      placers.filter((pid) => pid !== survivor?.pid),
+      [],
+      'the killed router never answered',
+    );
   });
 
   it('router faults - a load lease left by a dead router is taken over', async () => {
@@ -156,10 +175,19 @@ describe('router faults e2e - a router killed while it places a cold request', (
       await waitFor(() => downs.messages.some((d) => d.workerId === 'w1'), 10_000);
       const answer = client.chat.completions.create({ model: 'cortex-tools', messages: user, max_tokens: 4 });
       // The router asks the silent worker whether it is still there; that is the moment it resumes.
-      await Promise.race([probed, answer.then(() => undefined, () => undefined)]);
+      await Promise.race([
+        probed,
+        answer.then(
+          () => undefined,
+          () => undefined,
+        ),
+      ]);
       worker.kill('SIGCONT');
       const result = await answer;
-      assert.ok(['stop', 'length', 'tool_calls'].includes(result.choices[0]?.finish_reason ?? ''), 'the client got its answer');
+      assert.ok(
+        ['stop', 'length', 'tool_calls'].includes(result.choices[0]?.finish_reason ?? ''),
+        'the client got its answer',
+      );
     } finally {
       worker.kill('SIGCONT');
       await downs.stop();
@@ -181,7 +209,13 @@ describe('router faults e2e - a router killed while it places a cold request', (
       await waitFor(() => downs.messages.some((d) => d.workerId === 'w1'), 10_000);
       const unloading = bus.request(Subjects.routerUnload, { model: 'cortex-chat' });
       // The unload command reaching the stalled worker's subject is the moment it resumes.
-      await Promise.race([asked, unloading.then(() => undefined, () => undefined)]);
+      await Promise.race([
+        asked,
+        unloading.then(
+          () => undefined,
+          () => undefined,
+        ),
+      ]);
       worker.kill('SIGCONT');
       assert.deepEqual(((await unloading) as { unloaded: string[] }).unloaded, ['w1']);
     } finally {

@@ -10,7 +10,15 @@ import type { BaseChatModel } from '@langchain/core/language_models/chat_models'
 import { z } from 'zod';
 import { compileJsonSchema } from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
-import { postJson, postSse, startStack, storiesAvailable, FIXTURE_CATALOGUE, STORIES_260K, type TestStack } from '@cortex/testing';
+import {
+  postJson,
+  postSse,
+  startStack,
+  storiesAvailable,
+  FIXTURE_CATALOGUE,
+  STORIES_260K,
+  type TestStack,
+} from '@cortex/testing';
 
 /*
  * The SDKs people build on, driving the gateway as they would drive OpenAI or Anthropic: the AI SDK's
@@ -37,7 +45,10 @@ const citySchema = z.toJSONSchema(city);
 
 function assertCity(value: unknown): void {
   const validate = compileJsonSchema(citySchema as Record<string, unknown>);
-  assert.ok(validate(value), `the object validates against the schema: ${JSON.stringify(value)} ${JSON.stringify(validate.errors)}`);
+  assert.ok(
+    validate(value),
+    `the object validates against the schema: ${JSON.stringify(value)} ${JSON.stringify(validate.errors)}`,
+  );
   const object = value as z.infer<typeof city>;
   assert.ok(Number.isSafeInteger(object.population) && Number.isSafeInteger(object.founded));
   assert.ok(Number.isFinite(object.area));
@@ -54,7 +65,12 @@ describe('sdks e2e', () => {
     const v1 = `${stack.baseUrl}/v1`;
     const openai = createOpenAI({ baseURL: v1, apiKey: 'unused' });
     const anthropic = createAnthropic({ baseURL: v1, apiKey: 'unused' });
-    const compatible = createOpenAICompatible({ name: 'cortex', baseURL: v1, apiKey: 'unused', supportsStructuredOutputs: true });
+    const compatible = createOpenAICompatible({
+      name: 'cortex',
+      baseURL: v1,
+      apiKey: 'unused',
+      supportsStructuredOutputs: true,
+    });
     providers = {
       'openai responses': (model) => openai.responses(model),
       'openai chat': (model) => openai.chat(model),
@@ -82,7 +98,12 @@ describe('sdks e2e', () => {
     it(`sdks e2e - AI SDK ${name}: generateObject returns an object that validates, integers and numbers included`, async () => {
       // Anthropic's provider asks for structured output with a forced `json` tool on models it does not
       // know; the fixture that writes tool calls takes that path, the others output_config.format.
-      const result = await generateObject({ model: providers[name]!(name === 'anthropic' ? 'cortex-tools' : 'cortex-chat'), schema: city, prompt, maxRetries: 0 });
+      const result = await generateObject({
+        model: providers[name]!(name === 'anthropic' ? 'cortex-tools' : 'cortex-chat'),
+        schema: city,
+        prompt,
+        maxRetries: 0,
+      });
       assertCity(result.object);
       if (name === 'anthropic') {
         const native = await generateObject({
@@ -103,50 +124,124 @@ describe('sdks e2e', () => {
     assert.equal(result.text, tools.expected.raw);
   });
 
-  it('sdks e2e - AI SDK: output that breaks the schema is an error, not an object', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {
-    // The grammar cannot hold a pattern; the validation of the final object catches the mismatch.
-    const strict = z.object({ code: z.string().regex(/^[A-Z]{3}$/) });
-    await assert.rejects(
-      generateObject({ model: providers['openai chat']!('stories260K'), schema: strict, prompt: 'Once upon a time', temperature: 0, maxRetries: 0 }),
-      (error: Error & { statusCode?: number }) => {
-        assert.equal(error.statusCode, 502, error.message);
-        assert.match(error.message, /does not match the requested JSON schema: output\/code must match pattern/);
-        return true;
-      },
-    );
-  });
+  it(
+    'sdks e2e - AI SDK: output that breaks the schema is an error, not an object',
+    { skip: !storiesAvailable() && 'no ../shared/models' },
+    async () => {
+      // The grammar cannot hold a pattern; the validation of the final object catches the mismatch.
+      const strict = z.object({ code: z.string().regex(/^[A-Z]{3}$/) });
+      await assert.rejects(
+        generateObject({
+          model: providers['openai chat']!('stories260K'),
+          schema: strict,
+          prompt: 'Once upon a time',
+          temperature: 0,
+          maxRetries: 0,
+        }),
+        (error: Error & { statusCode?: number }) => {
+          assert.equal(error.statusCode, 502, error.message);
+          assert.match(error.message, /does not match the requested JSON schema: output\/code must match pattern/);
+          return true;
+        },
+      );
+    },
+  );
 
-  it('sdks e2e - streamed output that breaks the schema ends with the dialect\'s error, not a finish', { skip: !storiesAvailable() && 'no ../shared/models' }, async () => {
-    const schema = { type: 'object', properties: { code: { type: 'string', pattern: '^[A-Z]{3}$' } }, required: ['code'], additionalProperties: false };
-    const mismatch = /does not match the requested JSON schema: output\/code must match pattern/;
-    const base = { model: 'stories260K', stream: true, temperature: 0 };
-    const lastData = (messages: Array<{ event?: string; data: string }>) => messages.filter((m) => m.data !== '[DONE]').map((m) => ({ event: m.event, data: JSON.parse(m.data) as Record<string, any> })); // eslint-disable-line @typescript-eslint/no-explicit-any
+  it(
+    "sdks e2e - streamed output that breaks the schema ends with the dialect's error, not a finish",
+    { skip: !storiesAvailable() && 'no ../shared/models' },
+    async () => {
+      const schema = {
+        type: 'object',
+        properties: { code: { type: 'string', pattern: '^[A-Z]{3}$' } },
+        required: ['code'],
+        additionalProperties: false,
+      };
+      const mismatch = /does not match the requested JSON schema: output\/code must match pattern/;
+      const base = { model: 'stories260K', stream: true, temperature: 0 };
+      const lastData = (messages: Array<{ event?: string; data: string }>) =>
+        messages
+          .filter((m) => m.data !== '[DONE]')
+          .map((m) => ({ event: m.event, data: JSON.parse(m.data) as Record<string, any> })); // eslint-disable-line @typescript-eslint/no-explicit-any
 
-    const chatStream = lastData((await postSse(`${stack.baseUrl}/v1/chat/completions`, { ...base, messages: [{ role: 'user', content: 'Once upon a time' }], response_format: { type: 'json_schema', json_schema: { name: 'r', schema } } })).messages);
-    assert.ok(chatStream.some((m) => m.data.choices?.[0]?.delta?.content), 'the answer streamed before the check');
-    assert.ok(!chatStream.some((m) => m.data.choices?.[0]?.finish_reason), 'no finish_reason');
-    assert.equal(chatStream.at(-1)?.data.error?.code, 'invalid_output');
-    assert.match(chatStream.at(-1)?.data.error?.message, mismatch);
+      const chatStream = lastData(
+        (
+          await postSse(`${stack.baseUrl}/v1/chat/completions`, {
+            ...base,
+            messages: [{ role: 'user', content: 'Once upon a time' }],
+            response_format: { type: 'json_schema', json_schema: { name: 'r', schema } },
+          })
+        ).messages,
+      );
+      assert.ok(
+        chatStream.some((m) => m.data.choices?.[0]?.delta?.content),
+        'the answer streamed before the check',
+      );
+      assert.ok(!chatStream.some((m) => m.data.choices?.[0]?.finish_reason), 'no finish_reason');
+      assert.equal(chatStream.at(-1)?.data.error?.code, 'invalid_output');
+      assert.match(chatStream.at(-1)?.data.error?.message, mismatch);
 
-    const responses = lastData((await postSse(`${stack.baseUrl}/v1/responses`, { ...base, input: 'Once upon a time', text: { format: { type: 'json_schema', name: 'r', schema } } })).messages);
-    assert.deepEqual(responses.slice(-2).map((m) => m.data.type), ['error', 'response.failed']);
-    assert.match(responses.at(-2)?.data.message, mismatch);
+      const responses = lastData(
+        (
+          await postSse(`${stack.baseUrl}/v1/responses`, {
+            ...base,
+            input: 'Once upon a time',
+            text: { format: { type: 'json_schema', name: 'r', schema } },
+          })
+        ).messages,
+      );
+      assert.deepEqual(
+        responses.slice(-2).map((m) => m.data.type),
+        ['error', 'response.failed'],
+      );
+      assert.match(responses.at(-2)?.data.message, mismatch);
 
-    const messages = lastData((await postSse(`${stack.baseUrl}/v1/messages`, { ...base, max_tokens: 200, messages: [{ role: 'user', content: 'Once upon a time' }], output_config: { format: { type: 'json_schema', schema } } })).messages);
-    assert.ok(!messages.some((m) => m.event === 'message_stop'), 'no message_stop');
-    assert.equal(messages.at(-1)?.event, 'error');
-    assert.equal(messages.at(-1)?.data.error?.type, 'api_error');
-    assert.match(messages.at(-1)?.data.error?.message, mismatch);
-  });
+      const messages = lastData(
+        (
+          await postSse(`${stack.baseUrl}/v1/messages`, {
+            ...base,
+            max_tokens: 200,
+            messages: [{ role: 'user', content: 'Once upon a time' }],
+            output_config: { format: { type: 'json_schema', schema } },
+          })
+        ).messages,
+      );
+      assert.ok(!messages.some((m) => m.event === 'message_stop'), 'no message_stop');
+      assert.equal(messages.at(-1)?.event, 'error');
+      assert.equal(messages.at(-1)?.data.error?.type, 'api_error');
+      assert.match(messages.at(-1)?.data.error?.message, mismatch);
+    },
+  );
 
   describe('langchain', () => {
     const models = (): Array<[string, (model: string) => BaseChatModel]> => [
-      ['ChatOpenAI', (model) => new ChatOpenAI({ model, apiKey: 'unused', maxRetries: 0, configuration: { baseURL: `${stack.baseUrl}/v1` } })],
-      ['ChatOpenAI responses', (model) => new ChatOpenAI({ model, apiKey: 'unused', maxRetries: 0, useResponsesApi: true, configuration: { baseURL: `${stack.baseUrl}/v1` } })],
-      ['ChatAnthropic', (model) => new ChatAnthropic({ model, apiKey: 'unused', maxRetries: 0, anthropicApiUrl: stack.baseUrl })],
+      [
+        'ChatOpenAI',
+        (model) =>
+          new ChatOpenAI({ model, apiKey: 'unused', maxRetries: 0, configuration: { baseURL: `${stack.baseUrl}/v1` } }),
+      ],
+      [
+        'ChatOpenAI responses',
+        (model) =>
+          new ChatOpenAI({
+            model,
+            apiKey: 'unused',
+            maxRetries: 0,
+            useResponsesApi: true,
+            configuration: { baseURL: `${stack.baseUrl}/v1` },
+          }),
+      ],
+      [
+        'ChatAnthropic',
+        (model) => new ChatAnthropic({ model, apiKey: 'unused', maxRetries: 0, anthropicApiUrl: stack.baseUrl }),
+      ],
     ];
 
-    for (const [name, index] of [['ChatOpenAI', 0], ['ChatOpenAI responses', 1], ['ChatAnthropic', 2]] as const) {
+    for (const [name, index] of [
+      ['ChatOpenAI', 0],
+      ['ChatOpenAI responses', 1],
+      ['ChatAnthropic', 2],
+    ] as const) {
       const make = (model: string): BaseChatModel => models()[index]![1](model);
 
       it(`sdks e2e - LangChain ${name}: invoke and stream`, async () => {
@@ -165,7 +260,9 @@ describe('sdks e2e', () => {
           // Its jsonSchema method moves every string constraint, enum included, into descriptions, so the
           // grammar cannot hold a string to them: this schema has numbers only.
           const figures = city.omit({ name: true });
-          const object = await make('cortex-chat').withStructuredOutput(figures, { method: 'jsonSchema' }).invoke(prompt);
+          const object = await make('cortex-chat')
+            .withStructuredOutput(figures, { method: 'jsonSchema' })
+            .invoke(prompt);
           assertCity({ ...object, name: 'Paris' });
         }
       });
@@ -184,13 +281,29 @@ describe('sdks e2e', () => {
 
   it('sdks e2e - a response schema that is not an object is a 400 in each dialect, naming the field', async () => {
     const messages = [{ role: 'user', content: prompt }];
-    const chatReply = await postJson(`${stack.baseUrl}/v1/chat/completions`, { model: 'cortex-chat', messages, response_format: { type: 'json_schema', json_schema: { name: 'r', schema: 'object' } } });
+    const chatReply = await postJson(`${stack.baseUrl}/v1/chat/completions`, {
+      model: 'cortex-chat',
+      messages,
+      response_format: { type: 'json_schema', json_schema: { name: 'r', schema: 'object' } },
+    });
     assert.equal(chatReply.status, 400);
-    assert.equal(((await chatReply.json()) as { error: { param: string } }).error.param, 'response_format.json_schema.schema');
-    const responses = await postJson(`${stack.baseUrl}/v1/responses`, { model: 'cortex-chat', input: prompt, text: { format: { type: 'json_schema', name: 'r', schema: [] } } });
+    assert.equal(
+      ((await chatReply.json()) as { error: { param: string } }).error.param,
+      'response_format.json_schema.schema',
+    );
+    const responses = await postJson(`${stack.baseUrl}/v1/responses`, {
+      model: 'cortex-chat',
+      input: prompt,
+      text: { format: { type: 'json_schema', name: 'r', schema: [] } },
+    });
     assert.equal(responses.status, 400);
     assert.equal(((await responses.json()) as { error: { param: string } }).error.param, 'text.format.schema');
-    const anthropic = await postJson(`${stack.baseUrl}/v1/messages`, { model: 'cortex-chat', max_tokens: 64, messages, output_config: { format: { type: 'json_schema', schema: 5 } } });
+    const anthropic = await postJson(`${stack.baseUrl}/v1/messages`, {
+      model: 'cortex-chat',
+      max_tokens: 64,
+      messages,
+      output_config: { format: { type: 'json_schema', schema: 5 } },
+    });
     assert.equal(anthropic.status, 400);
     const error = (await anthropic.json()) as { type: string; error: { type: string; message: string } };
     assert.equal(error.error.type, 'invalid_request_error');

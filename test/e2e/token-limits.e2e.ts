@@ -31,7 +31,11 @@ describe('tokens per minute e2e (two gateways)', () => {
   });
 
   const createKey = async (body: Record<string, unknown>): Promise<{ id: string; secret: string }> => {
-    const response = await fetch(`${gateways[0]}/admin/keys`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${gateways[0]}/admin/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     assert.equal(response.status, 200);
     return (await response.json()) as { id: string; secret: string };
   };
@@ -39,7 +43,12 @@ describe('tokens per minute e2e (two gateways)', () => {
   const holdStream = async (base: string, key: string): Promise<Response> => {
     const abort = new AbortController();
     open.push(abort);
-    const response = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: LONG, signal: abort.signal });
+    const response = await fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: LONG,
+      signal: abort.signal,
+    });
     if (response.ok) {
       const reader = response.body!.getReader();
       void (async () => {
@@ -62,7 +71,10 @@ describe('tokens per minute e2e (two gateways)', () => {
     const key = await createKey({ name: 'tpm', account: 'tpm-team', limits: { tokens_per_minute: tpm } });
     const heads: Response[] = [];
     for (let i = 0; i < 4; i++) heads.push(await holdStream(gateways[i % 2]!, key.secret));
-    assert.deepEqual(heads.map((r) => r.status), [200, 200, 200, 429]);
+    assert.deepEqual(
+      heads.map((r) => r.status),
+      [200, 200, 200, 429],
+    );
     assert.equal(heads[0]!.headers.get('x-ratelimit-limit-tokens'), String(tpm));
     assert.equal(heads[0]!.headers.get('x-ratelimit-remaining-tokens'), String(tpm - RESERVED));
     assert.match(heads[0]!.headers.get('x-ratelimit-reset-tokens')!, /^\d+(\.\d+)?s$/);
@@ -75,25 +87,34 @@ describe('tokens per minute e2e (two gateways)', () => {
 
     // Ending the streams gives back what they reserved and did not use: the key is admitted again.
     for (const abort of open.splice(0)) abort.abort();
-    await waitFor(async () => {
-      const response = await fetch(`${gateways[1]}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'cortex-chat', messages: user, max_tokens: 8 }),
-      });
-      await response.text();
-      return response.status === 200;
-    }, 20_000, 250);
+    await waitFor(
+      async () => {
+        const response = await fetch(`${gateways[1]}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'cortex-chat', messages: user, max_tokens: 8 }),
+        });
+        await response.text();
+        return response.status === 200;
+      },
+      20_000,
+      250,
+    );
   });
 
   it('tpm - the refusal is rate_limit_exceeded naming the limit; /v1/messages carries anthropic-ratelimit-{tokens,input-tokens,output-tokens}-*', async () => {
     const key = await createKey({ name: 'tpm-anthropic', limits: { tokens_per_minute: 100_000 } });
     const client = new Anthropic({ baseURL: gateways[1], apiKey: key.secret, maxRetries: 0 });
-    const { response } = await client.messages.create({ model: 'cortex-chat', max_tokens: 16, messages: user }).withResponse();
+    const { response } = await client.messages
+      .create({ model: 'cortex-chat', max_tokens: 16, messages: user })
+      .withResponse();
     for (const kind of ['tokens', 'input-tokens', 'output-tokens']) {
       assert.equal(response.headers.get(`anthropic-ratelimit-${kind}-limit`), '100000');
       assert.ok(Number(response.headers.get(`anthropic-ratelimit-${kind}-remaining`)) < 100_000);
-      assert.match(response.headers.get(`anthropic-ratelimit-${kind}-reset`)!, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
+      assert.match(
+        response.headers.get(`anthropic-ratelimit-${kind}-reset`)!,
+        /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/,
+      );
     }
     const tiny = await createKey({ name: 'tpm-tiny', limits: { tokens_per_minute: 10 } });
     const first = await fetch(`${gateways[0]}/v1/chat/completions`, {

@@ -32,7 +32,9 @@ const scrape = (stack: TestStack): Promise<Map<string, number>> => scrapeMetrics
 
 /** Only the `cortex_spend_*` series, with their values. */
 function spendSeries(values: Map<string, number>): Record<string, number> {
-  return Object.fromEntries([...values].filter(([name]) => name.startsWith('cortex_spend_')).sort(([a], [b]) => (a < b ? -1 : 1)));
+  return Object.fromEntries(
+    [...values].filter(([name]) => name.startsWith('cortex_spend_')).sort(([a], [b]) => (a < b ? -1 : 1)),
+  );
 }
 
 /** Every record in the usage stream, read straight from JetStream. */
@@ -67,8 +69,14 @@ describe('usage records e2e', () => {
     await stack?.stop();
   });
 
-  const admin = async (path: string, init: RequestInit = {}): Promise<{ status: number; body: Record<string, unknown> }> => {
-    const response = await fetch(`${stack.baseUrl}${path}`, { ...init, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', ...init.headers } });
+  const admin = async (
+    path: string,
+    init: RequestInit = {},
+  ): Promise<{ status: number; body: Record<string, unknown> }> => {
+    const response = await fetch(`${stack.baseUrl}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', ...init.headers },
+    });
     return { status: response.status, body: (await response.json()) as Record<string, unknown> };
   };
   const usage = async (query: string): Promise<Row[]> => {
@@ -79,7 +87,10 @@ describe('usage records e2e', () => {
 
   it('usage - two keys in two accounts, streamed and not, two APIs: the stored records sum to what the clients were told', async () => {
     for (const account of ['team-a', 'team-b']) {
-      const created = await admin('/admin/keys', { method: 'POST', body: JSON.stringify({ name: `load-${account}`, account }) });
+      const created = await admin('/admin/keys', {
+        method: 'POST',
+        body: JSON.stringify({ name: `load-${account}`, account }),
+      });
       assert.equal(created.status, 200, JSON.stringify(created.body));
       keys.push({ id: created.body.id as string, account, secret: created.body.secret as string });
     }
@@ -101,10 +112,20 @@ describe('usage records e2e', () => {
           case 0: {
             const r = await openai.chat.completions.create({ model: 'cortex-chat', messages, max_tokens: 24 });
             assert.ok(r.usage);
-            return add(r.usage.prompt_tokens, r.usage.prompt_tokens_details?.cached_tokens ?? 0, r.usage.completion_tokens);
+            return add(
+              r.usage.prompt_tokens,
+              r.usage.prompt_tokens_details?.cached_tokens ?? 0,
+              r.usage.completion_tokens,
+            );
           }
           case 1: {
-            const stream = await openai.chat.completions.create({ model: 'cortex-chat', messages, max_tokens: 24, stream: true, stream_options: { include_usage: true } });
+            const stream = await openai.chat.completions.create({
+              model: 'cortex-chat',
+              messages,
+              max_tokens: 24,
+              stream: true,
+              stream_options: { include_usage: true },
+            });
             let last: OpenAI.CompletionUsage | null | undefined = null;
             for await (const chunk of stream) if (chunk.usage) last = chunk.usage;
             assert.ok(last, 'the stream ends with its usage');
@@ -116,7 +137,9 @@ describe('usage records e2e', () => {
             return add(r.usage.input_tokens + cached, cached, r.usage.output_tokens);
           }
           default: {
-            const r = await anthropic.messages.stream({ model: 'cortex-chat', max_tokens: 24, messages }).finalMessage();
+            const r = await anthropic.messages
+              .stream({ model: 'cortex-chat', max_tokens: 24, messages })
+              .finalMessage();
             const cached = r.usage.cache_read_input_tokens ?? 0;
             return add(r.usage.input_tokens + cached, cached, r.usage.output_tokens);
           }
@@ -156,13 +179,30 @@ describe('usage records e2e', () => {
       const expected = told.get(key.id);
       assert.ok(row && expected);
       assert.deepEqual(
-        { account: row.account, requests: row.requests, prompt: row.prompt_tokens, cached: row.cached_prompt_tokens, completion: row.completion_tokens, total: row.total_tokens },
-        { account: key.account, requests: 8, prompt: expected.prompt, cached: expected.cached, completion: expected.completion, total: expected.prompt + expected.completion },
+        {
+          account: row.account,
+          requests: row.requests,
+          prompt: row.prompt_tokens,
+          cached: row.cached_prompt_tokens,
+          completion: row.completion_tokens,
+          total: row.total_tokens,
+        },
+        {
+          account: key.account,
+          requests: 8,
+          prompt: expected.prompt,
+          cached: expected.cached,
+          completion: expected.completion,
+          total: expected.prompt + expected.completion,
+        },
       );
     }
     const today = new Date().toISOString().slice(0, 10);
     const teamA = await usage(`account=team-a&from=${today}&to=${today}&group_by=day,model`);
-    assert.deepEqual(teamA.map((r) => [r.day, r.model, r.requests]), [[today, 'cortex-chat', 8]]);
+    assert.deepEqual(
+      teamA.map((r) => [r.day, r.model, r.requests]),
+      [[today, 'cortex-chat', 8]],
+    );
     assert.deepEqual(await usage(`account=team-a&to=2020-01-01`), []);
   });
 
@@ -193,14 +233,23 @@ describe('usage records e2e', () => {
 
     const before = await expectedSpend();
     assert.equal(Object.keys(before).length, 8, 'four counters for each of the two keys');
-    await waitFor(async () => JSON.stringify(spendSeries(await scrape(stack))) === JSON.stringify(before), 10_000).catch(() => undefined);
+    await waitFor(
+      async () => JSON.stringify(spendSeries(await scrape(stack))) === JSON.stringify(before),
+      10_000,
+    ).catch(() => undefined);
     assert.deepEqual(spendSeries(await scrape(stack)), before);
 
     // A load with the metrics service killed in the middle of it.
     const burst = keys.flatMap((key) => {
       const openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: key.secret, maxRetries: 0 });
       return Array.from({ length: 6 }, (_, i) =>
-        new Promise((done) => setTimeout(done, i * 40)).then(() => openai.chat.completions.create({ model: 'cortex-chat', messages: [{ role: 'user', content: `Burst ${i}.` }], max_tokens: 16 })),
+        new Promise((done) => setTimeout(done, i * 40)).then(() =>
+          openai.chat.completions.create({
+            model: 'cortex-chat',
+            messages: [{ role: 'user', content: `Burst ${i}.` }],
+            max_tokens: 16,
+          }),
+        ),
       );
     });
     await new Promise((done) => setTimeout(done, 100));
@@ -210,8 +259,15 @@ describe('usage records e2e', () => {
     await startMetrics();
     const during = await expectedSpend();
     const burstCompletion = answers.reduce((sum, r) => sum + (r.usage?.completion_tokens ?? 0), 0);
-    const completionOf = (spend: Record<string, number>): number => Object.entries(spend).filter(([name]) => name.startsWith('cortex_spend_completion')).reduce((sum, [, v]) => sum + v, 0);
-    assert.equal(completionOf(during) - completionOf(before), burstCompletion, 'the records grew by what the burst was told');
+    const completionOf = (spend: Record<string, number>): number =>
+      Object.entries(spend)
+        .filter(([name]) => name.startsWith('cortex_spend_completion'))
+        .reduce((sum, [, v]) => sum + v, 0);
+    assert.equal(
+      completionOf(during) - completionOf(before),
+      burstCompletion,
+      'the records grew by what the burst was told',
+    );
     assert.deepEqual(spendSeries(await scrape(stack)), during);
 
     // And once more, with nothing sent: a restart changes nothing.

@@ -45,7 +45,11 @@ function result(message: Message): unknown {
       return { tools: [tool] };
     case 'tools/call': {
       const log = process.argv[2];
-      if (log) appendFileSync(log, JSON.stringify({ name: message.params?.name, arguments: message.params?.arguments }) + '\n');
+      if (log)
+        appendFileSync(
+          log,
+          JSON.stringify({ name: message.params?.name, arguments: message.params?.arguments }) + '\n',
+        );
       const city = message.params?.arguments?.city;
       if (message.params?.name !== WEATHER_TOOL || typeof city !== 'string') {
         return { content: [{ type: 'text', text: 'unknown tool or missing city' }], isError: true };
@@ -62,14 +66,17 @@ function reply(line: string): void {
   try {
     message = JSON.parse(line) as Message;
   } catch {
-    process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'parse error' } }) + '\n');
+    process.stdout.write(
+      JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'parse error' } }) + '\n',
+    );
     return;
   }
   if (message.id === undefined) return; // a notification (notifications/initialized): nothing to answer
   const body = result(message);
-  const response = body === undefined
-    ? { jsonrpc: '2.0', id: message.id, error: { code: -32601, message: `method not found: ${message.method}` } }
-    : { jsonrpc: '2.0', id: message.id, result: body };
+  const response =
+    body === undefined
+      ? { jsonrpc: '2.0', id: message.id, error: { code: -32601, message: `method not found: ${message.method}` } }
+      : { jsonrpc: '2.0', id: message.id, result: body };
   process.stdout.write(JSON.stringify(response) + '\n');
 }
 

@@ -2,7 +2,14 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { BusClient } from '@cortex/bus';
-import { decodeUnloadResult, streamSubject, Subjects, workerSubject, type LoadProgress, type StreamEvent } from '@cortex/contracts';
+import {
+  decodeUnloadResult,
+  streamSubject,
+  Subjects,
+  workerSubject,
+  type LoadProgress,
+  type StreamEvent,
+} from '@cortex/contracts';
 import { fixtureModel } from '@cortex/fixtures';
 import { postJson, postSse, startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 
@@ -41,11 +48,18 @@ describe('worker lifecycle e2e', () => {
     await waitFor(() => progress.some((p) => p.fraction === 1), 2_000);
     await events.stop();
     assert.ok(progress.every((p) => p.model === 'cortex-chat' && p.workerId === 'w1'));
-    assert.deepEqual(progress.map((p) => p.fraction), [...progress.map((p) => p.fraction)].sort((a, b) => a - b));
+    assert.deepEqual(
+      progress.map((p) => p.fraction),
+      [...progress.map((p) => p.fraction)].sort((a, b) => a - b),
+    );
   });
 
   it('lifecycle - unload frees the model and the next request loads it again', async () => {
-    const result = await bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' }, { decode: decodeUnloadResult });
+    const result = await bus.request(
+      workerSubject(Subjects.workerUnload, 'w1'),
+      { model: 'cortex-chat' },
+      { decode: decodeUnloadResult },
+    );
     assert.deepEqual(result, { model: 'cortex-chat', workerId: 'w1', cancelled: 0, reason: 'admin' });
     await waitFor(async () => (await chatState()) === undefined, 3_000);
     const models = await client.models.list();
@@ -56,13 +70,21 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - a stream that waits for a cold load shows its progress, as comments and on request as reasoning', async () => {
-    await bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'cortex-chat' }, { decode: decodeUnloadResult });
+    await bus.request(
+      workerSubject(Subjects.workerUnload, 'w1'),
+      { model: 'cortex-chat' },
+      { decode: decodeUnloadResult },
+    );
     await waitFor(async () => (await chatState()) === undefined, 3_000);
     const body = { model: 'cortex-chat', messages: user, stream: true };
     const cold = await postSse(`${stack.baseUrl}/v1/chat/completions`, body, { 'x-cortex-load-progress': 'reasoning' });
     assert.equal(cold.status, 200);
     assert.match(cold.raw, /^: loading cortex-chat on w1: 100%$/m);
-    const chunks = cold.messages.filter((m) => m.data !== '[DONE]').map((m) => JSON.parse(m.data) as { choices: Array<{ delta: { content?: string; reasoning_content?: string } }> });
+    const chunks = cold.messages
+      .filter((m) => m.data !== '[DONE]')
+      .map(
+        (m) => JSON.parse(m.data) as { choices: Array<{ delta: { content?: string; reasoning_content?: string } }> },
+      );
     const reasoning = chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? '').join('');
     const content = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
     assert.match(reasoning, /^(loading cortex-chat on w1: \d+%\n)+$/);
@@ -74,7 +96,10 @@ describe('worker lifecycle e2e', () => {
   });
 
   it('lifecycle - unloading a model that is not there is a clear not_found', async () => {
-    await assert.rejects(bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'nope' }), /nope is not loaded on w1/);
+    await assert.rejects(
+      bus.request(workerSubject(Subjects.workerUnload, 'w1'), { model: 'nope' }),
+      /nope is not loaded on w1/,
+    );
   });
 
   it('lifecycle - a generation cancelled while it waits for a slot ends with the error code cancelled, not internal', async () => {
@@ -91,7 +116,8 @@ describe('worker lifecycle e2e', () => {
     // cortex-loop has one slot: the second waits for it until it is cancelled.
     await bus.request(generate, command(queued));
     await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { runId: queued, reason: 'client went away' });
-    const errors = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'error' }> => e.type === 'error');
+    const errors = () =>
+      events.messages.filter((e): e is Extract<StreamEvent, { type: 'error' }> => e.type === 'error');
     await waitFor(() => errors().length > 0, 10_000);
     await bus.request(workerSubject(Subjects.workerCancel, 'w1'), { runId: running, reason: 'test over' });
     // The slot is free again only once the running one has ended; the next test needs it.
@@ -104,9 +130,15 @@ describe('worker lifecycle e2e', () => {
 
   it('lifecycle - a stream whose gateway dies is cancelled by the worker, freeing the slot', async () => {
     const events = await watchBus<StreamEvent>(stack.nc, Subjects.streamsAll);
-    const finishes = () => events.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish');
+    const finishes = () =>
+      events.messages.filter((e): e is Extract<StreamEvent, { type: 'finish' }> => e.type === 'finish');
     // ~30k tokens take well over the 6 s a worker waits for a watch, so only cancellation ends it early.
-    const stream = await client.chat.completions.create({ model: 'cortex-loop', messages: user, stream: true, max_tokens: 30_000 });
+    const stream = await client.chat.completions.create({
+      model: 'cortex-loop',
+      messages: user,
+      stream: true,
+      max_tokens: 30_000,
+    });
     const iterator = stream[Symbol.asyncIterator]();
     await iterator.next();
     const gateway = stack.processes.get('gateway');
@@ -139,7 +171,10 @@ describe('worker memory budget e2e', () => {
     assert.equal(response.status, 503);
     const body = (await response.json()) as { error: { code: string; message: string } };
     assert.equal(body.error.code, 'insufficient_memory');
-    assert.match(body.error.message, /cortex-chat needs about \d+ MiB and no worker can make room: \S+ has the most free \(1 MiB\)/);
+    assert.match(
+      body.error.message,
+      /cortex-chat needs about \d+ MiB and no worker can make room: \S+ has the most free \(1 MiB\)/,
+    );
     assert.match(body.error.message, /raise worker\.memory_budget/);
   });
 });

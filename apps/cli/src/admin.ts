@@ -5,10 +5,14 @@ import { formatModels } from './status.js';
 export type AdminCommand = 'models' | 'load' | 'unload' | 'pin' | 'unpin';
 
 /** Fleet operations, sent to a router over the bus. People get a sentence; `--json` gives the router's answer as it is. */
-export async function admin(command: AdminCommand, args: { model?: string; worker?: string; json: boolean }): Promise<void> {
+export async function admin(
+  command: AdminCommand,
+  args: { model?: string; worker?: string; json: boolean },
+): Promise<void> {
   const { model, worker, json } = args;
   await withBus('admin', async (bus) => {
-    const catalogue = (): Promise<CatalogueEntry[]> => bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
+    const catalogue = (): Promise<CatalogueEntry[]> =>
+      bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
     if (command === 'models') {
       const models = await catalogue();
       print(json, models, () => formatModels(models));
@@ -25,12 +29,18 @@ export async function admin(command: AdminCommand, args: { model?: string; worke
     const pinned = command === 'unload' && !json && (await catalogue()).find((m) => m.id === model)?.pinned === true;
     const subject = command === 'load' ? Subjects.routerLoad : Subjects.routerUnload;
     const reply = await bus.request(subject, { model, ...(worker && { worker }) });
-    print(json, reply, () => (command === 'load' ? loadSentence(reply as Placement) : unloadSentence(reply as { model: string; unloaded: string[] }, pinned)));
+    print(json, reply, () =>
+      command === 'load'
+        ? loadSentence(reply as Placement)
+        : unloadSentence(reply as { model: string; unloaded: string[] }, pinned),
+    );
   });
 }
 
 function loadSentence(placement: Placement): string {
-  return placement.coldStart ? `Loaded ${placement.model} on worker ${placement.workerId}.` : `${placement.model} is already loaded on worker ${placement.workerId}.`;
+  return placement.coldStart
+    ? `Loaded ${placement.model} on worker ${placement.workerId}.`
+    : `${placement.model} is already loaded on worker ${placement.workerId}.`;
 }
 
 function unloadSentence(reply: { model: string; unloaded: string[] }, pinned: boolean): string {

@@ -32,8 +32,7 @@ export interface CommandSpec {
 export type OptionValues = Record<string, string | boolean | string[] | undefined>;
 
 export type ParsedCommandLine =
-  | { kind: 'help'; text: string }
-  | { kind: 'run'; command: string; values: OptionValues; positionals: string[] };
+  { kind: 'help'; text: string } | { kind: 'run'; command: string; values: OptionValues; positionals: string[] };
 
 /** A command line that cannot run; the message says what was wrong and what to run. */
 export class UsageError extends Error {
@@ -47,7 +46,11 @@ const HELP_OPTION: OptionSpec = { type: 'boolean', short: 'h', description: 'sho
  * strictly with node's `util.parseArgs`: an unknown option, a missing value or a missing or extra
  * argument is a UsageError naming the command's `--help`. `--help` anywhere shows the command's help.
  */
-export function parseCommandLine(argv: readonly string[], commands: readonly CommandSpec[], program = 'cortex'): ParsedCommandLine {
+export function parseCommandLine(
+  argv: readonly string[],
+  commands: readonly CommandSpec[],
+  program = 'cortex',
+): ParsedCommandLine {
   const first = argv[0];
   if (first === undefined || first === 'help' || first === '--help' || first === '-h') {
     const topic = first === 'help' ? argv.slice(1).filter((a) => !a.startsWith('-')) : [];
@@ -61,10 +64,14 @@ export function parseCommandLine(argv: readonly string[], commands: readonly Com
     const family = commands.filter((c) => c.name.startsWith(`${first} `));
     if (family.length > 0) {
       const rest = argv.slice(1);
-      if (rest.length === 0 || rest[0] === '--help' || rest[0] === '-h') return { kind: 'help', text: formatOverview(family, program, first) };
-      throw new UsageError(`"${first} ${rest[0]}" is not a command; ${program} ${first} has ${family.map((c) => c.name.split(' ')[1]).join(', ')} (run "${program} ${first} --help")`);
+      if (rest.length === 0 || rest[0] === '--help' || rest[0] === '-h')
+        return { kind: 'help', text: formatOverview(family, program, first) };
+      throw new UsageError(
+        `"${first} ${rest[0]}" is not a command; ${program} ${first} has ${family.map((c) => c.name.split(' ')[1]).join(', ')} (run "${program} ${first} --help")`,
+      );
     }
-    if (first.startsWith('-')) throw new UsageError(`unknown option ${first}: a command comes first (run "${program} --help" to list them)`);
+    if (first.startsWith('-'))
+      throw new UsageError(`unknown option ${first}: a command comes first (run "${program} --help" to list them)`);
     throw new UsageError(`unknown command "${first}" (run "${program} --help" to list the commands)`);
   }
   const words = spec.name.split(' ').length;
@@ -76,7 +83,10 @@ export function parseCommandLine(argv: readonly string[], commands: readonly Com
     parsed = parseArgs({
       args: [...rest],
       options: Object.fromEntries(
-        Object.entries(options).map(([name, o]) => [name, { type: o.type, ...(o.short && { short: o.short }), ...(o.multiple && { multiple: true }) }]),
+        Object.entries(options).map(([name, o]) => [
+          name,
+          { type: o.type, ...(o.short && { short: o.short }), ...(o.multiple && { multiple: true }) },
+        ]),
       ),
       allowPositionals: true,
       strict: true,
@@ -95,8 +105,14 @@ export function parseCommandLine(argv: readonly string[], commands: readonly Com
   }
   const variadic = positionals.some((p) => p.variadic);
   if (!variadic && parsed.positionals.length > positionals.length) {
-    const extra = parsed.positionals.slice(positionals.length).map((a) => `"${a}"`).join(', ');
-    const takes = positionals.length === 0 ? 'takes no arguments' : `takes at most ${positionals.length} (${positionals.map((p) => `<${p.name}>`).join(' ')})`;
+    const extra = parsed.positionals
+      .slice(positionals.length)
+      .map((a) => `"${a}"`)
+      .join(', ');
+    const takes =
+      positionals.length === 0
+        ? 'takes no arguments'
+        : `takes at most ${positionals.length} (${positionals.map((p) => `<${p.name}>`).join(' ')})`;
     throw new UsageError(`${program} ${spec.name} ${takes}, got ${extra} too; ${hint}`);
   }
   return { kind: 'run', command: spec.name, values: parsed.values, positionals: parsed.positionals };
@@ -110,7 +126,8 @@ function describeParseError(error: Error & { code?: string }): string {
       return `unknown option ${option ?? error.message}`;
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
       if (/argument missing/.test(error.message)) return `${option ?? 'an option'} needs a value`;
-      if (/ambiguous/.test(error.message)) return `${option ?? 'an option'} needs a value (the next argument is an option)`;
+      if (/ambiguous/.test(error.message))
+        return `${option ?? 'an option'} needs a value (the next argument is an option)`;
       return `${option ?? 'an option'} takes no value`;
     default:
       return error.message;
@@ -141,12 +158,19 @@ export function formatHelp(spec: CommandSpec, program = 'cortex'): string {
 export function formatOverview(commands: readonly CommandSpec[], program = 'cortex', family?: string): string {
   const rows = commands.map((c) => [usageLine(c, program), c.summary] as const);
   const width = Math.min(48, Math.max(...rows.map(([u]) => u.length)));
-  const lines = family ? [`usage: ${program} ${family} <command> [options]`, '', 'commands:'] : [`${program} — an inference gateway for GPU fleets`, '', 'usage:'];
+  const lines = family
+    ? [`usage: ${program} ${family} <command> [options]`, '', 'commands:']
+    : [`${program} — an inference gateway for GPU fleets`, '', 'usage:'];
   for (const [usage, summary] of rows) {
-    lines.push(usage.length > width ? `  ${usage}\n  ${''.padEnd(width)}  ${summary}` : `  ${usage.padEnd(width)}  ${summary}`);
+    lines.push(
+      usage.length > width ? `  ${usage}\n  ${''.padEnd(width)}  ${summary}` : `  ${usage.padEnd(width)}  ${summary}`,
+    );
   }
   lines.push('', `"${program} ${family ? `${family} ` : ''}<command> --help" shows a command's options.`);
-  if (!family) lines.push('environment: CORTEX_CONFIG (default config/cortex.yaml), CORTEX_NATS_URL, CORTEX_LISTEN, ... (see README)');
+  if (!family)
+    lines.push(
+      'environment: CORTEX_CONFIG (default config/cortex.yaml), CORTEX_NATS_URL, CORTEX_LISTEN, ... (see README)',
+    );
   return lines.join('\n');
 }
 
@@ -160,17 +184,28 @@ export function stringOption(values: OptionValues, name: string): string | undef
 export function listOption(values: OptionValues, name: string): string[] | undefined {
   const value = values[name];
   if (value === undefined || typeof value === 'boolean') return undefined;
-  const list = (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  const list = (Array.isArray(value) ? value : [value])
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter(Boolean);
   return list;
 }
 
 /** An integer option (`--interval 500`), or a UsageError naming it and the range. */
-export function integerOption(values: OptionValues, name: string, command: string, min = 0, program = 'cortex'): number | undefined {
+export function integerOption(
+  values: OptionValues,
+  name: string,
+  command: string,
+  min = 0,
+  program = 'cortex',
+): number | undefined {
   const raw = stringOption(values, name);
   if (raw === undefined) return undefined;
   const value = Number(raw);
   if (!/^-?\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min) {
-    throw new UsageError(`${program} ${command}: --${name} must be a whole number, at least ${min} (got "${raw}"); run "${program} ${command} --help" to see its usage`);
+    throw new UsageError(
+      `${program} ${command}: --${name} must be a whole number, at least ${min} (got "${raw}"); run "${program} ${command} --help" to see its usage`,
+    );
   }
   return value;
 }

@@ -31,6 +31,10 @@ export function formatBanner(facts: BannerFacts): string {
     `  models   ${models.length > 0 ? models.join('\n           ') : 'none in the catalogue: add some under models: in the config'}`,
   ];
   if (facts.metricsListen) lines.push(`  metrics  ${reachableUrl(facts.metricsListen)}/metrics`);
-  lines.push(`  config   ${facts.configPath ?? 'built-in defaults (no config/cortex.yaml; set CORTEX_CONFIG to use another file)'}`, '  Ctrl-C stops everything.', '');
+  lines.push(
+    `  config   ${facts.configPath ?? 'built-in defaults (no config/cortex.yaml; set CORTEX_CONFIG to use another file)'}`,
+    '  Ctrl-C stops everything.',
+    '',
+  );
   return lines.join('\n');
 }

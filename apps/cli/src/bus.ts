@@ -6,9 +6,17 @@ import type { NatsConnection } from '@nats-io/transport-node';
  * Runs one command's bus work: reads the config, connects as `cortex-<name>`, hands over a client
  * bounded by the gateway's placement timeout, and closes the connection whatever happens.
  */
-export async function withBus<T>(name: string, work: (bus: BusClient, context: { nc: NatsConnection; config: CortexConfig }) => Promise<T>): Promise<T> {
+export async function withBus<T>(
+  name: string,
+  work: (bus: BusClient, context: { nc: NatsConnection; config: CortexConfig }) => Promise<T>,
+): Promise<T> {
   const { config } = loadConfig();
-  const nc = await connectBus({ url: config.nats.url, auth: config.nats, replicas: config.nats.replicas, name: `cortex-${name}` });
+  const nc = await connectBus({
+    url: config.nats.url,
+    auth: config.nats,
+    replicas: config.nats.replicas,
+    name: `cortex-${name}`,
+  });
   try {
     return await work(new BusClient(nc, config.gateway.placementTimeoutMs), { nc, config });
   } finally {

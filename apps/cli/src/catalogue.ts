@@ -24,20 +24,36 @@ const FIELDS: ReadonlyArray<{ flag: string; field: string; read: 'integer' | 'st
  */
 export async function catalogueCommand(command: string, values: OptionValues, positionals: string[]): Promise<void> {
   const body = command === 'models remove' ? {} : modelFields(command, values, command === 'models set');
-  if (command === 'models set' && Object.keys(body).length === 0) throw usage(command, 'name at least one field to change');
+  if (command === 'models set' && Object.keys(body).length === 0)
+    throw usage(command, 'name at least one field to change');
   const [id = '', source] = positionals;
   await withBus('models', async (bus) => {
     let reply: CatalogueModelReply;
     let sentence: string;
     if (command === 'models add') {
-      reply = await bus.request(Subjects.routerCatalogueAdd, { model: { id, file: source, ...body } }, { decode: decodeCatalogueModelReply });
+      reply = await bus.request(
+        Subjects.routerCatalogueAdd,
+        { model: { id, file: source, ...body } },
+        { decode: decodeCatalogueModelReply },
+      );
       sentence = `Added ${id} (${source}) to the catalogue: every router and gateway serves it from the next request; it loads on its first request${reply.model.pinned === true ? ', or now, as it is pinned' : ''}.`;
     } else if (command === 'models set') {
-      reply = await bus.request(Subjects.routerCatalogueSet, { id, fields: body }, { decode: decodeCatalogueModelReply });
+      reply = await bus.request(
+        Subjects.routerCatalogueSet,
+        { id, fields: body },
+        { decode: decodeCatalogueModelReply },
+      );
       sentence = `Changed ${Object.keys(body).join(', ')} of ${id}. Copies loaded now keep their settings until they load again (\`cortex unload ${id}\` applies it now).`;
     } else {
-      reply = await bus.request(Subjects.routerCatalogueRemove, { id }, { timeoutMs: 120_000, decode: decodeCatalogueModelReply });
-      const where = reply.unloaded && reply.unloaded.length > 0 ? ` It was drained and unloaded from ${reply.unloaded.join(', ')}.` : '';
+      reply = await bus.request(
+        Subjects.routerCatalogueRemove,
+        { id },
+        { timeoutMs: 120_000, decode: decodeCatalogueModelReply },
+      );
+      const where =
+        reply.unloaded && reply.unloaded.length > 0
+          ? ` It was drained and unloaded from ${reply.unloaded.join(', ')}.`
+          : '';
       const seed = reply.origin === 'added' ? '' : ' It stays out even though the config file lists it.';
       sentence = `Removed ${id} from the catalogue: requests for it are refused with 404 on every gateway.${where}${seed}`;
     }
@@ -56,10 +72,12 @@ function modelFields(command: string, values: OptionValues, clearable: boolean):
       continue;
     }
     if (read === 'integer') {
-      if (typeof raw !== 'string' || !/^\d+$/.test(raw)) throw usage(command, `--${flag} must be a whole number${clearable ? ' or "none"' : ''} (got "${String(raw)}")`);
+      if (typeof raw !== 'string' || !/^\d+$/.test(raw))
+        throw usage(command, `--${flag} must be a whole number${clearable ? ' or "none"' : ''} (got "${String(raw)}")`);
       body[field] = Number(raw);
     } else if (read === 'boolean') {
-      if (raw !== 'true' && raw !== 'false') throw usage(command, `--${flag} must be true or false (got "${String(raw)}")`);
+      if (raw !== 'true' && raw !== 'false')
+        throw usage(command, `--${flag} must be true or false (got "${String(raw)}")`);
       body[field] = raw === 'true';
     } else body[field] = raw;
   }

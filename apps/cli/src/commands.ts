@@ -7,13 +7,34 @@ const WORKER_OPTION = { type: 'string', value: 'id', description: 'this worker o
 const KEY_OPTIONS = {
   account: { type: 'string', value: 'name', description: 'the account (team) it belongs to; default "default"' },
   rpm: { type: 'string', value: 'n', description: 'requests per minute' },
-  tpm: { type: 'string', value: 'n', description: 'tokens per minute (a request reserves its prompt bytes plus its output cap)' },
+  tpm: {
+    type: 'string',
+    value: 'n',
+    description: 'tokens per minute (a request reserves its prompt bytes plus its output cap)',
+  },
   concurrency: { type: 'string', value: 'n', description: 'requests at once' },
-  budget: { type: 'string', value: 'tokens', description: 'token budget, prompt + completion tokens; refused with insufficient_quota once spent' },
-  'budget-window': { type: 'string', value: 'window', description: 'balance (never resets, the default), day or month (UTC)' },
-  model: { type: 'string', multiple: true, value: 'id', description: 'a model it may use; comma-separated lists too (default: every model)' },
+  budget: {
+    type: 'string',
+    value: 'tokens',
+    description: 'token budget, prompt + completion tokens; refused with insufficient_quota once spent',
+  },
+  'budget-window': {
+    type: 'string',
+    value: 'window',
+    description: 'balance (never resets, the default), day or month (UTC)',
+  },
+  model: {
+    type: 'string',
+    multiple: true,
+    value: 'id',
+    description: 'a model it may use; comma-separated lists too (default: every model)',
+  },
   expires: { type: 'string', value: 'time', description: 'ISO 8601 time after which it is refused, e.g. 2027-01-31' },
-  tier: { type: 'string', value: '1-9', description: 'priority tier when a model is saturated, 9 first, 1 last (default 5)' },
+  tier: {
+    type: 'string',
+    value: '1-9',
+    description: 'priority tier when a model is saturated, 9 first, 1 last (default 5)',
+  },
   json: JSON_OPTION,
 } as const;
 
@@ -22,14 +43,28 @@ const MODEL_OPTIONS = {
   'context-size': { type: 'string', value: 'tokens', description: 'context length per sequence (default 2048)' },
   slots: { type: 'string', value: 'n', description: 'requests it serves at once per copy (default 4)' },
   kind: { type: 'string', value: 'kind', description: 'chat (default), embedding or ranking' },
-  alias: { type: 'string', multiple: true, value: 'name', description: 'another name clients may use; repeat for more' },
+  alias: {
+    type: 'string',
+    multiple: true,
+    value: 'name',
+    description: 'another name clients may use; repeat for more',
+  },
   priority: { type: 'string', value: 'n', description: 'eviction priority, 0-1000 (default 0)' },
   pinned: { type: 'string', value: 'true|false', description: 'keep it loaded: never evicted or unloaded when idle' },
-  draft: { type: 'string', value: 'model', description: 'speculative decoding: a catalogue id, a GGUF source, or lookup' },
+  draft: {
+    type: 'string',
+    value: 'model',
+    description: 'speculative decoding: a catalogue id, a GGUF source, or lookup',
+  },
   'idle-ttl': { type: 'string', value: 'seconds', description: 'unloaded after this long unused (0 keeps it)' },
   'min-replicas': { type: 'string', value: 'n', description: 'copies kept once loaded (default 1)' },
   'max-replicas': { type: 'string', value: 'n', description: 'most copies across workers (0: one per worker)' },
-  worker: { type: 'string', multiple: true, value: 'id', description: 'a worker it should live on, in order of preference; repeat for more' },
+  worker: {
+    type: 'string',
+    multiple: true,
+    value: 'id',
+    description: 'a worker it should live on, in order of preference; repeat for more',
+  },
   json: JSON_OPTION,
 } as const;
 
@@ -38,7 +73,8 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'serve',
     summary: 'run NATS (if none answers), router, translator, metrics, worker and gateway',
-    details: 'With names, only those services (router, translator, metrics, worker, gateway); one name runs it in this process.',
+    details:
+      'With names, only those services (router, translator, metrics, worker, gateway); one name runs it in this process.',
     positionals: [{ name: 'service', variadic: true }],
   },
   {
@@ -47,20 +83,32 @@ export const COMMANDS: readonly CommandSpec[] = [
     options: {
       json: JSON_OPTION,
       watch: { type: 'boolean', description: 'keep it up to date, with lifecycle events as they happen' },
-      interval: { type: 'string', value: 'ms', description: 'with --watch: how often to refresh (default 1000, at least 100)' },
+      interval: {
+        type: 'string',
+        value: 'ms',
+        description: 'with --watch: how often to refresh (default 1000, at least 100)',
+      },
     },
   },
-  { name: 'models', summary: 'the catalogue: where each model is loaded, pinned, context', options: { json: JSON_OPTION } },
+  {
+    name: 'models',
+    summary: 'the catalogue: where each model is loaded, pinned, context',
+    options: { json: JSON_OPTION },
+  },
   {
     name: 'models add',
     summary: 'add a model to the catalogue: every router and gateway serves it from the next request',
-    details: 'The source is an absolute path on the workers\' hosts, an hf: URI, an https:// URL or fixture:<name>. Models added at run time are kept in NATS (bucket cortex_catalogue) on top of the config file\'s models.',
-    positionals: [{ name: 'id', required: true }, { name: 'source', required: true }],
+    details:
+      "The source is an absolute path on the workers' hosts, an hf: URI, an https:// URL or fixture:<name>. Models added at run time are kept in NATS (bucket cortex_catalogue) on top of the config file's models.",
+    positionals: [
+      { name: 'id', required: true },
+      { name: 'source', required: true },
+    ],
     options: MODEL_OPTIONS,
   },
   {
     name: 'models set',
-    summary: 'change a catalogue model\'s fields (copies loaded now keep theirs until they load again)',
+    summary: "change a catalogue model's fields (copies loaded now keep theirs until they load again)",
     details: 'A field given as "none" returns to its default. --file changes the source.',
     positionals: [{ name: 'id', required: true }],
     options: { file: { type: 'string', value: 'source', description: 'a new source' }, ...MODEL_OPTIONS },
@@ -75,13 +123,19 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'load',
     summary: 'load a model now',
     positionals: [{ name: 'model', required: true }],
-    options: { worker: WORKER_OPTION, json: { type: 'boolean', description: "print the router's answer instead of a sentence" } },
+    options: {
+      worker: WORKER_OPTION,
+      json: { type: 'boolean', description: "print the router's answer instead of a sentence" },
+    },
   },
   {
     name: 'unload',
     summary: 'unload a model (from every worker unless one is named)',
     positionals: [{ name: 'model', required: true }],
-    options: { worker: WORKER_OPTION, json: { type: 'boolean', description: "print the router's answer instead of a sentence" } },
+    options: {
+      worker: WORKER_OPTION,
+      json: { type: 'boolean', description: "print the router's answer instead of a sentence" },
+    },
   },
   {
     name: 'pin',
@@ -100,12 +154,22 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'a new API key; its secret is printed once',
     options: { name: { type: 'string', value: 'name', description: 'whose key it is (required)' }, ...KEY_OPTIONS },
   },
-  { name: 'keys list', summary: 'every stored key: id, name, account, state, limits', options: { account: { type: 'string', value: 'name', description: 'only this account\'s keys' }, json: JSON_OPTION } },
-  { name: 'keys show', summary: 'one key: its limits, models, expiry and state', positionals: [{ name: 'id', required: true }], options: { json: JSON_OPTION } },
+  {
+    name: 'keys list',
+    summary: 'every stored key: id, name, account, state, limits',
+    options: { account: { type: 'string', value: 'name', description: "only this account's keys" }, json: JSON_OPTION },
+  },
+  {
+    name: 'keys show',
+    summary: 'one key: its limits, models, expiry and state',
+    positionals: [{ name: 'id', required: true }],
+    options: { json: JSON_OPTION },
+  },
   {
     name: 'keys update',
-    summary: 'change a key\'s name, account, limits, models, expiry or tier',
-    details: 'A limit given as "none" is removed; --model none allows every model again; --expires none removes the expiry.',
+    summary: "change a key's name, account, limits, models, expiry or tier",
+    details:
+      'A limit given as "none" is removed; --model none allows every model again; --expires none removes the expiry.',
     positionals: [{ name: 'id', required: true }],
     options: { name: { type: 'string', value: 'name', description: 'a new name' }, ...KEY_OPTIONS },
   },
@@ -113,9 +177,17 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'keys rotate',
     summary: 'a new secret for a key, printed once; the old one works for --grace seconds',
     positionals: [{ name: 'id', required: true }],
-    options: { grace: { type: 'string', value: 'seconds', description: 'how long the old secret keeps working (default 0)' }, json: JSON_OPTION },
+    options: {
+      grace: { type: 'string', value: 'seconds', description: 'how long the old secret keeps working (default 0)' },
+      json: JSON_OPTION,
+    },
   },
-  { name: 'keys revoke', summary: 'refuse a key on every gateway, within a second', positionals: [{ name: 'id', required: true }], options: { json: JSON_OPTION } },
+  {
+    name: 'keys revoke',
+    summary: 'refuse a key on every gateway, within a second',
+    positionals: [{ name: 'id', required: true }],
+    options: { json: JSON_OPTION },
+  },
   {
     name: 'keys apply',
     summary: 'make the stored keys and accounts what a file (YAML or JSON) declares',
@@ -131,7 +203,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   { name: 'accounts list', summary: 'every account with limits', options: { json: JSON_OPTION } },
   {
     name: 'accounts set',
-    summary: 'set an account\'s limits (the tighter of key and account applies)',
+    summary: "set an account's limits (the tighter of key and account applies)",
     details: 'A limit given as "none" is removed.',
     positionals: [{ name: 'name', required: true }],
     options: {
@@ -150,12 +222,17 @@ export const COMMANDS: readonly CommandSpec[] = [
   },
   {
     name: 'pull',
-    summary: 'put a catalogue model or a source (default: every catalogue model) into worker.models_dir, as a worker would',
+    summary:
+      'put a catalogue model or a source (default: every catalogue model) into worker.models_dir, as a worker would',
     details:
       'Fixtures are written, hf: URIs and URLs downloaded (HF_TOKEN for gated ones): resumed where an interrupted pull stopped, once however many processes pull into the directory, checked (size, SHA-256, GGUF) before use. Progress is one updating line on a terminal, plain lines otherwise.',
     positionals: [{ name: 'model|source' }],
     options: {
-      worker: { type: 'string', value: 'id', description: 'have this worker download the catalogue model instead (over the bus)' },
+      worker: {
+        type: 'string',
+        value: 'id',
+        description: 'have this worker download the catalogue model instead (over the bus)',
+      },
       all: { type: 'boolean', description: 'have every worker up download the catalogue model' },
       json: { type: 'boolean', description: 'progress and results as JSON lines, for scripts' },
     },

@@ -1,10 +1,22 @@
 import { KeyStore } from '@cortex/bus';
-import { keyView, parseAccountPut, parseKeyCreate, parseKeyUpdate, parseRotate, type KeyView, type Limits } from '@cortex/contracts';
+import {
+  keyView,
+  parseAccountPut,
+  parseKeyCreate,
+  parseKeyUpdate,
+  parseRotate,
+  type KeyView,
+  type Limits,
+} from '@cortex/contracts';
 import { listOption, stringOption, UsageError, type OptionValues } from './args.js';
 import { print, withBus } from './bus.js';
 import { applyCommand } from './key-apply.js';
 
-const LIMIT_FLAGS = { rpm: 'requests_per_minute', tpm: 'tokens_per_minute', concurrency: 'concurrent_requests' } as const;
+const LIMIT_FLAGS = {
+  rpm: 'requests_per_minute',
+  tpm: 'tokens_per_minute',
+  concurrency: 'concurrent_requests',
+} as const;
 
 /**
  * `cortex keys …` and `cortex accounts …`: the stored keys, straight in the `cortex_keys` bucket (the
@@ -21,13 +33,25 @@ export async function keysCommand(command: string, values: OptionValues, positio
       case 'keys create': {
         const { key, secret } = await store.create(parseKeyCreate(keyBody(command, values, false), now), now);
         const view = keyView(key, now);
-        print(json, { ...view, secret }, `Created key ${key.id} "${key.name}" in account ${key.account}: ${describeKey(view)}.\nIts secret, shown this once (store it now):\n\n  ${secret}\n`);
+        print(
+          json,
+          { ...view, secret },
+          `Created key ${key.id} "${key.name}" in account ${key.account}: ${describeKey(view)}.\nIts secret, shown this once (store it now):\n\n  ${secret}\n`,
+        );
         return;
       }
       case 'keys list': {
         const account = stringOption(values, 'account');
-        const views = (await store.list()).filter((k) => account === undefined || k.account === account).map((k) => keyView(k, now));
-        print(json, { object: 'list', data: views }, views.length === 0 ? `No stored keys${account ? ` in account ${account}` : ''} (\`cortex keys create --name <name>\` makes one).` : keyTable(views));
+        const views = (await store.list())
+          .filter((k) => account === undefined || k.account === account)
+          .map((k) => keyView(k, now));
+        print(
+          json,
+          { object: 'list', data: views },
+          views.length === 0
+            ? `No stored keys${account ? ` in account ${account}` : ''} (\`cortex keys create --name <name>\` makes one).`
+            : keyTable(views),
+        );
         return;
       }
       case 'keys show': {
@@ -38,22 +62,38 @@ export async function keysCommand(command: string, values: OptionValues, positio
       case 'keys update': {
         const key = await store.update(id, parseKeyUpdate(keyBody(command, values, true), now), now);
         const view = keyView(key, now);
-        print(json, view, `Updated key ${key.id} "${key.name}" (account ${key.account}): ${describeKey(view)}. Every gateway applies it within a second.`);
+        print(
+          json,
+          view,
+          `Updated key ${key.id} "${key.name}" (account ${key.account}): ${describeKey(view)}. Every gateway applies it within a second.`,
+        );
         return;
       }
       case 'keys rotate': {
         const grace = stringOption(values, 'grace');
-        if (grace !== undefined && !/^\d+$/.test(grace)) throw new UsageError(`cortex keys rotate: --grace must be a whole number of seconds (got "${grace}"); run "cortex keys rotate --help" to see its usage`);
+        if (grace !== undefined && !/^\d+$/.test(grace))
+          throw new UsageError(
+            `cortex keys rotate: --grace must be a whole number of seconds (got "${grace}"); run "cortex keys rotate --help" to see its usage`,
+          );
         const { grace_s } = parseRotate(grace === undefined ? {} : { grace_s: Number(grace) });
         const { key, secret } = await store.rotate(id, grace_s, now);
         const view = keyView(key, now);
-        const old = view.previous_secret_valid_until ? `the old secret keeps working until ${view.previous_secret_valid_until}` : 'the old secret no longer works';
-        print(json, { ...view, secret }, `Rotated key ${key.id} "${key.name}": ${old}. The new secret, shown this once (store it now):\n\n  ${secret}\n`);
+        const old = view.previous_secret_valid_until
+          ? `the old secret keeps working until ${view.previous_secret_valid_until}`
+          : 'the old secret no longer works';
+        print(
+          json,
+          { ...view, secret },
+          `Rotated key ${key.id} "${key.name}": ${old}. The new secret, shown this once (store it now):\n\n  ${secret}\n`,
+        );
         return;
       }
       case 'keys revoke': {
         const key = await store.revoke(id, now);
-        const when = Date.parse(key.revoked_at ?? '') < now - 1_000 ? `was already revoked at ${key.revoked_at}` : 'is revoked: every gateway refuses it within a second';
+        const when =
+          Date.parse(key.revoked_at ?? '') < now - 1_000
+            ? `was already revoked at ${key.revoked_at}`
+            : 'is revoked: every gateway refuses it within a second';
         print(json, keyView(key, now), `Key ${key.id} "${key.name}" ${when}.`);
         return;
       }
@@ -62,14 +102,20 @@ export async function keysCommand(command: string, values: OptionValues, positio
         print(
           json,
           { object: 'list', data: accounts },
-          accounts.length === 0 ? 'No account has limits (`cortex accounts set <name> --rpm <n>` sets some).' : accounts.map((a) => `${a.name}\t${describeLimits(a.limits)}`).join('\n'),
+          accounts.length === 0
+            ? 'No account has limits (`cortex accounts set <name> --rpm <n>` sets some).'
+            : accounts.map((a) => `${a.name}\t${describeLimits(a.limits)}`).join('\n'),
         );
         return;
       }
       case 'accounts set': {
         const { name, limits } = parseAccountPut(id, { limits: limitsBody(command, values, true) });
         const account = await store.putAccount(name, limits, now);
-        print(json, account, `Account ${account.name}: ${describeLimits(account.limits)}. Its keys get the tighter of their own limits and these.`);
+        print(
+          json,
+          account,
+          `Account ${account.name}: ${describeLimits(account.limits)}. Its keys get the tighter of their own limits and these.`,
+        );
         return;
       }
       default:
@@ -83,7 +129,8 @@ function keyBody(command: string, values: OptionValues, update: boolean): Record
   const body: Record<string, unknown> = {};
   const name = stringOption(values, 'name');
   if (name !== undefined) body.name = name;
-  else if (!update) throw new UsageError(`cortex ${command} needs --name <name>; run "cortex ${command} --help" to see its usage`);
+  else if (!update)
+    throw new UsageError(`cortex ${command} needs --name <name>; run "cortex ${command} --help" to see its usage`);
   const account = stringOption(values, 'account');
   if (account !== undefined) body.account = account;
   const limits = limitsBody(command, values, update);
@@ -104,7 +151,9 @@ function limitsBody(command: string, values: OptionValues, clearable: boolean): 
     if (raw === undefined) return undefined;
     if (clearable && raw === 'none') return null;
     if (!/^\d+$/.test(raw) || Number(raw) < 1) {
-      throw new UsageError(`cortex ${command}: --${flag} must be a whole number of at least 1${clearable ? ', or "none" to remove it' : ''} (got "${raw}"); run "cortex ${command} --help" to see its usage`);
+      throw new UsageError(
+        `cortex ${command}: --${flag} must be a whole number of at least 1${clearable ? ', or "none" to remove it' : ''} (got "${raw}"); run "cortex ${command} --help" to see its usage`,
+      );
     }
     return Number(raw);
   };
@@ -114,7 +163,10 @@ function limitsBody(command: string, values: OptionValues, clearable: boolean): 
   }
   const budget = number('budget');
   const window = stringOption(values, 'budget-window');
-  if (window !== undefined && budget === undefined) throw new UsageError(`cortex ${command}: --budget-window goes with --budget <tokens>; run "cortex ${command} --help" to see its usage`);
+  if (window !== undefined && budget === undefined)
+    throw new UsageError(
+      `cortex ${command}: --budget-window goes with --budget <tokens>; run "cortex ${command} --help" to see its usage`,
+    );
   if (budget === null) limits.token_budget = null;
   else if (budget !== undefined) limits.token_budget = { tokens: budget, window: window ?? 'balance' };
   return limits;
@@ -125,7 +177,10 @@ export function describeLimits(limits: Limits): string {
   if (limits.requests_per_minute !== undefined) parts.push(`${limits.requests_per_minute} requests/min`);
   if (limits.tokens_per_minute !== undefined) parts.push(`${limits.tokens_per_minute} tokens/min`);
   if (limits.concurrent_requests !== undefined) parts.push(`${limits.concurrent_requests} at once`);
-  if (limits.token_budget) parts.push(`${limits.token_budget.tokens} tokens ${limits.token_budget.window === 'balance' ? 'in all' : `a ${limits.token_budget.window}`}`);
+  if (limits.token_budget)
+    parts.push(
+      `${limits.token_budget.tokens} tokens ${limits.token_budget.window === 'balance' ? 'in all' : `a ${limits.token_budget.window}`}`,
+    );
   return parts.length === 0 ? 'no limits' : parts.join(', ');
 }
 
@@ -136,9 +191,28 @@ function describeKey(view: KeyView): string {
 }
 
 function keyTable(views: KeyView[]): string {
-  const rows = [['id', 'name', 'account', 'state', 'prefix', 'limits', 'models', 'expires'], ...views.map((v) => [v.id, v.name, v.account, v.state, v.prefix, describeLimits(v.limits), v.models?.join(',') ?? 'all', v.expires_at ?? '-'])];
+  const rows = [
+    ['id', 'name', 'account', 'state', 'prefix', 'limits', 'models', 'expires'],
+    ...views.map((v) => [
+      v.id,
+      v.name,
+      v.account,
+      v.state,
+      v.prefix,
+      describeLimits(v.limits),
+      v.models?.join(',') ?? 'all',
+      v.expires_at ?? '-',
+    ]),
+  ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 function showKey(view: KeyView): string {

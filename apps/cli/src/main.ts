@@ -30,7 +30,10 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'status': {
       const interval = integerOption(values, 'interval', 'status', 100) ?? 1_000;
-      if (values.interval !== undefined && values.watch !== true) throw new UsageError('cortex status: --interval goes with --watch; run "cortex status --help" to see its usage');
+      if (values.interval !== undefined && values.watch !== true)
+        throw new UsageError(
+          'cortex status: --interval goes with --watch; run "cortex status --help" to see its usage',
+        );
       return withBus('status', async (_bus, { nc }) => {
         if (values.watch === true) return watchStatus(nc, interval);
         const report = await collectStatus(nc);
@@ -104,16 +107,26 @@ async function pullCommand(target: string | undefined, json: boolean): Promise<v
     },
   });
   progress.done();
-  if (json) for (const [source, path] of Object.entries(paths)) console.log(JSON.stringify({ source, path, done: true }));
+  if (json)
+    for (const [source, path] of Object.entries(paths)) console.log(JSON.stringify({ source, path, done: true }));
   else console.log(`pull: ${Object.keys(paths).length} models in place`);
 }
 
 /** `cortex pull <model> --worker <id> | --all`: the workers download it ahead of any load (the router asks them over the bus). */
 async function pullOnWorkers(model: string | undefined, worker: string | undefined, json: boolean): Promise<void> {
-  if (!model) throw new UsageError('cortex pull --worker/--all needs <model>, a catalogue model; see cortex pull --help');
+  if (!model)
+    throw new UsageError('cortex pull --worker/--all needs <model>, a catalogue model; see cortex pull --help');
   await withBus('pull', async (bus) => {
     // Bounded as the router bounds each worker's pull; a worker that dies ends it at once.
-    const reply = await bus.request(Subjects.routerPull, { model, ...(worker ? { worker } : { all: true }) }, { timeoutMs: PULL_REPLY_TIMEOUT_MS, decode: decodePullReply });
-    print(json, reply, () => reply.pulled.map((p) => `${reply.model} is on worker ${p.workerId}: ${p.path} (${(p.bytes / 2 ** 20).toFixed(1)} MiB)`).join('\n'));
+    const reply = await bus.request(
+      Subjects.routerPull,
+      { model, ...(worker ? { worker } : { all: true }) },
+      { timeoutMs: PULL_REPLY_TIMEOUT_MS, decode: decodePullReply },
+    );
+    print(json, reply, () =>
+      reply.pulled
+        .map((p) => `${reply.model} is on worker ${p.workerId}: ${p.path} (${(p.bytes / 2 ** 20).toFixed(1)} MiB)`)
+        .join('\n'),
+    );
   });
 }

@@ -29,7 +29,16 @@ describe('pull progress', () => {
 
   it('pull progress - a pipe gets plain lines, one per tenth; --json one object per update', () => {
     assert.equal(run(false, false).split('\n').filter(Boolean).length, 3);
-    const lines = run(false, true).trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
-    assert.deepEqual(lines[1], { source: 'hf:o/r/m.gguf', bytes: 30 * MIB, totalBytes: 50 * MIB, bytesPerSecond: 10 * MIB, secondsLeft: 2 });
+    const lines = run(false, true)
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.deepEqual(lines[1], {
+      source: 'hf:o/r/m.gguf',
+      bytes: 30 * MIB,
+      totalBytes: 50 * MIB,
+      bytesPerSecond: 10 * MIB,
+      secondsLeft: 2,
+    });
   });
 });

@@ -1,13 +1,22 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connectBus, ensureNatsServer, startTracing, natsConnectOptions, natsReachable, NatsServerInstallError, redactNatsUrl, startNatsServer, type LocalNatsServer } from '@cortex/bus';
+import {
+  connectBus,
+  ensureNatsServer,
+  startTracing,
+  natsConnectOptions,
+  natsReachable,
+  NatsServerInstallError,
+  redactNatsUrl,
+  startNatsServer,
+  type LocalNatsServer,
+} from '@cortex/bus';
 import { DRAIN_EXIT_MARGIN_MS, loadConfig, type CortexConfig } from '@cortex/config';
 import { formatBanner } from './banner.js';
 import { createLogger, isPretty } from './logger.js';
 import { APP_SERVICES, isAppService, loadService, type AppService } from './services.js';
 import { collectStatus } from './status.js';
-
 
 /** `cortex serve <service>`: one service in this process, until SIGINT/SIGTERM. */
 export async function serveOne(name: AppService): Promise<void> {
@@ -15,8 +24,18 @@ export async function serveOne(name: AppService): Promise<void> {
   const logger = createLogger(name, config.logLevel, config.logFormat);
   // OpenTelemetry traces when the OTEL_* variables ask for them; nothing is loaded otherwise.
   const stopTracing = await startTracing(name);
-  if (stopTracing) logger.log(`tracing: spans go to ${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'the OTLP default endpoint'}`);
-  const nc = await connectBus({ url: config.nats.url, auth: config.nats, replicas: config.nats.replicas, name: `cortex-${name}`, log: (line) => logger.warn(line), waitForServer: true });
+  if (stopTracing)
+    logger.log(
+      `tracing: spans go to ${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'the OTLP default endpoint'}`,
+    );
+  const nc = await connectBus({
+    url: config.nats.url,
+    auth: config.nats,
+    replicas: config.nats.replicas,
+    name: `cortex-${name}`,
+    log: (line) => logger.warn(line),
+    waitForServer: true,
+  });
   const start = await loadService(name);
   const running = await start({ config, nc, logger });
   let stopping = false;
@@ -61,7 +80,9 @@ export async function serveMany(names: AppService[]): Promise<void> {
   if (!(await natsReachable(config.nats.url, 1_000, config.nats))) {
     const url = new URL(config.nats.url);
     if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) {
-      throw new Error(`NATS at ${redactNatsUrl(config.nats.url)} does not answer or refuses the credentials; start it or check CORTEX_NATS_URL and CORTEX_NATS_*`);
+      throw new Error(
+        `NATS at ${redactNatsUrl(config.nats.url)} does not answer or refuses the credentials; start it or check CORTEX_NATS_URL and CORTEX_NATS_*`,
+      );
     }
     // Fetches Debian's nats-server into .cortex/bin when none is installed, or says what to run.
     try {
@@ -84,12 +105,18 @@ export async function serveMany(names: AppService[]): Promise<void> {
   const stopAll = async (code: number): Promise<never> => {
     stopping = true;
     const exits = [...children.values()].map(
-      (child) => new Promise<void>((done) => (child.exitCode !== null || child.signalCode !== null ? done() : child.once('exit', () => done()))),
+      (child) =>
+        new Promise<void>((done) =>
+          child.exitCode !== null || child.signalCode !== null ? done() : child.once('exit', () => done()),
+        ),
     );
     for (const child of children.values()) child.kill('SIGTERM');
-    const killer = setTimeout(() => {
-      for (const child of children.values()) child.kill('SIGKILL');
-    }, config.drainTimeoutMs + DRAIN_EXIT_MARGIN_MS + 2_000);
+    const killer = setTimeout(
+      () => {
+        for (const child of children.values()) child.kill('SIGKILL');
+      },
+      config.drainTimeoutMs + DRAIN_EXIT_MARGIN_MS + 2_000,
+    );
     await Promise.all(exits);
     clearTimeout(killer);
     await nats?.stop();
@@ -112,21 +139,41 @@ export async function serveMany(names: AppService[]): Promise<void> {
 }
 
 /** On a terminal (or with log_format: pretty) a banner for people; otherwise one log line for programs. */
-async function announceWhenReady(url: string, config: CortexConfig, configPath: string | null, names: AppService[], logger: ReturnType<typeof createLogger>): Promise<void> {
+async function announceWhenReady(
+  url: string,
+  config: CortexConfig,
+  configPath: string | null,
+  names: AppService[],
+  logger: ReturnType<typeof createLogger>,
+): Promise<void> {
   const nc = await connectBus({ url, auth: config.nats, name: 'cortex-launcher' });
   const deadline = Date.now() + 120_000;
   try {
     while (Date.now() < deadline) {
       const status = await collectStatus(nc, 500).catch(() => null);
       const up = new Set(status?.services.map((s) => s.service));
-      const modelsReady = !names.includes('worker') || (status?.fleet?.catalogue.some((m) => m.pinned && m.loaded) ?? false) || status?.fleet?.catalogue.every((m) => !m.pinned);
+      const modelsReady =
+        !names.includes('worker') ||
+        (status?.fleet?.catalogue.some((m) => m.pinned && m.loaded) ?? false) ||
+        status?.fleet?.catalogue.every((m) => !m.pinned);
       if (names.every((name) => up.has(name)) && modelsReady) {
         const catalogue = status?.fleet?.catalogue ?? [];
         if (isPretty(config.logFormat)) {
-          console.log(formatBanner({ listen: config.gateway.listen, metricsListen: names.includes('metrics') ? config.metrics.listen : null, configPath, catalogue }));
+          console.log(
+            formatBanner({
+              listen: config.gateway.listen,
+              metricsListen: names.includes('metrics') ? config.metrics.listen : null,
+              configPath,
+              catalogue,
+            }),
+          );
           return;
         }
-        const models = catalogue.filter((m) => m.loaded).map((m) => m.id).join(', ') || 'none loaded yet';
+        const models =
+          catalogue
+            .filter((m) => m.loaded)
+            .map((m) => m.id)
+            .join(', ') || 'none loaded yet';
         logger.log(`cortex is ready on http://${config.gateway.listen} (models: ${models}); Ctrl-C stops everything`);
         return;
       }

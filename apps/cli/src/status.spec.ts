@@ -3,7 +3,11 @@ import assert from 'node:assert/strict';
 import type { CatalogueEntry } from '@cortex/contracts';
 import { formatModels } from './status.js';
 
-const entry = (id: string, locations: CatalogueEntry['locations'], replicas?: CatalogueEntry['replicas']): CatalogueEntry => ({
+const entry = (
+  id: string,
+  locations: CatalogueEntry['locations'],
+  replicas?: CatalogueEntry['replicas'],
+): CatalogueEntry => ({
   id,
   ownedBy: 'cortex',
   created: 0,

@@ -1,6 +1,16 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, decodeJson } from '@cortex/bus';
-import { decodeFleetView, decodeServicePing, isObject, mib, Subjects, workerEventOf, type CatalogueEntry, type FleetView, type ServicePing } from '@cortex/contracts';
+import {
+  decodeFleetView,
+  decodeServicePing,
+  isObject,
+  mib,
+  Subjects,
+  workerEventOf,
+  type CatalogueEntry,
+  type FleetView,
+  type ServicePing,
+} from '@cortex/contracts';
 
 export interface StatusReport {
   services: ServicePing[];
@@ -33,7 +43,6 @@ export async function collectStatus(nc: NatsConnection, waitMs = 750): Promise<S
   return { services, fleet, fleetError };
 }
 
-
 export function formatStatus(report: StatusReport): string {
   const lines: string[] = [];
   lines.push('SERVICES');
@@ -41,7 +50,15 @@ export function formatStatus(report: StatusReport): string {
   lines.push(
     ...table(
       ['service', 'id', 'host', 'pid', 'uptime', 'ready', 'detail'],
-      services.map((s) => [s.service, s.id, s.host, String(s.pid), `${s.uptimeS}s`, s.ready ? 'yes' : 'no', s.detail ?? '']),
+      services.map((s) => [
+        s.service,
+        s.id,
+        s.host,
+        String(s.pid),
+        `${s.uptimeS}s`,
+        s.ready ? 'yes' : 'no',
+        s.detail ?? '',
+      ]),
     ),
   );
   if (services.length === 0) lines.push('  (none answered: is cortex running, and is CORTEX_NATS_URL right?)');
@@ -66,7 +83,14 @@ export function formatStatus(report: StatusReport): string {
   lines.push(
     ...table(
       ['model', 'loaded', 'copies', 'where', 'pinned', 'context'],
-      report.fleet.catalogue.map((m) => [m.id, m.loaded ? 'yes' : 'no', copies(m), where(m), m.pinned ? 'yes' : 'no', String(m.contextSize)]),
+      report.fleet.catalogue.map((m) => [
+        m.id,
+        m.loaded ? 'yes' : 'no',
+        copies(m),
+        where(m),
+        m.pinned ? 'yes' : 'no',
+        String(m.contextSize),
+      ]),
     ),
   );
   return lines.join('\n');
@@ -75,7 +99,15 @@ export function formatStatus(report: StatusReport): string {
 export function formatModels(catalogue: readonly CatalogueEntry[]): string {
   return table(
     ['model', 'loaded', 'copies', 'where', 'pinned', 'priority', 'context'],
-    catalogue.map((m) => [m.id, m.loaded ? 'yes' : 'no', copies(m), where(m), m.pinned ? 'yes' : 'no', String(m.priority), String(m.contextSize)]),
+    catalogue.map((m) => [
+      m.id,
+      m.loaded ? 'yes' : 'no',
+      copies(m),
+      where(m),
+      m.pinned ? 'yes' : 'no',
+      String(m.priority),
+      String(m.contextSize),
+    ]),
   ).join('\n');
 }
 
@@ -86,12 +118,17 @@ function copies(m: CatalogueEntry): string {
 }
 
 function where(m: CatalogueEntry): string {
-  return m.locations.map((l) => `${l.workerId}:${l.state}${l.state === 'ready' ? ` ${l.inFlight}+${l.queued}q` : ''}`).join(', ') || '-';
+  return (
+    m.locations
+      .map((l) => `${l.workerId}:${l.state}${l.state === 'ready' ? ` ${l.inFlight}+${l.queued}q` : ''}`)
+      .join(', ') || '-'
+  );
 }
 
 function table(header: string[], rows: string[][]): string[] {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const render = (row: string[]): string => `  ${row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ')}`.trimEnd();
+  const render = (row: string[]): string =>
+    `  ${row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ')}`.trimEnd();
   return [render(header), ...rows.map(render)];
 }
 
@@ -149,8 +186,16 @@ export async function watchStatus(nc: NatsConnection, intervalMs: number): Promi
   let last = '';
   try {
     while (!stopped && !nc.isClosed()) {
-      const view = [formatStatus(await collectStatus(nc, Math.min(750, intervalMs))), '', 'EVENTS', ...(events.length ? events.map((e) => `  ${e}`) : ['  (none yet)'])].join('\n');
-      if (out.isTTY) out.write(`\x1b[2J\x1b[H${new Date().toISOString().slice(11, 19)}  every ${intervalMs} ms, Ctrl-C to stop\n\n${view}\n`);
+      const view = [
+        formatStatus(await collectStatus(nc, Math.min(750, intervalMs))),
+        '',
+        'EVENTS',
+        ...(events.length ? events.map((e) => `  ${e}`) : ['  (none yet)']),
+      ].join('\n');
+      if (out.isTTY)
+        out.write(
+          `\x1b[2J\x1b[H${new Date().toISOString().slice(11, 19)}  every ${intervalMs} ms, Ctrl-C to stop\n\n${view}\n`,
+        );
       else if (view !== last) out.write(`--- ${new Date().toISOString()}\n${view}\n`);
       last = view;
       await new Promise((done) => setTimeout(done, intervalMs));

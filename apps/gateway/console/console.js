@@ -27,11 +27,19 @@ const el = (tag, attrs = {}, ...children) => {
     else if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? '' : String(value));
   }
-  for (const child of children.flat()) if (child !== null && child !== undefined && child !== false) node.append(child instanceof Node ? child : String(child));
+  for (const child of children.flat())
+    if (child !== null && child !== undefined && child !== false)
+      node.append(child instanceof Node ? child : String(child));
   return node;
 };
-const mib = (bytes) => (bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`);
-const ms = (value) => (value === null || value === undefined ? '–' : value >= 10_000 ? `${(value / 1000).toFixed(1)} s` : `${Math.round(value)} ms`);
+const mib = (bytes) =>
+  bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`;
+const ms = (value) =>
+  value === null || value === undefined
+    ? '–'
+    : value >= 10_000
+      ? `${(value / 1000).toFixed(1)} s`
+      : `${Math.round(value)} ms`;
 const clock = (at) => new Date(at).toLocaleTimeString([], { hour12: false });
 const pct = (fraction) => `${Math.round(fraction * 100)}%`;
 
@@ -101,13 +109,15 @@ $('#theme').addEventListener('click', () => {
 });
 
 function showTab(name) {
-  for (const button of document.querySelectorAll('#tabs button')) button.setAttribute('aria-selected', String(button.dataset.tab === name));
+  for (const button of document.querySelectorAll('#tabs button'))
+    button.setAttribute('aria-selected', String(button.dataset.tab === name));
   for (const section of document.querySelectorAll('main > section')) section.hidden = section.id !== name;
   if (window.location.hash !== `#${name}`) window.history.replaceState(null, '', `#${name}`);
   if (name === 'activity') renderActivity();
   if (name === 'keys') void loadKeys();
 }
-for (const button of document.querySelectorAll('#tabs button')) button.addEventListener('click', () => showTab(button.dataset.tab));
+for (const button of document.querySelectorAll('#tabs button'))
+  button.addEventListener('click', () => showTab(button.dataset.tab));
 
 function toast(text, bad = false) {
   const note = el('div', { class: bad ? 'bad' : '' }, text);
@@ -118,7 +128,10 @@ function toast(text, bad = false) {
 // ---- admin actions ----------------------------------------------------------------------------
 /** A JSON request to the gateway (POST with a body, else GET); a refusal throws with its message. */
 async function request(path, body) {
-  const init = body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+  const init =
+    body === undefined
+      ? {}
+      : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
   const response = await fetch(path, init);
   const text = await response.text();
   let data;
@@ -149,11 +162,20 @@ function act(label, path, body) {
 // ---- fleet ------------------------------------------------------------------------------------
 const SEGMENT_COLOURS = ['#2f6fde', '#1f8a4c', '#b86e00', '#7a4fd6', '#c83232', '#118a8a'];
 
-const TRIGGERS = { request: 'a request', pin: 'a pin', replica: 'replication', admin: 'an admin (cortex load)', console: 'the console' };
+const TRIGGERS = {
+  request: 'a request',
+  pin: 'a pin',
+  replica: 'replication',
+  admin: 'an admin (cortex load)',
+  console: 'the console',
+};
 
 /** "downloading 40% · ~3 s left": the real fraction of the phase the worker is in, and a straight-line estimate. */
 function progressText(load) {
-  return [`${load.phase === 'downloading' ? 'downloading' : 'loading'} ${pct(load.fraction)}`, load.etaMs !== null && load.fraction < 1 ? ` · ~${ms(load.etaMs)} left` : ''].join('');
+  return [
+    `${load.phase === 'downloading' ? 'downloading' : 'loading'} ${pct(load.fraction)}`,
+    load.etaMs !== null && load.fraction < 1 ? ` · ~${ms(load.etaMs)} left` : '',
+  ].join('');
 }
 
 /** Why a load runs and who waits on it: its trigger (from the worker) and the requests the router holds for it. */
@@ -168,13 +190,26 @@ function loadFacts(model, load) {
 }
 
 function cancelLoadButton(workerId, model) {
-  return el('button', { class: 'danger small', 'data-test': 'cancel-load', onclick: act(`cancel the load of ${model} on ${workerId}`, 'load/cancel', { model, worker: workerId }) }, 'cancel load');
+  return el(
+    'button',
+    {
+      class: 'danger small',
+      'data-test': 'cancel-load',
+      onclick: act(`cancel the load of ${model} on ${workerId}`, 'load/cancel', { model, worker: workerId }),
+    },
+    'cancel load',
+  );
 }
 
 function modelState(worker, model) {
   if (model.state !== 'loading') return el('span', { class: `badge ${model.state}` }, model.state);
   const load = state.loads.get(`${worker.workerId}/${model.id}`);
-  return el('span', {}, el('span', { class: 'badge loading', 'data-test': 'loading' }, load ? progressText(load) : 'loading'), loadFacts(model.id, load));
+  return el(
+    'span',
+    {},
+    el('span', { class: 'badge loading', 'data-test': 'loading' }, load ? progressText(load) : 'loading'),
+    loadFacts(model.id, load),
+  );
 }
 
 function renderFleet() {
@@ -191,13 +226,28 @@ function renderFleet() {
     const status = !worker.up ? 'down' : worker.draining ? 'draining' : 'up';
     const capacity = worker.memory.budgetBytes || worker.device.totalBytes || 1;
     const segments = worker.models.map((model, i) =>
-      el('span', { title: `${model.id}: ${mib(model.sizeBytes ?? 0)}`, style: `width:${Math.max(0.5, (100 * (model.sizeBytes ?? 0)) / capacity)}%;background:${SEGMENT_COLOURS[i % SEGMENT_COLOURS.length]}` }),
+      el('span', {
+        title: `${model.id}: ${mib(model.sizeBytes ?? 0)}`,
+        style: `width:${Math.max(0.5, (100 * (model.sizeBytes ?? 0)) / capacity)}%;background:${SEGMENT_COLOURS[i % SEGMENT_COLOURS.length]}`,
+      }),
     );
     const rows = worker.models.map((model, i) =>
       el(
         'tr',
-        { 'data-test': 'worker-model', 'data-worker': worker.workerId, 'data-model': model.id, 'data-state': model.state },
-        el('td', {}, el('span', { style: `color:${SEGMENT_COLOURS[i % SEGMENT_COLOURS.length]}` }, '■ '), model.id, ' ', pinned.has(model.id) ? el('span', { class: 'badge pin', title: 'pinned: kept loaded' }, 'pinned') : ''),
+        {
+          'data-test': 'worker-model',
+          'data-worker': worker.workerId,
+          'data-model': model.id,
+          'data-state': model.state,
+        },
+        el(
+          'td',
+          {},
+          el('span', { style: `color:${SEGMENT_COLOURS[i % SEGMENT_COLOURS.length]}` }, '■ '),
+          model.id,
+          ' ',
+          pinned.has(model.id) ? el('span', { class: 'badge pin', title: 'pinned: kept loaded' }, 'pinned') : '',
+        ),
         el('td', {}, modelState(worker, model)),
         el('td', { class: 'num' }, `${model.inFlight}/${model.slots}`),
         el('td', { class: 'num' }, String(model.queued)),
@@ -207,11 +257,30 @@ function renderFleet() {
           {},
           model.state === 'loading'
             ? cancelLoadButton(worker.workerId, model.id)
-            : el('button', { class: 'danger small', 'data-test': 'unload', onclick: act(`unload ${model.id} from ${worker.workerId}`, 'unload', { model: model.id, worker: worker.workerId }) }, 'unload'),
+            : el(
+                'button',
+                {
+                  class: 'danger small',
+                  'data-test': 'unload',
+                  onclick: act(`unload ${model.id} from ${worker.workerId}`, 'unload', {
+                    model: model.id,
+                    worker: worker.workerId,
+                  }),
+                },
+                'unload',
+              ),
           ' ',
           pinned.has(model.id)
-            ? el('button', { class: 'ghost small', onclick: act(`unpin ${model.id}`, 'unpin', { model: model.id }) }, 'unpin')
-            : el('button', { class: 'ghost small', onclick: act(`pin ${model.id}`, 'pin', { model: model.id }) }, 'pin'),
+            ? el(
+                'button',
+                { class: 'ghost small', onclick: act(`unpin ${model.id}`, 'unpin', { model: model.id }) },
+                'unpin',
+              )
+            : el(
+                'button',
+                { class: 'ghost small', onclick: act(`pin ${model.id}`, 'pin', { model: model.id }) },
+                'pin',
+              ),
         ),
       ),
     );
@@ -223,16 +292,46 @@ function renderFleet() {
           'header',
           {},
           el('strong', {}, worker.workerId),
-          el('span', { class: `badge ${status}` }, status === 'down' ? `down ${Math.round(worker.lastSeenMs / 1000)}s` : status),
+          el(
+            'span',
+            { class: `badge ${status}` },
+            status === 'down' ? `down ${Math.round(worker.lastSeenMs / 1000)}s` : status,
+          ),
           el('span', { class: 'muted small' }, `${worker.host} · ${worker.device.kind}: ${worker.device.name}`),
         ),
         el('div', { class: 'mem', title: 'memory by model' }, segments),
-        el('div', { class: 'muted small' }, `models ${mib(worker.memory.usedBytes)} · free ${mib(worker.memory.freeBytes)} · ${worker.memory.budgetBytes ? `budget ${mib(worker.memory.budgetBytes)}` : `device ${mib(worker.device.totalBytes)}`}`),
+        el(
+          'div',
+          { class: 'muted small' },
+          `models ${mib(worker.memory.usedBytes)} · free ${mib(worker.memory.freeBytes)} · ${worker.memory.budgetBytes ? `budget ${mib(worker.memory.budgetBytes)}` : `device ${mib(worker.device.totalBytes)}`}`,
+        ),
         worker.memory.promptCache?.length
-          ? el('div', { class: 'muted small', 'data-test': 'prompt-cache' }, `prompt cache ${worker.memory.promptCache.map((t) => `${t.tier} ${mib(t.bytes)} of ${mib(t.maxBytes)}`).join(' · ')}`)
+          ? el(
+              'div',
+              { class: 'muted small', 'data-test': 'prompt-cache' },
+              `prompt cache ${worker.memory.promptCache.map((t) => `${t.tier} ${mib(t.bytes)} of ${mib(t.maxBytes)}`).join(' · ')}`,
+            )
           : null,
         rows.length
-          ? el('table', { class: 'grid' }, el('thead', {}, el('tr', {}, el('th', {}, 'model'), el('th', {}, 'state'), el('th', { class: 'num' }, 'in flight'), el('th', { class: 'num' }, 'queued'), el('th', { class: 'num' }, 'memory'), el('th', {}, ''))), el('tbody', {}, rows))
+          ? el(
+              'table',
+              { class: 'grid' },
+              el(
+                'thead',
+                {},
+                el(
+                  'tr',
+                  {},
+                  el('th', {}, 'model'),
+                  el('th', {}, 'state'),
+                  el('th', { class: 'num' }, 'in flight'),
+                  el('th', { class: 'num' }, 'queued'),
+                  el('th', { class: 'num' }, 'memory'),
+                  el('th', {}, ''),
+                ),
+              ),
+              el('tbody', {}, rows),
+            )
           : el('p', { class: 'muted small' }, 'no models loaded'),
       ),
     );
@@ -252,20 +351,34 @@ function renderCatalogue() {
   for (const model of fleet.catalogue) {
     const select = el(
       'select',
-      { 'data-test': 'load-worker', 'aria-label': `worker for ${model.id}`, onchange: (event) => loadChoice.set(model.id, event.currentTarget.value) },
+      {
+        'data-test': 'load-worker',
+        'aria-label': `worker for ${model.id}`,
+        onchange: (event) => loadChoice.set(model.id, event.currentTarget.value),
+      },
       el('option', { value: '' }, 'any worker'),
       up.map((id) => el('option', { value: id }, id)),
     );
     // The fleet view is redrawn on every change: keep the worker chosen for each model across redraws.
     if (up.includes(loadChoice.get(model.id))) select.value = loadChoice.get(model.id);
-    const load = (event) => act(`load ${model.id}`, 'load', { model: model.id, from: 'console', ...(select.value && { worker: select.value }) })(event);
+    const load = (event) =>
+      act(`load ${model.id}`, 'load', {
+        model: model.id,
+        from: 'console',
+        ...(select.value && { worker: select.value }),
+      })(event);
     body.append(
       el(
         'tr',
         { 'data-test': 'catalogue-model', 'data-model': model.id },
         el('td', {}, model.id),
         el('td', {}, model.kind ?? 'chat'),
-        el('td', {}, model.locations.map((l) => `${l.workerId}:${l.state}`).join(', ') || el('span', { class: 'muted' }, 'not loaded')),
+        el(
+          'td',
+          {},
+          model.locations.map((l) => `${l.workerId}:${l.state}`).join(', ') ||
+            el('span', { class: 'muted' }, 'not loaded'),
+        ),
         el('td', {}, model.pinned ? el('span', { class: 'pin' }, 'pinned') : ''),
         el('td', { class: 'num' }, String(model.contextSize)),
         el('td', {}, select, ' ', el('button', { class: 'small', 'data-test': 'load', onclick: load }, 'load')),
@@ -321,10 +434,25 @@ const nothingLive = el('tr', {}, el('td', { colspan: 10, class: 'muted' }, 'Noth
 function liveCells(row, since) {
   return [
     el('td', { class: 'muted small' }, row.runId.slice(0, 14)),
-    el('td', {}, el('span', { class: `badge ${row.state === 'generating' ? 'ready' : row.state === 'queued' ? 'draining' : 'loading'}`, 'data-test': 'live-state' }, row.state)),
+    el(
+      'td',
+      {},
+      el(
+        'span',
+        {
+          class: `badge ${row.state === 'generating' ? 'ready' : row.state === 'queued' ? 'draining' : 'loading'}`,
+          'data-test': 'live-state',
+        },
+        row.state,
+      ),
+    ),
     el('td', {}, row.model ?? '?'),
     el('td', {}, row.workerId ?? '–'),
-    el('td', { 'data-test': 'live-owner' }, row.keyId ? `${row.keyId} · ${row.account ?? ''}` : el('span', { class: 'muted' }, '–')),
+    el(
+      'td',
+      { 'data-test': 'live-owner' },
+      row.keyId ? `${row.keyId} · ${row.account ?? ''}` : el('span', { class: 'muted' }, '–'),
+    ),
     el('td', { class: 'num' }, String(row.promptTokens)),
     el('td', { class: 'num', 'data-test': 'tokens' }, String(row.tokens)),
     el('td', { class: 'num' }, row.tokensPerSecond === null ? '–' : row.tokensPerSecond.toFixed(1)),
@@ -342,7 +470,11 @@ function renderLive() {
     shown.add(row.runId);
     let entry = liveRows.get(row.runId);
     if (!entry) {
-      entry = { tr: el('tr', { 'data-test': 'live-row', 'data-run': row.runId }), workerId: undefined, cancel: el('td') };
+      entry = {
+        tr: el('tr', { 'data-test': 'live-row', 'data-run': row.runId }),
+        workerId: undefined,
+        cancel: el('td'),
+      };
       liveRows.set(row.runId, entry);
     }
     const { tr } = entry;
@@ -356,7 +488,19 @@ function renderLive() {
     // The button stays the same element while the run stays on its worker (a move makes a new one).
     if (entry.workerId !== row.workerId) {
       entry.workerId = row.workerId;
-      entry.cancel.replaceChildren(row.workerId ? el('button', { class: 'danger small', 'data-test': 'cancel', onclick: act(`cancel ${row.runId}`, 'requests/cancel', { runId: row.runId, workerId: row.workerId }) }, 'cancel') : '');
+      entry.cancel.replaceChildren(
+        row.workerId
+          ? el(
+              'button',
+              {
+                class: 'danger small',
+                'data-test': 'cancel',
+                onclick: act(`cancel ${row.runId}`, 'requests/cancel', { runId: row.runId, workerId: row.workerId }),
+              },
+              'cancel',
+            )
+          : '',
+      );
     }
     const next = previous ? previous.nextSibling : body.firstChild;
     if (next !== tr) body.insertBefore(tr, next);
@@ -378,7 +522,9 @@ setInterval(() => {
 function filtered() {
   const model = $('#filter-model').value;
   const status = $('#filter-status').value;
-  return state.activity.filter((a) => (!model || a.model === model) && (!status || (status === 'ok') === (a.status < 400 && !a.errorCode)));
+  return state.activity.filter(
+    (a) => (!model || a.model === model) && (!status || (status === 'ok') === (a.status < 400 && !a.errorCode)),
+  );
 }
 
 function chartFrame(canvas) {
@@ -423,7 +569,9 @@ function drawLines(canvas, series, legend) {
   const names = Object.keys(series);
   canvas.dataset.max = JSON.stringify(Object.fromEntries(names.map((n) => [n, Math.max(0, ...series[n])])));
   const { g, width, height } = chartFrame(canvas);
-  legend.replaceChildren(...names.map((n, i) => el('span', { style: `color:${SEGMENT_COLOURS[i % SEGMENT_COLOURS.length]}` }, `■ ${n}`)));
+  legend.replaceChildren(
+    ...names.map((n, i) => el('span', { style: `color:${SEGMENT_COLOURS[i % SEGMENT_COLOURS.length]}` }, `■ ${n}`)),
+  );
   const max = Math.max(0, ...names.flatMap((n) => series[n]));
   if (!names.length || max === 0) {
     g.fillText(names.length ? 'nothing queued' : 'no data yet', 8, height / 2);
@@ -469,10 +617,12 @@ function sampleQueues() {
   if (!state.fleet) return;
   const depth = {};
   for (const model of state.fleet.catalogue) depth[model.id] = 0;
-  for (const worker of state.fleet.workers) for (const model of worker.models) depth[model.id] = (depth[model.id] ?? 0) + model.queued;
+  for (const worker of state.fleet.workers)
+    for (const model of worker.models) depth[model.id] = (depth[model.id] ?? 0) + model.queued;
   for (const [model, count] of Object.entries(state.fleet.waiting ?? {})) depth[model] = (depth[model] ?? 0) + count;
   queueDepth.at.push(Date.now());
-  for (const [model, count] of Object.entries(depth)) (queueDepth.series[model] ??= new Array(queueDepth.at.length - 1).fill(0)).push(count);
+  for (const [model, count] of Object.entries(depth))
+    (queueDepth.series[model] ??= new Array(queueDepth.at.length - 1).fill(0)).push(count);
   for (const [model, values] of Object.entries(queueDepth.series)) {
     if (values.length < queueDepth.at.length) values.push(0);
     if (values.length > QUEUE_SAMPLES) values.shift();
@@ -509,9 +659,22 @@ function renderActivity() {
         el('td', {}, a.dialect),
         el('td', {}, a.model),
         el('td', {}, a.workerId ?? '–'),
-        el('td', { class: a.status >= 400 || a.errorCode ? 'status-bad' : '' }, `${a.status}${a.finishReason ? ` ${a.finishReason}` : ''}`),
+        el(
+          'td',
+          { class: a.status >= 400 || a.errorCode ? 'status-bad' : '' },
+          `${a.status}${a.finishReason ? ` ${a.finishReason}` : ''}`,
+        ),
         el('td', { class: 'num' }, String(a.usage?.promptTokens ?? '–')),
-        el('td', { class: 'num', title: a.usage?.restoredPromptTokens ? `${a.usage.restoredPromptTokens} restored from the prompt cache` : undefined }, a.usage ? `${a.usage.cachedPromptTokens}${a.usage.restoredPromptTokens ? ' ↺' : ''}` : '–'),
+        el(
+          'td',
+          {
+            class: 'num',
+            title: a.usage?.restoredPromptTokens
+              ? `${a.usage.restoredPromptTokens} restored from the prompt cache`
+              : undefined,
+          },
+          a.usage ? `${a.usage.cachedPromptTokens}${a.usage.restoredPromptTokens ? ' ↺' : ''}` : '–',
+        ),
         el('td', { class: 'num' }, String(a.usage?.completionTokens ?? '–')),
         el('td', { class: 'num' }, ms(a.timings?.ttftMs)),
         el('td', { class: 'num' }, a.timings ? a.timings.decodeTokensPerSecond.toFixed(1) : '–'),
@@ -524,8 +687,18 @@ function renderActivity() {
   if (!$('#activity').hidden) {
     const minutes = perMinute(filtered(), Date.now());
     drawChart($('#chart-rpm'), minutes.requests);
-    drawChart($('#chart-tps'), minutes.tokensPerSecond, getComputedStyle(document.documentElement).getPropertyValue('--ok'));
-    drawChart($('#chart-ttft'), filtered().slice(-60).map((a) => a.timings?.ttftMs ?? NaN), getComputedStyle(document.documentElement).getPropertyValue('--load'));
+    drawChart(
+      $('#chart-tps'),
+      minutes.tokensPerSecond,
+      getComputedStyle(document.documentElement).getPropertyValue('--ok'),
+    );
+    drawChart(
+      $('#chart-ttft'),
+      filtered()
+        .slice(-60)
+        .map((a) => a.timings?.ttftMs ?? NaN),
+      getComputedStyle(document.documentElement).getPropertyValue('--load'),
+    );
     drawQueue();
   }
   renderTimeline();
@@ -542,14 +715,24 @@ function thrashing() {
     const times = (loads.get(entry.model) ?? []).filter((at) => entry.at - at < 600_000);
     times.push(entry.at);
     loads.set(entry.model, times);
-    if (times.length >= 3 && state.timeline.some((e) => e.kind === 'unloaded' && e.model === entry.model && e.detail !== 'admin')) marked.add(entry.model);
+    if (
+      times.length >= 3 &&
+      state.timeline.some((e) => e.kind === 'unloaded' && e.model === entry.model && e.detail !== 'admin')
+    )
+      marked.add(entry.model);
   }
   return marked;
 }
 
 function renderTimeline() {
   const marked = thrashing();
-  const words = { loaded: 'loaded on', unloaded: 'unloaded from', load_failed: 'failed to load on', worker_up: 'up', worker_down: 'down' };
+  const words = {
+    loaded: 'loaded on',
+    unloaded: 'unloaded from',
+    load_failed: 'failed to load on',
+    worker_up: 'up',
+    worker_down: 'down',
+  };
   $('#timeline').replaceChildren(
     ...state.timeline
       .slice()
@@ -561,7 +744,13 @@ function renderTimeline() {
           `${clock(e.at)}  `,
           e.model ? `${e.model} ${words[e.kind]} ${e.workerId}` : `worker ${e.workerId} ${words[e.kind]}`,
           e.detail ? ` (${e.detail})` : '',
-          e.model && marked.has(e.model) ? el('span', { class: 'thrash', title: 'loaded 3 or more times in 10 minutes with evictions between' }, '  ⟲ swapping repeatedly') : '',
+          e.model && marked.has(e.model)
+            ? el(
+                'span',
+                { class: 'thrash', title: 'loaded 3 or more times in 10 minutes with evictions between' },
+                '  ⟲ swapping repeatedly',
+              )
+            : '',
         ),
       ),
   );
@@ -645,7 +834,11 @@ connect();
 // ---- playground -------------------------------------------------------------------------------
 const WEATHER_TOOL = {
   type: 'function',
-  function: { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
 };
 let chatAbort = null;
 
@@ -662,7 +855,13 @@ $('#chat-form').addEventListener('submit', async (event) => {
   const calls = el('div', {});
   const reply = el('div', { class: 'msg' }, el('span', { class: 'who' }, model), reasoning, answer, calls);
   log.prepend(reply);
-  const body = { model, stream: true, stream_options: { include_usage: true }, max_tokens: Number($('#chat-max').value) || 256, messages: [{ role: 'user', content: text }] };
+  const body = {
+    model,
+    stream: true,
+    stream_options: { include_usage: true },
+    max_tokens: Number($('#chat-max').value) || 256,
+    messages: [{ role: 'user', content: text }],
+  };
   if ($('#chat-tools').checked) body.tools = [WEATHER_TOOL];
   chatAbort = new AbortController();
   $('#chat-send').disabled = true;
@@ -670,8 +869,14 @@ $('#chat-form').addEventListener('submit', async (event) => {
   const started = performance.now();
   const toolCalls = [];
   try {
-    const response = await fetch('/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: chatAbort.signal });
-    if (!response.ok) throw new Error((await response.json().catch(() => null))?.error?.message ?? `HTTP ${response.status}`);
+    const response = await fetch('/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: chatAbort.signal,
+    });
+    if (!response.ok)
+      throw new Error((await response.json().catch(() => null))?.error?.message ?? `HTTP ${response.status}`);
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
     let buffer = '';
@@ -699,7 +904,13 @@ $('#chat-form').addEventListener('submit', async (event) => {
         }
         if (delta.content) answer.textContent += delta.content;
         for (const call of delta.tool_calls ?? []) {
-          const known = toolCalls[call.index] ?? (toolCalls[call.index] = { name: '', arguments: '', node: calls.appendChild(el('div', { class: 'tool-call', 'data-test': 'chat-tool-call' })) });
+          const known =
+            toolCalls[call.index] ??
+            (toolCalls[call.index] = {
+              name: '',
+              arguments: '',
+              node: calls.appendChild(el('div', { class: 'tool-call', 'data-test': 'chat-tool-call' })),
+            });
           if (call.function?.name) known.name += call.function.name;
           if (call.function?.arguments) known.arguments += call.function.arguments;
           known.node.textContent = `call ${known.name}(${known.arguments})`;
@@ -707,16 +918,19 @@ $('#chat-form').addEventListener('submit', async (event) => {
       }
     }
     const seconds = (performance.now() - started) / 1000;
-    $('#chat-stats').textContent = usage ? `${usage.prompt_tokens} prompt · ${usage.completion_tokens} generated · ${seconds.toFixed(2)} s` : `${seconds.toFixed(2)} s`;
+    $('#chat-stats').textContent = usage
+      ? `${usage.prompt_tokens} prompt · ${usage.completion_tokens} generated · ${seconds.toFixed(2)} s`
+      : `${seconds.toFixed(2)} s`;
   } catch (error) {
-    answer.append(el('span', { class: 'status-bad' }, error.name === 'AbortError' ? ' [stopped]' : ` [${error.message}]`));
+    answer.append(
+      el('span', { class: 'status-bad' }, error.name === 'AbortError' ? ' [stopped]' : ` [${error.message}]`),
+    );
   } finally {
     $('#chat-send').disabled = false;
     $('#chat-stop').disabled = true;
     chatAbort = null;
   }
 });
-
 
 // ---- playground: embeddings and rerank -------------------------------------------------------
 $('#play-mode').addEventListener('change', (event) => {
@@ -755,17 +969,31 @@ $('#embed-form').addEventListener('submit', async (event) => {
   try {
     const answer = await request('/v1/embeddings', { model: $('#embed-model').value, input });
     const vectors = answer.data.map((d) => d.embedding);
-    $('#embed-stats').textContent = `${vectors.length} vectors of ${vectors[0]?.length ?? 0} dimensions · ${answer.usage?.prompt_tokens ?? '?'} tokens · ${((performance.now() - started) / 1000).toFixed(2)} s`;
+    $('#embed-stats').textContent =
+      `${vectors.length} vectors of ${vectors[0]?.length ?? 0} dimensions · ${answer.usage?.prompt_tokens ?? '?'} tokens · ${((performance.now() - started) / 1000).toFixed(2)} s`;
     // Cosine similarity of every pair: what an embedding is for.
     result.replaceChildren(
       el(
         'table',
         { class: 'grid', 'data-test': 'embed-similarity' },
-        el('thead', {}, el('tr', {}, el('th', {}, 'cosine'), ...input.map((_, j) => el('th', { class: 'num' }, `#${j + 1}`)))),
+        el(
+          'thead',
+          {},
+          el('tr', {}, el('th', {}, 'cosine'), ...input.map((_, j) => el('th', { class: 'num' }, `#${j + 1}`))),
+        ),
         el(
           'tbody',
           {},
-          input.map((text, i) => el('tr', {}, el('td', { class: 'wrap' }, `#${i + 1} ${text}`), ...vectors.map((v, j) => el('td', { class: 'num', 'data-test': `sim-${i}-${j}` }, cosine(vectors[i], v).toFixed(3))))),
+          input.map((text, i) =>
+            el(
+              'tr',
+              {},
+              el('td', { class: 'wrap' }, `#${i + 1} ${text}`),
+              ...vectors.map((v, j) =>
+                el('td', { class: 'num', 'data-test': `sim-${i}-${j}` }, cosine(vectors[i], v).toFixed(3)),
+              ),
+            ),
+          ),
         ),
       ),
     );
@@ -784,13 +1012,26 @@ $('#rerank-form').addEventListener('submit', async (event) => {
   $('#rerank-send').disabled = true;
   const started = performance.now();
   try {
-    const answer = await request('/v1/rerank', { model: $('#rerank-model').value, query: $('#rerank-query').value, documents });
-    $('#rerank-stats').textContent = `${answer.results.length} documents ranked · ${((performance.now() - started) / 1000).toFixed(2)} s`;
+    const answer = await request('/v1/rerank', {
+      model: $('#rerank-model').value,
+      query: $('#rerank-query').value,
+      documents,
+    });
+    $('#rerank-stats').textContent =
+      `${answer.results.length} documents ranked · ${((performance.now() - started) / 1000).toFixed(2)} s`;
     result.replaceChildren(
       el(
         'ol',
         { class: 'ranked' },
-        answer.results.map((r) => el('li', { 'data-test': 'rerank-row', 'data-index': r.index }, el('code', {}, r.relevance_score.toFixed(3)), ' ', documents[r.index])),
+        answer.results.map((r) =>
+          el(
+            'li',
+            { 'data-test': 'rerank-row', 'data-index': r.index },
+            el('code', {}, r.relevance_score.toFixed(3)),
+            ' ',
+            documents[r.index],
+          ),
+        ),
       ),
     );
   } catch (error) {
@@ -806,13 +1047,21 @@ function describeLimits(limits) {
   if (limits.requests_per_minute !== undefined) parts.push(`${limits.requests_per_minute} req/min`);
   if (limits.tokens_per_minute !== undefined) parts.push(`${limits.tokens_per_minute} tok/min`);
   if (limits.concurrent_requests !== undefined) parts.push(`${limits.concurrent_requests} at once`);
-  if (limits.token_budget) parts.push(`${limits.token_budget.tokens} tokens ${limits.token_budget.window === 'balance' ? 'in all' : `a ${limits.token_budget.window}`}`);
+  if (limits.token_budget)
+    parts.push(
+      `${limits.token_budget.tokens} tokens ${limits.token_budget.window === 'balance' ? 'in all' : `a ${limits.token_budget.window}`}`,
+    );
   return parts.join(', ') || 'no limits';
 }
 
 /** "value / limit", marked when at least 80% of the limit is used (`left`: the value is what remains). */
 function use(value, limit, test, left = false) {
-  if (limit === undefined || limit === null) return el('span', { class: 'muted', 'data-test': test }, value === null || value === undefined ? '–' : String(value));
+  if (limit === undefined || limit === null)
+    return el(
+      'span',
+      { class: 'muted', 'data-test': test },
+      value === null || value === undefined ? '–' : String(value),
+    );
   const used = left ? limit - value : value;
   const high = limit > 0 && used / limit >= 0.8;
   return el('span', { class: `use${high ? ' high' : ''}`, 'data-test': test }, `${value} / ${limit}`);
@@ -830,9 +1079,12 @@ function loadKeys() {
       ]);
       // Use against limits, read where the limits are kept (as `cortex keys show` does); the first 100 keys.
       const shown = keys.data.slice(0, 100);
-      const details = await Promise.all(shown.map((k) => request(`/admin/keys/${encodeURIComponent(k.id)}`).catch(() => null)));
+      const details = await Promise.all(
+        shown.map((k) => request(`/admin/keys/${encodeURIComponent(k.id)}`).catch(() => null)),
+      );
       renderKeys(shown, details, accounts.data, byKey.data, byAccount.data);
-      $('#keys-note').textContent = `${keys.data.length} stored keys${keys.data.length > shown.length ? ` (the first ${shown.length} shown)` : ''} · read ${clock(Date.now())}; keys from the config file's auth.api_keys are not stored and not listed`;
+      $('#keys-note').textContent =
+        `${keys.data.length} stored keys${keys.data.length > shown.length ? ` (the first ${shown.length} shown)` : ''} · read ${clock(Date.now())}; keys from the config file's auth.api_keys are not stored and not listed`;
     } catch (error) {
       $('#keys-note').textContent = `could not read keys: ${error.message}`;
     } finally {
@@ -858,15 +1110,37 @@ function renderKeys(keys, details, accounts, byKey, byAccount) {
         el('td', {}, key.account),
         el('td', {}, el('span', { class: `badge ${key.state === 'active' ? 'ready' : 'down'}` }, key.state)),
         el('td', { class: 'wrap' }, describeLimits(key.limits)),
-        el('td', { class: 'num' }, use(usage.requests_remaining ?? key.limits.requests_per_minute, key.limits.requests_per_minute, 'requests-left', true)),
-        el('td', { class: 'num' }, use(usage.concurrent_requests_running ?? 0, key.limits.concurrent_requests, 'running')),
-        el('td', { class: 'num' }, budget ? use((usage.token_budget?.spent ?? 0) + (usage.token_budget?.reserved ?? 0), budget.tokens, 'budget') : el('span', { class: 'muted' }, '–')),
+        el(
+          'td',
+          { class: 'num' },
+          use(
+            usage.requests_remaining ?? key.limits.requests_per_minute,
+            key.limits.requests_per_minute,
+            'requests-left',
+            true,
+          ),
+        ),
+        el(
+          'td',
+          { class: 'num' },
+          use(usage.concurrent_requests_running ?? 0, key.limits.concurrent_requests, 'running'),
+        ),
+        el(
+          'td',
+          { class: 'num' },
+          budget
+            ? use((usage.token_budget?.spent ?? 0) + (usage.token_budget?.reserved ?? 0), budget.tokens, 'budget')
+            : el('span', { class: 'muted' }, '–'),
+        ),
         el('td', { class: 'num', 'data-test': 'key-requests' }, String(spent?.requests ?? 0)),
         el('td', { class: 'num', 'data-test': 'key-tokens' }, String(spent?.total_tokens ?? 0)),
       );
     }),
   );
-  if (!keys.length) $('#keys-table tbody').append(el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'No stored keys (`cortex keys create` makes one).')));
+  if (!keys.length)
+    $('#keys-table tbody').append(
+      el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'No stored keys (`cortex keys create` makes one).')),
+    );
   const names = [...new Set([...accounts.map((a) => a.name), ...keys.map((k) => k.account)])].sort();
   const limitsOf = new Map(accounts.map((a) => [a.name, a.limits]));
   $('#accounts-table tbody').replaceChildren(

@@ -36,14 +36,44 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [BusModule.forRoot(nc, config.nats.requestTimeoutMs)],
-      controllers: [ChatController, CompletionsController, ResponsesController, MessagesController, ModelsController, HealthController, AdminController, KeysController, UsageController, RetrievalController, ConsoleController],
+      controllers: [
+        ChatController,
+        CompletionsController,
+        ResponsesController,
+        MessagesController,
+        ModelsController,
+        HealthController,
+        AdminController,
+        KeysController,
+        UsageController,
+        RetrievalController,
+        ConsoleController,
+      ],
       providers: [
         { provide: CONFIG, useValue: config },
         {
           provide: ModelCatalogue,
-          useFactory: () => ModelCatalogue.open(nc, config, (error) => new Logger('catalogue').warn(`catalogue watch: ${error.message}; watching again`)),
+          useFactory: () =>
+            ModelCatalogue.open(nc, config, (error) =>
+              new Logger('catalogue').warn(`catalogue watch: ${error.message}; watching again`),
+            ),
         },
-        InferenceService, InferenceResponder, RetrievalService, BackgroundResponder, ResponsesSocket, RefusalCounter, HeldBytes, KeyDirectory, LimitsBucket, RateLimiter, TokenRateLimiter, BudgetLedger, KeyAdmission, UsageRecorder, PriorityBook, ConsoleHub,
+        InferenceService,
+        InferenceResponder,
+        RetrievalService,
+        BackgroundResponder,
+        ResponsesSocket,
+        RefusalCounter,
+        HeldBytes,
+        KeyDirectory,
+        LimitsBucket,
+        RateLimiter,
+        TokenRateLimiter,
+        BudgetLedger,
+        KeyAdmission,
+        UsageRecorder,
+        PriorityBook,
+        ConsoleHub,
       ],
     };
   }

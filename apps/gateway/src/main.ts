@@ -34,7 +34,16 @@ export const start: ServiceStart = async (context) => {
       const fastify = app.getHttpAdapter().getInstance();
       installArrival(fastify);
       installAccess(fastify, config, context.logger, app.get(KeyDirectory));
-      installUploadSlots(fastify, { count: config.gateway.maxUploadsPerKey, bytes: config.gateway.maxUploadBytesPerKey, bodyLimit: config.gateway.bodyLimitBytes }, counter, app.get(HeldBytes));
+      installUploadSlots(
+        fastify,
+        {
+          count: config.gateway.maxUploadsPerKey,
+          bytes: config.gateway.maxUploadBytesPerKey,
+          bodyLimit: config.gateway.bodyLimitBytes,
+        },
+        counter,
+        app.get(HeldBytes),
+      );
       installBodyDepth(fastify, counter);
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);
@@ -47,13 +56,24 @@ export const start: ServiceStart = async (context) => {
       server.on('clientError', (error: NodeJS.ErrnoException) => {
         if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') counter.count('request_timeout');
       });
-      installConnectionCaps(server, { total: config.gateway.maxConnections, perAddress: config.gateway.maxConnectionsPerAddress, exempt: config.gateway.trustProxy }, (address) => {
-        counter.count('too_many_connections');
-        // Once a minute at most: an address that keeps trying must not flood the log.
-        if (Date.now() - warned < 60_000) return;
-        warned = Date.now();
-        context.logger.warn(`refused connections from ${address}: it holds ${config.gateway.maxConnectionsPerAddress} already (gateway.max_connections_per_address)`, 'gateway');
-      });
+      installConnectionCaps(
+        server,
+        {
+          total: config.gateway.maxConnections,
+          perAddress: config.gateway.maxConnectionsPerAddress,
+          exempt: config.gateway.trustProxy,
+        },
+        (address) => {
+          counter.count('too_many_connections');
+          // Once a minute at most: an address that keeps trying must not flood the log.
+          if (Date.now() - warned < 60_000) return;
+          warned = Date.now();
+          context.logger.warn(
+            `refused connections from ${address}: it holds ${config.gateway.maxConnectionsPerAddress} already (gateway.max_connections_per_address)`,
+            'gateway',
+          );
+        },
+      );
     },
   });
   context.logger.log(`gateway listening on http://${config.gateway.listen}`, 'gateway');

@@ -26,6 +26,10 @@ export class MetricsController {
   ready(@Res() reply: FastifyReply): void {
     const bus = isBusConnected(this.bus.nc);
     const ready = bus && this.service.caughtUp;
-    void reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', bus: bus ? 'connected' : 'down', replayed: this.service.caughtUp });
+    void reply.status(ready ? 200 : 503).send({
+      status: ready ? 'ready' : 'not ready',
+      bus: bus ? 'connected' : 'down',
+      replayed: this.service.caughtUp,
+    });
   }
 }

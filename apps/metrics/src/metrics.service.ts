@@ -55,14 +55,21 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
   async onModuleInit(): Promise<void> {
     const onBad = (error: Error): void => this.dropped(error);
     this.subs.push(
-      this.bus.subscribe(Subjects.heartbeatAll, (data, subject) => this.metrics.recordHeartbeat(fromWorker(subject, decodeMessage(Heartbeat, data, 'heartbeat'))), onBad),
+      this.bus.subscribe(
+        Subjects.heartbeatAll,
+        (data, subject) =>
+          this.metrics.recordHeartbeat(fromWorker(subject, decodeMessage(Heartbeat, data, 'heartbeat'))),
+        onBad,
+      ),
       this.bus.subscribe(Subjects.serviceBus, (data) => this.metrics.recordBus(decodeBusStatus(data)), onBad),
     );
     this.timer = setInterval(() => this.metrics.expire(), 1_000);
     await ensureEventsStream(this.bus.nc, this.config.metrics);
     await ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS);
     await this.replay(EVENTS_STREAM, 'event', (subject, data) => this.record(subject, data));
-    await this.replay(USAGE_STREAM, 'usage record', (_subject, data) => this.metrics.recordUsage(decodeUsageRecord(data)));
+    await this.replay(USAGE_STREAM, 'usage record', (_subject, data) =>
+      this.metrics.recordUsage(decodeUsageRecord(data)),
+    );
   }
 
   /** Reads `stream` from its first retained message, then each new one, with an ordered consumer. */

@@ -4,10 +4,20 @@ import type { RequestFinishedEvent } from '@cortex/contracts';
 import { CortexMetrics } from './request.metrics.js';
 
 const finished = (requestId: string, queueMs: number, tier?: number): RequestFinishedEvent => ({
-  requestId, model: 'm', workerId: 'w1', dialect: 'openai.chat', stream: true, status: 200, errorCode: null, finishReason: 'stop',
+  requestId,
+  model: 'm',
+  workerId: 'w1',
+  dialect: 'openai.chat',
+  stream: true,
+  status: 200,
+  errorCode: null,
+  finishReason: 'stop',
   usage: { promptTokens: 3, cachedPromptTokens: 0, completionTokens: 4, reasoningTokens: 0 },
   timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 10, durationMs: 5, queueMs },
-  durationMs: 6, coldStart: false, placeMs: 1, finishedAt: 1,
+  durationMs: 6,
+  coldStart: false,
+  placeMs: 1,
+  finishedAt: 1,
   ...(tier !== undefined && { tier }),
 });
 
@@ -28,7 +38,16 @@ describe('request metrics', () => {
 
   it('request metrics - prompt tokens reused: all cached ones, and those restored from the prompt cache beyond the slots', async () => {
     const metrics = new CortexMetrics();
-    const usage = (cached: number, restored?: number): RequestFinishedEvent => ({ ...finished('r', 1), usage: { promptTokens: 900, cachedPromptTokens: cached, ...(restored !== undefined && { restoredPromptTokens: restored }), completionTokens: 4, reasoningTokens: 0 } });
+    const usage = (cached: number, restored?: number): RequestFinishedEvent => ({
+      ...finished('r', 1),
+      usage: {
+        promptTokens: 900,
+        cachedPromptTokens: cached,
+        ...(restored !== undefined && { restoredPromptTokens: restored }),
+        completionTokens: 4,
+        reasoningTokens: 0,
+      },
+    });
     metrics.recordRequest(usage(800));
     metrics.recordRequest(usage(700, 700));
     metrics.recordRequest(usage(0));
@@ -38,9 +57,16 @@ describe('request metrics', () => {
     assert.match(text, /^cortex_restored_prompt_tokens_total\{model="m"\} 700$/m);
   });
 
-  it('request metrics - a gateway\'s refusals: what grew since its last status, by reason; a restarted gateway counts from 0 again', async () => {
+  it("request metrics - a gateway's refusals: what grew since its last status, by reason; a restarted gateway counts from 0 again", async () => {
     const metrics = new CortexMetrics();
-    const status = (instance: string, refusals: Record<string, number>) => ({ service: 'gateway', instance, connected: true, reconnects: 0, intervalMs: 5_000, refusals });
+    const status = (instance: string, refusals: Record<string, number>) => ({
+      service: 'gateway',
+      instance,
+      connected: true,
+      reconnects: 0,
+      intervalMs: 5_000,
+      refusals,
+    });
     metrics.recordBus(status('g1', { too_many_uploads: 3 }));
     metrics.recordBus(status('g1', { too_many_uploads: 5, ws_rate: 1 }));
     metrics.recordBus(status('g2', { too_many_uploads: 2 }));

@@ -1,5 +1,16 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { BusStatusEvent, DefragEvent, ForgedEventError, Heartbeat, LoadFailedEvent, LoadResult, ReplicaEvent, RequestFinishedEvent, UnloadResult, UsageRecord } from '@cortex/contracts';
+import type {
+  BusStatusEvent,
+  DefragEvent,
+  ForgedEventError,
+  Heartbeat,
+  LoadFailedEvent,
+  LoadResult,
+  ReplicaEvent,
+  RequestFinishedEvent,
+  UnloadResult,
+  UsageRecord,
+} from '@cortex/contracts';
 import { heartbeatFresh } from '@cortex/contracts';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -14,55 +25,195 @@ export class CortexMetrics {
     new Counter<L>({ name, help, labelNames, registers: [this.registry] });
   private readonly gauge = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
     new Gauge<L>({ name, help, labelNames, registers: [this.registry] });
-  private readonly histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets = SECONDS) =>
-    new Histogram<L>({ name, help, labelNames, buckets, registers: [this.registry] });
+  private readonly histogram = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    buckets = SECONDS,
+  ) => new Histogram<L>({ name, help, labelNames, buckets, registers: [this.registry] });
 
-  private readonly requests = this.counter('cortex_requests_total', 'Requests that reached the inference path, by outcome', ['model', 'worker', 'api', 'status']);
-  private readonly errors = this.counter('cortex_request_errors_total', 'Requests that ended in an error, by error code', ['model', 'api', 'code']);
-  private readonly cancelled = this.counter('cortex_requests_cancelled_total', 'Requests cancelled because the client went away', ['model', 'api']);
-  private readonly coldStarts = this.counter('cortex_cold_starts_total', 'Requests that waited for their model to load', ['model']);
-  private readonly migrations = this.counter('cortex_stream_migrations_total', 'Times a stream moved to another worker after its worker was lost mid-stream', ['model', 'api']);
-  private readonly refusals = this.counter('cortex_gateway_refusals_total', 'Clients a gateway turned away before any request of theirs ran, by reason: too_many_connections, too_many_websockets, too_many_uploads, upload_bytes, request_timeout, body_too_deep, ws_message_timeout, ws_rate (a WebSocket paused for sending too fast)', ['reason']);
-  private readonly rejections = this.counter('cortex_rejections_total', 'Requests turned away for lack of capacity', ['reason']);
-  private readonly duration = this.histogram('cortex_request_duration_seconds', 'Gateway wall time from request arrival to the last byte', ['model', 'api']);
-  private readonly ttft = this.histogram('cortex_time_to_first_token_seconds', 'Worker time from generate arriving to the first token', ['model', 'worker']);
-  private readonly promptEval = this.histogram('cortex_prompt_eval_seconds', 'Worker time evaluating the prompt tokens its sequence did not already hold, up to the first token', ['model', 'worker']);
-  private readonly itl = this.histogram('cortex_inter_token_latency_seconds', 'Mean time between tokens of a request', ['model', 'worker']);
-  private readonly rate = this.histogram('cortex_tokens_per_second', 'Decode rate of each request after its first token', ['model', 'worker'], RATES);
-  private readonly queue = this.histogram('cortex_request_queue_seconds', 'Time a request waited for a free sequence', ['model', 'worker']);
+  private readonly requests = this.counter(
+    'cortex_requests_total',
+    'Requests that reached the inference path, by outcome',
+    ['model', 'worker', 'api', 'status'],
+  );
+  private readonly errors = this.counter(
+    'cortex_request_errors_total',
+    'Requests that ended in an error, by error code',
+    ['model', 'api', 'code'],
+  );
+  private readonly cancelled = this.counter(
+    'cortex_requests_cancelled_total',
+    'Requests cancelled because the client went away',
+    ['model', 'api'],
+  );
+  private readonly coldStarts = this.counter(
+    'cortex_cold_starts_total',
+    'Requests that waited for their model to load',
+    ['model'],
+  );
+  private readonly migrations = this.counter(
+    'cortex_stream_migrations_total',
+    'Times a stream moved to another worker after its worker was lost mid-stream',
+    ['model', 'api'],
+  );
+  private readonly refusals = this.counter(
+    'cortex_gateway_refusals_total',
+    'Clients a gateway turned away before any request of theirs ran, by reason: too_many_connections, too_many_websockets, too_many_uploads, upload_bytes, request_timeout, body_too_deep, ws_message_timeout, ws_rate (a WebSocket paused for sending too fast)',
+    ['reason'],
+  );
+  private readonly rejections = this.counter('cortex_rejections_total', 'Requests turned away for lack of capacity', [
+    'reason',
+  ]);
+  private readonly duration = this.histogram(
+    'cortex_request_duration_seconds',
+    'Gateway wall time from request arrival to the last byte',
+    ['model', 'api'],
+  );
+  private readonly ttft = this.histogram(
+    'cortex_time_to_first_token_seconds',
+    'Worker time from generate arriving to the first token',
+    ['model', 'worker'],
+  );
+  private readonly promptEval = this.histogram(
+    'cortex_prompt_eval_seconds',
+    'Worker time evaluating the prompt tokens its sequence did not already hold, up to the first token',
+    ['model', 'worker'],
+  );
+  private readonly itl = this.histogram('cortex_inter_token_latency_seconds', 'Mean time between tokens of a request', [
+    'model',
+    'worker',
+  ]);
+  private readonly rate = this.histogram(
+    'cortex_tokens_per_second',
+    'Decode rate of each request after its first token',
+    ['model', 'worker'],
+    RATES,
+  );
+  private readonly queue = this.histogram('cortex_request_queue_seconds', 'Time a request waited for a free sequence', [
+    'model',
+    'worker',
+  ]);
   /** The same wait by the priority tier the request ran at (0: no key); events from gateways before tiers are not in it. */
-  private readonly queueByTier = this.histogram('cortex_request_queue_tier_seconds', 'Time a request waited for a free sequence, by priority tier (0: no key)', ['model', 'tier']);
+  private readonly queueByTier = this.histogram(
+    'cortex_request_queue_tier_seconds',
+    'Time a request waited for a free sequence, by priority tier (0: no key)',
+    ['model', 'tier'],
+  );
   private readonly tokens = {
-    prompt: this.counter('cortex_prompt_tokens_total', 'Prompt tokens processed (texts embedded and ranked included), by API', ['model', 'api']),
-    cached: this.counter('cortex_cached_prompt_tokens_total', 'Prompt tokens not evaluated again: held by the sequence or restored from the prompt cache', ['model']),
-    restored: this.counter('cortex_restored_prompt_tokens_total', 'Of the cached prompt tokens, those restored from the prompt cache beyond the slots', ['model']),
+    prompt: this.counter(
+      'cortex_prompt_tokens_total',
+      'Prompt tokens processed (texts embedded and ranked included), by API',
+      ['model', 'api'],
+    ),
+    cached: this.counter(
+      'cortex_cached_prompt_tokens_total',
+      'Prompt tokens not evaluated again: held by the sequence or restored from the prompt cache',
+      ['model'],
+    ),
+    restored: this.counter(
+      'cortex_restored_prompt_tokens_total',
+      'Of the cached prompt tokens, those restored from the prompt cache beyond the slots',
+      ['model'],
+    ),
     completion: this.counter('cortex_completion_tokens_total', 'Tokens generated, by API', ['model', 'api']),
     reasoning: this.counter('cortex_reasoning_tokens_total', 'Generated tokens that were reasoning', ['model']),
-    draft: this.counter('cortex_draft_tokens_total', 'Tokens a draft model or input lookup proposed and the model checked (speculative decoding)', ['model']),
-    acceptedDraft: this.counter('cortex_accepted_draft_tokens_total', 'Proposed tokens the model accepted (speculative decoding)', ['model']),
+    draft: this.counter(
+      'cortex_draft_tokens_total',
+      'Tokens a draft model or input lookup proposed and the model checked (speculative decoding)',
+      ['model'],
+    ),
+    acceptedDraft: this.counter(
+      'cortex_accepted_draft_tokens_total',
+      'Proposed tokens the model accepted (speculative decoding)',
+      ['model'],
+    ),
   };
   /** From the usage records (the `CORTEX_USAGE` stream): what each account and key spent; both labels are empty for requests without a stored key. */
   private readonly spend = {
-    prompt: this.counter('cortex_spend_prompt_tokens_total', 'Prompt tokens billed, by account, key and model (from the usage records)', ['account', 'key', 'model']),
-    cached: this.counter('cortex_spend_cached_prompt_tokens_total', 'Billed prompt tokens served from a reused prefix, by account, key and model', ['account', 'key', 'model']),
-    completion: this.counter('cortex_spend_completion_tokens_total', 'Completion tokens billed, by account, key and model (from the usage records)', ['account', 'key', 'model']),
-    reasoning: this.counter('cortex_spend_reasoning_tokens_total', 'Billed completion tokens that were reasoning, by account, key and model', ['account', 'key', 'model']),
+    prompt: this.counter(
+      'cortex_spend_prompt_tokens_total',
+      'Prompt tokens billed, by account, key and model (from the usage records)',
+      ['account', 'key', 'model'],
+    ),
+    cached: this.counter(
+      'cortex_spend_cached_prompt_tokens_total',
+      'Billed prompt tokens served from a reused prefix, by account, key and model',
+      ['account', 'key', 'model'],
+    ),
+    completion: this.counter(
+      'cortex_spend_completion_tokens_total',
+      'Completion tokens billed, by account, key and model (from the usage records)',
+      ['account', 'key', 'model'],
+    ),
+    reasoning: this.counter(
+      'cortex_spend_reasoning_tokens_total',
+      'Billed completion tokens that were reasoning, by account, key and model',
+      ['account', 'key', 'model'],
+    ),
   };
-  private readonly route = this.histogram('cortex_bus_route_seconds', "Round trip of the gateway's placement request to the router (cold loads included)", []);
+  private readonly route = this.histogram(
+    'cortex_bus_route_seconds',
+    "Round trip of the gateway's placement request to the router (cold loads included)",
+    [],
+  );
 
   private readonly workerUp = this.gauge('cortex_worker_up', '1 while a worker heartbeats', ['worker']);
-  private readonly modelLoaded = this.gauge('cortex_model_loaded', '1 when the model is ready on the worker', ['model', 'worker']);
-  private readonly inFlight = this.gauge('cortex_model_in_flight', 'Requests generating on the model', ['model', 'worker']);
-  private readonly queueDepth = this.gauge('cortex_model_queue_depth', 'Requests waiting for a sequence of the model', ['model', 'worker']);
-  private readonly memoryUsed = this.gauge('cortex_device_memory_used_bytes', 'Device memory in use', ['worker', 'device']);
-  private readonly memoryFree = this.gauge('cortex_device_memory_free_bytes', 'Device memory free', ['worker', 'device']);
-  private readonly promptCacheBytes = this.gauge('cortex_prompt_cache_bytes', "Bytes the worker's prompt cache beyond its slots holds, by tier (memory, disk)", ['worker', 'tier']);
-  private readonly promptCacheMaxBytes = this.gauge('cortex_prompt_cache_max_bytes', "Bytes the worker's prompt cache may hold, by tier (worker.prompt_cache_mb, worker.prompt_cache_disk_mb)", ['worker', 'tier']);
-  private readonly loadTime = this.histogram('cortex_model_load_seconds', 'Time to load a model on a worker', ['model', 'worker'], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]);
-  private readonly evictions = this.counter('cortex_evictions_total', 'Models unloaded from a worker, by reason', ['model', 'worker', 'reason']);
-  private readonly loadFailures = this.counter('cortex_model_load_failures_total', 'Model loads that failed', ['model', 'worker']);
-  private readonly replications = this.counter('cortex_replications_total', 'Copies of a model loaded on another worker, by reason (queue_wait, min_replicas)', ['model', 'worker', 'reason']);
-  private readonly retirements = this.counter('cortex_replica_retirements_total', 'Spare copies of a model unloaded, by reason (idle, max_replicas)', ['model', 'worker', 'reason']);
+  private readonly modelLoaded = this.gauge('cortex_model_loaded', '1 when the model is ready on the worker', [
+    'model',
+    'worker',
+  ]);
+  private readonly inFlight = this.gauge('cortex_model_in_flight', 'Requests generating on the model', [
+    'model',
+    'worker',
+  ]);
+  private readonly queueDepth = this.gauge('cortex_model_queue_depth', 'Requests waiting for a sequence of the model', [
+    'model',
+    'worker',
+  ]);
+  private readonly memoryUsed = this.gauge('cortex_device_memory_used_bytes', 'Device memory in use', [
+    'worker',
+    'device',
+  ]);
+  private readonly memoryFree = this.gauge('cortex_device_memory_free_bytes', 'Device memory free', [
+    'worker',
+    'device',
+  ]);
+  private readonly promptCacheBytes = this.gauge(
+    'cortex_prompt_cache_bytes',
+    "Bytes the worker's prompt cache beyond its slots holds, by tier (memory, disk)",
+    ['worker', 'tier'],
+  );
+  private readonly promptCacheMaxBytes = this.gauge(
+    'cortex_prompt_cache_max_bytes',
+    "Bytes the worker's prompt cache may hold, by tier (worker.prompt_cache_mb, worker.prompt_cache_disk_mb)",
+    ['worker', 'tier'],
+  );
+  private readonly loadTime = this.histogram(
+    'cortex_model_load_seconds',
+    'Time to load a model on a worker',
+    ['model', 'worker'],
+    [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+  );
+  private readonly evictions = this.counter('cortex_evictions_total', 'Models unloaded from a worker, by reason', [
+    'model',
+    'worker',
+    'reason',
+  ]);
+  private readonly loadFailures = this.counter('cortex_model_load_failures_total', 'Model loads that failed', [
+    'model',
+    'worker',
+  ]);
+  private readonly replications = this.counter(
+    'cortex_replications_total',
+    'Copies of a model loaded on another worker, by reason (queue_wait, min_replicas)',
+    ['model', 'worker', 'reason'],
+  );
+  private readonly retirements = this.counter(
+    'cortex_replica_retirements_total',
+    'Spare copies of a model unloaded, by reason (idle, max_replicas)',
+    ['model', 'worker', 'reason'],
+  );
   private readonly replicaBlocked = this.counter(
     'cortex_replication_blocked_total',
     'Times (at most one per 10 s per model) a model’s requests waited and no copy could be made, by reason (no_room: more workers would relieve it; max_replicas)',
@@ -73,13 +224,34 @@ export class CortexMetrics {
     "Messages about one worker published under another worker's id (a worker's credentials misused), dropped; by the subject's worker and the worker named",
     ['publisher', 'named'],
   );
-  private readonly defrags = this.counter('cortex_defrags_total', 'Backends recreated after defrag_after_cycles load/unload cycles', ['worker']);
+  private readonly defrags = this.counter(
+    'cortex_defrags_total',
+    'Backends recreated after defrag_after_cycles load/unload cycles',
+    ['worker'],
+  );
 
-  private readonly busConnected = this.gauge('cortex_bus_connected', '1 while the service reports a live NATS connection', ['service', 'instance']);
-  private readonly busReconnects = this.counter('cortex_bus_reconnects_total', 'NATS reconnects of the service', ['service', 'instance']);
+  private readonly busConnected = this.gauge(
+    'cortex_bus_connected',
+    '1 while the service reports a live NATS connection',
+    ['service', 'instance'],
+  );
+  private readonly busReconnects = this.counter('cortex_bus_reconnects_total', 'NATS reconnects of the service', [
+    'service',
+    'instance',
+  ]);
 
   private readonly beats = new Map<string, { at: number; intervalMs: number; models: string[]; device: string }>();
-  private readonly buses = new Map<string, { at: number; intervalMs: number; reconnects: number; refusals?: Record<string, number>; service: string; instance: string }>();
+  private readonly buses = new Map<
+    string,
+    {
+      at: number;
+      intervalMs: number;
+      reconnects: number;
+      refusals?: Record<string, number>;
+      service: string;
+      instance: string;
+    }
+  >();
 
   recordRequest(event: RequestFinishedEvent): void {
     const { model, dialect: api } = event;
@@ -108,7 +280,8 @@ export class CortexMetrics {
     if (event.timings && event.usage && event.usage.completionTokens > 0) {
       this.ttft.observe({ model, worker }, event.timings.ttftMs / 1000);
       this.queue.observe({ model, worker }, event.timings.queueMs / 1000);
-      if (event.tier !== undefined) this.queueByTier.observe({ model, tier: String(event.tier) }, event.timings.queueMs / 1000);
+      if (event.tier !== undefined)
+        this.queueByTier.observe({ model, tier: String(event.tier) }, event.timings.queueMs / 1000);
       this.promptEval.observe({ model, worker }, event.timings.promptMs / 1000);
       const rate = event.timings.decodeTokensPerSecond;
       if (rate > 0) {
@@ -190,7 +363,13 @@ export class CortexMetrics {
     const delta = event.reconnects - (previous?.reconnects ?? 0);
     if (delta > 0) this.busReconnects.inc(labels, delta);
     else if (!previous) this.busReconnects.inc(labels, 0);
-    this.buses.set(key, { at: Date.now(), intervalMs: event.intervalMs, reconnects: event.reconnects, ...(event.refusals && { refusals: event.refusals }), ...labels });
+    this.buses.set(key, {
+      at: Date.now(),
+      intervalMs: event.intervalMs,
+      reconnects: event.reconnects,
+      ...(event.refusals && { refusals: event.refusals }),
+      ...labels,
+    });
   }
 
   /** Gauges of a worker or service that went silent go to 0 or away instead of freezing at their last value. */

@@ -1,7 +1,23 @@
 import { Controller, Inject, Logger } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
-import { AdminModelCommand, AdminPullCommand, assertModelKind, CatalogueAddCommand, CatalogueRemoveCommand, CatalogueSetCommand, type CatalogueModelReply, decodeMessage, decodePlaceRequest, PinCommand, Subjects, type CatalogueEntry, type FleetView, type Placement, type PullReply } from '@cortex/contracts';
+import {
+  AdminModelCommand,
+  AdminPullCommand,
+  assertModelKind,
+  CatalogueAddCommand,
+  CatalogueRemoveCommand,
+  CatalogueSetCommand,
+  type CatalogueModelReply,
+  decodeMessage,
+  decodePlaceRequest,
+  PinCommand,
+  Subjects,
+  type CatalogueEntry,
+  type FleetView,
+  type Placement,
+  type PullReply,
+} from '@cortex/contracts';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { CatalogueService } from './catalogue/catalogue.service.js';
 import { AdminService } from './placement/admin.service.js';
@@ -29,8 +45,20 @@ export class RouterController {
     try {
       const config = await this.catalogue.modelFresh(model);
       assertModelKind(model, config.kind, kind ?? 'chat');
-      const placement = await this.placement.placeRun({ runId, admitted: (attempt ?? 0) > 0, readyOnly }, model, exclude ?? [], { affinity, prefixes });
-      this.logger.log({ msg: `placed ${model} on ${placement.workerId}${placement.coldStart ? ' after a cold load' : ''}`, requestId: context.requestId, worker: placement.workerId, coldStart: placement.coldStart, readyOnly, ms: Date.now() - started });
+      const placement = await this.placement.placeRun(
+        { runId, admitted: (attempt ?? 0) > 0, readyOnly },
+        model,
+        exclude ?? [],
+        { affinity, prefixes },
+      );
+      this.logger.log({
+        msg: `placed ${model} on ${placement.workerId}${placement.coldStart ? ' after a cold load' : ''}`,
+        requestId: context.requestId,
+        worker: placement.workerId,
+        coldStart: placement.coldStart,
+        readyOnly,
+        ms: Date.now() - started,
+      });
       return placement;
     } catch (error) {
       // A ready-only ask that finds no ready worker is expected (a cold model): the gateway asks again once decoded.
@@ -88,6 +116,11 @@ export class RouterController {
   @MessagePattern(Subjects.routerFleet)
   fleetView(): FleetView {
     const waiting = this.loads.waitingByModel();
-    return { routerId: this.routerId, workers: this.fleet.views(), catalogue: this.catalogue.catalogue(), ...(Object.keys(waiting).length > 0 && { waiting }) };
+    return {
+      routerId: this.routerId,
+      workers: this.fleet.views(),
+      catalogue: this.catalogue.catalogue(),
+      ...(Object.keys(waiting).length > 0 && { waiting }),
+    };
   }
 }

@@ -32,7 +32,10 @@ export class RouterModule {
         PinStore,
         {
           provide: ModelCatalogue,
-          useFactory: () => ModelCatalogue.open(nc, config, (error) => new Logger('catalogue').warn(`catalogue watch: ${error.message}; watching again`)),
+          useFactory: () =>
+            ModelCatalogue.open(nc, config, (error) =>
+              new Logger('catalogue').warn(`catalogue watch: ${error.message}; watching again`),
+            ),
         },
         CatalogueService,
         WorkerCommands,

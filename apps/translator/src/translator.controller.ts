@@ -11,7 +11,13 @@ import {
   Subjects,
   type DecodedRequest,
 } from '@cortex/contracts';
-import { decodeBody, decodeSocketTurn, decodeStoreCommand, type DecodeOptions, type ResponseResource } from '@cortex/wire';
+import {
+  decodeBody,
+  decodeSocketTurn,
+  decodeStoreCommand,
+  type DecodeOptions,
+  type ResponseResource,
+} from '@cortex/wire';
 import { ResponsesService, type CompactionPlan } from './responses/responses.service.js';
 import { BackgroundResponses, type BackgroundState } from './responses/responses.background.js';
 
@@ -36,12 +42,24 @@ export class TranslatorController {
     try {
       const { droppedTools, ...decoded } = await this.decodeDialect(request);
       if (droppedTools.length > 0) {
-        this.logger.log({ msg: `dropped tools the model cannot run: ${droppedTools.join(', ')}`, requestId: context.requestId, dialect: request.dialect });
+        this.logger.log({
+          msg: `dropped tools the model cannot run: ${droppedTools.join(', ')}`,
+          requestId: context.requestId,
+          dialect: request.dialect,
+        });
       }
-      this.logger.log({ msg: `decoded ${request.dialect} for ${decoded.request.model}`, requestId: context.requestId, messages: decoded.request.messages.length, stream: decoded.request.stream });
+      this.logger.log({
+        msg: `decoded ${request.dialect} for ${decoded.request.model}`,
+        requestId: context.requestId,
+        messages: decoded.request.messages.length,
+        stream: decoded.request.stream,
+      });
       return decoded;
     } catch (error) {
-      this.logger.log({ msg: `rejected ${request.dialect}: ${(error as Error).message}`, requestId: context.requestId });
+      this.logger.log({
+        msg: `rejected ${request.dialect}: ${(error as Error).message}`,
+        requestId: context.requestId,
+      });
       throw error;
     }
   }
@@ -50,7 +68,13 @@ export class TranslatorController {
     // Gateways decode these bodies themselves; this answers gateways from before that.
     const decoded = decodeBody(request.dialect, request.body, request.session, this.options);
     if (decoded) return decoded;
-    if (request.dialect === 'openai.responses') return this.responses.decode(request.body, request.session, this.options, request.socket && decodeSocketTurn(request.socket));
+    if (request.dialect === 'openai.responses')
+      return this.responses.decode(
+        request.body,
+        request.session,
+        this.options,
+        request.socket && decodeSocketTurn(request.socket),
+      );
     throw new CortexError('not_found', `dialect ${String(request.dialect)} is not served by this translator`);
   }
 

@@ -1,6 +1,14 @@
 import { performance } from 'node:perf_hooks';
 import { context, SpanKind, SpanStatusCode, trace, type Context, type Span } from '@opentelemetry/api';
-import { activeTracer, capturingMessageContent, genAiInputMessages, genAiOperation, genAiOutputMessages, genAiRequestAttributes, genAiResponseAttributes } from '@cortex/bus';
+import {
+  activeTracer,
+  capturingMessageContent,
+  genAiInputMessages,
+  genAiOperation,
+  genAiOutputMessages,
+  genAiRequestAttributes,
+  genAiResponseAttributes,
+} from '@cortex/bus';
 import type { GenerateCommand, StreamEventBody, ToolCall } from '@cortex/contracts';
 
 /** The answer as it streams, kept only for a span that opted in to message contents. */
@@ -38,7 +46,12 @@ export class GenerationTrace {
     const operation = genAiOperation('openai.chat', command.request);
     const span = tracer.startSpan(`${operation} ${command.request.model}`, {
       kind: SpanKind.INTERNAL,
-      attributes: { ...genAiRequestAttributes(operation, command.request), 'cortex.worker.id': workerId, 'cortex.run_id': command.runId, 'cortex.background': command.background === true },
+      attributes: {
+        ...genAiRequestAttributes(operation, command.request),
+        'cortex.worker.id': workerId,
+        'cortex.run_id': command.runId,
+        'cortex.background': command.background === true,
+      },
     });
     const generation = new GenerationTrace(span, trace.setSpan(context.active(), span), receivedAt, model);
     if (capturingMessageContent()) {
@@ -66,7 +79,11 @@ export class GenerationTrace {
     if (event.type === 'finish') {
       span.setAttributes(genAiResponseAttributes(this.model, event.usage, event.reason));
       if (this.output) span.setAttribute('gen_ai.output.messages', genAiOutputMessages(this.output, event.reason));
-      span.setAttributes({ 'cortex.queue_ms': event.timings.queueMs, 'cortex.prompt_ms': event.timings.promptMs, 'cortex.decode_tokens_per_second': event.timings.decodeTokensPerSecond });
+      span.setAttributes({
+        'cortex.queue_ms': event.timings.queueMs,
+        'cortex.prompt_ms': event.timings.promptMs,
+        'cortex.decode_tokens_per_second': event.timings.decodeTokensPerSecond,
+      });
       this.end();
     } else if (event.type === 'error') {
       span.setAttribute('error.type', event.error.code);
@@ -78,7 +95,8 @@ export class GenerationTrace {
   private collect(output: Output, event: StreamEventBody): void {
     if (event.type === 'text') output.text += event.text;
     else if (event.type === 'reasoning') output.reasoning += event.text;
-    else if (event.type === 'tool_call') output.toolCalls[event.index] = { id: event.id, name: event.name, arguments: '' };
+    else if (event.type === 'tool_call')
+      output.toolCalls[event.index] = { id: event.id, name: event.name, arguments: '' };
     else if (event.type === 'tool_args') {
       const call = output.toolCalls[event.index];
       if (call) call.arguments += event.delta;

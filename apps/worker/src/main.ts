@@ -21,7 +21,10 @@ export const start: ServiceStart = async (context) => {
           promptCache: {
             dir: config.worker.promptCacheDir ?? defaultPromptCacheDir(),
             maxBytes: config.worker.promptCacheMb * 2 ** 20,
-            disk: { dir: config.worker.promptCacheDiskDir ?? tmpdir(), maxBytes: config.worker.promptCacheDiskMb * 2 ** 20 },
+            disk: {
+              dir: config.worker.promptCacheDiskDir ?? tmpdir(),
+              maxBytes: config.worker.promptCacheDiskMb * 2 ** 20,
+            },
           },
           log: (line) => logger.log(line, 'engine'),
         });

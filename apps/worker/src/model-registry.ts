@@ -105,7 +105,11 @@ export class ModelRegistry implements HeartbeatSource {
   ready(model: string): ReadyModel {
     const entry = this.models.get(model);
     if (!entry?.model || entry.state !== 'ready') {
-      throw new CortexError('model_not_ready', `model ${model} is ${entry ? entry.state : 'not loaded'} on ${this.deps.workerId}`, { retryAfter: 1 });
+      throw new CortexError(
+        'model_not_ready',
+        `model ${model} is ${entry ? entry.state : 'not loaded'} on ${this.deps.workerId}`,
+        { retryAfter: 1 },
+      );
     }
     const touch = (): void => {
       entry.lastUsedAt = Date.now();
@@ -121,13 +125,25 @@ export class ModelRegistry implements HeartbeatSource {
   /** Loads a model once; concurrent loads of the same model share one promise. */
   load(command: LoadCommand): Promise<LoadResult> {
     const { workerId } = this.deps;
-    if (this.draining) return Promise.reject(new CortexError('service_unavailable', `worker ${workerId} is draining`, { retryAfter: 1 }));
+    if (this.draining)
+      return Promise.reject(
+        new CortexError('service_unavailable', `worker ${workerId} is draining`, { retryAfter: 1 }),
+      );
     const existing = this.models.get(command.model);
     if (existing?.state === 'ready' && existing.model) {
       return Promise.resolve({ model: command.model, workerId, loadMs: 0, sizeBytes: existing.bytes });
     }
     if (existing?.loading) return existing.loading;
-    const entry: ModelEntry = { id: command.model, state: 'loading', model: null, loading: null, abort: new AbortController(), unloading: null, lastUsedAt: Date.now(), bytes: 0 };
+    const entry: ModelEntry = {
+      id: command.model,
+      state: 'loading',
+      model: null,
+      loading: null,
+      abort: new AbortController(),
+      unloading: null,
+      lastUsedAt: Date.now(),
+      bytes: 0,
+    };
     this.models.set(command.model, entry);
     entry.loading = this.doLoad(command, entry).finally(() => {
       entry.loading = null;
@@ -142,14 +158,17 @@ export class ModelRegistry implements HeartbeatSource {
     const entry = this.models.get(model);
     if (!entry?.abort || entry.state !== 'loading') return false;
     this.deps.logger.log(`${model}: cancelling its load (${reason})`);
-    entry.abort.abort(new CortexError('model_load_failed', `the load of ${model} on ${this.deps.workerId} was cancelled (${reason})`));
+    entry.abort.abort(
+      new CortexError('model_load_failed', `the load of ${model} on ${this.deps.workerId} was cancelled (${reason})`),
+    );
     return true;
   }
 
   private async doLoad(command: LoadCommand, entry: ModelEntry): Promise<LoadResult> {
     const { config, engine, workerId, logger } = this.deps;
     const started = performance.now();
-    const log = (line: string): void => logger.log(`${command.model}: ${line}${command.trigger ? ` (${command.trigger})` : ''}`);
+    const log = (line: string): void =>
+      logger.log(`${command.model}: ${line}${command.trigger ? ` (${command.trigger})` : ''}`);
     const signal = entry.abort?.signal;
     const loading = (steps: number): ((fraction: number) => void) => {
       let last = -1;
@@ -169,7 +188,18 @@ export class ModelRegistry implements HeartbeatSource {
       entry.bytes = bytes;
       await this.assertFits(command.model, entry.bytes);
       const model = await engine.load(
-        { id: command.model, path, contextSize: command.contextSize, slots: command.slots, maxQueue: config.worker.maxQueue, queueOrder: config.worker.queueOrder, ...(draft && { draft }), ...(command.kind && { kind: command.kind }), ...(command.chatTemplate && { chatTemplate: command.chatTemplate }), ...(command.format && { format: command.format }) },
+        {
+          id: command.model,
+          path,
+          contextSize: command.contextSize,
+          slots: command.slots,
+          maxQueue: config.worker.maxQueue,
+          queueOrder: config.worker.queueOrder,
+          ...(draft && { draft }),
+          ...(command.kind && { kind: command.kind }),
+          ...(command.chatTemplate && { chatTemplate: command.chatTemplate }),
+          ...(command.format && { format: command.format }),
+        },
         loading(4),
         signal,
       );
@@ -180,7 +210,12 @@ export class ModelRegistry implements HeartbeatSource {
       }
       entry.model = model;
       entry.state = 'ready';
-      const result: LoadResult = { model: command.model, workerId, loadMs: performance.now() - started, sizeBytes: entry.bytes };
+      const result: LoadResult = {
+        model: command.model,
+        workerId,
+        loadMs: performance.now() - started,
+        sizeBytes: entry.bytes,
+      };
       const format = model.format ? `, format ${model.format}` : '';
       log(`ready in ${Math.round(result.loadMs)} ms (${model.slots} slots${format})`);
       // The routers hear of the change before anyone hears the event: a gateway that drops its reused
@@ -195,13 +230,25 @@ export class ModelRegistry implements HeartbeatSource {
       const message = (error as Error).message;
       this.models.delete(command.model);
       logger.error(`${command.model}: load failed: ${message}`);
-      const failed: LoadFailedEvent = { workerId, at: Date.now(), model: command.model, error: message, ...(signal?.aborted && { cancelled: true }) };
-      const recorded = this.publishEvent(Subjects.modelLoadFailed, failed, `${workerId}.${command.model}.failed.${failed.at}`);
+      const failed: LoadFailedEvent = {
+        workerId,
+        at: Date.now(),
+        model: command.model,
+        error: message,
+        ...(signal?.aborted && { cancelled: true }),
+      };
+      const recorded = this.publishEvent(
+        Subjects.modelLoadFailed,
+        failed,
+        `${workerId}.${command.model}.failed.${failed.at}`,
+      );
       // Routers drop the requests that waited on a cancelled load when they hear this event: it must
       // reach them before this load's answer, or a waiting request could take the lease and load again.
       if (failed.cancelled) await recorded;
       void this.deps.beat();
-      throw error instanceof CortexError ? error : new CortexError('model_load_failed', `loading ${command.model} failed: ${message}`, { cause: error });
+      throw error instanceof CortexError
+        ? error
+        : new CortexError('model_load_failed', `loading ${command.model} failed: ${message}`, { cause: error });
     }
   }
 
@@ -210,7 +257,12 @@ export class ModelRegistry implements HeartbeatSource {
     const used = [...this.models.values()].filter((m) => m.id !== except).reduce((sum, m) => sum + m.bytes, 0);
     const budget = this.deps.config.worker.memoryBudget;
     const promptCache = this.deps.engine.promptCacheUse?.() ?? [];
-    return { budgetBytes: budget, usedBytes: used, freeBytes: Math.max(0, budget > 0 ? Math.min(device.freeBytes, budget - used) : device.freeBytes), ...(promptCache.length > 0 && { promptCache }) };
+    return {
+      budgetBytes: budget,
+      usedBytes: used,
+      freeBytes: Math.max(0, budget > 0 ? Math.min(device.freeBytes, budget - used) : device.freeBytes),
+      ...(promptCache.length > 0 && { promptCache }),
+    };
   }
 
   device(): Promise<Device> {
@@ -241,7 +293,11 @@ export class ModelRegistry implements HeartbeatSource {
       return await this.readEstimate(command);
     } catch (error) {
       if (error instanceof CortexError) throw error;
-      throw new CortexError('model_load_failed', `${command.model ?? command.source}: cannot read the GGUF header of ${command.source}: ${headerProblem(error as Error, command.source)}`, { cause: error });
+      throw new CortexError(
+        'model_load_failed',
+        `${command.model ?? command.source}: cannot read the GGUF header of ${command.source}: ${headerProblem(error as Error, command.source)}`,
+        { cause: error },
+      );
     }
   }
 
@@ -251,7 +307,9 @@ export class ModelRegistry implements HeartbeatSource {
     const modelsDir = this.deps.config.worker.modelsDir;
     const header = async (source: string): Promise<string> => {
       // A quant tag's header is its file's: on disk when it is whole there, else read where it lies.
-      const named = isHubTag(source) ? await resolveHubTag(source, { model: command.model ?? source, modelsDir, log }) : source;
+      const named = isHubTag(source)
+        ? await resolveHubTag(source, { model: command.model ?? source, modelsDir, log })
+        : source;
       return localCopy(named, modelsDir) ?? this.source(named, log);
     };
     const path = await header(command.source);
@@ -264,7 +322,11 @@ export class ModelRegistry implements HeartbeatSource {
    * The memory a model takes with its contexts, plus its draft model's with the same when it has one
    * (not `lookup`): the draft's file is found (`draftPath`) only once the model's own estimate is in.
    */
-  private async memoryOf(command: Pick<LoadCommand, 'contextSize' | 'slots' | 'kind'>, path: string, draftPath?: () => Promise<string>): Promise<{ bytes: number; draft?: string }> {
+  private async memoryOf(
+    command: Pick<LoadCommand, 'contextSize' | 'slots' | 'kind'>,
+    path: string,
+    draftPath?: () => Promise<string>,
+  ): Promise<{ bytes: number; draft?: string }> {
     const { engine } = this.deps;
     const shape = { contextSize: command.contextSize, slots: command.slots };
     const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
@@ -277,14 +339,23 @@ export class ModelRegistry implements HeartbeatSource {
    * Download progress as events; a load's download (`tracked`) is also kept for the heartbeat until
    * the load's resolve ends, a pull's is not.
    */
-  private downloading(model: string, how: { tracked: boolean; trigger?: LoadTrigger | undefined }): (progress: { bytes: number; totalBytes: number }) => void {
+  private downloading(
+    model: string,
+    how: { tracked: boolean; trigger?: LoadTrigger | undefined },
+  ): (progress: { bytes: number; totalBytes: number }) => void {
     return ({ bytes, totalBytes }) => {
-      this.publishProgress({ model, fraction: totalBytes > 0 ? bytes / totalBytes : 0, phase: 'downloading', bytes, totalBytes }, how.trigger);
+      this.publishProgress(
+        { model, fraction: totalBytes > 0 ? bytes / totalBytes : 0, phase: 'downloading', bytes, totalBytes },
+        how.trigger,
+      );
       if (how.tracked) this.downloads.set(model, { bytes, totalBytes });
     };
   }
 
-  private publishProgress(progress: Omit<LoadProgress, 'workerId' | 'trigger'>, trigger: LoadTrigger | undefined): void {
+  private publishProgress(
+    progress: Omit<LoadProgress, 'workerId' | 'trigger'>,
+    trigger: LoadTrigger | undefined,
+  ): void {
     const event: LoadProgress = { workerId: this.deps.workerId, ...progress, ...(trigger && { trigger }) };
     this.deps.bus.publish(Subjects.modelProgressed, event);
   }
@@ -310,15 +381,23 @@ export class ModelRegistry implements HeartbeatSource {
   }
 
   /** The model's local file (downloaded now if it is remote), its draft's (or `lookup`), and the memory both take with their contexts. */
-  private async resolve(command: LoadCommand, log: (line: string) => void, signal?: AbortSignal): Promise<{ path: string; draft?: string; bytes: number }> {
+  private async resolve(
+    command: LoadCommand,
+    log: (line: string) => void,
+    signal?: AbortSignal,
+  ): Promise<{ path: string; draft?: string; bytes: number }> {
     const { engine, config } = this.deps;
     const model = command.model;
     const onProgress = this.downloading(model, { tracked: true, trigger: command.trigger });
     const options = { modelsDir: config.worker.modelsDir, log, model, onProgress, ...(signal && { signal }) };
     try {
-      const path = await engine.resolveSource(command.source, { ...options, ...(command.sha256 && { sha256: command.sha256 }) });
+      const path = await engine.resolveSource(command.source, {
+        ...options,
+        ...(command.sha256 && { sha256: command.sha256 }),
+      });
       const draft = command.draft;
-      if (!draft || draft === 'lookup') return { path, ...(draft && { draft }), ...(await this.memoryOf(command, path)) };
+      if (!draft || draft === 'lookup')
+        return { path, ...(draft && { draft }), ...(await this.memoryOf(command, path)) };
       return { path, ...(await this.memoryOf(command, path, () => engine.resolveSource(draft, options))) };
     } finally {
       this.downloads.delete(model);
@@ -340,7 +419,10 @@ export class ModelRegistry implements HeartbeatSource {
     await this.deps.beat();
     const dropped = [...this.models.keys()];
     try {
-      logger.log({ msg: `defragmenting after ${this.cycles} load/unload cycles: dropping ${dropped.join(', ') || 'no models'} and recreating the backend`, cycles: this.cycles });
+      logger.log({
+        msg: `defragmenting after ${this.cycles} load/unload cycles: dropping ${dropped.join(', ') || 'no models'} and recreating the backend`,
+        cycles: this.cycles,
+      });
       await this.disposeAll();
       this.models.clear();
       await engine.restart();

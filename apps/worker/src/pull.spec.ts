@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { parseConfig } from '@cortex/config';
 import { pull, pullSources } from './pull.js';
 
-const sources = (...args: Parameters<typeof pullSources>): string[] => pullSources(...args).map((pulled) => pulled.source);
+const sources = (...args: Parameters<typeof pullSources>): string[] =>
+  pullSources(...args).map((pulled) => pulled.source);
 
 describe('pull', () => {
   it('pull - sources are each model file once plus drafts that are sources, not catalogue ids or lookup', () => {
@@ -18,9 +19,17 @@ describe('pull', () => {
         { id: 'd', file: 'fixture:cortex-reasoning', draft: 'fixture:cortex-chat:bytes' },
       ],
     });
-    assert.deepEqual(sources(config), ['fixture:cortex-chat', 'fixture:cortex-tools', 'fixture:cortex-reasoning', 'fixture:cortex-chat:bytes']);
+    assert.deepEqual(sources(config), [
+      'fixture:cortex-chat',
+      'fixture:cortex-tools',
+      'fixture:cortex-reasoning',
+      'fixture:cortex-chat:bytes',
+    ]);
     // A file two models share is pulled once, for the first; a draft that is a source belongs to no model.
-    assert.deepEqual(pullSources(config).map((pulled) => pulled.model?.id), ['a', 'c', 'd', undefined]);
+    assert.deepEqual(
+      pullSources(config).map((pulled) => pulled.model?.id),
+      ['a', 'c', 'd', undefined],
+    );
   });
 
   it('pull - one model (by id) is its file and its draft; anything else is a source of its own', () => {
@@ -32,7 +41,10 @@ describe('pull', () => {
       ],
     });
     assert.deepEqual(sources(config, 'a'), ['fixture:cortex-tools', 'fixture:cortex-chat']);
-    assert.deepEqual(pullSources(config, 'a').map((pulled) => pulled.model?.id), ['a', 'b']);
+    assert.deepEqual(
+      pullSources(config, 'a').map((pulled) => pulled.model?.id),
+      ['a', 'b'],
+    );
     assert.deepEqual(sources(config, 'dee'), ['fixture:cortex-reasoning', 'fixture:cortex-chat:bytes']);
     assert.deepEqual(sources(config, 'https://example.com/m.gguf'), ['https://example.com/m.gguf']);
   });
@@ -45,6 +57,9 @@ describe('pull', () => {
     assert.ok(existsSync(paths['fixture:cortex-chat']!));
     assert.ok(paths['fixture:cortex-chat']!.startsWith(dir));
     const missing = parseConfig({ worker: { models_dir: dir }, models: [{ id: 'x', file: join(dir, 'nope.gguf') }] });
-    await assert.rejects(pull(missing, () => {}), /nope\.gguf/);
+    await assert.rejects(
+      pull(missing, () => {}),
+      /nope\.gguf/,
+    );
   });
 });

@@ -14,12 +14,20 @@ export interface PullSource {
  */
 export function pullSources(config: CortexConfig, target?: string): PullSource[] {
   const ids = new Set(config.models.map((m) => m.id));
-  const models = target === undefined ? config.models : config.models.filter((m) => m.id === target || m.aliases?.includes(target));
+  const models =
+    target === undefined ? config.models : config.models.filter((m) => m.id === target || m.aliases?.includes(target));
   // Not a catalogue model: a source of its own (a URL, an hf: URI, a fixture).
   if (target !== undefined && models.length === 0) return [{ source: target }];
-  const drafts = models.map((m) => m.draft).filter((d): d is string => d !== undefined && d !== 'lookup' && !ids.has(d));
-  const draftModels = models.map((m) => config.models.find((d) => d.id === m.draft)).filter((d): d is ModelConfig => d !== undefined && !models.includes(d));
-  const all: PullSource[] = [...[...models, ...draftModels].map((model) => ({ source: model.file, model })), ...drafts.map((source) => ({ source }))];
+  const drafts = models
+    .map((m) => m.draft)
+    .filter((d): d is string => d !== undefined && d !== 'lookup' && !ids.has(d));
+  const draftModels = models
+    .map((m) => config.models.find((d) => d.id === m.draft))
+    .filter((d): d is ModelConfig => d !== undefined && !models.includes(d));
+  const all: PullSource[] = [
+    ...[...models, ...draftModels].map((model) => ({ source: model.file, model })),
+    ...drafts.map((source) => ({ source })),
+  ];
   return all.filter((pair, i) => all.findIndex((other) => other.source === pair.source) === i);
 }
 
@@ -35,7 +43,11 @@ export interface PullOptions {
  * paths checked — so that workers can mount that directory read-only and never download inside a
  * load. Resolves each source's local path; throws on the first that cannot be had, naming it.
  */
-export async function pull(config: CortexConfig, log: (line: string) => void, options: PullOptions = {}): Promise<Record<string, string>> {
+export async function pull(
+  config: CortexConfig,
+  log: (line: string) => void,
+  options: PullOptions = {},
+): Promise<Record<string, string>> {
   const paths: Record<string, string> = {};
   for (const { source, model } of pullSources(config, options.target)) {
     paths[source] = await resolveSource(source, {

@@ -15,14 +15,18 @@ describe('run events', () => {
       ['a background run its client cancelled', cancelled, { background: true, asked: true }, 'as is'],
       ['an ordinary run the worker cancelled', cancelled, { background: false, asked: false }, 'as is'],
       ['a background run that finished', stopped, { background: true, asked: false }, 'as is'],
-      ['a background run\'s text', { type: 'text', text: 'x' }, { background: true, asked: false }, 'as is'],
+      ["a background run's text", { type: 'text', text: 'x' }, { background: true, asked: false }, 'as is'],
     ];
     for (const [what, event, run, expected] of rows) {
       const out = backgroundStop(event, { ...run, workerId: 'w1', reason: new Error('the model was unloaded') });
       if (expected === 'as is') assert.equal(out, event, what);
       else {
         assert.equal(out.type, 'error', what);
-        assert.match(out.type === 'error' ? out.error.message : '', /worker w1 stopped this background response \(the model was unloaded\); create it again/, what);
+        assert.match(
+          out.type === 'error' ? out.error.message : '',
+          /worker w1 stopped this background response \(the model was unloaded\); create it again/,
+          what,
+        );
       }
     }
   });

@@ -12,7 +12,13 @@ export function backgroundStop(
 ): StreamEventBody {
   if (event.type !== 'finish' || event.reason !== 'cancelled' || !run.background || run.asked) return event;
   const why = run.reason instanceof Error ? run.reason.message : 'stopped';
-  return { type: 'error', error: new CortexError('worker_lost', `worker ${run.workerId} stopped this background response (${why}); create it again`).toBody() };
+  return {
+    type: 'error',
+    error: new CortexError(
+      'worker_lost',
+      `worker ${run.workerId} stopped this background response (${why}); create it again`,
+    ).toBody(),
+  };
 }
 
 export interface RunEventsOptions {
@@ -44,7 +50,11 @@ export class RunEvents {
     const { runId, workerId, background, asked, signal, sinks, finished } = this.options;
     // Only a finish can turn into an error: a token's event passes without a look at the run.
     const event =
-      from.type === 'start' ? { ...from, runId, workerId } : from.type === 'finish' ? backgroundStop(from, { background, asked: asked(), workerId, reason: signal.reason }) : from;
+      from.type === 'start'
+        ? { ...from, runId, workerId }
+        : from.type === 'finish'
+          ? backgroundStop(from, { background, asked: asked(), workerId, reason: signal.reason })
+          : from;
     if (event.type === 'finish' || event.type === 'error') this.done = true;
     if (event.type === 'finish') finished(event);
     for (const sink of sinks) sink(event);

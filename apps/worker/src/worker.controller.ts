@@ -2,7 +2,21 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import type { BusContext } from '@cortex/bus';
 import { performance } from 'node:perf_hooks';
-import { CancelCommand, CancelLoadCommand, decodeEmbedCommand, decodeGenerateCommand, decodeRankCommand, decodeMessage, decodeTokenizeCommand, EstimateCommand, LoadCommand, PullCommand, Subjects, UnloadCommand, WatchMessage } from '@cortex/contracts';
+import {
+  CancelCommand,
+  CancelLoadCommand,
+  decodeEmbedCommand,
+  decodeGenerateCommand,
+  decodeRankCommand,
+  decodeMessage,
+  decodeTokenizeCommand,
+  EstimateCommand,
+  LoadCommand,
+  PullCommand,
+  Subjects,
+  UnloadCommand,
+  WatchMessage,
+} from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
 
 /** Bus handlers addressed to this worker (`llm.worker.v1.<id>.*`); every payload is validated first. */

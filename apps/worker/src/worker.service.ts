@@ -75,7 +75,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));
+    await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) =>
+      this.logger.warn(`events stream: ${error.message}`),
+    );
     this.heartbeats.start();
     this.watchTimer = setInterval(() => this.dropUnwatched(), WATCH_INTERVAL_MS / 2);
     this.logger.log(`worker ${this.workerId} up on ${this.engine.backend}`);
@@ -94,14 +96,23 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     served.touch();
     const { tier, account, keyId } = command.priority ?? {};
     // Written while the prompt is evaluated, not before it is rendered (see soonOrFirst).
-    const started = soonOrFirst(() => this.logger.log({ msg: `generating with ${served.id}`, requestId, runId, queuePosition, tier, account, keyId }));
+    const started = soonOrFirst(() =>
+      this.logger.log({ msg: `generating with ${served.id}`, requestId, runId, queuePosition, tier, account, keyId }),
+    );
     const done = this.run(command, model, controller, receivedAt, started, requestId).finally(() => {
       this.runs.delete(runId);
       served.touch();
       this.heartbeats.soon();
       void this.models.maybeDefrag();
     });
-    this.runs.set(runId, { controller, model: served.id, watchedAt: Date.now(), done, background: command.background === true, asked: false });
+    this.runs.set(runId, {
+      controller,
+      model: served.id,
+      watchedAt: Date.now(),
+      done,
+      background: command.background === true,
+      asked: false,
+    });
     return { runId, workerId: this.workerId, queuePosition };
   }
 
@@ -128,26 +139,51 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
    * like a generation (cancel stops it, an unload drains it) but nobody watches it: the gateway
    * waits for the reply instead.
    */
-  private async read<T>(name: string, runId: string, requestId: string | undefined, work: (model: EngineModel & RetrievalModel, signal: AbortSignal) => Promise<T>): Promise<T> {
+  private async read<T>(
+    name: string,
+    runId: string,
+    requestId: string | undefined,
+    work: (model: EngineModel & RetrievalModel, signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
     const served = this.admit(name, runId);
     const model = served.model;
-    if (!isRetrievalModel(model)) throw new CortexError('invalid_request', `the model '${name}' is a chat model; it serves no embeddings or rankings`, { param: 'model' });
+    if (!isRetrievalModel(model))
+      throw new CortexError(
+        'invalid_request',
+        `the model '${name}' is a chat model; it serves no embeddings or rankings`,
+        { param: 'model' },
+      );
     const controller = new AbortController();
     served.touch();
-    this.logger.log({ msg: `${model.kind === 'ranking' ? 'ranking' : 'embedding'} with ${served.id}`, requestId, runId });
+    this.logger.log({
+      msg: `${model.kind === 'ranking' ? 'ranking' : 'embedding'} with ${served.id}`,
+      requestId,
+      runId,
+    });
     const result = work(model, controller.signal).finally(() => {
       this.runs.delete(runId);
       served.touch();
       this.heartbeats.soon();
     });
-    const done = result.then(() => undefined, () => undefined);
-    this.runs.set(runId, { controller, model: served.id, watchedAt: Number.POSITIVE_INFINITY, done, background: false, asked: false });
+    const done = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.runs.set(runId, {
+      controller,
+      model: served.id,
+      watchedAt: Number.POSITIVE_INFINITY,
+      done,
+      background: false,
+      asked: false,
+    });
     return result;
   }
 
   /** The ready model for a new run: refused while draining, when the model is not ready here, or for a run id already running. */
   private admit(model: string, runId: string): ReturnType<ModelRegistry['ready']> {
-    if (this.models.draining) throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
+    if (this.models.draining)
+      throw new CortexError('service_unavailable', `worker ${this.workerId} is draining`, { retryAfter: 1 });
     const served = this.models.ready(model);
     if (this.runs.has(runId)) throw new CortexError('invalid_request', `request ${runId} is already running`);
     return served;
@@ -166,7 +202,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   onModel(model: string): { runId: string; done: Promise<void> }[] {
-    return [...this.runs.entries()].filter(([, run]) => run.model === model).map(([runId, run]) => ({ runId, done: run.done }));
+    return [...this.runs.entries()]
+      .filter(([, run]) => run.model === model)
+      .map(([runId, run]) => ({ runId, done: run.done }));
   }
 
   /** For `cortex status`: ready when not draining; the detail lists model states. */
@@ -199,10 +237,25 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /** `started` writes the run's "generating" line if it is not out yet: before any other line of the run. */
-  private async run(command: GenerateCommand, model: EngineModel, controller: AbortController, receivedAt: number, started: () => void, requestId?: string): Promise<void> {
+  private async run(
+    command: GenerateCommand,
+    model: EngineModel,
+    controller: AbortController,
+    receivedAt: number,
+    started: () => void,
+    requestId?: string,
+  ): Promise<void> {
     const { runId } = command;
     const trace = GenerationTrace.start(command, this.workerId, model.id, receivedAt);
-    const stream = trace.run(() => new StreamPublisher(this.bus.nc, command.streamSubject, this.config.worker.streamIntervalMs, STREAM_KEEPALIVE_MS));
+    const stream = trace.run(
+      () =>
+        new StreamPublisher(
+          this.bus.nc,
+          command.streamSubject,
+          this.config.worker.streamIntervalMs,
+          STREAM_KEEPALIVE_MS,
+        ),
+    );
     const { emit } = new RunEvents({
       runId,
       workerId: this.workerId,
@@ -227,7 +280,17 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
         started();
         this.logger.warn({ msg: message, requestId, runId });
       };
-      await trace.run(() => model.generate({ request: command.request, receivedAt, signal: controller.signal, emit, warn, ...(command.priority && { priority: command.priority }), ...(command.resume && { resume: command.resume }) }));
+      await trace.run(() =>
+        model.generate({
+          request: command.request,
+          receivedAt,
+          signal: controller.signal,
+          emit,
+          warn,
+          ...(command.priority && { priority: command.priority }),
+          ...(command.resume && { resume: command.resume }),
+        }),
+      );
     } catch (error) {
       const cortex =
         error instanceof CortexError
@@ -291,9 +354,14 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 export function defaultWorkerId(config: CortexConfig, backend: string): string {
   if (config.worker.id) {
     // A background run's events that no worker wrote are published under `_` (NO_WORKER).
-    if (config.worker.id.startsWith('_')) throw new Error(`worker.id "${config.worker.id}": a worker id must not start with '_' (kept for events no worker wrote); pick another id`);
+    if (config.worker.id.startsWith('_'))
+      throw new Error(
+        `worker.id "${config.worker.id}": a worker id must not start with '_' (kept for events no worker wrote); pick another id`,
+      );
     return config.worker.id;
   }
-  const host = hostname().replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 40);
+  const host = hostname()
+    .replace(/[^A-Za-z0-9_-]/g, '-')
+    .slice(0, 40);
   return `${host}-${backend}${config.worker.device ?? ''}`;
 }

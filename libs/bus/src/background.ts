@@ -1,7 +1,14 @@
 import { DiscardPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ensureStream, LIVE_PULL } from './events.js';
-import { BACKGROUND_STREAM, backgroundResponseSubjects, CortexError, decodeStreamEvent, Subjects, type StreamEvent } from '@cortex/contracts';
+import {
+  BACKGROUND_STREAM,
+  backgroundResponseSubjects,
+  CortexError,
+  decodeStreamEvent,
+  Subjects,
+  type StreamEvent,
+} from '@cortex/contracts';
 
 /**
  * Creates (or re-limits, and sets the replica count of) the stream that keeps background runs' events: every `llm.background.v1.>`
@@ -11,7 +18,13 @@ import { BACKGROUND_STREAM, backgroundResponseSubjects, CortexError, decodeStrea
  * out of the server's store. Idempotent; every service that publishes into it or reads it calls it.
  */
 export function ensureBackgroundStream(nc: NatsConnection, maxAgeS: number, maxBytes: number): Promise<void> {
-  return ensureStream(nc, { name: BACKGROUND_STREAM, subjects: [Subjects.backgroundAll], max_age: maxAgeS * 1e9, max_bytes: maxBytes, discard: DiscardPolicy.New });
+  return ensureStream(nc, {
+    name: BACKGROUND_STREAM,
+    subjects: [Subjects.backgroundAll],
+    max_age: maxAgeS * 1e9,
+    max_bytes: maxBytes,
+    discard: DiscardPolicy.New,
+  });
 }
 
 /** How full the background stream is: its bytes and its limit (-1: none). */
@@ -41,8 +54,14 @@ export interface BackgroundReadOptions {
  * clean up: the server drops it when it goes idle). Without `follow` it ends at the last stored event.
  * A stored event that does not decode fails the read with `internal`, naming it.
  */
-export async function* readBackgroundEvents(nc: NatsConnection, responseId: string, options: BackgroundReadOptions): AsyncGenerator<StoredRunEvent> {
-  const consumer = await jetstream(nc).consumers.get(BACKGROUND_STREAM, { filter_subjects: backgroundResponseSubjects(responseId) });
+export async function* readBackgroundEvents(
+  nc: NatsConnection,
+  responseId: string,
+  options: BackgroundReadOptions,
+): AsyncGenerator<StoredRunEvent> {
+  const consumer = await jetstream(nc).consumers.get(BACKGROUND_STREAM, {
+    filter_subjects: backgroundResponseSubjects(responseId),
+  });
   if (!options.follow && (await consumer.info()).num_pending === 0) return;
   const messages: ConsumerMessages = await consumer.consume(LIVE_PULL);
   let idle = false;
@@ -65,12 +84,20 @@ export async function* readBackgroundEvents(nc: NatsConnection, responseId: stri
       try {
         event = decodeStreamEvent(message.json());
       } catch (cause) {
-        throw new CortexError('internal', `stored event ${message.seq} on ${message.subject}: ${(cause as Error).message}`, { cause });
+        throw new CortexError(
+          'internal',
+          `stored event ${message.seq} on ${message.subject}: ${(cause as Error).message}`,
+          { cause },
+        );
       }
       yield { runId: message.subject.slice(message.subject.lastIndexOf('.') + 1), event, at: message.time.getTime() };
       if (!options.follow && message.info.pending === 0) return;
     }
-    if (idle) throw new CortexError('worker_lost', `no event of background response ${responseId} came in time: its worker is gone`);
+    if (idle)
+      throw new CortexError(
+        'worker_lost',
+        `no event of background response ${responseId} came in time: its worker is gone`,
+      );
   } finally {
     clearTimeout(timer);
     await messages.close();

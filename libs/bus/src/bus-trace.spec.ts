@@ -35,9 +35,14 @@ describe('bus trace', () => {
     const incoming = natsHeaders();
     incoming.set('traceparent', `00-${TRACE}-${PARENT}-01`);
     const sent = natsHeaders();
-    await tracedHandler('llm.router.v1.place', incoming, true, () => tracedRequest('llm.worker.v1.w1.load', sent, () => Promise.resolve()));
+    await tracedHandler('llm.router.v1.place', incoming, true, () =>
+      tracedRequest('llm.worker.v1.w1.load', sent, () => Promise.resolve()),
+    );
     await flushTraces();
-    const [send, processed] = [exporter.getFinishedSpans().find((s) => s.name === 'send llm.worker.v1.w1.load'), exporter.getFinishedSpans().find((s) => s.name === 'process llm.router.v1.place')];
+    const [send, processed] = [
+      exporter.getFinishedSpans().find((s) => s.name === 'send llm.worker.v1.w1.load'),
+      exporter.getFinishedSpans().find((s) => s.name === 'process llm.router.v1.place'),
+    ];
     assert.ok(send && processed);
     assert.equal(processed.kind, SpanKind.SERVER);
     assert.equal(processed.parentSpanContext?.spanId, PARENT);
@@ -49,7 +54,11 @@ describe('bus trace', () => {
     }
     assert.equal(send.attributes['messaging.destination.name'], 'llm.worker.v1.w1.load');
     assert.equal(sent.get('traceparent'), `00-${TRACE}-${send.spanContext().spanId}-01`);
-    assert.equal(trace.getSpanContext(extractTrace(sent))?.spanId, send.spanContext().spanId, 'what one side writes the other reads');
+    assert.equal(
+      trace.getSpanContext(extractTrace(sent))?.spanId,
+      send.spanContext().spanId,
+      'what one side writes the other reads',
+    );
   });
 
   it('bus trace - traffic outside a traced request (heartbeats, status pings) starts no span and carries no headers', async () => {
@@ -67,9 +76,16 @@ describe('bus trace', () => {
     exporter.reset();
     const incoming = natsHeaders();
     incoming.set('traceparent', `00-${TRACE}-${PARENT}-01`);
-    await assert.rejects(tracedHandler('llm.worker.v1.w1.generate', incoming, true, () => Promise.reject(Object.assign(new Error('boom'), { name: 'BoomError' }))));
+    await assert.rejects(
+      tracedHandler('llm.worker.v1.w1.generate', incoming, true, () =>
+        Promise.reject(Object.assign(new Error('boom'), { name: 'BoomError' })),
+      ),
+    );
     await tracedHandler('llm.evt.v1.request.finished', incoming, false, async () => {
-      assert.ok(currentTraceHeaders()?.get('traceparent').startsWith(`00-${TRACE}-`), 'what the handler publishes carries the trace on');
+      assert.ok(
+        currentTraceHeaders()?.get('traceparent').startsWith(`00-${TRACE}-`),
+        'what the handler publishes carries the trace on',
+      );
       assert.equal(trace.getSpan(context.active())?.spanContext().traceId, TRACE);
     });
     await flushTraces();

@@ -1,4 +1,15 @@
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api';
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Context,
+  type Span,
+  type TextMapGetter,
+  type TextMapSetter,
+} from '@opentelemetry/api';
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
 import { CortexError } from '@cortex/contracts';
 import { activeTracer } from './tracing.js';
@@ -27,7 +38,12 @@ export function extractTrace(headers: MsgHdrs | undefined): Context {
 }
 
 function attributes(subject: string, operation: 'send' | 'receive' | 'process', name: string): Record<string, string> {
-  return { 'messaging.system': 'nats', 'messaging.destination.name': subject, 'messaging.operation.type': operation, 'messaging.operation.name': name };
+  return {
+    'messaging.system': 'nats',
+    'messaging.destination.name': subject,
+    'messaging.operation.type': operation,
+    'messaging.operation.name': name,
+  };
 }
 
 /**
@@ -39,7 +55,10 @@ export async function tracedRequest<T>(subject: string, headers: MsgHdrs, send: 
   // Only requests made for a traced request are traced: heartbeats, status pings and the fleet's
   // housekeeping would otherwise each start a trace of their own.
   if (!tracer || !trace.getSpan(context.active())) return send();
-  const span = tracer.startSpan(`send ${subject}`, { kind: SpanKind.CLIENT, attributes: attributes(subject, 'send', 'request') });
+  const span = tracer.startSpan(`send ${subject}`, {
+    kind: SpanKind.CLIENT,
+    attributes: attributes(subject, 'send', 'request'),
+  });
   injectTrace(headers, trace.setSpan(context.active(), span));
   try {
     return await send();
@@ -64,11 +83,20 @@ export function currentTraceHeaders(): MsgHdrs | undefined {
  * a server span for a request, a consumer span for an event. The handler (and anything it sends)
  * runs in that span's context. A message that carries no trace context is handled untraced.
  */
-export async function tracedHandler<T>(subject: string, headers: MsgHdrs | undefined, request: boolean, handle: () => Promise<T>): Promise<T> {
+export async function tracedHandler<T>(
+  subject: string,
+  headers: MsgHdrs | undefined,
+  request: boolean,
+  handle: () => Promise<T>,
+): Promise<T> {
   const tracer = activeTracer();
   if (!tracer || !headers?.has('traceparent')) return handle();
   const parent = extractTrace(headers);
-  const span = tracer.startSpan(`process ${subject}`, { kind: request ? SpanKind.SERVER : SpanKind.CONSUMER, attributes: attributes(subject, 'process', 'process') }, parent);
+  const span = tracer.startSpan(
+    `process ${subject}`,
+    { kind: request ? SpanKind.SERVER : SpanKind.CONSUMER, attributes: attributes(subject, 'process', 'process') },
+    parent,
+  );
   try {
     return await context.with(trace.setSpan(parent, span), handle);
   } catch (error) {

@@ -1,4 +1,10 @@
-import { headers as natsHeaders, RequestError, TimeoutError, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import {
+  headers as natsHeaders,
+  RequestError,
+  TimeoutError,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
 import { CortexError, decodeReply, REQUEST_ID_HEADER, type Decoder } from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
 import { decodeLarge, encodeLarge } from './payload.js';
@@ -32,7 +38,11 @@ export class BusClient {
    */
   request<T>(subject: string, payload: unknown, options: DecodedRequestOptions<T>): Promise<T>;
   request(subject: string, payload: unknown, options?: RequestOptions): Promise<unknown>;
-  async request(subject: string, payload: unknown, options: RequestOptions & { decode?: Decoder<unknown> } = {}): Promise<unknown> {
+  async request(
+    subject: string,
+    payload: unknown,
+    options: RequestOptions & { decode?: Decoder<unknown> } = {},
+  ): Promise<unknown> {
     const timeout = options.timeoutMs ?? this.defaultTimeoutMs;
     const headers = natsHeaders();
     if (options.requestId) headers.set(REQUEST_ID_HEADER, options.requestId);
@@ -76,7 +86,11 @@ export class BusClient {
   }
 
   /** Subscribes with a callback that receives decoded JSON; bad JSON is dropped with a report. */
-  subscribe(subject: string, onMessage: (data: unknown, subject: string) => void, onBad?: (error: Error) => void): Subscription {
+  subscribe(
+    subject: string,
+    onMessage: (data: unknown, subject: string) => void,
+    onBad?: (error: Error) => void,
+  ): Subscription {
     return this.nc.subscribe(subject, {
       callback: (error, msg) => {
         if (error) return onBad?.(error);
@@ -95,13 +109,20 @@ export function malformedAs<T>(subject: string, read: () => T): T {
   try {
     return read();
   } catch (error) {
-    throw new CortexError('internal', `${subject} sent a malformed reply: ${(error as Error).message}`, { cause: error });
+    throw new CortexError('internal', `${subject} sent a malformed reply: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
 }
 
 /** The bus's "no responders": nothing holds the subject, e.g. the process that served it was killed. */
 function isNoResponders(error: unknown): boolean {
-  return error instanceof CortexError && error.code === 'service_unavailable' && error.cause instanceof RequestError && error.cause.isNoResponders();
+  return (
+    error instanceof CortexError &&
+    error.code === 'service_unavailable' &&
+    error.cause instanceof RequestError &&
+    error.cause.isNoResponders()
+  );
 }
 
 export function mapRequestError(error: unknown, subject: string, timeoutMs: number): CortexError {

@@ -83,7 +83,9 @@ export class BusServer extends Server implements CustomTransportStrategy {
 
   /** Handles one message under its `process <subject>` span (see tracedHandler); a failed handler fails the span. */
   private dispatch(handler: MessageHandler, msg: Msg): Promise<void> {
-    return tracedHandler(msg.subject, msg.headers, Boolean(msg.reply), () => this.handle(handler, msg)).catch(() => undefined);
+    return tracedHandler(msg.subject, msg.headers, Boolean(msg.reply), () => this.handle(handler, msg)).catch(
+      () => undefined,
+    );
   }
 
   private async handle(handler: MessageHandler, msg: Msg): Promise<void> {

@@ -11,7 +11,8 @@ export function encodeJson(value: unknown): Uint8Array {
   try {
     return encoder.encode(JSON.stringify(value));
   } catch (error) {
-    if (error instanceof RangeError) throw new CortexError('invalid_request', 'the message nests too deeply to be encoded as JSON', { cause: error });
+    if (error instanceof RangeError)
+      throw new CortexError('invalid_request', 'the message nests too deeply to be encoded as JSON', { cause: error });
     throw error;
   }
 }

@@ -35,10 +35,23 @@ export function ensureEventsStream(nc: NatsConnection, limits: EventsStreamLimit
  * No count limit: a bill must not lose lines to newer ones. `retentionS` 0 keeps them for ever.
  */
 export function ensureUsageStream(nc: NatsConnection, retentionS: number): Promise<void> {
-  return ensureStream(nc, { name: USAGE_STREAM, subjects: [Subjects.usageRecorded], max_age: retentionS * 1e9, duplicate_window: DUPLICATE_WINDOW_NS });
+  return ensureStream(nc, {
+    name: USAGE_STREAM,
+    subjects: [Subjects.usageRecorded],
+    max_age: retentionS * 1e9,
+    duplicate_window: DUPLICATE_WINDOW_NS,
+  });
 }
 
-type StreamLimits = { name: string; subjects: string[]; max_age: number; max_msgs?: number; max_bytes?: number; discard?: DiscardPolicy; duplicate_window?: number };
+type StreamLimits = {
+  name: string;
+  subjects: string[];
+  max_age: number;
+  max_msgs?: number;
+  max_bytes?: number;
+  discard?: DiscardPolicy;
+  duplicate_window?: number;
+};
 
 /**
  * Creates a stream, or updates an existing one whose limits or replica count (`nats.replicas`) differ;

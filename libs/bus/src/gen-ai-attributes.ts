@@ -1,5 +1,13 @@
 import type { Attributes } from '@opentelemetry/api';
-import type { CanonicalMessage, CanonicalRequest, Dialect, FinishReason, RetrievalApi, ToolCall, Usage } from '@cortex/contracts';
+import type {
+  CanonicalMessage,
+  CanonicalRequest,
+  Dialect,
+  FinishReason,
+  RetrievalApi,
+  ToolCall,
+  Usage,
+} from '@cortex/contracts';
 
 /**
  * Span attributes of the OpenTelemetry GenAI semantic conventions for cortex's requests: pure
@@ -34,7 +42,8 @@ export function genAiRequestAttributes(operation: string, request: CanonicalRequ
   if (sampling.topK !== undefined) attributes['gen_ai.request.top_k'] = sampling.topK;
   if (sampling.seed !== undefined) attributes['gen_ai.request.seed'] = sampling.seed;
   if (sampling.presencePenalty !== undefined) attributes['gen_ai.request.presence_penalty'] = sampling.presencePenalty;
-  if (sampling.frequencyPenalty !== undefined) attributes['gen_ai.request.frequency_penalty'] = sampling.frequencyPenalty;
+  if (sampling.frequencyPenalty !== undefined)
+    attributes['gen_ai.request.frequency_penalty'] = sampling.frequencyPenalty;
   if (sampling.stop?.length) attributes['gen_ai.request.stop_sequences'] = sampling.stop;
   return attributes;
 }
@@ -43,7 +52,11 @@ export function genAiRequestAttributes(operation: string, request: CanonicalRequ
  * What the model did: the model that answered, the token counts (cached prompt tokens and reasoning
  * tokens included) and the finish reason.
  */
-export function genAiResponseAttributes(model: string, usage: Usage | null, finishReason: FinishReason | null): Attributes {
+export function genAiResponseAttributes(
+  model: string,
+  usage: Usage | null,
+  finishReason: FinishReason | null,
+): Attributes {
   const attributes: Attributes = { 'gen_ai.response.model': model };
   if (finishReason) attributes['gen_ai.response.finish_reasons'] = [finishReason];
   if (usage) {
@@ -72,7 +85,8 @@ export function genAiInputMessages(messages: readonly CanonicalMessage[]): strin
     messages.map((message) => {
       const parts: MessagePart[] = [];
       if (message.reasoning) parts.push({ type: 'reasoning', content: message.reasoning });
-      if (message.role === 'tool') parts.push({ type: 'tool_call_response', id: message.toolCallId ?? '', response: message.content });
+      if (message.role === 'tool')
+        parts.push({ type: 'tool_call_response', id: message.toolCallId ?? '', response: message.content });
       else if (message.content) parts.push({ type: 'text', content: message.content });
       parts.push(...toolCallParts(message.toolCalls));
       return { role: message.role, parts };
@@ -81,7 +95,10 @@ export function genAiInputMessages(messages: readonly CanonicalMessage[]): strin
 }
 
 /** `gen_ai.output.messages`: what the model answered (JSON), for spans that opted in to message contents. */
-export function genAiOutputMessages(output: { text: string; reasoning: string; toolCalls: readonly ToolCall[] }, finishReason: FinishReason): string {
+export function genAiOutputMessages(
+  output: { text: string; reasoning: string; toolCalls: readonly ToolCall[] },
+  finishReason: FinishReason,
+): string {
   const parts: MessagePart[] = [];
   if (output.reasoning) parts.push({ type: 'reasoning', content: output.reasoning });
   if (output.text) parts.push({ type: 'text', content: output.text });

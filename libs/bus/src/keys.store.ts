@@ -33,7 +33,9 @@ export class KeyStore {
   private constructor(private readonly kv: KV) {}
 
   static async open(nc: NatsConnection): Promise<KeyStore> {
-    return new KeyStore(await openKv(nc, Buckets.keys, { history: 5, description: 'cortex: API keys (hashed) and accounts' }));
+    return new KeyStore(
+      await openKv(nc, Buckets.keys, { history: 5, description: 'cortex: API keys (hashed) and accounts' }),
+    );
   }
 
   get bucket(): KV {
@@ -54,7 +56,10 @@ export class KeyStore {
   /** A key made as declared: the declared fields replace its own, a declared secret replaces all of its secrets. */
   declare(id: string, declared: DeclaredKey, now = Date.now()): Promise<KeyRecord> {
     return this.change(id, (key) => {
-      if (key.revoked_at !== null) throw new CortexError('invalid_request', `key ${id} is revoked and cannot change; create a new key`, { param: 'id' });
+      if (key.revoked_at !== null)
+        throw new CortexError('invalid_request', `key ${id} is revoked and cannot change; create a new key`, {
+          param: 'id',
+        });
       return changedFields(key, declared).length === 0 ? key : declaredRecord(key, declared, now);
     });
   }
@@ -81,9 +86,17 @@ export class KeyStore {
 
   update(id: string, input: KeyUpdateInput, now = Date.now()): Promise<KeyRecord> {
     return this.change(id, (key) => {
-      if (key.revoked_at !== null) throw new CortexError('invalid_request', `key ${id} is revoked and cannot change; create a new key`, { param: 'id' });
+      if (key.revoked_at !== null)
+        throw new CortexError('invalid_request', `key ${id} is revoked and cannot change; create a new key`, {
+          param: 'id',
+        });
       const { limits, ...rest } = input;
-      return { ...key, ...rest, ...(limits && { limits: applyLimitsPatch(key.limits, limits) }), updated_at: new Date(now).toISOString() };
+      return {
+        ...key,
+        ...rest,
+        ...(limits && { limits: applyLimitsPatch(key.limits, limits) }),
+        updated_at: new Date(now).toISOString(),
+      };
     });
   }
 
@@ -91,7 +104,10 @@ export class KeyStore {
   async rotate(id: string, graceS: number, now = Date.now()): Promise<{ key: KeyRecord; secret: string }> {
     const { secret } = newKeyIdentity();
     const key = await this.change(id, (current) => {
-      if (current.revoked_at !== null) throw new CortexError('invalid_request', `key ${id} is revoked and cannot be rotated; create a new key`, { param: 'id' });
+      if (current.revoked_at !== null)
+        throw new CortexError('invalid_request', `key ${id} is revoked and cannot be rotated; create a new key`, {
+          param: 'id',
+        });
       return rotateKey(current, secret, graceS, now);
     });
     return { key, secret };
@@ -99,7 +115,11 @@ export class KeyStore {
 
   /** Revoked at once, on every gateway (they watch the bucket); revoking twice keeps the first time. */
   revoke(id: string, now = Date.now()): Promise<KeyRecord> {
-    return this.change(id, (key) => (key.revoked_at !== null ? key : { ...key, revoked_at: new Date(now).toISOString(), updated_at: new Date(now).toISOString() }));
+    return this.change(id, (key) =>
+      key.revoked_at !== null
+        ? key
+        : { ...key, revoked_at: new Date(now).toISOString(), updated_at: new Date(now).toISOString() },
+    );
   }
 
   async listAccounts(): Promise<AccountRecord[]> {
@@ -117,8 +137,13 @@ export class KeyStore {
       this.kv,
       accountEntry(name),
       (entry) => {
-        const current: AccountRecord = entry?.operation === 'PUT' ? entry.json<AccountRecord>() : { name, limits: {}, updated_at: '' };
-        const next: AccountRecord = { name, limits: applyLimitsPatch(current.limits, patch), updated_at: new Date(now).toISOString() };
+        const current: AccountRecord =
+          entry?.operation === 'PUT' ? entry.json<AccountRecord>() : { name, limits: {}, updated_at: '' };
+        const next: AccountRecord = {
+          name,
+          limits: applyLimitsPatch(current.limits, patch),
+          updated_at: new Date(now).toISOString(),
+        };
         return { value: JSON.stringify(next), result: next };
       },
       `account ${name} changed too often at once; try again`,
@@ -132,7 +157,10 @@ export class KeyStore {
   }
 
   private recordOf(id: string, entry: KvEntry | null): KeyRecord {
-    if (!entry || entry.operation !== 'PUT') throw new CortexError('not_found', `no key ${id} (\`cortex keys list\` or GET /admin/keys lists them)`, { param: 'id' });
+    if (!entry || entry.operation !== 'PUT')
+      throw new CortexError('not_found', `no key ${id} (\`cortex keys list\` or GET /admin/keys lists them)`, {
+        param: 'id',
+      });
     return entry.json<KeyRecord>();
   }
 

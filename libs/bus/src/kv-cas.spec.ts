@@ -29,10 +29,15 @@ describe('casUpdate (a real nats-server)', () => {
   });
 
   const increment = (key: string) =>
-    casUpdate(kv, key, (entry) => {
-      const next = (entry ? Number(entry.string()) : 0) + 1;
-      return { value: String(next), result: next };
-    }, 'busy');
+    casUpdate(
+      kv,
+      key,
+      (entry) => {
+        const next = (entry ? Number(entry.string()) : 0) + 1;
+        return { value: String(next), result: next };
+      },
+      'busy',
+    );
 
   it('kv cas - writers racing on one absent entry (create when it exists) and then on its revision all land, none lost', async () => {
     const first = await Promise.all(Array.from({ length: 5 }, () => increment('counter')));
@@ -53,18 +58,31 @@ describe('casUpdate (a real nats-server)', () => {
   it('kv cas - a failure that is not a lost race is thrown at once, not retried', async () => {
     let edits = 0;
     await assert.rejects(
-      casUpdate(kv, 'big', () => {
-        edits++;
-        return { value: 'x'.repeat(1024), result: null };
-      }, 'busy'),
+      casUpdate(
+        kv,
+        'big',
+        () => {
+          edits++;
+          return { value: 'x'.repeat(1024), result: null };
+        },
+        'busy',
+      ),
       (error: Error) => !(error instanceof CortexError) && /size|maximum|exceed/i.test(error.message),
     );
     assert.equal(edits, 1);
     edits = 0;
-    await assert.rejects(casUpdate(kv, 'refused', () => {
-      edits++;
-      throw new CortexError('invalid_request', 'no');
-    }, 'busy'), /no/);
+    await assert.rejects(
+      casUpdate(
+        kv,
+        'refused',
+        () => {
+          edits++;
+          throw new CortexError('invalid_request', 'no');
+        },
+        'busy',
+      ),
+      /no/,
+    );
     assert.equal(edits, 1);
   });
 
@@ -75,7 +93,11 @@ describe('casUpdate (a real nats-server)', () => {
     // Another client writes the entry between each read and each write.
     const raced = new Proxy(kv, {
       get(target, name) {
-        if (name === 'update') return async (key: string, value: string, revision: number) => (await rival.put(key, 'rival'), target.update(key, value, revision));
+        if (name === 'update')
+          return async (key: string, value: string, revision: number) => (
+            await rival.put(key, 'rival'),
+            target.update(key, value, revision)
+          );
         const member = Reflect.get(target, name) as unknown;
         return typeof member === 'function' ? member.bind(target) : member;
       },
@@ -83,11 +105,17 @@ describe('casUpdate (a real nats-server)', () => {
     let edits = 0;
     try {
       await assert.rejects(
-        casUpdate(raced, 'hot', () => {
-          edits++;
-          return { value: 'mine', result: null };
-        }, 'hot is busy'),
-        (error: unknown) => error instanceof CortexError && error.message === 'hot is busy' && error.code === 'service_unavailable',
+        casUpdate(
+          raced,
+          'hot',
+          () => {
+            edits++;
+            return { value: 'mine', result: null };
+          },
+          'hot is busy',
+        ),
+        (error: unknown) =>
+          error instanceof CortexError && error.message === 'hot is busy' && error.code === 'service_unavailable',
       );
     } finally {
       await other.close();

@@ -26,7 +26,13 @@ export interface CasEdit<R> {
  * `options.attempts` (CAS_ATTEMPTS) lost races. Returns the edit's result and the revision written
  * (null: nothing written).
  */
-export async function casUpdate<R>(kv: KV, key: string, edit: (entry: KvEntry | null) => CasEdit<R>, busy: string, options: CasOptions = {}): Promise<{ result: R; revision: number | null }> {
+export async function casUpdate<R>(
+  kv: KV,
+  key: string,
+  edit: (entry: KvEntry | null) => CasEdit<R>,
+  busy: string,
+  options: CasOptions = {},
+): Promise<{ result: R; revision: number | null }> {
   const attempts = options.attempts ?? CAS_ATTEMPTS;
   for (let attempt = 0; attempt < attempts; attempt++) {
     const entry = await kv.get(key);
@@ -46,6 +52,10 @@ export async function casUpdate<R>(kv: KV, key: string, edit: (entry: KvEntry | 
 
 /** JetStream's "wrong last sequence" (10071, or 10164 when unknown): someone else wrote the entry first, or created it. */
 export function lostRace(error: unknown): boolean {
-  if (error instanceof JetStreamApiError) return error.code === JetStreamApiCodes.StreamWrongLastSequence || error.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown;
+  if (error instanceof JetStreamApiError)
+    return (
+      error.code === JetStreamApiCodes.StreamWrongLastSequence ||
+      error.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown
+    );
   return /wrong last sequence/i.test((error as { message?: string } | null)?.message ?? '');
 }

@@ -30,15 +30,22 @@ describe('KvCatchUp (a real nats-server, writer and watcher on two connections)'
   });
 
   /** A watched view of `bucket` on the watcher's connection, as a gateway keeps one. */
-  async function watchedView(bucket: string): Promise<{ written: KV; view: Map<string, string>; catchUp: KvCatchUp; stop: () => void }> {
+  async function watchedView(
+    bucket: string,
+  ): Promise<{ written: KV; view: Map<string, string>; catchUp: KvCatchUp; stop: () => void }> {
     const written = await new Kvm(writer).create(bucket);
     const watched = await new Kvm(watcher).open(bucket);
     const view = new Map<string, string>();
     const catchUp = new KvCatchUp(watched);
-    const stop = watchKv(watched, (entry) => {
-      if (entry.operation === 'PUT') view.set(entry.key, entry.string());
-      else view.delete(entry.key);
-    }, () => undefined, catchUp);
+    const stop = watchKv(
+      watched,
+      (entry) => {
+        if (entry.operation === 'PUT') view.set(entry.key, entry.string());
+        else view.delete(entry.key);
+      },
+      () => undefined,
+      catchUp,
+    );
     return { written, view, catchUp, stop };
   }
 
@@ -47,7 +54,12 @@ describe('KvCatchUp (a real nats-server, writer and watcher on two connections)'
     const written = await new Kvm(writer).create(bucket);
     const watched = await new Kvm(watcher).open(bucket);
     let asked = 0;
-    const counting = { status: () => { asked++; return watched.status(); } } as unknown as KV;
+    const counting = {
+      status: () => {
+        asked++;
+        return watched.status();
+      },
+    } as unknown as KV;
     return { written, catchUp: new KvCatchUp(counting), asked: () => asked };
   }
 
@@ -104,7 +116,10 @@ describe('KvCatchUp (a real nats-server, writer and watcher on two connections)'
     for (let i = 0; i < 100; i++) assert.equal(await catchUp.caughtUp(2_000), true);
     const elapsed = performance.now() - started;
     // Each miss came after the last was answered, so each needed a request of its own: spaced, not shared.
-    assert.ok(asked() <= Math.floor(elapsed / CATCH_UP_ASK_INTERVAL_MS) + 1, `${asked()} requests in ${elapsed.toFixed(0)} ms`);
+    assert.ok(
+      asked() <= Math.floor(elapsed / CATCH_UP_ASK_INTERVAL_MS) + 1,
+      `${asked()} requests in ${elapsed.toFixed(0)} ms`,
+    );
   });
 
   it('kv catch-up - a bucket that cannot be asked answers false, it does not throw', async () => {

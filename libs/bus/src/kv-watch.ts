@@ -8,7 +8,12 @@ import type { KvCatchUp } from './kv-catch-up.js';
  * it once `onEntry` has applied it, so a lookup can wait for the view to hold the bucket's last change.
  * Returns a function that stops watching.
  */
-export function watchKv(kv: KV, onEntry: (entry: KvWatchEntry) => void, onError: (error: Error) => void, catchUp?: KvCatchUp): () => void {
+export function watchKv(
+  kv: KV,
+  onEntry: (entry: KvWatchEntry) => void,
+  onError: (error: Error) => void,
+  catchUp?: KvCatchUp,
+): () => void {
   let stopped = false;
   let stopCurrent: (() => void) | null = null;
   void (async () => {

@@ -5,7 +5,14 @@ import { currentTraceIds } from './tracing.js';
 const LEVELS: Record<string, string> = { trace: 'trace', debug: 'debug', info: 'info', warn: 'warn', error: 'error' };
 
 /** Nest's own start-up chatter (a line per module and per route): debug, so `info` shows what cortex does. */
-const FRAMEWORK_CONTEXTS = new Set(['NestFactory', 'InstanceLoader', 'RoutesResolver', 'RouterExplorer', 'NestMicroservice', 'NestApplication']);
+const FRAMEWORK_CONTEXTS = new Set([
+  'NestFactory',
+  'InstanceLoader',
+  'RoutesResolver',
+  'RouterExplorer',
+  'NestMicroservice',
+  'NestApplication',
+]);
 
 /**
  * Nest's logger interface over pino: one JSON object per line with `service`, `pid`, `context` and,
@@ -17,7 +24,12 @@ export class JsonLogger implements LoggerService {
 
   constructor(service: string, level: string, destination?: NodeJS.WritableStream) {
     this.pino = pino(
-      { level: LEVELS[level] ?? 'info', base: { service, pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime, messageKey: 'msg' },
+      {
+        level: LEVELS[level] ?? 'info',
+        base: { service, pid: process.pid },
+        timestamp: pino.stdTimeFunctions.isoTime,
+        messageKey: 'msg',
+      },
       destination as never,
     );
   }
@@ -29,7 +41,12 @@ export class JsonLogger implements LoggerService {
   error(message: unknown, ...rest: unknown[]): void {
     // Nest passes (message, stack, context) for errors.
     const [stack, ...others] = rest;
-    this.write('error', message, typeof stack === 'string' && others.length > 0 ? others : rest, typeof stack === 'string' && others.length > 0 ? stack : undefined);
+    this.write(
+      'error',
+      message,
+      typeof stack === 'string' && others.length > 0 ? others : rest,
+      typeof stack === 'string' && others.length > 0 ? stack : undefined,
+    );
   }
 
   warn(message: unknown, ...rest: unknown[]): void {
@@ -53,7 +70,12 @@ export class JsonLogger implements LoggerService {
     else if (levels.includes('debug')) this.pino.level = 'debug';
   }
 
-  private write(given: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal', message: unknown, rest: unknown[], stack?: string): void {
+  private write(
+    given: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal',
+    message: unknown,
+    rest: unknown[],
+    stack?: string,
+  ): void {
     const context = typeof rest.at(-1) === 'string' ? (rest.at(-1) as string) : undefined;
     const level = given === 'info' && context !== undefined && FRAMEWORK_CONTEXTS.has(context) ? 'debug' : given;
     const fields: Record<string, unknown> = {};

@@ -50,7 +50,10 @@ describe('ModelCatalogue (a real nats-server)', () => {
 
   it('catalogue - the config seeds it; a model added in one process is seen by another, at once by a fresh lookup, then by the watch', async () => {
     const [a, b] = [await open(), await open()];
-    assert.deepEqual(a.models().map((m) => m.id), ['chat', 'embed']);
+    assert.deepEqual(
+      a.models().map((m) => m.id),
+      ['chat', 'embed'],
+    );
     assert.equal(a.find('default')?.id, 'chat');
     assert.equal(a.origin('chat'), 'config');
     const added = await a.add({ id: 'extra', file: '/models/extra.gguf', context_size: 4096, aliases: ['x'] });
@@ -59,7 +62,10 @@ describe('ModelCatalogue (a real nats-server)', () => {
     assert.equal(a.find('x')?.id, 'extra', 'the writer sees its change at once');
     assert.equal((await b.findFresh('extra'))?.file, '/models/extra.gguf');
     await until(() => b.find('x') !== undefined);
-    assert.deepEqual(b.models().map((m) => m.id), ['chat', 'embed', 'extra']);
+    assert.deepEqual(
+      b.models().map((m) => m.id),
+      ['chat', 'embed', 'extra'],
+    );
     assert.equal(b.origin('extra'), 'added');
   });
 
@@ -75,7 +81,10 @@ describe('ModelCatalogue (a real nats-server)', () => {
     assert.equal((await a.set('chat', { priority: null })).priority, 0);
     await a.remove('embed');
     const later = await open();
-    assert.deepEqual(later.models().map((m) => m.id), ['chat', 'extra']);
+    assert.deepEqual(
+      later.models().map((m) => m.id),
+      ['chat', 'extra'],
+    );
     assert.equal(later.find('chat')?.slots, 2);
     await until(() => b.find('embed') === undefined);
   });
@@ -83,7 +92,10 @@ describe('ModelCatalogue (a real nats-server)', () => {
   it('catalogue - a name the bucket lacks is a miss for every lookup at once; adding it (here, or elsewhere and seen by the watch) serves it at once', async () => {
     const [a, b] = [await open(), await open()];
     const lookups = await Promise.all(Array.from({ length: 8 }, () => a.findFresh('later')));
-    assert.deepEqual(lookups, Array.from({ length: 8 }, () => undefined));
+    assert.deepEqual(
+      lookups,
+      Array.from({ length: 8 }, () => undefined),
+    );
     assert.equal(await b.findFresh('elsewhere'), undefined);
     await a.add({ id: 'later', file: 'fixture:cortex-chat' });
     assert.equal((await a.findFresh('later'))?.id, 'later', 'the writer forgets its miss');
@@ -98,7 +110,10 @@ describe('ModelCatalogue (a real nats-server)', () => {
 
   it('catalogue - two processes adding one id at once: exactly one wins (compare-and-set)', async () => {
     const [a, b] = [await open(), await open()];
-    const results = await Promise.allSettled([a.add({ id: 'race', file: 'fixture:cortex-chat' }), b.add({ id: 'race', file: 'hf:org/repo/race.gguf' })]);
+    const results = await Promise.allSettled([
+      a.add({ id: 'race', file: 'fixture:cortex-chat' }),
+      b.add({ id: 'race', file: 'hf:org/repo/race.gguf' }),
+    ]);
     assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
     const refused = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
     assert.match((refused.reason as Error).message, /a model race exists already/);
@@ -116,9 +131,24 @@ describe('ModelCatalogue (a real nats-server)', () => {
       });
     };
     await refusal(a.add({ id: 'r', file: 'models/r.gguf' }), 'invalid_request', 'file', /relative path/);
-    await refusal(a.add({ id: 'r', file: 'fixture:cortex-chat', slots: 0 }), 'invalid_request', 'slots', /slots: must not be less than 1/);
-    await refusal(a.add({ id: 'r', file: 'fixture:cortex-chat', min_replicas: 3, max_replicas: 2 }), 'invalid_request', 'min_replicas', /more than max_replicas/);
-    await refusal(a.add({ id: 'r', file: 'fixture:cortex-chat', aliases: ['default'] }), 'invalid_request', 'aliases', /"default" already names the model chat/);
+    await refusal(
+      a.add({ id: 'r', file: 'fixture:cortex-chat', slots: 0 }),
+      'invalid_request',
+      'slots',
+      /slots: must not be less than 1/,
+    );
+    await refusal(
+      a.add({ id: 'r', file: 'fixture:cortex-chat', min_replicas: 3, max_replicas: 2 }),
+      'invalid_request',
+      'min_replicas',
+      /more than max_replicas/,
+    );
+    await refusal(
+      a.add({ id: 'r', file: 'fixture:cortex-chat', aliases: ['default'] }),
+      'invalid_request',
+      'aliases',
+      /"default" already names the model chat/,
+    );
     await refusal(a.set('chat', { id: 'other' }), 'invalid_request', 'id', /cannot change/);
     await refusal(a.set('nope', { slots: 1 }), 'model_not_found', 'model', /The model 'nope' does not exist/);
     await refusal(a.remove('nope'), 'model_not_found', 'model', /available: chat/);

@@ -49,8 +49,15 @@ export class ModelCatalogue {
   }
 
   /** Reads the whole bucket before returning (so a model added at run time is known before serving), then watches it. */
-  static async open(nc: NatsConnection, config: Pick<CortexConfig, 'models' | 'replication'>, onWatchError: (error: Error) => void = () => {}): Promise<ModelCatalogue> {
-    const kv = await openKv(nc, Buckets.catalogue, { history: 5, description: 'cortex: models added, changed or removed at run time (the config file seeds the rest)' });
+  static async open(
+    nc: NatsConnection,
+    config: Pick<CortexConfig, 'models' | 'replication'>,
+    onWatchError: (error: Error) => void = () => {},
+  ): Promise<ModelCatalogue> {
+    const kv = await openKv(nc, Buckets.catalogue, {
+      history: 5,
+      description: 'cortex: models added, changed or removed at run time (the config file seeds the rest)',
+    });
     const catalogue = new ModelCatalogue(kv, config.replication.maxReplicas, config.models);
     for await (const key of await kv.keys()) {
       const entry = await kv.get(key);
@@ -118,7 +125,12 @@ export class ModelCatalogue {
   async add(plain: unknown): Promise<ModelConfig> {
     const model = this.parse(plain, 'model');
     return this.write(model.id, (current) => {
-      if (current) throw new CortexError('invalid_request', `a model ${model.id} exists already; change it with \`cortex models set\` (PATCH /admin/models/${model.id}) or remove it first`, { param: 'id' });
+      if (current)
+        throw new CortexError(
+          'invalid_request',
+          `a model ${model.id} exists already; change it with \`cortex models set\` (PATCH /admin/models/${model.id}) or remove it first`,
+          { param: 'id' },
+        );
       this.assertNamesFree(model);
       return model;
     });
@@ -126,11 +138,21 @@ export class ModelCatalogue {
 
   /** Changes fields of a model (a field set to null returns to its default); the id stays. */
   async set(id: string, patch: unknown): Promise<ModelConfig> {
-    if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) throw new CortexError('invalid_request', 'the body must be an object of model fields to change', { param: 'body' });
-    if ('id' in patch && (patch as { id: unknown }).id !== id) throw new CortexError('invalid_request', `id: a model's id cannot change (${id}); add a model under the new id and remove this one`, { param: 'id' });
+    if (patch === null || typeof patch !== 'object' || Array.isArray(patch))
+      throw new CortexError('invalid_request', 'the body must be an object of model fields to change', {
+        param: 'body',
+      });
+    if ('id' in patch && (patch as { id: unknown }).id !== id)
+      throw new CortexError(
+        'invalid_request',
+        `id: a model's id cannot change (${id}); add a model under the new id and remove this one`,
+        { param: 'id' },
+      );
     return this.write(id, (current) => {
       if (!current) throw notFound(id, this.list);
-      const merged = Object.fromEntries(Object.entries({ ...modelEntry(current), ...patch }).filter(([, value]) => value !== null));
+      const merged = Object.fromEntries(
+        Object.entries({ ...modelEntry(current), ...patch }).filter(([, value]) => value !== null),
+      );
       const model = this.parse(merged, `model ${id}`);
       this.assertNamesFree(model);
       return model;
@@ -152,7 +174,8 @@ export class ModelCatalogue {
     try {
       return parseModelEntry(plain, this.replicationMaxReplicas, where);
     } catch (error) {
-      if (error instanceof ConfigError) throw new CortexError('invalid_request', error.message, { param: fieldOf(error.message) });
+      if (error instanceof ConfigError)
+        throw new CortexError('invalid_request', error.message, { param: fieldOf(error.message) });
       throw error;
     }
   }
@@ -160,19 +183,27 @@ export class ModelCatalogue {
   private assertNamesFree(model: ModelConfig): void {
     for (const name of [model.id, ...(model.aliases ?? [])]) {
       const holder = this.byName.get(name);
-      if (holder && holder.id !== model.id) throw new CortexError('invalid_request', `aliases: "${name}" already names the model ${holder.id}`, { param: 'aliases' });
+      if (holder && holder.id !== model.id)
+        throw new CortexError('invalid_request', `aliases: "${name}" already names the model ${holder.id}`, {
+          param: 'aliases',
+        });
     }
   }
 
   /** Reads the model's entry, applies `edit` to the model it holds now, and writes back with compare-and-set. */
-  private async write(id: string, edit: (current: ModelConfig | undefined) => ModelConfig | null): Promise<ModelConfig> {
+  private async write(
+    id: string,
+    edit: (current: ModelConfig | undefined) => ModelConfig | null,
+  ): Promise<ModelConfig> {
     const { result, revision } = await casUpdate(
       this.kv,
       entryKey(id),
       (entry) => {
         if (entry) this.apply(entry, true);
         const next = edit(this.overlay.has(id) ? (this.overlay.get(id) ?? undefined) : this.seed.get(id));
-        const stored: StoredModel = next ? { model: modelEntry(next), updated_at: new Date().toISOString() } : { removed: true, updated_at: new Date().toISOString() };
+        const stored: StoredModel = next
+          ? { model: modelEntry(next), updated_at: new Date().toISOString() }
+          : { removed: true, updated_at: new Date().toISOString() };
         return { value: JSON.stringify(stored), result: { next, stored } };
       },
       `the model ${id} changed too often at once; try again`,
@@ -233,7 +264,8 @@ export class ModelCatalogue {
     }
     for (const [id, model] of this.overlay) if (model && !this.seed.has(id)) list.push(model);
     const byName = new Map<string, ModelConfig>();
-    for (const model of list) for (const name of [model.id, ...(model.aliases ?? [])]) if (!byName.has(name)) byName.set(name, model);
+    for (const model of list)
+      for (const name of [model.id, ...(model.aliases ?? [])]) if (!byName.has(name)) byName.set(name, model);
     this.list = list;
     this.byName = byName;
   }
@@ -242,7 +274,11 @@ export class ModelCatalogue {
 const entryKey = (id: string): string => Buffer.from(id).toString('base64url');
 
 function notFound(id: string, models: readonly ModelConfig[]): CortexError {
-  return new CortexError('model_not_found', `The model '${id}' does not exist; available: ${models.map((m) => m.id).join(', ') || 'none'}`, { param: 'model' });
+  return new CortexError(
+    'model_not_found',
+    `The model '${id}' does not exist; available: ${models.map((m) => m.id).join(', ') || 'none'}`,
+    { param: 'model' },
+  );
 }
 
 /** The snake_case field a config error names first (`model x.context_size: …` → `context_size`). */

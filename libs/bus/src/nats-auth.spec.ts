@@ -29,7 +29,10 @@ describe('nats auth options', () => {
 
   it('nats auth - TLS files and the inbox prefix pass through; plain URLs get no TLS', () => {
     assert.equal(natsConnectOptions('nats://h:4222').tls, undefined);
-    const options = natsConnectOptions('nats://h:4222', { tls: { caFile: '/ca.pem', certFile: '/c.pem', keyFile: '/k.pem' }, inboxPrefix: '_INBOX.gateway' });
+    const options = natsConnectOptions('nats://h:4222', {
+      tls: { caFile: '/ca.pem', certFile: '/c.pem', keyFile: '/k.pem' },
+      inboxPrefix: '_INBOX.gateway',
+    });
     assert.deepEqual(options.tls, { caFile: '/ca.pem', certFile: '/c.pem', keyFile: '/k.pem' });
     assert.equal(options.inboxPrefix, '_INBOX.gateway');
     assert.deepEqual(natsConnectOptions('tls://h:4222').tls, {});
@@ -40,7 +43,10 @@ describe('nats auth options', () => {
     const seed = join(dir, 'user.nk');
     writeFileSync(seed, 'SUAKYRHVIOREXV7EUZTBHUHL7NUMHPMAS7QMDU3GTIUWEI5LDNOXD43IZY\n');
     assert.equal(typeof natsConnectOptions('nats://h:4222', { nkeySeedFile: seed }).authenticator, 'function');
-    assert.throws(() => natsConnectOptions('nats://h:4222', { credsFile: join(dir, 'missing.creds') }), /nats\.creds_file .*missing\.creds: ENOENT/);
+    assert.throws(
+      () => natsConnectOptions('nats://h:4222', { credsFile: join(dir, 'missing.creds') }),
+      /nats\.creds_file .*missing\.creds: ENOENT/,
+    );
   });
 
   it('nats auth - redacted URLs keep the user but never the password or token', () => {
@@ -49,7 +55,9 @@ describe('nats auth options', () => {
     assert.equal(redactNatsUrl('nats://127.0.0.1:4222'), 'nats://127.0.0.1:4222');
     assert.throws(
       () => natsConnectOptions('nats://router:50%zz@nats:4222'),
-      (error: Error) => /nats\.url nats:\/\/router:\*\*\*@nats:4222: .*percent-encoding/.test(error.message) && !error.message.includes('50%zz'),
+      (error: Error) =>
+        /nats\.url nats:\/\/router:\*\*\*@nats:4222: .*percent-encoding/.test(error.message) &&
+        !error.message.includes('50%zz'),
     );
   });
 });

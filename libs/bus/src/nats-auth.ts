@@ -27,7 +27,10 @@ export interface NatsAuth {
 export function natsConnectOptions(url: string, auth: NatsAuth = {}): Partial<ConnectionOptions> {
   const servers: string[] = [];
   let fromUrl: { user?: string; pass?: string; token?: string } = {};
-  for (const server of url.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const server of url
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const parsed = parseServer(server);
     servers.push(parsed.server);
     if (parsed.user !== undefined && fromUrl.user === undefined && fromUrl.token === undefined) {
@@ -104,6 +107,8 @@ function readSecret(path: string, setting: string): Uint8Array {
   try {
     return readFileSync(path);
   } catch (error) {
-    throw new Error(`nats.${setting} ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`, { cause: error });
+    throw new Error(`nats.${setting} ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`, {
+      cause: error,
+    });
   }
 }

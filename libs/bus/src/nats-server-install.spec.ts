@@ -7,12 +7,37 @@ import { findNatsServer, natsInstallPlan, type NatsInstallPlan, type NatsInstall
 
 describe('nats-server install plan', () => {
   const cases: Array<[string, NatsInstallProbe, NatsInstallPlan['kind'], RegExp | boolean]> = [
-    ['Debian as a user: download and unpack, no list refresh', { platform: 'linux', debian: true, root: false }, 'debian', false],
-    ['Debian as root: may refresh empty package lists first', { platform: 'linux', debian: true, root: true }, 'debian', true],
-    ['other Linux: names the package managers and the release binaries', { platform: 'linux', debian: false, root: true }, 'manual', /apk add nats-server.*dnf install nats-server.*releases/],
+    [
+      'Debian as a user: download and unpack, no list refresh',
+      { platform: 'linux', debian: true, root: false },
+      'debian',
+      false,
+    ],
+    [
+      'Debian as root: may refresh empty package lists first',
+      { platform: 'linux', debian: true, root: true },
+      'debian',
+      true,
+    ],
+    [
+      'other Linux: names the package managers and the release binaries',
+      { platform: 'linux', debian: false, root: true },
+      'manual',
+      /apk add nats-server.*dnf install nats-server.*releases/,
+    ],
     ['macOS: brew', { platform: 'darwin', debian: false, root: false }, 'manual', /brew install nats-server/],
-    ['Windows: winget', { platform: 'win32', debian: false, root: false }, 'manual', /winget install NATSAuthors\.NATSServer/],
-    ['anything else: the release binaries', { platform: 'freebsd', debian: false, root: false }, 'manual', /binary from https:\/\/github\.com\/nats-io\/nats-server\/releases on PATH/],
+    [
+      'Windows: winget',
+      { platform: 'win32', debian: false, root: false },
+      'manual',
+      /winget install NATSAuthors\.NATSServer/,
+    ],
+    [
+      'anything else: the release binaries',
+      { platform: 'freebsd', debian: false, root: false },
+      'manual',
+      /binary from https:\/\/github\.com\/nats-io\/nats-server\/releases on PATH/,
+    ],
     ['apt-get on a Mac is not Debian', { platform: 'darwin', debian: true, root: false }, 'manual', /brew/],
   ];
   for (const [title, probe, kind, detail] of cases) {

@@ -29,8 +29,10 @@ const RELEASES = 'https://github.com/nats-io/nats-server/releases';
  */
 export function natsInstallPlan(probe: NatsInstallProbe): NatsInstallPlan {
   if (probe.platform === 'linux' && probe.debian) return { kind: 'debian', refreshLists: probe.root };
-  if (probe.platform === 'darwin') return { kind: 'manual', howTo: `run \`brew install nats-server\` (or download it from ${RELEASES})` };
-  if (probe.platform === 'win32') return { kind: 'manual', howTo: `run \`winget install NATSAuthors.NATSServer\` (or download it from ${RELEASES})` };
+  if (probe.platform === 'darwin')
+    return { kind: 'manual', howTo: `run \`brew install nats-server\` (or download it from ${RELEASES})` };
+  if (probe.platform === 'win32')
+    return { kind: 'manual', howTo: `run \`winget install NATSAuthors.NATSServer\` (or download it from ${RELEASES})` };
   if (probe.platform === 'linux') {
     return {
       kind: 'manual',
@@ -67,11 +69,17 @@ export function findNatsServer(dir = resolve(LOCAL_NATS_BIN_DIR), env: NodeJS.Pr
  * The nats-server to run, fetching Debian's package into `dir` when there is none (see natsInstallPlan).
  * Throws NatsServerInstallError, saying what to run, when it cannot.
  */
-export function ensureNatsServer(dir = resolve(LOCAL_NATS_BIN_DIR), log: (line: string) => void = () => undefined): string {
+export function ensureNatsServer(
+  dir = resolve(LOCAL_NATS_BIN_DIR),
+  log: (line: string) => void = () => undefined,
+): string {
   const found = findNatsServer(dir);
   if (found) return found;
   const plan = natsInstallPlan(probe());
-  if (plan.kind === 'manual') throw new NatsServerInstallError(`nats-server is not installed: ${plan.howTo}, or set CORTEX_NATS_URL to a running server`);
+  if (plan.kind === 'manual')
+    throw new NatsServerInstallError(
+      `nats-server is not installed: ${plan.howTo}, or set CORTEX_NATS_URL to a running server`,
+    );
   log(`nats-server is not installed: fetching Debian's package into ${dir}`);
   const work = mkdtempSync(join(tmpdir(), 'cortex-nats-deb-'));
   try {
@@ -93,8 +101,13 @@ export function ensureNatsServer(dir = resolve(LOCAL_NATS_BIN_DIR), log: (line: 
     }
     const unpacked = join(work, 'x');
     const unpack = spawnSync('dpkg-deb', ['-x', join(work, deb), unpacked], { encoding: 'utf8', timeout: 60_000 });
-    const binary = ['usr/sbin/nats-server', 'usr/bin/nats-server'].map((path) => join(unpacked, path)).find((path) => existsSync(path));
-    if (unpack.status !== 0 || !binary) throw new NatsServerInstallError(`could not unpack ${deb}: ${unpack.stderr.trim() || 'no nats-server binary in it'}`);
+    const binary = ['usr/sbin/nats-server', 'usr/bin/nats-server']
+      .map((path) => join(unpacked, path))
+      .find((path) => existsSync(path));
+    if (unpack.status !== 0 || !binary)
+      throw new NatsServerInstallError(
+        `could not unpack ${deb}: ${unpack.stderr.trim() || 'no nats-server binary in it'}`,
+      );
     mkdirSync(dir, { recursive: true });
     // Copy then rename: a concurrent caller sees either no binary or a whole one.
     const partial = join(dir, `.nats-server.${process.pid}`);

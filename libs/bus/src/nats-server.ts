@@ -12,7 +12,8 @@ export interface LocalNatsServer {
   stop(): Promise<void>;
 }
 
-export const NATS_INSTALL_HINT = 'install nats-server (Debian/Ubuntu: apt-get install nats-server; or see https://docs.nats.io) or set CORTEX_NATS_URL to a running server';
+export const NATS_INSTALL_HINT =
+  'install nats-server (Debian/Ubuntu: apt-get install nats-server; or see https://docs.nats.io) or set CORTEX_NATS_URL to a running server';
 
 /** Whether a nats-server can be run: on PATH, or fetched earlier into .cortex/bin (see ensureNatsServer). */
 export function natsServerOnPath(): boolean {
@@ -37,7 +38,9 @@ export async function freePort(): Promise<number> {
     server.on('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }

@@ -1,6 +1,14 @@
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { StorageType } from '@nats-io/jetstream';
-import { Empty, headers as natsHeaders, nanos, nuid, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import {
+  Empty,
+  headers as natsHeaders,
+  nanos,
+  nuid,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+} from '@nats-io/transport-node';
 import { CortexError, PAYLOAD_BUCKET, PAYLOAD_HEADER } from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
 import { streamReplicas } from './replicas.js';
@@ -19,7 +27,12 @@ const stores = new WeakMap<NatsConnection, Promise<ObjectStore>>();
 function storeOf(nc: NatsConnection): Promise<ObjectStore> {
   let store = stores.get(nc);
   if (!store) {
-    store = new Objm(nc).create(PAYLOAD_BUCKET, { ttl: nanos(ORPHAN_TTL_MS), storage: StorageType.File, replicas: streamReplicas(nc), description: 'cortex: bodies over max_payload, deleted once read' });
+    store = new Objm(nc).create(PAYLOAD_BUCKET, {
+      ttl: nanos(ORPHAN_TTL_MS),
+      storage: StorageType.File,
+      replicas: streamReplicas(nc),
+      description: 'cortex: bodies over max_payload, deleted once read',
+    });
     // A failed open (no JetStream yet) is tried again by the next large message, not remembered.
     store.catch(() => stores.delete(nc));
     stores.set(nc, store);
@@ -38,7 +51,11 @@ export function maxPayload(nc: NatsConnection): number {
  * the gateway's HTTP limit work on a NATS server with the default 1 MiB limit. Only for messages
  * with one reader (requests and their replies): the reader deletes the object.
  */
-export async function encodeLarge(nc: NatsConnection, payload: unknown, headers?: MsgHdrs): Promise<{ data: Uint8Array; headers?: MsgHdrs }> {
+export async function encodeLarge(
+  nc: NatsConnection,
+  payload: unknown,
+  headers?: MsgHdrs,
+): Promise<{ data: Uint8Array; headers?: MsgHdrs }> {
   const data = encodeJson(payload);
   const limit = maxPayload(nc);
   if (data.length <= limit - HEADROOM) return { data, headers };
@@ -46,7 +63,11 @@ export async function encodeLarge(nc: NatsConnection, payload: unknown, headers?
   try {
     await (await storeOf(nc)).putBlob({ name }, data);
   } catch (error) {
-    throw new CortexError('payload_too_large', `a message of ${data.length} bytes is over the NATS server's max_payload (${limit}) and could not be put in the ${PAYLOAD_BUCKET} object store: ${(error as Error).message}`, { cause: error });
+    throw new CortexError(
+      'payload_too_large',
+      `a message of ${data.length} bytes is over the NATS server's max_payload (${limit}) and could not be put in the ${PAYLOAD_BUCKET} object store: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
   const out = headers ?? natsHeaders();
   out.set(PAYLOAD_HEADER, name);
@@ -59,7 +80,11 @@ export async function decodeLarge(nc: NatsConnection, msg: Msg): Promise<unknown
   if (!name) return decodeJson(msg.data);
   const store = await storeOf(nc);
   const data = await store.getBlob(name);
-  if (!data) throw new CortexError('internal', `message body ${name} is not in the ${PAYLOAD_BUCKET} object store (expired or already read)`);
+  if (!data)
+    throw new CortexError(
+      'internal',
+      `message body ${name} is not in the ${PAYLOAD_BUCKET} object store (expired or already read)`,
+    );
   // Deleting is housekeeping (the TTL covers a failure): the reader need not wait for it.
   store.delete(name).catch(() => undefined);
   return decodeJson(data);

@@ -66,7 +66,10 @@ export async function startBusApp(module: unknown, options: BusAppOptions): Prom
 function readiness(app: INestApplicationContext, options: BusAppOptions): { ready: boolean; detail?: string } {
   const own = options.detail?.(app) ?? { ready: true };
   const bus = isBusConnected(options.context.nc);
-  return { ready: bus && own.ready, detail: [bus ? undefined : 'bus disconnected', own.detail].filter(Boolean).join('; ') || undefined };
+  return {
+    ready: bus && own.ready,
+    detail: [bus ? undefined : 'bus disconnected', own.detail].filter(Boolean).join('; ') || undefined,
+  };
 }
 
 /**
@@ -74,15 +77,22 @@ function readiness(app: INestApplicationContext, options: BusAppOptions): { read
  * Kubernetes. `/healthz` answers 200 while the event loop runs; `/readyz` answers 200 while the service
  * is ready and 503 with the reason when it is not. Nothing else is served there.
  */
-async function startProbeServer(listen: string, state: () => { ready: boolean; detail?: string }): Promise<() => Promise<void>> {
+async function startProbeServer(
+  listen: string,
+  state: () => { ready: boolean; detail?: string },
+): Promise<() => Promise<void>> {
   const server = createServer((req, res) => {
     const path = req.url?.split('?')[0];
     if (req.method !== 'GET' || (path !== '/healthz' && path !== '/readyz')) {
-      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"only GET /healthz and /readyz are served here"}');
+      res
+        .writeHead(404, { 'content-type': 'application/json' })
+        .end('{"error":"only GET /healthz and /readyz are served here"}');
       return;
     }
     const { ready, detail } = path === '/healthz' ? { ready: true, detail: undefined } : state();
-    res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: ready ? 'ok' : 'unavailable', ...(detail && { detail }) }));
+    res
+      .writeHead(ready ? 200 : 503, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ status: ready ? 'ok' : 'unavailable', ...(detail && { detail }) }));
   });
   const { host, port } = splitHostPort(listen);
   server.listen(port, host);
@@ -93,7 +103,13 @@ async function startProbeServer(listen: string, state: () => { ready: boolean; d
 /** A Nest app on Fastify that also serves bus handlers. */
 export async function startHttpApp(
   module: unknown,
-  options: BusAppOptions & { listen: string; bodyLimit?: number; requestTimeoutMs?: number; trustProxy?: string[]; configure?: (app: NestFastifyApplication) => void },
+  options: BusAppOptions & {
+    listen: string;
+    bodyLimit?: number;
+    requestTimeoutMs?: number;
+    trustProxy?: string[];
+    configure?: (app: NestFastifyApplication) => void;
+  },
 ): Promise<RunningService & { app: NestFastifyApplication }> {
   const app = await NestFactory.create<NestFastifyApplication>(
     module as never,
@@ -107,7 +123,13 @@ export async function startHttpApp(
       bodyLimit: options.bodyLimit,
       requestTimeout: options.requestTimeoutMs ?? 0,
       ...(options.requestTimeoutMs !== undefined && {
-        http: { requestTimeout: options.requestTimeoutMs, connectionsCheckingInterval: Math.min(5_000, Math.max(250, Math.floor((options.requestTimeoutMs || 20_000) / 4))) },
+        http: {
+          requestTimeout: options.requestTimeoutMs,
+          connectionsCheckingInterval: Math.min(
+            5_000,
+            Math.max(250, Math.floor((options.requestTimeoutMs || 20_000) / 4)),
+          ),
+        },
       }),
       return503OnClosing: true,
       ...(options.trustProxy?.length && { trustProxy: options.trustProxy }),
@@ -150,7 +172,14 @@ function withStatus(app: INestApplicationContext, options: BusAppOptions): Runni
     const nc = options.context.nc;
     if (nc.isClosed() || nc.isDraining()) return;
     const refusals = options.refusals?.();
-    const event: BusStatusEvent = { service: options.service, instance: id, connected: isBusConnected(nc), reconnects: busReconnects(nc), intervalMs: BUS_STATUS_MS, ...(refusals && { refusals }) };
+    const event: BusStatusEvent = {
+      service: options.service,
+      instance: id,
+      connected: isBusConnected(nc),
+      reconnects: busReconnects(nc),
+      intervalMs: BUS_STATUS_MS,
+      ...(refusals && { refusals }),
+    };
     nc.publish(Subjects.serviceBus, encodeJson(event));
   };
   const timer = setInterval(publishBus, BUS_STATUS_MS);

@@ -1,6 +1,12 @@
 import { performance } from 'node:perf_hooks';
 import type { MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
-import { CortexError, decodeStreamEvent, type StreamEvent, type StreamEventBody, type TokenLogprob } from '@cortex/contracts';
+import {
+  CortexError,
+  decodeStreamEvent,
+  type StreamEvent,
+  type StreamEventBody,
+  type TokenLogprob,
+} from '@cortex/contracts';
 import { decodeJson, encodeJson } from './envelope.js';
 import { currentTraceHeaders } from './bus-trace.js';
 
@@ -142,7 +148,9 @@ export class StreamReader implements AsyncIterable<StreamEvent> {
         try {
           event = decodeStreamEvent(decodeJson(msg.data));
         } catch (cause) {
-          return this.fail(new CortexError('internal', `stream ${subject}: bad event: ${(cause as Error).message}`, { cause }));
+          return this.fail(
+            new CortexError('internal', `stream ${subject}: bad event: ${(cause as Error).message}`, { cause }),
+          );
         }
         this.push(event);
       },
@@ -214,7 +222,9 @@ export class StreamReader implements AsyncIterable<StreamEvent> {
       return;
     }
     if (event.seq !== this.expected) {
-      this.fail(new CortexError('worker_lost', `stream ${this.subject}: expected event ${this.expected}, got ${event.seq}`));
+      this.fail(
+        new CortexError('worker_lost', `stream ${this.subject}: expected event ${this.expected}, got ${event.seq}`),
+      );
       return;
     }
     this.expected++;

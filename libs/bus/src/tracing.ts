@@ -7,7 +7,13 @@ import type { SpanExporter } from '@opentelemetry/sdk-trace';
  * else, so tracing that is off costs a null check.
  */
 
-export type SamplerName = 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
+export type SamplerName =
+  | 'always_on'
+  | 'always_off'
+  | 'traceidratio'
+  | 'parentbased_always_on'
+  | 'parentbased_always_off'
+  | 'parentbased_traceidratio';
 
 export interface TracingSettings {
   exporter: 'otlp' | 'console';
@@ -26,7 +32,14 @@ export class TracingConfigError extends Error {
   override name = 'TracingConfigError';
 }
 
-const SAMPLERS: readonly SamplerName[] = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'];
+const SAMPLERS: readonly SamplerName[] = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+];
 
 /**
  * Whether and how to trace, from the environment (the OpenTelemetry SDK environment variables):
@@ -37,29 +50,50 @@ const SAMPLERS: readonly SamplerName[] = ['always_on', 'always_off', 'traceidrat
 export function tracingSettings(env: NodeJS.ProcessEnv): TracingSettings | null {
   const value = (name: string): string | undefined => env[name]?.trim() || undefined;
   if (value('OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return null;
-  const exporters = (value('OTEL_TRACES_EXPORTER') ?? '').split(',').map((name) => name.trim().toLowerCase()).filter(Boolean);
+  const exporters = (value('OTEL_TRACES_EXPORTER') ?? '')
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter(Boolean);
   if (exporters.includes('none')) return null;
   const endpoint = value('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ?? value('OTEL_EXPORTER_OTLP_ENDPOINT');
   if (exporters.length === 0 && !endpoint) return null;
   const unknown = exporters.find((name) => name !== 'otlp' && name !== 'console');
-  if (unknown) throw new TracingConfigError(`OTEL_TRACES_EXPORTER=${unknown} is not supported: use otlp, console or none`);
-  if (exporters.length > 1) throw new TracingConfigError(`OTEL_TRACES_EXPORTER names ${exporters.length} exporters: cortex sends spans to one (otlp, console or none)`);
+  if (unknown)
+    throw new TracingConfigError(`OTEL_TRACES_EXPORTER=${unknown} is not supported: use otlp, console or none`);
+  if (exporters.length > 1)
+    throw new TracingConfigError(
+      `OTEL_TRACES_EXPORTER names ${exporters.length} exporters: cortex sends spans to one (otlp, console or none)`,
+    );
 
-  const protocolVariable = value('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const protocolVariable = value('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL')
+    ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
+    : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const protocol = value(protocolVariable) ?? 'http/protobuf';
   if (protocol !== 'http/protobuf' && protocol !== 'http/json') {
-    throw new TracingConfigError(`${protocolVariable}=${protocol} is not supported: cortex sends OTLP over HTTP (http/protobuf or http/json)`);
+    throw new TracingConfigError(
+      `${protocolVariable}=${protocol} is not supported: cortex sends OTLP over HTTP (http/protobuf or http/json)`,
+    );
   }
   const sampler = (value('OTEL_TRACES_SAMPLER') ?? 'parentbased_always_on').toLowerCase() as SamplerName;
-  if (!SAMPLERS.includes(sampler)) throw new TracingConfigError(`OTEL_TRACES_SAMPLER=${sampler} is not supported: use one of ${SAMPLERS.join(', ')}`);
+  if (!SAMPLERS.includes(sampler))
+    throw new TracingConfigError(`OTEL_TRACES_SAMPLER=${sampler} is not supported: use one of ${SAMPLERS.join(', ')}`);
   const ratioText = value('OTEL_TRACES_SAMPLER_ARG');
   const ratio = sampler.endsWith('traceidratio') && ratioText !== undefined ? Number(ratioText) : 1;
-  if (!(ratio >= 0 && ratio <= 1)) throw new TracingConfigError(`OTEL_TRACES_SAMPLER_ARG=${ratioText} must be a ratio from 0 to 1`);
+  if (!(ratio >= 0 && ratio <= 1))
+    throw new TracingConfigError(`OTEL_TRACES_SAMPLER_ARG=${ratioText} must be a ratio from 0 to 1`);
   const delayText = value('OTEL_BSP_SCHEDULE_DELAY');
   const scheduleDelayMs = delayText === undefined ? 5_000 : Number(delayText);
-  if (!Number.isInteger(scheduleDelayMs) || scheduleDelayMs < 0) throw new TracingConfigError(`OTEL_BSP_SCHEDULE_DELAY=${delayText} must be a whole number of milliseconds`);
+  if (!Number.isInteger(scheduleDelayMs) || scheduleDelayMs < 0)
+    throw new TracingConfigError(`OTEL_BSP_SCHEDULE_DELAY=${delayText} must be a whole number of milliseconds`);
   const captureContent = value('OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT')?.toLowerCase() === 'true';
-  return { exporter: exporters[0] === 'console' ? 'console' : 'otlp', protocol, sampler, ratio, scheduleDelayMs, captureContent };
+  return {
+    exporter: exporters[0] === 'console' ? 'console' : 'otlp',
+    protocol,
+    sampler,
+    ratio,
+    scheduleDelayMs,
+    captureContent,
+  };
 }
 
 let tracer: Tracer | null = null;
@@ -100,7 +134,11 @@ export async function flushTraces(): Promise<void> {
  * imported only here, so a process that does not trace never loads it. `env` decides whether and how
  * to trace; the OTLP exporter reads its endpoint, headers and TLS settings from `process.env` itself.
  */
-export async function startTracing(service: string, env: NodeJS.ProcessEnv = process.env, exporterForTests?: SpanExporter): Promise<(() => Promise<void>) | null> {
+export async function startTracing(
+  service: string,
+  env: NodeJS.ProcessEnv = process.env,
+  exporterForTests?: SpanExporter,
+): Promise<(() => Promise<void>) | null> {
   const settings = tracingSettings(env);
   if (!settings) return null;
   const [sdk, resources, core, hooks] = await Promise.all([
@@ -123,15 +161,27 @@ export async function startTracing(service: string, env: NodeJS.ProcessEnv = pro
     : root[settings.sampler as keyof typeof root];
   const resource = resources
     .resourceFromAttributes({ 'service.name': `cortex-${service}`, 'service.namespace': 'cortex' })
-    .merge(resources.detectResources({ detectors: [resources.envDetector, resources.processDetector, resources.hostDetector] }));
+    .merge(
+      resources.detectResources({
+        detectors: [resources.envDetector, resources.processDetector, resources.hostDetector],
+      }),
+    );
   const provider = new sdk.TracerProvider({
     resource,
     sampler,
     // A test's exporter sees each span as it ends.
-    spanProcessors: [exporterForTests ? new sdk.SimpleSpanProcessor({ exporter }) : new sdk.BatchSpanProcessor({ exporter, scheduledDelayMillis: settings.scheduleDelayMs })],
+    spanProcessors: [
+      exporterForTests
+        ? new sdk.SimpleSpanProcessor({ exporter })
+        : new sdk.BatchSpanProcessor({ exporter, scheduledDelayMillis: settings.scheduleDelayMs }),
+    ],
   });
   context.setGlobalContextManager(new hooks.AsyncLocalStorageContextManager().enable());
-  propagation.setGlobalPropagator(new core.CompositePropagator({ propagators: [new core.W3CTraceContextPropagator(), new core.W3CBaggagePropagator()] }));
+  propagation.setGlobalPropagator(
+    new core.CompositePropagator({
+      propagators: [new core.W3CTraceContextPropagator(), new core.W3CBaggagePropagator()],
+    }),
+  );
   trace.setGlobalTracerProvider(provider);
   tracer = trace.getTracer('cortex');
   captureContent = settings.captureContent;

@@ -72,7 +72,13 @@ export class GatewayConfig {
    * Headers that name a client's session, first match wins (Claude Code, Codex, generic); requests of
    * one session go to the worker that holds its prompt prefix (see `router.affinity`).
    */
-  @IsArray() @IsString({ each: true }) sessionHeaders: string[] = ['x-claude-code-session-id', 'session-id', 'session_id', 'x-session-id', 'x-session-affinity'];
+  @IsArray() @IsString({ each: true }) sessionHeaders: string[] = [
+    'x-claude-code-session-id',
+    'session-id',
+    'session_id',
+    'x-session-id',
+    'x-session-affinity',
+  ];
   /**
    * Tools only the provider's servers can run (OpenAI hosted tools such as `web_search`, Anthropic server
    * tools): `drop` leaves them out of the request and logs it, so agents that always offer them work;
@@ -221,7 +227,10 @@ export class NatsConfig {
    * Subject prefix of this process's reply inboxes. A server config that gives each role its own
    * prefix (`_INBOX.worker`, …) keeps one role from reading the replies sent to another.
    */
-  @Matches(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, { message: 'must be dot-separated tokens of letters, digits, _ or -' }) inboxPrefix = '_INBOX';
+  @Matches(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, {
+    message: 'must be dot-separated tokens of letters, digits, _ or -',
+  })
+  inboxPrefix = '_INBOX';
   @ValidateNested() @Type(() => NatsTlsConfig) tls = new NatsTlsConfig();
   /**
    * Copies JetStream keeps of each stream, KV bucket and object store cortex creates: 1 on a single
@@ -364,7 +373,9 @@ export class ModelConfig {
    * The output format (how the model writes reasoning and tool calls), where its template's
    * fingerprint does not say: `hermes`, `qwen3-coder`, `gpt-oss`, … (docs/compatibility.md).
    */
-  @IsOptional() @Matches(/^[a-z0-9][a-z0-9.-]{0,63}$/, { message: 'must name a format, such as hermes or gpt-oss' }) format?: string;
+  @IsOptional()
+  @Matches(/^[a-z0-9][a-z0-9.-]{0,63}$/, { message: 'must name a format, such as hermes or gpt-oss' })
+  format?: string;
   /** Sampling defaults for requests that leave them out, over the GGUF's; live-editable like the rest of the catalogue. */
   @IsOptional() @ValidateNested() @Type(() => ModelSamplingConfig) sampling?: ModelSamplingConfig;
   /** `chat` generates; `embedding` serves /v1/embeddings, `ranking` /v1/rerank. */

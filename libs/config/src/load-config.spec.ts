@@ -50,12 +50,25 @@ describe('config', () => {
   });
 
   it('config - replication: a copy per worker by default, max_replicas per model overrides, min over max is refused by path', () => {
-    const config = parseConfig({ models: [{ id: 'a', file: 'a.gguf' }, { id: 'b', file: 'b.gguf', max_replicas: 1 }] });
+    const config = parseConfig({
+      models: [
+        { id: 'a', file: 'a.gguf' },
+        { id: 'b', file: 'b.gguf', max_replicas: 1 },
+      ],
+    });
     assert.equal(config.replication.maxReplicas, 0);
-    assert.deepEqual(config.models.map((m) => [m.minReplicas, m.maxReplicas]), [[1, undefined], [1, 1]]);
+    assert.deepEqual(
+      config.models.map((m) => [m.minReplicas, m.maxReplicas]),
+      [
+        [1, undefined],
+        [1, 1],
+      ],
+    );
     assert.throws(
       () => parseConfig({ models: [{ id: 'c', file: 'c.gguf', min_replicas: 3, max_replicas: 2 }] }),
-      (error: Error) => error instanceof ConfigError && /models\[0\]\.min_replicas: 3 is more than max_replicas \(2\)/.test(error.message),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        /models\[0\]\.min_replicas: 3 is more than max_replicas \(2\)/.test(error.message),
     );
     assert.throws(() => parseConfig({ replication: { retire_below: 2 } }), /replication\.retire_below/);
   });
@@ -78,7 +91,13 @@ describe('config', () => {
 
   it('config - a bad value fails fast naming its path', () => {
     assert.throws(
-      () => parseConfig({ models: [{ id: 'ok', file: 'x.gguf' }, { id: 'm', file: 'y', context_size: 12 }] }),
+      () =>
+        parseConfig({
+          models: [
+            { id: 'ok', file: 'x.gguf' },
+            { id: 'm', file: 'y', context_size: 12 },
+          ],
+        }),
       (error: Error) => error instanceof ConfigError && /models\[1\]\.context_size: .*128/.test(error.message),
     );
     assert.throws(
@@ -95,7 +114,13 @@ describe('config', () => {
 
   it('config - duplicate model ids and aliases are rejected', () => {
     assert.throws(
-      () => parseConfig({ models: [{ id: 'a', file: 'a' }, { id: 'b', file: 'b', aliases: ['a'] }] }),
+      () =>
+        parseConfig({
+          models: [
+            { id: 'a', file: 'a' },
+            { id: 'b', file: 'b', aliases: ['a'] },
+          ],
+        }),
       /"a" is used twice/,
     );
   });
@@ -111,7 +136,10 @@ describe('config', () => {
   it('config - auth: none is short for mode none, and key lists come from env', () => {
     const { env } = tempConfig('auth: none\n');
     assert.equal(loadConfig(env, '/').config.auth.mode, 'none');
-    const { config } = loadConfig({ CORTEX_API_KEYS: 'a, b,,c', CORTEX_ADMIN_KEYS: 'root' }, mkdtempSync(join(tmpdir(), 'cortex-env-')));
+    const { config } = loadConfig(
+      { CORTEX_API_KEYS: 'a, b,,c', CORTEX_ADMIN_KEYS: 'root' },
+      mkdtempSync(join(tmpdir(), 'cortex-env-')),
+    );
     assert.deepEqual(config.auth.apiKeys, ['a', 'b', 'c']);
     assert.deepEqual(config.auth.adminKeys, ['root']);
     assert.equal(config.auth.mode, 'keys');
@@ -119,12 +147,23 @@ describe('config', () => {
 
   it('config - NATS credentials and TLS come from env, and conflicting ways are rejected', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cortex-env-'));
-    const { config } = loadConfig({ CORTEX_NATS_USER: 'router', CORTEX_NATS_PASSWORD: 'pw', CORTEX_NATS_INBOX_PREFIX: '_INBOX.router', CORTEX_NATS_TLS_CA: '/ca.pem' }, dir);
+    const { config } = loadConfig(
+      {
+        CORTEX_NATS_USER: 'router',
+        CORTEX_NATS_PASSWORD: 'pw',
+        CORTEX_NATS_INBOX_PREFIX: '_INBOX.router',
+        CORTEX_NATS_TLS_CA: '/ca.pem',
+      },
+      dir,
+    );
     assert.equal(config.nats.user, 'router');
     assert.equal(config.nats.password, 'pw');
     assert.equal(config.nats.inboxPrefix, '_INBOX.router');
     assert.equal(config.nats.tls.caFile, '/ca.pem');
-    assert.throws(() => loadConfig({ CORTEX_NATS_USER: 'router', CORTEX_NATS_CREDS: '/x.creds' }, dir), /nats: set one of .*got user, creds_file/);
+    assert.throws(
+      () => loadConfig({ CORTEX_NATS_USER: 'router', CORTEX_NATS_CREDS: '/x.creds' }, dir),
+      /nats: set one of .*got user, creds_file/,
+    );
     assert.throws(() => loadConfig({ CORTEX_NATS_PASSWORD: 'pw' }, dir), /nats\.password: needs nats\.user/);
     assert.throws(() => loadConfig({ CORTEX_NATS_TLS_CERT: '/c.pem' }, dir), /cert_file and key_file go together/);
     assert.throws(() => loadConfig({ CORTEX_NATS_INBOX_PREFIX: '_INBOX.>' }, dir), /nats\.inbox_prefix/);
@@ -138,12 +177,34 @@ describe('config', () => {
     const model = parseModelEntry({ id: 'm', file: '/srv/models/m.gguf', context_size: 4096, aliases: ['mm'] }, 0);
     assert.equal(model.contextSize, 4096);
     assert.equal(model.slots, 4);
-    assert.deepEqual(modelEntry(model), { id: 'm', file: '/srv/models/m.gguf', context_size: 4096, priority: 0, pinned: false, slots: 4, aliases: ['mm'], min_replicas: 1, owned_by: 'cortex', kind: 'chat', matryoshka: false });
+    assert.deepEqual(modelEntry(model), {
+      id: 'm',
+      file: '/srv/models/m.gguf',
+      context_size: 4096,
+      priority: 0,
+      pinned: false,
+      slots: 4,
+      aliases: ['mm'],
+      min_replicas: 1,
+      owned_by: 'cortex',
+      kind: 'chat',
+      matryoshka: false,
+    });
     assert.deepEqual(parseModelEntry(modelEntry(model), 0), model, 'what is stored reads back the same');
-    assert.equal(parseModelEntry({ id: 'h', file: 'hf:org/repo/h.gguf', draft: 'm' }, 0).draft, 'm', 'a draft may name a catalogue id');
+    assert.equal(
+      parseModelEntry({ id: 'h', file: 'hf:org/repo/h.gguf', draft: 'm' }, 0).draft,
+      'm',
+      'a draft may name a catalogue id',
+    );
     assert.throws(() => parseModelEntry({ id: 'r', file: 'r.gguf' }, 0), /model\.file: "r\.gguf" is a relative path/);
-    assert.throws(() => parseModelEntry({ id: 'r', file: 'fixture:cortex-chat', draft: 'd/draft.gguf' }, 0), /model\.draft: "d\/draft\.gguf" is a relative path/);
-    assert.throws(() => parseModelEntry({ id: 'r', file: 'fixture:cortex-chat', min_replicas: 3 }, 2), /model\.min_replicas: 3 is more than max_replicas \(2\)/);
+    assert.throws(
+      () => parseModelEntry({ id: 'r', file: 'fixture:cortex-chat', draft: 'd/draft.gguf' }, 0),
+      /model\.draft: "d\/draft\.gguf" is a relative path/,
+    );
+    assert.throws(
+      () => parseModelEntry({ id: 'r', file: 'fixture:cortex-chat', min_replicas: 3 }, 2),
+      /model\.min_replicas: 3 is more than max_replicas \(2\)/,
+    );
     assert.throws(() => parseModelEntry({ id: 'r', file: 'fixture:cortex-chat', colour: 'red' }, 0), /colour/);
     assert.throws(() => parseModelEntry(['r'], 0), ConfigError);
   });

@@ -81,14 +81,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   for (const model of config.models) {
     if (local(model.file)) model.file = resolve(base, model.file);
     // A draft is a catalogue id, `lookup`, or a source written like `file` (relative to this file too).
-    if (model.draft && model.draft !== 'lookup' && !ids.has(model.draft) && local(model.draft)) model.draft = resolve(base, model.draft);
+    if (model.draft && model.draft !== 'lookup' && !ids.has(model.draft) && local(model.draft))
+      model.draft = resolve(base, model.draft);
     if (model.chatTemplateFile !== undefined) {
-      if (model.chatTemplate !== undefined) throw new ConfigError(`${where}: model ${model.id}: set chat_template or chat_template_file, not both`);
+      if (model.chatTemplate !== undefined)
+        throw new ConfigError(`${where}: model ${model.id}: set chat_template or chat_template_file, not both`);
       const file = resolve(base, model.chatTemplateFile);
       try {
         model.chatTemplate = readFileSync(file, 'utf8');
       } catch (error) {
-        throw new ConfigError(`${where}: model ${model.id}: chat_template_file ${file} cannot be read: ${(error as Error).message}`);
+        throw new ConfigError(
+          `${where}: model ${model.id}: chat_template_file ${file} cannot be read: ${(error as Error).message}`,
+        );
       }
       delete model.chatTemplateFile;
     }
@@ -106,10 +110,20 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
     throw new ConfigError(`${where}: ${lines.join('; ')}`);
   }
   const nats = config.nats;
-  const ways = [nats.user !== undefined && 'user', nats.token !== undefined && 'token', nats.credsFile !== undefined && 'creds_file', nats.nkeySeedFile !== undefined && 'nkey_seed_file'].filter(Boolean);
-  if (ways.length > 1) throw new ConfigError(`${where}: nats: set one of user, token, creds_file or nkey_seed_file (got ${ways.join(', ')})`);
-  if (nats.password !== undefined && nats.user === undefined) throw new ConfigError(`${where}: nats.password: needs nats.user`);
-  if ((nats.tls.certFile === undefined) !== (nats.tls.keyFile === undefined)) throw new ConfigError(`${where}: nats.tls: cert_file and key_file go together`);
+  const ways = [
+    nats.user !== undefined && 'user',
+    nats.token !== undefined && 'token',
+    nats.credsFile !== undefined && 'creds_file',
+    nats.nkeySeedFile !== undefined && 'nkey_seed_file',
+  ].filter(Boolean);
+  if (ways.length > 1)
+    throw new ConfigError(
+      `${where}: nats: set one of user, token, creds_file or nkey_seed_file (got ${ways.join(', ')})`,
+    );
+  if (nats.password !== undefined && nats.user === undefined)
+    throw new ConfigError(`${where}: nats.password: needs nats.user`);
+  if ((nats.tls.certFile === undefined) !== (nats.tls.keyFile === undefined))
+    throw new ConfigError(`${where}: nats.tls: cert_file and key_file go together`);
   const ids = new Set<string>();
   for (const [i, model] of config.models.entries()) {
     for (const name of [model.id, ...(model.aliases ?? [])]) {
@@ -127,7 +141,8 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
  * config file to be relative to, a local `file` (and `draft` source) must be an absolute path.
  */
 export function parseModelEntry(plain: unknown, replicationMaxReplicas: number, where = 'model'): ModelConfig {
-  if (plain === null || typeof plain !== 'object' || Array.isArray(plain)) throw new ConfigError(`${where}: must be an object`);
+  if (plain === null || typeof plain !== 'object' || Array.isArray(plain))
+    throw new ConfigError(`${where}: must be an object`);
   const model = plainToInstance(ModelConfig, camelKeys(plain) as object);
   const errors = validateSync(model, { whitelist: true, forbidNonWhitelisted: true });
   if (errors.length > 0) throw new ConfigError(`${where}: ${errors.flatMap((e) => describe(e, '')).join('; ')}`);
@@ -135,7 +150,9 @@ export function parseModelEntry(plain: unknown, replicationMaxReplicas: number, 
   const sources = [['file', model.file], ...(model.draft?.endsWith('.gguf') ? [['draft', model.draft]] : [])];
   for (const [field, source] of sources) {
     if (source && isLocalPath(source) && !isAbsolute(source)) {
-      throw new ConfigError(`${where}.${field}: "${source}" is a relative path; give an absolute path on the workers' hosts, an hf: URI, an https:// URL or fixture:<name>`);
+      throw new ConfigError(
+        `${where}.${field}: "${source}" is a relative path; give an absolute path on the workers' hosts, an hf: URI, an https:// URL or fixture:<name>`,
+      );
     }
   }
   checkModel(model, where, replicationMaxReplicas);
@@ -151,10 +168,14 @@ export function modelEntry(model: ModelConfig): Record<string, unknown> {
 function checkModel(model: ModelConfig, where: string, replicationMaxReplicas: number): void {
   const most = model.maxReplicas ?? replicationMaxReplicas;
   if (most > 0 && model.minReplicas > most) {
-    throw new ConfigError(`${where}.min_replicas: ${model.minReplicas} is more than max_replicas (${most}); lower min_replicas or raise max_replicas`);
+    throw new ConfigError(
+      `${where}.min_replicas: ${model.minReplicas} is more than max_replicas (${most}); lower min_replicas or raise max_replicas`,
+    );
   }
   if (model.draft !== undefined && model.kind !== 'chat') {
-    throw new ConfigError(`${where}.draft: speculative decoding is for generating models, and ${model.id} is a ${model.kind} model; remove draft`);
+    throw new ConfigError(
+      `${where}.draft: speculative decoding is for generating models, and ${model.id} is a ${model.kind} model; remove draft`,
+    );
   }
 }
 
@@ -168,7 +189,11 @@ function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<
     const value = env[name];
     if (value === undefined || value === '') continue;
     let parsed: string | number | string[] = value;
-    if (type === 'list') parsed = value.split(',').map((item) => item.trim()).filter(Boolean);
+    if (type === 'list')
+      parsed = value
+        .split(',')
+        .map((item) => item.trim())
+        .filter(Boolean);
     if (type === 'int') {
       parsed = Number(value);
       if (!Number.isInteger(parsed)) throw new ConfigError(`${name}=${value}: must be an integer (sets ${path})`);
@@ -197,7 +222,11 @@ function camelKeys(value: unknown): unknown {
 function snakeKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(snakeKeys);
   if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined).map(([k, v]) => [toSnake(k), snakeKeys(v)]));
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => [toSnake(k), snakeKeys(v)]),
+  );
 }
 
 function describe(error: ValidationError, prefix: string): string[] {

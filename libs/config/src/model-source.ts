@@ -26,6 +26,8 @@ export function modelSource(config: Pick<CortexConfig, 'models'>, model: ModelCo
   if (model.sha256) source.sha256 = model.sha256;
   if (model.chatTemplate) source.chatTemplate = model.chatTemplate;
   if (model.format) source.format = model.format;
-  if (model.draft) source.draft = model.draft === 'lookup' ? 'lookup' : (config.models.find((m) => m.id === model.draft)?.file ?? model.draft);
+  if (model.draft)
+    source.draft =
+      model.draft === 'lookup' ? 'lookup' : (config.models.find((m) => m.id === model.draft)?.file ?? model.draft);
   return source;
 }

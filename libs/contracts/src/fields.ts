@@ -74,7 +74,12 @@ export function optionalNumber(value: unknown, param: string, min: number, max: 
   return n;
 }
 
-export function optionalInteger(value: unknown, param: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+export function optionalInteger(
+  value: unknown,
+  param: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number | undefined {
   const number = optionalNumber(value, param, min, max);
   if (number !== undefined && !Number.isInteger(number)) fail(param, `must be an integer, got ${number}`);
   return number;
@@ -95,7 +100,10 @@ export function maxLength(value: string | undefined, max: number, param: string)
 /** Stop sequences (at most 16, none empty; a lone string where the dialect allows one); none → undefined. */
 export function stopSequences(value: unknown, param: string, options: { single?: boolean } = {}): string[] | undefined {
   if (value === undefined || value === null) return undefined;
-  const stops = options.single && typeof value === 'string' ? [value] : array(value, param).map((s, i) => string(s, `${param}[${i}]`));
+  const stops =
+    options.single && typeof value === 'string'
+      ? [value]
+      : array(value, param).map((s, i) => string(s, `${param}[${i}]`));
   if (stops.length > 16) fail(param, 'at most 16 stop sequences');
   if (stops.some((s) => s.length === 0)) fail(param, 'stop sequences must not be empty');
   return stops.length > 0 ? stops : undefined;
@@ -103,7 +111,8 @@ export function stopSequences(value: unknown, param: string, options: { single?:
 
 /** The fields that are set: an option the request left out stays out of the decoded object. */
 export function defined<T extends object>(fields: T): T {
-  for (const [key, value] of Object.entries(fields)) if (value === undefined) delete (fields as Record<string, unknown>)[key];
+  for (const [key, value] of Object.entries(fields))
+    if (value === undefined) delete (fields as Record<string, unknown>)[key];
   return fields;
 }
 

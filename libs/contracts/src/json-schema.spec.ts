@@ -6,10 +6,20 @@ import { compileJsonSchema, jsonSchema, jsonSchemaMismatch } from './json-schema
 describe('json schema', () => {
   it('json schema - $schema picks draft-07 or 2020-12, and either compiles', () => {
     // Draft-07 tuples are `items: [...]`; 2020-12 calls them `prefixItems` and reads `items` as the rest.
-    const draft7 = { $schema: 'http://json-schema.org/draft-07/schema#', type: 'array', items: [{ type: 'string' }], additionalItems: false };
+    const draft7 = {
+      $schema: 'http://json-schema.org/draft-07/schema#',
+      type: 'array',
+      items: [{ type: 'string' }],
+      additionalItems: false,
+    };
     assert.equal(compileJsonSchema(draft7)(['a']), true);
     assert.equal(compileJsonSchema(draft7)(['a', 'b']), false);
-    const draft2020 = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'array', prefixItems: [{ type: 'string' }], items: false };
+    const draft2020 = {
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'array',
+      prefixItems: [{ type: 'string' }],
+      items: false,
+    };
     assert.equal(compileJsonSchema(draft2020)(['a']), true);
     assert.equal(compileJsonSchema(draft2020)(['a', 'b']), false);
   });
@@ -24,7 +34,10 @@ describe('json schema', () => {
     for (const value of [null, 'object', [], { type: 'objekt' }, { $ref: '#/$defs/missing' }]) {
       assert.throws(
         () => jsonSchema(value, 'text.format.schema'),
-        (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === 'text.format.schema',
+        (error: Error) =>
+          error instanceof CortexError &&
+          error.code === 'invalid_request' &&
+          error.extra.param === 'text.format.schema',
         JSON.stringify(value),
       );
     }

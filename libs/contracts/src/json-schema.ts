@@ -36,7 +36,11 @@ export function compileJsonSchema(schema: Json): ValidateFunction {
 
 /** A request field that must hold a JSON schema: an object ajv compiles, else `invalid_request` naming it. */
 export function jsonSchema(value: unknown, param: string): Json {
-  if (!isObject(value)) fail(param, `must be a JSON schema object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
+  if (!isObject(value))
+    fail(
+      param,
+      `must be a JSON schema object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`,
+    );
   try {
     compileJsonSchema(value);
   } catch (error) {

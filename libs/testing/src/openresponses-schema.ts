@@ -24,7 +24,10 @@ export class OpenResponsesSchema {
   private readonly events = new Map<string, string>();
 
   constructor(path = openResponsesSpecPath()) {
-    const doc = JSON.parse(readFileSync(path, 'utf8')) as { components: { schemas: Record<string, { properties?: { type?: { enum?: string[] } } }> }; paths: unknown };
+    const doc = JSON.parse(readFileSync(path, 'utf8')) as {
+      components: { schemas: Record<string, { properties?: { type?: { enum?: string[] } } }> };
+      paths: unknown;
+    };
     this.ajv.addSchema({ $id: BASE, components: doc.components, paths: doc.paths });
     for (const [name, schema] of Object.entries(doc.components.schemas)) {
       const type = schema.properties?.type?.enum?.[0];

@@ -34,7 +34,13 @@ export interface TestNatsCluster extends TestNats {
  */
 export async function startTestNatsCluster(size = 3): Promise<TestNatsCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'cortex-nats-cluster-'));
-  const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), route: await freePort(), monitor: await freePort() })));
+  const ports = await Promise.all(
+    Array.from({ length: size }, async () => ({
+      client: await freePort(),
+      route: await freePort(),
+      monitor: await freePort(),
+    })),
+  );
   const servers: LocalNatsServer[] = [];
   const stopAll = async (): Promise<void> => {
     await Promise.all(servers.map((server) => server.stop()));
@@ -54,7 +60,9 @@ export async function startTestNatsCluster(size = 3): Promise<TestNatsCluster> {
             `cluster {\n  name: cortex-test\n  listen: "127.0.0.1:${port.route}"\n  routes: [${routes.map((r) => `"${r}"`).join(', ')}]\n}`,
           ].join('\n'),
         );
-        return startNatsServer({ port: port.client, storeDir: join(dir, `n${i}`), configFile }).then((server) => void (servers[i] = server));
+        return startNatsServer({ port: port.client, storeDir: join(dir, `n${i}`), configFile }).then(
+          (server) => void (servers[i] = server),
+        );
       }),
     );
     await jetStreamReady(servers.map((s) => s.url));
@@ -62,20 +70,21 @@ export async function startTestNatsCluster(size = 3): Promise<TestNatsCluster> {
     await stopAll();
     throw error;
   }
-  const nodes = servers.map(
-    (server, i): ClusterNode => ({
-      name: `n${i}`,
-      url: server.url,
-      monitorUrl: `http://127.0.0.1:${ports[i]!.monitor}`,
-      kill: () => crash(server.process),
-      connectionNames: async () => {
-        const response = await fetch(`http://127.0.0.1:${ports[i]!.monitor}/connz?limit=1024`, { signal: AbortSignal.timeout(2_000) });
-        const body = (await response.json()) as { connections?: Array<{ name?: string }> };
-        return (body.connections ?? []).map((c) => c.name ?? '');
-      },
-    }),
-  );
-  const urlFrom = (first: number): string => [...nodes.slice(first), ...nodes.slice(0, first)].map((n) => n.url).join(',');
+  const nodes = servers.map((server, i): ClusterNode => ({
+    name: `n${i}`,
+    url: server.url,
+    monitorUrl: `http://127.0.0.1:${ports[i]!.monitor}`,
+    kill: () => crash(server.process),
+    connectionNames: async () => {
+      const response = await fetch(`http://127.0.0.1:${ports[i]!.monitor}/connz?limit=1024`, {
+        signal: AbortSignal.timeout(2_000),
+      });
+      const body = (await response.json()) as { connections?: Array<{ name?: string }> };
+      return (body.connections ?? []).map((c) => c.name ?? '');
+    },
+  }));
+  const urlFrom = (first: number): string =>
+    [...nodes.slice(first), ...nodes.slice(0, first)].map((n) => n.url).join(',');
   return {
     url: urlFrom(0),
     kind: 'local',
@@ -94,15 +103,19 @@ export async function startTestNatsCluster(size = 3): Promise<TestNatsCluster> {
 async function jetStreamReady(urls: string[]): Promise<void> {
   const nc = await connect({ servers: urls, timeout: 5_000 });
   try {
-    await waitFor(async () => {
-      try {
-        // Creating the manager asks for account info, which fails until a meta leader is elected.
-        await (await jetstreamManager(nc, { timeout: 2_000 })).getAccountInfo();
-        return true;
-      } catch {
-        return false;
-      }
-    }, 30_000, 250);
+    await waitFor(
+      async () => {
+        try {
+          // Creating the manager asks for account info, which fails until a meta leader is elected.
+          await (await jetstreamManager(nc, { timeout: 2_000 })).getAccountInfo();
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      30_000,
+      250,
+    );
   } finally {
     await nc.close();
   }

@@ -37,6 +37,9 @@ describe('startTestNats', () => {
 
   it('refuses a container together with a config file, naming the variable to unset', async () => {
     process.env.CORTEX_TEST_NATS = 'testcontainers';
-    await assert.rejects(startTestNats({ configFile: '/dev/null' }), /CORTEX_TEST_NATS=testcontainers cannot start a server with a config file/);
+    await assert.rejects(
+      startTestNats({ configFile: '/dev/null' }),
+      /CORTEX_TEST_NATS=testcontainers cannot start a server with a config file/,
+    );
   });
 });

@@ -47,7 +47,10 @@ export interface TestNatsOptions {
 function useContainer(options: TestNatsOptions): boolean {
   const wanted = process.env.CORTEX_TEST_NATS;
   if (wanted === 'testcontainers') {
-    if (options.configFile) throw new Error('CORTEX_TEST_NATS=testcontainers cannot start a server with a config file; unset it for this suite');
+    if (options.configFile)
+      throw new Error(
+        'CORTEX_TEST_NATS=testcontainers cannot start a server with a config file; unset it for this suite',
+      );
     return true;
   }
   if (wanted === 'local' || options.configFile) return false;
@@ -77,7 +80,10 @@ async function startContainer(): Promise<TestNats> {
 export async function startTestNats(options: TestNatsOptions = {}): Promise<TestNats> {
   if (useContainer(options)) return startContainer();
   const storeDir = mkdtempSync(join(tmpdir(), 'cortex-nats-'));
-  const serverOptions = { ...(options.configFile && { configFile: options.configFile }), ...(options.env && { env: options.env }) };
+  const serverOptions = {
+    ...(options.configFile && { configFile: options.configFile }),
+    ...(options.env && { env: options.env }),
+  };
   let server = await startNatsServer({ storeDir, ...serverOptions });
   return {
     url: server.url,

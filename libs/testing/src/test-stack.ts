@@ -104,7 +104,15 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   const spawnService = (name: string, env: Record<string, string> = {}): ChildProcess => {
     const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CLI, 'serve', name], {
       cwd: ROOT,
-      env: { ...process.env, CORTEX_CONFIG: configPath, CORTEX_NATS_URL: nats.url, NO_COLOR: '1', ...options.natsAuth?.services[name], ...options.serviceEnv?.[name], ...env },
+      env: {
+        ...process.env,
+        CORTEX_CONFIG: configPath,
+        CORTEX_NATS_URL: nats.url,
+        NO_COLOR: '1',
+        ...options.natsAuth?.services[name],
+        ...options.serviceEnv?.[name],
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const collect = (chunk: Buffer): void => {
@@ -117,7 +125,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   };
   for (const name of options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway']) spawnService(name);
   const nc = await connect({ servers: nats.url.split(','), ...options.natsAuth?.observer });
-  const fleet = (): Promise<FleetView | null> => new BusClient(nc, 1_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView }).catch(() => null);
+  const fleet = (): Promise<FleetView | null> =>
+    new BusClient(nc, 1_000).request(Subjects.routerFleet, {}, { decode: decodeFleetView }).catch(() => null);
   const services = options.services ?? ['router', 'translator', 'metrics', 'worker', 'gateway'];
   const auth = options.config?.auth as { api_keys?: string[]; admin_keys?: string[] } | undefined;
   // An admin key is an API key too: a stack configured with admin keys only is asked with one.
@@ -128,7 +137,10 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     const child = spawnService('gateway', { CORTEX_LISTEN: address });
     const base = `http://${address}`;
     await waitFor(async () => {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the gateway on ${address} exited (${child.exitCode ?? child.signalCode}) before it answered\n${output}`);
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(
+          `the gateway on ${address} exited (${child.exitCode ?? child.signalCode}) before it answered\n${output}`,
+        );
       return (await fetch(`${base}/v1/models`, { headers: authHeaders }).catch(() => null))?.ok === true;
     }, 60_000);
     return base;
@@ -144,7 +156,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     spawnService,
     spawnGateway,
     fleet,
-    workersUp: (count) => waitFor(async () => ((await fleet())?.workers.filter((w) => w.up).length ?? 0) >= count, 30_000),
+    workersUp: (count) =>
+      waitFor(async () => ((await fleet())?.workers.filter((w) => w.up).length ?? 0) >= count, 30_000),
     stop: async () => {
       await Promise.all(
         [...processes.values()].map(
@@ -172,7 +185,9 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       const answered = await pingServices(nc);
       if (services.some((name) => (answered.get(name) ?? 0) < services.filter((s) => s === name).length)) return false;
       if (!services.includes('worker')) return true;
-      return ((await fleet())?.workers.filter((w) => w.up).length ?? 0) >= services.filter((s) => s === 'worker').length;
+      return (
+        ((await fleet())?.workers.filter((w) => w.up).length ?? 0) >= services.filter((s) => s === 'worker').length
+      );
     }, 60_000);
   } catch (error) {
     await stack.stop();
@@ -185,7 +200,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
 function mergeInto(target: Record<string, unknown>, extra: Record<string, unknown>): void {
   for (const [key, value] of Object.entries(extra)) {
     const current = target[key];
-    const isPlain = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+    const isPlain = (v: unknown): v is Record<string, unknown> =>
+      v !== null && typeof v === 'object' && !Array.isArray(v);
     if (isPlain(current) && isPlain(value)) mergeInto(current, value);
     else target[key] = value;
   }
@@ -208,10 +224,18 @@ async function pingServices(nc: NatsConnection): Promise<Map<string, number>> {
 
 /** Runs the `cortex` command line against the stack (its config and NATS), bounded at a minute. */
 export function runCli(stack: Pick<TestStack, 'configPath' | 'nats'>, ...args: string[]): SpawnSyncReturns<string> {
-  return spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, CORTEX_CONFIG: stack.configPath, CORTEX_NATS_URL: stack.nats.url }, encoding: 'utf8', timeout: 60_000 });
+  return spawnSync(process.execPath, [CLI, ...args], {
+    env: { ...process.env, CORTEX_CONFIG: stack.configPath, CORTEX_NATS_URL: stack.nats.url },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
 }
 
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, intervalMs = 100): Promise<void> {
+export async function waitFor(
+  check: () => Promise<boolean> | boolean,
+  timeoutMs: number,
+  intervalMs = 100,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return;
@@ -225,7 +249,10 @@ export function storiesAvailable(): boolean {
 }
 
 /** Collects the JSON messages on `subject` (wildcards allowed) from now on, for tests that watch the bus. */
-export async function watchBus<T>(nc: NatsConnection, subject: string): Promise<{ messages: T[]; stop: () => Promise<void> }> {
+export async function watchBus<T>(
+  nc: NatsConnection,
+  subject: string,
+): Promise<{ messages: T[]; stop: () => Promise<void> }> {
   const messages: T[] = [];
   const sub = nc.subscribe(subject, { callback: (_error, msg) => void messages.push(msg.json<T>()) });
   await nc.flush();

@@ -16,7 +16,10 @@ export const affinityKey = {
 const MAX_KEY = 256;
 
 /** The first non-empty header of `names` (see `gateway.session_headers`), as an affinity key. */
-export function sessionFromHeaders(headers: Record<string, string | string[] | undefined>, names: readonly string[]): string | undefined {
+export function sessionFromHeaders(
+  headers: Record<string, string | string[] | undefined>,
+  names: readonly string[],
+): string | undefined {
   for (const name of names) {
     const raw = headers[name.toLowerCase()];
     const value = (Array.isArray(raw) ? raw[0] : raw)?.trim();
@@ -35,7 +38,9 @@ export function sessionFromAnthropicUserId(userId: unknown): string | undefined 
   if (userId.startsWith('{')) {
     try {
       const parsed = JSON.parse(userId) as { session_id?: unknown };
-      return typeof parsed.session_id === 'string' && parsed.session_id ? affinityKey.session(parsed.session_id) : undefined;
+      return typeof parsed.session_id === 'string' && parsed.session_id
+        ? affinityKey.session(parsed.session_id)
+        : undefined;
     } catch {
       return undefined;
     }
@@ -65,7 +70,9 @@ export function placementHint(body: unknown, session: string | undefined): Place
 }
 
 function cacheKeyOf(body: Record<string, unknown>): string | undefined {
-  return typeof body.prompt_cache_key === 'string' && body.prompt_cache_key ? affinityKey.promptCacheKey(body.prompt_cache_key) : undefined;
+  return typeof body.prompt_cache_key === 'string' && body.prompt_cache_key
+    ? affinityKey.promptCacheKey(body.prompt_cache_key)
+    : undefined;
 }
 
 /**
@@ -88,13 +95,15 @@ export function cacheControlKeepsLonger(body: Record<string, unknown>): boolean 
   const look = (block: unknown, param: string): void => {
     if (!isObject(block) || block.cache_control === undefined || block.cache_control === null) return;
     const control = object(block.cache_control, `${param}.cache_control`);
-    if (control.ttl !== undefined && control.ttl !== null) longer = oneOf(control.ttl, `${param}.cache_control.ttl`, ['5m', '1h'] as const) === '1h' || longer;
+    if (control.ttl !== undefined && control.ttl !== null)
+      longer = oneOf(control.ttl, `${param}.cache_control.ttl`, ['5m', '1h'] as const) === '1h' || longer;
   };
   const blocks = (value: unknown, param: string): void => {
     if (Array.isArray(value)) value.forEach((block, i) => look(block, `${param}[${i}]`));
   };
   blocks(body.system, 'system');
   blocks(body.tools, 'tools');
-  if (Array.isArray(body.messages)) body.messages.forEach((message, i) => isObject(message) && blocks(message.content, `messages[${i}].content`));
+  if (Array.isArray(body.messages))
+    body.messages.forEach((message, i) => isObject(message) && blocks(message.content, `messages[${i}].content`));
   return longer;
 }

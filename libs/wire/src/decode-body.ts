@@ -15,7 +15,12 @@ export interface DecodedBody {
  * alone, so the gateway decodes them where they arrive and the translator the same way. Null for a
  * dialect that needs stored state (Responses). `session` is a session header's affinity key.
  */
-export function decodeBody(dialect: string, body: unknown, session: string | undefined, options: DecodeOptions): DecodedBody | null {
+export function decodeBody(
+  dialect: string,
+  body: unknown,
+  session: string | undefined,
+  options: DecodeOptions,
+): DecodedBody | null {
   switch (dialect) {
     case 'openai.chat':
       return { request: withSession(decodeChatRequest(body), session), droppedTools: [] };

@@ -14,6 +14,10 @@ export interface DecodeOptions {
 
 /** Applies the policy to one unrunnable tool: returns a note for the log, or throws `invalid_request`. */
 export function unrunnableTool(options: DecodeOptions, param: string, what: string): string {
-  if (options.hostedTools === 'reject') fail(`${param}.type`, `${what} is not supported here: only function tools run on a local model (gateway.hosted_tools: reject)`);
+  if (options.hostedTools === 'reject')
+    fail(
+      `${param}.type`,
+      `${what} is not supported here: only function tools run on a local model (gateway.hosted_tools: reject)`,
+    );
   return `${param} (${what})`;
 }

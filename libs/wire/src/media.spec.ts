@@ -24,20 +24,47 @@ const model = 'vision-less';
 
 describe('media - an image is a 400 that says which model, why, and where to see it', () => {
   it('media - chat completions image_url', () => {
-    const body = { model, messages: [{ role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image_url', image_url: { url: 'https://x/y.png' } }] }] };
+    const body = {
+      model,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'see' },
+            { type: 'image_url', image_url: { url: 'https://x/y.png' } },
+          ],
+        },
+      ],
+    };
     refusesImage(() => decodeChatRequest(body), 'messages[0].content[1]', 'image_url parts');
   });
 
   it('media - responses input_image, in a message and in a function call output', () => {
     const image = { type: 'input_image', image_url: 'https://x/y.png' };
-    refusesImage(() => decodeResponsesRequest({ model, input: [{ role: 'user', content: [image] }] }), 'input[0].content[0]', 'input_image parts');
-    refusesImage(() => decodeResponsesRequest({ model, input: [{ type: 'function_call_output', call_id: 'c', output: [image] }] }), 'input[0].output[0]', 'input_image parts');
+    refusesImage(
+      () => decodeResponsesRequest({ model, input: [{ role: 'user', content: [image] }] }),
+      'input[0].content[0]',
+      'input_image parts',
+    );
+    refusesImage(
+      () => decodeResponsesRequest({ model, input: [{ type: 'function_call_output', call_id: 'c', output: [image] }] }),
+      'input[0].output[0]',
+      'input_image parts',
+    );
   });
 
   it('media - anthropic image blocks, in a turn and in a tool result', () => {
     const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: '' } };
-    refusesImage(() => decodeMessagesRequest({ model, max_tokens: 5, messages: [{ role: 'user', content: [image] }] }), 'messages[0].content[0]', 'image blocks');
+    refusesImage(
+      () => decodeMessagesRequest({ model, max_tokens: 5, messages: [{ role: 'user', content: [image] }] }),
+      'messages[0].content[0]',
+      'image blocks',
+    );
     const result = { type: 'tool_result', tool_use_id: 'a', content: [image] };
-    refusesImage(() => decodeMessagesRequest({ model, max_tokens: 5, messages: [{ role: 'user', content: [result] }] }), 'messages[0].content[0].content[0]', 'image blocks');
+    refusesImage(
+      () => decodeMessagesRequest({ model, max_tokens: 5, messages: [{ role: 'user', content: [result] }] }),
+      'messages[0].content[0].content[0]',
+      'image blocks',
+    );
   });
 });

@@ -3,17 +3,25 @@ import assert from 'node:assert/strict';
 import type { CanonicalMessage, CanonicalRequest } from '@cortex/contracts';
 import { MAX_PROMPT_PREFIXES, promptPrefixes } from './prompt-prefixes.js';
 
-const request = (messages: CanonicalMessage[], extra: Partial<CanonicalRequest> = {}): CanonicalRequest => ({ model: 'm', messages, sampling: {}, stream: false, ...extra });
+const request = (messages: CanonicalMessage[], extra: Partial<CanonicalRequest> = {}): CanonicalRequest => ({
+  model: 'm',
+  messages,
+  sampling: {},
+  stream: false,
+  ...extra,
+});
 const user = (content: string): CanonicalMessage => ({ role: 'user', content });
 const assistant = (content: string): CanonicalMessage => ({ role: 'assistant', content });
 
 describe('prompt prefixes', () => {
-  it('prompt prefixes - one per message boundary, the whole prompt first; a follow-up holds its earlier request\'s whole prompt', () => {
+  it("prompt prefixes - one per message boundary, the whole prompt first; a follow-up holds its earlier request's whole prompt", () => {
     const first = promptPrefixes(request([{ role: 'system', content: 'Be brief.' }, user('Hi.')]));
     assert.equal(first.length, 2);
-    const followUp = promptPrefixes(request([{ role: 'system', content: 'Be brief.' }, user('Hi.'), assistant('Hello.'), user('More.')]));
+    const followUp = promptPrefixes(
+      request([{ role: 'system', content: 'Be brief.' }, user('Hi.'), assistant('Hello.'), user('More.')]),
+    );
     assert.equal(followUp.length, 4);
-    assert.deepEqual(followUp.slice(2), first, 'the shorter prefixes are the earlier request\'s');
+    assert.deepEqual(followUp.slice(2), first, "the shorter prefixes are the earlier request's");
     assert.notEqual(followUp[0], first[0]);
   });
 

@@ -12,10 +12,17 @@ export const MAX_PROMPT_PREFIXES = 32;
  * router remembers where each request's whole prompt went and sends a request whose prefix it knows
  * there (`router.affinity`), without a session key. One pass over the messages: linear in their size.
  */
-export function promptPrefixes(request: Pick<CanonicalRequest, 'model' | 'messages' | 'tools' | 'templateOptions' | 'raw'>): string[] {
+export function promptPrefixes(
+  request: Pick<CanonicalRequest, 'model' | 'messages' | 'tools' | 'templateOptions' | 'raw'>,
+): string[] {
   if (request.raw || request.messages.length === 0) return [];
   const hash = createHash('sha256');
-  hash.update(request.model).update('\0').update(JSON.stringify(request.tools ?? [])).update('\0').update(JSON.stringify(request.templateOptions ?? {}));
+  hash
+    .update(request.model)
+    .update('\0')
+    .update(JSON.stringify(request.tools ?? []))
+    .update('\0')
+    .update(JSON.stringify(request.templateOptions ?? {}));
   const first = Math.max(0, request.messages.length - MAX_PROMPT_PREFIXES);
   const prefixes: string[] = [];
   request.messages.forEach((message, i) => {

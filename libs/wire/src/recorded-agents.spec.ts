@@ -20,7 +20,20 @@ const recorded = (name: string): Recorded =>
 const roles = (messages: CanonicalMessage[]) => messages.map((message) => message.role);
 const names = (tools: Array<{ name: string }> | undefined) => (tools ?? []).map((tool) => tool.name);
 
-const CLAUDE_TOOLS = ['Agent', 'Bash', 'Edit', 'ListAgents', 'Read', 'ReportFindings', 'ScheduleWakeup', 'Skill', 'ToolSearch', 'Workflow', 'DeferredToolPlaceholder', 'Write'];
+const CLAUDE_TOOLS = [
+  'Agent',
+  'Bash',
+  'Edit',
+  'ListAgents',
+  'Read',
+  'ReportFindings',
+  'ScheduleWakeup',
+  'Skill',
+  'ToolSearch',
+  'Workflow',
+  'DeferredToolPlaceholder',
+  'Write',
+];
 const CODEX_FUNCTIONS = ['exec_command', 'write_stdin', 'request_user_input', 'view_image'];
 const CODEX_NAMESPACE = ['close_agent', 'resume_agent', 'send_input', 'spawn_agent', 'wait_agent'];
 const CODEX_GOALS = ['get_goal', 'create_goal', 'update_goal'];
@@ -60,7 +73,9 @@ describe('recorded agents - Claude Code 2.1.330 through the Anthropic decoder', 
   it('recorded agents - claude turn after a Bash call: tool_use and tool_result pair up after the system turn', () => {
     const { request } = decodeMessagesRequest(recorded('claude-code.tool-result').body);
     assert.deepEqual(roles(request.messages), ['system', 'user', 'system', 'assistant', 'tool']);
-    assert.deepEqual(request.messages[3]?.toolCalls, [{ id: 'toolu_1', name: 'Bash', arguments: JSON.stringify({ command: 'echo hi', description: 'Print hi' }) }]);
+    assert.deepEqual(request.messages[3]?.toolCalls, [
+      { id: 'toolu_1', name: 'Bash', arguments: JSON.stringify({ command: 'echo hi', description: 'Print hi' }) },
+    ]);
     assert.deepEqual(request.messages[4], { role: 'tool', content: 'hi', toolCallId: 'toolu_1' });
   });
 });
@@ -86,8 +101,16 @@ describe('recorded agents - Codex CLI 0.169.0 through the Responses decoder', ()
   it('recorded agents - codex: a call of a namespaced function carries its namespace back, a plain one none', () => {
     // Codex dispatches namespaced calls by (namespace, name); without the namespace it answers "unsupported call".
     const decoded = decodeResponsesRequest(recorded('codex.say-hi').body);
-    assert.deepEqual(decoded.toolNamespaces, Object.fromEntries(CODEX_NAMESPACE.map((name) => [name, 'multi_agent_v1'])));
-    const encoder = new ResponsesStreamEncoder({ id: 'resp_1', createdAt: 1, echo: decoded.echo, toolNamespaces: decoded.toolNamespaces });
+    assert.deepEqual(
+      decoded.toolNamespaces,
+      Object.fromEntries(CODEX_NAMESPACE.map((name) => [name, 'multi_agent_v1'])),
+    );
+    const encoder = new ResponsesStreamEncoder({
+      id: 'resp_1',
+      createdAt: 1,
+      echo: decoded.echo,
+      toolNamespaces: decoded.toolNamespaces,
+    });
     const events = [
       { type: 'start', runId: 'r', workerId: 'w', model: 'm', promptTokens: 1 },
       { type: 'tool_call', index: 0, id: 'call_a', name: 'wait_agent' },
@@ -96,11 +119,19 @@ describe('recorded agents - Codex CLI 0.169.0 through the Responses decoder', ()
       { type: 'tool_args', index: 1, delta: '{"cmd":"ls"}' },
     ].map((event, seq) => ({ seq, ...event }) as StreamEvent);
     const frames = events.flatMap((event) => encoder.encode(event));
-    const added = frames.flatMap((frame) => (frame.data.type === 'response.output_item.added' ? [frame.data.item] : []));
-    assert.deepEqual(added.map((item) => [item.type === 'function_call' && item.name, item.type === 'function_call' && item.namespace]), [
-      ['wait_agent', 'multi_agent_v1'],
-      ['exec_command', undefined],
-    ]);
+    const added = frames.flatMap((frame) =>
+      frame.data.type === 'response.output_item.added' ? [frame.data.item] : [],
+    );
+    assert.deepEqual(
+      added.map((item) => [
+        item.type === 'function_call' && item.name,
+        item.type === 'function_call' && item.namespace,
+      ]),
+      [
+        ['wait_agent', 'multi_agent_v1'],
+        ['exec_command', undefined],
+      ],
+    );
     const output = encoder.resource().output;
     assert.equal(output[0]?.type === 'function_call' && output[0].namespace, 'multi_agent_v1');
   });
@@ -108,14 +139,19 @@ describe('recorded agents - Codex CLI 0.169.0 through the Responses decoder', ()
   it('recorded agents - codex with hosted_tools reject names the web_search tool', () => {
     assert.throws(
       () => decodeResponsesRequest(recorded('codex.say-hi').body, { hostedTools: 'reject' }),
-      (error: Error) => error instanceof CortexError && error.extra.param === 'tools[8].type' && /"web_search" is not supported/.test(error.message),
+      (error: Error) =>
+        error instanceof CortexError &&
+        error.extra.param === 'tools[8].type' &&
+        /"web_search" is not supported/.test(error.message),
     );
   });
 
   it('recorded agents - codex turn after exec_command: the call and its output become an assistant call and a tool message', () => {
     const decoded = decodeResponsesRequest(recorded('codex.tool-result').body);
     assert.deepEqual(roles(decoded.request.messages), ['system', 'system', 'user', 'user', 'assistant', 'tool']);
-    assert.deepEqual(decoded.request.messages[4]?.toolCalls, [{ id: 'call_1', name: 'exec_command', arguments: '{"cmd":"echo hi"}' }]);
+    assert.deepEqual(decoded.request.messages[4]?.toolCalls, [
+      { id: 'call_1', name: 'exec_command', arguments: '{"cmd":"echo hi"}' },
+    ]);
     assert.deepEqual(decoded.request.messages[5], { role: 'tool', content: '<105 chars cut>', toolCallId: 'call_1' });
   });
 });

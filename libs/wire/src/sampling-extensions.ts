@@ -1,4 +1,13 @@
-import { checkBreakers, checkLogitBias, fail, optionalArray, optionalInteger, optionalNumber, optionalObject, type Sampling } from '@cortex/contracts';
+import {
+  checkBreakers,
+  checkLogitBias,
+  fail,
+  optionalArray,
+  optionalInteger,
+  optionalNumber,
+  optionalObject,
+  type Sampling,
+} from '@cortex/contracts';
 
 type Json = Record<string, unknown>;
 /** llama.cpp's samplers that node-llama-cpp lacks: refused rather than dropped, since each changes the output. */
@@ -19,10 +28,15 @@ type Extensions = Pick<Sampling, 'topK' | 'minP' | 'repetitionPenalty' | 'repeat
  */
 export function samplingExtensions(body: Json): Extensions {
   for (const field of UNSUPPORTED) {
-    if (body[field] !== undefined && body[field] !== null) fail(field, `${field} is not a sampler this gateway's engine has (node-llama-cpp); leave it out, or use min_p, top_k, top_p, XTC or DRY`);
+    if (body[field] !== undefined && body[field] !== null)
+      fail(
+        field,
+        `${field} is not a sampler this gateway's engine has (node-llama-cpp); leave it out, or use min_p, top_k, top_p, XTC or DRY`,
+      );
   }
   const topK = optionalInteger(body.top_k, 'top_k', -1);
-  const named = body.repetition_penalty !== undefined && body.repetition_penalty !== null ? 'repetition_penalty' : 'repeat_penalty';
+  const named =
+    body.repetition_penalty !== undefined && body.repetition_penalty !== null ? 'repetition_penalty' : 'repeat_penalty';
   const penalty = optionalNumber(body[named], named, 0, 10);
   if (penalty === 0) fail(named, 'must be above 0 (1 is no penalty)');
   const out: Extensions = {};
@@ -42,7 +56,10 @@ export function samplingExtensions(body: Json): Extensions {
   const dryAllowed = optionalInteger(body.dry_allowed_length, 'dry_allowed_length', 0);
   // llama.cpp's -1 is the whole context, its default.
   const dryLastN = optionalInteger(body.dry_penalty_last_n, 'dry_penalty_last_n', -1);
-  const breakers = checkBreakers(optionalArray(body.dry_sequence_breakers, 'dry_sequence_breakers'), 'dry_sequence_breakers');
+  const breakers = checkBreakers(
+    optionalArray(body.dry_sequence_breakers, 'dry_sequence_breakers'),
+    'dry_sequence_breakers',
+  );
   if (dry) {
     out.dry = {
       multiplier: dry,

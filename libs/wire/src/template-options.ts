@@ -9,7 +9,11 @@ export const REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high'] as
  * `enable_thinking`), which templates such as gpt-oss's and Qwen3's read. Undefined when there are
  * none: the template then uses its defaults.
  */
-export function templateOptions(kwargs: unknown, param: string, controls: Record<string, unknown>): Record<string, unknown> | undefined {
+export function templateOptions(
+  kwargs: unknown,
+  param: string,
+  controls: Record<string, unknown>,
+): Record<string, unknown> | undefined {
   const own = kwargs === undefined || kwargs === null ? {} : checkTemplateOptions(kwargs, param);
   const options = checkTemplateOptions({ ...controls, ...own }, param);
   return Object.keys(options).length > 0 ? options : undefined;

@@ -15,6 +15,10 @@ export class ToolCallLedger {
 
   /** A tool result answers `id`; throws `invalid_request` at `param` when no earlier call has that id. */
   answered(id: string, param: string): void {
-    if (!this.calls.has(id)) fail(param, `no earlier tool call in the conversation has the id '${id}': a tool result must answer a call made before it`);
+    if (!this.calls.has(id))
+      fail(
+        param,
+        `no earlier tool call in the conversation has the id '${id}': a tool result must answer a call made before it`,
+      );
   }
 }

@@ -63,7 +63,13 @@ export class AdminController {
     return this.relay(req, reply, Subjects.routerCatalogueRemove, { id }, 120_000);
   }
 
-  private relay(req: FastifyRequest, reply: FastifyReply, subject: string, payload: unknown, timeoutMs?: number): Promise<void> {
+  private relay(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    subject: string,
+    payload: unknown,
+    timeoutMs?: number,
+  ): Promise<void> {
     return respondJson(req, reply, (requestId) => this.bus.request(subject, payload ?? {}, { requestId, timeoutMs }));
   }
 }

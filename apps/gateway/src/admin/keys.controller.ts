@@ -28,20 +28,29 @@ export class KeysController {
 
   @Get('keys')
   list(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return respondJson(req, reply, async () => ({ object: 'list', data: (await this.directory.store.list()).map((key) => keyView(key, Date.now())) }));
+    return respondJson(req, reply, async () => ({
+      object: 'list',
+      data: (await this.directory.store.list()).map((key) => keyView(key, Date.now())),
+    }));
   }
 
   @Get('keys/:id')
   show(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
     return respondJson(req, reply, async () => {
       const key = await this.directory.store.get(id);
-      return { ...keyView(key, Date.now()), account_limits: this.directory.account(key.account)?.limits ?? {}, usage: { ...(await this.limiter.usage(key)), token_budget: await this.budgets.usage(key) } };
+      return {
+        ...keyView(key, Date.now()),
+        account_limits: this.directory.account(key.account)?.limits ?? {},
+        usage: { ...(await this.limiter.usage(key)), token_budget: await this.budgets.usage(key) },
+      };
     });
   }
 
   @Patch('keys/:id')
   update(@Req() req: FastifyRequest, @Res() reply: FastifyReply, @Param('id') id: string): Promise<void> {
-    return respondJson(req, reply, async () => keyView(await this.directory.store.update(id, parseKeyUpdate(req.body ?? {}, Date.now())), Date.now()));
+    return respondJson(req, reply, async () =>
+      keyView(await this.directory.store.update(id, parseKeyUpdate(req.body ?? {}, Date.now())), Date.now()),
+    );
   }
 
   @Post('keys/:id/rotate')

@@ -17,7 +17,13 @@ export class UsageController {
     return respondJson(req, reply, async () => {
       const query = parseUsageQuery((req.query ?? {}) as Record<string, unknown>, Date.now());
       const data = await this.usage.query(query);
-      return { object: 'list', from: new Date(query.from).toISOString(), to: new Date(query.to).toISOString(), group_by: query.groupBy, data };
+      return {
+        object: 'list',
+        from: new Date(query.from).toISOString(),
+        to: new Date(query.to).toISOString(),
+        group_by: query.groupBy,
+        data,
+      };
     });
   }
 }

@@ -5,7 +5,11 @@ import type { DialectAdapter } from '../inference/dialect.js';
 export const anthropicMessagesAdapter: DialectAdapter = {
   dialect: 'anthropic.messages',
   stream(request, meta) {
-    const encoder = new MessagesStreamEncoder({ id: `msg_${meta.id}`, model: request.model, thinking: request.showReasoning ?? false });
+    const encoder = new MessagesStreamEncoder({
+      id: `msg_${meta.id}`,
+      model: request.model,
+      thinking: request.showReasoning ?? false,
+    });
     return {
       terminator: false,
       frames: (event) => encoder.encode(event),
@@ -13,7 +17,11 @@ export const anthropicMessagesAdapter: DialectAdapter = {
     };
   },
   complete(request, meta) {
-    const aggregator = new MessagesAggregator({ id: `msg_${meta.id}`, model: request.model, thinking: request.showReasoning ?? false });
+    const aggregator = new MessagesAggregator({
+      id: `msg_${meta.id}`,
+      model: request.model,
+      thinking: request.showReasoning ?? false,
+    });
     return { add: (event) => aggregator.add(event), body: () => aggregator.body() };
   },
 };

@@ -22,6 +22,8 @@ export class MessagesController {
   async countTokens(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     // count_tokens bodies have no max_tokens; the decoder requires one, so supply a placeholder.
     const body = { max_tokens: 1, ...(req.body as object) };
-    await respondJson(req, reply, async (requestId) => ({ input_tokens: (await this.inference.countTokens('anthropic.messages', requestId, body, req.headers)).inputTokens }));
+    await respondJson(req, reply, async (requestId) => ({
+      input_tokens: (await this.inference.countTokens('anthropic.messages', requestId, body, req.headers)).inputTokens,
+    }));
   }
 }

@@ -7,7 +7,14 @@ import { choiceOf, choicesOf } from './fan-out-run.js';
 export const openAiCompletionsAdapter: DialectAdapter = {
   dialect: 'openai.completions',
   stream(request, meta, state) {
-    const encoder = new CompletionChunkEncoder({ id: `cmpl-${meta.id}`, model: request.model, created: meta.created, includeUsage: request.includeUsage ?? false, choices: choicesOf(state), logprobs: request.logprobs !== undefined });
+    const encoder = new CompletionChunkEncoder({
+      id: `cmpl-${meta.id}`,
+      model: request.model,
+      created: meta.created,
+      includeUsage: request.includeUsage ?? false,
+      choices: choicesOf(state),
+      logprobs: request.logprobs !== undefined,
+    });
     return {
       terminator: true,
       frames: (event: StreamEvent) => encoder.encode(event, choiceOf(event)).map((data) => ({ data })),
@@ -15,7 +22,13 @@ export const openAiCompletionsAdapter: DialectAdapter = {
     };
   },
   complete(request, meta, state) {
-    const aggregator = new CompletionAggregator({ id: `cmpl-${meta.id}`, model: request.model, created: meta.created, choices: choicesOf(state), logprobs: request.logprobs !== undefined });
+    const aggregator = new CompletionAggregator({
+      id: `cmpl-${meta.id}`,
+      model: request.model,
+      created: meta.created,
+      choices: choicesOf(state),
+      logprobs: request.logprobs !== undefined,
+    });
     return { add: (event) => aggregator.add(event, choiceOf(event)), body: () => aggregator.body() };
   },
 };

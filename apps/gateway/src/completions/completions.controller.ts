@@ -19,7 +19,10 @@ export class CompletionsController {
     // Several prompts: one run each, placed and generated side by side, rendered as one response.
     const choices = completionFanOut(req.body);
     const count = choices ? choices(req.body as Record<string, unknown>).length : 0;
-    const open = choices ? (requestId: string) => new FanOutRun(this.inference, 'openai.completions', requestId, choices, count, meterOf(req), req.headers) : undefined;
+    const open = choices
+      ? (requestId: string) =>
+          new FanOutRun(this.inference, 'openai.completions', requestId, choices, count, meterOf(req), req.headers)
+      : undefined;
     return this.responder.handle(req, reply, openAiCompletionsAdapter, open);
   }
 }

@@ -1,5 +1,12 @@
 import { completionChoices, MAX_CHAT_CHOICES } from '@cortex/wire';
-import { isObject, type CanonicalRequest, type CortexError, type Dialect, type LoadProgress, type StreamEvent } from '@cortex/contracts';
+import {
+  isObject,
+  type CanonicalRequest,
+  type CortexError,
+  type Dialect,
+  type LoadProgress,
+  type StreamEvent,
+} from '@cortex/contracts';
 import type { IncomingHeaders } from '../inference/run-trace.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import type { ResponderRun } from '../inference/inference.responder.js';
@@ -16,12 +23,14 @@ interface FanOutState {
 
 export const choiceOf = (event: StreamEvent): number => (event as ChoiceEvent).choice ?? 0;
 
-export const choicesOf = (state: unknown): number => (isObject(state) && typeof state.choices === 'number' ? state.choices : 1);
+export const choicesOf = (state: unknown): number =>
+  isObject(state) && typeof state.choices === 'number' ? state.choices : 1;
 
 /** Each choice's body, as a request of its own: `n` 1, and a `seed` of its own so that seeded choices differ. */
 export type ChoiceBodies = (body: Record<string, unknown>) => Array<Record<string, unknown>>;
 
-const ownSeed = (body: Record<string, unknown>, i: number): Record<string, unknown> => (typeof body.seed === 'number' && Number.isInteger(body.seed) ? { seed: body.seed + i } : {});
+const ownSeed = (body: Record<string, unknown>, i: number): Record<string, unknown> =>
+  typeof body.seed === 'number' && Number.isInteger(body.seed) ? { seed: body.seed + i } : {};
 
 /**
  * The choices of a completion body that asks for several (an array prompt, `n`), or null: a single
@@ -69,7 +78,8 @@ export class FanOutRun implements ResponderRun {
     this.runs = Array.from({ length: choices }, () => service.open(dialect, requestId, meter, undefined, headers));
     // Each choice could move alone, but the choices of one response would then come from different
     // workers' sampling states: a request with several choices keeps today's error instead.
-    for (const run of this.runs) run.checkpoint.refuse('a request with several choices (n > 1 or an array prompt) does not move');
+    for (const run of this.runs)
+      run.checkpoint.refuse('a request with several choices (n > 1 or an array prompt) does not move');
     this.state = { choices };
   }
 
@@ -132,7 +142,13 @@ async function* merge(streams: Array<AsyncIterable<StreamEvent>>): AsyncIterable
   // A failure is kept as a value, so a stream that fails while another is read is never unhandled.
   const pull = (index: number): void => {
     const next = (iterators[index] as AsyncIterator<StreamEvent>).next();
-    pending.set(index, next.then((result) => ({ index, result }), (error: unknown) => ({ index, error })));
+    pending.set(
+      index,
+      next.then(
+        (result) => ({ index, result }),
+        (error: unknown) => ({ index, error }),
+      ),
+    );
   };
   iterators.forEach((_, index) => pull(index));
   try {

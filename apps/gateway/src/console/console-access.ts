@@ -15,7 +15,11 @@ export function isConsolePath(path: string): boolean {
  * `allowedOrigins`: origins besides the gateway's own (`gateway.allowed_origins`) whose pages may
  * use the cookie.
  */
-export function browserKey(request: FastifyRequest, path: string, allowedOrigins: readonly string[] = []): string | undefined {
+export function browserKey(
+  request: FastifyRequest,
+  path: string,
+  allowedOrigins: readonly string[] = [],
+): string | undefined {
   if (path === '/console') {
     const key = (request.query as Record<string, unknown> | undefined)?.key;
     if (typeof key === 'string' && key) return key;
@@ -34,8 +38,14 @@ export function browserKey(request: FastifyRequest, path: string, allowedOrigins
   const origin = request.headers.origin;
   // The host the browser used: X-Forwarded-Host from a trusted proxy (gateway.trust_proxy), else Host.
   const host = (request as { host?: string }).host ?? request.headers.host;
-  if (origin === undefined ? request.headers.upgrade !== undefined : !ownOrigin(origin, host, allowedOrigins)) return undefined;
-  if (request.method !== 'GET' && request.method !== 'HEAD' && !String(request.headers['content-type'] ?? '').startsWith('application/json')) return undefined;
+  if (origin === undefined ? request.headers.upgrade !== undefined : !ownOrigin(origin, host, allowedOrigins))
+    return undefined;
+  if (
+    request.method !== 'GET' &&
+    request.method !== 'HEAD' &&
+    !String(request.headers['content-type'] ?? '').startsWith('application/json')
+  )
+    return undefined;
   return cookie;
 }
 
@@ -44,7 +54,9 @@ export function ownOrigin(origin: string, host: string | undefined, allowedOrigi
   if (allowedOrigins.includes(origin)) return true;
   try {
     const url = new URL(origin);
-    return (url.protocol === 'http:' || url.protocol === 'https:') && host !== undefined && url.host === host.toLowerCase();
+    return (
+      (url.protocol === 'http:' || url.protocol === 'https:') && host !== undefined && url.host === host.toLowerCase()
+    );
   } catch {
     // `null` (a sandboxed page, a file) or no URL at all.
     return false;

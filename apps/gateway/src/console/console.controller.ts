@@ -2,7 +2,15 @@ import { readFile } from 'node:fs/promises';
 import { Controller, Get, Param, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { assertToken, CortexError, decodeCancelLoadReply, object, Subjects, workerSubject, string } from '@cortex/contracts';
+import {
+  assertToken,
+  CortexError,
+  decodeCancelLoadReply,
+  object,
+  Subjects,
+  workerSubject,
+  string,
+} from '@cortex/contracts';
 import { respondJson, sendError } from '../http/error-response.js';
 import { requestIdOf } from '../http/request-id.js';
 import { ConsoleHub } from './console.hub.js';
@@ -47,8 +55,12 @@ export class ConsoleController {
   @Get('console/:file')
   async asset(@Param('file') name: string, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     const type = TYPES[name];
-    if (!type) return sendError(reply, req.url, new CortexError('not_found', `no console file ${name}`), requestIdOf(req));
-    void reply.header('cache-control', 'no-cache').type(type).send(await this.file(name));
+    if (!type)
+      return sendError(reply, req.url, new CortexError('not_found', `no console file ${name}`), requestIdOf(req));
+    void reply
+      .header('cache-control', 'no-cache')
+      .type(type)
+      .send(await this.file(name));
   }
 
   @Get('admin/console/feed')
@@ -65,7 +77,11 @@ export class ConsoleController {
       const body = object(req.body ?? null, 'body');
       const runId = subjectToken(string(body.runId, 'runId'), 'runId');
       const workerId = subjectToken(string(body.workerId, 'workerId'), 'workerId');
-      this.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId, reason: 'cancelled from the console' }, requestId);
+      this.bus.publish(
+        workerSubject(Subjects.workerCancel, workerId),
+        { runId, reason: 'cancelled from the console' },
+        requestId,
+      );
       this.hub.refresh();
       return Promise.resolve({ runId, workerId, sent: true });
     });
@@ -82,8 +98,13 @@ export class ConsoleController {
       const body = object(req.body ?? null, 'body');
       const model = string(body.model, 'model');
       const workerId = subjectToken(string(body.worker, 'worker'), 'worker');
-      const answer = await this.bus.request(workerSubject(Subjects.workerCancelLoad, workerId), { model, reason: 'cancelled from the console' }, { requestId, decode: decodeCancelLoadReply, timeoutMs: 5_000 });
-      if (!answer.cancelled) throw new CortexError('not_found', `${model} is not loading on ${workerId}`, { param: 'model' });
+      const answer = await this.bus.request(
+        workerSubject(Subjects.workerCancelLoad, workerId),
+        { model, reason: 'cancelled from the console' },
+        { requestId, decode: decodeCancelLoadReply, timeoutMs: 5_000 },
+      );
+      if (!answer.cancelled)
+        throw new CortexError('not_found', `${model} is not loading on ${workerId}`, { param: 'model' });
       this.hub.refresh();
       return answer;
     });

@@ -101,7 +101,11 @@ export class ConsoleFeed {
         },
         onBad,
       ),
-      bus.subscribe(Subjects.modelProgressed, (data) => this.publish('load', this.loads.apply(decodeLoadProgress(data), Date.now())), onBad),
+      bus.subscribe(
+        Subjects.modelProgressed,
+        (data) => this.publish('load', this.loads.apply(decodeLoadProgress(data), Date.now())),
+        onBad,
+      ),
       bus.subscribe(
         Subjects.eventsAll,
         (data, subject) => {
@@ -184,10 +188,16 @@ export class ConsoleFeed {
     if (this.fleetAsking || this.stopped) return;
     this.fleetAsking = true;
     try {
-      const fleet = await this.bus.request(Subjects.routerFleet, {}, { decode: decodeFleetView, timeoutMs: Math.max(1_000, this.options.fleetIntervalMs) });
+      const fleet = await this.bus.request(
+        Subjects.routerFleet,
+        {},
+        { decode: decodeFleetView, timeoutMs: Math.max(1_000, this.options.fleetIntervalMs) },
+      );
       this.fleetError = null;
       // lastSeenMs changes on every answer; a page needs an update only when something else did.
-      const key = JSON.stringify(fleet, (name, value: unknown) => (name === 'lastSeenMs' || name === 'routerId' ? undefined : value));
+      const key = JSON.stringify(fleet, (name, value: unknown) =>
+        name === 'lastSeenMs' || name === 'routerId' ? undefined : value,
+      );
       this.fleet = fleet;
       if (key !== this.fleetKey) {
         this.fleetKey = key;
@@ -211,7 +221,11 @@ export class ConsoleFeed {
     this.runsAsking = true;
     try {
       const runs: PendingRun[] = [];
-      const replies = await this.bus.nc.requestMany(Subjects.gatewayRuns, '{}', { strategy: 'stall', stall: RUNS_STALL_MS, maxWait: Math.max(RUNS_STALL_MS, this.options.fleetIntervalMs / 2) });
+      const replies = await this.bus.nc.requestMany(Subjects.gatewayRuns, '{}', {
+        strategy: 'stall',
+        stall: RUNS_STALL_MS,
+        maxWait: Math.max(RUNS_STALL_MS, this.options.fleetIntervalMs / 2),
+      });
       for await (const message of replies) {
         try {
           runs.push(...decodeGatewayRuns(message.json()));
@@ -220,7 +234,10 @@ export class ConsoleFeed {
         }
       }
       if (this.stopped) return;
-      const loading = new Set([...this.loads.view().map((l) => l.model), ...(this.fleet?.workers.flatMap((w) => w.models.filter((m) => m.state === 'loading').map((m) => m.id)) ?? [])]);
+      const loading = new Set([
+        ...this.loads.view().map((l) => l.model),
+        ...(this.fleet?.workers.flatMap((w) => w.models.filter((m) => m.state === 'loading').map((m) => m.id)) ?? []),
+      ]);
       this.live.pending(runs, loading, Date.now());
     } catch {
       // No gateway answered (this one is shutting down): the streams still show what runs.
@@ -255,7 +272,10 @@ export class ConsoleFeed {
       }
       // Events heard live while the history was read come after it; one in both is shown once.
       const heard = new Set(this.activity.map((event) => `${event.requestId}/${event.finishedAt}`));
-      this.activity = [...older.filter((event) => !heard.has(`${event.requestId}/${event.finishedAt}`)), ...this.activity].slice(-KEEP_ACTIVITY);
+      this.activity = [
+        ...older.filter((event) => !heard.has(`${event.requestId}/${event.finishedAt}`)),
+        ...this.activity,
+      ].slice(-KEEP_ACTIVITY);
     } catch (error) {
       this.activityNote = `could not read the events stream (${(error as Error).message})`;
     }
@@ -272,7 +292,13 @@ export class ConsoleFeed {
     switch (workerEventOf(subject)?.event ?? subject) {
       case Subjects.modelLoaded: {
         const event = fromWorker(subject, decodeLoadResult(data));
-        entry = { at, kind: 'loaded', workerId: event.workerId, model: event.model, detail: `in ${Math.round(event.loadMs)} ms` };
+        entry = {
+          at,
+          kind: 'loaded',
+          workerId: event.workerId,
+          model: event.model,
+          detail: `in ${Math.round(event.loadMs)} ms`,
+        };
         break;
       }
       case Subjects.modelUnloaded: {
@@ -282,13 +308,25 @@ export class ConsoleFeed {
       }
       case Subjects.modelLoadFailed: {
         const event = fromWorker(subject, decodeLoadFailed(data));
-        entry = { at: event.at, kind: 'load_failed', workerId: event.workerId, model: event.model, detail: event.error };
+        entry = {
+          at: event.at,
+          kind: 'load_failed',
+          workerId: event.workerId,
+          model: event.model,
+          detail: event.error,
+        };
         break;
       }
       case Subjects.workerUp:
       case Subjects.workerDown: {
         const event = decodeWorkerLifecycle(data);
-        entry = { at: event.at, kind: subject === Subjects.workerUp ? 'worker_up' : 'worker_down', workerId: event.workerId, model: null, detail: '' };
+        entry = {
+          at: event.at,
+          kind: subject === Subjects.workerUp ? 'worker_up' : 'worker_down',
+          workerId: event.workerId,
+          model: null,
+          detail: '',
+        };
         break;
       }
       default:

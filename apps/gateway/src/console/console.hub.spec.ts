@@ -35,7 +35,10 @@ describe('console hub', () => {
       assert.ok(sent < 2_000, 'the page was dropped');
       assert.equal(client.closed, true);
       assert.equal(client.send(frame), false, 'nothing more is written to a dropped page');
-      assert.ok(held > 0 && held <= CLIENT_BUFFER_LIMIT + 70 * 1024, `held at most one frame over the limit, held ${held}`);
+      assert.ok(
+        held > 0 && held <= CLIENT_BUFFER_LIMIT + 70 * 1024,
+        `held at most one frame over the limit, held ${held}`,
+      );
     } finally {
       socket.destroy();
       server.close();

@@ -103,17 +103,26 @@ export class ConsoleHub implements OnModuleInit, OnModuleDestroy {
     const client = new FeedClient(raw, feed.epoch);
     this.clients.add(client);
     raw.on('close', () => this.detach(client));
-    raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
     // A dropped page comes back after a second.
     raw.write('retry: 1000\n\n');
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([feed.ready, new Promise((done) => (timer = setTimeout(done, 5_000)))]).finally(() => clearTimeout(timer));
+    await Promise.race([feed.ready, new Promise((done) => (timer = setTimeout(done, 5_000)))]).finally(() =>
+      clearTimeout(timer),
+    );
     if (client.closed || this.feed !== feed) return;
     const resume = decideResume(lastEventId, feed.epoch, feed.oldestSeq, feed.nextSeq);
     if (resume.kind === 'replay') {
       for (const event of feed.after(resume.after)) if (!client.send(event)) return;
     } else {
-      client.write(`id: ${feed.epoch}.${feed.nextSeq - 1}\nevent: snapshot\ndata: ${JSON.stringify({ ...feed.snapshot(), resync: resume.why })}\n\n`);
+      client.write(
+        `id: ${feed.epoch}.${feed.nextSeq - 1}\nevent: snapshot\ndata: ${JSON.stringify({ ...feed.snapshot(), resync: resume.why })}\n\n`,
+      );
     }
     client.synced = true;
   }

@@ -9,7 +9,8 @@ export interface StoredEvent {
   at: number;
 }
 
-export type History = { source: 'events-stream'; events: StoredEvent[] } | { source: 'none'; reason: string; events: [] };
+export type History =
+  { source: 'events-stream'; events: StoredEvent[] } | { source: 'none'; reason: string; events: [] };
 
 /**
  * The last `count` events of the events stream (`CORTEX_EVENTS`, which the metrics service reads
@@ -27,12 +28,19 @@ export async function readRecentEvents(nc: NatsConnection, count: number, maxMs:
     return { source: 'none', reason: `no events stream (${(error as Error).message})`, events: [] };
   }
   const from = Math.max(first, last - count + 1);
-  const consumer = await jetstream(nc, { timeout: maxMs }).consumers.get(EVENTS_STREAM, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from });
+  const consumer = await jetstream(nc, { timeout: maxMs }).consumers.get(EVENTS_STREAM, {
+    deliver_policy: DeliverPolicy.StartSequence,
+    opt_start_seq: from,
+  });
   const events: StoredEvent[] = [];
   const batch = await consumer.fetch({ max_messages: last - from + 1, expires: maxMs });
   for await (const message of batch) {
     try {
-      events.push({ subject: message.subject, data: message.json(), at: Math.round(message.info.timestampNanos / 1e6) });
+      events.push({
+        subject: message.subject,
+        data: message.json(),
+        at: Math.round(message.info.timestampNanos / 1e6),
+      });
     } catch {
       // Not JSON: not an event anyone could show.
     }

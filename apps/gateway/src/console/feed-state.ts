@@ -68,7 +68,20 @@ export class LiveRuns {
     }
     if (!row) {
       if (this.rows.size >= MAX_LIVE_ROWS) return;
-      row = { runId, model: null, workerId: null, state: 'prompt', keyId: null, account: null, streamed: true, promptTokens: 0, tokens: 0, startedAt: now, firstTokenAt: null, lastEventAt: now };
+      row = {
+        runId,
+        model: null,
+        workerId: null,
+        state: 'prompt',
+        keyId: null,
+        account: null,
+        streamed: true,
+        promptTokens: 0,
+        tokens: 0,
+        startedAt: now,
+        firstTokenAt: null,
+        lastEventAt: now,
+      };
       this.rows.set(runId, row);
     }
     row.lastEventAt = now;
@@ -108,7 +121,20 @@ export class LiveRuns {
       let row = this.rows.get(run.runId);
       if (!row) {
         if (this.rows.size >= MAX_LIVE_ROWS) continue;
-        row = { runId: run.runId, model: run.model, workerId: null, state: 'queued', keyId, account, streamed: false, promptTokens: 0, tokens: 0, startedAt: run.since, firstTokenAt: null, lastEventAt: now };
+        row = {
+          runId: run.runId,
+          model: run.model,
+          workerId: null,
+          state: 'queued',
+          keyId,
+          account,
+          streamed: false,
+          promptTokens: 0,
+          tokens: 0,
+          startedAt: run.since,
+          firstTokenAt: null,
+          lastEventAt: now,
+        };
         this.rows.set(run.runId, row);
         this.dirty = true;
       }
@@ -211,7 +237,12 @@ export class LoadBoard {
       phaseStartedAt,
       phaseStartFraction,
       updatedAt: now,
-      etaMs: progress.fraction >= 1 ? 0 : done > 0 && elapsed > 0 ? Math.round((elapsed * (1 - progress.fraction)) / done) : null,
+      etaMs:
+        progress.fraction >= 1
+          ? 0
+          : done > 0 && elapsed > 0
+            ? Math.round((elapsed * (1 - progress.fraction)) / done)
+            : null,
     };
     if (this.loads.size < MAX_LIVE_ROWS || known) this.loads.set(key, view);
     return view;
@@ -278,7 +309,12 @@ export type Resume = { kind: 'replay'; after: number } | { kind: 'snapshot'; why
  * holds every one of them, else a fresh snapshot. Ids are `<epoch>.<seq>`; a feed that stopped (nobody
  * watched) and started again has another epoch, so an id from before can never replay wrong events.
  */
-export function decideResume(lastEventId: string | undefined, epoch: string, oldestSeq: number, nextSeq: number): Resume {
+export function decideResume(
+  lastEventId: string | undefined,
+  epoch: string,
+  oldestSeq: number,
+  nextSeq: number,
+): Resume {
   if (!lastEventId) return { kind: 'snapshot', why: 'first connection' };
   const match = /^([A-Za-z0-9]+)\.(\d+)$/.exec(lastEventId);
   if (!match) return { kind: 'snapshot', why: 'unreadable Last-Event-ID' };

@@ -26,6 +26,9 @@ describe('pending runs', () => {
     listed[0]!.workerId = 'changed';
     assert.equal(runs.list()[0]?.workerId, null);
     runs.sweep(6_000, 4_000);
-    assert.deepEqual(runs.list().map((r) => r.requestId), ['q2']);
+    assert.deepEqual(
+      runs.list().map((r) => r.requestId),
+      ['q2'],
+    );
   });
 });

@@ -14,7 +14,14 @@ export class PendingRuns {
   private readonly runs = new Map<unknown, PendingRun>();
 
   /** A placement starts (again, on a retry: the run id changes, the request stays one row); `payer` is the stored key that pays for it. */
-  placing(owner: unknown, requestId: string, runId: string, model: string, now: number, payer: UsageOwner | null = null): void {
+  placing(
+    owner: unknown,
+    requestId: string,
+    runId: string,
+    model: string,
+    now: number,
+    payer: UsageOwner | null = null,
+  ): void {
     const known = this.runs.get(owner);
     if (known) {
       known.runId = runId;
@@ -22,7 +29,14 @@ export class PendingRuns {
       return;
     }
     if (this.runs.size >= MAX_PENDING) return;
-    this.runs.set(owner, { requestId, runId, model, workerId: null, since: now, ...(payer && { keyId: payer.keyId, account: payer.account }) });
+    this.runs.set(owner, {
+      requestId,
+      runId,
+      model,
+      workerId: null,
+      since: now,
+      ...(payer && { keyId: payer.keyId, account: payer.account }),
+    });
   }
 
   placed(owner: unknown, workerId: string): void {

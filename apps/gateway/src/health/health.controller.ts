@@ -25,6 +25,8 @@ export class HealthController {
   @Get('readyz')
   readyz(@Res() reply: FastifyReply): void {
     const ready = isBusConnected(this.bus.nc);
-    void reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', bus: ready ? 'connected' : 'down' });
+    void reply
+      .status(ready ? 200 : 503)
+      .send({ status: ready ? 'ready' : 'not ready', bus: ready ? 'connected' : 'down' });
   }
 }

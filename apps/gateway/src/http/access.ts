@@ -14,7 +14,12 @@ import { browserKey, isConsolePath } from '../console/console-access.js';
 // The root is a reachability probe (`HEAD /`); it says nothing a caller without a key should not know.
 const PUBLIC = new Set(['/', '/healthz', '/readyz']);
 const FAMILIES = [
-  { pattern: /^\/(v1\/)?chat\/completions(\/|\?|$)/, key: 'chatCompletions', name: 'Chat Completions', setting: 'chat_completions' },
+  {
+    pattern: /^\/(v1\/)?chat\/completions(\/|\?|$)/,
+    key: 'chatCompletions',
+    name: 'Chat Completions',
+    setting: 'chat_completions',
+  },
   { pattern: /^\/(v1\/)?responses(\/|\?|$)/, key: 'responses', name: 'Responses', setting: 'responses' },
   { pattern: /^\/(v1\/)?messages(\/|\?|$)/, key: 'messages', name: 'Anthropic Messages', setting: 'messages' },
   { pattern: /^\/(v1\/)?completions(\/|\?|$)/, key: 'completions', name: 'legacy Completions', setting: 'completions' },
@@ -35,7 +40,12 @@ function isLoopback(host: string): boolean {
  * saying so, and a stored key's `models` limit what its requests may name (403). Without keys the
  * gateway refuses to listen beyond loopback unless `auth: none` says that is intended.
  */
-export function installAccess(fastify: FastifyInstance, config: CortexConfig, logger: LoggerService, directory: KeyDirectory): void {
+export function installAccess(
+  fastify: FastifyInstance,
+  config: CortexConfig,
+  logger: LoggerService,
+  directory: KeyDirectory,
+): void {
   const { auth, gateway } = config;
   const apiKeys = [...auth.apiKeys, ...auth.adminKeys].map(digest);
   const adminKeys = auth.adminKeys.map(digest);
@@ -46,11 +56,17 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
         `gateway.listen is ${gateway.listen} but no API keys are configured: set auth.api_keys (or CORTEX_API_KEYS), or set "auth: none" to serve without authentication`,
       );
     }
-    logger.warn(`no API keys configured: serving without authentication, on loopback (${gateway.listen}) only`, 'gateway');
+    logger.warn(
+      `no API keys configured: serving without authentication, on loopback (${gateway.listen}) only`,
+      'gateway',
+    );
   }
   if (auth.mode === 'none') logger.warn(`auth: none — anyone who reaches ${gateway.listen} can use the API`, 'gateway');
   if (gateway.endpoints.chatCompletions) {
-    logger.log('Chat Completions (/v1/chat/completions) is enabled: a legacy API kept for existing clients; new clients should use /v1/responses', 'gateway');
+    logger.log(
+      'Chat Completions (/v1/chat/completions) is enabled: a legacy API kept for existing clients; new clients should use /v1/responses',
+      'gateway',
+    );
   }
 
   const matches = (presented: string | undefined, keys: Buffer[]): boolean => {
@@ -66,7 +82,15 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
     if (PUBLIC.has(path)) return done();
     const family = FAMILIES.find((f) => f.pattern.test(path));
     if (family && !gateway.endpoints[family.key]) {
-      sendError(reply, request.url, new CortexError('not_found', `the ${family.name} API is disabled on this gateway (gateway.endpoints.${family.setting})`), requestIdOf(request));
+      sendError(
+        reply,
+        request.url,
+        new CortexError(
+          'not_found',
+          `the ${family.name} API is disabled on this gateway (gateway.endpoints.${family.setting})`,
+        ),
+        requestIdOf(request),
+      );
       return;
     }
     if (auth.mode === 'none') return done();
@@ -86,7 +110,15 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
       if (!matches(presented, admin ? adminKeys : apiKeys)) {
         const what = presented ? 'is not valid' : 'is missing';
         const how = admin ? 'an admin key' : 'an API key';
-        sendError(reply, request.url, new CortexError('unauthorized', `the API key ${what}: send ${how} as "Authorization: Bearer <key>" or "x-api-key: <key>"`), requestIdOf(request));
+        sendError(
+          reply,
+          request.url,
+          new CortexError(
+            'unauthorized',
+            `the API key ${what}: send ${how} as "Authorization: Bearer <key>" or "x-api-key: <key>"`,
+          ),
+          requestIdOf(request),
+        );
         return;
       }
       done();
@@ -98,10 +130,15 @@ export function installAccess(fastify: FastifyInstance, config: CortexConfig, lo
     if (later) {
       later.then(decide).catch((error: Error) => {
         logger.error(`${requestIdOf(request)}: the key check failed: ${error.message}`, 'gateway');
-        if (!reply.sent) sendError(reply, request.url, new CortexError('internal', 'the API key could not be checked; try again'), requestIdOf(request));
+        if (!reply.sent)
+          sendError(
+            reply,
+            request.url,
+            new CortexError('internal', 'the API key could not be checked; try again'),
+            requestIdOf(request),
+          );
       });
-    }
-    else decide(identity);
+    } else decide(identity);
   });
 }
 
@@ -122,7 +159,11 @@ export function installModelAccess(fastify: FastifyInstance): void {
 /** The 403 for a body naming a model the stored key may not use; null when it may (or names none). */
 export function modelRefusal(key: KeyRecord, model: unknown): CortexError | null {
   if (key.models === null || typeof model !== 'string' || modelAllowed(key, model)) return null;
-  return new CortexError('permission_denied', `the API key ${key.id} ("${key.name}") may not use the model '${model}'; it may use: ${key.models.join(', ')}`, { param: 'model' });
+  return new CortexError(
+    'permission_denied',
+    `the API key ${key.id} ("${key.name}") may not use the model '${model}'; it may use: ${key.models.join(', ')}`,
+    { param: 'model' },
+  );
 }
 
 /** The key a request presents: `Authorization: Bearer <key>` or `x-api-key`. */

@@ -19,8 +19,11 @@ export function tooDeep(value: unknown, limit = MAX_BODY_DEPTH): string | null {
   for (let next = stack.pop(); next; next = stack.pop()) {
     if (next.value === null || typeof next.value !== 'object') continue;
     if (next.depth >= limit) return next.field;
-    const entries = Array.isArray(next.value) ? next.value.map((item, index) => [String(index), item] as const) : Object.entries(next.value);
-    for (const [key, item] of entries) stack.push({ value: item, depth: next.depth + 1, field: next.depth === 0 ? key : next.field });
+    const entries = Array.isArray(next.value)
+      ? next.value.map((item, index) => [String(index), item] as const)
+      : Object.entries(next.value);
+    for (const [key, item] of entries)
+      stack.push({ value: item, depth: next.depth + 1, field: next.depth === 0 ? key : next.field });
   }
   return null;
 }
@@ -94,7 +97,9 @@ export function textTooDeep(text: string, limit = MAX_TEXT_DEPTH): string | null
 /** The error for a JSON text that nests too deep: naming its top-level field, as the check of a parsed body does. */
 export function tooDeepText(what: string, field = ''): CortexError {
   const where = field ? `field \`${field}\`` : what;
-  return new CortexError('invalid_request', `${where} nests deeper than ${MAX_BODY_DEPTH} levels`, { param: field || undefined });
+  return new CortexError('invalid_request', `${where} nests deeper than ${MAX_BODY_DEPTH} levels`, {
+    param: field || undefined,
+  });
 }
 
 /**
@@ -111,8 +116,7 @@ export function installBodyDepth(fastify: FastifyInstance, refusals: RefusalCoun
         if (scan.push(chunk)) {
           refusals.count('body_too_deep');
           next(tooDeepText('the request body', scan.field));
-        }
-        else next(null, chunk);
+        } else next(null, chunk);
       },
     });
     payload.on('error', (error) => guarded.destroy(error));
@@ -123,6 +127,13 @@ export function installBodyDepth(fastify: FastifyInstance, refusals: RefusalCoun
     if (field === null) return done();
     refusals.count('body_too_deep');
     const where = field ? `field \`${field}\`` : 'the request body';
-    sendError(reply, request.url, new CortexError('invalid_request', `${where} nests deeper than ${MAX_BODY_DEPTH} levels`, { param: field || undefined }), requestIdOf(request));
+    sendError(
+      reply,
+      request.url,
+      new CortexError('invalid_request', `${where} nests deeper than ${MAX_BODY_DEPTH} levels`, {
+        param: field || undefined,
+      }),
+      requestIdOf(request),
+    );
   });
 }

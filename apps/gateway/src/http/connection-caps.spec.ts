@@ -37,7 +37,10 @@ describe('connection caps', () => {
       const fourth = await open(port);
       const answer = await answerOf(fourth);
       assert.match(answer, /^HTTP\/1\.1 429 Too Many Requests\r\n/);
-      assert.match(answer, /too many connections from 127\.0\.0\.1: at most 3 at once \(gateway\.max_connections_per_address\)/);
+      assert.match(
+        answer,
+        /too many connections from 127\.0\.0\.1: at most 3 at once \(gateway\.max_connections_per_address\)/,
+      );
       assert.deepEqual(refused, ['127.0.0.1']);
       held[0]?.destroy();
       await new Promise((done) => setTimeout(done, 50));

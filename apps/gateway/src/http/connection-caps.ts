@@ -16,7 +16,11 @@ export interface ConnectionCaps {
  * `429` with a JSON error saying so and closed before any request is read. Trusted proxies are not
  * capped per address: every client behind them shares their address.
  */
-export function installConnectionCaps(server: Server, caps: ConnectionCaps, refused: (address: string) => void = () => undefined): void {
+export function installConnectionCaps(
+  server: Server,
+  caps: ConnectionCaps,
+  refused: (address: string) => void = () => undefined,
+): void {
   if (caps.total > 0) server.maxConnections = caps.total;
   if (caps.perAddress <= 0) return;
   const exempt = blockList(caps.exempt);
@@ -34,7 +38,9 @@ export function installConnectionCaps(server: Server, caps: ConnectionCaps, refu
           code: 'too_many_connections',
         },
       });
-      socket.end(`HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\nretry-after: 1\r\n\r\n${body}`);
+      socket.end(
+        `HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\nretry-after: 1\r\n\r\n${body}`,
+      );
       return;
     }
     open.set(address, count);

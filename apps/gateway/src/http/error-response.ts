@@ -31,7 +31,11 @@ export function sendError(reply: FastifyReply, url: string, error: CortexError, 
  * Answers a plain JSON route: 200 with what `body` returns, or the error it throws in the route's
  * dialect; `x-request-id` either way.
  */
-export async function respondJson(req: FastifyRequest, reply: FastifyReply, body: (requestId: string) => Promise<unknown>): Promise<void> {
+export async function respondJson(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  body: (requestId: string) => Promise<unknown>,
+): Promise<void> {
   const requestId = requestIdOf(req);
   try {
     const result = await body(requestId);

@@ -34,7 +34,11 @@ describe('oversize drain', () => {
       const body = 'x'.repeat(16 * MiB);
       const statuses: Array<number | string> = [];
       for (let i = 0; i < 5; i++) {
-        const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).catch((error: Error) => error);
+        const response = await fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+        }).catch((error: Error) => error);
         statuses.push(response instanceof Error ? response.message : response.status);
         if (!(response instanceof Error)) await response.text();
       }
@@ -47,7 +51,10 @@ describe('oversize drain', () => {
   it('oversize drain - past its budget the upload is cut off, not read to the end', async () => {
     const { app, url } = await server({ bytes: 256 * 1024, ms: 10_000 });
     try {
-      const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': 64 * MiB } });
+      const req = httpRequest(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': 64 * MiB },
+      });
       const statuses: number[] = [];
       req.on('response', (res) => {
         statuses.push(res.statusCode ?? 0);

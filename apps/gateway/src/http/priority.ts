@@ -25,7 +25,11 @@ export function installPriority(fastify: FastifyInstance, config: CortexConfig, 
     if (!socket && (request.method !== 'POST' || !LIMITED.test(path))) return done();
     const principal = principalOf(request);
     // Past the access check, a request without a stored key either presented a config-file key or needed none.
-    const caller: Caller = principal ? { kind: 'stored', key: principal.key } : configKeys ? { kind: 'config' } : { kind: 'none' };
+    const caller: Caller = principal
+      ? { kind: 'stored', key: principal.key }
+      : configKeys
+        ? { kind: 'config' }
+        : { kind: 'none' };
     const background = (request.body as { background?: unknown } | null)?.background === true;
     let entry: ReturnType<PriorityBook['hold']>;
     try {

@@ -9,7 +9,8 @@ import { requestPath } from './request-path.js';
 import { meterOf } from '../usage/request-meter.js';
 
 /** The routes that start work on a worker: each request counts against its key's limits. */
-export const LIMITED = /^\/(v1\/)?(chat\/completions|completions|responses|responses\/compact|messages|messages\/count_tokens|embeddings|rerank|reranking)$/;
+export const LIMITED =
+  /^\/(v1\/)?(chat\/completions|completions|responses|responses\/compact|messages|messages\/count_tokens|embeddings|rerank|reranking)$/;
 const MESSAGES = /^\/(v1\/)?messages(\/|$)/;
 
 /**
@@ -28,7 +29,15 @@ export function installRateLimits(fastify: FastifyInstance, admission: KeyAdmiss
     void (async () => {
       const bytes = Number(request.headers['content-length']) || Buffer.byteLength(JSON.stringify(request.body ?? {}));
       const background = (request.body as { background?: unknown } | null)?.background === true;
-      const decision = await admission.admit({ key: principal.key, requestId: requestIdOf(request), meter: meterOf(request), path, body: request.body, bytes, background });
+      const decision = await admission.admit({
+        key: principal.key,
+        requestId: requestIdOf(request),
+        meter: meterOf(request),
+        path,
+        body: request.body,
+        bytes,
+        background,
+      });
       if (decision.requests) setWindowHeaders(reply, decision.requests, anthropic);
       if (decision.tokens) setTokenHeaders(reply, decision.tokens, anthropic);
       if (decision.kind === 'refuse') {
@@ -54,9 +63,17 @@ export function installRateLimits(fastify: FastifyInstance, admission: KeyAdmiss
 export function windowHeaders(window: RequestWindow, anthropic: boolean, now = Date.now()): Record<string, string> {
   if (anthropic) {
     const reset = new Date(Math.ceil((now + window.resetMs) / 1_000) * 1_000).toISOString().replace('.000Z', 'Z');
-    return { 'anthropic-ratelimit-requests-limit': String(window.limit), 'anthropic-ratelimit-requests-remaining': String(window.remaining), 'anthropic-ratelimit-requests-reset': reset };
+    return {
+      'anthropic-ratelimit-requests-limit': String(window.limit),
+      'anthropic-ratelimit-requests-remaining': String(window.remaining),
+      'anthropic-ratelimit-requests-reset': reset,
+    };
   }
-  return { 'x-ratelimit-limit-requests': String(window.limit), 'x-ratelimit-remaining-requests': String(window.remaining), 'x-ratelimit-reset-requests': goDuration(window.resetMs) };
+  return {
+    'x-ratelimit-limit-requests': String(window.limit),
+    'x-ratelimit-remaining-requests': String(window.remaining),
+    'x-ratelimit-reset-requests': goDuration(window.resetMs),
+  };
 }
 
 function setWindowHeaders(reply: FastifyReply, window: RequestWindow, anthropic: boolean): void {
@@ -79,7 +96,11 @@ export function tokenHeaders(window: TokenWindow, anthropic: boolean, now = Date
     }
     return headers;
   }
-  return { 'x-ratelimit-limit-tokens': String(window.limit), 'x-ratelimit-remaining-tokens': String(window.remaining), 'x-ratelimit-reset-tokens': goDuration(window.resetMs) };
+  return {
+    'x-ratelimit-limit-tokens': String(window.limit),
+    'x-ratelimit-remaining-tokens': String(window.remaining),
+    'x-ratelimit-reset-tokens': goDuration(window.resetMs),
+  };
 }
 
 function setTokenHeaders(reply: FastifyReply, window: TokenWindow, anthropic: boolean): void {

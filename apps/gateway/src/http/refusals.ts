@@ -1,7 +1,16 @@
 import { Injectable } from '@nestjs/common';
 
 /** Why the gateway turned a client away before any request of it ran. */
-export const REFUSAL_REASONS = ['too_many_connections', 'too_many_websockets', 'too_many_uploads', 'upload_bytes', 'request_timeout', 'body_too_deep', 'ws_message_timeout', 'ws_rate'] as const;
+export const REFUSAL_REASONS = [
+  'too_many_connections',
+  'too_many_websockets',
+  'too_many_uploads',
+  'upload_bytes',
+  'request_timeout',
+  'body_too_deep',
+  'ws_message_timeout',
+  'ws_rate',
+] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 /**

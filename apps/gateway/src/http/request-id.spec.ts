@@ -12,7 +12,10 @@ async function idsOf(headers: Record<string, string>): Promise<{ first: string; 
   });
   try {
     const response = await app.inject({ method: 'GET', url: '/', headers });
-    return { ...(response.json() as { first: string; second: string }), echoed: String(response.headers['x-request-id']) };
+    return {
+      ...(response.json() as { first: string; second: string }),
+      echoed: String(response.headers['x-request-id']),
+    };
   } finally {
     await app.close();
   }

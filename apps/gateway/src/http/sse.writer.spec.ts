@@ -9,7 +9,9 @@ import { SseWriter } from './sse.writer.js';
 const BIG = 'x'.repeat(64 * 2 ** 20);
 
 /** A real HTTP server whose handler writes one huge frame through an SseWriter, and a client that reads nothing until told. */
-async function stalledStream(stallTimeoutMs: number): Promise<{ writer: Promise<SseWriter>; response: IncomingMessage; close: () => void }> {
+async function stalledStream(
+  stallTimeoutMs: number,
+): Promise<{ writer: Promise<SseWriter>; response: IncomingMessage; close: () => void }> {
   let handed!: (writer: SseWriter) => void;
   const writer = new Promise<SseWriter>((resolve) => (handed = resolve));
   const server = createServer((_req, res: ServerResponse) => {
@@ -56,7 +58,10 @@ describe('sse writer', () => {
     const server = createServer((_req, res: ServerResponse) => {
       const sse = new SseWriter({ hijack: () => undefined, raw: res } as never, 'req-2', 60_000);
       let writes = 0;
-      const socket = res.socket as unknown as { _writev: (...args: unknown[]) => void; _write: (...args: unknown[]) => void };
+      const socket = res.socket as unknown as {
+        _writev: (...args: unknown[]) => void;
+        _write: (...args: unknown[]) => void;
+      };
       for (const method of ['_writev', '_write'] as const) {
         const original = socket[method].bind(socket);
         socket[method] = (...args: unknown[]) => {

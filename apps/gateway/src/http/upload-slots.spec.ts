@@ -7,7 +7,10 @@ import { RefusalCounter } from './refusals.js';
 import { HeldBytes, installUploadSlots, type UploadCaps } from './upload-slots.js';
 
 /** A real Fastify server with the upload caps and one JSON route, on a free loopback port. */
-async function serve(caps: UploadCaps, held = new HeldBytes()): Promise<{ app: FastifyInstance; port: number; refusals: RefusalCounter }> {
+async function serve(
+  caps: UploadCaps,
+  held = new HeldBytes(),
+): Promise<{ app: FastifyInstance; port: number; refusals: RefusalCounter }> {
   const app = Fastify({ bodyLimit: caps.bodyLimit, forceCloseConnections: true });
   const refusals = new RefusalCounter();
   installUploadSlots(app, caps, refusals, held);
@@ -23,7 +26,9 @@ const body = (length: number): string => `{"a":"${'x'.repeat(length - 8)}"}`;
 function stalled(port: number, key: string, length: number, sent: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1', () => {
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n${body(length).slice(0, sent)}`);
+      socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n${body(length).slice(0, sent)}`,
+      );
       resolve(socket);
     });
     socket.on('error', reject);
@@ -40,7 +45,11 @@ const answerOf = (socket: Socket, ms = 300): Promise<string> =>
   });
 
 const post = (port: number, key: string): Promise<Response> =>
-  fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"a":1}' });
+  fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: '{"a":1}',
+  });
 
 describe('upload slots', () => {
   it('upload slots - a key past its count of bodies in flight is answered 429 before its body is read; another key is not; a finished body frees its slot', async () => {
@@ -51,7 +60,10 @@ describe('upload slots', () => {
       const third = await stalled(port, 'k1', 1000, 10);
       const answer = await answerOf(third);
       assert.match(answer, /^HTTP\/1\.1 429/);
-      assert.match(answer, /2 request bodies are already being sent with this key \(gateway\.max_uploads_per_key is 2\)/);
+      assert.match(
+        answer,
+        /2 request bodies are already being sent with this key \(gateway\.max_uploads_per_key is 2\)/,
+      );
       assert.equal((await post(port, 'k2')).status, 200, 'another key has its own slots');
       // The first body ends: its slot is free for the next.
       const first = held[0] as Socket;
@@ -79,7 +91,9 @@ describe('upload slots', () => {
       await new Promise((done) => setTimeout(done, 50));
       const chunked = await new Promise<Socket>((resolve) => {
         const socket = connect(port, '127.0.0.1', () => {
-          socket.write('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer k1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n \r\n');
+          socket.write(
+            'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer k1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n \r\n',
+          );
           resolve(socket);
         });
       });
@@ -91,7 +105,7 @@ describe('upload slots', () => {
     }
   });
 
-  it('upload slots - what the key\'s WebSocket messages hold counts with its bodies: past the cap together a body is refused; another key is not', async () => {
+  it("upload slots - what the key's WebSocket messages hold counts with its bodies: past the cap together a body is refused; another key is not", async () => {
     const held = new HeldBytes();
     const { app, port, refusals } = await serve({ count: 0, bytes: 1500, bodyLimit: 1_000_000 }, held);
     try {
@@ -99,7 +113,10 @@ describe('upload slots', () => {
       const client = `presented:${hashSecret('k1')}`;
       held.add(client, 1000);
       const body = await stalled(port, 'k1', 1000, 10);
-      assert.match(await answerOf(body), /^HTTP\/1\.1 429[\s\S]*would hold 2000 bytes, over gateway\.max_upload_bytes_per_key \(1500\)/);
+      assert.match(
+        await answerOf(body),
+        /^HTTP\/1\.1 429[\s\S]*would hold 2000 bytes, over gateway\.max_upload_bytes_per_key \(1500\)/,
+      );
       assert.equal((await post(port, 'k2')).status, 200, 'another key holds nothing');
       held.add(client, -1000);
       assert.equal((await post(port, 'k1')).status, 200, 'the message left the queue: the body fits');

@@ -53,7 +53,12 @@ export class HeldBytes extends ClientCounts {
  * cannot hold 96 stalled 8 MiB bodies (~920 MB) open either: at most `bytes` of them, each for at most
  * `gateway.request_timeout_ms`. Per gateway: a client spread over several gateways gets the caps on each.
  */
-export function installUploadSlots(fastify: FastifyInstance, caps: UploadCaps, refusals: RefusalCounter, bytes: HeldBytes): void {
+export function installUploadSlots(
+  fastify: FastifyInstance,
+  caps: UploadCaps,
+  refusals: RefusalCounter,
+  bytes: HeldBytes,
+): void {
   if (caps.count <= 0 && caps.bytes <= 0) return;
   const uploads = new ClientCounts();
   const release = new WeakMap<object, () => void>();
@@ -69,7 +74,14 @@ export function installUploadSlots(fastify: FastifyInstance, caps: UploadCaps, r
       const what = overCount
         ? `${count} request bodies are already being sent with this key (gateway.max_uploads_per_key is ${caps.count})`
         : `the bodies being sent and WebSocket messages waiting with this key would hold ${declaredSoFar + declared} bytes, over gateway.max_upload_bytes_per_key (${caps.bytes})`;
-      sendError(reply, request.url, new CortexError('rate_limit_exceeded', `${what}: wait for them to finish, or send fewer at once`, { retryAfter: 1 }), requestIdOf(request));
+      sendError(
+        reply,
+        request.url,
+        new CortexError('rate_limit_exceeded', `${what}: wait for them to finish, or send fewer at once`, {
+          retryAfter: 1,
+        }),
+        requestIdOf(request),
+      );
       return;
     }
     uploads.add(client);

@@ -112,7 +112,16 @@ export class InferenceRun {
    */
   async decode(body: unknown, session?: string, socket?: object, placeEarly = true): Promise<CanonicalRequest> {
     const started = performance.now();
-    const decoded = await this.trace.run(() => decodeForRun(this.service, { dialect: this.dialect, requestId: this.requestId, body, session, socket, placeEarly }));
+    const decoded = await this.trace.run(() =>
+      decodeForRun(this.service, {
+        dialect: this.dialect,
+        requestId: this.requestId,
+        body,
+        session,
+        socket,
+        placeEarly,
+      }),
+    );
     this.trace.decoded(decoded.request);
     this.request = decoded.request;
     this.state = decoded.state;
@@ -143,7 +152,8 @@ export class InferenceRun {
     for (;;) {
       const workerId = await this.placeGeneration(exclude);
       // Cancelled while the router answered: nothing has started, so nothing runs for nobody.
-      if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
+      if (this.stopped.signal.aborted)
+        throw new CortexError('cancelled', 'the request was cancelled while it was placed');
       let reader: StreamReader | null = null;
       this.trace.attempt(this.placement as Placement);
       try {
@@ -172,7 +182,10 @@ export class InferenceRun {
           continue;
         }
         if (exclude.length > 0 || !RETRYABLE.has(error.code)) throw error;
-        this.service.logger.warn({ msg: `worker ${workerId} failed before the first token (${error.message}); placing the request again`, requestId: this.requestId });
+        this.service.logger.warn({
+          msg: `worker ${workerId} failed before the first token (${error.message}); placing the request again`,
+          requestId: this.requestId,
+        });
         exclude.push(workerId);
         this.currentRunId = newRunId();
       }
@@ -192,7 +205,11 @@ export class InferenceRun {
       const workerId = await this.placeOrWait([]);
       const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
       try {
-        return await this.service.bus.request(workerSubject(Subjects.workerTokenize, workerId), { request }, { requestId: this.requestId, decode: decodeTokenCount });
+        return await this.service.bus.request(
+          workerSubject(Subjects.workerTokenize, workerId),
+          { request },
+          { requestId: this.requestId, decode: decodeTokenCount },
+        );
       } catch (error) {
         // Its model just went, or the worker drains (a reused placement can be a moment behind): ask a router again.
         if (!(error instanceof CortexError) || !aboutTheWorker(error) || replaced >= MAX_REPLACEMENTS) throw error;
@@ -215,19 +232,45 @@ export class InferenceRun {
    */
   private async placeGeneration(exclude: string[], workerWaitMs?: number): Promise<string> {
     const request = this.required();
-    this.service.pending.placing(this, this.requestId, this.runId, request.model, Date.now(), this.meter?.payer ?? null);
-    const workerId = await this.placeOrWait(exclude, { affinity: request.affinityKey, prefixes: promptPrefixes(request) }, workerWaitMs);
+    this.service.pending.placing(
+      this,
+      this.requestId,
+      this.runId,
+      request.model,
+      Date.now(),
+      this.meter?.payer ?? null,
+    );
+    const workerId = await this.placeOrWait(
+      exclude,
+      { affinity: request.affinityKey, prefixes: promptPrefixes(request) },
+      workerWaitMs,
+    );
     this.service.pending.placed(this, workerId);
     return workerId;
   }
 
   /** Places the request (a cold load included) and notes where and how long it took; `workerWaitMs` see PlaceAsk. */
-  private async placeOrWait(exclude: string[], conversation: { affinity?: string | undefined; prefixes?: string[] } = {}, workerWaitMs?: number): Promise<string> {
+  private async placeOrWait(
+    exclude: string[],
+    conversation: { affinity?: string | undefined; prefixes?: string[] } = {},
+    workerWaitMs?: number,
+  ): Promise<string> {
     const model = this.target?.model ?? this.required().model;
     const kind = this.target?.kind;
     const started = performance.now();
     const { affinity, prefixes } = conversation;
-    const ask = { model, runId: this.runId, requestId: this.requestId, exclude, ...(affinity && { affinity }), ...(prefixes?.length && { prefixes }), ...(kind && { kind }), onLoadProgress: this.onLoadProgress, signal: this.stopped.signal, workerWaitMs };
+    const ask = {
+      model,
+      runId: this.runId,
+      requestId: this.requestId,
+      exclude,
+      ...(affinity && { affinity }),
+      ...(prefixes?.length && { prefixes }),
+      ...(kind && { kind }),
+      onLoadProgress: this.onLoadProgress,
+      signal: this.stopped.signal,
+      workerWaitMs,
+    };
     const { placement, ms } = await this.service.placer.place(ask, this.early);
     this.early = null;
     this.hops.placeMs ??= performance.now() - started;
@@ -240,10 +283,14 @@ export class InferenceRun {
   private async launch(workerId: string, resume?: Resume): Promise<StreamReader> {
     const request = this.required();
     // The subject names the worker: NATS lets no other worker's user write it.
-    const subject = this.backgroundOf ? backgroundSubject(this.backgroundOf, workerId, this.runId) : streamSubject(workerId, this.runId);
+    const subject = this.backgroundOf
+      ? backgroundSubject(this.backgroundOf, workerId, this.runId)
+      : streamSubject(workerId, this.runId);
     this.currentSubject = subject;
     // Subscribe before asking the worker to start, so no early event is missed.
-    const reader = new StreamReader(this.service.bus.nc, subject, { idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs });
+    const reader = new StreamReader(this.service.bus.nc, subject, {
+      idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs,
+    });
     this.reader = reader;
     const model = this.placement?.model ?? request.model;
     const priority = this.service.priorityOf(this.requestId);
@@ -259,12 +306,20 @@ export class InferenceRun {
     };
     const sent = performance.now();
     try {
-      await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, { requestId: this.requestId, decode: decodeGenerateAccepted });
+      await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, {
+        requestId: this.requestId,
+        decode: decodeGenerateAccepted,
+      });
       this.hops.generateMs = performance.now() - sent;
     } catch (error) {
       reader.close();
       // Unanswered (a stalled worker) is not refused: if it runs the command later, it stops at once.
-      if (error instanceof CortexError && error.code === 'timeout') this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason: 'generate went unanswered' }, this.requestId);
+      if (error instanceof CortexError && error.code === 'timeout')
+        this.service.bus.publish(
+          workerSubject(Subjects.workerCancel, workerId),
+          { runId: this.runId, reason: 'generate went unanswered' },
+          this.requestId,
+        );
       throw error;
     }
     reader.arm();
@@ -300,7 +355,11 @@ export class InferenceRun {
     this.reader = null;
     this.service.unwatch(this.runId);
     if (this.ended) return reader.close();
-    this.service.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: this.runId, reason }, this.requestId);
+    this.service.bus.publish(
+      workerSubject(Subjects.workerCancel, workerId),
+      { runId: this.runId, reason },
+      this.requestId,
+    );
     if (charge) this.tail = reader.last(TAIL_MS);
     else reader.close();
   }
@@ -341,7 +400,11 @@ export class InferenceRun {
    */
   finish(): void {
     if (this.finished) return;
-    if (this.placement) this.stopReading(this.placement.workerId, this.errorCode ? `the request failed (${this.errorCode})` : 'the gateway stopped reading');
+    if (this.placement)
+      this.stopReading(
+        this.placement.workerId,
+        this.errorCode ? `the request failed (${this.errorCode})` : 'the gateway stopped reading',
+      );
     this.finished = true;
     this.service.pending.done(this);
     const tail = this.tail;
@@ -432,7 +495,11 @@ export class InferenceRun {
     });
     const from = this.placement.workerId;
     if (!decision.migrate) {
-      if (error.code === 'worker_lost') this.service.logger.warn({ msg: `worker ${from} was lost mid-stream; the stream does not move: ${decision.reason}`, requestId: this.requestId });
+      if (error.code === 'worker_lost')
+        this.service.logger.warn({
+          msg: `worker ${from} was lost mid-stream; the stream does not move: ${decision.reason}`,
+          requestId: this.requestId,
+        });
       throw error;
     }
     // The next worker counts the delivered output again as it replays it: the lost one is not charged.
@@ -445,15 +512,24 @@ export class InferenceRun {
     try {
       // The client is already waiting: a live worker briefly declared down (its heartbeats late while it
       // loads a model on a busy host) is waited for one liveness window, not `worker_wait_ms`.
-      const waitMs = Math.min(this.service.config.gateway.workerWaitMs, livenessWindowMs(this.service.config.worker.heartbeatMs));
+      const waitMs = Math.min(
+        this.service.config.gateway.workerWaitMs,
+        livenessWindowMs(this.service.config.worker.heartbeatMs),
+      );
       const workerId = await this.placeGeneration(lost, waitMs);
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
       const reader = await this.launch(workerId, resume);
-      this.service.logger.warn({ msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`, requestId: this.requestId });
+      this.service.logger.warn({
+        msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`,
+        requestId: this.requestId,
+      });
       return reader[Symbol.asyncIterator]();
     } catch (failure) {
       if (failure instanceof CortexError && failure.code === 'cancelled') throw failure;
-      this.service.logger.warn({ msg: `worker ${from} was lost mid-stream and no other worker went on with it: ${(failure as Error).message}`, requestId: this.requestId });
+      this.service.logger.warn({
+        msg: `worker ${from} was lost mid-stream and no other worker went on with it: ${(failure as Error).message}`,
+        requestId: this.requestId,
+      });
       throw error;
     }
   }

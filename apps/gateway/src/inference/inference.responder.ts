@@ -12,7 +12,19 @@ import { InferenceService } from './inference.service.js';
 import { meterOf } from '../usage/request-meter.js';
 
 /** What the responder drives: one InferenceRun, or several behind one response (see FanOutRun). */
-export type ResponderRun = Pick<InferenceRun, 'runId' | 'startedAt' | 'state' | 'onLoadProgress' | 'decode' | 'start' | 'cancel' | 'fail' | 'finish' | 'firstByteWritten'> &
+export type ResponderRun = Pick<
+  InferenceRun,
+  | 'runId'
+  | 'startedAt'
+  | 'state'
+  | 'onLoadProgress'
+  | 'decode'
+  | 'start'
+  | 'cancel'
+  | 'fail'
+  | 'finish'
+  | 'firstByteWritten'
+> &
   Partial<Pick<InferenceRun, 'checkpoint'>>;
 
 /**
@@ -27,16 +39,25 @@ export class InferenceResponder {
   constructor(private readonly inference: InferenceService) {}
 
   /** `open` makes the run to drive; by default one InferenceRun of the adapter's dialect. */
-  async handle(req: FastifyRequest, reply: FastifyReply, adapter: DialectAdapter, open?: (requestId: string) => ResponderRun): Promise<void> {
+  async handle(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    adapter: DialectAdapter,
+    open?: (requestId: string) => ResponderRun,
+  ): Promise<void> {
     const requestId = requestIdOf(req);
-    const run = open?.(requestId) ?? this.inference.open(adapter.dialect, requestId, meterOf(req), arrivalOf(req), req.headers);
+    const run =
+      open?.(requestId) ?? this.inference.open(adapter.dialect, requestId, meterOf(req), arrivalOf(req), req.headers);
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
     const sse = new SseWriter(reply, requestId, this.inference.config.gateway.stallTimeoutMs);
     let renderer: (() => DialectStream) | null = null;
     try {
-      const request = await run.decode(req.body, sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders));
+      const request = await run.decode(
+        req.body,
+        sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders),
+      );
       const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: req.headers };
       if (request.stream) {
         // Built on first use: by `stream` once the generate command is on its way, or by a load's progress.
@@ -52,7 +73,8 @@ export class InferenceResponder {
           body.add(event);
         }
         await body.settle?.();
-        if (!reply.raw.destroyed) void reply.status(200).header('x-request-id', requestId).type('application/json').send(body.body());
+        if (!reply.raw.destroyed)
+          void reply.status(200).header('x-request-id', requestId).type('application/json').send(body.body());
       }
     } catch (thrown) {
       const error = toCortexError(thrown);
@@ -77,7 +99,11 @@ export class InferenceResponder {
    * run (the response is stored). Shared by SSE and the Responses WebSocket. `renderer` is asked for
    * the dialect's renderer at each event; the first ask builds it.
    */
-  async stream(run: ResponderRun, sse: FrameSink, renderer: () => Pick<DialectStream, 'frames' | 'settle'>): Promise<void> {
+  async stream(
+    run: ResponderRun,
+    sse: FrameSink,
+    renderer: () => Pick<DialectStream, 'frames' | 'settle'>,
+  ): Promise<void> {
     const events = run.start();
     // The renderer is built while the worker works, not on the way to the first token: by the check
     // phase of this turn of the event loop the generate command is on the wire (or the router is still
@@ -115,9 +141,16 @@ export class InferenceResponder {
   }
 
   /** A stream that failed after its first frame: settle what was rendered, then the dialect's error frames. */
-  async writeFailure(requestId: string, sse: FrameSink, renderer: DialectStream | null, error: CortexError): Promise<void> {
+  async writeFailure(
+    requestId: string,
+    sse: FrameSink,
+    renderer: DialectStream | null,
+    error: CortexError,
+  ): Promise<void> {
     const frames = renderer?.errorFrames(error.toBody()) ?? [];
-    await renderer?.settle?.().catch((cause: Error) => this.logger.warn(`${requestId}: could not settle a failed stream: ${cause.message}`));
+    await renderer
+      ?.settle?.()
+      .catch((cause: Error) => this.logger.warn(`${requestId}: could not settle a failed stream: ${cause.message}`));
     for (const frame of frames) write(sse, frame);
   }
 
@@ -127,7 +160,12 @@ export class InferenceResponder {
    * offers it, and as a comment line once the stream has started (progress alone does not start it, so
    * a load that fails can still be answered with a real HTTP status).
    */
-  private showLoadProgress(run: ResponderRun, sse: SseWriter, renderer: () => DialectStream, header: string | string[] | undefined): void {
+  private showLoadProgress(
+    run: ResponderRun,
+    sse: SseWriter,
+    renderer: () => DialectStream,
+    header: string | string[] | undefined,
+  ): void {
     const asked = typeof header === 'string' ? header.toLowerCase() : undefined;
     const mode = asked === 'reasoning' || asked === 'comments' ? asked : this.inference.config.gateway.loadProgress;
     run.onLoadProgress = (progress) => {

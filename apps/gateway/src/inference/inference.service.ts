@@ -66,7 +66,9 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
       },
       onModelChange: (model) => this.placer.forgetModel(model),
     });
-    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) => this.watchLoadProgress(model, watcher));
+    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) =>
+      this.watchLoadProgress(model, watcher),
+    );
     // A model changed or removed at run time is placed afresh: no reused placement outlives it.
     this.stopCatalogue = catalogue.onChange((id) => this.placer.forgetModel(id));
   }
@@ -77,7 +79,9 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
       const event = decodeLoadProgress(data);
       for (const watcher of this.progressWatchers.get(event.model) ?? []) watcher(event);
     });
-    await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) => this.logger.warn(`events stream: ${error.message}`));
+    await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) =>
+      this.logger.warn(`events stream: ${error.message}`),
+    );
   }
 
   priorityOf(requestId: string): RequestPriority | undefined {
@@ -102,7 +106,9 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
       ttftMs: event.timings ? Math.round(event.timings.ttftMs) : undefined,
       coldStart: event.coldStart,
     });
-    this.events.publish(Subjects.requestFinished, event, runId).catch((error: Error) => this.logger.warn(`${event.requestId}: request-finished event lost: ${error.message}`));
+    this.events
+      .publish(Subjects.requestFinished, event, runId)
+      .catch((error: Error) => this.logger.warn(`${event.requestId}: request-finished event lost: ${error.message}`));
   }
 
   onModuleDestroy(): void {
@@ -127,11 +133,20 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     // `watch` is what this gateway sends the worker anyway; it has no reply, so only "no responders" is quick.
     const gone = await this.bus.unreachable(workerSubject(Subjects.workerWatch, workerId), { runIds }, DOWN_PROBE_MS);
     if (!gone) {
-      this.logger.warn(`worker ${workerId} was declared down but still holds its subjects: its ${runIds.length} stream(s) go on, bounded by the idle timeout`);
+      this.logger.warn(
+        `worker ${workerId} was declared down but still holds its subjects: its ${runIds.length} stream(s) go on, bounded by the idle timeout`,
+      );
       return;
     }
     for (const runId of runIds) {
-      this.streams.get(runId)?.reader.fail(new CortexError('worker_lost', `worker ${workerId} is down (its heartbeats stopped and nothing serves its subjects)`));
+      this.streams
+        .get(runId)
+        ?.reader.fail(
+          new CortexError(
+            'worker_lost',
+            `worker ${workerId} is down (its heartbeats stopped and nothing serves its subjects)`,
+          ),
+        );
     }
   }
 
@@ -153,7 +168,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
       if (runs) runs.push(runId);
       else byWorker.set(workerId, [runId]);
     }
-    for (const [workerId, runIds] of byWorker) this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { runIds });
+    for (const [workerId, runIds] of byWorker)
+      this.bus.publish(workerSubject(Subjects.workerWatch, workerId), { runIds });
   }
 
   /** The catalogue entry a request names (id or alias), as the live catalogue has it now. */
@@ -170,12 +186,23 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   }
 
   /** A run for one request; `headers` are its HTTP headers, whose `traceparent` its spans continue; `meter` what it reports its usage to. */
-  open(dialect: Dialect | RetrievalApi, requestId: string, meter: RequestMeter | null, arrivedAt?: number, headers?: IncomingHeaders): InferenceRun {
+  open(
+    dialect: Dialect | RetrievalApi,
+    requestId: string,
+    meter: RequestMeter | null,
+    arrivedAt?: number,
+    headers?: IncomingHeaders,
+  ): InferenceRun {
     return new InferenceRun(this, dialect, requestId, arrivedAt, RunTrace.open(dialect, requestId, headers), meter);
   }
 
   /** count_tokens / input_tokens: decoded and placed like a generation, but only tokenized. */
-  async countTokens(dialect: Dialect, requestId: string, body: unknown, headers?: IncomingHeaders): Promise<TokenCount> {
+  async countTokens(
+    dialect: Dialect,
+    requestId: string,
+    body: unknown,
+    headers?: IncomingHeaders,
+  ): Promise<TokenCount> {
     // A count emits no request-finished event, so its spans are ended here.
     const trace = RunTrace.open(dialect, requestId, headers);
     // It reports no usage: a count is not charged.

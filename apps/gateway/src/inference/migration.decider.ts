@@ -26,9 +26,14 @@ export function decideMigration(ask: MigrationAsk): MigrationDecision {
   if (error.code !== 'worker_lost') return no(`the stream failed with ${error.code}, not a lost worker`);
   if (config.maxAttempts === 0) return no('migration is off (gateway.migration.max_attempts: 0)');
   if (checkpoint.refused) return no(checkpoint.refused);
-  if (checkpoint.migrations >= config.maxAttempts) return no(`the stream moved ${checkpoint.migrations} time(s) already (gateway.migration.max_attempts)`);
-  if (checkpoint.unaccounted > 0) return no(`${checkpoint.unaccounted} output event(s) came without the token ids behind them (a worker that sends none)`);
+  if (checkpoint.migrations >= config.maxAttempts)
+    return no(`the stream moved ${checkpoint.migrations} time(s) already (gateway.migration.max_attempts)`);
+  if (checkpoint.unaccounted > 0)
+    return no(
+      `${checkpoint.unaccounted} output event(s) came without the token ids behind them (a worker that sends none)`,
+    );
   const size = checkpoint.promptTokens + checkpoint.deliveredTokens;
-  if (size > config.maxTokens) return no(`the prompt and output are ${size} tokens, over gateway.migration.max_tokens (${config.maxTokens})`);
+  if (size > config.maxTokens)
+    return no(`the prompt and output are ${size} tokens, over gateway.migration.max_tokens (${config.maxTokens})`);
   return { migrate: true };
 }

@@ -1,7 +1,15 @@
 import { performance } from 'node:perf_hooks';
 import { isBusConnected, type BusClient } from '@cortex/bus';
 import type { GatewayConfig } from '@cortex/config';
-import { CortexError, decodePlacement, Subjects, type LoadProgress, type ModelKind, type Placement, type PlaceRequest } from '@cortex/contracts';
+import {
+  CortexError,
+  decodePlacement,
+  Subjects,
+  type LoadProgress,
+  type ModelKind,
+  type Placement,
+  type PlaceRequest,
+} from '@cortex/contracts';
 import type { PlacementHint } from '@cortex/wire';
 import type { WorkerEvents } from './worker-events.js';
 
@@ -75,7 +83,8 @@ export class PlacementClient {
     const changes = this.changes;
     const placed = await this.ask(ask, early);
     const { reuseMs } = placed.placement;
-    if (key !== null && reuseMs && changes === this.changes) this.keep(key, { placement: { ...placed.placement, coldStart: false }, until: performance.now() + reuseMs });
+    if (key !== null && reuseMs && changes === this.changes)
+      this.keep(key, { placement: { ...placed.placement, coldStart: false }, until: performance.now() + reuseMs });
     return placed;
   }
 
@@ -122,7 +131,8 @@ export class PlacementClient {
     const fits = early && ask.exclude.length === 0 && early.model === ask.model && early.affinity === ask.affinity;
     const placed = fits ? await untilAborted(early.placed, ask.signal) : null;
     if (ask.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
-    if (placed && (ask.affinity !== undefined || !ask.prefixes?.length || placed.placement.reuseMs !== undefined)) return placed;
+    if (placed && (ask.affinity !== undefined || !ask.prefixes?.length || placed.placement.reuseMs !== undefined))
+      return placed;
     const deadline = performance.now() + (ask.workerWaitMs ?? this.config.workerWaitMs);
     for (;;) {
       // Counted before asking, so a worker that joins between the answer and the wait is not missed.
@@ -148,11 +158,18 @@ export class PlacementClient {
     const started = performance.now();
     // No run id: a router from before `readyOnly` places it like any request, and must not make the
     // gateway's real `place` join that placement.
-    const place: PlaceRequest = { model: hint.model, exclude: [], readyOnly: true, ...(hint.affinity && { affinity: hint.affinity }) };
-    const placed = this.bus.request(Subjects.routerPlace, place, { decode: decodePlacement, requestId, timeoutMs: PLACE_TRY_MS }).then(
-      (placement) => ({ placement, ms: performance.now() - started }),
-      () => null,
-    );
+    const place: PlaceRequest = {
+      model: hint.model,
+      exclude: [],
+      readyOnly: true,
+      ...(hint.affinity && { affinity: hint.affinity }),
+    };
+    const placed = this.bus
+      .request(Subjects.routerPlace, place, { decode: decodePlacement, requestId, timeoutMs: PLACE_TRY_MS })
+      .then(
+        (placement) => ({ placement, ms: performance.now() - started }),
+        () => null,
+      );
     return { ...hint, placed };
   }
 
@@ -175,16 +192,27 @@ export class PlacementClient {
    */
   private async askRouter(ask: PlaceAsk): Promise<Placement> {
     const { model, exclude, runId, affinity, prefixes, kind } = ask;
-    const place: PlaceRequest = { model, exclude, runId, ...(affinity && { affinity }), ...(prefixes?.length && { prefixes }), ...(kind && kind !== 'chat' && { kind }) };
+    const place: PlaceRequest = {
+      model,
+      exclude,
+      runId,
+      ...(affinity && { affinity }),
+      ...(prefixes?.length && { prefixes }),
+      ...(kind && kind !== 'chat' && { kind }),
+    };
     const { placementTimeoutMs } = this.config;
     const deadline = Date.now() + placementTimeoutMs;
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.bus.request(Subjects.routerPlace, { ...place, attempt }, {
-          decode: decodePlacement,
-          requestId: ask.requestId,
-          timeoutMs: Math.max(1, Math.min(PLACE_TRY_MS, deadline - Date.now())),
-        });
+        return await this.bus.request(
+          Subjects.routerPlace,
+          { ...place, attempt },
+          {
+            decode: decodePlacement,
+            requestId: ask.requestId,
+            timeoutMs: Math.max(1, Math.min(PLACE_TRY_MS, deadline - Date.now())),
+          },
+        );
       } catch (error) {
         // Only the bus's own timeout (it carries the NATS error as cause) means "no answer"; a router
         // that answers with an error (its own `timeout` included) has answered.
@@ -192,9 +220,16 @@ export class PlacementClient {
         if (!unanswered || ask.signal.aborted) throw error;
         // No router can hear the next try either until NATS is back: say so now, not at the deadline.
         if (!isBusConnected(this.bus.nc)) {
-          throw new CortexError('service_unavailable', `the gateway has lost its NATS connection and is reconnecting; ${Subjects.routerPlace} went unanswered: try again shortly`, { retryAfter: 1, cause: error });
+          throw new CortexError(
+            'service_unavailable',
+            `the gateway has lost its NATS connection and is reconnecting; ${Subjects.routerPlace} went unanswered: try again shortly`,
+            { retryAfter: 1, cause: error },
+          );
         }
-        if (Date.now() >= deadline) throw new CortexError('timeout', `${Subjects.routerPlace} did not answer within ${placementTimeoutMs} ms`, { cause: error });
+        if (Date.now() >= deadline)
+          throw new CortexError('timeout', `${Subjects.routerPlace} did not answer within ${placementTimeoutMs} ms`, {
+            cause: error,
+          });
       }
     }
   }

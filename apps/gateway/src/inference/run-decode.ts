@@ -1,4 +1,10 @@
-import { decodeDecodedRequest, Subjects, type CanonicalRequest, type Dialect, type RetrievalApi } from '@cortex/contracts';
+import {
+  decodeDecodedRequest,
+  Subjects,
+  type CanonicalRequest,
+  type Dialect,
+  type RetrievalApi,
+} from '@cortex/contracts';
 import {
   continuesStoredState,
   decodeBody,
@@ -42,25 +48,49 @@ export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promis
   let local: (ReturnType<typeof decodeBody> & { state?: ResponsesState }) | null;
   try {
     const options = { hostedTools: service.config.gateway.hostedTools };
-    local = dialect === 'openai.responses' ? (socket ? null : decodeResponsesHere(service.responses, body, session, options)) : decodeBody(dialect, body, session, options);
+    local =
+      dialect === 'openai.responses'
+        ? socket
+          ? null
+          : decodeResponsesHere(service.responses, body, session, options)
+        : decodeBody(dialect, body, session, options);
   } catch (error) {
     service.logger.log({ msg: `rejected ${dialect}: ${(error as Error).message}`, requestId });
     throw error;
   }
   if (local) {
-    if (local.droppedTools.length > 0) service.logger.log({ msg: `dropped tools the model cannot run: ${local.droppedTools.join(', ')}`, requestId, dialect });
+    if (local.droppedTools.length > 0)
+      service.logger.log({
+        msg: `dropped tools the model cannot run: ${local.droppedTools.join(', ')}`,
+        requestId,
+        dialect,
+      });
     return { request: local.request, ...(local.state && { state: local.state }), early: null };
   }
   const hint = ask.placeEarly ? placementHint(body, session) : null;
   const early = hint && service.placer.askEarly(hint, requestId);
-  const decoded = await service.bus.request(Subjects.translatorDecode, { dialect, body, ...(session && { session }), ...(socket && { socket }) }, { requestId, decode: decodeDecodedRequest });
+  const decoded = await service.bus.request(
+    Subjects.translatorDecode,
+    { dialect, body, ...(session && { session }), ...(socket && { socket }) },
+    { requestId, decode: decodeDecodedRequest },
+  );
   return { ...decoded, early };
 }
 
 /** A Responses body assembled with an empty context, or null when it continues stored state (the translator's to gather). */
-function decodeResponsesHere(assembly: ResponsesAssembly, body: unknown, session: string | undefined, options: DecodeOptions): AssembledResponses | null {
+function decodeResponsesHere(
+  assembly: ResponsesAssembly,
+  body: unknown,
+  session: string | undefined,
+  options: DecodeOptions,
+): AssembledResponses | null {
   if (namesStoredState(body)) return null;
   const decoded = decodeResponsesRequest(body, options);
   if (continuesStoredState(decoded)) return null;
-  return assembly.assemble(decoded, newResponseId(), { history: [], chain: [], affinity: session ?? decoded.request.affinityKey, referenced: new Map() });
+  return assembly.assemble(decoded, newResponseId(), {
+    history: [],
+    chain: [],
+    affinity: session ?? decoded.request.affinityKey,
+    referenced: new Map(),
+  });
 }

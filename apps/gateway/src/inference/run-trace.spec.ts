@@ -6,7 +6,12 @@ import { startTracing } from '@cortex/bus';
 import { CortexError, type CanonicalRequest, type RequestFinishedEvent } from '@cortex/contracts';
 import { RunTrace } from './run-trace.js';
 
-const request = { model: 'cortex-chat', messages: [{ role: 'user', content: 'hi' }], sampling: { maxTokens: 32 }, stream: true } as unknown as CanonicalRequest;
+const request = {
+  model: 'cortex-chat',
+  messages: [{ role: 'user', content: 'hi' }],
+  sampling: { maxTokens: 32 },
+  stream: true,
+} as unknown as CanonicalRequest;
 const finished: RequestFinishedEvent = {
   requestId: 'req_1',
   model: 'cortex-chat',
@@ -30,7 +35,10 @@ describe('run trace, tracing off', () => {
     const run = RunTrace.open('openai.chat', 'req_0', { traceparent: `00-${CALLER.traceId}-${CALLER.spanId}-01` });
     assert.equal(run, RunTrace.off);
     assert.equal(run.traceId, null);
-    assert.equal(run.run(() => 42), 42);
+    assert.equal(
+      run.run(() => 42),
+      42,
+    );
     run.decoded(request);
     run.finished(finished);
   });
@@ -87,10 +95,13 @@ describe('run trace', () => {
     assert.equal(typeof root.attributes['gen_ai.response.time_to_first_chunk'], 'number');
 
     const tries = named('generate cortex-chat');
-    assert.deepEqual(tries.map((span) => [span.attributes['cortex.attempt'], span.attributes['cortex.worker.id'], span.status.code]), [
-      [1, 'w1', SpanStatusCode.ERROR],
-      [2, 'w2', SpanStatusCode.UNSET],
-    ]);
+    assert.deepEqual(
+      tries.map((span) => [span.attributes['cortex.attempt'], span.attributes['cortex.worker.id'], span.status.code]),
+      [
+        [1, 'w1', SpanStatusCode.ERROR],
+        [2, 'w2', SpanStatusCode.UNSET],
+      ],
+    );
     assert.equal(tries[0]?.attributes['error.type'], 'worker_lost');
     for (const span of tries) assert.equal(span.parentSpanContext?.spanId, root.spanContext().spanId);
     assert.deepEqual(seen, [tries[0]?.spanContext().spanId], 'run() works in the current try');
@@ -102,7 +113,14 @@ describe('run trace', () => {
     assert.notEqual(run.traceId, CALLER.traceId);
     run.decoded(request);
     run.attempt({ model: 'cortex-chat', workerId: 'w1', coldStart: false });
-    run.finished({ ...finished, dialect: 'anthropic.messages', status: 503, errorCode: 'no_worker', finishReason: 'error', usage: null });
+    run.finished({
+      ...finished,
+      dialect: 'anthropic.messages',
+      status: 503,
+      errorCode: 'no_worker',
+      finishReason: 'error',
+      usage: null,
+    });
     await flushed();
     const [root] = named('chat cortex-chat');
     assert.ok(root);
@@ -110,13 +128,23 @@ describe('run trace', () => {
     assert.equal(root.status.code, SpanStatusCode.ERROR);
     assert.equal(root.attributes['error.type'], 'no_worker');
     assert.equal(root.attributes['gen_ai.usage.input_tokens'], undefined);
-    assert.equal(named('generate cortex-chat')[0]?.status.code, SpanStatusCode.ERROR, 'the try that was under way failed with it');
+    assert.equal(
+      named('generate cortex-chat')[0]?.status.code,
+      SpanStatusCode.ERROR,
+      'the try that was under way failed with it',
+    );
   });
 
   it('run trace - a request with no decoded body (embeddings) is named for its model at the finish', async () => {
     exporter.reset();
     const run = RunTrace.open('openai.embeddings', 'req_4');
-    run.finished({ ...finished, model: 'cortex-embed', dialect: 'openai.embeddings', finishReason: 'stop', usage: { promptTokens: 5, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 } });
+    run.finished({
+      ...finished,
+      model: 'cortex-embed',
+      dialect: 'openai.embeddings',
+      finishReason: 'stop',
+      usage: { promptTokens: 5, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
+    });
     await flushed();
     const [span] = named('embeddings cortex-embed');
     assert.equal(span?.attributes['gen_ai.operation.name'], 'embeddings');

@@ -1,5 +1,14 @@
 import { performance } from 'node:perf_hooks';
-import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import {
+  context,
+  propagation,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Context,
+  type Span,
+  type Tracer,
+} from '@opentelemetry/api';
 import { activeTracer, failSpan, genAiOperation, genAiRequestAttributes, genAiResponseAttributes } from '@cortex/bus';
 import type { CanonicalRequest, Dialect, Placement, RequestFinishedEvent, RetrievalApi } from '@cortex/contracts';
 
@@ -44,8 +53,24 @@ export class RunTrace {
     if (!tracer) return RunTrace.off;
     const parent = headers ? propagation.extract(context.active(), headers) : context.active();
     const operation = genAiOperation(api);
-    const span = tracer.startSpan(operation, { kind: SpanKind.SERVER, attributes: { 'gen_ai.operation.name': operation, 'cortex.api': api, 'cortex.request_id': requestId } }, parent);
-    return new RunTrace({ tracer, span, ctx: trace.setSpan(parent, span), api, openedAt: performance.now(), named: false, attempt: null, attempts: 0 });
+    const span = tracer.startSpan(
+      operation,
+      {
+        kind: SpanKind.SERVER,
+        attributes: { 'gen_ai.operation.name': operation, 'cortex.api': api, 'cortex.request_id': requestId },
+      },
+      parent,
+    );
+    return new RunTrace({
+      tracer,
+      span,
+      ctx: trace.setSpan(parent, span),
+      api,
+      openedAt: performance.now(),
+      named: false,
+      attempt: null,
+      attempts: 0,
+    });
   }
 
   /** The request's trace id (null while tracing is off). */
@@ -77,7 +102,14 @@ export class RunTrace {
     live.attempts++;
     const span = live.tracer.startSpan(
       `generate ${placement.model}`,
-      { kind: SpanKind.INTERNAL, attributes: { 'cortex.attempt': live.attempts, 'cortex.worker.id': placement.workerId, 'cortex.cold_start': placement.coldStart } },
+      {
+        kind: SpanKind.INTERNAL,
+        attributes: {
+          'cortex.attempt': live.attempts,
+          'cortex.worker.id': placement.workerId,
+          'cortex.cold_start': placement.coldStart,
+        },
+      },
       live.ctx,
     );
     live.attempt = { span, ctx: trace.setSpan(live.ctx, span) };

@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import type { StreamEvent } from '@cortex/contracts';
 import { StreamCheckpoint } from './stream-checkpoint.js';
 
-const start = (promptTokens: number): StreamEvent => ({ seq: 0, type: 'start', runId: 'r', workerId: 'w1', model: 'm', promptTokens });
+const start = (promptTokens: number): StreamEvent => ({
+  seq: 0,
+  type: 'start',
+  runId: 'r',
+  workerId: 'w1',
+  model: 'm',
+  promptTokens,
+});
 
 describe('stream checkpoint', () => {
   it('stream checkpoint - collects the token ids of delivered output and the announced tool calls by index', () => {
@@ -15,7 +22,13 @@ describe('stream checkpoint', () => {
     checkpoint.delivered({ seq: 4, type: 'tool_args', index: 0, delta: '{}', tokens: [4, 5] });
     checkpoint.delivered({ seq: 5, type: 'keepalive' });
     assert.deepEqual(checkpoint.resume(), { tokens: [1, 2, 3, 4, 5], toolCallIds: ['call_a'] });
-    assert.deepEqual(checkpoint.state, { promptTokens: 12, deliveredTokens: 5, unaccounted: 0, migrations: 0, refused: null });
+    assert.deepEqual(checkpoint.state, {
+      promptTokens: 12,
+      deliveredTokens: 5,
+      unaccounted: 0,
+      migrations: 0,
+      refused: null,
+    });
   });
 
   it('stream checkpoint - output without ids is unaccounted until an event with ids completes it', () => {
@@ -38,7 +51,13 @@ describe('stream checkpoint', () => {
     checkpoint.delivered(start(99));
     checkpoint.refuse('first reason');
     checkpoint.refuse('second reason');
-    assert.deepEqual(checkpoint.state, { promptTokens: 12, deliveredTokens: 0, unaccounted: 0, migrations: 1, refused: 'first reason' });
+    assert.deepEqual(checkpoint.state, {
+      promptTokens: 12,
+      deliveredTokens: 0,
+      unaccounted: 0,
+      migrations: 1,
+      refused: 'first reason',
+    });
     assert.equal(checkpoint.moves, 1);
   });
 

@@ -79,7 +79,13 @@ export class StreamCheckpoint {
   }
 
   get state(): CheckpointState {
-    return { promptTokens: this.promptTokens, deliveredTokens: this.tokens.length, unaccounted: this.unaccounted, migrations: this.migrations, refused: this.refused };
+    return {
+      promptTokens: this.promptTokens,
+      deliveredTokens: this.tokens.length,
+      unaccounted: this.unaccounted,
+      migrations: this.migrations,
+      refused: this.refused,
+    };
   }
 
   /** What the next worker is sent: a copy, so the checkpoint may go on advancing. */

@@ -1,7 +1,14 @@
 import type { Subscription } from '@nats-io/transport-node';
 import type { Logger } from '@nestjs/common';
 import type { BusClient } from '@cortex/bus';
-import { decodeLoadResult, decodeUnloadResult, decodeWorkerLifecycle, everyWorker, fromWorker, Subjects } from '@cortex/contracts';
+import {
+  decodeLoadResult,
+  decodeUnloadResult,
+  decodeWorkerLifecycle,
+  everyWorker,
+  fromWorker,
+  Subjects,
+} from '@cortex/contracts';
 
 /** What the gateway does when the fleet changes. */
 export interface FleetChanges {

@@ -34,7 +34,8 @@ describe('key directory - on a real NATS', { skip: !natsServerOnPath() && 'nats-
     rmSync(storeDir, { recursive: true, force: true });
   });
 
-  const create = (name: string) => store.create({ name, account: 'default', limits: {}, models: null, expires_at: null, tier: DEFAULT_TIER });
+  const create = (name: string) =>
+    store.create({ name, account: 'default', limits: {}, models: null, expires_at: null, tier: DEFAULT_TIER });
 
   it('key directory - a key stored a moment ago elsewhere is known once the view has caught up, every time', async () => {
     for (let i = 0; i < 20; i++) {

@@ -1,14 +1,22 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { KvWatchEntry } from '@nats-io/kv';
 import { BusClient, KeyStore, KvCatchUp, watchKv } from '@cortex/bus';
-import { CortexError, hashSecret, judgeSecret, SECRET_PREFIX, type AccountRecord, type KeyRecord } from '@cortex/contracts';
+import {
+  CortexError,
+  hashSecret,
+  judgeSecret,
+  SECRET_PREFIX,
+  type AccountRecord,
+  type KeyRecord,
+} from '@cortex/contracts';
 
 /** Who a request is, once its key is known: a stored key (its account's limits apply too, see limits/). */
 export interface KeyPrincipal {
   key: KeyRecord;
 }
 
-export type Identification = { kind: 'unknown' } | { kind: 'key'; principal: KeyPrincipal } | { kind: 'refused'; error: CortexError };
+export type Identification =
+  { kind: 'unknown' } | { kind: 'key'; principal: KeyPrincipal } | { kind: 'refused'; error: CortexError };
 
 /** The longest a request with an unknown stored-key secret waits for this gateway's view to catch up with the bucket. */
 export const KEY_CATCH_UP_MS = 1_000;
@@ -36,7 +44,12 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
     for (const key of await this.keyStore.list()) this.putKey(key);
     for (const account of await this.keyStore.listAccounts()) this.accounts.set(account.name, account);
     this.catchUp = new KvCatchUp(this.keyStore.bucket);
-    this.stopWatch = watchKv(this.keyStore.bucket, (entry) => this.apply(entry), (error) => this.logger.warn(`keys watch: ${error.message}; watching again`), this.catchUp);
+    this.stopWatch = watchKv(
+      this.keyStore.bucket,
+      (entry) => this.apply(entry),
+      (error) => this.logger.warn(`keys watch: ${error.message}; watching again`),
+      this.catchUp,
+    );
   }
 
   onModuleDestroy(): void {
@@ -44,7 +57,8 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
   }
 
   get store(): KeyStore {
-    if (!this.keyStore) throw new CortexError('service_unavailable', 'the keys store is not open yet', { retryAfter: 1 });
+    if (!this.keyStore)
+      throw new CortexError('service_unavailable', 'the keys store is not open yet', { retryAfter: 1 });
     return this.keyStore;
   }
 
@@ -69,10 +83,19 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
     const key = id === undefined ? undefined : this.keys.get(id);
     if (!key) return { kind: 'unknown' };
     const verdict = judgeSecret(key, sha256, now);
-    if (verdict.kind === 'revoked') return { kind: 'refused', error: new CortexError('key_revoked', `the API key ${key.id} ("${key.name}") was revoked at ${verdict.at}`) };
+    if (verdict.kind === 'revoked')
+      return {
+        kind: 'refused',
+        error: new CortexError('key_revoked', `the API key ${key.id} ("${key.name}") was revoked at ${verdict.at}`),
+      };
     if (verdict.kind === 'expired') {
-      const what = verdict.rotated ? `was rotated; its previous secret stopped working at ${verdict.at}` : `expired at ${verdict.at}`;
-      return { kind: 'refused', error: new CortexError('key_expired', `the API key ${key.id} ("${key.name}") ${what}`) };
+      const what = verdict.rotated
+        ? `was rotated; its previous secret stopped working at ${verdict.at}`
+        : `expired at ${verdict.at}`;
+      return {
+        kind: 'refused',
+        error: new CortexError('key_expired', `the API key ${key.id} ("${key.name}") ${what}`),
+      };
     }
     return { kind: 'key', principal: { key } };
   }

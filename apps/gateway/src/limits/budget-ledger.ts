@@ -18,7 +18,9 @@ interface Scope {
 }
 
 /** A refusal is `insufficient_quota` (spent: do not retry) or `rate_limit_exceeded` (only reserved: retry after `retryAfterMs`). */
-export type ReserveResult = { kind: 'admit'; settle: (used: number) => Promise<void> } | { kind: 'refuse'; error: CortexError; retryAfterMs: number | null };
+export type ReserveResult =
+  | { kind: 'admit'; settle: (used: number) => Promise<void> }
+  | { kind: 'refuse'; error: CortexError; retryAfterMs: number | null };
 
 /**
  * Token budgets of stored keys and accounts, in the KV bucket `cortex_limits` (`budget.key.<id>`,
@@ -38,7 +40,8 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     this.bucket
       .change(entry, EMPTY_BUDGET, (state: BudgetState, now) => {
         const reservations = { ...state.reservations };
-        for (const id of ids) if (reservations[id]) reservations[id] = { ...reservations[id], expiresAt: now + RESERVATION_TTL_MS };
+        for (const id of ids)
+          if (reservations[id]) reservations[id] = { ...reservations[id], expiresAt: now + RESERVATION_TTL_MS };
         return { next: { ...state, reservations }, result: null };
       })
       .catch((error: Error) => this.logger.warn(`could not renew reservations of ${entry}: ${error.message}`)),
@@ -56,32 +59,58 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
   }
 
   /** Reserves `tokens` in the key's and the account's budgets for the request `requestId`; `settle` turns the reservation into what it used. */
-  async reserve(key: KeyRecord, account: AccountRecord | undefined, requestId: string, tokens: number): Promise<ReserveResult> {
+  async reserve(
+    key: KeyRecord,
+    account: AccountRecord | undefined,
+    requestId: string,
+    tokens: number,
+  ): Promise<ReserveResult> {
     const scopes: Scope[] = [];
-    if (key.limits.token_budget) scopes.push({ entry: `budget.key.${key.id}`, budget: key.limits.token_budget, label: `the key ${key.id} ("${key.name}")` });
-    if (account?.limits.token_budget) scopes.push({ entry: `budget.account.${account.name}`, budget: account.limits.token_budget, label: `the account ${account.name}` });
+    if (key.limits.token_budget)
+      scopes.push({
+        entry: `budget.key.${key.id}`,
+        budget: key.limits.token_budget,
+        label: `the key ${key.id} ("${key.name}")`,
+      });
+    if (account?.limits.token_budget)
+      scopes.push({
+        entry: `budget.account.${account.name}`,
+        budget: account.limits.token_budget,
+        label: `the account ${account.name}`,
+      });
     if (scopes.length === 0) return { kind: 'admit', settle: () => Promise.resolve() };
     // Unique per reservation: two requests under one x-request-id hold two.
     const id = `${requestId}.${randomUUID().slice(0, 8)}`;
     const admitted: Scope[] = [];
     for (const scope of scopes) {
-      const decision = await this.bucket.change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => {
-        const d = reserve(state, scope.budget, id, { tokens, expiresAt: now + RESERVATION_TTL_MS }, now);
-        return { next: d.kind === 'admit' ? d.next : null, result: d };
-      }).catch(async (error: unknown) => {
-        // The key's reservation may be made already: take it back, or it would be renewed for ever.
-        await Promise.all(admitted.map((s) => this.finish(s, id, 0, false).catch(() => undefined)));
-        throw error;
-      });
+      const decision = await this.bucket
+        .change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => {
+          const d = reserve(state, scope.budget, id, { tokens, expiresAt: now + RESERVATION_TTL_MS }, now);
+          return { next: d.kind === 'admit' ? d.next : null, result: d };
+        })
+        .catch(async (error: unknown) => {
+          // The key's reservation may be made already: take it back, or it would be renewed for ever.
+          await Promise.all(admitted.map((s) => this.finish(s, id, 0, false).catch(() => undefined)));
+          throw error;
+        });
       if (decision.kind === 'refuse') {
         await Promise.all(admitted.map((s) => this.finish(s, id, 0, false).catch(() => undefined)));
         const { tokens: limit, window } = scope.budget;
-        const when = decision.resetsAt === null ? 'a balance, which never resets' : `it resets at ${new Date(decision.resetsAt).toISOString()}`;
+        const when =
+          decision.resetsAt === null
+            ? 'a balance, which never resets'
+            : `it resets at ${new Date(decision.resetsAt).toISOString()}`;
         const period = window === 'balance' ? '' : window === 'day' ? ' today (UTC)' : ' this month (UTC)';
         if (decision.spent < limit) {
           // Not spent, only reserved by requests still running: worth retrying once they settle.
           const message = `${scope.label} has ${limit - decision.spent} tokens of its budget left, all reserved by running requests (${decision.reserved} reserved); retry when they end`;
-          return { kind: 'refuse', error: new CortexError('rate_limit_exceeded', `rate limit reached (token budget): ${message}`, { retryAfter: 1 }), retryAfterMs: 1_000 };
+          return {
+            kind: 'refuse',
+            error: new CortexError('rate_limit_exceeded', `rate limit reached (token budget): ${message}`, {
+              retryAfter: 1,
+            }),
+            retryAfterMs: 1_000,
+          };
         }
         const message = `${scope.label} has used its token budget: ${decision.spent} of ${limit} tokens spent${period} (${when})`;
         return { kind: 'refuse', error: new CortexError('insufficient_quota', message), retryAfterMs: null };
@@ -97,7 +126,11 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
         settled = true;
         await Promise.all(
           admitted.map((s) =>
-            this.finish(s, id, used).catch((error: Error) => this.logger.warn(`could not settle ${s.entry} (${error.message}); the request is not charged, and its reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`)),
+            this.finish(s, id, used).catch((error: Error) =>
+              this.logger.warn(
+                `could not settle ${s.entry} (${error.message}); the request is not charged, and its reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`,
+              ),
+            ),
           ),
         );
       },
@@ -107,7 +140,11 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
   /** Spent and reserved tokens of the key's budget now, for `GET /admin/keys/{id}`. */
   async usage(key: KeyRecord, now = Date.now()): Promise<{ spent: number; reserved: number; period: string } | null> {
     if (!key.limits.token_budget) return null;
-    const state = current(await this.bucket.read<BudgetState>(`budget.key.${key.id}`, EMPTY_BUDGET), key.limits.token_budget.window, now);
+    const state = current(
+      await this.bucket.read<BudgetState>(`budget.key.${key.id}`, EMPTY_BUDGET),
+      key.limits.token_budget.window,
+      now,
+    );
     return { spent: state.spent, reserved: reservedOf(state), period: state.period };
   }
 
@@ -120,7 +157,10 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
   private async finish(scope: Scope, id: string, used: number, retry = true): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.bucket.change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({ next: settle(state, scope.budget.window, id, used, now), result: null }));
+        await this.bucket.change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({
+          next: settle(state, scope.budget.window, id, used, now),
+          result: null,
+        }));
         break;
       } catch (error) {
         const pause = SETTLE_RETRIES_MS[attempt];

@@ -1,6 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { current, EMPTY_BUDGET, periodEnd, periodOf, reserve, settle, type Budget, type BudgetState } from './budget.decider.js';
+import {
+  current,
+  EMPTY_BUDGET,
+  periodEnd,
+  periodOf,
+  reserve,
+  settle,
+  type Budget,
+  type BudgetState,
+} from './budget.decider.js';
 
 const T0 = Date.parse('2026-11-24T23:59:00Z');
 const R = (tokens: number, at = T0) => ({ tokens, expiresAt: at + 60_000 });
@@ -63,7 +72,15 @@ describe('budget decider', () => {
     assert.equal(current(spentYesterday, 'day', T0 + 60_000).spent, 0);
     assert.equal(current({ period: 'all', spent: 500, reservations: {} }, 'balance', T0 + 86_400_000 * 400).spent, 500);
     const refused = reserve(spentYesterday, { tokens: 500, window: 'day' }, 'x', R(1), T0);
-    assert.deepEqual(refused, { kind: 'refuse', spent: 500, reserved: 0, resetsAt: Date.parse('2026-11-25T00:00:00Z') });
-    assert.equal(reserve(spentYesterday, { tokens: 500, window: 'day' }, 'x', R(1, T0 + 60_000), T0 + 60_000).kind, 'admit');
+    assert.deepEqual(refused, {
+      kind: 'refuse',
+      spent: 500,
+      reserved: 0,
+      resetsAt: Date.parse('2026-11-25T00:00:00Z'),
+    });
+    assert.equal(
+      reserve(spentYesterday, { tokens: 500, window: 'day' }, 'x', R(1, T0 + 60_000), T0 + 60_000).kind,
+      'admit',
+    );
   });
 });

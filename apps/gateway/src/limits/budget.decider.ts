@@ -56,10 +56,17 @@ export function reservedOf(state: BudgetState): number {
   return Object.values(state.reservations).reduce((sum, r) => sum + r.tokens, 0);
 }
 
-export function reserve(state: BudgetState, budget: Budget, id: string, reservation: Reservation, now: number): BudgetDecision {
+export function reserve(
+  state: BudgetState,
+  budget: Budget,
+  id: string,
+  reservation: Reservation,
+  now: number,
+): BudgetDecision {
   const now_ = current(state, budget.window, now);
   const reserved = reservedOf(now_);
-  if (now_.spent + reserved >= budget.tokens) return { kind: 'refuse', spent: now_.spent, reserved, resetsAt: periodEnd(budget.window, now) };
+  if (now_.spent + reserved >= budget.tokens)
+    return { kind: 'refuse', spent: now_.spent, reserved, resetsAt: periodEnd(budget.window, now) };
   const next = { ...now_, reservations: { ...now_.reservations, [id]: reservation } };
   return { kind: 'admit', next, remaining: Math.max(0, budget.tokens - now_.spent - reserved - reservation.tokens) };
 }

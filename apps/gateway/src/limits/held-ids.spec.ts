@@ -11,7 +11,10 @@ describe('held ids', () => {
     held.delete('a', '1');
     held.delete('b', '3');
     held.delete('c', '4');
-    assert.deepEqual([...held].map(([entry, ids]) => [entry, [...ids]]), [['a', ['2']]]);
+    assert.deepEqual(
+      [...held].map(([entry, ids]) => [entry, [...ids]]),
+      [['a', ['2']]],
+    );
   });
 });
 

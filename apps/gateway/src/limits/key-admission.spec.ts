@@ -30,9 +30,35 @@ const down = (): Promise<never> => Promise.reject(new Error('insufficient resour
 /** An admission whose `failing` checks throw (their store full), under `policy`; what each check did is logged in `calls`. */
 function admission(failing: Check[], policy: Partial<Record<Check, LimitsPolicy>>) {
   const calls: string[] = [];
-  const limiter = { admit: () => (failing.includes('requests') ? down() : Promise.resolve({ kind: 'admit', requests: null, release: () => Promise.resolve(void calls.push('release')) })) } as unknown as RateLimiter;
-  const tokens = { admit: () => (failing.includes('tokens') ? down() : Promise.resolve({ kind: 'admit', window: null, settle: (used: number) => Promise.resolve(void calls.push(`tpm ${used}`)) })) } as unknown as TokenRateLimiter;
-  const budgets = { reserve: () => (failing.includes('budget') ? down() : Promise.resolve({ kind: 'admit', settle: (used: number) => Promise.resolve(void calls.push(`budget ${used}`)) })) } as unknown as BudgetLedger;
+  const limiter = {
+    admit: () =>
+      failing.includes('requests')
+        ? down()
+        : Promise.resolve({
+            kind: 'admit',
+            requests: null,
+            release: () => Promise.resolve(void calls.push('release')),
+          }),
+  } as unknown as RateLimiter;
+  const tokens = {
+    admit: () =>
+      failing.includes('tokens')
+        ? down()
+        : Promise.resolve({
+            kind: 'admit',
+            window: null,
+            settle: (used: number) => Promise.resolve(void calls.push(`tpm ${used}`)),
+          }),
+  } as unknown as TokenRateLimiter;
+  const budgets = {
+    reserve: () =>
+      failing.includes('budget')
+        ? down()
+        : Promise.resolve({
+            kind: 'admit',
+            settle: (used: number) => Promise.resolve(void calls.push(`budget ${used}`)),
+          }),
+  } as unknown as BudgetLedger;
   const directory = { account: () => undefined } as unknown as KeyDirectory;
   const catalogue = { find: () => undefined } as unknown as ModelCatalogue;
   const config = new CortexConfig();
@@ -40,7 +66,15 @@ function admission(failing: Check[], policy: Partial<Record<Check, LimitsPolicy>
   return { keys: new KeyAdmission(limiter, tokens, budgets, directory, catalogue, config), calls };
 }
 
-const ask = (meter = new RequestMeter(), background = false): AdmissionAsk => ({ key: KEY, requestId: 'req', meter, path: '/v1/chat/completions', body: { model: 'm', max_tokens: 10 }, bytes: 40, background });
+const ask = (meter = new RequestMeter(), background = false): AdmissionAsk => ({
+  key: KEY,
+  requestId: 'req',
+  meter,
+  path: '/v1/chat/completions',
+  body: { model: 'm', max_tokens: 10 },
+  bytes: 40,
+  background,
+});
 
 describe('key admission', () => {
   it('key admission - a check that cannot be made refuses with a 503 (fail-closed) or admits uncounted by it (fail-open), as configured per check', async () => {
@@ -52,7 +86,11 @@ describe('key admission', () => {
       { failing: ['tokens'], policy: { tokens: 'admit' }, admitted: true },
       { failing: ['budget'], policy: {}, admitted: false },
       { failing: ['budget'], policy: { budget: 'admit' }, admitted: true },
-      { failing: ['requests', 'tokens', 'budget'], policy: { requests: 'admit', tokens: 'admit', budget: 'admit' }, admitted: true },
+      {
+        failing: ['requests', 'tokens', 'budget'],
+        policy: { requests: 'admit', tokens: 'admit', budget: 'admit' },
+        admitted: true,
+      },
       { failing: ['requests', 'budget'], policy: { requests: 'admit' }, admitted: false },
     ];
     for (const { failing, policy, admitted } of cases) {
@@ -61,13 +99,17 @@ describe('key admission', () => {
       assert.equal(decision.kind === 'admit', admitted, name);
       if (decision.kind === 'refuse') {
         assert.equal(decision.error.status, 503, name);
-        assert.match(decision.error.message, /the key's limits cannot be checked now \(insufficient resources\); retry/, name);
+        assert.match(
+          decision.error.message,
+          /the key's limits cannot be checked now \(insufficient resources\); retry/,
+          name,
+        );
         assert.equal(decision.retryAfterMs, 1_000, name);
       }
     }
   });
 
-  it("key admission - the meter is billed to the key; the slot is released when the response closes, the budget once its runs reported", async () => {
+  it('key admission - the meter is billed to the key; the slot is released when the response closes, the budget once its runs reported', async () => {
     const { keys, calls } = admission([], {});
     const meter = new RequestMeter();
     const decision = await keys.admit(ask(meter));

@@ -18,7 +18,11 @@ export const BACKGROUND_SETTLE_BOUND_MS = 30 * 60_000;
 
 const logger = new Logger('limits');
 
-const CHECKS: Record<keyof LimitsUnavailableConfig, string> = { requests: 'requests per minute and concurrent requests', tokens: 'tokens per minute', budget: 'token budget' };
+const CHECKS: Record<keyof LimitsUnavailableConfig, string> = {
+  requests: 'requests per minute and concurrent requests',
+  tokens: 'tokens per minute',
+  budget: 'token budget',
+};
 
 /** One request of a stored key that asks to start work on a worker. */
 export interface AdmissionAsk {
@@ -39,7 +43,13 @@ export interface AdmissionAsk {
 export type KeyAdmissionResult =
   | { kind: 'admit'; requests: RequestWindow | null; tokens: TokenWindow | null; done: () => void }
   /** `retryAfterMs: null` is a spent budget: retrying does not help until it resets or is raised. */
-  | { kind: 'refuse'; requests: RequestWindow | null; tokens: TokenWindow | null; error: CortexError; retryAfterMs: number | null };
+  | {
+      kind: 'refuse';
+      requests: RequestWindow | null;
+      tokens: TokenWindow | null;
+      error: CortexError;
+      retryAfterMs: number | null;
+    };
 
 /**
  * The limits of a stored key and its account, in the order every route applies them: the request
@@ -69,33 +79,80 @@ export class KeyAdmission {
       // A check that could not be made (NATS unreachable, its store full) and is not let through by
       // gateway.limits_unavailable: never a limited key through unlimited, never a 500.
       const refusal =
-        error instanceof CortexError ? error : new CortexError('service_unavailable', `the key's limits cannot be checked now (${(error as Error).message}); retry`, { retryAfter: 1, cause: error });
-      return { kind: 'refuse', requests: null, tokens: null, error: refusal, retryAfterMs: (refusal.toBody().retryAfter ?? 1) * 1_000 };
+        error instanceof CortexError
+          ? error
+          : new CortexError(
+              'service_unavailable',
+              `the key's limits cannot be checked now (${(error as Error).message}); retry`,
+              { retryAfter: 1, cause: error },
+            );
+      return {
+        kind: 'refuse',
+        requests: null,
+        tokens: null,
+        error: refusal,
+        retryAfterMs: (refusal.toBody().retryAfter ?? 1) * 1_000,
+      };
     }
   }
 
   private async decide(ask: AdmissionAsk): Promise<KeyAdmissionResult> {
     const { key, requestId } = ask;
     const account = this.directory.account(key.account);
-    const rate = await this.unless('requests', key, () => this.limiter.admit(key, account), { kind: 'admit', requests: null, release: () => Promise.resolve() });
-    if (rate.kind === 'refuse') return { kind: 'refuse', requests: rate.requests, tokens: null, error: rate.error, retryAfterMs: rate.retryAfterMs };
+    const rate = await this.unless('requests', key, () => this.limiter.admit(key, account), {
+      kind: 'admit',
+      requests: null,
+      release: () => Promise.resolve(),
+    });
+    if (rate.kind === 'refuse')
+      return {
+        kind: 'refuse',
+        requests: rate.requests,
+        tokens: null,
+        error: rate.error,
+        retryAfterMs: rate.retryAfterMs,
+      };
     const model = (ask.body as { model?: unknown } | null)?.model;
-    const reserved = reservationFor(ask.path, ask.body, ask.bytes, typeof model === 'string' ? this.contextSizeOf(model) : undefined);
-    const perMinute = await this.unless('tokens', key, () => this.tokens.admit(key, account, reserved), { kind: 'admit', window: null, settle: () => Promise.resolve() }).catch(async (error: unknown) => {
+    const reserved = reservationFor(
+      ask.path,
+      ask.body,
+      ask.bytes,
+      typeof model === 'string' ? this.contextSizeOf(model) : undefined,
+    );
+    const perMinute = await this.unless('tokens', key, () => this.tokens.admit(key, account, reserved), {
+      kind: 'admit',
+      window: null,
+      settle: () => Promise.resolve(),
+    }).catch(async (error: unknown) => {
       await rate.release();
       throw error;
     });
     if (perMinute.kind === 'refuse') {
       await rate.release();
-      return { kind: 'refuse', requests: rate.requests, tokens: perMinute.window, error: perMinute.error, retryAfterMs: perMinute.retryAfterMs };
+      return {
+        kind: 'refuse',
+        requests: rate.requests,
+        tokens: perMinute.window,
+        error: perMinute.error,
+        retryAfterMs: perMinute.retryAfterMs,
+      };
     }
-    const budget = await this.unless('budget', key, () => this.budgets.reserve(key, account, requestId, reserved), { kind: 'admit', settle: () => Promise.resolve() }).catch(async (error: unknown) => {
+    const budget = await this.unless('budget', key, () => this.budgets.reserve(key, account, requestId, reserved), {
+      kind: 'admit',
+      settle: () => Promise.resolve(),
+    }).catch(async (error: unknown) => {
       await Promise.all([rate.release(), perMinute.settle(0)]);
       throw error;
     });
     if (budget.kind === 'refuse') {
       await Promise.all([rate.release(), perMinute.settle(0)]);
-      return { kind: 'refuse', requests: rate.requests, tokens: perMinute.window, error: budget.error, retryAfterMs: budget.retryAfterMs };
+      return {
+        kind: 'refuse',
+        requests: rate.requests,
+        tokens: perMinute.window,
+        error: budget.error,
+        retryAfterMs: budget.retryAfterMs,
+      };
     }
     // Its usage records are billed to this key and account.
     ask.meter.bill({ account: key.account, keyId: key.id });
@@ -121,12 +178,19 @@ export class KeyAdmission {
    * configured policy (`gateway.limits_unavailable`) either refuses (the error goes on to a 503) or
    * admits the request uncounted by that check.
    */
-  private async unless<T>(check: keyof LimitsUnavailableConfig, key: KeyRecord, work: () => Promise<T>, uncounted: T): Promise<T> {
+  private async unless<T>(
+    check: keyof LimitsUnavailableConfig,
+    key: KeyRecord,
+    work: () => Promise<T>,
+    uncounted: T,
+  ): Promise<T> {
     try {
       return await work();
     } catch (error) {
       if (this.config.gateway.limitsUnavailable[check] !== 'admit') throw error;
-      logger.warn(`key ${key.id}: its ${CHECKS[check]} cannot be counted now (${(error as Error).message}); admitted without counting it (gateway.limits_unavailable.${check}: admit)`);
+      logger.warn(
+        `key ${key.id}: its ${CHECKS[check]} cannot be counted now (${(error as Error).message}); admitted without counting it (gateway.limits_unavailable.${check}: admit)`,
+      );
       return uncounted;
     }
   }
@@ -140,7 +204,9 @@ export class KeyAdmission {
 function settledWithin(meter: RequestMeter, boundMs: number): Promise<number> {
   return new Promise((resolve) => {
     const timer = setTimeout(() => {
-      logger.warn(`a request's runs did not all report their usage within ${boundMs / 1000} s; it is charged what they reported`);
+      logger.warn(
+        `a request's runs did not all report their usage within ${boundMs / 1000} s; it is charged what they reported`,
+      );
       resolve(meter.reported);
     }, boundMs).unref();
     void meter.settled.then((used) => {

@@ -10,7 +10,12 @@ const CAS_ATTEMPTS = 50;
  * still the one read (casUpdate, with more attempts and a short random pause for limits every
  * gateway changes at once). `next: null` writes nothing.
  */
-export async function casChange<S, R>(kv: KV | null, entry: string, empty: S, edit: (state: S, now: number) => { next: S | null; result: R }): Promise<R> {
+export async function casChange<S, R>(
+  kv: KV | null,
+  entry: string,
+  empty: S,
+  edit: (state: S, now: number) => { next: S | null; result: R },
+): Promise<R> {
   if (!kv) throw new CortexError('service_unavailable', 'the limits store is not ready yet', { retryAfter: 1 });
   const { result } = await casUpdate(
     kv,

@@ -15,7 +15,10 @@ export class LimitsBucket implements OnModuleInit {
   constructor(private readonly bus: BusClient) {}
 
   async onModuleInit(): Promise<void> {
-    this.kv = await openKv(this.bus.nc, Buckets.limits, { history: 1, description: 'cortex: rate-limit state of keys and accounts' });
+    this.kv = await openKv(this.bus.nc, Buckets.limits, {
+      history: 1,
+      description: 'cortex: rate-limit state of keys and accounts',
+    });
   }
 
   /** Reads `entry`, lets `edit` decide, and writes its `next` only over the revision read (see kv-cas.ts). */

@@ -1,12 +1,27 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { CONCURRENCY_RETRY_MS, decide, EMPTY_SCOPE, goDuration, release, renew, undo, type ScopeDecision, type ScopeLimits, type ScopeState } from './rate-limit.decider.js';
+import {
+  CONCURRENCY_RETRY_MS,
+  decide,
+  EMPTY_SCOPE,
+  goDuration,
+  release,
+  renew,
+  undo,
+  type ScopeDecision,
+  type ScopeLimits,
+  type ScopeState,
+} from './rate-limit.decider.js';
 
 const T0 = 1_700_000_000_000;
 const lease = (id: string, at = T0) => ({ id, expiresAt: at + 30_000 });
 
 /** Runs `count` requests at the times given, feeding each admission's state to the next. */
-function run(limits: ScopeLimits, times: number[], state: ScopeState = EMPTY_SCOPE): { decisions: ScopeDecision[]; state: ScopeState } {
+function run(
+  limits: ScopeLimits,
+  times: number[],
+  state: ScopeState = EMPTY_SCOPE,
+): { decisions: ScopeDecision[]; state: ScopeState } {
   const decisions: ScopeDecision[] = [];
   times.forEach((at, i) => {
     const decision = decide(state, limits, at, lease(`l${i}`, at));
@@ -19,10 +34,25 @@ function run(limits: ScopeLimits, times: number[], state: ScopeState = EMPTY_SCO
 describe('rate limit decider', () => {
   const rpmCases: Array<[string, ScopeLimits, number[], string]> = [
     ['3 rpm: three at once pass, the fourth is refused', { requests_per_minute: 3 }, [T0, T0, T0, T0], 'AAAR'],
-    ['3 rpm: one more passes after 20 s, not before', { requests_per_minute: 3 }, [T0, T0, T0, T0 + 19_999, T0 + 20_000], 'AAARA'],
+    [
+      '3 rpm: one more passes after 20 s, not before',
+      { requests_per_minute: 3 },
+      [T0, T0, T0, T0 + 19_999, T0 + 20_000],
+      'AAARA',
+    ],
     ['1 rpm: one a minute', { requests_per_minute: 1 }, [T0, T0 + 30_000, T0 + 60_000, T0 + 60_001], 'ARAR'],
-    ['60 rpm at one a second never refuses', { requests_per_minute: 60 }, Array.from({ length: 120 }, (_, i) => T0 + i * 1_000), 'A'.repeat(120)],
-    ['7 rpm (a period that is not whole ms): exactly 7 pass', { requests_per_minute: 7 }, Array(9).fill(T0), 'AAAAAAARR'],
+    [
+      '60 rpm at one a second never refuses',
+      { requests_per_minute: 60 },
+      Array.from({ length: 120 }, (_, i) => T0 + i * 1_000),
+      'A'.repeat(120),
+    ],
+    [
+      '7 rpm (a period that is not whole ms): exactly 7 pass',
+      { requests_per_minute: 7 },
+      Array(9).fill(T0),
+      'AAAAAAARR',
+    ],
     ['no limits: everything passes', {}, Array(50).fill(T0), 'A'.repeat(50)],
   ];
   for (const [what, limits, times, expected] of rpmCases) {
@@ -34,12 +64,15 @@ describe('rate limit decider', () => {
 
   it('rate limit - remaining and reset as OpenAI reports them, and the wait of a refusal', () => {
     const { decisions } = run({ requests_per_minute: 3 }, [T0, T0, T0, T0]);
-    assert.deepEqual(decisions.map((d) => d.requests), [
-      { limit: 3, remaining: 2, resetMs: 20_000 },
-      { limit: 3, remaining: 1, resetMs: 40_000 },
-      { limit: 3, remaining: 0, resetMs: 60_000 },
-      { limit: 3, remaining: 0, resetMs: 60_000 },
-    ]);
+    assert.deepEqual(
+      decisions.map((d) => d.requests),
+      [
+        { limit: 3, remaining: 2, resetMs: 20_000 },
+        { limit: 3, remaining: 1, resetMs: 40_000 },
+        { limit: 3, remaining: 0, resetMs: 60_000 },
+        { limit: 3, remaining: 0, resetMs: 60_000 },
+      ],
+    );
     const refused = decisions[3]!;
     assert.equal(refused.kind, 'refuse');
     if (refused.kind === 'refuse') {
@@ -51,9 +84,16 @@ describe('rate limit decider', () => {
   it('rate limit - concurrency: a lease per request, refused at the limit, free again on release', () => {
     const limits = { concurrent_requests: 2 };
     const { decisions, state } = run(limits, [T0, T0, T0]);
-    assert.deepEqual(decisions.map((d) => d.kind), ['admit', 'admit', 'refuse']);
+    assert.deepEqual(
+      decisions.map((d) => d.kind),
+      ['admit', 'admit', 'refuse'],
+    );
     const refused = decisions[2]!;
-    if (refused.kind === 'refuse') assert.deepEqual([refused.limit, refused.retryAfterMs, refused.running], ['concurrent_requests', CONCURRENCY_RETRY_MS, 2]);
+    if (refused.kind === 'refuse')
+      assert.deepEqual(
+        [refused.limit, refused.retryAfterMs, refused.running],
+        ['concurrent_requests', CONCURRENCY_RETRY_MS, 2],
+      );
     assert.deepEqual(Object.keys(state.leases), ['l0', 'l1']);
     const freed = release(state, 'l0', T0 + 1);
     assert.equal(decide(freed, limits, T0 + 2, lease('l3')).kind, 'admit');
@@ -75,7 +115,10 @@ describe('rate limit decider', () => {
   it('rate limit - concurrency refuses before the rate is charged; both limits together', () => {
     const limits = { requests_per_minute: 10, concurrent_requests: 1 };
     const { decisions, state } = run(limits, [T0, T0]);
-    assert.deepEqual(decisions.map((d) => d.kind), ['admit', 'refuse']);
+    assert.deepEqual(
+      decisions.map((d) => d.kind),
+      ['admit', 'refuse'],
+    );
     assert.equal(state.tat, T0 + 6_000, 'the refused request did not use the rate');
   });
 

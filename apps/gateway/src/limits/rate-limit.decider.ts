@@ -52,7 +52,11 @@ export function requestWindow(rpm: number, tat: number, now: number): RequestWin
   const interval = intervalOf(rpm);
   const ahead = Math.max(0, tat - now);
   // 1e-9: 60 000 / 7 is not exact, and a whole request must not read as 0.999…
-  return { limit: rpm, remaining: Math.max(0, Math.floor((MINUTE_MS - ahead) / interval + 1e-9)), resetMs: Math.ceil(ahead) };
+  return {
+    limit: rpm,
+    remaining: Math.max(0, Math.floor((MINUTE_MS - ahead) / interval + 1e-9)),
+    resetMs: Math.ceil(ahead),
+  };
 }
 
 /** Leases that still count at `now`. */
@@ -64,14 +68,25 @@ export function liveLeases(state: ScopeState, now: number): Record<string, numbe
  * Admits one request into the scope, or says which limit refuses it and for how long. A lease is
  * taken only when the scope limits concurrency.
  */
-export function decide(state: ScopeState, limits: ScopeLimits, now: number, lease: { id: string; expiresAt: number }): ScopeDecision {
+export function decide(
+  state: ScopeState,
+  limits: ScopeLimits,
+  now: number,
+  lease: { id: string; expiresAt: number },
+): ScopeDecision {
   const leases = liveLeases(state, now);
   const running = Object.keys(leases).length;
   const rpm = limits.requests_per_minute;
   const concurrent = limits.concurrent_requests;
   const current = rpm === undefined ? null : requestWindow(rpm, state.tat, now);
   if (concurrent !== undefined && running >= concurrent) {
-    return { kind: 'refuse', limit: 'concurrent_requests', retryAfterMs: CONCURRENCY_RETRY_MS, requests: current, running };
+    return {
+      kind: 'refuse',
+      limit: 'concurrent_requests',
+      retryAfterMs: CONCURRENCY_RETRY_MS,
+      requests: current,
+      running,
+    };
   }
   let tat = state.tat;
   if (rpm !== undefined) {
@@ -79,11 +94,20 @@ export function decide(state: ScopeState, limits: ScopeLimits, now: number, leas
     const start = Math.max(state.tat, now);
     // GCRA: admitted while the bucket holds less than a minute's worth after this request.
     if (start + interval - now > MINUTE_MS + 1e-6) {
-      return { kind: 'refuse', limit: 'requests_per_minute', retryAfterMs: Math.ceil(start + interval - now - MINUTE_MS), requests: { ...requestWindow(rpm, state.tat, now), remaining: 0 }, running };
+      return {
+        kind: 'refuse',
+        limit: 'requests_per_minute',
+        retryAfterMs: Math.ceil(start + interval - now - MINUTE_MS),
+        requests: { ...requestWindow(rpm, state.tat, now), remaining: 0 },
+        running,
+      };
     }
     tat = start + interval;
   }
-  const next: ScopeState = { tat, leases: concurrent === undefined ? leases : { ...leases, [lease.id]: lease.expiresAt } };
+  const next: ScopeState = {
+    tat,
+    leases: concurrent === undefined ? leases : { ...leases, [lease.id]: lease.expiresAt },
+  };
   return { kind: 'admit', next, requests: rpm === undefined ? null : requestWindow(rpm, tat, now) };
 }
 

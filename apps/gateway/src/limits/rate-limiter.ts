@@ -1,7 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { CortexError, type AccountRecord, type KeyRecord } from '@cortex/contracts';
-import { decide, EMPTY_SCOPE, liveLeases, release, renew, requestWindow, undo, type LimitName, type RequestWindow, type ScopeLimits, type ScopeState } from './rate-limit.decider.js';
+import {
+  decide,
+  EMPTY_SCOPE,
+  liveLeases,
+  release,
+  renew,
+  requestWindow,
+  undo,
+  type LimitName,
+  type RequestWindow,
+  type ScopeLimits,
+  type ScopeState,
+} from './rate-limit.decider.js';
 import { HeldIds } from './held-ids.js';
 import { LimitsBucket } from './limits-bucket.js';
 
@@ -20,7 +32,10 @@ export type AdmissionResult =
   | { kind: 'admit'; requests: RequestWindow | null; release: () => Promise<void> }
   | { kind: 'refuse'; error: CortexError; retryAfterMs: number; requests: RequestWindow | null };
 
-const LIMIT_WORDS: Record<LimitName, string> = { requests_per_minute: 'requests per minute', concurrent_requests: 'concurrent requests' };
+const LIMIT_WORDS: Record<LimitName, string> = {
+  requests_per_minute: 'requests per minute',
+  concurrent_requests: 'concurrent requests',
+};
 
 /**
  * Requests per minute and concurrent requests of stored keys and their accounts, counted in the KV
@@ -34,8 +49,8 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('limits');
   /** The leases this gateway holds, per scope entry, renewed every RENEW_EVERY_MS. */
   private readonly held = new HeldIds((entry, ids) =>
-    this.change(entry, (state, now) => ({ next: renew(state, ids, now + LEASE_TTL_MS, now), result: null })).catch((error: Error) =>
-      this.logger.warn(`could not renew leases of ${entry}: ${error.message}`),
+    this.change(entry, (state, now) => ({ next: renew(state, ids, now + LEASE_TTL_MS, now), result: null })).catch(
+      (error: Error) => this.logger.warn(`could not renew leases of ${entry}: ${error.message}`),
     ),
   );
 
@@ -51,9 +66,14 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
 
   /** Whether a request of `key` (in `account`) may start now; on admission, `release` must be called once it ends. */
   async admit(key: KeyRecord, account: AccountRecord | undefined): Promise<AdmissionResult> {
-    const scopes: Scope[] = [{ entry: `key.${key.id}`, limits: key.limits, label: `the key ${key.id} ("${key.name}")` }];
-    if (account) scopes.push({ entry: `account.${account.name}`, limits: account.limits, label: `the account ${account.name}` });
-    const limited = scopes.filter((s) => s.limits.requests_per_minute !== undefined || s.limits.concurrent_requests !== undefined);
+    const scopes: Scope[] = [
+      { entry: `key.${key.id}`, limits: key.limits, label: `the key ${key.id} ("${key.name}")` },
+    ];
+    if (account)
+      scopes.push({ entry: `account.${account.name}`, limits: account.limits, label: `the account ${account.name}` });
+    const limited = scopes.filter(
+      (s) => s.limits.requests_per_minute !== undefined || s.limits.concurrent_requests !== undefined,
+    );
     if (limited.length === 0) return { kind: 'admit', requests: null, release: () => Promise.resolve() };
     const leaseId = randomUUID();
     const admitted: Scope[] = [];
@@ -74,13 +94,18 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
           decision.limit === 'concurrent_requests'
             ? `${scope.label} has ${decision.running} requests running, its limit of ${scope.limits.concurrent_requests} concurrent requests; retry when one ends`
             : `${scope.label} has used its ${scope.limits.requests_per_minute} requests per minute; retry in ${(wait / 1000).toFixed(wait < 10_000 ? 1 : 0)} s`;
-        const error = new CortexError('rate_limit_exceeded', `rate limit reached (${LIMIT_WORDS[decision.limit]}): ${what}`, { retryAfter: Math.ceil(wait / 1000) });
+        const error = new CortexError(
+          'rate_limit_exceeded',
+          `rate limit reached (${LIMIT_WORDS[decision.limit]}): ${what}`,
+          { retryAfter: Math.ceil(wait / 1000) },
+        );
         return { kind: 'refuse', error, retryAfterMs: wait, requests: decision.requests ?? requests };
       }
       admitted.push(scope);
       if (scope.limits.concurrent_requests !== undefined) this.held.add(scope.entry, leaseId);
       // The headers report the window with the fewest requests left.
-      if (decision.requests && (!requests || decision.requests.remaining < requests.remaining)) requests = decision.requests;
+      if (decision.requests && (!requests || decision.requests.remaining < requests.remaining))
+        requests = decision.requests;
     }
     let released = false;
     const done = async (): Promise<void> => {
@@ -91,8 +116,11 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
           .filter((s) => s.limits.concurrent_requests !== undefined)
           .map(async (s) => {
             this.held.delete(s.entry, leaseId);
-            await this.change(s.entry, (state, now) => ({ next: release(state, leaseId, now), result: null })).catch((error: Error) =>
-              this.logger.warn(`could not release a lease of ${s.entry} (${error.message}); it stops counting within ${LEASE_TTL_MS / 1000} s`),
+            await this.change(s.entry, (state, now) => ({ next: release(state, leaseId, now), result: null })).catch(
+              (error: Error) =>
+                this.logger.warn(
+                  `could not release a lease of ${s.entry} (${error.message}); it stops counting within ${LEASE_TTL_MS / 1000} s`,
+                ),
             );
           }),
       );
@@ -101,20 +129,40 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
   }
 
   /** What a key's scope has in use now: requests running (live leases) and its request window. */
-  async usage(key: KeyRecord, now = Date.now()): Promise<{ concurrent_requests_running: number; requests_remaining: number | null; requests_reset_ms: number | null }> {
+  async usage(
+    key: KeyRecord,
+    now = Date.now(),
+  ): Promise<{
+    concurrent_requests_running: number;
+    requests_remaining: number | null;
+    requests_reset_ms: number | null;
+  }> {
     const state = await this.bucket.read<ScopeState>(`key.${key.id}`, EMPTY_SCOPE);
     const rpm = key.limits.requests_per_minute;
     const window = rpm === undefined ? null : requestWindow(rpm, state.tat, now);
-    return { concurrent_requests_running: Object.keys(liveLeases(state, now)).length, requests_remaining: window?.remaining ?? null, requests_reset_ms: window?.resetMs ?? null };
+    return {
+      concurrent_requests_running: Object.keys(liveLeases(state, now)).length,
+      requests_remaining: window?.remaining ?? null,
+      requests_reset_ms: window?.resetMs ?? null,
+    };
   }
 
   /** Takes back what an admission that did not complete had counted. */
   private async undoAll(admitted: readonly Scope[], leaseId: string): Promise<void> {
     for (const s of admitted) this.held.delete(s.entry, leaseId);
-    await Promise.all(admitted.map((s) => this.change(s.entry, (state, now) => ({ next: undo(state, s.limits, leaseId, now), result: null })).catch(() => undefined)));
+    await Promise.all(
+      admitted.map((s) =>
+        this.change(s.entry, (state, now) => ({ next: undo(state, s.limits, leaseId, now), result: null })).catch(
+          () => undefined,
+        ),
+      ),
+    );
   }
 
-  private change<R>(entry: string, edit: (state: ScopeState, now: number) => { next: ScopeState | null; result: R }): Promise<R> {
+  private change<R>(
+    entry: string,
+    edit: (state: ScopeState, now: number) => { next: ScopeState | null; result: R },
+  ): Promise<R> {
     return this.bucket.change(entry, EMPTY_SCOPE, edit);
   }
 }

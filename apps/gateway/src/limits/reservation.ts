@@ -15,8 +15,13 @@ const NO_OUTPUT = /^\/(v1\/)?messages\/count_tokens$/;
 export function reservationFor(path: string, body: unknown, rawBytes: number, contextSize: number | undefined): number {
   const fields = (body ?? {}) as Record<string, unknown>;
   if (RETRIEVAL.test(path) || NO_OUTPUT.test(path)) return Math.max(1, rawBytes);
-  const cap = [fields.max_tokens, fields.max_completion_tokens, fields.max_output_tokens].find((v): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0);
+  const cap = [fields.max_tokens, fields.max_completion_tokens, fields.max_output_tokens].find(
+    (v): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0,
+  );
   const choices = typeof fields.n === 'number' && Number.isInteger(fields.n) && fields.n > 1 ? fields.n : 1;
-  const prompts = Array.isArray(fields.prompt) && fields.prompt.length > 1 && typeof fields.prompt[0] !== 'number' ? fields.prompt.length : 1;
+  const prompts =
+    Array.isArray(fields.prompt) && fields.prompt.length > 1 && typeof fields.prompt[0] !== 'number'
+      ? fields.prompt.length
+      : 1;
   return Math.max(1, rawBytes) + (cap ?? contextSize ?? DEFAULT_OUTPUT_CAP) * choices * prompts;
 }

@@ -27,13 +27,32 @@ export class TokenRateLimiter {
   /** Whether a request of `key` reserving `tokens` may start now; on admission, `settle` must be called once with what it used. */
   async admit(key: KeyRecord, account: AccountRecord | undefined, tokens: number): Promise<TokenAdmission> {
     const scopes: Scope[] = [];
-    if (key.limits.tokens_per_minute !== undefined) scopes.push({ entry: `tpm.key.${key.id}`, tpm: key.limits.tokens_per_minute, label: `the key ${key.id} ("${key.name}")` });
-    if (account?.limits.tokens_per_minute !== undefined) scopes.push({ entry: `tpm.account.${account.name}`, tpm: account.limits.tokens_per_minute, label: `the account ${account.name}` });
+    if (key.limits.tokens_per_minute !== undefined)
+      scopes.push({
+        entry: `tpm.key.${key.id}`,
+        tpm: key.limits.tokens_per_minute,
+        label: `the key ${key.id} ("${key.name}")`,
+      });
+    if (account?.limits.tokens_per_minute !== undefined)
+      scopes.push({
+        entry: `tpm.account.${account.name}`,
+        tpm: account.limits.tokens_per_minute,
+        label: `the account ${account.name}`,
+      });
     if (scopes.length === 0) return { kind: 'admit', window: null, settle: () => Promise.resolve() };
     const admitted: Scope[] = [];
     let window: TokenWindow | null = null;
     const giveBack = (list: Scope[], used: number): Promise<unknown> =>
-      Promise.all(list.map((s) => this.bucket.change(s.entry, EMPTY_TOKENS, (state: TokenState, now) => ({ next: settleTokens(state, s.tpm, tokens, used, now), result: null })).catch(() => undefined)));
+      Promise.all(
+        list.map((s) =>
+          this.bucket
+            .change(s.entry, EMPTY_TOKENS, (state: TokenState, now) => ({
+              next: settleTokens(state, s.tpm, tokens, used, now),
+              result: null,
+            }))
+            .catch(() => undefined),
+        ),
+      );
     for (const scope of scopes) {
       const decision = await this.bucket.change(scope.entry, EMPTY_TOKENS, (state: TokenState, now) => {
         const d = admitTokens(state, scope.tpm, tokens, now);
@@ -43,7 +62,12 @@ export class TokenRateLimiter {
         await giveBack(admitted, 0);
         const wait = decision.retryAfterMs;
         const message = `rate limit reached (tokens per minute): ${scope.label} has used its ${scope.tpm} tokens per minute (this request reserves ${tokens}); retry in ${(wait / 1000).toFixed(wait < 10_000 ? 1 : 0)} s`;
-        return { kind: 'refuse', error: new CortexError('rate_limit_exceeded', message, { retryAfter: Math.ceil(wait / 1000) }), retryAfterMs: wait, window: decision.window };
+        return {
+          kind: 'refuse',
+          error: new CortexError('rate_limit_exceeded', message, { retryAfter: Math.ceil(wait / 1000) }),
+          retryAfterMs: wait,
+          window: decision.window,
+        };
       }
       admitted.push(scope);
       // The headers report the window with the fewest tokens left.

@@ -24,14 +24,20 @@ export interface TokenWindow {
   resetMs: number;
 }
 
-export type TokenDecision = { kind: 'admit'; next: TokenState; window: TokenWindow } | { kind: 'refuse'; retryAfterMs: number; window: TokenWindow };
+export type TokenDecision =
+  | { kind: 'admit'; next: TokenState; window: TokenWindow }
+  | { kind: 'refuse'; retryAfterMs: number; window: TokenWindow };
 
 const intervalOf = (tpm: number): number => MINUTE_MS / tpm;
 
 /** The window of a scope whose GCRA time is `tat`. */
 export function tokenWindow(tpm: number, tat: number, now: number): TokenWindow {
   const ahead = Math.max(0, tat - now);
-  return { limit: tpm, remaining: Math.max(0, Math.floor((MINUTE_MS - ahead) / intervalOf(tpm) + 1e-9)), resetMs: Math.ceil(ahead) };
+  return {
+    limit: tpm,
+    remaining: Math.max(0, Math.floor((MINUTE_MS - ahead) / intervalOf(tpm) + 1e-9)),
+    resetMs: Math.ceil(ahead),
+  };
 }
 
 /** Admits a request that reserves `tokens` while the bucket is not full; else says when a token frees. */
@@ -39,7 +45,11 @@ export function admitTokens(state: TokenState, tpm: number, tokens: number, now:
   const interval = intervalOf(tpm);
   const start = Math.max(state.tat, now);
   if (start - now > MINUTE_MS - interval + 1e-6) {
-    return { kind: 'refuse', retryAfterMs: Math.max(1, Math.ceil(start - now - MINUTE_MS + interval)), window: tokenWindow(tpm, state.tat, now) };
+    return {
+      kind: 'refuse',
+      retryAfterMs: Math.max(1, Math.ceil(start - now - MINUTE_MS + interval)),
+      window: tokenWindow(tpm, state.tat, now),
+    };
   }
   const next = { tat: start + tokens * interval };
   return { kind: 'admit', next, window: tokenWindow(tpm, next.tat, now) };

@@ -1,7 +1,17 @@
 import { Controller, Get, Param, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BusClient } from '@cortex/bus';
-import { BUILTIN_SAMPLING, CortexError, decodeCatalogue, modelAllowed, Subjects, withSamplingDefaults, type CatalogueEntry, type ModelFacts, type SamplingDefaults } from '@cortex/contracts';
+import {
+  BUILTIN_SAMPLING,
+  CortexError,
+  decodeCatalogue,
+  modelAllowed,
+  Subjects,
+  withSamplingDefaults,
+  type CatalogueEntry,
+  type ModelFacts,
+  type SamplingDefaults,
+} from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
 import { principalOf } from '../http/principal.js';
 
@@ -12,7 +22,10 @@ export class ModelsController {
 
   @Get(['v1/models', 'models'])
   async list(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    await respondJson(req, reply, async () => ({ object: 'list', data: (await this.catalogue(req)).map(toOpenAiModel) }));
+    await respondJson(req, reply, async () => ({
+      object: 'list',
+      data: (await this.catalogue(req)).map(toOpenAiModel),
+    }));
   }
 
   @Get(['v1/models/:id', 'models/:id'])
@@ -30,7 +43,6 @@ export class ModelsController {
     const key = principalOf(req)?.key;
     return key ? catalogue.filter((m) => modelAllowed(key, m.id)) : catalogue;
   }
-
 }
 
 function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
@@ -41,7 +53,9 @@ function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
     owned_by: entry.ownedBy,
     loaded: entry.loaded,
     locations: entry.locations.map(location),
-    ...(entry.replicas && { replicas: { ready: entry.replicas.ready, min: entry.replicas.min, max: entry.replicas.max } }),
+    ...(entry.replicas && {
+      replicas: { ready: entry.replicas.ready, min: entry.replicas.min, max: entry.replicas.max },
+    }),
     context_length: entry.contextSize,
     capabilities: capabilitiesOf(entry),
     pinned: entry.pinned,
@@ -56,12 +70,21 @@ function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
  * worker has read its header), then cortex's. A request's own settings win over all three.
  */
 function samplingOf(entry: CatalogueEntry): Record<string, number> {
-  return requestNames(withSamplingDefaults<SamplingDefaults>({}, entry.sampling, entry.facts?.sampling, BUILTIN_SAMPLING));
+  return requestNames(
+    withSamplingDefaults<SamplingDefaults>({}, entry.sampling, entry.facts?.sampling, BUILTIN_SAMPLING),
+  );
 }
 
 /** Sampling settings by the names requests give them. */
 function requestNames(s: SamplingDefaults): Record<string, number> {
-  const named = { temperature: s.temperature, top_p: s.topP, top_k: s.topK, min_p: s.minP, repetition_penalty: s.repetitionPenalty, repeat_last_n: s.repeatLastN };
+  const named = {
+    temperature: s.temperature,
+    top_p: s.topP,
+    top_k: s.topK,
+    min_p: s.minP,
+    repetition_penalty: s.repetitionPenalty,
+    repeat_last_n: s.repeatLastN,
+  };
   return Object.fromEntries(Object.entries(named).filter(([, value]) => value !== undefined)) as Record<string, number>;
 }
 
@@ -70,7 +93,13 @@ function location(l: CatalogueEntry['locations'][number]): Record<string, unknow
   const base = { worker: l.workerId, state: l.state as string, in_flight: l.inFlight, queued: l.queued };
   if (!l.download) return base;
   const { bytes, totalBytes } = l.download;
-  return { ...base, state: 'downloading', downloaded_bytes: bytes, total_bytes: totalBytes, progress: totalBytes > 0 ? Math.floor((bytes / totalBytes) * 100) : 0 };
+  return {
+    ...base,
+    state: 'downloading',
+    downloaded_bytes: bytes,
+    total_bytes: totalBytes,
+    progress: totalBytes > 0 ? Math.floor((bytes / totalBytes) * 100) : 0,
+  };
 }
 
 /** What the model's GGUF header says, known before its weights are fetched. */

@@ -1,9 +1,16 @@
-import { ChatChoicesAggregator, ChatChoicesEncoder, ChatChunkEncoder, ChatCompletionAggregator, openAiError } from '@cortex/wire';
+import {
+  ChatChoicesAggregator,
+  ChatChoicesEncoder,
+  ChatChunkEncoder,
+  ChatCompletionAggregator,
+  openAiError,
+} from '@cortex/wire';
 import type { DialectAdapter, ResponseMeta } from '../inference/dialect.js';
 import { choiceOf, choicesOf } from '../completions/fan-out-run.js';
 
 /** `x-include-thinking: true` puts reasoning into `content` as `<think>…</think>`. */
-const inlineReasoning = (meta: ResponseMeta): boolean => String(meta.headers['x-include-thinking']).toLowerCase() === 'true';
+const inlineReasoning = (meta: ResponseMeta): boolean =>
+  String(meta.headers['x-include-thinking']).toLowerCase() === 'true';
 
 /**
  * OpenAI Chat Completions rendering: `chat.completion.chunk` frames ending in `[DONE]`, or one body.
@@ -12,11 +19,19 @@ const inlineReasoning = (meta: ResponseMeta): boolean => String(meta.headers['x-
 export const openAiChatAdapter: DialectAdapter = {
   dialect: 'openai.chat',
   stream(request, meta, state) {
-    const options = { id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created, includeUsage: request.includeUsage ?? false, inlineReasoning: inlineReasoning(meta), logprobs: request.logprobs !== undefined };
+    const options = {
+      id: `chatcmpl-${meta.id}`,
+      model: request.model,
+      created: meta.created,
+      includeUsage: request.includeUsage ?? false,
+      inlineReasoning: inlineReasoning(meta),
+      logprobs: request.logprobs !== undefined,
+    };
     const choices = choicesOf(state);
     const single = choices === 1 ? new ChatChunkEncoder(options) : null;
     const several = choices > 1 ? new ChatChoicesEncoder({ ...options, choices }) : null;
-    const encode = (event: Parameters<ChatChunkEncoder['encode']>[0]) => single?.encode(event) ?? several?.encode(event, choiceOf(event)) ?? [];
+    const encode = (event: Parameters<ChatChunkEncoder['encode']>[0]) =>
+      single?.encode(event) ?? several?.encode(event, choiceOf(event)) ?? [];
     return {
       terminator: true,
       frames: (event) => encode(event).map((data) => ({ data })),
@@ -25,7 +40,13 @@ export const openAiChatAdapter: DialectAdapter = {
     };
   },
   complete(request, meta, state) {
-    const options = { id: `chatcmpl-${meta.id}`, model: request.model, created: meta.created, inlineReasoning: inlineReasoning(meta), logprobs: request.logprobs !== undefined };
+    const options = {
+      id: `chatcmpl-${meta.id}`,
+      model: request.model,
+      created: meta.created,
+      inlineReasoning: inlineReasoning(meta),
+      logprobs: request.logprobs !== undefined,
+    };
     const choices = choicesOf(state);
     if (choices === 1) return new ChatCompletionAggregator(options);
     const aggregator = new ChatChoicesAggregator({ ...options, choices });

@@ -33,7 +33,11 @@ describe('priority decider', () => {
     it(`priority decider - a header of ${JSON.stringify(header)} is refused, naming the header`, () => {
       assert.throws(
         () => priorityFor(stored(5), header),
-        (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === 'x-cortex-priority' && /x-cortex-priority header must be a whole number from 1/.test(error.message),
+        (error: unknown) =>
+          error instanceof CortexError &&
+          error.code === 'invalid_request' &&
+          error.extra.param === 'x-cortex-priority' &&
+          /x-cortex-priority header must be a whole number from 1/.test(error.message),
       );
     });
   }

@@ -1,4 +1,13 @@
-import { CortexError, DEFAULT_TIER, MAX_KEY_TIER, MIN_KEY_TIER, PRIORITY_HEADER, UNKEYED_TIER, type KeyRecord, type RequestPriority } from '@cortex/contracts';
+import {
+  CortexError,
+  DEFAULT_TIER,
+  MAX_KEY_TIER,
+  MIN_KEY_TIER,
+  PRIORITY_HEADER,
+  UNKEYED_TIER,
+  type KeyRecord,
+  type RequestPriority,
+} from '@cortex/contracts';
 
 /** Who made a request, as far as its priority goes. */
 export type Caller =
@@ -25,7 +34,11 @@ function askedTier(header: string | string[]): number {
   const text = Array.isArray(header) ? header.join(', ') : header;
   const asked = /^\s*\d{1,2}\s*$/.test(text) ? Number(text) : NaN;
   if (!(asked >= MIN_KEY_TIER && asked <= MAX_KEY_TIER)) {
-    throw new CortexError('invalid_request', `the ${PRIORITY_HEADER} header must be a whole number from ${MIN_KEY_TIER} (lowest priority) to ${MAX_KEY_TIER}, got ${JSON.stringify(text)}`, { param: PRIORITY_HEADER });
+    throw new CortexError(
+      'invalid_request',
+      `the ${PRIORITY_HEADER} header must be a whole number from ${MIN_KEY_TIER} (lowest priority) to ${MAX_KEY_TIER}, got ${JSON.stringify(text)}`,
+      { param: PRIORITY_HEADER },
+    );
   }
   return asked;
 }

@@ -24,9 +24,18 @@ function fixture(t: TestContext) {
     cancel: (reason: string) => void calls.push(`cancel ${reason}`),
   };
   const published: Published[] = [];
-  const follow = new BackgroundFollow(run, (subject, event) => {
-    published.push({ subject, type: event.type, ...(event.type === 'error' && { code: event.error.code }), moving: event.moving });
-  }, 1_000);
+  const follow = new BackgroundFollow(
+    run,
+    (subject, event) => {
+      published.push({
+        subject,
+        type: event.type,
+        ...(event.type === 'error' && { code: event.error.code }),
+        moving: event.moving,
+      });
+    },
+    1_000,
+  );
   /** The run loses its worker: the move starts, and the next try starts on w2 with its own id. */
   const lose = (next: string) => {
     run.checkpoint.moved();
@@ -40,37 +49,46 @@ const text = (seq: number): StreamEvent => ({ seq, type: 'text', text: 'a', toke
 describe('background follow', () => {
   it("background follow - reads the run to its end and records the worker's error; publishes nothing", async (t) => {
     const { follow, published, calls } = fixture(t);
-    await follow.follow((async function* () {
-      yield text(1);
-      yield { seq: 2, type: 'error', error: new CortexError('invalid_output', 'bad').toBody() } satisfies StreamEvent;
-    })());
+    await follow.follow(
+      (async function* () {
+        yield text(1);
+        yield { seq: 2, type: 'error', error: new CortexError('invalid_output', 'bad').toBody() } satisfies StreamEvent;
+      })(),
+    );
     assert.deepEqual(calls, ['fail invalid_output']);
     assert.deepEqual(published, []);
   });
 
-  it('background follow - while the run moves, keep-alives marked moving go on the lost run\'s subject, the first at once, and stop at the resume', async (t) => {
+  it("background follow - while the run moves, keep-alives marked moving go on the lost run's subject, the first at once, and stop at the resume", async (t) => {
     const { run, follow, published, lose } = fixture(t);
-    await follow.follow((async function* () {
-      yield text(1);
-      lose('r2');
-      assert.equal(follow.isMoving, true);
-      assert.equal(published.length, 1, 'the mark went out when the move began');
-      t.mock.timers.tick(3_500);
-      run.checkpoint.onResumed?.('w2');
-      t.mock.timers.tick(3_000);
-      yield text(2);
-    })());
-    assert.deepEqual(published, Array.from({ length: 4 }, () => ({ subject: 'llm.background.v1.resp_1.w1.r1', type: 'keepalive', moving: true })));
+    await follow.follow(
+      (async function* () {
+        yield text(1);
+        lose('r2');
+        assert.equal(follow.isMoving, true);
+        assert.equal(published.length, 1, 'the mark went out when the move began');
+        t.mock.timers.tick(3_500);
+        run.checkpoint.onResumed?.('w2');
+        t.mock.timers.tick(3_000);
+        yield text(2);
+      })(),
+    );
+    assert.deepEqual(
+      published,
+      Array.from({ length: 4 }, () => ({ subject: 'llm.background.v1.resp_1.w1.r1', type: 'keepalive', moving: true })),
+    );
     assert.equal(follow.isMoving, false);
   });
 
   it('background follow - a move that finds no worker ends the response with its error, on the lost run and the last try', async (t) => {
     const { follow, published, calls, lose } = fixture(t);
-    await follow.follow((async function* () {
-      yield text(1);
-      lose('r2');
-      throw new CortexError('worker_lost', 'worker w1 is down');
-    })());
+    await follow.follow(
+      (async function* () {
+        yield text(1);
+        lose('r2');
+        throw new CortexError('worker_lost', 'worker w1 is down');
+      })(),
+    );
     assert.deepEqual(published, [
       { subject: 'llm.background.v1.resp_1.w1.r1', type: 'keepalive', moving: true },
       { subject: 'llm.background.v1.resp_1.w1.r1', type: 'error', code: 'worker_lost', moving: true },
@@ -79,25 +97,32 @@ describe('background follow', () => {
     assert.deepEqual(calls, ['detach']);
   });
 
-  it('background follow - a cancel during the move stops the move and ends the response cancelled; outside a move it is the worker\'s', async (t) => {
+  it("background follow - a cancel during the move stops the move and ends the response cancelled; outside a move it is the worker's", async (t) => {
     const { follow, published, calls, lose } = fixture(t);
     assert.equal(follow.cancelMove('by POST'), false, 'not moving: the worker hears the cancel');
-    await follow.follow((async function* () {
-      yield text(1);
-      lose('r2');
-      assert.equal(follow.cancelMove('by POST'), true);
-      throw new CortexError('cancelled', 'the request was cancelled while it moved');
-    })());
+    await follow.follow(
+      (async function* () {
+        yield text(1);
+        lose('r2');
+        assert.equal(follow.cancelMove('by POST'), true);
+        throw new CortexError('cancelled', 'the request was cancelled while it moved');
+      })(),
+    );
     assert.deepEqual(calls, ['cancel by POST', 'detach']);
-    assert.deepEqual(published.map((p) => p.code ?? p.type), ['keepalive', 'cancelled', 'cancelled']);
+    assert.deepEqual(
+      published.map((p) => p.code ?? p.type),
+      ['keepalive', 'cancelled', 'cancelled'],
+    );
   });
 
   it('background follow - a read that fails without a move publishes nothing: the worker may still run it', async (t) => {
     const { follow, published, calls } = fixture(t);
-    await follow.follow((async function* () {
-      yield text(1);
-      throw new CortexError('worker_lost', 'the stream may not move');
-    })());
+    await follow.follow(
+      (async function* () {
+        yield text(1);
+        throw new CortexError('worker_lost', 'the stream may not move');
+      })(),
+    );
     assert.deepEqual(published, []);
     assert.deepEqual(calls, ['detach']);
   });

@@ -6,7 +6,12 @@ import type { InferenceRun } from '../inference/inference-run.js';
 export type FollowedRun = Pick<InferenceRun, 'subject' | 'requestId' | 'checkpoint' | 'fail' | 'detach' | 'cancel'>;
 
 /** Publishes one event body on a subject (the bus client's publish, bound). */
-export type PublishEvent = (subject: string, event: { type: 'keepalive'; seq: number; moving: true } | { type: 'error'; error: ErrorBody; seq: number; moving: true }, requestId: string) => void;
+export type PublishEvent = (
+  subject: string,
+  event:
+    { type: 'keepalive'; seq: number; moving: true } | { type: 'error'; error: ErrorBody; seq: number; moving: true },
+  requestId: string,
+) => void;
 
 /**
  * The placing gateway's side of a started background run. It reads the run's events to their end, so
@@ -49,7 +54,12 @@ export class BackgroundFollow {
         if (event.type === 'error') this.run.fail(CortexError.fromBody(event.error), true);
       }
     } catch (thrown) {
-      if (this.moving) this.endWith(this.cancelled ? new CortexError('cancelled', 'cancelled by POST /v1/responses/{id}/cancel') : toCortexError(thrown));
+      if (this.moving)
+        this.endWith(
+          this.cancelled
+            ? new CortexError('cancelled', 'cancelled by POST /v1/responses/{id}/cancel')
+            : toCortexError(thrown),
+        );
       // Otherwise the read failed without a move (this gateway lost the bus, a stream that may not move): the worker may run on.
       this.run.detach();
     } finally {
@@ -90,10 +100,10 @@ export class BackgroundFollow {
   private endWith(error: CortexError): void {
     // Marked like the keep-alives: the one error of a marked run that ends the response (see BackgroundReplay).
     const event = { type: 'error' as const, error: error.toBody(), seq: 0, moving: true as const };
-    for (const subject of new Set([this.lastSubject, started(this.run)])) this.publish(subject, event, this.run.requestId);
+    for (const subject of new Set([this.lastSubject, started(this.run)]))
+      this.publish(subject, event, this.run.requestId);
   }
 }
-
 
 /** The subject of a run that has started (its events are read). */
 function started(run: FollowedRun): string {

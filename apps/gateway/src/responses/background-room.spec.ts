@@ -5,7 +5,7 @@ import { backgroundRefusal } from './background-room.js';
 const MIB = 2 ** 20;
 
 describe('background room', () => {
-  it('background room - a new background response is refused from 90 % of the stream\'s limit, naming it and what to do', () => {
+  it("background room - a new background response is refused from 90 % of the stream's limit, naming it and what to do", () => {
     const cases: Array<[string, { bytes: number; maxBytes: number }, boolean]> = [
       ['empty', { bytes: 0, maxBytes: 512 * MIB }, false],
       ['just under 90 %', { bytes: 0.9 * 512 * MIB - 1, maxBytes: 512 * MIB }, false],
@@ -17,7 +17,10 @@ describe('background room', () => {
     const refusal = backgroundRefusal({ bytes: 4 * MIB, maxBytes: 4 * MIB });
     assert.equal(refusal?.status, 503);
     assert.equal(refusal?.toBody().retryAfter, 60);
-    assert.match(refusal?.message ?? '', /the stream CORTEX_BACKGROUND, which keeps their events, holds 4 MiB of 4 MiB \(responses\.background_max_bytes\)/);
+    assert.match(
+      refusal?.message ?? '',
+      /the stream CORTEX_BACKGROUND, which keeps their events, holds 4 MiB of 4 MiB \(responses\.background_max_bytes\)/,
+    );
     assert.match(refusal?.message ?? '', /nats stream purge CORTEX_BACKGROUND/);
   });
 });

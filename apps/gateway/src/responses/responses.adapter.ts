@@ -23,11 +23,22 @@ export function responsesAdapterFor(bus: BusClient, config: CortexConfig): Diale
  * resource, or one resource body. The finished response is stored (through the translator, which owns
  * the store) before the client sees it finish, so a follow-up with `previous_response_id` always finds it.
  */
-function responsesAdapter(bus: BusClient, reasoningEvents: 'openai' | 'openresponses', reasoningKey?: string): DialectAdapter {
+function responsesAdapter(
+  bus: BusClient,
+  reasoningEvents: 'openai' | 'openresponses',
+  reasoningKey?: string,
+): DialectAdapter {
   const seal = reasoningKey ? new ReasoningSeal(reasoningKey) : undefined;
   const options = (state: ResponsesState) => {
     const sealReasoning = seal && state.sealReasoning ? (text: string) => seal.seal(text) : undefined;
-    return { id: state.responseId, createdAt: state.createdAt, echo: state.echo, reasoningEvents, ...(sealReasoning && { sealReasoning }), ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }) };
+    return {
+      id: state.responseId,
+      createdAt: state.createdAt,
+      echo: state.echo,
+      reasoningEvents,
+      ...(sealReasoning && { sealReasoning }),
+      ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }),
+    };
   };
   const save = async (state: ResponsesState, resource: ResponseResource): Promise<void> => {
     if (state.store) await bus.request(Subjects.responsesStore, { state, resource }, { decode: decodeStored });
@@ -77,7 +88,17 @@ function failInstead(held: ResponsesFrame[], error: ErrorBody): ResponsesFrame[]
   };
   return [
     ...held.slice(0, -1),
-    { event: 'error', data: { type: 'error', code: error.code, message: error.message, param: error.param ?? null, error: responsesErrorPayload(error), sequence_number: sequence } },
+    {
+      event: 'error',
+      data: {
+        type: 'error',
+        code: error.code,
+        message: error.message,
+        param: error.param ?? null,
+        error: responsesErrorPayload(error),
+        sequence_number: sequence,
+      },
+    },
     { event: 'response.failed', data: { type: 'response.failed', response, sequence_number: sequence + 1 } },
   ];
 }

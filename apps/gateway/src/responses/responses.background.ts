@@ -3,7 +3,17 @@ import type { Subscription } from '@nats-io/transport-node';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { backgroundRoom, BusClient, ensureBackgroundStream, readBackgroundEvents } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { backgroundSubject, CortexError, NO_WORKER, decodeBackgroundState, decodeResponseId, decodeStored, Subjects, workerSubject, livenessWindowMs } from '@cortex/contracts';
+import {
+  backgroundSubject,
+  CortexError,
+  NO_WORKER,
+  decodeBackgroundState,
+  decodeResponseId,
+  decodeStored,
+  Subjects,
+  workerSubject,
+  livenessWindowMs,
+} from '@cortex/contracts';
 import {
   BackgroundReplay,
   isTerminalStatus,
@@ -71,7 +81,11 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       this.cancelled.add(id);
       run.cancel(reason);
     });
-    await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS, this.config.responses.backgroundMaxBytes);
+    await ensureBackgroundStream(
+      this.bus.nc,
+      this.config.responses.backgroundEventsTtlS,
+      this.config.responses.backgroundMaxBytes,
+    );
   }
 
   onModuleDestroy(): void {
@@ -94,7 +108,11 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       const cap = this.config.responses.backgroundMaxPerKey;
       const running = this.perClient.of(client);
       if (cap > 0 && running >= cap) {
-        throw new CortexError('rate_limit_exceeded', `this key has ${running} background responses running from this gateway (responses.background_max_per_key is ${cap}): wait for one to end, or cancel one`, { retryAfter: 1 });
+        throw new CortexError(
+          'rate_limit_exceeded',
+          `this key has ${running} background responses running from this gateway (responses.background_max_per_key is ${cap}): wait for one to end, or cancel one`,
+          { retryAfter: 1 },
+        );
       }
       this.perClient.add(client);
       counted = true;
@@ -107,7 +125,11 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       const source: BackgroundSource = {
         id: state.responseId,
         createdAt: state.createdAt,
-        record: { echo: state.echo, ...(state.sealReasoning !== undefined && { sealReasoning: state.sealReasoning }), ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }) },
+        record: {
+          echo: state.echo,
+          ...(state.sealReasoning !== undefined && { sealReasoning: state.sealReasoning }),
+          ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }),
+        },
       };
       const queued = new BackgroundReplay(this.options(source)).resource();
       await this.bus.request(Subjects.responsesStore, { state, resource: queued }, { requestId, decode: decodeStored });
@@ -131,11 +153,24 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     try {
       const after = startingAfter === undefined ? -1 : Number(startingAfter);
       if (!Number.isInteger(after) || after < -1 || startingAfter === '') {
-        throw new CortexError('invalid_request', 'starting_after: must be a sequence number (an integer from 0)', { param: 'starting_after' });
+        throw new CortexError('invalid_request', 'starting_after: must be a sequence number (an integer from 0)', {
+          param: 'starting_after',
+        });
       }
       const state = await this.current(id, requestId);
-      if (!state.background) throw new CortexError('invalid_request', `Response ${id} did not run in the background; only background responses can be streamed again`, { param: 'stream' });
-      await this.replay(req, reply, state.background as unknown as BackgroundSource, after, !isTerminalStatus(state.resource.status));
+      if (!state.background)
+        throw new CortexError(
+          'invalid_request',
+          `Response ${id} did not run in the background; only background responses can be streamed again`,
+          { param: 'stream' },
+        );
+      await this.replay(
+        req,
+        reply,
+        state.background as unknown as BackgroundSource,
+        after,
+        !isTerminalStatus(state.resource.status),
+      );
     } catch (thrown) {
       if (!reply.sent) sendError(reply, req.url, toCortexError(thrown), requestId);
     }
@@ -144,11 +179,20 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   /** `POST /v1/responses/{id}/cancel`: stops the run (on its worker, or before it is placed) and answers once it has ended. */
   async cancel(id: string, requestId: string): Promise<unknown> {
     const state = await this.current(id, requestId);
-    if (!state.background) throw new CortexError('invalid_request', `Response ${id} is not a background response; only background responses can be cancelled`, { param: 'response_id' });
+    if (!state.background)
+      throw new CortexError(
+        'invalid_request',
+        `Response ${id} is not a background response; only background responses can be cancelled`,
+        { param: 'response_id' },
+      );
     if (isTerminalStatus(state.resource.status)) return state.resource;
     this.bus.publish(Subjects.backgroundCancel, { id }, requestId);
     if (state.run) {
-      this.bus.publish(workerSubject(Subjects.workerCancel, state.run.workerId), { runId: state.run.runId, reason: 'cancelled by POST /v1/responses/{id}/cancel' }, requestId);
+      this.bus.publish(
+        workerSubject(Subjects.workerCancel, state.run.workerId),
+        { runId: state.run.runId, reason: 'cancelled by POST /v1/responses/{id}/cancel' },
+        requestId,
+      );
     }
     // Each poll has a translator replay the response's events: the first waits like the rest.
     const deadline = Date.now() + CANCEL_WAIT_MS;
@@ -181,21 +225,39 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       const events = await run.start();
       // Started: a cancel now goes to its worker, not to the placement.
       this.launching.delete(state.responseId);
-      const follow = new BackgroundFollow(run, (subject, event, requestId) => this.bus.publish(subject, event, requestId), this.config.gateway.keepAliveMs);
+      const follow = new BackgroundFollow(
+        run,
+        (subject, event, requestId) => this.bus.publish(subject, event, requestId),
+        this.config.gateway.keepAliveMs,
+      );
       this.following.set(state.responseId, follow);
       await follow.follow(events);
     } catch (thrown) {
       const error = toCortexError(thrown);
       run.fail(error, false);
       // Kept with the run's events, so a client following the response (`stream=true`) ends now.
-      const body = this.cancelled.has(state.responseId) ? new CortexError('cancelled', 'cancelled by POST /v1/responses/{id}/cancel').toBody() : error.toBody();
-      this.bus.publish(backgroundSubject(state.responseId, NO_WORKER, run.runId), { type: 'error', error: body, seq: 0 }, run.requestId);
+      const body = this.cancelled.has(state.responseId)
+        ? new CortexError('cancelled', 'cancelled by POST /v1/responses/{id}/cancel').toBody()
+        : error.toBody();
+      this.bus.publish(
+        backgroundSubject(state.responseId, NO_WORKER, run.runId),
+        { type: 'error', error: body, seq: 0 },
+        run.requestId,
+      );
       const replay = new BackgroundReplay(this.options(source));
       replay.fail(error.toBody());
-      const ended: ResponseResource = this.cancelled.has(state.responseId) ? { ...replay.resource(), status: 'cancelled', error: null } : replay.resource();
-      await this.bus.request(Subjects.responsesStore, { state, resource: ended }, { requestId: run.requestId, decode: decodeStored }).catch((cause: Error) => {
-        this.logger.warn(`${state.responseId}: could not store its failure (${error.message}): ${cause.message}`);
-      });
+      const ended: ResponseResource = this.cancelled.has(state.responseId)
+        ? { ...replay.resource(), status: 'cancelled', error: null }
+        : replay.resource();
+      await this.bus
+        .request(
+          Subjects.responsesStore,
+          { state, resource: ended },
+          { requestId: run.requestId, decode: decodeStored },
+        )
+        .catch((cause: Error) => {
+          this.logger.warn(`${state.responseId}: could not store its failure (${error.message}): ${cause.message}`);
+        });
     } finally {
       this.launching.delete(state.responseId);
       this.following.delete(state.responseId);
@@ -209,7 +271,13 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
    * run ends. A finished response whose events have aged out (`responses.background_events_ttl_s`) ends
    * with an error frame that says so.
    */
-  private async replay(req: FastifyRequest, reply: FastifyReply, source: BackgroundSource, after: number, follow: boolean): Promise<void> {
+  private async replay(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    source: BackgroundSource,
+    after: number,
+    follow: boolean,
+  ): Promise<void> {
     const { gateway } = this.config;
     const sse = new SseWriter(reply, requestIdOf(req), gateway.stallTimeoutMs);
     const replay = new BackgroundReplay(this.options(source));
@@ -222,7 +290,8 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     // second, and a gateway moving the run from a lost worker does (BackgroundFollow) once it has noticed,
     // which takes it up to the idle timeout: a reader gives it a liveness window more.
     const moveGraceMs = livenessWindowMs(this.config.worker.heartbeatMs);
-    const idleMs = () => (replay.run ? gateway.streamIdleTimeoutMs + moveGraceMs : gateway.placementTimeoutMs + gateway.workerWaitMs);
+    const idleMs = () =>
+      replay.run ? gateway.streamIdleTimeoutMs + moveGraceMs : gateway.placementTimeoutMs + gateway.workerWaitMs;
     try {
       for await (const event of readBackgroundEvents(this.bus.nc, source.id, { follow, idleMs })) {
         write(replay.add(event));
@@ -231,7 +300,10 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       }
       if (!replay.ended && !sse.closed) {
         const kept = this.config.responses.backgroundEventsTtlS;
-        throw new CortexError('not_found', `the events of ${source.id} are no longer kept (they are kept ${kept} s); GET it without stream for the finished response`);
+        throw new CortexError(
+          'not_found',
+          `the events of ${source.id} are no longer kept (they are kept ${kept} s); GET it without stream for the finished response`,
+        );
       }
     } catch (thrown) {
       write(replay.fail(toCortexError(thrown).toBody()));
@@ -241,4 +313,3 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     sse.done();
   }
 }
-

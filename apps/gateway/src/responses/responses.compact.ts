@@ -1,10 +1,16 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CortexError, decodeCompactionPlan, NO_USAGE, Subjects } from '@cortex/contracts';
-import { compactionItem, compactResource, type CompactionSeal, decodeResponsesItems, sessionFromHeaders, type CompactResource } from '@cortex/wire';
+import {
+  compactionItem,
+  compactResource,
+  type CompactionSeal,
+  decodeResponsesItems,
+  sessionFromHeaders,
+  type CompactResource,
+} from '@cortex/wire';
 import { toCortexError } from '../http/error-response.js';
 import type { InferenceService } from '../inference/inference.service.js';
 import { meterOf } from '../usage/request-meter.js';
-
 
 /**
  * `POST /v1/responses/compact`: the translator rebuilds the conversation and splits it; the model that
@@ -49,7 +55,11 @@ export class ResponsesCompactor {
     } finally {
       run.finish();
     }
-    if (summary.trim().length === 0) throw new CortexError('invalid_output', `${plan.request.model} wrote an empty summary; try again, or compact with a larger model`);
+    if (summary.trim().length === 0)
+      throw new CortexError(
+        'invalid_output',
+        `${plan.request.model} wrote an empty summary; try again, or compact with a larger model`,
+      );
     return compactResource(plan.recent, compactionItem(summary.trim(), this.seal), usage);
   }
 }

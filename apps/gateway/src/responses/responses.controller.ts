@@ -43,7 +43,8 @@ export class ResponsesController {
   inputTokens(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return respondJson(req, reply, async (requestId) => ({
       object: 'response.input_tokens',
-      input_tokens: (await this.inference.countTokens('openai.responses', requestId, req.body, req.headers)).inputTokens,
+      input_tokens: (await this.inference.countTokens('openai.responses', requestId, req.body, req.headers))
+        .inputTokens,
     }));
   }
 
@@ -72,7 +73,8 @@ export class ResponsesController {
   ): Promise<void> {
     return respondJson(req, reply, (requestId) => {
       const { order, after } = query;
-      if (order !== undefined && order !== 'asc' && order !== 'desc') throw new CortexError('invalid_request', "order: must be 'asc' or 'desc'", { param: 'order' });
+      if (order !== undefined && order !== 'asc' && order !== 'desc')
+        throw new CortexError('invalid_request', "order: must be 'asc' or 'desc'", { param: 'order' });
       const limit = query.limit === undefined ? undefined : Number(query.limit);
       return this.bus.request(Subjects.responsesInputItems, { id, after, limit, order }, { requestId });
     });

@@ -9,8 +9,19 @@ describe('responses state of a decoded request', () => {
     assert.deepEqual(responsesStateOf(state), state);
     assert.throws(
       () => responsesStateOf({ ...state, input: [{ role: 'user' }] }),
-      (error: Error) => error instanceof CortexError && error.code === 'internal' && /llm\.translator\.v1\.decode sent a malformed reply: state\.input\[0\]\.type: must be a string/.test(error.message),
+      (error: Error) =>
+        error instanceof CortexError &&
+        error.code === 'internal' &&
+        /llm\.translator\.v1\.decode sent a malformed reply: state\.input\[0\]\.type: must be a string/.test(
+          error.message,
+        ),
     );
-    assert.throws(() => responsesStateOf(undefined), (error: Error) => error instanceof CortexError && error.code === 'internal' && /: state: must be an object, got undefined/.test(error.message));
+    assert.throws(
+      () => responsesStateOf(undefined),
+      (error: Error) =>
+        error instanceof CortexError &&
+        error.code === 'internal' &&
+        /: state: must be an object, got undefined/.test(error.message),
+    );
   });
 });

@@ -1,4 +1,14 @@
-import { array, fail, integer, modelName, object, oneOf, optionalInteger, optionalString, type RetrievalInput } from '@cortex/contracts';
+import {
+  array,
+  fail,
+  integer,
+  modelName,
+  object,
+  oneOf,
+  optionalInteger,
+  optionalString,
+  type RetrievalInput,
+} from '@cortex/contracts';
 
 /** OpenAI's bound on inputs per embeddings request. */
 export const MAX_EMBEDDING_INPUTS = 2048;
@@ -18,7 +28,10 @@ export function parseEmbeddingsRequest(body: unknown): EmbeddingsRequest {
   const b = object(body, 'body');
   const model = modelName(b.model);
   optionalString(b.user, 'user');
-  const encodingFormat = b.encoding_format === undefined || b.encoding_format === null ? 'float' : oneOf(b.encoding_format, 'encoding_format', ['float', 'base64'] as const);
+  const encodingFormat =
+    b.encoding_format === undefined || b.encoding_format === null
+      ? 'float'
+      : oneOf(b.encoding_format, 'encoding_format', ['float', 'base64'] as const);
   const dimensions = optionalInteger(b.dimensions, 'dimensions', 1);
   return { model, inputs: parseInputs(b.input), encodingFormat, ...(dimensions !== undefined && { dimensions }) };
 }
@@ -29,12 +42,17 @@ function parseInputs(input: unknown): RetrievalInput[] {
   const items = array(input, 'input');
   if (items.length === 0) fail('input', 'must not be an empty array');
   if (items.every((item) => typeof item === 'number')) return [tokens(items, 'input')];
-  if (items.length > MAX_EMBEDDING_INPUTS) fail('input', `at most ${MAX_EMBEDDING_INPUTS} inputs per request, got ${items.length}; send them in several requests`);
+  if (items.length > MAX_EMBEDDING_INPUTS)
+    fail(
+      'input',
+      `at most ${MAX_EMBEDDING_INPUTS} inputs per request, got ${items.length}; send them in several requests`,
+    );
   const stringsFirst = typeof items[0] === 'string';
   return items.map((item, i) => {
     const param = `input[${i}]`;
     if (stringsFirst) {
-      if (typeof item !== 'string') fail(param, 'must be a string like the inputs before it (inputs are all strings or all token arrays)');
+      if (typeof item !== 'string')
+        fail(param, 'must be a string like the inputs before it (inputs are all strings or all token arrays)');
       return text(item, param);
     }
     if (!Array.isArray(item)) fail(param, 'must be a string, or an array of token ids like the inputs before it');

@@ -22,14 +22,23 @@ export function parseRerankRequest(body: unknown): RerankRequest {
   if (query.length === 0) fail('query', 'must not be empty');
   const items = array(b.documents, 'documents');
   if (items.length === 0) fail('documents', 'must not be an empty array');
-  if (items.length > MAX_RERANK_DOCUMENTS) fail('documents', `at most ${MAX_RERANK_DOCUMENTS} documents per request, got ${items.length}; send them in several requests`);
+  if (items.length > MAX_RERANK_DOCUMENTS)
+    fail(
+      'documents',
+      `at most ${MAX_RERANK_DOCUMENTS} documents per request, got ${items.length}; send them in several requests`,
+    );
   const documents = items.map((item, i) => {
     const param = `documents[${i}]`;
-    const document = isObject(item) ? string(item.text, `${param}.text`) : typeof item === 'string' ? item : fail(param, 'must be a string or an object with a string `text`');
+    const document = isObject(item)
+      ? string(item.text, `${param}.text`)
+      : typeof item === 'string'
+        ? item
+        : fail(param, 'must be a string or an object with a string `text`');
     if (document.length === 0) fail(param, 'must not be empty');
     return document;
   });
   const topN = optionalInteger(b.top_n, 'top_n', 1);
-  const returnDocuments = optionalBoolean(b.return_documents, 'return_documents') ?? optionalBoolean(b.return_text, 'return_text') ?? false;
+  const returnDocuments =
+    optionalBoolean(b.return_documents, 'return_documents') ?? optionalBoolean(b.return_text, 'return_text') ?? false;
   return { model, query, documents, returnDocuments, ...(topN !== undefined && { topN }) };
 }

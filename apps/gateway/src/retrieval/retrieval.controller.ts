@@ -1,6 +1,14 @@
 import { Controller, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CortexError, decodeEmbedResult, decodeRankResult, Subjects, unitLength, type EmbedCommand, type RankCommand } from '@cortex/contracts';
+import {
+  CortexError,
+  decodeEmbedResult,
+  decodeRankResult,
+  Subjects,
+  unitLength,
+  type EmbedCommand,
+  type RankCommand,
+} from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
 import { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings.request.js';
 import { parseRerankRequest } from './rerank.request.js';
@@ -17,14 +25,27 @@ export class RetrievalController {
     return respondJson(req, reply, async (requestId) => {
       const request = parseEmbeddingsRequest(req.body);
       this.assertDimensions(request);
-      const result = await this.retrieval.run('openai.embeddings', requestId, { model: request.model, kind: 'embedding' }, ({ workerId, model }, runId) => {
-        const command: EmbedCommand = { runId, model, inputs: request.inputs };
-        return this.retrieval.ask(workerId, Subjects.workerEmbed, command, requestId, decodeEmbedResult);
-      }, (r) => r.promptTokens, closedSignal(reply), meterOf(req), req.headers);
+      const result = await this.retrieval.run(
+        'openai.embeddings',
+        requestId,
+        { model: request.model, kind: 'embedding' },
+        ({ workerId, model }, runId) => {
+          const command: EmbedCommand = { runId, model, inputs: request.inputs };
+          return this.retrieval.ask(workerId, Subjects.workerEmbed, command, requestId, decodeEmbedResult);
+        },
+        (r) => r.promptTokens,
+        closedSignal(reply),
+        meterOf(req),
+        req.headers,
+      );
       const vectors = result.embeddings.map((v) => fitDimensions(v, request.dimensions));
       return {
         object: 'list',
-        data: vectors.map((vector, index) => ({ object: 'embedding', index, embedding: request.encodingFormat === 'base64' ? toBase64(vector) : vector })),
+        data: vectors.map((vector, index) => ({
+          object: 'embedding',
+          index,
+          embedding: request.encodingFormat === 'base64' ? toBase64(vector) : vector,
+        })),
         model: request.model,
         usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
       };
@@ -35,15 +56,33 @@ export class RetrievalController {
   rerank(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return respondJson(req, reply, async (requestId) => {
       const request = parseRerankRequest(req.body);
-      const result = await this.retrieval.run('rerank', requestId, { model: request.model, kind: 'ranking' }, ({ workerId, model }, runId) => {
-        const command: RankCommand = { runId, model, query: request.query, documents: request.documents };
-        return this.retrieval.ask(workerId, Subjects.workerRank, command, requestId, decodeRankResult);
-      }, (r) => r.promptTokens, closedSignal(reply), meterOf(req), req.headers);
+      const result = await this.retrieval.run(
+        'rerank',
+        requestId,
+        { model: request.model, kind: 'ranking' },
+        ({ workerId, model }, runId) => {
+          const command: RankCommand = { runId, model, query: request.query, documents: request.documents };
+          return this.retrieval.ask(workerId, Subjects.workerRank, command, requestId, decodeRankResult);
+        },
+        (r) => r.promptTokens,
+        closedSignal(reply),
+        meterOf(req),
+        req.headers,
+      );
       const ranked = result.scores
-        .map((score, index) => ({ index, relevance_score: score, ...(request.returnDocuments && { document: { text: request.documents[index] } }) }))
+        .map((score, index) => ({
+          index,
+          relevance_score: score,
+          ...(request.returnDocuments && { document: { text: request.documents[index] } }),
+        }))
         .sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index)
         .slice(0, request.topN ?? result.scores.length);
-      return { object: 'list', model: request.model, results: ranked, usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens } };
+      return {
+        object: 'list',
+        model: request.model,
+        results: ranked,
+        usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
+      };
     });
   }
 
@@ -52,7 +91,11 @@ export class RetrievalController {
     if (request.dimensions === undefined) return;
     const model = this.retrieval.inference.modelConfig(request.model);
     if (model && !model.matryoshka) {
-      throw new CortexError('invalid_request', `dimensions: the model '${request.model}' returns vectors of one fixed size and cannot shorten them; leave dimensions out (models marked matryoshka: true in the catalogue can)`, { param: 'dimensions' });
+      throw new CortexError(
+        'invalid_request',
+        `dimensions: the model '${request.model}' returns vectors of one fixed size and cannot shorten them; leave dimensions out (models marked matryoshka: true in the catalogue can)`,
+        { param: 'dimensions' },
+      );
     }
   }
 }
@@ -70,7 +113,11 @@ function closedSignal(reply: FastifyReply): AbortSignal {
 function fitDimensions(vector: number[], dimensions: number | undefined): number[] {
   if (dimensions === undefined) return vector;
   if (dimensions > vector.length) {
-    throw new CortexError('invalid_request', `dimensions: ${dimensions} is more than the model's ${vector.length}; ask for at most ${vector.length}`, { param: 'dimensions' });
+    throw new CortexError(
+      'invalid_request',
+      `dimensions: ${dimensions} is more than the model's ${vector.length}; ask for at most ${vector.length}`,
+      { param: 'dimensions' },
+    );
   }
   return unitLength(vector.slice(0, dimensions));
 }

@@ -9,7 +9,6 @@ import type { RequestMeter } from '../usage/request-meter.js';
 /** One try of the work on the worker placed, for the catalogue id of the model (not an alias); `runId` is what a cancel names. */
 export type RetrievalCall<T> = (placed: { workerId: string; model: string }, runId: string) => Promise<T>;
 
-
 /**
  * Embeddings and rerank requests: placed through the router like any request (a cold load included),
  * then one request/reply to the worker. A worker that fails before answering costs the client
@@ -21,7 +20,16 @@ export class RetrievalService {
   constructor(readonly inference: InferenceService) {}
 
   /** The work's result; `tokens` reads its prompt tokens for usage and metrics. */
-  async run<T>(api: RetrievalApi, requestId: string, target: { model: string; kind: ModelKind }, call: RetrievalCall<T>, tokens: (result: T) => number, closed: AbortSignal, meter: RequestMeter, headers?: IncomingHeaders): Promise<T> {
+  async run<T>(
+    api: RetrievalApi,
+    requestId: string,
+    target: { model: string; kind: ModelKind },
+    call: RetrievalCall<T>,
+    tokens: (result: T) => number,
+    closed: AbortSignal,
+    meter: RequestMeter,
+    headers?: IncomingHeaders,
+  ): Promise<T> {
     const run = this.inference.open(api, requestId, meter, undefined, headers);
     const onClose = (): void => run.cancel('client disconnected');
     closed.addEventListener('abort', onClose, { once: true });
@@ -31,7 +39,12 @@ export class RetrievalService {
       for (;;) {
         const { workerId, model } = await run.placeFor(target.model, target.kind, exclude);
         if (closed.aborted) throw new CortexError('cancelled', 'the client went away while the request was placed');
-        const cancel = (): void => this.inference.bus.publish(workerSubject(Subjects.workerCancel, workerId), { runId: run.runId, reason: 'client disconnected' }, requestId);
+        const cancel = (): void =>
+          this.inference.bus.publish(
+            workerSubject(Subjects.workerCancel, workerId),
+            { runId: run.runId, reason: 'client disconnected' },
+            requestId,
+          );
         closed.addEventListener('abort', cancel, { once: true });
         try {
           const result = await run.traced(() => call({ workerId, model }, run.runId));
@@ -42,7 +55,10 @@ export class RetrievalService {
           if (aboutTheWorker(error)) this.inference.placer.forget(workerId);
           if (error.code === 'model_not_ready' && replaced++ < MAX_REPLACEMENTS) continue;
           if (exclude.length > 0 || !RETRYABLE.has(error.code)) throw error;
-          this.inference.logger.warn({ msg: `worker ${workerId} failed (${error.message}); placing the request again`, requestId });
+          this.inference.logger.warn({
+            msg: `worker ${workerId} failed (${error.message}); placing the request again`,
+            requestId,
+          });
           exclude.push(workerId);
         } finally {
           closed.removeEventListener('abort', cancel);
@@ -58,7 +74,17 @@ export class RetrievalService {
   }
 
   /** Asks a worker, bounded like a placement: a large batch on a slow device takes a while. */
-  ask<T>(workerId: string, pattern: string, command: object, requestId: string, decode: (value: unknown) => T): Promise<T> {
-    return this.inference.bus.request(workerSubject(pattern, workerId), command, { requestId, decode, timeoutMs: this.inference.config.gateway.placementTimeoutMs });
+  ask<T>(
+    workerId: string,
+    pattern: string,
+    command: object,
+    requestId: string,
+    decode: (value: unknown) => T,
+  ): Promise<T> {
+    return this.inference.bus.request(workerSubject(pattern, workerId), command, {
+      requestId,
+      decode,
+      timeoutMs: this.inference.config.gateway.placementTimeoutMs,
+    });
   }
 }

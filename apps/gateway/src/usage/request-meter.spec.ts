@@ -3,7 +3,11 @@ import assert from 'node:assert/strict';
 import { NO_USAGE, type Usage } from '@cortex/contracts';
 import { RequestMeter } from './request-meter.js';
 
-const used = (promptTokens: number, completionTokens: number): Usage => ({ ...NO_USAGE, promptTokens, completionTokens });
+const used = (promptTokens: number, completionTokens: number): Usage => ({
+  ...NO_USAGE,
+  promptTokens,
+  completionTokens,
+});
 
 /** Whether the meter settled by now, and with what. */
 async function state(meter: RequestMeter): Promise<number | 'open'> {
@@ -12,13 +16,48 @@ async function state(meter: RequestMeter): Promise<number | 'open'> {
 
 describe('request meter', () => {
   const cases: Array<{ name: string; steps: (meter: RequestMeter) => void; expected: number | 'open' }> = [
-    { name: 'one run reports, then the response closes', steps: (m) => (m.opened()(used(10, 5)), m.close()), expected: 15 },
-    { name: 'the response closes first (a cancelled stream), then its run reports', steps: (m) => { const report = m.opened(); m.close(); report(used(10, 3)); }, expected: 13 },
+    {
+      name: 'one run reports, then the response closes',
+      steps: (m) => (m.opened()(used(10, 5)), m.close()),
+      expected: 15,
+    },
+    {
+      name: 'the response closes first (a cancelled stream), then its run reports',
+      steps: (m) => {
+        const report = m.opened();
+        m.close();
+        report(used(10, 3));
+      },
+      expected: 13,
+    },
     { name: 'closed, and a run has not reported yet', steps: (m) => (m.opened(), m.close()), expected: 'open' },
-    { name: 'every run of a fan-out reports', steps: (m) => { const a = m.opened(); const b = m.opened(); a(used(4, 4)); m.close(); b(used(4, 6)); }, expected: 18 },
+    {
+      name: 'every run of a fan-out reports',
+      steps: (m) => {
+        const a = m.opened();
+        const b = m.opened();
+        a(used(4, 4));
+        m.close();
+        b(used(4, 6));
+      },
+      expected: 18,
+    },
     { name: 'a run that failed reports nothing used', steps: (m) => (m.opened()(null), m.close()), expected: 0 },
-    { name: 'a run that reports twice counts once', steps: (m) => { const report = m.opened(); report(used(1, 1)); report(used(1, 1)); m.close(); }, expected: 2 },
-    { name: 'a request closed before any run (refused at decode) settles with nothing', steps: (m) => m.close(), expected: 0 },
+    {
+      name: 'a run that reports twice counts once',
+      steps: (m) => {
+        const report = m.opened();
+        report(used(1, 1));
+        report(used(1, 1));
+        m.close();
+      },
+      expected: 2,
+    },
+    {
+      name: 'a request closed before any run (refused at decode) settles with nothing',
+      steps: (m) => m.close(),
+      expected: 0,
+    },
     { name: 'runs reported but the response is still open', steps: (m) => m.opened()(used(2, 2)), expected: 'open' },
   ];
   for (const { name, steps, expected } of cases) {

@@ -22,11 +22,21 @@ const record = (over: Partial<UsageRecord>): UsageRecord => ({
 
 describe('usage query decider', () => {
   it('usage query - defaults: everything up to now, summed by account, key and model', () => {
-    assert.deepEqual(parseUsageQuery({}, NOW), { account: null, key: null, model: null, from: 0, to: NOW + 1, groupBy: ['account', 'key', 'model'] });
+    assert.deepEqual(parseUsageQuery({}, NOW), {
+      account: null,
+      key: null,
+      model: null,
+      from: 0,
+      to: NOW + 1,
+      groupBy: ['account', 'key', 'model'],
+    });
   });
 
   it('usage query - days and RFC 3339 times; a `to` day counts whole', () => {
-    const q = parseUsageQuery({ from: '2026-11-01', to: '2026-11-24', account: 'team-a', group_by: 'day, model,day' }, NOW);
+    const q = parseUsageQuery(
+      { from: '2026-11-01', to: '2026-11-24', account: 'team-a', group_by: 'day, model,day' },
+      NOW,
+    );
     assert.equal(q.from, Date.parse('2026-11-01T00:00:00Z'));
     assert.equal(q.to, Date.parse('2026-11-25T00:00:00Z'));
     assert.deepEqual(q.groupBy, ['day', 'model']);
@@ -43,7 +53,11 @@ describe('usage query decider', () => {
     it(`usage query - ${name} is invalid_request naming ${param}`, () => {
       assert.throws(
         () => parseUsageQuery(query as Record<string, unknown>, NOW),
-        (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param && error.message.startsWith(`${param}: `),
+        (error: unknown) =>
+          error instanceof CortexError &&
+          error.code === 'invalid_request' &&
+          error.extra.param === param &&
+          error.message.startsWith(`${param}: `),
       );
     });
   }
@@ -59,7 +73,16 @@ describe('usage query decider', () => {
     ];
     const all = summarize(records, parseUsageQuery({ group_by: 'account,key' }, NOW));
     assert.deepEqual(
-      all.map((r) => [r.account, r.key_id, r.requests, r.prompt_tokens, r.cached_prompt_tokens, r.completion_tokens, r.reasoning_tokens, r.total_tokens]),
+      all.map((r) => [
+        r.account,
+        r.key_id,
+        r.requests,
+        r.prompt_tokens,
+        r.cached_prompt_tokens,
+        r.completion_tokens,
+        r.reasoning_tokens,
+        r.total_tokens,
+      ]),
       [
         ['team-a', 'key_a', 3, 30, 6, 17, 3, 47],
         ['team-b', 'key_b', 1, 10, 2, 5, 1, 15],

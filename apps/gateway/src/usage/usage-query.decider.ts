@@ -39,18 +39,27 @@ export function parseUsageQuery(query: Record<string, unknown>, now: number): Us
   const text = (name: string): string | null => {
     const value = query[name];
     if (value === undefined || value === '') return null;
-    if (typeof value !== 'string') throw new CortexError('invalid_request', `${name}: give it once, as text`, { param: name });
+    if (typeof value !== 'string')
+      throw new CortexError('invalid_request', `${name}: give it once, as text`, { param: name });
     return value;
   };
   const from = time(text('from'), 'from', false) ?? 0;
   const to = time(text('to'), 'to', true) ?? now + 1;
-  if (to <= from) throw new CortexError('invalid_request', `to: ${new Date(to).toISOString()} is not after from (${new Date(from).toISOString()})`, { param: 'to' });
+  if (to <= from)
+    throw new CortexError(
+      'invalid_request',
+      `to: ${new Date(to).toISOString()} is not after from (${new Date(from).toISOString()})`,
+      { param: 'to' },
+    );
   const groups = text('group_by');
   let groupBy = DEFAULT_GROUPS;
   if (groups !== null) {
     const names = groups.split(',').map((g) => g.trim());
     const bad = names.find((g) => !(USAGE_GROUPS as readonly string[]).includes(g));
-    if (bad !== undefined) throw new CortexError('invalid_request', `group_by: '${bad}' is not one of ${USAGE_GROUPS.join(', ')}`, { param: 'group_by' });
+    if (bad !== undefined)
+      throw new CortexError('invalid_request', `group_by: '${bad}' is not one of ${USAGE_GROUPS.join(', ')}`, {
+        param: 'group_by',
+      });
     groupBy = [...new Set(names as UsageGroup[])];
   }
   return { account: text('account'), key: text('key'), model: text('model'), from, to, groupBy };
@@ -60,7 +69,12 @@ function time(value: string | null, name: string, endOfDay: boolean): number | n
   if (value === null) return null;
   const day = /^\d{4}-\d{2}-\d{2}$/.test(value);
   const ms = day ? Date.parse(`${value}T00:00:00Z`) : /^\d{4}-\d{2}-\d{2}T/.test(value) ? Date.parse(value) : NaN;
-  if (Number.isNaN(ms)) throw new CortexError('invalid_request', `${name}: '${value}' is not a UTC day (2026-11-24) or an RFC 3339 time (2026-11-24T10:00:00Z)`, { param: name });
+  if (Number.isNaN(ms))
+    throw new CortexError(
+      'invalid_request',
+      `${name}: '${value}' is not a UTC day (2026-11-24) or an RFC 3339 time (2026-11-24T10:00:00Z)`,
+      { param: name },
+    );
   return day && endOfDay ? ms + 86_400_000 : ms;
 }
 
@@ -103,7 +117,15 @@ export class UsageSummary {
       else columns.day = new Date(record.at).toISOString().slice(0, 10);
     }
     const id = JSON.stringify(columns);
-    const row = rows.get(id) ?? { ...columns, requests: 0, prompt_tokens: 0, cached_prompt_tokens: 0, completion_tokens: 0, reasoning_tokens: 0, total_tokens: 0 };
+    const row = rows.get(id) ?? {
+      ...columns,
+      requests: 0,
+      prompt_tokens: 0,
+      cached_prompt_tokens: 0,
+      completion_tokens: 0,
+      reasoning_tokens: 0,
+      total_tokens: 0,
+    };
     row.requests++;
     row.prompt_tokens += record.prompt_tokens;
     row.cached_prompt_tokens += record.cached_prompt_tokens;

@@ -2,7 +2,16 @@ import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { BusClient, EventPublisher, ensureUsageStream } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
-import { CortexError, decodeUsageRecord, Subjects, USAGE_STREAM, usageRecordOf, type RequestFinishedEvent, type UsageOwner, type UsageRecord } from '@cortex/contracts';
+import {
+  CortexError,
+  decodeUsageRecord,
+  Subjects,
+  USAGE_STREAM,
+  usageRecordOf,
+  type RequestFinishedEvent,
+  type UsageOwner,
+  type UsageRecord,
+} from '@cortex/contracts';
 import { UsageSummary, type UsageQuery, type UsageRow } from './usage-query.decider.js';
 
 /** The longest a usage query reads the stream before it gives up with a retryable error. */
@@ -29,7 +38,9 @@ export class UsageRecorder implements OnModuleInit {
   }
 
   async onModuleInit(): Promise<void> {
-    await ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS).catch((error: Error) => this.logger.warn(`usage stream: ${error.message}`));
+    await ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS).catch((error: Error) =>
+      this.logger.warn(`usage stream: ${error.message}`),
+    );
   }
 
   /** Publishes the usage record of one finished run, billed to `payer` (none when it used no tokens). */
@@ -43,7 +54,10 @@ export class UsageRecorder implements OnModuleInit {
     this.events.publish(Subjects.usageRecorded, record, record.id).catch((error: Error) => {
       // The message id makes a retry safe: JetStream keeps one copy within its 2-minute duplicate window.
       if (attempt < 5) setTimeout(() => this.publish(record, attempt + 1), 1_000 * 2 ** attempt).unref();
-      else this.logger.error(`${record.request_id}: usage record ${record.id} lost after ${attempt + 1} tries: ${error.message}`);
+      else
+        this.logger.error(
+          `${record.request_id}: usage record ${record.id} lost after ${attempt + 1} tries: ${error.message}`,
+        );
     });
   }
 
@@ -54,7 +68,10 @@ export class UsageRecorder implements OnModuleInit {
     const last = info.state.last_seq;
     const summary = new UsageSummary(query);
     if (info.state.messages === 0 || Date.parse(info.state.last_ts) < start) return summary.rows();
-    const consumer = await jetstream(this.bus.nc, { timeout: USAGE_QUERY_MS }).consumers.get(USAGE_STREAM, { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(start).toISOString() });
+    const consumer = await jetstream(this.bus.nc, { timeout: USAGE_QUERY_MS }).consumers.get(USAGE_STREAM, {
+      deliver_policy: DeliverPolicy.StartTime,
+      opt_start_time: new Date(start).toISOString(),
+    });
     const messages = await consumer.consume();
     let complete = false;
     const timer = setTimeout(() => void messages.close(), USAGE_QUERY_MS);
@@ -74,7 +91,12 @@ export class UsageRecorder implements OnModuleInit {
       clearTimeout(timer);
       await messages.close();
     }
-    if (!complete) throw new CortexError('service_unavailable', `reading the usage records took over ${USAGE_QUERY_MS / 1000} s; narrow the range (from, to) or retry`, { retryAfter: 5 });
+    if (!complete)
+      throw new CortexError(
+        'service_unavailable',
+        `reading the usage records took over ${USAGE_QUERY_MS / 1000} s; narrow the range (from, to) or retry`,
+        { retryAfter: 5 },
+      );
     return summary.rows();
   }
 }

@@ -34,8 +34,14 @@ export class CatalogueService implements OnModuleDestroy {
   model(name: string): ModelConfig {
     const model = this.store.find(name);
     if (!model) {
-      const known = this.store.models().map((m) => m.id).join(', ') || 'none';
-      throw new CortexError('model_not_found', `The model '${name}' does not exist; available: ${known}`, { param: 'model' });
+      const known =
+        this.store
+          .models()
+          .map((m) => m.id)
+          .join(', ') || 'none';
+      throw new CortexError('model_not_found', `The model '${name}' does not exist; available: ${known}`, {
+        param: 'model',
+      });
     }
     return model;
   }
@@ -62,7 +68,12 @@ export class CatalogueService implements OnModuleDestroy {
   /** What eviction weighs of a model (one a worker reports but the config lacks: unpinned, priority 0). */
   policy(modelId: string): ModelPolicy {
     const model = this.store.find(modelId);
-    return { pinned: this.pins.isPinned(modelId, model?.pinned ?? false), priority: model?.priority ?? 0, estimate: this.estimates.get(modelId), minReplicas: model?.minReplicas ?? 1 };
+    return {
+      pinned: this.pins.isPinned(modelId, model?.pinned ?? false),
+      priority: model?.priority ?? 0,
+      estimate: this.estimates.get(modelId),
+      minReplicas: model?.minReplicas ?? 1,
+    };
   }
 
   /** What replication weighs of a model: its copy bounds, priority, own workers and measured load time. */
@@ -104,7 +115,13 @@ export class CatalogueService implements OnModuleDestroy {
       const locations = workers.flatMap((w) =>
         w.models
           .filter((m) => m.id === model.id)
-          .map((m) => ({ workerId: w.workerId, state: m.state, inFlight: m.inFlight, queued: m.queued, ...(m.download && { download: m.download }) })),
+          .map((m) => ({
+            workerId: w.workerId,
+            state: m.state,
+            inFlight: m.inFlight,
+            queued: m.queued,
+            ...(m.download && { download: m.download }),
+          })),
       );
       const reported = held.find((m) => m.id === model.id && m.capabilities)?.capabilities;
       if (reported) this.capabilities.set(model.id, reported);
@@ -117,7 +134,11 @@ export class CatalogueService implements OnModuleDestroy {
         priority: model.priority,
         loaded: locations.some((l) => l.state === 'ready'),
         locations,
-        replicas: { ready: locations.filter((l) => l.state === 'ready').length, min: model.minReplicas, max: model.maxReplicas ?? this.config.replication.maxReplicas },
+        replicas: {
+          ready: locations.filter((l) => l.state === 'ready').length,
+          min: model.minReplicas,
+          max: model.maxReplicas ?? this.config.replication.maxReplicas,
+        },
         capabilities: this.capabilities.get(model.id) ?? null,
         kind: model.kind,
         ...(model.sampling && { sampling: { ...model.sampling } }),

@@ -22,14 +22,33 @@ describe('eviction policy', () => {
   });
 
   it('eviction policy - a spare copy goes before a model’s last copy, however recently used; idle before busy still', () => {
-    const resident = [model('last', { lastUsedAt: 1 }), model('spare', { lastUsedAt: 50, spare: true }), model('busySpare', { inFlight: 1, spare: true })];
-    assert.deepEqual(chooseVictims(resident, 0, MiB, 'lru', 0)?.map((m) => m.id), ['spare']);
-    assert.deepEqual(chooseVictims(resident, 0, 2 * MiB, 'lru', 0)?.map((m) => m.id), ['spare', 'last']);
+    const resident = [
+      model('last', { lastUsedAt: 1 }),
+      model('spare', { lastUsedAt: 50, spare: true }),
+      model('busySpare', { inFlight: 1, spare: true }),
+    ];
+    assert.deepEqual(
+      chooseVictims(resident, 0, MiB, 'lru', 0)?.map((m) => m.id),
+      ['spare'],
+    );
+    assert.deepEqual(
+      chooseVictims(resident, 0, 2 * MiB, 'lru', 0)?.map((m) => m.id),
+      ['spare', 'last'],
+    );
   });
 
   it('eviction policy - lru evicts the least recently used idle model', () => {
-    const victims = chooseVictims([model('a', { lastUsedAt: 30 }), model('b', { lastUsedAt: 10 }), model('c', { lastUsedAt: 20 })], 0, MiB, 'lru', 0);
-    assert.deepEqual(victims?.map((m) => m.id), ['b']);
+    const victims = chooseVictims(
+      [model('a', { lastUsedAt: 30 }), model('b', { lastUsedAt: 10 }), model('c', { lastUsedAt: 20 })],
+      0,
+      MiB,
+      'lru',
+      0,
+    );
+    assert.deepEqual(
+      victims?.map((m) => m.id),
+      ['b'],
+    );
   });
 
   it('eviction policy - pinned and loading models are never chosen; busy ones only after idle ones', () => {
@@ -40,15 +59,35 @@ describe('eviction policy', () => {
       model('loading', { lastUsedAt: 4, state: 'loading' }),
       model('idle', { lastUsedAt: 5 }),
     ];
-    assert.deepEqual(chooseVictims(resident, 0, MiB, 'lru', 0)?.map((m) => m.id), ['idle']);
-    assert.deepEqual(chooseVictims(resident, 0, 3 * MiB, 'lru', 0)?.map((m) => m.id), ['idle', 'busy', 'queued']);
+    assert.deepEqual(
+      chooseVictims(resident, 0, MiB, 'lru', 0)?.map((m) => m.id),
+      ['idle'],
+    );
+    assert.deepEqual(
+      chooseVictims(resident, 0, 3 * MiB, 'lru', 0)?.map((m) => m.id),
+      ['idle', 'busy', 'queued'],
+    );
     assert.equal(chooseVictims(resident, 0, 4 * MiB, 'lru', 0), null);
   });
 
   it('eviction policy - priority evicts lower priorities first and never a higher one', () => {
-    const resident = [model('low-old', { priority: 1, lastUsedAt: 1 }), model('high', { priority: 9, lastUsedAt: 0 }), model('low-new', { priority: 1, lastUsedAt: 5 })];
-    assert.deepEqual(chooseVictims(resident, 0, 2 * MiB, 'priority', 5)?.map((m) => m.id), ['low-old', 'low-new']);
-    assert.equal(chooseVictims(resident, 0, 3 * MiB, 'priority', 5), null, 'the priority-9 model may not be displaced by a priority-5 one');
-    assert.deepEqual(chooseVictims(resident, 0, 3 * MiB, 'priority', 9)?.map((m) => m.id), ['low-old', 'low-new', 'high']);
+    const resident = [
+      model('low-old', { priority: 1, lastUsedAt: 1 }),
+      model('high', { priority: 9, lastUsedAt: 0 }),
+      model('low-new', { priority: 1, lastUsedAt: 5 }),
+    ];
+    assert.deepEqual(
+      chooseVictims(resident, 0, 2 * MiB, 'priority', 5)?.map((m) => m.id),
+      ['low-old', 'low-new'],
+    );
+    assert.equal(
+      chooseVictims(resident, 0, 3 * MiB, 'priority', 5),
+      null,
+      'the priority-9 model may not be displaced by a priority-5 one',
+    );
+    assert.deepEqual(
+      chooseVictims(resident, 0, 3 * MiB, 'priority', 9)?.map((m) => m.id),
+      ['low-old', 'low-new', 'high'],
+    );
   });
 });

@@ -27,7 +27,13 @@ export function chooseVictims(
   const candidates = resident
     .filter((m) => m.state === 'ready' && !m.pinned)
     .filter((m) => strategy === 'lru' || m.priority <= incomingPriority)
-    .sort((a, b) => busy(a) - busy(b) || Number(b.spare ?? false) - Number(a.spare ?? false) || (strategy === 'priority' ? a.priority - b.priority : 0) || a.lastUsedAt - b.lastUsedAt);
+    .sort(
+      (a, b) =>
+        busy(a) - busy(b) ||
+        Number(b.spare ?? false) - Number(a.spare ?? false) ||
+        (strategy === 'priority' ? a.priority - b.priority : 0) ||
+        a.lastUsedAt - b.lastUsedAt,
+    );
   const victims: ResidentModel[] = [];
   let available = free;
   for (const model of candidates) {

@@ -6,7 +6,16 @@ import { CLAIM_MS, FleetState } from './fleet-state.js';
 const MiB = 2 ** 20;
 const T = 1_000_000;
 
-const model = (id: string, over: Partial<LoadedModel> = {}): LoadedModel => ({ id, state: 'ready', inFlight: 0, queued: 0, slots: 1, lastUsedAt: 0, sizeBytes: MiB, ...over });
+const model = (id: string, over: Partial<LoadedModel> = {}): LoadedModel => ({
+  id,
+  state: 'ready',
+  inFlight: 0,
+  queued: 0,
+  slots: 1,
+  lastUsedAt: 0,
+  sizeBytes: MiB,
+  ...over,
+});
 
 /** A frozen heartbeat: the state must never write to what a worker reported. */
 function beat(models: LoadedModel[], freeMiB = 10, over: Partial<Heartbeat> = {}): Heartbeat {
@@ -45,7 +54,11 @@ describe('fleet state', () => {
     state.observe(beat([]), T);
     state.claimModel('w1', model('m', { state: 'loading' }), 'm', T);
     state.observe(beat([]), T + CLAIM_MS);
-    assert.deepEqual(models(state, T + CLAIM_MS), [{ id: 'm', state: 'loading' }], 'a heartbeat built before the load still shows it');
+    assert.deepEqual(
+      models(state, T + CLAIM_MS),
+      [{ id: 'm', state: 'loading' }],
+      'a heartbeat built before the load still shows it',
+    );
     state.observe(beat([]), T + CLAIM_MS + 1);
     assert.deepEqual(models(state, T + CLAIM_MS + 1), [], 'the worker never took it: the claim lapses');
   });
@@ -91,7 +104,10 @@ describe('fleet state', () => {
     assert.equal(state.observe(beat([]), T), true, 'first heartbeat: up');
     assert.equal(state.observe(beat([]), T + 500), false);
     assert.equal(state.available(T + 3_501).length, 0);
-    assert.deepEqual(state.silent(T + 3_501).map((s) => s.workerId), ['w1']);
+    assert.deepEqual(
+      state.silent(T + 3_501).map((s) => s.workerId),
+      ['w1'],
+    );
     assert.equal(state.observe(beat([], 10, { draining: true }), T + 4_000), true, 'back after being down');
     assert.equal(state.available(T + 4_000).length, 0);
   });

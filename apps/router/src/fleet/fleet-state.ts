@@ -118,12 +118,19 @@ export class FleetState {
 
   /** Workers that may take new requests, claims applied. */
   available(now: number): WorkerState[] {
-    return [...this.observed.values()].filter((entry) => this.isUp(entry, now) && !entry.beat.draining).map((entry) => this.state(entry));
+    return [...this.observed.values()]
+      .filter((entry) => this.isUp(entry, now) && !entry.beat.draining)
+      .map((entry) => this.state(entry));
   }
 
   /** Every worker ever seen, up or not, claims applied (for `cortex status`). */
   all(now: number): Array<{ state: WorkerState; beat: Readonly<Heartbeat>; up: boolean; silentMs: number }> {
-    return [...this.observed.values()].map((entry) => ({ state: this.state(entry), beat: entry.beat, up: this.isUp(entry, now), silentMs: now - entry.receivedAt }));
+    return [...this.observed.values()].map((entry) => ({
+      state: this.state(entry),
+      beat: entry.beat,
+      up: this.isUp(entry, now),
+      silentMs: now - entry.receivedAt,
+    }));
   }
 
   private state({ beat }: Observation): WorkerState {
@@ -135,7 +142,8 @@ export class FleetState {
     for (const [id, claim] of claims ?? []) {
       if (!claim.model) continue;
       // A load the worker has not started (or not sized) yet is not in its memory figures.
-      if (!beat.models.find((m) => m.id === id)?.sizeBytes) freeBytes = Math.max(0, freeBytes - (claim.model.sizeBytes ?? 0));
+      if (!beat.models.find((m) => m.id === id)?.sizeBytes)
+        freeBytes = Math.max(0, freeBytes - (claim.model.sizeBytes ?? 0));
       models.push(claim.model);
     }
     return {

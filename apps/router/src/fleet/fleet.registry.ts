@@ -1,7 +1,15 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { Subscription } from '@nats-io/transport-node';
 import { BusClient, EventPublisher } from '@cortex/bus';
-import { decodeMessage, fromWorker, Heartbeat, Subjects, type LoadedModel, type WorkerLifecycleEvent, type WorkerView } from '@cortex/contracts';
+import {
+  decodeMessage,
+  fromWorker,
+  Heartbeat,
+  Subjects,
+  type LoadedModel,
+  type WorkerLifecycleEvent,
+  type WorkerView,
+} from '@cortex/contracts';
 import { FleetState, type WorkerState } from './fleet-state.js';
 
 /**
@@ -54,16 +62,21 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
 
   private announce(subject: string, workerId: string, id: string): void {
     const event: WorkerLifecycleEvent = { workerId, at: Date.now() };
-    this.events.publish(subject, event, id).catch((error: Error) => this.logger.warn(`could not record ${subject}: ${error.message}`));
+    this.events
+      .publish(subject, event, id)
+      .catch((error: Error) => this.logger.warn(`could not record ${subject}: ${error.message}`));
   }
 
   /** Resolves at the next change of the fleet view (a heartbeat, a claim, a worker down), or after `maxMs`. */
   changed(maxMs: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((waiter) => waiter !== wake);
-        resolve();
-      }, Math.max(0, maxMs));
+      const timer = setTimeout(
+        () => {
+          this.waiters = this.waiters.filter((waiter) => waiter !== wake);
+          resolve();
+        },
+        Math.max(0, maxMs),
+      );
       const wake = (): void => {
         clearTimeout(timer);
         resolve();

@@ -1,6 +1,15 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { modelEntry } from '@cortex/config';
-import { type CatalogueModelReply, CortexError, decodePullResult, type LoadTrigger, type Placement, PULL_TIMEOUT_MS, type PullReply, Subjects } from '@cortex/contracts';
+import {
+  type CatalogueModelReply,
+  CortexError,
+  decodePullResult,
+  type LoadTrigger,
+  type Placement,
+  PULL_TIMEOUT_MS,
+  type PullReply,
+  Subjects,
+} from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadCoordinator } from './load-coordinator.js';
@@ -25,34 +34,54 @@ export class AdminService {
   /** Downloads a model's file onto one worker or onto every worker up, ahead of any load. */
   async pull(name: string, workerId: string | undefined, all: boolean): Promise<PullReply> {
     const model = this.catalogue.model(name);
-    if (!workerId && !all) throw new CortexError('invalid_request', 'name a worker ("worker") or ask for all of them ("all": true)', { param: 'worker' });
-    if (workerId && !this.fleet.worker(workerId)) throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
+    if (!workerId && !all)
+      throw new CortexError('invalid_request', 'name a worker ("worker") or ask for all of them ("all": true)', {
+        param: 'worker',
+      });
+    if (workerId && !this.fleet.worker(workerId))
+      throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
     const targets = workerId ? [workerId] : this.fleet.available().map((w) => w.workerId);
-    if (targets.length === 0) throw new CortexError('no_worker', `no worker is up to pull ${model.id} onto`, { retryAfter: 5 });
+    if (targets.length === 0)
+      throw new CortexError('no_worker', `no worker is up to pull ${model.id} onto`, { retryAfter: 5 });
     const source = this.catalogue.source(model);
     const command = { model: model.id, source: source.source, ...(source.sha256 && { sha256: source.sha256 }) };
     this.logger.log(`pulling ${model.id} onto ${targets.join(', ')}`);
-    const pulled = await Promise.all(targets.map((id) => this.workers.ask(id, Subjects.workerPull, command, decodePullResult, PULL_TIMEOUT_MS)));
+    const pulled = await Promise.all(
+      targets.map((id) => this.workers.ask(id, Subjects.workerPull, command, decodePullResult, PULL_TIMEOUT_MS)),
+    );
     return { model: model.id, pulled };
   }
 
   /** Loads a model now, on the named worker or wherever placement picks. */
-  async load(name: string, workerId?: string, trigger: Extract<LoadTrigger, 'admin' | 'console'> = 'admin'): Promise<Placement> {
+  async load(
+    name: string,
+    workerId?: string,
+    trigger: Extract<LoadTrigger, 'admin' | 'console'> = 'admin',
+  ): Promise<Placement> {
     const model = this.catalogue.model(name);
     if (!workerId) return this.placement.place(model.id, [], {}, { trigger });
-    if (!this.fleet.worker(workerId)) throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
+    if (!this.fleet.worker(workerId))
+      throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
     // Every other worker excluded: the same lease and load sharing as any placement, on this worker only.
-    const others = this.fleet.available().filter((w) => w.workerId !== workerId).map((w) => w.workerId);
+    const others = this.fleet
+      .available()
+      .filter((w) => w.workerId !== workerId)
+      .map((w) => w.workerId);
     const decision = this.loads.decide({ model, exclude: others });
-    return decision.kind === 'serve' ? { model: model.id, workerId, coldStart: false } : this.loads.waitForLoad(model, others, false, trigger);
+    return decision.kind === 'serve'
+      ? { model: model.id, workerId, coldStart: false }
+      : this.loads.waitForLoad(model, others, false, trigger);
   }
 
   /** Unloads a model from one worker or from all; returns the workers it left. */
   async unload(name: string, workerId?: string): Promise<{ model: string; unloaded: string[] }> {
     const model = this.catalogue.model(name);
     // A holder that missed its last heartbeats may only be stalled: the unload waits for it, or fails if it is dead.
-    const holders = this.fleet.reachable(STALL_GRACE_MS).filter((w) => (!workerId || w.workerId === workerId) && w.models.some((m) => m.id === model.id));
-    if (holders.length === 0) throw new CortexError('not_found', `${model.id} is not loaded${workerId ? ` on ${workerId}` : ''}`);
+    const holders = this.fleet
+      .reachable(STALL_GRACE_MS)
+      .filter((w) => (!workerId || w.workerId === workerId) && w.models.some((m) => m.id === model.id));
+    if (holders.length === 0)
+      throw new CortexError('not_found', `${model.id} is not loaded${workerId ? ` on ${workerId}` : ''}`);
     await Promise.all(holders.map((worker) => this.loads.unload(worker.workerId, model.id, 'admin')));
     return { model: model.id, unloaded: holders.map((w) => w.workerId) };
   }
@@ -82,13 +111,16 @@ export class AdminService {
     const origin = this.catalogue.store.origin(known.id);
     const model = await this.catalogue.store.remove(known.id);
     const holders = this.fleet.reachable(STALL_GRACE_MS).filter((w) => w.models.some((m) => m.id === model.id));
-    this.logger.log(`${model.id} removed from the catalogue${holders.length > 0 ? `; draining it on ${holders.map((w) => w.workerId).join(', ')}` : ''}`);
+    this.logger.log(
+      `${model.id} removed from the catalogue${holders.length > 0 ? `; draining it on ${holders.map((w) => w.workerId).join(', ')}` : ''}`,
+    );
     const unloaded: string[] = [];
     await Promise.all(
       holders.map((worker) =>
         this.loads.unload(worker.workerId, model.id, 'admin').then(
           () => unloaded.push(worker.workerId),
-          (error: Error) => this.logger.warn(`unloading the removed ${model.id} from ${worker.workerId}: ${error.message}`),
+          (error: Error) =>
+            this.logger.warn(`unloading the removed ${model.id} from ${worker.workerId}: ${error.message}`),
         ),
       ),
     );

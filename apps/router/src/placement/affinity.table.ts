@@ -40,7 +40,11 @@ export class AffinityTable implements OnModuleInit, OnModuleDestroy {
 
   async onModuleInit(): Promise<void> {
     if (!this.config.router.affinity) return;
-    this.kv = await openKv(this.bus.nc, BUCKET, { history: 1, ttl: this.config.router.affinityTtlS * 1000, max_bytes: MAX_BUCKET_BYTES });
+    this.kv = await openKv(this.bus.nc, BUCKET, {
+      history: 1,
+      ttl: this.config.router.affinityTtlS * 1000,
+      max_bytes: MAX_BUCKET_BYTES,
+    });
     this.stopWatch = watchKv(
       this.kv,
       (entry) => {

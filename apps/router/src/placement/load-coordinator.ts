@@ -2,7 +2,21 @@ import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } f
 import type { Subscription } from '@nats-io/transport-node';
 import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
-import { CortexError, decodeEstimate, decodeLoadFailed, decodeLoadResult, decodeUnloadResult, everyWorker, fromWorker, mib, Subjects, type LoadCommand, type LoadTrigger, type Placement, type UnloadReason } from '@cortex/contracts';
+import {
+  CortexError,
+  decodeEstimate,
+  decodeLoadFailed,
+  decodeLoadResult,
+  decodeUnloadResult,
+  everyWorker,
+  fromWorker,
+  mib,
+  Subjects,
+  type LoadCommand,
+  type LoadTrigger,
+  type Placement,
+  type UnloadReason,
+} from '@cortex/contracts';
 import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadLease } from './load-lease.js';
@@ -49,7 +63,8 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
         const event = fromWorker(subject, decodeLoadFailed(data));
         if (!event.cancelled) return;
         const now = Date.now();
-        for (const [model, cancel] of this.cancelled) if (now - cancel.at > this.config.gateway.placementTimeoutMs) this.cancelled.delete(model);
+        for (const [model, cancel] of this.cancelled)
+          if (now - cancel.at > this.config.gateway.placementTimeoutMs) this.cancelled.delete(model);
         this.cancelled.set(event.model, { at: now, error: event.error });
       },
       (error) => this.logger.warn(`skipped a load_failed event: ${error.message}`),
@@ -92,11 +107,20 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
    * to avoid (a retry, or an admin load on one worker), the load goes through the same fleet-wide
    * lease but is not shared with requests that may use any worker.
    */
-  async waitForLoad(model: ModelConfig, exclude: readonly string[] = [], admitted = false, trigger: LoadTrigger = 'request'): Promise<Placement> {
+  async waitForLoad(
+    model: ModelConfig,
+    exclude: readonly string[] = [],
+    admitted = false,
+    trigger: LoadTrigger = 'request',
+  ): Promise<Placement> {
     const waiting = this.waiting.get(model.id) ?? 0;
     const bound = this.config.router.maxWaitingPerModel;
     if (waiting >= bound && !admitted) {
-      throw new CortexError('busy', `${bound} requests already wait for ${model.id} to load; retry shortly (router.max_waiting_per_model)`, { retryAfter: 2 });
+      throw new CortexError(
+        'busy',
+        `${bound} requests already wait for ${model.id} to load; retry shortly (router.max_waiting_per_model)`,
+        { retryAfter: 2 },
+      );
     }
     this.waiting.set(model.id, waiting + 1);
     if (trigger === 'request') this.waitingRequests.set(model.id, (this.waitingRequests.get(model.id) ?? 0) + 1);
@@ -131,7 +155,11 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
    * Loads under the fleet-wide lease, or waits for the router that holds it to finish. The lease is
    * not re-entrant, so retries in this router that avoid a worker also load the model only once.
    */
-  private async underLease(model: ModelConfig, trigger: LoadTrigger, exclude: readonly string[] = []): Promise<Placement> {
+  private async underLease(
+    model: ModelConfig,
+    trigger: LoadTrigger,
+    exclude: readonly string[] = [],
+  ): Promise<Placement> {
     const since = Date.now();
     const deadline = since + this.config.gateway.placementTimeoutMs;
     let nextTry = 0;
@@ -148,10 +176,16 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
         try {
           return await this.load(model, exclude, trigger);
         } finally {
-          await this.lease.release(model.id).catch((error: Error) => this.logger.warn(`lease for ${model.id}: ${error.message}`));
+          await this.lease
+            .release(model.id)
+            .catch((error: Error) => this.logger.warn(`lease for ${model.id}: ${error.message}`));
         }
       }
-      if (Date.now() > deadline) throw new CortexError('timeout', `${model.id} is still loading after ${this.config.gateway.placementTimeoutMs} ms`);
+      if (Date.now() > deadline)
+        throw new CortexError(
+          'timeout',
+          `${model.id} is still loading after ${this.config.gateway.placementTimeoutMs} ms`,
+        );
       await this.fleet.changed(LEASE_RETRY_MS);
     }
   }
@@ -163,7 +197,9 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
       return await this.carryOut(model, step, trigger);
     } catch (error) {
       if (!(error instanceof CortexError) || error.code !== 'service_unavailable') throw error;
-      this.logger.warn(`${step.workerId} did not answer the load of ${model.id} (${error.message}); trying another worker`);
+      this.logger.warn(
+        `${step.workerId} did not answer the load of ${model.id} (${error.message}); trying another worker`,
+      );
       return this.carryOut(model, await this.nextStep(model, [...exclude, step.workerId]), trigger);
     }
   }
@@ -194,13 +230,20 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
             await this.fleet.changed(SETTLE_POLL_MS);
             continue;
           }
-          throw new CortexError('no_worker', `no worker is up to run ${model.id}; start one with \`cortex serve worker\``, { retryAfter: 5 });
+          throw new CortexError(
+            'no_worker',
+            `no worker is up to run ${model.id}; start one with \`cortex serve worker\``,
+            { retryAfter: 5 },
+          );
         case 'wait':
           if (Date.now() < deadline) {
             await this.fleet.changed(SETTLE_POLL_MS);
             continue;
           }
-          throw this.noRoom(model, this.fleet.available().filter((w) => !exclude.includes(w.workerId)));
+          throw this.noRoom(
+            model,
+            this.fleet.available().filter((w) => !exclude.includes(w.workerId)),
+          );
         case 'no_room':
           throw this.noRoom(model, [decision.roomiest]);
       }
@@ -210,7 +253,15 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
   /** The model shows as loading on the target (with its memory) and the victims as closing. */
   private claim(model: ModelConfig, plan: Extract<Decision, { kind: 'load' }>): void {
     const now = Date.now();
-    this.fleet.noteModel(plan.workerId, { id: model.id, state: 'loading', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: now, sizeBytes: this.catalogue.estimate(model.id) });
+    this.fleet.noteModel(plan.workerId, {
+      id: model.id,
+      state: 'loading',
+      inFlight: 0,
+      queued: 0,
+      slots: model.slots,
+      lastUsedAt: now,
+      sizeBytes: this.catalogue.estimate(model.id),
+    });
     for (const victim of plan.victims) this.fleet.claimClosing(plan.workerId, victim.id, plan.closeUntil);
   }
 
@@ -224,7 +275,12 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
     } finally {
       for (const victim of victims) this.fleet.releaseClosing(step.workerId, victim.id);
     }
-    return this.loadOn(model, step.workerId, victims.map((v) => v.id), trigger);
+    return this.loadOn(
+      model,
+      step.workerId,
+      victims.map((v) => v.id),
+      trigger,
+    );
   }
 
   /**
@@ -240,7 +296,9 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
     };
     const busy = busyNow();
     if (busy.length === 0 || Date.now() >= until) return;
-    this.logger.log(`${busy.join(', ')} on ${workerId} take new requests for ${this.config.eviction.swapHoldMs} ms more, then drain to make room`);
+    this.logger.log(
+      `${busy.join(', ')} on ${workerId} take new requests for ${this.config.eviction.swapHoldMs} ms more, then drain to make room`,
+    );
     while (Date.now() < until && busyNow().length > 0) {
       // In-flight counts change with heartbeats; "recently used" runs out on its own.
       await this.fleet.changed(Math.min(RECENT_USE_POLL_MS, until - Date.now()));
@@ -248,12 +306,27 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
   }
 
   /** Sends the load command and records the model ready on that worker. */
-  private async loadOn(model: ModelConfig, workerId: string, evicted: readonly string[], trigger: LoadTrigger): Promise<Placement> {
+  private async loadOn(
+    model: ModelConfig,
+    workerId: string,
+    evicted: readonly string[],
+    trigger: LoadTrigger,
+  ): Promise<Placement> {
     const command: LoadCommand = { model: model.id, ...this.catalogue.source(model), trigger };
-    this.logger.log(`loading ${model.id} on ${workerId} (${trigger})${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`);
+    this.logger.log(
+      `loading ${model.id} on ${workerId} (${trigger})${evicted.length ? ` after evicting ${evicted.join(', ')}` : ''}`,
+    );
     const result = await this.workers.ask(workerId, Subjects.workerLoad, command, decodeLoadResult);
     this.catalogue.rememberLoadTime(model.id, result.loadMs);
-    this.fleet.noteModel(workerId, { id: model.id, state: 'ready', inFlight: 0, queued: 0, slots: model.slots, lastUsedAt: Date.now(), sizeBytes: result.sizeBytes });
+    this.fleet.noteModel(workerId, {
+      id: model.id,
+      state: 'ready',
+      inFlight: 0,
+      queued: 0,
+      slots: model.slots,
+      lastUsedAt: Date.now(),
+      sizeBytes: result.sizeBytes,
+    });
     return { model: model.id, workerId, coldStart: true };
   }
 
@@ -277,12 +350,24 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
 
   /** The model's memory need, as a worker estimates it from the GGUF header (cached per model). */
   private async estimate(model: ModelConfig, exclude: readonly string[]): Promise<number> {
-    const workerIds = this.fleet.available().map((w) => w.workerId).filter((id) => !exclude.includes(id));
-    let failure: unknown = new CortexError('no_worker', `no worker is up to run ${model.id}; start one with \`cortex serve worker\``, { retryAfter: 5 });
+    const workerIds = this.fleet
+      .available()
+      .map((w) => w.workerId)
+      .filter((id) => !exclude.includes(id));
+    let failure: unknown = new CortexError(
+      'no_worker',
+      `no worker is up to run ${model.id}; start one with \`cortex serve worker\``,
+      { retryAfter: 5 },
+    );
     // A worker may have died since its last heartbeat: ask the next one.
     for (const workerId of workerIds) {
       try {
-        const { bytes, facts } = await this.workers.ask(workerId, Subjects.workerEstimate, { model: model.id, ...this.catalogue.source(model) }, decodeEstimate);
+        const { bytes, facts } = await this.workers.ask(
+          workerId,
+          Subjects.workerEstimate,
+          { model: model.id, ...this.catalogue.source(model) },
+          decodeEstimate,
+        );
         this.catalogue.rememberEstimate(model.id, bytes, facts);
         return bytes;
       } catch (error) {
@@ -303,7 +388,6 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
     );
   }
 }
-
 
 /** How often a closing victim is looked at again while it may only be "recently used". */
 const RECENT_USE_POLL_MS = 250;

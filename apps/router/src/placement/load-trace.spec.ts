@@ -21,7 +21,13 @@ describe('load trace', () => {
   };
 
   before(async () => {
-    assert.equal(await LoadTrace.start('m').run(() => Promise.resolve({ workerId: 'w1' })).then((p) => p.workerId), 'w1', 'off: just runs');
+    assert.equal(
+      await LoadTrace.start('m')
+        .run(() => Promise.resolve({ workerId: 'w1' }))
+        .then((p) => p.workerId),
+      'w1',
+      'off: just runs',
+    );
     stop = await startTracing('router', { OTEL_TRACES_EXPORTER: 'otlp' }, exporter);
   });
   after(async () => {
@@ -54,15 +60,25 @@ describe('load trace', () => {
     assert.equal(loadSpan.parentSpanContext?.spanId, byName('process place (first)')?.spanContext().spanId);
     assert.equal(byName('send llm.worker.v1.w1.load')?.parentSpanContext?.spanId, loadSpan.spanContext().spanId);
     assert.equal(loadSpan.attributes['cortex.worker.id'], 'w1');
-    assert.deepEqual(byName('process place (second)')?.links.map((link) => [link.context.spanId, link.attributes?.['cortex.link']]), [[loadSpan.spanContext().spanId, 'waits for load']]);
+    assert.deepEqual(
+      byName('process place (second)')?.links.map((link) => [link.context.spanId, link.attributes?.['cortex.link']]),
+      [[loadSpan.spanContext().spanId, 'waits for load']],
+    );
   });
 
   it('load trace - a failed load fails its span; a load nobody traced starts none', async () => {
     exporter.reset();
-    await assert.rejects(inSpan('process place', () => LoadTrace.start('m').run(() => Promise.reject(new CortexError('no_worker', 'no worker is up')))));
+    await assert.rejects(
+      inSpan('process place', () =>
+        LoadTrace.start('m').run(() => Promise.reject(new CortexError('no_worker', 'no worker is up'))),
+      ),
+    );
     await LoadTrace.start('pinned').run(() => Promise.resolve({ workerId: 'w1' }));
     await flushTraces();
     const loads = exporter.getFinishedSpans().filter((span) => span.name.startsWith('load '));
-    assert.deepEqual(loads.map((span) => [span.name, span.status.code, span.attributes['error.type']]), [['load m', SpanStatusCode.ERROR, 'no_worker']]);
+    assert.deepEqual(
+      loads.map((span) => [span.name, span.status.code, span.attributes['error.type']]),
+      [['load m', SpanStatusCode.ERROR, 'no_worker']],
+    );
   });
 });

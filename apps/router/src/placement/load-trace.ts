@@ -19,7 +19,10 @@ export class LoadTrace {
     const tracer = activeTracer();
     // A load no traced request asked for (a pinned model at start-up) is not traced.
     if (!tracer || !trace.getSpan(context.active())) return LoadTrace.off;
-    const span = tracer.startSpan(`load ${model}`, { kind: SpanKind.INTERNAL, attributes: { 'gen_ai.request.model': model } });
+    const span = tracer.startSpan(`load ${model}`, {
+      kind: SpanKind.INTERNAL,
+      attributes: { 'gen_ai.request.model': model },
+    });
     return new LoadTrace(span, trace.setSpan(context.active(), span));
   }
 
@@ -42,6 +45,8 @@ export class LoadTrace {
   /** The current request waits for this load: its span links to the load's. */
   joined(): void {
     if (!this.span) return;
-    trace.getSpan(context.active())?.addLink({ context: this.span.spanContext(), attributes: { 'cortex.link': 'waits for load' } });
+    trace
+      .getSpan(context.active())
+      ?.addLink({ context: this.span.spanContext(), attributes: { 'cortex.link': 'waits for load' } });
   }
 }

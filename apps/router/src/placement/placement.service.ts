@@ -44,7 +44,12 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
    * time, or died) joins the placement this router already has under way for the run. A try that
    * reaches another router was admitted by the first: it does not count against the waiting bound.
    */
-  placeRun(run: PlaceOptions & { runId?: string }, name: string, exclude: readonly string[] = [], conversation: Conversation = {}): Promise<Placement> {
+  placeRun(
+    run: PlaceOptions & { runId?: string },
+    name: string,
+    exclude: readonly string[] = [],
+    conversation: Conversation = {},
+  ): Promise<Placement> {
     if (!run.runId) return this.place(name, exclude, conversation, run);
     const key = `${run.runId}\n${exclude.join('\n')}`;
     let placing = this.runs.get(key);
@@ -63,14 +68,24 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
    * `exclude` is a retry after those workers failed; it only looks elsewhere (the failed worker is not
    * marked down: it may only have lost this request).
    */
-  async place(name: string, exclude: readonly string[] = [], conversation: Conversation = {}, options: PlaceOptions = {}): Promise<Placement> {
+  async place(
+    name: string,
+    exclude: readonly string[] = [],
+    conversation: Conversation = {},
+    options: PlaceOptions = {},
+  ): Promise<Placement> {
     const model = this.catalogue.model(name);
     const { affinity, prefixes = [] } = conversation;
-    const affineWorker = (affinity ? this.affinity.workerFor(affinity, model.id) : undefined) ?? this.affinity.workerForPrefix(prefixes, model.id);
+    const affineWorker =
+      (affinity ? this.affinity.workerFor(affinity, model.id) : undefined) ??
+      this.affinity.workerForPrefix(prefixes, model.id);
     const decision = this.loads.decide({ model, exclude, affineWorker });
-    if (decision.kind !== 'serve' && options.readyOnly) throw new CortexError('model_not_ready', `${model.id} is not ready on any worker`);
+    if (decision.kind !== 'serve' && options.readyOnly)
+      throw new CortexError('model_not_ready', `${model.id} is not ready on any worker`);
     const placement: Placement =
-      decision.kind === 'serve' ? { model: model.id, workerId: decision.workerId, coldStart: false, ...this.reuse(decision.sole) } : await this.loads.waitForLoad(model, exclude, options.admitted ?? false, options.trigger ?? 'request');
+      decision.kind === 'serve'
+        ? { model: model.id, workerId: decision.workerId, coldStart: false, ...this.reuse(decision.sole) }
+        : await this.loads.waitForLoad(model, exclude, options.admitted ?? false, options.trigger ?? 'request');
     this.fleet.touch(placement.workerId, model.id);
     if (affinity) this.affinity.remember(affinity, model.id, placement.workerId);
     // The whole prompt: a follow-up re-sends it and adds to it.
@@ -86,8 +101,14 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
 
   /** Models unused for longer than their idle TTL go, unless pinned or busy. */
   private unloadIdle(): void {
-    for (const { workerId, model } of idleExpired(this.fleet.available(), (id) => this.catalogue.idleTtl(id), this.loads.context())) {
-      this.loads.unload(workerId, model, 'idle').catch((error: Error) => this.logger.warn(`idle unload of ${model}: ${error.message}`));
+    for (const { workerId, model } of idleExpired(
+      this.fleet.available(),
+      (id) => this.catalogue.idleTtl(id),
+      this.loads.context(),
+    )) {
+      this.loads
+        .unload(workerId, model, 'idle')
+        .catch((error: Error) => this.logger.warn(`idle unload of ${model}: ${error.message}`));
     }
   }
 
@@ -102,7 +123,9 @@ export class PlacementService implements OnModuleInit, OnModuleDestroy {
         () => this.pinFailures.delete(model.id),
         (error: Error) => {
           this.pinFailures.set(model.id, Date.now());
-          this.logger.error(`pinned model ${model.id} failed to load (trying again in ${PIN_RETRY_MS / 1000} s): ${error.message}`);
+          this.logger.error(
+            `pinned model ${model.id} failed to load (trying again in ${PIN_RETRY_MS / 1000} s): ${error.message}`,
+          );
         },
       );
     }

@@ -59,8 +59,15 @@ export type Decision =
 /** Serve, join or load: the first rule that applies wins, in the order the docs list them. */
 export function decide(workers: readonly WorkerState[], question: PlaceQuestion, context: PlanContext): Decision {
   const { model, exclude } = question;
-  const affine = exclude.length === 0 && question.affineWorker ? affineWorker(workers, model.id, question.affineWorker, context.now) : undefined;
-  const serve = (workerId: string): Decision => ({ kind: 'serve', workerId, sole: exclude.length === 0 && soleServer(workers, model.id) === workerId });
+  const affine =
+    exclude.length === 0 && question.affineWorker
+      ? affineWorker(workers, model.id, question.affineWorker, context.now)
+      : undefined;
+  const serve = (workerId: string): Decision => ({
+    kind: 'serve',
+    workerId,
+    sole: exclude.length === 0 && soleServer(workers, model.id) === workerId,
+  });
   if (affine) return serve(affine.workerId);
   const ready = leastLoaded(workers, model.id, 'ready', exclude, context);
   if (ready) return serve(ready.workerId);
@@ -94,14 +101,25 @@ export function soleServer(workers: readonly WorkerState[], modelId: string): st
  * nothing queued for it: its sequences hold the conversation's prefix, which beats a less loaded
  * worker that would evaluate the whole prompt again.
  */
-export function affineWorker(workers: readonly WorkerState[], modelId: string, workerId: string, now: number): WorkerState | undefined {
+export function affineWorker(
+  workers: readonly WorkerState[],
+  modelId: string,
+  workerId: string,
+  now: number,
+): WorkerState | undefined {
   const worker = workers.find((w) => w.workerId === workerId);
   const entry = worker?.models.find((m) => m.id === modelId && m.state === 'ready');
   return entry && !isClosed(entry, now) && entry.queued === 0 ? worker : undefined;
 }
 
 /** The least loaded worker (in flight + queued) with the model in this state; ties take turns. */
-function leastLoaded(workers: readonly WorkerState[], modelId: string, state: 'ready' | 'loading', exclude: readonly string[], context: Pick<PlanContext, 'now' | 'turn'>): WorkerState | undefined {
+function leastLoaded(
+  workers: readonly WorkerState[],
+  modelId: string,
+  state: 'ready' | 'loading',
+  exclude: readonly string[],
+  context: Pick<PlanContext, 'now' | 'turn'>,
+): WorkerState | undefined {
   let best: WorkerState[] = [];
   let bestLoad = Infinity;
   for (const worker of workers) {
@@ -124,8 +142,16 @@ function leastLoaded(workers: readonly WorkerState[], modelId: string, state: 'r
  * bytes, ties to the most free memory. Models already closing are not counted on twice. Busy victims
  * keep serving for `swapHoldMs` (requests for them batch in) before they close.
  */
-function planLoad(workers: readonly WorkerState[], model: PlaceQuestion['model'], needed: number, context: PlanContext, fleet: readonly WorkerState[]): Decision {
-  const best = bestPlan(workers, model, needed, context, (worker) => resident(worker, context, fleet).filter((m) => m.closingUntil === undefined));
+function planLoad(
+  workers: readonly WorkerState[],
+  model: PlaceQuestion['model'],
+  needed: number,
+  context: PlanContext,
+  fleet: readonly WorkerState[],
+): Decision {
+  const best = bestPlan(workers, model, needed, context, (worker) =>
+    resident(worker, context, fleet).filter((m) => m.closingUntil === undefined),
+  );
   if (best) {
     const hold = best.victims.some((v) => isBusy(v, context)) ? context.swapHoldMs : 0;
     return { kind: 'load', workerId: best.worker.workerId, victims: best.victims, closeUntil: context.now + hold };
@@ -147,20 +173,27 @@ function bestPlan(
   candidates: (worker: WorkerState) => Array<ResidentModel & ModelView>,
 ): { worker: WorkerState; victims: Array<ResidentModel & ModelView> } | undefined {
   const plans = workers
-    .map((worker) => ({ worker, victims: chooseVictims(candidates(worker), worker.freeBytes, needed, context.strategy, model.priority) }))
+    .map((worker) => ({
+      worker,
+      victims: chooseVictims(candidates(worker), worker.freeBytes, needed, context.strategy, model.priority),
+    }))
     .filter((p): p is { worker: WorkerState; victims: Array<ResidentModel & ModelView> } => p.victims !== null);
-  const evicted = (p: { victims: ResidentModel[] }): number => p.victims.reduce((sum, v) => sum + (v.sizeBytes ?? 0), 0);
+  const evicted = (p: { victims: ResidentModel[] }): number =>
+    p.victims.reduce((sum, v) => sum + (v.sizeBytes ?? 0), 0);
   const preference = (p: { worker: WorkerState }): number => {
     const at = model.workers?.indexOf(p.worker.workerId) ?? -1;
     return at === -1 ? Infinity : at;
   };
-  plans.sort((a, b) => preference(a) - preference(b) || evicted(a) - evicted(b) || b.worker.freeBytes - a.worker.freeBytes);
+  plans.sort(
+    (a, b) => preference(a) - preference(b) || evicted(a) - evicted(b) || b.worker.freeBytes - a.worker.freeBytes,
+  );
   return plans[0];
 }
 
 /** Would the model fit once the worker's loading, unloading and closing models have settled and become evictable? */
 function fitsOnceSettled(worker: WorkerState, priority: number, needed: number, context: PlanContext): boolean {
-  const settling = (m: ModelView): boolean => m.state === 'loading' || m.state === 'unloading' || m.closingUntil !== undefined;
+  const settling = (m: ModelView): boolean =>
+    m.state === 'loading' || m.state === 'unloading' || m.closingUntil !== undefined;
   const models = resident(worker, context, [worker]);
   if (!models.some(settling)) return false;
   const settled = models.map((m) => (settling(m) ? { ...m, state: 'ready' as const } : m));
@@ -172,8 +205,16 @@ function fitsOnceSettled(worker: WorkerState, priority: number, needed: number, 
  * loaded by this router for requests about to be placed on it (its heartbeat can say ready before
  * the load's reply hands the waiting requests their placement).
  */
-export function isBusy(model: Pick<ModelView, 'id' | 'inFlight' | 'queued' | 'lastUsedAt'>, context: Pick<PlanContext, 'now' | 'loading'>): boolean {
-  return model.inFlight > 0 || model.queued > 0 || context.now - model.lastUsedAt < RECENT_USE_MS || context.loading.has(model.id);
+export function isBusy(
+  model: Pick<ModelView, 'id' | 'inFlight' | 'queued' | 'lastUsedAt'>,
+  context: Pick<PlanContext, 'now' | 'loading'>,
+): boolean {
+  return (
+    model.inFlight > 0 ||
+    model.queued > 0 ||
+    context.now - model.lastUsedAt < RECENT_USE_MS ||
+    context.loading.has(model.id)
+  );
 }
 
 /** A closing model whose hold has run out takes no new requests. */
@@ -182,7 +223,11 @@ export function isClosed(model: ModelView, now: number): boolean {
 }
 
 /** Models unused for longer than their idle TTL (seconds; 0 = never), unless pinned or busy. */
-export function idleExpired(workers: readonly WorkerState[], ttlOf: (modelId: string) => number, context: PlanContext): Array<{ workerId: string; model: string }> {
+export function idleExpired(
+  workers: readonly WorkerState[],
+  ttlOf: (modelId: string) => number,
+  context: PlanContext,
+): Array<{ workerId: string; model: string }> {
   const expired: Array<{ workerId: string; model: string }> = [];
   for (const worker of workers) {
     for (const model of resident(worker, context, workers)) {
@@ -200,7 +245,11 @@ export function idleExpired(workers: readonly WorkerState[], ttlOf: (modelId: st
  * (by id) that has it ready (see `pinHolder`); the others are spare copies like any model's. A copy is
  * spare while the fleet holds more ready copies of its model than the model's `min_replicas`.
  */
-export function resident(worker: WorkerState, context: Pick<PlanContext, 'policy'>, fleet: readonly WorkerState[]): Array<ResidentModel & ModelView> {
+export function resident(
+  worker: WorkerState,
+  context: Pick<PlanContext, 'policy'>,
+  fleet: readonly WorkerState[],
+): Array<ResidentModel & ModelView> {
   return worker.models.map((m) => {
     const policy = context.policy(m.id);
     const pinned = policy.pinned && pinHolder(fleet, m.id) === worker.workerId;
@@ -296,7 +345,13 @@ export function pressure(load: Demand, settings: Pick<ReplicaSettings, 'queuePer
 
 export type ReplicaDecision =
   /** Load another copy there, after evicting these idle models (possibly none). */
-  | { kind: 'replicate'; model: string; workerId: string; victims: ResidentModel[]; reason: 'queue_wait' | 'min_replicas' }
+  | {
+      kind: 'replicate';
+      model: string;
+      workerId: string;
+      victims: ResidentModel[];
+      reason: 'queue_wait' | 'min_replicas';
+    }
   /** Unload that spare copy. */
   | { kind: 'retire'; model: string; workerId: string; reason: 'idle' | 'max_replicas' }
   /** A copy is wanted and no worker can take one: `no_room` is what more workers would relieve. */
@@ -319,10 +374,19 @@ export interface ReplicaQuestion {
  * copy loads. A copy is loaded only where the model is not, into free memory or in place of idle
  * models of lower priority (or idle spare copies of others) — never a busy model, never a pinned copy.
  */
-export function planReplicas(workers: readonly WorkerState[], question: ReplicaQuestion, context: PlanContext, settings: ReplicaSettings): ReplicaDecision {
+export function planReplicas(
+  workers: readonly WorkerState[],
+  question: ReplicaQuestion,
+  context: PlanContext,
+  settings: ReplicaSettings,
+): ReplicaDecision {
   const { model } = question;
   const load = demand(workers, model.id, context.now);
-  const hold = (reason: Extract<ReplicaDecision, { kind: 'hold' }>['reason']): ReplicaDecision => ({ kind: 'hold', model: model.id, reason });
+  const hold = (reason: Extract<ReplicaDecision, { kind: 'hold' }>['reason']): ReplicaDecision => ({
+    kind: 'hold',
+    model: model.id,
+    reason,
+  });
   if (load.copies === 0) return hold('not_loaded');
   if (load.loading > 0) return hold('loading');
   const most = model.maxReplicas === 0 ? Infinity : model.maxReplicas;
@@ -330,7 +394,9 @@ export function planReplicas(workers: readonly WorkerState[], question: ReplicaQ
   const copy = (reason: 'queue_wait' | 'min_replicas'): ReplicaDecision => {
     if (question.needed === undefined) return hold('unsized');
     const plan = placeCopy(workers, model, question.needed, context);
-    return plan ? { kind: 'replicate', model: model.id, workerId: plan.worker.workerId, victims: plan.victims, reason } : { kind: 'blocked', model: model.id, reason: 'no_room' };
+    return plan
+      ? { kind: 'replicate', model: model.id, workerId: plan.worker.workerId, victims: plan.victims, reason }
+      : { kind: 'blocked', model: model.id, reason: 'no_room' };
   };
   if (load.copies < Math.min(model.minReplicas, most)) return copy('min_replicas');
   if (question.pressure === 'pressured') {
@@ -347,10 +413,17 @@ export function planReplicas(workers: readonly WorkerState[], question: ReplicaQ
 }
 
 /** Where a copy may go: a worker without the model, evicting only idle, unpinned models it may displace. */
-function placeCopy(workers: readonly WorkerState[], model: ReplicaPolicy, needed: number, context: PlanContext): ReturnType<typeof bestPlan> {
+function placeCopy(
+  workers: readonly WorkerState[],
+  model: ReplicaPolicy,
+  needed: number,
+  context: PlanContext,
+): ReturnType<typeof bestPlan> {
   const without = workers.filter((w) => !w.models.some((m) => m.id === model.id));
   const evictable = (m: ResidentModel & ModelView): boolean =>
-    m.closingUntil === undefined && !isBusy(m, context) && (m.priority < model.priority || (m.spare === true && m.priority <= model.priority));
+    m.closingUntil === undefined &&
+    !isBusy(m, context) &&
+    (m.priority < model.priority || (m.spare === true && m.priority <= model.priority));
   return bestPlan(without, model, needed, context, (worker) => resident(worker, context, workers).filter(evictable));
 }
 
@@ -358,12 +431,22 @@ function placeCopy(workers: readonly WorkerState[], model: ReplicaPolicy, needed
  * The copy to retire: never the pinned one; a copy off the model's own workers first, then the least
  * loaded, then the last by worker id (the first keeps the pin).
  */
-function retire(workers: readonly WorkerState[], model: ReplicaPolicy, context: PlanContext, reason: 'idle' | 'max_replicas'): ReplicaDecision | undefined {
+function retire(
+  workers: readonly WorkerState[],
+  model: ReplicaPolicy,
+  context: PlanContext,
+  reason: 'idle' | 'max_replicas',
+): ReplicaDecision | undefined {
   const holder = context.policy(model.id).pinned ? pinHolder(workers, model.id) : undefined;
   const own = (id: string): number => (model.workers?.includes(id) ? 1 : 0);
   const candidates = readyCopies(workers, model.id)
     .filter((c) => c.workerId !== holder)
-    .sort((a, b) => own(a.workerId) - own(b.workerId) || a.model.inFlight + a.model.queued - (b.model.inFlight + b.model.queued) || b.workerId.localeCompare(a.workerId));
+    .sort(
+      (a, b) =>
+        own(a.workerId) - own(b.workerId) ||
+        a.model.inFlight + a.model.queued - (b.model.inFlight + b.model.queued) ||
+        b.workerId.localeCompare(a.workerId),
+    );
   const chosen = candidates[0];
   return chosen && { kind: 'retire', model: model.id, workerId: chosen.workerId, reason };
 }

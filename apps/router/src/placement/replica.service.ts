@@ -6,7 +6,14 @@ import { CatalogueService } from '../catalogue/catalogue.service.js';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { LoadCoordinator } from './load-coordinator.js';
 import { LoadLease } from './load-lease.js';
-import { demand, planReplicas, pressure, PressureClock, type ReplicaDecision, type ReplicaSettings } from './planner.js';
+import {
+  demand,
+  planReplicas,
+  pressure,
+  PressureClock,
+  type ReplicaDecision,
+  type ReplicaSettings,
+} from './planner.js';
 
 /**
  * Carries out the replication planner's decisions once a second: loads a copy of a model whose
@@ -66,8 +73,15 @@ export class ReplicaService implements OnModuleInit, OnModuleDestroy {
     const context = this.loads.context();
     const now = pressure(demand(workers, model.id, context.now), this.settings);
     const forMs = this.clock.observe(model.id, now, context.now);
-    const size = workers.flatMap((w) => w.models).find((m) => m.id === model.id && m.sizeBytes)?.sizeBytes ?? this.catalogue.estimate(model.id);
-    return planReplicas(workers, { model: this.catalogue.replicaPolicy(model), pressure: now, forMs, ...(size !== undefined && { needed: size }) }, context, this.settings);
+    const size =
+      workers.flatMap((w) => w.models).find((m) => m.id === model.id && m.sizeBytes)?.sizeBytes ??
+      this.catalogue.estimate(model.id);
+    return planReplicas(
+      workers,
+      { model: this.catalogue.replicaPolicy(model), pressure: now, forMs, ...(size !== undefined && { needed: size }) },
+      context,
+      this.settings,
+    );
   }
 
   private async act(model: ModelConfig, decision: Exclude<ReplicaDecision, { kind: 'hold' }>): Promise<void> {
@@ -87,27 +101,40 @@ export class ReplicaService implements OnModuleInit, OnModuleDestroy {
       if (fresh.kind !== decision.kind || !('workerId' in fresh)) return;
       const at = Date.now();
       if (fresh.kind === 'replicate') {
-        const evicting = fresh.victims.length > 0 ? ` in place of idle ${fresh.victims.map((v) => v.id).join(', ')}` : '';
+        const evicting =
+          fresh.victims.length > 0 ? ` in place of idle ${fresh.victims.map((v) => v.id).join(', ')}` : '';
         this.logger.log(`copying ${model.id} onto ${fresh.workerId}${evicting} (${fresh.reason})`);
         acted = true;
         await this.loads.loadCopy(model, fresh.workerId, fresh.victims);
-        await this.report(Subjects.replicaAdded, { model: model.id, workerId: fresh.workerId, reason: fresh.reason, at }, `${model.id}.${fresh.workerId}.added.${at}`);
+        await this.report(
+          Subjects.replicaAdded,
+          { model: model.id, workerId: fresh.workerId, reason: fresh.reason, at },
+          `${model.id}.${fresh.workerId}.added.${at}`,
+        );
       } else {
         this.logger.log(`retiring the spare copy of ${model.id} on ${fresh.workerId} (${fresh.reason})`);
         acted = true;
         await this.loads.unload(fresh.workerId, model.id, 'spare');
-        await this.report(Subjects.replicaRetired, { model: model.id, workerId: fresh.workerId, reason: fresh.reason, at }, `${model.id}.${fresh.workerId}.retired.${at}`);
+        await this.report(
+          Subjects.replicaRetired,
+          { model: model.id, workerId: fresh.workerId, reason: fresh.reason, at },
+          `${model.id}.${fresh.workerId}.retired.${at}`,
+        );
       }
     } finally {
       // The model's demand is now spread over another number of copies: measure it afresh. A plan
       // that no longer held did nothing, and keeps the time already counted.
       if (acted) this.clock.restart(model.id);
-      await this.lease.release(model.id).catch((error: Error) => this.logger.warn(`lease for ${model.id}: ${error.message}`));
+      await this.lease
+        .release(model.id)
+        .catch((error: Error) => this.logger.warn(`lease for ${model.id}: ${error.message}`));
     }
   }
 
   private async report(subject: string, event: ReplicaEvent, id: string): Promise<void> {
-    await this.events.publish(subject, event, id).catch((error: Error) => this.logger.warn(`could not record ${subject}: ${error.message}`));
+    await this.events
+      .publish(subject, event, id)
+      .catch((error: Error) => this.logger.warn(`could not record ${subject}: ${error.message}`));
   }
 }
 

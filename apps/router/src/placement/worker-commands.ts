@@ -23,7 +23,13 @@ export class WorkerCommands {
    * timeout would hold every request that shares the load. Ends as `service_unavailable`, which
    * callers treat as "try another worker".
    */
-  async ask<T>(workerId: string, subject: string, payload: unknown, decode: Decoder<T>, timeoutMs = this.config.gateway.placementTimeoutMs): Promise<T> {
+  async ask<T>(
+    workerId: string,
+    subject: string,
+    payload: unknown,
+    decode: Decoder<T>,
+    timeoutMs = this.config.gateway.placementTimeoutMs,
+  ): Promise<T> {
     const target = workerSubject(subject, workerId);
     let answered = false;
     const gone = this.untilGone(workerId, target, payload, () => answered);
@@ -48,7 +54,8 @@ export class WorkerCommands {
       // Only silence is a sign of death: a draining worker still heartbeats and still answers.
       if (answered() || this.fleet.heartbeating(workerId)) continue;
       const unreachable = await this.bus.unreachable(target, payload, PROBE_MS);
-      if (unreachable && !answered()) throw new CortexError('service_unavailable', `worker ${workerId} went down before it answered ${target}`);
+      if (unreachable && !answered())
+        throw new CortexError('service_unavailable', `worker ${workerId} went down before it answered ${target}`);
     }
     return new Promise<never>(() => undefined);
   }
@@ -61,7 +68,11 @@ export class WorkerCommands {
     const silent = this.fleet.silent(STALL_GRACE_MS).filter((id) => !exclude.includes(id));
     const probes = silent.map((workerId) =>
       this.bus
-        .unreachable(workerSubject(Subjects.workerEstimate, workerId), { source: model.file, contextSize: model.contextSize, slots: model.slots }, PROBE_MS)
+        .unreachable(
+          workerSubject(Subjects.workerEstimate, workerId),
+          { source: model.file, contextSize: model.contextSize, slots: model.slots },
+          PROBE_MS,
+        )
         .then((gone) => !gone),
     );
     return (await Promise.all(probes)).some(Boolean);

@@ -3,7 +3,15 @@ import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMes
 import { BusClient, ensureBackgroundStream, LIVE_PULL, readBackgroundEvents } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { BACKGROUND_STREAM, CortexError, livenessWindowMs, Subjects } from '@cortex/contracts';
-import { BackgroundReplay, isTerminalStatus, replayOptions, type ResponseResource, type BackgroundSource, type ResponsesState, type StoredResponse } from '@cortex/wire';
+import {
+  BackgroundReplay,
+  isTerminalStatus,
+  replayOptions,
+  type ResponseResource,
+  type BackgroundSource,
+  type ResponsesState,
+  type StoredResponse,
+} from '@cortex/wire';
 import { notFound, ResponsesService } from './responses.service.js';
 import { ResponsesStore } from './responses.store.js';
 
@@ -39,10 +47,19 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    await ensureBackgroundStream(this.bus.nc, this.config.responses.backgroundEventsTtlS, this.config.responses.backgroundMaxBytes);
+    await ensureBackgroundStream(
+      this.bus.nc,
+      this.config.responses.backgroundEventsTtlS,
+      this.config.responses.backgroundMaxBytes,
+    );
     const jsm = await jetstreamManager(this.bus.nc);
     await jsm.consumers
-      .add(BACKGROUND_STREAM, { durable_name: FINALISER, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: Subjects.backgroundAll })
+      .add(BACKGROUND_STREAM, {
+        durable_name: FINALISER,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.New,
+        filter_subject: Subjects.backgroundAll,
+      })
       .catch((error: Error) => this.logger.warn(`consumer ${FINALISER} kept as it is: ${error.message}`));
     this.messages = await (await jetstream(this.bus.nc).consumers.get(BACKGROUND_STREAM, FINALISER)).consume(LIVE_PULL);
     void this.finalise(this.messages);
@@ -74,8 +91,14 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
     if (!record) return { resource: stored.resource, run: null };
     const background = { id, createdAt: stored.resource.created_at, record };
     if (isTerminalStatus(stored.resource.status)) return { resource: stored.resource, background, run: null };
-    const replay = new BackgroundReplay(replayOptions(background, this.config.responses.reasoningEvents, this.responses.seal));
-    for await (const event of readBackgroundEvents(this.bus.nc, id, { follow: false, idleMs: this.config.gateway.streamIdleTimeoutMs })) replay.add(event);
+    const replay = new BackgroundReplay(
+      replayOptions(background, this.config.responses.reasoningEvents, this.responses.seal),
+    );
+    for await (const event of readBackgroundEvents(this.bus.nc, id, {
+      follow: false,
+      idleMs: this.config.gateway.streamIdleTimeoutMs,
+    }))
+      replay.add(event);
     const failure = replay.ended ? null : this.stalled(replay, stored.resource.created_at);
     if (failure) replay.fail(failure.toBody());
     // Stored over the revision read: of two replicas finishing it at once, one writes (and appends to its conversation).
@@ -93,11 +116,19 @@ export class BackgroundResponses implements OnModuleInit, OnModuleDestroy {
       // The gateway following the run notices a lost worker within the idle timeout and, while it moves
       // the run to another worker, sends keep-alives in its place: a liveness window more covers the gap.
       const silent = Date.now() - replay.lastAt;
-      return silent > streamIdleTimeoutMs + livenessWindowMs(this.config.worker.heartbeatMs) ? new CortexError('worker_lost', `worker ${replay.run.workerId} stopped sending events of this response ${Math.round(silent / 1000)} s ago`) : null;
+      return silent > streamIdleTimeoutMs + livenessWindowMs(this.config.worker.heartbeatMs)
+        ? new CortexError(
+            'worker_lost',
+            `worker ${replay.run.workerId} stopped sending events of this response ${Math.round(silent / 1000)} s ago`,
+          )
+        : null;
     }
     const waited = Date.now() - createdAt * 1000;
     return waited > placementTimeoutMs + workerWaitMs + streamIdleTimeoutMs
-      ? new CortexError('service_unavailable', `no worker started this response in ${Math.round(waited / 1000)} s (the gateway placing it is gone); create it again`)
+      ? new CortexError(
+          'service_unavailable',
+          `no worker started this response in ${Math.round(waited / 1000)} s (the gateway placing it is gone); create it again`,
+        )
       : null;
   }
 }

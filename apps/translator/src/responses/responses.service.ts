@@ -50,10 +50,20 @@ export class ResponsesService {
    * key. A WebSocket turn (`socket`) continues its connection's latest response from memory when it
    * names it, and gets the conversation before its input back in the state.
    */
-  async decode(body: unknown, session?: string, options: DecodeOptions = {}, socket?: SocketTurn): Promise<AssembledResponses> {
+  async decode(
+    body: unknown,
+    session?: string,
+    options: DecodeOptions = {},
+    socket?: SocketTurn,
+  ): Promise<AssembledResponses> {
     const decoded = decodeResponsesRequest(body, options);
     const responseId = newResponseId();
-    return this.assembly.assemble(decoded, responseId, await this.gather(decoded, session, socket), socket !== undefined);
+    return this.assembly.assemble(
+      decoded,
+      responseId,
+      await this.gather(decoded, session, socket),
+      socket !== undefined,
+    );
   }
 
   /**
@@ -68,15 +78,29 @@ export class ResponsesService {
     const input = this.assembly.input(decoded, responseId, referenced);
     const affinity = gathered ?? (decoded.store ? affinityKey.response(responseId) : undefined);
     const { older, recent } = splitForCompaction([...history, ...input]);
-    if (recent.length === 0 && older.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to compact', { param: 'input' });
+    if (recent.length === 0 && older.length === 0)
+      throw new CortexError('invalid_request', 'input: there is nothing to compact', { param: 'input' });
     if (older.length === 0) return { request: null, recent };
-    const messages = [...conversationMessages(decoded.instructions, older), { role: 'user' as const, content: COMPACTION_PROMPT }];
-    const request = { model: decoded.request.model, messages, sampling: { maxTokens: COMPACTION_MAX_TOKENS }, stream: true, ...(affinity && { affinityKey: affinity }) };
+    const messages = [
+      ...conversationMessages(decoded.instructions, older),
+      { role: 'user' as const, content: COMPACTION_PROMPT },
+    ];
+    const request = {
+      model: decoded.request.model,
+      messages,
+      sampling: { maxTokens: COMPACTION_MAX_TOKENS },
+      stream: true,
+      ...(affinity && { affinityKey: affinity }),
+    };
     return { request, recent };
   }
 
   /** What a body continues (its chain, conversation or the WebSocket's latest response) and the items its references name. */
-  private async gather(decoded: DecodedResponsesRequest, session: string | undefined, socket?: SocketTurn): Promise<ResponsesContext> {
+  private async gather(
+    decoded: DecodedResponsesRequest,
+    session: string | undefined,
+    socket?: SocketTurn,
+  ): Promise<ResponsesContext> {
     const local = socket?.previous?.id === decoded.previousResponseId ? socket?.previous : undefined;
     let history: ResponsesItem[] = [];
     let chain: string[] = [];
@@ -94,9 +118,13 @@ export class ResponsesService {
     } else if (decoded.previousResponseId) {
       const previous = await this.store.get(decoded.previousResponseId);
       if (!previous) {
-        throw new CortexError('previous_response_not_found', `Previous response with id '${decoded.previousResponseId}' not found.`, {
-          param: 'previous_response_id',
-        });
+        throw new CortexError(
+          'previous_response_not_found',
+          `Previous response with id '${decoded.previousResponseId}' not found.`,
+          {
+            param: 'previous_response_id',
+          },
+        );
       }
       chain = [...(previous.chain ?? []), previous.resource.id];
       fetched = await this.chainThrough(previous);
@@ -120,13 +148,20 @@ export class ResponsesService {
       ...(state.chain.length > 0 && { chain: state.chain }),
       ...(state.conversation && { conversation: state.conversation, conversationItems: state.conversationItems }),
       ...(state.affinityKey && { affinityKey: state.affinityKey }),
-      ...(state.echo.background && { background: { echo: state.echo, sealReasoning: state.sealReasoning, ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }) } }),
+      ...(state.echo.background && {
+        background: {
+          echo: state.echo,
+          sealReasoning: state.sealReasoning,
+          ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }),
+        },
+      }),
       // A WebSocket turn that continues an unstored response: no chain leads here, so keep what came before.
       ...(state.chain.length === 0 && !state.conversation && state.history?.length && { history: state.history }),
     };
     if (!(await this.store.put(stored, revision))) return;
     // A background response joins its conversation once, when it has finished.
-    if (state.conversation && isTerminalStatus(resource.status)) await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
+    if (state.conversation && isTerminalStatus(resource.status))
+      await this.store.appendToConversation(state.conversation, [...state.input, ...resource.output]);
   }
 
   async delete(id: string): Promise<{ id: string; object: 'response'; deleted: true }> {
@@ -135,19 +170,32 @@ export class ResponsesService {
   }
 
   /** This response's input items, newest first by default, paginated by item id. */
-  async inputItems(id: string, options: { after?: string; limit?: number; order?: 'asc' | 'desc' }): Promise<Record<string, unknown>> {
+  async inputItems(
+    id: string,
+    options: { after?: string; limit?: number; order?: 'asc' | 'desc' },
+  ): Promise<Record<string, unknown>> {
     const stored = await this.required(id);
     const limit = options.limit ?? 20;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new CortexError('invalid_request', 'limit: must be an integer from 1 to 100', { param: 'limit' });
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+      throw new CortexError('invalid_request', 'limit: must be an integer from 1 to 100', { param: 'limit' });
     const ordered = options.order === 'asc' ? [...stored.input] : [...stored.input].reverse();
     let start = 0;
     if (options.after) {
       const at = ordered.findIndex((item) => item.id === options.after);
-      if (at === -1) throw new CortexError('invalid_request', `after: no input item '${options.after}' in ${id}`, { param: 'after' });
+      if (at === -1)
+        throw new CortexError('invalid_request', `after: no input item '${options.after}' in ${id}`, {
+          param: 'after',
+        });
       start = at + 1;
     }
     const data = ordered.slice(start, start + limit).map(withoutSummary);
-    return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + limit < ordered.length };
+    return {
+      object: 'list',
+      data,
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+      has_more: start + limit < ordered.length,
+    };
   }
 
   /**
@@ -192,13 +240,17 @@ export class ResponsesService {
   }
 
   /** The items that references name, by id, from the responses that hold them: those `fetched` already, the rest read together. */
-  private async referencedItems(ids: readonly string[], fetched: readonly StoredResponse[]): Promise<Map<string, ResponsesItem>> {
+  private async referencedItems(
+    ids: readonly string[],
+    fetched: readonly StoredResponse[],
+  ): Promise<Map<string, ResponsesItem>> {
     const known = new Map(fetched.map((stored) => [stored.resource.id, stored]));
     const responseIds = [...new Set(ids.map(responseIdOfAnyItem).filter((id): id is string => id !== undefined))];
     const holders = await Promise.all(responseIds.map((id) => known.get(id) ?? this.store.get(id)));
     const found = new Map<string, ResponsesItem>();
     for (const stored of holders) {
-      for (const item of [...(stored?.input ?? []), ...(stored?.resource.output ?? [])]) if (item.id) found.set(item.id, item as ResponsesItem);
+      for (const item of [...(stored?.input ?? []), ...(stored?.resource.output ?? [])])
+        if (item.id) found.set(item.id, item as ResponsesItem);
     }
     return found;
   }

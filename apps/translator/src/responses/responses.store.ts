@@ -45,7 +45,9 @@ export class ResponsesStore implements OnModuleInit {
         await jsm.streams.update(stream, { ...info.config, max_msgs: maxStored, max_bytes, discard: 'old' as never });
       }
     }
-    this.logger.log(`responses kept ${Math.round(ttlS / 3600)} h, at most ${maxStored}${maxBytes > 0 ? ` and ${maxBytes} bytes` : ''}`);
+    this.logger.log(
+      `responses kept ${Math.round(ttlS / 3600)} h, at most ${maxStored}${maxBytes > 0 ? ` and ${maxBytes} bytes` : ''}`,
+    );
   }
 
   async get(id: string): Promise<StoredResponse | null> {
@@ -56,7 +58,9 @@ export class ResponsesStore implements OnModuleInit {
   async read(id: string): Promise<{ stored: StoredResponse; revision: number } | null> {
     if (!KEY.test(id)) return null;
     const entry = await reach(RESPONSES_BUCKET, () => this.responses.get(id));
-    return entry && entry.operation === 'PUT' ? { stored: storedResponse(entry.json<unknown>(), id), revision: entry.revision } : null;
+    return entry && entry.operation === 'PUT'
+      ? { stored: storedResponse(entry.json<unknown>(), id), revision: entry.revision }
+      : null;
   }
 
   /** Stores a response; with `revision`, only over that revision (false when another write came first). */
@@ -82,7 +86,11 @@ export class ResponsesStore implements OnModuleInit {
     const size = Buffer.byteLength(value);
     const limit = maxPayload(this.bus.nc);
     if (size > limit) {
-      throw new CortexError('payload_too_large', `${what} would be ${size} bytes stored, over the NATS server's max_payload (${limit}); send "store": false, or raise max_payload`, { param: 'store' });
+      throw new CortexError(
+        'payload_too_large',
+        `${what} would be ${size} bytes stored, over the NATS server's max_payload (${limit}); send "store": false, or raise max_payload`,
+        { param: 'store' },
+      );
     }
     return value;
   }
@@ -105,7 +113,10 @@ export class ResponsesStore implements OnModuleInit {
     for (let attempt = 0; attempt < 10; attempt++) {
       const entry = await reach(CONVERSATIONS_BUCKET, () => this.conversations.get(id));
       const current = entry && entry.operation === 'PUT' ? entry.json<StoredConversation>().items : [];
-      const value = this.fitting(JSON.stringify({ items: [...current, ...items] } satisfies StoredConversation), `conversation ${id}`);
+      const value = this.fitting(
+        JSON.stringify({ items: [...current, ...items] } satisfies StoredConversation),
+        `conversation ${id}`,
+      );
       try {
         if (entry && entry.operation === 'PUT') await this.conversations.update(id, value, entry.revision);
         else await this.conversations.create(id, value);
@@ -127,12 +138,19 @@ async function reach<T>(bucket: string, operation: () => Promise<T>): Promise<T>
     return await operation();
   } catch (error) {
     if (error instanceof CortexError) throw error;
-    throw new CortexError('service_unavailable', `the JetStream KV bucket ${bucket} did not answer (${(error as Error).message}); retry in a few seconds (a NATS cluster that lost a server first elects a new leader)`, { retryAfter: 2, cause: error });
+    throw new CortexError(
+      'service_unavailable',
+      `the JetStream KV bucket ${bucket} did not answer (${(error as Error).message}); retry in a few seconds (a NATS cluster that lost a server first elects a new leader)`,
+      { retryAfter: 2, cause: error },
+    );
   }
 }
 
 function assertKey(id: string, param: string): void {
-  if (!KEY.test(id)) throw new CortexError('invalid_request', `${param}: ids are 1-200 letters, digits, '-', '_', '=' or '.'`, { param });
+  if (!KEY.test(id))
+    throw new CortexError('invalid_request', `${param}: ids are 1-200 letters, digits, '-', '_', '=' or '.'`, {
+      param,
+    });
 }
 
 /**
@@ -149,6 +167,8 @@ function storedResponse(value: unknown, id: string): StoredResponse {
     optionalArray(stored.history, 'history');
     return stored as unknown as StoredResponse;
   } catch (error) {
-    throw new CortexError('internal', `stored response ${id} is malformed: ${(error as Error).message}`, { cause: error });
+    throw new CortexError('internal', `stored response ${id} is malformed: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
 }

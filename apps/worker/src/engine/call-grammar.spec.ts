@@ -3,7 +3,15 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { getLlama, LlamaLogLevel, TokenBias, type Llama, type LlamaContext, type LlamaModel, type Token } from 'node-llama-cpp';
+import {
+  getLlama,
+  LlamaLogLevel,
+  TokenBias,
+  type Llama,
+  type LlamaContext,
+  type LlamaModel,
+  type Token,
+} from 'node-llama-cpp';
 import { jsonSchemaMismatch, type ToolDefinition } from '@cortex/contracts';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { CallGrammar } from './call-grammar.js';
@@ -47,11 +55,19 @@ describe('call grammar', () => {
 
   it('call grammar - holds from a call opening until its JSON closes, then lets go', async () => {
     const { grammar, open } = await calls();
-    const outside = () => [grammar.holding, grammar.evaluationState() === undefined, grammar.tokenBias() === markerBias];
+    const outside = () => [
+      grammar.holding,
+      grammar.evaluationState() === undefined,
+      grammar.tokenBias() === markerBias,
+    ];
     assert.deepEqual(outside(), [false, true, false], 'nothing holds free text');
     open();
     assert.deepEqual(outside(), [true, false, true], 'a call: the grammar and the marker ban');
-    assert.equal(grammar.push('{"name": "get_weather", "arguments": {"location": "a}'), false, 'a brace inside a string closes nothing');
+    assert.equal(
+      grammar.push('{"name": "get_weather", "arguments": {"location": "a}'),
+      false,
+      'a brace inside a string closes nothing',
+    );
     assert.equal(grammar.push('"}'), false);
     assert.equal(grammar.push('}'), true, 'the wrapper object closed');
     assert.deepEqual(outside(), [false, true, false], 'let go: the model closes the call itself');
@@ -66,11 +82,19 @@ describe('call grammar', () => {
       const grammar = held?.grammar;
       const sequence = context.getSequence();
       try {
-        const prompt = model.tokenize('<|im_start|>user\nWeather in San Francisco?<|im_end|>\n<|im_start|>assistant\n', true);
+        const prompt = model.tokenize(
+          '<|im_start|>user\nWeather in San Francisco?<|im_end|>\n<|im_start|>assistant\n',
+          true,
+        );
         let text = '';
         let inCall = false;
         const tokens: Token[] = [];
-        for await (const token of sequence.evaluate(prompt, { temperature: 0.8, yieldEogToken: true, grammarEvaluationState: grammar?.evaluationState, tokenBias: grammar?.tokenBias })) {
+        for await (const token of sequence.evaluate(prompt, {
+          temperature: 0.8,
+          yieldEogToken: true,
+          grammarEvaluationState: grammar?.evaluationState,
+          tokenBias: grammar?.tokenBias,
+        })) {
           tokens.push(token);
           if (token === open) {
             inCall = true;
@@ -88,7 +112,11 @@ describe('call grammar', () => {
       }
     };
     const free = JSON.parse(await callText(null)) as { name: string; arguments: unknown };
-    assert.deepEqual(free, { name: 'get_weather', arguments: { city: 'Paris' } }, 'left alone, the fixture writes its own call');
+    assert.deepEqual(
+      free,
+      { name: 'get_weather', arguments: { city: 'Paris' } },
+      'left alone, the fixture writes its own call',
+    );
     assert.notEqual(jsonSchemaMismatch(LOCATION, JSON.stringify(free.arguments)), null);
     const held = JSON.parse(await callText(await calls())) as { name: string; arguments: unknown };
     assert.equal(held.name, 'get_weather');

@@ -1,7 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { LlamaGrammarEvaluationState, TokenBias, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type SequenceEvaluateOptions, type Token } from 'node-llama-cpp';
-import { BUILTIN_SAMPLING, withSamplingDefaults, type FinishReason, type SamplingDefaults, type TokenLogprob, type Usage } from '@cortex/contracts';
+import {
+  LlamaGrammarEvaluationState,
+  TokenBias,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type LlamaModel,
+  type SequenceEvaluateOptions,
+  type Token,
+} from 'node-llama-cpp';
+import {
+  BUILTIN_SAMPLING,
+  withSamplingDefaults,
+  type FinishReason,
+  type SamplingDefaults,
+  type TokenLogprob,
+  type Usage,
+} from '@cortex/contracts';
 import type { EngineEvent, GenerateJob } from './engine.types.js';
 import { evaluatePromptInBatches } from './evaluate-prompt.js';
 import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
@@ -13,7 +28,6 @@ import { acceptIntoGrammar } from './grammar-advance.js';
 import type { ResumeReplay } from './resume-replay.js';
 import type { ChatFormat } from './formats/chat-format.js';
 import { createOutputParser, type OutputParser, type ParsedEvent } from './formats/output-parser.js';
-
 
 /** What every decode reads from its loaded model: the same for every request. */
 export interface DecodeModel {
@@ -136,7 +150,8 @@ export class Decode {
     this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
     this.maxToolCalls = job.request.maxToolCalls ?? Infinity;
     // A resumed stream's calls keep the ids the client already has.
-    const callId = (index: number): string => this.plan.toolCallIds?.[index] ?? `call_${randomBytes(12).toString('hex')}`;
+    const callId = (index: number): string =>
+      this.plan.toolCallIds?.[index] ?? `call_${randomBytes(12).toString('hex')}`;
     this.parser = createOutputParser(model.format, {
       tools: new Map(job.request.tools?.map((tool) => [tool.name, tool.parameters])),
       startInReasoning: plan.startInReasoning,
@@ -153,12 +168,19 @@ export class Decode {
     // A resumed stream evaluates the tokens already delivered as part of its prompt.
     const context = resume ? resume.context(prompt) : prompt;
     // An echoed prompt with log-probabilities needs the model's distribution after each of its tokens: none is reused.
-    const promptLogprobs = this.plan.echo !== undefined && job.request.logprobs !== undefined && !resume ? job.request.logprobs : null;
+    const promptLogprobs =
+      this.plan.echo !== undefined && job.request.logprobs !== undefined && !resume ? job.request.logprobs : null;
     const cached = await this.reusePrefix(context, promptLogprobs === null ? Infinity : 0);
     // A resumed stream's context runs past its prompt: what is reported cached is the prompt's share.
     const cachedPrompt = Math.min(cached, prompt.length);
     const markers = this.model.reasoningMarkers;
-    this.emit({ type: 'start', model: this.model.id, promptTokens: prompt.length, ...(cachedPrompt > 0 && { cachedPromptTokens: cachedPrompt }), ...(markers && { reasoningMarkers: markers }) });
+    this.emit({
+      type: 'start',
+      model: this.model.id,
+      promptTokens: prompt.length,
+      ...(cachedPrompt > 0 && { cachedPromptTokens: cachedPrompt }),
+      ...(markers && { reasoningMarkers: markers }),
+    });
     if (this.plan.echo && !resume && promptLogprobs === null) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.
@@ -172,7 +194,9 @@ export class Decode {
     // max_tokens 0 (an echoed prompt alone): nothing is sampled.
     if (this.maxTokens <= 0) return this.finish('length', cachedPrompt, evaluationStartedAt);
     const replayed = resume ? this.replay(resume) : null;
-    const finish = replayed ?? (await this.sample(resume ? context.slice(-1) : this.firstInput(), resume ? context.slice(prompt.length) : []));
+    const finish =
+      replayed ??
+      (await this.sample(resume ? context.slice(-1) : this.firstInput(), resume ? context.slice(prompt.length) : []));
     return this.finish(finish, cachedPrompt, evaluationStartedAt);
   }
 
@@ -219,7 +243,9 @@ export class Decode {
     for (let at = 0; at < tokens.length; at += this.model.batchSize) {
       if (job.signal.aborted) return at;
       const batch = tokens.slice(at, at + this.model.batchSize);
-      const results = await sequence.controlledEvaluate(batch.map((token) => [token, { generateNext: { probabilities: true } }] as const));
+      const results = await sequence.controlledEvaluate(
+        batch.map((token) => [token, { generateNext: { probabilities: true } }] as const),
+      );
       batch.forEach((_, i) => {
         const next = prompt[at + i + 1] as Token;
         entries.push(tokenLogprob(model, next, results[i]?.next?.probabilities ?? new Map(), top, before(at + i + 1)));
@@ -283,7 +309,10 @@ export class Decode {
     const lastN = sampling.repeatLastN ?? BUILTIN_SAMPLING.repeatLastN;
     const repetition = sampling.repetitionPenalty !== undefined && sampling.repetitionPenalty !== 1 && lastN > 0;
     const outputPenalties = Boolean(sampling.presencePenalty || sampling.frequencyPenalty);
-    const penalized = repetition || outputPenalties ? [...(repetition ? this.plan.prompt.slice(-lastN) : []), ...resumed, ...input.slice(1)] : null;
+    const penalized =
+      repetition || outputPenalties
+        ? [...(repetition ? this.plan.prompt.slice(-lastN) : []), ...resumed, ...input.slice(1)]
+        : null;
     const options: SequenceEvaluateOptions = {
       temperature: sampling.temperature,
       topP: sampling.topP,
@@ -319,7 +348,12 @@ export class Decode {
     const tokens =
       top === undefined
         ? sequence.evaluate(input, options)
-        : this.withLogprobs(top === 0 ? sequence.evaluateWithMetadata(input, { confidence: true }, options) : sequence.evaluateWithMetadata(input, { probabilities: true }, options), top);
+        : this.withLogprobs(
+            top === 0
+              ? sequence.evaluateWithMetadata(input, { confidence: true }, options)
+              : sequence.evaluateWithMetadata(input, { probabilities: true }, options),
+            top,
+          );
     for await (const token of tokens) {
       penalized?.push(token);
       if (job.signal.aborted) return 'cancelled';
@@ -336,10 +370,16 @@ export class Decode {
    * model's own at temperature 0 (after logit_bias, penalties and a grammar), at a higher temperature
    * what top_k, top_p, min_p and the temperature left of it.
    */
-  private async *withLogprobs(steps: AsyncGenerator<{ token: Token; probabilities?: Map<Token, number>; confidence?: number }>, top: number): AsyncGenerator<Token> {
+  private async *withLogprobs(
+    steps: AsyncGenerator<{ token: Token; probabilities?: Map<Token, number>; confidence?: number }>,
+    top: number,
+  ): AsyncGenerator<Token> {
     const model = this.model.model;
     for await (const { token, probabilities, confidence } of steps) {
-      if (!model.isEogToken(token)) this.release.sampled(tokenLogprob(model, token, probabilities ?? new Map([[token, confidence ?? 0]]), top, this.recent));
+      if (!model.isEogToken(token))
+        this.release.sampled(
+          tokenLogprob(model, token, probabilities ?? new Map([[token, confidence ?? 0]]), top, this.recent),
+        );
       yield token;
     }
   }
@@ -462,7 +502,14 @@ export class Decode {
     const endedAt = performance.now();
     const decodeSeconds = firstTokenAt ? (endedAt - firstTokenAt) / 1000 : 0;
     const restored = this.plan.restored && cached > 0 ? { restoredPromptTokens: cached } : {};
-    const usage: Usage = { promptTokens: prompt.length, cachedPromptTokens: cached, ...restored, completionTokens: completion, reasoningTokens: this.reasoningTokens, ...draftUsageSince(this.predictionsBefore, this.plan.sequence) };
+    const usage: Usage = {
+      promptTokens: prompt.length,
+      cachedPromptTokens: cached,
+      ...restored,
+      completionTokens: completion,
+      reasoningTokens: this.reasoningTokens,
+      ...draftUsageSince(this.predictionsBefore, this.plan.sequence),
+    };
     this.emit({
       type: 'finish',
       reason,
@@ -486,7 +533,10 @@ export class Decode {
  * `held` with the model's marker tokens banned as well, for while a grammar holds the output (the
  * model checked the ids against its vocabulary).
  */
-function requestBias(model: DecodeModel, logitBias: Record<string, number> | undefined): { free: TokenBias; held: TokenBias } | undefined {
+function requestBias(
+  model: DecodeModel,
+  logitBias: Record<string, number> | undefined,
+): { free: TokenBias; held: TokenBias } | undefined {
   if (!logitBias) return undefined;
   const free = new TokenBias(model.model.tokenizer);
   const held = new TokenBias(model.model.tokenizer);
@@ -502,13 +552,23 @@ function requestBias(model: DecodeModel, logitBias: Record<string, number> | und
 const NO_PROBABILITY = -9999;
 
 /** A token's text (after `before`, the tokens ahead of it, for a tokenizer's spacing) and its UTF-8 bytes. */
-function tokenPiece(model: Pick<LlamaModel, 'detokenize'>, token: Token, before: readonly Token[]): { token: string; bytes: number[] } {
+function tokenPiece(
+  model: Pick<LlamaModel, 'detokenize'>,
+  token: Token,
+  before: readonly Token[],
+): { token: string; bytes: number[] } {
   const text = model.detokenize([token], true, before.length > 0 ? [...before] : undefined);
   return { token: text, bytes: [...Buffer.from(text, 'utf8')] };
 }
 
 /** One token's log-probability and the `top` likeliest tokens of its step (the map is sorted, likeliest first). */
-export function tokenLogprob(model: Pick<LlamaModel, 'detokenize'>, token: Token, probabilities: ReadonlyMap<Token, number>, top: number, before: readonly Token[] = []): TokenLogprob {
+export function tokenLogprob(
+  model: Pick<LlamaModel, 'detokenize'>,
+  token: Token,
+  probabilities: ReadonlyMap<Token, number>,
+  top: number,
+  before: readonly Token[] = [],
+): TokenLogprob {
   const logprob = (p: number | undefined): number => (p !== undefined && p > 0 ? Math.log(p) : NO_PROBABILITY);
   const alternatives: TokenLogprob['top'] = [];
   for (const [id, p] of probabilities) {

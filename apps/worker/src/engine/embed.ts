@@ -1,5 +1,11 @@
 import type { LlamaEmbeddingContext, LlamaModel, LlamaRankingContext, Token } from 'node-llama-cpp';
-import { CortexError, unitLength, type ModelCapabilities, type ModelKind, type RetrievalInput } from '@cortex/contracts';
+import {
+  CortexError,
+  unitLength,
+  type ModelCapabilities,
+  type ModelKind,
+  type RetrievalInput,
+} from '@cortex/contracts';
 import type { EngineModel, ModelSpec, RetrievalModel } from './engine.types.js';
 import { PLAUSIBLE_BYTES_PER_TOKEN, textsTokensAtLeast } from './prompt-bound.js';
 import { SlotPool } from './slot-pool.js';
@@ -43,7 +49,11 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
       for (let i = 0; i < spec.slots; i++) {
         // One batch as large as the context: pooling (mean, CLS, rank) needs the whole input in one batch.
         const options = { contextSize: spec.contextSize, batchSize: spec.contextSize, threads };
-        contexts.push(spec.kind === 'ranking' ? await model.createRankingContext(options) : await model.createEmbeddingContext(options));
+        contexts.push(
+          spec.kind === 'ranking'
+            ? await model.createRankingContext(options)
+            : await model.createEmbeddingContext(options),
+        );
       }
     } catch (error) {
       await Promise.allSettled(contexts.map((c) => c.dispose()));
@@ -73,18 +83,29 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
   }
 
   private notChat(): CortexError {
-    return new CortexError('invalid_request', `the model '${this.id}' is an ${this.kind} model and does not generate text; use /v1/${this.kind === 'ranking' ? 'rerank' : 'embeddings'}`, { param: 'model' });
+    return new CortexError(
+      'invalid_request',
+      `the model '${this.id}' is an ${this.kind} model and does not generate text; use /v1/${this.kind === 'ranking' ? 'rerank' : 'embeddings'}`,
+      { param: 'model' },
+    );
   }
 
   /** Unit-length vectors, one per input, and the tokens evaluated. */
-  async embed(inputs: readonly RetrievalInput[], signal: AbortSignal): Promise<{ vectors: number[][]; tokens: number }> {
+  async embed(
+    inputs: readonly RetrievalInput[],
+    signal: AbortSignal,
+  ): Promise<{ vectors: number[][]; tokens: number }> {
     if (this.kind !== 'embedding') throw this.wrongKind('embedding');
     const resolved = inputs.map((input, i) => this.resolve(input, `input[${i}]`));
     return this.withContext(signal, async (context) => {
       const embedder = context as LlamaEmbeddingContext;
       let tokens = 0;
       resolved.forEach((input, i) => {
-        tokens += this.lengthOf(typeof input === 'string' ? [input] : [], () => embedder.calculateInputLength(input), `input[${i}]`);
+        tokens += this.lengthOf(
+          typeof input === 'string' ? [input] : [],
+          () => embedder.calculateInputLength(input),
+          `input[${i}]`,
+        );
       });
       const vectors: number[][] = [];
       for (const input of resolved) {
@@ -96,13 +117,21 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
   }
 
   /** A relevance score in [0, 1] per document, and the tokens evaluated. */
-  async rank(query: string, documents: readonly string[], signal: AbortSignal): Promise<{ scores: number[]; tokens: number }> {
+  async rank(
+    query: string,
+    documents: readonly string[],
+    signal: AbortSignal,
+  ): Promise<{ scores: number[]; tokens: number }> {
     if (this.kind !== 'ranking') throw this.wrongKind('ranking');
     return this.withContext(signal, async (context) => {
       const ranker = context as LlamaRankingContext;
       let tokens = 0;
       documents.forEach((document, i) => {
-        tokens += this.lengthOf([query, document], () => ranker.calculateInputLength(query, document), `documents[${i}]`);
+        tokens += this.lengthOf(
+          [query, document],
+          () => ranker.calculateInputLength(query, document),
+          `documents[${i}]`,
+        );
       });
       const scores: number[] = [];
       for (const document of documents) {
@@ -127,7 +156,11 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
     if (typeof input === 'string') return input;
     const bad = input.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= this.vocabularySize);
     if (bad !== -1) {
-      throw new CortexError('invalid_request', `${param}[${bad}]: token id ${input[bad]} is not in ${this.id}'s vocabulary of ${this.vocabularySize} tokens`, { param: `${param}[${bad}]` });
+      throw new CortexError(
+        'invalid_request',
+        `${param}[${bad}]: token id ${input[bad]} is not in ${this.id}'s vocabulary of ${this.vocabularySize} tokens`,
+        { param: `${param}[${bad}]` },
+      );
     }
     return input as Token[];
   }
@@ -139,17 +172,28 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
    */
   private lengthOf(texts: string[], exact: () => number, param: string): number {
     const bytes = texts.reduce((sum, text) => sum + Buffer.byteLength(text), 0);
-    const atLeast = bytes > this.contextSize * PLAUSIBLE_BYTES_PER_TOKEN ? textsTokensAtLeast(this.model, texts, this.contextSize) : 0;
+    const atLeast =
+      bytes > this.contextSize * PLAUSIBLE_BYTES_PER_TOKEN
+        ? textsTokensAtLeast(this.model, texts, this.contextSize)
+        : 0;
     const length = atLeast >= this.contextSize ? atLeast : exact();
     if (length >= this.contextSize) {
       const size = atLeast >= this.contextSize ? `at least ${length}` : `${length}`;
-      throw new CortexError('invalid_request', `${param} is ${size} tokens but ${this.id} has a context of ${this.contextSize}; shorten it or split it`, { param });
+      throw new CortexError(
+        'invalid_request',
+        `${param} is ${size} tokens but ${this.id} has a context of ${this.contextSize}; shorten it or split it`,
+        { param },
+      );
     }
     return length;
   }
 
   private wrongKind(wanted: string): CortexError {
-    return new CortexError('invalid_request', `the model '${this.id}' is an ${this.kind} model, not an ${wanted} model`, { param: 'model' });
+    return new CortexError(
+      'invalid_request',
+      `the model '${this.id}' is an ${this.kind} model, not an ${wanted} model`,
+      { param: 'model' },
+    );
   }
 
   async dispose(): Promise<void> {

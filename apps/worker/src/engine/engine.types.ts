@@ -1,4 +1,14 @@
-import type { CanonicalRequest, ModelCapabilities, ModelFacts, ModelKind, PromptCacheTier, RequestPriority, Resume, RetrievalInput, StreamEventBody } from '@cortex/contracts';
+import type {
+  CanonicalRequest,
+  ModelCapabilities,
+  ModelFacts,
+  ModelKind,
+  PromptCacheTier,
+  RequestPriority,
+  Resume,
+  RetrievalInput,
+  StreamEventBody,
+} from '@cortex/contracts';
 import type { QueueOrder } from './slot-pool.js';
 import type { ResolveOptions } from './resolve-source.js';
 
@@ -54,7 +64,8 @@ export interface ModelSpec {
  * What an engine emits for one run: the stream's events, with the run's start as the engine knows it
  * (the worker adds the run's and its own ids: see RunEvents).
  */
-export type EngineEvent = Exclude<StreamEventBody, { type: 'start' }> | Omit<Extract<StreamEventBody, { type: 'start' }>, 'runId' | 'workerId'>;
+export type EngineEvent =
+  Exclude<StreamEventBody, { type: 'start' }> | Omit<Extract<StreamEventBody, { type: 'start' }>, 'runId' | 'workerId'>;
 
 export interface GenerateJob {
   request: CanonicalRequest;

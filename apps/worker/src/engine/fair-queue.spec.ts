@@ -13,7 +13,11 @@ const parse = (spec: string): Entry => {
   const [name, tier, cost] = spec.split('/');
   return { name: name as string, tier: Number(tier ?? 5), cost: Number(cost ?? 10) };
 };
-const toTicket = (entry: Entry): QueueTicket => ({ tier: entry.tier, flow: entry.name.replace(/\d+$/, ''), cost: entry.cost });
+const toTicket = (entry: Entry): QueueTicket => ({
+  tier: entry.tier,
+  flow: entry.name.replace(/\d+$/, ''),
+  cost: entry.cost,
+});
 
 /** Pushes every waiter, then admits them all: the order they come out in. */
 function drain(queue: WaitQueue<Entry>, specs: string[]): string[] {
@@ -28,16 +32,37 @@ describe('fair queue', () => {
   // Waiters are `<flow><n>/<tier>/<cost>` (tier 5 and cost 10 when left out); quantum 10 unless said.
   const cases: { name: string; queued: string[]; expected: string[]; quantum?: number }[] = [
     { name: 'one flow is first come first served', queued: ['a1', 'a2', 'a3'], expected: ['a1', 'a2', 'a3'] },
-    { name: 'a higher tier goes first, whatever came before it', queued: ['a1/3', 'b1/3', 'c1/7', 'a2/3', 'c2/9'], expected: ['c2', 'c1', 'a1', 'b1', 'a2'] },
-    { name: 'requests without a key (tier 0) come after every keyed tier', queued: ['u1/0', 'a1/1', 'u2/0'], expected: ['a1', 'u1', 'u2'] },
-    { name: 'two accounts of one tier alternate, not first come first served', queued: ['a1', 'a2', 'a3', 'a4', 'b1', 'b2'], expected: ['a1', 'b1', 'a2', 'b2', 'a3', 'a4'] },
-    { name: 'three accounts take turns in the order they started waiting', queued: ['a1', 'a2', 'b1', 'b2', 'c1', 'c2'], expected: ['a1', 'b1', 'c1', 'a2', 'b2', 'c2'] },
+    {
+      name: 'a higher tier goes first, whatever came before it',
+      queued: ['a1/3', 'b1/3', 'c1/7', 'a2/3', 'c2/9'],
+      expected: ['c2', 'c1', 'a1', 'b1', 'a2'],
+    },
+    {
+      name: 'requests without a key (tier 0) come after every keyed tier',
+      queued: ['u1/0', 'a1/1', 'u2/0'],
+      expected: ['a1', 'u1', 'u2'],
+    },
+    {
+      name: 'two accounts of one tier alternate, not first come first served',
+      queued: ['a1', 'a2', 'a3', 'a4', 'b1', 'b2'],
+      expected: ['a1', 'b1', 'a2', 'b2', 'a3', 'a4'],
+    },
+    {
+      name: 'three accounts take turns in the order they started waiting',
+      queued: ['a1', 'a2', 'b1', 'b2', 'c1', 'c2'],
+      expected: ['a1', 'b1', 'c1', 'a2', 'b2', 'c2'],
+    },
     {
       name: 'accounts are charged in tokens: an account with requests three times as long is admitted a third as often',
       queued: ['a1/5/30', 'a2/5/30', 'a3/5/30', 'b1', 'b2', 'b3', 'b4', 'b5', 'b6', 'b7'],
       expected: ['b1', 'b2', 'a1', 'b3', 'b4', 'b5', 'a2', 'b6', 'b7', 'a3'],
     },
-    { name: 'a large quantum lets an account in for a burst of requests', queued: ['a1', 'a2', 'a3', 'b1', 'b2'], expected: ['a1', 'a2', 'a3', 'b1', 'b2'], quantum: 30 },
+    {
+      name: 'a large quantum lets an account in for a burst of requests',
+      queued: ['a1', 'a2', 'a3', 'b1', 'b2'],
+      expected: ['a1', 'a2', 'a3', 'b1', 'b2'],
+      quantum: 30,
+    },
     {
       name: 'a request far over the quantum is admitted after the rounds it needs, skipped in one step',
       queued: ['a1/5/100000', 'b1/5/60000', 'b2/5/60000'],
@@ -74,7 +99,10 @@ describe('fair queue', () => {
 
   it('fair queue - an account that always has a request running pays down its debt in the rounds it sits out', () => {
     const queue = new FairQueue<Entry>(10);
-    const [b0, b1] = [{ tier: 5, flow: 'b', cost: 10 }, { tier: 5, flow: 'b', cost: 10 }];
+    const [b0, b1] = [
+      { tier: 5, flow: 'b', cost: 10 },
+      { tier: 5, flow: 'b', cost: 10 },
+    ];
     queue.admitted(b0);
     queue.admitted(b1);
     for (let i = 1; i <= 12; i++) queue.push(parse(`a${i}`), toTicket(parse(`a${i}`)));
@@ -100,7 +128,10 @@ describe('fair queue', () => {
 
   it('fair queue - a debt is kept while the account still runs a request, and dropped once nothing of it runs', () => {
     const queue = new FairQueue<Entry>(10);
-    const [first, second] = [{ tier: 5, flow: 'a', cost: 10 }, { tier: 5, flow: 'a', cost: 10 }];
+    const [first, second] = [
+      { tier: 5, flow: 'a', cost: 10 },
+      { tier: 5, flow: 'a', cost: 10 },
+    ];
     queue.admitted(first);
     queue.admitted(second);
     queue.settle(first, 210);
@@ -128,8 +159,13 @@ describe('fair queue', () => {
     const quantum = 16;
     const queue = new FairQueue<Entry>(quantum);
     // a: short requests, b: long ones, c: mixed; all waiting at once.
-    const costs: Record<string, number[]> = { a: [5, 7, 6, 5, 8, 6, 7, 5, 6, 7, 5, 6], b: [40, 35, 50, 45], c: [20, 3, 30, 4, 25, 2] };
-    for (const [flow, list] of Object.entries(costs)) list.forEach((cost, i) => queue.push({ name: `${flow}${i}`, tier: 5, cost }, { tier: 5, flow, cost }));
+    const costs: Record<string, number[]> = {
+      a: [5, 7, 6, 5, 8, 6, 7, 5, 6, 7, 5, 6],
+      b: [40, 35, 50, 45],
+      c: [20, 3, 30, 4, 25, 2],
+    };
+    for (const [flow, list] of Object.entries(costs))
+      list.forEach((cost, i) => queue.push({ name: `${flow}${i}`, tier: 5, cost }, { tier: 5, flow, cost }));
     const admitted: Record<string, number> = { a: 0, b: 0, c: 0 };
     const left: Record<string, number> = { a: 12, b: 4, c: 6 };
     for (let next = queue.shift(); next; next = queue.shift()) {
@@ -137,7 +173,12 @@ describe('fair queue', () => {
       admitted[flow]! += next.cost;
       left[flow]!--;
       const waiting = Object.keys(left).filter((f) => left[f]! > 0);
-      for (const x of waiting) for (const y of waiting) assert.ok(admitted[x]! - admitted[y]! <= 50 + quantum, `${x} ${admitted[x]} vs ${y} ${admitted[y]} after ${next.name}`);
+      for (const x of waiting)
+        for (const y of waiting)
+          assert.ok(
+            admitted[x]! - admitted[y]! <= 50 + quantum,
+            `${x} ${admitted[x]} vs ${y} ${admitted[y]} after ${next.name}`,
+          );
     }
   });
 
@@ -155,6 +196,10 @@ describe('fair queue', () => {
 describe('fair queue tickets', () => {
   it('fair queue - a command without priority waits at the lowest tier in the shared flow; with one, at its tier and account', () => {
     assert.deepEqual(ticketOf(undefined, 12), { tier: 0, flow: '', cost: 12 });
-    assert.deepEqual(ticketOf({ tier: 7, account: 'team-a', keyId: 'key_1' }, 40), { tier: 7, flow: 'team-a', cost: 40 });
+    assert.deepEqual(ticketOf({ tier: 7, account: 'team-a', keyId: 'key_1' }, 40), {
+      tier: 7,
+      flow: 'team-a',
+      cost: 40,
+    });
   });
 });

@@ -126,7 +126,8 @@ export class FairQueue<W> implements WaitQueue<W> {
       // Its debt was paid down by a quantum for each round it sat out, as the waiting flows were given
       // theirs; never into credit. Without this an account that always has a request running (and so
       // always owes for one) would wait for its quanta while the others collected theirs in the meantime.
-      if (flow.idleSince !== null) flow.deficit = Math.min(0, flow.deficit + (band.rounds - flow.idleSince) * this.quantum);
+      if (flow.idleSince !== null)
+        flow.deficit = Math.min(0, flow.deficit + (band.rounds - flow.idleSince) * this.quantum);
       flow.idleSince = null;
       band.active.push(flow);
     }
@@ -199,7 +200,15 @@ export class FairQueue<W> implements WaitQueue<W> {
   describe(): { tier: number; flow: string; waiting: number; deficit: number; running: number }[] {
     return [...this.bands]
       .sort(([a], [b]) => b - a)
-      .flatMap(([tier, band]) => [...band.flows.values()].map((flow) => ({ tier, flow: flow.name, waiting: flow.waiting.length, deficit: flow.deficit, running: flow.running })));
+      .flatMap(([tier, band]) =>
+        [...band.flows.values()].map((flow) => ({
+          tier,
+          flow: flow.name,
+          waiting: flow.waiting.length,
+          deficit: flow.deficit,
+          running: flow.running,
+        })),
+      );
   }
 
   /**
@@ -208,7 +217,9 @@ export class FairQueue<W> implements WaitQueue<W> {
    * without looping a request's cost divided by the quantum times.
    */
   private skipRounds(band: Band<W>): void {
-    const rounds = Math.min(...band.active.map((flow) => Math.ceil(((flow.waiting[0]?.ticket.cost ?? 0) - flow.deficit) / this.quantum)));
+    const rounds = Math.min(
+      ...band.active.map((flow) => Math.ceil(((flow.waiting[0]?.ticket.cost ?? 0) - flow.deficit) / this.quantum)),
+    );
     if (rounds > 1) {
       for (const flow of band.active) flow.deficit += (rounds - 1) * this.quantum;
       band.rounds += rounds - 1;

@@ -16,12 +16,18 @@ export class GrammarCache {
   forResponseFormat(format: ResponseFormat): Promise<LlamaGrammar> {
     const key = format.type === 'json_schema' ? JSON.stringify(format.schema ?? {}) : format.type;
     return this.cached(key, () =>
-      createJsonGrammar(this.llama, format.type === 'json_schema' ? (format.schema ?? {}) : null).catch((error: Error) => {
-        throw new CortexError('invalid_request', `response_format: this JSON schema cannot be enforced: ${error.message}`, {
-          param: 'response_format',
-          cause: error,
-        });
-      }),
+      createJsonGrammar(this.llama, format.type === 'json_schema' ? (format.schema ?? {}) : null).catch(
+        (error: Error) => {
+          throw new CortexError(
+            'invalid_request',
+            `response_format: this JSON schema cannot be enforced: ${error.message}`,
+            {
+              param: 'response_format',
+              cause: error,
+            },
+          );
+        },
+      ),
     );
   }
 
@@ -32,13 +38,22 @@ export class GrammarCache {
   forToolCall(tools: readonly ToolDefinition[]): Promise<LlamaGrammar> {
     const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => ({
       type: 'object',
-      properties: { name: { const: tool.name }, arguments: strictArguments && tool.parameters ? tool.parameters : { type: 'object', additionalProperties: true } },
+      properties: {
+        name: { const: tool.name },
+        arguments:
+          strictArguments && tool.parameters ? tool.parameters : { type: 'object', additionalProperties: true },
+      },
     });
-    const schema = (strict: boolean): Record<string, unknown> => (tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) });
+    const schema = (strict: boolean): Record<string, unknown> =>
+      tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) };
     const key = `tools:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
     const padded = { padded: true };
-    return this.cached(key, () => createJsonGrammar(this.llama, schema(true), padded).catch(() => createJsonGrammar(this.llama, schema(false), padded)));
+    return this.cached(key, () =>
+      createJsonGrammar(this.llama, schema(true), padded).catch(() =>
+        createJsonGrammar(this.llama, schema(false), padded),
+      ),
+    );
   }
 
   /** A tool's JSON arguments (any JSON object when it declares no parameters), white space allowed around them. */
@@ -46,7 +61,9 @@ export class GrammarCache {
     const any = { type: 'object', additionalProperties: true };
     const padded = { padded: true };
     return this.cached(`arguments:${JSON.stringify(tool.parameters ?? null)}`, () =>
-      createJsonGrammar(this.llama, tool.parameters ?? any, padded).catch(() => createJsonGrammar(this.llama, any, padded)),
+      createJsonGrammar(this.llama, tool.parameters ?? any, padded).catch(() =>
+        createJsonGrammar(this.llama, any, padded),
+      ),
     );
   }
 

@@ -41,7 +41,9 @@ export async function resolveHubTag(source: string, options: HubTagOptions): Pro
     if (!(error instanceof HubUnavailable) || options.signal?.aborted) throw error;
     const before = existsSync(remembered) ? (await readFile(remembered, 'utf8')).trim() : '';
     if (!before || !localCopy(before, options.modelsDir)) throw error;
-    options.log(`${error.message}; loading ${before}, which ${source} named when it was last asked and which is on disk`);
+    options.log(
+      `${error.message}; loading ${before}, which ${source} named when it was last asked and which is on disk`,
+    );
     return before;
   }
   const resolved = `hf:${user}/${repo}/${file}`;
@@ -59,7 +61,10 @@ export function parseHubTag(source: string): { user: string; repo: string; tag: 
   const repo = colon === -1 ? named : named.slice(0, colon);
   const tag = colon === -1 ? 'latest' : named.slice(colon + 1);
   if (!user || !repo || !tag || !/^[\w.-]+$/.test(`${user}${repo}${tag}`)) {
-    throw new CortexError('model_load_failed', `"${source}" is not a hub tag: write hf:<user>/<repo>:<quant>, for example hf:bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M`);
+    throw new CortexError(
+      'model_load_failed',
+      `"${source}" is not a hub tag: write hf:<user>/<repo>:<quant>, for example hf:bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M`,
+    );
   }
   return { user, repo, tag };
 }
@@ -71,28 +76,56 @@ class HubUnavailable extends CortexError {}
  * The manifest's GGUF file for the tag. A refusal or a missing tag is an error that says what to do;
  * so is an unavailable hub (HubUnavailable).
  */
-async function askManifest(source: string, user: string, repo: string, tag: string, options: HubTagOptions): Promise<string> {
+async function askManifest(
+  source: string,
+  user: string,
+  repo: string,
+  tag: string,
+  options: HubTagOptions,
+): Promise<string> {
   const url = `${hubEndpoint(options.env)}v2/${encodeURIComponent(user)}/${encodeURIComponent(repo)}/manifests/${encodeURIComponent(tag)}`;
   const headers: Record<string, string> = { 'user-agent': USER_AGENT, accept: 'application/json' };
   const token = options.token ?? (options.env ?? process.env).HF_TOKEN;
   if (token) headers.authorization = `Bearer ${token}`;
-  const signal = AbortSignal.any([AbortSignal.timeout(options.timeoutMs ?? TIMEOUT_MS), ...(options.signal ? [options.signal] : [])]);
+  const signal = AbortSignal.any([
+    AbortSignal.timeout(options.timeoutMs ?? TIMEOUT_MS),
+    ...(options.signal ? [options.signal] : []),
+  ]);
   let response: Response;
   try {
     response = await fetch(url, { headers, signal });
   } catch (error) {
     if (options.signal?.aborted) throw options.signal.reason;
-    const cause = (error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message;
-    throw new HubUnavailable('model_load_failed', `${options.model}: cannot ask the hub which file ${source} is (${url}): ${cause}; check the worker's network and HF_ENDPOINT`);
+    const cause =
+      (error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message;
+    throw new HubUnavailable(
+      'model_load_failed',
+      `${options.model}: cannot ask the hub which file ${source} is (${url}): ${cause}; check the worker's network and HF_ENDPOINT`,
+    );
   }
   const answered = `${options.model}: the hub's manifest for ${source} (${url}) answered ${response.status}`;
-  if (response.status === 401 || response.status === 403) throw new CortexError('model_load_failed', `${answered}: set HF_TOKEN to a token that may read the repository, or accept its licence on the hub`);
-  if (response.status === 404) throw new CortexError('model_load_failed', `${answered}: no repository ${user}/${repo} with a tag ${tag}; check the names, or name the file itself (hf:${user}/${repo}/<file>.gguf)`);
+  if (response.status === 401 || response.status === 403)
+    throw new CortexError(
+      'model_load_failed',
+      `${answered}: set HF_TOKEN to a token that may read the repository, or accept its licence on the hub`,
+    );
+  if (response.status === 404)
+    throw new CortexError(
+      'model_load_failed',
+      `${answered}: no repository ${user}/${repo} with a tag ${tag}; check the names, or name the file itself (hf:${user}/${repo}/<file>.gguf)`,
+    );
   if (!response.ok) throw new HubUnavailable('model_load_failed', `${answered}: the hub failed; try again later`);
   const manifest: unknown = await response.json().catch(() => null);
   const file = (manifest as { ggufFile?: { rfilename?: unknown } } | null)?.ggufFile?.rfilename;
-  if (typeof file !== 'string' || !/\.gguf$/i.test(file) || file.split('/').some((part) => part === '' || part === '..')) {
-    throw new CortexError('model_load_failed', `${options.model}: the hub's manifest for ${source} names no GGUF file (ggufFile.rfilename); name the file itself (hf:${user}/${repo}/<file>.gguf)`);
+  if (
+    typeof file !== 'string' ||
+    !/\.gguf$/i.test(file) ||
+    file.split('/').some((part) => part === '' || part === '..')
+  ) {
+    throw new CortexError(
+      'model_load_failed',
+      `${options.model}: the hub's manifest for ${source} names no GGUF file (ggufFile.rfilename); name the file itself (hf:${user}/${repo}/<file>.gguf)`,
+    );
   }
   return file;
 }

@@ -22,7 +22,10 @@ describe('json grammar - rules', () => {
   });
 
   it('json grammar - the built-in json grammar number rule is bounded too', () => {
-    assert.equal(boundNumbers('number ::= ("-"? [0-9]+) ws\nws ::= " "?'), `number ::= (${NUMBER_RULE}) ws\nws ::= " "?`);
+    assert.equal(
+      boundNumbers('number ::= ("-"? [0-9]+) ws\nws ::= " "?'),
+      `number ::= (${NUMBER_RULE}) ws\nws ::= " "?`,
+    );
   });
 
   it('json grammar - a number rule it does not know is an error, not left unbounded', () => {
@@ -32,7 +35,12 @@ describe('json grammar - rules', () => {
   it('json grammar - a minimum of 0 or more drops the sign from the rule', () => {
     const schema = grammarSchema({
       type: 'object',
-      properties: { count: { type: 'integer', minimum: 0 }, id: { type: 'integer', exclusiveMinimum: 0 }, area: { type: 'number', minimum: 0 }, delta: { type: 'integer', minimum: -1 } },
+      properties: {
+        count: { type: 'integer', minimum: 0 },
+        id: { type: 'integer', exclusiveMinimum: 0 },
+        area: { type: 'number', minimum: 0 },
+        delta: { type: 'integer', minimum: -1 },
+      },
     }) as { properties: Record<string, { const?: string }> };
     const grammar = boundNumbers(
       ['count', 'id', 'area'].map((name) => `${name} ::= "\\"${schema.properties[name]?.const}\\""`).join('\n'),
@@ -85,7 +93,12 @@ describe('json grammar - generation', { skip: !existsSync(STORIES) && 'no ../sha
   it('json grammar - sampled integers have no fraction or exponent and numbers stay finite', async () => {
     const schema = {
       type: 'object',
-      properties: { population: { type: 'integer' }, founded: { type: 'integer' }, area: { type: 'number' }, count: { type: 'integer', minimum: 0 } },
+      properties: {
+        population: { type: 'integer' },
+        founded: { type: 'integer' },
+        area: { type: 'number' },
+        count: { type: 'integer', minimum: 0 },
+      },
       required: ['population', 'founded', 'area', 'count'],
       additionalProperties: false,
     };
@@ -98,7 +111,12 @@ describe('json grammar - generation', { skip: !existsSync(STORIES) && 'no ../sha
         for (let seed = 1; seed <= 6; seed++) {
           await sequence.clearHistory();
           const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
-          const text = await completion.generateCompletion('Once upon a time', { grammar, maxTokens: 200, temperature, seed });
+          const text = await completion.generateCompletion('Once upon a time', {
+            grammar,
+            maxTokens: 200,
+            temperature,
+            seed,
+          });
           const at = `temperature ${temperature} seed ${seed}: ${text}`;
           for (const field of ['population', 'founded']) {
             assert.match(text, new RegExp(`"${field}":\\s*-?(0|[1-9][0-9]{0,14})\\s*[,}]`), at);

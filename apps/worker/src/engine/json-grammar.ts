@@ -88,7 +88,12 @@ export function grammarSchema(schema: unknown): unknown {
 
 /** The stand-in for an integer or number whose minimum leaves no room for a sign, or null. */
 function signless(schema: Record<string, unknown>): string | null {
-  if ((schema.type !== 'integer' && schema.type !== 'number') || schema.enum !== undefined || schema.const !== undefined) return null;
+  if (
+    (schema.type !== 'integer' && schema.type !== 'number') ||
+    schema.enum !== undefined ||
+    schema.const !== undefined
+  )
+    return null;
   const low = bound(schema.minimum, schema.exclusiveMinimum, Math.ceil, 1);
   if (low === null || low < 0) return null;
   if (schema.type === 'number') return 'cortex-grammar:non-negative-number';
@@ -119,8 +124,14 @@ function bound(inclusive: unknown, exclusive: unknown, round: (x: number) => num
  * A grammar for JSON of `schema` (any JSON when null) with bounded numbers: node-llama-cpp writes the
  * grammar, the number rules are replaced and the result compiled again with the same stop triggers.
  */
-export async function createJsonGrammar(llama: Llama, schema: Record<string, unknown> | null, options: { padded?: boolean } = {}): Promise<LlamaGrammar> {
-  const generated = schema ? await llama.createGrammarForJsonSchema(grammarSchema(schema) as never) : await llama.getGrammarFor('json');
+export async function createJsonGrammar(
+  llama: Llama,
+  schema: Record<string, unknown> | null,
+  options: { padded?: boolean } = {},
+): Promise<LlamaGrammar> {
+  const generated = schema
+    ? await llama.createGrammarForJsonSchema(grammarSchema(schema) as never)
+    : await llama.getGrammarFor('json');
   const bounded = boundNumbers(generated.grammar);
   return llama.createGrammar({
     grammar: options.padded ? padded(bounded) : bounded,

@@ -88,7 +88,8 @@ export class LlamaEngine implements Engine {
     private readonly options: LlamaEngineOptions,
   ) {
     this.garbage = new NativeGarbage(options.nativeGcBytes ?? 0);
-    this.promptCache = options.promptCache && options.promptCache.maxBytes > 0 ? new PromptCache(options.promptCache) : null;
+    this.promptCache =
+      options.promptCache && options.promptCache.maxBytes > 0 ? new PromptCache(options.promptCache) : null;
   }
 
   static async create(options: LlamaEngineOptions): Promise<LlamaEngine> {
@@ -128,11 +129,20 @@ export class LlamaEngine implements Engine {
     }
     this.gpuNames ??= this.llama.getGpuDeviceNames();
     const [vram, names] = await Promise.all([this.llama.getVramState(), this.gpuNames]);
-    return { name: names.join(', ') || this.llama.gpu, kind: this.llama.gpu, totalBytes: vram.total, freeBytes: vram.free };
+    return {
+      name: names.join(', ') || this.llama.gpu,
+      kind: this.llama.gpu,
+      totalBytes: vram.total,
+      freeBytes: vram.free,
+    };
   }
 
   estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number> {
-    return memoAsync(this.estimates, `${fileKey(spec.path)}|${spec.contextSize}|${spec.slots}|${spec.kind ?? 'chat'}`, () => this.readEstimate(spec));
+    return memoAsync(
+      this.estimates,
+      `${fileKey(spec.path)}|${spec.contextSize}|${spec.slots}|${spec.kind ?? 'chat'}`,
+      () => this.readEstimate(spec),
+    );
   }
 
   async facts(path: string): Promise<ModelFacts> {
@@ -171,7 +181,11 @@ export class LlamaEngine implements Engine {
       let sizes: Promise<number[]> | undefined;
       const partSizes = (): Promise<number[]> => {
         if (!sizes) {
-          sizes = remote ? remoteSizes(remote, token, path) : isRemote(path) ? Promise.resolve([]) : Promise.resolve().then(() => localSizes(info));
+          sizes = remote
+            ? remoteSizes(remote, token, path)
+            : isRemote(path)
+              ? Promise.resolve([])
+              : Promise.resolve().then(() => localSizes(info));
           sizes.catch(() => (sizes = undefined));
         }
         return sizes;
@@ -197,17 +211,32 @@ export class LlamaEngine implements Engine {
       ...(retrieval && { isEmbeddingContext: true, batchSize: spec.contextSize }),
     });
     const contexts = retrieval ? spec.slots : 1;
-    return this.llama.gpu === false ? model.cpuRam + contexts * context.cpuRam : model.gpuVram + contexts * context.gpuVram;
+    return this.llama.gpu === false
+      ? model.cpuRam + contexts * context.cpuRam
+      : model.gpuVram + contexts * context.gpuVram;
   }
 
   async load(spec: ModelSpec, onProgress?: (fraction: number) => void, signal?: AbortSignal): Promise<EngineModel> {
-    const model = await this.llama.loadModel({ modelPath: spec.path, onLoadProgress: onProgress, ...(signal && { loadSignal: signal }) });
+    const model = await this.llama.loadModel({
+      modelPath: spec.path,
+      onLoadProgress: onProgress,
+      ...(signal && { loadSignal: signal }),
+    });
     let speculation: Speculation | null = null;
     try {
-      if (spec.kind === 'embedding' || spec.kind === 'ranking') return await RetrievalEngineModel.create(spec, model, this.threads);
+      if (spec.kind === 'embedding' || spec.kind === 'ranking')
+        return await RetrievalEngineModel.create(spec, model, this.threads);
       const context = await this.createContext(model, spec);
       speculation = spec.draft ? await this.speculation(spec.draft, spec, model) : null;
-      return new LlamaEngineModel(spec, model, context, this.dialectFor(model, spec), speculation, this.garbage, spec.keepPrompts === false ? null : this.promptCache);
+      return new LlamaEngineModel(
+        spec,
+        model,
+        context,
+        this.dialectFor(model, spec),
+        speculation,
+        this.garbage,
+        spec.keepPrompts === false ? null : this.promptCache,
+      );
     } catch (error) {
       await speculation?.dispose();
       await model.dispose();
@@ -225,12 +254,19 @@ export class LlamaEngine implements Engine {
   }
 
   /** Input lookup, or a draft model loaded with a draft sequence for each of the target's slots. */
-  private async speculation(draft: string, spec: Pick<ModelSpec, 'contextSize' | 'slots'>, target: LlamaModel): Promise<Speculation> {
+  private async speculation(
+    draft: string,
+    spec: Pick<ModelSpec, 'contextSize' | 'slots'>,
+    target: LlamaModel,
+  ): Promise<Speculation> {
     if (draft === 'lookup') return inputLookup;
     const model = await this.llama.loadModel({ modelPath: draft });
     try {
       const mismatch = vocabularyMismatch(target, model);
-      if (mismatch) throw new Error(`its draft ${draft} has another tokenizer (${mismatch}); use a draft of the same model family, or draft: lookup`);
+      if (mismatch)
+        throw new Error(
+          `its draft ${draft} has another tokenizer (${mismatch}); use a draft of the same model family, or draft: lookup`,
+        );
       return draftSpeculation(model, await this.createContext(model, spec));
     } catch (error) {
       await model.dispose();
@@ -246,8 +282,11 @@ export class LlamaEngine implements Engine {
    */
   private slowFlashAttention(model: LlamaModel): boolean {
     if (this.llama.gpu !== false) return false;
-    const attention = (model.fileInfo.architectureMetadata as { attention?: { head_count?: number; key_length?: number } }).attention;
-    const headDim = attention?.key_length ?? (attention?.head_count ? model.embeddingVectorSize / attention.head_count : undefined);
+    const attention = (
+      model.fileInfo.architectureMetadata as { attention?: { head_count?: number; key_length?: number } }
+    ).attention;
+    const headDim =
+      attention?.key_length ?? (attention?.head_count ? model.embeddingVectorSize / attention.head_count : undefined);
     return headDim !== undefined && headDim < SMALL_HEAD_DIM;
   }
 
@@ -256,26 +295,44 @@ export class LlamaEngine implements Engine {
    * `chat_template` where it gives one) and the format that template teaches (the catalogue's `format`
    * where it names one). A GGUF without a template is rendered by node-llama-cpp's wrapper for it.
    */
-  private dialectFor(model: LlamaModel, spec: Pick<ModelSpec, 'id' | 'path' | 'chatTemplate' | 'format'>): ModelDialect {
+  private dialectFor(
+    model: LlamaModel,
+    spec: Pick<ModelSpec, 'id' | 'path' | 'chatTemplate' | 'format'>,
+  ): ModelDialect {
     const source = spec.chatTemplate ?? model.fileInfo.metadata.tokenizer?.chat_template ?? '';
     const named = spec.format ? formatById(spec.format) : undefined;
-    if (spec.format && !named) throw new Error(`its format '${spec.format}' is not one cortex knows (${Object.keys(FORMATS).join(', ')})`);
+    if (spec.format && !named)
+      throw new Error(`its format '${spec.format}' is not one cortex knows (${Object.keys(FORMATS).join(', ')})`);
     const whose = spec.chatTemplate ? "the catalogue's" : 'its';
     const known = named ?? (source ? fingerprint(source) : undefined);
-    const chosenBy = named ? 'named by the catalogue' : known ? `recognised in ${whose} chat template` : source ? `none recognised in ${whose} chat template` : 'no chat template';
+    const chosenBy = named
+      ? 'named by the catalogue'
+      : known
+        ? `recognised in ${whose} chat template`
+        : source
+          ? `none recognised in ${whose} chat template`
+          : 'no chat template';
     if (!source) return { prompt: this.chatWrapperFor(model, spec.path), format: FORMATS.plain, chosenBy };
     let template: TemplatePrompt;
     try {
       template = TemplatePrompt.checked(source, model);
     } catch (error) {
       // A template the Jinja engine cannot run: node-llama-cpp's wrapper for the model renders instead.
-      this.options.log(`${spec.id}: ${whose} chat template cannot be rendered (${(error as Error).message}); node-llama-cpp's chat wrapper renders its prompts instead: give the model a chat_template in the catalogue to fix this`);
-      return { prompt: this.chatWrapperFor(model, spec.path), format: known ?? FORMATS.plain, chosenBy: `${chosenBy}, rendered by node-llama-cpp's wrapper` };
+      this.options.log(
+        `${spec.id}: ${whose} chat template cannot be rendered (${(error as Error).message}); node-llama-cpp's chat wrapper renders its prompts instead: give the model a chat_template in the catalogue to fix this`,
+      );
+      return {
+        prompt: this.chatWrapperFor(model, spec.path),
+        format: known ?? FORMATS.plain,
+        chosenBy: `${chosenBy}, rendered by node-llama-cpp's wrapper`,
+      };
     }
     if (known) return { prompt: template, format: known, chosenBy };
     // No fingerprint: the markers as the template itself writes them, compared across renders.
     const derived = deriveFormat((messages, tools) => template.probe(messages, tools));
-    return derived ? { prompt: template, format: derived, chosenBy: `derived from ${whose} chat template` } : { prompt: template, format: FORMATS.plain, chosenBy };
+    return derived
+      ? { prompt: template, format: derived, chosenBy: `derived from ${whose} chat template` }
+      : { prompt: template, format: FORMATS.plain, chosenBy };
   }
 
   private chatWrapperFor(model: LlamaModel, path: string): ChatWrapper {
@@ -283,7 +340,15 @@ export class LlamaEngine implements Engine {
     const key = `${path}\n${template}`;
     const known = this.chatWrappers.get(key);
     if (known === 'jinja') {
-      return resolveChatWrapper({ type: 'jinjaTemplate', bosString: model.tokens.bosString, filename: model.filename, fileInfo: model.fileInfo, tokenizer: model.tokenizer }) ?? resolveChatWrapper(model);
+      return (
+        resolveChatWrapper({
+          type: 'jinjaTemplate',
+          bosString: model.tokens.bosString,
+          filename: model.filename,
+          fileInfo: model.fileInfo,
+          tokenizer: model.tokenizer,
+        }) ?? resolveChatWrapper(model)
+      );
     }
     if (known) return known;
     const wrapper = resolveChatWrapper(model);
@@ -312,13 +377,16 @@ export class LlamaEngine implements Engine {
  * share identical, so every id means the same text to both.
  */
 export function vocabularyMismatch(target: LlamaModel, draft: LlamaModel): string | null {
-  if (target.vocabularyType !== draft.vocabularyType) return `a ${draft.vocabularyType} tokenizer, the model's is ${target.vocabularyType}`;
+  if (target.vocabularyType !== draft.vocabularyType)
+    return `a ${draft.vocabularyType} tokenizer, the model's is ${target.vocabularyType}`;
   const ours = vocabulary(target);
   const theirs = vocabulary(draft);
   if (!ours || !theirs) return null;
   if (theirs.length > ours.length) return `${theirs.length} tokens, the model has ${ours.length}`;
   const differs = theirs.findIndex((token, i) => token !== ours[i]);
-  return differs === -1 ? null : `token ${differs} is ${JSON.stringify(theirs[differs])}, the model's is ${JSON.stringify(ours[differs])}`;
+  return differs === -1
+    ? null
+    : `token ${differs} is ${JSON.stringify(theirs[differs])}, the model's is ${JSON.stringify(ours[differs])}`;
 }
 
 /** A cache key that changes when a local file does: its path, size and time; a remote source is its name. */

@@ -1,4 +1,12 @@
-import { TokenBias, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
+import {
+  TokenBias,
+  type ChatWrapper,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token,
+  type Tokenizer,
+} from 'node-llama-cpp';
 import { CortexError, type CanonicalRequest, type ModelCapabilities, type ToolDefinition } from '@cortex/contracts';
 import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
@@ -6,7 +14,13 @@ import { GrammarCache } from './grammars.js';
 import { inlineReasoningMarkers, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { OutputCheck } from './output-check.js';
-import { hasLongRun, PLAUSIBLE_BYTES_PER_TOKEN, promptBytes, promptTokensAtLeast, promptTokensAtLeastAsync } from './prompt-bound.js';
+import {
+  hasLongRun,
+  PLAUSIBLE_BYTES_PER_TOKEN,
+  promptBytes,
+  promptTokensAtLeast,
+  promptTokensAtLeastAsync,
+} from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
 import { chargedTokens, ticketOf } from './fair-queue.js';
@@ -77,7 +91,9 @@ export class LlamaEngineModel implements EngineModel {
   ) {
     this.id = spec.id;
     this.slots = spec.slots;
-    const sequences = Array.from({ length: spec.slots }, () => context.getSequence(speculation ? { tokenPredictor: speculation.predictor() } : undefined));
+    const sequences = Array.from({ length: spec.slots }, () =>
+      context.getSequence(speculation ? { tokenPredictor: speculation.predictor() } : undefined),
+    );
     this.pool = new SlotPool(sequences, spec.maxQueue, spec.queueOrder);
     this.slotChoice = spec.slotChoice === 'longest' ? longestPrefix : chooseSlot;
     this.dialect = dialect;
@@ -89,10 +105,33 @@ export class LlamaEngineModel implements EngineModel {
     // string, and read as a marker it would open a new call (or reasoning) inside the one being written.
     const markers = formatMarkers(format).flatMap((marker) => singleToken(model, marker) ?? []);
     const markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
-    const shownSpecials = new Set(formatTexts(format).flatMap((text) => model.tokenize(text, true).filter((token) => model.tokenizer.isSpecialToken(token))));
+    const shownSpecials = new Set(
+      formatTexts(format).flatMap((text) =>
+        model.tokenize(text, true).filter((token) => model.tokenizer.isSpecialToken(token)),
+      ),
+    );
     const samplingDefaults = ggufSamplingDefaults(model.fileInfo.metadata.general);
-    this.decodeModel = { id: this.id, model, batchSize: context.batchSize, format, reasoningMarkers: inlineReasoningMarkers(format), callHold, markerBias, markerTokens: markers, shownSpecials, samplingDefaults };
-    this.rawDecodeModel = { ...this.decodeModel, format: RAW_FORMAT, reasoningMarkers: null, callHold: null, markerBias: undefined, markerTokens: [], shownSpecials: new Set() };
+    this.decodeModel = {
+      id: this.id,
+      model,
+      batchSize: context.batchSize,
+      format,
+      reasoningMarkers: inlineReasoningMarkers(format),
+      callHold,
+      markerBias,
+      markerTokens: markers,
+      shownSpecials,
+      samplingDefaults,
+    };
+    this.rawDecodeModel = {
+      ...this.decodeModel,
+      format: RAW_FORMAT,
+      reasoningMarkers: null,
+      callHold: null,
+      markerBias: undefined,
+      markerTokens: [],
+      shownSpecials: new Set(),
+    };
     this.grammars = new GrammarCache(model.llama);
     this.vocabularySize = vocabularySize(model);
     this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);
@@ -158,7 +197,8 @@ export class LlamaEngineModel implements EngineModel {
   }
 
   private render(request: CanonicalRequest): { prompt: Token[]; stops: string[]; startInReasoning: boolean } {
-    if (request.raw) return { prompt: renderRawPrompt(this.model, this.id, request.raw), stops: [], startInReasoning: false };
+    if (request.raw)
+      return { prompt: renderRawPrompt(this.model, this.id, request.raw), stops: [], startInReasoning: false };
     const { prompt: template, format } = this.dialect;
     if (template instanceof TemplatePrompt) {
       const text = template.text(request.messages, request.tools, request.templateOptions);
@@ -170,15 +210,24 @@ export class LlamaEngineModel implements EngineModel {
       chatHistory: toChatHistory(request.messages),
       availableFunctions: toFunctions(request.tools),
     });
-    return { prompt: contextText.tokenize(this.promptTokenizer), stops: stopTexts(stopGenerationTriggers), startInReasoning: false };
+    return {
+      prompt: contextText.tokenize(this.promptTokenizer),
+      stops: stopTexts(stopGenerationTriggers),
+      startInReasoning: false,
+    };
   }
 
   /** A logit_bias token id past the vocabulary is a 400 naming the field (llama.cpp would read past its logits). */
   private checkLogitBias(request: CanonicalRequest): void {
     const size = this.vocabularySize;
-    const outside = size === null ? undefined : Object.keys(request.sampling.logitBias ?? {}).find((id) => Number(id) >= size);
+    const outside =
+      size === null ? undefined : Object.keys(request.sampling.logitBias ?? {}).find((id) => Number(id) >= size);
     if (outside !== undefined) {
-      throw new CortexError('invalid_request', `logit_bias: token ${outside} is not in ${this.id}'s vocabulary (token ids 0 to ${(size ?? 0) - 1})`, { param: 'logit_bias' });
+      throw new CortexError(
+        'invalid_request',
+        `logit_bias: token ${outside} is not in ${this.id}'s vocabulary (token ids 0 to ${(size ?? 0) - 1})`,
+        { param: 'logit_bias' },
+      );
     }
   }
 
@@ -203,18 +252,32 @@ export class LlamaEngineModel implements EngineModel {
     const resume = job.resume ? this.resumeOf(job, prompt.length) : undefined;
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
     // grammar holds each call from its opening marker (a forced call from the first token).
-    const grammar = !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
+    const grammar =
+      !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
     const hold = this.decodeModel.callHold;
     const callable = forced ?? (grammar || request.raw ? null : request.tools);
     const callGrammar = hold === 'call' && callable?.length ? await this.grammars.forToolCall(callable) : null;
     const argumentGrammars =
-      hold === 'arguments' && callable?.length ? new Map(await Promise.all(callable.map(async (tool) => [tool.name, await this.grammars.forArguments(tool)] as const))) : null;
+      hold === 'arguments' && callable?.length
+        ? new Map(
+            await Promise.all(
+              callable.map(async (tool) => [tool.name, await this.grammars.forArguments(tool)] as const),
+            ),
+          )
+        : null;
     const forcedOpening = forced ? this.forcedOpening(forced, request) : null;
     const context = resume ? resume.context(prompt) : prompt;
-    const sharedPrefix = (candidate: LlamaContextSequence): number => candidate.compareContextTokens(context).firstDifferentIndex;
+    const sharedPrefix = (candidate: LlamaContextSequence): number =>
+      candidate.compareContextTokens(context).firstDifferentIndex;
     // The free sequence that holds this prompt's conversation, else one whose loss costs least (see chooseSlot).
     const choose = (free: readonly LlamaContextSequence[]): number =>
-      this.slotChoice(free.map((sequence) => ({ held: sequence.nextTokenIndex, shared: sharedPrefix(sequence), lastUsed: this.lastUsed.get(sequence) ?? 0 })));
+      this.slotChoice(
+        free.map((sequence) => ({
+          held: sequence.nextTokenIndex,
+          shared: sharedPrefix(sequence),
+          lastUsed: this.lastUsed.get(sequence) ?? 0,
+        })),
+      );
     // Charged its whole prompt while it waits (what it reuses of a sequence is known once it has one), corrected at its end.
     const sequence = await this.pool.acquire(signal, choose, ticketOf(job.priority, prompt.length));
     // Charged what its finish reports; a request that failed keeps its estimate.
@@ -223,8 +286,27 @@ export class LlamaEngineModel implements EngineModel {
       const { shared, restored } = await this.fromPromptCache(sequence, context, sharedPrefix(sequence));
       lookUpIn(sequence, context);
       const echo = request.raw?.echo ? rawPromptText(this.model, request.raw) : undefined;
-      const replay = { resume, replayed: check.active ? check.observe : undefined, toolCallIds: job.resume?.toolCallIds };
-      const plan = { job, sequence, prompt, sharedPrefix: shared, restored, hiddenStops: stops, startInReasoning, grammar, callGrammar, argumentGrammars, forcedOpening, emit, echo, ...replay };
+      const replay = {
+        resume,
+        replayed: check.active ? check.observe : undefined,
+        toolCallIds: job.resume?.toolCallIds,
+      };
+      const plan = {
+        job,
+        sequence,
+        prompt,
+        sharedPrefix: shared,
+        restored,
+        hiddenStops: stops,
+        startInReasoning,
+        grammar,
+        callGrammar,
+        argumentGrammars,
+        forcedOpening,
+        emit,
+        echo,
+        ...replay,
+      };
       charged = chargedTokens(await new Decode(request.raw ? this.rawDecodeModel : this.decodeModel, plan).run());
     } finally {
       this.lastUsed.set(sequence, performance.now());
@@ -239,20 +321,31 @@ export class LlamaEngineModel implements EngineModel {
    * prompt whose start was kept is restored into the sequence rather than evaluated again. Returns
    * what the sequence shares with the prompt then, and whether that was restored.
    */
-  private async fromPromptCache(sequence: LlamaContextSequence, context: readonly Token[], shared: number): Promise<{ shared: number; restored: boolean }> {
+  private async fromPromptCache(
+    sequence: LlamaContextSequence,
+    context: readonly Token[],
+    shared: number,
+  ): Promise<{ shared: number; restored: boolean }> {
     const cache = this.promptCache;
     if (!cache) return { shared, restored: false };
     // Another conversation's history, about to be erased (the decode keeps only the shared prefix).
-    if (shared * 2 <= sequence.nextTokenIndex) await cache.keep(this.id, sequence, this.keptLonger.get(sequence) ?? false);
+    if (shared * 2 <= sequence.nextTokenIndex)
+      await cache.keep(this.id, sequence, this.keptLonger.get(sequence) ?? false);
     const found = cache.best(this.id, context, shared);
     if (!found) return { shared, restored: false };
     // A restore that failed cleared the sequence: the whole prompt is evaluated.
-    return (await cache.restore(found.kept, sequence)) ? { shared: found.shared, restored: true } : { shared: 0, restored: false };
+    return (await cache.restore(found.kept, sequence))
+      ? { shared: found.shared, restored: true }
+      : { shared: 0, restored: false };
   }
 
   /** A migrated stream's resume point, checked against this model (see ResumeReplay). */
   private resumeOf(job: GenerateJob, promptTokens: number): ResumeReplay {
-    return new ResumeReplay(job.resume as NonNullable<GenerateJob['resume']>, { vocabularySize: this.vocabularySize, contextSize: this.context.contextSize, promptTokens });
+    return new ResumeReplay(job.resume as NonNullable<GenerateJob['resume']>, {
+      vocabularySize: this.vocabularySize,
+      contextSize: this.context.contextSize,
+      promptTokens,
+    });
   }
 
   /**
@@ -267,15 +360,33 @@ export class LlamaEngineModel implements EngineModel {
     if (!choice || choice === 'auto' || !request.tools?.length) return null;
     const { callHold, format } = this.decodeModel;
     const refuse = (why: string, fix: string): never => {
-      throw new CortexError('invalid_request', `tool_choice '${choice}' cannot be enforced: ${this.id} ${why}; ${fix}`, { param: 'tool_choice' });
+      throw new CortexError(
+        'invalid_request',
+        `tool_choice '${choice}' cannot be enforced: ${this.id} ${why}; ${fix}`,
+        { param: 'tool_choice' },
+      );
     };
     if (!callHold || (callHold === 'arguments' && !format.forcedCall)) {
-      const why = this.capabilities.tools ? `writes its calls in the ${format.id} format, which cortex cannot hold to a grammar yet` : 'writes no tool calls cortex can parse (its chat template teaches none)';
+      const why = this.capabilities.tools
+        ? `writes its calls in the ${format.id} format, which cortex cannot hold to a grammar yet`
+        : 'writes no tool calls cortex can parse (its chat template teaches none)';
       refuse(why, "send tool_choice 'auto' or use a model whose format cortex holds (docs/compatibility.md)");
     }
-    const tools = choice === 'required' ? request.tools : [request.tools.find((t) => t.name === choice.slice('function:'.length)) ?? refuse(`is asked for '${choice.slice('function:'.length)}', which is not in tools`, 'name a declared tool')];
+    const tools =
+      choice === 'required'
+        ? request.tools
+        : [
+            request.tools.find((t) => t.name === choice.slice('function:'.length)) ??
+              refuse(
+                `is asked for '${choice.slice('function:'.length)}', which is not in tools`,
+                'name a declared tool',
+              ),
+          ];
     if (callHold === 'arguments' && tools.length > 1) {
-      refuse(`writes the tool's name itself in the ${format.id} format, so cortex forces one named tool at a time`, 'name the function to call');
+      refuse(
+        `writes the tool's name itself in the ${format.id} format, so cortex forces one named tool at a time`,
+        'name the function to call',
+      );
     }
     return tools;
   }
@@ -308,7 +419,10 @@ function writesReasoning(dialect: ModelDialect, model: LlamaModel): boolean {
   const { format, prompt } = dialect;
   if (format.harmony) return true;
   if (!format.reasoning) return false;
-  return (prompt instanceof TemplatePrompt && prompt.source.includes(format.reasoning.open)) || singleToken(model, format.reasoning.open) !== null;
+  return (
+    (prompt instanceof TemplatePrompt && prompt.source.includes(format.reasoning.open)) ||
+    singleToken(model, format.reasoning.open) !== null
+  );
 }
 
 /** Every text a format's data holds (markers, separators, tags): the special tokens among them are shown to the parser. */
@@ -317,7 +431,8 @@ function formatTexts(format: ChatFormat): string[] {
   const walk = (value: unknown): void => {
     if (typeof value === 'string') texts.push(value);
     else if (Array.isArray(value)) value.forEach(walk);
-    else if (value !== null && typeof value === 'object' && !(value instanceof RegExp)) Object.values(value).forEach(walk);
+    else if (value !== null && typeof value === 'object' && !(value instanceof RegExp))
+      Object.values(value).forEach(walk);
   };
   walk({ ...format, id: '', forcedCall: format.forcedCall?.replace('{name}', '').replace('{index}', '') });
   return texts.filter(Boolean);
@@ -356,7 +471,12 @@ function callHoldOf(format: ChatFormat, model: LlamaModel): 'call' | 'arguments'
   if (!tools || tools.atStart) return null;
   const { body } = tools;
   // The grammar opens with the token after the separator: a separator of several tokens could share its last one with the JSON.
-  if (body.kind === 'named') return body.args.kind === 'json' && !body.args.fence && body.nameEnd.every((end) => singleToken(model, end) !== null) ? 'arguments' : null;
+  if (body.kind === 'named')
+    return body.args.kind === 'json' &&
+      !body.args.fence &&
+      body.nameEnd.every((end) => singleToken(model, end) !== null)
+      ? 'arguments'
+      : null;
   if (body.kind !== 'json' || tools.sectionOpen || !tools.callClose) return null;
   if (body.list || body.nameAsKey || body.nameKeys[0] !== 'name' || body.argKeys[0] !== 'arguments') return null;
   return singleToken(model, tools.callOpen) !== null && singleToken(model, tools.callClose) !== null ? 'call' : null;

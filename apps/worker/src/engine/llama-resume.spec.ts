@@ -17,13 +17,23 @@ import { LlamaEngine } from './llama-engine.js';
  */
 
 type Output = Extract<EngineEvent, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
-const isOutput = (event: EngineEvent): event is Output => ['text', 'reasoning', 'tool_call', 'tool_args'].includes(event.type);
+const isOutput = (event: EngineEvent): event is Output =>
+  ['text', 'reasoning', 'tool_call', 'tool_args'].includes(event.type);
 
 /** Events as compared: finish without its timings and cached count (they differ between two runs by nature). */
 function comparable(events: EngineEvent[]): unknown[] {
   return events
     .filter((event) => event.type !== 'start')
-    .map((event) => (event.type === 'finish' ? { reason: event.reason, prompt: event.usage.promptTokens, completion: event.usage.completionTokens, reasoning: event.usage.reasoningTokens } : event));
+    .map((event) =>
+      event.type === 'finish'
+        ? {
+            reason: event.reason,
+            prompt: event.usage.promptTokens,
+            completion: event.usage.completionTokens,
+            reasoning: event.usage.reasoningTokens,
+          }
+        : event,
+    );
 }
 
 describe('llama resume', () => {
@@ -49,7 +59,13 @@ describe('llama resume', () => {
   async function generate(request: CanonicalRequest, resume?: Resume): Promise<EngineEvent[]> {
     const events: EngineEvent[] = [];
     const model = models.get(request.model) ?? assert.fail(`no ${request.model}`);
-    await model.generate({ request, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event), ...(resume && { resume }) });
+    await model.generate({
+      request,
+      receivedAt: performance.now(),
+      signal: new AbortController().signal,
+      emit: (event) => events.push(event),
+      ...(resume && { resume }),
+    });
     return events;
   }
 
@@ -73,7 +89,11 @@ describe('llama resume', () => {
   }
 
   /** Resumes `request` at every cut of its unbroken run; `refused(k)` names the cuts that must be refused. */
-  async function everyCut(request: CanonicalRequest, refused: (events: EngineEvent[], sent: number) => boolean = () => false, most = 24): Promise<{ resumed: number; refused: number }> {
+  async function everyCut(
+    request: CanonicalRequest,
+    refused: (events: EngineEvent[], sent: number) => boolean = () => false,
+    most = 24,
+  ): Promise<{ resumed: number; refused: number }> {
     const unbroken = await generate(request);
     const cuts = unbroken.filter((event) => isOutput(event) && event.tokens).length;
     assert.ok(cuts >= 3, `enough cuts to test: ${cuts}`);
@@ -84,33 +104,55 @@ describe('llama resume', () => {
     for (let k = 1; k < cuts; k += step) {
       const { resume, sent } = cut(unbroken, k);
       if (refused(unbroken, sent)) {
-        await assert.rejects(generate(request, resume), (error: unknown) => error instanceof CortexError && error.code === 'worker_lost' && /inside a tool call/.test(error.message), `cut ${k} is refused`);
+        await assert.rejects(
+          generate(request, resume),
+          (error: unknown) =>
+            error instanceof CortexError && error.code === 'worker_lost' && /inside a tool call/.test(error.message),
+          `cut ${k} is refused`,
+        );
         refusals++;
         continue;
       }
       const events = await generate(request, resume);
-      assert.deepEqual(comparable(events), comparable(unbroken.slice(sent)), `resumed after ${k} output events (${resume.tokens.length} tokens)`);
+      assert.deepEqual(
+        comparable(events),
+        comparable(unbroken.slice(sent)),
+        `resumed after ${k} output events (${resume.tokens.length} tokens)`,
+      );
       resumed++;
     }
     return { resumed, refused: refusals };
   }
 
-  const chat = (model: string, over: Partial<CanonicalRequest> = {}): CanonicalRequest => ({ model, messages: [{ role: 'user', content: 'Hi.' }], sampling: { temperature: 0 }, stream: true, ...over });
+  const chat = (model: string, over: Partial<CanonicalRequest> = {}): CanonicalRequest => ({
+    model,
+    messages: [{ role: 'user', content: 'Hi.' }],
+    sampling: { temperature: 0 },
+    stream: true,
+    ...over,
+  });
 
   it('llama resume - during reasoning and after it, the resumed run sends what the unbroken one sent', async () => {
     assert.deepEqual(await everyCut(chat('cortex-reasoning')), { resumed: 6, refused: 0 });
   });
 
   it('llama resume - reasoning tokens are the markers and what lies between them, in a whole run and in one cut inside it', async () => {
-    const finish = (events: EngineEvent[]) => events.find((event) => event.type === 'finish') ?? assert.fail('no finish');
+    const finish = (events: EngineEvent[]) =>
+      events.find((event) => event.type === 'finish') ?? assert.fail('no finish');
     const whole = await generate(chat('cortex-reasoning'));
     const usage = (finish(whole) as Extract<EngineEvent, { type: 'finish' }>).usage;
     const answer = whole.flatMap((event) => (event.type === 'text' ? (event.tokens ?? []) : []));
     assert.ok(answer.length > 0 && usage.reasoningTokens > 0, 'it reasons, then answers');
     // The closing marker's id rides on the first answer event (a resume needs it), so the answer is one fewer.
-    assert.equal(usage.reasoningTokens + answer.length - 1, usage.completionTokens, 'every output token is either reasoning (both markers included) or the answer');
+    assert.equal(
+      usage.reasoningTokens + answer.length - 1,
+      usage.completionTokens,
+      'every output token is either reasoning (both markers included) or the answer',
+    );
     // Cut after the opening marker and one token of thought: both were reasoning.
-    const cut = finish(await generate(chat('cortex-reasoning', { sampling: { temperature: 0, maxTokens: 2 } }))) as Extract<EngineEvent, { type: 'finish' }>;
+    const cut = finish(
+      await generate(chat('cortex-reasoning', { sampling: { temperature: 0, maxTokens: 2 } })),
+    ) as Extract<EngineEvent, { type: 'finish' }>;
     assert.deepEqual([cut.reason, cut.usage.completionTokens, cut.usage.reasoningTokens], ['length', 2, 2]);
   });
 
@@ -118,8 +160,16 @@ describe('llama resume', () => {
     // "a tiny" is held back at "a" (the start of the stop string) and "a tiny model" ends the output.
     const request = chat('cortex-chat', { sampling: { temperature: 0, stop: ['a tiny model', 'a tiny robot'] } });
     const unbroken = await generate(request);
-    assert.deepEqual(unbroken.filter(isOutput).map((e) => (e.type === 'text' ? e.text : '')).join(''), 'Hello from ');
-    assert.ok((await everyCut(chat('cortex-chat', { sampling: { temperature: 0, stop: ['tiny robot'] } }))).resumed >= 2);
+    assert.deepEqual(
+      unbroken
+        .filter(isOutput)
+        .map((e) => (e.type === 'text' ? e.text : ''))
+        .join(''),
+      'Hello from ',
+    );
+    assert.ok(
+      (await everyCut(chat('cortex-chat', { sampling: { temperature: 0, stop: ['tiny robot'] } }))).resumed >= 2,
+    );
   });
 
   const tools = [{ name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } }];
@@ -127,7 +177,10 @@ describe('llama resume', () => {
   it('llama resume - inside a tool call held by its grammar: the call goes on with its index, id and grammar state', async () => {
     const request = chat('cortex-tools', { tools, toolChoice: 'auto' });
     const unbroken = await generate(request);
-    assert.ok(unbroken.some((e) => e.type === 'tool_call'), 'the fixture calls the tool');
+    assert.ok(
+      unbroken.some((e) => e.type === 'tool_call'),
+      'the fixture calls the tool',
+    );
     assert.ok((await everyCut(request)).resumed >= 2);
   });
 
@@ -138,10 +191,17 @@ describe('llama resume', () => {
   it('llama resume - a json_schema response: the grammar goes on over the delivered tokens, and the document equals the unbroken one', async () => {
     // Held to another schema the tools fixture writes `{"location": "get_weather"}` (see its fallback).
     const schema = { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] };
-    const request = chat('cortex-tools', { responseFormat: { type: 'json_schema', schema }, sampling: { temperature: 0, maxTokens: 64 } });
+    const request = chat('cortex-tools', {
+      responseFormat: { type: 'json_schema', schema },
+      sampling: { temperature: 0, maxTokens: 64 },
+    });
     const unbroken = await generate(request);
     const text = unbroken.map((e) => (e.type === 'text' ? e.text : '')).join('');
-    assert.equal(unbroken.at(-1)?.type, 'finish', `the document is complete and matches the schema: ${unbroken.at(-1)?.type}`);
+    assert.equal(
+      unbroken.at(-1)?.type,
+      'finish',
+      `the document is complete and matches the schema: ${unbroken.at(-1)?.type}`,
+    );
     assert.doesNotThrow(() => JSON.parse(text), `the unbroken document parses: ${text}`);
     assert.ok((await everyCut(request, undefined, 12)).resumed >= 2);
   });
@@ -164,13 +224,28 @@ describe('llama resume', () => {
     };
     await model.generate({ request, receivedAt: performance.now(), signal: controller.signal, emit, resume: other });
     const finish = events.at(-1);
-    assert.ok(finish?.type === 'finish' && finish.reason === 'cancelled', `cancelled in the prompt: ${JSON.stringify(finish)}`);
-    assert.ok(finish.usage.cachedPromptTokens !== undefined && finish.usage.cachedPromptTokens > 0, `the shared prefix was reused: ${finish.usage.cachedPromptTokens}`);
-    assert.ok(finish.usage.cachedPromptTokens <= finish.usage.promptTokens, `cached ${finish.usage.cachedPromptTokens} of a ${finish.usage.promptTokens}-token prompt`);
+    assert.ok(
+      finish?.type === 'finish' && finish.reason === 'cancelled',
+      `cancelled in the prompt: ${JSON.stringify(finish)}`,
+    );
+    assert.ok(
+      finish.usage.cachedPromptTokens !== undefined && finish.usage.cachedPromptTokens > 0,
+      `the shared prefix was reused: ${finish.usage.cachedPromptTokens}`,
+    );
+    assert.ok(
+      finish.usage.cachedPromptTokens <= finish.usage.promptTokens,
+      `cached ${finish.usage.cachedPromptTokens} of a ${finish.usage.promptTokens}-token prompt`,
+    );
   });
 
   it("llama resume - a token outside the vocabulary is refused naming it; a forced call's resume must start with its marker", async () => {
-    await assert.rejects(generate(chat('cortex-chat'), { tokens: [1, 10_000_000], toolCallIds: [] }), (error: unknown) => error instanceof CortexError && error.extra.param === 'resume.tokens[1]');
-    await assert.rejects(generate(chat('cortex-tools', { tools, toolChoice: 'required' }), { tokens: [5], toolCallIds: [] }), (error: unknown) => error instanceof CortexError && error.extra.param === 'resume.tokens');
+    await assert.rejects(
+      generate(chat('cortex-chat'), { tokens: [1, 10_000_000], toolCallIds: [] }),
+      (error: unknown) => error instanceof CortexError && error.extra.param === 'resume.tokens[1]',
+    );
+    await assert.rejects(
+      generate(chat('cortex-tools', { tools, toolChoice: 'required' }), { tokens: [5], toolCallIds: [] }),
+      (error: unknown) => error instanceof CortexError && error.extra.param === 'resume.tokens',
+    );
   });
 });

@@ -2,7 +2,12 @@
  * The promise cached under `key`, created on first use. One that rejects is forgotten, so the next
  * call tries again. With `max`, the oldest entry makes room for a new one.
  */
-export function memoAsync<T>(cache: Map<string, Promise<T>>, key: string, create: () => Promise<T>, max = Infinity): Promise<T> {
+export function memoAsync<T>(
+  cache: Map<string, Promise<T>>,
+  key: string,
+  create: () => Promise<T>,
+  max = Infinity,
+): Promise<T> {
   let promise = cache.get(key);
   if (!promise) {
     promise = create();

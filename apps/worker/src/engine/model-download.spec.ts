@@ -32,14 +32,24 @@ describe('model download', () => {
   }
 
   /** A file on the hub under its own path, and a download of it into a new directory. */
-  async function setUp(name: string, bytes = MODEL, options: Partial<ModelDownloadOptions> = {}): Promise<{ path: string; dir: string; download: (more?: Partial<ModelDownloadOptions>) => ModelDownload; lines: string[] }> {
+  async function setUp(
+    name: string,
+    bytes = MODEL,
+    options: Partial<ModelDownloadOptions> = {},
+  ): Promise<{
+    path: string;
+    dir: string;
+    download: (more?: Partial<ModelDownloadOptions>) => ModelDownload;
+    lines: string[];
+  }> {
     const path = `/org/repo/resolve/main/${name}`;
     hub.serve(path, bytes);
     const dir = await freshDir();
     const lines: string[] = [];
     const source = remoteSource(hub.url(path), {});
     assert.ok(source);
-    const download = (more: Partial<ModelDownloadOptions> = {}): ModelDownload => new ModelDownload({ model: 'remote-chat', source, dir, log: (line) => lines.push(line), ...options, ...more });
+    const download = (more: Partial<ModelDownloadOptions> = {}): ModelDownload =>
+      new ModelDownload({ model: 'remote-chat', source, dir, log: (line) => lines.push(line), ...options, ...more });
     return { path, dir, download, lines };
   }
 
@@ -61,7 +71,10 @@ describe('model download', () => {
       const file = await download({ onProgress: ({ bytes }) => progress.push(bytes) }).run();
       assert.deepEqual(await readFile(file), MODEL);
       const served = hub.requests.filter((r) => r.path === path);
-      assert.deepEqual(served.map((r) => `${r.host} ${r.status}`), ['127.0.0.1 302', 'localhost 200']);
+      assert.deepEqual(
+        served.map((r) => `${r.host} ${r.status}`),
+        ['127.0.0.1 302', 'localhost 200'],
+      );
       assert.equal(progress.at(-1), MODEL.length);
       assert.equal(existsSync(`${file}.part`) || existsSync(`${file}.lock`), false);
       await download().run();
@@ -81,7 +94,10 @@ describe('model download', () => {
     assert.equal(second?.status, 206);
     assert.equal(second?.range, `bytes=${first?.sent}-`);
     assert.equal(second?.sent, MODEL.length - (first?.sent ?? 0));
-    assert.ok(lines.some((line) => /dropped .* resuming/.test(line)), lines.join('\n'));
+    assert.ok(
+      lines.some((line) => /dropped .* resuming/.test(line)),
+      lines.join('\n'),
+    );
   });
 
   it('model download - a download interrupted for good says so, keeps its part file, and the next run resumes from it', async () => {
@@ -109,7 +125,10 @@ describe('model download', () => {
     const hf = remoteSource('hf:org/repo/refused.gguf', { HF_ENDPOINT: hub.url() });
     assert.ok(hf);
     hub.fault(path, 401);
-    await assert.rejects(new ModelDownload({ model: 'remote-chat', source: hf, dir: await freshDir(), log: () => undefined }).run(), failure(/set HF_TOKEN/));
+    await assert.rejects(
+      new ModelDownload({ model: 'remote-chat', source: hf, dir: await freshDir(), log: () => undefined }).run(),
+      failure(/set HF_TOKEN/),
+    );
   });
 
   it('model download - a truncated file is deleted, never handed out', async () => {
@@ -123,7 +142,10 @@ describe('model download', () => {
   it('model download - a file whose SHA-256 differs from the pinned one is deleted as corrupted', async () => {
     const { download, dir } = await setUp('pinned.gguf', MODEL, { sha256: 'ab'.repeat(32) });
     await assert.rejects(download().run(), failure(/corrupted: its SHA-256 is [0-9a-f]{64}, expected (ab){32}/));
-    assert.deepEqual(await Promise.all(['pinned.gguf', 'pinned.gguf.part'].map((f) => existsSync(join(dir, f)))), [false, false]);
+    assert.deepEqual(await Promise.all(['pinned.gguf', 'pinned.gguf.part'].map((f) => existsSync(join(dir, f)))), [
+      false,
+      false,
+    ]);
   });
 
   it('model download - two downloads of one file into one directory fetch it once', async () => {
@@ -138,9 +160,15 @@ describe('model download', () => {
   it('model download - a lock left by a process that died is taken over', async () => {
     const { path, dir, download, lines } = await setUp('orphaned.gguf');
     const dead = spawnSync(process.execPath, ['-e', '']).pid;
-    await writeFile(join(dir, 'orphaned.gguf.lock'), JSON.stringify({ pid: dead, host: (await import('node:os')).hostname(), at: Date.now() }));
+    await writeFile(
+      join(dir, 'orphaned.gguf.lock'),
+      JSON.stringify({ pid: dead, host: (await import('node:os')).hostname(), at: Date.now() }),
+    );
     assert.deepEqual(await readFile(await download().run()), MODEL);
-    assert.ok(lines.some((line) => /previous owner is gone/.test(line)), lines.join('\n'));
+    assert.ok(
+      lines.some((line) => /previous owner is gone/.test(line)),
+      lines.join('\n'),
+    );
     assert.equal(hub.sentFor(path), MODEL.length);
   });
 

@@ -69,7 +69,8 @@ export class ModelDownload {
     const { source, dir } = this.options;
     const paths = source.files.map((file) => join(dir, file));
     let arrived = false;
-    for (let i = 0; i < source.urls.length; i++) arrived = (await this.part(i, source.urls[i] ?? '', paths[i] ?? '')) || arrived;
+    for (let i = 0; i < source.urls.length; i++)
+      arrived = (await this.part(i, source.urls[i] ?? '', paths[i] ?? '')) || arrived;
     // Parts already on disk were read back by the run that fetched them (a bad one is deleted there):
     // the header is read again only when a part arrived now, by this run or one it waited for.
     if (arrived) await this.verifyGguf(paths);
@@ -155,7 +156,10 @@ export class ModelDownload {
       const range = status === 206 ? contentRange(header(response, 'content-range') ?? null) : null;
       if (status === 206 && range?.start !== have) {
         response.destroy();
-        throw new CortexError('model_load_failed', `${model}: ${url} answered a range request with bytes it was not asked for`);
+        throw new CortexError(
+          'model_load_failed',
+          `${model}: ${url} answered a range request with bytes it was not asked for`,
+        );
       }
       // A server that ignores the range sends the whole file again.
       const start = status === 206 ? have : 0;
@@ -191,7 +195,10 @@ export class ModelDownload {
       }
       const size = (await stat(partPath)).size;
       if (total > 0 && size !== total) {
-        throw new CortexError('model_load_failed', `${model}: ${url} ended after ${size} of ${total} bytes; the next attempt resumes from there`);
+        throw new CortexError(
+          'model_load_failed',
+          `${model}: ${url} ended after ${size} of ${total} bytes; the next attempt resumes from there`,
+        );
       }
       if (expected) await this.verifySha256(partPath, expected, url);
       await rename(partPath, path);
@@ -215,12 +222,15 @@ export class ModelDownload {
       response = await get(url, headers, this.options.signal);
     } catch (error) {
       this.options.signal?.throwIfAborted();
-      throw new CortexError('model_load_failed', `${model}: cannot reach ${url}: ${(error as Error).message}`, { cause: error });
+      throw new CortexError('model_load_failed', `${model}: cannot reach ${url}: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
     const status = response.statusCode ?? 0;
     if (status >= 300 && status < 400 && response.headers.location) {
       response.resume();
-      if (hops >= MAX_REDIRECTS) throw new CortexError('model_load_failed', `${model}: ${url} redirected more than ${MAX_REDIRECTS} times`);
+      if (hops >= MAX_REDIRECTS)
+        throw new CortexError('model_load_failed', `${model}: ${url} redirected more than ${MAX_REDIRECTS} times`);
       return this.request(new URL(response.headers.location, url).href, from, hops + 1);
     }
     if (status === 200 || status === 206) return response;
@@ -239,7 +249,13 @@ export class ModelDownload {
   }
 
   /** Writes the body onto the end of the part file, reporting progress; whatever arrived before a drop is written before this rejects. */
-  private async write(body: BodyQueue, expected: number, partPath: string, index: number, start: number): Promise<void> {
+  private async write(
+    body: BodyQueue,
+    expected: number,
+    partPath: string,
+    index: number,
+    start: number,
+  ): Promise<void> {
     let written = start;
     const file = createWriteStream(partPath, { flags: start > 0 ? 'a' : 'w' });
     const failure = await body.drain((chunk) => {
@@ -247,11 +263,14 @@ export class ModelDownload {
       this.progress(index, written, false);
       return file.write(chunk) ? null : new Promise<void>((resolve) => file.once('drain', resolve));
     });
-    await new Promise<void>((resolve, reject) => file.end((error?: Error | null) => (error ? reject(error) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      file.end((error?: Error | null) => (error ? reject(error) : resolve())),
+    );
     this.progress(index, written, true);
     if (failure) throw failure;
     // A server that closes the connection cleanly but early ends the body without an error.
-    if (Number.isFinite(expected) && written - start < expected) throw new Error(`the body ended after ${written - start} of ${expected} bytes`);
+    if (Number.isFinite(expected) && written - start < expected)
+      throw new Error(`the body ended after ${written - start} of ${expected} bytes`);
   }
 
   private progress(index: number, bytes: number, force: boolean): void {
@@ -269,13 +288,17 @@ export class ModelDownload {
     const fs = await statfs(dir);
     const free = fs.bavail * fs.bsize;
     if (needed > free) {
-      throw new CortexError('model_load_failed', `${model}: not enough disk space in ${dir}: the download needs ${mib(needed)} but only ${mib(free)} is free; free some space or set worker.models_dir to a larger disk`);
+      throw new CortexError(
+        'model_load_failed',
+        `${model}: not enough disk space in ${dir}: the download needs ${mib(needed)} but only ${mib(free)} is free; free some space or set worker.models_dir to a larger disk`,
+      );
     }
   }
 
   /** The config's pin (for an unsplit file), else a hub's ETag when it is clearly a SHA-256 (as for LFS files). */
   private expectedSha256(response: IncomingMessage, index: number): string | undefined {
-    if (this.options.sha256 && this.options.source.urls.length === 1 && index === 0) return this.options.sha256.toLowerCase();
+    if (this.options.sha256 && this.options.source.urls.length === 1 && index === 0)
+      return this.options.sha256.toLowerCase();
     const etag = header(response, 'x-linked-etag') ?? header(response, 'etag') ?? '';
     const value = etag.replace(/^W\//, '').replace(/"/g, '').toLowerCase();
     return /^[0-9a-f]{64}$/.test(value) ? value : undefined;
@@ -287,7 +310,10 @@ export class ModelDownload {
     const actual = hash.digest('hex');
     if (actual !== expected) {
       await unlink(path).catch(() => undefined);
-      throw new CortexError('model_load_failed', `${this.options.model}: ${url} is corrupted: its SHA-256 is ${actual}, expected ${expected}; it was deleted and is downloaded again on the next attempt`);
+      throw new CortexError(
+        'model_load_failed',
+        `${this.options.model}: ${url} is corrupted: its SHA-256 is ${actual}, expected ${expected}; it was deleted and is downloaded again on the next attempt`,
+      );
     }
   }
 
@@ -296,7 +322,10 @@ export class ModelDownload {
     const problem = await ggufProblem(paths);
     if (!problem) return;
     await Promise.all(paths.map((path) => unlink(path).catch(() => undefined)));
-    throw new CortexError('model_load_failed', `${this.options.model}: the downloaded file is not a usable GGUF (${problem}); it was deleted and is downloaded again on the next attempt`);
+    throw new CortexError(
+      'model_load_failed',
+      `${this.options.model}: the downloaded file is not a usable GGUF (${problem}); it was deleted and is downloaded again on the next attempt`,
+    );
   }
 }
 
@@ -309,11 +338,13 @@ export async function ggufProblem(paths: readonly string[]): Promise<string | nu
     const sizes = await Promise.all(paths.map(async (path) => (await stat(path)).size));
     for (const tensor of info.fullTensorInfo ?? []) {
       const size = sizes[tensor.filePart - 1] ?? 0;
-      if (Number(tensor.fileOffset) >= size) return `tensor ${tensor.name} starts at byte ${tensor.fileOffset}, past the end of part ${tensor.filePart} (${size} bytes): the file is truncated`;
+      if (Number(tensor.fileOffset) >= size)
+        return `tensor ${tensor.name} starts at byte ${tensor.fileOffset}, past the end of part ${tensor.filePart} (${size} bytes): the file is truncated`;
     }
     const insights = await GgufInsights.from(info);
     const total = sizes.reduce((a, b) => a + b, 0);
-    if (insights.modelSize > total) return `its tensors take ${insights.modelSize} bytes but the file has ${total}: the file is truncated`;
+    if (insights.modelSize > total)
+      return `its tensors take ${insights.modelSize} bytes but the file has ${total}: the file is truncated`;
     return null;
   } catch (error) {
     return (error as Error).message;
@@ -375,7 +406,8 @@ export function httpProblem(status: number, url: string, hub: boolean): string {
     const token = hub ? 'set HF_TOKEN to a token that may read it' : 'give the worker a URL it may read';
     return `${url} answered ${status} (${status === 401 ? 'unauthorized' : 'forbidden'}): ${token}, or accept the model's licence on the hub`;
   }
-  if (status === 404) return `${url} answered 404: no such file; check the model's "file" (repository, branch and file name)`;
+  if (status === 404)
+    return `${url} answered 404: no such file; check the model's "file" (repository, branch and file name)`;
   if (status >= 500) return `${url} answered ${status}: the server failed; try again later`;
   return `${url} answered ${status}`;
 }
@@ -394,7 +426,11 @@ function header(response: IncomingMessage, name: string): string | undefined {
 /** One GET; resolves with the response once its headers are in. */
 function get(url: string, headers: Record<string, string>, signal: AbortSignal | undefined): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const request = (url.startsWith('https:') ? httpsRequest : httpRequest)(url, { headers, ...(signal && { signal }) }, resolve);
+    const request = (url.startsWith('https:') ? httpsRequest : httpRequest)(
+      url,
+      { headers, ...(signal && { signal }) },
+      resolve,
+    );
     request.on('error', reject);
     request.end();
   });
@@ -425,11 +461,18 @@ export async function remoteSizes(source: RemoteSource, token: string | undefine
       const headers: Record<string, string> = { range: 'bytes=0-0' };
       if (token && source.hub) headers.authorization = `Bearer ${token}`;
       const response = await fetch(url, { headers }).catch((error: Error) => {
-        throw new CortexError('model_load_failed', `${model}: cannot reach ${url}: ${(error as { cause?: Error }).cause?.message ?? error.message}`);
+        throw new CortexError(
+          'model_load_failed',
+          `${model}: cannot reach ${url}: ${(error as { cause?: Error }).cause?.message ?? error.message}`,
+        );
       });
       await response.body?.cancel();
-      if (!response.ok) throw new CortexError('model_load_failed', `${model}: ${httpProblem(response.status, url, source.hub)}`);
-      return contentRange(response.headers.get('content-range'))?.total ?? Number(response.headers.get('content-length') ?? 0);
+      if (!response.ok)
+        throw new CortexError('model_load_failed', `${model}: ${httpProblem(response.status, url, source.hub)}`);
+      return (
+        contentRange(response.headers.get('content-range'))?.total ??
+        Number(response.headers.get('content-length') ?? 0)
+      );
     }),
   );
 }

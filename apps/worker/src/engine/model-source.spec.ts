@@ -22,7 +22,11 @@ describe('model source', () => {
   });
 
   it('model source - a URL is itself, a hub only on the hub host; a local path, a fixture or a quant tag is no remote file', () => {
-    assert.deepEqual(remoteSource('https://example.com/x/m.gguf', {}), { urls: ['https://example.com/x/m.gguf'], files: ['m.gguf'], hub: false });
+    assert.deepEqual(remoteSource('https://example.com/x/m.gguf', {}), {
+      urls: ['https://example.com/x/m.gguf'],
+      files: ['m.gguf'],
+      hub: false,
+    });
     assert.equal(remoteSource('https://huggingface.co/o/r/resolve/main/m.gguf', {})?.hub, true);
     assert.equal(remoteSource('/models/m.gguf', {}), null);
     assert.equal(remoteSource('fixture:cortex-chat', {}), null);
@@ -36,7 +40,10 @@ describe('model source', () => {
       'http://h/m-00002-of-00003.gguf?download=true',
       'http://h/m-00003-of-00003.gguf?download=true',
     ]);
-    assert.deepEqual(remoteSource('hf:o/r/m-00001-of-00002.gguf', {})?.files, ['hf_o_r_m-00001-of-00002.gguf', 'hf_o_r_m-00002-of-00002.gguf']);
+    assert.deepEqual(remoteSource('hf:o/r/m-00001-of-00002.gguf', {})?.files, [
+      'hf_o_r_m-00001-of-00002.gguf',
+      'hf_o_r_m-00002-of-00002.gguf',
+    ]);
     assert.deepEqual(splitParts('http://h/m.gguf'), ['http://h/m.gguf']);
   });
 });

@@ -29,7 +29,9 @@ export function isRemote(source: string): boolean {
 
 /** The hub endpoint, with a trailing slash: `MODEL_ENDPOINT`, then `HF_ENDPOINT`, then huggingface.co. */
 export function hubEndpoint(env: NodeJS.ProcessEnv = process.env): string {
-  const url = [env.MODEL_ENDPOINT, env.HF_ENDPOINT].find((value) => value && /^https?:\/\//.test(value)) ?? 'https://huggingface.co/';
+  const url =
+    [env.MODEL_ENDPOINT, env.HF_ENDPOINT].find((value) => value && /^https?:\/\//.test(value)) ??
+    'https://huggingface.co/';
   return url.endsWith('/') ? url : `${url}/`;
 }
 

@@ -34,7 +34,11 @@ describe('output check', () => {
   const structured = request({ responseFormat: { type: 'json_schema', schema } });
 
   it('output check - output that matches the schema finishes as it was', () => {
-    const out = run(structured, [{ type: 'text', text: '{"population": 6904, ' }, { type: 'text', text: '"area": 105.4}' }, finish('stop')]);
+    const out = run(structured, [
+      { type: 'text', text: '{"population": 6904, ' },
+      { type: 'text', text: '"area": 105.4}' },
+      finish('stop'),
+    ]);
     assert.deepEqual(last(out), finish('stop'));
     assert.equal(out.length, 3);
   });
@@ -57,14 +61,20 @@ describe('output check', () => {
 
   it('output check - output cut short is left to its finish reason', () => {
     assert.deepEqual(last(run(structured, [{ type: 'text', text: '{"popu' }, finish('length')])), finish('length'));
-    assert.deepEqual(last(run(structured, [{ type: 'text', text: '{"popu' }, finish('cancelled')])), finish('cancelled'));
+    assert.deepEqual(
+      last(run(structured, [{ type: 'text', text: '{"popu' }, finish('cancelled')])),
+      finish('cancelled'),
+    );
   });
 
   it('output check - json_object output must be JSON', () => {
     const req = request({ responseFormat: { type: 'json_object' } });
     assert.deepEqual(last(run(req, [{ type: 'text', text: '[1, {"a": null}]' }, finish('stop')])), finish('stop'));
     const out = run(req, [{ type: 'text', text: 'Hello' }, finish('stop')]);
-    assert.match(last(out)?.type === 'error' ? (last(out) as { error: { message: string } }).error.message : '', /JSON format: it is not JSON/);
+    assert.match(
+      last(out)?.type === 'error' ? (last(out) as { error: { message: string } }).error.message : '',
+      /JSON format: it is not JSON/,
+    );
   });
 
   it("output check - a strict tool's call that misses its parameters is invalid_output; another tool's is returned, with a warning", () => {
@@ -78,17 +88,37 @@ describe('output check', () => {
     const cases: Array<{ name: string; strict: boolean; args: string; error?: RegExp; warning?: RegExp }> = [
       { name: 'strict, matching', strict: true, args: '{"city": "Paris"}' },
       { name: 'not strict, matching', strict: false, args: '{"city": "Paris"}' },
-      { name: 'strict, missing a field', strict: true, args: '{"town": "Paris"}', error: /tool call 0 \(get_weather\).*required property 'city'/ },
-      { name: 'not strict, missing a field', strict: false, args: '{"town": "Paris"}', warning: /tool call 0 \(get_weather\).*required property 'city'.*returned as written/ },
+      {
+        name: 'strict, missing a field',
+        strict: true,
+        args: '{"town": "Paris"}',
+        error: /tool call 0 \(get_weather\).*required property 'city'/,
+      },
+      {
+        name: 'not strict, missing a field',
+        strict: false,
+        args: '{"town": "Paris"}',
+        warning: /tool call 0 \(get_weather\).*required property 'city'.*returned as written/,
+      },
     ];
     for (const { name, strict, args, error, warning } of cases) {
-      const req = request({ tools: [{ name: 'get_weather', parameters, ...(strict && { strict }) }, { name: 'free' }] });
+      const req = request({
+        tools: [{ name: 'get_weather', parameters, ...(strict && { strict }) }, { name: 'free' }],
+      });
       const out: EngineEvent[] = [];
       const warnings: string[] = [];
-      const check = new OutputCheck(req, (event) => out.push(event), (message) => warnings.push(message));
+      const check = new OutputCheck(
+        req,
+        (event) => out.push(event),
+        (message) => warnings.push(message),
+      );
       for (const event of call('get_weather', args)) check.emit(event);
       if (error) {
-        assert.equal(last(out)?.type === 'error' && (last(out) as { error: { code: string } }).error.code, 'invalid_output', name);
+        assert.equal(
+          last(out)?.type === 'error' && (last(out) as { error: { code: string } }).error.code,
+          'invalid_output',
+          name,
+        );
         assert.match((last(out) as { error: { message: string } }).error.message, error, name);
       } else assert.deepEqual(last(out), finish('tool_calls'), name);
       if (warning) {
@@ -97,7 +127,15 @@ describe('output check', () => {
       } else assert.deepEqual(warnings, [], name);
     }
     // A tool without parameters takes anything.
-    assert.deepEqual(last(run(request({ tools: [{ name: 'free' }, { name: 'get_weather', parameters }] }), call('free', '{"anything": 1}'))), finish('tool_calls'));
+    assert.deepEqual(
+      last(
+        run(
+          request({ tools: [{ name: 'free' }, { name: 'get_weather', parameters }] }),
+          call('free', '{"anything": 1}'),
+        ),
+      ),
+      finish('tool_calls'),
+    );
   });
 
   it('output check - a request with neither format nor tool schemas is not checked', () => {

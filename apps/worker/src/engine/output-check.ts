@@ -24,8 +24,17 @@ export class OutputCheck {
     private readonly warn: (message: string) => void = () => undefined,
   ) {
     const format = request.responseFormat;
-    this.format = format?.type === 'json_schema' ? { schema: format.schema ?? null } : format?.type === 'json_object' ? { schema: null } : null;
-    this.tools = new Map((request.tools ?? []).flatMap((tool) => (tool.parameters ? [[tool.name, { schema: tool.parameters, strict: tool.strict === true }] as const] : [])));
+    this.format =
+      format?.type === 'json_schema'
+        ? { schema: format.schema ?? null }
+        : format?.type === 'json_object'
+          ? { schema: null }
+          : null;
+    this.tools = new Map(
+      (request.tools ?? []).flatMap((tool) =>
+        tool.parameters ? [[tool.name, { schema: tool.parameters, strict: tool.strict === true }] as const] : [],
+      ),
+    );
   }
 
   /** Whether any check applies; when not, the model's `emit` is used directly. */
@@ -79,7 +88,11 @@ export class OutputCheck {
     // A reply that is only tool calls has no answer text to judge.
     if (!this.format || (this.calls.size > 0 && !this.text.trim())) return null;
     const why = jsonSchemaMismatch(this.format.schema ?? {}, this.text);
-    return why ? invalid(`the model's output does not match the requested ${this.format.schema ? 'JSON schema' : 'JSON format'}: ${why}`) : null;
+    return why
+      ? invalid(
+          `the model's output does not match the requested ${this.format.schema ? 'JSON schema' : 'JSON format'}: ${why}`,
+        )
+      : null;
   }
 }
 

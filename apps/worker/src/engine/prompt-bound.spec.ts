@@ -9,7 +9,13 @@ import { ensureFixtureModels } from '@cortex/fixtures';
 import { LlamaEngine } from './llama-engine.js';
 import { hasLongRun } from './prompt-bound.js';
 
-const chat = (content: string, tools?: CanonicalRequest['tools']): CanonicalRequest => ({ model: 'm', messages: [{ role: 'user', content }], sampling: {}, stream: false, ...(tools && { tools }) });
+const chat = (content: string, tools?: CanonicalRequest['tools']): CanonicalRequest => ({
+  model: 'm',
+  messages: [{ role: 'user', content }],
+  sampling: {},
+  stream: false,
+  ...(tools && { tools }),
+});
 
 describe('prompt bound', () => {
   it('prompt bound - a run of over 4,096 characters without white space is found in any text of the prompt', () => {
@@ -19,7 +25,11 @@ describe('prompt bound', () => {
       ['words', chat('the quick brown fox '.repeat(10_000)), false],
       ['a base64 blob inside prose', chat(`look at this: ${'QUJD'.repeat(1_100)} and tell me`), true],
       ['runs broken by newlines', chat(`${'a'.repeat(4_000)}\n`.repeat(10)), false],
-      ['in a tool schema', chat('hi', [{ name: 't', parameters: { type: 'object', description: 'x'.repeat(5_000) } }]), true],
+      [
+        'in a tool schema',
+        chat('hi', [{ name: 't', parameters: { type: 'object', description: 'x'.repeat(5_000) } }]),
+        true,
+      ],
       ['in a raw prompt', { ...chat(''), messages: [], raw: { text: 'z'.repeat(9_000) } } as CanonicalRequest, true],
     ];
     for (const [name, request, long] of cases) assert.equal(hasLongRun(request), long, name);
@@ -32,16 +42,29 @@ describe('prompt bound', () => {
       const path = (await ensureFixtureModels(dir))['cortex-chat'] as string;
       const model = await engine.load({ id: 'cortex-chat', path, contextSize: 8_192, slots: 1, maxQueue: 1 });
       const refusal = async (content: string): Promise<string> => {
-        const error = await model.generate({ request: { ...chat(content), model: 'cortex-chat' }, receivedAt: performance.now(), signal: new AbortController().signal, emit: () => undefined }).then(
-          () => assert.fail('a prompt over the context must be refused'),
-          (thrown: unknown) => thrown,
-        );
+        const error = await model
+          .generate({
+            request: { ...chat(content), model: 'cortex-chat' },
+            receivedAt: performance.now(),
+            signal: new AbortController().signal,
+            emit: () => undefined,
+          })
+          .then(
+            () => assert.fail('a prompt over the context must be refused'),
+            (thrown: unknown) => thrown,
+          );
         assert.ok(error instanceof CortexError && error.code === 'invalid_request', String(error));
         return error.message;
       };
       // 30,000 bytes: under 4 bytes per token of the context, where a prompt used to be tokenized whole.
-      assert.match(await refusal('a'.repeat(30_000)), /^the prompt is at least \d+ tokens but cortex-chat has a context of 8192/);
-      assert.match(await refusal('the quick brown fox '.repeat(1_500)), /^the prompt is \d+ tokens but cortex-chat has a context of 8192/);
+      assert.match(
+        await refusal('a'.repeat(30_000)),
+        /^the prompt is at least \d+ tokens but cortex-chat has a context of 8192/,
+      );
+      assert.match(
+        await refusal('the quick brown fox '.repeat(1_500)),
+        /^the prompt is \d+ tokens but cortex-chat has a context of 8192/,
+      );
       await model.dispose();
     } finally {
       await engine.dispose();

@@ -38,7 +38,11 @@ export function promptTokensAtLeast(model: LlamaModel, request: CanonicalRequest
  * (a client's attack) then take turns with the worker's other requests, heartbeats and streams
  * instead of holding them for the whole count (an honest chat's median rose 15× meanwhile).
  */
-export async function promptTokensAtLeastAsync(model: LlamaModel, request: CanonicalRequest, limit: number): Promise<number> {
+export async function promptTokensAtLeastAsync(
+  model: LlamaModel,
+  request: CanonicalRequest,
+  limit: number,
+): Promise<number> {
   let count = 0;
   let chunks = 0;
   for (count of countChunks(model, promptTexts(request), limit)) {

@@ -69,11 +69,22 @@ export class PromptCache {
   private readonly perToken = new Map<string, number>();
   private seq = 0;
   /** Saves, restores and moves so far, and what they took, for the log and the benchmark. */
-  readonly stats = { saved: 0, restored: 0, restoredFromDisk: 0, moved: 0, savedBytes: 0, saveMs: 0, restoreMs: 0, dropped: 0, failed: 0 };
+  readonly stats = {
+    saved: 0,
+    restored: 0,
+    restoredFromDisk: 0,
+    moved: 0,
+    savedBytes: 0,
+    saveMs: 0,
+    restoreMs: 0,
+    dropped: 0,
+    failed: 0,
+  };
 
   constructor(options: PromptCacheOptions) {
     this.tiers = [tier('memory', options.dir, options.maxBytes)];
-    if (options.disk && options.disk.maxBytes > 0) this.tiers.push(tier('disk', options.disk.dir, options.disk.maxBytes));
+    if (options.disk && options.disk.maxBytes > 0)
+      this.tiers.push(tier('disk', options.disk.dir, options.disk.maxBytes));
   }
 
   /** What each tier holds and may hold (its directory's free space may allow less). */
@@ -127,7 +138,17 @@ export class PromptCache {
         this.stats.savedBytes += fileSize;
         this.stats.saveMs += performance.now() - started;
         this.perToken.set(model, Math.max(this.perToken.get(model) ?? 0, fileSize / tokens.length));
-        this.kept.add({ model, tokens, file, bytes: fileSize, tier: first, lastUsed: performance.now(), longer, readers: 0, moving: false });
+        this.kept.add({
+          model,
+          tokens,
+          file,
+          bytes: fileSize,
+          tier: first,
+          lastUsed: performance.now(),
+          longer,
+          readers: 0,
+          moving: false,
+        });
         first.bytes += fileSize;
       } catch {
         await rm(file, { force: true });
@@ -188,9 +209,12 @@ export class PromptCache {
    * to be kept longer too (`longer`). Whether they fit now.
    */
   private async makeRoom(tier: Tier, longer: boolean): Promise<boolean> {
-    const fits = (): boolean => tier.bytes + tier.incoming <= Math.min(tier.maxBytes, tier.bytes + freeBytes(tier.dir) - RESERVE_BYTES);
+    const fits = (): boolean =>
+      tier.bytes + tier.incoming <= Math.min(tier.maxBytes, tier.bytes + freeBytes(tier.dir) - RESERVE_BYTES);
     const next = this.tiers[this.tiers.indexOf(tier) + 1];
-    const order = [...this.kept].filter((kept) => kept.tier === tier).sort((a, b) => Number(a.longer) - Number(b.longer) || a.lastUsed - b.lastUsed);
+    const order = [...this.kept]
+      .filter((kept) => kept.tier === tier)
+      .sort((a, b) => Number(a.longer) - Number(b.longer) || a.lastUsed - b.lastUsed);
     for (const kept of order) {
       if (fits() || (kept.longer && !longer)) break;
       if (kept.readers > 0 || kept.moving || !this.kept.has(kept)) continue;

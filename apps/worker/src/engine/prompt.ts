@@ -21,7 +21,12 @@ export function toChatHistory(messages: readonly CanonicalMessage[]): ChatHistor
         const response: Array<string | ChatModelFunctionCall> = [];
         if (message.content) response.push(message.content);
         for (const call of message.toolCalls ?? []) {
-          const entry: ChatModelFunctionCall = { type: 'functionCall', name: call.name, params: parseJson(call.arguments), result: '' };
+          const entry: ChatModelFunctionCall = {
+            type: 'functionCall',
+            name: call.name,
+            params: parseJson(call.arguments),
+            result: '',
+          };
           pendingCalls.set(call.id, entry);
           response.push(entry);
         }

@@ -27,12 +27,17 @@ export function renderRawPrompt(model: LlamaModel, modelId: string, raw: RawProm
   if (raw.suffix === undefined) {
     // At least one token must be evaluated to produce the next: an empty prompt starts from BOS.
     if (prompt.length === 0 && head.length === 0 && bos !== null) head.push(bos);
-    if (prompt.length === 0 && head.length === 0) throw new CortexError('invalid_request', `prompt: must not be empty for ${modelId}`, { param: 'prompt' });
+    if (prompt.length === 0 && head.length === 0)
+      throw new CortexError('invalid_request', `prompt: must not be empty for ${modelId}`, { param: 'prompt' });
     return [...head, ...prompt];
   }
   const fim = fimTokens(model);
   if (!fim) {
-    throw new CortexError('invalid_request', `suffix: ${modelId} has no fill-in-the-middle tokens; leave suffix out or use a code model with FIM tokens`, { param: 'suffix' });
+    throw new CortexError(
+      'invalid_request',
+      `suffix: ${modelId} has no fill-in-the-middle tokens; leave suffix out or use a code model with FIM tokens`,
+      { param: 'suffix' },
+    );
   }
   const suffix = model.tokenize(raw.suffix, false);
   if (fim.middle === null) return [...head, fim.suffix, ...suffix, fim.prefix, ...prompt];
@@ -47,6 +52,11 @@ export function rawPromptText(model: LlamaModel, raw: RawPrompt): string {
 function checkedTokens(model: LlamaModel, modelId: string, tokens: readonly number[]): Token[] {
   const size = vocabularySize(model);
   const bad = size === null ? -1 : tokens.findIndex((token) => token >= size);
-  if (bad !== -1) throw new CortexError('invalid_request', `prompt[${bad}]: token ${tokens[bad]} is not in ${modelId}'s vocabulary of ${size} tokens`, { param: 'prompt' });
+  if (bad !== -1)
+    throw new CortexError(
+      'invalid_request',
+      `prompt[${bad}]: token ${tokens[bad]} is not in ${modelId}'s vocabulary of ${size} tokens`,
+      { param: 'prompt' },
+    );
   return tokens as Token[];
 }

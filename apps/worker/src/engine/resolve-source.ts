@@ -20,8 +20,14 @@ export interface ResolveOptions {
 /** The generated fixture set per models directory and vocabulary: written (or checked) once per process, not per load. */
 const fixtureSets = new Map<string, Promise<Record<string, string>>>();
 
-function fixtures(modelsDir: string, vocabulary: FixtureVocabulary, log: (line: string) => void): Promise<Record<string, string>> {
-  return memoAsync(fixtureSets, `${vocabulary}:${modelsDir}`, () => ensureFixtureModels(modelsDir, { log, vocabulary }));
+function fixtures(
+  modelsDir: string,
+  vocabulary: FixtureVocabulary,
+  log: (line: string) => void,
+): Promise<Record<string, string>> {
+  return memoAsync(fixtureSets, `${vocabulary}:${modelsDir}`, () =>
+    ensureFixtureModels(modelsDir, { log, vocabulary }),
+  );
 }
 
 /**
@@ -41,7 +47,11 @@ export async function resolveSource(source: string, options: ResolveOptions): Pr
     }
     // A model family's fixture (its real template and output): generated alone, on first use.
     if (familyFixture(id) && variant === undefined) {
-      const path = (await memoAsync(fixtureSets, `family:${id}:${modelsDir}`, () => ensureFamilyFixtures(modelsDir, { ids: [id], log })))[id];
+      const path = (
+        await memoAsync(fixtureSets, `family:${id}:${modelsDir}`, () =>
+          ensureFamilyFixtures(modelsDir, { ids: [id], log }),
+        )
+      )[id];
       if (path && existsSync(path)) return path;
       fixtureSets.delete(`family:${id}:${modelsDir}`);
       return (await ensureFamilyFixtures(modelsDir, { ids: [id], log }))[id] as string;
@@ -72,11 +82,19 @@ export async function resolveSource(source: string, options: ResolveOptions): Pr
     }).run();
   }
   if (isHubTag(source)) {
-    const file = await resolveHubTag(source, { model: options.model ?? source, modelsDir, log, ...(options.signal && { signal: options.signal }) });
+    const file = await resolveHubTag(source, {
+      model: options.model ?? source,
+      modelsDir,
+      log,
+      ...(options.signal && { signal: options.signal }),
+    });
     return resolveSource(file, { ...options, model: options.model ?? source });
   }
   if (!existsSync(source)) {
-    throw new CortexError('model_load_failed', `model file ${source} does not exist; fix the model's "file" in the config`);
+    throw new CortexError(
+      'model_load_failed',
+      `model file ${source} does not exist; fix the model's "file" in the config`,
+    );
   }
   return source;
 }

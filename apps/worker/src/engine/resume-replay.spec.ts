@@ -8,7 +8,10 @@ import type { EngineEvent } from './engine.types.js';
 const limits = { vocabularySize: 100, contextSize: 16, promptTokens: 5 };
 
 function refused(make: () => unknown, param: string): void {
-  assert.throws(make, (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param);
+  assert.throws(
+    make,
+    (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param,
+  );
 }
 
 describe('resume replay', () => {
@@ -19,15 +22,25 @@ describe('resume replay', () => {
 
   it('resume replay - a token outside the vocabulary, or more tokens than the context holds, is refused naming the field', () => {
     refused(() => new ResumeReplay({ tokens: [1, 100], toolCallIds: [] }, limits), 'resume.tokens[1]');
-    refused(() => new ResumeReplay({ tokens: Array.from({ length: 11 }, () => 1), toolCallIds: [] }, limits), 'resume.tokens');
-    assert.doesNotThrow(() => new ResumeReplay({ tokens: Array.from({ length: 10 }, () => 1), toolCallIds: [] }, limits));
-    assert.doesNotThrow(() => new ResumeReplay({ tokens: [5000], toolCallIds: [] }, { ...limits, vocabularySize: null }));
+    refused(
+      () => new ResumeReplay({ tokens: Array.from({ length: 11 }, () => 1), toolCallIds: [] }, limits),
+      'resume.tokens',
+    );
+    assert.doesNotThrow(
+      () => new ResumeReplay({ tokens: Array.from({ length: 10 }, () => 1), toolCallIds: [] }, limits),
+    );
+    assert.doesNotThrow(
+      () => new ResumeReplay({ tokens: [5000], toolCallIds: [] }, { ...limits, vocabularySize: null }),
+    );
   });
 
   it('resume replay - each delivered token is handled again with the stream muted, in order', () => {
     const sent: EngineEvent[] = [];
     const replayed: EngineEvent[] = [];
-    const release = new TokenRelease((e) => sent.push(e), (e) => replayed.push(e));
+    const release = new TokenRelease(
+      (e) => sent.push(e),
+      (e) => replayed.push(e),
+    );
     const handled: number[] = [];
     const finish = new ResumeReplay({ tokens: [3, 4, 5], toolCallIds: [] }, limits).replay(release, (token) => {
       handled.push(token);
@@ -44,20 +57,27 @@ describe('resume replay', () => {
   it('resume replay - a delivered token that ended the output ends the replay with its reason', () => {
     const release = new TokenRelease(() => undefined);
     const handled: number[] = [];
-    const finish = new ResumeReplay({ tokens: [3, 4, 5], toolCallIds: [] }, limits).replay(release, (token): FinishReason | null => {
-      handled.push(token);
-      return token === 4 ? 'length' : null;
-    });
+    const finish = new ResumeReplay({ tokens: [3, 4, 5], toolCallIds: [] }, limits).replay(
+      release,
+      (token): FinishReason | null => {
+        handled.push(token);
+        return token === 4 ? 'length' : null;
+      },
+    );
     assert.equal(finish, 'length');
     assert.deepEqual(handled, [3, 4]);
   });
 
   it("resume replay - a replay may start past tokens the decode has handled itself (a forced call's marker)", () => {
     const handled: number[] = [];
-    new ResumeReplay({ tokens: [3, 4, 5], toolCallIds: [] }, limits).replay(new TokenRelease(() => undefined), (token) => {
-      handled.push(token);
-      return null;
-    }, 1);
+    new ResumeReplay({ tokens: [3, 4, 5], toolCallIds: [] }, limits).replay(
+      new TokenRelease(() => undefined),
+      (token) => {
+        handled.push(token);
+        return null;
+      },
+      1,
+    );
     assert.deepEqual(handled, [4, 5]);
   });
 });

@@ -25,11 +25,19 @@ export class ResumeReplay {
     const { vocabularySize, contextSize, promptTokens } = limits;
     resume.tokens.forEach((token, i) => {
       if (vocabularySize !== null && token >= vocabularySize) {
-        throw new CortexError('invalid_request', `resume.tokens[${i}]: ${token} is not a token of this model (its vocabulary has ${vocabularySize})`, { param: `resume.tokens[${i}]` });
+        throw new CortexError(
+          'invalid_request',
+          `resume.tokens[${i}]: ${token} is not a token of this model (its vocabulary has ${vocabularySize})`,
+          { param: `resume.tokens[${i}]` },
+        );
       }
     });
     if (promptTokens + resume.tokens.length >= contextSize) {
-      throw new CortexError('invalid_request', `resume.tokens: the prompt (${promptTokens}) and the ${resume.tokens.length} tokens to resume after fill the context of ${contextSize}`, { param: 'resume.tokens' });
+      throw new CortexError(
+        'invalid_request',
+        `resume.tokens: the prompt (${promptTokens}) and the ${resume.tokens.length} tokens to resume after fill the context of ${contextSize}`,
+        { param: 'resume.tokens' },
+      );
     }
     this.tokens = resume.tokens;
   }
@@ -44,7 +52,11 @@ export class ResumeReplay {
    * Hands each delivered token to `step` with the stream muted; a finish reason when one of them
    * ended the output (the finish was lost with the worker: the resumed stream only sends it).
    */
-  replay<T extends number>(release: TokenRelease, step: (token: T) => FinishReason | null, from = 0): FinishReason | null {
+  replay<T extends number>(
+    release: TokenRelease,
+    step: (token: T) => FinishReason | null,
+    from = 0,
+  ): FinishReason | null {
     release.replaying = true;
     try {
       for (const token of (this.tokens as readonly T[]).slice(from)) {
@@ -59,6 +71,10 @@ export class ResumeReplay {
 
   /** A forced call's resume must start with the call's opening marker, which the first worker wrote. */
   notForcedCall(): CortexError {
-    return new CortexError('invalid_request', "resume.tokens: a forced tool call's resume starts with the call's opening marker", { param: 'resume.tokens' });
+    return new CortexError(
+      'invalid_request',
+      "resume.tokens: a forced tool call's resume starts with the call's opening marker",
+      { param: 'resume.tokens' },
+    );
   }
 }

@@ -12,7 +12,9 @@ export function ggufSamplingDefaults(general: unknown): SamplingDefaults {
   if (!sampling || typeof sampling !== 'object') return {};
   const number = (key: string, min: number, max: number): number | undefined => {
     const value = sampling[key];
-    return typeof value === 'number' && Number.isFinite(value) && value >= min && value <= max ? round(value) : undefined;
+    return typeof value === 'number' && Number.isFinite(value) && value >= min && value <= max
+      ? round(value)
+      : undefined;
   };
   const integer = (key: string, min: number): number | undefined => {
     const value = number(key, min, Number.MAX_SAFE_INTEGER);

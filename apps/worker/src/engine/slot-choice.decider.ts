@@ -50,6 +50,7 @@ function lessValuable(a: SlotView, b: SlotView): boolean {
  */
 export function longestPrefix(free: readonly SlotView[]): number {
   let pick = free.length - 1;
-  for (let i = free.length - 2; i >= 0; i--) if ((free[i] as SlotView).shared > (free[pick] as SlotView).shared) pick = i;
+  for (let i = free.length - 2; i >= 0; i--)
+    if ((free[i] as SlotView).shared > (free[pick] as SlotView).shared) pick = i;
   return pick;
 }

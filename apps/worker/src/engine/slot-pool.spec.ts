@@ -46,7 +46,10 @@ describe('slot pool', () => {
   });
 
   it('slot pool - a released slot goes to the highest tier waiting, then across accounts; fifo keeps arrival order', async () => {
-    for (const [order, expected] of [['fair', ['c', 'b', 'a1', 'a2']], ['fifo', ['a1', 'a2', 'b', 'c']]] as const) {
+    for (const [order, expected] of [
+      ['fair', ['c', 'b', 'a1', 'a2']],
+      ['fifo', ['a1', 'a2', 'b', 'c']],
+    ] as const) {
       const pool = new SlotPool(['s'], 8, order);
       await pool.acquire(undefined, undefined, { tier: 5, flow: 'a', cost: 10 });
       const admitted: string[] = [];
@@ -56,7 +59,8 @@ describe('slot pool', () => {
         ['b', { tier: 5, flow: 'b', cost: 10 }],
         ['c', { tier: 7, flow: 'c', cost: 10 }],
       ] as const;
-      for (const [name, ticket] of waits) void pool.acquire(undefined, undefined, ticket).then(() => admitted.push(name));
+      for (const [name, ticket] of waits)
+        void pool.acquire(undefined, undefined, ticket).then(() => admitted.push(name));
       // Each admitted request runs and ends, costing 200 tokens (a's first one included).
       for (let i = 0; i < waits.length; i++) {
         pool.release('s', 200);

@@ -1,4 +1,12 @@
-import { DraftSequenceTokenPredictor, InputLookupTokenPredictor, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, type TokenPredictor } from 'node-llama-cpp';
+import {
+  DraftSequenceTokenPredictor,
+  InputLookupTokenPredictor,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token,
+  type TokenPredictor,
+} from 'node-llama-cpp';
 
 /**
  * Speculative decoding for one loaded model: each of its sequences gets a token predictor whose
@@ -47,7 +55,10 @@ export interface PredictionCounts {
 }
 
 /** A request's drafted and accepted tokens: the sequence's totals now, less those before it began. */
-export function draftUsageSince(before: PredictionCounts | null, sequence: LlamaContextSequence): { draftTokens: number; acceptedDraftTokens: number } | undefined {
+export function draftUsageSince(
+  before: PredictionCounts | null,
+  sequence: LlamaContextSequence,
+): { draftTokens: number; acceptedDraftTokens: number } | undefined {
   const after = predictionCounts(sequence);
   if (!after || !before) return undefined;
   return { draftTokens: after.drafted - before.drafted, acceptedDraftTokens: after.accepted - before.accepted };

@@ -3,7 +3,11 @@ export function stopTexts(triggers: readonly unknown[]): string[] {
   const texts: string[] = [];
   for (const trigger of triggers) {
     const values: readonly unknown[] =
-      typeof trigger === 'string' ? [trigger] : Array.isArray(trigger) ? trigger : ((trigger as { values?: readonly unknown[] }).values ?? []);
+      typeof trigger === 'string'
+        ? [trigger]
+        : Array.isArray(trigger)
+          ? trigger
+          : ((trigger as { values?: readonly unknown[] }).values ?? []);
     if (values.length > 0 && values.every((value) => typeof value === 'string')) {
       const text = values.join('');
       if (text) texts.push(text);

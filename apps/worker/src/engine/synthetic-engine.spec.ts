@@ -5,14 +5,24 @@ import { SYNTHETIC_TOKEN, SyntheticEngine } from './synthetic-engine.js';
 import type { EngineEvent } from './engine.types.js';
 
 const spec = { id: 'synthetic', path: 'synthetic', contextSize: 4096, slots: 2, maxQueue: 4 };
-const request = (maxTokens: number) => ({ model: 'synthetic', messages: [{ role: 'user' as const, content: 'hello there' }], sampling: { maxTokens }, stream: true });
+const request = (maxTokens: number) => ({
+  model: 'synthetic',
+  messages: [{ role: 'user' as const, content: 'hello there' }],
+  sampling: { maxTokens },
+  stream: true,
+});
 
 async function run(maxTokens: number, abortAfter?: number): Promise<EngineEvent[]> {
   const model = await new SyntheticEngine(5_000).load(spec);
   const events: EngineEvent[] = [];
   const controller = new AbortController();
   if (abortAfter !== undefined) setTimeout(() => controller.abort(), abortAfter);
-  await model.generate({ request: request(maxTokens), receivedAt: performance.now(), signal: controller.signal, emit: (event) => events.push(event) });
+  await model.generate({
+    request: request(maxTokens),
+    receivedAt: performance.now(),
+    signal: controller.signal,
+    emit: (event) => events.push(event),
+  });
   return events;
 }
 

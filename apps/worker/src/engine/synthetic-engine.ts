@@ -75,7 +75,11 @@ class SyntheticModel implements EngineModel {
   constructor(spec: ModelSpec, tokensPerSecond: number) {
     this.id = spec.id;
     this.slots = spec.slots;
-    this.pool = new SlotPool(Array.from({ length: spec.slots }, (_, i) => i), spec.maxQueue, spec.queueOrder);
+    this.pool = new SlotPool(
+      Array.from({ length: spec.slots }, (_, i) => i),
+      spec.maxQueue,
+      spec.queueOrder,
+    );
     this.stepMs = 1000 / tokensPerSecond;
   }
 
@@ -97,10 +101,21 @@ class SyntheticModel implements EngineModel {
     try {
       await new Promise<void>((ended) => {
         const done = (): void => {
-          cost = chargedTokens({ promptTokens: this.countTokens(job.request), cachedPromptTokens: 0, completionTokens: stream.emitted });
+          cost = chargedTokens({
+            promptTokens: this.countTokens(job.request),
+            cachedPromptTokens: 0,
+            completionTokens: stream.emitted,
+          });
           ended();
         };
-        const stream: Stream = { job, emitted: 0, maxTokens: job.request.sampling.maxTokens ?? DEFAULT_TOKENS, firstTokenAt: 0, startedAt: performance.now(), done };
+        const stream: Stream = {
+          job,
+          emitted: 0,
+          maxTokens: job.request.sampling.maxTokens ?? DEFAULT_TOKENS,
+          firstTokenAt: 0,
+          startedAt: performance.now(),
+          done,
+        };
         job.emit({ type: 'start', model: this.id, promptTokens: this.countTokens(job.request) });
         this.streams.add(stream);
         this.schedule();
@@ -142,7 +157,12 @@ class SyntheticModel implements EngineModel {
     job.emit({
       type: 'finish',
       reason,
-      usage: { promptTokens: this.countTokens(job.request), cachedPromptTokens: 0, completionTokens: emitted, reasoningTokens: 0 },
+      usage: {
+        promptTokens: this.countTokens(job.request),
+        cachedPromptTokens: 0,
+        completionTokens: emitted,
+        reasoningTokens: 0,
+      },
       timings: {
         ttftMs: firstTokenAt ? firstTokenAt - job.receivedAt : 0,
         promptMs: 0,

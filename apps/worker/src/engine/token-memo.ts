@@ -27,7 +27,8 @@ export function memoTokenizer(tokenizer: Tokenizer, maxChars: number): Tokenizer
   let chars = 0;
   const tokenize = (text: string, specialTokens?: boolean | 'builtin', options?: 'trimLeadingSpace'): Token[] => {
     if (specialTokens === 'builtin') return tokenizer(text as never, 'builtin');
-    if ((text.length < MIN_CHARS && specialTokens !== true) || text.length > maxChars) return tokenizer(text, specialTokens, options);
+    if ((text.length < MIN_CHARS && specialTokens !== true) || text.length > maxChars)
+      return tokenizer(text, specialTokens, options);
     const key = `${specialTokens ? 's' : 't'}${options === 'trimLeadingSpace' ? 'l' : '-'}${text}`;
     const known = runs.get(key);
     if (known) {

@@ -7,7 +7,14 @@ import type { EngineEvent } from './engine.types.js';
 function release(): { sent: EngineEvent[]; replayed: EngineEvent[]; release: TokenRelease } {
   const sent: EngineEvent[] = [];
   const replayed: EngineEvent[] = [];
-  return { sent, replayed, release: new TokenRelease((event) => sent.push(event), (event) => replayed.push(event)) };
+  return {
+    sent,
+    replayed,
+    release: new TokenRelease(
+      (event) => sent.push(event),
+      (event) => replayed.push(event),
+    ),
+  };
 }
 
 describe('token release', () => {

@@ -67,7 +67,11 @@ export class TokenRelease {
     for (let i = events.length - 1; i >= 0 && last === -1; i--) if (isOutput(events[i] as EngineEvent)) last = i;
     if (last !== -1 && this.pending.length > 0) {
       const output = events[last] as Output;
-      events[last] = { ...output, tokens: this.pending, ...(output.type === 'text' && this.logprobs.length > 0 && { logprobs: this.logprobs }) };
+      events[last] = {
+        ...output,
+        tokens: this.pending,
+        ...(output.type === 'text' && this.logprobs.length > 0 && { logprobs: this.logprobs }),
+      };
       this.pending = [];
       this.logprobs = [];
     }

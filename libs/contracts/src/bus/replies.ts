@@ -1,7 +1,26 @@
-import { array, boolean, defined, fail, integer, number, object, oneOf, optionalBoolean, optionalInteger, optionalNumber, optionalObject, optionalString, string } from '../fields.js';
+import {
+  array,
+  boolean,
+  defined,
+  fail,
+  integer,
+  number,
+  object,
+  oneOf,
+  optionalBoolean,
+  optionalInteger,
+  optionalNumber,
+  optionalObject,
+  optionalString,
+  string,
+} from '../fields.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 import { modelKindOf } from '../retrieval/retrieval.messages.js';
-import { decodeCanonicalRequest, decodeSamplingDefaults, type CanonicalRequest } from '../generate/canonical-request.js';
+import {
+  decodeCanonicalRequest,
+  decodeSamplingDefaults,
+  type CanonicalRequest,
+} from '../generate/canonical-request.js';
 import type { DecodedRequest, GenerateAccepted, TokenCount } from '../generate/generate.messages.js';
 import {
   MODEL_STATES,
@@ -39,11 +58,17 @@ export function decodeReply(value: unknown): Reply<unknown> {
 /** The translator's decoded request; its dialect `state` is read by the dialect's own reader (see DecodedRequest). */
 export function decodeDecodedRequest(value: unknown): DecodedRequest {
   const decoded = object(value, 'decoded');
-  return { request: decodeCanonicalRequest(decoded.request, 'request'), ...(decoded.state === undefined ? {} : { state: decoded.state }) };
+  return {
+    request: decodeCanonicalRequest(decoded.request, 'request'),
+    ...(decoded.state === undefined ? {} : { state: decoded.state }),
+  };
 }
 
 /** The translator's compaction plan: the summarisation request (null when nothing is older than the latest turn) and the items kept. */
-export function decodeCompactionPlan(value: unknown): { request: CanonicalRequest | null; recent: Record<string, unknown>[] } {
+export function decodeCompactionPlan(value: unknown): {
+  request: CanonicalRequest | null;
+  recent: Record<string, unknown>[];
+} {
   const plan = object(value, 'plan');
   return {
     request: plan.request === null ? null : decodeCanonicalRequest(plan.request, 'request'),
@@ -129,7 +154,12 @@ export function decodeEstimate(value: unknown): EstimateReply {
 
 export function decodePullResult(value: unknown): PullResult {
   const result = object(value, 'pullResult');
-  return { model: string(result.model, 'model'), workerId: string(result.workerId, 'workerId'), path: string(result.path, 'path'), bytes: number(result.bytes, 'bytes', 0) };
+  return {
+    model: string(result.model, 'model'),
+    workerId: string(result.workerId, 'workerId'),
+    path: string(result.path, 'path'),
+    bytes: number(result.bytes, 'bytes', 0),
+  };
 }
 
 /** The router's combined pull reply. */
@@ -172,7 +202,11 @@ export interface CancelLoadReply {
 
 export function decodeCancelLoadReply(value: unknown): CancelLoadReply {
   const answer = object(value, 'answer');
-  return { model: string(answer.model, 'model'), workerId: string(answer.workerId, 'workerId'), cancelled: boolean(answer.cancelled, 'cancelled') };
+  return {
+    model: string(answer.model, 'model'),
+    workerId: string(answer.workerId, 'workerId'),
+    cancelled: boolean(answer.cancelled, 'cancelled'),
+  };
 }
 
 /** A router's answer to `catalogue.add|set|remove`: the model as written in YAML and where it comes from. */
@@ -184,7 +218,9 @@ export function decodeCatalogueModelReply(value: unknown): CatalogueModelReply {
   return {
     model,
     origin: oneOf(reply.origin, 'origin', ['config', 'added', 'changed'] as const),
-    ...(reply.unloaded !== undefined && { unloaded: array(reply.unloaded, 'unloaded').map((id, i) => string(id, `unloaded[${i}]`)) }),
+    ...(reply.unloaded !== undefined && {
+      unloaded: array(reply.unloaded, 'unloaded').map((id, i) => string(id, `unloaded[${i}]`)),
+    }),
   };
 }
 

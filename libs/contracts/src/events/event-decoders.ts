@@ -1,7 +1,38 @@
-import { array, boolean, defined, fail, integer, number, object, oneOf, optionalBoolean, optionalInteger, optionalNumber, optionalString, string, type Json } from '../fields.js';
+import {
+  array,
+  boolean,
+  defined,
+  fail,
+  integer,
+  number,
+  object,
+  oneOf,
+  optionalBoolean,
+  optionalInteger,
+  optionalNumber,
+  optionalString,
+  string,
+  type Json,
+} from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
-import { DIALECTS, type FinishReason, type StreamEvent, type Timings, type Usage } from '../generate/generate.messages.js';
-import { LOAD_TRIGGERS, REPLICA_ADD_REASONS, REPLICA_BLOCK_REASONS, REPLICA_RETIRE_REASONS, type DefragEvent, type LoadFailedEvent, type LoadProgress, type ReplicaEvent, type WorkerLifecycleEvent } from '../fleet/fleet.messages.js';
+import {
+  DIALECTS,
+  type FinishReason,
+  type StreamEvent,
+  type Timings,
+  type Usage,
+} from '../generate/generate.messages.js';
+import {
+  LOAD_TRIGGERS,
+  REPLICA_ADD_REASONS,
+  REPLICA_BLOCK_REASONS,
+  REPLICA_RETIRE_REASONS,
+  type DefragEvent,
+  type LoadFailedEvent,
+  type LoadProgress,
+  type ReplicaEvent,
+  type WorkerLifecycleEvent,
+} from '../fleet/fleet.messages.js';
 import type { BusStatusEvent, GatewayHops, RequestFinishedEvent } from './request-finished.event.js';
 import { RETRIEVAL_APIS } from '../retrieval/retrieval.messages.js';
 
@@ -10,7 +41,13 @@ import { RETRIEVAL_APIS } from '../retrieval/retrieval.messages.js';
  * version: each field the consumer reads is checked, and the first bad one throws `invalid_request`
  * naming it, so the consumer can log and skip that one event.
  */
-const FINISH_REASONS = ['stop', 'length', 'tool_calls', 'cancelled', 'error'] as const satisfies readonly FinishReason[];
+const FINISH_REASONS = [
+  'stop',
+  'length',
+  'tool_calls',
+  'cancelled',
+  'error',
+] as const satisfies readonly FinishReason[];
 
 const ERROR_CODES = Object.keys(ErrorCodes) as ErrorCode[];
 
@@ -45,15 +82,27 @@ export function decodeWorkerLifecycle(value: unknown): WorkerLifecycleEvent {
 export function decodeLoadFailed(value: unknown): LoadFailedEvent {
   const event = object(value, 'event');
   const cancelled = event.cancelled == null ? undefined : boolean(event.cancelled, 'cancelled');
-  return { workerId: string(event.workerId, 'workerId'), at: number(event.at, 'at'), model: string(event.model, 'model'), error: string(event.error, 'error'), ...(cancelled && { cancelled }) };
+  return {
+    workerId: string(event.workerId, 'workerId'),
+    at: number(event.at, 'at'),
+    model: string(event.model, 'model'),
+    error: string(event.error, 'error'),
+    ...(cancelled && { cancelled }),
+  };
 }
 
 /** A replication event; `kind` is the subject's last token (added, retired, blocked), which sets the reasons allowed. */
 export function decodeReplicaEvent(value: unknown, kind: 'added' | 'retired' | 'blocked'): ReplicaEvent {
   const event = object(value, 'event');
-  const reasons = kind === 'added' ? REPLICA_ADD_REASONS : kind === 'retired' ? REPLICA_RETIRE_REASONS : REPLICA_BLOCK_REASONS;
+  const reasons =
+    kind === 'added' ? REPLICA_ADD_REASONS : kind === 'retired' ? REPLICA_RETIRE_REASONS : REPLICA_BLOCK_REASONS;
   const workerId = kind === 'blocked' ? optionalString(event.workerId, 'workerId') : string(event.workerId, 'workerId');
-  return { model: string(event.model, 'model'), ...(workerId !== undefined && { workerId }), reason: oneOf(event.reason, 'reason', reasons), at: number(event.at, 'at') };
+  return {
+    model: string(event.model, 'model'),
+    ...(workerId !== undefined && { workerId }),
+    reason: oneOf(event.reason, 'reason', reasons),
+    at: number(event.at, 'at'),
+  };
 }
 
 export function decodeDefrag(value: unknown): DefragEvent {
@@ -71,7 +120,8 @@ export function decodeLoadProgress(value: unknown): LoadProgress {
   const event = object(value, 'event');
   const fraction = number(event.fraction, 'fraction', 0);
   if (fraction > 1) fail('fraction', `must be at most 1, got ${fraction}`);
-  const phase = event.phase === undefined ? undefined : oneOf(event.phase, 'phase', ['downloading', 'loading'] as const);
+  const phase =
+    event.phase === undefined ? undefined : oneOf(event.phase, 'phase', ['downloading', 'loading'] as const);
   const bytes = optionalNumber(event.bytes, 'bytes', 0, Number.MAX_SAFE_INTEGER);
   const totalBytes = optionalNumber(event.totalBytes, 'totalBytes', 0, Number.MAX_SAFE_INTEGER);
   return {
@@ -104,13 +154,23 @@ function refusalCounts(value: unknown): Record<string, number> | undefined {
   const entries = Object.entries(counts);
   if (entries.length > 32) fail('refusals', `has ${entries.length} reasons; at most 32`);
   for (const [reason, count] of entries) {
-    if (!/^[a-z_]{1,64}$/.test(reason)) fail(`refusals.${reason.slice(0, 64)}`, 'must be a reason of lowercase letters and underscores');
+    if (!/^[a-z_]{1,64}$/.test(reason))
+      fail(`refusals.${reason.slice(0, 64)}`, 'must be a reason of lowercase letters and underscores');
     integer(count, `refusals.${reason}`, 0);
   }
   return counts as Record<string, number>;
 }
 
-const STREAM_EVENT_TYPES = ['start', 'text', 'reasoning', 'tool_call', 'tool_args', 'keepalive', 'finish', 'error'] as const;
+const STREAM_EVENT_TYPES = [
+  'start',
+  'text',
+  'reasoning',
+  'tool_call',
+  'tool_args',
+  'keepalive',
+  'finish',
+  'error',
+] as const;
 
 /**
  * One event of a token stream, as a gateway receives it. Hand-written and flat: it runs once per
@@ -135,7 +195,11 @@ export function decodeStreamEvent(value: unknown): StreamEvent {
       optionalInteger(event.cachedPromptTokens, 'cachedPromptTokens', 0);
       if (event.reasoningMarkers !== undefined) {
         const markers = event.reasoningMarkers as unknown;
-        if (!Array.isArray(markers) || markers.length !== 2 || markers.some((marker) => typeof marker !== 'string' || marker.length > 64)) {
+        if (
+          !Array.isArray(markers) ||
+          markers.length !== 2 ||
+          markers.some((marker) => typeof marker !== 'string' || marker.length > 64)
+        ) {
           fail('reasoningMarkers', 'must be two strings of at most 64 characters');
         }
       }
@@ -222,7 +286,14 @@ function timings(value: Json): Timings {
 function hops(value: Json): GatewayHops {
   const ms = (field: keyof GatewayHops): number => number(value[field], `hops.${field}`);
   const placeMs = nullable(value.placeMs, (v) => number(v, 'hops.placeMs'));
-  return { parseMs: ms('parseMs'), decodeMs: ms('decodeMs'), ...(placeMs !== null && { placeMs }), generateMs: ms('generateMs'), firstEventMs: ms('firstEventMs'), writeMs: ms('writeMs') };
+  return {
+    parseMs: ms('parseMs'),
+    decodeMs: ms('decodeMs'),
+    ...(placeMs !== null && { placeMs }),
+    generateMs: ms('generateMs'),
+    firstEventMs: ms('firstEventMs'),
+    writeMs: ms('writeMs'),
+  };
 }
 
 /** Null and absent both read as null (older events left optional fields out). */

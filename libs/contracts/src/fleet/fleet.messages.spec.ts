@@ -7,14 +7,31 @@ import { decodePlaceRequest } from './fleet.messages.js';
 
 /** The reader throws `invalid_request` whose param names `field`. */
 const rejects = (read: () => unknown, field: string): void =>
-  assert.throws(read, (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === field, field);
+  assert.throws(
+    read,
+    (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === field,
+    field,
+  );
 
 describe('place and decode readers', () => {
   it('place - a full request and a bare one pass unchanged', () => {
-    const full = { model: 'm', exclude: ['w1', 'w2'], affinity: 'session:a', prefixes: ['p2', 'p1'], runId: 'r1', attempt: 2, kind: 'embedding', readyOnly: true };
+    const full = {
+      model: 'm',
+      exclude: ['w1', 'w2'],
+      affinity: 'session:a',
+      prefixes: ['p2', 'p1'],
+      runId: 'r1',
+      attempt: 2,
+      kind: 'embedding',
+      readyOnly: true,
+    };
     assert.deepEqual(decodePlaceRequest(full), full);
     assert.deepEqual(decodePlaceRequest({ model: 'm' }), { model: 'm' });
-    assert.deepEqual(decodePlaceRequest({ model: 'm', affinity: null, kind: null }), { model: 'm', affinity: null, kind: null });
+    assert.deepEqual(decodePlaceRequest({ model: 'm', affinity: null, kind: null }), {
+      model: 'm',
+      affinity: null,
+      kind: null,
+    });
   });
 
   it('place - each bad field is named', () => {
@@ -25,7 +42,10 @@ describe('place and decode readers', () => {
     rejects(() => decodePlaceRequest({ model: 'm', exclude: ['w1', 2] }), 'exclude[1]');
     rejects(() => decodePlaceRequest({ model: 'm', affinity: 'x'.repeat(513) }), 'affinity');
     rejects(() => decodePlaceRequest({ model: 'm', prefixes: 'p' }), 'prefixes');
-    rejects(() => decodePlaceRequest({ model: 'm', prefixes: Array.from({ length: 33 }, (_, i) => `p${i}`) }), 'prefixes');
+    rejects(
+      () => decodePlaceRequest({ model: 'm', prefixes: Array.from({ length: 33 }, (_, i) => `p${i}`) }),
+      'prefixes',
+    );
     rejects(() => decodePlaceRequest({ model: 'm', prefixes: ['p', 7] }), 'prefixes[1]');
     rejects(() => decodePlaceRequest({ model: 'm', prefixes: ['p'.repeat(65)] }), 'prefixes[0]');
     rejects(() => decodePlaceRequest({ model: 'm', runId: 'r'.repeat(65) }), 'runId');

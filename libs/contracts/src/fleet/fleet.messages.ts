@@ -1,8 +1,30 @@
 import { Type } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, MaxLength, Min, ValidateNested, IsArray, IsObject } from 'class-validator';
+import {
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsNumber,
+  IsOptional,
+  IsString,
+  MaxLength,
+  Min,
+  ValidateNested,
+  IsArray,
+  IsObject,
+} from 'class-validator';
 import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
 import type { SamplingDefaults } from '../generate/canonical-request.js';
-import { fail, maxLength, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalString, string } from '../fields.js';
+import {
+  fail,
+  maxLength,
+  object,
+  oneOf,
+  optionalArray,
+  optionalBoolean,
+  optionalInteger,
+  optionalString,
+  string,
+} from '../fields.js';
 
 export const MODEL_STATES = ['loading', 'ready', 'unloading'] as const;
 export type ModelState = (typeof MODEL_STATES)[number];

@@ -1,4 +1,19 @@
-import { array, fail, integer, maxLength, object, oneOf, optionalArray, optionalBoolean, optionalInteger, optionalNumber, optionalObject, optionalString, string, type Json } from '../fields.js';
+import {
+  array,
+  fail,
+  integer,
+  maxLength,
+  object,
+  oneOf,
+  optionalArray,
+  optionalBoolean,
+  optionalInteger,
+  optionalNumber,
+  optionalObject,
+  optionalString,
+  string,
+  type Json,
+} from '../fields.js';
 
 export const ROLES = ['system', 'user', 'assistant', 'tool'] as const;
 export type Role = (typeof ROLES)[number];
@@ -71,19 +86,39 @@ export interface Sampling {
 }
 
 /** What a model's maker (its GGUF's `general.sampling.*`) or the catalogue may set for requests that leave it out. */
-export type SamplingDefaults = Pick<Sampling, 'temperature' | 'topP' | 'topK' | 'minP' | 'repetitionPenalty' | 'repeatLastN'>;
+export type SamplingDefaults = Pick<
+  Sampling,
+  'temperature' | 'topP' | 'topK' | 'minP' | 'repetitionPenalty' | 'repeatLastN'
+>;
 
-export const SAMPLING_DEFAULT_KEYS = ['temperature', 'topP', 'topK', 'minP', 'repetitionPenalty', 'repeatLastN'] as const satisfies ReadonlyArray<keyof SamplingDefaults>;
+export const SAMPLING_DEFAULT_KEYS = [
+  'temperature',
+  'topP',
+  'topK',
+  'minP',
+  'repetitionPenalty',
+  'repeatLastN',
+] as const satisfies ReadonlyArray<keyof SamplingDefaults>;
 
 /**
  * What a request that sets nothing samples with, where neither the model's GGUF nor the catalogue
  * says otherwise: llama.cpp's defaults except the temperature (0.8, as cortex always had), and no
  * repetition penalty (llama.cpp's own default of 1.0 since 2024).
  */
-export const BUILTIN_SAMPLING: Required<SamplingDefaults> = { temperature: 0.8, topP: 0.95, topK: 40, minP: 0, repetitionPenalty: 1, repeatLastN: 64 };
+export const BUILTIN_SAMPLING: Required<SamplingDefaults> = {
+  temperature: 0.8,
+  topP: 0.95,
+  topK: 40,
+  minP: 0,
+  repetitionPenalty: 1,
+  repeatLastN: 64,
+};
 
 /** `sampling` with each field it leaves out taken from `defaults`, first to last (the first that sets it wins). */
-export function withSamplingDefaults<T extends Sampling>(sampling: T, ...defaults: ReadonlyArray<SamplingDefaults | undefined>): T {
+export function withSamplingDefaults<T extends Sampling>(
+  sampling: T,
+  ...defaults: ReadonlyArray<SamplingDefaults | undefined>
+): T {
   const out: T = { ...sampling };
   for (const key of SAMPLING_DEFAULT_KEYS) {
     if (out[key] !== undefined) continue;
@@ -186,8 +221,10 @@ export function checkTemplateOptions(value: unknown, param: string): Record<stri
   const entries = Object.entries(value as Record<string, unknown>);
   if (entries.length > 16) fail(param, `has ${entries.length} keys; at most 16`);
   for (const [key, item] of entries) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(key)) fail(`${param}.${key}`, 'must be a name of letters, digits and underscores (at most 64)');
-    if ((TEMPLATE_INPUTS as readonly string[]).includes(key)) fail(`${param}.${key}`, 'is the chat template\'s own input and cannot be set');
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(key))
+      fail(`${param}.${key}`, 'must be a name of letters, digits and underscores (at most 64)');
+    if ((TEMPLATE_INPUTS as readonly string[]).includes(key))
+      fail(`${param}.${key}`, "is the chat template's own input and cannot be set");
     const json = JSON.stringify(item);
     if (json === undefined || json.length > 4096) fail(`${param}.${key}`, 'must be JSON of at most 4,096 characters');
   }
@@ -221,7 +258,8 @@ export function decodeCanonicalRequest(value: unknown, at: string): CanonicalReq
   optionalBoolean(request.keepPromptLonger, `${at}.keepPromptLonger`);
   optionalInteger(request.logprobs, `${at}.logprobs`, 0, 20);
   maxLength(optionalString(request.affinityKey, `${at}.affinityKey`), 512, `${at}.affinityKey`);
-  if (request.templateOptions !== undefined && request.templateOptions !== null) checkTemplateOptions(request.templateOptions, `${at}.templateOptions`);
+  if (request.templateOptions !== undefined && request.templateOptions !== null)
+    checkTemplateOptions(request.templateOptions, `${at}.templateOptions`);
   if (request.raw !== undefined && request.raw !== null) checkRawPrompt(request.raw, `${at}.raw`);
   return request as unknown as CanonicalRequest;
 }
@@ -306,10 +344,10 @@ export function checkLogitBias(bias: Json, at: string): Record<string, number> {
   const entries = Object.entries(bias);
   if (entries.length > MAX_LOGIT_BIAS) fail(at, `at most ${MAX_LOGIT_BIAS} tokens, got ${entries.length}`);
   for (const [token, value] of entries) {
-    if (!/^(0|[1-9][0-9]{0,9})$/.test(token)) fail(at, `keys are token ids (integers from 0 as strings), got ${JSON.stringify(token.slice(0, 32))}`);
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(token))
+      fail(at, `keys are token ids (integers from 0 as strings), got ${JSON.stringify(token.slice(0, 32))}`);
     optionalNumber(value, `${at}.${token}`, -100, 100);
     if (value === null || value === undefined) fail(`${at}.${token}`, 'must be a number from -100 to 100');
   }
   return bias as Record<string, number>;
 }
-

@@ -1,5 +1,15 @@
 import { IsOptional, IsString } from 'class-validator';
-import { array, boolean, integer, maxLength, object, oneOf, optionalObject, optionalString, string } from '../fields.js';
+import {
+  array,
+  boolean,
+  integer,
+  maxLength,
+  object,
+  oneOf,
+  optionalObject,
+  optionalString,
+  string,
+} from '../fields.js';
 import { decodeCanonicalRequest, type CanonicalRequest } from './canonical-request.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 import { decodeRequestPriority, type RequestPriority } from './priority.js';
@@ -138,7 +148,12 @@ export interface Usage {
 }
 
 /** Usage of a request that used no tokens yet (or none at all). */
-export const NO_USAGE: Readonly<Usage> = Object.freeze({ promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 });
+export const NO_USAGE: Readonly<Usage> = Object.freeze({
+  promptTokens: 0,
+  cachedPromptTokens: 0,
+  completionTokens: 0,
+  reasoningTokens: 0,
+});
 
 export interface Timings {
   /** From `generate` arriving at the worker to the first token event. */
@@ -177,7 +192,16 @@ export interface TokenLogprob {
 export type StreamEvent =
   /** `reasoningMarkers`: how the model marks its reasoning, for clients that ask for it inline (x-include-thinking). */
   /** `cachedPromptTokens`: of the prompt, the tokens its sequence held or restored (absent: none, or a worker before it). */
-  | { seq: number; type: 'start'; runId: string; workerId: string; model: string; promptTokens: number; cachedPromptTokens?: number; reasoningMarkers?: [string, string] }
+  | {
+      seq: number;
+      type: 'start';
+      runId: string;
+      workerId: string;
+      model: string;
+      promptTokens: number;
+      cachedPromptTokens?: number;
+      reasoningMarkers?: [string, string];
+    }
   /** `logprobs`: for a request that asked (CanonicalRequest.logprobs), those of the tokens whose output this is. */
   | { seq: number; type: 'text'; text: string; pieces?: number; tokens?: number[]; logprobs?: TokenLogprob[] }
   | { seq: number; type: 'reasoning'; text: string; pieces?: number; tokens?: number[] }
@@ -193,6 +217,9 @@ export type StreamEvent =
   /** `moving`: published by the placing gateway to end a background run's move that failed or was cancelled (see BackgroundReplay). */
   | { seq: number; type: 'error'; error: ErrorBody; moving?: boolean };
 
-
 /** Events without their sequence number, as a producer emits them before numbering. */
-export type StreamEventBody = StreamEvent extends infer E ? (E extends { seq: number } ? Omit<E, 'seq'> : never) : never;
+export type StreamEventBody = StreamEvent extends infer E
+  ? E extends { seq: number }
+    ? Omit<E, 'seq'>
+    : never
+  : never;

@@ -24,7 +24,10 @@ export interface RequestPriority {
 export function decodeRequestPriority(value: unknown, param: string): RequestPriority {
   const priority = object(value, param);
   const tier = integer(priority.tier, `${param}.tier`, UNKEYED_TIER);
-  if (tier > MAX_KEY_TIER) throw new CortexError('invalid_request', `${param}.tier: must be at most ${MAX_KEY_TIER}, got ${tier}`, { param: `${param}.tier` });
+  if (tier > MAX_KEY_TIER)
+    throw new CortexError('invalid_request', `${param}.tier: must be at most ${MAX_KEY_TIER}, got ${tier}`, {
+      param: `${param}.tier`,
+    });
   maxLength(optionalString(priority.account, `${param}.account`), 64, `${param}.account`);
   maxLength(optionalString(priority.keyId, `${param}.keyId`), 128, `${param}.keyId`);
   return priority as unknown as RequestPriority;

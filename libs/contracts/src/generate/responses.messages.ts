@@ -25,6 +25,9 @@ export function decodeInputItems(value: unknown): InputItemsCommand {
     id: string(command.id, 'id'),
     after: optionalString(command.after, 'after'),
     limit: optionalInteger(command.limit, 'limit', 1, 100),
-    order: command.order === undefined || command.order === null ? undefined : oneOf(command.order, 'order', ['asc', 'desc'] as const),
+    order:
+      command.order === undefined || command.order === null
+        ? undefined
+        : oneOf(command.order, 'order', ['asc', 'desc'] as const),
   });
 }

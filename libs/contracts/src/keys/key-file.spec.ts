@@ -1,12 +1,26 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError } from '../errors/error-codes.js';
-import { accountPatch, changedFields, declaredRecord, parseKeyFile, planKeyApply, type DeclaredKey } from './key-file.js';
+import {
+  accountPatch,
+  changedFields,
+  declaredRecord,
+  parseKeyFile,
+  planKeyApply,
+  type DeclaredKey,
+} from './key-file.js';
 import { hashSecret, secretOf, type KeyRecord } from './key.record.js';
 
 const NOW = Date.parse('2026-11-25T12:00:00Z');
 const SECRET = 'sk-declared-0123456789abcdef';
-const env = { CI_KEY: SECRET, SHORT: 'sk-short', PREFIXED: 'sk-cortex-0123456789abcdef', NEWLINE: `${SECRET}\n`, INNER_SPACE: 'sk-ci-secret 0123456789abcdef', CONTROL: 'sk-ci\u0007-0123456789abcdefgh' };
+const env = {
+  CI_KEY: SECRET,
+  SHORT: 'sk-short',
+  PREFIXED: 'sk-cortex-0123456789abcdef',
+  NEWLINE: `${SECRET}\n`,
+  INNER_SPACE: 'sk-ci-secret 0123456789abcdef',
+  CONTROL: 'sk-ci\u0007-0123456789abcdefgh',
+};
 
 const stored = (fields: Partial<KeyRecord> & Pick<KeyRecord, 'id' | 'name'>): KeyRecord => ({
   account: 'default',
@@ -22,45 +36,127 @@ const stored = (fields: Partial<KeyRecord> & Pick<KeyRecord, 'id' | 'name'>): Ke
 });
 
 const refused = (content: unknown, message: RegExp, param: string) =>
-  assert.throws(() => parseKeyFile(content, env), (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && message.test(error.message) && error.extra.param === param);
+  assert.throws(
+    () => parseKeyFile(content, env),
+    (error: unknown) =>
+      error instanceof CortexError &&
+      error.code === 'invalid_request' &&
+      message.test(error.message) &&
+      error.extra.param === param,
+  );
 
 describe('key file', () => {
   it('key file - keys take the admin API defaults; a secret comes from its variable or its hash, never from the file', () => {
     const file = parseKeyFile(
       {
         accounts: { 'team-a': { limits: { requests_per_minute: 600 } }, quiet: null },
-        keys: [{ name: 'ci', account: 'team-a', tier: 7, limits: { concurrent_requests: 2 }, secret_env: 'CI_KEY' }, { name: 'hashed', secret_sha256: 'AB'.repeat(32) }, { name: 'plain' }],
+        keys: [
+          { name: 'ci', account: 'team-a', tier: 7, limits: { concurrent_requests: 2 }, secret_env: 'CI_KEY' },
+          { name: 'hashed', secret_sha256: 'AB'.repeat(32) },
+          { name: 'plain' },
+        ],
       },
       env,
     );
-    assert.deepEqual(file.accounts, [{ name: 'team-a', limits: { requests_per_minute: 600 } }, { name: 'quiet', limits: {} }]);
-    assert.deepEqual(file.keys[0]?.input, { name: 'ci', account: 'team-a', limits: { concurrent_requests: 2 }, models: null, expires_at: null, tier: 7 });
+    assert.deepEqual(file.accounts, [
+      { name: 'team-a', limits: { requests_per_minute: 600 } },
+      { name: 'quiet', limits: {} },
+    ]);
+    assert.deepEqual(file.keys[0]?.input, {
+      name: 'ci',
+      account: 'team-a',
+      limits: { concurrent_requests: 2 },
+      models: null,
+      expires_at: null,
+      tier: 7,
+    });
     assert.equal(file.keys[0]?.secret?.sha256, hashSecret(SECRET));
-    assert.equal(file.keys[0]?.secret?.prefix, 'sk-…', 'a secret not made by cortex shows no more than its first three characters');
+    assert.equal(
+      file.keys[0]?.secret?.prefix,
+      'sk-…',
+      'a secret not made by cortex shows no more than its first three characters',
+    );
     assert.deepEqual(file.keys[1]?.secret, { sha256: 'ab'.repeat(32), prefix: 'sha256:abababab…', valid_until: null });
     assert.equal(file.keys[2]?.secret, null);
     assert.deepEqual(parseKeyFile({ keys: [] }, env), { accounts: [], keys: [] }, 'keys: [] declares no keys');
     const expired = parseKeyFile({ keys: [{ name: 'old', expires_at: '2020-01-01' }] }, env);
-    assert.equal(expired.keys[0]?.input.expires_at, '2020-01-01T00:00:00.000Z', 'a key that has expired may stay declared: the file stays valid');
+    assert.equal(
+      expired.keys[0]?.input.expires_at,
+      '2020-01-01T00:00:00.000Z',
+      'a key that has expired may stay declared: the file stays valid',
+    );
   });
 
   it('key file - a bad field is refused naming it from the top of the file', () => {
-    refused({ keys: [{ name: 'a' }, { name: 'b', limits: { requests_per_minute: 'lots' } }] }, /^keys\[1\]\.limits\.requests_per_minute: must be a whole number/, 'keys[1].limits.requests_per_minute');
+    refused(
+      { keys: [{ name: 'a' }, { name: 'b', limits: { requests_per_minute: 'lots' } }] },
+      /^keys\[1\]\.limits\.requests_per_minute: must be a whole number/,
+      'keys[1].limits.requests_per_minute',
+    );
     refused({ keys: [{ name: 'a', colour: 'red' }] }, /^keys\[0\]\.colour: is not a known field/, 'keys[0].colour');
     refused({ keys: [{ account: 'x' }] }, /^keys\[0\]\.name: is required/, 'keys[0].name');
-    refused({ keys: [{ name: 'a', secret_env: 'MISSING' }] }, /MISSING is not set in this environment/, 'keys[0].secret_env');
-    refused({ keys: [{ name: 'a', secret_env: 'SHORT' }] }, /SHORT holds 8 secret characters; a secret needs at least 20/, 'keys[0].secret_env');
-    refused({ keys: [{ name: 'a', secret_env: 'NEWLINE' }] }, /NEWLINE has white space \(a newline\?\) around the secret, which no client sends/, 'keys[0].secret_env');
-    refused({ keys: [{ name: 'a', secret_env: 'INNER_SPACE' }] }, /INNER_SPACE holds white space at position 13, which no client can send in an Authorization or x-api-key header/, 'keys[0].secret_env');
-    refused({ keys: [{ name: 'a', secret_env: 'CONTROL' }] }, /CONTROL holds a control character at position 6/, 'keys[0].secret_env');
-    refused({ keys: [{ name: 'a', secret_sha256: 'sk-pasted-by-mistake' }] }, /64 hexadecimal digits[^]*this one is not \(20 characters\)$/, 'keys[0].secret_sha256');
-    assert.throws(() => parseKeyFile({ keys: [{ name: 'a', secret_sha256: 'sk-pasted-by-mistake' }] }, env), (error: Error) => !error.message.includes('pasted'), 'the value is not echoed');
+    refused(
+      { keys: [{ name: 'a', secret_env: 'MISSING' }] },
+      /MISSING is not set in this environment/,
+      'keys[0].secret_env',
+    );
+    refused(
+      { keys: [{ name: 'a', secret_env: 'SHORT' }] },
+      /SHORT holds 8 secret characters; a secret needs at least 20/,
+      'keys[0].secret_env',
+    );
+    refused(
+      { keys: [{ name: 'a', secret_env: 'NEWLINE' }] },
+      /NEWLINE has white space \(a newline\?\) around the secret, which no client sends/,
+      'keys[0].secret_env',
+    );
+    refused(
+      { keys: [{ name: 'a', secret_env: 'INNER_SPACE' }] },
+      /INNER_SPACE holds white space at position 13, which no client can send in an Authorization or x-api-key header/,
+      'keys[0].secret_env',
+    );
+    refused(
+      { keys: [{ name: 'a', secret_env: 'CONTROL' }] },
+      /CONTROL holds a control character at position 6/,
+      'keys[0].secret_env',
+    );
+    refused(
+      { keys: [{ name: 'a', secret_sha256: 'sk-pasted-by-mistake' }] },
+      /64 hexadecimal digits[^]*this one is not \(20 characters\)$/,
+      'keys[0].secret_sha256',
+    );
+    assert.throws(
+      () => parseKeyFile({ keys: [{ name: 'a', secret_sha256: 'sk-pasted-by-mistake' }] }, env),
+      (error: Error) => !error.message.includes('pasted'),
+      'the value is not echoed',
+    );
     refused(null, /^file: is empty/, 'file');
-    refused({ keys: [{ name: 'a', secret_env: 'PREFIXED' }] }, /PREFIXED holds 16 secret characters after sk-cortex-; a secret needs at least 20/, 'keys[0].secret_env');
-    refused({ keys: [{ name: 'a', secret_sha256: 'ab'.repeat(32), secret_env: 'CI_KEY' }] }, /keep one/, 'keys[0].secret_sha256');
+    refused(
+      { keys: [{ name: 'a', secret_env: 'PREFIXED' }] },
+      /PREFIXED holds 16 secret characters after sk-cortex-; a secret needs at least 20/,
+      'keys[0].secret_env',
+    );
+    refused(
+      { keys: [{ name: 'a', secret_sha256: 'ab'.repeat(32), secret_env: 'CI_KEY' }] },
+      /keep one/,
+      'keys[0].secret_sha256',
+    );
     refused({ keys: [{ name: 'a' }, { name: 'a' }] }, /"a" is declared twice \(also keys\[0\]\)/, 'keys[1].name');
-    refused({ keys: [{ name: 'a', secret_env: 'CI_KEY' }, { name: 'b', secret_sha256: hashSecret(SECRET) }] }, /is the secret of keys\[0\] too/, 'keys[1].secret');
-    refused({ accounts: { 'bad name': {} } }, /^accounts\.bad name\.account: must be 1-64 letters/, 'accounts.bad name.account');
+    refused(
+      {
+        keys: [
+          { name: 'a', secret_env: 'CI_KEY' },
+          { name: 'b', secret_sha256: hashSecret(SECRET) },
+        ],
+      },
+      /is the secret of keys\[0\] too/,
+      'keys[1].secret',
+    );
+    refused(
+      { accounts: { 'bad name': {} } },
+      /^accounts\.bad name\.account: must be 1-64 letters/,
+      'accounts.bad name.account',
+    );
     refused({ keys: { name: 'a' } }, /^keys: must be a list/, 'keys');
     refused({ keys: ['ci'] }, /^keys\[0\]: must be an object/, 'keys[0]');
     refused({ users: [] }, /^users: is not a known field/, 'users');
@@ -70,7 +166,11 @@ describe('key file', () => {
     const file = parseKeyFile(
       {
         accounts: { same: { limits: { requests_per_minute: 5 } }, other: { limits: { requests_per_minute: 9 } } },
-        keys: [{ name: 'new' }, { name: 'kept', limits: { concurrent_requests: 2, requests_per_minute: 10 } }, { name: 'moved', account: 'other', secret_env: 'CI_KEY' }],
+        keys: [
+          { name: 'new' },
+          { name: 'kept', limits: { concurrent_requests: 2, requests_per_minute: 10 } },
+          { name: 'moved', account: 'other', secret_env: 'CI_KEY' },
+        ],
       },
       env,
     );
@@ -81,7 +181,10 @@ describe('key file', () => {
       stored({ id: 'key_old', name: 'old' }),
       stored({ id: 'key_gone', name: 'new', revoked_at: '2026-11-02T00:00:00.000Z' }),
     ];
-    const plan = planKeyApply(file, keys, [{ name: 'same', limits: { requests_per_minute: 5 }, updated_at: '' }, { name: 'other', limits: {}, updated_at: '' }]);
+    const plan = planKeyApply(file, keys, [
+      { name: 'same', limits: { requests_per_minute: 5 }, updated_at: '' },
+      { name: 'other', limits: {}, updated_at: '' },
+    ]);
     assert.deepEqual(
       plan.keys.map((k) => [k.action, k.name, k.action === 'update' ? k.fields : null]),
       [
@@ -90,26 +193,67 @@ describe('key file', () => {
         ['update', 'moved', ['account', 'secret']],
       ],
     );
-    assert.deepEqual(plan.notInFile, [{ id: 'key_old', name: 'old' }], 'a revoked key of a declared name is neither matched nor listed');
-    assert.deepEqual(plan.accounts.map((a) => [a.name, a.action]), [['same', 'unchanged'], ['other', 'set']]);
+    assert.deepEqual(
+      plan.notInFile,
+      [{ id: 'key_old', name: 'old' }],
+      'a revoked key of a declared name is neither matched nor listed',
+    );
+    assert.deepEqual(
+      plan.accounts.map((a) => [a.name, a.action]),
+      [
+        ['same', 'unchanged'],
+        ['other', 'set'],
+      ],
+    );
   });
 
   it('key file - two live keys of one name, or a declared secret another key holds, stop the plan before anything is written', () => {
     const file = parseKeyFile({ keys: [{ name: 'twice' }] }, env);
-    assert.throws(() => planKeyApply(file, [stored({ id: 'key_a', name: 'twice' }), stored({ id: 'key_b', name: 'twice' })], []), /2 stored keys are named "twice" \(key_a, key_b\): revoke all but one/);
+    assert.throws(
+      () => planKeyApply(file, [stored({ id: 'key_a', name: 'twice' }), stored({ id: 'key_b', name: 'twice' })], []),
+      /2 stored keys are named "twice" \(key_a, key_b\): revoke all but one/,
+    );
     const taken = parseKeyFile({ keys: [{ name: 'mine', secret_env: 'CI_KEY' }] }, env);
-    assert.throws(() => planKeyApply(taken, [stored({ id: 'key_theirs', name: 'theirs', secrets: [secretOf(SECRET, null)] })], []), /is already a secret of key key_theirs \("theirs"\)/);
-    assert.equal(planKeyApply(taken, [stored({ id: 'key_mine', name: 'mine', secrets: [secretOf(SECRET, null)] })], []).keys[0]?.action, 'unchanged', 'its own secret is no conflict');
-    const revokedHolder = stored({ id: 'key_gone', name: 'gone', revoked_at: '2026-11-02T00:00:00.000Z', secrets: [secretOf(SECRET, null)] });
-    assert.throws(() => planKeyApply(taken, [revokedHolder], []), /is already a secret of key key_gone/, 'a revoked key\'s secret is taken too: one hash, one key');
+    assert.throws(
+      () => planKeyApply(taken, [stored({ id: 'key_theirs', name: 'theirs', secrets: [secretOf(SECRET, null)] })], []),
+      /is already a secret of key key_theirs \("theirs"\)/,
+    );
+    assert.equal(
+      planKeyApply(taken, [stored({ id: 'key_mine', name: 'mine', secrets: [secretOf(SECRET, null)] })], []).keys[0]
+        ?.action,
+      'unchanged',
+      'its own secret is no conflict',
+    );
+    const revokedHolder = stored({
+      id: 'key_gone',
+      name: 'gone',
+      revoked_at: '2026-11-02T00:00:00.000Z',
+      secrets: [secretOf(SECRET, null)],
+    });
+    assert.throws(
+      () => planKeyApply(taken, [revokedHolder], []),
+      /is already a secret of key key_gone/,
+      "a revoked key's secret is taken too: one hash, one key",
+    );
   });
 
-  it('key file - a declared secret replaces every secret, a rotation\'s previous one too; no declared secret keeps them', () => {
-    const rotating = stored({ id: 'key_r', name: 'r', secrets: [secretOf(SECRET, null), secretOf('sk-cortex-previous', '2026-11-26T00:00:00.000Z')] });
+  it("key file - a declared secret replaces every secret, a rotation's previous one too; no declared secret keeps them", () => {
+    const rotating = stored({
+      id: 'key_r',
+      name: 'r',
+      secrets: [secretOf(SECRET, null), secretOf('sk-cortex-previous', '2026-11-26T00:00:00.000Z')],
+    });
     const withSecret: DeclaredKey = parseKeyFile({ keys: [{ name: 'r', secret_env: 'CI_KEY' }] }, env).keys[0]!;
-    assert.deepEqual(changedFields(rotating, withSecret), ['secret'], 'the previous secret still works: the file says only this one should');
+    assert.deepEqual(
+      changedFields(rotating, withSecret),
+      ['secret'],
+      'the previous secret still works: the file says only this one should',
+    );
     const record = declaredRecord(rotating, withSecret, NOW);
-    assert.deepEqual(record.secrets.map((s) => s.sha256), [hashSecret(SECRET)]);
+    assert.deepEqual(
+      record.secrets.map((s) => s.sha256),
+      [hashSecret(SECRET)],
+    );
     assert.equal(record.updated_at, new Date(NOW).toISOString());
     assert.equal(record.created_at, rotating.created_at);
     const without: DeclaredKey = parseKeyFile({ keys: [{ name: 'r', tier: 9 }] }, env).keys[0]!;
@@ -118,6 +262,11 @@ describe('key file', () => {
   });
 
   it('key file - an account is set to exactly its declared limits: every other limit is removed', () => {
-    assert.deepEqual(accountPatch({ requests_per_minute: 5 }), { requests_per_minute: 5, tokens_per_minute: null, concurrent_requests: null, token_budget: null });
+    assert.deepEqual(accountPatch({ requests_per_minute: 5 }), {
+      requests_per_minute: 5,
+      tokens_per_minute: null,
+      concurrent_requests: null,
+      token_budget: null,
+    });
   });
 });

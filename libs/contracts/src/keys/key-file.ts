@@ -1,6 +1,23 @@
 import { CortexError } from '../errors/error-codes.js';
-import { applyLimitsPatch, bad, objectOf, parseAccountPut, parseKeyCreate, type KeyCreateInput, type LimitsPatch } from './key.input.js';
-import { hashSecret, LIMIT_FIELDS, SECRET_PREFIX, secretOf, type AccountRecord, type KeyRecord, type KeySecret, type Limits } from './key.record.js';
+import {
+  applyLimitsPatch,
+  bad,
+  objectOf,
+  parseAccountPut,
+  parseKeyCreate,
+  type KeyCreateInput,
+  type LimitsPatch,
+} from './key.input.js';
+import {
+  hashSecret,
+  LIMIT_FIELDS,
+  SECRET_PREFIX,
+  secretOf,
+  type AccountRecord,
+  type KeyRecord,
+  type KeySecret,
+  type Limits,
+} from './key.record.js';
 
 /**
  * `cortex keys apply <file>`: keys and accounts declared in a file (YAML or JSON) that can live in
@@ -48,17 +65,21 @@ function within(at: string, error: unknown): unknown {
  * document is refused: an empty file or pipe is far likelier a mistake than a wish for no keys.
  */
 export function parseKeyFile(value: unknown, env: Readonly<Record<string, string | undefined>>): KeyFile {
-  if (value === null || value === undefined) throw bad('file', 'is empty: declare keys: and/or accounts: (an empty keys: [] declares no keys)');
+  if (value === null || value === undefined)
+    throw bad('file', 'is empty: declare keys: and/or accounts: (an empty keys: [] declares no keys)');
   const body = objectOf(value, 'file');
-  for (const field of Object.keys(body)) if (field !== 'accounts' && field !== 'keys') throw bad(field, 'is not a known field (known: accounts, keys)');
-  const accounts = Object.entries(body.accounts === undefined ? {} : objectOf(body.accounts, 'accounts')).map(([name, account]) => {
-    try {
-      const { limits } = parseAccountPut(name, account ?? {});
-      return { name, limits: applyLimitsPatch({}, limits) };
-    } catch (error) {
-      throw within(`accounts.${name}`, error);
-    }
-  });
+  for (const field of Object.keys(body))
+    if (field !== 'accounts' && field !== 'keys') throw bad(field, 'is not a known field (known: accounts, keys)');
+  const accounts = Object.entries(body.accounts === undefined ? {} : objectOf(body.accounts, 'accounts')).map(
+    ([name, account]) => {
+      try {
+        const { limits } = parseAccountPut(name, account ?? {});
+        return { name, limits: applyLimitsPatch({}, limits) };
+      } catch (error) {
+        throw within(`accounts.${name}`, error);
+      }
+    },
+  );
   if (body.keys !== undefined && !Array.isArray(body.keys)) throw bad('keys', 'must be a list of keys');
   const keys = ((body.keys ?? []) as unknown[]).map((entry, i) => {
     const at = `keys[${i}]`;
@@ -74,45 +95,77 @@ export function parseKeyFile(value: unknown, env: Readonly<Record<string, string
   const secrets = new Map<string, number>();
   keys.forEach((key, i) => {
     const first = names.get(key.input.name);
-    if (first !== undefined) throw bad(`keys[${i}].name`, `"${key.input.name}" is declared twice (also keys[${first}]): a key is matched by its name`);
+    if (first !== undefined)
+      throw bad(
+        `keys[${i}].name`,
+        `"${key.input.name}" is declared twice (also keys[${first}]): a key is matched by its name`,
+      );
     names.set(key.input.name, i);
     if (!key.secret) return;
     const same = secrets.get(key.secret.sha256);
-    if (same !== undefined) throw bad(`keys[${i}].secret`, `is the secret of keys[${same}] too: each key needs a secret of its own`);
+    if (same !== undefined)
+      throw bad(`keys[${i}].secret`, `is the secret of keys[${same}] too: each key needs a secret of its own`);
     secrets.set(key.secret.sha256, i);
   });
   return { accounts, keys };
 }
 
-function declaredSecret(sha256: unknown, envName: unknown, env: Readonly<Record<string, string | undefined>>): KeySecret | null {
-  if (sha256 !== undefined && envName !== undefined) throw bad('secret_sha256', 'and secret_env both declare the secret: keep one');
+function declaredSecret(
+  sha256: unknown,
+  envName: unknown,
+  env: Readonly<Record<string, string | undefined>>,
+): KeySecret | null {
+  if (sha256 !== undefined && envName !== undefined)
+    throw bad('secret_sha256', 'and secret_env both declare the secret: keep one');
   if (sha256 !== undefined) {
     const hex = typeof sha256 === 'string' ? sha256.toLowerCase() : '';
     // The value is not echoed: a secret pasted here by mistake must not reach a CI log.
-    if (!SHA256.test(hex)) throw bad('secret_sha256', `must be the secret's SHA-256 as 64 hexadecimal digits (printf %s "$SECRET" | sha256sum); this one is not (${typeof sha256 === 'string' ? `${sha256.length} characters` : typeof sha256})`);
+    if (!SHA256.test(hex))
+      throw bad(
+        'secret_sha256',
+        `must be the secret's SHA-256 as 64 hexadecimal digits (printf %s "$SECRET" | sha256sum); this one is not (${typeof sha256 === 'string' ? `${sha256.length} characters` : typeof sha256})`,
+      );
     return { sha256: hex, prefix: `sha256:${hex.slice(0, 8)}…`, valid_until: null };
   }
   if (envName === undefined) return null;
-  if (typeof envName !== 'string' || !ENV_NAME.test(envName)) throw bad('secret_env', `must name an environment variable (got ${JSON.stringify(envName)})`);
+  if (typeof envName !== 'string' || !ENV_NAME.test(envName))
+    throw bad('secret_env', `must name an environment variable (got ${JSON.stringify(envName)})`);
   const secret = env[envName];
-  if (!secret) throw bad('secret_env', `${envName} is not set in this environment: export it, or declare secret_sha256 instead`);
+  if (!secret)
+    throw bad('secret_env', `${envName} is not set in this environment: export it, or declare secret_sha256 instead`);
   // A client sends the secret without the newline a file or `echo` leaves: hashed with it, the key would refuse every request.
   if (secret !== secret.trim()) {
-    throw bad('secret_env', `${envName} has white space (a newline?) around the secret, which no client sends: set it without (export ${envName}="$(printf %s "$${envName}" | tr -d '[:space:]')")`);
+    throw bad(
+      'secret_env',
+      `${envName} has white space (a newline?) around the secret, which no client sends: set it without (export ${envName}="$(printf %s "$${envName}" | tr -d '[:space:]')")`,
+    );
   }
   // Inside an Authorization or x-api-key header a secret is visible ASCII: anything else is never sent as it is stored.
   const unsendable = /[^\x21-\x7e]/.exec(secret);
   if (unsendable) {
     const at = unsendable.index;
     const code = unsendable[0].charCodeAt(0);
-    const what = /\s/.test(unsendable[0]) ? 'white space' : code < 0x20 || code === 0x7f ? 'a control character' : 'a character outside visible ASCII';
-    throw bad('secret_env', `${envName} holds ${what} at position ${at + 1}, which no client can send in an Authorization or x-api-key header: use letters, digits and punctuation only`);
+    const what = /\s/.test(unsendable[0])
+      ? 'white space'
+      : code < 0x20 || code === 0x7f
+        ? 'a control character'
+        : 'a character outside visible ASCII';
+    throw bad(
+      'secret_env',
+      `${envName} holds ${what} at position ${at + 1}, which no client can send in an Authorization or x-api-key header: use letters, digits and punctuation only`,
+    );
   }
   // cortex's own prefix is no secret: what follows it must be long enough alone.
   const own = secret.startsWith(SECRET_PREFIX) ? secret.length - SECRET_PREFIX.length : secret.length;
-  if (own < MIN_DECLARED_SECRET) throw bad('secret_env', `${envName} holds ${own} secret characters${own === secret.length ? '' : ` after ${SECRET_PREFIX}`}; a secret needs at least ${MIN_DECLARED_SECRET}`);
+  if (own < MIN_DECLARED_SECRET)
+    throw bad(
+      'secret_env',
+      `${envName} holds ${own} secret characters${own === secret.length ? '' : ` after ${SECRET_PREFIX}`}; a secret needs at least ${MIN_DECLARED_SECRET}`,
+    );
   // A generated secret shows its first characters in lists; another shows as little as the hash's.
-  return secret.startsWith(SECRET_PREFIX) ? secretOf(secret, null) : { sha256: hashSecret(secret), prefix: `${secret.slice(0, 3)}…`, valid_until: null };
+  return secret.startsWith(SECRET_PREFIX)
+    ? secretOf(secret, null)
+    : { sha256: hashSecret(secret), prefix: `${secret.slice(0, 3)}…`, valid_until: null };
 }
 
 /** What applying a file does to one key: which of its fields change. */
@@ -140,21 +193,36 @@ export interface KeyApplyPlan {
  * Fields the file leaves out take their defaults, as for a new key; a key that declares no secret
  * keeps the secrets it has.
  */
-export function planKeyApply(file: KeyFile, stored: readonly KeyRecord[], accounts: readonly AccountRecord[]): KeyApplyPlan {
+export function planKeyApply(
+  file: KeyFile,
+  stored: readonly KeyRecord[],
+  accounts: readonly AccountRecord[],
+): KeyApplyPlan {
   const live = stored.filter((key) => key.revoked_at === null);
   const keys = file.keys.map((declared, i): KeyChange => {
     const { name } = declared.input;
     const named = live.filter((key) => key.name === name);
     if (named.length > 1) {
-      throw bad(`keys[${i}].name`, `${named.length} stored keys are named "${name}" (${named.map((k) => k.id).join(', ')}): revoke all but one (cortex keys revoke <id>) or rename one (cortex keys update <id> --name …), then apply again`);
+      throw bad(
+        `keys[${i}].name`,
+        `${named.length} stored keys are named "${name}" (${named.map((k) => k.id).join(', ')}): revoke all but one (cortex keys revoke <id>) or rename one (cortex keys update <id> --name …), then apply again`,
+      );
     }
     const current = named[0];
     // Revoked keys too: a gateway finds a key by its secret's hash, and one hash must mean one key.
-    const holder = declared.secret && stored.find((key) => key !== current && key.secrets.some((s) => s.sha256 === declared.secret?.sha256));
-    if (holder) throw bad(`keys[${i}].secret`, `is already a secret of key ${holder.id} ("${holder.name}"): each key needs a secret of its own`);
+    const holder =
+      declared.secret &&
+      stored.find((key) => key !== current && key.secrets.some((s) => s.sha256 === declared.secret?.sha256));
+    if (holder)
+      throw bad(
+        `keys[${i}].secret`,
+        `is already a secret of key ${holder.id} ("${holder.name}"): each key needs a secret of its own`,
+      );
     if (!current) return { action: 'create', name, declared };
     const fields = changedFields(current, declared);
-    return fields.length === 0 ? { action: 'unchanged', id: current.id, name } : { action: 'update', id: current.id, name, fields, declared };
+    return fields.length === 0
+      ? { action: 'unchanged', id: current.id, name }
+      : { action: 'update', id: current.id, name, fields, declared };
   });
   const declaredNames = new Set(file.keys.map((key) => key.input.name));
   const notInFile = live.filter((key) => !declaredNames.has(key.name)).map((key) => ({ id: key.id, name: key.name }));
@@ -182,7 +250,12 @@ export function changedFields(key: KeyRecord, declared: DeclaredKey): string[] {
 
 /** A key record as declared: the file's fields replace the stored ones, and a declared secret replaces every secret at once. */
 export function declaredRecord(key: KeyRecord, declared: DeclaredKey, now: number): KeyRecord {
-  return { ...key, ...declared.input, ...(declared.secret && { secrets: [declared.secret] }), updated_at: new Date(now).toISOString() };
+  return {
+    ...key,
+    ...declared.input,
+    ...(declared.secret && { secrets: [declared.secret] }),
+    updated_at: new Date(now).toISOString(),
+  };
 }
 
 /** The patch that makes an account's limits exactly `limits` (every other limit removed). */

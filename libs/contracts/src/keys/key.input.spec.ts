@@ -7,12 +7,26 @@ const NOW = Date.parse('2026-06-01T00:00:00Z');
 
 describe('keys input', () => {
   it('keys - create fills defaults: account "default", every model, no expiry, tier 5', () => {
-    assert.deepEqual(parseKeyCreate({ name: 'ci' }, NOW), { name: 'ci', account: 'default', limits: {}, models: null, expires_at: null, tier: 5 });
+    assert.deepEqual(parseKeyCreate({ name: 'ci' }, NOW), {
+      name: 'ci',
+      account: 'default',
+      limits: {},
+      models: null,
+      expires_at: null,
+      tier: 5,
+    });
   });
 
   it('keys - create keeps what it is given, times normalised to UTC', () => {
     const input = parseKeyCreate(
-      { name: ' batch ', account: 'team-a', limits: { requests_per_minute: 60, concurrent_requests: 4, token_budget: { tokens: 1000, window: 'day' } }, models: ['cortex-chat'], expires_at: '2027-01-01T01:00:00+01:00', tier: 2 },
+      {
+        name: ' batch ',
+        account: 'team-a',
+        limits: { requests_per_minute: 60, concurrent_requests: 4, token_budget: { tokens: 1000, window: 'day' } },
+        models: ['cortex-chat'],
+        expires_at: '2027-01-01T01:00:00+01:00',
+        tier: 2,
+      },
       NOW,
     );
     assert.deepEqual(input, {
@@ -33,8 +47,16 @@ describe('keys input', () => {
     ['a limit of 0', { name: 'a', limits: { requests_per_minute: 0 } }, 'limits.requests_per_minute'],
     ['a fractional limit', { name: 'a', limits: { concurrent_requests: 1.5 } }, 'limits.concurrent_requests'],
     ['an unknown limit', { name: 'a', limits: { rpm: 3 } }, 'limits.rpm'],
-    ['a budget window not known', { name: 'a', limits: { token_budget: { tokens: 5, window: 'week' } } }, 'limits.token_budget.window'],
-    ['a budget without tokens', { name: 'a', limits: { token_budget: { window: 'day' } } }, 'limits.token_budget.tokens'],
+    [
+      'a budget window not known',
+      { name: 'a', limits: { token_budget: { tokens: 5, window: 'week' } } },
+      'limits.token_budget.window',
+    ],
+    [
+      'a budget without tokens',
+      { name: 'a', limits: { token_budget: { window: 'day' } } },
+      'limits.token_budget.tokens',
+    ],
     ['an empty models list', { name: 'a', models: [] }, 'models'],
     ['a model that is not a string', { name: 'a', models: ['x', 3] }, 'models[1]'],
     ['an expiry in the past', { name: 'a', expires_at: '2020-01-01T00:00:00Z' }, 'expires_at'],
@@ -47,23 +69,39 @@ describe('keys input', () => {
     it(`keys - create refuses ${what}, naming ${param}`, () => {
       assert.throws(
         () => parseKeyCreate(body, NOW),
-        (error: unknown) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param && error.message.startsWith(`${param}: `),
+        (error: unknown) =>
+          error instanceof CortexError &&
+          error.code === 'invalid_request' &&
+          error.extra.param === param &&
+          error.message.startsWith(`${param}: `),
       );
     });
   }
 
   it('keys - update takes any field; null clears a limit, models or the expiry', () => {
-    assert.deepEqual(parseKeyUpdate({ limits: { requests_per_minute: null, concurrent_requests: 2 }, models: null, expires_at: null }, NOW), {
-      limits: { requests_per_minute: null, concurrent_requests: 2 },
-      models: null,
-      expires_at: null,
-    });
+    assert.deepEqual(
+      parseKeyUpdate(
+        { limits: { requests_per_minute: null, concurrent_requests: 2 }, models: null, expires_at: null },
+        NOW,
+      ),
+      {
+        limits: { requests_per_minute: null, concurrent_requests: 2 },
+        models: null,
+        expires_at: null,
+      },
+    );
     assert.throws(() => parseKeyUpdate({}, NOW), /body: names nothing to change/);
     assert.throws(() => parseKeyUpdate({ secrets: [] }, NOW), /secrets: is not a known field/);
   });
 
   it('keys - a limits patch replaces given fields and removes nulls', () => {
-    assert.deepEqual(applyLimitsPatch({ requests_per_minute: 5, concurrent_requests: 2 }, { requests_per_minute: null, tokens_per_minute: 100 }), { concurrent_requests: 2, tokens_per_minute: 100 });
+    assert.deepEqual(
+      applyLimitsPatch(
+        { requests_per_minute: 5, concurrent_requests: 2 },
+        { requests_per_minute: null, tokens_per_minute: 100 },
+      ),
+      { concurrent_requests: 2, tokens_per_minute: 100 },
+    );
   });
 
   const graces: Array<[unknown, number | string]> = [
@@ -77,12 +115,19 @@ describe('keys input', () => {
   for (const [body, expected] of graces) {
     it(`keys - rotate ${JSON.stringify(body)} → ${expected}`, () => {
       if (typeof expected === 'number') assert.deepEqual(parseRotate(body), { grace_s: expected });
-      else assert.throws(() => parseRotate(body), (error: unknown) => error instanceof CortexError && error.extra.param === expected);
+      else
+        assert.throws(
+          () => parseRotate(body),
+          (error: unknown) => error instanceof CortexError && error.extra.param === expected,
+        );
     });
   }
 
   it('keys - an account takes limits only, and a name fit for a KV key', () => {
-    assert.deepEqual(parseAccountPut('team-a', { limits: { concurrent_requests: 8 } }), { name: 'team-a', limits: { concurrent_requests: 8 } });
+    assert.deepEqual(parseAccountPut('team-a', { limits: { concurrent_requests: 8 } }), {
+      name: 'team-a',
+      limits: { concurrent_requests: 8 },
+    });
     assert.throws(() => parseAccountPut('team a', {}), /account: must be 1-64 letters/);
     assert.throws(() => parseAccountPut('team', { tier: 1 }), /tier: is not a known field/);
   });

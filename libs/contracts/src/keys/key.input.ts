@@ -1,5 +1,12 @@
 import { CortexError } from '../errors/error-codes.js';
-import { BUDGET_WINDOWS, DEFAULT_TIER, LIMIT_FIELDS, type BudgetWindow, type KeyRecord, type Limits } from './key.record.js';
+import {
+  BUDGET_WINDOWS,
+  DEFAULT_TIER,
+  LIMIT_FIELDS,
+  type BudgetWindow,
+  type KeyRecord,
+  type Limits,
+} from './key.record.js';
 
 /** What `POST /admin/keys` (and `cortex keys create`) accepts: a key record's settable fields. */
 export type KeyCreateInput = Pick<KeyRecord, 'name' | 'account' | 'limits' | 'models' | 'expires_at' | 'tier'>;
@@ -22,7 +29,8 @@ export const DEFAULT_ACCOUNT = 'default';
 export const MAX_GRACE_S = 30 * 24 * 3600;
 
 /** A 400 naming `param`. */
-export const bad = (param: string, message: string): CortexError => new CortexError('invalid_request', `${param}: ${message}`, { param });
+export const bad = (param: string, message: string): CortexError =>
+  new CortexError('invalid_request', `${param}: ${message}`, { param });
 
 export function objectOf(value: unknown, param: string): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw bad(param, 'must be an object');
@@ -36,23 +44,27 @@ function onlyFields(body: Record<string, unknown>, fields: readonly string[], pr
 }
 
 function positiveInteger(value: unknown, param: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) throw bad(param, `must be a whole number of at least 1 (got ${JSON.stringify(value)})`);
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1)
+    throw bad(param, `must be a whole number of at least 1 (got ${JSON.stringify(value)})`);
   return value;
 }
 
 function nameOf(value: unknown): string {
-  if (typeof value !== 'string' || value.trim() === '' || value.length > 200) throw bad('name', 'must be a non-empty string of at most 200 characters');
+  if (typeof value !== 'string' || value.trim() === '' || value.length > 200)
+    throw bad('name', 'must be a non-empty string of at most 200 characters');
   return value.trim();
 }
 
 function accountOf(value: unknown): string {
-  if (typeof value !== 'string' || !ACCOUNT_NAME.test(value)) throw bad('account', `must be 1-64 letters, digits, "-" or "_" (got ${JSON.stringify(value)})`);
+  if (typeof value !== 'string' || !ACCOUNT_NAME.test(value))
+    throw bad('account', `must be 1-64 letters, digits, "-" or "_" (got ${JSON.stringify(value)})`);
   return value;
 }
 
 function modelsOf(value: unknown): string[] | null {
   if (value === null) return null;
-  if (!Array.isArray(value) || value.length === 0) throw bad('models', 'must be a non-empty array of model ids, or null for every model');
+  if (!Array.isArray(value) || value.length === 0)
+    throw bad('models', 'must be a non-empty array of model ids, or null for every model');
   return value.map((m, i) => {
     if (typeof m !== 'string' || m.trim() === '') throw bad(`models[${i}]`, 'must be a model id');
     return m.trim();
@@ -62,13 +74,18 @@ function modelsOf(value: unknown): string[] | null {
 function expiryOf(value: unknown, now: number): string | null {
   if (value === null) return null;
   const at = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : Number.NaN;
-  if (Number.isNaN(at)) throw bad('expires_at', `must be an ISO 8601 time such as 2027-01-31T00:00:00Z, or null (got ${JSON.stringify(value)})`);
+  if (Number.isNaN(at))
+    throw bad(
+      'expires_at',
+      `must be an ISO 8601 time such as 2027-01-31T00:00:00Z, or null (got ${JSON.stringify(value)})`,
+    );
   if (at <= now) throw bad('expires_at', `is in the past (${new Date(at).toISOString()})`);
   return new Date(at).toISOString();
 }
 
 function tierOf(value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 9) throw bad('tier', `must be a whole number from 1 (lowest) to 9 (got ${JSON.stringify(value)})`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 9)
+    throw bad('tier', `must be a whole number from 1 (lowest) to 9 (got ${JSON.stringify(value)})`);
   return value;
 }
 
@@ -76,7 +93,8 @@ function budgetOf(value: unknown, param: string): { tokens: number; window: Budg
   const body = objectOf(value, param);
   onlyFields(body, ['tokens', 'window'], `${param}.`);
   const window = body.window ?? 'balance';
-  if (!BUDGET_WINDOWS.includes(window as BudgetWindow)) throw bad(`${param}.window`, `must be one of ${BUDGET_WINDOWS.join(', ')} (got ${JSON.stringify(window)})`);
+  if (!BUDGET_WINDOWS.includes(window as BudgetWindow))
+    throw bad(`${param}.window`, `must be one of ${BUDGET_WINDOWS.join(', ')} (got ${JSON.stringify(window)})`);
   return { tokens: positiveInteger(body.tokens, `${param}.tokens`), window: window as BudgetWindow };
 }
 
@@ -120,7 +138,8 @@ export function parseKeyCreate(value: unknown, now: number): KeyCreateInput {
 export function parseKeyUpdate(value: unknown, now: number): KeyUpdateInput {
   const body = objectOf(value, 'body');
   onlyFields(body, ['name', 'account', 'limits', 'models', 'expires_at', 'tier']);
-  if (Object.keys(body).length === 0) throw bad('body', 'names nothing to change (name, account, limits, models, expires_at, tier)');
+  if (Object.keys(body).length === 0)
+    throw bad('body', 'names nothing to change (name, account, limits, models, expires_at, tier)');
   const input: KeyUpdateInput = {};
   if (body.name !== undefined) input.name = nameOf(body.name);
   if (body.account !== undefined) input.account = accountOf(body.account);

@@ -1,6 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { hashSecret, judgeSecret, keyView, modelAllowed, newKeyIdentity, rotateKey, secretOf, type KeyRecord } from './key.record.js';
+import {
+  hashSecret,
+  judgeSecret,
+  keyView,
+  modelAllowed,
+  newKeyIdentity,
+  rotateKey,
+  secretOf,
+  type KeyRecord,
+} from './key.record.js';
 
 const NOW = Date.parse('2026-06-01T00:00:00Z');
 const key = (over: Partial<KeyRecord> = {}): KeyRecord => ({
@@ -30,10 +39,25 @@ describe('keys record', () => {
 
   const verdicts: Array<[string, KeyRecord, string, ReturnType<typeof judgeSecret>]> = [
     ['an active key', key(), 'sk-cortex-current', { kind: 'ok' }],
-    ['a revoked key', key({ revoked_at: '2026-05-01T00:00:00.000Z' }), 'sk-cortex-current', { kind: 'revoked', at: '2026-05-01T00:00:00.000Z' }],
-    ['an expired key', key({ expires_at: '2026-05-31T00:00:00.000Z' }), 'sk-cortex-current', { kind: 'expired', at: '2026-05-31T00:00:00.000Z', rotated: false }],
+    [
+      'a revoked key',
+      key({ revoked_at: '2026-05-01T00:00:00.000Z' }),
+      'sk-cortex-current',
+      { kind: 'revoked', at: '2026-05-01T00:00:00.000Z' },
+    ],
+    [
+      'an expired key',
+      key({ expires_at: '2026-05-31T00:00:00.000Z' }),
+      'sk-cortex-current',
+      { kind: 'expired', at: '2026-05-31T00:00:00.000Z', rotated: false },
+    ],
     ['a key expiring later', key({ expires_at: '2026-06-02T00:00:00.000Z' }), 'sk-cortex-current', { kind: 'ok' }],
-    ['an old secret within its grace', key({ secrets: [secretOf('sk-cortex-new', null), secretOf('sk-cortex-old', '2026-06-01T00:00:01.000Z')] }), 'sk-cortex-old', { kind: 'ok' }],
+    [
+      'an old secret within its grace',
+      key({ secrets: [secretOf('sk-cortex-new', null), secretOf('sk-cortex-old', '2026-06-01T00:00:01.000Z')] }),
+      'sk-cortex-old',
+      { kind: 'ok' },
+    ],
     [
       'an old secret past its grace',
       key({ secrets: [secretOf('sk-cortex-new', null), secretOf('sk-cortex-old', '2026-06-01T00:00:00.000Z')] }),
@@ -41,23 +65,41 @@ describe('keys record', () => {
       { kind: 'expired', at: '2026-06-01T00:00:00.000Z', rotated: true },
     ],
     // Revocation wins over everything, the grace period included.
-    ['a revoked key, old secret in grace', key({ revoked_at: '2026-05-01T00:00:00.000Z', secrets: [secretOf('sk-cortex-new', null), secretOf('sk-cortex-old', '2027-01-01T00:00:00.000Z')] }), 'sk-cortex-old', { kind: 'revoked', at: '2026-05-01T00:00:00.000Z' }],
+    [
+      'a revoked key, old secret in grace',
+      key({
+        revoked_at: '2026-05-01T00:00:00.000Z',
+        secrets: [secretOf('sk-cortex-new', null), secretOf('sk-cortex-old', '2027-01-01T00:00:00.000Z')],
+      }),
+      'sk-cortex-old',
+      { kind: 'revoked', at: '2026-05-01T00:00:00.000Z' },
+    ],
   ];
   for (const [what, record, secret, expected] of verdicts) {
-    it(`keys - ${what}: ${expected.kind}`, () => assert.deepEqual(judgeSecret(record, hashSecret(secret), NOW), expected));
+    it(`keys - ${what}: ${expected.kind}`, () =>
+      assert.deepEqual(judgeSecret(record, hashSecret(secret), NOW), expected));
   }
 
   it('keys - rotation keeps the old secret for the grace period, or drops it with none', () => {
     const withGrace = rotateKey(key(), 'sk-cortex-next', 60, NOW);
-    assert.deepEqual(withGrace.secrets.map((s) => [s.sha256, s.valid_until]), [
-      [hashSecret('sk-cortex-next'), null],
-      [hashSecret('sk-cortex-current'), '2026-06-01T00:01:00.000Z'],
-    ]);
+    assert.deepEqual(
+      withGrace.secrets.map((s) => [s.sha256, s.valid_until]),
+      [
+        [hashSecret('sk-cortex-next'), null],
+        [hashSecret('sk-cortex-current'), '2026-06-01T00:01:00.000Z'],
+      ],
+    );
     assert.equal(withGrace.updated_at, '2026-06-01T00:00:00.000Z');
     // A second rotation ends the first one's grace: only the secret current until now carries over.
     const twice = rotateKey(withGrace, 'sk-cortex-third', 60, NOW + 1_000);
-    assert.deepEqual(twice.secrets.map((s) => s.sha256), [hashSecret('sk-cortex-third'), hashSecret('sk-cortex-next')]);
-    assert.deepEqual(rotateKey(key(), 'sk-cortex-next', 0, NOW).secrets.map((s) => s.sha256), [hashSecret('sk-cortex-next')]);
+    assert.deepEqual(
+      twice.secrets.map((s) => s.sha256),
+      [hashSecret('sk-cortex-third'), hashSecret('sk-cortex-next')],
+    );
+    assert.deepEqual(
+      rotateKey(key(), 'sk-cortex-next', 0, NOW).secrets.map((s) => s.sha256),
+      [hashSecret('sk-cortex-next')],
+    );
   });
 
   it('keys - the view hides hashes, shows the prefix, the state and a running grace period', () => {

@@ -18,7 +18,12 @@ export interface Limits {
   token_budget?: { tokens: number; window: BudgetWindow };
 }
 
-export const LIMIT_FIELDS = ['requests_per_minute', 'tokens_per_minute', 'concurrent_requests', 'token_budget'] as const;
+export const LIMIT_FIELDS = [
+  'requests_per_minute',
+  'tokens_per_minute',
+  'concurrent_requests',
+  'token_budget',
+] as const;
 
 /** One secret that opens a key: the current one, or the previous one during a rotation's grace period. */
 export interface KeySecret {
@@ -52,7 +57,11 @@ export interface AccountRecord {
 }
 
 /** What the admin API and `cortex keys` show of a key: everything but the secrets' hashes. */
-export type KeyView = Omit<KeyRecord, 'secrets'> & { prefix: string; previous_secret_valid_until: string | null; state: KeyState };
+export type KeyView = Omit<KeyRecord, 'secrets'> & {
+  prefix: string;
+  previous_secret_valid_until: string | null;
+  state: KeyState;
+};
 export type KeyState = 'active' | 'revoked' | 'expired';
 
 export const DEFAULT_TIER = 5;
@@ -67,11 +76,18 @@ export function hashSecret(secret: string): string {
 
 /** A new key id and secret: 128 random bits for the id's part, 256 for the secret. */
 export function newKeyIdentity(): { id: string; secret: string } {
-  return { id: `key_${randomBytes(8).toString('hex')}`, secret: `${SECRET_PREFIX}${randomBytes(32).toString('base64url')}` };
+  return {
+    id: `key_${randomBytes(8).toString('hex')}`,
+    secret: `${SECRET_PREFIX}${randomBytes(32).toString('base64url')}`,
+  };
 }
 
 export function secretOf(secret: string, validUntil: string | null): KeySecret {
-  return { sha256: hashSecret(secret), prefix: `${secret.slice(0, SECRET_PREFIX.length + 4)}…`, valid_until: validUntil };
+  return {
+    sha256: hashSecret(secret),
+    prefix: `${secret.slice(0, SECRET_PREFIX.length + 4)}…`,
+    valid_until: validUntil,
+  };
 }
 
 /** Whether a key can be used at `now`, and if not, why. */
@@ -82,13 +98,16 @@ export function keyState(key: KeyRecord, now: number): KeyState {
 }
 
 /** What presenting the secret with this hash means for `key` at `now`. */
-export type SecretVerdict = { kind: 'ok' } | { kind: 'revoked'; at: string } | { kind: 'expired'; at: string; rotated: boolean };
+export type SecretVerdict =
+  { kind: 'ok' } | { kind: 'revoked'; at: string } | { kind: 'expired'; at: string; rotated: boolean };
 
 export function judgeSecret(key: KeyRecord, sha256: string, now: number): SecretVerdict {
   if (key.revoked_at !== null) return { kind: 'revoked', at: key.revoked_at };
-  if (key.expires_at !== null && Date.parse(key.expires_at) <= now) return { kind: 'expired', at: key.expires_at, rotated: false };
+  if (key.expires_at !== null && Date.parse(key.expires_at) <= now)
+    return { kind: 'expired', at: key.expires_at, rotated: false };
   const secret = key.secrets.find((s) => s.sha256 === sha256);
-  if (secret?.valid_until != null && Date.parse(secret.valid_until) <= now) return { kind: 'expired', at: secret.valid_until, rotated: true };
+  if (secret?.valid_until != null && Date.parse(secret.valid_until) <= now)
+    return { kind: 'expired', at: secret.valid_until, rotated: true };
   return { kind: 'ok' };
 }
 
@@ -96,7 +115,8 @@ export function judgeSecret(key: KeyRecord, sha256: string, now: number): Secret
 export function rotateKey(key: KeyRecord, secret: string, graceS: number, now: number): KeyRecord {
   const at = new Date(now).toISOString();
   const current = key.secrets.find((s) => s.valid_until === null);
-  const previous = current && graceS > 0 ? [{ ...current, valid_until: new Date(now + graceS * 1_000).toISOString() }] : [];
+  const previous =
+    current && graceS > 0 ? [{ ...current, valid_until: new Date(now + graceS * 1_000).toISOString() }] : [];
   return { ...key, secrets: [secretOf(secret, null), ...previous], updated_at: at };
 }
 
@@ -104,7 +124,12 @@ export function keyView(key: KeyRecord, now: number): KeyView {
   const { secrets, ...rest } = key;
   const current = secrets.find((s) => s.valid_until === null);
   const previous = secrets.find((s) => s.valid_until !== null && Date.parse(s.valid_until) > now);
-  return { ...rest, prefix: current?.prefix ?? '', previous_secret_valid_until: previous?.valid_until ?? null, state: keyState(key, now) };
+  return {
+    ...rest,
+    prefix: current?.prefix ?? '',
+    previous_secret_valid_until: previous?.valid_until ?? null,
+    state: keyState(key, now),
+  };
 }
 
 /** Whether `key` may use the model named in a request. */

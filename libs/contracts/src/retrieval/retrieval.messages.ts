@@ -18,7 +18,11 @@ const SERVES: Record<ModelKind, string> = {
 /** A request for `wanted` on a model of another kind: a 400 naming the model and what it does serve. */
 export function assertModelKind(model: string, kind: ModelKind, wanted: ModelKind): void {
   if (kind === wanted) return;
-  throw new CortexError('invalid_request', `the model '${model}' is ${kind === 'chat' ? 'a chat' : `an ${kind}`} model: it serves ${SERVES[kind]}, not ${SERVES[wanted]}; pick a model of that kind from /v1/models`, { param: 'model' });
+  throw new CortexError(
+    'invalid_request',
+    `the model '${model}' is ${kind === 'chat' ? 'a chat' : `an ${kind}`} model: it serves ${SERVES[kind]}, not ${SERVES[wanted]}; pick a model of that kind from /v1/models`,
+    { param: 'model' },
+  );
 }
 
 /** One input: text, or token ids of the model's vocabulary. */
@@ -62,7 +66,11 @@ function input(value: unknown, param: string): RetrievalInput {
 
 export function decodeEmbedCommand(value: unknown): EmbedCommand {
   const command = object(value, 'embed');
-  return { runId: string(command.runId, 'runId'), model: string(command.model, 'model'), inputs: array(command.inputs, 'inputs').map((item, i) => input(item, `inputs[${i}]`)) };
+  return {
+    runId: string(command.runId, 'runId'),
+    model: string(command.model, 'model'),
+    inputs: array(command.inputs, 'inputs').map((item, i) => input(item, `inputs[${i}]`)),
+  };
 }
 
 export function decodeEmbedResult(value: unknown): EmbedResult {
@@ -70,7 +78,9 @@ export function decodeEmbedResult(value: unknown): EmbedResult {
   return {
     model: string(result.model, 'model'),
     workerId: string(result.workerId, 'workerId'),
-    embeddings: array(result.embeddings, 'embeddings').map((v, i) => array(v, `embeddings[${i}]`).map((x, j) => number(x, `embeddings[${i}][${j}]`))),
+    embeddings: array(result.embeddings, 'embeddings').map((v, i) =>
+      array(v, `embeddings[${i}]`).map((x, j) => number(x, `embeddings[${i}][${j}]`)),
+    ),
     promptTokens: integer(result.promptTokens, 'promptTokens', 0),
   };
 }

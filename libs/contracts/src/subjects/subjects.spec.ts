@@ -1,9 +1,20 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { backgroundResponseSubjects, backgroundSubject, everyWorker, ForgedEventError, fromItsWorker, fromWorker, streamSubject, Subjects, workerEventOf, workerEventSubject } from './subjects.js';
+import {
+  backgroundResponseSubjects,
+  backgroundSubject,
+  everyWorker,
+  ForgedEventError,
+  fromItsWorker,
+  fromWorker,
+  streamSubject,
+  Subjects,
+  workerEventOf,
+  workerEventSubject,
+} from './subjects.js';
 
 describe('subjects', () => {
-  it('subjects - a run\'s stream names the worker it was placed on; a background run\'s, its response and worker', () => {
+  it("subjects - a run's stream names the worker it was placed on; a background run's, its response and worker", () => {
     assert.equal(streamSubject('worker-cpu0', 'ab12'), 'llm.stream.v1.worker-cpu0.ab12');
     assert.equal(backgroundSubject('resp_1', 'worker-cpu0', 'ab12'), 'llm.background.v1.resp_1.worker-cpu0.ab12');
     assert.equal(backgroundResponseSubjects('resp_1'), 'llm.background.v1.resp_1.*.*');
@@ -25,7 +36,7 @@ describe('subjects', () => {
     assert.equal(everyWorker(Subjects.modelUnloaded), 'llm.evt.v1.model.unloaded.*');
   });
 
-  it('subjects - a message about a worker counts only when its subject is that worker\'s', () => {
+  it("subjects - a message about a worker counts only when its subject is that worker's", () => {
     const cases: Array<[string, string, boolean]> = [
       ['llm.hb.v1.worker.w1', 'w1', true],
       ['llm.hb.v1.worker.w1', 'w2', false],
@@ -33,12 +44,16 @@ describe('subjects', () => {
       ['llm.evt.v1.model.loaded.worker-cpu0', 'worker-cpu0', true],
       ['llm.evt.v1.model.loaded', 'worker-cpu0', false],
     ];
-    for (const [subject, named, expected] of cases) assert.equal(fromItsWorker(subject, named), expected, `${subject} naming ${named}`);
+    for (const [subject, named, expected] of cases)
+      assert.equal(fromItsWorker(subject, named), expected, `${subject} naming ${named}`);
     const event = { workerId: 'w1', model: 'm' };
     assert.equal(fromWorker('llm.evt.v1.model.loaded.w1', event), event);
     assert.throws(
       () => fromWorker('llm.evt.v1.model.loaded.w2', event),
-      (error: unknown) => error instanceof ForgedEventError && error.named === 'w1' && /names worker "w1", but only that worker may publish about itself/.test(error.message),
+      (error: unknown) =>
+        error instanceof ForgedEventError &&
+        error.named === 'w1' &&
+        /names worker "w1", but only that worker may publish about itself/.test(error.message),
     );
   });
 });

@@ -141,7 +141,12 @@ export function workerEventSubject(event: WorkerEvent, workerId: string): string
 }
 
 /** The events a worker publishes about itself, each under its own id (see workerEventSubject). */
-export const WORKER_EVENTS = ['llm.evt.v1.model.loaded', 'llm.evt.v1.model.unloaded', 'llm.evt.v1.model.load_failed', 'llm.evt.v1.worker.defragmented'] as const;
+export const WORKER_EVENTS = [
+  'llm.evt.v1.model.loaded',
+  'llm.evt.v1.model.unloaded',
+  'llm.evt.v1.model.load_failed',
+  'llm.evt.v1.worker.defragmented',
+] as const;
 export type WorkerEvent = (typeof WORKER_EVENTS)[number];
 
 /** Subscribes to one worker event from every worker. */

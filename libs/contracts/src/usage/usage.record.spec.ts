@@ -22,24 +22,53 @@ const event = (usage: RequestFinishedEvent['usage']): RequestFinishedEvent => ({
 
 describe('usage record', () => {
   it('usage record - a run that used tokens becomes a record under its key and account, with the run id', () => {
-    const record = usageRecordOf(event({ promptTokens: 9, cachedPromptTokens: 4, completionTokens: 3, reasoningTokens: 1 }), { account: 'team-a', keyId: 'key_1' }, 'run-1');
+    const record = usageRecordOf(
+      event({ promptTokens: 9, cachedPromptTokens: 4, completionTokens: 3, reasoningTokens: 1 }),
+      { account: 'team-a', keyId: 'key_1' },
+      'run-1',
+    );
     assert.deepEqual(record, {
-      id: 'run-1', request_id: 'req-1', account: 'team-a', key_id: 'key_1', model: 'cortex-chat', api: 'anthropic.messages', stream: true,
-      prompt_tokens: 9, cached_prompt_tokens: 4, completion_tokens: 3, reasoning_tokens: 1, at: 1_700_000_000_000,
+      id: 'run-1',
+      request_id: 'req-1',
+      account: 'team-a',
+      key_id: 'key_1',
+      model: 'cortex-chat',
+      api: 'anthropic.messages',
+      stream: true,
+      prompt_tokens: 9,
+      cached_prompt_tokens: 4,
+      completion_tokens: 3,
+      reasoning_tokens: 1,
+      at: 1_700_000_000_000,
     });
     assert.deepEqual(decodeUsageRecord(JSON.parse(JSON.stringify(record))), record);
   });
 
   it('usage record - no usage or no tokens is no record; without a stored key account and key are null', () => {
     assert.equal(usageRecordOf(event(null), null, 'r'), null);
-    assert.equal(usageRecordOf(event({ promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }), null, 'r'), null);
-    const anonymous = usageRecordOf(event({ promptTokens: 1, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }), null, 'r');
+    assert.equal(
+      usageRecordOf(
+        event({ promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }),
+        null,
+        'r',
+      ),
+      null,
+    );
+    const anonymous = usageRecordOf(
+      event({ promptTokens: 1, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }),
+      null,
+      'r',
+    );
     assert.equal(anonymous?.account, null);
     assert.equal(anonymous?.key_id, null);
   });
 
   it('usage record - a stored record with a bad field throws naming it', () => {
-    const good = usageRecordOf(event({ promptTokens: 1, cachedPromptTokens: 0, completionTokens: 1, reasoningTokens: 0 }), null, 'r');
+    const good = usageRecordOf(
+      event({ promptTokens: 1, cachedPromptTokens: 0, completionTokens: 1, reasoningTokens: 0 }),
+      null,
+      'r',
+    );
     assert.throws(() => decodeUsageRecord({ ...good, completion_tokens: -1 }), /completion_tokens/);
     assert.throws(() => decodeUsageRecord({ ...good, api: 'smtp' }), /api/);
     assert.throws(() => decodeUsageRecord({ ...good, id: 5 }), /id/);

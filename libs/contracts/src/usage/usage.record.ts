@@ -34,7 +34,11 @@ export interface UsageOwner {
 }
 
 /** The usage record of a finished run, or null when it used no tokens at all (nothing to bill). */
-export function usageRecordOf(event: RequestFinishedEvent, owner: UsageOwner | null, runId: string): UsageRecord | null {
+export function usageRecordOf(
+  event: RequestFinishedEvent,
+  owner: UsageOwner | null,
+  runId: string,
+): UsageRecord | null {
   const usage = event.usage;
   if (!usage || usage.promptTokens + usage.completionTokens === 0) return null;
   return {

@@ -2,13 +2,23 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError, ErrorCodes, type ErrorCode, type StreamEvent } from '@cortex/contracts';
 import { decodeMessagesRequest } from './messages.decoder.js';
-import { MessagesAggregator, MessagesStreamEncoder, THINKING_SIGNATURE, anthropicError, anthropicErrorType } from './messages.encoder.js';
+import {
+  MessagesAggregator,
+  MessagesStreamEncoder,
+  THINKING_SIGNATURE,
+  anthropicError,
+  anthropicErrorType,
+} from './messages.encoder.js';
 import type { AnthropicFrame } from './messages.types.js';
 
 function invalid(body: unknown, param: string): void {
   assert.throws(
     () => decodeMessagesRequest(body),
-    (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param && error.message.startsWith(`${param}: `),
+    (error: Error) =>
+      error instanceof CortexError &&
+      error.code === 'invalid_request' &&
+      error.extra.param === param &&
+      error.message.startsWith(`${param}: `),
     `expected invalid_request on ${param}`,
   );
 }
@@ -24,7 +34,14 @@ function events(...bodies: Array<Record<string, unknown>>): StreamEvent[] {
   return bodies.map((body, seq) => ({ seq, ...body }) as StreamEvent);
 }
 // 4 of the 10 prompt tokens were cached: message_start says so already, as the final usage does.
-const start = { type: 'start', runId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 10, cachedPromptTokens: 4 };
+const start = {
+  type: 'start',
+  runId: 'r',
+  workerId: 'w',
+  model: 'worker-model',
+  promptTokens: 10,
+  cachedPromptTokens: 4,
+};
 const finish = (reason: string) => ({ type: 'finish', reason, usage, timings });
 
 function encodeAll(list: StreamEvent[], thinking = false): AnthropicFrame[] {
@@ -59,12 +76,22 @@ const finalUsage = { input_tokens: 6, output_tokens: 3, cache_creation_input_tok
 const ending = (stopReason: string, stopSequence: string | null = null) => [
   {
     event: 'message_delta',
-    data: { type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: stopSequence, stop_details: null }, usage: finalUsage },
+    data: {
+      type: 'message_delta',
+      delta: { stop_reason: stopReason, stop_sequence: stopSequence, stop_details: null },
+      usage: finalUsage,
+    },
   },
   { event: 'message_stop', data: { type: 'message_stop' } },
 ];
-const blockStart = (index: number, block: unknown) => ({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: block } });
-const blockDelta = (index: number, delta: unknown) => ({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta } });
+const blockStart = (index: number, block: unknown) => ({
+  event: 'content_block_start',
+  data: { type: 'content_block_start', index, content_block: block },
+});
+const blockDelta = (index: number, delta: unknown) => ({
+  event: 'content_block_delta',
+  data: { type: 'content_block_delta', index, delta },
+});
 const blockStop = (index: number) => ({ event: 'content_block_stop', data: { type: 'content_block_stop', index } });
 
 describe('anthropic messages codec', () => {
@@ -96,8 +123,16 @@ describe('anthropic messages codec', () => {
   it('anthropic codec - system text blocks and user text blocks become one message each', () => {
     const { request } = decodeMessagesRequest({
       ...base,
-      system: [{ type: 'text', text: 'one' }, { type: 'text', text: 'two', cache_control: { type: 'ephemeral' } }],
-      messages: [user([{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }])],
+      system: [
+        { type: 'text', text: 'one' },
+        { type: 'text', text: 'two', cache_control: { type: 'ephemeral' } },
+      ],
+      messages: [
+        user([
+          { type: 'text', text: 'a' },
+          { type: 'text', text: 'b' },
+        ]),
+      ],
     });
     assert.deepEqual(request.messages, [
       { role: 'system', content: 'one\ntwo' },
@@ -107,10 +142,17 @@ describe('anthropic messages codec', () => {
   });
 
   it('anthropic codec - a tool_result whose tool_use_id no earlier tool_use has is refused, naming the block', () => {
-    const turns = [user('weather?'), { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'weather', input: {} }] }, user([{ type: 'tool_result', tool_use_id: 'toolu_9' }])];
+    const turns = [
+      user('weather?'),
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'weather', input: {} }] },
+      user([{ type: 'tool_result', tool_use_id: 'toolu_9' }]),
+    ];
     assert.throws(
       () => decodeMessagesRequest({ ...base, messages: turns }),
-      (error: unknown) => error instanceof CortexError && error.extra.param === 'messages[2].content[0].tool_use_id' && error.message.includes("'toolu_9'"),
+      (error: unknown) =>
+        error instanceof CortexError &&
+        error.extra.param === 'messages[2].content[0].tool_use_id' &&
+        error.message.includes("'toolu_9'"),
     );
   });
 
@@ -131,10 +173,24 @@ describe('anthropic messages codec', () => {
         },
         user([
           { type: 'tool_result', tool_use_id: 'toolu_1', content: '20C' },
-          { type: 'tool_result', tool_use_id: 'toolu_2', content: [{ type: 'text', text: 'no' }, { type: 'text', text: 'data' }], is_error: true },
+          {
+            type: 'tool_result',
+            tool_use_id: 'toolu_2',
+            content: [
+              { type: 'text', text: 'no' },
+              { type: 'text', text: 'data' },
+            ],
+            is_error: true,
+          },
           { type: 'text', text: 'and tomorrow?' },
         ]),
-        { role: 'assistant', content: [{ type: 'text', text: 'Sunny.' }, { type: 'tool_use', id: 'toolu_3', name: 'weather', input: { city: 'Oslo' } }] },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'Sunny.' },
+            { type: 'tool_use', id: 'toolu_3', name: 'weather', input: { city: 'Oslo' } },
+          ],
+        },
         user([{ type: 'tool_result', tool_use_id: 'toolu_3' }]),
       ],
     });
@@ -152,25 +208,43 @@ describe('anthropic messages codec', () => {
       { role: 'tool', content: '20C', toolCallId: 'toolu_1' },
       { role: 'tool', content: 'Error: no\ndata', toolCallId: 'toolu_2' },
       { role: 'user', content: 'and tomorrow?' },
-      { role: 'assistant', content: 'Sunny.', toolCalls: [{ id: 'toolu_3', name: 'weather', arguments: '{"city":"Oslo"}' }] },
+      {
+        role: 'assistant',
+        content: 'Sunny.',
+        toolCalls: [{ id: 'toolu_3', name: 'weather', arguments: '{"city":"Oslo"}' }],
+      },
       { role: 'tool', content: '', toolCallId: 'toolu_3' },
     ]);
   });
 
   it('anthropic codec - a strict tool is strict', () => {
-    const tools = [{ name: 'a', input_schema: { type: 'object' }, strict: true }, { name: 'b', input_schema: { type: 'object' } }];
-    assert.deepEqual(decodeMessagesRequest({ ...base, tools }).request.tools?.map((t) => t.strict), [true, undefined]);
+    const tools = [
+      { name: 'a', input_schema: { type: 'object' }, strict: true },
+      { name: 'b', input_schema: { type: 'object' } },
+    ];
+    assert.deepEqual(
+      decodeMessagesRequest({ ...base, tools }).request.tools?.map((t) => t.strict),
+      [true, undefined],
+    );
     invalid({ ...base, tools: [{ name: 'a', input_schema: { type: 'object' }, strict: 1 }] }, 'tools[0].strict');
   });
 
   it('anthropic codec - custom tools and every tool_choice', () => {
     const tools = [
-      { name: 'weather', description: 'get weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } },
+      {
+        name: 'weather',
+        description: 'get weather',
+        input_schema: { type: 'object', properties: { city: { type: 'string' } } },
+      },
       { type: 'custom', name: 'time', input_schema: { type: 'object' } },
     ];
     const decode = (tool_choice?: unknown) => decodeMessagesRequest({ ...base, tools, tool_choice }).request;
     assert.deepEqual(decode().tools, [
-      { name: 'weather', description: 'get weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+      {
+        name: 'weather',
+        description: 'get weather',
+        parameters: { type: 'object', properties: { city: { type: 'string' } } },
+      },
       { name: 'time', parameters: { type: 'object' } },
     ]);
     assert.equal(decode().toolChoice, undefined);
@@ -189,17 +263,32 @@ describe('anthropic messages codec', () => {
     assert.equal(flag({ type: 'enabled', budget_tokens: 1024 }), true);
     assert.equal(flag({ type: 'adaptive' }), true);
     const schema = { type: 'object', properties: { a: { type: 'number' } } };
-    const { request } = decodeMessagesRequest({ ...base, output_config: { effort: 'low', format: { type: 'json_schema', schema } } });
+    const { request } = decodeMessagesRequest({
+      ...base,
+      output_config: { effort: 'low', format: { type: 'json_schema', schema } },
+    });
     assert.deepEqual(request.responseFormat, { type: 'json_schema', schema });
   });
 
   it('anthropic codec - a JSON schema that is not an object or does not compile is a 400 naming it', () => {
-    invalid({ ...base, output_config: { format: { type: 'json_schema', schema: 'x' } } }, 'output_config.format.schema');
-    invalid({ ...base, output_config: { format: { type: 'json_schema', schema: { type: 'objekt' } } } }, 'output_config.format.schema');
-    invalid({ ...base, tools: [{ name: 'f', input_schema: { type: 'object', properties: 3 } }] }, 'tools[0].input_schema');
+    invalid(
+      { ...base, output_config: { format: { type: 'json_schema', schema: 'x' } } },
+      'output_config.format.schema',
+    );
+    invalid(
+      { ...base, output_config: { format: { type: 'json_schema', schema: { type: 'objekt' } } } },
+      'output_config.format.schema',
+    );
+    invalid(
+      { ...base, tools: [{ name: 'f', input_schema: { type: 'object', properties: 3 } }] },
+      'tools[0].input_schema',
+    );
     // The beta's older top-level `output_format` (still sent by @anthropic-ai/sdk's beta helpers) means the same.
     const schema = { type: 'object', properties: { n: { type: 'integer' } } };
-    assert.deepEqual(decodeMessagesRequest({ ...base, output_format: { type: 'json_schema', schema } }).request.responseFormat, { type: 'json_schema', schema });
+    assert.deepEqual(
+      decodeMessagesRequest({ ...base, output_format: { type: 'json_schema', schema } }).request.responseFormat,
+      { type: 'json_schema', schema },
+    );
     invalid({ ...base, output_format: { type: 'json_schema', schema: [] } }, 'output_format.schema');
   });
 
@@ -212,14 +301,35 @@ describe('anthropic messages codec', () => {
     invalid({ ...base, messages: [] }, 'messages');
     invalid({ ...base, messages: [{ role: 'system', content: 'x' }] }, 'messages');
     invalid({ ...base, messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].role');
-    invalid({ ...base, messages: [user('hi'), { role: 'system', content: [{ type: 'image' }] }] }, 'messages[1].content[0].type');
+    invalid(
+      { ...base, messages: [user('hi'), { role: 'system', content: [{ type: 'image' }] }] },
+      'messages[1].content[0].type',
+    );
     invalid({ ...base, messages: [user(5)] }, 'messages[0].content');
-    invalid({ ...base, messages: [user([{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: '' } }])] }, 'messages[0].content[0]');
-    invalid({ ...base, messages: [user([{ type: 'tool_use', id: 'a', name: 'b', input: {} }])] }, 'messages[0].content[0].type');
-    invalid({ ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_result', tool_use_id: 'a' }] }] }, 'messages[0].content[0].type');
-    invalid({ ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 'a', name: 'b', input: 'x' }] }] }, 'messages[0].content[0].input');
-    invalid({ ...base, messages: [user([{ type: 'tool_result', content: 'x' }])] }, 'messages[0].content[0].tool_use_id');
-    invalid({ ...base, messages: [user([{ type: 'tool_result', tool_use_id: 'a', content: [{ type: 'image' }] }])] }, 'messages[0].content[0].content[0]');
+    invalid(
+      { ...base, messages: [user([{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: '' } }])] },
+      'messages[0].content[0]',
+    );
+    invalid(
+      { ...base, messages: [user([{ type: 'tool_use', id: 'a', name: 'b', input: {} }])] },
+      'messages[0].content[0].type',
+    );
+    invalid(
+      { ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_result', tool_use_id: 'a' }] }] },
+      'messages[0].content[0].type',
+    );
+    invalid(
+      { ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 'a', name: 'b', input: 'x' }] }] },
+      'messages[0].content[0].input',
+    );
+    invalid(
+      { ...base, messages: [user([{ type: 'tool_result', content: 'x' }])] },
+      'messages[0].content[0].tool_use_id',
+    );
+    invalid(
+      { ...base, messages: [user([{ type: 'tool_result', tool_use_id: 'a', content: [{ type: 'image' }] }])] },
+      'messages[0].content[0].content[0]',
+    );
     invalid({ ...base, messages: [user([{ type: 'wat' }])] }, 'messages[0].content[0].type');
     invalid({ ...base, system: [{ type: 'text' }] }, 'system[0].text');
     invalid({ ...base, temperature: 1.5 }, 'temperature');
@@ -231,7 +341,10 @@ describe('anthropic messages codec', () => {
     invalid({ ...base, thinking: { type: 'enabled' } }, 'thinking.budget_tokens');
     invalid({ ...base, thinking: { type: 'on' } }, 'thinking.type');
     invalid({ ...base, tools: [{ name: 'w' }] }, 'tools[0].input_schema');
-    invalid({ ...base, tools: [{ name: 'w', input_schema: {} }], tool_choice: { type: 'tool', name: 'nope' } }, 'tool_choice.name');
+    invalid(
+      { ...base, tools: [{ name: 'w', input_schema: {} }], tool_choice: { type: 'tool', name: 'nope' } },
+      'tool_choice.name',
+    );
     invalid({ ...base, tool_choice: { type: 'function' } }, 'tool_choice.type');
     invalid({ ...base, output_config: { format: { type: 'json_schema' } } }, 'output_config.format.schema');
   });
@@ -240,7 +353,19 @@ describe('anthropic messages codec', () => {
     const { request } = decodeMessagesRequest({
       ...base,
       system: 'first',
-      messages: [user('hi'), { role: 'system', content: 'now' }, { role: 'assistant', content: 'ok' }, { role: 'system', content: [{ type: 'text', text: 'a', cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'b' }] }, user('go')],
+      messages: [
+        user('hi'),
+        { role: 'system', content: 'now' },
+        { role: 'assistant', content: 'ok' },
+        {
+          role: 'system',
+          content: [
+            { type: 'text', text: 'a', cache_control: { type: 'ephemeral' } },
+            { type: 'text', text: 'b' },
+          ],
+        },
+        user('go'),
+      ],
     });
     assert.deepEqual(request.messages, [
       { role: 'system', content: 'first' },
@@ -253,25 +378,52 @@ describe('anthropic messages codec', () => {
   });
 
   it('anthropic codec - server tools are dropped and named, or rejected under hosted_tools reject', () => {
-    const body = { ...base, tools: [{ type: 'web_search_20250305', name: 'web_search' }, { name: 'w', input_schema: { type: 'object' }, defer_loading: true }, { type: 'bash_20250124', name: 'bash' }] };
+    const body = {
+      ...base,
+      tools: [
+        { type: 'web_search_20250305', name: 'web_search' },
+        { name: 'w', input_schema: { type: 'object' }, defer_loading: true },
+        { type: 'bash_20250124', name: 'bash' },
+      ],
+    };
     const { request, droppedTools } = decodeMessagesRequest(body);
     assert.deepEqual(request.tools, [{ name: 'w', parameters: { type: 'object' } }]);
-    assert.deepEqual(droppedTools, ['tools[0] (server tool "web_search_20250305")', 'tools[2] (server tool "bash_20250124")']);
+    assert.deepEqual(droppedTools, [
+      'tools[0] (server tool "web_search_20250305")',
+      'tools[2] (server tool "bash_20250124")',
+    ]);
     assert.throws(
       () => decodeMessagesRequest(body, { hostedTools: 'reject' }),
-      (error: Error) => error instanceof CortexError && error.extra.param === 'tools[0].type' && /"web_search_20250305" is not supported/.test(error.message),
+      (error: Error) =>
+        error instanceof CortexError &&
+        error.extra.param === 'tools[0].type' &&
+        /"web_search_20250305" is not supported/.test(error.message),
     );
   });
 
   it('anthropic codec - adaptive thinking, output_config.effort and unknown fields are accepted', () => {
-    const decoded = decodeMessagesRequest({ ...base, thinking: { type: 'adaptive', display: 'omitted' }, output_config: { effort: 'high' }, context_management: { edits: [] }, some_future_field: 1 });
+    const decoded = decodeMessagesRequest({
+      ...base,
+      thinking: { type: 'adaptive', display: 'omitted' },
+      output_config: { effort: 'high' },
+      context_management: { edits: [] },
+      some_future_field: 1,
+    });
     assert.equal(decoded.thinking, true);
     assert.equal(decoded.request.responseFormat, undefined);
     invalid({ ...base, output_config: { effort: 3 } }, 'output_config.effort');
   });
 
   it('anthropic codec - streams text as one block between message_start and message_stop', () => {
-    const frames = encodeAll(events(start, { type: 'text', text: 'Hel' }, { type: 'text', text: '' }, { type: 'text', text: 'lo' }, finish('stop')));
+    const frames = encodeAll(
+      events(
+        start,
+        { type: 'text', text: 'Hel' },
+        { type: 'text', text: '' },
+        { type: 'text', text: 'lo' },
+        finish('stop'),
+      ),
+    );
     assert.deepEqual(frames, [
       messageStart,
       blockStart(0, { type: 'text', text: '' }),
@@ -284,7 +436,13 @@ describe('anthropic messages codec', () => {
   });
 
   it('anthropic codec - reasoning streams as a signed thinking block only when thinking is enabled', () => {
-    const list = events(start, { type: 'reasoning', text: 'hm' }, { type: 'reasoning', text: 'm' }, { type: 'text', text: 'Hi' }, finish('stop'));
+    const list = events(
+      start,
+      { type: 'reasoning', text: 'hm' },
+      { type: 'reasoning', text: 'm' },
+      { type: 'text', text: 'Hi' },
+      finish('stop'),
+    );
     assert.deepEqual(encodeAll(list, true), [
       messageStart,
       blockStart(0, { type: 'thinking', thinking: '', signature: '' }),
@@ -354,7 +512,13 @@ describe('anthropic messages codec', () => {
   });
 
   it('anthropic codec - unparseable tool arguments become {} plus a text block', () => {
-    const body = aggregate(events({ type: 'tool_call', index: 0, id: 'c', name: 'w' }, { type: 'tool_args', index: 0, delta: '{"a":' }, finish('tool_calls')));
+    const body = aggregate(
+      events(
+        { type: 'tool_call', index: 0, id: 'c', name: 'w' },
+        { type: 'tool_args', index: 0, delta: '{"a":' },
+        finish('tool_calls'),
+      ),
+    );
     assert.deepEqual(body.content, [
       { type: 'tool_use', id: 'c', name: 'w', input: {} },
       { type: 'text', text: '{"a":' },
@@ -365,7 +529,10 @@ describe('anthropic messages codec', () => {
     const frames = encodeAll(events({ type: 'text', text: 'x' }, finish('length')));
     assert.equal(frames[0]?.event, 'message_start', 'message_start comes first even without a start event');
     assert.deepEqual(frames.slice(-2), ending('max_tokens'));
-    assert.deepEqual(encodeAll(events(start, { ...finish('stop'), stopSequence: 'END' })), [messageStart, ...ending('stop_sequence', 'END')]);
+    assert.deepEqual(encodeAll(events(start, { ...finish('stop'), stopSequence: 'END' })), [
+      messageStart,
+      ...ending('stop_sequence', 'END'),
+    ]);
     const body = aggregate(events(start, { type: 'text', text: 'x' }, { ...finish('stop'), stopSequence: 'END' }));
     assert.equal(body.stop_reason, 'stop_sequence');
     assert.equal(body.stop_sequence, 'END');
@@ -382,7 +549,10 @@ describe('anthropic messages codec', () => {
       finish('error'),
     );
     const frames = list.flatMap((event) => encoder.encode(event));
-    assert.deepEqual(frames.at(-1), { event: 'error', data: { type: 'error', error: { type: 'api_error', message: 'gone' } } });
+    assert.deepEqual(frames.at(-1), {
+      event: 'error',
+      data: { type: 'error', error: { type: 'api_error', message: 'gone' } },
+    });
     assert.equal(frames.length, 4);
     assert.equal(encoder.isEnded, true);
   });
@@ -399,7 +569,8 @@ describe('anthropic messages codec', () => {
       'api_error',
       'overloaded_error',
     ];
-    for (const code of Object.keys(ErrorCodes) as ErrorCode[]) assert.ok(anthropicTypes.includes(anthropicErrorType(code)), code);
+    for (const code of Object.keys(ErrorCodes) as ErrorCode[])
+      assert.ok(anthropicTypes.includes(anthropicErrorType(code)), code);
     const type = (code: ErrorCode) => anthropicError({ code, message: 'm' }).error.type;
     assert.equal(type('invalid_request'), 'invalid_request_error');
     assert.equal(type('unauthorized'), 'authentication_error');

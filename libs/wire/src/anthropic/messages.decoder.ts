@@ -64,7 +64,8 @@ export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {
   // Each tool_result answers a tool_use of an earlier assistant turn.
   const ledger = new ToolCallLedger();
   turns.forEach((turn, i) => messages.push(...decodeTurn(turn, `messages[${i}]`, model, ledger)));
-  if (messages.every((message) => message.role === 'system')) fail('messages', 'must contain a user or assistant turn, not only system turns');
+  if (messages.every((message) => message.role === 'system'))
+    fail('messages', 'must contain a user or assistant turn, not only system turns');
 
   const droppedTools: string[] = [];
   let tools = optionalArray(body.tools, 'tools')?.flatMap((t, i) => {
@@ -95,17 +96,26 @@ export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {
   };
   if (tools && tools.length > 0) request.tools = tools;
   if (toolChoice && toolChoice !== 'none') request.toolChoice = toolChoice;
-  if (isObject(body.tool_choice) && optionalBoolean(body.tool_choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use')) request.maxToolCalls = 1;
+  if (
+    isObject(body.tool_choice) &&
+    optionalBoolean(body.tool_choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use')
+  )
+    request.maxToolCalls = 1;
   const format = decodeOutputConfig(body.output_config) ?? decodeJsonFormat(body.output_format, 'output_format');
   if (format) request.responseFormat = format;
   if (session) request.affinityKey = session;
   if (cacheControlKeepsLonger(body)) request.keepPromptLonger = true;
   // Thinking turned off, and an effort, reach the model's chat template (Qwen3's enable_thinking, gpt-oss's reasoning_effort).
-  const effort = isObject(body.output_config) ? optionalString(body.output_config.effort, 'output_config.effort') : undefined;
+  const effort = isObject(body.output_config)
+    ? optionalString(body.output_config.effort, 'output_config.effort')
+    : undefined;
   const disabled = isObject(body.thinking) && body.thinking.type === 'disabled';
   const forTemplate = templateOptions(undefined, 'thinking', {
     ...(disabled && { enable_thinking: false }),
-    ...(effort && { reasoning_effort: effort === 'max' ? 'high' : oneOf(effort, 'output_config.effort', ['low', 'medium', 'high'] as const) }),
+    ...(effort && {
+      reasoning_effort:
+        effort === 'max' ? 'high' : oneOf(effort, 'output_config.effort', ['low', 'medium', 'high'] as const),
+    }),
   });
   if (forTemplate) request.templateOptions = forTemplate;
   return { request, thinking, droppedTools };
@@ -119,7 +129,9 @@ function decodeSystem(value: unknown): string | undefined {
 /** A system prompt's text: a string, or text blocks (with `cache_control` and the like ignored). */
 function systemText(value: unknown, param: string): string {
   if (typeof value === 'string') return value;
-  return array(value, param).map((block, i) => textBlock(block, `${param}[${i}]`)).join(BLOCK_SEPARATOR);
+  return array(value, param)
+    .map((block, i) => textBlock(block, `${param}[${i}]`))
+    .join(BLOCK_SEPARATOR);
 }
 
 /** One Anthropic turn → one or more canonical messages (tool results become `tool` messages). */
@@ -157,8 +169,7 @@ function decodeUserBlocks(blocks: Block[], model: string, ledger: ToolCallLedger
       const result = decodeToolResult(block, path, model);
       ledger.answered(result.toolCallId ?? '', `${path}.tool_use_id`);
       results.push(result);
-    }
-    else rejectBlock(type, path, 'user', model);
+    } else rejectBlock(type, path, 'user', model);
   }
   // Canonical chat templates expect the tool results right after the assistant's calls, so the
   // turn's text follows them as its own user message (Anthropic puts tool_result blocks first anyway).
@@ -192,7 +203,8 @@ function decodeAssistantBlocks(blocks: Block[], model: string): CanonicalMessage
   for (const { block, path, type } of blocks) {
     if (type === 'text') texts.push(string(block.text, `${path}.text`));
     else if (type === 'thinking') reasoning.push(string(block.thinking, `${path}.thinking`));
-    else if (type === 'redacted_thinking') continue; // encrypted by another provider: nothing a local model can read
+    else if (type === 'redacted_thinking')
+      continue; // encrypted by another provider: nothing a local model can read
     else if (type === 'tool_use') toolCalls.push(decodeToolUse(block, path));
     else rejectBlock(type, path, 'assistant', model);
   }
@@ -214,9 +226,13 @@ const MEDIA_BLOCKS = new Set(['image', 'document', 'search_result', 'container_u
 
 function rejectBlock(type: string, path: string, where: 'user' | 'assistant' | 'tool_result', model: string): never {
   if (MEDIA_BLOCKS.has(type)) rejectMedia(path, `${type} blocks`, model);
-  if (type === 'tool_use' || type === 'thinking' || type === 'redacted_thinking') fail(`${path}.type`, `${type} blocks belong in assistant turns`);
+  if (type === 'tool_use' || type === 'thinking' || type === 'redacted_thinking')
+    fail(`${path}.type`, `${type} blocks belong in assistant turns`);
   if (type === 'tool_result') fail(`${path}.type`, `tool_result blocks belong in user turns`);
-  return fail(`${path}.type`, `unsupported content block type '${type}' in ${where === 'tool_result' ? 'a tool_result' : `a ${where} turn`}`);
+  return fail(
+    `${path}.type`,
+    `unsupported content block type '${type}' in ${where === 'tool_result' ? 'a tool_result' : `a ${where} turn`}`,
+  );
 }
 
 function textBlock(input: unknown, path: string): string {

@@ -1,4 +1,12 @@
-import { ErrorCodes, NO_USAGE, type ErrorBody, type ErrorCode, type FinishReason, type StreamEvent, type Usage } from '@cortex/contracts';
+import {
+  ErrorCodes,
+  NO_USAGE,
+  type ErrorBody,
+  type ErrorCode,
+  type FinishReason,
+  type StreamEvent,
+  type Usage,
+} from '@cortex/contracts';
 import type {
   AnthropicContentBlock,
   AnthropicDelta,
@@ -59,17 +67,31 @@ export class MessagesStreamEncoder {
         return [frame({ type: 'ping' })];
       case 'text':
         if (!event.text) return [];
-        return [...this.ensureStarted(), ...this.openBlock('text'), this.delta({ type: 'text_delta', text: event.text })];
+        return [
+          ...this.ensureStarted(),
+          ...this.openBlock('text'),
+          this.delta({ type: 'text_delta', text: event.text }),
+        ];
       case 'reasoning':
         // A client that did not enable thinking may not handle thinking blocks: drop the reasoning.
         if (!this.options.thinking || !event.text) return [];
-        return [...this.ensureStarted(), ...this.openBlock('thinking'), this.delta({ type: 'thinking_delta', thinking: event.text })];
+        return [
+          ...this.ensureStarted(),
+          ...this.openBlock('thinking'),
+          this.delta({ type: 'thinking_delta', thinking: event.text }),
+        ];
       case 'tool_call': {
         const frames = [...this.ensureStarted(), ...this.closeBlock()];
         const index = this.nextIndex++;
         this.open = { kind: 'tool_use', index };
         this.toolBlocks.set(event.index, index);
-        frames.push(frame({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: event.id, name: event.name, input: {} } }));
+        frames.push(
+          frame({
+            type: 'content_block_start',
+            index,
+            content_block: { type: 'tool_use', id: event.id, name: event.name, input: {} },
+          }),
+        );
         return frames;
       }
       case 'tool_args': {
@@ -77,7 +99,9 @@ export class MessagesStreamEncoder {
         if (index === undefined || !event.delta) return [];
         // Workers send a call's arguments right after it; should they ever interleave, the delta still
         // names its own block, which the SDK's accumulator (it indexes by `index`) handles.
-        return [frame({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: event.delta } })];
+        return [
+          frame({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: event.delta } }),
+        ];
       }
       case 'finish': {
         const frames = [...this.ensureStarted(), ...this.closeBlock()];
@@ -86,7 +110,11 @@ export class MessagesStreamEncoder {
         frames.push(
           frame({
             type: 'message_delta',
-            delta: { stop_reason: stopReason, stop_sequence: stopReason === 'stop_sequence' ? (event.stopSequence ?? null) : null, stop_details: null },
+            delta: {
+              stop_reason: stopReason,
+              stop_sequence: stopReason === 'stop_sequence' ? (event.stopSequence ?? null) : null,
+              stop_details: null,
+            },
             // The SDK overwrites the message_start usage with these totals, now that the cache split is known.
             usage: anthropicUsage(event.usage),
           }),
@@ -106,7 +134,12 @@ export class MessagesStreamEncoder {
     if (this.started) return [];
     this.started = true;
     // As in the final usage: `input_tokens` excludes what was read from the prompt cache.
-    const usage: AnthropicUsage = { input_tokens: Math.max(0, promptTokens - cachedPromptTokens), output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: cachedPromptTokens };
+    const usage: AnthropicUsage = {
+      input_tokens: Math.max(0, promptTokens - cachedPromptTokens),
+      output_tokens: 0,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: cachedPromptTokens,
+    };
     return [frame({ type: 'message_start', message: emptyMessage(this.options, usage) })];
   }
 
@@ -115,7 +148,8 @@ export class MessagesStreamEncoder {
     const frames = this.closeBlock();
     const index = this.nextIndex++;
     this.open = { kind, index };
-    const block: AnthropicContentBlock = kind === 'text' ? { type: 'text', text: '' } : { type: 'thinking', thinking: '', signature: '' };
+    const block: AnthropicContentBlock =
+      kind === 'text' ? { type: 'text', text: '' } : { type: 'thinking', thinking: '', signature: '' };
     frames.push(frame({ type: 'content_block_start', index, content_block: block }));
     return frames;
   }
@@ -127,7 +161,13 @@ export class MessagesStreamEncoder {
     const frames: AnthropicFrame[] = [];
     // Anthropic sends a thinking block's signature as its last delta.
     if (open.kind === 'thinking') {
-      frames.push(frame({ type: 'content_block_delta', index: open.index, delta: { type: 'signature_delta', signature: THINKING_SIGNATURE } }));
+      frames.push(
+        frame({
+          type: 'content_block_delta',
+          index: open.index,
+          delta: { type: 'signature_delta', signature: THINKING_SIGNATURE },
+        }),
+      );
     }
     frames.push(frame({ type: 'content_block_stop', index: open.index }));
     return frames;
@@ -170,7 +210,12 @@ export class MessagesAggregator {
       // Unparseable arguments are not thrown away: the client sees them as text after the call.
       if (input === undefined) content.push({ type: 'text', text: json });
     });
-    return { ...this.message, content, stop_reason: this.message.stop_reason ?? 'end_turn', usage: { ...this.message.usage } };
+    return {
+      ...this.message,
+      content,
+      stop_reason: this.message.stop_reason ?? 'end_turn',
+      usage: { ...this.message.usage },
+    };
   }
 
   private fold(data: AnthropicStreamEvent): void {
@@ -207,7 +252,9 @@ export class MessagesAggregator {
 function parseToolInput(json: string): Record<string, unknown> | undefined {
   try {
     const value: unknown = JSON.parse(json);
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }

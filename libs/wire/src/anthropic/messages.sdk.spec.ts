@@ -20,7 +20,12 @@ function withServer(reply: Reply, run: (client: Anthropic, bodies: unknown[]) =>
   if ('json' in reply) canned = reply;
   else {
     const encoder = new MessagesStreamEncoder({ id: 'msg_sdk', model: 'claude-x', thinking: reply.thinking });
-    canned = { sse: reply.sse.flatMap((event) => encoder.encode(event)).map(({ event, data }) => sseFrame(data, event)).join('') };
+    canned = {
+      sse: reply.sse
+        .flatMap((event) => encoder.encode(event))
+        .map(({ event, data }) => sseFrame(data, event))
+        .join(''),
+    };
   }
   return withReplyServer(canned, (baseURL) => new Anthropic({ apiKey: 'test-key', baseURL, maxRetries: 0 }), run);
 }
@@ -31,7 +36,12 @@ const script = (thinkingText: boolean): StreamEvent[] => {
   const bodies: Array<Record<string, unknown>> = [
     { type: 'start', runId: 'r', workerId: 'w', model: 'worker-model', promptTokens: 12 },
     { type: 'keepalive' },
-    ...(thinkingText ? [{ type: 'reasoning', text: 'The user ' }, { type: 'reasoning', text: 'wants weather.' }] : []),
+    ...(thinkingText
+      ? [
+          { type: 'reasoning', text: 'The user ' },
+          { type: 'reasoning', text: 'wants weather.' },
+        ]
+      : []),
     { type: 'text', text: 'Let me ' },
     { type: 'text', text: 'check.' },
     { type: 'tool_call', index: 0, id: 'call_1', name: 'weather' },
@@ -53,7 +63,13 @@ const params = {
   max_tokens: 2048,
   system: [{ type: 'text' as const, text: 'You are terse.' }],
   messages: [{ role: 'user' as const, content: 'Weather in Paris?' }],
-  tools: [{ name: 'weather', description: 'Forecast', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } } } }],
+  tools: [
+    {
+      name: 'weather',
+      description: 'Forecast',
+      input_schema: { type: 'object' as const, properties: { city: { type: 'string' } } },
+    },
+  ],
   tool_choice: { type: 'auto' as const },
 };
 
@@ -72,7 +88,12 @@ describe('anthropic messages codec with @anthropic-ai/sdk', () => {
         { type: 'tool_use', id: 'call_1', name: 'weather', input: { city: 'Paris', days: [1, 2] } },
       ]);
       assert.equal(message.stop_reason, 'tool_use');
-      assert.deepEqual(message.usage, { input_tokens: 10, output_tokens: 9, cache_creation_input_tokens: 0, cache_read_input_tokens: 2 });
+      assert.deepEqual(message.usage, {
+        input_tokens: 10,
+        output_tokens: 9,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 2,
+      });
       // Streaming and non-streaming give the same Message.
       assert.deepEqual(message, aggregate(events, true));
 
@@ -109,7 +130,10 @@ describe('anthropic messages codec with @anthropic-ai/sdk', () => {
   });
 
   it('anthropic codec - an error frame mid-stream rejects with the SDK APIError of that type', async () => {
-    const events = [...script(false).slice(0, 4), { seq: 4, type: 'error', error: { code: 'no_worker', message: 'no worker for claude-x' } }] as StreamEvent[];
+    const events = [
+      ...script(false).slice(0, 4),
+      { seq: 4, type: 'error', error: { code: 'no_worker', message: 'no worker for claude-x' } },
+    ] as StreamEvent[];
     await withServer({ sse: events, thinking: false }, async (client) => {
       await assert.rejects(client.messages.stream(params).finalMessage(), (error: unknown) => {
         assert.ok(error instanceof Anthropic.APIError);

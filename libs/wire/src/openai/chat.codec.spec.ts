@@ -2,7 +2,13 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError, type StreamEvent } from '@cortex/contracts';
 import { decodeChatRequest } from './chat.decoder.js';
-import { ChatChoicesAggregator, ChatChoicesEncoder, ChatChunkEncoder, ChatCompletionAggregator, openAiError } from './chat.encoder.js';
+import {
+  ChatChoicesAggregator,
+  ChatChoicesEncoder,
+  ChatChunkEncoder,
+  ChatCompletionAggregator,
+  openAiError,
+} from './chat.encoder.js';
 
 function invalid(body: unknown, param: string): void {
   assert.throws(
@@ -21,8 +27,18 @@ describe('openai chat codec', () => {
       model: 'm',
       messages: [
         { role: 'developer', content: 'be brief' },
-        { role: 'user', content: [{ type: 'text', text: 'weather ' }, { type: 'text', text: 'in Paris?' }] },
-        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'w', arguments: '{"city":"Paris"}' } }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'weather ' },
+            { type: 'text', text: 'in Paris?' },
+          ],
+        },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c1', type: 'function', function: { name: 'w', arguments: '{"city":"Paris"}' } }],
+        },
         { role: 'tool', tool_call_id: 'c1', content: '{"temp":20}' },
       ],
       tools: [{ type: 'function', function: { name: 'w', parameters: { type: 'object' } } }],
@@ -33,7 +49,10 @@ describe('openai chat codec', () => {
       stream: true,
       stream_options: { include_usage: true },
     });
-    assert.deepEqual(request.messages.map((m) => m.role), ['system', 'user', 'assistant', 'tool']);
+    assert.deepEqual(
+      request.messages.map((m) => m.role),
+      ['system', 'user', 'assistant', 'tool'],
+    );
     assert.equal(request.messages[1]?.content, 'weather in Paris?');
     assert.deepEqual(request.messages[2]?.toolCalls, [{ id: 'c1', name: 'w', arguments: '{"city":"Paris"}' }]);
     assert.equal(request.messages[3]?.toolCallId, 'c1');
@@ -43,16 +62,26 @@ describe('openai chat codec', () => {
   });
 
   it('openai chat codec - a strict function is strict; others are not', () => {
-    const tool = (strict?: unknown) => ({ type: 'function', function: { name: 'w', parameters: { type: 'object' }, ...(strict !== undefined && { strict }) } });
+    const tool = (strict?: unknown) => ({
+      type: 'function',
+      function: { name: 'w', parameters: { type: 'object' }, ...(strict !== undefined && { strict }) },
+    });
     const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [tool(true), tool(false), tool()] };
-    assert.deepEqual(decodeChatRequest(body).tools?.map((t) => t.strict), [true, undefined, undefined]);
+    assert.deepEqual(
+      decodeChatRequest(body).tools?.map((t) => t.strict),
+      [true, undefined, undefined],
+    );
     invalid({ ...body, tools: [tool('yes')] }, 'tools[0].function.strict');
   });
 
   it("openai chat codec - chat_template_kwargs and reasoning_effort reach the model's chat template; its own inputs cannot be set", () => {
     const base = { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
     assert.equal(decodeChatRequest(base).templateOptions, undefined);
-    assert.deepEqual(decodeChatRequest({ ...base, chat_template_kwargs: { enable_thinking: false }, reasoning_effort: 'high' }).templateOptions, { reasoning_effort: 'high', enable_thinking: false });
+    assert.deepEqual(
+      decodeChatRequest({ ...base, chat_template_kwargs: { enable_thinking: false }, reasoning_effort: 'high' })
+        .templateOptions,
+      { reasoning_effort: 'high', enable_thinking: false },
+    );
     const refused = (body: Record<string, unknown>): string => {
       try {
         decodeChatRequest({ ...base, ...body });
@@ -61,14 +90,21 @@ describe('openai chat codec', () => {
       }
       return assert.fail('accepted');
     };
-    assert.match(refused({ chat_template_kwargs: { messages: [] } }), /chat_template_kwargs\.messages: is the chat template's own input/);
+    assert.match(
+      refused({ chat_template_kwargs: { messages: [] } }),
+      /chat_template_kwargs\.messages: is the chat template's own input/,
+    );
     assert.match(refused({ chat_template_kwargs: { 'bad key': 1 } }), /chat_template_kwargs\.bad key: must be a name/);
     assert.match(refused({ chat_template_kwargs: 'x' }), /chat_template_kwargs: must be an object/);
     assert.match(refused({ reasoning_effort: 'extreme' }), /reasoning_effort/);
   });
 
   it('openai chat codec - parallel_tool_calls false allows one tool call', () => {
-    const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'w' } }] };
+    const body = {
+      model: 'm',
+      messages: [{ role: 'user', content: 'hi' }],
+      tools: [{ type: 'function', function: { name: 'w' } }],
+    };
     assert.equal(decodeChatRequest({ ...body, parallel_tool_calls: false }).maxToolCalls, 1);
     assert.equal(decodeChatRequest({ ...body, parallel_tool_calls: true }).maxToolCalls, undefined);
   });
@@ -88,38 +124,94 @@ describe('openai chat codec', () => {
     invalid({ model: 'm', messages: [] }, 'messages');
     invalid({ model: 'm', messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role');
     invalid({ model: 'm', messages: [{ role: 'user', content: 5 }] }, 'messages[0].content');
-    invalid({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 'messages[0].content[0]');
+    invalid(
+      { model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] },
+      'messages[0].content[0]',
+    );
     invalid({ model: 'm', messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id');
     // A tool result answers a call made before it: none at all, or another id, is refused.
-    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }, { role: 'tool', tool_call_id: 'c9', content: 'x' }] }, 'messages[1].tool_call_id');
     invalid(
-      { model: 'm', messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'w', arguments: '{}' } }] }, { role: 'tool', tool_call_id: 'c2', content: 'x' }] },
+      {
+        model: 'm',
+        messages: [
+          { role: 'user', content: 'x' },
+          { role: 'tool', tool_call_id: 'c9', content: 'x' },
+        ],
+      },
+      'messages[1].tool_call_id',
+    );
+    invalid(
+      {
+        model: 'm',
+        messages: [
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'c1', type: 'function', function: { name: 'w', arguments: '{}' } }],
+          },
+          { role: 'tool', tool_call_id: 'c2', content: 'x' },
+        ],
+      },
       'messages[1].tool_call_id',
     );
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], temperature: 3 }, 'temperature');
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], max_tokens: 0 }, 'max_tokens');
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], n: 2 }, 'n');
     invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], n: 17 }, 'n');
-    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], stream_options: { include_usage: true } }, 'stream_options');
-    invalid({ model: 'm', messages: [{ role: 'user', content: 'x' }], tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice.function.name');
+    invalid(
+      { model: 'm', messages: [{ role: 'user', content: 'x' }], stream_options: { include_usage: true } },
+      'stream_options',
+    );
+    invalid(
+      {
+        model: 'm',
+        messages: [{ role: 'user', content: 'x' }],
+        tool_choice: { type: 'function', function: { name: 'nope' } },
+      },
+      'tool_choice.function.name',
+    );
   });
 
   it('openai chat codec - a JSON schema that is not an object or does not compile is a 400 naming it', () => {
     const body = { model: 'm', messages: [{ role: 'user', content: 'x' }] };
-    const format = (schema: unknown) => ({ ...body, response_format: { type: 'json_schema', json_schema: { name: 'r', schema } } });
+    const format = (schema: unknown) => ({
+      ...body,
+      response_format: { type: 'json_schema', json_schema: { name: 'r', schema } },
+    });
     invalid(format('a string'), 'response_format.json_schema.schema');
     invalid(format([{ type: 'object' }]), 'response_format.json_schema.schema');
     invalid(format({ type: 'objekt' }), 'response_format.json_schema.schema');
-    invalid(format({ type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }), 'response_format.json_schema.schema');
-    const tool = (parameters: unknown) => ({ ...body, tools: [{ type: 'function', function: { name: 'f', parameters } }] });
+    invalid(
+      format({ type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }),
+      'response_format.json_schema.schema',
+    );
+    const tool = (parameters: unknown) => ({
+      ...body,
+      tools: [{ type: 'function', function: { name: 'f', parameters } }],
+    });
     invalid(tool(7), 'tools[0].function.parameters');
     invalid(tool({ type: 'object', required: 'a' }), 'tools[0].function.parameters');
     // A draft 2020-12 schema (zod) and a draft-07 one (older tools) both compile; no schema still asks for JSON.
-    const zod = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
+    const zod = {
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object',
+      properties: { n: { type: 'integer' } },
+      required: ['n'],
+      additionalProperties: false,
+    };
     assert.deepEqual(decodeChatRequest(format(zod)).responseFormat, { type: 'json_schema', schema: zod });
-    const draft7 = { $schema: 'http://json-schema.org/draft-07/schema#', definitions: { n: { type: 'number' } }, type: 'object', properties: { n: { $ref: '#/definitions/n' } } };
+    const draft7 = {
+      $schema: 'http://json-schema.org/draft-07/schema#',
+      definitions: { n: { type: 'number' } },
+      type: 'object',
+      properties: { n: { $ref: '#/definitions/n' } },
+    };
     assert.deepEqual(decodeChatRequest(tool(draft7)).tools?.[0]?.parameters, draft7);
-    assert.deepEqual(decodeChatRequest({ ...body, response_format: { type: 'json_schema', json_schema: { name: 'r' } } }).responseFormat, { type: 'json_object' });
+    assert.deepEqual(
+      decodeChatRequest({ ...body, response_format: { type: 'json_schema', json_schema: { name: 'r' } } })
+        .responseFormat,
+      { type: 'json_object' },
+    );
   });
 
   it('openai chat codec - stream chunks put the role first and usage last', () => {
@@ -131,7 +223,10 @@ describe('openai chat codec', () => {
       { seq: 3, type: 'text', text: 'Hi' },
       { seq: 4, type: 'finish', reason: 'stop', usage, timings },
     ];
-    const chunks = events.flatMap((event) => encoder.encode(event)) as Array<{ choices: Array<{ delta: unknown; finish_reason: unknown }>; usage: unknown }>;
+    const chunks = events.flatMap((event) => encoder.encode(event)) as Array<{
+      choices: Array<{ delta: unknown; finish_reason: unknown }>;
+      usage: unknown;
+    }>;
     assert.equal(chunks.length, 4);
     assert.deepEqual(chunks[0]?.choices[0]?.delta, { role: 'assistant', content: '', reasoning_content: 'hmm' });
     assert.deepEqual(chunks[1]?.choices[0]?.delta, { content: 'Hi' });
@@ -172,7 +267,11 @@ describe('openai chat codec', () => {
   });
 
   /** Events through an x-include-thinking encoder and aggregator: the chunks streamed and the body. */
-  function inlined(events: StreamEvent[]): { content: string; chunks: Array<{ choices: Array<{ delta: { content?: string; reasoning_content?: string } }> }>; message: Record<string, unknown> | undefined } {
+  function inlined(events: StreamEvent[]): {
+    content: string;
+    chunks: Array<{ choices: Array<{ delta: { content?: string; reasoning_content?: string } }> }>;
+    message: Record<string, unknown> | undefined;
+  } {
     const options = { id: 'c', model: 'm', created: 1, includeUsage: false, inlineReasoning: true };
     const encoder = new ChatChunkEncoder(options);
     const aggregator = new ChatCompletionAggregator(options);
@@ -181,7 +280,11 @@ describe('openai chat codec', () => {
       return encoder.encode(event);
     }) as Array<{ choices: Array<{ delta: { content?: string; reasoning_content?: string } }> }>;
     const content = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
-    return { content, chunks, message: (aggregator.body() as { choices: Array<{ message: Record<string, unknown> }> }).choices[0]?.message };
+    return {
+      content,
+      chunks,
+      message: (aggregator.body() as { choices: Array<{ message: Record<string, unknown> }> }).choices[0]?.message,
+    };
   }
 
   it('openai chat codec - x-include-thinking inlines reasoning as <think> content, streamed and not', () => {
@@ -201,7 +304,15 @@ describe('openai chat codec', () => {
 
   it("openai chat codec - x-include-thinking wraps reasoning in the model's own markers when its start event names them", () => {
     const { content, message } = inlined([
-      { seq: 0, type: 'start', runId: 'r', workerId: 'w', model: 'm', promptTokens: 3, reasoningMarkers: ['[THINK]', '[/THINK]'] },
+      {
+        seq: 0,
+        type: 'start',
+        runId: 'r',
+        workerId: 'w',
+        model: 'm',
+        promptTokens: 3,
+        reasoningMarkers: ['[THINK]', '[/THINK]'],
+      },
       { seq: 1, type: 'reasoning', text: 'plan' },
       { seq: 2, type: 'text', text: 'Hi' },
       { seq: 3, type: 'finish', reason: 'stop', usage, timings },
@@ -220,9 +331,18 @@ describe('openai chat codec', () => {
     const finish = (seq: number): StreamEvent => ({ seq, type: 'finish', reason: 'stop', usage, timings });
     const encoder = new ChatChoicesEncoder({ id: 'c', model: 'm', created: 1, includeUsage: true, choices: 2 });
     const first = encoder.encode({ seq: 0, type: 'text', text: 'a' }, 1);
-    assert.deepEqual((first[0]?.choices as unknown[])[0], { index: 1, delta: { role: 'assistant', content: 'a' }, logprobs: null, finish_reason: null });
+    assert.deepEqual((first[0]?.choices as unknown[])[0], {
+      index: 1,
+      delta: { role: 'assistant', content: 'a' },
+      logprobs: null,
+      finish_reason: null,
+    });
     const second = encoder.encode({ seq: 0, type: 'text', text: 'b' }, 0);
-    assert.deepEqual((second[0]?.choices as Array<{ delta: unknown }>)[0]?.delta, { role: 'assistant', content: 'b' }, 'each choice starts with the role');
+    assert.deepEqual(
+      (second[0]?.choices as Array<{ delta: unknown }>)[0]?.delta,
+      { role: 'assistant', content: 'b' },
+      'each choice starts with the role',
+    );
     assert.equal(encoder.encode(finish(1), 0).length, 1, 'no usage before the last choice finishes');
     const last = encoder.encode(finish(1), 1);
     assert.deepEqual(last[1]?.choices, []);
@@ -233,8 +353,17 @@ describe('openai chat codec', () => {
     body.add({ seq: 0, type: 'text', text: 'y' }, 0);
     body.add(finish(1), 0);
     body.add(finish(1), 1);
-    const whole = body.body() as { choices: Array<{ index: number; message: { content: string } }>; usage: { completion_tokens: number } };
-    assert.deepEqual(whole.choices.map((c) => [c.index, c.message.content]), [[0, 'y'], [1, 'x']]);
+    const whole = body.body() as {
+      choices: Array<{ index: number; message: { content: string } }>;
+      usage: { completion_tokens: number };
+    };
+    assert.deepEqual(
+      whole.choices.map((c) => [c.index, c.message.content]),
+      [
+        [0, 'y'],
+        [1, 'x'],
+      ],
+    );
     assert.equal(whole.usage.completion_tokens, 6);
   });
 });

@@ -41,7 +41,8 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   checkToolResults(messages);
   // The gateway runs n > 1 as that many requests of n = 1 (see MAX_CHAT_CHOICES).
   const n = optionalInteger(body.n, 'n', 1, MAX_CHAT_CHOICES);
-  if (n !== undefined && n !== 1) fail('n', `one choice per request here; the gateway splits n from 2 to ${MAX_CHAT_CHOICES}`);
+  if (n !== undefined && n !== 1)
+    fail('n', `one choice per request here; the gateway splits n from 2 to ${MAX_CHAT_CHOICES}`);
 
   let tools = optionalArray(body.tools, 'tools')?.map((t, i) => decodeTool(t, `tools[${i}]`));
   const toolChoice = decodeToolChoice(body.tool_choice, tools);
@@ -72,7 +73,10 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
   if (keepsPromptLonger(body.prompt_cache_retention)) request.keepPromptLonger = true;
   // What the model's chat template reads (vLLM's and llama.cpp's servers take chat_template_kwargs too).
   const options = templateOptions(body.chat_template_kwargs, 'chat_template_kwargs', {
-    ...(body.reasoning_effort !== undefined && body.reasoning_effort !== null && { reasoning_effort: oneOf(body.reasoning_effort, 'reasoning_effort', REASONING_EFFORTS) }),
+    ...(body.reasoning_effort !== undefined &&
+      body.reasoning_effort !== null && {
+        reasoning_effort: oneOf(body.reasoning_effort, 'reasoning_effort', REASONING_EFFORTS),
+      }),
   });
   if (options) request.templateOptions = options;
   return request;
@@ -98,7 +102,9 @@ function decodeMessage(input: unknown, param: string, model: string): CanonicalM
     const reasoning = optionalString(message.reasoning_content, `${param}.reasoning_content`);
     if (reasoning) out.reasoning = reasoning;
     if (message.tool_calls !== undefined && message.tool_calls !== null) {
-      out.toolCalls = array(message.tool_calls, `${param}.tool_calls`).map((c, i) => decodeToolCall(c, `${param}.tool_calls[${i}]`));
+      out.toolCalls = array(message.tool_calls, `${param}.tool_calls`).map((c, i) =>
+        decodeToolCall(c, `${param}.tool_calls[${i}]`),
+      );
     }
   }
   if (role === 'tool') out.toolCallId = string(message.tool_call_id, `${param}.tool_call_id`);
@@ -114,7 +120,8 @@ function decodeContent(value: unknown, param: string, nullable: boolean, model: 
       const p = object(part, `${param}[${i}]`);
       const type = string(p.type, `${param}[${i}].type`);
       if (type === 'text') return string(p.text, `${param}[${i}].text`);
-      if (type === 'image_url' || type === 'input_audio' || type === 'file') rejectMedia(`${param}[${i}]`, `${type} parts`, model);
+      if (type === 'image_url' || type === 'input_audio' || type === 'file')
+        rejectMedia(`${param}[${i}]`, `${type} parts`, model);
       return fail(`${param}[${i}].type`, `unknown content part type '${type}'`);
     })
     .join('');
@@ -157,7 +164,9 @@ function decodeSampling(body: Json): Sampling {
     temperature: optionalNumber(body.temperature, 'temperature', 0, 2),
     topP: optionalNumber(body.top_p, 'top_p', 0, 1),
     seed: optionalInteger(body.seed, 'seed', Number.MIN_SAFE_INTEGER),
-    maxTokens: optionalInteger(body.max_completion_tokens, 'max_completion_tokens', 1) ?? optionalInteger(body.max_tokens, 'max_tokens', 1),
+    maxTokens:
+      optionalInteger(body.max_completion_tokens, 'max_completion_tokens', 1) ??
+      optionalInteger(body.max_tokens, 'max_tokens', 1),
     presencePenalty: optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2),
     frequencyPenalty: optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2),
     stop: stopSequences(body.stop, 'stop', { single: true }),

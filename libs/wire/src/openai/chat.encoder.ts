@@ -37,7 +37,11 @@ export class ChatChunkEncoder {
         return [];
       case 'text': {
         const chunk = this.delta({ content: this.closeThinking() + event.text });
-        if (this.options.logprobs) (chunk.choices as Array<Record<string, unknown>>)[0]!.logprobs = { content: (event.logprobs ?? []).map(openAiLogprob), refusal: null };
+        if (this.options.logprobs)
+          (chunk.choices as Array<Record<string, unknown>>)[0]!.logprobs = {
+            content: (event.logprobs ?? []).map(openAiLogprob),
+            refusal: null,
+          };
         return [chunk];
       }
       case 'reasoning':
@@ -47,7 +51,9 @@ export class ChatChunkEncoder {
         return [
           ...this.closeThinkingChunk(),
           this.delta({
-            tool_calls: [{ index: event.index, id: event.id, type: 'function', function: { name: event.name, arguments: '' } }],
+            tool_calls: [
+              { index: event.index, id: event.id, type: 'function', function: { name: event.name, arguments: '' } },
+            ],
           }),
         ];
       case 'tool_args':
@@ -57,7 +63,8 @@ export class ChatChunkEncoder {
         return [];
       case 'finish': {
         const chunks = [...this.closeThinkingChunk(), this.delta({}, chatFinishReason(event.reason))];
-        if (this.options.includeUsage && this.options.choice === undefined) chunks.push({ ...this.base(), choices: [], usage: chatUsage(event.usage) });
+        if (this.options.includeUsage && this.options.choice === undefined)
+          chunks.push({ ...this.base(), choices: [], usage: chatUsage(event.usage) });
         return chunks;
       }
     }
@@ -86,13 +93,26 @@ export class ChatChunkEncoder {
     this.started = true;
     return {
       ...this.base(),
-      choices: [{ index: this.options.choice ?? 0, delta: first ? { role: 'assistant', content: '', ...delta } : delta, logprobs: null, finish_reason: finishReason }],
+      choices: [
+        {
+          index: this.options.choice ?? 0,
+          delta: first ? { role: 'assistant', content: '', ...delta } : delta,
+          logprobs: null,
+          finish_reason: finishReason,
+        },
+      ],
       ...(this.options.includeUsage ? { usage: null } : {}),
     };
   }
 
   private base(): Chunk {
-    return { id: this.options.id, object: 'chat.completion.chunk', created: this.options.created, model: this.options.model, system_fingerprint: null };
+    return {
+      id: this.options.id,
+      object: 'chat.completion.chunk',
+      created: this.options.created,
+      model: this.options.model,
+      system_fingerprint: null,
+    };
   }
 }
 
@@ -107,7 +127,10 @@ export class ChatChoicesEncoder {
   private usage: Usage = NO_USAGE;
 
   constructor(private readonly options: ChatEncoderOptions & { choices: number }) {
-    this.encoders = Array.from({ length: options.choices }, (_, choice) => new ChatChunkEncoder({ ...options, choice }));
+    this.encoders = Array.from(
+      { length: options.choices },
+      (_, choice) => new ChatChunkEncoder({ ...options, choice }),
+    );
   }
 
   encode(event: StreamEvent, choice: number): Chunk[] {
@@ -115,7 +138,15 @@ export class ChatChoicesEncoder {
     if (event.type !== 'finish') return chunks;
     this.usage = addUsage(this.usage, event.usage);
     if (++this.finished === this.options.choices && this.options.includeUsage) {
-      chunks.push({ id: this.options.id, object: 'chat.completion.chunk', created: this.options.created, model: this.options.model, system_fingerprint: null, choices: [], usage: chatUsage(this.usage) });
+      chunks.push({
+        id: this.options.id,
+        object: 'chat.completion.chunk',
+        created: this.options.created,
+        model: this.options.model,
+        system_fingerprint: null,
+        choices: [],
+        usage: chatUsage(this.usage),
+      });
     }
     return chunks;
   }
@@ -157,7 +188,8 @@ export class ChatCompletionAggregator {
   private readonly encoder: ChatChunkEncoder;
   private content = '';
   private reasoning = '';
-  private readonly toolCalls: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }> = [];
+  private readonly toolCalls: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }> =
+    [];
   private readonly logprobs: unknown[] = [];
   private finishReason: FinishReason | null = null;
   private usage: Usage | null = null;
@@ -176,7 +208,12 @@ export class ChatCompletionAggregator {
       for (const call of delta.tool_calls ?? []) {
         const known = this.toolCalls[call.index];
         if (known) known.function.arguments += call.function.arguments;
-        else if (call.id) this.toolCalls[call.index] = { id: call.id, type: 'function', function: { name: call.function.name ?? '', arguments: call.function.arguments } };
+        else if (call.id)
+          this.toolCalls[call.index] = {
+            id: call.id,
+            type: 'function',
+            function: { name: call.function.name ?? '', arguments: call.function.arguments },
+          };
       }
     }
     if (event.type === 'finish') {
@@ -187,7 +224,11 @@ export class ChatCompletionAggregator {
 
   body(): Record<string, unknown> {
     const content = this.content;
-    const message: Record<string, unknown> = { role: 'assistant', content: content || (this.toolCalls.length ? null : ''), refusal: null };
+    const message: Record<string, unknown> = {
+      role: 'assistant',
+      content: content || (this.toolCalls.length ? null : ''),
+      refusal: null,
+    };
     if (this.reasoning) message.reasoning_content = this.reasoning;
     if (this.toolCalls.length) message.tool_calls = this.toolCalls.filter(Boolean);
     return {
@@ -196,7 +237,14 @@ export class ChatCompletionAggregator {
       created: this.options.created,
       model: this.options.model,
       system_fingerprint: null,
-      choices: [{ index: 0, message, logprobs: this.options.logprobs ? { content: this.logprobs, refusal: null } : null, finish_reason: chatFinishReason(this.finishReason ?? 'stop') }],
+      choices: [
+        {
+          index: 0,
+          message,
+          logprobs: this.options.logprobs ? { content: this.logprobs, refusal: null } : null,
+          finish_reason: chatFinishReason(this.finishReason ?? 'stop'),
+        },
+      ],
       usage: chatUsage(this.usage ?? NO_USAGE),
     };
   }
@@ -251,5 +299,7 @@ export function speculativeDetails(usage: Usage): Record<string, number> | null 
 
 /** OpenAI's error body: `{error: {message, type, param, code}}`. */
 export function openAiError(error: ErrorBody): Record<string, unknown> {
-  return { error: { message: error.message, type: ErrorCodes[error.code].type, param: error.param ?? null, code: error.code } };
+  return {
+    error: { message: error.message, type: ErrorCodes[error.code].type, param: error.param ?? null, code: error.code },
+  };
 }

@@ -23,7 +23,16 @@ const finish = (completionTokens: number, extra: Record<string, number> = {}): S
 
 describe('openai completions codec', () => {
   it('openai completions codec - a raw prompt with suffix, echo and sampling; max_tokens defaults to 16', () => {
-    const request = decodeCompletionRequest({ model: 'm', prompt: 'def f(', suffix: ')', echo: true, temperature: 0, stop: '\n', stream: true, stream_options: { include_usage: true } });
+    const request = decodeCompletionRequest({
+      model: 'm',
+      prompt: 'def f(',
+      suffix: ')',
+      echo: true,
+      temperature: 0,
+      stop: '\n',
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     assert.deepEqual(request.raw, { text: 'def f(', suffix: ')', echo: true });
     assert.deepEqual(request.messages, []);
     assert.deepEqual(request.sampling, { temperature: 0, maxTokens: 16, stop: ['\n'] });
@@ -57,9 +66,20 @@ describe('openai completions codec', () => {
   });
 
   it('openai completions codec - chunks carry each choice index; usage adds up and follows the last finish', () => {
-    const encoder = new CompletionChunkEncoder({ id: 'cmpl-1', model: 'm', created: 1, includeUsage: true, choices: 2 });
+    const encoder = new CompletionChunkEncoder({
+      id: 'cmpl-1',
+      model: 'm',
+      created: 1,
+      includeUsage: true,
+      choices: 2,
+    });
     const first = encoder.encode({ seq: 1, type: 'text', text: 'Hi' }, 1);
-    assert.deepEqual((first[0]?.choices as unknown[])[0], { index: 1, text: 'Hi', logprobs: null, finish_reason: null });
+    assert.deepEqual((first[0]?.choices as unknown[])[0], {
+      index: 1,
+      text: 'Hi',
+      logprobs: null,
+      finish_reason: null,
+    });
     assert.equal(first[0]?.object, 'text_completion');
     assert.equal(encoder.encode(finish(3), 1).length, 1, 'no usage before every choice has finished');
     const last = encoder.encode(finish(4, { draftTokens: 5, acceptedDraftTokens: 2 }), 0);
@@ -72,18 +92,45 @@ describe('openai completions codec', () => {
     assert.deepEqual(last[1]?.choices, []);
   });
 
-  it('openai completions codec - logprobs in this API\'s shape: tokens, their logprobs, the likeliest as a map, offsets in the choice\'s text', () => {
+  it("openai completions codec - logprobs in this API's shape: tokens, their logprobs, the likeliest as a map, offsets in the choice's text", () => {
     assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 0 }).logprobs, 0);
     assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 3 }).logprobs, 3);
-    assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 1, echo: true, max_tokens: 0 }).sampling.maxTokens, 0, 'max_tokens 0 with echo: the prompt alone');
-    const entry = (token: string, logprob: number) => ({ token, logprob, bytes: [], top: [{ token, logprob, bytes: [] }, { token: 'x', logprob: -5, bytes: [] }] });
-    const encoder = new CompletionChunkEncoder({ id: 'cmpl-1', model: 'm', created: 1, includeUsage: false, choices: 1, logprobs: true });
+    assert.equal(
+      decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 1, echo: true, max_tokens: 0 }).sampling.maxTokens,
+      0,
+      'max_tokens 0 with echo: the prompt alone',
+    );
+    const entry = (token: string, logprob: number) => ({
+      token,
+      logprob,
+      bytes: [],
+      top: [
+        { token, logprob, bytes: [] },
+        { token: 'x', logprob: -5, bytes: [] },
+      ],
+    });
+    const encoder = new CompletionChunkEncoder({
+      id: 'cmpl-1',
+      model: 'm',
+      created: 1,
+      includeUsage: false,
+      choices: 1,
+      logprobs: true,
+    });
     encoder.encode({ seq: 1, type: 'text', text: 'He', logprobs: [entry('He', -0.5)] });
-    const second = encoder.encode({ seq: 2, type: 'text', text: 'llo', logprobs: [entry('l', -0.1), entry('lo', -0.2)] });
+    const second = encoder.encode({
+      seq: 2,
+      type: 'text',
+      text: 'llo',
+      logprobs: [entry('l', -0.1), entry('lo', -0.2)],
+    });
     assert.deepEqual((second[0]?.choices as Array<{ logprobs: unknown }>)[0]?.logprobs, {
       tokens: ['l', 'lo'],
       token_logprobs: [-0.1, -0.2],
-      top_logprobs: [{ l: -0.1, x: -5 }, { lo: -0.2, x: -5 }],
+      top_logprobs: [
+        { l: -0.1, x: -5 },
+        { lo: -0.2, x: -5 },
+      ],
       text_offset: [2, 3],
     });
     const body = new CompletionAggregator({ id: 'cmpl-1', model: 'm', created: 1, choices: 1, logprobs: true });
@@ -101,8 +148,17 @@ describe('openai completions codec', () => {
     body.add({ seq: 2, type: 'reasoning', text: 'hidden' }, 0);
     body.add(finish(1), 0);
     body.add({ ...finish(1), reason: 'length' } as StreamEvent, 1);
-    const { choices, usage } = body.body() as { choices: Array<{ text: string; finish_reason: string }>; usage: Record<string, unknown> };
-    assert.deepEqual(choices.map((c) => [c.text, c.finish_reason]), [['a', 'stop'], ['b', 'length']]);
+    const { choices, usage } = body.body() as {
+      choices: Array<{ text: string; finish_reason: string }>;
+      usage: Record<string, unknown>;
+    };
+    assert.deepEqual(
+      choices.map((c) => [c.text, c.finish_reason]),
+      [
+        ['a', 'stop'],
+        ['b', 'length'],
+      ],
+    );
     assert.deepEqual(usage, { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 });
   });
 });

@@ -29,7 +29,8 @@ export function completionPrompts(value: unknown): Array<string | number[]> {
   if (items.length === 0) fail('prompt', 'must not be empty');
   // An array of numbers is one prompt as token ids.
   if (items.every((item) => typeof item === 'number')) return [tokenIds(items, 'prompt')];
-  if (items.length > MAX_COMPLETION_PROMPTS) fail('prompt', `at most ${MAX_COMPLETION_PROMPTS} prompts in one request, got ${items.length}`);
+  if (items.length > MAX_COMPLETION_PROMPTS)
+    fail('prompt', `at most ${MAX_COMPLETION_PROMPTS} prompts in one request, got ${items.length}`);
   return items.map((item, i) => {
     if (typeof item === 'string') return item;
     if (Array.isArray(item)) return tokenIds(item, `prompt[${i}]`);
@@ -45,7 +46,10 @@ export function completionChoices(body: Json): Array<string | number[]> {
   const prompts = completionPrompts(body.prompt);
   const n = optionalInteger(body.n, 'n', 1, MAX_COMPLETION_PROMPTS) ?? 1;
   if (prompts.length * n > MAX_COMPLETION_PROMPTS) {
-    fail('n', `${prompts.length} prompts × n=${n} is ${prompts.length * n} choices; at most ${MAX_COMPLETION_PROMPTS} in one request`);
+    fail(
+      'n',
+      `${prompts.length} prompts × n=${n} is ${prompts.length * n} choices; at most ${MAX_COMPLETION_PROMPTS} in one request`,
+    );
   }
   return prompts.flatMap((prompt) => Array.from({ length: n }, () => prompt));
 }
@@ -64,7 +68,11 @@ export function decodeCompletionRequest(input: unknown): CanonicalRequest {
   const body = object(input, 'body');
   const model = modelName(body.model);
   const choices = completionChoices(body);
-  if (choices.length !== 1) fail(body.n === undefined || body.n === 1 ? 'prompt' : 'n', `send one prompt with n=1 per request here, got ${choices.length} choices`);
+  if (choices.length !== 1)
+    fail(
+      body.n === undefined || body.n === 1 ? 'prompt' : 'n',
+      `send one prompt with n=1 per request here, got ${choices.length} choices`,
+    );
   const prompt = choices[0] as string | number[];
   refuseUnserved(body);
   const raw: RawPrompt = typeof prompt === 'string' ? { text: prompt } : { tokens: prompt };
@@ -109,8 +117,17 @@ function refuseUnserved(body: Json): void {
 /** `logprobs`: how many of the likeliest tokens to list at each step (0: the generated token's alone). */
 function decodeLogprobs(body: Json): number | undefined {
   const top = optionalInteger(body.logprobs, 'logprobs', 0, 20);
-  if (top !== undefined && body.echo === true && body.suffix !== undefined && body.suffix !== null && body.suffix !== '') {
-    fail('suffix', 'echo with logprobs gives the log-probabilities of the prompt as sent; a fill-in-the-middle prompt is rearranged around its suffix: leave suffix out, or echo');
+  if (
+    top !== undefined &&
+    body.echo === true &&
+    body.suffix !== undefined &&
+    body.suffix !== null &&
+    body.suffix !== ''
+  ) {
+    fail(
+      'suffix',
+      'echo with logprobs gives the log-probabilities of the prompt as sent; a fill-in-the-middle prompt is rearranged around its suffix: leave suffix out, or echo',
+    );
   }
   return top;
 }

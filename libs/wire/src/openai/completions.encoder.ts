@@ -26,7 +26,9 @@ function completionLogprobs(entries: readonly TokenLogprob[], offset: number): C
   for (const entry of entries) {
     out.tokens.push(entry.token);
     out.token_logprobs.push(entry.logprob);
-    out.top_logprobs.push(entry.logprob === null ? null : Object.fromEntries(entry.top.map((t) => [t.token, t.logprob])));
+    out.top_logprobs.push(
+      entry.logprob === null ? null : Object.fromEntries(entry.top.map((t) => [t.token, t.logprob])),
+    );
     out.text_offset.push(offset);
     offset += entry.token.length;
   }
@@ -34,7 +36,6 @@ function completionLogprobs(entries: readonly TokenLogprob[], offset: number): C
 }
 
 type Chunk = Record<string, unknown>;
-
 
 /**
  * Canonical stream events of one or more prompts → OpenAI `text_completion` stream objects. Each
@@ -53,7 +54,14 @@ export class CompletionChunkEncoder {
       case 'text': {
         const offset = this.lengths.get(index) ?? 0;
         this.lengths.set(index, offset + event.text.length);
-        return [this.chunk(index, event.text, null, this.options.logprobs ? completionLogprobs(event.logprobs ?? [], offset) : null)];
+        return [
+          this.chunk(
+            index,
+            event.text,
+            null,
+            this.options.logprobs ? completionLogprobs(event.logprobs ?? [], offset) : null,
+          ),
+        ];
       }
       case 'finish': {
         this.usage = addUsage(this.usage, event.usage);
@@ -69,7 +77,12 @@ export class CompletionChunkEncoder {
     }
   }
 
-  private chunk(index: number, text: string, finishReason: string | null, logprobs: CompletionLogprobs | null = null): Chunk {
+  private chunk(
+    index: number,
+    text: string,
+    finishReason: string | null,
+    logprobs: CompletionLogprobs | null = null,
+  ): Chunk {
     return {
       ...this.base(),
       choices: [{ index, text, logprobs, finish_reason: finishReason }],
@@ -78,7 +91,13 @@ export class CompletionChunkEncoder {
   }
 
   private base(): Chunk {
-    return { id: this.options.id, object: 'text_completion', created: this.options.created, model: this.options.model, system_fingerprint: null };
+    return {
+      id: this.options.id,
+      object: 'text_completion',
+      created: this.options.created,
+      model: this.options.model,
+      system_fingerprint: null,
+    };
   }
 }
 
@@ -92,14 +111,21 @@ export class CompletionAggregator {
   constructor(private readonly options: Omit<CompletionEncoderOptions, 'includeUsage'>) {
     this.texts = Array.from({ length: options.choices }, () => '');
     this.reasons = Array.from({ length: options.choices }, () => null);
-    this.logprobs = Array.from({ length: options.choices }, () => ({ tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] }));
+    this.logprobs = Array.from({ length: options.choices }, () => ({
+      tokens: [],
+      token_logprobs: [],
+      top_logprobs: [],
+      text_offset: [],
+    }));
   }
 
   add(event: StreamEvent, index = 0): void {
     if (event.type === 'text') {
       const some = completionLogprobs(event.logprobs ?? [], this.texts[index]?.length ?? 0);
       const all = this.logprobs[index];
-      if (all) for (const key of ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset'] as const) (all[key] as unknown[]).push(...some[key]);
+      if (all)
+        for (const key of ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset'] as const)
+          (all[key] as unknown[]).push(...some[key]);
       this.texts[index] += event.text;
     }
     if (event.type === 'finish') {
@@ -115,7 +141,12 @@ export class CompletionAggregator {
       created: this.options.created,
       model: this.options.model,
       system_fingerprint: null,
-      choices: this.texts.map((text, index) => ({ index, text, logprobs: this.options.logprobs ? this.logprobs[index] : null, finish_reason: chatFinishReason(this.reasons[index] ?? 'stop') })),
+      choices: this.texts.map((text, index) => ({
+        index,
+        text,
+        logprobs: this.options.logprobs ? this.logprobs[index] : null,
+        finish_reason: chatFinishReason(this.reasons[index] ?? 'stop'),
+      })),
       usage: completionUsage(this.usage),
     };
   }

@@ -17,7 +17,7 @@ describe('reasoning seal', () => {
     assert.notEqual(seal.seal('same'), seal.seal('same'));
   });
 
-  it('reasoning seal - another key, an altered blob or another provider\'s blob opens to nothing', () => {
+  it("reasoning seal - another key, an altered blob or another provider's blob opens to nothing", () => {
     const sealed = seal.seal('secret reasoning');
     assert.equal(new ReasoningSeal('other secret').open(sealed), undefined);
     const raw = Buffer.from(sealed.slice('cortex.r1.'.length), 'base64url');
@@ -28,20 +28,38 @@ describe('reasoning seal', () => {
   });
 
   it('reasoning seal - include reasoning.encrypted_content puts the sealed reasoning on the reasoning item', () => {
-    const decoded = decodeResponsesRequest({ model: 'm', input: 'hi', store: false, include: ['reasoning.encrypted_content'] });
+    const decoded = decodeResponsesRequest({
+      model: 'm',
+      input: 'hi',
+      store: false,
+      include: ['reasoning.encrypted_content'],
+    });
     assert.equal(decoded.encryptedReasoning, true);
     assert.equal(decodeResponsesRequest({ model: 'm', input: 'hi' }).encryptedReasoning, false);
-    const aggregator = new ResponsesAggregator({ id: 'resp_1', createdAt: 1, echo: decoded.echo, sealReasoning: (text) => seal.seal(text) });
+    const aggregator = new ResponsesAggregator({
+      id: 'resp_1',
+      createdAt: 1,
+      echo: decoded.echo,
+      sealReasoning: (text) => seal.seal(text),
+    });
     const events = [
       { type: 'start', runId: 'r', workerId: 'w', model: 'm', promptTokens: 1 },
       { type: 'reasoning', text: 'Think ' },
       { type: 'reasoning', text: 'first.' },
       { type: 'text', text: 'Hi.' },
-      { type: 'finish', reason: 'stop', usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 3, reasoningTokens: 2 }, timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 1, queueMs: 0 } },
+      {
+        type: 'finish',
+        reason: 'stop',
+        usage: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 3, reasoningTokens: 2 },
+        timings: { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 1, durationMs: 1, queueMs: 0 },
+      },
     ].map((event, seq) => ({ seq, ...event }) as StreamEvent);
     for (const event of events) aggregator.add(event);
     const item = aggregator.resource().output.find((output) => output.type === 'reasoning');
-    assert.ok(item?.type === 'reasoning' && item.encrypted_content !== undefined, 'the reasoning item carries encrypted_content');
+    assert.ok(
+      item?.type === 'reasoning' && item.encrypted_content !== undefined,
+      'the reasoning item carries encrypted_content',
+    );
     assert.equal(seal.open(item.encrypted_content), 'Think first.');
     assert.equal(item.content?.[0]?.text, 'Think first.');
   });

@@ -40,7 +40,9 @@ export function newResponseId(): string {
  * continues nothing is assembled wherever it arrives, with an empty context.
  */
 export function continuesStoredState(decoded: DecodedResponsesRequest): boolean {
-  return decoded.previousResponseId !== undefined || decoded.conversation !== undefined || decoded.itemReferences.length > 0;
+  return (
+    decoded.previousResponseId !== undefined || decoded.conversation !== undefined || decoded.itemReferences.length > 0
+  );
 }
 
 /**
@@ -70,14 +72,20 @@ export class ResponsesAssembly {
   }
 
   /** `socket`: the turn came on a WebSocket (its response may be continued on it, stored or not). */
-  assemble(decoded: DecodedResponsesRequest, responseId: string, context: ResponsesContext, socket = false): AssembledResponses {
+  assemble(
+    decoded: DecodedResponsesRequest,
+    responseId: string,
+    context: ResponsesContext,
+    socket = false,
+  ): AssembledResponses {
     const { history, chain, conversationItems } = context;
     // An unstored response cannot be continued (except on its WebSocket), so it starts no chain worth remembering.
     const affinity = context.affinity ?? (decoded.store || socket ? affinityKey.response(responseId) : undefined);
     const input = this.input(decoded, responseId, context.referenced);
     checkToolResults(history, input);
     const messages = conversationMessages(decoded.instructions, [...history, ...input]);
-    if (messages.length === 0) throw new CortexError('invalid_request', 'input: there is nothing to respond to', { param: 'input' });
+    if (messages.length === 0)
+      throw new CortexError('invalid_request', 'input: there is nothing to respond to', { param: 'input' });
     const state: ResponsesState = {
       responseId,
       createdAt: Math.floor(Date.now() / 1000),
@@ -91,13 +99,24 @@ export class ResponsesAssembly {
       ...(Object.keys(decoded.toolNamespaces).length > 0 && { toolNamespaces: decoded.toolNamespaces }),
       ...(socket && { history }),
     };
-    return { request: { ...decoded.request, messages, affinityKey: affinity }, state, droppedTools: decoded.droppedTools };
+    return {
+      request: { ...decoded.request, messages, affinityKey: affinity },
+      state,
+      droppedTools: decoded.droppedTools,
+    };
   }
 
   /** This body's input items: references resolved, ids given, sealed content opened. */
-  input(decoded: DecodedResponsesRequest, responseId: string, referenced: ReadonlyMap<string, ResponsesItem>): ResponsesItem[] {
+  input(
+    decoded: DecodedResponsesRequest,
+    responseId: string,
+    referenced: ReadonlyMap<string, ResponsesItem>,
+  ): ResponsesItem[] {
     return resolveItemReferences(decoded.input, referenced).map((item, i) =>
-      this.unseal(item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item, `input[${i}]`),
+      this.unseal(
+        item.id === undefined ? ({ ...item, id: inputItemId(responseId, i) } as ResponsesItem) : item,
+        `input[${i}]`,
+      ),
     );
   }
 
@@ -107,7 +126,8 @@ export class ResponsesAssembly {
    */
   private unseal(item: ResponsesItem, param: string): ResponsesItem {
     if (item.type === 'compaction') return this.openCompaction(item, param);
-    if (item.type !== 'reasoning' || item.content?.length || item.encrypted_content === undefined || !this.seal) return item;
+    if (item.type !== 'reasoning' || item.content?.length || item.encrypted_content === undefined || !this.seal)
+      return item;
     const text = this.seal.open(item.encrypted_content);
     return text === undefined ? item : { ...item, content: [{ type: 'reasoning_text', text }] };
   }
@@ -120,7 +140,11 @@ export class ResponsesAssembly {
     if (item.summary !== undefined) return item;
     const summary = this.compactionSeal.open(item.encrypted_content);
     if (summary === undefined) {
-      throw new CortexError('invalid_request', `${param}.encrypted_content: this compaction item was not made by this server (or its responses.reasoning_key changed), so it cannot be read; compact the conversation here with POST /v1/responses/compact`, { param: `${param}.encrypted_content` });
+      throw new CortexError(
+        'invalid_request',
+        `${param}.encrypted_content: this compaction item was not made by this server (or its responses.reasoning_key changed), so it cannot be read; compact the conversation here with POST /v1/responses/compact`,
+        { param: `${param}.encrypted_content` },
+      );
     }
     return { ...item, summary };
   }

@@ -20,7 +20,11 @@ export interface BackgroundSource {
 }
 
 /** Encoder options of a background response, the same on every replica (reasoning sealed only with the shared key). */
-export function replayOptions(source: BackgroundSource, reasoningEvents: ReasoningEventFamily, seal: ReasoningSeal | undefined): Omit<ResponsesEncoderOptions, 'now'> {
+export function replayOptions(
+  source: BackgroundSource,
+  reasoningEvents: ReasoningEventFamily,
+  seal: ReasoningSeal | undefined,
+): Omit<ResponsesEncoderOptions, 'now'> {
   const { echo, sealReasoning, toolNamespaces } = source.record;
   const sealer = sealReasoning ? seal : undefined;
   return {
@@ -127,6 +131,8 @@ export class BackgroundReplay {
   }
 
   private cancelledResource(resource: ResponseResource): ResponseResource {
-    return this.cancelled && resource.status === 'failed' ? { ...resource, status: 'cancelled', error: null } : resource;
+    return this.cancelled && resource.status === 'failed'
+      ? { ...resource, status: 'cancelled', error: null }
+      : resource;
   }
 }

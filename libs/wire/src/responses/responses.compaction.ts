@@ -48,7 +48,9 @@ export class CompactionSeal {
 
 /** The summary of an unsealed compaction item (readable without a key), else undefined. */
 export function openPlain(content: string): string | undefined {
-  return content.startsWith(PLAIN_PREFIX) ? Buffer.from(content.slice(PLAIN_PREFIX.length), 'base64url').toString('utf8') : undefined;
+  return content.startsWith(PLAIN_PREFIX)
+    ? Buffer.from(content.slice(PLAIN_PREFIX.length), 'base64url').toString('utf8')
+    : undefined;
 }
 
 /**
@@ -56,7 +58,9 @@ export function openPlain(content: string): string | undefined {
  * and so is an empty summary (a window compacted when nothing was older than its latest user turn).
  */
 export function compactionMessage(item: ResponsesCompactionItem): CanonicalMessage | undefined {
-  return item.summary === undefined || item.summary === '' ? undefined : { role: 'user', content: COMPACTION_PREFIX + item.summary };
+  return item.summary === undefined || item.summary === ''
+    ? undefined
+    : { role: 'user', content: COMPACTION_PREFIX + item.summary };
 }
 
 /**
@@ -74,7 +78,10 @@ export function compactCreateBody(input: unknown): Record<string, unknown> {
 }
 
 /** Older items are summarised; the latest user message and everything after it stay verbatim. */
-export function splitForCompaction(items: readonly ResponsesItem[]): { older: ResponsesItem[]; recent: ResponsesItem[] } {
+export function splitForCompaction(items: readonly ResponsesItem[]): {
+  older: ResponsesItem[];
+  recent: ResponsesItem[];
+} {
   let at = items.length;
   for (let i = items.length - 1; i >= 0; i--) {
     const item = items[i] as ResponsesItem;
@@ -111,10 +118,16 @@ export interface CompactResource {
  * The compacted window: the summary (empty when there was nothing older to summarise), then the latest items
  * as they were, each with the `status` an output item carries. Usable as the `input` of a new response.
  */
-export function compactResource(recent: readonly ResponsesItem[], summary: ResponsesCompactionItem & { id: string }, usage: Usage): CompactResource {
+export function compactResource(
+  recent: readonly ResponsesItem[],
+  summary: ResponsesCompactionItem & { id: string },
+  usage: Usage,
+): CompactResource {
   const kept = recent.map((item) => {
     if (item.type === 'compaction') return { type: item.type, id: item.id, encrypted_content: item.encrypted_content };
-    return item.type === 'message' || item.type === 'function_call' || item.type === 'function_call_output' ? { ...item, status: item.status ?? 'completed' } : item;
+    return item.type === 'message' || item.type === 'function_call' || item.type === 'function_call_output'
+      ? { ...item, status: item.status ?? 'completed' }
+      : item;
   });
   return {
     id: `resp_${randomBytes(16).toString('hex')}`,

@@ -20,7 +20,12 @@ function invalid(body: unknown, param: string, message?: RegExp): void {
 }
 
 const base = { model: 'm', input: 'hi' };
-const tool = (name: string, extra: Record<string, unknown> = {}) => ({ type: 'function', name, parameters: { type: 'object' }, ...extra });
+const tool = (name: string, extra: Record<string, unknown> = {}) => ({
+  type: 'function',
+  name,
+  parameters: { type: 'object' },
+  ...extra,
+});
 
 describe('responses codec - request decoding', () => {
   it('responses codec - a string input is one user message, instructions a leading system message', () => {
@@ -34,7 +39,9 @@ describe('responses codec - request decoding', () => {
       sampling: {},
       stream: false,
     });
-    assert.deepEqual(decoded.input, [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hello' }] }]);
+    assert.deepEqual(decoded.input, [
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hello' }] },
+    ]);
     assert.equal(decoded.instructions, 'Be brief.');
     assert.equal(decoded.store, true);
     assert.deepEqual(decoded.metadata, {});
@@ -49,7 +56,13 @@ describe('responses codec - request decoding', () => {
       input: [
         { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'Rules.' }] },
         { type: 'message', role: 'system', content: 'System.' },
-        { role: 'user', content: [{ type: 'input_text', text: 'Part one.' }, { type: 'input_text', text: 'Part two.' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'Part one.' },
+            { type: 'input_text', text: 'Part two.' },
+          ],
+        },
         { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Answer.', annotations: [] }] },
         { role: 'user', content: 'Thanks.' },
       ],
@@ -62,8 +75,16 @@ describe('responses codec - request decoding', () => {
       { role: 'user', content: 'Thanks.' },
     ]);
     // Normalized items keep their role and use the wire's part type for it.
-    assert.deepEqual(decoded.input[0], { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'Rules.' }] });
-    assert.deepEqual(decoded.input[3], { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Answer.', annotations: [] }] });
+    assert.deepEqual(decoded.input[0], {
+      type: 'message',
+      role: 'developer',
+      content: [{ type: 'input_text', text: 'Rules.' }],
+    });
+    assert.deepEqual(decoded.input[3], {
+      type: 'message',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: 'Answer.', annotations: [] }],
+    });
   });
 
   it('responses codec - a multi-turn tool round trip: consecutive function_calls merge, outputs become tool messages', () => {
@@ -74,7 +95,13 @@ describe('responses codec - request decoding', () => {
         { role: 'user', content: 'Paris and Lyon?' },
         { type: 'message', role: 'assistant', content: 'Checking.' },
         { type: 'function_call', id: 'fc_1', call_id: 'call_1', name: 'weather', arguments: '{"city":"Paris"}' },
-        { type: 'function_call', call_id: 'call_2', name: 'weather', arguments: '{"city":"Lyon"}', status: 'completed' },
+        {
+          type: 'function_call',
+          call_id: 'call_2',
+          name: 'weather',
+          arguments: '{"city":"Lyon"}',
+          status: 'completed',
+        },
         { type: 'function_call_output', call_id: 'call_1', output: '18C' },
         { type: 'function_call_output', call_id: 'call_2', output: [{ type: 'input_text', text: '21C' }] },
         { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Paris 18C, Lyon 21C.' }] },
@@ -96,7 +123,13 @@ describe('responses codec - request decoding', () => {
       { role: 'assistant', content: 'Paris 18C, Lyon 21C.' },
       { role: 'user', content: 'And tomorrow?' },
     ]);
-    assert.deepEqual(decoded.input[2], { type: 'function_call', id: 'fc_1', call_id: 'call_1', name: 'weather', arguments: '{"city":"Paris"}' });
+    assert.deepEqual(decoded.input[2], {
+      type: 'function_call',
+      id: 'fc_1',
+      call_id: 'call_1',
+      name: 'weather',
+      arguments: '{"city":"Paris"}',
+    });
   });
 
   it('responses codec - reasoning items become the reasoning of the assistant turn they open', () => {
@@ -108,7 +141,11 @@ describe('responses codec - request decoding', () => {
         { type: 'function_call', call_id: 'call_1', name: 'weather', arguments: '{}' },
         { type: 'function_call_output', call_id: 'call_1', output: 'sunny' },
         // Raw reasoning_text content wins over the summary.
-        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'short' }], content: [{ type: 'reasoning_text', text: 'It is sunny.' }] },
+        {
+          type: 'reasoning',
+          summary: [{ type: 'summary_text', text: 'short' }],
+          content: [{ type: 'reasoning_text', text: 'It is sunny.' }],
+        },
         { type: 'message', role: 'assistant', content: 'Sunny.' },
         // Encrypted reasoning from another provider cannot be read and is left out.
         { type: 'reasoning', summary: [], encrypted_content: 'gAAAA…' },
@@ -118,7 +155,12 @@ describe('responses codec - request decoding', () => {
     });
     assert.deepEqual(decoded.request.messages, [
       { role: 'user', content: 'Weather?' },
-      { role: 'assistant', content: '', reasoning: 'Summary only.', toolCalls: [{ id: 'call_1', name: 'weather', arguments: '{}' }] },
+      {
+        role: 'assistant',
+        content: '',
+        reasoning: 'Summary only.',
+        toolCalls: [{ id: 'call_1', name: 'weather', arguments: '{}' }],
+      },
       { role: 'tool', content: 'sunny', toolCallId: 'call_1' },
       { role: 'assistant', content: 'Sunny.', reasoning: 'It is sunny.' },
       { role: 'assistant', content: 'More.', reasoning: 'Next step.' },
@@ -152,10 +194,18 @@ describe('responses codec - request decoding', () => {
     assert.equal(named.request.toolChoice, 'function:time');
     assert.deepEqual(named.echo.tool_choice, { type: 'function', name: 'time' });
 
-    const allowed = decodeResponsesRequest({ ...base, tools, tool_choice: { type: 'allowed_tools', mode: 'required', tools: [{ type: 'function', name: 'time' }] } });
+    const allowed = decodeResponsesRequest({
+      ...base,
+      tools,
+      tool_choice: { type: 'allowed_tools', mode: 'required', tools: [{ type: 'function', name: 'time' }] },
+    });
     assert.deepEqual(allowed.request.tools, [{ name: 'time', parameters: { type: 'object' }, strict: true }]);
     assert.equal(allowed.request.toolChoice, 'required');
-    assert.deepEqual(allowed.echo.tool_choice, { type: 'allowed_tools', mode: 'required', tools: [{ type: 'function', name: 'time' }] });
+    assert.deepEqual(allowed.echo.tool_choice, {
+      type: 'allowed_tools',
+      mode: 'required',
+      tools: [{ type: 'function', name: 'time' }],
+    });
   });
 
   it('responses codec - max_tool_calls and parallel_tool_calls cap the tool calls, and are echoed', () => {
@@ -171,11 +221,20 @@ describe('responses codec - request decoding', () => {
 
   it('responses codec - text.format maps to the canonical response format', () => {
     const schema = { type: 'object', properties: { a: { type: 'string' } } };
-    const jsonSchema = decodeResponsesRequest({ ...base, text: { format: { type: 'json_schema', name: 'answer', schema, strict: true }, verbosity: 'low' } });
+    const jsonSchema = decodeResponsesRequest({
+      ...base,
+      text: { format: { type: 'json_schema', name: 'answer', schema, strict: true }, verbosity: 'low' },
+    });
     assert.deepEqual(jsonSchema.request.responseFormat, { type: 'json_schema', schema });
     // The spec's JsonSchemaResponseFormat admits only a null schema in the resource.
-    assert.deepEqual(jsonSchema.echo.text, { format: { type: 'json_schema', name: 'answer', description: null, schema: null, strict: true }, verbosity: 'low' });
-    assert.deepEqual(decodeResponsesRequest({ ...base, text: { format: { type: 'json_object' } } }).request.responseFormat, { type: 'json_object' });
+    assert.deepEqual(jsonSchema.echo.text, {
+      format: { type: 'json_schema', name: 'answer', description: null, schema: null, strict: true },
+      verbosity: 'low',
+    });
+    assert.deepEqual(
+      decodeResponsesRequest({ ...base, text: { format: { type: 'json_object' } } }).request.responseFormat,
+      { type: 'json_object' },
+    );
     const text = decodeResponsesRequest({ ...base, text: { format: { type: 'text' } } });
     assert.equal(text.request.responseFormat, undefined);
     assert.deepEqual(text.echo.text, { format: { type: 'text' }, verbosity: 'medium' });
@@ -207,8 +266,18 @@ describe('responses codec - request decoding', () => {
       some_future_field: { anything: true },
     });
     assert.equal(decoded.request.stream, true);
-    assert.deepEqual(decoded.request.templateOptions, { reasoning_effort: 'high' }, "the effort reaches the model's chat template");
-    assert.deepEqual(decoded.request.sampling, { temperature: 0.2, topP: 0.9, maxTokens: 256, presencePenalty: 0.5, frequencyPenalty: -0.5 });
+    assert.deepEqual(
+      decoded.request.templateOptions,
+      { reasoning_effort: 'high' },
+      "the effort reaches the model's chat template",
+    );
+    assert.deepEqual(decoded.request.sampling, {
+      temperature: 0.2,
+      topP: 0.9,
+      maxTokens: 256,
+      presencePenalty: 0.5,
+      frequencyPenalty: -0.5,
+    });
     assert.equal(decoded.store, false);
     assert.deepEqual(decoded.metadata, { team: 'core' });
     const { echo } = decoded;
@@ -222,11 +291,18 @@ describe('responses codec - request decoding', () => {
     assert.equal(echo.service_tier, 'default');
     assert.equal(echo.store, false);
     assert.equal(echo.background, false);
-    assert.deepEqual([echo.temperature, echo.top_p, echo.presence_penalty, echo.frequency_penalty, echo.top_logprobs], [0.2, 0.9, 0.5, -0.5, 0]);
+    assert.deepEqual(
+      [echo.temperature, echo.top_p, echo.presence_penalty, echo.frequency_penalty, echo.top_logprobs],
+      [0.2, 0.9, 0.5, -0.5, 0],
+    );
   });
 
   it('responses codec - previous_response_id, conversation and item references are returned for the caller', () => {
-    const chained = decodeResponsesRequest({ model: 'm', previous_response_id: 'resp_prev', input: [{ type: 'function_call_output', call_id: 'call_1', output: 'ok' }] });
+    const chained = decodeResponsesRequest({
+      model: 'm',
+      previous_response_id: 'resp_prev',
+      input: [{ type: 'function_call_output', call_id: 'call_1', output: 'ok' }],
+    });
     assert.equal(chained.previousResponseId, 'resp_prev');
     assert.equal(chained.echo.previous_response_id, 'resp_prev');
     // Without input, a chained request is still valid: the previous response is the context.
@@ -251,7 +327,10 @@ describe('responses codec - request decoding', () => {
     ]);
     // …and the caller splices the fetched items in at their places.
     const found = new Map<string, ResponsesItem>([
-      ['msg_a_0', { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Earlier.', annotations: [] }] }],
+      [
+        'msg_a_0',
+        { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Earlier.', annotations: [] }] },
+      ],
       ['fc_a_1', { type: 'function_call', call_id: 'call_9', name: 'weather', arguments: '{}' }],
     ]);
     assert.deepEqual(conversationMessages(referenced.instructions, resolveItemReferences(referenced.input, found)), [
@@ -262,13 +341,21 @@ describe('responses codec - request decoding', () => {
     ]);
     assert.throws(
       () => resolveItemReferences(referenced.input, new Map()),
-      (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === 'input[0].id',
+      (error: Error) =>
+        error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === 'input[0].id',
     );
-    assert.throws(() => itemsToMessages(referenced.input), (error: Error) => error instanceof CortexError && error.code === 'internal');
+    assert.throws(
+      () => itemsToMessages(referenced.input),
+      (error: Error) => error instanceof CortexError && error.code === 'internal',
+    );
   });
 
   it('responses codec - a stored response (input items + output items) rehydrates into the conversation', () => {
-    const previous = decodeResponsesRequest({ model: 'm', instructions: 'Old instructions.', input: 'Weather in Paris?' });
+    const previous = decodeResponsesRequest({
+      model: 'm',
+      instructions: 'Old instructions.',
+      input: 'Weather in Paris?',
+    });
     const stored = aggregate(scripts.toolCall);
     const next = decodeResponsesRequest({
       model: 'm',
@@ -284,25 +371,52 @@ describe('responses codec - request decoding', () => {
   });
 
   it('responses codec - a JSON schema that is not an object or does not compile is a 400 naming it', () => {
-    invalid({ model: 'm', input: 'hi', text: { format: { type: 'json_schema', name: 'r', schema: true } } }, 'text.format.schema', /JSON schema object/);
-    invalid({ model: 'm', input: 'hi', text: { format: { type: 'json_schema', name: 'r', schema: { type: 'objekt' } } } }, 'text.format.schema', /not a valid JSON schema/);
-    invalid({ model: 'm', input: 'hi', tools: [{ type: 'function', name: 'f', parameters: { type: 'object', minProperties: -1 } }] }, 'tools[0].parameters');
+    invalid(
+      { model: 'm', input: 'hi', text: { format: { type: 'json_schema', name: 'r', schema: true } } },
+      'text.format.schema',
+      /JSON schema object/,
+    );
+    invalid(
+      { model: 'm', input: 'hi', text: { format: { type: 'json_schema', name: 'r', schema: { type: 'objekt' } } } },
+      'text.format.schema',
+      /not a valid JSON schema/,
+    );
+    invalid(
+      {
+        model: 'm',
+        input: 'hi',
+        tools: [{ type: 'function', name: 'f', parameters: { type: 'object', minProperties: -1 } }],
+      },
+      'tools[0].parameters',
+    );
   });
 
   it('responses codec - namespace tools are flattened to their functions; hosted tools are dropped or rejected', () => {
     const body = {
       ...base,
-      tools: [tool('f'), { type: 'web_search', external_web_access: false }, { type: 'namespace', name: 'ns', description: 'group', tools: [tool('g'), { type: 'custom', name: 'patch' }] }, { type: 'mcp', server_label: 's' }],
+      tools: [
+        tool('f'),
+        { type: 'web_search', external_web_access: false },
+        { type: 'namespace', name: 'ns', description: 'group', tools: [tool('g'), { type: 'custom', name: 'patch' }] },
+        { type: 'mcp', server_label: 's' },
+      ],
     };
     const decoded = decodeResponsesRequest(body);
     assert.deepEqual(decoded.request.tools, [
       { name: 'f', parameters: { type: 'object' }, strict: true },
       { name: 'g', parameters: { type: 'object' }, strict: true },
     ]);
-    assert.deepEqual(decoded.droppedTools, ['tools[1] (tool type "web_search")', 'tools[2].tools[1] (tool type "custom")', 'tools[3] (tool type "mcp")']);
+    assert.deepEqual(decoded.droppedTools, [
+      'tools[1] (tool type "web_search")',
+      'tools[2].tools[1] (tool type "custom")',
+      'tools[3] (tool type "mcp")',
+    ]);
     assert.throws(
       () => decodeResponsesRequest(body, { hostedTools: 'reject' }),
-      (error: Error) => error instanceof CortexError && error.extra.param === 'tools[1].type' && /"web_search" is not supported/.test(error.message),
+      (error: Error) =>
+        error instanceof CortexError &&
+        error.extra.param === 'tools[1].type' &&
+        /"web_search" is not supported/.test(error.message),
     );
   });
 
@@ -312,15 +426,49 @@ describe('responses codec - request decoding', () => {
     invalid({ model: '', input: 'hi' }, 'model');
     invalid({ model: 'm' }, 'input', /is required/);
     invalid({ model: 'm', input: [{ role: 'tool', content: 'x' }] }, 'input[0].role');
-    invalid({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_text', text: 'see' }, { type: 'input_image', image_url: 'https://x/y.png' }] }] }, 'input[0].content[1]', /text only/);
-    invalid({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] }, 'input[0].content[0]', /text only/);
-    invalid({ model: 'm', input: [{ type: 'function_call_output', call_id: 'c', output: [{ type: 'input_image', image_url: 'x' }] }] }, 'input[0].output[0]', /text only/);
+    invalid(
+      {
+        model: 'm',
+        input: [
+          {
+            role: 'user',
+            content: [
+              { type: 'input_text', text: 'see' },
+              { type: 'input_image', image_url: 'https://x/y.png' },
+            ],
+          },
+        ],
+      },
+      'input[0].content[1]',
+      /text only/,
+    );
+    invalid(
+      { model: 'm', input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] },
+      'input[0].content[0]',
+      /text only/,
+    );
+    invalid(
+      {
+        model: 'm',
+        input: [{ type: 'function_call_output', call_id: 'c', output: [{ type: 'input_image', image_url: 'x' }] }],
+      },
+      'input[0].output[0]',
+      /text only/,
+    );
     invalid({ model: 'm', input: [{ type: 'web_search_call', id: 'ws_1' }] }, 'input[0].type', /unsupported item type/);
     invalid({ model: 'm', input: [{ type: 'function_call', name: 'f', arguments: '{}' }] }, 'input[0].call_id');
     invalid({ model: 'm', input: [{ content: 'no role' }] }, 'input[0].type');
     invalid({ ...base, background: true, store: false }, 'background', /must be stored/);
-    invalid({ ...base, previous_response_id: 'resp_1', conversation: 'conv_1' }, 'previous_response_id', /conversation/);
-    invalid({ ...base, tools: [tool('f'), { type: 'namespace', name: 'ns', tools: [tool('f')] }] }, 'tools', /two tools are named 'f'/);
+    invalid(
+      { ...base, previous_response_id: 'resp_1', conversation: 'conv_1' },
+      'previous_response_id',
+      /conversation/,
+    );
+    invalid(
+      { ...base, tools: [tool('f'), { type: 'namespace', name: 'ns', tools: [tool('f')] }] },
+      'tools',
+      /two tools are named 'f'/,
+    );
     invalid({ ...base, tools: [{ type: 'namespace', name: 'ns' }] }, 'tools[0].tools');
     invalid({ ...base, tools: [{ type: 'function' }] }, 'tools[0].name');
     invalid({ ...base, tools: [tool('f')], tool_choice: { type: 'function', name: 'g' } }, 'tool_choice.name');
@@ -339,11 +487,14 @@ describe('responses codec - request decoding', () => {
     invalid({ ...base, prompt: { id: 'pmpt_1' } }, 'prompt', /not supported/);
   });
 
-  it('responses decoder - logprobs: the include asks for the generated tokens\' log-probabilities, top_logprobs for the likeliest too', () => {
+  it("responses decoder - logprobs: the include asks for the generated tokens' log-probabilities, top_logprobs for the likeliest too", () => {
     const base = { model: 'm', input: 'Hi.' };
     assert.equal(decodeResponsesRequest(base).request.logprobs, undefined);
     assert.equal(decodeResponsesRequest({ ...base, include: ['message.output_text.logprobs'] }).request.logprobs, 0);
-    assert.equal(decodeResponsesRequest({ ...base, include: ['message.output_text.logprobs'], top_logprobs: 3 }).request.logprobs, 3);
+    assert.equal(
+      decodeResponsesRequest({ ...base, include: ['message.output_text.logprobs'], top_logprobs: 3 }).request.logprobs,
+      3,
+    );
     assert.equal(decodeResponsesRequest({ ...base, top_logprobs: 2 }).request.logprobs, 2);
     assert.equal(decodeResponsesRequest({ ...base, top_logprobs: 2 }).echo.top_logprobs, 2);
   });

@@ -21,7 +21,13 @@ import {
   type ToolDefinition,
 } from '@cortex/contracts';
 import { conversationMessages, decodeResponsesInput } from './responses.items.js';
-import type { FunctionToolEcho, ResponseEcho, ResponsesItem, TextFormatEcho, ToolChoiceEcho } from './responses.types.js';
+import type {
+  FunctionToolEcho,
+  ResponseEcho,
+  ResponsesItem,
+  TextFormatEcho,
+  ToolChoiceEcho,
+} from './responses.types.js';
 import { samplingExtensions } from '../sampling-extensions.js';
 
 /**
@@ -70,7 +76,8 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
 
   const background = optionalBoolean(body.background, 'background') ?? false;
   // OpenAI's stored prompt templates live at OpenAI; there is nothing here to expand them from.
-  if (body.prompt !== undefined && body.prompt !== null) fail('prompt', 'prompt templates are not supported: send instructions and input');
+  if (body.prompt !== undefined && body.prompt !== null)
+    fail('prompt', 'prompt templates are not supported: send instructions and input');
 
   const previousResponseId = optionalString(body.previous_response_id, 'previous_response_id');
   const conversation = decodeConversation(body.conversation);
@@ -81,7 +88,10 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   const instructions = optionalString(body.instructions, 'instructions');
   const items = body.input === undefined || body.input === null ? [] : decodeResponsesInput(body.input, 'input', model);
   if (items.length === 0 && previousResponseId === undefined && conversation === undefined) {
-    fail('input', 'is required (a string or a non-empty array of items) unless previous_response_id or conversation is given');
+    fail(
+      'input',
+      'is required (a string or a non-empty array of items) unless previous_response_id or conversation is given',
+    );
   }
   const itemReferences = items.flatMap((item) => (item.type === 'item_reference' ? [item.id] : []));
 
@@ -107,7 +117,10 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   const request: CanonicalRequest = {
     model,
     // Item references cannot be resolved here; the caller rebuilds the messages once it has them.
-    messages: conversationMessages(instructions, items.filter((item) => item.type !== 'item_reference')),
+    messages: conversationMessages(
+      instructions,
+      items.filter((item) => item.type !== 'item_reference'),
+    ),
     sampling,
     stream,
     ...(logprobs !== undefined && { logprobs }),
@@ -118,18 +131,24 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   if (text.format) request.responseFormat = text.format;
   const parallelToolCalls = optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls') ?? true;
   const maxToolCalls = optionalInteger(body.max_tool_calls, 'max_tool_calls', 1);
-  if (maxToolCalls !== undefined || !parallelToolCalls) request.maxToolCalls = Math.min(maxToolCalls ?? Infinity, parallelToolCalls ? Infinity : 1);
+  if (maxToolCalls !== undefined || !parallelToolCalls)
+    request.maxToolCalls = Math.min(maxToolCalls ?? Infinity, parallelToolCalls ? Infinity : 1);
   const cacheKey = optionalString(body.prompt_cache_key, 'prompt_cache_key');
   if (cacheKey) request.affinityKey = affinityKey.promptCacheKey(cacheKey);
   if (keepsPromptLonger(body.prompt_cache_retention)) request.keepPromptLonger = true;
 
   const store = optionalBoolean(body.store, 'store') ?? true;
   // A background response is read back by id: there is nothing to read without storing it (as OpenAI answers).
-  if (background && !store) fail('background', 'background responses must be stored: send store: true (the default) or leave background out');
+  if (background && !store)
+    fail('background', 'background responses must be stored: send store: true (the default) or leave background out');
   const metadata = decodeMetadata(body.metadata);
   const reasoning = decodeReasoning(body.reasoning);
   // The effort reaches the model's chat template (gpt-oss reads `reasoning_effort`), as do the client's own template options.
-  const forTemplate = templateOptions(body.chat_template_kwargs, 'chat_template_kwargs', reasoning.effort ? { reasoning_effort: reasoning.effort } : {});
+  const forTemplate = templateOptions(
+    body.chat_template_kwargs,
+    'chat_template_kwargs',
+    reasoning.effort ? { reasoning_effort: reasoning.effort } : {},
+  );
   if (forTemplate) request.templateOptions = forTemplate;
   const echo: ResponseEcho = {
     model,
@@ -138,7 +157,10 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
     tools: tools.map(({ echo: tool }) => tool),
     tool_choice: choice.echo,
     // Echoed, not applied: cortex never drops input items to fit the context ('auto').
-    truncation: body.truncation === undefined || body.truncation === null ? 'disabled' : oneOf(body.truncation, 'truncation', ['auto', 'disabled'] as const),
+    truncation:
+      body.truncation === undefined || body.truncation === null
+        ? 'disabled'
+        : oneOf(body.truncation, 'truncation', ['auto', 'disabled'] as const),
     parallel_tool_calls: parallelToolCalls,
     text: text.echo,
     // The resource must state the values used; absent ones are the API's documented defaults.
@@ -159,7 +181,17 @@ export function decodeResponsesRequest(input: unknown, options: DecodeOptions = 
   };
   if (conversation !== undefined) echo.conversation = { id: conversation };
 
-  const decoded: DecodedResponsesRequest = { request, input: items, itemReferences, store, metadata, echo, droppedTools, encryptedReasoning, toolNamespaces: namespacesOf(tools) };
+  const decoded: DecodedResponsesRequest = {
+    request,
+    input: items,
+    itemReferences,
+    store,
+    metadata,
+    echo,
+    droppedTools,
+    encryptedReasoning,
+    toolNamespaces: namespacesOf(tools),
+  };
   if (instructions !== undefined) decoded.instructions = instructions;
   if (previousResponseId !== undefined) decoded.previousResponseId = previousResponseId;
   if (conversation !== undefined) decoded.conversation = conversation;
@@ -185,7 +217,9 @@ interface DecodedTool {
 }
 
 function namespacesOf(tools: DecodedTool[]): Record<string, string> {
-  return Object.fromEntries(tools.flatMap((tool) => (tool.namespace === undefined ? [] : [[tool.canonical.name, tool.namespace]])));
+  return Object.fromEntries(
+    tools.flatMap((tool) => (tool.namespace === undefined ? [] : [[tool.canonical.name, tool.namespace]])),
+  );
 }
 
 function decodeTools(value: unknown, options: DecodeOptions, dropped: string[]): DecodedTool[] {
@@ -214,7 +248,8 @@ function decodeTools(value: unknown, options: DecodeOptions, dropped: string[]):
   });
   const seen = new Set<string>();
   for (const { canonical } of tools) {
-    if (seen.has(canonical.name)) fail('tools', `two tools are named '${canonical.name}': function names must be unique, namespaces included`);
+    if (seen.has(canonical.name))
+      fail('tools', `two tools are named '${canonical.name}': function names must be unique, namespaces included`);
     seen.add(canonical.name);
   }
   return tools;
@@ -224,14 +259,23 @@ function decodeFunctionTool(tool: Json, param: string): DecodedTool {
   const name = string(tool.name, `${param}.name`);
   if (name.length === 0) fail(`${param}.name`, 'must not be empty');
   const description = optionalString(tool.description, `${param}.description`);
-  const parameters = tool.parameters === undefined || tool.parameters === null ? undefined : jsonSchema(tool.parameters, `${param}.parameters`);
+  const parameters =
+    tool.parameters === undefined || tool.parameters === null
+      ? undefined
+      : jsonSchema(tool.parameters, `${param}.parameters`);
   const strict = optionalBoolean(tool.strict, `${param}.strict`);
   const canonical: ToolDefinition = { name };
   if (description !== undefined) canonical.description = description;
   if (parameters !== undefined) canonical.parameters = parameters;
   // The Responses API's documented default for `strict` is true; the echo states it like OpenAI does.
   if (strict ?? true) canonical.strict = true;
-  const echo: FunctionToolEcho = { type: 'function', name, description: description ?? null, parameters: parameters ?? null, strict: strict ?? true };
+  const echo: FunctionToolEcho = {
+    type: 'function',
+    name,
+    description: description ?? null,
+    parameters: parameters ?? null,
+    strict: strict ?? true,
+  };
   return { canonical, echo };
 }
 
@@ -262,7 +306,8 @@ function decodeToolChoice(value: unknown, tools: DecodedTool[]): DecodedToolChoi
   }
   // allowed_tools limits which tools may be called without changing the list; the canonical request has no
   // such field, so the same effect comes from offering only the allowed tools under the given mode.
-  const mode = choice.mode === undefined || choice.mode === null ? 'auto' : oneOf(choice.mode, 'tool_choice.mode', TOOL_CHOICES);
+  const mode =
+    choice.mode === undefined || choice.mode === null ? 'auto' : oneOf(choice.mode, 'tool_choice.mode', TOOL_CHOICES);
   const allowed = array(choice.tools, 'tool_choice.tools').map((input, i) => {
     const param = `tool_choice.tools[${i}]`;
     const entry = object(input, param);
@@ -278,9 +323,13 @@ function decodeToolChoice(value: unknown, tools: DecodedTool[]): DecodedToolChoi
 }
 
 function decodeTextParam(value: unknown): { format: ResponseFormat | undefined; echo: ResponseEcho['text'] } {
-  if (value === undefined || value === null) return { format: undefined, echo: { format: { type: 'text' }, verbosity: 'medium' } };
+  if (value === undefined || value === null)
+    return { format: undefined, echo: { format: { type: 'text' }, verbosity: 'medium' } };
   const text = object(value, 'text');
-  const verbosity = text.verbosity === undefined || text.verbosity === null ? 'medium' : oneOf(text.verbosity, 'text.verbosity', ['low', 'medium', 'high'] as const);
+  const verbosity =
+    text.verbosity === undefined || text.verbosity === null
+      ? 'medium'
+      : oneOf(text.verbosity, 'text.verbosity', ['low', 'medium', 'high'] as const);
   const { format, echo } = decodeTextFormat(text.format);
   return { format, echo: { format: echo, verbosity } };
 }
@@ -308,7 +357,9 @@ function decodeReasoning(value: unknown): ResponseEcho['reasoning'] {
   // Effort goes to the model's chat template (a template that does not read it is unaffected). A
   // `summary` asks the encoder to put the model's reasoning in the reasoning item's summary (see ResponsesStreamEncoder).
   const effort = pick(reasoning.effort, 'reasoning.effort', REASONING_EFFORTS);
-  const summary = pick(reasoning.summary, 'reasoning.summary', REASONING_SUMMARIES) ?? pick(reasoning.generate_summary, 'reasoning.generate_summary', REASONING_SUMMARIES);
+  const summary =
+    pick(reasoning.summary, 'reasoning.summary', REASONING_SUMMARIES) ??
+    pick(reasoning.generate_summary, 'reasoning.generate_summary', REASONING_SUMMARIES);
   return { effort, summary };
 }
 
@@ -344,4 +395,3 @@ function decodeSampling(body: Json): Sampling {
     ...samplingExtensions(body),
   });
 }
-

@@ -15,23 +15,65 @@ const finalResource = (frames: ResponsesFrame[]): ResponseResource => {
   return data.response;
 };
 
-const finalUsage = { input_tokens: 12, input_tokens_details: { cached_tokens: 2 }, output_tokens: 9, output_tokens_details: { reasoning_tokens: 3 }, total_tokens: 21 };
+const finalUsage = {
+  input_tokens: 12,
+  input_tokens_details: { cached_tokens: 2 },
+  output_tokens: 9,
+  output_tokens_details: { reasoning_tokens: 3 },
+  total_tokens: 21,
+};
 
 describe('responses codec - stream encoding', () => {
   it('responses codec - logprobs ride on each text delta, and the part and its done event hold them all', () => {
-    const entry = (token: string, logprob: number) => ({ token, logprob, bytes: [...Buffer.from(token)], top: [{ token, logprob, bytes: [...Buffer.from(token)] }] });
+    const entry = (token: string, logprob: number) => ({
+      token,
+      logprob,
+      bytes: [...Buffer.from(token)],
+      top: [{ token, logprob, bytes: [...Buffer.from(token)] }],
+    });
     const frames = encodeAll(
-      events(start, { type: 'text', text: 'Hel', logprobs: [entry('Hel', -0.1)] }, { type: 'text', text: 'lo', logprobs: [entry('lo', -0.2)] }, finish('stop')),
+      events(
+        start,
+        { type: 'text', text: 'Hel', logprobs: [entry('Hel', -0.1)] },
+        { type: 'text', text: 'lo', logprobs: [entry('lo', -0.2)] },
+        finish('stop'),
+      ),
     );
-    const deltas = frames.flatMap((frame) => (frame.data.type === 'response.output_text.delta' ? [frame.data.logprobs] : []));
-    assert.deepEqual(deltas, [[{ token: 'Hel', logprob: -0.1, bytes: [72, 101, 108], top_logprobs: [{ token: 'Hel', logprob: -0.1, bytes: [72, 101, 108] }] }], [{ token: 'lo', logprob: -0.2, bytes: [108, 111], top_logprobs: [{ token: 'lo', logprob: -0.2, bytes: [108, 111] }] }]]);
-    const done = frames.find((frame) => frame.data.type === 'response.output_text.done')?.data as { logprobs: Array<{ token: string }> };
-    assert.deepEqual(done.logprobs.map((l) => l.token), ['Hel', 'lo']);
+    const deltas = frames.flatMap((frame) =>
+      frame.data.type === 'response.output_text.delta' ? [frame.data.logprobs] : [],
+    );
+    assert.deepEqual(deltas, [
+      [
+        {
+          token: 'Hel',
+          logprob: -0.1,
+          bytes: [72, 101, 108],
+          top_logprobs: [{ token: 'Hel', logprob: -0.1, bytes: [72, 101, 108] }],
+        },
+      ],
+      [
+        {
+          token: 'lo',
+          logprob: -0.2,
+          bytes: [108, 111],
+          top_logprobs: [{ token: 'lo', logprob: -0.2, bytes: [108, 111] }],
+        },
+      ],
+    ]);
+    const done = frames.find((frame) => frame.data.type === 'response.output_text.done')?.data as {
+      logprobs: Array<{ token: string }>;
+    };
+    assert.deepEqual(
+      done.logprobs.map((l) => l.token),
+      ['Hel', 'lo'],
+    );
     const message = finalResource(frames).output[0];
     assert.ok(message?.type === 'message');
-    assert.deepEqual(message.content[0]?.logprobs?.map((l) => (l as { token: string }).token), ['Hel', 'lo']);
+    assert.deepEqual(
+      message.content[0]?.logprobs?.map((l) => (l as { token: string }).token),
+      ['Hel', 'lo'],
+    );
   });
-
 
   it('responses codec - a text stream: lifecycle, one message item, numbered frames named by their type', () => {
     const frames = encodeAll(scripts.text);
@@ -93,7 +135,13 @@ describe('responses codec - stream encoding', () => {
     assert.equal(resource.completed_at, 1_700_000_005);
     assert.equal(resource.created_at, 1_700_000_000);
     assert.deepEqual(resource.output, [
-      { type: 'message', id: 'msg_test1_0', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Hello, world.', annotations: [], logprobs: [] }] },
+      {
+        type: 'message',
+        id: 'msg_test1_0',
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text: 'Hello, world.', annotations: [], logprobs: [] }],
+      },
     ]);
     assert.deepEqual(resource.usage, finalUsage);
     assert.equal(resource.error, null);
@@ -135,26 +183,121 @@ describe('responses codec - stream encoding', () => {
       spec.map((frame) => ({ ...frame.data, type: null })),
     );
     assert.deepEqual(finalResource(openai).output, [
-      { type: 'reasoning', id: 'rs_test1_0', summary: [], content: [{ type: 'reasoning_text', text: 'The user greets me.' }] },
-      { type: 'message', id: 'msg_test1_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Hi!', annotations: [], logprobs: [] }] },
+      {
+        type: 'reasoning',
+        id: 'rs_test1_0',
+        summary: [],
+        content: [{ type: 'reasoning_text', text: 'The user greets me.' }],
+      },
+      {
+        type: 'message',
+        id: 'msg_test1_1',
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text: 'Hi!', annotations: [], logprobs: [] }],
+      },
     ]);
   });
 
   it('responses codec - tool calls: one function_call item per call, arguments streamed then done', () => {
     const frames = encodeAll(scripts.toolCall);
-    const calls = frames.filter((frame) => frame.event.startsWith('response.function_call_arguments') || (frame.data.type.startsWith('response.output_item') && 'item' in frame.data && frame.data.item.type === 'function_call'));
+    const calls = frames.filter(
+      (frame) =>
+        frame.event.startsWith('response.function_call_arguments') ||
+        (frame.data.type.startsWith('response.output_item') &&
+          'item' in frame.data &&
+          frame.data.item.type === 'function_call'),
+    );
     assert.deepEqual(
       calls.map((frame) => frame.data),
       [
-        { type: 'response.output_item.added', output_index: 2, item: { type: 'function_call', id: 'fc_test1_2', call_id: 'call_1', name: 'weather', arguments: '', status: 'in_progress' }, sequence_number: 14 },
-        { type: 'response.function_call_arguments.delta', item_id: 'fc_test1_2', output_index: 2, delta: '{"city":', sequence_number: 15 },
-        { type: 'response.function_call_arguments.delta', item_id: 'fc_test1_2', output_index: 2, delta: ' "Paris"}', sequence_number: 16 },
-        { type: 'response.function_call_arguments.done', item_id: 'fc_test1_2', output_index: 2, arguments: '{"city": "Paris"}', sequence_number: 17 },
-        { type: 'response.output_item.done', output_index: 2, item: { type: 'function_call', id: 'fc_test1_2', call_id: 'call_1', name: 'weather', arguments: '{"city": "Paris"}', status: 'completed' }, sequence_number: 18 },
-        { type: 'response.output_item.added', output_index: 3, item: { type: 'function_call', id: 'fc_test1_3', call_id: 'call_2', name: 'weather', arguments: '', status: 'in_progress' }, sequence_number: 19 },
-        { type: 'response.function_call_arguments.delta', item_id: 'fc_test1_3', output_index: 3, delta: '{"city": "Lyon"}', sequence_number: 20 },
-        { type: 'response.function_call_arguments.done', item_id: 'fc_test1_3', output_index: 3, arguments: '{"city": "Lyon"}', sequence_number: 21 },
-        { type: 'response.output_item.done', output_index: 3, item: { type: 'function_call', id: 'fc_test1_3', call_id: 'call_2', name: 'weather', arguments: '{"city": "Lyon"}', status: 'completed' }, sequence_number: 22 },
+        {
+          type: 'response.output_item.added',
+          output_index: 2,
+          item: {
+            type: 'function_call',
+            id: 'fc_test1_2',
+            call_id: 'call_1',
+            name: 'weather',
+            arguments: '',
+            status: 'in_progress',
+          },
+          sequence_number: 14,
+        },
+        {
+          type: 'response.function_call_arguments.delta',
+          item_id: 'fc_test1_2',
+          output_index: 2,
+          delta: '{"city":',
+          sequence_number: 15,
+        },
+        {
+          type: 'response.function_call_arguments.delta',
+          item_id: 'fc_test1_2',
+          output_index: 2,
+          delta: ' "Paris"}',
+          sequence_number: 16,
+        },
+        {
+          type: 'response.function_call_arguments.done',
+          item_id: 'fc_test1_2',
+          output_index: 2,
+          arguments: '{"city": "Paris"}',
+          sequence_number: 17,
+        },
+        {
+          type: 'response.output_item.done',
+          output_index: 2,
+          item: {
+            type: 'function_call',
+            id: 'fc_test1_2',
+            call_id: 'call_1',
+            name: 'weather',
+            arguments: '{"city": "Paris"}',
+            status: 'completed',
+          },
+          sequence_number: 18,
+        },
+        {
+          type: 'response.output_item.added',
+          output_index: 3,
+          item: {
+            type: 'function_call',
+            id: 'fc_test1_3',
+            call_id: 'call_2',
+            name: 'weather',
+            arguments: '',
+            status: 'in_progress',
+          },
+          sequence_number: 19,
+        },
+        {
+          type: 'response.function_call_arguments.delta',
+          item_id: 'fc_test1_3',
+          output_index: 3,
+          delta: '{"city": "Lyon"}',
+          sequence_number: 20,
+        },
+        {
+          type: 'response.function_call_arguments.done',
+          item_id: 'fc_test1_3',
+          output_index: 3,
+          arguments: '{"city": "Lyon"}',
+          sequence_number: 21,
+        },
+        {
+          type: 'response.output_item.done',
+          output_index: 3,
+          item: {
+            type: 'function_call',
+            id: 'fc_test1_3',
+            call_id: 'call_2',
+            name: 'weather',
+            arguments: '{"city": "Lyon"}',
+            status: 'completed',
+          },
+          sequence_number: 22,
+        },
       ],
     );
     const resource = finalResource(frames);
@@ -169,7 +312,13 @@ describe('responses codec - stream encoding', () => {
       ],
     );
     assert.deepEqual(resource.tools, [
-      { type: 'function', name: 'weather', description: 'Forecast for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: true },
+      {
+        type: 'function',
+        name: 'weather',
+        description: 'Forecast for a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        strict: true,
+      },
     ]);
     assert.equal(resource.instructions, 'You are terse.');
   });
@@ -188,7 +337,12 @@ describe('responses codec - stream encoding', () => {
   it('responses codec - an error event: the open item closes, an error frame, then response.failed', () => {
     const encoder = new ResponsesStreamEncoder(encoderOptions());
     const frames = scripts.error.flatMap((event) => encoder.encode(event));
-    assert.deepEqual(names(frames).slice(-4), ['response.content_part.done', 'response.output_item.done', 'error', 'response.failed']);
+    assert.deepEqual(names(frames).slice(-4), [
+      'response.content_part.done',
+      'response.output_item.done',
+      'error',
+      'response.failed',
+    ]);
     const error = frames[frames.length - 2]?.data;
     assert.deepEqual(error, {
       type: 'error',
@@ -216,11 +370,17 @@ describe('responses codec - stream encoding', () => {
   it('responses codec - keep-alives send nothing; a stream without start still opens with response.created', () => {
     const encoder = new ResponsesStreamEncoder(encoderOptions());
     assert.deepEqual(encoder.encode({ seq: 0, type: 'keepalive' }), []);
-    assert.deepEqual(names(encoder.encode({ seq: 1, type: 'text', text: 'x' })).slice(0, 2), ['response.created', 'response.in_progress']);
+    assert.deepEqual(names(encoder.encode({ seq: 1, type: 'text', text: 'x' })).slice(0, 2), [
+      'response.created',
+      'response.in_progress',
+    ]);
     assert.deepEqual(encoder.encode({ seq: 2, type: 'text', text: '' }), []);
 
     // An error before any event (e.g. no worker) still makes a well-formed stream.
-    const failed = new ResponsesStreamEncoder(encoderOptions()).fail({ code: 'no_worker', message: 'no worker serves local-model' });
+    const failed = new ResponsesStreamEncoder(encoderOptions()).fail({
+      code: 'no_worker',
+      message: 'no worker serves local-model',
+    });
     assert.deepEqual(names(failed), ['response.created', 'response.in_progress', 'error', 'response.failed']);
   });
 
@@ -229,7 +389,9 @@ describe('responses codec - stream encoding', () => {
       const frames = encodeAll(scripts[name]);
       const { output_text: text, ...resource } = aggregate(scripts[name]);
       assert.deepEqual(resource, finalResource(frames), name);
-      const expected = resource.output.flatMap((item) => (item.type === 'message' ? item.content.map((part) => part.text) : [])).join('');
+      const expected = resource.output
+        .flatMap((item) => (item.type === 'message' ? item.content.map((part) => part.text) : []))
+        .join('');
       assert.equal(text, expected, name);
     }
     assert.equal(aggregate(scripts.text).output_text, 'Hello, world.');

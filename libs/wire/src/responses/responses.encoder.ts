@@ -21,9 +21,19 @@ import type {
   ResponsesSummaryTextPart,
 } from './responses.types.js';
 
-type Unnumbered = ResponsesStreamEvent extends infer E ? (E extends { sequence_number: number } ? Omit<E, 'sequence_number'> : never) : never;
+type Unnumbered = ResponsesStreamEvent extends infer E
+  ? E extends { sequence_number: number }
+    ? Omit<E, 'sequence_number'>
+    : never
+  : never;
 
-const REASONING_EVENTS: Record<ReasoningEventFamily, { delta: 'response.reasoning_text.delta' | 'response.reasoning.delta'; done: 'response.reasoning_text.done' | 'response.reasoning.done' }> = {
+const REASONING_EVENTS: Record<
+  ReasoningEventFamily,
+  {
+    delta: 'response.reasoning_text.delta' | 'response.reasoning.delta';
+    done: 'response.reasoning_text.done' | 'response.reasoning.done';
+  }
+> = {
   // The official openai client's accumulator knows `reasoning_text` (raw chain of thought, what OpenAI's open
   // models and OpenAI-compatible servers stream) and throws on any name outside its list.
   openai: { delta: 'response.reasoning_text.delta', done: 'response.reasoning_text.done' },
@@ -98,7 +108,15 @@ export class ResponsesStreamEncoder {
   fail(error: ErrorBody): ResponsesFrame[] {
     if (this.ended) return [];
     const frames = [...this.ensureStarted(), ...this.closeItem('incomplete')];
-    frames.push(this.frame({ type: 'error', code: error.code, message: error.message, param: error.param ?? null, error: responsesErrorPayload(error) }));
+    frames.push(
+      this.frame({
+        type: 'error',
+        code: error.code,
+        message: error.message,
+        param: error.param ?? null,
+        error: responsesErrorPayload(error),
+      }),
+    );
     this.state.status = 'failed';
     this.state.error = { code: error.code, message: error.message };
     frames.push(this.terminal('response.failed'));
@@ -113,7 +131,10 @@ export class ResponsesStreamEncoder {
   private ensureStarted(): ResponsesFrame[] {
     if (this.started) return [];
     this.started = true;
-    return [this.frame({ type: 'response.created', response: this.resource() }), this.frame({ type: 'response.in_progress', response: this.resource() })];
+    return [
+      this.frame({ type: 'response.created', response: this.resource() }),
+      this.frame({ type: 'response.in_progress', response: this.resource() }),
+    ];
   }
 
   private openItem(kind: 'message' | 'reasoning'): ResponsesFrame[] {
@@ -126,7 +147,13 @@ export class ResponsesStreamEncoder {
     let part: ResponsesOutputTextPart | ResponsesReasoningTextPart;
     if (kind === 'message') {
       const text: ResponsesOutputTextPart = { type: 'output_text', text: '', annotations: [], logprobs: [] };
-      item = { type: 'message', id: outputItemId(this.options.id, 'msg', index), status: 'in_progress', role: 'assistant', content: [text] };
+      item = {
+        type: 'message',
+        id: outputItemId(this.options.id, 'msg', index),
+        status: 'in_progress',
+        role: 'assistant',
+        content: [text],
+      };
       part = text;
     } else {
       const text: ResponsesReasoningTextPart = { type: 'reasoning_text', text: '' };
@@ -136,8 +163,22 @@ export class ResponsesStreamEncoder {
     this.state.output.push(item);
     this.open = index;
     // The item is announced empty; its part follows in `response.content_part.added`.
-    frames.push(this.frame({ type: 'response.output_item.added', output_index: index, item: { ...structuredClone(item), content: [] } as ResponsesOutputItem }));
-    frames.push(this.frame({ type: 'response.content_part.added', item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) }));
+    frames.push(
+      this.frame({
+        type: 'response.output_item.added',
+        output_index: index,
+        item: { ...structuredClone(item), content: [] } as ResponsesOutputItem,
+      }),
+    );
+    frames.push(
+      this.frame({
+        type: 'response.content_part.added',
+        item_id: item.id,
+        output_index: index,
+        content_index: 0,
+        part: structuredClone(part),
+      }),
+    );
     return frames;
   }
 
@@ -158,7 +199,9 @@ export class ResponsesStreamEncoder {
     }
     if (item?.type === 'reasoning' && item.summary[0]) {
       item.summary[0].text += delta;
-      return [this.frame({ type: 'response.reasoning_summary_text.delta', ...summaryRef(item, ref.output_index), delta })];
+      return [
+        this.frame({ type: 'response.reasoning_summary_text.delta', ...summaryRef(item, ref.output_index), delta }),
+      ];
     }
     return [];
   }
@@ -166,12 +209,24 @@ export class ResponsesStreamEncoder {
   /** A reasoning item whose text is its summary: announced with an empty summary, then its one part. */
   private openSummary(index: number): ResponsesFrame[] {
     const part: ResponsesSummaryTextPart = { type: 'summary_text', text: '' };
-    const item: ResponsesOutputItem = { type: 'reasoning', id: outputItemId(this.options.id, 'rs', index), summary: [part] };
+    const item: ResponsesOutputItem = {
+      type: 'reasoning',
+      id: outputItemId(this.options.id, 'rs', index),
+      summary: [part],
+    };
     this.state.output.push(item);
     this.open = index;
     return [
-      this.frame({ type: 'response.output_item.added', output_index: index, item: { ...structuredClone(item), summary: [] } }),
-      this.frame({ type: 'response.reasoning_summary_part.added', ...summaryRef(item, index), part: structuredClone(part) }),
+      this.frame({
+        type: 'response.output_item.added',
+        output_index: index,
+        item: { ...structuredClone(item), summary: [] },
+      }),
+      this.frame({
+        type: 'response.reasoning_summary_part.added',
+        ...summaryRef(item, index),
+        part: structuredClone(part),
+      }),
     ];
   }
 
@@ -179,7 +234,15 @@ export class ResponsesStreamEncoder {
     const frames = this.closeItem('completed');
     const index = this.state.output.length;
     const namespace = this.options.toolNamespaces?.[name];
-    const item: ResponsesOutputItem = { type: 'function_call', id: outputItemId(this.options.id, 'fc', index), call_id: callId, name, ...(namespace !== undefined && { namespace }), arguments: '', status: 'in_progress' };
+    const item: ResponsesOutputItem = {
+      type: 'function_call',
+      id: outputItemId(this.options.id, 'fc', index),
+      call_id: callId,
+      name,
+      ...(namespace !== undefined && { namespace }),
+      arguments: '',
+      status: 'in_progress',
+    };
     this.state.output.push(item);
     this.open = index;
     this.calls.set(toolIndex, index);
@@ -194,7 +257,9 @@ export class ResponsesStreamEncoder {
     // Workers send a call's arguments right after it. Should a delta ever come for a call already closed, it
     // still names its own item (the openai client accumulates by output_index) and lands in the resource.
     item.arguments += delta;
-    return [this.frame({ type: 'response.function_call_arguments.delta', item_id: item.id, output_index: index, delta })];
+    return [
+      this.frame({ type: 'response.function_call_arguments.delta', item_id: item.id, output_index: index, delta }),
+    ];
   }
 
   /** Closes the open item: its `.done` events carry the full text, then `response.output_item.done`. */
@@ -209,7 +274,9 @@ export class ResponsesStreamEncoder {
       item.status = status;
       const part = item.content[0];
       if (part) {
-        frames.push(this.frame({ type: 'response.output_text.done', ...ref, text: part.text, logprobs: part.logprobs ?? [] }));
+        frames.push(
+          this.frame({ type: 'response.output_text.done', ...ref, text: part.text, logprobs: part.logprobs ?? [] }),
+        );
         frames.push(this.frame({ type: 'response.content_part.done', ...ref, part: structuredClone(part) }));
       }
     } else if (item.type === 'reasoning') {
@@ -217,17 +284,33 @@ export class ResponsesStreamEncoder {
       const summary = item.summary[0];
       // The summary is the reasoning itself (no separate summariser), so either one is what gets sealed.
       const reasoning = part?.text ?? summary?.text;
-      if (reasoning !== undefined && this.options.sealReasoning) item.encrypted_content = this.options.sealReasoning(reasoning);
+      if (reasoning !== undefined && this.options.sealReasoning)
+        item.encrypted_content = this.options.sealReasoning(reasoning);
       if (part) {
         frames.push(this.frame({ type: this.reasoningEvents.done, ...ref, text: part.text }));
         frames.push(this.frame({ type: 'response.content_part.done', ...ref, part: structuredClone(part) }));
       } else if (summary) {
-        frames.push(this.frame({ type: 'response.reasoning_summary_text.done', ...summaryRef(item, index), text: summary.text }));
-        frames.push(this.frame({ type: 'response.reasoning_summary_part.done', ...summaryRef(item, index), part: structuredClone(summary) }));
+        frames.push(
+          this.frame({ type: 'response.reasoning_summary_text.done', ...summaryRef(item, index), text: summary.text }),
+        );
+        frames.push(
+          this.frame({
+            type: 'response.reasoning_summary_part.done',
+            ...summaryRef(item, index),
+            part: structuredClone(summary),
+          }),
+        );
       }
     } else {
       item.status = status;
-      frames.push(this.frame({ type: 'response.function_call_arguments.done', item_id: item.id, output_index: index, arguments: item.arguments }));
+      frames.push(
+        this.frame({
+          type: 'response.function_call_arguments.done',
+          item_id: item.id,
+          output_index: index,
+          arguments: item.arguments,
+        }),
+      );
     }
     frames.push(this.frame({ type: 'response.output_item.done', output_index: index, item: structuredClone(item) }));
     return frames;
@@ -273,7 +356,10 @@ export class ResponsesStreamEncoder {
 }
 
 /** Where a summary event points: the item, its output index, and its one summary part. */
-function summaryRef(item: { id: string }, outputIndex: number): { item_id: string; output_index: number; summary_index: 0 } {
+function summaryRef(
+  item: { id: string },
+  outputIndex: number,
+): { item_id: string; output_index: number; summary_index: 0 } {
   return { item_id: item.id, output_index: outputIndex, summary_index: 0 };
 }
 

@@ -25,10 +25,21 @@ export const weatherTool = {
 };
 
 /** The request the scripts answer: instructions, a user turn and one function tool. */
-export const requestBody = { model: 'local-model', instructions: 'You are terse.', input: 'Weather in Paris?', tools: [weatherTool] };
+export const requestBody = {
+  model: 'local-model',
+  instructions: 'You are terse.',
+  input: 'Weather in Paris?',
+  tools: [weatherTool],
+};
 
 export const scripts = {
-  text: events(start, { type: 'keepalive' }, { type: 'text', text: 'Hello' }, { type: 'text', text: ', world.' }, finish('stop')),
+  text: events(
+    start,
+    { type: 'keepalive' },
+    { type: 'text', text: 'Hello' },
+    { type: 'text', text: ', world.' },
+    finish('stop'),
+  ),
   reasoning: events(
     start,
     { type: 'reasoning', text: 'The user ' },
@@ -48,7 +59,11 @@ export const scripts = {
     finish('tool_calls'),
   ),
   incomplete: events(start, { type: 'text', text: 'A long ans' }, finish('length')),
-  error: events(start, { type: 'text', text: 'Partial' }, { type: 'error', error: { code: 'worker_lost', message: 'the worker went away' } }),
+  error: events(
+    start,
+    { type: 'text', text: 'Partial' },
+    { type: 'error', error: { code: 'worker_lost', message: 'the worker went away' } },
+  ),
   cancelled: events(start, { type: 'text', text: 'Partial' }, finish('cancelled')),
 };
 
@@ -76,8 +91,17 @@ export const toolCallTurns = [
   { role: 'tool', content: '21C', toolCallId: 'call_2' },
 ];
 
-export function encoderOptions(reasoningEvents: ReasoningEventFamily = 'openai', body: unknown = requestBody): ResponsesEncoderOptions {
-  return { id: 'resp_test1', createdAt: 1_700_000_000, echo: decodeResponsesRequest(body).echo, reasoningEvents, now: () => 1_700_000_005 };
+export function encoderOptions(
+  reasoningEvents: ReasoningEventFamily = 'openai',
+  body: unknown = requestBody,
+): ResponsesEncoderOptions {
+  return {
+    id: 'resp_test1',
+    createdAt: 1_700_000_000,
+    echo: decodeResponsesRequest(body).echo,
+    reasoningEvents,
+    now: () => 1_700_000_005,
+  };
 }
 
 export function encodeAll(list: StreamEvent[], options: ResponsesEncoderOptions = encoderOptions()): ResponsesFrame[] {

@@ -1,5 +1,15 @@
 import { rejectMedia } from '../media.js';
-import { array, CortexError, fail, object, oneOf, optionalString, string, type CanonicalMessage, type Json } from '@cortex/contracts';
+import {
+  array,
+  CortexError,
+  fail,
+  object,
+  oneOf,
+  optionalString,
+  string,
+  type CanonicalMessage,
+  type Json,
+} from '@cortex/contracts';
 import { compactionMessage, openPlain } from './responses.compaction.js';
 import type {
   ResponsesCompactionItem,
@@ -24,14 +34,16 @@ const PART_SEPARATOR = '\n';
  * (and `model`, when given, in the refusal of an image).
  */
 export function decodeResponsesInput(value: unknown, param = 'input', model?: string): ResponsesItem[] {
-  if (typeof value === 'string') return [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: value }] }];
+  if (typeof value === 'string')
+    return [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: value }] }];
   return array(value, param).map((item, i) => decodeItem(item, `${param}[${i}]`, model));
 }
 
 function decodeItem(input: unknown, param: string, model: string | undefined): ResponsesItem {
   const item = object(input, param);
   // `EasyInputMessage` ({role, content}) has no type; an `ItemReferenceParam` may carry only its id.
-  const type = item.type ?? (item.role !== undefined ? 'message' : item.id !== undefined ? 'item_reference' : undefined);
+  const type =
+    item.type ?? (item.role !== undefined ? 'message' : item.id !== undefined ? 'item_reference' : undefined);
   if (type === undefined) fail(`${param}.type`, 'is required');
   const id = optionalString(item.id, `${param}.id`);
   switch (type) {
@@ -40,8 +52,14 @@ function decodeItem(input: unknown, param: string, model: string | undefined): R
     case 'function_call': {
       const name = string(item.name, `${param}.name`);
       if (name.length === 0) fail(`${param}.name`, 'must not be empty');
-      const args = item.arguments === undefined || item.arguments === null ? '' : string(item.arguments, `${param}.arguments`);
-      const call: ResponsesFunctionCallItem = { type: 'function_call', call_id: callId(item.call_id, `${param}.call_id`), name, arguments: args };
+      const args =
+        item.arguments === undefined || item.arguments === null ? '' : string(item.arguments, `${param}.arguments`);
+      const call: ResponsesFunctionCallItem = {
+        type: 'function_call',
+        call_id: callId(item.call_id, `${param}.call_id`),
+        name,
+        arguments: args,
+      };
       return withId(call, id);
     }
     case 'function_call_output': {
@@ -68,7 +86,10 @@ function decodeItem(input: unknown, param: string, model: string | undefined): R
     default:
       // Hosted-tool calls (web_search_call, computer_call, mcp_call, …) and custom tools have nothing a
       // local model can read or answer.
-      return fail(`${param}.type`, `unsupported item type ${JSON.stringify(type)}: only message, function_call, function_call_output, reasoning, compaction and item_reference items`);
+      return fail(
+        `${param}.type`,
+        `unsupported item type ${JSON.stringify(type)}: only message, function_call, function_call_output, reasoning, compaction and item_reference items`,
+      );
   }
 }
 
@@ -112,7 +133,10 @@ function decodeReasoningItem(item: Json, param: string): ResponsesReasoningItem 
           return string(part.text, `${path}[${i}].text`);
         });
   // The spec requires `summary`; OpenAI clients also send raw `content` (reasoning_text) back.
-  const out: ResponsesReasoningItem = { type: 'reasoning', summary: texts(item.summary, `${param}.summary`, 'summary_text').map((text) => ({ type: 'summary_text', text })) };
+  const out: ResponsesReasoningItem = {
+    type: 'reasoning',
+    summary: texts(item.summary, `${param}.summary`, 'summary_text').map((text) => ({ type: 'summary_text', text })),
+  };
   const content = texts(item.content, `${param}.content`, 'reasoning_text');
   if (content.length > 0) out.content = content.map((text) => ({ type: 'reasoning_text', text }));
   const encrypted = optionalString(item.encrypted_content, `${param}.encrypted_content`);
@@ -135,7 +159,10 @@ function withId<T extends Exclude<ResponsesItem, { type: 'item_reference' }>>(it
  * Replaces each `item_reference` with the item it names. `found` holds the items the caller fetched for
  * `DecodedResponsesRequest.itemReferences`; a missing one is the client's error, named by its input path.
  */
-export function resolveItemReferences(items: readonly ResponsesItem[], found: ReadonlyMap<string, ResponsesItem>): ResponsesItem[] {
+export function resolveItemReferences(
+  items: readonly ResponsesItem[],
+  found: ReadonlyMap<string, ResponsesItem>,
+): ResponsesItem[] {
   return items.map((item, i) => {
     if (item.type !== 'item_reference') return item;
     const target = found.get(item.id);
@@ -145,7 +172,10 @@ export function resolveItemReferences(items: readonly ResponsesItem[], found: Re
 }
 
 /** The instructions as a leading system message, then the items' conversation (see `itemsToMessages`). */
-export function conversationMessages(instructions: string | undefined, items: readonly ResponsesItem[]): CanonicalMessage[] {
+export function conversationMessages(
+  instructions: string | undefined,
+  items: readonly ResponsesItem[],
+): CanonicalMessage[] {
   const messages = itemsToMessages(items);
   return instructions ? [{ role: 'system', content: instructions }, ...messages] : messages;
 }

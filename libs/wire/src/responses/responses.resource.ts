@@ -1,5 +1,11 @@
 import { ErrorCodes, type ErrorBody, type Usage } from '@cortex/contracts';
-import type { ResponseBody, ResponseEcho, ResponseResource, ResponsesErrorPayload, ResponsesUsage } from './responses.types.js';
+import type {
+  ResponseBody,
+  ResponseEcho,
+  ResponseResource,
+  ResponsesErrorPayload,
+  ResponsesUsage,
+} from './responses.types.js';
 
 /** Which names carry reasoning text in a stream (see `ReasoningEventType`). */
 export type ReasoningEventFamily = 'openai' | 'openresponses';

@@ -23,13 +23,17 @@ function specPath(): string {
   for (;;) {
     for (const candidate of [join(dir, SPEC), join(dir, '..', SPEC)]) if (existsSync(candidate)) return candidate;
     const parent = dirname(dir);
-    if (parent === dir) throw new Error(`${SPEC} not found above ${fileURLToPath(import.meta.url)}: set OPENRESPONSES_SPEC`);
+    if (parent === dir)
+      throw new Error(`${SPEC} not found above ${fileURLToPath(import.meta.url)}: set OPENRESPONSES_SPEC`);
     dir = parent;
   }
 }
 
 type Schema = Record<string, unknown>;
-const doc = JSON.parse(readFileSync(specPath(), 'utf8')) as { components: { schemas: Record<string, Schema> }; paths: Record<string, unknown> };
+const doc = JSON.parse(readFileSync(specPath(), 'utf8')) as {
+  components: { schemas: Record<string, Schema> };
+  paths: Record<string, unknown>;
+};
 const schemas = doc.components.schemas;
 const BASE = 'https://cortex.invalid/openresponses.json';
 
@@ -110,7 +114,14 @@ describe('responses codec - OpenResponses schema conformance (ajv)', () => {
       previous_response_id: 'resp_prev',
     });
     assertValid('/components/schemas/ResponseResource', aggregate(scripts.toolCall, echoed), 'fully echoed body');
-    assertValid('/components/schemas/ResponseResource', aggregate(scripts.text, encoderOptions('openai', { ...requestBody, tool_choice: { type: 'function', name: 'weather' } })), 'function tool_choice body');
+    assertValid(
+      '/components/schemas/ResponseResource',
+      aggregate(
+        scripts.text,
+        encoderOptions('openai', { ...requestBody, tool_choice: { type: 'function', name: 'weather' } }),
+      ),
+      'function tool_choice body',
+    );
   });
 
   it("responses codec - with the 'openresponses' family every frame validates against its event schema", () => {
@@ -122,7 +133,9 @@ describe('responses codec - OpenResponses schema conformance (ajv)', () => {
       const frames = encodeAll(scripts[name], encoderOptions('openai'));
       const outside = frames.filter((frame) => !eventSchemas.has(frame.event));
       assert.ok(
-        outside.every((frame) => frame.event === 'response.reasoning_text.delta' || frame.event === 'response.reasoning_text.done'),
+        outside.every(
+          (frame) => frame.event === 'response.reasoning_text.delta' || frame.event === 'response.reasoning_text.done',
+        ),
         name,
       );
       assertFramesValid(
@@ -138,7 +151,11 @@ describe('responses codec - OpenResponses schema conformance (ajv)', () => {
       for (const name of ALL_SCRIPTS) {
         const frames = encodeAll(scripts[name], encoderOptions(family, body));
         assertFramesValid(frames, `${family} ${name} with summary`);
-        assertValid('/components/schemas/ResponseResource', aggregate(scripts[name], encoderOptions(family, body)), `${family} ${name} body with summary`);
+        assertValid(
+          '/components/schemas/ResponseResource',
+          aggregate(scripts[name], encoderOptions(family, body)),
+          `${family} ${name} body with summary`,
+        );
       }
     }
   });
@@ -152,7 +169,13 @@ describe('responses codec - OpenResponses schema conformance (ajv)', () => {
         { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Weather?' }] },
         { type: 'reasoning', summary: [{ type: 'summary_text', text: 'Call the tool.' }] },
         { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Checking.' }] },
-        { type: 'function_call', call_id: 'call_1', name: 'weather', arguments: '{"city":"Paris"}', status: 'completed' },
+        {
+          type: 'function_call',
+          call_id: 'call_1',
+          name: 'weather',
+          arguments: '{"city":"Paris"}',
+          status: 'completed',
+        },
         { type: 'function_call_output', call_id: 'call_1', output: '18C' },
         { type: 'item_reference', id: 'msg_old_0' },
       ],
@@ -161,7 +184,10 @@ describe('responses codec - OpenResponses schema conformance (ajv)', () => {
       tools: [{ type: 'function', name: 'weather', parameters: { type: 'object' }, strict: true }],
       tool_choice: { type: 'allowed_tools', tools: [{ type: 'function', name: 'weather' }], mode: 'auto' },
       metadata: { trace: 'abc' },
-      text: { format: { type: 'json_schema', name: 'answer', schema: { type: 'object' }, strict: false }, verbosity: 'low' },
+      text: {
+        format: { type: 'json_schema', name: 'answer', schema: { type: 'object' }, strict: false },
+        verbosity: 'low',
+      },
       temperature: 0.7,
       top_p: 0.95,
       presence_penalty: 0,
@@ -201,7 +227,18 @@ describe('responses codec - OpenResponses schema conformance (ajv)', () => {
 
   it('responses codec - the spec example resource is valid (the validator is not vacuous)', () => {
     const example = (schemas.ResponseResource as { example: Record<string, unknown> }).example;
-    const complete: Record<string, unknown> = { ...example, incomplete_details: null, previous_response_id: null, instructions: null, error: null, max_output_tokens: null, max_tool_calls: null, safety_identifier: null, prompt_cache_key: null, reasoning: null };
+    const complete: Record<string, unknown> = {
+      ...example,
+      incomplete_details: null,
+      previous_response_id: null,
+      instructions: null,
+      error: null,
+      max_output_tokens: null,
+      max_tool_calls: null,
+      safety_identifier: null,
+      prompt_cache_key: null,
+      reasoning: null,
+    };
     assertValid('/components/schemas/ResponseResource', complete, 'spec example');
     const { usage: _usage, ...missing } = complete;
     assert.equal(validator('/components/schemas/ResponseResource')(missing), false);

@@ -12,14 +12,28 @@ import { decodeResponsesRequest } from './responses.decoder.js';
 import { conversationMessages } from './responses.items.js';
 import { openAiError } from '../openai/chat.encoder.js';
 import type { ReasoningEventFamily } from './responses.resource.js';
-import { aggregate, encodeAll, encoderOptions, scripts, sseText, toolCallTurns, toolResults, weatherTool } from './responses.fixtures.js';
+import {
+  aggregate,
+  encodeAll,
+  encoderOptions,
+  scripts,
+  sseText,
+  toolCallTurns,
+  toolResults,
+  weatherTool,
+} from './responses.fixtures.js';
 
 type Reply = { status: number; json: unknown } | { sse: StreamEvent[]; family: ReasoningEventFamily };
 
 /** Runs `run` against a server that records each request body and answers with `reply`. */
 function withServer(reply: Reply, run: (client: OpenAI, bodies: unknown[]) => Promise<void>): Promise<void> {
-  const canned: CannedReply = 'json' in reply ? reply : { sse: sseText(encodeAll(reply.sse, encoderOptions(reply.family))) };
-  return withReplyServer(canned, (base) => new OpenAI({ apiKey: 'test-key', baseURL: `${base}/v1`, maxRetries: 0 }), run);
+  const canned: CannedReply =
+    'json' in reply ? reply : { sse: sseText(encodeAll(reply.sse, encoderOptions(reply.family))) };
+  return withReplyServer(
+    canned,
+    (base) => new OpenAI({ apiKey: 'test-key', baseURL: `${base}/v1`, maxRetries: 0 }),
+    run,
+  );
 }
 
 const params = {
@@ -57,7 +71,9 @@ describe('responses codec with the openai client', () => {
       assert.equal(response.output_text, 'Let me check.');
       assert.equal(response.status, 'completed');
       assert.deepEqual(
-        response.output.flatMap((item) => (item.type === 'function_call' ? [[item.call_id, item.name, JSON.parse(item.arguments)]] : [])),
+        response.output.flatMap((item) =>
+          item.type === 'function_call' ? [[item.call_id, item.name, JSON.parse(item.arguments)]] : [],
+        ),
         [
           ['call_1', 'weather', { city: 'Paris' }],
           ['call_2', 'weather', { city: 'Lyon' }],
@@ -76,7 +92,10 @@ describe('responses codec with the openai client', () => {
         { role: 'system', content: 'You are terse.' },
         { role: 'user', content: 'Weather in Paris?' },
       ]);
-      assert.deepEqual(decoded.request.tools?.map((tool) => tool.name), ['weather']);
+      assert.deepEqual(
+        decoded.request.tools?.map((tool) => tool.name),
+        ['weather'],
+      );
     });
   });
 
@@ -91,11 +110,7 @@ describe('responses codec with the openai client', () => {
       // Manual state: the client sends the whole output back with the tool results, as the OpenAI guide does.
       await client.responses.create({
         ...params,
-        input: [
-          { role: 'user', content: 'Weather in Paris?' },
-          ...response.output,
-          ...toolResults,
-        ],
+        input: [{ role: 'user', content: 'Weather in Paris?' }, ...response.output, ...toolResults],
       });
       const next = decodeResponsesRequest(bodies[1]);
       assert.deepEqual(conversationMessages(next.instructions, next.input), next.request.messages);
@@ -144,7 +159,11 @@ describe('responses codec with the openai client', () => {
   });
 
   it('responses codec - an HTTP error body (the OpenAI envelope the gateway sends) reads as the client error class with code and param', async () => {
-    const json = openAiError({ code: 'invalid_request', message: 'background: background responses must be stored', param: 'background' });
+    const json = openAiError({
+      code: 'invalid_request',
+      message: 'background: background responses must be stored',
+      param: 'background',
+    });
     await withServer({ status: 400, json }, async (client) => {
       await assert.rejects(client.responses.create({ ...params, background: true, store: false }), (error: unknown) => {
         assert.ok(error instanceof OpenAI.BadRequestError);

@@ -1,6 +1,16 @@
 // The Responses API over a WebSocket (spec: "WebSocket Transport"): the client's `response.create`
 // message, the error envelope, and the response a connection keeps in memory to continue from.
-import { array, CortexError, fail, object, optionalBoolean, optionalString, string, type ErrorBody, type Json } from '@cortex/contracts';
+import {
+  array,
+  CortexError,
+  fail,
+  object,
+  optionalBoolean,
+  optionalString,
+  string,
+  type ErrorBody,
+  type Json,
+} from '@cortex/contracts';
 import { responsesErrorPayload } from './responses.resource.js';
 import type { ResponsesErrorPayload, ResponsesItem } from './responses.types.js';
 
@@ -36,7 +46,10 @@ export function decodeSocketTurn(value: unknown, param = 'socket'): SocketTurn {
       return item as ResponsesItem;
     }),
   };
-  if (previous.chain !== undefined) local.chain = array(previous.chain, `${param}.previous.chain`).map((id, i) => string(id, `${param}.previous.chain[${i}]`));
+  if (previous.chain !== undefined)
+    local.chain = array(previous.chain, `${param}.previous.chain`).map((id, i) =>
+      string(id, `${param}.previous.chain[${i}]`),
+    );
   const affinity = optionalString(previous.affinityKey, `${param}.previous.affinityKey`);
   if (affinity !== undefined) local.affinityKey = affinity;
   return { previous: local };
@@ -62,13 +75,20 @@ export function decodeSocketMessage(text: string): SocketMessage {
   try {
     parsed = JSON.parse(text);
   } catch {
-    throw new CortexError('invalid_request', 'the message is not JSON: send one JSON object per message, {"type": "response.create", …}');
+    throw new CortexError(
+      'invalid_request',
+      'the message is not JSON: send one JSON object per message, {"type": "response.create", …}',
+    );
   }
   const { type, ...body } = object(parsed, 'message');
   if (type === 'response.processed') return { type };
-  if (type !== 'response.create') fail('type', `${JSON.stringify(type ?? null)} is not a client event here: send "response.create"`);
+  if (type !== 'response.create')
+    fail('type', `${JSON.stringify(type ?? null)} is not a client event here: send "response.create"`);
   if (optionalBoolean(body.background, 'background')) {
-    fail('background', 'background responses cannot run on a WebSocket: omit it here, or create it with POST /v1/responses');
+    fail(
+      'background',
+      'background responses cannot run on a WebSocket: omit it here, or create it with POST /v1/responses',
+    );
   }
   if (optionalBoolean(body.stream, 'stream') === false) fail('stream', 'a WebSocket turn always streams: omit stream');
   const generate = optionalBoolean(body.generate, 'generate') !== false;

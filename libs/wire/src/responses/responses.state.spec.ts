@@ -1,10 +1,23 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError } from '@cortex/contracts';
-import { decodeResponseResource, decodeResponsesItems, decodeResponsesState, decodeStoreCommand } from './responses.state.js';
+import {
+  decodeResponseResource,
+  decodeResponsesItems,
+  decodeResponsesState,
+  decodeStoreCommand,
+} from './responses.state.js';
 
 function rejects(read: () => unknown, param: string): void {
-  assert.throws(read, (error: Error) => error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param && error.message.startsWith(`${param}: `), param);
+  assert.throws(
+    read,
+    (error: Error) =>
+      error instanceof CortexError &&
+      error.code === 'invalid_request' &&
+      error.extra.param === param &&
+      error.message.startsWith(`${param}: `),
+    param,
+  );
 }
 
 const message = { type: 'message', id: 'in_1_0', role: 'user', content: [{ type: 'input_text', text: 'Hi.' }] };
@@ -41,7 +54,10 @@ describe('responses state', () => {
     const { responseId, createdAt, echo, store, input, chain } = state;
     const bare = { responseId, createdAt, echo, store, input, chain };
     assert.deepEqual(decodeResponsesState(bare), bare);
-    assert.deepEqual(decodeResponsesState({ ...bare, conversation: null, affinityKey: null, toolNamespaces: null, history: null }), bare);
+    assert.deepEqual(
+      decodeResponsesState({ ...bare, conversation: null, affinityKey: null, toolNamespaces: null, history: null }),
+      bare,
+    );
   });
 
   it('responses state - each bad field is named by its path', () => {
@@ -76,7 +92,10 @@ describe('responses state', () => {
     rejects(() => decodeResponseResource({ ...resource, created_at: null }), 'resource.created_at');
     rejects(() => decodeResponseResource({ ...resource, completed_at: 'now' }), 'resource.completed_at');
     rejects(() => decodeResponseResource({ ...resource, status: 'done' }), 'resource.status');
-    rejects(() => decodeResponseResource({ ...resource, incomplete_details: {} }), 'resource.incomplete_details.reason');
+    rejects(
+      () => decodeResponseResource({ ...resource, incomplete_details: {} }),
+      'resource.incomplete_details.reason',
+    );
     rejects(() => decodeResponseResource({ ...resource, output: [{}] }), 'resource.output[0].type');
     rejects(() => decodeResponseResource({ ...resource, error: { code: 'internal' } }), 'resource.error.message');
     rejects(() => decodeResponseResource({ ...resource, usage: 5 }), 'resource.usage');

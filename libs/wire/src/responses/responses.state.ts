@@ -86,7 +86,10 @@ export function decodeResponsesState(value: unknown, at = 'state'): ResponsesSta
     affinityKey: optionalString(state.affinityKey, `${at}.affinityKey`),
     sealReasoning: optionalBoolean(state.sealReasoning, `${at}.sealReasoning`),
     toolNamespaces: stringRecord(state.toolNamespaces, `${at}.toolNamespaces`),
-    history: state.history === undefined || state.history === null ? undefined : decodeResponsesItems(state.history, `${at}.history`),
+    history:
+      state.history === undefined || state.history === null
+        ? undefined
+        : decodeResponsesItems(state.history, `${at}.history`),
   });
 }
 
@@ -100,7 +103,8 @@ export function decodeResponseResource(value: unknown, at = 'resource'): Respons
   number(resource.created_at, `${at}.created_at`);
   if (resource.completed_at !== null) number(resource.completed_at, `${at}.completed_at`);
   oneOf(resource.status, `${at}.status`, STATUSES);
-  if (resource.incomplete_details !== null) string(object(resource.incomplete_details, `${at}.incomplete_details`).reason, `${at}.incomplete_details.reason`);
+  if (resource.incomplete_details !== null)
+    string(object(resource.incomplete_details, `${at}.incomplete_details`).reason, `${at}.incomplete_details.reason`);
   decodeResponsesItems(resource.output, `${at}.output`);
   if (resource.error !== null) {
     const error = object(resource.error, `${at}.error`);

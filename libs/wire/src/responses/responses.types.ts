@@ -109,7 +109,12 @@ export type ResponsesItem =
 
 /** Items a response produces (`ItemField`), each with its id and status. */
 export type ResponsesOutputItem =
-  | (ResponsesMessageItem & { id: string; status: ResponsesItemStatus; role: 'assistant'; content: ResponsesOutputTextPart[] })
+  | (ResponsesMessageItem & {
+      id: string;
+      status: ResponsesItemStatus;
+      role: 'assistant';
+      content: ResponsesOutputTextPart[];
+    })
   | (ResponsesFunctionCallItem & { id: string; status: ResponsesItemStatus })
   | (ResponsesReasoningItem & { id: string });
 
@@ -216,15 +221,31 @@ export type ResponsesReasoningDoneEventType = 'response.reasoning_text.done' | '
 
 /** The `data` of one SSE frame; `type` is also the frame's `event:` name. */
 export type ResponsesStreamEvent =
-  | ({ type: 'response.created' | 'response.in_progress' | 'response.completed' | 'response.incomplete' | 'response.failed'; response: ResponseResource } & Seq)
-  | ({ type: 'response.output_item.added' | 'response.output_item.done'; output_index: number; item: ResponsesOutputItem } & Seq)
-  | ({ type: 'response.content_part.added' | 'response.content_part.done'; part: ResponsesOutputTextPart | ResponsesReasoningTextPart } & ContentRef & Seq)
+  | ({
+      type:
+        'response.created' | 'response.in_progress' | 'response.completed' | 'response.incomplete' | 'response.failed';
+      response: ResponseResource;
+    } & Seq)
+  | ({
+      type: 'response.output_item.added' | 'response.output_item.done';
+      output_index: number;
+      item: ResponsesOutputItem;
+    } & Seq)
+  | ({
+      type: 'response.content_part.added' | 'response.content_part.done';
+      part: ResponsesOutputTextPart | ResponsesReasoningTextPart;
+    } & ContentRef &
+      Seq)
   | ({ type: 'response.output_text.delta'; delta: string; logprobs: unknown[] } & ContentRef & Seq)
   | ({ type: 'response.output_text.done'; text: string; logprobs: unknown[] } & ContentRef & Seq)
   | ({ type: ResponsesReasoningEventType; delta: string } & ContentRef & Seq)
   | ({ type: ResponsesReasoningDoneEventType; text: string } & ContentRef & Seq)
   // Reasoning summaries: the same names in the spec and at OpenAI.
-  | ({ type: 'response.reasoning_summary_part.added' | 'response.reasoning_summary_part.done'; part: ResponsesSummaryTextPart } & SummaryRef & Seq)
+  | ({
+      type: 'response.reasoning_summary_part.added' | 'response.reasoning_summary_part.done';
+      part: ResponsesSummaryTextPart;
+    } & SummaryRef &
+      Seq)
   | ({ type: 'response.reasoning_summary_text.delta'; delta: string } & SummaryRef & Seq)
   | ({ type: 'response.reasoning_summary_text.done'; text: string } & SummaryRef & Seq)
   | ({ type: 'response.function_call_arguments.delta'; item_id: string; output_index: number; delta: string } & Seq)

@@ -8,7 +8,11 @@ export type CannedReply = { status: number; json: unknown } | { sse: string };
  * For codec specs that let an official SDK judge the wire format: serves `reply` on 127.0.0.1, records
  * each request body, and runs `run` with a client made for the server's base URL.
  */
-export async function withReplyServer<C>(reply: CannedReply, client: (baseUrl: string) => C, run: (client: C, bodies: unknown[]) => Promise<void>): Promise<void> {
+export async function withReplyServer<C>(
+  reply: CannedReply,
+  client: (baseUrl: string) => C,
+  run: (client: C, bodies: unknown[]) => Promise<void>,
+): Promise<void> {
   const bodies: unknown[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];

@@ -89,7 +89,10 @@ export class ResponsesConnection {
     this.limit = setTimeout(() => this.expire(), deps.limitMs);
     const timeoutMs = deps.inference.config.gateway.requestTimeoutMs;
     // Checked four times per timeout (at most every PARTIAL_CHECK_MS): a stalled message goes within about 1.5 timeouts.
-    this.partial = timeoutMs > 0 ? setInterval(() => this.watchPartial(timeoutMs), Math.min(PARTIAL_CHECK_MS, Math.max(100, timeoutMs / 4))) : null;
+    this.partial =
+      timeoutMs > 0
+        ? setInterval(() => this.watchPartial(timeoutMs), Math.min(PARTIAL_CHECK_MS, Math.max(100, timeoutMs / 4)))
+        : null;
     this.partial?.unref();
     this.allowance = 2 * deps.inference.config.gateway.bodyLimitBytes;
   }
@@ -110,10 +113,13 @@ export class ResponsesConnection {
     if (this.allowance >= 0 || this.throttled) return;
     this.deps.refusals.count('ws_rate');
     this.socket.pause();
-    this.throttled = setTimeout(() => {
-      this.throttled = null;
-      if (!this.closed) this.socket.resume();
-    }, Math.ceil((-this.allowance / rate) * 1000));
+    this.throttled = setTimeout(
+      () => {
+        this.throttled = null;
+        if (!this.closed) this.socket.resume();
+      },
+      Math.ceil((-this.allowance / rate) * 1000),
+    );
   }
 
   /**
@@ -124,7 +130,8 @@ export class ResponsesConnection {
    * fragments of a message sent in pieces).
    */
   private watchPartial(timeoutMs: number): void {
-    const receiver = (this.socket as unknown as { _receiver?: { _bufferedBytes?: number; _fragments?: unknown[] } })._receiver;
+    const receiver = (this.socket as unknown as { _receiver?: { _bufferedBytes?: number; _fragments?: unknown[] } })
+      ._receiver;
     const partly = (receiver?._bufferedBytes ?? 0) > 0 || (receiver?._fragments?.length ?? 0) > 0;
     // While the gateway itself holds the socket (gateway.ws_bytes_per_second), its message is not the client's delay.
     if (!partly || this.throttled) {
@@ -135,7 +142,10 @@ export class ResponsesConnection {
     if (Date.now() - this.partialSince < timeoutMs) return;
     this.deps.refusals.count('ws_message_timeout');
     this.end('a message took too long to arrive');
-    this.socket.close(1008, `a message took over ${Math.round(timeoutMs / 1000)} s to arrive (gateway.request_timeout_ms)`);
+    this.socket.close(
+      1008,
+      `a message took over ${Math.round(timeoutMs / 1000)} s to arrive (gateway.request_timeout_ms)`,
+    );
     // A client that stalls its message does not answer the close either: its buffered bytes go now,
     // not after the 30 s the closing handshake may take.
     setTimeout(() => this.socket.terminate(), CLOSE_GRACE_MS).unref();
@@ -144,7 +154,13 @@ export class ResponsesConnection {
   private receive(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
     if (this.draining) {
-      this.sendError(new CortexError('service_unavailable', 'this gateway is shutting down: open a new connection and send this response.create again', { retryAfter: 1 }));
+      this.sendError(
+        new CortexError(
+          'service_unavailable',
+          'this gateway is shutting down: open a new connection and send this response.create again',
+          { retryAfter: 1 },
+        ),
+      );
       return;
     }
     // One turn in flight and MAX_QUEUED waiting (counted on arrival, however the messages were batched),
@@ -153,8 +169,16 @@ export class ResponsesConnection {
     this.meter(size);
     const maxBytes = 2 * this.deps.inference.config.gateway.bodyLimitBytes;
     if (this.pending > MAX_QUEUED || (this.pending > 0 && this.pendingBytes + size > maxBytes)) {
-      const held = this.pending > MAX_QUEUED ? `${MAX_QUEUED} response.create messages are already waiting` : `the messages waiting would hold ${kib(this.pendingBytes + size)}, over ${kib(maxBytes)} (twice gateway.body_limit_bytes)`;
-      this.sendError(new CortexError('busy', `${held} on this connection: wait for their responses, or open another connection for parallel runs`));
+      const held =
+        this.pending > MAX_QUEUED
+          ? `${MAX_QUEUED} response.create messages are already waiting`
+          : `the messages waiting would hold ${kib(this.pendingBytes + size)}, over ${kib(maxBytes)} (twice gateway.body_limit_bytes)`;
+      this.sendError(
+        new CortexError(
+          'busy',
+          `${held} on this connection: wait for their responses, or open another connection for parallel runs`,
+        ),
+      );
       return;
     }
     // The key's bodies and messages on every connection together (gateway.max_upload_bytes_per_key).
@@ -163,7 +187,13 @@ export class ResponsesConnection {
     if (!this.deps.held.fits(client, size, cap)) {
       this.deps.refusals.count('upload_bytes');
       const held = this.deps.held.of(client);
-      this.sendError(new CortexError('rate_limit_exceeded', `the bodies being sent and WebSocket messages waiting with this key would hold ${held + size} bytes, over gateway.max_upload_bytes_per_key (${cap}): wait for their responses, or send fewer at once`, { retryAfter: 1 }));
+      this.sendError(
+        new CortexError(
+          'rate_limit_exceeded',
+          `the bodies being sent and WebSocket messages waiting with this key would hold ${held + size} bytes, over gateway.max_upload_bytes_per_key (${cap}): wait for their responses, or send fewer at once`,
+          { retryAfter: 1 },
+        ),
+      );
       return;
     }
     const text = isBinary ? null : data.toString();
@@ -180,11 +210,19 @@ export class ResponsesConnection {
       .then(async () => {
         started();
         if (this.closed) return;
-        if (text === null) this.sendError(new CortexError('invalid_request', 'binary messages are not accepted: send response.create as a JSON text message'));
+        if (text === null)
+          this.sendError(
+            new CortexError(
+              'invalid_request',
+              'binary messages are not accepted: send response.create as a JSON text message',
+            ),
+          );
         else await this.turn(text);
       })
       // A turn answers its own failures; this keeps one unexpected throw from stalling the turns behind it.
-      .catch((error: Error) => this.deps.inference.logger.error(`${this.context.requestId}: a WebSocket turn failed: ${error.message}`))
+      .catch((error: Error) =>
+        this.deps.inference.logger.error(`${this.context.requestId}: a WebSocket turn failed: ${error.message}`),
+      )
       .finally(() => {
         this.pending--;
         this.pendingBytes -= size;
@@ -221,9 +259,15 @@ export class ResponsesConnection {
       const { body, generate } = message;
       // The HTTP routes refuse these before any handler (installBodyDepth); a socket message is checked here.
       const deep = tooDeep(body);
-      if (deep !== null) throw new CortexError('invalid_request', `${deep || 'the message'}: nests deeper than ${MAX_BODY_DEPTH} levels`, { param: deep || 'input' });
+      if (deep !== null)
+        throw new CortexError(
+          'invalid_request',
+          `${deep || 'the message'}: nests deeper than ${MAX_BODY_DEPTH} levels`,
+          { param: deep || 'input' },
+        );
       // Each turn is admitted like a POST /v1/responses: the same key, model and limit checks.
-      if (this.context.gate) admitted = await this.context.gate.admit(requestId, meter, body, Buffer.byteLength(text), generate);
+      if (this.context.gate)
+        admitted = await this.context.gate.admit(requestId, meter, body, Buffer.byteLength(text), generate);
       previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
       const turn: SocketTurn = this.latest && this.latest.id === previous ? { previous: this.latest } : {};
       // A warm-up asks no router early: it places nothing.
@@ -277,7 +321,13 @@ export class ResponsesConnection {
    */
   private async warmUp(stream: DialectStream, sink: SocketSink): Promise<ResponseResource | undefined> {
     // A finish with nothing before it renders response.created, response.in_progress and response.completed.
-    const frames = stream.frames({ seq: 0, type: 'finish', reason: 'stop', usage: NO_USAGE, timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 } });
+    const frames = stream.frames({
+      seq: 0,
+      type: 'finish',
+      reason: 'stop',
+      usage: NO_USAGE,
+      timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: 0, queueMs: 0 },
+    });
     // Stored first when the body asked to store it, as every response is before the client sees it end.
     await stream.settle?.();
     for (const frame of frames) sink.data(frame.data);

@@ -44,7 +44,14 @@ export class ResponsesSocket {
     refusals: RefusalCounter,
     held: HeldBytes,
   ) {
-    this.deps = { inference, responder, adapter: responsesAdapterFor(bus, config), limitMs: config.responses.websocketConnectionLimitMs, refusals, held };
+    this.deps = {
+      inference,
+      responder,
+      adapter: responsesAdapterFor(bus, config),
+      limitMs: config.responses.websocketConnectionLimitMs,
+      refusals,
+      held,
+    };
   }
 
   install(fastify: FastifyInstance): void {
@@ -62,7 +69,10 @@ export class ResponsesSocket {
           url,
           // A plain GET (no upgrade) is told what this URL is for.
           handler: (request, reply) => {
-            const error = new CortexError('not_found', `GET ${url} is the Responses WebSocket: connect with "Upgrade: websocket", or create a response with POST ${url}`);
+            const error = new CortexError(
+              'not_found',
+              `GET ${url} is the Responses WebSocket: connect with "Upgrade: websocket", or create a response with POST ${url}`,
+            );
             sendError(reply, request.url, error, requestIdOf(request));
           },
           // Before the upgrade: a client holding its share of sockets is answered 429 (a socket may hold a
@@ -72,7 +82,11 @@ export class ResponsesSocket {
             const open = this.perClient.of(clientOf(request));
             if (cap <= 0 || open < cap || !request.headers.upgrade) return done();
             this.deps.refusals.count('too_many_websockets');
-            const error = new CortexError('rate_limit_exceeded', `this key holds ${open} Responses WebSockets on this gateway already (gateway.max_websockets_per_key is ${cap}): send more turns on an open one, or close one first`, { retryAfter: 1 });
+            const error = new CortexError(
+              'rate_limit_exceeded',
+              `this key holds ${open} Responses WebSockets on this gateway already (gateway.max_websockets_per_key is ${cap}): send more turns on an open one, or close one first`,
+              { retryAfter: 1 },
+            );
             sendError(reply, request.url, error, requestIdOf(request));
           },
           wsHandler: (socket, request) => {
@@ -86,7 +100,16 @@ export class ResponsesSocket {
               requestId: requestIdOf(request),
               headers: request.headers,
               session: sessionFromHeaders(request.headers, this.config.gateway.sessionHeaders),
-              gate: secret === undefined ? null : new TurnAdmission(hashSecret(secret), this.directory, this.admission, this.priorities, request.headers[PRIORITY_HEADER]),
+              gate:
+                secret === undefined
+                  ? null
+                  : new TurnAdmission(
+                      hashSecret(secret),
+                      this.directory,
+                      this.admission,
+                      this.priorities,
+                      request.headers[PRIORITY_HEADER],
+                    ),
             };
             const connection = new ResponsesConnection(socket, context, this.deps);
             this.connections.add(connection);

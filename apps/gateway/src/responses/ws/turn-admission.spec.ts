@@ -22,23 +22,45 @@ const KEY: KeyRecord = {
 };
 
 /** A directory that answers `identity` for the hash `sha`, and an admission that answers `result`, recording what it was asked. */
-function gate(identity: Identification, result: KeyAdmissionResult = { kind: 'admit', requests: null, tokens: null, done: () => undefined }, header?: string) {
+function gate(
+  identity: Identification,
+  result: KeyAdmissionResult = { kind: 'admit', requests: null, tokens: null, done: () => undefined },
+  header?: string,
+) {
   const asked: AdmissionAsk[] = [];
-  const directory = { identifyHash: (sha256: string) => (sha256 === 'sha' ? identity : { kind: 'unknown' }) } as unknown as KeyDirectory;
-  const admission = { admit: (ask: AdmissionAsk) => Promise.resolve(asked.push(ask) && result) } as unknown as KeyAdmission;
+  const directory = {
+    identifyHash: (sha256: string) => (sha256 === 'sha' ? identity : { kind: 'unknown' }),
+  } as unknown as KeyDirectory;
+  const admission = {
+    admit: (ask: AdmissionAsk) => Promise.resolve(asked.push(ask) && result),
+  } as unknown as KeyAdmission;
   const priorities = new PriorityBook();
   return { turns: new TurnAdmission('sha', directory, admission, priorities, header), asked, priorities };
 }
 
-const refusedWith = (code: string, message: RegExp) => (error: unknown) => error instanceof CortexError && error.code === code && message.test(error.message);
+const refusedWith = (code: string, message: RegExp) => (error: unknown) =>
+  error instanceof CortexError && error.code === code && message.test(error.message);
 
 describe('websocket turn admission', () => {
   it('turn admission - a turn of a usable key is asked of the key admission as a POST /v1/responses, and its done is returned', async () => {
     let ended = 0;
-    const { turns, asked } = gate({ kind: 'key', principal: { key: KEY } }, { kind: 'admit', requests: null, tokens: null, done: () => void ended++ });
+    const { turns, asked } = gate(
+      { kind: 'key', principal: { key: KEY } },
+      { kind: 'admit', requests: null, tokens: null, done: () => void ended++ },
+    );
     const meter = new RequestMeter();
     const done = await turns.admit('req.1', meter, { model: 'cortex-chat', input: 'hi' }, 42, true);
-    assert.deepEqual(asked, [{ key: KEY, requestId: 'req.1', meter, path: '/v1/responses', body: { model: 'cortex-chat', input: 'hi' }, bytes: 42, background: false }]);
+    assert.deepEqual(asked, [
+      {
+        key: KEY,
+        requestId: 'req.1',
+        meter,
+        path: '/v1/responses',
+        body: { model: 'cortex-chat', input: 'hi' },
+        bytes: 42,
+        background: false,
+      },
+    ]);
     done();
     assert.equal(ended, 1);
   });
@@ -52,7 +74,11 @@ describe('websocket turn admission', () => {
     identity.principal = { key: { ...KEY, tier: 8, account: 'team-b' } };
     await turns.admit('conn.2', new RequestMeter(), { model: 'cortex-chat' }, 10, true);
     assert.deepEqual(priorities.of('conn.2'), { tier: 8, account: 'team-b', keyId: 'key_1' });
-    assert.deepEqual(priorities.of('conn.1'), { tier: 5, account: 'team-a', keyId: 'key_1' }, "an earlier turn keeps the tier it ran at");
+    assert.deepEqual(
+      priorities.of('conn.1'),
+      { tier: 5, account: 'team-a', keyId: 'key_1' },
+      'an earlier turn keeps the tier it ran at',
+    );
 
     const lowered = gate({ kind: 'key', principal: { key: KEY } }, undefined, '2');
     await lowered.turns.admit('conn.1', new RequestMeter(), { model: 'cortex-chat' }, 10, true);
@@ -64,22 +90,39 @@ describe('websocket turn admission', () => {
 
   it("turn admission - a refusal of the key's limits is thrown as it came", async () => {
     const error = new CortexError('rate_limit_exceeded', 'rate limit reached (requests per minute)');
-    const { turns } = gate({ kind: 'key', principal: { key: KEY } }, { kind: 'refuse', requests: null, tokens: null, error, retryAfterMs: 1_000 });
-    await assert.rejects(turns.admit('req.3', new RequestMeter(), { model: 'cortex-chat' }, 10, true), (thrown) => thrown === error);
+    const { turns } = gate(
+      { kind: 'key', principal: { key: KEY } },
+      { kind: 'refuse', requests: null, tokens: null, error, retryAfterMs: 1_000 },
+    );
+    await assert.rejects(
+      turns.admit('req.3', new RequestMeter(), { model: 'cortex-chat' }, 10, true),
+      (thrown) => thrown === error,
+    );
   });
 
   it('turn admission - a key revoked, expired or gone since the upgrade is refused before any limit is counted', async () => {
     const revoked = new CortexError('key_revoked', 'the API key key_1 ("ci") was revoked at 2026-11-25T00:00:00Z');
     const first = gate({ kind: 'refused', error: revoked });
-    await assert.rejects(first.turns.admit('req.1', new RequestMeter(), { model: 'cortex-chat' }, 10, true), (thrown) => thrown === revoked);
+    await assert.rejects(
+      first.turns.admit('req.1', new RequestMeter(), { model: 'cortex-chat' }, 10, true),
+      (thrown) => thrown === revoked,
+    );
     const gone = gate({ kind: 'unknown' });
-    await assert.rejects(gone.turns.admit('req.1', new RequestMeter(), { model: 'cortex-chat' }, 10, true), refusedWith('unauthorized', /no longer valid: open a new connection/));
+    await assert.rejects(
+      gone.turns.admit('req.1', new RequestMeter(), { model: 'cortex-chat' }, 10, true),
+      refusedWith('unauthorized', /no longer valid: open a new connection/),
+    );
     assert.deepEqual([...first.asked, ...gone.asked], []);
   });
 
   it('turn admission - a model the key may not use is a 403 naming the field, counted nowhere', async () => {
     const { turns, asked } = gate({ kind: 'key', principal: { key: KEY } });
-    await assert.rejects(turns.admit('req.1', new RequestMeter(), { model: 'cortex-loop' }, 10, true), (error: unknown) => refusedWith('permission_denied', /may not use the model 'cortex-loop'; it may use: cortex-chat/)(error) && (error as CortexError).extra.param === 'model');
+    await assert.rejects(
+      turns.admit('req.1', new RequestMeter(), { model: 'cortex-loop' }, 10, true),
+      (error: unknown) =>
+        refusedWith('permission_denied', /may not use the model 'cortex-loop'; it may use: cortex-chat/)(error) &&
+        (error as CortexError).extra.param === 'model',
+    );
     assert.deepEqual(asked, []);
   });
 
@@ -87,6 +130,9 @@ describe('websocket turn admission', () => {
     const { turns, asked } = gate({ kind: 'key', principal: { key: KEY } });
     (await turns.admit('req.1', new RequestMeter(), { model: 'cortex-chat' }, 10, false))();
     assert.deepEqual(asked, []);
-    await assert.rejects(turns.admit('req.2', new RequestMeter(), { model: 'cortex-loop' }, 10, false), refusedWith('permission_denied', /cortex-loop/));
+    await assert.rejects(
+      turns.admit('req.2', new RequestMeter(), { model: 'cortex-loop' }, 10, false),
+      refusedWith('permission_denied', /cortex-loop/),
+    );
   });
 });

@@ -34,11 +34,21 @@ export class TurnAdmission {
    * returned `done` must be called once when the turn ends: it releases the turn's lease and settles
    * its reservation with the usage it reported.
    */
-  async admit(requestId: string, meter: RequestMeter, body: Record<string, unknown>, bytes: number, generate: boolean): Promise<() => void> {
+  async admit(
+    requestId: string,
+    meter: RequestMeter,
+    body: Record<string, unknown>,
+    bytes: number,
+    generate: boolean,
+  ): Promise<() => void> {
     const identity = this.directory.identifyHash(this.sha256);
     if (identity.kind === 'refused') throw identity.error;
     // Not among the stored keys any more (deleted from the bucket): the same as revoked for this socket.
-    if (identity.kind === 'unknown') throw new CortexError('unauthorized', 'the API key this WebSocket was opened with is no longer valid: open a new connection with a valid key');
+    if (identity.kind === 'unknown')
+      throw new CortexError(
+        'unauthorized',
+        'the API key this WebSocket was opened with is no longer valid: open a new connection with a valid key',
+      );
     const { key } = identity.principal;
     const refusal = modelRefusal(key, body.model);
     if (refusal) throw refusal;

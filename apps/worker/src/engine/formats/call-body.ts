@@ -67,7 +67,11 @@ class JsonCall implements CallParser {
   ) {
     const keys = (list: readonly string[]): string => list.map(escapeRegExp).join('|');
     this.prefix =
-      body.list || body.nameAsKey ? null : new RegExp(`^\\s*\\{\\s*(?:"type"\\s*:\\s*"function"\\s*,\\s*)?"(?:${keys(body.nameKeys)})"\\s*:\\s*"((?:[^"\\\\]|\\\\.)*)"\\s*,\\s*"(?:${keys(body.argKeys)})"\\s*:\\s*`);
+      body.list || body.nameAsKey
+        ? null
+        : new RegExp(
+            `^\\s*\\{\\s*(?:"type"\\s*:\\s*"function"\\s*,\\s*)?"(?:${keys(body.nameKeys)})"\\s*:\\s*"((?:[^"\\\\]|\\\\.)*)"\\s*,\\s*"(?:${keys(body.argKeys)})"\\s*:\\s*`,
+          );
   }
 
   push(text: string): number {
@@ -133,7 +137,10 @@ function closingTail(text: string): string {
 }
 
 /** The calls a JSON call body holds, or null when it is not one. */
-function parseJsonCalls(text: string, body: Extract<CallBody, { kind: 'json' }>): Array<{ name: string; arguments: string; id?: string }> | null {
+function parseJsonCalls(
+  text: string,
+  body: Extract<CallBody, { kind: 'json' }>,
+): Array<{ name: string; arguments: string; id?: string }> | null {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -154,7 +161,11 @@ function parseJsonCalls(text: string, body: Extract<CallBody, { kind: 'json' }>)
     if (typeof name !== 'string') return null;
     const args = body.argKeys.map((key) => record[key]).find((value) => value !== undefined) ?? {};
     const id = body.idKey !== undefined ? record[body.idKey] : undefined;
-    calls.push({ name, arguments: argumentText(args), ...((typeof id === 'string' || typeof id === 'number') && { id: String(id) }) });
+    calls.push({
+      name,
+      arguments: argumentText(args),
+      ...((typeof id === 'string' || typeof id === 'number') && { id: String(id) }),
+    });
   }
   return calls;
 }
@@ -204,7 +215,8 @@ class NamedCall implements CallParser {
         this.phase = 'name';
         continue;
       }
-      const ends = this.phase === 'name' && this.body.idMarker ? [...this.body.nameEnd, this.body.idMarker] : this.body.nameEnd;
+      const ends =
+        this.phase === 'name' && this.body.idMarker ? [...this.body.nameEnd, this.body.idMarker] : this.body.nameEnd;
       const found = scan(this.buffer, ends);
       if (found.at === -1) return fed;
       const part = this.buffer.slice(0, found.at).trim();
@@ -357,7 +369,7 @@ function unfence(text: string): string {
  */
 function dictJson(text: string, quote: string): string {
   let out = '';
-  for (let at = 0; at < text.length; ) {
+  for (let at = 0; at < text.length;) {
     if (text.startsWith(quote, at)) {
       const end = text.indexOf(quote, at + quote.length);
       if (end === -1) return text;
@@ -505,7 +517,9 @@ class TaggedArgs implements ArgsParser {
       this.sink.args('"');
       return;
     }
-    this.sink.args(JSON.stringify(convertValue(this.value, this.sink.typesOf(this.key), this.syntax.trimNewline ?? false)));
+    this.sink.args(
+      JSON.stringify(convertValue(this.value, this.sink.typesOf(this.key), this.syntax.trimNewline ?? false)),
+    );
   }
 }
 
@@ -632,12 +646,21 @@ function pythonValue(source: string, at: number): { value: unknown; end: number 
     return null;
   }
   const word = /^(True|False|None|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)/.exec(source.slice(at))?.[0];
-  if (word) return { value: word === 'True' ? true : word === 'False' ? false : word === 'None' ? null : Number(word), end: at + word.length };
+  if (word)
+    return {
+      value: word === 'True' ? true : word === 'False' ? false : word === 'None' ? null : Number(word),
+      end: at + word.length,
+    };
   if (quote === '[' || quote === '{') {
     const depth = new JsonDepth();
     const closed = depth.push(source.slice(at));
     if (closed === -1) return null;
-    const literal = source.slice(at, at + closed).replace(/\bTrue\b/g, 'true').replace(/\bFalse\b/g, 'false').replace(/\bNone\b/g, 'null').replace(/'/g, '"');
+    const literal = source
+      .slice(at, at + closed)
+      .replace(/\bTrue\b/g, 'true')
+      .replace(/\bFalse\b/g, 'false')
+      .replace(/\bNone\b/g, 'null')
+      .replace(/'/g, '"');
     try {
       return { value: JSON.parse(literal) as unknown, end: at + closed };
     } catch {
@@ -646,4 +669,3 @@ function pythonValue(source: string, at: number): { value: unknown; end: number 
   }
   return null;
 }
-

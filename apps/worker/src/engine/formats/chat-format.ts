@@ -119,6 +119,7 @@ export const RAW_FORMAT: ChatFormat = { id: 'raw' };
 
 /** How a format marks its reasoning, for a client that wants it inline: its own markers (Harmony's analysis message). */
 export function inlineReasoningMarkers(format: ChatFormat): [string, string] | null {
-  if (format.harmony) return [`${format.harmony.channel}analysis${format.harmony.message}`, format.harmony.ends[0] ?? ''];
+  if (format.harmony)
+    return [`${format.harmony.channel}analysis${format.harmony.message}`, format.harmony.ends[0] ?? ''];
   return format.reasoning ? [format.reasoning.open, format.reasoning.close] : null;
 }

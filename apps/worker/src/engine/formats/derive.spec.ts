@@ -14,7 +14,12 @@ function render(file: string): Parameters<typeof deriveFormat>[0] {
     const run = (objects: boolean): string =>
       template.render({
         messages: templateMessages(messages, objects, false),
-        ...(tools && { tools: tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } })) }),
+        ...(tools && {
+          tools: tools.map((tool) => ({
+            type: 'function',
+            function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+          })),
+        }),
         add_generation_prompt: false,
         bos_token: '',
         eos_token: '',
@@ -33,10 +38,22 @@ const TOOLS = new Map([['get_weather', { type: 'object', properties: { city: { t
  */
 describe('derived formats', () => {
   const cases: ReadonlyArray<[file: string, output: string, reasoning: boolean]> = [
-    ['Qwen-Qwen3-0.6B.jinja', '<think>\nLet me see.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>', true],
+    [
+      'Qwen-Qwen3-0.6B.jinja',
+      '<think>\nLet me see.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+      true,
+    ],
     ['unsloth-mistral-Devstral-Small-2507.jinja', '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', false],
-    ['deepseek-ai-DeepSeek-V3.1.jinja', '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>', false],
-    ['llama-cpp-lfm2.jinja', '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|tool_call_end|>', false],
+    [
+      'deepseek-ai-DeepSeek-V3.1.jinja',
+      '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+      false,
+    ],
+    [
+      'llama-cpp-lfm2.jinja',
+      '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|tool_call_end|>',
+      false,
+    ],
   ];
   for (const [file, output, reasoning] of cases) {
     it(`derived formats - ${file}: the calls (and reasoning) its model writes are read from what the template alone says`, () => {
@@ -63,15 +80,29 @@ describe('derived formats', () => {
     ].join('');
     assert.equal(fingerprint(source), undefined, 'no fingerprint knows it');
     const template = new Template(source);
-    const format = deriveFormat((messages) => template.render({ messages: templateMessages(messages, true, false) })) ?? assert.fail('nothing derived');
+    const format =
+      deriveFormat((messages) => template.render({ messages: templateMessages(messages, true, false) })) ??
+      assert.fail('nothing derived');
     assert.deepEqual(format.reasoning, { open: '<reflect>', close: '</reflect>' });
-    const { output } = parseOutput(format, [...'<reflect>Think.</reflect>Sure.<call>{"function": "get_weather", "args": {"city": "Paris"}}</call>'], { tools: TOOLS });
-    assert.deepEqual(output, { content: 'Sure.', reasoning: 'Think.', toolCalls: [{ name: 'get_weather', id: 'call_0', arguments: '{"city": "Paris"}' }] });
+    const { output } = parseOutput(
+      format,
+      [...'<reflect>Think.</reflect>Sure.<call>{"function": "get_weather", "args": {"city": "Paris"}}</call>'],
+      { tools: TOOLS },
+    );
+    assert.deepEqual(output, {
+      content: 'Sure.',
+      reasoning: 'Think.',
+      toolCalls: [{ name: 'get_weather', id: 'call_0', arguments: '{"city": "Paris"}' }],
+    });
   });
 
   it('derived formats - a template that teaches neither reasoning nor calls gives nothing (plain)', () => {
-    const chatml = "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}";
+    const chatml =
+      "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}";
     const template = new Template(chatml);
-    assert.equal(deriveFormat((messages) => template.render({ messages: templateMessages(messages, true, false) })), null);
+    assert.equal(
+      deriveFormat((messages) => template.render({ messages: templateMessages(messages, true, false) })),
+      null,
+    );
   });
 });

@@ -9,7 +9,11 @@ const USER = 'probe user message';
 const TEXT = 'PROBE_ANSWER';
 const REASONING = 'PROBE_REASONING';
 const NAME = 'probe_function';
-const TOOL: ToolDefinition = { name: NAME, description: 'probe', parameters: { type: 'object', properties: { probe_key: { type: 'string' } } } };
+const TOOL: ToolDefinition = {
+  name: NAME,
+  description: 'probe',
+  parameters: { type: 'object', properties: { probe_key: { type: 'string' } } },
+};
 const CALL = { id: 'a1b2c3d4e', name: NAME, arguments: '{"probe_key":"probe_value"}' };
 
 /**
@@ -60,7 +64,9 @@ function reasoningMarkers(rendered: string | null): { open: string; close: strin
 /** The call's syntax, from the text the template writes for one call in place of an answer. */
 function callSyntax(rendered: string | null, head: string, tail: string): ToolSyntax | null {
   if (rendered === null || !rendered.includes(NAME)) return null;
-  let call = rendered.startsWith(head) ? rendered.slice(head.length) : rendered.slice(Math.max(0, rendered.indexOf(NAME) - 64));
+  let call = rendered.startsWith(head)
+    ? rendered.slice(head.length)
+    : rendered.slice(Math.max(0, rendered.indexOf(NAME) - 64));
   const turnEnd = tail.trim();
   if (turnEnd && call.includes(turnEnd)) call = call.slice(0, call.lastIndexOf(turnEnd));
   const name = call.indexOf(NAME);
@@ -77,14 +83,22 @@ function callSyntax(rendered: string | null, head: string, tail: string): ToolSy
     const open = call.slice(0, holder.start - (list ? 1 : 0)).trim();
     const close = call.slice(holder.end + (list ? 1 : 0)).trim();
     if (!open) return null;
-    return { callOpen: open, ...(close && { callClose: close }), body: { kind: 'json', nameKeys: [nameKey], argKeys: [argKey], ...(list && { list: true }) } };
+    return {
+      callOpen: open,
+      ...(close && { callClose: close }),
+      body: { kind: 'json', nameKeys: [nameKey], argKeys: [argKey], ...(list && { list: true }) },
+    };
   }
   // The name as text, then a separator, then the arguments: `[TOOL_CALLS]NAME[ARGS]{…}`.
   const open = call.slice(0, name).trim();
   const separator = call.slice(name + NAME.length, args.start).trim();
   const close = call.slice(args.end).trim();
   if (!open || !separator) return null;
-  return { callOpen: open, ...(close && { callClose: close }), body: { kind: 'named', nameEnd: [separator], args: { kind: 'json' } } };
+  return {
+    callOpen: open,
+    ...(close && { callClose: close }),
+    body: { kind: 'named', nameEnd: [separator], args: { kind: 'json' } },
+  };
 }
 
 /** Where the JSON object of the probe's arguments is, at or after `from`. */
@@ -103,8 +117,16 @@ function argumentsObject(text: string, from: number): { start: number; end: numb
 }
 
 /** The JSON object that holds both the name (at `name`) and the arguments, if there is one. */
-function enclosingObject(text: string, name: number, args: { start: number; end: number }): { start: number; end: number } | null {
-  for (let start = text.lastIndexOf('{', Math.min(name, args.start)); start !== -1; start = text.lastIndexOf('{', start - 1)) {
+function enclosingObject(
+  text: string,
+  name: number,
+  args: { start: number; end: number },
+): { start: number; end: number } | null {
+  for (
+    let start = text.lastIndexOf('{', Math.min(name, args.start));
+    start !== -1;
+    start = text.lastIndexOf('{', start - 1)
+  ) {
     const end = balanced(text, start);
     if (end >= args.end && end > name) {
       try {

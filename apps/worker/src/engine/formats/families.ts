@@ -3,14 +3,24 @@ import type { ArgSyntax, ChatFormat, ToolSyntax } from './chat-format.js';
 const THINK = { open: '<think>', close: '</think>' } as const;
 
 /** `{"name": …, "arguments": …}`-style JSON inside markers. */
-const jsonCall = (open: string, close: string | undefined, extra: Partial<Extract<ToolSyntax['body'], { kind: 'json' }>> = {}): ToolSyntax => ({
+const jsonCall = (
+  open: string,
+  close: string | undefined,
+  extra: Partial<Extract<ToolSyntax['body'], { kind: 'json' }>> = {},
+): ToolSyntax => ({
   callOpen: open,
   ...(close !== undefined && { callClose: close }),
   body: { kind: 'json', nameKeys: ['name'], argKeys: ['arguments', 'parameters'], ...extra },
 });
 
 /** Qwen3-Coder's and Seed-OSS's `<parameter=KEY>\nVALUE\n</parameter>`. */
-const XML_PARAMETERS: ArgSyntax = { kind: 'tagged', keyOpen: '<parameter=', keyClose: '>', valueClose: '</parameter>', trimNewline: true };
+const XML_PARAMETERS: ArgSyntax = {
+  kind: 'tagged',
+  keyOpen: '<parameter=',
+  keyClose: '>',
+  valueClose: '</parameter>',
+  trimNewline: true,
+};
 
 /**
  * The formats cortex knows, each as the family's real models write it (llama.cpp's `common/chat*` and
@@ -37,7 +47,13 @@ export const FORMATS = {
     tools: {
       callOpen: '<seed:tool_call>',
       callClose: '</seed:tool_call>',
-      body: { kind: 'named', namePrefix: '<function=', nameEnd: ['>'], args: { ...XML_PARAMETERS, trimNewline: false }, argsClose: '</function>' },
+      body: {
+        kind: 'named',
+        namePrefix: '<function=',
+        nameEnd: ['>'],
+        args: { ...XML_PARAMETERS, trimNewline: false },
+        argsClose: '</function>',
+      },
     },
   },
   /** GLM-4.5 / 4.6 / 4.7: `<tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n</tool_call>`. */
@@ -50,7 +66,13 @@ export const FORMATS = {
       body: {
         kind: 'named',
         nameEnd: ['\n', '<arg_key>'],
-        args: { kind: 'tagged', keyOpen: '<arg_key>', keyClose: '</arg_key>', valueOpen: '<arg_value>', valueClose: '</arg_value>' },
+        args: {
+          kind: 'tagged',
+          keyOpen: '<arg_key>',
+          keyClose: '</arg_key>',
+          valueOpen: '<arg_value>',
+          valueClose: '</arg_value>',
+        },
       },
     },
   },
@@ -66,7 +88,13 @@ export const FORMATS = {
       body: {
         kind: 'named',
         nameEnd: ['">'],
-        args: { kind: 'tagged', keyOpen: '<parameter name="', keyClose: '">', valueClose: '</parameter>', trimNewline: true },
+        args: {
+          kind: 'tagged',
+          keyOpen: '<parameter name="',
+          keyClose: '">',
+          valueClose: '</parameter>',
+          trimNewline: true,
+        },
       },
     },
   },
@@ -75,7 +103,10 @@ export const FORMATS = {
     id: 'mistral',
     reasoning: { open: '[THINK]', close: '[/THINK]' },
     forcedCall: '[TOOL_CALLS]{name}[ARGS]',
-    tools: { callOpen: '[TOOL_CALLS]', body: { kind: 'named', nameEnd: ['[ARGS]'], idMarker: '[CALL_ID]', args: { kind: 'json' } } },
+    tools: {
+      callOpen: '[TOOL_CALLS]',
+      body: { kind: 'named', nameEnd: ['[ARGS]'], idMarker: '[CALL_ID]', args: { kind: 'json' } },
+    },
   },
   /** Mistral Nemo and older: `[TOOL_CALLS][{"name", "arguments", "id"}, …]`. */
   'mistral-nemo': { id: 'mistral-nemo', tools: jsonCall('[TOOL_CALLS]', undefined, { list: true, idKey: 'id' }) },
@@ -90,7 +121,12 @@ export const FORMATS = {
       sectionClose: '<｜tool▁calls▁end｜>',
       callOpen: '<｜tool▁call▁begin｜>',
       callClose: '<｜tool▁call▁end｜>',
-      body: { kind: 'named', namePrefix: 'function<｜tool▁sep｜>', nameEnd: ['\n'], args: { kind: 'json', fence: true } },
+      body: {
+        kind: 'named',
+        namePrefix: 'function<｜tool▁sep｜>',
+        nameEnd: ['\n'],
+        args: { kind: 'json', fence: true },
+      },
     },
   },
   /** DeepSeek V3.1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`. */
@@ -117,7 +153,12 @@ export const FORMATS = {
       callOpen: '<|tool_call_begin|>',
       callClose: '<|tool_call_end|>',
       endsReasoning: true,
-      body: { kind: 'named', nameEnd: ['<|tool_call_argument_begin|>'], nameId: /^(?:functions\.)?(.+?)(?::\d+)?$/, args: { kind: 'json' } },
+      body: {
+        kind: 'named',
+        nameEnd: ['<|tool_call_argument_begin|>'],
+        nameId: /^(?:functions\.)?(.+?)(?::\d+)?$/,
+        args: { kind: 'json' },
+      },
     },
   },
   /** gpt-oss: Harmony channels. */
@@ -153,10 +194,18 @@ export const FORMATS = {
   apertus: {
     id: 'apertus',
     reasoning: { open: '<|inner_prefix|>', close: '<|inner_suffix|>' },
-    tools: { callOpen: '<|tools_prefix|>', callClose: '<|tools_suffix|>', body: { kind: 'json', nameKeys: [], argKeys: [], list: true, nameAsKey: true } },
+    tools: {
+      callOpen: '<|tools_prefix|>',
+      callClose: '<|tools_suffix|>',
+      body: { kind: 'json', nameKeys: [], argKeys: [], list: true, nameAsKey: true },
+    },
   },
   /** LFM2: `<|tool_call_start|>[name(key="value")]<|tool_call_end|>`. */
-  lfm2: { id: 'lfm2', reasoning: THINK, tools: { callOpen: '<|tool_call_start|>', callClose: '<|tool_call_end|>', body: { kind: 'pythonic' } } },
+  lfm2: {
+    id: 'lfm2',
+    reasoning: THINK,
+    tools: { callOpen: '<|tool_call_start|>', callClose: '<|tool_call_end|>', body: { kind: 'pythonic' } },
+  },
   /** Gemma 4: `<|channel>thought…<channel|>` reasoning, `<|tool_call>call:NAME{key:<|"|>text<|"|>}<tool_call|>` calls. */
   gemma4: {
     id: 'gemma4',
@@ -206,7 +255,6 @@ export function fingerprint(template: string): ChatFormat | undefined {
   const rule = FINGERPRINTS.find((candidate) => candidate.all.every((text) => template.includes(text)));
   return rule && FORMATS[rule.format];
 }
-
 
 /** A format by name (the catalogue's `format:` override), or undefined. */
 export function formatById(id: string): ChatFormat | undefined {

@@ -20,8 +20,16 @@ import { TemplatePrompt } from './template-prompt.js';
  */
 
 const TOOLS: Record<string, ToolDefinition> = {
-  get_weather: { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
-  get_time: { name: 'get_time', description: 'The time in a time zone', parameters: { type: 'object', properties: { tz: { type: 'string' } }, required: ['tz'] } },
+  get_weather: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+  get_time: {
+    name: 'get_time',
+    description: 'The time in a time zone',
+    parameters: { type: 'object', properties: { tz: { type: 'string' } }, required: ['tz'] },
+  },
 };
 
 type Situation = 'answer' | 'call' | 'parallel' | 'afterResult';
@@ -36,33 +44,66 @@ function request(fixture: FamilyFixture, situation: Situation): CanonicalRequest
     case 'call':
       return { ...base, messages: [user], tools: [TOOLS.get_weather as ToolDefinition] };
     case 'parallel':
-      return { ...base, messages: [user], tools: [TOOLS.get_weather as ToolDefinition, TOOLS.get_time as ToolDefinition] };
+      return {
+        ...base,
+        messages: [user],
+        tools: [TOOLS.get_weather as ToolDefinition, TOOLS.get_time as ToolDefinition],
+      };
     case 'afterResult': {
-      const calls = (fixture.expected.call.toolCalls ?? []).map((call, i) => ({ id: call.id ?? `call${i}abcd`, name: call.name, arguments: JSON.stringify(call.arguments) }));
-      const results: CanonicalMessage[] = calls.map((call) => ({ role: 'tool', toolCallId: call.id, content: '{"temp": 20, "sky": "sunny"}' }));
-      return { ...base, messages: [user, { role: 'assistant', content: '', toolCalls: calls }, ...results], tools: [TOOLS.get_weather as ToolDefinition] };
+      const calls = (fixture.expected.call.toolCalls ?? []).map((call, i) => ({
+        id: call.id ?? `call${i}abcd`,
+        name: call.name,
+        arguments: JSON.stringify(call.arguments),
+      }));
+      const results: CanonicalMessage[] = calls.map((call) => ({
+        role: 'tool',
+        toolCallId: call.id,
+        content: '{"temp": 20, "sky": "sunny"}',
+      }));
+      return {
+        ...base,
+        messages: [user, { role: 'assistant', content: '', toolCalls: calls }, ...results],
+        tools: [TOOLS.get_weather as ToolDefinition],
+      };
     }
   }
 }
 
 type Output = Extract<EngineEvent, { type: 'text' | 'reasoning' | 'tool_call' | 'tool_args' }>;
-const isOutput = (event: EngineEvent): event is Output => ['text', 'reasoning', 'tool_call', 'tool_args'].includes(event.type);
+const isOutput = (event: EngineEvent): event is Output =>
+  ['text', 'reasoning', 'tool_call', 'tool_args'].includes(event.type);
 
 /** The events added up as a client reads them. */
-function parsed(events: readonly EngineEvent[]): { content: string; reasoning: string; calls: Array<{ name: string; id: string; arguments: string }>; finish: string } {
-  const out = { content: '', reasoning: '', calls: [] as Array<{ name: string; id: string; arguments: string }>, finish: '' };
+function parsed(events: readonly EngineEvent[]): {
+  content: string;
+  reasoning: string;
+  calls: Array<{ name: string; id: string; arguments: string }>;
+  finish: string;
+} {
+  const out = {
+    content: '',
+    reasoning: '',
+    calls: [] as Array<{ name: string; id: string; arguments: string }>,
+    finish: '',
+  };
   for (const event of events) {
     if (event.type === 'text') out.content += event.text;
     else if (event.type === 'reasoning') out.reasoning += event.text;
     else if (event.type === 'tool_call') out.calls[event.index] = { name: event.name, id: event.id, arguments: '' };
-    else if (event.type === 'tool_args') (out.calls[event.index] ?? assert.fail(`arguments before call ${event.index}`)).arguments += event.delta;
+    else if (event.type === 'tool_args')
+      (out.calls[event.index] ?? assert.fail(`arguments before call ${event.index}`)).arguments += event.delta;
     else if (event.type === 'finish') out.finish = event.reason;
     else if (event.type === 'error') assert.fail(`error: ${event.error.message}`);
   }
   return out;
 }
 
-function assertAnswer(fixture: FamilyFixture, situation: Situation, events: readonly EngineEvent[], expected: FamilyAnswer): void {
+function assertAnswer(
+  fixture: FamilyFixture,
+  situation: Situation,
+  events: readonly EngineEvent[],
+  expected: FamilyAnswer,
+): void {
   const got = parsed(events);
   const what = `${fixture.id} ${situation}: ${JSON.stringify(got)}`;
   assert.equal(got.content, expected.content, what);
@@ -73,7 +114,8 @@ function assertAnswer(fixture: FamilyFixture, situation: Situation, events: read
     calls.map((call) => ({ name: call.name, arguments: call.arguments })),
     what,
   );
-  for (const [i, call] of calls.entries()) if (call.id) assert.equal(got.calls[i]?.id, call.id, `${what}: the call keeps the id the model wrote`);
+  for (const [i, call] of calls.entries())
+    if (call.id) assert.equal(got.calls[i]?.id, call.id, `${what}: the call keeps the id the model wrote`);
   assert.equal(got.finish, calls.length > 0 ? 'tool_calls' : 'stop', what);
 }
 
@@ -98,7 +140,13 @@ describe('family fixtures', () => {
   async function model(fixture: FamilyFixture): Promise<EngineModel> {
     let loaded = models.get(fixture.id);
     if (!loaded) {
-      loaded = await engine.load({ id: fixture.id, path: paths[fixture.id] as string, contextSize: 8192, slots: 1, maxQueue: 4 });
+      loaded = await engine.load({
+        id: fixture.id,
+        path: paths[fixture.id] as string,
+        contextSize: 8192,
+        slots: 1,
+        maxQueue: 4,
+      });
       models.set(fixture.id, loaded);
     }
     return loaded;
@@ -106,7 +154,15 @@ describe('family fixtures', () => {
 
   async function generate(fixture: FamilyFixture, situation: Situation, resume?: Resume): Promise<EngineEvent[]> {
     const events: EngineEvent[] = [];
-    await (await model(fixture)).generate({ request: request(fixture, situation), receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event), ...(resume && { resume }) });
+    await (
+      await model(fixture)
+    ).generate({
+      request: request(fixture, situation),
+      receivedAt: performance.now(),
+      signal: new AbortController().signal,
+      emit: (event) => events.push(event),
+      ...(resume && { resume }),
+    });
     return events;
   }
 
@@ -135,13 +191,22 @@ describe('family fixtures', () => {
       const text = async (id: string, options: Record<string, unknown>): Promise<string> => {
         const raw = await llama.loadModel({ modelPath: paths[id] as string });
         try {
-          return TemplatePrompt.checked(raw.fileInfo.metadata.tokenizer?.chat_template ?? '', raw).text([{ role: 'user', content: 'Hi' }], undefined, options);
+          return TemplatePrompt.checked(raw.fileInfo.metadata.tokenizer?.chat_template ?? '', raw).text(
+            [{ role: 'user', content: 'Hi' }],
+            undefined,
+            options,
+          );
         } finally {
           await raw.dispose();
         }
       };
       assert.ok((await text('cortex-qwen3', {})).endsWith('<|im_start|>assistant\n'), 'Qwen3 thinks by default');
-      assert.ok((await text('cortex-qwen3', { enable_thinking: false })).endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n'), 'and is told not to');
+      assert.ok(
+        (await text('cortex-qwen3', { enable_thinking: false })).endsWith(
+          '<|im_start|>assistant\n<think>\n\n</think>\n\n',
+        ),
+        'and is told not to',
+      );
       assert.match(await text('cortex-gpt-oss', { reasoning_effort: 'high' }), /Reasoning: high/);
     } finally {
       await llama.dispose();
@@ -155,29 +220,64 @@ describe('family fixtures', () => {
       for (const toolChoice of ['function:get_weather', 'required']) {
         const events: EngineEvent[] = [];
         const forced = { ...request(fixture, 'call'), toolChoice };
-        await (await model(fixture)).generate({ request: forced, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) });
+        await (
+          await model(fixture)
+        ).generate({
+          request: forced,
+          receivedAt: performance.now(),
+          signal: new AbortController().signal,
+          emit: (event) => events.push(event),
+        });
         const got = parsed(events);
         assert.equal(got.finish, 'tool_calls', `${id} ${toolChoice}: ${JSON.stringify(got).slice(0, 300)}`);
-        assert.deepEqual(got.calls.map((call) => [call.name, JSON.parse(call.arguments) as unknown]), [['get_weather', { city: 'Paris' }]], `${id} ${toolChoice}`);
+        assert.deepEqual(
+          got.calls.map((call) => [call.name, JSON.parse(call.arguments) as unknown]),
+          [['get_weather', { city: 'Paris' }]],
+          `${id} ${toolChoice}`,
+        );
       }
     }
     const refused = async (id: string, toolChoice: string, tools: ToolDefinition[]): Promise<string> => {
       const fixture = FAMILY_FIXTURES.find((f) => f.id === id) ?? assert.fail(id);
       const events: EngineEvent[] = [];
-      const error = await (await model(fixture))
-        .generate({ request: { ...request(fixture, 'call'), tools, toolChoice }, receivedAt: performance.now(), signal: new AbortController().signal, emit: (event) => events.push(event) })
-        .then(() => assert.fail(`${id} ${toolChoice} was not refused`), (e: Error & { extra?: { param?: string } }) => e);
+      const error = await (
+        await model(fixture)
+      )
+        .generate({
+          request: { ...request(fixture, 'call'), tools, toolChoice },
+          receivedAt: performance.now(),
+          signal: new AbortController().signal,
+          emit: (event) => events.push(event),
+        })
+        .then(
+          () => assert.fail(`${id} ${toolChoice} was not refused`),
+          (e: Error & { extra?: { param?: string } }) => e,
+        );
       assert.equal(error.extra?.param, 'tool_choice');
       return error.message;
     };
-    assert.match(await refused('cortex-devstral', 'required', [TOOLS.get_weather as ToolDefinition, TOOLS.get_time as ToolDefinition]), /forces one named tool at a time; name the function/);
-    assert.match(await refused('cortex-glm', 'function:get_weather', [TOOLS.get_weather as ToolDefinition]), /glm-4\.5 format, which cortex cannot hold to a grammar yet/);
+    assert.match(
+      await refused('cortex-devstral', 'required', [
+        TOOLS.get_weather as ToolDefinition,
+        TOOLS.get_time as ToolDefinition,
+      ]),
+      /forces one named tool at a time; name the function/,
+    );
+    assert.match(
+      await refused('cortex-glm', 'function:get_weather', [TOOLS.get_weather as ToolDefinition]),
+      /glm-4\.5 format, which cortex cannot hold to a grammar yet/,
+    );
   });
 
   for (const fixture of FAMILY_FIXTURES) {
     it(`family fixtures - ${fixture.family}: recognised as ${fixture.format}, its answer, call${fixture.chains.parallel ? ', two calls' : ''} and answer after a result parse as the family writes them`, async () => {
       assert.equal((await model(fixture)).capabilities.format, fixture.format);
-      const situations: Situation[] = ['answer', 'call', ...(fixture.expected.parallel ? (['parallel'] as const) : []), 'afterResult'];
+      const situations: Situation[] = [
+        'answer',
+        'call',
+        ...(fixture.expected.parallel ? (['parallel'] as const) : []),
+        'afterResult',
+      ];
       for (const situation of situations) {
         const expected = fixture.expected[situation] ?? assert.fail(`${situation} expected`);
         assertAnswer(fixture, situation, await generate(fixture, situation), expected);
@@ -190,7 +290,11 @@ describe('family fixtures', () => {
         const outputs = unbroken.filter((event) => isOutput(event));
         // A call announced after the cut gets an id of its own (the client had none for it yet).
         const rest = (events: EngineEvent[]): unknown[] =>
-          events.filter(isOutput).map(({ tokens: _tokens, ...event }) => (event.type === 'tool_call' && !event.id.startsWith('functions.') ? { ...event, id: '' } : event));
+          events
+            .filter(isOutput)
+            .map(({ tokens: _tokens, ...event }) =>
+              event.type === 'tool_call' && !event.id.startsWith('functions.') ? { ...event, id: '' } : event,
+            );
         let tokens: number[] = [];
         const toolCallIds: string[] = [];
         for (const [k, event] of outputs.entries()) {
@@ -198,7 +302,11 @@ describe('family fixtures', () => {
           if (!event.tokens) continue;
           tokens = [...tokens, ...event.tokens];
           const resumed = await generate(fixture, situation, { tokens, toolCallIds: [...toolCallIds] });
-          assert.deepEqual(rest(resumed), rest(outputs.slice(k + 1)), `${fixture.id} ${situation} resumed after output ${k}`);
+          assert.deepEqual(
+            rest(resumed),
+            rest(outputs.slice(k + 1)),
+            `${fixture.id} ${situation} resumed after output ${k}`,
+          );
         }
       }
     });

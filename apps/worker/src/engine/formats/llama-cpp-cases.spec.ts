@@ -11,12 +11,26 @@ interface Case {
   template: string;
   note: string;
   input: string;
-  options: { reasoning_format: string; thinking_forced_open: boolean | null; parse_tool_calls: boolean; is_partial: boolean; json_schema?: string };
+  options: {
+    reasoning_format: string;
+    thinking_forced_open: boolean | null;
+    parse_tool_calls: boolean;
+    is_partial: boolean;
+    json_schema?: string;
+  };
   tools: Array<{ name: string; parameters?: Record<string, unknown> }>;
-  expected: { content: string; reasoning_content: string; tool_calls: Array<{ name: string; arguments: string; id: string }> };
+  expected: {
+    content: string;
+    reasoning_content: string;
+    tool_calls: Array<{ name: string; arguments: string; id: string }>;
+  };
 }
 
-const CASES = (JSON.parse(readFileSync(new URL('../../../src/engine/formats/testdata/llama-cpp-chat-cases.json', import.meta.url), 'utf8')) as { cases: Case[] }).cases;
+const CASES = (
+  JSON.parse(
+    readFileSync(new URL('../../../src/engine/formats/testdata/llama-cpp-chat-cases.json', import.meta.url), 'utf8'),
+  ) as { cases: Case[] }
+).cases;
 
 /** llama.cpp's family names for the formats cortex gives them. */
 const FAMILY: Readonly<Record<string, FormatId>> = {
@@ -29,7 +43,10 @@ const FAMILY: Readonly<Record<string, FormatId>> = {
 };
 
 /** Granite 4 templates teach Hermes calls (their fingerprint says so too). */
-const formatOf = (c: Case): FormatId | undefined => (/Granite 4/.test(c.note) ? 'hermes' : (FAMILY[c.family] ?? (Object.hasOwn(FORMATS, c.family) ? (c.family as FormatId) : undefined)));
+const formatOf = (c: Case): FormatId | undefined =>
+  /Granite 4/.test(c.note)
+    ? 'hermes'
+    : (FAMILY[c.family] ?? (Object.hasOwn(FORMATS, c.family) ? (c.family as FormatId) : undefined));
 
 /**
  * Why a case is not compared, or null. cortex always splits reasoning from the answer (llama.cpp's
@@ -43,7 +60,8 @@ function skipped(c: Case, format: FormatId | undefined): string | null {
   if (c.options.is_partial) return 'a partial message';
   if (c.options.json_schema) return 'a JSON response format';
   const channels = format === 'gpt-oss' || format === 'gemma4';
-  if (c.options.reasoning_format === 'none' && (c.options.thinking_forced_open || channels)) return 'reasoning left in the content';
+  if (c.options.reasoning_format === 'none' && (c.options.thinking_forced_open || channels))
+    return 'reasoning left in the content';
   return null;
 }
 
@@ -75,16 +93,30 @@ describe("llama.cpp's chat parser cases", () => {
       assert.equal(out.content.trim(), c.expected.content.trim(), `content of ${what}`);
       assert.equal(out.reasoning.trim(), c.expected.reasoning_content.trim(), `reasoning of ${what}`);
       assert.deepEqual(
-        out.toolCalls.map((call, i) => ({ name: call.name, arguments: normalised(call.arguments), ...(c.expected.tool_calls[i]?.id && { id: call.id }) })),
-        c.expected.tool_calls.map((call) => ({ name: call.name, arguments: normalised(call.arguments), ...(call.id && { id: call.id }) })),
+        out.toolCalls.map((call, i) => ({
+          name: call.name,
+          arguments: normalised(call.arguments),
+          ...(c.expected.tool_calls[i]?.id && { id: call.id }),
+        })),
+        c.expected.tool_calls.map((call) => ({
+          name: call.name,
+          arguments: normalised(call.arguments),
+          ...(call.id && { id: call.id }),
+        })),
         `calls of ${what}`,
       );
       compared.set(c.family, (compared.get(c.family) ?? 0) + 1);
     }
     // Every family with cases is compared on at least one of them.
     const families = new Set(CASES.filter((c) => formatOf(c)).map((c) => c.family));
-    assert.deepEqual([...families].filter((family) => !compared.has(family)), []);
-    assert.ok([...compared.values()].reduce((a, b) => a + b, 0) >= 160, `${[...compared.values()].reduce((a, b) => a + b, 0)} cases compared`);
+    assert.deepEqual(
+      [...families].filter((family) => !compared.has(family)),
+      [],
+    );
+    assert.ok(
+      [...compared.values()].reduce((a, b) => a + b, 0) >= 160,
+      `${[...compared.values()].reduce((a, b) => a + b, 0)} cases compared`,
+    );
   });
 
   it("llama.cpp's cases - cut at every character, and at every character pair, the streamed deltas add up to the whole parse", () => {

@@ -134,13 +134,19 @@ class MarkerParser implements OutputParser {
     this.tools = format.tools && (options.tools === null || options.tools.size > 0) ? format.tools : undefined;
     const tools = this.tools;
     // A call can open without its section (Kimi writes bare calls too).
-    this.textMarkers = [format.reasoning?.open, tools?.sectionOpen, tools?.callOpen, tools?.bareOpen, ...(format.strip ?? [])].filter(
-      (marker): marker is string => Boolean(marker),
-    );
+    this.textMarkers = [
+      format.reasoning?.open,
+      tools?.sectionOpen,
+      tools?.callOpen,
+      tools?.bareOpen,
+      ...(format.strip ?? []),
+    ].filter((marker): marker is string => Boolean(marker));
     // An opening marker inside the reasoning opens nothing new: it is markup, dropped.
-    this.reasoningMarkers = [format.reasoning?.close, format.reasoning?.open, ...(tools?.endsReasoning ? [tools.sectionOpen, tools.callOpen, tools.bareOpen] : [])].filter(
-      (marker): marker is string => Boolean(marker),
-    );
+    this.reasoningMarkers = [
+      format.reasoning?.close,
+      format.reasoning?.open,
+      ...(tools?.endsReasoning ? [tools.sectionOpen, tools.callOpen, tools.bareOpen] : []),
+    ].filter((marker): marker is string => Boolean(marker));
     this.sectionMarkers = [tools?.callOpen ?? '', tools?.sectionClose ?? ''];
     this.callEnds = {
       bare: [tools?.callClose ?? '', '', tools?.callOpen ?? ''],
@@ -199,7 +205,12 @@ class MarkerParser implements OutputParser {
         return true;
       }
     }
-    const markers = this.mode === 'reasoning' ? this.reasoningMarkers : this.mode === 'section' ? this.sectionMarkers : this.textMarkers;
+    const markers =
+      this.mode === 'reasoning'
+        ? this.reasoningMarkers
+        : this.mode === 'section'
+          ? this.sectionMarkers
+          : this.textMarkers;
     const found = scan(this.buffer, markers, final);
     const upto = found.at !== -1 ? found.at : final ? this.buffer.length : found.safe;
     this.out(this.buffer.slice(0, upto));
@@ -328,7 +339,8 @@ class MarkerParser implements OutputParser {
     body = this.reasoningSpace + body;
     const tail = trailingSpace(body);
     this.reasoningSpace = tail;
-    if (body.length > tail.length) this.options.emit({ type: 'reasoning', text: body.slice(0, body.length - tail.length) });
+    if (body.length > tail.length)
+      this.options.emit({ type: 'reasoning', text: body.slice(0, body.length - tail.length) });
   }
 
   private answerText(text: string): void {
@@ -342,7 +354,7 @@ class MarkerParser implements OutputParser {
     this.space = 'keep';
     // White space at the end of the answer so far waits: before a call it is layout and dropped.
     body = this.heldSpace + body;
-    const tail = this.tools ? (trailingSpace(body)) : '';
+    const tail = this.tools ? trailingSpace(body) : '';
     this.heldSpace = tail;
     body = body.slice(0, body.length - tail.length);
     if (!body) return;
@@ -481,11 +493,15 @@ class HarmonyParser implements OutputParser {
     const { syntax, header } = this;
     const channels = [...header.matchAll(this.channelPattern)];
     const channel = channels.at(-1)?.[1] ?? '';
-    const recipients = [...header.matchAll(/(?:^|\s)to=([^\s<]+)/g)].map((match) => match[1] as string).filter((to) => to !== 'assistant');
+    const recipients = [...header.matchAll(/(?:^|\s)to=([^\s<]+)/g)]
+      .map((match) => match[1] as string)
+      .filter((to) => to !== 'assistant');
     const recipient = recipients.at(-1);
     this.phase = 'body';
     if (recipient !== undefined) {
-      const name = recipient.startsWith(syntax.functionPrefix) ? recipient.slice(syntax.functionPrefix.length) : recipient;
+      const name = recipient.startsWith(syntax.functionPrefix)
+        ? recipient.slice(syntax.functionPrefix.length)
+        : recipient;
       this.body = this.sink.start(name) ? 'call' : 'dropped';
       this.tool = name;
       this.args = new JsonArgs(this.sink, true);

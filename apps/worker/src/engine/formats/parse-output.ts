@@ -18,7 +18,12 @@ export function parseOutput(
   options: Partial<Pick<ParserOptions, 'tools' | 'startInReasoning'>> = {},
 ): { output: ParsedOutput; events: ParsedEvent[] } {
   const events: ParsedEvent[] = [];
-  const parser = createOutputParser(format, { tools: null, callId: (index) => `call_${index}`, emit: (event) => events.push(event), ...options });
+  const parser = createOutputParser(format, {
+    tools: null,
+    callId: (index) => `call_${index}`,
+    emit: (event) => events.push(event),
+    ...options,
+  });
   for (const piece of pieces) parser.push(piece);
   parser.end();
   return { output: addUp(events), events };
@@ -29,7 +34,8 @@ export function addUp(events: readonly ParsedEvent[]): ParsedOutput {
   for (const event of events) {
     if (event.type === 'text') output.content += event.text;
     else if (event.type === 'reasoning') output.reasoning += event.text;
-    else if (event.type === 'tool_call') output.toolCalls[event.index] = { name: event.name, id: event.id, arguments: '' };
+    else if (event.type === 'tool_call')
+      output.toolCalls[event.index] = { name: event.name, id: event.id, arguments: '' };
     else {
       const call = output.toolCalls[event.index];
       if (!call) throw new Error(`arguments for call ${event.index} before the call`);

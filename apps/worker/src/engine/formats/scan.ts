@@ -28,7 +28,11 @@ export function scan(text: string, markers: readonly string[], final = false): S
   }
   if (at !== -1) {
     const rest = text.length - at;
-    const longer = !final && markers.some((marker) => marker.length > rest && text.endsWith(marker.slice(0, rest)) && marker.startsWith(found));
+    const longer =
+      !final &&
+      markers.some(
+        (marker) => marker.length > rest && text.endsWith(marker.slice(0, rest)) && marker.startsWith(found),
+      );
     return longer ? { at: -1, marker: '', safe: at } : { at, marker: found, safe: at };
   }
   return { at: -1, marker: '', safe: text.length - partialSuffix(text, markers) };

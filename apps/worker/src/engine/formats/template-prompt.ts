@@ -57,10 +57,14 @@ export class TemplatePrompt {
     this.special = specialPattern(model);
     // One call and its result, with a short id and object arguments: what most templates accept.
     const probe = this.attempt(() => this.render(probeCall(SHORT_PROBE_ID), undefined, {}, true));
-    this.shortIds = probe !== null && this.attempt(() => this.render(probeCall('call_probe_id'), undefined, {}, true)) === null;
+    this.shortIds =
+      probe !== null && this.attempt(() => this.render(probeCall('call_probe_id'), undefined, {}, true)) === null;
     // A template that shows an object's value only when given the object reads objects.
     this.objectArguments = probe === null || probe.includes('probe_value');
-    this.rendersTools = this.shows(() => this.render([{ role: 'user', content: 'probe' }], [PROBE_TOOL], {}, this.objectArguments), PROBE_TOOL.name);
+    this.rendersTools = this.shows(
+      () => this.render([{ role: 'user', content: 'probe' }], [PROBE_TOOL], {}, this.objectArguments),
+      PROBE_TOOL.name,
+    );
     this.rendersCalls = this.objectArguments
       ? (probe?.includes('probe_tool') ?? false)
       : this.shows(() => this.render(probeCall(SHORT_PROBE_ID), undefined, {}, false), 'probe_tool');
@@ -93,16 +97,24 @@ export class TemplatePrompt {
   }
 
   /** The rendered prompt's text. Throws a client error when the template refuses the conversation. */
-  text(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions = {}): string {
+  text(
+    messages: readonly CanonicalMessage[],
+    tools: readonly ToolDefinition[] | undefined,
+    options: TemplateOptions = {},
+  ): string {
     let conversation = this.rendersCalls ? messages : messages.map(callsAsText);
     if (tools?.length && !this.rendersTools) conversation = withToolsInSystem(conversation, tools);
     try {
       return this.render(conversation, tools, options, this.objectArguments, this.shortIds);
     } catch (error) {
-      throw new CortexError('invalid_request', `messages: the model's chat template refused this conversation: ${(error as Error).message}`, {
-        param: 'messages',
-        cause: error,
-      });
+      throw new CortexError(
+        'invalid_request',
+        `messages: the model's chat template refused this conversation: ${(error as Error).message}`,
+        {
+          param: 'messages',
+          cause: error,
+        },
+      );
     }
   }
 
@@ -117,7 +129,9 @@ export class TemplatePrompt {
     const prepend = bos !== null && this.model.tokens.shouldPrependBosToken;
     const body = prepend && this.bos && text.startsWith(this.bos) ? text.slice(this.bos.length) : text;
     const parts = this.special
-      ? body.split(this.special).map((part, i) => (i % 2 === 1 ? new SpecialTokensText(part) : part.replaceAll(DEFUSED, '')))
+      ? body
+          .split(this.special)
+          .map((part, i) => (i % 2 === 1 ? new SpecialTokensText(part) : part.replaceAll(DEFUSED, '')))
       : [body.replaceAll(DEFUSED, '')];
     const tokens = LlamaText(parts.filter((part) => part !== '')).tokenize(tokenizer);
     return prepend && tokens[0] !== bos ? [bos, ...tokens] : tokens;
@@ -137,14 +151,24 @@ export class TemplatePrompt {
 
   private everySpecial: RegExp | null = null;
 
-  private render(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[] | undefined, options: TemplateOptions, objectArguments: boolean, shortIds = false): string {
+  private render(
+    messages: readonly CanonicalMessage[],
+    tools: readonly ToolDefinition[] | undefined,
+    options: TemplateOptions,
+    objectArguments: boolean,
+    shortIds = false,
+  ): string {
     return this.template.render({
       ...options,
       messages: templateMessages(messages, objectArguments, shortIds, this.defuse),
       ...(tools?.length && {
         tools: tools.map((tool) => ({
           type: 'function',
-          function: { name: this.defuse(tool.name), description: this.defuse(tool.description ?? ''), parameters: defuseJson(tool.parameters ?? { type: 'object', properties: {} }, this.defuse) },
+          function: {
+            name: this.defuse(tool.name),
+            description: this.defuse(tool.description ?? ''),
+            parameters: defuseJson(tool.parameters ?? { type: 'object', properties: {} }, this.defuse),
+          },
         })),
       }),
       add_generation_prompt: options.add_generation_prompt ?? true,
@@ -157,14 +181,28 @@ export class TemplatePrompt {
 /** A call id of the shape Mistral's templates require (9 letters and digits). */
 const SHORT_PROBE_ID = 'a1b2c3d4e';
 
-const PROBE_TOOL: ToolDefinition = { name: 'probe_declared_tool', description: 'probe', parameters: { type: 'object', properties: {} } };
+const PROBE_TOOL: ToolDefinition = {
+  name: 'probe_declared_tool',
+  description: 'probe',
+  parameters: { type: 'object', properties: {} },
+};
 
 /**
  * The declared tools, for a template that does not write them, at the end of the system message
  * (one is added first when there is none), in the words of llama.cpp's template engine (minja).
  */
-function withToolsInSystem(messages: readonly CanonicalMessage[], tools: readonly ToolDefinition[]): CanonicalMessage[] {
-  const declared = JSON.stringify(tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description ?? '', parameters: tool.parameters ?? {} } })), null, 2);
+function withToolsInSystem(
+  messages: readonly CanonicalMessage[],
+  tools: readonly ToolDefinition[],
+): CanonicalMessage[] {
+  const declared = JSON.stringify(
+    tools.map((tool) => ({
+      type: 'function',
+      function: { name: tool.name, description: tool.description ?? '', parameters: tool.parameters ?? {} },
+    })),
+    null,
+    2,
+  );
   const text = `You can call any of the following tools to satisfy the user's requests: ${declared}`;
   const [first, ...rest] = messages;
   if (first?.role === 'system') return [{ ...first, content: `${first.content}\n\n${text}` }, ...rest];
@@ -174,16 +212,28 @@ function withToolsInSystem(messages: readonly CanonicalMessage[], tools: readonl
 /** An earlier call, for a template that does not write calls, as the JSON text of its message (minja's polyfill). */
 function callsAsText(message: CanonicalMessage): CanonicalMessage {
   if (message.role !== 'assistant' || !message.toolCalls?.length) return message;
-  const calls = message.toolCalls.map((call) => ({ name: call.name, arguments: parseJson(call.arguments), id: call.id }));
+  const calls = message.toolCalls.map((call) => ({
+    name: call.name,
+    arguments: parseJson(call.arguments),
+    id: call.id,
+  }));
   const text = JSON.stringify({ tool_calls: calls }, null, 2);
-  return { role: 'assistant', content: message.content ? `${message.content}\n${text}` : text, ...(message.reasoning && { reasoning: message.reasoning }) };
+  return {
+    role: 'assistant',
+    content: message.content ? `${message.content}\n${text}` : text,
+    ...(message.reasoning && { reasoning: message.reasoning }),
+  };
 }
 
 /** A conversation with one call and its result, to learn what the template reads. */
 function probeCall(id: string): CanonicalMessage[] {
   return [
     { role: 'user', content: 'probe' },
-    { role: 'assistant', content: '', toolCalls: [{ id, name: 'probe_tool', arguments: '{"probe_key":"probe_value"}' }] },
+    {
+      role: 'assistant',
+      content: '',
+      toolCalls: [{ id, name: 'probe_tool', arguments: '{"probe_key":"probe_value"}' }],
+    },
     { role: 'tool', content: 'probe result', toolCallId: id },
   ];
 }
@@ -209,22 +259,37 @@ export function templateMessages(
         return {
           role: 'assistant',
           content: defuse(message.content),
-          ...(message.reasoning && { reasoning_content: defuse(message.reasoning), thinking: defuse(message.reasoning) }),
+          ...(message.reasoning && {
+            reasoning_content: defuse(message.reasoning),
+            thinking: defuse(message.reasoning),
+          }),
           ...(message.toolCalls?.length && {
             tool_calls: message.toolCalls.map((call) => ({
               id: idOf(call.id),
               type: 'function',
-              function: { name: defuse(call.name), arguments: objectArguments ? defuseJson(parseJson(call.arguments), defuse) : defuse(call.arguments) },
+              function: {
+                name: defuse(call.name),
+                arguments: objectArguments ? defuseJson(parseJson(call.arguments), defuse) : defuse(call.arguments),
+              },
             })),
           }),
         };
       }
       case 'tool': {
         const name = message.name ?? (message.toolCallId ? names.get(message.toolCallId) : undefined);
-        return { role: 'tool', content: defuse(message.content), ...(message.toolCallId && { tool_call_id: idOf(message.toolCallId) }), ...(name && { name: defuse(name) }) };
+        return {
+          role: 'tool',
+          content: defuse(message.content),
+          ...(message.toolCallId && { tool_call_id: idOf(message.toolCallId) }),
+          ...(name && { name: defuse(name) }),
+        };
       }
       default:
-        return { role: message.role, content: defuse(message.content), ...(message.name && { name: defuse(message.name) }) };
+        return {
+          role: message.role,
+          content: defuse(message.content),
+          ...(message.name && { name: defuse(message.name) }),
+        };
     }
   });
 }
@@ -242,10 +307,14 @@ function defuseJson(value: unknown, defuse: (text: string) => string): unknown {
 
 /** A pattern that captures the model's special tokens, longest first; null when it has none. */
 function specialPattern(model: LlamaModel): RegExp | null {
-  const ggml = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly string[]; token_type?: readonly number[] } } }).tokenizer?.ggml;
+  const ggml = (
+    model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly string[]; token_type?: readonly number[] } } }
+  ).tokenizer?.ggml;
   const tokens = ggml?.tokens ?? [];
   const types = ggml?.token_type ?? [];
-  const special = tokens.filter((token, i) => token.length > 1 && SPECIAL_TYPES.has(types[i] ?? 1) && !/^<0x[0-9A-F]{2}>$/.test(token));
+  const special = tokens.filter(
+    (token, i) => token.length > 1 && SPECIAL_TYPES.has(types[i] ?? 1) && !/^<0x[0-9A-F]{2}>$/.test(token),
+  );
   if (special.length === 0) return null;
   special.sort((a, b) => b.length - a.length);
   return new RegExp(`(${special.map(escapeRegExp).join('|')})`);
