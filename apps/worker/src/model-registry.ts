@@ -19,7 +19,6 @@ import {
   type LoadTrigger,
   type LoadResult,
   type MemoryInfo,
-  type ModelState,
   type UnloadReason,
   type UnloadResult,
 } from '@cortex/contracts';
@@ -30,20 +29,37 @@ import { httpProblem } from './engine/model-download.js';
 import { resolveHubTag } from './engine/hub-tag.js';
 import { isHubTag, isRemote, localCopy, remoteSource } from './engine/model-source.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
+import { loadAction, nextModelState, unloadAction, type ModelEvent } from './model-state.js';
 
-interface ModelEntry {
-  id: string;
-  state: ModelState;
-  model: EngineModel | null;
-  loading: Promise<LoadResult> | null;
-  /** Stops the load in progress (a `cancel_load` command); null once it ended. */
-  abort: AbortController | null;
-  /** An unload under way: a second unload command (another router, an admin) joins it. */
-  unloading: Promise<UnloadResult> | null;
+interface EntryBase {
+  readonly id: string;
   lastUsedAt: number;
   /** Estimated device memory of the model and its context, reserved from the budget while loading. */
   bytes: number;
 }
+
+/** A load under way; `cancel_load` aborts it. An unload asked for meanwhile runs once it ends. */
+interface LoadingEntry extends EntryBase {
+  readonly state: 'loading';
+  readonly loading: Promise<LoadResult>;
+  readonly abort: AbortController;
+  unloadAfter: Promise<UnloadResult> | null;
+}
+
+interface ReadyEntry extends EntryBase {
+  readonly state: 'ready';
+  readonly model: EngineModel;
+}
+
+/** Its requests finishing (or cancelled), then freed; a second unload command (another router, an admin) joins it. */
+interface UnloadingEntry extends EntryBase {
+  readonly state: 'unloading';
+  readonly model: EngineModel;
+  readonly unloading: Promise<UnloadResult>;
+}
+
+/** A model this worker holds, in one of its states (see model-state.ts for the transitions). */
+type ModelEntry = LoadingEntry | ReadyEntry | UnloadingEntry;
 
 /** A loaded model as a request sees it. */
 export interface ReadyModel {
@@ -101,10 +117,25 @@ export class ModelRegistry implements HeartbeatSource {
     this.shuttingDown = true;
   }
 
+  /**
+   * Moves a model to its next state (see nextModelState): the entry that replaces `from`, or none
+   * when it is gone. A move the state machine does not allow is a bug, thrown as such.
+   */
+  private move(from: ModelEntry | undefined, event: ModelEvent, to: ModelEntry | null): void {
+    const id = to?.id ?? from?.id ?? '';
+    const next = nextModelState(from?.state ?? 'absent', event);
+    if (next === null || next !== (to?.state ?? 'absent'))
+      throw new Error(`${id}: ${event} cannot happen while it is ${from?.state ?? 'absent'}`);
+    // A stale entry (replaced meanwhile) changes nothing.
+    if (from && this.models.get(id) !== from) return;
+    if (to) this.models.set(id, to);
+    else this.models.delete(id);
+  }
+
   /** A model ready to serve, or a `model_not_ready` error that says what state it is in. */
   ready(model: string): ReadyModel {
     const entry = this.models.get(model);
-    if (!entry?.model || entry.state !== 'ready') {
+    if (entry?.state !== 'ready') {
       throw new CortexError(
         'model_not_ready',
         `model ${model} is ${entry ? entry.state : 'not loaded'} on ${this.deps.workerId}`,
@@ -130,33 +161,40 @@ export class ModelRegistry implements HeartbeatSource {
         new CortexError('service_unavailable', `worker ${workerId} is draining`, { retryAfter: 1 }),
       );
     const existing = this.models.get(command.model);
-    if (existing?.state === 'ready' && existing.model) {
-      return Promise.resolve({ model: command.model, workerId, loadMs: 0, sizeBytes: existing.bytes });
+    switch (loadAction(existing?.state ?? 'absent')) {
+      case 'ready':
+        return Promise.resolve({ model: command.model, workerId, loadMs: 0, sizeBytes: existing?.bytes ?? 0 });
+      case 'join':
+        return (existing as LoadingEntry).loading;
+      case 'after_unload':
+        return (existing as UnloadingEntry).unloading.then(
+          () => this.load(command),
+          () => this.load(command),
+        );
+      case 'start':
+        break;
     }
-    if (existing?.loading) return existing.loading;
-    const entry: ModelEntry = {
+    // In place before the load's first step runs: its promise follows the load once that starts.
+    const { promise: loading, follow } = following<LoadResult>();
+    const entry: LoadingEntry = {
       id: command.model,
       state: 'loading',
-      model: null,
-      loading: null,
+      loading,
       abort: new AbortController(),
-      unloading: null,
+      unloadAfter: null,
       lastUsedAt: Date.now(),
       bytes: 0,
     };
-    this.models.set(command.model, entry);
-    entry.loading = this.doLoad(command, entry).finally(() => {
-      entry.loading = null;
-      entry.abort = null;
-    });
+    this.move(undefined, 'load', entry);
+    follow(this.doLoad(command, entry));
     void this.deps.beat();
-    return entry.loading;
+    return loading;
   }
 
   /** Stops a load in progress; false when the model is not loading here. */
   cancelLoad(model: string, reason: string): boolean {
     const entry = this.models.get(model);
-    if (!entry?.abort || entry.state !== 'loading') return false;
+    if (entry?.state !== 'loading') return false;
     this.deps.logger.log(`${model}: cancelling its load (${reason})`);
     entry.abort.abort(
       new CortexError('model_load_failed', `the load of ${model} on ${this.deps.workerId} was cancelled (${reason})`),
@@ -164,12 +202,12 @@ export class ModelRegistry implements HeartbeatSource {
     return true;
   }
 
-  private async doLoad(command: LoadCommand, entry: ModelEntry): Promise<LoadResult> {
+  private async doLoad(command: LoadCommand, entry: LoadingEntry): Promise<LoadResult> {
     const { config, engine, workerId, logger } = this.deps;
     const started = performance.now();
     const log = (line: string): void =>
       logger.log(`${command.model}: ${line}${command.trigger ? ` (${command.trigger})` : ''}`);
-    const signal = entry.abort?.signal;
+    const signal = entry.abort.signal;
     const loading = (steps: number): ((fraction: number) => void) => {
       let last = -1;
       return (fraction) => {
@@ -208,8 +246,13 @@ export class ModelRegistry implements HeartbeatSource {
         await model.dispose();
         signal.throwIfAborted();
       }
-      entry.model = model;
-      entry.state = 'ready';
+      this.move(entry, 'loaded', {
+        id: entry.id,
+        state: 'ready',
+        model,
+        lastUsedAt: entry.lastUsedAt,
+        bytes: entry.bytes,
+      });
       const result: LoadResult = {
         model: command.model,
         workerId,
@@ -228,7 +271,7 @@ export class ModelRegistry implements HeartbeatSource {
       const error = signal?.aborted ? (signal.reason as Error) : failure;
       // A failed load leaves nothing behind: the model is simply not there; load_failed says why.
       const message = (error as Error).message;
-      this.models.delete(command.model);
+      this.move(entry, 'load_failed', null);
       logger.error(`${command.model}: load failed: ${message}`);
       const failed: LoadFailedEvent = {
         workerId,
@@ -271,17 +314,20 @@ export class ModelRegistry implements HeartbeatSource {
 
   /** The models as a heartbeat reports them. */
   loaded(): LoadedModel[] {
-    return [...this.models.values()].map((entry) => ({
-      id: entry.id,
-      state: entry.state,
-      inFlight: entry.model?.inFlight ?? 0,
-      queued: entry.model?.queued ?? 0,
-      slots: entry.model?.slots ?? 0,
-      lastUsedAt: entry.lastUsedAt,
-      sizeBytes: entry.bytes || entry.model?.sizeBytes,
-      capabilities: entry.model?.capabilities,
-      ...(this.downloads.has(entry.id) && { download: this.downloads.get(entry.id) }),
-    }));
+    return [...this.models.values()].map((entry) => {
+      const model = entry.state === 'loading' ? null : entry.model;
+      return {
+        id: entry.id,
+        state: entry.state,
+        inFlight: model?.inFlight ?? 0,
+        queued: model?.queued ?? 0,
+        slots: model?.slots ?? 0,
+        lastUsedAt: entry.lastUsedAt,
+        sizeBytes: entry.bytes || model?.sizeBytes,
+        capabilities: model?.capabilities,
+        ...(this.downloads.has(entry.id) && { download: this.downloads.get(entry.id) }),
+      };
+    });
   }
 
   /**
@@ -414,7 +460,7 @@ export class ModelRegistry implements HeartbeatSource {
     const after = config.eviction.defragAfterCycles;
     if (after <= 0 || this.cycles < after || this.draining) return;
     // Not while another model is still loading or being unloaded (unloads may run side by side).
-    if (this.deps.runs.size > 0 || [...this.models.values()].some((m) => m.loading || m.state === 'unloading')) return;
+    if (this.deps.runs.size > 0 || [...this.models.values()].some((m) => m.state !== 'ready')) return;
     this.defragging = true;
     await this.deps.beat();
     const dropped = [...this.models.keys()];
@@ -454,23 +500,51 @@ export class ModelRegistry implements HeartbeatSource {
   /** Stops serving a model: waits for its requests (or cancels them), then frees it; once, however often asked. */
   unload(model: string, drain = true, reason: UnloadReason = 'admin'): Promise<UnloadResult> {
     const entry = this.models.get(model);
-    if (!entry) return Promise.reject(new CortexError('not_found', `${model} is not loaded on ${this.deps.workerId}`));
-    entry.unloading ??= this.doUnload(entry, drain, reason);
-    return entry.unloading;
+    switch (unloadAction(entry?.state ?? 'absent', entry?.state === 'loading' && entry.unloadAfter !== null)) {
+      case 'not_found':
+        return Promise.reject(new CortexError('not_found', `${model} is not loaded on ${this.deps.workerId}`));
+      case 'join':
+        return entry?.state === 'unloading'
+          ? entry.unloading
+          : ((entry as LoadingEntry).unloadAfter as Promise<UnloadResult>);
+      case 'after_load': {
+        const loading = entry as LoadingEntry;
+        // Once the load ends: unloaded if it loaded, nothing to do if it failed.
+        loading.unloadAfter = loading.loading.then(
+          () => this.unload(model, drain, reason),
+          (): UnloadResult => ({ model, workerId: this.deps.workerId, cancelled: 0, reason }),
+        );
+        return loading.unloadAfter;
+      }
+      case 'start': {
+        const ready = entry as ReadyEntry;
+        // In place before the unload's first step runs: its promise follows the unload once that starts.
+        const { promise, follow } = following<UnloadResult>();
+        const unloading: UnloadingEntry = {
+          id: model,
+          state: 'unloading',
+          model: ready.model,
+          lastUsedAt: ready.lastUsedAt,
+          bytes: ready.bytes,
+          unloading: promise,
+        };
+        this.move(ready, 'unload', unloading);
+        follow(this.doUnload(unloading, drain, reason));
+        return promise;
+      }
+    }
   }
 
-  private async doUnload(entry: ModelEntry, drain: boolean, reason: UnloadReason): Promise<UnloadResult> {
+  private async doUnload(entry: UnloadingEntry, drain: boolean, reason: UnloadReason): Promise<UnloadResult> {
     const { workerId, logger, runs } = this.deps;
     const model = entry.id;
-    if (entry.loading) await entry.loading.catch(() => undefined);
-    entry.state = 'unloading';
     void this.deps.beat();
     const mine = runs.onModel(model);
     if (!drain) for (const { runId } of mine) runs.cancel(runId, `${model} is being unloaded`);
     // The model is no longer ready, so no request joins these while they finish.
     await Promise.allSettled(mine.map((run) => run.done));
-    await entry.model?.dispose();
-    this.models.delete(model);
+    await entry.model.dispose();
+    this.move(entry, 'unloaded', null);
     logger.log(`${model}: unloaded${drain ? '' : ` (${mine.length} requests cancelled)`}`);
     const result: UnloadResult = { model, workerId, cancelled: drain ? 0 : mine.length, reason };
     // As after a load: the routers' view changes before the event goes out.
@@ -483,7 +557,7 @@ export class ModelRegistry implements HeartbeatSource {
 
   /** Frees every model (defragmentation, shutdown). */
   async disposeAll(): Promise<void> {
-    for (const entry of this.models.values()) await entry.model?.dispose();
+    for (const entry of this.models.values()) if (entry.state !== 'loading') await entry.model.dispose();
   }
 
   /** Lifecycle facts go to JetStream so metrics count them even if they start later; each under this worker's id (see workerEventSubject). */
@@ -502,4 +576,11 @@ function headerProblem(error: Error, source: string): string {
   const remote = remoteSource(source);
   if (!status || !remote) return error.message;
   return httpProblem(Number(status), remote.urls[0] ?? source, remote.hub);
+}
+
+/** A promise made now that settles as the one handed to `follow` later does (an entry holds it before its work starts). */
+function following<T>(): { promise: Promise<T>; follow: (work: Promise<T>) => void } {
+  let follow: (work: Promise<T>) => void = () => undefined;
+  const promise = new Promise<T>((resolve) => (follow = resolve));
+  return { promise, follow };
 }
