@@ -562,7 +562,7 @@ function tokenPiece(
 }
 
 /** One token's log-probability and the `top` likeliest tokens of its step (the map is sorted, likeliest first). */
-export function tokenLogprob(
+function tokenLogprob(
   model: Pick<LlamaModel, 'detokenize'>,
   token: Token,
   probabilities: ReadonlyMap<Token, number>,
