@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { freePort } from '@cortex/bus';
-import { FIXTURE_CATALOGUE, startStack, waitFor, type TestStack } from '@cortex/testing';
+import { FIXTURE_CATALOGUE, runCli, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 // router, translator and worker serve no HTTP; with probe_listen (CORTEX_PROBE_LISTEN) each answers
 // Kubernetes probes: /healthz while it runs, /readyz 200 while it is connected to the bus.
@@ -47,6 +47,33 @@ describe('probes e2e', () => {
     );
   });
 
+  type Health = {
+    status: string;
+    reasons: string[];
+    unservable: string[];
+    workers: { up: number; down: number; draining: number };
+  };
+  const health = async (): Promise<{ status: number; body: Health }> => {
+    const response = await fetch(`${stack.baseUrl}/health`, { signal: AbortSignal.timeout(5_000) });
+    return { status: response.status, body: (await response.json()) as Health };
+  };
+
+  it("probes - the gateway's GET /health and `cortex health` say ok in one word while the fleet is whole", async () => {
+    const answer = await health();
+    assert.equal(answer.status, 200);
+    assert.deepEqual(answer.body, {
+      status: 'ok',
+      reasons: [],
+      unservable: [],
+      workers: { up: 1, down: 0, draining: 0 },
+    });
+    const cli = runCli(stack, 'health');
+    assert.equal(cli.status, 0, cli.stderr);
+    assert.equal(cli.stdout, 'ok: every catalogue model can be served; 1 worker up\n');
+    const json = runCli(stack, 'health', '--json');
+    assert.deepEqual(JSON.parse(json.stdout), answer.body);
+  });
+
   it('probes - while NATS is down /readyz is 503 naming the bus and /healthz stays 200; both recover', async (t) => {
     if (!stack.nats.kill || !stack.nats.restart)
       return t.skip('NATS runs in a container here; killing it needs a local nats-server');
@@ -57,7 +84,27 @@ describe('probes e2e', () => {
       assert.match((await probe(service, '/readyz')).body.detail ?? '', /bus disconnected/);
       assert.equal((await probe(service, '/healthz')).status, 200, `${service} is alive without the bus`);
     }
+    const down = await health();
+    assert.equal(down.status, 503);
+    assert.equal(down.body.status, 'degraded');
+    assert.match(down.body.reasons[0] ?? '', /^NATS is unreachable/);
     await stack.nats.restart();
     for (const service of PROBED) await waitFor(async () => (await probe(service, '/readyz')).status === 200, 20_000);
+    await waitFor(async () => (await health()).body.status === 'ok', 20_000);
+  });
+
+  it('probes - with its only worker killed the fleet is degraded: 503 naming the model nothing can serve, and `cortex health` exits 4', async () => {
+    stack.processes.get('worker')?.kill('SIGKILL');
+    await waitFor(async () => (await health()).body.status === 'degraded', 20_000);
+    const answer = await health();
+    assert.equal(answer.status, 503);
+    assert.deepEqual(answer.body.unservable, [FIXTURE_CATALOGUE[0]!.id]);
+    assert.match(
+      answer.body.reasons.join(' | '),
+      /no worker takes new models .*1 catalogue model cannot be served: cortex-chat .*worker \S+ is down \(last seen \d+ s ago\)/,
+    );
+    const cli = runCli(stack, 'health');
+    assert.equal(cli.status, 4, cli.stdout + cli.stderr);
+    assert.match(cli.stdout, /^degraded: 0 workers up, 1 down\n {2}- no worker takes new models/);
   });
 });

@@ -91,6 +91,13 @@ export const COMMANDS: readonly CommandSpec[] = [
     },
   },
   {
+    name: 'health',
+    summary: 'the fleet in one word: ok, impaired or degraded, and why',
+    details:
+      "The same verdict as the gateway's GET /health. Exit status: 0 ok, 3 impaired (something is down, every model can still be served), 4 degraded (a model cannot be served, or NATS, JetStream or every router is gone).",
+    options: { json: JSON_OPTION },
+  },
+  {
     name: 'models',
     summary: 'the catalogue: where each model is loaded, pinned, context',
     options: { json: JSON_OPTION },

@@ -8,6 +8,7 @@ import { integerOption, parseCommandLine, stringOption, UsageError } from './arg
 import { COMMANDS } from './commands.js';
 import { parseServiceNames, serveMany, serveOne } from './serve.js';
 import { collectStatus, formatStatus, watchStatus } from './status.js';
+import { healthCommand } from './health.js';
 import { admin } from './admin.js';
 import { PullProgress } from './pull-progress.js';
 import { keysCommand } from './keys.js';
@@ -40,6 +41,9 @@ async function main(argv: string[]): Promise<void> {
         print(json, report, () => formatStatus(report));
       });
     }
+    case 'health':
+      process.exitCode = await healthCommand(json);
+      return;
     case 'models':
     case 'load':
     case 'unload':

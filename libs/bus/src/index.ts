@@ -22,3 +22,4 @@ export * from './bus-trace.js';
 export * from './gen-ai-attributes.js';
 export * from './model-catalogue.js';
 export * from './kv-catch-up.js';
+export * from './fleet-health.js';

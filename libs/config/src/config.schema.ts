@@ -18,6 +18,13 @@ import {
 
 const HOST_PORT = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/;
 
+/** The HTTP status `GET /health` answers with, per verdict. */
+export class HealthStatusConfig {
+  @IsInt() @Min(200) @Max(599) ok = 200;
+  @IsInt() @Min(200) @Max(599) impaired = 200;
+  @IsInt() @Min(200) @Max(599) degraded = 503;
+}
+
 export class GatewayConfig {
   @Matches(HOST_PORT, { message: 'must be host:port' }) listen = '127.0.0.1:31313';
   @IsInt() @Min(1024) bodyLimitBytes = 8 * 1024 * 1024;
@@ -103,6 +110,8 @@ export class GatewayConfig {
   @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();
   /** Streams whose worker is lost after the first token go on on another worker (see docs/operations.md). */
   @ValidateNested() @Type(() => MigrationConfig) migration = new MigrationConfig();
+  /** `GET /health`'s status code per verdict (200, 200, 503): a balancer that only reads codes can treat impaired as down too. */
+  @ValidateNested() @Type(() => HealthStatusConfig) healthStatus = new HealthStatusConfig();
   /** What a stored key's request gets while its limits cannot be counted (NATS unreachable, its store full), per check (see docs/keys.md). */
   @ValidateNested() @Type(() => LimitsUnavailableConfig) limitsUnavailable = new LimitsUnavailableConfig();
 }

@@ -18,3 +18,4 @@ export * from './keys/key.record.js';
 export * from './keys/key.input.js';
 export * from './keys/key-file.js';
 export * from './usage/usage.record.js';
+export * from './fleet/fleet-health.js';

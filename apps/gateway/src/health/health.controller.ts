@@ -1,10 +1,26 @@
-import { Controller, Get, Res } from '@nestjs/common';
+import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { BusClient, isBusConnected } from '@cortex/bus';
+import { BusClient, checkFleetHealth, isBusConnected } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
 
 @Controller()
 export class HealthController {
-  constructor(private readonly bus: BusClient) {}
+  constructor(
+    private readonly bus: BusClient,
+    @Inject(CONFIG) private readonly config: CortexConfig,
+  ) {}
+
+  /**
+   * The fleet in one word, for load balancers, uptime checks and people on call: `ok`, `impaired`
+   * (something is down, every model can still be served) or `degraded` (a model cannot be served, or
+   * the bus, JetStream or every router is gone), with the reasons and the models nothing can serve.
+   * No key needed and no secret in it; the status code follows the verdict (`gateway.health_status`).
+   */
+  @Get('health')
+  async health(@Res() reply: FastifyReply): Promise<void> {
+    const { fleet: _fleet, ...health } = await checkFleetHealth(this.bus.nc);
+    void reply.status(this.config.gateway.healthStatus[health.status]).header('cache-control', 'no-store').send(health);
+  }
 
   /**
    * The root answers 200 (and HEAD, which Fastify derives from GET): agents such as Claude Code probe

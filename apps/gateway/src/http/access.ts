@@ -12,7 +12,7 @@ import { requestPath } from './request-path.js';
 import { browserKey, isConsolePath } from '../console/console-access.js';
 
 // The root is a reachability probe (`HEAD /`); it says nothing a caller without a key should not know.
-const PUBLIC = new Set(['/', '/healthz', '/readyz']);
+const PUBLIC = new Set(['/', '/healthz', '/readyz', '/health']);
 const FAMILIES = [
   {
     pattern: /^\/(v1\/)?chat\/completions(\/|\?|$)/,

@@ -1,0 +1,107 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { fleetHealth, type FleetHealthInput, type HealthVerdict } from './fleet-health.js';
+import type { CatalogueEntry, FleetView, WorkerView } from './fleet.messages.js';
+
+const worker = (workerId: string, over: Partial<WorkerView> = {}): WorkerView => ({
+  workerId,
+  host: 'h',
+  pid: 1,
+  up: true,
+  lastSeenMs: 500,
+  draining: false,
+  memory: { budgetBytes: 0, usedBytes: 0, freeBytes: 0 },
+  device: { name: 'cpu', kind: 'cpu', totalBytes: 0, freeBytes: 0 },
+  models: [],
+  ...over,
+});
+const model = (id: string, readyOn: string[] = []): CatalogueEntry => ({
+  id,
+  ownedBy: 'cortex',
+  created: 0,
+  contextSize: 512,
+  pinned: false,
+  priority: 0,
+  loaded: readyOn.length > 0,
+  locations: readyOn.map((workerId) => ({ workerId, state: 'ready', inFlight: 0, queued: 0 })),
+  capabilities: null,
+});
+const fleet = (workers: WorkerView[], catalogue: CatalogueEntry[]): FleetView => ({
+  routerId: 'r',
+  workers,
+  catalogue,
+});
+const healthy = { bus: true, jetstreamError: null };
+
+describe('fleet health', () => {
+  const cases: Array<[string, FleetHealthInput, HealthVerdict, string[], RegExp | null]> = [
+    [
+      'every worker up',
+      { ...healthy, fleet: fleet([worker('w1'), worker('w2')], [model('a', ['w1']), model('b')]) },
+      'ok',
+      [],
+      null,
+    ],
+    [
+      'one worker down, another up: every model can still be loaded',
+      { ...healthy, fleet: fleet([worker('w1', { up: false, lastSeenMs: 12_000 }), worker('w2')], [model('a')]) },
+      'impaired',
+      [],
+      /worker w1 is down \(last seen 12 s ago\)/,
+    ],
+    [
+      'a worker draining',
+      { ...healthy, fleet: fleet([worker('w1', { draining: true }), worker('w2')], [model('a')]) },
+      'impaired',
+      [],
+      /worker w1 is draining/,
+    ],
+    [
+      'every worker down: what is not ready anywhere cannot be served',
+      { ...healthy, fleet: fleet([worker('w1', { up: false })], [model('a', ['w1']), model('b')]) },
+      'degraded',
+      ['a', 'b'],
+      /no worker takes new models.*2 catalogue models cannot be served: a, b/s,
+    ],
+    [
+      'the only worker draining: its ready models cannot take requests either',
+      { ...healthy, fleet: fleet([worker('w1', { draining: true })], [model('a', ['w1'])]) },
+      'degraded',
+      ['a'],
+      /1 catalogue model cannot be served: a/,
+    ],
+    ['no worker has joined', { ...healthy, fleet: fleet([], [model('a')]) }, 'degraded', ['a'], /no worker has joined/],
+    [
+      'no router answers',
+      { ...healthy, fleet: null, fleetError: 'timed out after 2000 ms' },
+      'degraded',
+      [],
+      /no router answered \(timed out after 2000 ms\)/,
+    ],
+    ['NATS unreachable', { bus: false, jetstreamError: null, fleet: null }, 'degraded', [], /^NATS is unreachable/],
+    [
+      'JetStream failing',
+      { bus: true, jetstreamError: 'insufficient resources', fleet: fleet([worker('w1')], [model('a')]) },
+      'degraded',
+      [],
+      /JetStream does not answer \(insufficient resources\)/,
+    ],
+  ];
+  for (const [name, input, status, unservable, reason] of cases) {
+    it(`fleet health - ${name}: ${status}`, () => {
+      const health = fleetHealth(input);
+      assert.equal(health.status, status);
+      assert.deepEqual(health.unservable, unservable);
+      if (reason) assert.match(health.reasons.join(' | '), reason);
+      else assert.deepEqual(health.reasons, []);
+    });
+  }
+
+  it('fleet health - counts the workers up, down and draining', () => {
+    const health = fleetHealth({
+      ...healthy,
+      fleet: fleet([worker('w1'), worker('w2', { up: false }), worker('w3', { draining: true })], []),
+    });
+    assert.deepEqual(health.workers, { up: 2, down: 1, draining: 1 });
+  });
+});
