@@ -17,10 +17,7 @@ export function formatHealth(health: FleetHealth): string {
 export async function healthCommand(json: boolean): Promise<number> {
   let health: FleetHealth;
   try {
-    health = await withBus('health', async (_bus, { nc }) => {
-      const { fleet: _fleet, ...verdict } = await checkFleetHealth(nc);
-      return verdict;
-    });
+    health = await withBus('health', (_bus, { nc }) => checkFleetHealth(nc));
   } catch (error) {
     // No bus at all is the worst verdict, not a failure of the command.
     health = fleetHealth({ fleet: null, bus: false, jetstreamError: null });

@@ -9,10 +9,7 @@ import { isBusConnected } from './connect.js';
  * JetStream answers, each asked for within `timeoutMs`. The gateway's `GET /health` and
  * `cortex health` both come here.
  */
-export async function checkFleetHealth(
-  nc: NatsConnection,
-  timeoutMs = 2_000,
-): Promise<FleetHealth & { fleet: FleetView | null }> {
+export async function checkFleetHealth(nc: NatsConnection, timeoutMs = 2_000): Promise<FleetHealth> {
   const bus = isBusConnected(nc);
   let fleet: FleetView | null = null;
   let fleetError: string | undefined;
@@ -26,5 +23,5 @@ export async function checkFleetHealth(
     else fleetError = (view.reason as Error).message;
     if (account.status === 'rejected') jetstreamError = (account.reason as Error).message;
   }
-  return { ...fleetHealth({ fleet, ...(fleetError !== undefined && { fleetError }), bus, jetstreamError }), fleet };
+  return fleetHealth({ fleet, ...(fleetError !== undefined && { fleetError }), bus, jetstreamError });
 }

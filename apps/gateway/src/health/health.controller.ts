@@ -2,23 +2,33 @@ import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { BusClient, checkFleetHealth, isBusConnected } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
+import type { FleetHealth } from '@cortex/contracts';
+import { SharedAnswer } from './shared-answer.js';
+
+/** How long one verdict answers every caller: well inside a heartbeat window, so a change shows within one. */
+const VERDICT_MAX_AGE_MS = 1_000;
 
 @Controller()
 export class HealthController {
+  private readonly verdict: SharedAnswer<FleetHealth>;
+
   constructor(
     private readonly bus: BusClient,
     @Inject(CONFIG) private readonly config: CortexConfig,
-  ) {}
+  ) {
+    this.verdict = new SharedAnswer(() => checkFleetHealth(this.bus.nc), VERDICT_MAX_AGE_MS);
+  }
 
   /**
    * The fleet in one word, for load balancers, uptime checks and people on call: `ok`, `impaired`
    * (something is down, every model can still be served) or `degraded` (a model cannot be served, or
    * the bus, JetStream or every router is gone), with the reasons and the models nothing can serve.
    * No key needed and no secret in it; the status code follows the verdict (`gateway.health_status`).
+   * One verdict answers every caller for a second, so calling it in a loop costs the bus nothing more.
    */
   @Get('health')
   async health(@Res() reply: FastifyReply): Promise<void> {
-    const { fleet: _fleet, ...health } = await checkFleetHealth(this.bus.nc);
+    const health = await this.verdict.get();
     void reply.status(this.config.gateway.healthStatus[health.status]).header('cache-control', 'no-store').send(health);
   }
 
