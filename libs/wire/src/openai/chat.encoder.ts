@@ -106,14 +106,19 @@ export class ChatChunkEncoder {
   }
 
   private base(): Chunk {
-    return {
-      id: this.options.id,
-      object: 'chat.completion.chunk',
-      created: this.options.created,
-      model: this.options.model,
-      system_fingerprint: null,
-    };
+    return chunkBase(this.options);
   }
+}
+
+/** What every chunk of one completion repeats. */
+function chunkBase(options: ChatEncoderOptions): Chunk {
+  return {
+    id: options.id,
+    object: 'chat.completion.chunk',
+    created: options.created,
+    model: options.model,
+    system_fingerprint: null,
+  };
 }
 
 /**
@@ -138,15 +143,7 @@ export class ChatChoicesEncoder {
     if (event.type !== 'finish') return chunks;
     this.usage = addUsage(this.usage, event.usage);
     if (++this.finished === this.options.choices && this.options.includeUsage) {
-      chunks.push({
-        id: this.options.id,
-        object: 'chat.completion.chunk',
-        created: this.options.created,
-        model: this.options.model,
-        system_fingerprint: null,
-        choices: [],
-        usage: chatUsage(this.usage),
-      });
+      chunks.push({ ...chunkBase(this.options), choices: [], usage: chatUsage(this.usage) });
     }
     return chunks;
   }
