@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { Type } from 'class-transformer';
+import { SAMPLING_DEFAULT_RANGES as RANGES } from '@cortex/contracts';
 import {
   IsArray,
   IsBoolean,
@@ -327,14 +328,18 @@ export class RouterConfig {
  * fields (llama.cpp's and vLLM's for those OpenAI lacks).
  */
 export class ModelSamplingConfig {
-  @IsOptional() @IsNumber() @Min(0) @Max(2) temperature?: number;
-  @IsOptional() @IsNumber() @Min(0) @Max(1) topP?: number;
+  @IsOptional() @IsNumber() @Min(RANGES.temperature.min) @Max(RANGES.temperature.max) temperature?: number;
+  @IsOptional() @IsNumber() @Min(RANGES.topP.min) @Max(RANGES.topP.max) topP?: number;
   /** 0: off (every token). */
-  @IsOptional() @IsInt() @Min(0) topK?: number;
-  @IsOptional() @IsNumber() @Min(0) @Max(1) minP?: number;
+  @IsOptional() @IsInt() @Min(RANGES.topK.min) topK?: number;
+  @IsOptional() @IsNumber() @Min(RANGES.minP.min) @Max(RANGES.minP.max) minP?: number;
   /** 1: none. */
-  @IsOptional() @IsNumber() @Min(0.01) @Max(10) repetitionPenalty?: number;
-  @IsOptional() @IsInt() @Min(0) repeatLastN?: number;
+  @IsOptional()
+  @IsNumber()
+  @Min(RANGES.repetitionPenalty.min)
+  @Max(RANGES.repetitionPenalty.max)
+  repetitionPenalty?: number;
+  @IsOptional() @IsInt() @Min(RANGES.repeatLastN.min) repeatLastN?: number;
 }
 
 export class ModelConfig {

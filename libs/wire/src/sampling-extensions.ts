@@ -6,6 +6,7 @@ import {
   optionalInteger,
   optionalNumber,
   optionalObject,
+  SAMPLING_DEFAULT_RANGES,
   type Sampling,
 } from '@cortex/contracts';
 
@@ -37,8 +38,8 @@ export function samplingExtensions(body: Json): Extensions {
   const topK = optionalInteger(body.top_k, 'top_k', -1);
   const named =
     body.repetition_penalty !== undefined && body.repetition_penalty !== null ? 'repetition_penalty' : 'repeat_penalty';
-  const penalty = optionalNumber(body[named], named, 0, 10);
-  if (penalty === 0) fail(named, 'must be above 0 (1 is no penalty)');
+  const { min, max } = SAMPLING_DEFAULT_RANGES.repetitionPenalty;
+  const penalty = optionalNumber(body[named], named, min, max);
   const out: Extensions = {};
   if (topK !== undefined) out.topK = Math.max(0, topK);
   const minP = optionalNumber(body.min_p, 'min_p', 0, 1);

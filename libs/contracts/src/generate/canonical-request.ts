@@ -114,6 +114,31 @@ export const BUILTIN_SAMPLING: Required<SamplingDefaults> = {
   repeatLastN: 64,
 };
 
+/**
+ * The range each default may take wherever one is read: the bus, the catalogue's `sampling:` block,
+ * a GGUF's `general.sampling.*` (a repetition penalty of 1 is none; 0 would divide by zero).
+ */
+export const SAMPLING_DEFAULT_RANGES: { readonly [K in keyof SamplingDefaults]-?: SamplingRange } = {
+  temperature: { min: 0, max: 2, integer: false },
+  topP: { min: 0, max: 1, integer: false },
+  topK: { min: 0, max: Number.MAX_SAFE_INTEGER, integer: true },
+  minP: { min: 0, max: 1, integer: false },
+  repetitionPenalty: { min: 0.01, max: 10, integer: false },
+  repeatLastN: { min: 0, max: Number.MAX_SAFE_INTEGER, integer: true },
+};
+
+export interface SamplingRange {
+  min: number;
+  max: number;
+  integer: boolean;
+}
+
+/** Whether `value` is one `key` may take (see SAMPLING_DEFAULT_RANGES). */
+export function inSamplingRange(key: keyof SamplingDefaults, value: number): boolean {
+  const { min, max, integer } = SAMPLING_DEFAULT_RANGES[key];
+  return Number.isFinite(value) && value >= min && value <= max && (!integer || Number.isInteger(value));
+}
+
 /** `sampling` with each field it leaves out taken from `defaults`, first to last (the first that sets it wins). */
 export function withSamplingDefaults<T extends Sampling>(
   sampling: T,
@@ -132,15 +157,13 @@ export function withSamplingDefaults<T extends Sampling>(
 export function decodeSamplingDefaults(value: unknown, at: string): SamplingDefaults | undefined {
   const defaults = optionalObject(value, at);
   if (!defaults) return undefined;
-  const out: SamplingDefaults = {
-    temperature: optionalNumber(defaults.temperature, `${at}.temperature`, 0, 2),
-    topP: optionalNumber(defaults.topP, `${at}.topP`, 0, 1),
-    topK: optionalInteger(defaults.topK, `${at}.topK`, 0),
-    minP: optionalNumber(defaults.minP, `${at}.minP`, 0, 1),
-    repetitionPenalty: optionalNumber(defaults.repetitionPenalty, `${at}.repetitionPenalty`, 0, 10),
-    repeatLastN: optionalInteger(defaults.repeatLastN, `${at}.repeatLastN`, 0),
-  };
-  return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== undefined)) as SamplingDefaults;
+  const out: SamplingDefaults = {};
+  for (const key of SAMPLING_DEFAULT_KEYS) {
+    const { min, max, integer } = SAMPLING_DEFAULT_RANGES[key];
+    const n = (integer ? optionalInteger : optionalNumber)(defaults[key], `${at}.${key}`, min, max);
+    if (n !== undefined) out[key] = n;
+  }
+  return out;
 }
 
 /** At most this many `logit_bias` entries in one request. */
@@ -296,12 +319,7 @@ function checkTool(value: unknown, at: string): void {
 }
 
 function checkSampling(sampling: Json, at: string): void {
-  optionalNumber(sampling.temperature, `${at}.temperature`, 0, 2);
-  optionalNumber(sampling.topP, `${at}.topP`, 0, 1);
-  optionalInteger(sampling.topK, `${at}.topK`, 0);
-  optionalNumber(sampling.minP, `${at}.minP`, 0, 1);
-  optionalNumber(sampling.repetitionPenalty, `${at}.repetitionPenalty`, 0, 10);
-  optionalInteger(sampling.repeatLastN, `${at}.repeatLastN`, 0);
+  decodeSamplingDefaults(sampling, at);
   optionalInteger(sampling.seed, `${at}.seed`, Number.MIN_SAFE_INTEGER);
   // 0: only a legacy completion that echoes its prompt (its log-probabilities, lm-evaluation-harness's loglikelihood).
   optionalInteger(sampling.maxTokens, `${at}.maxTokens`, 0);
