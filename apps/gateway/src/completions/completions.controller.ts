@@ -18,10 +18,9 @@ export class CompletionsController {
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     // Several prompts: one run each, placed and generated side by side, rendered as one response.
     const choices = completionFanOut(req.body);
-    const count = choices ? choices(req.body as Record<string, unknown>).length : 0;
     const open = choices
       ? (requestId: string) =>
-          new FanOutRun(this.inference, 'openai.completions', requestId, choices, count, meterOf(req), req.headers)
+          new FanOutRun(this.inference, 'openai.completions', requestId, choices, meterOf(req), req.headers)
       : undefined;
     return this.responder.handle(req, reply, openAiCompletionsAdapter, open);
   }

@@ -26,8 +26,14 @@ export const choiceOf = (event: StreamEvent): number => (event as ChoiceEvent).c
 export const choicesOf = (state: unknown): number =>
   isObject(state) && typeof state.choices === 'number' ? state.choices : 1;
 
-/** Each choice's body, as a request of its own: `n` 1, and a `seed` of its own so that seeded choices differ. */
-export type ChoiceBodies = (body: Record<string, unknown>) => Array<Record<string, unknown>>;
+/**
+ * The choices of one request: how many, and each one's body as a request of its own (`n` 1, and a
+ * `seed` of its own so that seeded choices differ).
+ */
+export interface ChoiceBodies {
+  count: number;
+  bodies: (body: Record<string, unknown>) => Array<Record<string, unknown>>;
+}
 
 const ownSeed = (body: Record<string, unknown>, i: number): Record<string, unknown> =>
   typeof body.seed === 'number' && Number.isInteger(body.seed) ? { seed: body.seed + i } : {};
@@ -40,7 +46,11 @@ export function completionFanOut(body: unknown): ChoiceBodies | null {
   if (!isObject(body)) return null;
   try {
     const prompts = completionChoices(body);
-    return prompts.length > 1 ? (b) => prompts.map((prompt, i) => ({ ...b, prompt, n: 1, ...ownSeed(b, i) })) : null;
+    if (prompts.length < 2) return null;
+    return {
+      count: prompts.length,
+      bodies: (b) => prompts.map((prompt, i) => ({ ...b, prompt, n: 1, ...ownSeed(b, i) })),
+    };
   } catch {
     return null;
   }
@@ -51,7 +61,7 @@ export function chatFanOut(body: unknown): ChoiceBodies | null {
   if (!isObject(body)) return null;
   const n = body.n;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 2 || n > MAX_CHAT_CHOICES) return null;
-  return (b) => Array.from({ length: n }, (_, i) => ({ ...b, n: 1, ...ownSeed(b, i) }));
+  return { count: n, bodies: (b) => Array.from({ length: n }, (_, i) => ({ ...b, n: 1, ...ownSeed(b, i) })) };
 }
 
 /**
@@ -68,19 +78,20 @@ export class FanOutRun implements ResponderRun {
     service: InferenceService,
     dialect: Dialect,
     requestId: string,
-    private readonly bodies: ChoiceBodies,
-    choices: number,
+    private readonly choices: ChoiceBodies,
     /** What the request's choices report their usage to. */
     meter: RequestMeter,
     /** The request's HTTP headers: each choice's span continues their traceparent. */
     headers?: IncomingHeaders,
   ) {
-    this.runs = Array.from({ length: choices }, () => service.open(dialect, requestId, meter, undefined, headers));
+    this.runs = Array.from({ length: choices.count }, () =>
+      service.open(dialect, requestId, meter, undefined, headers),
+    );
     // Each choice could move alone, but the choices of one response would then come from different
     // workers' sampling states: a request with several choices keeps today's error instead.
     for (const run of this.runs)
       run.checkpoint.refuse('a request with several choices (n > 1 or an array prompt) does not move');
-    this.state = { choices };
+    this.state = { choices: choices.count };
   }
 
   get runId(): string {
@@ -100,7 +111,7 @@ export class FanOutRun implements ResponderRun {
   }
 
   async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
-    const bodies = this.bodies(body as Record<string, unknown>);
+    const bodies = this.choices.bodies(body as Record<string, unknown>);
     const requests = await Promise.all(this.runs.map((run, i) => run.decode(bodies[i], session)));
     return requests[0] as CanonicalRequest;
   }

@@ -17,10 +17,9 @@ export class ChatController {
   @Post(['v1/chat/completions', 'chat/completions'])
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     const choices = chatFanOut(req.body);
-    const count = (req.body as { n?: number } | null)?.n ?? 1;
     const open = choices
       ? (requestId: string) =>
-          new FanOutRun(this.inference, 'openai.chat', requestId, choices, count, meterOf(req), req.headers)
+          new FanOutRun(this.inference, 'openai.chat', requestId, choices, meterOf(req), req.headers)
       : undefined;
     return this.responder.handle(req, reply, openAiChatAdapter, open);
   }
