@@ -18,7 +18,6 @@ import { RateLimiter } from './limits/rate-limiter.js';
 import { TokenRateLimiter } from './limits/token-rate-limiter.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
 import { KeyAdmission } from './limits/key-admission.js';
-import { PriorityBook } from './priority/priority-book.js';
 import { UsageRecorder } from './usage/usage-recorder.js';
 import { UsageController } from './admin/usage.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
@@ -72,7 +71,6 @@ export class GatewayModule {
         BudgetLedger,
         KeyAdmission,
         UsageRecorder,
-        PriorityBook,
         ConsoleHub,
       ],
     };

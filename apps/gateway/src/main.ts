@@ -6,8 +6,7 @@ import { KeyDirectory } from './keys/key-directory.js';
 import { KeyAdmission } from './limits/key-admission.js';
 import { installRateLimits } from './http/rate-limits.js';
 import { installPriority } from './http/priority.js';
-import { PriorityBook } from './priority/priority-book.js';
-import { installArrival } from './http/arrival.js';
+import { installRequestContext } from './http/request-context.js';
 import { installBodyDepth } from './http/body-depth.js';
 import { drainBudget, installOversizeDrain } from './http/oversize-drain.js';
 import { ResponsesSocket } from './responses/ws/responses.socket.js';
@@ -32,7 +31,7 @@ export const start: ServiceStart = async (context) => {
       refusals = counter;
       app.useGlobalFilters(new ApiExceptionFilter());
       const fastify = app.getHttpAdapter().getInstance();
-      installArrival(fastify);
+      installRequestContext(fastify);
       installAccess(fastify, config, context.logger, app.get(KeyDirectory));
       installUploadSlots(
         fastify,
@@ -47,7 +46,7 @@ export const start: ServiceStart = async (context) => {
       installBodyDepth(fastify, counter);
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);
-      installPriority(fastify, config, app.get(PriorityBook));
+      installPriority(fastify, config);
       installRateLimits(fastify, app.get(KeyAdmission));
       app.get(ResponsesSocket).install(fastify);
       let warned = 0;

@@ -4,6 +4,7 @@ import { InferenceResponder } from '../inference/inference.responder.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { respondJson } from '../http/error-response.js';
 import { anthropicMessagesAdapter } from './messages.adapter.js';
+import { contextOf } from '../http/request-context.js';
 
 /** Anthropic Messages, streaming and not, and token counting with the model's real tokenizer. */
 @Controller()
@@ -22,8 +23,8 @@ export class MessagesController {
   async countTokens(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     // count_tokens bodies have no max_tokens; the decoder requires one, so supply a placeholder.
     const body = { max_tokens: 1, ...(req.body as object) };
-    await respondJson(req, reply, async (requestId) => ({
-      input_tokens: (await this.inference.countTokens('anthropic.messages', requestId, body, req.headers)).inputTokens,
+    await respondJson(req, reply, async () => ({
+      input_tokens: (await this.inference.countTokens('anthropic.messages', contextOf(req), body)).inputTokens,
     }));
   }
 }

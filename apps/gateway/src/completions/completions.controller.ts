@@ -4,7 +4,7 @@ import { InferenceResponder } from '../inference/inference.responder.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { openAiCompletionsAdapter } from './completions.adapter.js';
 import { completionFanOut, FanOutRun } from './fan-out-run.js';
-import { meterOf } from '../usage/request-meter.js';
+import { contextOf } from '../http/request-context.js';
 
 /** Legacy OpenAI Completions (raw prompt, no chat template), streaming and not. */
 @Controller()
@@ -19,8 +19,7 @@ export class CompletionsController {
     // Several prompts: one run each, placed and generated side by side, rendered as one response.
     const choices = completionFanOut(req.body);
     const open = choices
-      ? (requestId: string) =>
-          new FanOutRun(this.inference, 'openai.completions', requestId, choices, meterOf(req), req.headers)
+      ? () => new FanOutRun(this.inference, 'openai.completions', contextOf(req), choices)
       : undefined;
     return this.responder.handle(req, reply, openAiCompletionsAdapter, open);
   }

@@ -7,11 +7,10 @@ import {
   type LoadProgress,
   type StreamEvent,
 } from '@cortex/contracts';
-import type { IncomingHeaders } from '../inference/run-trace.js';
+import type { RequestContext } from '../http/request-context.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import type { ResponderRun } from '../inference/inference.responder.js';
 import type { InferenceService } from '../inference/inference.service.js';
-import type { RequestMeter } from '../usage/request-meter.js';
 
 /** A stream event and the choice (prompt index) it belongs to. */
 type ChoiceEvent = StreamEvent & { choice?: number };
@@ -77,16 +76,11 @@ export class FanOutRun implements ResponderRun {
   constructor(
     service: InferenceService,
     dialect: Dialect,
-    requestId: string,
+    /** The request's: each choice's run reports its usage to its meter, and its span continues its traceparent. */
+    context: RequestContext,
     private readonly choices: ChoiceBodies,
-    /** What the request's choices report their usage to. */
-    meter: RequestMeter,
-    /** The request's HTTP headers: each choice's span continues their traceparent. */
-    headers?: IncomingHeaders,
   ) {
-    this.runs = Array.from({ length: choices.count }, () =>
-      service.open(dialect, requestId, meter, undefined, headers),
-    );
+    this.runs = Array.from({ length: choices.count }, () => service.open(dialect, context));
     // Each choice could move alone, but the choices of one response would then come from different
     // workers' sampling states: a request with several choices keeps today's error instead.
     for (const run of this.runs)

@@ -12,9 +12,9 @@ import {
   string,
 } from '@cortex/contracts';
 import { respondJson, sendError } from '../http/error-response.js';
-import { requestIdOf } from '../http/request-id.js';
 import { ConsoleHub } from './console.hub.js';
 import { consoleCookie } from './console-access.js';
+import { contextOf } from '../http/request-context.js';
 
 /** The page's files, shipped in the repository beside `src/` (apps/gateway/console). */
 const ASSETS = new URL('../../console/', import.meta.url);
@@ -56,7 +56,7 @@ export class ConsoleController {
   async asset(@Param('file') name: string, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     const type = TYPES[name];
     if (!type)
-      return sendError(reply, req.url, new CortexError('not_found', `no console file ${name}`), requestIdOf(req));
+      return sendError(reply, req.url, new CortexError('not_found', `no console file ${name}`), contextOf(req).id);
     void reply
       .header('cache-control', 'no-cache')
       .type(type)

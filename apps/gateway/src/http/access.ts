@@ -6,10 +6,9 @@ import type { CortexConfig } from '@cortex/config';
 import { CortexError, modelAllowed, type KeyRecord } from '@cortex/contracts';
 import type { Identification, KeyDirectory } from '../keys/key-directory.js';
 import { sendError } from './error-response.js';
-import { principalOf, setPrincipal } from './principal.js';
-import { requestIdOf } from './request-id.js';
 import { requestPath } from './request-path.js';
 import { browserKey, isConsolePath } from '../console/console-access.js';
+import { contextOf } from './request-context.js';
 
 // The root is a reachability probe (`HEAD /`); it says nothing a caller without a key should not know.
 const PUBLIC = new Set(['/', '/healthz', '/readyz', '/health']);
@@ -89,7 +88,7 @@ export function installAccess(
           'not_found',
           `the ${family.name} API is disabled on this gateway (gateway.endpoints.${family.setting})`,
         ),
-        requestIdOf(request),
+        contextOf(request).id,
       );
       return;
     }
@@ -98,11 +97,11 @@ export function installAccess(
     const admin = path.startsWith('/admin/') || path === '/admin' || isConsolePath(path);
     const decide = (identity: Identification | null): void => {
       if (identity?.kind === 'refused') {
-        sendError(reply, request.url, identity.error, requestIdOf(request));
+        sendError(reply, request.url, identity.error, contextOf(request).id);
         return;
       }
       if (identity?.kind === 'key') {
-        setPrincipal(request, identity.principal);
+        contextOf(request).admitKey(identity.principal);
         return done();
       }
       // No keys in the config: the loopback development mode, where any key (or none) passes.
@@ -117,7 +116,7 @@ export function installAccess(
             'unauthorized',
             `the API key ${what}: send ${how} as "Authorization: Bearer <key>" or "x-api-key: <key>"`,
           ),
-          requestIdOf(request),
+          contextOf(request).id,
         );
         return;
       }
@@ -129,13 +128,13 @@ export function installAccess(
     const later = identity.kind === 'unknown' ? directory.identifyAfterCatchUp(presented) : null;
     if (later) {
       later.then(decide).catch((error: Error) => {
-        logger.error(`${requestIdOf(request)}: the key check failed: ${error.message}`, 'gateway');
+        logger.error(`${contextOf(request).id}: the key check failed: ${error.message}`, 'gateway');
         if (!reply.sent)
           sendError(
             reply,
             request.url,
             new CortexError('internal', 'the API key could not be checked; try again'),
-            requestIdOf(request),
+            contextOf(request).id,
           );
       });
     } else decide(identity);
@@ -148,11 +147,11 @@ export function installAccess(
  */
 export function installModelAccess(fastify: FastifyInstance): void {
   fastify.addHook('preValidation', (request, reply, done) => {
-    const principal = principalOf(request);
+    const principal = contextOf(request).principal;
     if (!principal || principal.key.models === null) return done();
     const error = modelRefusal(principal.key, (request.body as { model?: unknown } | null | undefined)?.model);
     if (!error) return done();
-    sendError(reply, request.url, error, requestIdOf(request));
+    sendError(reply, request.url, error, contextOf(request).id);
   });
 }
 

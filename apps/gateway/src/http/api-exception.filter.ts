@@ -2,7 +2,7 @@ import { Catch, HttpException, type ArgumentsHost, type ExceptionFilter } from '
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { throwError, type Observable } from 'rxjs';
 import { sendError, toCortexError } from './error-response.js';
-import { requestIdOf } from './request-id.js';
+import { contextOf } from './request-context.js';
 
 /** Whatever escapes a controller (or Nest's own 404) leaves in the caller's API error shape. */
 @Catch()
@@ -18,6 +18,6 @@ export class ApiExceptionFilter implements ExceptionFilter {
       exception instanceof HttpException
         ? toCortexError(Object.assign(new Error(exception.message), { statusCode: exception.getStatus() }))
         : toCortexError(exception);
-    sendError(reply, request.url, error, requestIdOf(request));
+    sendError(reply, request.url, error, contextOf(request).id);
   }
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { CortexError } from '@cortex/contracts';
 import { sendError } from './error-response.js';
 import type { RefusalCounter } from './refusals.js';
-import { requestIdOf } from './request-id.js';
+import { contextOf } from './request-context.js';
 
 /**
  * How deep a request body may nest. Real requests stay far below (a tool's JSON Schema is the
@@ -133,7 +133,7 @@ export function installBodyDepth(fastify: FastifyInstance, refusals: RefusalCoun
       new CortexError('invalid_request', `${where} nests deeper than ${MAX_BODY_DEPTH} levels`, {
         param: field || undefined,
       }),
-      requestIdOf(request),
+      contextOf(request).id,
     );
   });
 }

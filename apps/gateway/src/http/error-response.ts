@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { requestIdOf } from './request-id.js';
 import { CortexError, type ErrorBody } from '@cortex/contracts';
 import { anthropicError, openAiError } from '@cortex/wire';
+import { contextOf } from './request-context.js';
 
 /** Any thrown value → a CortexError (unknown errors become `internal`, their message kept). */
 export function toCortexError(error: unknown): CortexError {
@@ -36,7 +36,7 @@ export async function respondJson(
   reply: FastifyReply,
   body: (requestId: string) => Promise<unknown>,
 ): Promise<void> {
-  const requestId = requestIdOf(req);
+  const requestId = contextOf(req).id;
   try {
     const result = await body(requestId);
     void reply.status(200).header('x-request-id', requestId).type('application/json').send(result);

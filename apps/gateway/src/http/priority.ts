@@ -1,13 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { CortexConfig } from '@cortex/config';
 import { PRIORITY_HEADER } from '@cortex/contracts';
-import type { PriorityBook } from '../priority/priority-book.js';
 import { priorityFor, type Caller } from '../priority/priority.decider.js';
 import { sendError, toCortexError } from './error-response.js';
-import { principalOf } from './principal.js';
-import { requestIdOf } from './request-id.js';
 import { requestPath } from './request-path.js';
 import { LIMITED } from './rate-limits.js';
+import { contextOf } from './request-context.js';
 
 /** A Responses WebSocket: its upgrade's tier is its turns' (a stored key's turns take the key's tier at each turn, see TurnAdmission). */
 const SOCKET = /^\/(v1\/)?responses$/;
@@ -17,28 +15,26 @@ const SOCKET = /^\/(v1\/)?responses$/;
  * stored key's tier, a config-file key's default tier, or the lowest without a key, lowered by the
  * `x-cortex-priority` header. Runs before the limits, so a bad header is a 400 that spends nothing.
  */
-export function installPriority(fastify: FastifyInstance, config: CortexConfig, book: PriorityBook): void {
+export function installPriority(fastify: FastifyInstance, config: CortexConfig): void {
   const configKeys = config.auth.mode === 'keys' && config.auth.apiKeys.length + config.auth.adminKeys.length > 0;
   fastify.addHook('preValidation', (request, reply, done) => {
     const path = requestPath(request);
     const socket = request.method === 'GET' && SOCKET.test(path);
     if (!socket && (request.method !== 'POST' || !LIMITED.test(path))) return done();
-    const principal = principalOf(request);
+    const context = contextOf(request);
+    const principal = context.principal;
     // Past the access check, a request without a stored key either presented a config-file key or needed none.
     const caller: Caller = principal
       ? { kind: 'stored', key: principal.key }
       : configKeys
         ? { kind: 'config' }
         : { kind: 'none' };
-    const background = (request.body as { background?: unknown } | null)?.background === true;
-    let entry: ReturnType<PriorityBook['hold']>;
     try {
-      entry = book.hold(requestIdOf(request), priorityFor(caller, request.headers[PRIORITY_HEADER]), background);
+      context.prioritize(priorityFor(caller, request.headers[PRIORITY_HEADER]));
     } catch (error) {
-      sendError(reply, request.url, toCortexError(error), requestIdOf(request));
+      sendError(reply, request.url, toCortexError(error), context.id);
       return;
     }
-    reply.raw.once('close', entry.ended);
     done();
   });
 }

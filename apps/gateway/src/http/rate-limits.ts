@@ -3,10 +3,8 @@ import { goDuration, type RequestWindow } from '../limits/rate-limit.decider.js'
 import type { TokenWindow } from '../limits/token-rate.decider.js';
 import type { KeyAdmission } from '../limits/key-admission.js';
 import { sendError } from './error-response.js';
-import { principalOf } from './principal.js';
-import { requestIdOf } from './request-id.js';
 import { requestPath } from './request-path.js';
-import { meterOf } from '../usage/request-meter.js';
+import { contextOf } from './request-context.js';
 
 /** The routes that start work on a worker: each request counts against its key's limits. */
 export const LIMITED =
@@ -22,7 +20,7 @@ const MESSAGES = /^\/(v1\/)?messages(\/|$)/;
  */
 export function installRateLimits(fastify: FastifyInstance, admission: KeyAdmission): void {
   fastify.addHook('preValidation', (request, reply, done) => {
-    const principal = principalOf(request);
+    const principal = contextOf(request).principal;
     const path = requestPath(request);
     if (!principal || request.method !== 'POST' || !LIMITED.test(path)) return done();
     const anthropic = MESSAGES.test(path);
@@ -31,8 +29,8 @@ export function installRateLimits(fastify: FastifyInstance, admission: KeyAdmiss
       const background = (request.body as { background?: unknown } | null)?.background === true;
       const decision = await admission.admit({
         key: principal.key,
-        requestId: requestIdOf(request),
-        meter: meterOf(request),
+        requestId: contextOf(request).id,
+        meter: contextOf(request).meter,
         path,
         body: request.body,
         bytes,
@@ -44,7 +42,7 @@ export function installRateLimits(fastify: FastifyInstance, admission: KeyAdmiss
         // Spent: retrying does not help until the budget resets or is raised; the official SDKs read this header.
         if (decision.retryAfterMs === null) reply.raw.setHeader('x-should-retry', 'false');
         else reply.raw.setHeader('retry-after-ms', String(decision.retryAfterMs));
-        sendError(reply, request.url, decision.error, requestIdOf(request));
+        sendError(reply, request.url, decision.error, contextOf(request).id);
         return;
       }
       // The client may have left during the round trips above: its 'close' has been and gone.

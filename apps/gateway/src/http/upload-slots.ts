@@ -4,9 +4,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { CortexError, hashSecret } from '@cortex/contracts';
 import { sendError } from './error-response.js';
 import { presentedKey } from './access.js';
-import { principalOf } from './principal.js';
 import type { RefusalCounter } from './refusals.js';
-import { requestIdOf } from './request-id.js';
+import { contextOf } from './request-context.js';
 
 /** How many request bodies one client may be sending this gateway at once, and how many bytes they may declare (`gateway.max_uploads_per_key`, `gateway.max_upload_bytes_per_key`; 0: no cap). */
 export interface UploadCaps {
@@ -61,7 +60,6 @@ export function installUploadSlots(
 ): void {
   if (caps.count <= 0 && caps.bytes <= 0) return;
   const uploads = new ClientCounts();
-  const release = new WeakMap<object, () => void>();
   fastify.addHook('onRequest', (request, reply, done) => {
     const declared = bodyBytes(request, caps.bodyLimit);
     if (declared === null) return done();
@@ -80,7 +78,7 @@ export function installUploadSlots(
         new CortexError('rate_limit_exceeded', `${what}: wait for them to finish, or send fewer at once`, {
           retryAfter: 1,
         }),
-        requestIdOf(request),
+        contextOf(request).id,
       );
       return;
     }
@@ -97,7 +95,7 @@ export function installUploadSlots(
       socket?.off('close', free);
       reply.raw.off('close', free);
     };
-    release.set(request.raw, free);
+    contextOf(request).holdUpload(free);
     // However the request ends: refused before its body was read (a 400 from the depth scan, a 408
     // from Node), answered, or its client gone, the socket closing with it.
     reply.raw.once('close', free);
@@ -106,11 +104,11 @@ export function installUploadSlots(
   });
   // The body is in: its slot goes back (the request itself is then bounded by the key's limits).
   fastify.addHook('preValidation', (request, _reply, done) => {
-    release.get(request.raw)?.();
+    contextOf(request).releaseUpload();
     done();
   });
   fastify.addHook('onRequestAbort', (request, done) => {
-    release.get(request.raw)?.();
+    contextOf(request).releaseUpload();
     done();
   });
 }
@@ -127,7 +125,7 @@ function bodyBytes(request: FastifyRequest, bodyLimit: number): number | null {
 
 /** Whom the caps count against: the stored key, else the key presented (checked by now; kept as a digest), else the client's address. */
 export function clientOf(request: FastifyRequest): string {
-  const principal = principalOf(request);
+  const principal = contextOf(request).principal;
   if (principal) return `key:${principal.key.id}`;
   const presented = presentedKey(request);
   return presented ? `presented:${hashSecret(presented)}` : `address:${request.ip}`;

@@ -35,6 +35,7 @@ import { decideMigration } from './migration.decider.js';
 import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
 import { decodeForRun } from './run-decode.js';
 import type { RunServices } from './run-services.js';
+import type { RequestContext } from '../http/request-context.js';
 import type { RequestMeter } from '../usage/request-meter.js';
 import { RunTrace } from './run-trace.js';
 import { StreamCheckpoint } from './stream-checkpoint.js';
@@ -87,6 +88,10 @@ export class InferenceRun {
     return this.currentRunId;
   }
 
+  get requestId(): string {
+    return this.context.id;
+  }
+
   /** The subject of the current try's events; null before one started. */
   get subject(): string | null {
     return this.currentSubject;
@@ -95,14 +100,14 @@ export class InferenceRun {
   constructor(
     private readonly service: RunServices,
     readonly dialect: Dialect | RetrievalApi,
-    readonly requestId: string,
-    arrivedAt = performance.now(),
+    /** The request's id, arrival, headers and tier (see RequestContext). */
+    private readonly context: RequestContext,
     /** This request's spans (see RunTrace); does nothing while tracing is off. */
     private readonly trace: RunTrace = RunTrace.off,
     /** What the request's runs used, and who pays (none: nobody settles a budget with it). */
     private readonly meter: RequestMeter | null = null,
   ) {
-    this.hops.parseMs = performance.now() - arrivedAt;
+    this.hops.parseMs = performance.now() - context.arrival;
     this.report = meter?.opened() ?? null;
   }
 
@@ -293,7 +298,7 @@ export class InferenceRun {
     });
     this.reader = reader;
     const model = this.placement?.model ?? request.model;
-    const priority = this.service.priorityOf(this.requestId);
+    const priority = this.context.priority;
     // The catalogue's sampling defaults as the live catalogue has them now, under what the request set (the worker adds the GGUF's).
     const sampling = withSamplingDefaults(request.sampling, this.service.modelConfig(model)?.sampling);
     const command: GenerateCommand = {
@@ -448,6 +453,8 @@ export class InferenceRun {
       placeMs: this.placeMs,
       hops: this.hops.writeMs < 0 ? null : this.hops,
       ...(this.checkpoint.moves > 0 && { migrations: this.checkpoint.moves }),
+      // The tier it ran at, for queue wait by tier (metrics); a request refused before it was given one has none.
+      ...(this.context.priority && { tier: this.context.priority.tier }),
     };
     this.trace.run(() => this.service.recordFinished(event, this.runId, this.meter?.payer ?? null));
     this.trace.finished(event);

@@ -3,13 +3,11 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CortexError, mib, type LoadProgress } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
 import { sendError, toCortexError } from '../http/error-response.js';
-import { arrivalOf } from '../http/arrival.js';
-import { requestIdOf } from '../http/request-id.js';
 import { SseWriter } from '../http/sse.writer.js';
 import type { DialectAdapter, DialectStream, SseOut } from './dialect.js';
 import type { InferenceRun } from './inference-run.js';
 import { InferenceService } from './inference.service.js';
-import { meterOf } from '../usage/request-meter.js';
+import { contextOf } from '../http/request-context.js';
 
 /** What the responder drives: one InferenceRun, or several behind one response (see FanOutRun). */
 export type ResponderRun = Pick<
@@ -43,11 +41,11 @@ export class InferenceResponder {
     req: FastifyRequest,
     reply: FastifyReply,
     adapter: DialectAdapter,
-    open?: (requestId: string) => ResponderRun,
+    open?: () => ResponderRun,
   ): Promise<void> {
-    const requestId = requestIdOf(req);
-    const run =
-      open?.(requestId) ?? this.inference.open(adapter.dialect, requestId, meterOf(req), arrivalOf(req), req.headers);
+    const context = contextOf(req);
+    const requestId = context.id;
+    const run = open?.() ?? this.inference.open(adapter.dialect, context);
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });

@@ -11,21 +11,19 @@ import {
   type Dialect,
   type LoadProgress,
   type RequestFinishedEvent,
-  type RequestPriority,
   type RetrievalApi,
   type TokenCount,
   type UsageOwner,
   decodeLoadProgress,
 } from '@cortex/contracts';
 import { InferenceRun } from './inference-run.js';
-import { RunTrace, type IncomingHeaders } from './run-trace.js';
+import { RunTrace } from './run-trace.js';
 import type { RunServices } from './run-services.js';
 import { PendingRuns } from '../console/pending-runs.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
 import { UsageRecorder } from '../usage/usage-recorder.js';
-import type { RequestMeter } from '../usage/request-meter.js';
-import { PriorityBook } from '../priority/priority-book.js';
+import type { RequestContext } from '../http/request-context.js';
 
 /** How long a worker declared down has to show it still holds its subjects ("no responders" comes at once). */
 const DOWN_PROBE_MS = 1_000;
@@ -55,7 +53,6 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     @Inject(CONFIG) readonly config: CortexConfig,
     private readonly usage: UsageRecorder,
     private readonly catalogue: ModelCatalogue,
-    private readonly priorities: PriorityBook,
   ) {
     this.events = new EventPublisher(bus.nc);
     this.responses = new ResponsesAssembly(config.responses.reasoningKey);
@@ -84,15 +81,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     );
   }
 
-  priorityOf(requestId: string): RequestPriority | undefined {
-    return this.priorities.of(requestId);
-  }
-
   /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once), and its usage record billed to `payer`. */
-  recordFinished(finished: RequestFinishedEvent, runId: string, payer: UsageOwner | null): void {
-    // The tier it ran at, for queue wait by tier (metrics); a request refused before it was given one has none.
-    const tier = this.priorities.of(finished.requestId)?.tier;
-    const event = tier === undefined ? finished : { ...finished, tier };
+  recordFinished(event: RequestFinishedEvent, runId: string, payer: UsageOwner | null): void {
     this.usage.record(event, runId, payer);
     this.logger.log({
       msg: `${event.dialect} ${event.model}: ${event.status}${event.errorCode ? ` ${event.errorCode}` : ''} in ${event.durationMs} ms`,
@@ -185,28 +175,17 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
     this.streams.delete(runId);
   }
 
-  /** A run for one request; `headers` are its HTTP headers, whose `traceparent` its spans continue; `meter` what it reports its usage to. */
-  open(
-    dialect: Dialect | RetrievalApi,
-    requestId: string,
-    meter: RequestMeter | null,
-    arrivedAt?: number,
-    headers?: IncomingHeaders,
-  ): InferenceRun {
-    return new InferenceRun(this, dialect, requestId, arrivedAt, RunTrace.open(dialect, requestId, headers), meter);
+  /** A run for one request: its spans continue its headers' `traceparent`, and it reports its usage to the request's meter. */
+  open(dialect: Dialect | RetrievalApi, context: RequestContext): InferenceRun {
+    return new InferenceRun(this, dialect, context, RunTrace.open(dialect, context.id, context.headers), context.meter);
   }
 
   /** count_tokens / input_tokens: decoded and placed like a generation, but only tokenized. */
-  async countTokens(
-    dialect: Dialect,
-    requestId: string,
-    body: unknown,
-    headers?: IncomingHeaders,
-  ): Promise<TokenCount> {
+  async countTokens(dialect: Dialect, context: RequestContext, body: unknown): Promise<TokenCount> {
     // A count emits no request-finished event, so its spans are ended here.
-    const trace = RunTrace.open(dialect, requestId, headers);
+    const trace = RunTrace.open(dialect, context.id, context.headers);
     // It reports no usage: a count is not charged.
-    const run = new InferenceRun(this, dialect, requestId, undefined, trace);
+    const run = new InferenceRun(this, dialect, context, trace, null);
     try {
       // No early placement: a ready-only ask binds the conversation's key to the worker it names, and
       // counting must not move a conversation.

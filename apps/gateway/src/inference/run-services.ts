@@ -1,7 +1,7 @@
 import type { BusClient, StreamReader } from '@cortex/bus';
 import type { CortexConfig, ModelConfig } from '@cortex/config';
 import type { ResponsesAssembly } from '@cortex/wire';
-import type { RequestFinishedEvent, RequestPriority, UsageOwner } from '@cortex/contracts';
+import type { RequestFinishedEvent, UsageOwner } from '@cortex/contracts';
 import type { Logger } from '@nestjs/common';
 import type { PendingRuns } from '../console/pending-runs.js';
 import type { PlacementClient } from './placement-client.js';
@@ -20,8 +20,6 @@ export interface RunServices {
   recordFinished(event: RequestFinishedEvent, runId: string, payer: UsageOwner | null): void;
   /** The console's rows of requests that wait for a placement or run (see PendingRuns). */
   readonly pending: Pick<PendingRuns, 'placing' | 'placed' | 'done'>;
-  /** The request's tier and account for the worker's queue (see PriorityBook); undefined: the worker's lowest tier. */
-  priorityOf(requestId: string): RequestPriority | undefined;
   /** The catalogue entry a model name (id or alias) has in the live catalogue now. */
   modelConfig(name: string): ModelConfig | undefined;
 }

@@ -13,7 +13,7 @@ import {
   type SamplingDefaults,
 } from '@cortex/contracts';
 import { respondJson } from '../http/error-response.js';
-import { principalOf } from '../http/principal.js';
+import { contextOf } from '../http/request-context.js';
 
 /** The catalogue merged with the fleet, in OpenAI's list format plus where each model is loaded. */
 @Controller()
@@ -40,7 +40,7 @@ export class ModelsController {
   /** The catalogue, or the part of it a stored key with a `models` list may use. */
   private async catalogue(req: FastifyRequest): Promise<CatalogueEntry[]> {
     const catalogue = await this.bus.request(Subjects.routerModels, {}, { decode: decodeCatalogue });
-    const key = principalOf(req)?.key;
+    const key = contextOf(req).principal?.key;
     return key ? catalogue.filter((m) => modelAllowed(key, m.id)) : catalogue;
   }
 }

@@ -26,15 +26,14 @@ import {
   type ResponsesState,
 } from '@cortex/wire';
 import { sendError, toCortexError } from '../http/error-response.js';
-import { requestIdOf } from '../http/request-id.js';
 import { SseWriter } from '../http/sse.writer.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { BackgroundFollow } from './background-follow.js';
 import { responsesStateOf } from './responses.state.js';
-import { meterOf } from '../usage/request-meter.js';
 import { backgroundRefusal } from './background-room.js';
 import { ClientCounts, clientOf } from '../http/upload-slots.js';
+import { contextOf } from '../http/request-context.js';
 
 /** How long `POST …/cancel` waits for a cancelled run to be stored as ended, polling every POLL_MS. */
 const CANCEL_WAIT_MS = 10_000;
@@ -93,8 +92,8 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
   }
 
   async create(req: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const requestId = requestIdOf(req);
-    const run = this.inference.open('openai.responses', requestId, meterOf(req), undefined, req.headers);
+    const requestId = contextOf(req).id;
+    const run = this.inference.open('openai.responses', contextOf(req));
     const client = clientOf(req);
     // Counted from here, before the awaits below, so requests arriving together cannot all pass the cap.
     let counted = false;
@@ -149,7 +148,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
 
   /** `GET /v1/responses/{id}?stream=true&starting_after=N`: the events after N, live while the run goes on. */
   async stream(req: FastifyRequest, reply: FastifyReply, id: string, startingAfter: string | undefined): Promise<void> {
-    const requestId = requestIdOf(req);
+    const requestId = contextOf(req).id;
     try {
       const after = startingAfter === undefined ? -1 : Number(startingAfter);
       if (!Number.isInteger(after) || after < -1 || startingAfter === '') {
@@ -279,7 +278,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
     follow: boolean,
   ): Promise<void> {
     const { gateway } = this.config;
-    const sse = new SseWriter(reply, requestIdOf(req), gateway.stallTimeoutMs);
+    const sse = new SseWriter(reply, contextOf(req).id, gateway.stallTimeoutMs);
     const replay = new BackgroundReplay(this.options(source));
     const write = (frames: ReturnType<BackgroundReplay['add']>) => {
       for (const frame of frames) if (frame.data.sequence_number > after) sse.data(frame.data, frame.event);

@@ -10,7 +10,7 @@ import {
 } from '@cortex/wire';
 import { toCortexError } from '../http/error-response.js';
 import type { InferenceService } from '../inference/inference.service.js';
-import { meterOf } from '../usage/request-meter.js';
+import { contextOf } from '../http/request-context.js';
 
 /**
  * `POST /v1/responses/compact`: the translator rebuilds the conversation and splits it; the model that
@@ -27,7 +27,7 @@ export class ResponsesCompactor {
 
   async compact(req: FastifyRequest, reply: FastifyReply, requestId: string): Promise<CompactResource> {
     const session = sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders);
-    const run = this.inference.open('openai.responses', requestId, meterOf(req), undefined, req.headers);
+    const run = this.inference.open('openai.responses', contextOf(req));
     // Listening from the start: a client gone while the translator plans gets no generation either.
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');

@@ -10,6 +10,7 @@ import { InferenceResponder } from '../inference/inference.responder.js';
 import { responsesAdapterFor } from './responses.adapter.js';
 import { ResponsesCompactor } from './responses.compact.js';
 import { BackgroundResponder } from './responses.background.js';
+import { contextOf } from '../http/request-context.js';
 
 /** OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens, compact, background runs. */
 @Controller()
@@ -41,10 +42,9 @@ export class ResponsesController {
 
   @Post(['v1/responses/input_tokens', 'responses/input_tokens'])
   inputTokens(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return respondJson(req, reply, async (requestId) => ({
+    return respondJson(req, reply, async () => ({
       object: 'response.input_tokens',
-      input_tokens: (await this.inference.countTokens('openai.responses', requestId, req.body, req.headers))
-        .inputTokens,
+      input_tokens: (await this.inference.countTokens('openai.responses', contextOf(req), req.body)).inputTokens,
     }));
   }
 

@@ -13,7 +13,7 @@ import { respondJson } from '../http/error-response.js';
 import { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings.request.js';
 import { parseRerankRequest } from './rerank.request.js';
 import { RetrievalService } from './retrieval.service.js';
-import { meterOf } from '../usage/request-meter.js';
+import { contextOf } from '../http/request-context.js';
 
 /** OpenAI `/v1/embeddings`, and `/v1/rerank` in the shape llama.cpp's server, Jina and Cohere use. */
 @Controller()
@@ -27,7 +27,7 @@ export class RetrievalController {
       this.assertDimensions(request);
       const result = await this.retrieval.run(
         'openai.embeddings',
-        requestId,
+        contextOf(req),
         { model: request.model, kind: 'embedding' },
         ({ workerId, model }, runId) => {
           const command: EmbedCommand = { runId, model, inputs: request.inputs };
@@ -35,8 +35,6 @@ export class RetrievalController {
         },
         (r) => r.promptTokens,
         closedSignal(reply),
-        meterOf(req),
-        req.headers,
       );
       const vectors = result.embeddings.map((v) => fitDimensions(v, request.dimensions));
       return {
@@ -58,7 +56,7 @@ export class RetrievalController {
       const request = parseRerankRequest(req.body);
       const result = await this.retrieval.run(
         'rerank',
-        requestId,
+        contextOf(req),
         { model: request.model, kind: 'ranking' },
         ({ workerId, model }, runId) => {
           const command: RankCommand = { runId, model, query: request.query, documents: request.documents };
@@ -66,8 +64,6 @@ export class RetrievalController {
         },
         (r) => r.promptTokens,
         closedSignal(reply),
-        meterOf(req),
-        req.headers,
       );
       const ranked = result.scores
         .map((score, index) => ({

@@ -3,8 +3,7 @@ import { CortexError, Subjects, workerSubject, type ModelKind, type RetrievalApi
 import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from '../inference/retry.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { toCortexError } from '../http/error-response.js';
-import type { IncomingHeaders } from '../inference/run-trace.js';
-import type { RequestMeter } from '../usage/request-meter.js';
+import type { RequestContext } from '../http/request-context.js';
 
 /** One try of the work on the worker placed, for the catalogue id of the model (not an alias); `runId` is what a cancel names. */
 export type RetrievalCall<T> = (placed: { workerId: string; model: string }, runId: string) => Promise<T>;
@@ -22,15 +21,14 @@ export class RetrievalService {
   /** The work's result; `tokens` reads its prompt tokens for usage and metrics. */
   async run<T>(
     api: RetrievalApi,
-    requestId: string,
+    context: RequestContext,
     target: { model: string; kind: ModelKind },
     call: RetrievalCall<T>,
     tokens: (result: T) => number,
     closed: AbortSignal,
-    meter: RequestMeter,
-    headers?: IncomingHeaders,
   ): Promise<T> {
-    const run = this.inference.open(api, requestId, meter, undefined, headers);
+    const requestId = context.id;
+    const run = this.inference.open(api, context);
     const onClose = (): void => run.cancel('client disconnected');
     closed.addEventListener('abort', onClose, { once: true });
     const exclude: string[] = [];

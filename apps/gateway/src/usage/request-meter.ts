@@ -1,4 +1,3 @@
-import type { FastifyRequest } from 'fastify';
 import type { Usage, UsageOwner } from '@cortex/contracts';
 
 /**
@@ -60,14 +59,4 @@ export class RequestMeter {
     this.done(this.used);
     this.done = null;
   }
-}
-
-// Keyed by the raw request, which every hook and controller of one request shares.
-const meters = new WeakMap<object, RequestMeter>();
-
-/** The meter of an HTTP request: made on first ask, by its admission (http/rate-limits.ts) or by whatever opens its runs. */
-export function meterOf(request: FastifyRequest): RequestMeter {
-  let meter = meters.get(request.raw);
-  if (!meter) meters.set(request.raw, (meter = new RequestMeter()));
-  return meter;
 }

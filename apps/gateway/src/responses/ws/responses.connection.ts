@@ -11,13 +11,13 @@ import {
 } from '@cortex/wire';
 import { MAX_BODY_DEPTH, textTooDeep, tooDeep, tooDeepText } from '../../http/body-depth.js';
 import { toCortexError } from '../../http/error-response.js';
-import type { DialectAdapter, DialectStream, ResponseMeta } from '../../inference/dialect.js';
+import type { DialectAdapter, DialectStream } from '../../inference/dialect.js';
 import type { InferenceResponder } from '../../inference/inference.responder.js';
 import type { InferenceService } from '../../inference/inference.service.js';
 import { responsesStateOf } from '../responses.state.js';
 import { SocketSink } from './socket.sink.js';
 import type { TurnAdmission } from './turn-admission.js';
-import { RequestMeter } from '../../usage/request-meter.js';
+import type { RequestContext } from '../../http/request-context.js';
 import type { RefusalCounter } from '../../http/refusals.js';
 import type { HeldBytes } from '../../http/upload-slots.js';
 
@@ -42,8 +42,8 @@ export interface ConnectionDeps {
 export interface ConnectionContext {
   /** Whom the per-key caps count this socket against (see clientOf). */
   client: string;
-  requestId: string;
-  headers: ResponseMeta['headers'];
+  /** The upgrade request's: each turn's is made from it (see RequestContext.turn). */
+  request: RequestContext;
   session: string | undefined;
   /** A stored key's checks and limits for each turn; null for a config-file key or none. */
   gate: TurnAdmission | null;
@@ -221,7 +221,7 @@ export class ResponsesConnection {
       })
       // A turn answers its own failures; this keeps one unexpected throw from stalling the turns behind it.
       .catch((error: Error) =>
-        this.deps.inference.logger.error(`${this.context.requestId}: a WebSocket turn failed: ${error.message}`),
+        this.deps.inference.logger.error(`${this.context.request.id}: a WebSocket turn failed: ${error.message}`),
       )
       .finally(() => {
         this.pending--;
@@ -232,7 +232,8 @@ export class ResponsesConnection {
 
   private async turn(text: string): Promise<void> {
     const { inference, responder, adapter } = this.deps;
-    const requestId = `${this.context.requestId}.${++this.turns}`;
+    const context = this.context.request.turn(++this.turns);
+    const requestId = context.id;
     // A message that does not decode is a failed turn like any other (counted, answered with an error).
     let message: SocketMessage | CortexError;
     try {
@@ -246,8 +247,7 @@ export class ResponsesConnection {
     if (!(message instanceof CortexError) && message.type === 'response.processed') return;
     // Each turn is a request of its own: its span continues the socket's traceparent, if it had one.
     // The turn's own meter: its admission bills it, its run reports to it.
-    const meter = new RequestMeter();
-    const run = inference.open('openai.responses', requestId, meter, undefined, this.context.headers);
+    const run = inference.open('openai.responses', context);
     this.cancelCurrent = (reason) => run.cancel(reason);
     const sink = new SocketSink(this.socket, inference.config.gateway.stallTimeoutMs);
     let previous: string | undefined;
@@ -266,15 +266,14 @@ export class ResponsesConnection {
           { param: deep || 'input' },
         );
       // Each turn is admitted like a POST /v1/responses: the same key, model and limit checks.
-      if (this.context.gate)
-        admitted = await this.context.gate.admit(requestId, meter, body, Buffer.byteLength(text), generate);
+      if (this.context.gate) admitted = await this.context.gate.admit(context, body, Buffer.byteLength(text), generate);
       previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
       const turn: SocketTurn = this.latest && this.latest.id === previous ? { previous: this.latest } : {};
       // A warm-up asks no router early: it places nothing.
       const request = await run.decode(body, this.context.session, turn, generate);
       // Gone while the body was decoded: nothing was placed yet, so nothing runs for nobody.
       if (this.closed) throw new CortexError('cancelled', 'the client disconnected');
-      const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: this.context.headers };
+      const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: context.headers };
       // Built on first use, as on HTTP: once the generate command is on its way (see InferenceResponder.stream).
       const stream = (): DialectStream => (renderer ??= adapter.stream(request, meta, run.state));
       let finished: ResponseResource | undefined;

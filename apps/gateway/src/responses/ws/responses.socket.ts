@@ -7,11 +7,8 @@ import { CortexError, hashSecret, PRIORITY_HEADER } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
 import { presentedKey } from '../../http/access.js';
 import { sendError } from '../../http/error-response.js';
-import { principalOf } from '../../http/principal.js';
 import { KeyDirectory } from '../../keys/key-directory.js';
 import { KeyAdmission } from '../../limits/key-admission.js';
-import { PriorityBook } from '../../priority/priority-book.js';
-import { requestIdOf } from '../../http/request-id.js';
 import { InferenceResponder } from '../../inference/inference.responder.js';
 import { InferenceService } from '../../inference/inference.service.js';
 import { responsesAdapterFor } from '../responses.adapter.js';
@@ -19,6 +16,7 @@ import { ResponsesConnection, type ConnectionDeps } from './responses.connection
 import { RefusalCounter } from '../../http/refusals.js';
 import { ClientCounts, clientOf, HeldBytes } from '../../http/upload-slots.js';
 import { TurnAdmission } from './turn-admission.js';
+import { contextOf } from '../../http/request-context.js';
 
 /**
  * The Responses API's WebSocket mode: `GET /v1/responses` with `Upgrade: websocket`. The upgrade
@@ -40,7 +38,6 @@ export class ResponsesSocket {
     @Inject(CONFIG) private readonly config: CortexConfig,
     private readonly directory: KeyDirectory,
     private readonly admission: KeyAdmission,
-    private readonly priorities: PriorityBook,
     refusals: RefusalCounter,
     held: HeldBytes,
   ) {
@@ -73,7 +70,7 @@ export class ResponsesSocket {
               'not_found',
               `GET ${url} is the Responses WebSocket: connect with "Upgrade: websocket", or create a response with POST ${url}`,
             );
-            sendError(reply, request.url, error, requestIdOf(request));
+            sendError(reply, request.url, error, contextOf(request).id);
           },
           // Before the upgrade: a client holding its share of sockets is answered 429 (a socket may hold a
           // message of up to body_limit_bytes while it arrives; 96 stalled ones held ~915 MB).
@@ -87,18 +84,17 @@ export class ResponsesSocket {
               `this key holds ${open} Responses WebSockets on this gateway already (gateway.max_websockets_per_key is ${cap}): send more turns on an open one, or close one first`,
               { retryAfter: 1 },
             );
-            sendError(reply, request.url, error, requestIdOf(request));
+            sendError(reply, request.url, error, contextOf(request).id);
           },
           wsHandler: (socket, request) => {
             const client = clientOf(request);
             this.perClient.add(client);
             socket.on('close', () => this.perClient.add(client, -1));
             // The upgrade passed the key checks (http/access.ts); a stored key is checked again on every turn.
-            const secret = principalOf(request) ? presentedKey(request) : undefined;
+            const secret = contextOf(request).principal ? presentedKey(request) : undefined;
             const context = {
               client,
-              requestId: requestIdOf(request),
-              headers: request.headers,
+              request: contextOf(request),
               session: sessionFromHeaders(request.headers, this.config.gateway.sessionHeaders),
               gate:
                 secret === undefined
@@ -107,7 +103,6 @@ export class ResponsesSocket {
                       hashSecret(secret),
                       this.directory,
                       this.admission,
-                      this.priorities,
                       request.headers[PRIORITY_HEADER],
                     ),
             };

@@ -3,8 +3,7 @@ import assert from 'node:assert/strict';
 import { CortexError, type KeyRecord } from '@cortex/contracts';
 import type { Identification, KeyDirectory } from '../../keys/key-directory.js';
 import type { AdmissionAsk, KeyAdmission, KeyAdmissionResult } from '../../limits/key-admission.js';
-import { PriorityBook } from '../../priority/priority-book.js';
-import { RequestMeter } from '../../usage/request-meter.js';
+import { RequestContext } from '../../http/request-context.js';
 import { TurnAdmission } from './turn-admission.js';
 
 const KEY: KeyRecord = {
@@ -34,9 +33,11 @@ function gate(
   const admission = {
     admit: (ask: AdmissionAsk) => Promise.resolve(asked.push(ask) && result),
   } as unknown as KeyAdmission;
-  const priorities = new PriorityBook();
-  return { turns: new TurnAdmission('sha', directory, admission, priorities, header), asked, priorities };
+  return { turns: new TurnAdmission('sha', directory, admission, header), asked };
 }
+
+/** A WebSocket turn's context, as its connection makes it. */
+const turnOf = (id: string): RequestContext => new RequestContext(id, 0, {});
 
 const refusedWith = (code: string, message: RegExp) => (error: unknown) =>
   error instanceof CortexError && error.code === code && message.test(error.message);
@@ -48,8 +49,9 @@ describe('websocket turn admission', () => {
       { kind: 'key', principal: { key: KEY } },
       { kind: 'admit', requests: null, tokens: null, done: () => void ended++ },
     );
-    const meter = new RequestMeter();
-    const done = await turns.admit('req.1', meter, { model: 'cortex-chat', input: 'hi' }, 42, true);
+    const turn = turnOf('req.1');
+    const meter = turn.meter;
+    const done = await turns.admit(turn, { model: 'cortex-chat', input: 'hi' }, 42, true);
     assert.deepEqual(asked, [
       {
         key: KEY,
@@ -67,25 +69,29 @@ describe('websocket turn admission', () => {
 
   it("turn admission - each turn runs at the key's tier and account as they are at that turn, lowered by the upgrade's priority header", async () => {
     const identity = { kind: 'key' as const, principal: { key: KEY } };
-    const { turns, priorities } = gate(identity);
-    (await turns.admit('conn.1', new RequestMeter(), { model: 'cortex-chat' }, 10, true))();
-    assert.deepEqual(priorities.of('conn.1'), { tier: 5, account: 'team-a', keyId: 'key_1' });
+    const { turns } = gate(identity);
+    const first = turnOf('conn.1');
+    (await turns.admit(first, { model: 'cortex-chat' }, 10, true))();
+    assert.deepEqual(first.priority, { tier: 5, account: 'team-a', keyId: 'key_1' });
     // An operator moves the key to another tier and account while its socket is open.
     identity.principal = { key: { ...KEY, tier: 8, account: 'team-b' } };
-    await turns.admit('conn.2', new RequestMeter(), { model: 'cortex-chat' }, 10, true);
-    assert.deepEqual(priorities.of('conn.2'), { tier: 8, account: 'team-b', keyId: 'key_1' });
+    const second = turnOf('conn.2');
+    await turns.admit(second, { model: 'cortex-chat' }, 10, true);
+    assert.deepEqual(second.priority, { tier: 8, account: 'team-b', keyId: 'key_1' });
     assert.deepEqual(
-      priorities.of('conn.1'),
+      first.priority,
       { tier: 5, account: 'team-a', keyId: 'key_1' },
       'an earlier turn keeps the tier it ran at',
     );
 
     const lowered = gate({ kind: 'key', principal: { key: KEY } }, undefined, '2');
-    await lowered.turns.admit('conn.1', new RequestMeter(), { model: 'cortex-chat' }, 10, true);
-    assert.equal(lowered.priorities.of('conn.1')?.tier, 2);
+    const loweredTurn = turnOf('conn.1');
+    await lowered.turns.admit(loweredTurn, { model: 'cortex-chat' }, 10, true);
+    assert.equal(loweredTurn.priority?.tier, 2);
     const warmUp = gate({ kind: 'key', principal: { key: KEY } });
-    await warmUp.turns.admit('conn.1', new RequestMeter(), { model: 'cortex-chat' }, 10, false);
-    assert.equal(warmUp.priorities.of('conn.1'), undefined, 'a warm-up runs nothing, so it is given no tier');
+    const warmUpTurn = turnOf('conn.1');
+    await warmUp.turns.admit(warmUpTurn, { model: 'cortex-chat' }, 10, false);
+    assert.equal(warmUpTurn.priority, undefined, 'a warm-up runs nothing, so it is given no tier');
   });
 
   it("turn admission - a refusal of the key's limits is thrown as it came", async () => {
@@ -95,7 +101,7 @@ describe('websocket turn admission', () => {
       { kind: 'refuse', requests: null, tokens: null, error, retryAfterMs: 1_000 },
     );
     await assert.rejects(
-      turns.admit('req.3', new RequestMeter(), { model: 'cortex-chat' }, 10, true),
+      turns.admit(turnOf('req.3'), { model: 'cortex-chat' }, 10, true),
       (thrown) => thrown === error,
     );
   });
@@ -104,12 +110,12 @@ describe('websocket turn admission', () => {
     const revoked = new CortexError('key_revoked', 'the API key key_1 ("ci") was revoked at 2026-11-25T00:00:00Z');
     const first = gate({ kind: 'refused', error: revoked });
     await assert.rejects(
-      first.turns.admit('req.1', new RequestMeter(), { model: 'cortex-chat' }, 10, true),
+      first.turns.admit(turnOf('req.1'), { model: 'cortex-chat' }, 10, true),
       (thrown) => thrown === revoked,
     );
     const gone = gate({ kind: 'unknown' });
     await assert.rejects(
-      gone.turns.admit('req.1', new RequestMeter(), { model: 'cortex-chat' }, 10, true),
+      gone.turns.admit(turnOf('req.1'), { model: 'cortex-chat' }, 10, true),
       refusedWith('unauthorized', /no longer valid: open a new connection/),
     );
     assert.deepEqual([...first.asked, ...gone.asked], []);
@@ -118,7 +124,7 @@ describe('websocket turn admission', () => {
   it('turn admission - a model the key may not use is a 403 naming the field, counted nowhere', async () => {
     const { turns, asked } = gate({ kind: 'key', principal: { key: KEY } });
     await assert.rejects(
-      turns.admit('req.1', new RequestMeter(), { model: 'cortex-loop' }, 10, true),
+      turns.admit(turnOf('req.1'), { model: 'cortex-loop' }, 10, true),
       (error: unknown) =>
         refusedWith('permission_denied', /may not use the model 'cortex-loop'; it may use: cortex-chat/)(error) &&
         (error as CortexError).extra.param === 'model',
@@ -128,10 +134,10 @@ describe('websocket turn admission', () => {
 
   it('turn admission - a warm-up (generate: false) has its key and model checked but counts against no limit', async () => {
     const { turns, asked } = gate({ kind: 'key', principal: { key: KEY } });
-    (await turns.admit('req.1', new RequestMeter(), { model: 'cortex-chat' }, 10, false))();
+    (await turns.admit(turnOf('req.1'), { model: 'cortex-chat' }, 10, false))();
     assert.deepEqual(asked, []);
     await assert.rejects(
-      turns.admit('req.2', new RequestMeter(), { model: 'cortex-loop' }, 10, false),
+      turns.admit(turnOf('req.2'), { model: 'cortex-loop' }, 10, false),
       refusedWith('permission_denied', /cortex-loop/),
     );
   });

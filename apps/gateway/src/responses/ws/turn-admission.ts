@@ -2,8 +2,7 @@ import { CortexError } from '@cortex/contracts';
 import type { KeyDirectory } from '../../keys/key-directory.js';
 import type { KeyAdmission } from '../../limits/key-admission.js';
 import { modelRefusal } from '../../http/access.js';
-import type { RequestMeter } from '../../usage/request-meter.js';
-import type { PriorityBook } from '../../priority/priority-book.js';
+import type { RequestContext } from '../../http/request-context.js';
 import { priorityFor } from '../../priority/priority.decider.js';
 
 /** The route whose limits and reservation a WebSocket turn counts under. */
@@ -24,7 +23,6 @@ export class TurnAdmission {
     private readonly sha256: string,
     private readonly directory: KeyDirectory,
     private readonly admission: KeyAdmission,
-    private readonly priorities: PriorityBook,
     /** The upgrade request's `x-cortex-priority` header, already checked by its hook. */
     private readonly priorityHeader: string | string[] | undefined,
   ) {}
@@ -35,8 +33,7 @@ export class TurnAdmission {
    * its reservation with the usage it reported.
    */
   async admit(
-    requestId: string,
-    meter: RequestMeter,
+    turn: RequestContext,
     body: Record<string, unknown>,
     bytes: number,
     generate: boolean,
@@ -54,12 +51,17 @@ export class TurnAdmission {
     if (refusal) throw refusal;
     // A warm-up (`generate: false`) runs no model and uses no tokens: nothing to count.
     if (!generate) return () => undefined;
-    const decision = await this.admission.admit({ key, requestId, meter, path: PATH, body, bytes, background: false });
+    const decision = await this.admission.admit({
+      key,
+      requestId: turn.id,
+      meter: turn.meter,
+      path: PATH,
+      body,
+      bytes,
+      background: false,
+    });
     if (decision.kind === 'refuse') throw decision.error;
-    const priority = this.priorities.hold(requestId, priorityFor({ kind: 'stored', key }, this.priorityHeader), false);
-    return () => {
-      decision.done();
-      priority.ended();
-    };
+    turn.prioritize(priorityFor({ kind: 'stored', key }, this.priorityHeader));
+    return decision.done;
   }
 }

@@ -1,14 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import Fastify from 'fastify';
-import { requestIdOf } from './request-id.js';
+import { contextOf, installRequestContext, RequestContext } from './request-context.js';
 
 /** A real Fastify request, asked for its id twice (as the access hook and the error filter each do). */
 async function idsOf(headers: Record<string, string>): Promise<{ first: string; second: string; echoed: string }> {
   const app = Fastify();
+  installRequestContext(app);
   app.get('/', (request, reply) => {
-    const first = requestIdOf(request);
-    void reply.header('x-request-id', first).send({ first, second: requestIdOf(request) });
+    const first = contextOf(request).id;
+    void reply.header('x-request-id', first).send({ first, second: contextOf(request).id });
   });
   try {
     const response = await app.inject({ method: 'GET', url: '/', headers });
@@ -21,7 +22,7 @@ async function idsOf(headers: Record<string, string>): Promise<{ first: string; 
   }
 }
 
-describe('request id', () => {
+describe('request context', () => {
   it('request id - a request without one gets a fresh id, the same on every call', async () => {
     const { first, second, echoed } = await idsOf({});
     assert.match(first, /^req_[0-9a-f]{24}$/);
@@ -34,5 +35,18 @@ describe('request id', () => {
     const unsafe = await idsOf({ 'x-request-id': 'has space' });
     assert.notEqual(unsafe.first, 'has space');
     assert.equal(unsafe.second, unsafe.first);
+  });
+
+  it("request context - a WebSocket turn has an id, arrival and meter of its own, and its connection's key, headers and tier", () => {
+    const connection = RequestContext.of({ 'x-request-id': 'conn-1' });
+    connection.prioritize({ tier: 7, account: 'team-a' });
+    const turn = connection.turn(2);
+    assert.equal(turn.id, 'conn-1.2');
+    assert.equal(turn.headers, connection.headers);
+    assert.deepEqual(turn.priority, { tier: 7, account: 'team-a' });
+    assert.notEqual(turn.meter, connection.meter);
+    assert.ok(turn.arrival >= connection.arrival);
+    turn.prioritize({ tier: 2 });
+    assert.deepEqual(connection.priority, { tier: 7, account: 'team-a' }, "a turn's own tier is not its connection's");
   });
 });
