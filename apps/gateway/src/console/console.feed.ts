@@ -13,13 +13,14 @@ import {
   decodeWorkerLifecycle,
   fromWorker,
   isObject,
+  streamRunId,
   Subjects,
   workerEventOf,
   type FleetView,
   type PendingRun,
   type RequestFinishedEvent,
 } from '@cortex/contracts';
-import { EventRing, LiveRuns, LoadBoard, runIdOf, type FeedEvent, type LiveView, type LoadView } from './feed-state.js';
+import { EventRing, LiveRuns, LoadBoard, type FeedEvent, type LiveView, type LoadView } from './feed-state.js';
 import { readRecentEvents } from './event-history.js';
 
 /** A load, unload, failure or worker coming and going, for the console's timeline. */
@@ -96,7 +97,7 @@ export class ConsoleFeed {
       bus.subscribe(
         Subjects.streamsAll,
         (data, subject) => {
-          const runId = runIdOf(subject);
+          const runId = streamRunId(subject);
           if (runId) this.live.apply(runId, decodeStreamEvent(data), Date.now());
         },
         onBad,

@@ -5,15 +5,6 @@ import type { LoadProgress, LoadTrigger, PendingRun, StreamEvent } from '@cortex
  * timers (the caller passes `now`). `ConsoleFeed` feeds it while someone watches and drops it after.
  */
 
-const STREAM_PREFIX = 'llm.stream.v1.';
-
-/** The run id of a token stream subject (`llm.stream.v1.<workerId>.<runId>`), or null for anything else. */
-export function runIdOf(subject: string): string | null {
-  if (!subject.startsWith(STREAM_PREFIX)) return null;
-  const match = /^[A-Za-z0-9_-]{1,128}\.([A-Za-z0-9_-]{1,128})$/.exec(subject.slice(STREAM_PREFIX.length));
-  return match?.[1] ?? null;
-}
-
 /**
  * `queued`: waiting for a router's answer or, placed, for a slot on its worker; `loading`: waiting for
  * its model to load; `prompt`: its stream started (the prompt is evaluated); `generating`: tokens flow.

@@ -7,6 +7,7 @@ import {
   ForgedEventError,
   fromItsWorker,
   fromWorker,
+  streamRunId,
   streamSubject,
   Subjects,
   workerEventOf,
@@ -55,5 +56,17 @@ describe('subjects', () => {
         error.named === 'w1' &&
         /names worker "w1", but only that worker may publish about itself/.test(error.message),
     );
+  });
+
+  it('subjects - a run id comes only from a token stream subject, and streamSubject round-trips', () => {
+    const cases: Array<[string, string | null]> = [
+      [streamSubject('worker-cpu0', 'run_1'), 'run_1'],
+      ['llm.stream.v1.', null],
+      ['llm.stream.v1.run_1', null],
+      ['llm.stream.v1.a.b.c', null],
+      ['llm.evt.v1.request.finished', null],
+      ['llm.background.v1.resp_1.w1.run_1', null],
+    ];
+    for (const [subject, expected] of cases) assert.equal(streamRunId(subject), expected, subject);
   });
 });

@@ -111,6 +111,12 @@ export function streamSubject(workerId: string, runId: string): string {
   return `llm.stream.v1.${workerId}.${runId}`;
 }
 
+/** The run id of a token stream's subject (see streamSubject), or null for any other subject. */
+export function streamRunId(subject: string): string | null {
+  const match = /^llm\.stream\.v1\.[A-Za-z0-9_-]{1,128}\.([A-Za-z0-9_-]{1,128})$/.exec(subject);
+  return match?.[1] ?? null;
+}
+
 /** The writer of a background run's events that no worker took (a gateway ends it before placing it): no worker id starts with `_`. */
 export const NO_WORKER = '_';
 
