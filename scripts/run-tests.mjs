@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Runs the compiled tests with node's test runner: unit specs (`*.spec.js` beside the code) and
-// e2e suites (`test/dist/**/*.e2e.js`). E2E files run one at a time: each boots its own NATS and services.
+// e2e suites (`test/dist/**/*.e2e.js`). Unit spec files run side by side, one per core (at least 2);
+// then the e2e files, one at a time: each boots its own NATS and services.
 //
 //   node scripts/run-tests.mjs [unit|e2e|all] [file or part of a path ...]
 //
@@ -8,6 +9,7 @@
 // or its compiled path, or by any part of a path (`hostile`): only the matching files run. Each run
 // ends with the time each file took.
 import { spawnSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 
@@ -77,8 +79,17 @@ const reporters = [
   `--test-reporter=${resolve('scripts/file-times.mjs')}`,
   '--test-reporter-destination=stdout',
 ];
-const result = spawnSync(process.execPath, ['--test', '--test-concurrency=1', ...reporters, ...files], {
-  stdio: 'inherit',
-  env,
-});
-process.exit(result.status ?? 1);
+/** Runs `batch` in one test runner, `concurrency` files at a time; its exit status. */
+function run(batch, concurrency) {
+  if (batch.length === 0) return 0;
+  const result = spawnSync(process.execPath, ['--test', `--test-concurrency=${concurrency}`, ...reporters, ...batch], {
+    stdio: 'inherit',
+    env,
+  });
+  return result.status ?? 1;
+}
+const units = files.filter((file) => file.endsWith('.spec.js'));
+const suites = files.filter((file) => !file.endsWith('.spec.js'));
+const unitStatus = run(units, Math.max(2, availableParallelism()));
+const suiteStatus = run(suites, 1);
+process.exit(unitStatus || suiteStatus);
