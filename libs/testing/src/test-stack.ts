@@ -99,6 +99,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   const configPath = join(dir, 'cortex.yaml');
   writeFileSync(configPath, JSON.stringify(config, null, 2)); // JSON is valid YAML
   let output = '';
+  /** Lines where a gateway's run took a step its phase does not allow (see InferenceRun.step): bugs, failed at stop. */
+  const refusedSteps: string[] = [];
   const processes = new Map<string, ChildProcess>();
   let counter = 0;
   const spawnService = (name: string, env: Record<string, string> = {}): ChildProcess => {
@@ -116,7 +118,9 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const collect = (chunk: Buffer): void => {
-      output = (output + chunk.toString()).slice(-200_000);
+      const text = chunk.toString();
+      output = (output + text).slice(-200_000);
+      for (const line of text.split('\n')) if (line.includes(REFUSED_STEP)) refusedSteps.push(line);
     };
     child.stdout?.on('data', collect);
     child.stderr?.on('data', collect);
@@ -173,6 +177,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       await nc.close();
       await nats.stop();
       rmSync(dir, { recursive: true, force: true });
+      if (refusedSteps.length > 0)
+        throw new Error(`a run took steps its phase does not allow:\n${refusedSteps.slice(0, 10).join('\n')}`);
     },
   };
   try {
@@ -190,11 +196,14 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       );
     }, 60_000);
   } catch (error) {
-    await stack.stop();
+    await stack.stop().catch(() => undefined);
     throw new Error(`stack did not come up: ${(error as Error).message}\n${output}`, { cause: error });
   }
   return stack;
 }
+
+/** What InferenceRun logs when it is asked to take a step its phase does not allow. */
+const REFUSED_STEP = 'may not happen while it is';
 
 /** Deep-merges plain objects from `extra` into `target` (arrays and scalars replace). */
 function mergeInto(target: Record<string, unknown>, extra: Record<string, unknown>): void {

@@ -1,15 +1,9 @@
 import { completionChoices, MAX_CHAT_CHOICES } from '@cortex/wire';
-import {
-  isObject,
-  type CanonicalRequest,
-  type CortexError,
-  type Dialect,
-  type LoadProgress,
-  type StreamEvent,
-} from '@cortex/contracts';
+import { isObject, type CanonicalRequest, type CortexError, type Dialect, type StreamEvent } from '@cortex/contracts';
 import type { RequestContext } from '../http/request-context.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import type { ResponderRun } from '../inference/inference.responder.js';
+import type { RunListener } from '../inference/run-notices.js';
 import type { InferenceService } from '../inference/inference.service.js';
 
 /** A stream event and the choice (prompt index) it belongs to. */
@@ -96,12 +90,10 @@ export class FanOutRun implements ResponderRun {
     return (this.runs[0] as InferenceRun).startedAt;
   }
 
-  get onLoadProgress(): ((progress: LoadProgress) => void) | null {
-    return this.runs[0]?.onLoadProgress ?? null;
-  }
-
-  set onLoadProgress(watcher: ((progress: LoadProgress) => void) | null) {
-    for (const run of this.runs) run.onLoadProgress = watcher;
+  /** Every choice's notices (a cold load's steps: its choices do not move). */
+  listen(listener: RunListener): () => void {
+    const stops = this.runs.map((run) => run.listen(listener));
+    return () => stops.forEach((stop) => stop());
   }
 
   async decode(body: unknown, session?: string): Promise<CanonicalRequest> {

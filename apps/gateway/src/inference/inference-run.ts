@@ -32,13 +32,15 @@ import {
 import { promptPrefixes } from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
 import { decideMigration } from './migration.decider.js';
-import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from './retry.js';
+import { Tries } from './retry.js';
 import { decodeForRun } from './run-decode.js';
 import type { RunServices } from './run-services.js';
 import type { RequestContext } from '../http/request-context.js';
 import type { RequestMeter } from '../usage/request-meter.js';
 import { RunTrace } from './run-trace.js';
 import { StreamCheckpoint } from './stream-checkpoint.js';
+import { RunNotices, type RunListener } from './run-notices.js';
+import { nextPhase, workerStillWrites, type RunPhase, type RunStep } from './run-phase.js';
 
 /**
  * How long a run stopped before its stream ended (its client gone, a failure) waits for its worker's
@@ -51,14 +53,14 @@ export class InferenceRun {
   private currentRunId = newRunId();
   private currentSubject: string | null = null;
   readonly startedAt = Date.now();
-  request: CanonicalRequest | null = null;
+  private request: CanonicalRequest | null = null;
   /** Dialect state from the translator (see DecodedRequest). */
-  state: unknown = undefined;
-  placement: Placement | null = null;
+  private dialectState: unknown = undefined;
+  private placed: Placement | null = null;
   /** A background response's id: events go to its kept subject, and the worker runs it unwatched. */
-  backgroundOf: string | null = null;
-  /** Called with the progress of a cold load this request waits for. */
-  onLoadProgress: ((progress: LoadProgress) => void) | null = null;
+  private backgroundOf: string | null = null;
+  /** What the run tells its observers besides its events (see RunNotice). */
+  private readonly notices = new RunNotices();
   private placeMs: number | null = null;
   /** The router's answer to the ready-only ask sent while the body decoded. */
   private early: EarlyPlacement | null = null;
@@ -68,7 +70,8 @@ export class InferenceRun {
   /** A request with no translated body (embeddings, rerank): the model it names and the kind it needs. */
   private target: { model: string; kind: ModelKind } | null = null;
   private reader: StreamReader | null = null;
-  private finished = false;
+  /** Where the run is in its life; it moves only as nextPhase allows (see step). */
+  private phase: RunPhase = 'new';
   private status = 200;
   private errorCode: ErrorCode | null = null;
   private finishReason: FinishReason | null = null;
@@ -90,6 +93,29 @@ export class InferenceRun {
 
   get requestId(): string {
     return this.context.id;
+  }
+
+  /** Dialect state from the translator (see DecodedRequest); undefined before `decode`. */
+  get state(): unknown {
+    return this.dialectState;
+  }
+
+  /** Where the current try runs; null before it was placed. */
+  get placement(): Placement | null {
+    return this.placed;
+  }
+
+  /** `listener` hears the run's notices (a cold load's steps, a move and its resume) until the returned stop. */
+  listen(listener: RunListener): () => void {
+    return this.notices.listen(listener);
+  }
+
+  /**
+   * The run is a background response's (`responseId`): its events go to the response's kept subject,
+   * and its worker runs it unwatched. Set before `start`.
+   */
+  inBackground(responseId: string): void {
+    this.backgroundOf = responseId;
   }
 
   /** The subject of the current try's events; null before one started. */
@@ -129,8 +155,9 @@ export class InferenceRun {
     );
     this.trace.decoded(decoded.request);
     this.request = decoded.request;
-    this.state = decoded.state;
+    this.dialectState = decoded.state;
     this.early = decoded.early;
+    this.step('decoded');
     this.hops.decodeMs = performance.now() - started;
     return decoded.request;
   }
@@ -139,6 +166,7 @@ export class InferenceRun {
   use(request: CanonicalRequest): void {
     this.trace.decoded(request);
     this.request = request;
+    this.step('decoded');
   }
 
   /**
@@ -152,10 +180,10 @@ export class InferenceRun {
   }
 
   private async startTraced(): Promise<AsyncIterable<StreamEvent>> {
-    const exclude: string[] = [];
-    let replaced = 0;
+    const tries = new Tries((workerId) => this.service.placer.forget(workerId));
     for (;;) {
-      const workerId = await this.placeGeneration(exclude);
+      this.step('place');
+      const workerId = await this.placeGeneration(tries.exclude);
       // Cancelled while the router answered: nothing has started, so nothing runs for nobody.
       if (this.stopped.signal.aborted)
         throw new CortexError('cancelled', 'the request was cancelled while it was placed');
@@ -163,35 +191,30 @@ export class InferenceRun {
       this.trace.attempt(this.placement as Placement);
       try {
         reader = await this.trace.run(() => this.launch(workerId));
+        this.step('run');
         const iterator = reader[Symbol.asyncIterator]();
         const accepted = performance.now();
         const head = await untilFirstToken(iterator);
         this.firstEventAt = performance.now();
         this.hops.firstEventMs = this.firstEventAt - accepted;
         this.trace.firstToken();
+        this.step('first-token');
         return this.track(head, iterator);
       } catch (error) {
         this.trace.attemptFailed(error);
         // A worker that is alive but late (idle timeout) must not keep generating for nobody. The client
         // was given nothing, and another worker may start again: this try costs it nothing.
         if (reader) this.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`, false);
-        if (!(error instanceof CortexError) || this.stopped.signal.aborted) throw error;
-        if (aboutTheWorker(error)) this.service.placer.forget(workerId);
+        const message = (error as Error).message;
         // The worker is fine but its model just went (swapped out between placement and generate):
         // the router knows by now, so ask again without holding it against the worker.
-        if (error.code === 'model_not_ready' && replaced < MAX_REPLACEMENTS) {
-          replaced++;
-          this.service.logger.log({ msg: `${error.message}; placing the request again`, requestId: this.requestId });
-          await new Promise((done) => setTimeout(done, 50 * replaced));
-          this.currentRunId = newRunId();
-          continue;
-        }
-        if (exclude.length > 0 || !RETRYABLE.has(error.code)) throw error;
-        this.service.logger.warn({
-          msg: `worker ${workerId} failed before the first token (${error.message}); placing the request again`,
-          requestId: this.requestId,
-        });
-        exclude.push(workerId);
+        if ((await tries.after(error, workerId, this.stopped.signal.aborted)) === 'replace')
+          this.service.logger.log({ msg: `${message}; placing the request again`, requestId: this.requestId });
+        else
+          this.service.logger.warn({
+            msg: `worker ${workerId} failed before the first token (${message}); placing the request again`,
+            requestId: this.requestId,
+          });
         this.currentRunId = newRunId();
       }
     }
@@ -206,8 +229,11 @@ export class InferenceRun {
   }
 
   private async countTokensTraced(): Promise<TokenCount> {
-    for (let replaced = 0; ; replaced++) {
-      const workerId = await this.placeOrWait([]);
+    const tries = new Tries((workerId) => this.service.placer.forget(workerId));
+    for (;;) {
+      this.step('place');
+      const workerId = await this.placeOrWait(tries.exclude);
+      this.step('run');
       const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
       try {
         return await this.service.bus.request(
@@ -217,8 +243,7 @@ export class InferenceRun {
         );
       } catch (error) {
         // Its model just went, or the worker drains (a reused placement can be a moment behind): ask a router again.
-        if (!(error instanceof CortexError) || !aboutTheWorker(error) || replaced >= MAX_REPLACEMENTS) throw error;
-        this.service.placer.forget(workerId);
+        await tries.after(error, workerId, this.stopped.signal.aborted);
       }
     }
   }
@@ -226,7 +251,9 @@ export class InferenceRun {
   /** Places a request that has no translated body (embeddings, rerank) on a worker holding `model`, of `kind`; waits for a cold load. */
   async placeFor(model: string, kind: ModelKind, exclude: string[] = []): Promise<Placement> {
     this.target = { model, kind };
+    this.step('place');
     await this.trace.run(() => this.placeOrWait(exclude));
+    this.step('run');
     return this.placement as Placement;
   }
 
@@ -272,14 +299,16 @@ export class InferenceRun {
       ...(affinity && { affinity }),
       ...(prefixes?.length && { prefixes }),
       ...(kind && { kind }),
-      onLoadProgress: this.onLoadProgress,
+      onLoadProgress: this.notices.heard
+        ? (progress: LoadProgress) => this.notices.emit({ type: 'loading', progress })
+        : null,
       signal: this.stopped.signal,
       workerWaitMs,
     };
     const { placement, ms } = await this.service.placer.place(ask, this.early);
     this.early = null;
     this.hops.placeMs ??= performance.now() - started;
-    this.placement = placement;
+    this.placed = placement;
     // A reused answer asked no router: the router round-trip metric only counts real asks.
     if (ms !== null) this.placeMs = (this.placeMs ?? 0) + ms;
     return placement.workerId;
@@ -338,14 +367,11 @@ export class InferenceRun {
   /** The client went away: end every wait and stop the worker so the slot frees at once. */
   cancel(reason: string): void {
     this.stopped.abort();
-    if (this.finished) return;
+    if (this.phase === 'finished') return;
     this.finishReason = 'cancelled';
     if (!this.placement || !this.reader) return;
     this.stopReading(this.placement.workerId, reason);
   }
-
-  /** The worker's stream ended with its own finish or error event: nothing left to cancel. */
-  private ended = false;
 
   /**
    * Stops reading the current stream and tells its worker to stop generating, whatever made the
@@ -359,7 +385,7 @@ export class InferenceRun {
     if (!reader) return;
     this.reader = null;
     this.service.unwatch(this.runId);
-    if (this.ended) return reader.close();
+    if (!workerStillWrites(this.phase)) return reader.close();
     this.service.bus.publish(
       workerSubject(Subjects.workerCancel, workerId),
       { runId: this.runId, reason },
@@ -376,7 +402,7 @@ export class InferenceRun {
 
   /** A background run has its first token: stop reading and leave it to run on the worker (no cancel). */
   detach(): void {
-    this.ended = true;
+    this.step('detach');
     if (this.placement) this.stopReading(this.placement.workerId, 'detached');
   }
 
@@ -389,6 +415,7 @@ export class InferenceRun {
   answered(promptTokens: number): void {
     this.usage = { ...NO_USAGE, promptTokens };
     this.finishReason = 'stop';
+    this.step('worker-ended');
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */
@@ -404,13 +431,13 @@ export class InferenceRun {
    * or TAIL_MS passed.
    */
   finish(): void {
-    if (this.finished) return;
+    if (this.phase === 'finished') return;
     if (this.placement)
       this.stopReading(
         this.placement.workerId,
         this.errorCode ? `the request failed (${this.errorCode})` : 'the gateway stopped reading',
       );
-    this.finished = true;
+    this.step('finish');
     this.service.pending.done(this);
     const tail = this.tail;
     if (!tail) return this.record();
@@ -480,7 +507,7 @@ export class InferenceRun {
       if (next.done) return;
       const event = next.value;
       if (event.type === 'start' && this.checkpoint.moves > 0) {
-        this.checkpoint.onResumed?.(event.workerId);
+        this.notices.emit({ type: 'resumed', workerId: event.workerId });
         continue;
       }
       yield this.observe(event);
@@ -510,10 +537,12 @@ export class InferenceRun {
       throw error;
     }
     // The next worker counts the delivered output again as it replays it: the lost one is not charged.
+    this.step('lost');
     this.stopReading(from, `the stream moves to another worker: ${error.message}`, false);
     this.service.placer.forget(from);
     lost.push(from);
     this.checkpoint.moved();
+    this.notices.emit({ type: 'moving' });
     this.currentRunId = newRunId();
     const resume = this.checkpoint.resume();
     try {
@@ -526,6 +555,7 @@ export class InferenceRun {
       const workerId = await this.placeGeneration(lost, waitMs);
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
       const reader = await this.launch(workerId, resume);
+      this.step('resumed');
       this.service.logger.warn({
         msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`,
         requestId: this.requestId,
@@ -544,13 +574,26 @@ export class InferenceRun {
   private observe(event: StreamEvent): StreamEvent {
     this.checkpoint.delivered(event);
     if ('tokens' in event && event.tokens) this.delivered += event.tokens.length;
-    if (event.type === 'finish' || event.type === 'error') this.ended = true;
+    if (event.type === 'finish' || event.type === 'error') this.step('worker-ended');
     if (event.type === 'finish') {
       this.finishReason = event.reason;
       this.usage = event.usage;
       this.timings = event.timings;
     }
     return event;
+  }
+
+  /** Moves the run on by `step`; a step its phase does not allow is a bug, logged and ignored. */
+  private step(step: RunStep): void {
+    const next = nextPhase(this.phase, step);
+    if (next === null) {
+      this.service.logger.warn({
+        msg: `run ${this.runId}: '${step}' may not happen while it is ${this.phase}; ignored (a bug: please report it)`,
+        requestId: this.requestId,
+      });
+      return;
+    }
+    this.phase = next;
   }
 
   private required(): CanonicalRequest {

@@ -12,18 +12,8 @@ import { contextOf } from '../http/request-context.js';
 /** What the responder drives: one InferenceRun, or several behind one response (see FanOutRun). */
 export type ResponderRun = Pick<
   InferenceRun,
-  | 'runId'
-  | 'startedAt'
-  | 'state'
-  | 'onLoadProgress'
-  | 'decode'
-  | 'start'
-  | 'cancel'
-  | 'fail'
-  | 'finish'
-  | 'firstByteWritten'
-> &
-  Partial<Pick<InferenceRun, 'checkpoint'>>;
+  'runId' | 'startedAt' | 'state' | 'listen' | 'decode' | 'start' | 'cancel' | 'fail' | 'finish' | 'firstByteWritten'
+>;
 
 /**
  * The HTTP side of one inference request, for any dialect: decode, place, generate, then either an
@@ -116,7 +106,9 @@ export class InferenceResponder {
     // While a model loads or the request queues, keep the connection visibly alive with comment frames.
     const keepAlive = setInterval(() => sse.comment('keep-alive'), this.inference.config.gateway.keepAliveMs);
     // A stream that moved to another worker says so where the client can see it and ignore it.
-    if (run.checkpoint) run.checkpoint.onResumed = (workerId) => sse.comment(`resumed on ${workerId}`);
+    run.listen((notice) => {
+      if (notice.type === 'resumed') sse.comment(`resumed on ${notice.workerId}`);
+    });
     let waitingForFirstToken = true;
     try {
       for await (const event of await events) {
@@ -166,12 +158,14 @@ export class InferenceResponder {
   ): void {
     const asked = typeof header === 'string' ? header.toLowerCase() : undefined;
     const mode = asked === 'reasoning' || asked === 'comments' ? asked : this.inference.config.gateway.loadProgress;
-    run.onLoadProgress = (progress) => {
+    run.listen((notice) => {
+      if (notice.type !== 'loading') return;
+      const { progress } = notice;
       const line = `${progress.phase ?? 'loading'} ${progress.model} on ${progress.workerId}: ${Math.round(progress.fraction * 100)}%${downloaded(progress)}`;
       const rendering = mode === 'reasoning' ? renderer() : null;
       if (rendering?.progress) for (const frame of rendering.progress(`${line}\n`)) write(sse, frame);
       if (sse.isStarted) sse.comment(line);
-    };
+    });
   }
 
   private finishStream(sse: SseWriter, terminator: boolean): void {

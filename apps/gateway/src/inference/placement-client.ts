@@ -141,7 +141,11 @@ export class PlacementClient {
         return await this.watched(ask);
       } catch (error) {
         if (!(error instanceof CortexError) || error.code !== 'no_worker' || ask.signal.aborted) throw error;
-        if (!(await this.workerEvents.upAfter(seen, deadline - performance.now(), ask.signal))) throw error;
+        if (await this.workerEvents.upAfter(seen, deadline - performance.now(), ask.signal)) continue;
+        // A client that left while it waited for a worker is a cancel, not a fleet with no worker.
+        throw ask.signal.aborted
+          ? new CortexError('cancelled', 'the request was cancelled while it waited for a worker')
+          : error;
       }
     }
   }

@@ -28,10 +28,6 @@ export class StreamCheckpoint {
   private unaccounted = 0;
   private migrations = 0;
   private refused: string | null = null;
-  /** Told that the stream's worker was lost and the stream is being placed again (a background run keeps its readers waiting). */
-  onMoving: (() => void) | null = null;
-  /** Told the worker a stream went on on, when it does (a Chat Completions stream writes it as an SSE comment). */
-  onResumed: ((workerId: string) => void) | null = null;
 
   /** An event handed on to the client. */
   delivered(event: StreamEvent): void {
@@ -70,7 +66,6 @@ export class StreamCheckpoint {
   /** The stream moves to another worker now. */
   moved(): void {
     this.migrations++;
-    this.onMoving?.();
   }
 
   /** How many times the stream moved. */

@@ -1,7 +1,7 @@
 import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError, type StreamEvent } from '@cortex/contracts';
-import { StreamCheckpoint } from '../inference/stream-checkpoint.js';
+import { RunNotices } from '../inference/run-notices.js';
 import { BackgroundFollow, type FollowedRun } from './background-follow.js';
 
 interface Published {
@@ -11,14 +11,15 @@ interface Published {
   moving?: boolean;
 }
 
-/** A run as InferenceRun drives one through a move: its checkpoint hears it, and the next try's subject names its worker and run. */
+/** A run as InferenceRun drives one through a move: its listeners hear it, and the next try's subject names its worker and run. */
 function fixture(t: TestContext) {
   t.mock.timers.enable({ apis: ['setInterval'] });
   const calls: string[] = [];
+  const notices = new RunNotices();
   const run: { subject: string | null } & Omit<FollowedRun, 'subject'> = {
     subject: 'llm.background.v1.resp_1.w1.r1',
     requestId: 'req',
-    checkpoint: new StreamCheckpoint(),
+    listen: (listener) => notices.listen(listener),
     fail: (error: CortexError) => void calls.push(`fail ${error.code}`),
     detach: () => void calls.push('detach'),
     cancel: (reason: string) => void calls.push(`cancel ${reason}`),
@@ -38,10 +39,10 @@ function fixture(t: TestContext) {
   );
   /** The run loses its worker: the move starts, and the next try starts on w2 with its own id. */
   const lose = (next: string) => {
-    run.checkpoint.moved();
+    notices.emit({ type: 'moving' });
     run.subject = `llm.background.v1.resp_1.w2.${next}`;
   };
-  return { run, follow, published, calls, lose };
+  return { run, notices, follow, published, calls, lose };
 }
 
 const text = (seq: number): StreamEvent => ({ seq, type: 'text', text: 'a', tokens: [1] });
@@ -60,7 +61,7 @@ describe('background follow', () => {
   });
 
   it("background follow - while the run moves, keep-alives marked moving go on the lost run's subject, the first at once, and stop at the resume", async (t) => {
-    const { run, follow, published, lose } = fixture(t);
+    const { notices, follow, published, lose } = fixture(t);
     await follow.follow(
       (async function* () {
         yield text(1);
@@ -68,7 +69,7 @@ describe('background follow', () => {
         assert.equal(follow.isMoving, true);
         assert.equal(published.length, 1, 'the mark went out when the move began');
         t.mock.timers.tick(3_500);
-        run.checkpoint.onResumed?.('w2');
+        notices.emit({ type: 'resumed', workerId: 'w2' });
         t.mock.timers.tick(3_000);
         yield text(2);
       })(),

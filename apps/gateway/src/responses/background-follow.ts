@@ -3,7 +3,7 @@ import { toCortexError } from '../http/error-response.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 
 /** What following a background run needs of it. */
-export type FollowedRun = Pick<InferenceRun, 'subject' | 'requestId' | 'checkpoint' | 'fail' | 'detach' | 'cancel'>;
+export type FollowedRun = Pick<InferenceRun, 'subject' | 'requestId' | 'listen' | 'fail' | 'detach' | 'cancel'>;
 
 /** Publishes one event body on a subject (the bus client's publish, bound). */
 export type PublishEvent = (
@@ -37,8 +37,10 @@ export class BackgroundFollow {
     private readonly keepAliveMs: number,
   ) {
     this.lastSubject = started(run);
-    run.checkpoint.onMoving = () => this.startMove();
-    run.checkpoint.onResumed = () => this.endMove();
+    run.listen((notice) => {
+      if (notice.type === 'moving') this.startMove();
+      else if (notice.type === 'resumed') this.endMove();
+    });
   }
 
   /** Whether the run is between a lost worker and the next one's start. */

@@ -218,7 +218,7 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
    * its worker's to end.
    */
   private async launch(run: InferenceRun, state: ResponsesState, source: BackgroundSource): Promise<void> {
-    run.backgroundOf = state.responseId;
+    run.inBackground(state.responseId);
     this.launching.set(state.responseId, run);
     try {
       const events = await run.start();

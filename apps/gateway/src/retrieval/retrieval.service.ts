@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { CortexError, Subjects, workerSubject, type ModelKind, type RetrievalApi } from '@cortex/contracts';
-import { aboutTheWorker, MAX_REPLACEMENTS, RETRYABLE } from '../inference/retry.js';
+import { Tries } from '../inference/retry.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { toCortexError } from '../http/error-response.js';
 import type { RequestContext } from '../http/request-context.js';
@@ -31,11 +31,10 @@ export class RetrievalService {
     const run = this.inference.open(api, context);
     const onClose = (): void => run.cancel('client disconnected');
     closed.addEventListener('abort', onClose, { once: true });
-    const exclude: string[] = [];
-    let replaced = 0;
+    const tries = new Tries((workerId) => this.inference.placer.forget(workerId));
     try {
       for (;;) {
-        const { workerId, model } = await run.placeFor(target.model, target.kind, exclude);
+        const { workerId, model } = await run.placeFor(target.model, target.kind, tries.exclude);
         if (closed.aborted) throw new CortexError('cancelled', 'the client went away while the request was placed');
         const cancel = (): void =>
           this.inference.bus.publish(
@@ -49,15 +48,11 @@ export class RetrievalService {
           run.answered(tokens(result));
           return result;
         } catch (error) {
-          if (!(error instanceof CortexError) || closed.aborted) throw error;
-          if (aboutTheWorker(error)) this.inference.placer.forget(workerId);
-          if (error.code === 'model_not_ready' && replaced++ < MAX_REPLACEMENTS) continue;
-          if (exclude.length > 0 || !RETRYABLE.has(error.code)) throw error;
-          this.inference.logger.warn({
-            msg: `worker ${workerId} failed (${error.message}); placing the request again`,
-            requestId,
-          });
-          exclude.push(workerId);
+          if ((await tries.after(error, workerId, closed.aborted)) === 'elsewhere')
+            this.inference.logger.warn({
+              msg: `worker ${workerId} failed (${(error as Error).message}); placing the request again`,
+              requestId,
+            });
         } finally {
           closed.removeEventListener('abort', cancel);
         }
