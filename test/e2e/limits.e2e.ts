@@ -12,6 +12,8 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { postJson, scrapeMetrics, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const ADMIN = 'sk-admin-limits';
+/** A key the config file declares with limits (auth.keys), its secret in the gateways' environment. */
+const DECLARED = 'sk-declared-limits-0123456789abcdef';
 const user = [{ role: 'user' as const, content: 'Hi.' }];
 
 describe('rate limits e2e (two gateways, one NATS)', () => {
@@ -26,10 +28,23 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       ],
       // A small background store, so a few runs fill it (the test of a full store).
       config: {
-        auth: { api_keys: ['sk-static-limits'], admin_keys: [ADMIN] },
+        auth: {
+          api_keys: ['sk-static-limits'],
+          admin_keys: [ADMIN],
+          keys: [
+            {
+              name: 'gitops-ci',
+              account: 'gitops',
+              tier: 3,
+              limits: { requests_per_minute: 2 },
+              secret_env: 'CORTEX_LIMITS_DECLARED_KEY',
+            },
+          ],
+        },
         gateway: { stall_timeout_ms: 30_000 },
         responses: { background_max_bytes: 1024 * 1024 },
       },
+      serviceEnv: { gateway: { CORTEX_LIMITS_DECLARED_KEY: DECLARED } },
     });
     gateways = [stack.baseUrl, await stack.spawnGateway()];
   });
@@ -148,6 +163,23 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       anthropic.messages.create({ model: 'cortex-chat', max_tokens: 8, messages: user }),
       (error: unknown) => error instanceof Anthropic.RateLimitError && /requests per minute/.test(error.message),
     );
+  });
+
+  it('limits - a key the config file declares with requests_per_minute is limited like a stored one, across both gateways', async () => {
+    const statuses: number[] = [];
+    let refused: Response | null = null;
+    for (let i = 0; i < 4; i++) {
+      const response = await chat(gateways[i % 2]!, DECLARED);
+      statuses.push(response.status);
+      if (response.status === 429) refused ??= response;
+    }
+    assert.deepEqual(statuses, [200, 200, 429, 429]);
+    const body = (await refused!.json()) as { error: { message: string } };
+    assert.match(body.error.message, /requests per minute/);
+    assert.match(body.error.message, /gitops-ci/, 'the refusal names the declared key');
+    assert.equal(refused!.headers.get('x-ratelimit-limit-requests'), '2');
+    // A wrong secret is no key at all: with keys configured, a 401.
+    assert.equal((await chat(gateways[0]!, 'sk-declared-limits-wrong-secret-000')).status, 401);
   });
 
   it('limits - a stream carries the headers before its first byte', async () => {

@@ -7,6 +7,7 @@ import {
   IsIn,
   IsInt,
   IsNumber,
+  IsObject,
   IsOptional,
   IsString,
   Matches,
@@ -209,6 +210,16 @@ export class AuthConfig {
   @IsArray() @IsString({ each: true }) apiKeys: string[] = [];
   /** Keys for admin routes (load, unload, pin); they also work as API keys. */
   @IsArray() @IsString({ each: true }) adminKeys: string[] = [];
+  /**
+   * Keys with an account, limits, models and a tier, each declared as a `cortex keys apply` file
+   * declares one (`name`, `account`, `tier`, `models`, `limits`, `expires_at`, and `secret_env` or
+   * `secret_sha256`; never the secret itself). Each gateway checks them at start as `POST /admin/keys`
+   * checks a body, holds them in memory (not in the keys bucket) and counts their limits in the same
+   * buckets as a stored key's, under an id made from the name. Kept as written (snake_case).
+   */
+  @IsArray() keys: unknown[] = [];
+  /** The limits of the accounts those keys name: `<account>: { limits: {...} }`, as in a key file. */
+  @IsObject() accounts: Record<string, unknown> = {};
 }
 
 /** TLS to NATS: on when any file is set or the URL is `tls://`; the server's certificate is checked against `ca_file` (or the system CAs). */

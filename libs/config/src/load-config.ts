@@ -104,6 +104,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
 /** Validates a snake_case plain object (as written in YAML) into a config. */
 export function parseConfig(plain: Record<string, unknown>, where = 'config'): CortexConfig {
   const config = plainToInstance(CortexConfig, camelKeys(plain) as object);
+  // Declared keys keep the key file's own names (secret_env, requests_per_minute): the gateway reads them as such.
+  const auth = plain.auth as { keys?: unknown; accounts?: unknown } | null | undefined;
+  if (auth && typeof auth === 'object') {
+    if (auth.keys !== undefined) config.auth.keys = auth.keys as unknown[];
+    if (auth.accounts !== undefined) config.auth.accounts = auth.accounts as Record<string, unknown>;
+  }
   const errors = validateSync(config, { whitelist: true, forbidNonWhitelisted: true });
   if (errors.length > 0) {
     const lines = errors.flatMap((e) => describe(e, ''));

@@ -48,8 +48,10 @@ export function installAccess(
   const { auth, gateway } = config;
   const apiKeys = [...auth.apiKeys, ...auth.adminKeys].map(digest);
   const adminKeys = auth.adminKeys.map(digest);
+  // Keys the config declares with limits (auth.keys) are keys too: with any, a request needs one.
+  const anyKeys = apiKeys.length + auth.keys.length > 0;
   const { host } = splitHostPort(gateway.listen);
-  if (auth.mode === 'keys' && apiKeys.length === 0) {
+  if (auth.mode === 'keys' && !anyKeys) {
     if (!isLoopback(host)) {
       throw new Error(
         `gateway.listen is ${gateway.listen} but no API keys are configured: set auth.api_keys (or CORTEX_API_KEYS), or set "auth: none" to serve without authentication`,
@@ -105,7 +107,7 @@ export function installAccess(
         return done();
       }
       // No keys in the config: the loopback development mode, where any key (or none) passes.
-      if (apiKeys.length === 0) return done();
+      if (!anyKeys) return done();
       if (!matches(presented, admin ? adminKeys : apiKeys)) {
         const what = presented ? 'is not valid' : 'is missing';
         const how = admin ? 'an admin key' : 'an API key';

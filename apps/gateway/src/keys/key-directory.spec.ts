@@ -5,8 +5,26 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, connectBus, KeyStore, natsServerOnPath, startNatsServer, type LocalNatsServer } from '@cortex/bus';
-import { DEFAULT_TIER } from '@cortex/contracts';
+import { parseConfig } from '@cortex/config';
+import { configKeyId, DEFAULT_TIER, hashSecret } from '@cortex/contracts';
 import { KEY_CATCH_UP_MS, KeyDirectory } from './key-directory.js';
+
+/** A key and an account the config file declares (auth.keys, auth.accounts). */
+const DECLARED_SECRET = 'sk-declared-in-config-0123456789';
+const CONFIG = parseConfig({
+  auth: {
+    keys: [
+      {
+        name: 'gitops',
+        account: 'team-g',
+        tier: 3,
+        limits: { requests_per_minute: 2 },
+        secret_sha256: hashSecret(DECLARED_SECRET),
+      },
+    ],
+    accounts: { 'team-g': { limits: { concurrent_requests: 4 } } },
+  },
+});
 
 /** The gateway's view of the keys bucket on one connection, keys written on another (as another gateway or the CLI writes them). */
 describe('key directory - on a real NATS', { skip: !natsServerOnPath() && 'nats-server is not installed' }, () => {
@@ -21,7 +39,7 @@ describe('key directory - on a real NATS', { skip: !natsServerOnPath() && 'nats-
     server = await startNatsServer({ storeDir });
     gateway = await connectBus({ url: server.url, name: 'key-directory-spec' });
     writer = await connectBus({ url: server.url, name: 'key-directory-spec-writer' });
-    directory = new KeyDirectory(new BusClient(gateway));
+    directory = new KeyDirectory(new BusClient(gateway), CONFIG);
     await directory.onModuleInit();
     store = await KeyStore.open(writer);
   });
@@ -51,5 +69,28 @@ describe('key directory - on a real NATS', { skip: !natsServerOnPath() && 'nats-
     assert.deepEqual(await directory.identifyAfterCatchUp('sk-cortex-not-a-key-of-this-fleet'), { kind: 'unknown' });
     assert.ok(performance.now() - started < KEY_CATCH_UP_MS, 'the view was already current: no wait to the bound');
     assert.equal(directory.identifyAfterCatchUp('sk-some-other-provider'), null);
+  });
+
+  it('key directory - a key the config declares is known with its account, tier and limits; its account too', () => {
+    const identity = directory.identify(DECLARED_SECRET);
+    assert.equal(identity.kind, 'key');
+    const { key } = (identity as { principal: { key: { id: string; account: string; tier: number; limits: object } } })
+      .principal;
+    assert.deepEqual(
+      { id: key.id, account: key.account, tier: key.tier, limits: key.limits },
+      { id: configKeyId('gitops'), account: 'team-g', tier: 3, limits: { requests_per_minute: 2 } },
+    );
+    assert.deepEqual(directory.account('team-g')?.limits, { concurrent_requests: 4 });
+    assert.equal(directory.identify('sk-declared-in-config-wrong-secret').kind, 'unknown');
+  });
+
+  it('key directory - a bad declaration stops the gateway naming the field under auth', async () => {
+    const bad = new KeyDirectory(
+      new BusClient(gateway),
+      parseConfig({
+        auth: { keys: [{ name: 'x', limits: { requests_per_minute: -1 }, secret_sha256: hashSecret('s') }] },
+      }),
+    );
+    await assert.rejects(bad.onModuleInit(), /^ConfigError: config: auth\.keys\[0\]\.limits\.requests_per_minute: /);
   });
 });

@@ -1,10 +1,13 @@
-import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { KvWatchEntry } from '@nats-io/kv';
 import { BusClient, KeyStore, KvCatchUp, watchKv } from '@cortex/bus';
+import { CONFIG, ConfigError, type CortexConfig } from '@cortex/config';
 import {
   CortexError,
+  declaredKeys,
   hashSecret,
   judgeSecret,
+  parseKeyFile,
   SECRET_PREFIX,
   type AccountRecord,
   type KeyRecord,
@@ -32,13 +35,20 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
   private readonly byHash = new Map<string, string>();
   private readonly keys = new Map<string, KeyRecord>();
   private readonly accounts = new Map<string, AccountRecord>();
+  /** Keys and accounts the config file declares (`auth.keys`, `auth.accounts`): below the stored ones of the same secret or name. */
+  private readonly declaredByHash = new Map<string, KeyRecord>();
+  private readonly declaredAccounts = new Map<string, AccountRecord>();
   private stopWatch: (() => void) | null = null;
   private keyStore: KeyStore | null = null;
   private catchUp: KvCatchUp | null = null;
 
-  constructor(private readonly bus: BusClient) {}
+  constructor(
+    private readonly bus: BusClient,
+    @Inject(CONFIG) private readonly config: CortexConfig,
+  ) {}
 
   async onModuleInit(): Promise<void> {
+    this.declare();
     this.keyStore = await KeyStore.open(this.bus.nc);
     // Read everything before serving, so a key that exists is never refused while the watch starts.
     for (const key of await this.keyStore.list()) this.putKey(key);
@@ -54,6 +64,25 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
 
   onModuleDestroy(): void {
     this.stopWatch?.();
+  }
+
+  /** Reads the keys and accounts the config file declares, checked as a key file's are; a bad one stops the gateway, naming it. */
+  private declare(): void {
+    const { keys, accounts } = this.config.auth;
+    if (keys.length === 0 && Object.keys(accounts).length === 0) return;
+    let declared: ReturnType<typeof declaredKeys>;
+    try {
+      declared = declaredKeys(parseKeyFile({ keys, accounts }, process.env), Date.now());
+    } catch (error) {
+      const param = error instanceof CortexError ? error.extra.param : undefined;
+      const message = (error as Error).message.replace(/^[^:]*: /, '');
+      throw new ConfigError(`config: auth.${param ?? 'keys'}: ${message}`);
+    }
+    for (const key of declared.keys) for (const secret of key.secrets) this.declaredByHash.set(secret.sha256, key);
+    for (const account of declared.accounts) this.declaredAccounts.set(account.name, account);
+    this.logger.log(
+      `${declared.keys.length} key(s) and ${declared.accounts.length} account(s) declared in the config file (auth.keys, auth.accounts)`,
+    );
   }
 
   get store(): KeyStore {
@@ -80,7 +109,7 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
   /** The same by the secret's SHA-256, for a connection that checks its key again on every turn without keeping the secret. */
   identifyHash(sha256: string, now = Date.now()): Identification {
     const id = this.byHash.get(sha256);
-    const key = id === undefined ? undefined : this.keys.get(id);
+    const key = (id === undefined ? undefined : this.keys.get(id)) ?? this.declaredByHash.get(sha256);
     if (!key) return { kind: 'unknown' };
     const verdict = judgeSecret(key, sha256, now);
     if (verdict.kind === 'revoked')
@@ -101,7 +130,7 @@ export class KeyDirectory implements OnModuleInit, OnModuleDestroy {
   }
 
   account(name: string): AccountRecord | undefined {
-    return this.accounts.get(name);
+    return this.accounts.get(name) ?? this.declaredAccounts.get(name);
   }
 
   private apply(entry: KvWatchEntry): void {

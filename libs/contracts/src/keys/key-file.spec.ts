@@ -4,6 +4,8 @@ import { CortexError } from '../errors/error-codes.js';
 import {
   accountPatch,
   changedFields,
+  configKeyId,
+  declaredKeys,
   declaredRecord,
   parseKeyFile,
   planKeyApply,
@@ -268,5 +270,34 @@ describe('key file', () => {
       concurrent_requests: null,
       token_budget: null,
     });
+  });
+
+  it('key file - keys declared in the config: records with an id made from the name, each with its secret', () => {
+    const file = parseKeyFile(
+      {
+        accounts: { gitops: { limits: { concurrent_requests: 4 } } },
+        keys: [
+          { name: 'ci runner', account: 'gitops', tier: 3, limits: { requests_per_minute: 2 }, secret_env: 'CI_KEY' },
+        ],
+      },
+      env,
+    );
+    const { keys, accounts } = declaredKeys(file, NOW);
+    assert.equal(keys.length, 1);
+    const [key] = keys as [KeyRecord];
+    assert.equal(key.id, configKeyId('ci runner'));
+    assert.match(key.id, /^config_[0-9a-f]{16}$/, 'a KV token: limits are counted under it');
+    assert.deepEqual(
+      { account: key.account, tier: key.tier, limits: key.limits, secrets: key.secrets.map((s) => s.sha256) },
+      { account: 'gitops', tier: 3, limits: { requests_per_minute: 2 }, secrets: [hashSecret(SECRET)] },
+    );
+    assert.deepEqual(accounts, [
+      { name: 'gitops', limits: { concurrent_requests: 4 }, updated_at: '2026-11-25T12:00:00.000Z' },
+    ]);
+    assert.notEqual(configKeyId('ci runner'), configKeyId('ci-runner'));
+    assert.throws(
+      () => declaredKeys(parseKeyFile({ keys: [{ name: 'no secret' }] }, env), NOW),
+      (error: unknown) => error instanceof CortexError && error.extra.param === 'keys[0].secret_env',
+    );
   });
 });

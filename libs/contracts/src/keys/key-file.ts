@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { CortexError } from '../errors/error-codes.js';
 import {
   applyLimitsPatch,
@@ -277,4 +278,32 @@ function canonical(value: unknown): string {
       .join(',')}}`;
   }
   return JSON.stringify(value);
+}
+
+/** The id of a key declared in the config file: made from its name, so every gateway gives it the same one. */
+export function configKeyId(name: string): string {
+  return `config_${createHash('sha256').update(name).digest('hex').slice(0, 16)}`;
+}
+
+/**
+ * The keys and accounts a config file declares (`auth.keys`, `auth.accounts`, the key file's shape),
+ * as the records a gateway holds in memory beside the stored ones. Each needs its secret (by
+ * `secret_env` or `secret_sha256`): a declared key no one can present is a mistake.
+ */
+export function declaredKeys(file: KeyFile, now: number): { keys: KeyRecord[]; accounts: AccountRecord[] } {
+  const at = new Date(now).toISOString();
+  const keys = file.keys.map(({ input, secret }, i) => {
+    if (!secret)
+      throw bad(`keys[${i}].secret_env`, 'is needed (or secret_sha256): a declared key must say what its secret is');
+    return {
+      id: configKeyId(input.name),
+      ...input,
+      created_at: at,
+      updated_at: at,
+      revoked_at: null,
+      secrets: [secret],
+    };
+  });
+  const accounts = file.accounts.map(({ name, limits }) => ({ name, limits, updated_at: at }));
+  return { keys, accounts };
 }
