@@ -361,6 +361,22 @@ describe('idle sweep', () => {
     );
   });
 
+  it('idle sweep - a model idle as a whole goes; otherwise its spare copies go, longest unused first, down to min_replicas', () => {
+    const copies = (...lastUsed: number[]) =>
+      lastUsed.map((ago, i) => w(`w${i + 1}`, 0, [m('x', { lastUsedAt: NOW - ago * 1_000 })]));
+    const cases: Array<[string, WorkerState[], number, string[]]> = [
+      ['min 2, three copies, all idle: the model goes', copies(60, 90, 120), 2, ['w1', 'w2', 'w3']],
+      ['min 2, three copies, two idle: one goes, the longest unused', copies(60, 5, 120), 2, ['w3']],
+      ['min 2, two copies, one idle: none goes', copies(60, 5), 2, []],
+      ['min 3, three copies, two idle: none goes', copies(60, 5, 90), 3, []],
+      ['min 1, three copies, two idle: both go', copies(60, 5, 90), 1, ['w1', 'w3']],
+    ];
+    for (const [title, fleet, minReplicas, gone] of cases) {
+      const expired = idleExpired(fleet, () => 30, context({ x: { minReplicas } }));
+      assert.deepEqual(expired.map((e) => e.workerId).sort(), gone, title);
+    }
+  });
+
   it('idle sweep - a TTL of 0 keeps a model for ever', () => {
     assert.deepEqual(
       idleExpired(fleet, (id) => (id === 'old' ? 0 : 30), context({ pin: { pinned: true } })),
@@ -641,12 +657,19 @@ describe('replication planner', () => {
 
   it('replication planner - a pressure clock counts only an unbroken pressure, and restarts after a change', () => {
     const clock = new PressureClock();
-    assert.equal(clock.observe('x', 'pressured', 1_000), 0);
-    assert.equal(clock.observe('x', 'pressured', 4_000), 3_000);
-    assert.equal(clock.observe('x', 'steady', 4_500), 0, 'a break');
-    assert.equal(clock.observe('x', 'pressured', 5_000), 0);
-    assert.equal(clock.observe('x', 'pressured', 6_000), 1_000);
+    assert.equal(clock.observe('x', 'pressured', 1, 1_000), 0);
+    assert.equal(clock.observe('x', 'pressured', 1, 4_000), 3_000);
+    assert.equal(clock.observe('x', 'steady', 1, 4_500), 0, 'a break');
+    assert.equal(clock.observe('x', 'pressured', 1, 5_000), 0);
+    assert.equal(clock.observe('x', 'pressured', 1, 6_000), 1_000);
     clock.restart('x');
-    assert.equal(clock.observe('x', 'pressured', 7_000), 0, 'after a copy was added');
+    assert.equal(clock.observe('x', 'pressured', 1, 7_000), 0, 'after this router added a copy');
+    assert.equal(clock.observe('x', 'pressured', 1, 8_000), 1_000);
+    assert.equal(
+      clock.observe('x', 'pressured', 2, 9_000),
+      0,
+      'another router added a copy: the heartbeats show two, and the window starts again',
+    );
+    assert.equal(clock.observe('x', 'pressured', 2, 12_000), 3_000);
   });
 });

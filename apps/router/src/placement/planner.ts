@@ -222,19 +222,35 @@ export function isClosed(model: ModelView, now: number): boolean {
   return model.closingUntil !== undefined && now >= model.closingUntil;
 }
 
-/** Models unused for longer than their idle TTL (seconds; 0 = never), unless pinned or busy. */
+/**
+ * Copies unused for longer than their model's idle TTL (seconds; 0 = never), unless pinned or busy.
+ * A model idle as a whole (every ready copy expired) goes; otherwise only its spare copies go, the
+ * longest unused first, down to its `min_replicas`: replication would load a copy taken below it
+ * straight back.
+ */
 export function idleExpired(
   workers: readonly WorkerState[],
   ttlOf: (modelId: string) => number,
   context: PlanContext,
 ): Array<{ workerId: string; model: string }> {
-  const expired: Array<{ workerId: string; model: string }> = [];
+  const byModel = new Map<string, Array<{ workerId: string; model: string; lastUsedAt: number }>>();
   for (const worker of workers) {
     for (const model of resident(worker, context, workers)) {
       const ttl = ttlOf(model.id);
       if (ttl <= 0 || model.pinned || model.state !== 'ready' || model.inFlight > 0 || model.queued > 0) continue;
-      if (context.now - model.lastUsedAt >= ttl * 1000) expired.push({ workerId: worker.workerId, model: model.id });
+      if (context.now - model.lastUsedAt < ttl * 1000) continue;
+      const copies = byModel.get(model.id) ?? [];
+      copies.push({ workerId: worker.workerId, model: model.id, lastUsedAt: model.lastUsedAt });
+      byModel.set(model.id, copies);
     }
+  }
+  const expired: Array<{ workerId: string; model: string }> = [];
+  for (const [id, copies] of byModel) {
+    const ready = readyCopies(workers, id).length;
+    const keep = Math.max(1, context.policy(id).minReplicas ?? 1);
+    const going = copies.length >= ready ? copies.length : Math.max(0, Math.min(copies.length, ready - keep));
+    copies.sort((a, b) => a.lastUsedAt - b.lastUsedAt);
+    for (const { workerId, model } of copies.slice(0, going)) expired.push({ workerId, model });
   }
   return expired;
 }
@@ -457,13 +473,17 @@ function retire(
  * restarted router starts counting afresh and at worst waits one window more.
  */
 export class PressureClock {
-  private readonly since = new Map<string, { pressure: Pressure; at: number }>();
+  private readonly since = new Map<string, { pressure: Pressure; copies: number; at: number }>();
 
-  /** Records the model's pressure now; returns how long it has held without a break. */
-  observe(modelId: string, now: Pressure, at: number): number {
+  /**
+   * Records the model's pressure now, over `copies` ready copies; returns how long it has held without
+   * a break. A change in the number of copies is a break: the demand is spread over another number
+   * of copies, whichever router (or idle sweep, or worker) changed it.
+   */
+  observe(modelId: string, now: Pressure, copies: number, at: number): number {
     const known = this.since.get(modelId);
-    if (known?.pressure === now) return at - known.at;
-    this.since.set(modelId, { pressure: now, at });
+    if (known?.pressure === now && known.copies === copies) return at - known.at;
+    this.since.set(modelId, { pressure: now, copies, at });
     return 0;
   }
 

@@ -71,8 +71,9 @@ export class ReplicaService implements OnModuleInit, OnModuleDestroy {
   private plan(model: ModelConfig): ReplicaDecision {
     const workers = this.fleet.available();
     const context = this.loads.context();
-    const now = pressure(demand(workers, model.id, context.now), this.settings);
-    const forMs = this.clock.observe(model.id, now, context.now);
+    const load = demand(workers, model.id, context.now);
+    const now = pressure(load, this.settings);
+    const forMs = this.clock.observe(model.id, now, load.copies, context.now);
     const size =
       workers.flatMap((w) => w.models).find((m) => m.id === model.id && m.sizeBytes)?.sizeBytes ??
       this.catalogue.estimate(model.id);
