@@ -330,6 +330,33 @@ async function dashboard(prometheus, file, rateInterval, reportFile) {
   );
 }
 
+/**
+ * Prometheus loaded deploy/prometheus/alerts.yml and evaluates it without error, none fires, and the
+ * fleet's verdict it alerts on (cortex_fleet_health, asked for every 5 s) is not degraded.
+ */
+async function alerts(prometheus) {
+  const rules = await waitFor('Prometheus evaluating deploy/prometheus/alerts.yml', 60, async () => {
+    const body = await (await within(10_000, fetch(`${prometheus}/api/v1/rules`))).json();
+    const loaded = (body.data?.groups ?? []).flatMap((group) => group.rules);
+    return loaded.length > 0 && loaded.every((rule) => rule.health === 'ok') ? loaded : null;
+  });
+  const names = rules.map((rule) => rule.name);
+  for (const alert of ['CortexFleetDegraded', 'CortexFleetImpaired', 'CortexNoWorkerUp'])
+    check(names.includes(alert), `alerts.yml does not define ${alert} (Prometheus has ${names.join(', ')})`);
+  const firing = rules.filter((rule) => rule.state === 'firing').map((rule) => rule.name);
+  check(firing.length === 0, `alerts firing on a healthy stack: ${firing.join(', ')}`);
+  // The worker stopped by the failover step may still be known as down (impaired): every model is served, so not degraded.
+  const verdict = await waitFor('the fleet reading ok or impaired in cortex_fleet_health', 60, async () => {
+    const query = encodeURIComponent('cortex_fleet_health == 1');
+    const body = await (await within(10_000, fetch(`${prometheus}/api/v1/query?query=${query}`))).json();
+    const status = body.data?.result?.[0]?.metric?.status;
+    return status === 'ok' || status === 'impaired' ? status : null;
+  });
+  say(
+    `Prometheus evaluates ${rules.length} alert rules (${names.join(', ')}), none firing; the fleet reads ${verdict}`,
+  );
+}
+
 const [command, ...args] = process.argv.slice(2);
 const commands = {
   ready: () => ready(args[0]),
@@ -338,6 +365,7 @@ const commands = {
   failover: () => failover(args[0], args[1], args[2]),
   traffic: () => traffic(args[0]),
   dashboard: () => dashboard(args[0], args[1], args[2], args[3]),
+  alerts: () => alerts(args[0]),
 };
 try {
   check(commands[command], `unknown check ${command}; use ${Object.keys(commands).join(', ')}`);

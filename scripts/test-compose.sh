@@ -314,6 +314,8 @@ done
 say "evaluating every query of deploy/grafana/cortex-dashboard.json through $PROMETHEUS/api/v1/query"
 node scripts/compose-check.mjs dashboard "$PROMETHEUS" deploy/grafana/cortex-dashboard.json "$DASHBOARD_RATE_INTERVAL" "$TEMP/dashboard.md"
 [ -z "${CORTEX_DASHBOARD_REPORT:-}" ] || cp "$TEMP/dashboard.md" "$CORTEX_DASHBOARD_REPORT"
+say "checking the alert rules Prometheus loaded (deploy/prometheus/alerts.yml) and the fleet's verdict"
+node scripts/compose-check.mjs alerts "$PROMETHEUS"
 say "compose checks passed ($(elapsed) so far); stopping the stack"
 compose --profile cli down -v --remove-orphans --timeout 30 >/dev/null 2>&1
 

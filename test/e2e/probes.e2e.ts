@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { freePort } from '@cortex/bus';
-import { FIXTURE_CATALOGUE, runCli, startStack, waitFor, type TestStack } from '@cortex/testing';
+import { FIXTURE_CATALOGUE, runCli, scrapeMetrics, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 // router, translator and worker serve no HTTP; with probe_listen (CORTEX_PROBE_LISTEN) each answers
 // Kubernetes probes: /healthz while it runs, /readyz 200 while it is connected to the bus.
@@ -106,5 +106,13 @@ describe('probes e2e', () => {
     const cli = runCli(stack, 'health');
     assert.equal(cli.status, 4, cli.stdout + cli.stderr);
     assert.match(cli.stdout, /^degraded: 0 workers up, 1 down\n {2}- no worker takes new models/);
+    // The metrics service says the same, for the alert rules (checked every 5 s).
+    await waitFor(
+      async () => (await scrapeMetrics(stack.metricsUrl)).get('cortex_fleet_health{status="degraded"}') === 1,
+      20_000,
+    );
+    const metrics = await scrapeMetrics(stack.metricsUrl);
+    assert.equal(metrics.get('cortex_fleet_health{status="ok"}'), 0);
+    assert.equal(metrics.get('cortex_fleet_unservable_models'), 1);
   });
 });

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { jetstream, type ConsumerMessages } from '@nats-io/jetstream';
 import type { Subscription } from '@nats-io/transport-node';
-import { BusClient, ensureEventsStream, ensureUsageStream, LIVE_PULL } from '@cortex/bus';
+import { BusClient, checkFleetHealth, ensureEventsStream, ensureUsageStream, LIVE_PULL } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
   decodeBusStatus,
@@ -23,6 +23,9 @@ import {
 } from '@cortex/contracts';
 import { CortexMetrics } from './request.metrics.js';
 
+/** How often the fleet's verdict is asked for (`cortex_fleet_health`): a third of Prometheus's default scrape interval. */
+const HEALTH_EVERY_MS = 5_000;
+
 /**
  * Feeds the registry. Request and lifecycle events come from the JetStream stream, read from its
  * first retained message every time this service starts: counters live in memory, so a restarted
@@ -39,6 +42,7 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
   readonly metrics = new CortexMetrics();
   private readonly subs: Subscription[] = [];
   private timer: NodeJS.Timeout | null = null;
+  private healthTimer: NodeJS.Timeout | null = null;
   private readonly streams: ConsumerMessages[] = [];
   /** Streams whose replay has not reached the end yet. */
   private replaying = 2;
@@ -64,6 +68,14 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
       this.bus.subscribe(Subjects.serviceBus, (data) => this.metrics.recordBus(decodeBusStatus(data)), onBad),
     );
     this.timer = setInterval(() => this.metrics.expire(), 1_000);
+    // The fleet's verdict, as GET /health gives it: a router's view and a JetStream answer, asked for every few seconds.
+    const checkHealth = (): void =>
+      void checkFleetHealth(this.bus.nc).then(
+        (health) => this.metrics.recordHealth(health),
+        (error: Error) => this.logger.warn(`fleet health: ${error.message}`),
+      );
+    this.healthTimer = setInterval(checkHealth, HEALTH_EVERY_MS);
+    checkHealth();
     await ensureEventsStream(this.bus.nc, this.config.metrics);
     await ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS);
     await this.replay(EVENTS_STREAM, 'event', (subject, data) => this.record(subject, data));
@@ -133,6 +145,7 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    if (this.healthTimer) clearInterval(this.healthTimer);
     for (const sub of this.subs) sub.unsubscribe();
     await Promise.all(this.streams.map((messages) => messages.close()));
   }

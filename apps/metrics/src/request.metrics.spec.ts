@@ -76,4 +76,24 @@ describe('request metrics', () => {
     assert.match(text, /^cortex_gateway_refusals_total\{reason="too_many_uploads"\} 8$/m);
     assert.match(text, /^cortex_gateway_refusals_total\{reason="ws_rate"\} 1$/m);
   });
+
+  it("request metrics - the fleet's verdict: 1 for the one it is now, 0 for the others, and the models nothing can serve", async () => {
+    const metrics = new CortexMetrics();
+    metrics.recordHealth({
+      status: 'degraded',
+      reasons: ['x'],
+      unservable: ['a', 'b'],
+      workers: { up: 0, down: 1, draining: 0 },
+    });
+    let text = await metrics.registry.metrics();
+    assert.match(text, /^cortex_fleet_health\{status="degraded"\} 1$/m);
+    assert.match(text, /^cortex_fleet_health\{status="ok"\} 0$/m);
+    assert.match(text, /^cortex_fleet_unservable_models 2$/m);
+    metrics.recordHealth({ status: 'ok', reasons: [], unservable: [], workers: { up: 1, down: 0, draining: 0 } });
+    text = await metrics.registry.metrics();
+    assert.match(text, /^cortex_fleet_health\{status="ok"\} 1$/m);
+    assert.match(text, /^cortex_fleet_health\{status="degraded"\} 0$/m);
+    assert.match(text, /^cortex_fleet_health\{status="impaired"\} 0$/m);
+    assert.match(text, /^cortex_fleet_unservable_models 0$/m);
+  });
 });

@@ -11,7 +11,7 @@ import type {
   UnloadResult,
   UsageRecord,
 } from '@cortex/contracts';
-import { heartbeatFresh } from '@cortex/contracts';
+import { heartbeatFresh, HEALTH_VERDICTS, type FleetHealth } from '@cortex/contracts';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const RATES = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
@@ -230,6 +230,17 @@ export class CortexMetrics {
     ['worker'],
   );
 
+  private readonly fleetHealth = this.gauge(
+    'cortex_fleet_health',
+    "1 for the fleet's verdict now (ok, impaired, degraded: GET /health's), 0 for the others",
+    ['status'],
+  );
+  private readonly unservable = this.gauge(
+    'cortex_fleet_unservable_models',
+    'Catalogue models (and aliases) that no worker serves now or could load',
+    [],
+  );
+
   private readonly busConnected = this.gauge(
     'cortex_bus_connected',
     '1 while the service reports a live NATS connection',
@@ -347,6 +358,12 @@ export class CortexMetrics {
     }
     this.workerUp.set({ worker }, beat.draining ? 0 : 1);
     this.beats.set(worker, { at: Date.now(), intervalMs: beat.intervalMs, models: present, device });
+  }
+
+  /** The fleet's verdict as GET /health gives it (see fleetHealth). */
+  recordHealth(health: FleetHealth): void {
+    for (const status of HEALTH_VERDICTS) this.fleetHealth.set({ status }, status === health.status ? 1 : 0);
+    this.unservable.set(health.unservable.length);
   }
 
   recordBus(event: BusStatusEvent): void {
