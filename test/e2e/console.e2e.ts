@@ -198,6 +198,14 @@ describe(
         'cortex-slow',
         'cortex-tools',
       ]);
+      // The fleet's verdict in the header, the one GET /health answers.
+      await page.locator('[data-test=health].ok', { hasText: 'ok' }).waitFor({ timeout: 10_000 });
+      const verdict = (await (await fetch(`${stack.baseUrl}/health`)).json()) as { status: string };
+      assert.equal(verdict.status, 'ok');
+      assert.equal(
+        await page.locator('[data-test=health]').getAttribute('title'),
+        'every worker up; every model can be served',
+      );
       await page.screenshot({ path: join(SHOTS, 'fleet-light.png') });
       await page.locator('#theme').click();
       await page.screenshot({ path: join(SHOTS, 'fleet-dark.png') });

@@ -8,6 +8,7 @@ const state = {
   title: '',
   fleet: null,
   fleetError: null,
+  health: null,
   loads: new Map(),
   live: [],
   liveAt: 0,
@@ -757,11 +758,25 @@ function renderTimeline() {
   if (!state.timeline.length) $('#timeline').append(el('li', { class: 'muted' }, 'No loads or evictions yet.'));
 }
 
+/** The fleet's verdict in the header, as GET /health gives it; its reasons and unservable models on hover. */
+function renderHealth() {
+  const badge = $('#health');
+  const health = state.health;
+  badge.hidden = !health;
+  if (!health) return;
+  badge.className = `health ${health.status}`;
+  badge.textContent = health.status;
+  const unservable = health.unservable.length ? [`cannot be served: ${health.unservable.join(', ')}`] : [];
+  const lines = [...health.reasons, ...unservable];
+  badge.title = lines.length ? lines.join('\n') : 'every worker up; every model can be served';
+}
+
 // ---- feed -------------------------------------------------------------------------------------
 function applySnapshot(snapshot) {
   state.title = snapshot.title;
   state.fleet = snapshot.fleet;
   state.fleetError = snapshot.fleetError;
+  state.health = snapshot.health;
   state.loads = new Map(snapshot.loads.map((l) => [`${l.workerId}/${l.model}`, l]));
   state.live = snapshot.live;
   state.liveReceived = performance.now();
@@ -770,6 +785,7 @@ function applySnapshot(snapshot) {
   state.activityNote = snapshot.activityNote;
   state.timeline = snapshot.timeline;
   $('#title').textContent = snapshot.title;
+  renderHealth();
   renderFleet();
   renderLive();
   renderActivity();
@@ -800,6 +816,10 @@ function connect() {
     state.fleetError = null;
     render(renderFleet);
     sampleQueues();
+  });
+  on('health', (health) => {
+    state.health = health;
+    renderHealth();
   });
   on('fleet_error', ({ message }) => {
     state.fleetError = message;

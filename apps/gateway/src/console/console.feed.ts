@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Subscription } from '@nats-io/transport-node';
-import type { BusClient } from '@cortex/bus';
+import { readFleetHealth, type BusClient } from '@cortex/bus';
 import {
-  decodeFleetView,
+  fleetHealth,
   decodeGatewayRuns,
   decodeLoadFailed,
   decodeLoadProgress,
@@ -16,6 +16,7 @@ import {
   streamRunId,
   Subjects,
   workerEventOf,
+  type FleetHealth,
   type FleetView,
   type PendingRun,
   type RequestFinishedEvent,
@@ -37,6 +38,8 @@ export interface ConsoleSnapshot {
   at: number;
   fleet: FleetView | null;
   fleetError: string | null;
+  /** The fleet's verdict, as GET /health gives it; null before the first reading. */
+  health: FleetHealth | null;
   loads: LoadView[];
   live: LiveView[];
   activity: RequestFinishedEvent[];
@@ -76,6 +79,8 @@ export class ConsoleFeed {
   private fleet: FleetView | null = null;
   private fleetKey = '';
   private fleetError: string | null = 'not asked yet';
+  private health: FleetHealth | null = null;
+  private healthKey = '';
   private fleetAsking = false;
   private runsAsking = false;
   private activity: RequestFinishedEvent[] = [];
@@ -140,6 +145,7 @@ export class ConsoleFeed {
       at: now,
       fleet: this.fleet,
       fleetError: this.fleetError,
+      health: this.health,
       loads: this.loads.view(),
       live: this.live.view(now),
       activity: this.activity,
@@ -189,11 +195,17 @@ export class ConsoleFeed {
     if (this.fleetAsking || this.stopped) return;
     this.fleetAsking = true;
     try {
-      const fleet = await this.bus.request(
-        Subjects.routerFleet,
-        {},
-        { decode: decodeFleetView, timeoutMs: Math.max(1_000, this.options.fleetIntervalMs) },
-      );
+      // One reading for the fleet view and the verdict, so the two never disagree.
+      const reading = await readFleetHealth(this.bus.nc, Math.max(1_000, this.options.fleetIntervalMs));
+      const health = fleetHealth(reading);
+      const healthKey = JSON.stringify(health);
+      if (healthKey !== this.healthKey) {
+        this.healthKey = healthKey;
+        this.publish('health', health);
+      }
+      this.health = health;
+      const fleet = reading.fleet;
+      if (!fleet) throw new Error(reading.fleetError ?? (reading.bus ? 'no router answered' : 'NATS is unreachable'));
       this.fleetError = null;
       // lastSeenMs changes on every answer; a page needs an update only when something else did.
       const key = JSON.stringify(fleet, (name, value: unknown) =>
