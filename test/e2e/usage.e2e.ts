@@ -26,6 +26,8 @@ interface Row {
   completion_tokens: number;
   reasoning_tokens: number;
   total_tokens: number;
+  cost: number;
+  unpriced_requests: number;
 }
 
 const scrape = (stack: TestStack): Promise<Map<string, number>> => scrapeMetrics(stack.metricsUrl);
@@ -60,7 +62,17 @@ describe('usage records e2e', () => {
 
   before(async () => {
     stack = await startStack({
-      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 4 }],
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 4 },
+        // The same fixture at a price from the start; cortex-chat is given one at run time.
+        {
+          id: 'cortex-premium',
+          file: 'fixture:cortex-chat',
+          context_size: 512,
+          slots: 2,
+          cost: { input: 30, cached_input: 3, output: 120 },
+        },
+      ],
       config: { auth: { api_keys: ['sk-static-usage-e2e'], admin_keys: [ADMIN] } },
     });
   });
@@ -292,5 +304,67 @@ describe('usage records e2e', () => {
     assert.ok(key);
     const refused = await fetch(`${stack.baseUrl}/admin/usage`, { headers: { authorization: `Bearer ${key.secret}` } });
     assert.ok(refused.status === 401 || refused.status === 403, String(refused.status));
+  });
+
+  it('usage - two models at two prices, two keys: the money per key is the sum over the usage records of tokens × price, in /admin/usage and the metrics', async () => {
+    assert.equal(keys.length, 2, 'the keys of the first case');
+    // A price set at run time applies from the next request on, on every gateway (the live catalogue).
+    const priced = await admin('/admin/models/cortex-chat', {
+      method: 'PATCH',
+      body: JSON.stringify({ cost: { input: 2, output: 10 } }),
+    });
+    assert.equal(priced.status, 200, JSON.stringify(priced.body));
+    const prices: Record<string, { input: number; cached_input?: number; output: number }> = {
+      'cortex-chat': { input: 2, output: 10 },
+      'cortex-premium': { input: 30, cached_input: 3, output: 120 },
+    };
+    const from = new Date().toISOString();
+    const before = await storedRecords(stack);
+    const runs = keys.flatMap((key, k) => {
+      const openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: key.secret, maxRetries: 0 });
+      return ['cortex-chat', 'cortex-premium', 'cortex-premium'].map((model, i) =>
+        openai.chat.completions.create({
+          model,
+          messages: [{ role: 'user', content: `Price check ${k}.${i}.` }],
+          max_tokens: 8 + 4 * i,
+        }),
+      );
+    });
+    await Promise.all(runs);
+    await waitFor(async () => (await storedRecords(stack)).length === before.length + 6, 10_000);
+    const fresh = (await storedRecords(stack)).filter((r) => !before.some((b) => b.id === r.id));
+    const expected = new Map<string, number>();
+    for (const r of fresh) {
+      const price = prices[r.model]!;
+      const cost =
+        ((r.prompt_tokens - r.cached_prompt_tokens) * price.input +
+          r.cached_prompt_tokens * (price.cached_input ?? price.input) +
+          r.completion_tokens * price.output) /
+        1e6;
+      expected.set(r.key_id ?? '', (expected.get(r.key_id ?? '') ?? 0) + cost);
+    }
+    const answer = await admin(`/admin/usage?from=${from}&group_by=key`);
+    assert.equal(answer.body.currency, 'USD');
+    const rows = answer.body.data as Row[];
+    assert.equal(rows.length, 2);
+    for (const key of keys) {
+      const row = rows.find((r) => r.key_id === key.id)!;
+      assert.equal(row.unpriced_requests, 0);
+      assert.ok(row.cost > 0);
+      assert.ok(Math.abs(row.cost - expected.get(key.id)!) < 1e-9, `${key.id}: ${row.cost} vs ${expected.get(key.id)}`);
+    }
+    // Before the price was set, cortex-chat's requests were counted in tokens only.
+    const earlier = (await usage('group_by=model&to=' + from)).find((r) => r.model === 'cortex-chat');
+    assert.ok(earlier && earlier.unpriced_requests === earlier.requests && earlier.cost === 0);
+    // The metrics count the same money, from the same records.
+    await waitFor(async () => {
+      const metrics = await scrape(stack);
+      return keys.every((key) => {
+        const total = [...metrics]
+          .filter(([name]) => name.startsWith('cortex_spend_cost_total{') && name.includes(`key="${key.id}"`))
+          .reduce((sum, [, value]) => sum + value, 0);
+        return Math.abs(total - expected.get(key.id)!) < 1e-9;
+      });
+    }, 10_000);
   });
 });

@@ -130,6 +130,11 @@ export class CortexMetrics {
     ),
   };
   /** From the usage records (the `CORTEX_USAGE` stream): what each account and key spent; both labels are empty for requests without a stored key. */
+  private readonly spendCost = this.counter(
+    'cortex_spend_cost_total',
+    "What the billed tokens cost, in billing.currency, at each model's price when recorded (priced models only)",
+    ['account', 'key', 'model'],
+  );
   private readonly spend = {
     prompt: this.counter(
       'cortex_spend_prompt_tokens_total',
@@ -308,6 +313,7 @@ export class CortexMetrics {
     this.spend.cached.inc(labels, record.cached_prompt_tokens);
     this.spend.completion.inc(labels, record.completion_tokens);
     this.spend.reasoning.inc(labels, record.reasoning_tokens);
+    if (record.cost !== undefined) this.spendCost.inc(labels, record.cost);
   }
 
   recordLoaded(event: LoadResult): void {

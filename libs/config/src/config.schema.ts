@@ -353,6 +353,24 @@ export class ModelSamplingConfig {
   @IsOptional() @IsInt() @Min(RANGES.repeatLastN.min) repeatLastN?: number;
 }
 
+/**
+ * What a model's tokens cost, per million, in `billing.currency`: usage records carry the cost of
+ * their tokens at the price of the moment they were recorded.
+ */
+export class ModelCostConfig {
+  @IsNumber() @Min(0) input!: number;
+  /** Prompt tokens served from a reused prefix; unset: `input`. */
+  @IsOptional() @IsNumber() @Min(0) cachedInput?: number;
+  /** Generated tokens, reasoning included. */
+  @IsNumber() @Min(0) output!: number;
+}
+
+/** Money, for models with a `cost`. */
+export class BillingConfig {
+  /** The one currency every `cost` is in and every spend is shown in (a code such as USD, or a unit of your own). */
+  @Matches(/^[A-Za-z]{1,16}$/, { message: 'must be 1-16 letters (USD, EUR, credits)' }) currency = 'USD';
+}
+
 export class ModelConfig {
   @Matches(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, { message: 'must be 1-128 letters, digits or . _ : / -' })
   id!: string;
@@ -403,6 +421,8 @@ export class ModelConfig {
   format?: string;
   /** Sampling defaults for requests that leave them out, over the GGUF's; live-editable like the rest of the catalogue. */
   @IsOptional() @ValidateNested() @Type(() => ModelSamplingConfig) sampling?: ModelSamplingConfig;
+  /** Prices per million tokens (see ModelCostConfig); unset: its use is counted in tokens only. */
+  @IsOptional() @ValidateNested() @Type(() => ModelCostConfig) cost?: ModelCostConfig;
   /** `chat` generates; `embedding` serves /v1/embeddings, `ranking` /v1/rerank. */
   @IsIn(['chat', 'embedding', 'ranking']) kind: 'chat' | 'embedding' | 'ranking' = 'chat';
   /**
@@ -477,6 +497,7 @@ export class CortexConfig {
   @ValidateNested() @Type(() => ResponsesConfig) responses = new ResponsesConfig();
   @ValidateNested() @Type(() => NatsConfig) nats = new NatsConfig();
   @ValidateNested() @Type(() => MetricsConfig) metrics = new MetricsConfig();
+  @ValidateNested() @Type(() => BillingConfig) billing = new BillingConfig();
   @ValidateNested() @Type(() => EvictionConfig) eviction = new EvictionConfig();
   @ValidateNested() @Type(() => RouterConfig) router = new RouterConfig();
   @ValidateNested() @Type(() => ReplicationConfig) replication = new ReplicationConfig();

@@ -1,4 +1,5 @@
-import { Controller, Get, Req, Res } from '@nestjs/common';
+import { Controller, Get, Inject, Req, Res } from '@nestjs/common';
+import { CONFIG, type CortexConfig } from '@cortex/config';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { respondJson } from '../http/error-response.js';
 import { parseUsageQuery } from '../usage/usage-query.decider.js';
@@ -10,7 +11,10 @@ import { UsageRecorder } from '../usage/usage-recorder.js';
  */
 @Controller('admin')
 export class UsageController {
-  constructor(private readonly usage: UsageRecorder) {}
+  constructor(
+    private readonly usage: UsageRecorder,
+    @Inject(CONFIG) private readonly config: CortexConfig,
+  ) {}
 
   @Get('usage')
   list(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
@@ -22,6 +26,7 @@ export class UsageController {
         from: new Date(query.from).toISOString(),
         to: new Date(query.to).toISOString(),
         group_by: query.groupBy,
+        currency: this.config.billing.currency,
         data,
       };
     });

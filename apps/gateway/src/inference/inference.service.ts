@@ -83,7 +83,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
 
   /** One request-finished event per request, stored in JetStream under the run id (a retry is stored once), and its usage record billed to `payer`. */
   recordFinished(event: RequestFinishedEvent, runId: string, payer: UsageOwner | null): void {
-    this.usage.record(event, runId, payer);
+    this.usage.record(event, runId, payer, this.catalogue.find(event.model)?.cost);
     this.logger.log({
       msg: `${event.dialect} ${event.model}: ${event.status}${event.errorCode ? ` ${event.errorCode}` : ''} in ${event.durationMs} ms`,
       requestId: event.requestId,

@@ -99,4 +99,23 @@ describe('usage query decider', () => {
     );
     assert.deepEqual(summarize(records, parseUsageQuery({ model: 'm2', from: '2026-11-24' }, NOW)), []);
   });
+
+  it('usage query - money: each record at the price it was recorded with; records without one are counted apart', () => {
+    const records = [
+      record({ id: '1', cost: 0.000125 }),
+      record({ id: '2', cost: 0.1 }),
+      record({ id: '3', cost: 0.2 }),
+      record({ id: '4' }),
+      record({ id: '5', key_id: 'key_b', cost: 1.5 }),
+    ];
+    const rows = summarize(records, parseUsageQuery({ group_by: 'key' }, NOW));
+    assert.deepEqual(
+      rows.map((r) => [r.key_id, r.requests, r.cost, r.unpriced_requests]),
+      [
+        ['key_a', 4, 0.300125, 1],
+        ['key_b', 1, 1.5, 0],
+      ],
+      '0.1 + 0.2 is 0.3 here, not 0.30000000000000004',
+    );
+  });
 });

@@ -26,6 +26,10 @@ export interface UsageRow {
   completion_tokens: number;
   reasoning_tokens: number;
   total_tokens: number;
+  /** What the priced requests' tokens cost, in `billing.currency` (each at its price when recorded). */
+  cost: number;
+  /** Requests whose model had no price when they were recorded: in the tokens, not in `cost`. */
+  unpriced_requests: number;
 }
 
 const DEFAULT_GROUPS: UsageGroup[] = ['account', 'key', 'model'];
@@ -125,6 +129,8 @@ export class UsageSummary {
       completion_tokens: 0,
       reasoning_tokens: 0,
       total_tokens: 0,
+      cost: 0,
+      unpriced_requests: 0,
     };
     row.requests++;
     row.prompt_tokens += record.prompt_tokens;
@@ -132,6 +138,9 @@ export class UsageSummary {
     row.completion_tokens += record.completion_tokens;
     row.reasoning_tokens += record.reasoning_tokens;
     row.total_tokens += record.prompt_tokens + record.completion_tokens;
+    if (record.cost === undefined) row.unpriced_requests++;
+    // Kept to the billionth, as each record's cost is: a sum of many does not drift into float noise.
+    else row.cost = Math.round((row.cost + record.cost) * 1e9) / 1e9;
     rows.set(id, row);
   }
 

@@ -9,6 +9,7 @@ import {
   USAGE_STREAM,
   usageRecordOf,
   type RequestFinishedEvent,
+  type TokenPrice,
   type UsageOwner,
   type UsageRecord,
 } from '@cortex/contracts';
@@ -43,9 +44,12 @@ export class UsageRecorder implements OnModuleInit {
     );
   }
 
-  /** Publishes the usage record of one finished run, billed to `payer` (none when it used no tokens). */
-  record(event: RequestFinishedEvent, runId: string, payer: UsageOwner | null): void {
-    const record = usageRecordOf(event, payer, runId);
+  /**
+   * Publishes the usage record of one finished run, billed to `payer` (none when it used no tokens),
+   * with the cost of its tokens at `price` (the model's in the live catalogue now) when it has one.
+   */
+  record(event: RequestFinishedEvent, runId: string, payer: UsageOwner | null, price?: TokenPrice): void {
+    const record = usageRecordOf(event, payer, runId, price);
     if (!record) return;
     this.publish(record, 0);
   }

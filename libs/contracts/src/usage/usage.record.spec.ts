@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RequestFinishedEvent } from '../events/request-finished.event.js';
-import { decodeUsageRecord, usageRecordOf } from './usage.record.js';
+import { costOf, decodeUsageRecord, usageRecordOf } from './usage.record.js';
 
 const event = (usage: RequestFinishedEvent['usage']): RequestFinishedEvent => ({
   requestId: 'req-1',
@@ -72,5 +72,21 @@ describe('usage record', () => {
     assert.throws(() => decodeUsageRecord({ ...good, completion_tokens: -1 }), /completion_tokens/);
     assert.throws(() => decodeUsageRecord({ ...good, api: 'smtp' }), /api/);
     assert.throws(() => decodeUsageRecord({ ...good, id: 5 }), /id/);
+  });
+
+  it('usage record - a priced model: the cost of fresh prompt, cached prompt and output tokens per million, kept in the record', () => {
+    const usage = { promptTokens: 1_000, cachedPromptTokens: 400, completionTokens: 250, reasoningTokens: 50 };
+    const price = { input: 3, cachedInput: 0.3, output: 15 };
+    const record = usageRecordOf(event(usage), null, 'r', price);
+    // 600 × 3 + 400 × 0.3 + 250 × 15 = 1,800 + 120 + 3,750 = 5,670 per million.
+    assert.equal(record?.cost, 0.00567);
+    assert.deepEqual(decodeUsageRecord(JSON.parse(JSON.stringify(record))), record);
+    assert.equal(
+      costOf({ prompt_tokens: 1_000, cached_prompt_tokens: 400, completion_tokens: 0 }, { input: 2, output: 8 }),
+      0.002,
+      'cached tokens at the input price when no cached price is set',
+    );
+    assert.equal(usageRecordOf(event(usage), null, 'r')?.cost, undefined, 'no price, no cost');
+    assert.throws(() => decodeUsageRecord({ ...record, cost: -1 }), /cost/);
   });
 });

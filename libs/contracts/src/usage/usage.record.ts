@@ -1,4 +1,4 @@
-import { integer, object, oneOf, string } from '../fields.js';
+import { integer, number, object, oneOf, string } from '../fields.js';
 import { DIALECTS, type Dialect } from '../generate/generate.messages.js';
 import { RETRIEVAL_APIS, type RetrievalApi } from '../retrieval/retrieval.messages.js';
 import type { RequestFinishedEvent } from '../events/request-finished.event.js';
@@ -25,6 +25,27 @@ export interface UsageRecord {
   reasoning_tokens: number;
   /** When the request finished, ms since the epoch. */
   at: number;
+  /** What its tokens cost at the model's price when it was recorded (`billing.currency`); absent: the model had no price. */
+  cost?: number;
+}
+
+/** A model's prices per million tokens (the catalogue's `cost`). */
+export interface TokenPrice {
+  input: number;
+  /** Prompt tokens from a reused prefix; absent: `input`. */
+  cachedInput?: number;
+  output: number;
+}
+
+/** What a record's tokens cost at `price`, to the billionth of the currency. */
+export function costOf(
+  record: Pick<UsageRecord, 'prompt_tokens' | 'cached_prompt_tokens' | 'completion_tokens'>,
+  price: TokenPrice,
+): number {
+  const fresh = record.prompt_tokens - record.cached_prompt_tokens;
+  const cached = record.cached_prompt_tokens * (price.cachedInput ?? price.input);
+  const total = (fresh * price.input + cached + record.completion_tokens * price.output) / 1e6;
+  return Math.round(total * 1e9) / 1e9;
 }
 
 /** Who a request was made by, as far as billing cares. */
@@ -38,10 +59,12 @@ export function usageRecordOf(
   event: RequestFinishedEvent,
   owner: UsageOwner | null,
   runId: string,
+  /** The model's price now (the live catalogue's `cost`), if it has one. */
+  price?: TokenPrice,
 ): UsageRecord | null {
   const usage = event.usage;
   if (!usage || usage.promptTokens + usage.completionTokens === 0) return null;
-  return {
+  const record: UsageRecord = {
     id: runId,
     request_id: event.requestId,
     account: owner?.account ?? null,
@@ -55,6 +78,8 @@ export function usageRecordOf(
     reasoning_tokens: usage.reasoningTokens,
     at: event.finishedAt,
   };
+  if (price) record.cost = costOf(record, price);
+  return record;
 }
 
 /** Reads a stored record; the first bad field throws naming it (the reader logs and skips that one). */
@@ -73,6 +98,7 @@ export function decodeUsageRecord(value: unknown): UsageRecord {
     completion_tokens: integer(record.completion_tokens, 'completion_tokens', 0),
     reasoning_tokens: integer(record.reasoning_tokens, 'reasoning_tokens', 0),
     at: integer(record.at, 'at', 0),
+    ...(record.cost !== undefined && record.cost !== null && { cost: number(record.cost, 'cost', 0) }),
   };
 }
 
