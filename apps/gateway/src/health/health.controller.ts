@@ -24,11 +24,13 @@ export class HealthController {
    * (something is down, every model can still be served) or `degraded` (a model cannot be served, or
    * the bus, JetStream or every router is gone), with the reasons and the models nothing can serve.
    * No key needed and no secret in it; the status code follows the verdict (`gateway.health_status`).
-   * One verdict answers every caller for a second, so calling it in a loop costs the bus nothing more.
+   * One verdict answers every caller for a second, so calling it in a loop costs the bus nothing more
+   * (except while this gateway has no NATS connection, which it knows without asking anyone).
    */
   @Get('health')
   async health(@Res() reply: FastifyReply): Promise<void> {
-    const health = await this.verdict.get();
+    // A gateway that lost NATS knows it at once, and answering that costs nothing: no shared answer then.
+    const health = isBusConnected(this.bus.nc) ? await this.verdict.get() : await checkFleetHealth(this.bus.nc);
     void reply.status(this.config.gateway.healthStatus[health.status]).header('cache-control', 'no-store').send(health);
   }
 
