@@ -40,7 +40,7 @@ import type { RequestMeter } from '../usage/request-meter.js';
 import { RunTrace } from './run-trace.js';
 import { StreamCheckpoint } from './stream-checkpoint.js';
 import { RunNotices, type RunListener } from './run-notices.js';
-import { nextPhase, workerStillWrites, type RunPhase, type RunStep } from './run-phase.js';
+import { nextPhase, streamEnded, type RunPhase, type RunStep } from './run-phase.js';
 
 /**
  * How long a run stopped before its stream ended (its client gone, a failure) waits for its worker's
@@ -385,7 +385,7 @@ export class InferenceRun {
     if (!reader) return;
     this.reader = null;
     this.service.unwatch(this.runId);
-    if (!workerStillWrites(this.phase)) return reader.close();
+    if (streamEnded(this.phase)) return reader.close();
     this.service.bus.publish(
       workerSubject(Subjects.workerCancel, workerId),
       { runId: this.runId, reason },

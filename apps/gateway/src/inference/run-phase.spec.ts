@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { nextPhase, workerStillWrites, type RunPhase, type RunStep } from './run-phase.js';
+import { nextPhase, streamEnded, type RunPhase, type RunStep } from './run-phase.js';
 
 const PHASES: RunPhase[] = [
   'new',
@@ -83,10 +83,11 @@ describe('run phases', () => {
     }
   });
 
-  it('run phase - a stream is cancelled on its worker only while the worker still writes it', () => {
+  it('run phase - a stream read no more is cancelled on its worker unless it ended on its own; a command on its way counts', () => {
     assert.deepEqual(
-      PHASES.filter((phase) => workerStillWrites(phase)),
-      ['running', 'streaming', 'moving'],
+      PHASES.filter((phase) => streamEnded(phase)),
+      ['ended', 'detached', 'finished'],
     );
+    assert.equal(streamEnded('placing'), false, 'a generate command still on its way: the worker may take it');
   });
 });

@@ -43,7 +43,11 @@ export function nextPhase(phase: RunPhase, step: RunStep): RunPhase | null {
   return NEXT[phase][step] ?? null;
 }
 
-/** Whether a run in `phase` still has a stream its worker would go on writing if not told to stop. */
-export function workerStillWrites(phase: RunPhase): boolean {
-  return phase === 'running' || phase === 'streaming' || phase === 'moving';
+/**
+ * Whether the worker's stream of a run in `phase` has ended on its own (its finish or error event, or
+ * a background run left to its worker): a stream read no more is then only closed. In any other phase
+ * a worker may be writing it, a generate command still on its way included, and is told to stop.
+ */
+export function streamEnded(phase: RunPhase): boolean {
+  return phase === 'ended' || phase === 'detached' || phase === 'finished';
 }
