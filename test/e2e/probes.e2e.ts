@@ -1,6 +1,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
 import { freePort } from '@cortex/bus';
+import { livenessWindowMs } from '@cortex/contracts';
 import { FIXTURE_CATALOGUE, runCli, scrapeMetrics, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 // router, translator and worker serve no HTTP; with probe_listen (CORTEX_PROBE_LISTEN) each answers
@@ -117,5 +119,42 @@ describe('probes e2e', () => {
     const metrics = await scrapeMetrics(stack.metricsUrl);
     assert.equal(metrics.get('cortex_fleet_health{status="ok"}'), 0);
     assert.equal(metrics.get('cortex_fleet_unservable_models'), 1);
+  });
+
+  it('probes - ok again when the worker returns; a second worker killed while the first serves every model: impaired (200) within a heartbeat window, ok once it is back', async () => {
+    // A dead worker is seen after its liveness window (three 250 ms heartbeats, at least 2 s); one
+    // verdict answers for a second, and a heartbeat may be on its way.
+    const window = livenessWindowMs(250) + 1_000 + 1_000;
+    const probeEnv = async (): Promise<Record<string, string>> => ({
+      CORTEX_PROBE_LISTEN: `127.0.0.1:${await freePort()}`,
+    });
+    // The worker killed above comes back under its own id.
+    stack.spawnService('worker', await probeEnv());
+    await waitFor(async () => (await health()).body.status === 'ok', 60_000);
+    const second = stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2', ...(await probeEnv()) });
+    await waitFor(async () => {
+      const body = (await health()).body;
+      return body.status === 'ok' && body.workers.up === 2;
+    }, 60_000);
+    second.kill('SIGKILL');
+    const killed = performance.now();
+    await waitFor(async () => (await health()).body.status === 'impaired', 15_000, 100);
+    const took = performance.now() - killed;
+    const impaired = await health();
+    assert.equal(impaired.status, 200, 'impaired still serves: a balancer keeps sending');
+    assert.deepEqual(impaired.body.unservable, []);
+    assert.match(impaired.body.reasons.join(' | '), /worker w2 is down/);
+    assert.ok(
+      took < window,
+      `impaired ${Math.round(took)} ms after the kill (a heartbeat window and a shared verdict: ${window} ms)`,
+    );
+    const cli = runCli(stack, 'health');
+    assert.equal(cli.status, 3, cli.stdout + cli.stderr);
+    stack.spawnService('worker', { CORTEX_WORKER_ID: 'w2', ...(await probeEnv()) });
+    await waitFor(async () => {
+      const body = (await health()).body;
+      return body.status === 'ok' && body.workers.up === 2;
+    }, 60_000);
+    assert.equal(runCli(stack, 'health').status, 0);
   });
 });
