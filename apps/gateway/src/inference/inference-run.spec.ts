@@ -81,8 +81,8 @@ class Harness implements RunServices {
     readonly config: CortexConfig,
     workers: string[],
   ) {
-    this.workerEvents = new WorkerEvents(bus, this.logger, { onDown: () => undefined, onModelChange: () => undefined });
-    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, () => () => undefined);
+    this.workerEvents = new WorkerEvents(bus, this.logger);
+    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, { watch: () => () => undefined });
     this.subscriptions.push(
       bus.nc.subscribe(Subjects.routerPlace, {
         callback: (_error, msg) => {

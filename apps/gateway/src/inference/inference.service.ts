@@ -1,6 +1,5 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { BusClient, ensureEventsStream, EventPublisher, ModelCatalogue, StreamReader } from '@cortex/bus';
-import type { Subscription } from '@nats-io/transport-node';
 import { CONFIG, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { ResponsesAssembly } from '@cortex/wire';
 import {
@@ -9,12 +8,10 @@ import {
   WATCH_INTERVAL_MS,
   workerSubject,
   type Dialect,
-  type LoadProgress,
   type RequestFinishedEvent,
   type RetrievalApi,
   type TokenCount,
   type UsageOwner,
-  decodeLoadProgress,
 } from '@cortex/contracts';
 import { InferenceRun } from './inference-run.js';
 import { RunTrace } from './run-trace.js';
@@ -22,6 +19,7 @@ import type { RunServices } from './run-services.js';
 import { PendingRuns } from '../console/pending-runs.js';
 import { PlacementClient } from './placement-client.js';
 import { WorkerEvents } from './worker-events.js';
+import { LoadProgressWatch } from './load-progress-watch.js';
 import { UsageRecorder } from '../usage/usage-recorder.js';
 import type { RequestContext } from '../http/request-context.js';
 
@@ -40,9 +38,8 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   private readonly events: EventPublisher;
   /** Requests from placement to their end, for the console (see PendingRuns). */
   readonly pending = new PendingRuns();
-  /** Requests following a cold load, by catalogue id; one bus subscription feeds them all. */
-  private readonly progressWatchers = new Map<string, Set<(progress: LoadProgress) => void>>();
-  private progress: Subscription | null = null;
+  /** The progress of the cold loads requests wait for. */
+  private readonly loadProgress: LoadProgressWatch;
   private readonly stopCatalogue: () => void;
   readonly workerEvents: WorkerEvents;
   readonly placer: PlacementClient;
@@ -56,26 +53,19 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
   ) {
     this.events = new EventPublisher(bus.nc);
     this.responses = new ResponsesAssembly(config.responses.reasoningKey);
-    this.workerEvents = new WorkerEvents(bus, this.logger, {
-      onDown: (workerId) => {
-        this.placer.forget(workerId);
-        void this.endStreamsOf(workerId);
-      },
-      onModelChange: (model) => this.placer.forgetModel(model),
+    this.workerEvents = new WorkerEvents(bus, this.logger);
+    // A worker down: the streams read from it end (the placement client forgets it on its own).
+    this.workerEvents.onChange((change) => {
+      if (change.type === 'down') void this.endStreamsOf(change.workerId);
     });
-    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, (model, watcher) =>
-      this.watchLoadProgress(model, watcher),
-    );
+    this.loadProgress = new LoadProgressWatch(bus, (name) => catalogue.find(name)?.id ?? name);
+    this.placer = new PlacementClient(bus, config.gateway, this.workerEvents, this.loadProgress);
     // A model changed or removed at run time is placed afresh: no reused placement outlives it.
     this.stopCatalogue = catalogue.onChange((id) => this.placer.forgetModel(id));
   }
 
   async onModuleInit(): Promise<void> {
     this.timer = setInterval(() => this.sendWatch(), WATCH_INTERVAL_MS);
-    this.progress = this.bus.subscribe(Subjects.modelProgressed, (data) => {
-      const event = decodeLoadProgress(data);
-      for (const watcher of this.progressWatchers.get(event.model) ?? []) watcher(event);
-    });
     await ensureEventsStream(this.bus.nc, this.config.metrics).catch((error: Error) =>
       this.logger.warn(`events stream: ${error.message}`),
     );
@@ -103,7 +93,7 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
 
   onModuleDestroy(): void {
     if (this.timer) clearInterval(this.timer);
-    this.progress?.unsubscribe();
+    this.loadProgress.close();
     this.workerEvents.close();
     this.stopCatalogue();
     this.catalogue.close();
@@ -138,17 +128,6 @@ export class InferenceService implements OnModuleInit, OnModuleDestroy, RunServi
           ),
         );
     }
-  }
-
-  /** Calls `watcher` with each load progress event of the model a request names (id or alias) until the returned stop. */
-  watchLoadProgress(name: string, watcher: (progress: LoadProgress) => void): () => void {
-    const model = this.catalogue.find(name)?.id ?? name;
-    const watchers = this.progressWatchers.get(model) ?? new Set();
-    this.progressWatchers.set(model, watchers.add(watcher));
-    return () => {
-      watchers.delete(watcher);
-      if (watchers.size === 0 && this.progressWatchers.get(model) === watchers) this.progressWatchers.delete(model);
-    };
   }
 
   private sendWatch(): void {

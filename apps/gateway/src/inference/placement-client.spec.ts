@@ -64,13 +64,9 @@ describe('placement client - on a real NATS', { skip: !natsServerOnPath() && 'na
         msg.respond(JSON.stringify(answers[Math.min(asked.length, answers.length) - 1]));
       },
     });
-    events = new WorkerEvents(
-      bus,
-      { warn: () => undefined },
-      { onDown: () => undefined, onModelChange: () => undefined },
-    );
+    events = new WorkerEvents(bus, { warn: () => undefined });
     const config = { ...parseConfig({}).gateway, ...gateway };
-    return new PlacementClient(bus, config, events, () => () => undefined);
+    return new PlacementClient(bus, config, events, { watch: () => () => undefined });
   }
 
   it('placement client - an answer the router marks reusable is used again without asking, until a model change or a failure of its worker', async () => {
@@ -84,6 +80,26 @@ describe('placement client - on a real NATS', { skip: !natsServerOnPath() && 'na
     placer.forgetModel('m');
     await placer.place(ask({ runId: 'run-4' }));
     assert.equal(asked.length, 3);
+  });
+
+  it('placement client - a worker-down or model event on the bus ends the reuse of the answers it touches', async () => {
+    const placer = client([placed('w1', 60_000), placed('w1', 60_000), placed('w1', 60_000)]);
+    await placer.place(ask());
+    await placer.place(ask({ runId: 'run-2' }));
+    assert.equal(asked.length, 1, 'reused');
+    nc.publish(Subjects.workerDown, JSON.stringify({ workerId: 'w1', at: Date.now() }));
+    await nc.flush();
+    await new Promise((done) => setTimeout(done, 50));
+    await placer.place(ask({ runId: 'run-3' }));
+    assert.equal(asked.length, 2, 'the down worker is no longer reused');
+    nc.publish(
+      `${Subjects.modelUnloaded}.w1`,
+      JSON.stringify({ model: 'm', workerId: 'w1', cancelled: 0, reason: 'idle' }),
+    );
+    await nc.flush();
+    await new Promise((done) => setTimeout(done, 50));
+    await placer.place(ask({ runId: 'run-4' }));
+    assert.equal(asked.length, 3, 'the model left a worker: asked again');
   });
 
   it('placement client - an answer that is not reusable, or a retry that excludes workers, always asks', async () => {

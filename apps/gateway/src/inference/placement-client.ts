@@ -12,6 +12,7 @@ import {
 } from '@cortex/contracts';
 import type { PlacementHint } from '@cortex/wire';
 import type { WorkerEvents } from './worker-events.js';
+import type { LoadProgressWatch } from './load-progress-watch.js';
 
 /** How long one try of a placement waits for a router before asking again (a cold load spans many tries). */
 const PLACE_TRY_MS = 2_000;
@@ -66,8 +67,13 @@ export class PlacementClient {
     private readonly bus: BusClient,
     private readonly config: Pick<GatewayConfig, 'placementTimeoutMs' | 'workerWaitMs'>,
     private readonly workerEvents: WorkerEvents,
-    private readonly watchLoadProgress: (model: string, watcher: (progress: LoadProgress) => void) => () => void,
-  ) {}
+    private readonly progress: Pick<LoadProgressWatch, 'watch'>,
+  ) {
+    // A worker down, or a model loaded or unloaded anywhere: the answers that name them are not reused.
+    workerEvents.onChange((change) =>
+      change.type === 'down' ? this.forget(change.workerId) : this.forgetModel(change.model),
+    );
+  }
 
   /**
    * Right after start-up no worker may have joined yet: a `no_worker` answer waits (up to
@@ -179,7 +185,7 @@ export class PlacementClient {
 
   private async watched(ask: PlaceAsk): Promise<Placed> {
     const started = performance.now();
-    const stopWatching = ask.onLoadProgress ? this.watchLoadProgress(ask.model, ask.onLoadProgress) : null;
+    const stopWatching = ask.onLoadProgress ? this.progress.watch(ask.model, ask.onLoadProgress) : null;
     try {
       const placement = await this.askRouter(ask);
       return { placement, ms: performance.now() - started };

@@ -10,13 +10,12 @@ import {
   Subjects,
 } from '@cortex/contracts';
 
-/** What the gateway does when the fleet changes. */
-export interface FleetChanges {
+/** A change in the fleet that the gateway acts on. */
+export type FleetChange =
   /** A router declared this worker down. */
-  onDown: (workerId: string) => void;
+  | { type: 'down'; workerId: string }
   /** A worker finished loading this model, or unloaded it: which workers can serve it changed. */
-  onModelChange: (model: string) => void;
-}
+  | { type: 'model'; model: string };
 
 /**
  * The fleet's events, as the gateway uses them: a worker down ends the streams read from that worker,
@@ -27,23 +26,27 @@ export class WorkerEvents {
   /** Worker-up events seen so far; a waiting request compares against the count it saw before asking. */
   ups = 0;
   private readonly waiters = new Set<() => void>();
+  private readonly listeners = new Set<(change: FleetChange) => void>();
   private readonly subs: Subscription[];
 
-  constructor(bus: BusClient, logger: Pick<Logger, 'warn'>, changes: FleetChanges) {
+  constructor(bus: BusClient, logger: Pick<Logger, 'warn'>) {
+    const tell = (change: FleetChange): void => {
+      for (const listener of this.listeners) listener(change);
+    };
     this.subs = [
       bus.subscribe(
         Subjects.workerDown,
-        (data) => changes.onDown(decodeWorkerLifecycle(data).workerId),
+        (data) => tell({ type: 'down', workerId: decodeWorkerLifecycle(data).workerId }),
         (error) => logger.warn(`skipped a worker-down event: ${error.message}`),
       ),
       bus.subscribe(
         everyWorker(Subjects.modelLoaded),
-        (data, subject) => changes.onModelChange(fromWorker(subject, decodeLoadResult(data)).model),
+        (data, subject) => tell({ type: 'model', model: fromWorker(subject, decodeLoadResult(data)).model }),
         (error) => logger.warn(`skipped a model-loaded event: ${error.message}`),
       ),
       bus.subscribe(
         everyWorker(Subjects.modelUnloaded),
-        (data, subject) => changes.onModelChange(fromWorker(subject, decodeUnloadResult(data)).model),
+        (data, subject) => tell({ type: 'model', model: fromWorker(subject, decodeUnloadResult(data)).model }),
         (error) => logger.warn(`skipped a model-unloaded event: ${error.message}`),
       ),
       bus.subscribe(Subjects.workerUp, () => {
@@ -51,6 +54,12 @@ export class WorkerEvents {
         for (const wake of this.waiters) wake();
       }),
     ];
+  }
+
+  /** `listener` hears each change (each subscriber on its own: the placement client, the streams' owner) until the returned stop. */
+  onChange(listener: (change: FleetChange) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   /** Whether a worker-up event came after the `seen`-th, waiting up to `maxMs` (or until `signal`) for one. */
