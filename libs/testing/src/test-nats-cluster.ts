@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { freePort, startNatsServer, type LocalNatsServer } from '@cortex/bus';
 import { crash, type TestNats } from './test-nats.js';
@@ -99,15 +99,27 @@ export async function startTestNatsCluster(size = 3): Promise<TestNatsCluster> {
   };
 }
 
-/** Waits (bounded) until the cluster's JetStream answers account info, which needs an elected meta leader. */
+/**
+ * Waits (bounded) until the cluster's JetStream can place a stream on every server: account info
+ * answers once a meta leader is elected, but a stream with a copy per server is refused ("no
+ * suitable peers for placement") until every server has reported to it, and the services create
+ * theirs as they start.
+ */
 async function jetStreamReady(urls: string[]): Promise<void> {
   const nc = await connect({ servers: urls, timeout: 5_000 });
+  const probe = 'CORTEX_CLUSTER_READY';
   try {
     await waitFor(
       async () => {
         try {
-          // Creating the manager asks for account info, which fails until a meta leader is elected.
-          await (await jetstreamManager(nc, { timeout: 2_000 })).getAccountInfo();
+          const jsm = await jetstreamManager(nc, { timeout: 2_000 });
+          await jsm.streams.add({
+            name: probe,
+            subjects: ['cortex.cluster.ready'],
+            num_replicas: urls.length,
+            storage: StorageType.Memory,
+          });
+          await jsm.streams.delete(probe);
           return true;
         } catch {
           return false;

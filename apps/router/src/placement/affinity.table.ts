@@ -10,6 +10,8 @@ const BUCKET = Buckets.affinity;
 const MAX_BINDINGS = 100_000;
 /** The bucket's bound (~500,000 bindings): every request without a session key writes one. Past it new ones are refused until old ones age out. */
 const MAX_BUCKET_BYTES = 64 * 2 ** 20;
+/** The longest a starting router waits for its watch to hold the bindings the bucket has. */
+const CATCH_UP_MS = 5_000;
 
 interface Binding {
   workerId: string;
@@ -45,14 +47,29 @@ export class AffinityTable implements OnModuleInit, OnModuleDestroy {
       ttl: this.config.router.affinityTtlS * 1000,
       max_bytes: MAX_BUCKET_BYTES,
     });
+    // A router that (re)starts places nothing before its watch has delivered the bindings the bucket
+    // holds (the last of them comes with nothing pending): a follow-up placed before then would go to
+    // any worker, not the one that holds its prompt.
+    let read: () => void = () => undefined;
+    const initial = new Promise<void>((done) => (read = done));
     this.stopWatch = watchKv(
       this.kv,
       (entry) => {
         if (entry.operation === 'PUT') this.bind(entry.key, { workerId: entry.string(), at: entry.created.getTime() });
         else this.bindings.delete(entry.key);
+        if (entry.delta === 0 || entry.isUpdate) read();
       },
       (error) => this.logger.warn(`affinity watch: ${error.message}; watching again`),
     );
+    if ((await this.kv.status()).values === 0) read();
+    let timer: NodeJS.Timeout | undefined;
+    const bounded = new Promise<boolean>((done) => (timer = setTimeout(() => done(false), CATCH_UP_MS)));
+    const complete = await Promise.race([initial.then(() => true), bounded]);
+    clearTimeout(timer);
+    if (!complete)
+      this.logger.warn(
+        `the affinity bindings were not all read within ${CATCH_UP_MS / 1000} s; placing without the rest`,
+      );
   }
 
   onModuleDestroy(): void {
