@@ -23,6 +23,9 @@ import {
 } from '@cortex/contracts';
 import { CortexMetrics } from './request.metrics.js';
 
+/** How long start-up waits for JetStream to answer (a NATS cluster forming) before the service gives up. */
+const STARTUP_RETRY_MS = 60_000;
+
 /** How often the fleet's verdict is asked for (`cortex_fleet_health`): a third of Prometheus's default scrape interval. */
 const HEALTH_EVERY_MS = 5_000;
 
@@ -76,8 +79,8 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
       );
     this.healthTimer = setInterval(checkHealth, HEALTH_EVERY_MS);
     checkHealth();
-    await ensureEventsStream(this.bus.nc, this.config.metrics);
-    await ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS);
+    await this.atStartup('the events stream', () => ensureEventsStream(this.bus.nc, this.config.metrics));
+    await this.atStartup('the usage stream', () => ensureUsageStream(this.bus.nc, this.config.metrics.usageRetentionS));
     await this.replay(EVENTS_STREAM, 'event', (subject, data) => this.record(subject, data));
     await this.replay(USAGE_STREAM, 'usage record', (_subject, data) =>
       this.metrics.recordUsage(decodeUsageRecord(data)),
@@ -86,8 +89,10 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
 
   /** Reads `stream` from its first retained message, then each new one, with an ordered consumer. */
   private async replay(stream: string, noun: string, record: (subject: string, data: unknown) => void): Promise<void> {
-    const consumer = await jetstream(this.bus.nc).consumers.get(stream);
-    const initial = (await consumer.info()).num_pending;
+    const { consumer, initial } = await this.atStartup(`reading ${stream}`, async () => {
+      const consumer = await jetstream(this.bus.nc).consumers.get(stream);
+      return { consumer, initial: (await consumer.info()).num_pending };
+    });
     let replaying = initial > 0;
     if (!replaying) this.replaying--;
     const messages = await consumer.consume(LIVE_PULL);
@@ -108,6 +113,24 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
         }
       }
     })();
+  }
+
+  /**
+   * JetStream work at start-up, tried again each second while it fails, for up to STARTUP_RETRY_MS:
+   * a NATS cluster that is still forming (no meta leader yet, or not every peer known) times out or
+   * refuses placement for a moment, and the service should wait for it, not exit.
+   */
+  private async atStartup<T>(what: string, work: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + STARTUP_RETRY_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await work();
+      } catch (error) {
+        if (Date.now() >= deadline) throw error;
+        this.logger.warn(`${what}: ${(error as Error).message}; trying again (attempt ${attempt})`);
+        await new Promise((done) => setTimeout(done, 1_000));
+      }
+    }
   }
 
   /** A message that does not count: logged; one published under another worker's id is counted too. */
