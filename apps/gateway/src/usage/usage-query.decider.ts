@@ -1,4 +1,4 @@
-import { CortexError, type UsageRecord } from '@cortex/contracts';
+import { CortexError, toBillionth, type UsageRecord } from '@cortex/contracts';
 
 export const USAGE_GROUPS = ['account', 'key', 'model', 'api', 'day'] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
@@ -140,7 +140,7 @@ export class UsageSummary {
     row.total_tokens += record.prompt_tokens + record.completion_tokens;
     if (record.cost === undefined) row.unpriced_requests++;
     // Kept to the billionth, as each record's cost is: a sum of many does not drift into float noise.
-    else row.cost = Math.round((row.cost + record.cost) * 1e9) / 1e9;
+    else row.cost = toBillionth(row.cost + record.cost);
     rows.set(id, row);
   }
 

@@ -45,7 +45,12 @@ export function costOf(
   const fresh = record.prompt_tokens - record.cached_prompt_tokens;
   const cached = record.cached_prompt_tokens * (price.cachedInput ?? price.input);
   const total = (fresh * price.input + cached + record.completion_tokens * price.output) / 1e6;
-  return Math.round(total * 1e9) / 1e9;
+  return toBillionth(total);
+}
+
+/** An amount of money to the billionth of its currency: what a record's cost and a sum of them are kept to. */
+export function toBillionth(amount: number): number {
+  return Math.round(amount * 1e9) / 1e9;
 }
 
 /** Who a request was made by, as far as billing cares. */
