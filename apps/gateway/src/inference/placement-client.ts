@@ -146,8 +146,9 @@ export class PlacementClient {
       try {
         return await this.watched(ask);
       } catch (error) {
-        if (!(error instanceof CortexError) || error.code !== 'no_worker' || ask.signal.aborted) throw error;
-        if (await this.workerEvents.upAfter(seen, deadline - performance.now(), ask.signal)) continue;
+        if (!(error instanceof CortexError) || error.code !== 'no_worker') throw error;
+        if (!ask.signal.aborted && (await this.workerEvents.upAfter(seen, deadline - performance.now(), ask.signal)))
+          continue;
         // A client that left while it waited for a worker is a cancel, not a fleet with no worker.
         throw ask.signal.aborted
           ? new CortexError('cancelled', 'the request was cancelled while it waited for a worker')
