@@ -128,21 +128,17 @@ class Harness implements RunServices {
     );
   }
 
-  watch(runId: string): void {
-    this.watched.add(runId);
-  }
+  readonly streams = {
+    watch: (runId: string): void => void this.watched.add(runId),
+    unwatch: (runId: string): void => void this.watched.delete(runId),
+  };
 
-  unwatch(runId: string): void {
-    this.watched.delete(runId);
-  }
+  readonly recorder = {
+    record: (event: RequestFinishedEvent, _runId: string, payer: UsageOwner | null): void =>
+      void this.recorded.push({ event, payer }),
+  };
 
-  recordFinished(event: RequestFinishedEvent, _runId: string, payer: UsageOwner | null): void {
-    this.recorded.push({ event, payer });
-  }
-
-  modelConfig(): undefined {
-    return undefined;
-  }
+  readonly catalogue = { find: (): undefined => undefined };
 
   async close(): Promise<void> {
     for (const subscription of this.subscriptions) subscription.unsubscribe();

@@ -4,15 +4,11 @@ import { StreamReader, untilFirstToken } from '@cortex/bus';
 import {
   backgroundSubject,
   CortexError,
-  NO_USAGE,
   streamSubject,
   Subjects,
   workerSubject,
   type CanonicalRequest,
   type Dialect,
-  type GatewayHops,
-  type ErrorCode,
-  type FinishReason,
   type GenerateCommand,
   type LoadProgress,
   type ModelKind,
@@ -22,8 +18,6 @@ import {
   type Resume,
   type StreamEvent,
   type TokenCount,
-  type Timings,
-  type Usage,
   decodeGenerateAccepted,
   decodeTokenCount,
   livenessWindowMs,
@@ -40,6 +34,8 @@ import type { RequestMeter } from '../usage/request-meter.js';
 import { RunTrace } from './run-trace.js';
 import { StreamCheckpoint } from './stream-checkpoint.js';
 import { RunNotices, type RunListener } from './run-notices.js';
+import { RunHops } from './run-hops.js';
+import { RunOutcome } from './run-outcome.js';
 import { nextPhase, streamEnded, type RunPhase, type RunStep } from './run-phase.js';
 
 /**
@@ -48,47 +44,50 @@ import { nextPhase, streamEnded, type RunPhase, type RunStep } from './run-phase
  */
 export const TAIL_MS = 2_000;
 
+/** One try of a run: its id on the bus, where it was placed, and the stream it reads. */
+interface Attempt {
+  /** A new one for each try, so a replaced worker's late events never reach the next try's stream. */
+  readonly runId: string;
+  /** Where the try runs; a new try keeps the last one's until it is placed. */
+  placement: Placement | null;
+  /** The subject of its events, once it started. */
+  subject: string | null;
+  reader: StreamReader | null;
+}
+
+/** What the run was asked: a decoded request, or a model and kind for one with no translated body. */
+interface RunInput {
+  request: CanonicalRequest | null;
+  /** Dialect state from the translator (see DecodedRequest). */
+  state: unknown;
+  /** The router's answer to the ready-only ask sent while the body decoded. */
+  early: EarlyPlacement | null;
+  /** A request with no translated body (embeddings, rerank): the model it names and the kind it needs. */
+  target: { model: string; kind: ModelKind } | null;
+  /** A background response's id: events go to its kept subject, and the worker runs it unwatched. */
+  backgroundOf: string | null;
+}
+
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
-  private currentRunId = newRunId();
-  private currentSubject: string | null = null;
   readonly startedAt = Date.now();
-  private request: CanonicalRequest | null = null;
-  /** Dialect state from the translator (see DecodedRequest). */
-  private dialectState: unknown = undefined;
-  private placed: Placement | null = null;
-  /** A background response's id: events go to its kept subject, and the worker runs it unwatched. */
-  private backgroundOf: string | null = null;
+  private attempt: Attempt = { runId: newRunId(), placement: null, subject: null, reader: null };
+  private readonly input: RunInput = { request: null, state: undefined, early: null, target: null, backgroundOf: null };
   /** What the run tells its observers besides its events (see RunNotice). */
   private readonly notices = new RunNotices();
-  private placeMs: number | null = null;
-  /** The router's answer to the ready-only ask sent while the body decoded. */
-  private early: EarlyPlacement | null = null;
-  /** Time to first byte inside the gateway, hop by hop; `writeMs` is set when the first token's frame is written. */
-  private readonly hops: GatewayHops = { parseMs: 0, decodeMs: 0, generateMs: 0, firstEventMs: 0, writeMs: -1 };
-  private firstEventAt = 0;
-  /** A request with no translated body (embeddings, rerank): the model it names and the kind it needs. */
-  private target: { model: string; kind: ModelKind } | null = null;
-  private reader: StreamReader | null = null;
+  private readonly hops: RunHops;
   /** Where the run is in its life; it moves only as nextPhase allows (see step). */
   private phase: RunPhase = 'new';
-  private status = 200;
-  private errorCode: ErrorCode | null = null;
-  private finishReason: FinishReason | null = null;
-  private usage: Usage | null = null;
-  private timings: Timings | null = null;
-  /** Output tokens handed on to the client (the ids its events carried), for a run whose worker never says what it used. */
-  private delivered = 0;
-  /** The worker's last event, awaited after the gateway stopped reading a stream that had not ended (see TAIL_MS). */
-  private tail: Promise<StreamEvent | null> | null = null;
-  /** Tells the request's meter what this run used, once (see RequestMeter). */
-  private readonly report: ((usage: Usage | null) => void) | null;
+  /** How it ended and what it used, reported once to the request's meter (see RunOutcome). */
+  private readonly outcome: RunOutcome;
+  /** Aborted when the client goes, to end waits that no longer serve anyone. */
+  private readonly stopped = new AbortController();
   /** Where the stream stands for the client: what another worker needs to go on if this one is lost. */
   readonly checkpoint = new StreamCheckpoint();
 
-  /** The run's id on the bus: a new one for each try, so a replaced worker's late events never reach the next try's stream. */
+  /** The current try's id on the bus. */
   get runId(): string {
-    return this.currentRunId;
+    return this.attempt.runId;
   }
 
   get requestId(): string {
@@ -97,12 +96,12 @@ export class InferenceRun {
 
   /** Dialect state from the translator (see DecodedRequest); undefined before `decode`. */
   get state(): unknown {
-    return this.dialectState;
+    return this.input.state;
   }
 
   /** Where the current try runs; null before it was placed. */
   get placement(): Placement | null {
-    return this.placed;
+    return this.attempt.placement;
   }
 
   /** `listener` hears the run's notices (a cold load's steps, a move and its resume) until the returned stop. */
@@ -115,16 +114,16 @@ export class InferenceRun {
    * and its worker runs it unwatched. Set before `start`.
    */
   inBackground(responseId: string): void {
-    this.backgroundOf = responseId;
+    this.input.backgroundOf = responseId;
   }
 
   /** The subject of the current try's events; null before one started. */
   get subject(): string | null {
-    return this.currentSubject;
+    return this.attempt.subject;
   }
 
   constructor(
-    private readonly service: RunServices,
+    private readonly services: RunServices,
     readonly dialect: Dialect | RetrievalApi,
     /** The request's id, arrival, headers and tier (see RequestContext). */
     private readonly context: RequestContext,
@@ -133,8 +132,8 @@ export class InferenceRun {
     /** What the request's runs used, and who pays (none: nobody settles a budget with it). */
     private readonly meter: RequestMeter | null = null,
   ) {
-    this.hops.parseMs = performance.now() - context.arrival;
-    this.report = meter?.opened() ?? null;
+    this.hops = new RunHops(context.arrival);
+    this.outcome = new RunOutcome(meter?.opened() ?? null);
   }
 
   /**
@@ -144,7 +143,7 @@ export class InferenceRun {
   async decode(body: unknown, session?: string, socket?: object, placeEarly = true): Promise<CanonicalRequest> {
     const started = performance.now();
     const decoded = await this.trace.run(() =>
-      decodeForRun(this.service, {
+      decodeForRun(this.services, {
         dialect: this.dialect,
         requestId: this.requestId,
         body,
@@ -154,18 +153,18 @@ export class InferenceRun {
       }),
     );
     this.trace.decoded(decoded.request);
-    this.request = decoded.request;
-    this.dialectState = decoded.state;
-    this.early = decoded.early;
+    this.input.request = decoded.request;
+    this.input.state = decoded.state;
+    this.input.early = decoded.early;
     this.step('decoded');
-    this.hops.decodeMs = performance.now() - started;
+    this.hops.decoded(started);
     return decoded.request;
   }
 
   /** A request the gateway made itself (a compaction's summary), run like a decoded one. */
   use(request: CanonicalRequest): void {
     this.trace.decoded(request);
-    this.request = request;
+    this.input.request = request;
     this.step('decoded');
   }
 
@@ -180,7 +179,7 @@ export class InferenceRun {
   }
 
   private async startTraced(): Promise<AsyncIterable<StreamEvent>> {
-    const tries = new Tries((workerId) => this.service.placer.forget(workerId));
+    const tries = new Tries((workerId) => this.services.placer.forget(workerId));
     for (;;) {
       this.step('place');
       const workerId = await this.placeGeneration(tries.exclude);
@@ -195,8 +194,7 @@ export class InferenceRun {
         const iterator = reader[Symbol.asyncIterator]();
         const accepted = performance.now();
         const head = await untilFirstToken(iterator);
-        this.firstEventAt = performance.now();
-        this.hops.firstEventMs = this.firstEventAt - accepted;
+        this.hops.firstEvent(accepted);
         this.trace.firstToken();
         this.step('first-token');
         return this.track(head, iterator);
@@ -209,13 +207,13 @@ export class InferenceRun {
         // The worker is fine but its model just went (swapped out between placement and generate):
         // the router knows by now, so ask again without holding it against the worker.
         if ((await tries.after(error, workerId, this.stopped.signal.aborted)) === 'replace')
-          this.service.logger.log({ msg: `${message}; placing the request again`, requestId: this.requestId });
+          this.services.logger.log({ msg: `${message}; placing the request again`, requestId: this.requestId });
         else
-          this.service.logger.warn({
+          this.services.logger.warn({
             msg: `worker ${workerId} failed before the first token (${message}); placing the request again`,
             requestId: this.requestId,
           });
-        this.currentRunId = newRunId();
+        this.retry();
       }
     }
   }
@@ -229,14 +227,14 @@ export class InferenceRun {
   }
 
   private async countTokensTraced(): Promise<TokenCount> {
-    const tries = new Tries((workerId) => this.service.placer.forget(workerId));
+    const tries = new Tries((workerId) => this.services.placer.forget(workerId));
     for (;;) {
       this.step('place');
       const workerId = await this.placeOrWait(tries.exclude);
       this.step('run');
       const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
       try {
-        return await this.service.bus.request(
+        return await this.services.bus.request(
           workerSubject(Subjects.workerTokenize, workerId),
           { request },
           { requestId: this.requestId, decode: decodeTokenCount },
@@ -250,7 +248,7 @@ export class InferenceRun {
 
   /** Places a request that has no translated body (embeddings, rerank) on a worker holding `model`, of `kind`; waits for a cold load. */
   async placeFor(model: string, kind: ModelKind, exclude: string[] = []): Promise<Placement> {
-    this.target = { model, kind };
+    this.input.target = { model, kind };
     this.step('place');
     await this.trace.run(() => this.placeOrWait(exclude));
     this.step('run');
@@ -264,7 +262,7 @@ export class InferenceRun {
    */
   private async placeGeneration(exclude: string[], workerWaitMs?: number): Promise<string> {
     const request = this.required();
-    this.service.pending.placing(
+    this.services.pending.placing(
       this,
       this.requestId,
       this.runId,
@@ -277,7 +275,7 @@ export class InferenceRun {
       { affinity: request.affinityKey, prefixes: promptPrefixes(request) },
       workerWaitMs,
     );
-    this.service.pending.placed(this, workerId);
+    this.services.pending.placed(this, workerId);
     return workerId;
   }
 
@@ -287,8 +285,8 @@ export class InferenceRun {
     conversation: { affinity?: string | undefined; prefixes?: string[] } = {},
     workerWaitMs?: number,
   ): Promise<string> {
-    const model = this.target?.model ?? this.required().model;
-    const kind = this.target?.kind;
+    const model = this.input.target?.model ?? this.required().model;
+    const kind = this.input.target?.kind;
     const started = performance.now();
     const { affinity, prefixes } = conversation;
     const ask = {
@@ -305,51 +303,51 @@ export class InferenceRun {
       signal: this.stopped.signal,
       workerWaitMs,
     };
-    const { placement, ms } = await this.service.placer.place(ask, this.early);
-    this.early = null;
-    this.hops.placeMs ??= performance.now() - started;
-    this.placed = placement;
-    // A reused answer asked no router: the router round-trip metric only counts real asks.
-    if (ms !== null) this.placeMs = (this.placeMs ?? 0) + ms;
+    const { placement, ms } = await this.services.placer.place(ask, this.input.early);
+    this.input.early = null;
+    // A reused answer asked no router (ms null): the router round-trip metric only counts real asks.
+    this.hops.placed(started, ms);
+    this.attempt.placement = placement;
     return placement.workerId;
   }
 
   private async launch(workerId: string, resume?: Resume): Promise<StreamReader> {
     const request = this.required();
     // The subject names the worker: NATS lets no other worker's user write it.
-    const subject = this.backgroundOf
-      ? backgroundSubject(this.backgroundOf, workerId, this.runId)
+    const { backgroundOf } = this.input;
+    const subject = backgroundOf
+      ? backgroundSubject(backgroundOf, workerId, this.runId)
       : streamSubject(workerId, this.runId);
-    this.currentSubject = subject;
+    this.attempt.subject = subject;
     // Subscribe before asking the worker to start, so no early event is missed.
-    const reader = new StreamReader(this.service.bus.nc, subject, {
-      idleTimeoutMs: this.service.config.gateway.streamIdleTimeoutMs,
+    const reader = new StreamReader(this.services.bus.nc, subject, {
+      idleTimeoutMs: this.services.config.gateway.streamIdleTimeoutMs,
     });
-    this.reader = reader;
+    this.attempt.reader = reader;
     const model = this.placement?.model ?? request.model;
     const priority = this.context.priority;
     // The catalogue's sampling defaults as the live catalogue has them now, under what the request set (the worker adds the GGUF's).
-    const sampling = withSamplingDefaults(request.sampling, this.service.modelConfig(model)?.sampling);
+    const sampling = withSamplingDefaults(request.sampling, this.services.catalogue.find(model)?.sampling);
     const command: GenerateCommand = {
       runId: this.runId,
       streamSubject: subject,
       request: { ...request, model, sampling },
-      ...(this.backgroundOf && { background: true }),
+      ...(backgroundOf && { background: true }),
       ...(priority && { priority }),
       ...(resume && { resume }),
     };
     const sent = performance.now();
     try {
-      await this.service.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, {
+      await this.services.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, {
         requestId: this.requestId,
         decode: decodeGenerateAccepted,
       });
-      this.hops.generateMs = performance.now() - sent;
+      this.hops.accepted(sent);
     } catch (error) {
       reader.close();
       // Unanswered (a stalled worker) is not refused: if it runs the command later, it stops at once.
       if (error instanceof CortexError && error.code === 'timeout')
-        this.service.bus.publish(
+        this.services.bus.publish(
           workerSubject(Subjects.workerCancel, workerId),
           { runId: this.runId, reason: 'generate went unanswered' },
           this.requestId,
@@ -357,19 +355,16 @@ export class InferenceRun {
       throw error;
     }
     reader.arm();
-    this.service.watch(this.runId, workerId, reader);
+    this.services.streams.watch(this.runId, workerId, reader);
     return reader;
   }
-
-  /** Aborted when the client goes, to end waits that no longer serve anyone. */
-  private readonly stopped = new AbortController();
 
   /** The client went away: end every wait and stop the worker so the slot frees at once. */
   cancel(reason: string): void {
     this.stopped.abort();
     if (this.phase === 'finished') return;
-    this.finishReason = 'cancelled';
-    if (!this.placement || !this.reader) return;
+    this.outcome.cancelled();
+    if (!this.placement || !this.attempt.reader) return;
     this.stopReading(this.placement.workerId, reason);
   }
 
@@ -381,23 +376,23 @@ export class InferenceRun {
    * (see TAIL_MS): the cancelled run's finish says what it generated, which the request pays for.
    */
   private stopReading(workerId: string, reason: string, charge = true): void {
-    const reader = this.reader;
+    const reader = this.attempt.reader;
     if (!reader) return;
-    this.reader = null;
-    this.service.unwatch(this.runId);
+    this.attempt.reader = null;
+    this.services.streams.unwatch(this.runId);
     if (streamEnded(this.phase)) return reader.close();
-    this.service.bus.publish(
+    this.services.bus.publish(
       workerSubject(Subjects.workerCancel, workerId),
       { runId: this.runId, reason },
       this.requestId,
     );
-    if (charge) this.tail = reader.last(TAIL_MS);
+    if (charge) this.outcome.awaitLast(reader.last(TAIL_MS));
     else reader.close();
   }
 
   /** The first token's frame is on the client's socket: the last hop of time to first byte. */
   firstByteWritten(): void {
-    if (this.hops.writeMs < 0 && this.firstEventAt) this.hops.writeMs = performance.now() - this.firstEventAt;
+    this.hops.firstByteWritten();
   }
 
   /** A background run has its first token: stop reading and leave it to run on the worker (no cancel). */
@@ -413,16 +408,13 @@ export class InferenceRun {
 
   /** A request answered without a stream (embeddings, rerank): its usage for the request-finished event. */
   answered(promptTokens: number): void {
-    this.usage = { ...NO_USAGE, promptTokens };
-    this.finishReason = 'stop';
+    this.outcome.answered(promptTokens);
     this.step('worker-ended');
   }
 
   /** Records a failure; the HTTP status changes only if the response had not started. */
   fail(error: CortexError, responseStarted: boolean): void {
-    if (!responseStarted) this.status = error.status;
-    this.errorCode = error.code;
-    this.finishReason ??= 'error';
+    this.outcome.fail(error, responseStarted);
   }
 
   /**
@@ -435,57 +427,42 @@ export class InferenceRun {
     if (this.placement)
       this.stopReading(
         this.placement.workerId,
-        this.errorCode ? `the request failed (${this.errorCode})` : 'the gateway stopped reading',
+        this.outcome.failedWith ? `the request failed (${this.outcome.failedWith})` : 'the gateway stopped reading',
       );
     this.step('finish');
-    this.service.pending.done(this);
-    const tail = this.tail;
-    if (!tail) return this.record();
-    void tail.then((last) => {
-      this.charge(last);
-      this.record();
-    });
-  }
-
-  /**
-   * What a stream stopped before its end used: the worker's own count when its last event came (a
-   * cancelled run's finish), else the prompt and the output the client was given.
-   */
-  private charge(last: StreamEvent | null): void {
-    if (last?.type === 'finish') {
-      this.usage = last.usage;
-      return;
-    }
-    const { promptTokens } = this.checkpoint.state;
-    if (promptTokens + this.delivered > 0) this.usage = { ...NO_USAGE, promptTokens, completionTokens: this.delivered };
+    this.services.pending.done(this);
+    this.outcome.whenSettled(
+      () => this.checkpoint.state.promptTokens,
+      () => this.record(),
+    );
   }
 
   private record(): void {
+    const { request, target } = this.input;
+    const { usage, timings, ...ended } = this.outcome.fields;
     const event: RequestFinishedEvent = {
       requestId: this.requestId,
-      model: this.placement?.model ?? this.request?.model ?? this.target?.model ?? 'unknown',
+      model: this.placement?.model ?? request?.model ?? target?.model ?? 'unknown',
       workerId: this.placement?.workerId ?? null,
       dialect: this.dialect,
-      stream: this.request?.stream ?? false,
-      status: this.status,
-      errorCode: this.errorCode,
-      finishReason: this.finishReason,
-      usage: this.usage,
+      stream: request?.stream ?? false,
+      ...ended,
+      usage,
       // A moved stream's timings are its last worker's alone (its time to first token is the resume's):
       // they would skew the latency histograms, which describe unbroken streams.
-      timings: this.checkpoint.moves > 0 ? null : this.timings,
+      timings: this.checkpoint.moves > 0 ? null : timings,
       durationMs: Date.now() - this.startedAt,
       finishedAt: Date.now(),
       coldStart: this.placement?.coldStart ?? false,
-      placeMs: this.placeMs,
-      hops: this.hops.writeMs < 0 ? null : this.hops,
+      placeMs: this.hops.placeMs,
+      hops: this.hops.written,
       ...(this.checkpoint.moves > 0 && { migrations: this.checkpoint.moves }),
       // The tier it ran at, for queue wait by tier (metrics); a request refused before it was given one has none.
       ...(this.context.priority && { tier: this.context.priority.tier }),
     };
-    this.trace.run(() => this.service.recordFinished(event, this.runId, this.meter?.payer ?? null));
+    this.trace.run(() => this.services.recorder.record(event, this.runId, this.meter?.payer ?? null));
     this.trace.finished(event);
-    this.report?.(this.usage);
+    this.outcome.reported();
   }
 
   /**
@@ -525,12 +502,12 @@ export class InferenceRun {
       error,
       cancelled: this.stopped.signal.aborted,
       checkpoint: this.checkpoint.state,
-      config: this.service.config.gateway.migration,
+      config: this.services.config.gateway.migration,
     });
     const from = this.placement.workerId;
     if (!decision.migrate) {
       if (error.code === 'worker_lost')
-        this.service.logger.warn({
+        this.services.logger.warn({
           msg: `worker ${from} was lost mid-stream; the stream does not move: ${decision.reason}`,
           requestId: this.requestId,
         });
@@ -539,31 +516,31 @@ export class InferenceRun {
     // The next worker counts the delivered output again as it replays it: the lost one is not charged.
     this.step('lost');
     this.stopReading(from, `the stream moves to another worker: ${error.message}`, false);
-    this.service.placer.forget(from);
+    this.services.placer.forget(from);
     lost.push(from);
     this.checkpoint.moved();
     this.notices.emit({ type: 'moving' });
-    this.currentRunId = newRunId();
+    this.retry();
     const resume = this.checkpoint.resume();
     try {
       // The client is already waiting: a live worker briefly declared down (its heartbeats late while it
       // loads a model on a busy host) is waited for one liveness window, not `worker_wait_ms`.
       const waitMs = Math.min(
-        this.service.config.gateway.workerWaitMs,
-        livenessWindowMs(this.service.config.worker.heartbeatMs),
+        this.services.config.gateway.workerWaitMs,
+        livenessWindowMs(this.services.config.worker.heartbeatMs),
       );
       const workerId = await this.placeGeneration(lost, waitMs);
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
       const reader = await this.launch(workerId, resume);
       this.step('resumed');
-      this.service.logger.warn({
+      this.services.logger.warn({
         msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`,
         requestId: this.requestId,
       });
       return reader[Symbol.asyncIterator]();
     } catch (failure) {
       if (failure instanceof CortexError && failure.code === 'cancelled') throw failure;
-      this.service.logger.warn({
+      this.services.logger.warn({
         msg: `worker ${from} was lost mid-stream and no other worker went on with it: ${(failure as Error).message}`,
         requestId: this.requestId,
       });
@@ -573,13 +550,8 @@ export class InferenceRun {
 
   private observe(event: StreamEvent): StreamEvent {
     this.checkpoint.delivered(event);
-    if ('tokens' in event && event.tokens) this.delivered += event.tokens.length;
+    this.outcome.observe(event);
     if (event.type === 'finish' || event.type === 'error') this.step('worker-ended');
-    if (event.type === 'finish') {
-      this.finishReason = event.reason;
-      this.usage = event.usage;
-      this.timings = event.timings;
-    }
     return event;
   }
 
@@ -587,7 +559,7 @@ export class InferenceRun {
   private step(step: RunStep): void {
     const next = nextPhase(this.phase, step);
     if (next === null) {
-      this.service.logger.warn({
+      this.services.logger.warn({
         msg: `run ${this.runId}: '${step}' may not happen while it is ${this.phase}; ignored (a bug: please report it)`,
         requestId: this.requestId,
       });
@@ -597,8 +569,13 @@ export class InferenceRun {
   }
 
   private required(): CanonicalRequest {
-    if (!this.request) throw new Error('decode() must run before start()');
-    return this.request;
+    if (!this.input.request) throw new Error('decode() must run before start()');
+    return this.input.request;
+  }
+
+  /** A new try: a new run id on the bus; the last placement stands until the try is placed. */
+  private retry(): void {
+    this.attempt = { runId: newRunId(), placement: this.attempt.placement, subject: null, reader: null };
   }
 }
 

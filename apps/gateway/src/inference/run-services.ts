@@ -1,12 +1,16 @@
-import type { BusClient, StreamReader } from '@cortex/bus';
+import type { BusClient } from '@cortex/bus';
 import type { CortexConfig, ModelConfig } from '@cortex/config';
 import type { ResponsesAssembly } from '@cortex/wire';
-import type { RequestFinishedEvent, UsageOwner } from '@cortex/contracts';
 import type { Logger } from '@nestjs/common';
 import type { PendingRuns } from '../console/pending-runs.js';
 import type { PlacementClient } from './placement-client.js';
+import type { RunRecorder } from './run-recorder.js';
+import type { StreamWatch } from './stream-watch.js';
 
-/** What a run needs from the gateway's inference service (InferenceService). */
+/**
+ * The collaborators every run of this gateway works with, made once (see InferenceService) and handed
+ * to each run: none of them is the service that creates runs.
+ */
 export interface RunServices {
   readonly bus: BusClient;
   readonly config: CortexConfig;
@@ -14,12 +18,12 @@ export interface RunServices {
   readonly placer: PlacementClient;
   /** Assembles Responses bodies that continue no stored state here, without the translator (see decodeForRun). */
   readonly responses: ResponsesAssembly;
-  /** A stream now read from `workerId`: told to the worker in watch messages, ended if the worker goes down. */
-  watch(runId: string, workerId: string, reader: StreamReader): void;
-  unwatch(runId: string): void;
-  recordFinished(event: RequestFinishedEvent, runId: string, payer: UsageOwner | null): void;
+  /** The streams being read, told to their workers and ended when a worker goes down. */
+  readonly streams: Pick<StreamWatch, 'watch' | 'unwatch'>;
+  /** Writes a run's end: request-finished event, usage record, log line. */
+  readonly recorder: Pick<RunRecorder, 'record'>;
   /** The console's rows of requests that wait for a placement or run (see PendingRuns). */
   readonly pending: Pick<PendingRuns, 'placing' | 'placed' | 'done'>;
-  /** The catalogue entry a model name (id or alias) has in the live catalogue now. */
-  modelConfig(name: string): ModelConfig | undefined;
+  /** The live catalogue: the entry a model name (id or alias) has now. */
+  readonly catalogue: { find(name: string): ModelConfig | undefined };
 }
