@@ -200,89 +200,108 @@ describe('inference run - on a real NATS', { skip: !natsServerOnPath() && 'nats-
     return { run, context, h: harness };
   }
 
-  it('inference run - a stream to its end: its events in order, one request-finished event with the usage, the meter told once', async () => {
-    const { run, context, h } = await decodedRun(['w1']);
-    h.worker('w1', { events: [start('', ''), text('Hel', 1), text('lo', 2), finish()] });
-    const events = await read(await run.start());
-    assert.deepEqual(
-      events.map((e) => e.type),
-      ['start', 'text', 'text', 'finish'],
-    );
-    assert.equal(run.placement?.workerId, 'w1');
-    run.finish();
-    run.finish();
-    assert.equal(h.recorded.length, 1, 'recorded once, however often finish is called');
-    const [{ event, payer }] = h.recorded as [{ event: RequestFinishedEvent; payer: UsageOwner | null }];
-    assert.deepEqual(
-      { status: event.status, reason: event.finishReason, usage: event.usage, worker: event.workerId },
-      { status: 200, reason: 'stop', usage: USAGE, worker: 'w1' },
-    );
-    assert.deepEqual(payer, { account: 'team-a', keyId: 'key_1' });
-    context.meter.close();
-    assert.equal(await context.meter.settled, USAGE.promptTokens + USAGE.completionTokens);
-    assert.equal(h.watched.size, 0, 'the stream is no longer watched');
-  });
+  it(
+    'inference run - a stream to its end: its events in order, one ' +
+      'request-finished event with the usage, the meter told once',
+    async () => {
+      const { run, context, h } = await decodedRun(['w1']);
+      h.worker('w1', { events: [start('', ''), text('Hel', 1), text('lo', 2), finish()] });
+      const events = await read(await run.start());
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['start', 'text', 'text', 'finish'],
+      );
+      assert.equal(run.placement?.workerId, 'w1');
+      run.finish();
+      run.finish();
+      assert.equal(h.recorded.length, 1, 'recorded once, however often finish is called');
+      const [{ event, payer }] = h.recorded as [{ event: RequestFinishedEvent; payer: UsageOwner | null }];
+      assert.deepEqual(
+        { status: event.status, reason: event.finishReason, usage: event.usage, worker: event.workerId },
+        { status: 200, reason: 'stop', usage: USAGE, worker: 'w1' },
+      );
+      assert.deepEqual(payer, { account: 'team-a', keyId: 'key_1' });
+      context.meter.close();
+      assert.equal(await context.meter.settled, USAGE.promptTokens + USAGE.completionTokens);
+      assert.equal(h.watched.size, 0, 'the stream is no longer watched');
+    },
+  );
 
-  it('inference run - a worker that takes no generate command costs the client nothing: the request is placed again, without it', async () => {
-    // w1 is placed on but nothing answers its subject (a worker gone between heartbeats).
-    const { run, h } = await decodedRun(['w1', 'w2']);
-    h.worker('w2', { events: [start('', ''), text('ok', 1), finish()] });
-    const events = await read(await run.start());
-    assert.equal(events.at(-1)?.type, 'finish');
-    assert.equal(run.placement?.workerId, 'w2');
-    assert.deepEqual(
-      h.places.map((p) => p.exclude),
-      [[], ['w1']],
-    );
-    run.finish();
-    assert.equal(h.recorded[0]?.event.workerId, 'w2');
-  });
+  it(
+    'inference run - a worker that takes no generate command costs ' +
+      'the client nothing: the request is placed again, without it',
+    async () => {
+      // w1 is placed on but nothing answers its subject (a worker gone between heartbeats).
+      const { run, h } = await decodedRun(['w1', 'w2']);
+      h.worker('w2', { events: [start('', ''), text('ok', 1), finish()] });
+      const events = await read(await run.start());
+      assert.equal(events.at(-1)?.type, 'finish');
+      assert.equal(run.placement?.workerId, 'w2');
+      assert.deepEqual(
+        h.places.map((p) => p.exclude),
+        [[], ['w1']],
+      );
+      run.finish();
+      assert.equal(h.recorded[0]?.event.workerId, 'w2');
+    },
+  );
 
-  it("inference run - a client that leaves mid-answer: the worker is told to stop, and the request pays the worker's own count", async () => {
-    const { run, context, h } = await decodedRun(['w1']);
-    const stopped: Usage = { ...USAGE, completionTokens: 5 };
-    h.worker('w1', {
-      events: [start('', ''), text('a', 1), text('b', 2)],
-      onCancel: { type: 'finish', reason: 'cancelled', usage: stopped, timings: TIMINGS },
-    });
-    const seen = await read(await run.start(), 2);
-    assert.deepEqual(
-      seen.map((e) => e.type),
-      ['start', 'text'],
-    );
-    run.cancel('client disconnected');
-    run.finish();
-    context.meter.close();
-    assert.equal(await context.meter.settled, stopped.promptTokens + stopped.completionTokens);
-    assert.equal(h.cancels.length, 1);
-    assert.equal(h.recorded[0]?.event.finishReason, 'cancelled');
-    assert.deepEqual(h.recorded[0]?.event.usage, stopped);
-  });
+  it(
+    'inference run - a client that leaves mid-answer: the worker ' +
+      "is told to stop, and the request pays the worker's own count",
+    async () => {
+      const { run, context, h } = await decodedRun(['w1']);
+      const stopped: Usage = { ...USAGE, completionTokens: 5 };
+      h.worker('w1', {
+        events: [start('', ''), text('a', 1), text('b', 2)],
+        onCancel: { type: 'finish', reason: 'cancelled', usage: stopped, timings: TIMINGS },
+      });
+      const seen = await read(await run.start(), 2);
+      assert.deepEqual(
+        seen.map((e) => e.type),
+        ['start', 'text'],
+      );
+      run.cancel('client disconnected');
+      run.finish();
+      context.meter.close();
+      assert.equal(await context.meter.settled, stopped.promptTokens + stopped.completionTokens);
+      assert.equal(h.cancels.length, 1);
+      assert.equal(h.recorded[0]?.event.finishReason, 'cancelled');
+      assert.deepEqual(h.recorded[0]?.event.usage, stopped);
+    },
+  );
 
-  it('inference run - a client that leaves mid-answer from a worker that says nothing more pays the prompt and the tokens it was sent', async () => {
-    const { run, context, h } = await decodedRun(['w1']);
-    h.worker('w1', { events: [start('', ''), text('a', 1), text('b', 2), text('c', 3)] });
-    const iterator = (await run.start())[Symbol.asyncIterator]();
-    // Read what the client was sent: start and two texts.
-    for (let i = 0; i < 3; i++) await iterator.next();
-    run.cancel('client disconnected');
-    run.finish();
-    context.meter.close();
-    // The run waits up to TAIL_MS for the worker's last event before it charges what it delivered.
-    const used = await context.meter.settled;
-    assert.equal(used, USAGE.promptTokens + 2);
-    await until(() => h.recorded.length === 1);
-  });
+  it(
+    'inference run - a client that leaves mid-answer from a worker ' +
+      'that says nothing more pays the prompt and the tokens it was sent',
+    async () => {
+      const { run, context, h } = await decodedRun(['w1']);
+      h.worker('w1', { events: [start('', ''), text('a', 1), text('b', 2), text('c', 3)] });
+      const iterator = (await run.start())[Symbol.asyncIterator]();
+      // Read what the client was sent: start and two texts.
+      for (let i = 0; i < 3; i++) await iterator.next();
+      run.cancel('client disconnected');
+      run.finish();
+      context.meter.close();
+      // The run waits up to TAIL_MS for the worker's last event before it charges what it delivered.
+      const used = await context.meter.settled;
+      assert.equal(used, USAGE.promptTokens + 2);
+      await until(() => h.recorded.length === 1);
+    },
+  );
 
-  it('inference run - cancelled while placed: nothing is generated, and the request is recorded as cancelled', async () => {
-    const { run, h } = await decodedRun([]);
-    // No worker to place on: the router answers no_worker and the placement waits for one to join.
-    const started = run.start();
-    await until(() => h.places.length > 0);
-    run.cancel('client disconnected');
-    await assert.rejects(started, (error: unknown) => (error as { code?: string }).code === 'cancelled');
-    run.finish();
-    assert.equal(h.recorded[0]?.event.finishReason, 'cancelled');
-    assert.equal(h.recorded[0]?.event.usage, null);
-  });
+  it(
+    'inference run - cancelled while placed: nothing is ' + 'generated, and the request is recorded as cancelled',
+    async () => {
+      const { run, h } = await decodedRun([]);
+      // No worker to place on: the router answers no_worker and the placement waits for one to join.
+      const started = run.start();
+      await until(() => h.places.length > 0);
+      run.cancel('client disconnected');
+      await assert.rejects(started, (error: unknown) => (error as { code?: string }).code === 'cancelled');
+      run.finish();
+      assert.equal(h.recorded[0]?.event.finishReason, 'cancelled');
+      assert.equal(h.recorded[0]?.event.usage, null);
+    },
+  );
 });

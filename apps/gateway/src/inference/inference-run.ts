@@ -534,7 +534,9 @@ export class InferenceRun {
       const reader = await this.launch(workerId, resume);
       this.step('resumed');
       this.services.logger.warn({
-        msg: `worker ${from} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ${resume.tokens.length} tokens`,
+        msg:
+          `worker ${from} was lost mid-stream (${error.message}); ` +
+          `the stream goes on on ${workerId} after ${resume.tokens.length} tokens`,
         requestId: this.requestId,
       });
       return reader[Symbol.asyncIterator]();

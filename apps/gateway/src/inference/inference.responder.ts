@@ -161,7 +161,8 @@ export class InferenceResponder {
     run.listen((notice) => {
       if (notice.type !== 'loading') return;
       const { progress } = notice;
-      const line = `${progress.phase ?? 'loading'} ${progress.model} on ${progress.workerId}: ${Math.round(progress.fraction * 100)}%${downloaded(progress)}`;
+      const percent = Math.round(progress.fraction * 100);
+      const line = `${progress.phase ?? 'loading'} ${progress.model} on ${progress.workerId}: ${percent}%${downloaded(progress)}`;
       const rendering = mode === 'reasoning' ? renderer() : null;
       if (rendering?.progress) for (const frame of rendering.progress(`${line}\n`)) write(sse, frame);
       if (sse.isStarted) sse.comment(line);

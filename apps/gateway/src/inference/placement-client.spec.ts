@@ -69,38 +69,45 @@ describe('placement client - on a real NATS', { skip: !natsServerOnPath() && 'na
     return new PlacementClient(bus, config, events, { watch: () => () => undefined });
   }
 
-  it('placement client - an answer the router marks reusable is used again without asking, until a model change or a failure of its worker', async () => {
-    const placer = client([placed('w1', 60_000), placed('w2', 60_000)]);
-    assert.deepEqual((await placer.place(ask())).placement.workerId, 'w1');
-    const again = await placer.place(ask({ runId: 'run-2' }));
-    assert.deepEqual([again.placement.workerId, again.ms], ['w1', null], 'reused: no router asked');
-    assert.equal(asked.length, 1);
-    placer.forget('w1');
-    assert.equal((await placer.place(ask({ runId: 'run-3' }))).placement.workerId, 'w2');
-    placer.forgetModel('m');
-    await placer.place(ask({ runId: 'run-4' }));
-    assert.equal(asked.length, 3);
-  });
+  it(
+    'placement client - an answer the router marks reusable is used again ' +
+      'without asking, until a model change or a failure of its worker',
+    async () => {
+      const placer = client([placed('w1', 60_000), placed('w2', 60_000)]);
+      assert.deepEqual((await placer.place(ask())).placement.workerId, 'w1');
+      const again = await placer.place(ask({ runId: 'run-2' }));
+      assert.deepEqual([again.placement.workerId, again.ms], ['w1', null], 'reused: no router asked');
+      assert.equal(asked.length, 1);
+      placer.forget('w1');
+      assert.equal((await placer.place(ask({ runId: 'run-3' }))).placement.workerId, 'w2');
+      placer.forgetModel('m');
+      await placer.place(ask({ runId: 'run-4' }));
+      assert.equal(asked.length, 3);
+    },
+  );
 
-  it('placement client - a worker-down or model event on the bus ends the reuse of the answers it touches', async () => {
-    const placer = client([placed('w1', 60_000), placed('w1', 60_000), placed('w1', 60_000)]);
-    await placer.place(ask());
-    await placer.place(ask({ runId: 'run-2' }));
-    assert.equal(asked.length, 1, 'reused');
-    nc.publish(Subjects.workerDown, JSON.stringify({ workerId: 'w1', at: Date.now() }));
-    await nc.flush();
-    await new Promise((done) => setTimeout(done, 50));
-    await placer.place(ask({ runId: 'run-3' }));
-    assert.equal(asked.length, 2, 'the down worker is no longer reused');
-    nc.publish(
-      `${Subjects.modelUnloaded}.w1`,
-      JSON.stringify({ model: 'm', workerId: 'w1', cancelled: 0, reason: 'idle' }),
-    );
-    await nc.flush();
-    await new Promise((done) => setTimeout(done, 50));
-    await placer.place(ask({ runId: 'run-4' }));
-    assert.equal(asked.length, 3, 'the model left a worker: asked again');
-  });
+  it(
+    'placement client - a worker-down or model event on ' + 'the bus ends the reuse of the answers it touches',
+    async () => {
+      const placer = client([placed('w1', 60_000), placed('w1', 60_000), placed('w1', 60_000)]);
+      await placer.place(ask());
+      await placer.place(ask({ runId: 'run-2' }));
+      assert.equal(asked.length, 1, 'reused');
+      nc.publish(Subjects.workerDown, JSON.stringify({ workerId: 'w1', at: Date.now() }));
+      await nc.flush();
+      await new Promise((done) => setTimeout(done, 50));
+      await placer.place(ask({ runId: 'run-3' }));
+      assert.equal(asked.length, 2, 'the down worker is no longer reused');
+      nc.publish(
+        `${Subjects.modelUnloaded}.w1`,
+        JSON.stringify({ model: 'm', workerId: 'w1', cancelled: 0, reason: 'idle' }),
+      );
+      await nc.flush();
+      await new Promise((done) => setTimeout(done, 50));
+      await placer.place(ask({ runId: 'run-4' }));
+      assert.equal(asked.length, 3, 'the model left a worker: asked again');
+    },
+  );
 
   it('placement client - an answer that is not reusable, or a retry that excludes workers, always asks', async () => {
     const placer = client([placed('w1'), placed('w1', 60_000), placed('w2')]);
@@ -135,19 +142,23 @@ describe('placement client - on a real NATS', { skip: !natsServerOnPath() && 'na
     assert.equal(asked.length, 2);
   });
 
-  it('placement client - no worker joins within gateway.worker_wait_ms: no_worker; a client gone meanwhile: cancelled', async () => {
-    const noWorker: Answer = { ok: false, error: { code: 'no_worker', message: 'no worker is up' } };
-    const quick = client([noWorker], { workerWaitMs: 50 });
-    await assert.rejects(quick.place(ask()), (error: unknown) => (error as CortexError).code === 'no_worker');
-    router?.unsubscribe();
-    events?.close();
-    asked = [];
+  it(
+    'placement client - no worker joins within gateway.worker_wait_ms: ' +
+      'no_worker; a client gone meanwhile: cancelled',
+    async () => {
+      const noWorker: Answer = { ok: false, error: { code: 'no_worker', message: 'no worker is up' } };
+      const quick = client([noWorker], { workerWaitMs: 50 });
+      await assert.rejects(quick.place(ask()), (error: unknown) => (error as CortexError).code === 'no_worker');
+      router?.unsubscribe();
+      events?.close();
+      asked = [];
 
-    const placer = client([noWorker]);
-    const leaving = new AbortController();
-    const placing = placer.place(ask({ signal: leaving.signal }));
-    while (asked.length === 0) await new Promise((done) => setTimeout(done, 5));
-    leaving.abort();
-    await assert.rejects(placing, (error: unknown) => (error as CortexError).code === 'cancelled');
-  });
+      const placer = client([noWorker]);
+      const leaving = new AbortController();
+      const placing = placer.place(ask({ signal: leaving.signal }));
+      while (asked.length === 0) await new Promise((done) => setTimeout(done, 5));
+      leaving.abort();
+      await assert.rejects(placing, (error: unknown) => (error as CortexError).code === 'cancelled');
+    },
+  );
 });

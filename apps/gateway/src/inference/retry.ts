@@ -31,7 +31,10 @@ export interface RetryAsk {
 export type RetryDecision =
   /** The error stands. */
   | { kind: 'fail'; forget: boolean }
-  /** The model just left the worker (swapped out between placement and the command): ask a router again after `delayMs`, the worker not held against. */
+  /**
+   * The model just left the worker (swapped out between placement and the command): ask a router again
+   * after `delayMs`, the worker not held against.
+   */
   | { kind: 'replace'; delayMs: number; forget: true }
   /** The worker failed the request: place it again on another (once). */
   | { kind: 'elsewhere'; forget: true };

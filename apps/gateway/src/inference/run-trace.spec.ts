@@ -64,76 +64,84 @@ describe('run trace', () => {
     await stop?.();
   });
 
-  it("run trace - continues the caller's traceparent; a try that fails and one that succeeds are sibling spans; the finish carries the GenAI usage", async () => {
-    exporter.reset();
-    const run = RunTrace.open('openai.chat', 'req_1', { traceparent: `00-${CALLER.traceId}-${CALLER.spanId}-01` });
-    assert.equal(run.traceId, CALLER.traceId);
-    run.decoded(request);
-    const seen: string[] = [];
-    run.attempt({ model: 'cortex-chat', workerId: 'w1', coldStart: true });
-    run.run(() => seen.push(trace.getSpan(context.active())?.spanContext().spanId ?? 'none'));
-    run.attemptFailed(new CortexError('worker_lost', 'w1 went away'));
-    run.attempt({ model: 'cortex-chat', workerId: 'w2', coldStart: false });
-    run.firstToken();
-    run.finished(finished);
-    await flushed();
+  it(
+    "run trace - continues the caller's traceparent; a try that fails and " +
+      'one that succeeds are sibling spans; the finish carries the GenAI usage',
+    async () => {
+      exporter.reset();
+      const run = RunTrace.open('openai.chat', 'req_1', { traceparent: `00-${CALLER.traceId}-${CALLER.spanId}-01` });
+      assert.equal(run.traceId, CALLER.traceId);
+      run.decoded(request);
+      const seen: string[] = [];
+      run.attempt({ model: 'cortex-chat', workerId: 'w1', coldStart: true });
+      run.run(() => seen.push(trace.getSpan(context.active())?.spanContext().spanId ?? 'none'));
+      run.attemptFailed(new CortexError('worker_lost', 'w1 went away'));
+      run.attempt({ model: 'cortex-chat', workerId: 'w2', coldStart: false });
+      run.firstToken();
+      run.finished(finished);
+      await flushed();
 
-    const [root] = named('chat cortex-chat');
-    assert.ok(root);
-    assert.equal(root.kind, SpanKind.SERVER);
-    assert.equal(root.spanContext().traceId, CALLER.traceId);
-    assert.equal(root.parentSpanContext?.spanId, CALLER.spanId);
-    assert.equal(root.attributes['gen_ai.request.model'], 'cortex-chat');
-    assert.equal(root.attributes['gen_ai.request.max_tokens'], 32);
-    assert.equal(root.attributes['gen_ai.usage.input_tokens'], 12);
-    assert.equal(root.attributes['gen_ai.usage.output_tokens'], 7);
-    assert.equal(root.attributes['gen_ai.usage.cache_read.input_tokens'], 4);
-    assert.deepEqual(root.attributes['gen_ai.response.finish_reasons'], ['stop']);
-    assert.equal(root.attributes['http.response.status_code'], 200);
-    assert.equal(root.attributes['cortex.worker.id'], 'w2');
-    assert.ok(root.events.some((event) => event.name === 'gen_ai.first_chunk'));
-    assert.equal(typeof root.attributes['gen_ai.response.time_to_first_chunk'], 'number');
+      const [root] = named('chat cortex-chat');
+      assert.ok(root);
+      assert.equal(root.kind, SpanKind.SERVER);
+      assert.equal(root.spanContext().traceId, CALLER.traceId);
+      assert.equal(root.parentSpanContext?.spanId, CALLER.spanId);
+      assert.equal(root.attributes['gen_ai.request.model'], 'cortex-chat');
+      assert.equal(root.attributes['gen_ai.request.max_tokens'], 32);
+      assert.equal(root.attributes['gen_ai.usage.input_tokens'], 12);
+      assert.equal(root.attributes['gen_ai.usage.output_tokens'], 7);
+      assert.equal(root.attributes['gen_ai.usage.cache_read.input_tokens'], 4);
+      assert.deepEqual(root.attributes['gen_ai.response.finish_reasons'], ['stop']);
+      assert.equal(root.attributes['http.response.status_code'], 200);
+      assert.equal(root.attributes['cortex.worker.id'], 'w2');
+      assert.ok(root.events.some((event) => event.name === 'gen_ai.first_chunk'));
+      assert.equal(typeof root.attributes['gen_ai.response.time_to_first_chunk'], 'number');
 
-    const tries = named('generate cortex-chat');
-    assert.deepEqual(
-      tries.map((span) => [span.attributes['cortex.attempt'], span.attributes['cortex.worker.id'], span.status.code]),
-      [
-        [1, 'w1', SpanStatusCode.ERROR],
-        [2, 'w2', SpanStatusCode.UNSET],
-      ],
-    );
-    assert.equal(tries[0]?.attributes['error.type'], 'worker_lost');
-    for (const span of tries) assert.equal(span.parentSpanContext?.spanId, root.spanContext().spanId);
-    assert.deepEqual(seen, [tries[0]?.spanContext().spanId], 'run() works in the current try');
-  });
+      const tries = named('generate cortex-chat');
+      assert.deepEqual(
+        tries.map((span) => [span.attributes['cortex.attempt'], span.attributes['cortex.worker.id'], span.status.code]),
+        [
+          [1, 'w1', SpanStatusCode.ERROR],
+          [2, 'w2', SpanStatusCode.UNSET],
+        ],
+      );
+      assert.equal(tries[0]?.attributes['error.type'], 'worker_lost');
+      for (const span of tries) assert.equal(span.parentSpanContext?.spanId, root.spanContext().spanId);
+      assert.deepEqual(seen, [tries[0]?.spanContext().spanId], 'run() works in the current try');
+    },
+  );
 
-  it('run trace - without a traceparent the request starts a trace; a failed request marks its span with the error code', async () => {
-    exporter.reset();
-    const run = RunTrace.open('anthropic.messages', 'req_2', {});
-    assert.notEqual(run.traceId, CALLER.traceId);
-    run.decoded(request);
-    run.attempt({ model: 'cortex-chat', workerId: 'w1', coldStart: false });
-    run.finished({
-      ...finished,
-      dialect: 'anthropic.messages',
-      status: 503,
-      errorCode: 'no_worker',
-      finishReason: 'error',
-      usage: null,
-    });
-    await flushed();
-    const [root] = named('chat cortex-chat');
-    assert.ok(root);
-    assert.equal(root.parentSpanContext, undefined);
-    assert.equal(root.status.code, SpanStatusCode.ERROR);
-    assert.equal(root.attributes['error.type'], 'no_worker');
-    assert.equal(root.attributes['gen_ai.usage.input_tokens'], undefined);
-    assert.equal(
-      named('generate cortex-chat')[0]?.status.code,
-      SpanStatusCode.ERROR,
-      'the try that was under way failed with it',
-    );
-  });
+  it(
+    'run trace - without a traceparent the request starts a ' +
+      'trace; a failed request marks its span with the error code',
+    async () => {
+      exporter.reset();
+      const run = RunTrace.open('anthropic.messages', 'req_2', {});
+      assert.notEqual(run.traceId, CALLER.traceId);
+      run.decoded(request);
+      run.attempt({ model: 'cortex-chat', workerId: 'w1', coldStart: false });
+      run.finished({
+        ...finished,
+        dialect: 'anthropic.messages',
+        status: 503,
+        errorCode: 'no_worker',
+        finishReason: 'error',
+        usage: null,
+      });
+      await flushed();
+      const [root] = named('chat cortex-chat');
+      assert.ok(root);
+      assert.equal(root.parentSpanContext, undefined);
+      assert.equal(root.status.code, SpanStatusCode.ERROR);
+      assert.equal(root.attributes['error.type'], 'no_worker');
+      assert.equal(root.attributes['gen_ai.usage.input_tokens'], undefined);
+      assert.equal(
+        named('generate cortex-chat')[0]?.status.code,
+        SpanStatusCode.ERROR,
+        'the try that was under way failed with it',
+      );
+    },
+  );
 
   it('run trace - a request with no decoded body (embeddings) is named for its model at the finish', async () => {
     exporter.reset();
