@@ -262,6 +262,7 @@ export class InferenceRun {
    */
   private async placeGeneration(exclude: string[], workerWaitMs?: number): Promise<string> {
     const request = this.required();
+    let prefixes: string[] | undefined;
     this.services.pending.placing(
       this,
       this.requestId,
@@ -272,7 +273,7 @@ export class InferenceRun {
     );
     const workerId = await this.placeOrWait(
       exclude,
-      { affinity: request.affinityKey, prefixes: promptPrefixes(request) },
+      { affinity: request.affinityKey, prefixes: () => (prefixes ??= promptPrefixes(request)) },
       workerWaitMs,
     );
     this.services.pending.placed(this, workerId);
@@ -282,7 +283,7 @@ export class InferenceRun {
   /** Places the request (a cold load included) and notes where and how long it took; `workerWaitMs` see PlaceAsk. */
   private async placeOrWait(
     exclude: string[],
-    conversation: { affinity?: string | undefined; prefixes?: string[] } = {},
+    conversation: { affinity?: string | undefined; prefixes?: () => string[] } = {},
     workerWaitMs?: number,
   ): Promise<string> {
     const model = this.input.target?.model ?? this.required().model;
@@ -295,7 +296,7 @@ export class InferenceRun {
       requestId: this.requestId,
       exclude,
       ...(affinity && { affinity }),
-      ...(prefixes?.length && { prefixes }),
+      ...(prefixes && { prefixes }),
       ...(kind && { kind }),
       onLoadProgress: this.notices.heard
         ? (progress: LoadProgress) => this.notices.emit({ type: 'loading', progress })

@@ -25,8 +25,11 @@ export interface PlaceAsk {
   /** Workers not to use (a retry after one of them failed). */
   exclude: string[];
   affinity?: string;
-  /** The prompt's prefixes, the whole prompt first (`promptPrefixes`). */
-  prefixes?: string[];
+  /**
+   * The prompt's prefixes, the whole prompt first (`promptPrefixes`); asked for only when a router is
+   * asked (a reused answer needs none, and hashing the prompt is on the way to the first token).
+   */
+  prefixes?: () => string[];
   /** Absent or `chat`: a generating model. */
   kind?: ModelKind;
   /** Called with each progress step of a cold load the placement waits for. */
@@ -137,7 +140,7 @@ export class PlacementClient {
     const fits = early && ask.exclude.length === 0 && early.model === ask.model && early.affinity === ask.affinity;
     const placed = fits ? await untilAborted(early.placed, ask.signal) : null;
     if (ask.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it was placed');
-    if (placed && (ask.affinity !== undefined || !ask.prefixes?.length || placed.placement.reuseMs !== undefined))
+    if (placed && (ask.affinity !== undefined || placed.placement.reuseMs !== undefined || !ask.prefixes?.().length))
       return placed;
     const deadline = performance.now() + (ask.workerWaitMs ?? this.config.workerWaitMs);
     for (;;) {
@@ -202,7 +205,8 @@ export class PlacementClient {
    * run, and a dead router's subscription is gone, so the queue group hands the try to a live one.
    */
   private async askRouter(ask: PlaceAsk): Promise<Placement> {
-    const { model, exclude, runId, affinity, prefixes, kind } = ask;
+    const { model, exclude, runId, affinity, kind } = ask;
+    const prefixes = ask.prefixes?.();
     const place: PlaceRequest = {
       model,
       exclude,
