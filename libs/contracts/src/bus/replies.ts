@@ -290,6 +290,8 @@ function catalogueEntry(value: unknown, at: string): CatalogueEntry {
     for (const key of ['tools', 'reasoning', 'vision']) boolean(caps[key], `${at}.capabilities.${key}`);
   }
   decodeFacts(entry.facts, `${at}.facts`);
+  optionalNumber(entry.memoryBytes, `${at}.memoryBytes`, 0, Number.MAX_SAFE_INTEGER);
+  optionalString(entry.factsError, `${at}.factsError`);
   decodeSamplingDefaults(entry.sampling, `${at}.sampling`);
   return entry as unknown as CatalogueEntry;
 }

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fleetHealth, type FleetHealthInput, type HealthVerdict } from './fleet-health.js';
+import { fleetHealth, workerCapacity, type FleetHealthInput, type HealthVerdict } from './fleet-health.js';
 import type { CatalogueEntry, FleetView, WorkerView } from './fleet.messages.js';
 
 const worker = (workerId: string, over: Partial<WorkerView> = {}): WorkerView => ({
@@ -25,6 +25,19 @@ const model = (id: string, readyOn: string[] = []): CatalogueEntry => ({
   loaded: readyOn.length > 0,
   locations: readyOn.map((workerId) => ({ workerId, state: 'ready', inFlight: 0, queued: 0 })),
   capabilities: null,
+});
+const MIB = 2 ** 20;
+/** A worker that can hold `budgetMib` on a device of `deviceMib` (0: unknown). */
+const sized = (workerId: string, budgetMib: number, deviceMib = 16_384, over: Partial<WorkerView> = {}): WorkerView =>
+  worker(workerId, {
+    memory: { budgetBytes: budgetMib * MIB, usedBytes: 0, freeBytes: budgetMib * MIB },
+    device: { name: 'cpu', kind: 'cpu', totalBytes: deviceMib * MIB, freeBytes: deviceMib * MIB },
+    ...over,
+  });
+/** A catalogue model whose estimate is known (from the catalogue's facts). */
+const needs = (id: string, needMib: number, readyOn: string[] = []): CatalogueEntry => ({
+  ...model(id, readyOn),
+  memoryBytes: needMib * MIB,
 });
 const fleet = (workers: WorkerView[], catalogue: CatalogueEntry[]): FleetView => ({
   routerId: 'r',
@@ -78,6 +91,58 @@ describe('fleet health', () => {
       [],
       /no router answered \(timed out after 2000 ms\)/,
     ],
+    [
+      'a model larger than every worker could hold, before anyone asked for it',
+      { ...healthy, fleet: fleet([sized('w1', 64), sized('w2', 128)], [needs('big', 3_000), needs('small', 20)]) },
+      'degraded',
+      ['big'],
+      /1 catalogue model cannot be served: big.*big needs about 3000 MiB, more than any worker can hold \(the largest, w2, 128 MiB\); raise worker\.memory_budget/s,
+    ],
+    [
+      'a model that fits on one worker of two',
+      { ...healthy, fleet: fleet([sized('w1', 64), sized('w2', 4_096)], [needs('big', 3_000)]) },
+      'ok',
+      [],
+      null,
+    ],
+    [
+      'a model whose size is not known yet is not judged',
+      { ...healthy, fleet: fleet([sized('w1', 64)], [model('unread')]) },
+      'ok',
+      [],
+      null,
+    ],
+    [
+      'without a budget, the device bounds what a worker can hold',
+      { ...healthy, fleet: fleet([sized('w1', 0, 1_024)], [needs('big', 3_000)]) },
+      'degraded',
+      ['big'],
+      /big needs about 3000 MiB, more than any worker can hold \(the largest, w1, 1024 MiB\)/,
+    ],
+    [
+      'a worker whose memory is unknown may hold it',
+      { ...healthy, fleet: fleet([sized('w1', 64), sized('w2', 0, 0)], [needs('big', 3_000)]) },
+      'ok',
+      [],
+      null,
+    ],
+    [
+      'a too-large model ready somewhere is served there',
+      { ...healthy, fleet: fleet([sized('w1', 64)], [needs('big', 3_000, ['w1'])]) },
+      'ok',
+      [],
+      null,
+    ],
+    [
+      'only a draining worker could hold it',
+      {
+        ...healthy,
+        fleet: fleet([sized('w1', 64), sized('w2', 4_096, 16_384, { draining: true })], [needs('big', 3_000)]),
+      },
+      'degraded',
+      ['big'],
+      /big needs about 3000 MiB, more than any worker can hold \(the largest, w1, 64 MiB\).*worker w2 is draining/s,
+    ],
     ['NATS unreachable', { bus: false, jetstreamError: null, fleet: null }, 'degraded', [], /^NATS is unreachable/],
     [
       'JetStream failing',
@@ -96,6 +161,14 @@ describe('fleet health', () => {
       else assert.deepEqual(health.reasons, []);
     });
   }
+
+  it('fleet health - a worker can hold its budget, capped by its device, or its device without a budget', () => {
+    assert.equal(workerCapacity(sized('w', 64)), 64 * MIB);
+    assert.equal(workerCapacity(sized('w', 64, 32)), 32 * MIB);
+    assert.equal(workerCapacity(sized('w', 0, 1_024)), 1_024 * MIB);
+    assert.equal(workerCapacity(sized('w', 64, 0)), 64 * MIB);
+    assert.equal(workerCapacity(sized('w', 0, 0)), 0);
+  });
 
   it('fleet health - counts the workers up, down and draining', () => {
     const health = fleetHealth({

@@ -1,4 +1,5 @@
-import type { FleetView } from './fleet.messages.js';
+import { mib } from '../bus/bus.contract.js';
+import type { CatalogueEntry, FleetView, WorkerView } from './fleet.messages.js';
 
 /**
  * The fleet in one word: `ok` (everything up), `impaired` (something is down or draining, but every
@@ -29,8 +30,8 @@ export interface FleetHealthInput {
 
 /**
  * The fleet's verdict (a pure decider, table-tested). A model can be served when some worker is up
- * and not draining: it holds the model, or can load it on demand (a load that cannot fit says so in
- * its request's error).
+ * and not draining: it holds the model, or can load it on demand — unless its memory estimate (read
+ * when it entered the catalogue) is more than any such worker could hold with nothing else loaded.
  */
 export function fleetHealth(input: FleetHealthInput): FleetHealth {
   const degraded: string[] = [];
@@ -53,12 +54,11 @@ export function fleetHealth(input: FleetHealthInput): FleetHealth {
   // With a worker that takes new models every model can be served (loaded there on demand); without,
   // only those ready on a worker that still takes requests.
   const serving = (workerId: string): boolean => accepting.some((w) => w.workerId === workerId);
-  const unservable =
-    accepting.length > 0
-      ? []
-      : (fleet?.catalogue ?? [])
-          .filter((entry) => !entry.locations.some((l) => l.state === 'ready' && serving(l.workerId)))
-          .map((entry) => entry.id);
+  const notReady = (fleet?.catalogue ?? []).filter(
+    (entry) => !entry.locations.some((l) => l.state === 'ready' && serving(l.workerId)),
+  );
+  const tooLarge = accepting.length > 0 ? notReady.filter((entry) => fitsNowhere(entry, accepting)) : [];
+  const unservable = (accepting.length > 0 ? tooLarge : notReady).map((entry) => entry.id);
   if (fleet && accepting.length === 0)
     degraded.push(
       workers.length === 0 ? 'no worker has joined' : 'no worker takes new models (every one is down or draining)',
@@ -67,6 +67,15 @@ export function fleetHealth(input: FleetHealthInput): FleetHealth {
     degraded.push(
       `${unservable.length} catalogue model${unservable.length === 1 ? '' : 's'} cannot be served: ${unservable.join(', ')}`,
     );
+  if (tooLarge.length > 0) {
+    const largest = accepting.reduce((a, b) => (workerCapacity(b) > workerCapacity(a) ? b : a));
+    const most = `the largest, ${largest.workerId}, ${mib(workerCapacity(largest))}`;
+    for (const entry of tooLarge)
+      degraded.push(
+        `${entry.id} needs about ${mib(entry.memoryBytes ?? 0)}, more than any worker can hold (${most}); ` +
+          'raise worker.memory_budget, lower its context_size or slots, or add a worker with more memory',
+      );
+  }
   const status: HealthVerdict = degraded.length > 0 ? 'degraded' : impaired.length > 0 ? 'impaired' : 'ok';
   return {
     status,
@@ -74,4 +83,24 @@ export function fleetHealth(input: FleetHealthInput): FleetHealth {
     unservable,
     workers: { up: up.length, down: workers.length - up.length, draining: up.length - accepting.length },
   };
+}
+
+/**
+ * The most memory a worker could give one model with nothing else loaded: its budget, capped by its
+ * device's whole memory; 0 when neither is known.
+ */
+export function workerCapacity(worker: Pick<WorkerView, 'memory' | 'device'>): number {
+  const budget = worker.memory.budgetBytes;
+  const device = worker.device.totalBytes;
+  return budget > 0 && device > 0 ? Math.min(budget, device) : Math.max(budget, device, 0);
+}
+
+/** A model whose estimate is known and larger than what every one of these workers could hold (one of unknown size may fit). */
+function fitsNowhere(entry: CatalogueEntry, workers: readonly WorkerView[]): boolean {
+  const needed = entry.memoryBytes;
+  if (needed === undefined) return false;
+  return workers.every((w) => {
+    const capacity = workerCapacity(w);
+    return capacity > 0 && capacity < needed;
+  });
 }

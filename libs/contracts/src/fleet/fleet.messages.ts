@@ -419,8 +419,12 @@ export interface CatalogueEntry {
   capabilities: ModelCapabilities | null;
   /** What the model serves, from the catalogue (absent from older routers: chat). */
   kind?: ModelKind;
-  /** Its GGUF header's facts, known once a worker estimated it (before any download). */
+  /** Its GGUF header's facts, read by a worker when the model entered the catalogue (before any download). */
   facts?: ModelFacts;
+  /** The memory a copy takes, as a worker estimated it from the header (absent until one did). */
+  memoryBytes?: number;
+  /** Why the header could not be read, while no read of the model's current source has succeeded. */
+  factsError?: string;
   /** The catalogue's sampling defaults for the model (over its GGUF's). */
   sampling?: SamplingDefaults;
 }
