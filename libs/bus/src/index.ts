@@ -21,5 +21,6 @@ export * from './tracing.js';
 export * from './bus-trace.js';
 export * from './gen-ai-attributes.js';
 export * from './model-catalogue.js';
+export * from './catalogue-facts.js';
 export * from './kv-catch-up.js';
 export * from './fleet-health.js';

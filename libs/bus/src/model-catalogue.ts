@@ -3,6 +3,7 @@ import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ConfigError, modelEntry, parseModelEntry, type CortexConfig, type ModelConfig } from '@cortex/config';
 import { Buckets, CortexError } from '@cortex/contracts';
+import { CatalogueFacts } from './catalogue-facts.js';
 import { casUpdate } from './kv-cas.js';
 import { KvCatchUp } from './kv-catch-up.js';
 import { watchKv } from './kv-watch.js';
@@ -22,7 +23,8 @@ export type ModelOrigin = 'config' | 'added' | 'changed';
  * then the `cortex_catalogue` bucket (with `nats.replicas` copies) on top — per model id, a stored
  * model replaces or adds to the seed and a removal mark hides it. The admin API and `cortex models
  * add|set|remove` write the bucket; every process watches it, so a change holds everywhere without a
- * restart, and a changed config file still seeds what nobody changed at run time.
+ * restart, and a changed config file still seeds what nobody changed at run time. The same bucket
+ * keeps each model's header facts under keys of their own (`facts`), written by a router.
  */
 export class ModelCatalogue {
   private readonly seed = new Map<string, ModelConfig>();
@@ -37,6 +39,8 @@ export class ModelCatalogue {
   private readonly misses = new Map<string, number>();
   private readonly lookups = new Map<string, Promise<ModelConfig | undefined>>();
   private readonly catchUp: KvCatchUp;
+  /** What workers read of each model's GGUF header, from the same bucket. */
+  readonly facts: CatalogueFacts;
 
   private constructor(
     private readonly kv: KV,
@@ -44,6 +48,7 @@ export class ModelCatalogue {
     seed: readonly ModelConfig[],
   ) {
     this.catchUp = new KvCatchUp(kv);
+    this.facts = new CatalogueFacts(kv);
     for (const model of seed) this.seed.set(model.id, model);
     this.rebuild();
   }
@@ -159,7 +164,7 @@ export class ModelCatalogue {
     });
   }
 
-  /** Removes a model from every router and gateway; returns what it was. */
+  /** Removes a model from every router and gateway, and its header facts; returns what it was. */
   async remove(id: string): Promise<ModelConfig> {
     let removed: ModelConfig | undefined;
     await this.write(id, (current) => {
@@ -167,6 +172,8 @@ export class ModelCatalogue {
       removed = current;
       return null;
     });
+    // Best effort: facts left behind are only read for a model of that id and the same source.
+    await this.facts.purge(id).catch(() => undefined);
     return removed!;
   }
 
@@ -214,6 +221,7 @@ export class ModelCatalogue {
   }
 
   private apply(entry: KvEntry, notify: boolean): void {
+    if (this.facts.apply(entry)) return;
     const id = Buffer.from(entry.key, 'base64url').toString();
     if (entry.operation !== 'PUT') {
       // Purged by hand (`nats kv del`): the seed, if any, holds again.
