@@ -96,6 +96,16 @@ describe('key file', () => {
       'keys[1].limits.requests_per_minute',
     );
     refused({ keys: [{ name: 'a', colour: 'red' }] }, /^keys\[0\]\.colour: is not a known field/, 'keys[0].colour');
+    refused(
+      { accounts: { team: { limits: { money_budget: { amount: 0, window: 'month' } } } } },
+      /^accounts\.team\.limits\.money_budget\.amount: must be an amount of billing\.currency above 0/,
+      'accounts.team.limits.money_budget.amount',
+    );
+    refused(
+      { keys: [{ name: 'a', limits: { money_budget: { amount: 5, window: 'week' } } }] },
+      /^keys\[0\]\.limits\.money_budget\.window: must be one of balance, day, month/,
+      'keys[0].limits.money_budget.window',
+    );
     refused({ keys: [{ account: 'x' }] }, /^keys\[0\]\.name: is required/, 'keys[0].name');
     refused(
       { keys: [{ name: 'a', secret_env: 'MISSING' }] },
@@ -269,6 +279,7 @@ describe('key file', () => {
       tokens_per_minute: null,
       concurrent_requests: null,
       token_budget: null,
+      money_budget: null,
     });
   });
 
@@ -277,7 +288,13 @@ describe('key file', () => {
       {
         accounts: { gitops: { limits: { concurrent_requests: 4 } } },
         keys: [
-          { name: 'ci runner', account: 'gitops', tier: 3, limits: { requests_per_minute: 2 }, secret_env: 'CI_KEY' },
+          {
+            name: 'ci runner',
+            account: 'gitops',
+            tier: 3,
+            limits: { requests_per_minute: 2, money_budget: { amount: 12.5, window: 'month' } },
+            secret_env: 'CI_KEY',
+          },
         ],
       },
       env,
@@ -289,7 +306,12 @@ describe('key file', () => {
     assert.match(key.id, /^config_[0-9a-f]{16}$/, 'a KV token: limits are counted under it');
     assert.deepEqual(
       { account: key.account, tier: key.tier, limits: key.limits, secrets: key.secrets.map((s) => s.sha256) },
-      { account: 'gitops', tier: 3, limits: { requests_per_minute: 2 }, secrets: [hashSecret(SECRET)] },
+      {
+        account: 'gitops',
+        tier: 3,
+        limits: { requests_per_minute: 2, money_budget: { amount: 12.5, window: 'month' } },
+        secrets: [hashSecret(SECRET)],
+      },
     );
     assert.deepEqual(accounts, [
       { name: 'gitops', limits: { concurrent_requests: 4 }, updated_at: '2026-11-25T12:00:00.000Z' },

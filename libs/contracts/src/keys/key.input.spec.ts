@@ -57,6 +57,29 @@ describe('keys input', () => {
       { name: 'a', limits: { token_budget: { window: 'day' } } },
       'limits.token_budget.tokens',
     ],
+    [
+      'a money budget of 0',
+      { name: 'a', limits: { money_budget: { amount: 0, window: 'month' } } },
+      'limits.money_budget.amount',
+    ],
+    ['a negative money budget', { name: 'a', limits: { money_budget: { amount: -5 } } }, 'limits.money_budget.amount'],
+    [
+      'a money budget given as a string',
+      { name: 'a', limits: { money_budget: { amount: '50' } } },
+      'limits.money_budget.amount',
+    ],
+    [
+      'a money budget past what billionths count exactly',
+      { name: 'a', limits: { money_budget: { amount: 10_000_000 } } },
+      'limits.money_budget.amount',
+    ],
+    [
+      'a money budget window not known',
+      { name: 'a', limits: { money_budget: { amount: 5, window: 'year' } } },
+      'limits.money_budget.window',
+    ],
+    ['a money budget in tokens', { name: 'a', limits: { money_budget: { tokens: 5 } } }, 'limits.money_budget.tokens'],
+    ['a money budget that is a number', { name: 'a', limits: { money_budget: 50 } }, 'limits.money_budget'],
     ['an empty models list', { name: 'a', models: [] }, 'models'],
     ['a model that is not a string', { name: 'a', models: ['x', 3] }, 'models[1]'],
     ['an expiry in the past', { name: 'a', expires_at: '2020-01-01T00:00:00Z' }, 'expires_at'],
@@ -77,6 +100,32 @@ describe('keys input', () => {
       );
     });
   }
+
+  it('keys - a money budget is an amount of billing.currency with a window (balance by default), beside a token budget', () => {
+    assert.deepEqual(
+      parseKeyCreate(
+        {
+          name: 'a',
+          limits: { money_budget: { amount: 0.25 }, token_budget: { tokens: 1000, window: 'day' } },
+        },
+        NOW,
+      ).limits,
+      { money_budget: { amount: 0.25, window: 'balance' }, token_budget: { tokens: 1000, window: 'day' } },
+    );
+    assert.deepEqual(
+      parseKeyCreate({ name: 'a', limits: { money_budget: { amount: 50, window: 'month' } } }, NOW).limits,
+      { money_budget: { amount: 50, window: 'month' } },
+    );
+    assert.deepEqual(parseKeyUpdate({ limits: { money_budget: null } }, NOW), { limits: { money_budget: null } });
+    assert.deepEqual(
+      applyLimitsPatch({ money_budget: { amount: 5, window: 'day' }, requests_per_minute: 3 }, { money_budget: null }),
+      { requests_per_minute: 3 },
+    );
+    assert.deepEqual(parseAccountPut('team-a', { limits: { money_budget: { amount: 100, window: 'month' } } }), {
+      name: 'team-a',
+      limits: { money_budget: { amount: 100, window: 'month' } },
+    });
+  });
 
   it('keys - update takes any field; null clears a limit, models or the expiry', () => {
     assert.deepEqual(

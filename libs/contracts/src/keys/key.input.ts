@@ -3,6 +3,7 @@ import {
   BUDGET_WINDOWS,
   DEFAULT_TIER,
   LIMIT_FIELDS,
+  MAX_MONEY_BUDGET,
   type BudgetWindow,
   type KeyRecord,
   type Limits,
@@ -89,13 +90,30 @@ function tierOf(value: unknown): number {
   return value;
 }
 
+function windowOf(value: unknown, param: string): BudgetWindow {
+  const window = value ?? 'balance';
+  if (!BUDGET_WINDOWS.includes(window as BudgetWindow))
+    throw bad(param, `must be one of ${BUDGET_WINDOWS.join(', ')} (got ${JSON.stringify(window)})`);
+  return window as BudgetWindow;
+}
+
 function budgetOf(value: unknown, param: string): { tokens: number; window: BudgetWindow } {
   const body = objectOf(value, param);
   onlyFields(body, ['tokens', 'window'], `${param}.`);
-  const window = body.window ?? 'balance';
-  if (!BUDGET_WINDOWS.includes(window as BudgetWindow))
-    throw bad(`${param}.window`, `must be one of ${BUDGET_WINDOWS.join(', ')} (got ${JSON.stringify(window)})`);
-  return { tokens: positiveInteger(body.tokens, `${param}.tokens`), window: window as BudgetWindow };
+  return { tokens: positiveInteger(body.tokens, `${param}.tokens`), window: windowOf(body.window, `${param}.window`) };
+}
+
+/** An amount of `billing.currency`: above 0 (at least one billionth, the unit spend is counted in) and at most MAX_MONEY_BUDGET. */
+function moneyBudgetOf(value: unknown, param: string): { amount: number; window: BudgetWindow } {
+  const body = objectOf(value, param);
+  onlyFields(body, ['amount', 'window'], `${param}.`);
+  const amount = body.amount;
+  if (typeof amount !== 'number' || !Number.isFinite(amount) || amount < 1e-9 || amount > MAX_MONEY_BUDGET)
+    throw bad(
+      `${param}.amount`,
+      `must be an amount of billing.currency above 0 and at most ${MAX_MONEY_BUDGET}, such as 50 or 0.25 (got ${JSON.stringify(amount)})`,
+    );
+  return { amount, window: windowOf(body.window, `${param}.window`) };
 }
 
 function limitsPatchOf(value: unknown, param = 'limits'): LimitsPatch {
@@ -108,6 +126,9 @@ function limitsPatchOf(value: unknown, param = 'limits'): LimitsPatch {
   }
   if (body.token_budget === null) patch.token_budget = null;
   else if (body.token_budget !== undefined) patch.token_budget = budgetOf(body.token_budget, `${param}.token_budget`);
+  if (body.money_budget === null) patch.money_budget = null;
+  else if (body.money_budget !== undefined)
+    patch.money_budget = moneyBudgetOf(body.money_budget, `${param}.money_budget`);
   return patch;
 }
 

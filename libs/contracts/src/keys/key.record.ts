@@ -16,6 +16,8 @@ export interface Limits {
   concurrent_requests?: number;
   /** Tokens (prompt + completion) a key or account may spend per window; `balance` never resets. */
   token_budget?: { tokens: number; window: BudgetWindow };
+  /** Money (in `billing.currency`, at the catalogue's prices) a key or account may spend per window. */
+  money_budget?: { amount: number; window: BudgetWindow };
 }
 
 export const LIMIT_FIELDS = [
@@ -23,7 +25,14 @@ export const LIMIT_FIELDS = [
   'tokens_per_minute',
   'concurrent_requests',
   'token_budget',
+  'money_budget',
 ] as const;
+
+/**
+ * The largest money budget: spend is counted in whole billionths of the currency, exact as long as
+ * the sum stays a safe integer (2^53 billionths is about 9 million).
+ */
+export const MAX_MONEY_BUDGET = 9_000_000;
 
 /** One secret that opens a key: the current one, or the previous one during a rotation's grace period. */
 export interface KeySecret {

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RequestFinishedEvent } from '../events/request-finished.event.js';
-import { costOf, decodeUsageRecord, usageRecordOf } from './usage.record.js';
+import { billionthsOf, costOf, decodeUsageRecord, toBillionth, usageRecordOf } from './usage.record.js';
 
 const event = (usage: RequestFinishedEvent['usage']): RequestFinishedEvent => ({
   requestId: 'req-1',
@@ -88,5 +88,20 @@ describe('usage record', () => {
     );
     assert.equal(usageRecordOf(event(usage), null, 'r')?.cost, undefined, 'no price, no cost');
     assert.throws(() => decodeUsageRecord({ ...record, cost: -1 }), /cost/);
+  });
+
+  it('usage record - a cost in whole billionths: costs summed as integers stay exact where the floats drift', () => {
+    assert.equal(billionthsOf(0.00567), 5_670_000);
+    assert.equal(billionthsOf(toBillionth(0.1 + 0.2)), 300_000_000);
+    // Ten records of 0.1 each: the integers add up to exactly one unit, the floats do not.
+    const costs = Array.from({ length: 10 }, () => 0.1);
+    assert.notEqual(
+      costs.reduce((sum, c) => sum + c, 0),
+      1,
+    );
+    assert.equal(
+      costs.reduce((sum, c) => sum + billionthsOf(c), 0),
+      1e9,
+    );
   });
 });

@@ -50,7 +50,15 @@ export function costOf(
 
 /** An amount of money to the billionth of its currency: what a record's cost and a sum of them are kept to. */
 export function toBillionth(amount: number): number {
-  return Math.round(amount * 1e9) / 1e9;
+  return billionthsOf(amount) / 1e9;
+}
+
+/**
+ * An amount of money as a whole number of billionths of its currency. Budgets add these up: a sum of
+ * integers stays exact where a sum of fractions would drift.
+ */
+export function billionthsOf(amount: number): number {
+  return Math.round(amount * 1e9);
 }
 
 /** Who a request was made by, as far as billing cares. */
