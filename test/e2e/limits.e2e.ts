@@ -15,6 +15,8 @@ const ADMIN = 'sk-admin-limits';
 /** A key the config file declares with limits (auth.keys), its secret in the gateways' environment. */
 const DECLARED = 'sk-declared-limits-0123456789abcdef';
 const user = [{ role: 'user' as const, content: 'Hi.' }];
+/** cortex-chat's price per million tokens, in the default billing.currency (USD). */
+const PRICE = { input: 2, output: 10 };
 
 describe('rate limits e2e (two gateways, one NATS)', () => {
   let stack: TestStack;
@@ -23,7 +25,8 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
   before(async () => {
     stack = await startStack({
       models: [
-        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 4 },
+        // Priced, for money budgets; cortex-loop has no price.
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 4, cost: PRICE },
         { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, pinned: true, slots: 4 },
       ],
       // A small background store, so a few runs fill it (the test of a full store).
@@ -216,6 +219,7 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
       requests_remaining: null,
       requests_reset_ms: null,
       token_budget: null,
+      money_budget: null,
     });
     // A client that goes away gives its slot back.
     first.stop();
@@ -352,6 +356,142 @@ describe('rate limits e2e (two gateways, one NATS)', () => {
         `the key ${key.id} \\("budget-2000"\\) has used its token budget: \\d+ of 2000 tokens spent today \\(UTC\\) \\(it resets at 20`,
       ),
     );
+  });
+
+  /** Waits until no request of the key holds a money reservation, and returns what the key has spent (in USD). */
+  const moneySettled = async (id: string): Promise<{ spent: number; currency: string }> => {
+    let shown = { spent: -1, reserved: -1, currency: '' };
+    await waitFor(
+      async () => {
+        const answer = (await (
+          await fetch(`${gateways[0]}/admin/keys/${id}`, { headers: { authorization: `Bearer ${ADMIN}` } })
+        ).json()) as { usage: { money_budget: typeof shown } };
+        shown = answer.usage.money_budget;
+        return shown.reserved === 0;
+      },
+      5_000,
+      50,
+    );
+    return shown;
+  };
+
+  it("limits - a money budget under concurrent requests on both gateways: refused at its end within one reservation, charged exactly its usage records' cost, the refusal names spent, limit and currency", async () => {
+    // A token budget too, far from its end: both are reserved and settled for every request.
+    const key = await createKey({
+      name: 'money-0.002',
+      limits: {
+        money_budget: { amount: 0.002, window: 'month' },
+        token_budget: { tokens: 1_000_000, window: 'month' },
+      },
+    });
+    const body = { model: 'cortex-chat', messages: user, max_tokens: 20 };
+    // The body's bytes bound the prompt, max_tokens the output, each at its price.
+    const reservation = (Buffer.byteLength(JSON.stringify(body)) * PRICE.input + 20 * PRICE.output) / 1e6;
+    const answered: Array<{ status: number; cost: number; code?: string; shouldRetry: string | null }> = [];
+    const send = async (base: string): Promise<void> => {
+      const response = await postJson(`${base}/v1/chat/completions`, body, { authorization: `Bearer ${key.secret}` });
+      const json = (await response.json()) as {
+        usage?: { prompt_tokens: number; completion_tokens: number };
+        error?: { code: string };
+      };
+      answered.push({
+        status: response.status,
+        cost: json.usage
+          ? (json.usage.prompt_tokens * PRICE.input + json.usage.completion_tokens * PRICE.output) / 1e6
+          : 0,
+        code: json.error?.code,
+        shouldRetry: response.headers.get('x-should-retry'),
+      });
+    };
+    // Waves of 12 at once on both gateways; after each, one request alone: refused once the budget is spent.
+    for (let wave = 0; wave < 40; wave++) {
+      await Promise.all(Array.from({ length: 12 }, (_, i) => send(gateways[i % 2]!)));
+      await moneySettled(key.id);
+      await send(gateways[wave % 2]!);
+      if (answered.at(-1)!.status === 429) break;
+      await moneySettled(key.id);
+    }
+    const refused = answered.filter((a) => a.status === 429);
+    assert.equal(answered.at(-1)!.status, 429, 'the money budget ran out');
+    for (const r of refused)
+      assert.ok(
+        ['rate_limit_exceeded/null', 'insufficient_quota/false'].includes(`${r.code}/${r.shouldRetry}`),
+        `${r.code}/${r.shouldRetry}`,
+      );
+    assert.ok(
+      refused.some((r) => r.code === 'rate_limit_exceeded'),
+      'some were refused only because running requests held the rest',
+    );
+    assert.deepEqual([refused.at(-1)!.code, refused.at(-1)!.shouldRetry], ['insufficient_quota', 'false']);
+    const { spent, currency } = await moneySettled(key.id);
+    assert.equal(currency, 'USD');
+    const byAnswers = answered.reduce((sum, a) => sum + a.cost, 0);
+    assert.ok(Math.abs(spent - byAnswers) < 1e-9, `the ledger charged ${spent}, the answers' usage costs ${byAnswers}`);
+    // The same money as the usage records say: one source, their cost.
+    const [row] = (
+      (await (
+        await fetch(`${gateways[1]}/admin/usage?key=${key.id}&group_by=key`, {
+          headers: { authorization: `Bearer ${ADMIN}` },
+        })
+      ).json()) as { data: Array<{ cost: number; unpriced_requests: number }> }
+    ).data;
+    assert.ok(row && row.unpriced_requests === 0, JSON.stringify(row));
+    assert.ok(Math.abs(spent - row.cost) < 1e-9, `the ledger charged ${spent}, the usage records cost ${row.cost}`);
+    assert.ok(
+      spent >= 0.002 && spent <= 0.002 + reservation,
+      `spent ${spent} of 0.002 USD (one reservation is ${reservation})`,
+    );
+    console.log(
+      `money budget 0.002 USD: ${answered.length - refused.length} requests admitted, ${refused.length} refused, ${spent} USD spent (one reservation: ${reservation})`,
+    );
+    const message = (await (await chat(gateways[1]!, key.secret, { max_tokens: 5 })).json()) as {
+      error: { message: string };
+    };
+    assert.match(
+      message.error.message,
+      new RegExp(
+        `^the key ${key.id} \\("money-0\\.002"\\) has used its money budget: 0\\.00\\d+ of 0\\.002 USD spent this month \\(UTC\\) \\(it resets at \\d{4}-\\d{2}-01T00:00:00\\.000Z\\)$`,
+      ),
+    );
+    // In Anthropic's dialect on /v1/messages, not retried by its SDK.
+    const anthropic = new Anthropic({ baseURL: gateways[0]!, apiKey: key.secret, maxRetries: 0 });
+    await assert.rejects(
+      anthropic.messages.create({ model: 'cortex-chat', max_tokens: 5, messages: user }),
+      (error: unknown) =>
+        error instanceof Anthropic.RateLimitError &&
+        /has used its money budget: .* of 0\.002 USD spent/.test(error.message),
+    );
+  });
+
+  it('limits - under a money budget a model without a price is a 403 saying so; with both budgets set, the token budget refuses on its own', async () => {
+    const key = await createKey({
+      name: 'money-and-tokens',
+      limits: { money_budget: { amount: 100, window: 'day' }, token_budget: { tokens: 1 } },
+    });
+    const unpriced = await postJson(
+      `${gateways[0]}/v1/chat/completions`,
+      { model: 'cortex-loop', messages: user, max_tokens: 5 },
+      { authorization: `Bearer ${key.secret}` },
+    );
+    assert.equal(unpriced.status, 403);
+    const denied = (await unpriced.json()) as { error: { code: string; message: string; param: string } };
+    assert.deepEqual([denied.error.code, denied.error.param], ['permission_denied', 'model']);
+    assert.match(denied.error.message, /has a money budget, and the model "cortex-loop" has no price in the catalogue/);
+    // The first request spends more than the 1-token balance; the next is refused by it, with money left.
+    assert.equal((await chat(gateways[1]!, key.secret, { max_tokens: 5 })).status, 200);
+    await moneySettled(key.id);
+    const refused = await chat(gateways[0]!, key.secret, { max_tokens: 5 });
+    assert.equal(refused.status, 429);
+    assert.match(((await refused.json()) as { error: { message: string } }).error.message, /has used its token budget/);
+    const shown = (await (
+      await fetch(`${gateways[0]}/admin/keys/${key.id}`, { headers: { authorization: `Bearer ${ADMIN}` } })
+    ).json()) as { limits: unknown; usage: { money_budget: { spent: number; period: string; currency: string } } };
+    assert.deepEqual(shown.limits, {
+      money_budget: { amount: 100, window: 'day' },
+      token_budget: { tokens: 1, window: 'balance' },
+    });
+    assert.ok(shown.usage.money_budget.spent > 0 && shown.usage.money_budget.spent < 0.001);
+    assert.match(shown.usage.money_budget.period, /^\d{4}-\d{2}-\d{2}$/);
   });
 
   it('limits - a background response is charged its usage when its run ends, not when its reply closes', async () => {

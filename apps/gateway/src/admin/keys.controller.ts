@@ -41,7 +41,7 @@ export class KeysController {
       return {
         ...keyView(key, Date.now()),
         account_limits: this.directory.account(key.account)?.limits ?? {},
-        usage: { ...(await this.limiter.usage(key)), token_budget: await this.budgets.usage(key) },
+        usage: { ...(await this.limiter.usage(key)), ...(await this.budgets.usage(key)) },
       };
     });
   }

@@ -1,7 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { CortexError, type AccountRecord, type KeyRecord } from '@cortex/contracts';
-import { current, EMPTY_BUDGET, reservedOf, reserve, settle, type Budget, type BudgetState } from './budget.decider.js';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { CONFIG, type CortexConfig } from '@cortex/config';
+import { billionthsOf, CortexError, type AccountRecord, type KeyRecord, type Limits } from '@cortex/contracts';
+import {
+  current,
+  EMPTY_BUDGET,
+  refusalOf,
+  reservedOf,
+  reserve,
+  settle,
+  TOKENS,
+  type Budget,
+  type BudgetState,
+  type BudgetUnit,
+} from './budget.decider.js';
+import { formatMoney } from './money.decider.js';
 import { HeldIds } from './held-ids.js';
 import { LimitsBucket } from './limits-bucket.js';
 
@@ -15,20 +28,48 @@ interface Scope {
   entry: string;
   budget: Budget;
   label: string;
+  unit: BudgetUnit;
+  /** Which of a request's amounts it counts. */
+  counts: 'tokens' | 'money';
 }
 
-/** A refusal is `insufficient_quota` (spent: do not retry) or `rate_limit_exceeded` (only reserved: retry after `retryAfterMs`). */
+/** What a request may spend at most, reserved before it is dispatched. */
+export interface BudgetAsk {
+  /** Its bound in tokens (limits/reservation.ts). */
+  tokens: number;
+  /** The same bound at its model's price, in billionths of the currency (money.decider.ts); null: the model has no price. */
+  money: number | null;
+  /** The model it names, for a refusal. */
+  model: string;
+}
+
+/** What a request spent once its runs reported: tokens, and the cost of its usage records in billionths. */
+export interface BudgetUse {
+  tokens: number;
+  money: number;
+}
+
+/** A refusal is `insufficient_quota` (spent: do not retry), `rate_limit_exceeded` (only reserved: retry after `retryAfterMs`) or `permission_denied` (a money budget and a model without a price). */
 export type ReserveResult =
-  | { kind: 'admit'; settle: (used: number) => Promise<void> }
+  | { kind: 'admit'; settle: (used: BudgetUse) => Promise<void> }
   | { kind: 'refuse'; error: CortexError; retryAfterMs: number | null };
 
+/** One budget's spend in its current window, as `GET /admin/keys/{id}` shows it. */
+export interface BudgetShown {
+  spent: number;
+  reserved: number;
+  period: string;
+}
+
 /**
- * Token budgets of stored keys and accounts, in the KV bucket `cortex_limits` (`budget.key.<id>`,
- * `budget.account.<name>`), changed by compare-and-set like the rate limits. A request reserves a
- * bound on its tokens before dispatch; once its response closed and its runs reported (finished,
- * failed, cancelled or the client gone: see RequestMeter) the reservation is settled with what they
- * used. Reservations are renewed while held, so those of a dead gateway stop counting within
- * RESERVATION_TTL_MS.
+ * Token and money budgets of stored keys and accounts, in the KV bucket `cortex_limits`
+ * (`budget.key.<id>` and `budget.account.<name>` in tokens, `money.key.<id>` and
+ * `money.account.<name>` in billionths of `billing.currency`), changed by compare-and-set like the
+ * rate limits. A request reserves a bound before dispatch in each budget that applies: its tokens,
+ * and those tokens at its model's price. Once its response closed and its runs reported (finished,
+ * failed, cancelled or the client gone: see RequestMeter), each reservation is settled with what they
+ * used: the tokens, and the cost of their usage records. Reservations are renewed while held, so those
+ * of a dead gateway stop counting within RESERVATION_TTL_MS.
  */
 @Injectable()
 export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
@@ -46,8 +87,15 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
       })
       .catch((error: Error) => this.logger.warn(`could not renew reservations of ${entry}: ${error.message}`)),
   );
+  /** Money in `billing.currency`, counted in billionths. */
+  private readonly money: BudgetUnit;
 
-  constructor(private readonly bucket: LimitsBucket) {}
+  constructor(
+    private readonly bucket: LimitsBucket,
+    @Inject(CONFIG) config: CortexConfig,
+  ) {
+    this.money = { name: 'money', unit: config.billing.currency, amount: formatMoney };
+  }
 
   onModuleInit(): void {
     this.held.start(RENEW_EVERY_MS);
@@ -58,34 +106,37 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     this.held.stop();
   }
 
-  /** Reserves `tokens` in the key's and the account's budgets for the request `requestId`; `settle` turns the reservation into what it used. */
+  /** Reserves `ask` in the key's and the account's budgets for the request `requestId`; `settle` turns the reservations into what it used. */
   async reserve(
     key: KeyRecord,
     account: AccountRecord | undefined,
     requestId: string,
-    tokens: number,
+    ask: BudgetAsk,
   ): Promise<ReserveResult> {
-    const scopes: Scope[] = [];
-    if (key.limits.token_budget)
-      scopes.push({
-        entry: `budget.key.${key.id}`,
-        budget: key.limits.token_budget,
-        label: `the key ${key.id} ("${key.name}")`,
-      });
-    if (account?.limits.token_budget)
-      scopes.push({
-        entry: `budget.account.${account.name}`,
-        budget: account.limits.token_budget,
-        label: `the account ${account.name}`,
-      });
+    const scopes = [
+      ...this.scopesOf(`key.${key.id}`, key.limits, `the key ${key.id} ("${key.name}")`),
+      ...(account ? this.scopesOf(`account.${account.name}`, account.limits, `the account ${account.name}`) : []),
+    ];
     if (scopes.length === 0) return { kind: 'admit', settle: () => Promise.resolve() };
+    const priced = scopes.find((s) => s.counts === 'money');
+    if (priced && ask.money === null)
+      return {
+        kind: 'refuse',
+        error: new CortexError(
+          'permission_denied',
+          `${priced.label} has a money budget, and the model "${ask.model}" has no price in the catalogue, so nothing bounds what a request would spend: use a model with a cost, or give this one a cost (PATCH /admin/models/<id> with {"cost": {"input": …, "output": …}})`,
+          { param: 'model' },
+        ),
+        retryAfterMs: null,
+      };
     // Unique per reservation: two requests under one x-request-id hold two.
     const id = `${requestId}.${randomUUID().slice(0, 8)}`;
     const admitted: Scope[] = [];
     for (const scope of scopes) {
+      const amount = scope.counts === 'tokens' ? ask.tokens : (ask.money ?? 0);
       const decision = await this.bucket
         .change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => {
-          const d = reserve(state, scope.budget, id, { tokens, expiresAt: now + RESERVATION_TTL_MS }, now);
+          const d = reserve(state, scope.budget, id, { amount, expiresAt: now + RESERVATION_TTL_MS }, now);
           return { next: d.kind === 'admit' ? d.next : null, result: d };
         })
         .catch(async (error: unknown) => {
@@ -95,25 +146,16 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
         });
       if (decision.kind === 'refuse') {
         await Promise.all(admitted.map((s) => this.finish(s, id, 0, false).catch(() => undefined)));
-        const { tokens: limit, window } = scope.budget;
-        const when =
-          decision.resetsAt === null
-            ? 'a balance, which never resets'
-            : `it resets at ${new Date(decision.resetsAt).toISOString()}`;
-        const period = window === 'balance' ? '' : window === 'day' ? ' today (UTC)' : ' this month (UTC)';
-        if (decision.spent < limit) {
-          // Not spent, only reserved by requests still running: worth retrying once they settle.
-          const message = `${scope.label} has ${limit - decision.spent} tokens of its budget left, all reserved by running requests (${decision.reserved} reserved); retry when they end`;
-          return {
-            kind: 'refuse',
-            error: new CortexError('rate_limit_exceeded', `rate limit reached (token budget): ${message}`, {
-              retryAfter: 1,
-            }),
-            retryAfterMs: 1_000,
-          };
-        }
-        const message = `${scope.label} has used its token budget: ${decision.spent} of ${limit} tokens spent${period} (${when})`;
-        return { kind: 'refuse', error: new CortexError('insufficient_quota', message), retryAfterMs: null };
+        const refusal = refusalOf(scope.label, scope.budget, scope.unit, decision);
+        return {
+          kind: 'refuse',
+          error: new CortexError(
+            refusal.code,
+            refusal.message,
+            refusal.retryAfterMs === null ? {} : { retryAfter: refusal.retryAfterMs / 1_000 },
+          ),
+          retryAfterMs: refusal.retryAfterMs,
+        };
       }
       admitted.push(scope);
       this.held.add(scope.entry, id);
@@ -126,7 +168,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
         settled = true;
         await Promise.all(
           admitted.map((s) =>
-            this.finish(s, id, used).catch((error: Error) =>
+            this.finish(s, id, used[s.counts]).catch((error: Error) =>
               this.logger.warn(
                 `could not settle ${s.entry} (${error.message}); the request is not charged, and its reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`,
               ),
@@ -137,15 +179,55 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     };
   }
 
-  /** Spent and reserved tokens of the key's budget now, for `GET /admin/keys/{id}`. */
-  async usage(key: KeyRecord, now = Date.now()): Promise<{ spent: number; reserved: number; period: string } | null> {
-    if (!key.limits.token_budget) return null;
-    const state = current(
-      await this.bucket.read<BudgetState>(`budget.key.${key.id}`, EMPTY_BUDGET),
-      key.limits.token_budget.window,
-      now,
-    );
-    return { spent: state.spent, reserved: reservedOf(state), period: state.period };
+  /**
+   * Spent and reserved of the key's budgets now, for `GET /admin/keys/{id}`: tokens, and money in
+   * `billing.currency` (to the billionth); null where the key has no such budget.
+   */
+  async usage(
+    key: KeyRecord,
+    now = Date.now(),
+  ): Promise<{ token_budget: BudgetShown | null; money_budget: (BudgetShown & { currency: string }) | null }> {
+    const shown = async (scope: Scope | undefined): Promise<BudgetShown | null> => {
+      if (!scope) return null;
+      const state = current(await this.bucket.read<BudgetState>(scope.entry, EMPTY_BUDGET), scope.budget.window, now);
+      return { spent: state.spent, reserved: reservedOf(state), period: state.period };
+    };
+    const scopes = this.scopesOf(`key.${key.id}`, key.limits, key.id);
+    const [tokens, money] = await Promise.all([
+      shown(scopes.find((s) => s.counts === 'tokens')),
+      shown(scopes.find((s) => s.counts === 'money')),
+    ]);
+    return {
+      token_budget: tokens,
+      money_budget: money && {
+        spent: money.spent / 1e9,
+        reserved: money.reserved / 1e9,
+        period: money.period,
+        currency: this.money.unit,
+      },
+    };
+  }
+
+  /** The budgets `limits` sets for one owner (`key.<id>` or `account.<name>`): tokens first, then money. */
+  private scopesOf(owner: string, limits: Limits, label: string): Scope[] {
+    const scopes: Scope[] = [];
+    if (limits.token_budget)
+      scopes.push({
+        entry: `budget.${owner}`,
+        budget: { limit: limits.token_budget.tokens, window: limits.token_budget.window },
+        label,
+        unit: TOKENS,
+        counts: 'tokens',
+      });
+    if (limits.money_budget)
+      scopes.push({
+        entry: `money.${owner}`,
+        budget: { limit: billionthsOf(limits.money_budget.amount), window: limits.money_budget.window },
+        label,
+        unit: this.money,
+        counts: 'money',
+      });
+    return scopes;
   }
 
   /**

@@ -5,18 +5,21 @@ import {
   EMPTY_BUDGET,
   periodEnd,
   periodOf,
+  refusalOf,
   reserve,
   settle,
+  TOKENS,
   type Budget,
+  type BudgetUnit,
   type BudgetState,
 } from './budget.decider.js';
 
 const T0 = Date.parse('2026-11-24T23:59:00Z');
-const R = (tokens: number, at = T0) => ({ tokens, expiresAt: at + 60_000 });
+const R = (amount: number, at = T0) => ({ amount, expiresAt: at + 60_000 });
 
 describe('budget decider', () => {
   it('budget - admitted while spent + reserved is below the budget: overshoot is at most one reservation', () => {
-    const budget: Budget = { tokens: 1_000, window: 'balance' };
+    const budget: Budget = { limit: 1_000, window: 'balance' };
     let state: BudgetState = EMPTY_BUDGET;
     const kinds: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -28,11 +31,11 @@ describe('budget decider', () => {
     assert.deepEqual(kinds, ['admit', 'admit', 'admit', 'admit', 'refuse']);
     for (let i = 0; i < 4; i++) state = settle(state, 'balance', `r${i}`, 300, T0);
     assert.equal(state.spent, 1_200);
-    assert.ok(state.spent <= budget.tokens + 300);
+    assert.ok(state.spent <= budget.limit + 300);
   });
 
   it('budget - settling charges what was used, releasing (used 0) gives the reservation back', () => {
-    const budget: Budget = { tokens: 100, window: 'balance' };
+    const budget: Budget = { limit: 100, window: 'balance' };
     const a = reserve(EMPTY_BUDGET, budget, 'a', R(80), T0);
     assert.equal(a.kind, 'admit');
     if (a.kind !== 'admit') return;
@@ -45,7 +48,7 @@ describe('budget decider', () => {
   });
 
   it('budget - a reservation nobody settles (its gateway died) stops counting at its expiry', () => {
-    const budget: Budget = { tokens: 100, window: 'balance' };
+    const budget: Budget = { limit: 100, window: 'balance' };
     const a = reserve(EMPTY_BUDGET, budget, 'a', R(100), T0);
     assert.equal(a.kind, 'admit');
     if (a.kind !== 'admit') return;
@@ -71,7 +74,7 @@ describe('budget decider', () => {
     assert.equal(current(spentYesterday, 'day', T0).spent, 500);
     assert.equal(current(spentYesterday, 'day', T0 + 60_000).spent, 0);
     assert.equal(current({ period: 'all', spent: 500, reservations: {} }, 'balance', T0 + 86_400_000 * 400).spent, 500);
-    const refused = reserve(spentYesterday, { tokens: 500, window: 'day' }, 'x', R(1), T0);
+    const refused = reserve(spentYesterday, { limit: 500, window: 'day' }, 'x', R(1), T0);
     assert.deepEqual(refused, {
       kind: 'refuse',
       spent: 500,
@@ -79,8 +82,72 @@ describe('budget decider', () => {
       resetsAt: Date.parse('2026-11-25T00:00:00Z'),
     });
     assert.equal(
-      reserve(spentYesterday, { tokens: 500, window: 'day' }, 'x', R(1, T0 + 60_000), T0 + 60_000).kind,
+      reserve(spentYesterday, { limit: 500, window: 'day' }, 'x', R(1, T0 + 60_000), T0 + 60_000).kind,
       'admit',
     );
   });
+
+  const euros: BudgetUnit = { name: 'money', unit: 'EUR', amount: (b) => (b / 1e9).toFixed(2) };
+  const refusals: Array<{
+    what: string;
+    budget: Budget;
+    unit: BudgetUnit;
+    refused: { spent: number; reserved: number; resetsAt: number | null };
+    code: string;
+    message: string;
+  }> = [
+    {
+      what: 'tokens spent in a day',
+      budget: { limit: 2_000, window: 'day' },
+      unit: TOKENS,
+      refused: { spent: 2_010, reserved: 0, resetsAt: Date.parse('2026-11-25T00:00:00Z') },
+      code: 'insufficient_quota',
+      message:
+        'the key k has used its token budget: 2010 of 2000 tokens spent today (UTC) (it resets at 2026-11-25T00:00:00.000Z)',
+    },
+    {
+      what: 'money spent in a month',
+      budget: { limit: 50e9, window: 'month' },
+      unit: euros,
+      refused: { spent: 50.2e9, reserved: 1e9, resetsAt: Date.parse('2026-12-01T00:00:00Z') },
+      code: 'insufficient_quota',
+      message:
+        'the key k has used its money budget: 50.20 of 50.00 EUR spent this month (UTC) (it resets at 2026-12-01T00:00:00.000Z)',
+    },
+    {
+      what: 'a money balance spent to the billionth',
+      budget: { limit: 5e9, window: 'balance' },
+      unit: euros,
+      refused: { spent: 5e9, reserved: 0, resetsAt: null },
+      code: 'insufficient_quota',
+      message: 'the key k has used its money budget: 5.00 of 5.00 EUR spent (a balance, which never resets)',
+    },
+    {
+      what: 'money left, all of it reserved',
+      budget: { limit: 50e9, window: 'month' },
+      unit: euros,
+      refused: { spent: 40e9, reserved: 12e9, resetsAt: Date.parse('2026-12-01T00:00:00Z') },
+      code: 'rate_limit_exceeded',
+      message:
+        'rate limit reached (money budget): the key k has 10.00 EUR of its budget left, all reserved by running requests (12.00 reserved); retry when they end',
+    },
+    {
+      what: 'tokens left, all of them reserved',
+      budget: { limit: 100, window: 'balance' },
+      unit: TOKENS,
+      refused: { spent: 20, reserved: 90, resetsAt: null },
+      code: 'rate_limit_exceeded',
+      message:
+        'rate limit reached (token budget): the key k has 80 tokens of its budget left, all reserved by running requests (90 reserved); retry when they end',
+    },
+  ];
+  for (const { what, budget, unit, refused, code, message } of refusals) {
+    it(`budget - refusal, ${what}: ${code}`, () => {
+      const refusal = refusalOf('the key k', budget, unit, refused);
+      assert.deepEqual(
+        [refusal.code, refusal.message, refusal.retryAfterMs],
+        [code, message, code === 'insufficient_quota' ? null : 1_000],
+      );
+    });
+  }
 });

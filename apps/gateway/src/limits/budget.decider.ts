@@ -1,15 +1,17 @@
 import type { BudgetWindow } from '@cortex/contracts';
 
 /**
- * Token budgets of one scope (a key, or an account with all its keys) as pure functions of the
- * scope's stored state and the clock. A request reserves a bound on what it can spend before it is
+ * Budgets of one scope (a key, or an account with all its keys) as pure functions of the scope's
+ * stored state and the clock. A request reserves a bound on what it can spend before it is
  * dispatched; once it ends the reservation is replaced by what it really spent (settled) or dropped
  * (released). A request is admitted while spent + reserved is below the budget, so any number of
- * gateways together overshoot it by at most the last admitted reservation.
+ * gateways together overshoot it by at most the last admitted reservation. The amounts are whole
+ * numbers in the budget's unit: tokens for a token budget, billionths of the currency for a money
+ * budget (money.decider.ts), so every sum is exact.
  */
 
 export interface Reservation {
-  tokens: number;
+  amount: number;
   /** When it stops counting if nobody settles or releases it (its gateway died). */
   expiresAt: number;
 }
@@ -22,7 +24,8 @@ export interface BudgetState {
 }
 
 export interface Budget {
-  tokens: number;
+  /** The most the scope may spend per window, in the budget's unit. */
+  limit: number;
   window: BudgetWindow;
 }
 
@@ -53,7 +56,7 @@ export function current(state: BudgetState, window: BudgetWindow, now: number): 
 }
 
 export function reservedOf(state: BudgetState): number {
-  return Object.values(state.reservations).reduce((sum, r) => sum + r.tokens, 0);
+  return Object.values(state.reservations).reduce((sum, r) => sum + r.amount, 0);
 }
 
 export function reserve(
@@ -65,15 +68,64 @@ export function reserve(
 ): BudgetDecision {
   const now_ = current(state, budget.window, now);
   const reserved = reservedOf(now_);
-  if (now_.spent + reserved >= budget.tokens)
+  if (now_.spent + reserved >= budget.limit)
     return { kind: 'refuse', spent: now_.spent, reserved, resetsAt: periodEnd(budget.window, now) };
   const next = { ...now_, reservations: { ...now_.reservations, [id]: reservation } };
-  return { kind: 'admit', next, remaining: Math.max(0, budget.tokens - now_.spent - reserved - reservation.tokens) };
+  return { kind: 'admit', next, remaining: Math.max(0, budget.limit - now_.spent - reserved - reservation.amount) };
 }
 
-/** The request ended having spent `used` tokens: its reservation becomes spend. */
+/** The request ended having spent `used` (in the budget's unit): its reservation becomes spend. */
 export function settle(state: BudgetState, window: BudgetWindow, id: string, used: number, now: number): BudgetState {
   const next = current(state, window, now);
   const { [id]: _gone, ...rest } = next.reservations;
   return { ...next, spent: next.spent + used, reservations: rest };
+}
+
+/** What a budget counts, as its messages name it. */
+export interface BudgetUnit {
+  /** The budget's name: "its token budget", "its money budget". */
+  name: 'token' | 'money';
+  /** After an amount: `tokens`, or the currency. */
+  unit: string;
+  /** An amount in the budget's unit as a person reads it. */
+  amount: (value: number) => string;
+}
+
+export const TOKENS: BudgetUnit = { name: 'token', unit: 'tokens', amount: String };
+
+/**
+ * Why a reservation was refused, for the client. Spent (nothing left before the window resets):
+ * `insufficient_quota`, not worth retrying, with what was spent, the limit, the unit and when it
+ * resets. Only reserved by requests still running: `rate_limit_exceeded`, worth retrying once they
+ * settle.
+ */
+export type BudgetRefusal =
+  | { code: 'insufficient_quota'; message: string; retryAfterMs: null }
+  | { code: 'rate_limit_exceeded'; message: string; retryAfterMs: number };
+
+export function refusalOf(
+  /** Whose budget: `the key key_… ("ci")`, `the account team-a`. */
+  label: string,
+  budget: Budget,
+  unit: BudgetUnit,
+  refused: { spent: number; reserved: number; resetsAt: number | null },
+): BudgetRefusal {
+  const { limit, window } = budget;
+  const show = (value: number): string => `${unit.amount(value)} ${unit.unit}`;
+  if (refused.spent < limit)
+    return {
+      code: 'rate_limit_exceeded',
+      message: `rate limit reached (${unit.name} budget): ${label} has ${show(limit - refused.spent)} of its budget left, all reserved by running requests (${unit.amount(refused.reserved)} reserved); retry when they end`,
+      retryAfterMs: 1_000,
+    };
+  const when =
+    refused.resetsAt === null
+      ? 'a balance, which never resets'
+      : `it resets at ${new Date(refused.resetsAt).toISOString()}`;
+  const period = window === 'balance' ? '' : window === 'day' ? ' today (UTC)' : ' this month (UTC)';
+  return {
+    code: 'insufficient_quota',
+    message: `${label} has used its ${unit.name} budget: ${unit.amount(refused.spent)} of ${show(limit)} spent${period} (${when})`,
+    retryAfterMs: null,
+  };
 }

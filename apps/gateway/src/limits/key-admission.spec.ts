@@ -2,10 +2,10 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ModelCatalogue } from '@cortex/bus';
 import { CortexConfig, type LimitsPolicy } from '@cortex/config';
-import { NO_USAGE, type KeyRecord } from '@cortex/contracts';
+import { NO_USAGE, type KeyRecord, type UsageRecord } from '@cortex/contracts';
 import type { KeyDirectory } from '../keys/key-directory.js';
 import { RequestMeter } from '../usage/request-meter.js';
-import type { BudgetLedger } from './budget-ledger.js';
+import type { BudgetAsk, BudgetLedger, BudgetUse } from './budget-ledger.js';
 import { KeyAdmission, type AdmissionAsk } from './key-admission.js';
 import type { RateLimiter } from './rate-limiter.js';
 import type { TokenRateLimiter } from './token-rate-limiter.js';
@@ -27,9 +27,14 @@ const KEY: KeyRecord = {
 type Check = 'requests' | 'tokens' | 'budget';
 const down = (): Promise<never> => Promise.reject(new Error('insufficient resources'));
 
-/** An admission whose `failing` checks throw (their store full), under `policy`; what each check did is logged in `calls`. */
-function admission(failing: Check[], policy: Partial<Record<Check, LimitsPolicy>>) {
+/** An admission whose `failing` checks throw (their store full), under `policy`; what each check did is logged in `calls`, what the budgets were asked in `asks`. */
+function admission(
+  failing: Check[],
+  policy: Partial<Record<Check, LimitsPolicy>>,
+  models: Record<string, { contextSize: number; cost?: { input: number; cachedInput?: number; output: number } }> = {},
+) {
   const calls: string[] = [];
+  const asks: BudgetAsk[] = [];
   const limiter = {
     admit: () =>
       failing.includes('requests')
@@ -51,19 +56,19 @@ function admission(failing: Check[], policy: Partial<Record<Check, LimitsPolicy>
           }),
   } as unknown as TokenRateLimiter;
   const budgets = {
-    reserve: () =>
+    reserve: (_key: unknown, _account: unknown, _id: string, ask: BudgetAsk) =>
       failing.includes('budget')
         ? down()
         : Promise.resolve({
             kind: 'admit',
-            settle: (used: number) => Promise.resolve(void calls.push(`budget ${used}`)),
-          }),
+            settle: (used: BudgetUse) => Promise.resolve(void calls.push(`budget ${used.tokens} ${used.money}`)),
+          }).finally(() => asks.push(ask)),
   } as unknown as BudgetLedger;
   const directory = { account: () => undefined } as unknown as KeyDirectory;
-  const catalogue = { find: () => undefined } as unknown as ModelCatalogue;
+  const catalogue = { find: (name: string) => models[name] } as unknown as ModelCatalogue;
   const config = new CortexConfig();
   Object.assign(config.gateway.limitsUnavailable, policy);
-  return { keys: new KeyAdmission(limiter, tokens, budgets, directory, catalogue, config), calls };
+  return { keys: new KeyAdmission(limiter, tokens, budgets, directory, catalogue, config), calls, asks };
 }
 
 const ask = (meter = new RequestMeter(), background = false): AdmissionAsk => ({
@@ -121,7 +126,7 @@ describe('key admission', () => {
     report({ ...NO_USAGE, promptTokens: 7, completionTokens: 5 });
     await meter.settled;
     await new Promise((done) => setImmediate(done));
-    assert.deepEqual(calls.sort(), ['budget 12', 'release', 'tpm 12']);
+    assert.deepEqual(calls.sort(), ['budget 12 0', 'release', 'tpm 12']);
   });
 
   it('key admission - a background response keeps its slot until its run reported', async () => {
@@ -135,6 +140,54 @@ describe('key admission', () => {
     report({ ...NO_USAGE, promptTokens: 3, completionTokens: 4 });
     await meter.settled;
     await new Promise((done) => setImmediate(done));
-    assert.deepEqual(calls.sort(), ['budget 7', 'release', 'tpm 7']);
+    assert.deepEqual(calls.sort(), ['budget 7 0', 'release', 'tpm 7']);
+  });
+
+  it("key admission - a money budget reserves the request's bound at its model's price, and is charged its usage records' cost", async () => {
+    const { keys, calls, asks } = admission(
+      [],
+      {},
+      {
+        priced: { contextSize: 512, cost: { input: 2, cachedInput: 4, output: 10 } },
+        free: { contextSize: 512 },
+      },
+    );
+    const meter = new RequestMeter();
+    const decision = await keys.admit({ ...ask(meter), body: { model: 'priced', max_tokens: 10 } });
+    // 40 bytes of prompt at the dearer input price (4 a million: 4,000 billionths a token) and 10
+    // output tokens at 10 a million: 160,000 + 100,000 billionths.
+    assert.deepEqual(asks[0], { tokens: 50, money: 260_000, model: 'priced' });
+    await keys.admit({ ...ask(), body: { model: 'free', max_tokens: 10 } });
+    assert.deepEqual(asks[1], { tokens: 50, money: null, model: 'free' }, 'no price: nothing bounds it');
+    await keys.admit({ ...ask(), body: { model: 'unknown' } });
+    assert.deepEqual(asks[2], { tokens: 40 + 4_096, money: null, model: 'unknown' });
+    // Two runs of the request leave usage records; the meter sums their cost in billionths.
+    const record = (cost: number | undefined): UsageRecord => ({
+      id: 'run',
+      request_id: 'req',
+      account: 'team-a',
+      key_id: 'key_1',
+      model: 'priced',
+      api: 'openai.chat',
+      stream: false,
+      prompt_tokens: 1,
+      cached_prompt_tokens: 0,
+      completion_tokens: 1,
+      reasoning_tokens: 0,
+      at: 0,
+      ...(cost !== undefined && { cost }),
+    });
+    const first = meter.opened();
+    const second = meter.opened();
+    RequestMeter.charge(meter.payer, record(0.000012));
+    first({ ...NO_USAGE, promptTokens: 7, completionTokens: 5 });
+    RequestMeter.charge(meter.payer, record(0.1));
+    RequestMeter.charge(meter.payer, record(undefined));
+    RequestMeter.charge({ account: 'team-a', keyId: 'key_1' }, record(5));
+    second({ ...NO_USAGE, promptTokens: 1, completionTokens: 1 });
+    if (decision.kind === 'admit') decision.done();
+    await meter.settled;
+    await new Promise((done) => setImmediate(done));
+    assert.ok(calls.includes('budget 14 100012000'), calls.join(', '));
   });
 });

@@ -7,7 +7,8 @@ import type { RequestMeter } from '../usage/request-meter.js';
 import { BudgetLedger } from './budget-ledger.js';
 import type { RequestWindow } from './rate-limit.decider.js';
 import { RateLimiter } from './rate-limiter.js';
-import { reservationFor } from './reservation.js';
+import { moneyReservation } from './money.decider.js';
+import { reservationBound } from './reservation.js';
 import type { TokenWindow } from './token-rate.decider.js';
 import { TokenRateLimiter } from './token-rate-limiter.js';
 
@@ -21,7 +22,7 @@ const logger = new Logger('limits');
 const CHECKS: Record<keyof LimitsUnavailableConfig, string> = {
   requests: 'requests per minute and concurrent requests',
   tokens: 'tokens per minute',
-  budget: 'token budget',
+  budget: 'token and money budgets',
 };
 
 /** One request of a stored key that asks to start work on a worker. */
@@ -53,8 +54,9 @@ export type KeyAdmissionResult =
 
 /**
  * The limits of a stored key and its account, in the order every route applies them: the request
- * windows (rate-limiter.ts), tokens per minute (token-rate-limiter.ts), then the token budgets
- * (budget-ledger.ts); the last two reserve the request's bound and settle with the usage it reports.
+ * windows (rate-limiter.ts), tokens per minute (token-rate-limiter.ts), then the token and money
+ * budgets (budget-ledger.ts); the last two reserve the request's bound (money: that bound at its
+ * model's price) and settle with the usage it reports (money: the cost of its usage records).
  * An admitted request's meter is billed to its key and account (its usage records say so); it holds
  * its concurrency lease until `done` (its HTTP response closed, or its WebSocket turn ended; a
  * background response's until its run ends), and its reservations until its runs have reported what
@@ -112,13 +114,10 @@ export class KeyAdmission {
         error: rate.error,
         retryAfterMs: rate.retryAfterMs,
       };
-    const model = (ask.body as { model?: unknown } | null)?.model;
-    const reserved = reservationFor(
-      ask.path,
-      ask.body,
-      ask.bytes,
-      typeof model === 'string' ? this.contextSizeOf(model) : undefined,
-    );
+    const named = (ask.body as { model?: unknown } | null)?.model;
+    const model = typeof named === 'string' ? this.catalogue.find(named) : undefined;
+    const bound = reservationBound(ask.path, ask.body, ask.bytes, model?.contextSize);
+    const reserved = bound.prompt + bound.output;
     const perMinute = await this.unless('tokens', key, () => this.tokens.admit(key, account, reserved), {
       kind: 'admit',
       window: null,
@@ -137,7 +136,12 @@ export class KeyAdmission {
         retryAfterMs: perMinute.retryAfterMs,
       };
     }
-    const budget = await this.unless('budget', key, () => this.budgets.reserve(key, account, requestId, reserved), {
+    const budgetAsk = {
+      tokens: reserved,
+      money: moneyReservation(bound, model?.cost),
+      model: typeof named === 'string' ? named : '(none)',
+    };
+    const budget = await this.unless('budget', key, () => this.budgets.reserve(key, account, requestId, budgetAsk), {
       kind: 'admit',
       settle: () => Promise.resolve(),
     }).catch(async (error: unknown) => {
@@ -165,9 +169,13 @@ export class KeyAdmission {
       ask.meter.close();
       // Settled once every run of the request reported what it used (a background response's run goes
       // on after its reply closed); the bound only guards against a run that never reports.
-      const bound = ask.background ? BACKGROUND_SETTLE_BOUND_MS : SETTLE_BOUND_MS;
-      void settledWithin(ask.meter, bound).then(async (used) => {
-        await Promise.all([budget.settle(used), perMinute.settle(used), ask.background && rate.release()]);
+      const settleBound = ask.background ? BACKGROUND_SETTLE_BOUND_MS : SETTLE_BOUND_MS;
+      void settledWithin(ask.meter, settleBound).then(async (used) => {
+        await Promise.all([
+          budget.settle({ tokens: used, money: ask.meter.cost }),
+          perMinute.settle(used),
+          ask.background && rate.release(),
+        ]);
       });
     };
     return { kind: 'admit', requests: rate.requests, tokens: perMinute.window, done };
@@ -193,10 +201,6 @@ export class KeyAdmission {
       );
       return uncounted;
     }
-  }
-
-  private contextSizeOf(name: string): number | undefined {
-    return this.catalogue.find(name)?.contextSize;
   }
 }
 

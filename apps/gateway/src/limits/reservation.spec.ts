@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULT_OUTPUT_CAP, reservationFor } from './reservation.js';
+import { DEFAULT_OUTPUT_CAP, reservationBound, reservationFor } from './reservation.js';
 
 describe('budget reservation', () => {
   const cases: Array<[string, string, unknown, number, number | undefined, number]> = [
@@ -18,4 +18,13 @@ describe('budget reservation', () => {
   for (const [what, path, body, bytes, context, expected] of cases) {
     it(`reservation - ${what}: ${expected}`, () => assert.equal(reservationFor(path, body, bytes, context), expected));
   }
+
+  it('reservation - the bound in its parts, as a money budget prices them: the body bounds the prompt, the cap the output', () => {
+    assert.deepEqual(reservationBound('/v1/chat/completions', { max_tokens: 50, n: 2 }, 100, 512), {
+      prompt: 100,
+      output: 100,
+    });
+    assert.deepEqual(reservationBound('/v1/embeddings', { input: 'x' }, 40, 512), { prompt: 40, output: 0 });
+    assert.deepEqual(reservationBound('/v1/messages', {}, 0, undefined), { prompt: 1, output: DEFAULT_OUTPUT_CAP });
+  });
 });

@@ -1,4 +1,12 @@
-import type { Usage, UsageOwner } from '@cortex/contracts';
+import { billionthsOf, type Usage, type UsageOwner, type UsageRecord } from '@cortex/contracts';
+
+/**
+ * The meter of the request each payer was billed on. A run hands its payer to the usage recorder with
+ * its finish, and the record made there carries the cost; through this map the cost comes back to
+ * the request's meter, so a money budget is charged exactly what the usage records say (never a
+ * second reckoning of the price).
+ */
+const meters = new WeakMap<UsageOwner, RequestMeter>();
 
 /**
  * What one request was given, summed over every run it started, and who pays for it. The request owns
@@ -12,6 +20,7 @@ export class RequestMeter {
   private used = 0;
   private closed = false;
   private owner: UsageOwner | null = null;
+  private billionths = 0;
   private done: ((tokens: number) => void) | null = null;
   /** The tokens every run of the request used, once the request closed and all of them reported. */
   readonly settled: Promise<number>;
@@ -23,6 +32,25 @@ export class RequestMeter {
   /** The stored key and account that pay for the request (its admission says so, before any run ends). */
   bill(owner: UsageOwner): void {
     this.owner = owner;
+    meters.set(owner, this);
+  }
+
+  /**
+   * A usage record of a run billed to `payer` was made: its cost counts toward the meter that payer
+   * came from. A run's record is made just before it reports (InferenceRun.record), so a settled
+   * meter holds the cost of every record of the request.
+   */
+  static charge(payer: UsageOwner | null, record: UsageRecord): void {
+    if (payer && record.cost !== undefined) meters.get(payer)?.add(billionthsOf(record.cost));
+  }
+
+  /** The cost of the request's usage records so far, in billionths of `billing.currency` (0 for models without a price). */
+  get cost(): number {
+    return this.billionths;
+  }
+
+  private add(billionths: number): void {
+    this.billionths += billionths;
   }
 
   /** Who pays; null for a key from the config file, or none. */

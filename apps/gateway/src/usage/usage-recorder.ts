@@ -13,6 +13,7 @@ import {
   type UsageOwner,
   type UsageRecord,
 } from '@cortex/contracts';
+import { RequestMeter } from './request-meter.js';
 import { UsageSummary, type UsageQuery, type UsageRow } from './usage-query.decider.js';
 
 /** The longest a usage query reads the stream before it gives up with a retryable error. */
@@ -47,10 +48,12 @@ export class UsageRecorder implements OnModuleInit {
   /**
    * Publishes the usage record of one finished run, billed to `payer` (none when it used no tokens),
    * with the cost of its tokens at `price` (the model's in the live catalogue now) when it has one.
+   * That cost is what the request's money budgets are charged (RequestMeter.charge).
    */
   record(event: RequestFinishedEvent, runId: string, payer: UsageOwner | null, price?: TokenPrice): void {
     const record = usageRecordOf(event, payer, runId, price);
     if (!record) return;
+    RequestMeter.charge(payer, record);
     this.publish(record, 0);
   }
 
