@@ -390,8 +390,23 @@ ${limits}    secret_env: ${secretEnv}
     assert.equal(update.status, 0, update.stderr);
     assert.match(update.stdout, /: 2 at once; every model; tier 5\. Every gateway applies it within a second\./);
 
+    const money = cli('keys', 'update', created.id, '--money-budget', '12.5', '--money-window', 'month');
+    assert.equal(money.status, 0, money.stderr);
+    assert.match(money.stdout, /: 2 at once, 12\.5 USD a month; every model; tier 5\./);
+    const noMoney = cli('keys', 'update', created.id, '--money-budget', '0');
+    assert.equal(noMoney.status, 1);
+    assert.match(noMoney.stderr, /limits\.money_budget\.amount: must be an amount of billing\.currency above 0/);
+    const notMoney = cli('keys', 'update', created.id, '--money-budget', 'lots');
+    assert.equal(notMoney.status, 2);
+    assert.match(notMoney.stderr, /--money-budget must be an amount such as 50 or 0\.25, or "none" to remove it/);
+
     const show = cli('keys', 'show', created.id, '--json');
-    assert.deepEqual((JSON.parse(show.stdout) as KeyAnswer).limits, { concurrent_requests: 2 });
+    assert.deepEqual((JSON.parse(show.stdout) as KeyAnswer).limits, {
+      concurrent_requests: 2,
+      money_budget: { amount: 12.5, window: 'month' },
+    });
+    const cleared = cli('keys', 'update', created.id, '--money-budget', 'none', '--json');
+    assert.deepEqual((JSON.parse(cleared.stdout) as KeyAnswer).limits, { concurrent_requests: 2 });
 
     const rotate = cli('keys', 'rotate', created.id, '--grace', '60');
     assert.equal(rotate.status, 0, rotate.stderr);

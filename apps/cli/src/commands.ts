@@ -23,6 +23,17 @@ const KEY_OPTIONS = {
     value: 'window',
     description: 'balance (never resets, the default), day or month (UTC)',
   },
+  'money-budget': {
+    type: 'string',
+    value: 'amount',
+    description:
+      "money budget in billing.currency, at the catalogue's prices (e.g. 50 or 0.25); refused with insufficient_quota once spent",
+  },
+  'money-window': {
+    type: 'string',
+    value: 'window',
+    description: "the money budget's window: balance (never resets, the default), day or month (UTC)",
+  },
   model: {
     type: 'string',
     multiple: true,
@@ -219,6 +230,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       concurrency: KEY_OPTIONS.concurrency,
       budget: KEY_OPTIONS.budget,
       'budget-window': KEY_OPTIONS['budget-window'],
+      'money-budget': KEY_OPTIONS['money-budget'],
+      'money-window': KEY_OPTIONS['money-window'],
       json: JSON_OPTION,
     },
   },

@@ -25,8 +25,9 @@ const LIMIT_FLAGS = {
 export async function keysCommand(command: string, values: OptionValues, positionals: string[]): Promise<void> {
   const json = values.json === true;
   if (command === 'keys apply') return applyCommand(positionals[0] ?? '', values);
-  await withBus('keys', async (_bus, { nc }) => {
+  await withBus('keys', async (_bus, { nc, config }) => {
     const store = await KeyStore.open(nc);
+    const currency = config.billing.currency;
     const now = Date.now();
     const id = positionals[0] ?? '';
     switch (command) {
@@ -36,7 +37,7 @@ export async function keysCommand(command: string, values: OptionValues, positio
         print(
           json,
           { ...view, secret },
-          `Created key ${key.id} "${key.name}" in account ${key.account}: ${describeKey(view)}.\nIts secret, shown this once (store it now):\n\n  ${secret}\n`,
+          `Created key ${key.id} "${key.name}" in account ${key.account}: ${describeKey(view, currency)}.\nIts secret, shown this once (store it now):\n\n  ${secret}\n`,
         );
         return;
       }
@@ -50,13 +51,13 @@ export async function keysCommand(command: string, values: OptionValues, positio
           { object: 'list', data: views },
           views.length === 0
             ? `No stored keys${account ? ` in account ${account}` : ''} (\`cortex keys create --name <name>\` makes one).`
-            : keyTable(views),
+            : keyTable(views, currency),
         );
         return;
       }
       case 'keys show': {
         const view = keyView(await store.get(id), now);
-        print(json, view, showKey(view));
+        print(json, view, showKey(view, currency));
         return;
       }
       case 'keys update': {
@@ -65,7 +66,7 @@ export async function keysCommand(command: string, values: OptionValues, positio
         print(
           json,
           view,
-          `Updated key ${key.id} "${key.name}" (account ${key.account}): ${describeKey(view)}. Every gateway applies it within a second.`,
+          `Updated key ${key.id} "${key.name}" (account ${key.account}): ${describeKey(view, currency)}. Every gateway applies it within a second.`,
         );
         return;
       }
@@ -104,7 +105,7 @@ export async function keysCommand(command: string, values: OptionValues, positio
           { object: 'list', data: accounts },
           accounts.length === 0
             ? 'No account has limits (`cortex accounts set <name> --rpm <n>` sets some).'
-            : accounts.map((a) => `${a.name}\t${describeLimits(a.limits)}`).join('\n'),
+            : accounts.map((a) => `${a.name}\t${describeLimits(a.limits, currency)}`).join('\n'),
         );
         return;
       }
@@ -114,7 +115,7 @@ export async function keysCommand(command: string, values: OptionValues, positio
         print(
           json,
           account,
-          `Account ${account.name}: ${describeLimits(account.limits)}. Its keys get the tighter of their own limits and these.`,
+          `Account ${account.name}: ${describeLimits(account.limits, currency)}. Its keys get the tighter of their own limits and these.`,
         );
         return;
       }
@@ -169,10 +170,26 @@ function limitsBody(command: string, values: OptionValues, clearable: boolean): 
     );
   if (budget === null) limits.token_budget = null;
   else if (budget !== undefined) limits.token_budget = { tokens: budget, window: window ?? 'balance' };
+  const money = stringOption(values, 'money-budget');
+  const moneyWindow = stringOption(values, 'money-window');
+  if (moneyWindow !== undefined && money === undefined)
+    throw new UsageError(
+      `cortex ${command}: --money-window goes with --money-budget <amount>; run "cortex ${command} --help" to see its usage`,
+    );
+  if (clearable && money === 'none') limits.money_budget = null;
+  else if (money !== undefined) {
+    // The amount itself (above 0, at most MAX_MONEY_BUDGET) is checked where the admin API checks it.
+    if (!/^\d+(\.\d+)?$/.test(money))
+      throw new UsageError(
+        `cortex ${command}: --money-budget must be an amount such as 50 or 0.25${clearable ? ', or "none" to remove it' : ''} (got "${money}"); run "cortex ${command} --help" to see its usage`,
+      );
+    limits.money_budget = { amount: Number(money), window: moneyWindow ?? 'balance' };
+  }
   return limits;
 }
 
-export function describeLimits(limits: Limits): string {
+/** A key's or account's limits in a few words; `currency` is `billing.currency`, which a money budget is in. */
+export function describeLimits(limits: Limits, currency = ''): string {
   const parts: string[] = [];
   if (limits.requests_per_minute !== undefined) parts.push(`${limits.requests_per_minute} requests/min`);
   if (limits.tokens_per_minute !== undefined) parts.push(`${limits.tokens_per_minute} tokens/min`);
@@ -181,16 +198,20 @@ export function describeLimits(limits: Limits): string {
     parts.push(
       `${limits.token_budget.tokens} tokens ${limits.token_budget.window === 'balance' ? 'in all' : `a ${limits.token_budget.window}`}`,
     );
+  if (limits.money_budget)
+    parts.push(
+      `${limits.money_budget.amount}${currency ? ` ${currency}` : ''} ${limits.money_budget.window === 'balance' ? 'in all' : `a ${limits.money_budget.window}`}`,
+    );
   return parts.length === 0 ? 'no limits' : parts.join(', ');
 }
 
-function describeKey(view: KeyView): string {
+function describeKey(view: KeyView, currency: string): string {
   const models = view.models === null ? 'every model' : `models ${view.models.join(', ')}`;
   const expiry = view.expires_at ? `, expires ${view.expires_at}` : '';
-  return `${describeLimits(view.limits)}; ${models}; tier ${view.tier}${expiry}`;
+  return `${describeLimits(view.limits, currency)}; ${models}; tier ${view.tier}${expiry}`;
 }
 
-function keyTable(views: KeyView[]): string {
+function keyTable(views: KeyView[], currency: string): string {
   const rows = [
     ['id', 'name', 'account', 'state', 'prefix', 'limits', 'models', 'expires'],
     ...views.map((v) => [
@@ -199,7 +220,7 @@ function keyTable(views: KeyView[]): string {
       v.account,
       v.state,
       v.prefix,
-      describeLimits(v.limits),
+      describeLimits(v.limits, currency),
       v.models?.join(',') ?? 'all',
       v.expires_at ?? '-',
     ]),
@@ -215,11 +236,11 @@ function keyTable(views: KeyView[]): string {
     .join('\n');
 }
 
-function showKey(view: KeyView): string {
+function showKey(view: KeyView, currency: string): string {
   const lines = [
     `Key ${view.id} "${view.name}", account ${view.account}: ${view.state}${view.revoked_at ? ` (revoked at ${view.revoked_at})` : ''}.`,
     `  secret:  ${view.prefix}${view.previous_secret_valid_until ? ` (the previous one works until ${view.previous_secret_valid_until})` : ''}`,
-    `  limits:  ${describeLimits(view.limits)}`,
+    `  limits:  ${describeLimits(view.limits, currency)}`,
     `  models:  ${view.models?.join(', ') ?? 'every model'}`,
     `  tier:    ${view.tier}`,
     `  expires: ${view.expires_at ?? 'never'}`,
