@@ -501,13 +501,25 @@ describe(
     });
 
     it('console - the keys view shows each key and account with its use against its limits', async () => {
+      // A price, so the key's money budget may use the model: 0.001 USD a prompt token, 0.002 an output token.
+      const priced = await fetch(`${stack.baseUrl}/admin/models/cortex-chat`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ cost: { input: 1000, output: 2000 } }),
+      });
+      assert.equal(priced.status, 200);
       const created = await fetch(`${stack.baseUrl}/admin/keys`, {
         method: 'POST',
         headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
         body: JSON.stringify({
           name: 'console-test',
           account: 'team-c',
-          limits: { requests_per_minute: 5, concurrent_requests: 2, token_budget: { tokens: 100000, window: 'day' } },
+          limits: {
+            requests_per_minute: 5,
+            concurrent_requests: 2,
+            token_budget: { tokens: 100000, window: 'day' },
+            money_budget: { amount: 5, window: 'month' },
+          },
         }),
       });
       assert.equal(created.status, 200);
@@ -516,6 +528,12 @@ describe(
       const answer = await keyed.chat.completions.create({ model: 'cortex-chat', messages: user });
       const used = answer.usage?.total_tokens ?? 0;
       assert.ok(used > 0);
+      const cost = ((answer.usage?.prompt_tokens ?? 0) * 1000 + (answer.usage?.completion_tokens ?? 0) * 2000) / 1e6;
+      const shownCost = cost
+        .toFixed(9)
+        .replace(/0+$/, '')
+        .replace(/\.$/, '.00')
+        .replace(/\.\d$/, (c) => `${c}0`);
       await page.locator('#tabs button[data-tab=keys]').click();
       const row = page.locator(`[data-test=key-row][data-key=${key.id}]`);
       // Usage records reach the stream after the answer: refresh until this one is counted.
@@ -535,6 +553,8 @@ describe(
       assert.equal(await row.locator('[data-test=requests-left]').textContent(), '4 / 5');
       assert.equal(await row.locator('[data-test=running]').textContent(), '0 / 2');
       assert.equal(await row.locator('[data-test=budget]').textContent(), `${used} / 100000`);
+      assert.equal(await row.locator('[data-test=money-budget]').textContent(), `${shownCost} / 5.00 USD`);
+      assert.equal(await row.locator('[data-test=key-cost]').textContent(), `${shownCost} USD`);
       assert.equal(await row.locator('[data-test=key-tokens]').textContent(), String(used));
       assert.equal(
         await page.locator('[data-test=account-row][data-account=team-c] [data-test=account-tokens]').textContent(),

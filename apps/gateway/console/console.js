@@ -1071,7 +1071,30 @@ function describeLimits(limits) {
     parts.push(
       `${limits.token_budget.tokens} tokens ${limits.token_budget.window === 'balance' ? 'in all' : `a ${limits.token_budget.window}`}`,
     );
+  if (limits.money_budget)
+    parts.push(
+      `${limits.money_budget.amount}${currency ? ` ${currency}` : ''} ${limits.money_budget.window === 'balance' ? 'in all' : `a ${limits.money_budget.window}`}`,
+    );
   return parts.join(', ') || 'no limits';
+}
+
+/** billing.currency, as the usage answers name it. */
+let currency = '';
+/** An amount of money as the budgets count it (to the billionth), without trailing zeros past the cents. */
+function money(amount) {
+  const fixed = (amount ?? 0).toFixed(9).replace(/0+$/, '');
+  return fixed.endsWith('.') ? `${fixed}00` : fixed.replace(/\.\d$/, (cents) => `${cents}0`);
+}
+
+/** A money budget's "spent (with what running requests reserve) / limit currency", marked from 80% like `use`. */
+function moneyUse(shown, limit) {
+  const used = (shown?.spent ?? 0) + (shown?.reserved ?? 0);
+  const high = used / limit >= 0.8;
+  return el(
+    'span',
+    { class: `use${high ? ' high' : ''}`, 'data-test': 'money-budget' },
+    `${money(used)} / ${money(limit)} ${shown?.currency ?? currency}`,
+  );
 }
 
 /** "value / limit", marked when at least 80% of the limit is used (`left`: the value is what remains). */
@@ -1102,6 +1125,7 @@ function loadKeys() {
       const details = await Promise.all(
         shown.map((k) => request(`/admin/keys/${encodeURIComponent(k.id)}`).catch(() => null)),
       );
+      currency = byKey.currency ?? '';
       renderKeys(shown, details, accounts.data, byKey.data, byAccount.data);
       $('#keys-note').textContent =
         `${keys.data.length} stored keys${keys.data.length > shown.length ? ` (the first ${shown.length} shown)` : ''} · read ${clock(Date.now())}; keys from the config file's auth.api_keys are not stored and not listed`;
@@ -1122,6 +1146,7 @@ function renderKeys(keys, details, accounts, byKey, byAccount) {
     ...keys.map((key, i) => {
       const usage = details[i]?.usage ?? {};
       const budget = key.limits.token_budget;
+      const moneyBudget = key.limits.money_budget;
       const spent = spentByKey.get(key.id);
       return el(
         'tr',
@@ -1152,14 +1177,20 @@ function renderKeys(keys, details, accounts, byKey, byAccount) {
             ? use((usage.token_budget?.spent ?? 0) + (usage.token_budget?.reserved ?? 0), budget.tokens, 'budget')
             : el('span', { class: 'muted' }, '–'),
         ),
+        el(
+          'td',
+          { class: 'num' },
+          moneyBudget ? moneyUse(usage.money_budget, moneyBudget.amount) : el('span', { class: 'muted' }, '–'),
+        ),
         el('td', { class: 'num', 'data-test': 'key-requests' }, String(spent?.requests ?? 0)),
         el('td', { class: 'num', 'data-test': 'key-tokens' }, String(spent?.total_tokens ?? 0)),
+        el('td', { class: 'num', 'data-test': 'key-cost' }, `${money(spent?.cost)} ${currency}`),
       );
     }),
   );
   if (!keys.length)
     $('#keys-table tbody').append(
-      el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'No stored keys (`cortex keys create` makes one).')),
+      el('tr', {}, el('td', { colspan: 11, class: 'muted' }, 'No stored keys (`cortex keys create` makes one).')),
     );
   const names = [...new Set([...accounts.map((a) => a.name), ...keys.map((k) => k.account)])].sort();
   const limitsOf = new Map(accounts.map((a) => [a.name, a.limits]));
@@ -1174,6 +1205,7 @@ function renderKeys(keys, details, accounts, byKey, byAccount) {
         el('td', { class: 'num' }, String(keys.filter((k) => k.account === name).length)),
         el('td', { class: 'num' }, String(spent?.requests ?? 0)),
         el('td', { class: 'num', 'data-test': 'account-tokens' }, String(spent?.total_tokens ?? 0)),
+        el('td', { class: 'num', 'data-test': 'account-cost' }, `${money(spent?.cost)} ${currency}`),
       );
     }),
   );
