@@ -24,6 +24,25 @@ export default tseslint.config(
     },
   },
   {
+    // Prettier wraps code at 120 columns but leaves strings, template literals and comments whole: split a long string
+    // into pieces joined with + (the same characters) and rewrap a long comment. A URL or a regular expression may run
+    // past the limit; anything else that must stay whole says why in an eslint-disable comment.
+    files: ['apps/**/*.ts', 'libs/**/*.ts'],
+    rules: {
+      'max-len': ['error', { code: 140, ignoreUrls: true, ignoreRegExpLiterals: true }],
+    },
+  },
+  {
+    // Long lines here are not wrapped yet: wrap them, then take the path off this list.
+    files: [
+      'apps/gateway/src/inference/**/*.ts',
+      'apps/gateway/src/limits/**/*.ts',
+      'libs/contracts/src/keys/key-file.ts',
+      'apps/cli/src/keys.ts',
+    ],
+    rules: { 'max-len': 'off' },
+  },
+  {
     files: ['**/*.mjs', '**/*.js'],
     languageOptions: {
       globals: {

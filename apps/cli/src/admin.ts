@@ -46,7 +46,10 @@ function loadSentence(placement: Placement): string {
 function unloadSentence(reply: { model: string; unloaded: string[] }, pinned: boolean): string {
   const done = `Unloaded ${reply.model} from ${reply.unloaded.length === 1 ? 'worker' : 'workers'} ${reply.unloaded.join(', ')}.`;
   if (!pinned) return done;
-  return `${done} ${reply.model} is pinned, so the router loads it again on a worker within seconds; run \`cortex unpin ${reply.model}\` first to keep it unloaded.`;
+  return (
+    `${done} ${reply.model} is pinned, so the router loads it again on a worker ` +
+    `within seconds; run \`cortex unpin ${reply.model}\` first to keep it unloaded.`
+  );
 }
 
 function pinSentence(reply: { model: string; pinned: boolean }): string {

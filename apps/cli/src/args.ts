@@ -67,7 +67,8 @@ export function parseCommandLine(
       if (rest.length === 0 || rest[0] === '--help' || rest[0] === '-h')
         return { kind: 'help', text: formatOverview(family, program, first) };
       throw new UsageError(
-        `"${first} ${rest[0]}" is not a command; ${program} ${first} has ${family.map((c) => c.name.split(' ')[1]).join(', ')} (run "${program} ${first} --help")`,
+        `"${first} ${rest[0]}" is not a command; ${program} ${first} has ` +
+          `${family.map((c) => c.name.split(' ')[1]).join(', ')} (run "${program} ${first} --help")`,
       );
     }
     if (first.startsWith('-'))
@@ -204,7 +205,8 @@ export function integerOption(
   const value = Number(raw);
   if (!/^-?\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min) {
     throw new UsageError(
-      `${program} ${command}: --${name} must be a whole number, at least ${min} (got "${raw}"); run "${program} ${command} --help" to see its usage`,
+      `${program} ${command}: --${name} must be a whole number, at least ${min} ` +
+        `(got "${raw}"); run "${program} ${command} --help" to see its usage`,
     );
   }
   return value;

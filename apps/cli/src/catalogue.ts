@@ -36,14 +36,19 @@ export async function catalogueCommand(command: string, values: OptionValues, po
         { model: { id, file: source, ...body } },
         { decode: decodeCatalogueModelReply },
       );
-      sentence = `Added ${id} (${source}) to the catalogue: every router and gateway serves it from the next request; it loads on its first request${reply.model.pinned === true ? ', or now, as it is pinned' : ''}.`;
+      sentence =
+        `Added ${id} (${source}) to the catalogue: every router and gateway ` +
+        'serves it from the next request; it loads on its first request' +
+        `${reply.model.pinned === true ? ', or now, as it is pinned' : ''}.`;
     } else if (command === 'models set') {
       reply = await bus.request(
         Subjects.routerCatalogueSet,
         { id, fields: body },
         { decode: decodeCatalogueModelReply },
       );
-      sentence = `Changed ${Object.keys(body).join(', ')} of ${id}. Copies loaded now keep their settings until they load again (\`cortex unload ${id}\` applies it now).`;
+      sentence =
+        `Changed ${Object.keys(body).join(', ')} of ${id}. Copies loaded now keep ` +
+        `their settings until they load again (\`cortex unload ${id}\` applies it now).`;
     } else {
       reply = await bus.request(
         Subjects.routerCatalogueRemove,

@@ -105,7 +105,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'health',
     summary: 'the fleet in one word: ok, impaired or degraded, and why',
     details:
-      "The same verdict as the gateway's GET /health. Exit status: 0 ok, 3 impaired (something is down, every model can still be served), 4 degraded (a model cannot be served, or NATS, JetStream or every router is gone).",
+      "The same verdict as the gateway's GET /health. Exit status: 0 ok, 3 " +
+      'impaired (something is down, every model can still be served), 4 degraded ' +
+      '(a model cannot be served, or NATS, JetStream or every router is gone).',
     options: { json: JSON_OPTION },
   },
   {
@@ -117,7 +119,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'models add',
     summary: 'add a model to the catalogue: every router and gateway serves it from the next request',
     details:
-      "The source is an absolute path on the workers' hosts, an hf: URI, an https:// URL or fixture:<name>. Models added at run time are kept in NATS (bucket cortex_catalogue) on top of the config file's models.",
+      "The source is an absolute path on the workers' hosts, an hf: URI, an " +
+      'https:// URL or fixture:<name>. Models added at run time are kept in ' +
+      "NATS (bucket cortex_catalogue) on top of the config file's models.",
     positionals: [
       { name: 'id', required: true },
       { name: 'source', required: true },
@@ -210,7 +214,11 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'keys apply',
     summary: 'make the stored keys and accounts what a file (YAML or JSON) declares',
     details:
-      'Keys are matched by name; fields the file leaves out take their defaults. A secret is declared as secret_sha256 (its SHA-256) or secret_env (the variable holding it), never written in the file; a new key that declares none gets one, printed once. Keys the file does not name are listed and left as they are (--prune revokes them). A file of - is read from standard input. See docs/keys.md.',
+      'Keys are matched by name; fields the file leaves out take their defaults. A ' +
+      'secret is declared as secret_sha256 (its SHA-256) or secret_env (the variable ' +
+      'holding it), never written in the file; a new key that declares none gets one, ' +
+      'printed once. Keys the file does not name are listed and left as they are ' +
+      '(--prune revokes them). A file of - is read from standard input. See docs/keys.md.',
     positionals: [{ name: 'file', required: true }],
     options: {
       'dry-run': { type: 'boolean', description: 'say what would change, write nothing' },
@@ -245,7 +253,10 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary:
       'put a catalogue model or a source (default: every catalogue model) into worker.models_dir, as a worker would',
     details:
-      'Fixtures are written, hf: URIs and URLs downloaded (HF_TOKEN for gated ones): resumed where an interrupted pull stopped, once however many processes pull into the directory, checked (size, SHA-256, GGUF) before use. Progress is one updating line on a terminal, plain lines otherwise.',
+      'Fixtures are written, hf: URIs and URLs downloaded (HF_TOKEN for gated ' +
+      'ones): resumed where an interrupted pull stopped, once however many ' +
+      'processes pull into the directory, checked (size, SHA-256, GGUF) before ' +
+      'use. Progress is one updating line on a terminal, plain lines otherwise.',
     positionals: [{ name: 'model|source' }],
     options: {
       worker: {

@@ -85,7 +85,8 @@ async function applyKeyFile(store: KeyStore, file: KeyFile, options: ApplyOption
         say(`Key ${change.id} "${change.name}": ${dryRun ? 'would change' : 'changed'} ${change.fields.join(', ')}.`);
       } else if (dryRun) {
         say(
-          `Key "${change.name}": would be created${change.declared.secret ? ' with its declared secret' : ', with a new secret printed once'}.`,
+          `Key "${change.name}": would be created` +
+            `${change.declared.secret ? ' with its declared secret' : ', with a new secret printed once'}.`,
         );
       } else if (change.declared.secret) {
         const key = await store.createDeclared(change.declared.input, change.declared.secret, now);

@@ -32,12 +32,19 @@ export class PullProgress {
     const speed = seconds > 0 ? (bytes - this.startBytes) / seconds : 0;
     const left = speed > 0 && totalBytes > 0 ? Math.max(0, (totalBytes - bytes) / speed) : null;
     if (this.json) {
-      this.out.write(
-        `${JSON.stringify({ source, bytes, totalBytes, bytesPerSecond: Math.round(speed), secondsLeft: left === null ? null : Math.round(left) })}\n`,
-      );
+      const report = {
+        source,
+        bytes,
+        totalBytes,
+        bytesPerSecond: Math.round(speed),
+        secondsLeft: left === null ? null : Math.round(left),
+      };
+      this.out.write(`${JSON.stringify(report)}\n`);
       return;
     }
-    const line = `${source}  ${size(bytes)} of ${size(totalBytes)}  ${percent(bytes, totalBytes)}  ${size(speed)}/s  ${left === null ? '--:--' : clock(left)} left`;
+    const line =
+      `${source}  ${size(bytes)} of ${size(totalBytes)}  ${percent(bytes, totalBytes)}  ` +
+      `${size(speed)}/s  ${left === null ? '--:--' : clock(left)} left`;
     if (this.out.isTTY) {
       this.out.write(`\r\x1b[2K${line}`);
       this.open = true;

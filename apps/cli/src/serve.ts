@@ -26,7 +26,8 @@ export async function serveOne(name: AppService): Promise<void> {
   const stopTracing = await startTracing(name);
   if (stopTracing)
     logger.log(
-      `tracing: spans go to ${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'the OTLP default endpoint'}`,
+      'tracing: spans go to ' +
+        `${process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'the OTLP default endpoint'}`,
     );
   const nc = await connectBus({
     url: config.nats.url,
@@ -81,7 +82,8 @@ export async function serveMany(names: AppService[]): Promise<void> {
     const url = new URL(config.nats.url);
     if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) {
       throw new Error(
-        `NATS at ${redactNatsUrl(config.nats.url)} does not answer or refuses the credentials; start it or check CORTEX_NATS_URL and CORTEX_NATS_*`,
+        `NATS at ${redactNatsUrl(config.nats.url)} does not answer or refuses ` +
+          'the credentials; start it or check CORTEX_NATS_URL and CORTEX_NATS_*',
       );
     }
     // Fetches Debian's nats-server into .cortex/bin when none is installed, or says what to run.

@@ -74,7 +74,8 @@ export function formatStatus(report: StatusReport): string {
         w.workerId,
         w.up ? (w.draining ? 'draining' : 'up') : `down (${Math.round(w.lastSeenMs / 1000)}s)`,
         `${w.device.kind}: ${w.device.name}`,
-        `${mib(w.memory.usedBytes)}/${mib(w.memory.freeBytes)}${w.memory.budgetBytes ? ` (${mib(w.memory.budgetBytes)})` : ` (device ${mib(w.device.totalBytes)})`}`,
+        `${mib(w.memory.usedBytes)}/${mib(w.memory.freeBytes)}` +
+          `${w.memory.budgetBytes ? ` (${mib(w.memory.budgetBytes)})` : ` (device ${mib(w.device.totalBytes)})`}`,
         w.models.map((m) => `${m.id} (${m.state}, ${m.inFlight}/${m.slots}, ${m.queued})`).join('; ') || '-',
       ]),
     ),

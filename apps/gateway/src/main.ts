@@ -68,7 +68,8 @@ export const start: ServiceStart = async (context) => {
           if (Date.now() - warned < 60_000) return;
           warned = Date.now();
           context.logger.warn(
-            `refused connections from ${address}: it holds ${config.gateway.maxConnectionsPerAddress} already (gateway.max_connections_per_address)`,
+            `refused connections from ${address}: it holds ` +
+              `${config.gateway.maxConnectionsPerAddress} already (gateway.max_connections_per_address)`,
             'gateway',
           );
         },

@@ -57,25 +57,29 @@ describe('request metrics', () => {
     assert.match(text, /^cortex_restored_prompt_tokens_total\{model="m"\} 700$/m);
   });
 
-  it("request metrics - a gateway's refusals: what grew since its last status, by reason; a restarted gateway counts from 0 again", async () => {
-    const metrics = new CortexMetrics();
-    const status = (instance: string, refusals: Record<string, number>) => ({
-      service: 'gateway',
-      instance,
-      connected: true,
-      reconnects: 0,
-      intervalMs: 5_000,
-      refusals,
-    });
-    metrics.recordBus(status('g1', { too_many_uploads: 3 }));
-    metrics.recordBus(status('g1', { too_many_uploads: 5, ws_rate: 1 }));
-    metrics.recordBus(status('g2', { too_many_uploads: 2 }));
-    // g1 restarted under the same name: its counts start again.
-    metrics.recordBus(status('g1', { too_many_uploads: 1 }));
-    const text = await metrics.registry.metrics();
-    assert.match(text, /^cortex_gateway_refusals_total\{reason="too_many_uploads"\} 8$/m);
-    assert.match(text, /^cortex_gateway_refusals_total\{reason="ws_rate"\} 1$/m);
-  });
+  it(
+    "request metrics - a gateway's refusals: what grew since its " +
+      'last status, by reason; a restarted gateway counts from 0 again',
+    async () => {
+      const metrics = new CortexMetrics();
+      const status = (instance: string, refusals: Record<string, number>) => ({
+        service: 'gateway',
+        instance,
+        connected: true,
+        reconnects: 0,
+        intervalMs: 5_000,
+        refusals,
+      });
+      metrics.recordBus(status('g1', { too_many_uploads: 3 }));
+      metrics.recordBus(status('g1', { too_many_uploads: 5, ws_rate: 1 }));
+      metrics.recordBus(status('g2', { too_many_uploads: 2 }));
+      // g1 restarted under the same name: its counts start again.
+      metrics.recordBus(status('g1', { too_many_uploads: 1 }));
+      const text = await metrics.registry.metrics();
+      assert.match(text, /^cortex_gateway_refusals_total\{reason="too_many_uploads"\} 8$/m);
+      assert.match(text, /^cortex_gateway_refusals_total\{reason="ws_rate"\} 1$/m);
+    },
+  );
 
   it("request metrics - the fleet's verdict: 1 for the one it is now, 0 for the others, and the models nothing can serve", async () => {
     const metrics = new CortexMetrics();

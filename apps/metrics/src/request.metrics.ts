@@ -59,7 +59,9 @@ export class CortexMetrics {
   );
   private readonly refusals = this.counter(
     'cortex_gateway_refusals_total',
-    'Clients a gateway turned away before any request of theirs ran, by reason: too_many_connections, too_many_websockets, too_many_uploads, upload_bytes, request_timeout, body_too_deep, ws_message_timeout, ws_rate (a WebSocket paused for sending too fast)',
+    'Clients a gateway turned away before any request of theirs ran, by reason: ' +
+      'too_many_connections, too_many_websockets, too_many_uploads, upload_bytes, request_timeout, ' +
+      'body_too_deep, ws_message_timeout, ws_rate (a WebSocket paused for sending too fast)',
     ['reason'],
   );
   private readonly rejections = this.counter('cortex_rejections_total', 'Requests turned away for lack of capacity', [
@@ -129,7 +131,10 @@ export class CortexMetrics {
       ['model'],
     ),
   };
-  /** From the usage records (the `CORTEX_USAGE` stream): what each account and key spent; both labels are empty for requests without a stored key. */
+  /**
+   * From the usage records (the `CORTEX_USAGE` stream): what each account and key spent; both labels are empty for
+   * requests without a stored key.
+   */
   private readonly spendCost = this.counter(
     'cortex_spend_cost_total',
     "What the billed tokens cost, in billing.currency, at each model's price when recorded (priced models only)",
@@ -221,12 +226,14 @@ export class CortexMetrics {
   );
   private readonly replicaBlocked = this.counter(
     'cortex_replication_blocked_total',
-    'Times (at most one per 10 s per model) a model’s requests waited and no copy could be made, by reason (no_room: more workers would relieve it; max_replicas)',
+    'Times (at most one per 10 s per model) a model’s requests waited and no copy ' +
+      'could be made, by reason (no_room: more workers would relieve it; max_replicas)',
     ['model', 'reason'],
   );
   private readonly forged = this.counter(
     'cortex_forged_events_total',
-    "Messages about one worker published under another worker's id (a worker's credentials misused), dropped; by the subject's worker and the worker named",
+    "Messages about one worker published under another worker's id (a worker's " +
+      "credentials misused), dropped; by the subject's worker and the worker named",
     ['publisher', 'named'],
   );
   private readonly defrags = this.counter(

@@ -104,26 +104,30 @@ describe('model registry', { skip: !natsServerOnPath() && 'nats-server is not in
     assert.equal(models.ready('m').id, 'm');
   });
 
-  it('model registry - an unload asked while the model loads waits for the load, then unloads it; a second unload joins the first', async () => {
-    const engine = new HeldEngine();
-    const models = registry(engine);
-    const release = engine.hold();
-    const loading = models.load(command('m'));
-    const unload = models.unload('m');
-    assert.equal(models.unload('m'), unload, 'joined');
-    await tick();
-    assert.deepEqual(states(models), ['m loading'], 'the load goes on');
-    release();
-    await loading;
-    const result = await unload;
-    assert.equal(result.model, 'm');
-    assert.deepEqual(states(models), []);
-    assert.equal(engine.disposed, 1);
-    await assert.rejects(
-      models.unload('m'),
-      (error: Error) => error instanceof CortexError && error.code === 'not_found',
-    );
-  });
+  it(
+    'model registry - an unload asked while the model loads waits ' +
+      'for the load, then unloads it; a second unload joins the first',
+    async () => {
+      const engine = new HeldEngine();
+      const models = registry(engine);
+      const release = engine.hold();
+      const loading = models.load(command('m'));
+      const unload = models.unload('m');
+      assert.equal(models.unload('m'), unload, 'joined');
+      await tick();
+      assert.deepEqual(states(models), ['m loading'], 'the load goes on');
+      release();
+      await loading;
+      const result = await unload;
+      assert.equal(result.model, 'm');
+      assert.deepEqual(states(models), []);
+      assert.equal(engine.disposed, 1);
+      await assert.rejects(
+        models.unload('m'),
+        (error: Error) => error instanceof CortexError && error.code === 'not_found',
+      );
+    },
+  );
 
   it('model registry - a load asked while the model unloads waits for the unload, then loads: the model ends ready', async () => {
     const engine = new HeldEngine();

@@ -341,7 +341,8 @@ export class ModelRegistry implements HeartbeatSource {
       if (error instanceof CortexError) throw error;
       throw new CortexError(
         'model_load_failed',
-        `${command.model ?? command.source}: cannot read the GGUF header of ${command.source}: ${headerProblem(error as Error, command.source)}`,
+        `${command.model ?? command.source}: cannot read the GGUF header of ` +
+          `${command.source}: ${headerProblem(error as Error, command.source)}`,
         { cause: error },
       );
     }
@@ -466,7 +467,9 @@ export class ModelRegistry implements HeartbeatSource {
     const dropped = [...this.models.keys()];
     try {
       logger.log({
-        msg: `defragmenting after ${this.cycles} load/unload cycles: dropping ${dropped.join(', ') || 'no models'} and recreating the backend`,
+        msg:
+          `defragmenting after ${this.cycles} load/unload cycles: dropping ` +
+          `${dropped.join(', ') || 'no models'} and recreating the backend`,
         cycles: this.cycles,
       });
       await this.disposeAll();
@@ -492,7 +495,9 @@ export class ModelRegistry implements HeartbeatSource {
       const where = budget > 0 ? `of a ${mib(budget)} budget with ${mib(others)} in use` : `free on ${device.name}`;
       throw new CortexError(
         'insufficient_memory',
-        `${model} needs about ${mib(bytes)} but only ${mib(Math.max(0, free))} is ${where}; unload a model, raise worker.memory_budget, or use a smaller context_size/slots`,
+        `${model} needs about ${mib(bytes)} but only ` +
+          `${mib(Math.max(0, free))} is ${where}; unload a model, ` +
+          'raise worker.memory_budget, or use a smaller context_size/slots',
       );
     }
   }
@@ -560,7 +565,10 @@ export class ModelRegistry implements HeartbeatSource {
     for (const entry of this.models.values()) if (entry.state !== 'loading') await entry.model.dispose();
   }
 
-  /** Lifecycle facts go to JetStream so metrics count them even if they start later; each under this worker's id (see workerEventSubject). */
+  /**
+   * Lifecycle facts go to JetStream so metrics count them even if they start later; each under this worker's id (see
+   * workerEventSubject).
+   */
   private publishEvent(event: WorkerEvent, payload: unknown, id: string): Promise<void> {
     const subject = workerEventSubject(event, this.deps.workerId);
     return this.events.publish(subject, payload, id).then(

@@ -81,44 +81,52 @@ describe('worker service - on a real NATS', { skip: !natsServerOnPath() && 'nats
     return seen;
   }
 
-  it("worker service - a generate command is acknowledged at once; its stream starts with the run's and the worker's ids and ends with one finish", async () => {
-    const service = await startWorker(2_000);
-    const reading = events('run-1');
-    const accepted = service.generate(command('run-1', 5));
-    assert.deepEqual(accepted, { runId: 'run-1', workerId: WORKER, queuePosition: 0 });
-    const seen = await reading;
-    const start = seen[0];
-    assert.equal(start?.type, 'start');
-    assert.deepEqual(
-      start?.type === 'start' && { runId: start.runId, workerId: start.workerId, model: start.model },
-      { runId: 'run-1', workerId: WORKER, model: 'm' },
-      'no placeholder ids',
-    );
-    const finish = seen.at(-1);
-    assert.equal(finish?.type === 'finish' && finish.reason, 'length');
-    assert.equal(finish?.type === 'finish' && finish.usage.completionTokens, 5);
-    assert.deepEqual(
-      seen.map((e) => e.seq),
-      seen.map((_, i) => i),
-      'numbered without a gap',
-    );
-  });
+  it(
+    'worker service - a generate command is acknowledged at once; its stream ' +
+      "starts with the run's and the worker's ids and ends with one finish",
+    async () => {
+      const service = await startWorker(2_000);
+      const reading = events('run-1');
+      const accepted = service.generate(command('run-1', 5));
+      assert.deepEqual(accepted, { runId: 'run-1', workerId: WORKER, queuePosition: 0 });
+      const seen = await reading;
+      const start = seen[0];
+      assert.equal(start?.type, 'start');
+      assert.deepEqual(
+        start?.type === 'start' && { runId: start.runId, workerId: start.workerId, model: start.model },
+        { runId: 'run-1', workerId: WORKER, model: 'm' },
+        'no placeholder ids',
+      );
+      const finish = seen.at(-1);
+      assert.equal(finish?.type === 'finish' && finish.reason, 'length');
+      assert.equal(finish?.type === 'finish' && finish.usage.completionTokens, 5);
+      assert.deepEqual(
+        seen.map((e) => e.seq),
+        seen.map((_, i) => i),
+        'numbered without a gap',
+      );
+    },
+  );
 
-  it('worker service - a run id already running is refused; a cancel a gateway asks for ends the stream with a cancelled finish', async () => {
-    const service = await startWorker(20);
-    const reading = events('run-2', (seen) => {
-      if (seen.length === 2) assert.equal(service.cancel('run-2', 'client disconnected', true), true);
-    });
-    service.generate(command('run-2', 1_000));
-    assert.throws(
-      () => service.generate(command('run-2', 1_000)),
-      (error: unknown) => error instanceof CortexError && error.code === 'invalid_request',
-    );
-    const seen = await reading;
-    const last = seen.at(-1);
-    assert.equal(last?.type === 'finish' && last.reason, 'cancelled');
-    assert.equal(service.cancel('run-2'), false, 'nothing left to cancel');
-  });
+  it(
+    'worker service - a run id already running is refused; a cancel ' +
+      'a gateway asks for ends the stream with a cancelled finish',
+    async () => {
+      const service = await startWorker(20);
+      const reading = events('run-2', (seen) => {
+        if (seen.length === 2) assert.equal(service.cancel('run-2', 'client disconnected', true), true);
+      });
+      service.generate(command('run-2', 1_000));
+      assert.throws(
+        () => service.generate(command('run-2', 1_000)),
+        (error: unknown) => error instanceof CortexError && error.code === 'invalid_request',
+      );
+      const seen = await reading;
+      const last = seen.at(-1);
+      assert.equal(last?.type === 'finish' && last.reason, 'cancelled');
+      assert.equal(service.cancel('run-2'), false, 'nothing left to cancel');
+    },
+  );
 
   it('worker service - a background run the worker stops itself (not asked by a cancel) ends in an error that says so', async () => {
     const service = await startWorker(20);

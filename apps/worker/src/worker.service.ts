@@ -266,7 +266,9 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       finished: (event) => {
         started();
         this.logger.log({
-          msg: `finished (${event.reason}): ${event.usage.completionTokens} tokens at ${Math.round(event.timings.decodeTokensPerSecond)} tok/s`,
+          msg:
+            `finished (${event.reason}): ${event.usage.completionTokens} ` +
+            `tokens at ${Math.round(event.timings.decodeTokensPerSecond)} tok/s`,
           requestId,
           runId,
           promptTokens: event.usage.promptTokens,

@@ -30,36 +30,40 @@ describe('bus trace', () => {
     await stop?.();
   });
 
-  it('bus trace - a request and its handler: the send span writes traceparent into the NATS headers, the process span continues it', async () => {
-    exporter.reset();
-    const incoming = natsHeaders();
-    incoming.set('traceparent', `00-${TRACE}-${PARENT}-01`);
-    const sent = natsHeaders();
-    await tracedHandler('llm.router.v1.place', incoming, true, () =>
-      tracedRequest('llm.worker.v1.w1.load', sent, () => Promise.resolve()),
-    );
-    await flushTraces();
-    const [send, processed] = [
-      exporter.getFinishedSpans().find((s) => s.name === 'send llm.worker.v1.w1.load'),
-      exporter.getFinishedSpans().find((s) => s.name === 'process llm.router.v1.place'),
-    ];
-    assert.ok(send && processed);
-    assert.equal(processed.kind, SpanKind.SERVER);
-    assert.equal(processed.parentSpanContext?.spanId, PARENT);
-    assert.equal(send.kind, SpanKind.CLIENT);
-    assert.equal(send.parentSpanContext?.spanId, processed.spanContext().spanId);
-    for (const span of [send, processed]) {
-      assert.equal(span.spanContext().traceId, TRACE);
-      assert.equal(span.attributes['messaging.system'], 'nats');
-    }
-    assert.equal(send.attributes['messaging.destination.name'], 'llm.worker.v1.w1.load');
-    assert.equal(sent.get('traceparent'), `00-${TRACE}-${send.spanContext().spanId}-01`);
-    assert.equal(
-      trace.getSpanContext(extractTrace(sent))?.spanId,
-      send.spanContext().spanId,
-      'what one side writes the other reads',
-    );
-  });
+  it(
+    'bus trace - a request and its handler: the send span writes ' +
+      'traceparent into the NATS headers, the process span continues it',
+    async () => {
+      exporter.reset();
+      const incoming = natsHeaders();
+      incoming.set('traceparent', `00-${TRACE}-${PARENT}-01`);
+      const sent = natsHeaders();
+      await tracedHandler('llm.router.v1.place', incoming, true, () =>
+        tracedRequest('llm.worker.v1.w1.load', sent, () => Promise.resolve()),
+      );
+      await flushTraces();
+      const [send, processed] = [
+        exporter.getFinishedSpans().find((s) => s.name === 'send llm.worker.v1.w1.load'),
+        exporter.getFinishedSpans().find((s) => s.name === 'process llm.router.v1.place'),
+      ];
+      assert.ok(send && processed);
+      assert.equal(processed.kind, SpanKind.SERVER);
+      assert.equal(processed.parentSpanContext?.spanId, PARENT);
+      assert.equal(send.kind, SpanKind.CLIENT);
+      assert.equal(send.parentSpanContext?.spanId, processed.spanContext().spanId);
+      for (const span of [send, processed]) {
+        assert.equal(span.spanContext().traceId, TRACE);
+        assert.equal(span.attributes['messaging.system'], 'nats');
+      }
+      assert.equal(send.attributes['messaging.destination.name'], 'llm.worker.v1.w1.load');
+      assert.equal(sent.get('traceparent'), `00-${TRACE}-${send.spanContext().spanId}-01`);
+      assert.equal(
+        trace.getSpanContext(extractTrace(sent))?.spanId,
+        send.spanContext().spanId,
+        'what one side writes the other reads',
+      );
+    },
+  );
 
   it('bus trace - traffic outside a traced request (heartbeats, status pings) starts no span and carries no headers', async () => {
     exporter.reset();

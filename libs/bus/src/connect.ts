@@ -53,7 +53,8 @@ export async function connectBus(options: ConnectOptions): Promise<NatsConnectio
     } catch (error) {
       const message = (error as Error).message;
       const hint = /authori[sz]ation|authentication|permission/i.test(message)
-        ? `NATS at ${shownUrl} refused this connection's credentials (${message}); check nats.user/password, token, creds_file or nkey_seed_file (CORTEX_NATS_*)`
+        ? `NATS at ${shownUrl} refused this connection's credentials (${message}); ` +
+          'check nats.user/password, token, creds_file or nkey_seed_file (CORTEX_NATS_*)'
         : `cannot reach NATS at ${shownUrl} (${message}); start nats-server or set CORTEX_NATS_URL`;
       if (!options.waitForServer) throw new Error(hint, { cause: error });
       if (attempt === 1 || attempt % 30 === 0) options.log?.(`${hint}; retrying every second`);

@@ -15,9 +15,10 @@ const FRAMEWORK_CONTEXTS = new Set([
 ]);
 
 /**
- * Nest's logger interface over pino: one JSON object per line with `service`, `pid`, `context` and,
- * for lines about a request, `requestId` — so `grep <request id>` follows a request through every
- * service — and, with tracing on, `traceId` and `spanId` of the span the line was written in. Log an object (`logger.log({ msg, requestId, … })`) to add fields.
+ * Nest's logger interface over pino: one JSON object per line with `service`, `pid`, `context` and, for lines about a
+ * request, `requestId` — so `grep <request id>` follows a request through every service — and, with tracing on,
+ * `traceId` and `spanId` of the span the line was written in. Log an object (`logger.log({ msg, requestId, … })`) to
+ * add fields.
  */
 export class JsonLogger implements LoggerService {
   private readonly pino: Pino;

@@ -48,65 +48,77 @@ describe('ModelCatalogue (a real nats-server)', () => {
     rmSync(store, { recursive: true, force: true });
   });
 
-  it('catalogue - the config seeds it; a model added in one process is seen by another, at once by a fresh lookup, then by the watch', async () => {
-    const [a, b] = [await open(), await open()];
-    assert.deepEqual(
-      a.models().map((m) => m.id),
-      ['chat', 'embed'],
-    );
-    assert.equal(a.find('default')?.id, 'chat');
-    assert.equal(a.origin('chat'), 'config');
-    const added = await a.add({ id: 'extra', file: '/models/extra.gguf', context_size: 4096, aliases: ['x'] });
-    assert.equal(added.contextSize, 4096);
-    assert.equal(added.slots, 4, 'defaults apply as in the config file');
-    assert.equal(a.find('x')?.id, 'extra', 'the writer sees its change at once');
-    assert.equal((await b.findFresh('extra'))?.file, '/models/extra.gguf');
-    await until(() => b.find('x') !== undefined);
-    assert.deepEqual(
-      b.models().map((m) => m.id),
-      ['chat', 'embed', 'extra'],
-    );
-    assert.equal(b.origin('extra'), 'added');
-  });
+  it(
+    'catalogue - the config seeds it; a model added in one process ' +
+      'is seen by another, at once by a fresh lookup, then by the watch',
+    async () => {
+      const [a, b] = [await open(), await open()];
+      assert.deepEqual(
+        a.models().map((m) => m.id),
+        ['chat', 'embed'],
+      );
+      assert.equal(a.find('default')?.id, 'chat');
+      assert.equal(a.origin('chat'), 'config');
+      const added = await a.add({ id: 'extra', file: '/models/extra.gguf', context_size: 4096, aliases: ['x'] });
+      assert.equal(added.contextSize, 4096);
+      assert.equal(added.slots, 4, 'defaults apply as in the config file');
+      assert.equal(a.find('x')?.id, 'extra', 'the writer sees its change at once');
+      assert.equal((await b.findFresh('extra'))?.file, '/models/extra.gguf');
+      await until(() => b.find('x') !== undefined);
+      assert.deepEqual(
+        b.models().map((m) => m.id),
+        ['chat', 'embed', 'extra'],
+      );
+      assert.equal(b.origin('extra'), 'added');
+    },
+  );
 
-  it('catalogue - set merges fields (null back to the default) and tells listeners; remove hides a config model from processes opened later', async () => {
-    const [a, b] = [await open(), await open()];
-    const seen: Array<[string, number | null]> = [];
-    b.onChange((id, model) => seen.push([id, model?.priority ?? null]));
-    const changed = await a.set('chat', { priority: 9, slots: 2 });
-    assert.equal(changed.priority, 9);
-    assert.deepEqual(changed.aliases, ['default'], 'fields not named stay');
-    await until(() => seen.some(([id, priority]) => id === 'chat' && priority === 9));
-    assert.equal(b.origin('chat'), 'changed');
-    assert.equal((await a.set('chat', { priority: null })).priority, 0);
-    await a.remove('embed');
-    const later = await open();
-    assert.deepEqual(
-      later.models().map((m) => m.id),
-      ['chat', 'extra'],
-    );
-    assert.equal(later.find('chat')?.slots, 2);
-    await until(() => b.find('embed') === undefined);
-  });
+  it(
+    'catalogue - set merges fields (null back to the default) and tells ' +
+      'listeners; remove hides a config model from processes opened later',
+    async () => {
+      const [a, b] = [await open(), await open()];
+      const seen: Array<[string, number | null]> = [];
+      b.onChange((id, model) => seen.push([id, model?.priority ?? null]));
+      const changed = await a.set('chat', { priority: 9, slots: 2 });
+      assert.equal(changed.priority, 9);
+      assert.deepEqual(changed.aliases, ['default'], 'fields not named stay');
+      await until(() => seen.some(([id, priority]) => id === 'chat' && priority === 9));
+      assert.equal(b.origin('chat'), 'changed');
+      assert.equal((await a.set('chat', { priority: null })).priority, 0);
+      await a.remove('embed');
+      const later = await open();
+      assert.deepEqual(
+        later.models().map((m) => m.id),
+        ['chat', 'extra'],
+      );
+      assert.equal(later.find('chat')?.slots, 2);
+      await until(() => b.find('embed') === undefined);
+    },
+  );
 
-  it('catalogue - a name the bucket lacks is a miss for every lookup at once; adding it (here, or elsewhere and seen by the watch) serves it at once', async () => {
-    const [a, b] = [await open(), await open()];
-    const lookups = await Promise.all(Array.from({ length: 8 }, () => a.findFresh('later')));
-    assert.deepEqual(
-      lookups,
-      Array.from({ length: 8 }, () => undefined),
-    );
-    assert.equal(await b.findFresh('elsewhere'), undefined);
-    await a.add({ id: 'later', file: 'fixture:cortex-chat' });
-    assert.equal((await a.findFresh('later'))?.id, 'later', 'the writer forgets its miss');
-    // An alias given a moment ago elsewhere is found too: the lookup waits for the watch, not for one entry.
-    await a.add({ id: 'elsewhere', file: 'fixture:cortex-chat', aliases: ['elsewhere-too'] });
-    assert.equal((await b.findFresh('elsewhere-too'))?.id, 'elsewhere');
-    for (let i = 0; i < 10; i++) {
-      await a.add({ id: `fresh-${i}`, file: 'fixture:cortex-chat', aliases: [`fresh-alias-${i}`] });
-      assert.equal((await b.findFresh(`fresh-alias-${i}`))?.id, `fresh-${i}`, `alias ${i}`);
-    }
-  });
+  it(
+    'catalogue - a name the bucket lacks is a miss for every lookup at once; ' +
+      'adding it (here, or elsewhere and seen by the watch) serves it at once',
+    async () => {
+      const [a, b] = [await open(), await open()];
+      const lookups = await Promise.all(Array.from({ length: 8 }, () => a.findFresh('later')));
+      assert.deepEqual(
+        lookups,
+        Array.from({ length: 8 }, () => undefined),
+      );
+      assert.equal(await b.findFresh('elsewhere'), undefined);
+      await a.add({ id: 'later', file: 'fixture:cortex-chat' });
+      assert.equal((await a.findFresh('later'))?.id, 'later', 'the writer forgets its miss');
+      // An alias given a moment ago elsewhere is found too: the lookup waits for the watch, not for one entry.
+      await a.add({ id: 'elsewhere', file: 'fixture:cortex-chat', aliases: ['elsewhere-too'] });
+      assert.equal((await b.findFresh('elsewhere-too'))?.id, 'elsewhere');
+      for (let i = 0; i < 10; i++) {
+        await a.add({ id: `fresh-${i}`, file: 'fixture:cortex-chat', aliases: [`fresh-alias-${i}`] });
+        assert.equal((await b.findFresh(`fresh-alias-${i}`))?.id, `fresh-${i}`, `alias ${i}`);
+      }
+    },
+  );
 
   it('catalogue - two processes adding one id at once: exactly one wins (compare-and-set)', async () => {
     const [a, b] = [await open(), await open()];

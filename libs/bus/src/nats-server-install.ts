@@ -36,7 +36,9 @@ export function natsInstallPlan(probe: NatsInstallProbe): NatsInstallPlan {
   if (probe.platform === 'linux') {
     return {
       kind: 'manual',
-      howTo: `install your distribution's nats-server package (Alpine: \`apk add nats-server\`; Fedora: \`dnf install nats-server\`) or put the binary from ${RELEASES} on PATH`,
+      howTo:
+        `install your distribution's nats-server package (Alpine: \`apk add nats-server\`; ` +
+        `Fedora: \`dnf install nats-server\`) or put the binary from ${RELEASES} on PATH`,
     };
   }
   return { kind: 'manual', howTo: `put the nats-server binary from ${RELEASES} on PATH` };
@@ -95,7 +97,8 @@ export function ensureNatsServer(
     const deb = readdirSync(work).find((name) => name.startsWith('nats-server_') && name.endsWith('.deb'));
     if (result.status !== 0 || !deb) {
       throw new NatsServerInstallError(
-        `nats-server is not installed and \`apt-get download nats-server\` failed (${String(result.stderr).trim() || `exit ${result.status}`}): ` +
+        `nats-server is not installed and \`apt-get download nats-server\` ` +
+          `failed (${String(result.stderr).trim() || `exit ${result.status}`}): ` +
           'run `sudo apt-get update && sudo apt-get install nats-server`, or set CORTEX_NATS_URL to a running server',
       );
     }

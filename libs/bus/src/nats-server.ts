@@ -13,7 +13,8 @@ export interface LocalNatsServer {
 }
 
 export const NATS_INSTALL_HINT =
-  'install nats-server (Debian/Ubuntu: apt-get install nats-server; or see https://docs.nats.io) or set CORTEX_NATS_URL to a running server';
+  'install nats-server (Debian/Ubuntu: apt-get install nats-server; or ' +
+  'see https://docs.nats.io) or set CORTEX_NATS_URL to a running server';
 
 /** Whether a nats-server can be run: on PATH, or fetched earlier into .cortex/bin (see ensureNatsServer). */
 export function natsServerOnPath(): boolean {

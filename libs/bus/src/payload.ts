@@ -65,7 +65,9 @@ export async function encodeLarge(
   } catch (error) {
     throw new CortexError(
       'payload_too_large',
-      `a message of ${data.length} bytes is over the NATS server's max_payload (${limit}) and could not be put in the ${PAYLOAD_BUCKET} object store: ${(error as Error).message}`,
+      `a message of ${data.length} bytes is over the NATS server's ` +
+        `max_payload (${limit}) and could not be put in the ` +
+        `${PAYLOAD_BUCKET} object store: ${(error as Error).message}`,
       { cause: error },
     );
   }

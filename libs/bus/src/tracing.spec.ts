@@ -131,36 +131,40 @@ describe('startTracing', () => {
     assert.equal(activeTracer(), null);
   });
 
-  it('startTracing - with only an endpoint, the real exporter posts OTLP protobuf to <endpoint>/v1/traces, as service cortex-<service>', async (t) => {
-    const posts: Array<{ url: string; type: string; body: Buffer }> = [];
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        posts.push({ url: req.url ?? '', type: String(req.headers['content-type']), body: Buffer.concat(chunks) });
-        res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+  it(
+    'startTracing - with only an endpoint, the real exporter posts ' +
+      'OTLP protobuf to <endpoint>/v1/traces, as service cortex-<service>',
+    async (t) => {
+      const posts: Array<{ url: string; type: string; body: Buffer }> = [];
+      const server = createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (chunk: Buffer) => chunks.push(chunk));
+        req.on('end', () => {
+          posts.push({ url: req.url ?? '', type: String(req.headers['content-type']), body: Buffer.concat(chunks) });
+          res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+        });
       });
-    });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    t.after(() => server.close());
-    // The exporter reads its endpoint from the process's environment itself, as in a service.
-    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    t.after(() => delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT);
-    const stop = await startTracing('translator');
-    assert.ok(stop);
-    const span = activeTracer()?.startSpan('process llm.translator.v1.decode');
-    assert.ok(span);
-    span.end();
-    await stop(); // sends what the batch holds
-    assert.equal(activeTracer(), null);
-    assert.equal(posts.length, 1);
-    const [post] = posts as [(typeof posts)[0]];
-    assert.equal(post.url, '/v1/traces');
-    assert.equal(post.type, 'application/x-protobuf');
-    // Protobuf keeps strings as UTF-8 and ids as raw bytes.
-    assert.ok(post.body.includes('process llm.translator.v1.decode'));
-    assert.ok(post.body.includes('cortex-translator'));
-    assert.ok(post.body.includes(Buffer.from(span.spanContext().traceId, 'hex')));
-  });
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      t.after(() => server.close());
+      // The exporter reads its endpoint from the process's environment itself, as in a service.
+      process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      t.after(() => delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT);
+      const stop = await startTracing('translator');
+      assert.ok(stop);
+      const span = activeTracer()?.startSpan('process llm.translator.v1.decode');
+      assert.ok(span);
+      span.end();
+      await stop(); // sends what the batch holds
+      assert.equal(activeTracer(), null);
+      assert.equal(posts.length, 1);
+      const [post] = posts as [(typeof posts)[0]];
+      assert.equal(post.url, '/v1/traces');
+      assert.equal(post.type, 'application/x-protobuf');
+      // Protobuf keeps strings as UTF-8 and ids as raw bytes.
+      assert.ok(post.body.includes('process llm.translator.v1.decode'));
+      assert.ok(post.body.includes('cortex-translator'));
+      assert.ok(post.body.includes(Buffer.from(span.spanContext().traceId, 'hex')));
+    },
+  );
 });

@@ -111,7 +111,10 @@ export function activeTracer(): Tracer | null {
   return tracer;
 }
 
-/** The trace and span ids of the span current in this async context, for log lines; null when tracing is off or outside a traced request. */
+/**
+ * The trace and span ids of the span current in this async context, for log lines; null when tracing is off or outside
+ * a traced request.
+ */
 export function currentTraceIds(): { traceId: string; spanId: string } | null {
   if (!tracer) return null;
   const span = trace.getSpan(context.active());

@@ -53,7 +53,10 @@ export class GatewayConfig {
    * arrives. 0: no cap.
    */
   @IsInt() @Min(0) maxWebsocketsPerKey = 16;
-  /** The bytes those bodies declare and the client's Responses WebSocket messages waiting for their turn hold, together (a chunked body counts as `body_limit_bytes`); the first is always let in. 0: no cap. */
+  /**
+   * The bytes those bodies declare and the client's Responses WebSocket messages waiting for their turn hold, together
+   * (a chunked body counts as `body_limit_bytes`); the first is always let in. 0: no cap.
+   */
   @IsInt() @Min(0) maxUploadBytesPerKey = 64 * 1024 * 1024;
   /**
    * Bytes a second one WebSocket may send (its messages, averaged; a burst of twice
@@ -114,7 +117,10 @@ export class GatewayConfig {
   @ValidateNested() @Type(() => MigrationConfig) migration = new MigrationConfig();
   /** `GET /health`'s status code per verdict (200, 200, 503): a balancer that only reads codes can treat impaired as down too. */
   @ValidateNested() @Type(() => HealthStatusConfig) healthStatus = new HealthStatusConfig();
-  /** What a stored key's request gets while its limits cannot be counted (NATS unreachable, its store full), per check (see docs/keys.md). */
+  /**
+   * What a stored key's request gets while its limits cannot be counted (NATS unreachable, its store full), per check
+   * (see docs/keys.md).
+   */
   @ValidateNested() @Type(() => LimitsUnavailableConfig) limitsUnavailable = new LimitsUnavailableConfig();
 }
 
@@ -222,7 +228,10 @@ export class AuthConfig {
   @IsObject() accounts: Record<string, unknown> = {};
 }
 
-/** TLS to NATS: on when any file is set or the URL is `tls://`; the server's certificate is checked against `ca_file` (or the system CAs). */
+/**
+ * TLS to NATS: on when any file is set or the URL is `tls://`; the server's certificate is checked against `ca_file`
+ * (or the system CAs).
+ */
 export class NatsTlsConfig {
   @IsOptional() @IsString() caFile?: string;
   /** A client certificate and its key, for servers that verify clients (`verify: true`). */

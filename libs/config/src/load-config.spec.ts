@@ -36,7 +36,9 @@ describe('config', () => {
 
   it('config - a draft written as a path resolves against the file; a catalogue id, lookup or hf: stay as written', () => {
     const { dir, env } = tempConfig(
-      'models:\n  - id: small\n    file: small.gguf\n  - id: a\n    file: a.gguf\n    draft: drafts/d.gguf\n  - id: b\n    file: b.gguf\n    draft: small\n  - id: c\n    file: c.gguf\n    draft: lookup\n',
+      'models:\n  - id: small\n    file: small.gguf\n  - id: a\n' +
+        '    file: a.gguf\n    draft: drafts/d.gguf\n  - id: b\n    file: b.gguf\n' +
+        '    draft: small\n  - id: c\n    file: c.gguf\n    draft: lookup\n',
     );
     const drafts = loadConfig(env, '/').config.models.map((m) => m.draft);
     assert.deepEqual(drafts, [undefined, join(dir, 'drafts/d.gguf'), 'small', 'lookup']);

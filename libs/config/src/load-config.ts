@@ -157,7 +157,8 @@ export function parseModelEntry(plain: unknown, replicationMaxReplicas: number, 
   for (const [field, source] of sources) {
     if (source && isLocalPath(source) && !isAbsolute(source)) {
       throw new ConfigError(
-        `${where}.${field}: "${source}" is a relative path; give an absolute path on the workers' hosts, an hf: URI, an https:// URL or fixture:<name>`,
+        `${where}.${field}: "${source}" is a relative path; give an absolute path ` +
+          `on the workers' hosts, an hf: URI, an https:// URL or fixture:<name>`,
       );
     }
   }

@@ -55,52 +55,60 @@ describe('affinity keys', () => {
     assert.equal(anthropic.request.affinityKey, 'session:s-1');
   });
 
-  it('affinity - prompt_cache_retention 24h and a cache_control ttl of 1h ask for the prompt to be kept longer; bad values are named', () => {
-    const user = [{ role: 'user', content: 'Hi.' }];
-    const named = (param: string) => (error: Error) =>
-      error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param;
-    assert.equal(
-      decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: '24h' }).keepPromptLonger,
-      true,
-    );
-    assert.equal(
-      decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: 'in_memory' }).keepPromptLonger,
-      undefined,
-    );
-    assert.equal(
-      decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: null }).keepPromptLonger,
-      undefined,
-    );
-    assert.throws(
-      () => decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: '7d' }),
-      named('prompt_cache_retention'),
-    );
-    assert.equal(
-      decodeResponsesRequest({ model: 'm', input: 'Hi.', prompt_cache_retention: '24h' }).request.keepPromptLonger,
-      true,
-    );
-    const messages = (extra: Record<string, unknown>) =>
-      decodeMessagesRequest({ model: 'm', max_tokens: 8, messages: user, ...extra }).request.keepPromptLonger;
-    const block = (ttl?: string) => ({
-      type: 'text',
-      text: 'Be brief.',
-      cache_control: { type: 'ephemeral', ...(ttl && { ttl }) },
-    });
-    assert.equal(messages({ system: [block()] }), undefined, 'the default five minutes is what the worker does anyway');
-    assert.equal(messages({ system: [block('5m')] }), undefined);
-    assert.equal(messages({ system: [block('1h')] }), true);
-    assert.equal(messages({ messages: [{ role: 'user', content: [block(), block('1h')] }] }), true);
-    assert.equal(
-      messages({
-        tools: [{ name: 't', input_schema: { type: 'object' }, cache_control: { type: 'ephemeral', ttl: '1h' } }],
-      }),
-      true,
-    );
-    assert.throws(
-      () => messages({ messages: [{ role: 'user', content: [block('2h')] }] }),
-      named('messages[0].content[0].cache_control.ttl'),
-    );
-  });
+  it(
+    'affinity - prompt_cache_retention 24h and a cache_control ttl ' +
+      'of 1h ask for the prompt to be kept longer; bad values are named',
+    () => {
+      const user = [{ role: 'user', content: 'Hi.' }];
+      const named = (param: string) => (error: Error) =>
+        error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param;
+      assert.equal(
+        decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: '24h' }).keepPromptLonger,
+        true,
+      );
+      assert.equal(
+        decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: 'in_memory' }).keepPromptLonger,
+        undefined,
+      );
+      assert.equal(
+        decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: null }).keepPromptLonger,
+        undefined,
+      );
+      assert.throws(
+        () => decodeChatRequest({ model: 'm', messages: user, prompt_cache_retention: '7d' }),
+        named('prompt_cache_retention'),
+      );
+      assert.equal(
+        decodeResponsesRequest({ model: 'm', input: 'Hi.', prompt_cache_retention: '24h' }).request.keepPromptLonger,
+        true,
+      );
+      const messages = (extra: Record<string, unknown>) =>
+        decodeMessagesRequest({ model: 'm', max_tokens: 8, messages: user, ...extra }).request.keepPromptLonger;
+      const block = (ttl?: string) => ({
+        type: 'text',
+        text: 'Be brief.',
+        cache_control: { type: 'ephemeral', ...(ttl && { ttl }) },
+      });
+      assert.equal(
+        messages({ system: [block()] }),
+        undefined,
+        'the default five minutes is what the worker does anyway',
+      );
+      assert.equal(messages({ system: [block('5m')] }), undefined);
+      assert.equal(messages({ system: [block('1h')] }), true);
+      assert.equal(messages({ messages: [{ role: 'user', content: [block(), block('1h')] }] }), true);
+      assert.equal(
+        messages({
+          tools: [{ name: 't', input_schema: { type: 'object' }, cache_control: { type: 'ephemeral', ttl: '1h' } }],
+        }),
+        true,
+      );
+      assert.throws(
+        () => messages({ messages: [{ role: 'user', content: [block('2h')] }] }),
+        named('messages[0].content[0].cache_control.ttl'),
+      );
+    },
+  );
 
   it('affinity - a metadata.user_id that is not a string is a 400 naming it', () => {
     assert.throws(
@@ -116,22 +124,26 @@ describe('affinity keys', () => {
     );
   });
 
-  it('affinity - the placement hint names the model and key the Responses decoder will (the gateway asks the router with it while decoding)', () => {
-    for (const body of [
-      { model: 'm', input: 'Hi.', prompt_cache_key: 'k2' },
-      { model: 'm', input: 'Hi.', previous_response_id: 'resp_1', prompt_cache_key: 'k3' },
-    ]) {
-      assert.deepEqual(placementHint(body, undefined), {
+  it(
+    'affinity - the placement hint names the model and key the Responses ' +
+      'decoder will (the gateway asks the router with it while decoding)',
+    () => {
+      for (const body of [
+        { model: 'm', input: 'Hi.', prompt_cache_key: 'k2' },
+        { model: 'm', input: 'Hi.', previous_response_id: 'resp_1', prompt_cache_key: 'k3' },
+      ]) {
+        assert.deepEqual(placementHint(body, undefined), {
+          model: 'm',
+          affinity: decodeResponsesRequest(body).request.affinityKey,
+        });
+      }
+      // A session header names the conversation before anything in the body (as the translator decides).
+      assert.deepEqual(placementHint({ model: 'm', input: 'Hi.', prompt_cache_key: 'k2' }, 'session:h'), {
         model: 'm',
-        affinity: decodeResponsesRequest(body).request.affinityKey,
+        affinity: 'session:h',
       });
-    }
-    // A session header names the conversation before anything in the body (as the translator decides).
-    assert.deepEqual(placementHint({ model: 'm', input: 'Hi.', prompt_cache_key: 'k2' }, 'session:h'), {
-      model: 'm',
-      affinity: 'session:h',
-    });
-  });
+    },
+  );
 
   it('affinity - no placement hint when the translator keys the request by stored state, or the body names no model', () => {
     // Responses without a session or cache key are keyed by their chain (resp:<first id>) or conversation.

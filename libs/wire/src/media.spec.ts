@@ -13,7 +13,8 @@ function refusesImage(decode: () => unknown, param: string, what: string): void 
     assert.equal(error.extra.param, param);
     assert.equal(
       error.message,
-      `${param}: ${what} are not supported: model 'vision-less' takes text only. node-llama-cpp, the inference backend, has no vision (image), audio or file input yet, ` +
+      `${param}: ${what} are not supported: model 'vision-less' takes text only. ` +
+        'node-llama-cpp, the inference backend, has no vision (image), audio or file input yet, ' +
         "so GET /v1/models lists capabilities.vision: false for 'vision-less'; send the content as text instead",
     );
     return true;

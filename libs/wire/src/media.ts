@@ -8,7 +8,9 @@ export function rejectMedia(path: string, what: string, model: string | undefine
   const named = model === undefined ? 'this model' : `model '${model}'`;
   return fail(
     path,
-    `${what} are not supported: ${named} takes text only. node-llama-cpp, the inference backend, has no vision (image), audio or file input yet, ` +
-      `so GET /v1/models lists capabilities.vision: false for ${model === undefined ? 'every model' : `'${model}'`}; send the content as text instead`,
+    `${what} are not supported: ${named} takes text only. node-llama-cpp, ` +
+      'the inference backend, has no vision (image), audio or file input yet, ' +
+      'so GET /v1/models lists capabilities.vision: false for ' +
+      `${model === undefined ? 'every model' : `'${model}'`}; send the content as text instead`,
   );
 }

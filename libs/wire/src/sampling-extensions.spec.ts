@@ -10,48 +10,57 @@ const named = (param: string) => (error: Error) =>
   error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param;
 
 describe('sampling extensions', () => {
-  it('sampling extensions - top_k, min_p, repetition_penalty (or repeat_penalty) and repeat_last_n reach the sampling; the values that mean "off" are kept, to win over the model\'s defaults', () => {
-    assert.deepEqual(samplingExtensions({ top_k: 20, min_p: 0.05, repetition_penalty: 1.1, repeat_last_n: 128 }), {
-      topK: 20,
-      minP: 0.05,
-      repetitionPenalty: 1.1,
-      repeatLastN: 128,
-    });
-    assert.deepEqual(samplingExtensions({ repeat_penalty: 1.3 }), { repetitionPenalty: 1.3 });
-    assert.deepEqual(samplingExtensions({ top_k: -1, repetition_penalty: 1, min_p: null }), {
-      topK: 0,
-      repetitionPenalty: 1,
-    });
-    assert.deepEqual(samplingExtensions({ top_k: 0 }), { topK: 0 });
-    assert.deepEqual(samplingExtensions({}), {});
-  });
+  it(
+    'sampling extensions - top_k, min_p, repetition_penalty (or ' +
+      'repeat_penalty) and repeat_last_n reach the sampling; the ' +
+      'values that mean "off" are kept, to win over the model\'s defaults',
+    () => {
+      assert.deepEqual(samplingExtensions({ top_k: 20, min_p: 0.05, repetition_penalty: 1.1, repeat_last_n: 128 }), {
+        topK: 20,
+        minP: 0.05,
+        repetitionPenalty: 1.1,
+        repeatLastN: 128,
+      });
+      assert.deepEqual(samplingExtensions({ repeat_penalty: 1.3 }), { repetitionPenalty: 1.3 });
+      assert.deepEqual(samplingExtensions({ top_k: -1, repetition_penalty: 1, min_p: null }), {
+        topK: 0,
+        repetitionPenalty: 1,
+      });
+      assert.deepEqual(samplingExtensions({ top_k: 0 }), { topK: 0 });
+      assert.deepEqual(samplingExtensions({}), {});
+    },
+  );
 
-  it("sampling extensions - XTC and DRY by llama.cpp's names, with its defaults; 0 (its default) is off; bad values are 400s naming the field", () => {
-    assert.deepEqual(samplingExtensions({ xtc_probability: 0.5 }), { xtc: { probability: 0.5, threshold: 0.1 } });
-    assert.deepEqual(samplingExtensions({ xtc_probability: 0.5, xtc_threshold: 0.2 }), {
-      xtc: { probability: 0.5, threshold: 0.2 },
-    });
-    assert.deepEqual(samplingExtensions({ xtc_probability: 0, xtc_threshold: 0.2, dry_multiplier: 0 }), {});
-    assert.deepEqual(samplingExtensions({ dry_multiplier: 0.8 }), { dry: { multiplier: 0.8 } });
-    assert.deepEqual(
-      samplingExtensions({
-        dry_multiplier: 0.8,
-        dry_base: 2,
-        dry_allowed_length: 3,
-        dry_penalty_last_n: -1,
-        dry_sequence_breakers: ['\n'],
-      }),
-      { dry: { multiplier: 0.8, base: 2, allowedLength: 3, sequenceBreakers: ['\n'] } },
-    );
-    assert.deepEqual(samplingExtensions({ dry_multiplier: 0.8, dry_penalty_last_n: 256 }), {
-      dry: { multiplier: 0.8, lastN: 256 },
-    });
-    assert.throws(() => samplingExtensions({ xtc_probability: 2 }), named('xtc_probability'));
-    assert.throws(() => samplingExtensions({ dry_base: 0.5 }), named('dry_base'));
-    assert.throws(() => samplingExtensions({ dry_penalty_last_n: -2 }), named('dry_penalty_last_n'));
-    assert.throws(() => samplingExtensions({ dry_sequence_breakers: [''] }), named('dry_sequence_breakers[0]'));
-    assert.throws(() => samplingExtensions({ dry_sequence_breakers: 'x' }), named('dry_sequence_breakers'));
-  });
+  it(
+    "sampling extensions - XTC and DRY by llama.cpp's names, with its " +
+      'defaults; 0 (its default) is off; bad values are 400s naming the field',
+    () => {
+      assert.deepEqual(samplingExtensions({ xtc_probability: 0.5 }), { xtc: { probability: 0.5, threshold: 0.1 } });
+      assert.deepEqual(samplingExtensions({ xtc_probability: 0.5, xtc_threshold: 0.2 }), {
+        xtc: { probability: 0.5, threshold: 0.2 },
+      });
+      assert.deepEqual(samplingExtensions({ xtc_probability: 0, xtc_threshold: 0.2, dry_multiplier: 0 }), {});
+      assert.deepEqual(samplingExtensions({ dry_multiplier: 0.8 }), { dry: { multiplier: 0.8 } });
+      assert.deepEqual(
+        samplingExtensions({
+          dry_multiplier: 0.8,
+          dry_base: 2,
+          dry_allowed_length: 3,
+          dry_penalty_last_n: -1,
+          dry_sequence_breakers: ['\n'],
+        }),
+        { dry: { multiplier: 0.8, base: 2, allowedLength: 3, sequenceBreakers: ['\n'] } },
+      );
+      assert.deepEqual(samplingExtensions({ dry_multiplier: 0.8, dry_penalty_last_n: 256 }), {
+        dry: { multiplier: 0.8, lastN: 256 },
+      });
+      assert.throws(() => samplingExtensions({ xtc_probability: 2 }), named('xtc_probability'));
+      assert.throws(() => samplingExtensions({ dry_base: 0.5 }), named('dry_base'));
+      assert.throws(() => samplingExtensions({ dry_penalty_last_n: -2 }), named('dry_penalty_last_n'));
+      assert.throws(() => samplingExtensions({ dry_sequence_breakers: [''] }), named('dry_sequence_breakers[0]'));
+      assert.throws(() => samplingExtensions({ dry_sequence_breakers: 'x' }), named('dry_sequence_breakers'));
+    },
+  );
 
   it('sampling extensions - logit_bias maps token ids to a bias from -100 to 100; an empty map is none', () => {
     assert.deepEqual(samplingExtensions({ logit_bias: { '0': -100, '1500': 2.5 } }), {

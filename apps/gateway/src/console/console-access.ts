@@ -82,5 +82,8 @@ export function cookieValue(header: string | undefined, name: string): string | 
  * can make a request that carries it), Secure when the page came over TLS.
  */
 export function consoleCookie(key: string, secure: boolean): string {
-  return `${CONSOLE_COOKIE}=${encodeURIComponent(key)}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${COOKIE_MAX_AGE_S}${secure ? '; Secure' : ''}`;
+  return (
+    `${CONSOLE_COOKIE}=${encodeURIComponent(key)}; Path=/; HttpOnly; ` +
+    `SameSite=Strict; Max-Age=${COOKIE_MAX_AGE_S}${secure ? '; Secure' : ''}`
+  );
 }

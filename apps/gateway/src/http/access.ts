@@ -54,7 +54,8 @@ export function installAccess(
   if (auth.mode === 'keys' && !anyKeys) {
     if (!isLoopback(host)) {
       throw new Error(
-        `gateway.listen is ${gateway.listen} but no API keys are configured: set auth.api_keys (or CORTEX_API_KEYS), or set "auth: none" to serve without authentication`,
+        `gateway.listen is ${gateway.listen} but no API keys are configured: set auth.api_keys ` +
+          '(or CORTEX_API_KEYS), or set "auth: none" to serve without authentication',
       );
     }
     logger.warn(

@@ -33,13 +33,16 @@ export function installConnectionCaps(
       refused(address);
       const body = JSON.stringify({
         error: {
-          message: `too many connections from ${address}: at most ${caps.perAddress} at once (gateway.max_connections_per_address); close idle ones or reuse them`,
+          message:
+            `too many connections from ${address}: at most ${caps.perAddress} at once ` +
+            '(gateway.max_connections_per_address); close idle ones or reuse them',
           type: 'rate_limit_error',
           code: 'too_many_connections',
         },
       });
       socket.end(
-        `HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\nretry-after: 1\r\n\r\n${body}`,
+        'HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n' +
+          `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\nretry-after: 1\r\n\r\n${body}`,
       );
       return;
     }

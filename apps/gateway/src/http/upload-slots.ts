@@ -7,7 +7,10 @@ import { presentedKey } from './access.js';
 import type { RefusalCounter } from './refusals.js';
 import { contextOf } from './request-context.js';
 
-/** How many request bodies one client may be sending this gateway at once, and how many bytes they may declare (`gateway.max_uploads_per_key`, `gateway.max_upload_bytes_per_key`; 0: no cap). */
+/**
+ * How many request bodies one client may be sending this gateway at once, and how many bytes they may declare
+ * (`gateway.max_uploads_per_key`, `gateway.max_upload_bytes_per_key`; 0: no cap).
+ */
 export interface UploadCaps {
   count: number;
   bytes: number;
@@ -71,7 +74,9 @@ export function installUploadSlots(
       refusals.count(overCount ? 'too_many_uploads' : 'upload_bytes');
       const what = overCount
         ? `${count} request bodies are already being sent with this key (gateway.max_uploads_per_key is ${caps.count})`
-        : `the bodies being sent and WebSocket messages waiting with this key would hold ${declaredSoFar + declared} bytes, over gateway.max_upload_bytes_per_key (${caps.bytes})`;
+        : 'the bodies being sent and WebSocket messages waiting with ' +
+          `this key would hold ${declaredSoFar + declared} bytes, ` +
+          `over gateway.max_upload_bytes_per_key (${caps.bytes})`;
       sendError(
         reply,
         request.url,

@@ -64,12 +64,16 @@ describe('key directory - on a real NATS', { skip: !natsServerOnPath() && 'nats-
     }
   });
 
-  it('key directory - an unknown stored-key secret stays unknown, well within the bound; other secrets are not looked at again', async () => {
-    const started = performance.now();
-    assert.deepEqual(await directory.identifyAfterCatchUp('sk-cortex-not-a-key-of-this-fleet'), { kind: 'unknown' });
-    assert.ok(performance.now() - started < KEY_CATCH_UP_MS, 'the view was already current: no wait to the bound');
-    assert.equal(directory.identifyAfterCatchUp('sk-some-other-provider'), null);
-  });
+  it(
+    'key directory - an unknown stored-key secret stays unknown, ' +
+      'well within the bound; other secrets are not looked at again',
+    async () => {
+      const started = performance.now();
+      assert.deepEqual(await directory.identifyAfterCatchUp('sk-cortex-not-a-key-of-this-fleet'), { kind: 'unknown' });
+      assert.ok(performance.now() - started < KEY_CATCH_UP_MS, 'the view was already current: no wait to the bound');
+      assert.equal(directory.identifyAfterCatchUp('sk-some-other-provider'), null);
+    },
+  );
 
   it('key directory - a key the config declares is known with its account, tier and limits; its account too', () => {
     const identity = directory.identify(DECLARED_SECRET);

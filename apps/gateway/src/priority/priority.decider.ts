@@ -36,7 +36,8 @@ function askedTier(header: string | string[]): number {
   if (!(asked >= MIN_KEY_TIER && asked <= MAX_KEY_TIER)) {
     throw new CortexError(
       'invalid_request',
-      `the ${PRIORITY_HEADER} header must be a whole number from ${MIN_KEY_TIER} (lowest priority) to ${MAX_KEY_TIER}, got ${JSON.stringify(text)}`,
+      `the ${PRIORITY_HEADER} header must be a whole number from ${MIN_KEY_TIER} ` +
+        `(lowest priority) to ${MAX_KEY_TIER}, got ${JSON.stringify(text)}`,
       { param: PRIORITY_HEADER },
     );
   }

@@ -60,26 +60,34 @@ describe('background follow', () => {
     assert.deepEqual(published, []);
   });
 
-  it("background follow - while the run moves, keep-alives marked moving go on the lost run's subject, the first at once, and stop at the resume", async (t) => {
-    const { notices, follow, published, lose } = fixture(t);
-    await follow.follow(
-      (async function* () {
-        yield text(1);
-        lose('r2');
-        assert.equal(follow.isMoving, true);
-        assert.equal(published.length, 1, 'the mark went out when the move began');
-        t.mock.timers.tick(3_500);
-        notices.emit({ type: 'resumed', workerId: 'w2' });
-        t.mock.timers.tick(3_000);
-        yield text(2);
-      })(),
-    );
-    assert.deepEqual(
-      published,
-      Array.from({ length: 4 }, () => ({ subject: 'llm.background.v1.resp_1.w1.r1', type: 'keepalive', moving: true })),
-    );
-    assert.equal(follow.isMoving, false);
-  });
+  it(
+    'background follow - while the run moves, keep-alives marked moving go ' +
+      "on the lost run's subject, the first at once, and stop at the resume",
+    async (t) => {
+      const { notices, follow, published, lose } = fixture(t);
+      await follow.follow(
+        (async function* () {
+          yield text(1);
+          lose('r2');
+          assert.equal(follow.isMoving, true);
+          assert.equal(published.length, 1, 'the mark went out when the move began');
+          t.mock.timers.tick(3_500);
+          notices.emit({ type: 'resumed', workerId: 'w2' });
+          t.mock.timers.tick(3_000);
+          yield text(2);
+        })(),
+      );
+      assert.deepEqual(
+        published,
+        Array.from({ length: 4 }, () => ({
+          subject: 'llm.background.v1.resp_1.w1.r1',
+          type: 'keepalive',
+          moving: true,
+        })),
+      );
+      assert.equal(follow.isMoving, false);
+    },
+  );
 
   it('background follow - a move that finds no worker ends the response with its error, on the lost run and the last try', async (t) => {
     const { follow, published, calls, lose } = fixture(t);
@@ -98,23 +106,27 @@ describe('background follow', () => {
     assert.deepEqual(calls, ['detach']);
   });
 
-  it("background follow - a cancel during the move stops the move and ends the response cancelled; outside a move it is the worker's", async (t) => {
-    const { follow, published, calls, lose } = fixture(t);
-    assert.equal(follow.cancelMove('by POST'), false, 'not moving: the worker hears the cancel');
-    await follow.follow(
-      (async function* () {
-        yield text(1);
-        lose('r2');
-        assert.equal(follow.cancelMove('by POST'), true);
-        throw new CortexError('cancelled', 'the request was cancelled while it moved');
-      })(),
-    );
-    assert.deepEqual(calls, ['cancel by POST', 'detach']);
-    assert.deepEqual(
-      published.map((p) => p.code ?? p.type),
-      ['keepalive', 'cancelled', 'cancelled'],
-    );
-  });
+  it(
+    'background follow - a cancel during the move stops the move and ' +
+      "ends the response cancelled; outside a move it is the worker's",
+    async (t) => {
+      const { follow, published, calls, lose } = fixture(t);
+      assert.equal(follow.cancelMove('by POST'), false, 'not moving: the worker hears the cancel');
+      await follow.follow(
+        (async function* () {
+          yield text(1);
+          lose('r2');
+          assert.equal(follow.cancelMove('by POST'), true);
+          throw new CortexError('cancelled', 'the request was cancelled while it moved');
+        })(),
+      );
+      assert.deepEqual(calls, ['cancel by POST', 'detach']);
+      assert.deepEqual(
+        published.map((p) => p.code ?? p.type),
+        ['keepalive', 'cancelled', 'cancelled'],
+      );
+    },
+  );
 
   it('background follow - a read that fails without a move publishes nothing: the worker may still run it', async (t) => {
     const { follow, published, calls } = fixture(t);

@@ -109,7 +109,8 @@ export class BackgroundResponder implements OnModuleInit, OnModuleDestroy {
       if (cap > 0 && running >= cap) {
         throw new CortexError(
           'rate_limit_exceeded',
-          `this key has ${running} background responses running from this gateway (responses.background_max_per_key is ${cap}): wait for one to end, or cancel one`,
+          `this key has ${running} background responses running from this gateway ` +
+            `(responses.background_max_per_key is ${cap}): wait for one to end, or cancel one`,
           { retryAfter: 1 },
         );
       }

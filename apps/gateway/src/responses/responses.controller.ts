@@ -12,7 +12,10 @@ import { ResponsesCompactor } from './responses.compact.js';
 import { BackgroundResponder } from './responses.background.js';
 import { contextOf } from '../http/request-context.js';
 
-/** OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens, compact, background runs. */
+/**
+ * OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens,
+ * compact, background runs.
+ */
 @Controller()
 export class ResponsesController {
   private readonly adapter: DialectAdapter;

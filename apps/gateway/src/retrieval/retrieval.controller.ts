@@ -89,7 +89,9 @@ export class RetrievalController {
     if (model && !model.matryoshka) {
       throw new CortexError(
         'invalid_request',
-        `dimensions: the model '${request.model}' returns vectors of one fixed size and cannot shorten them; leave dimensions out (models marked matryoshka: true in the catalogue can)`,
+        `dimensions: the model '${request.model}' returns vectors ` +
+          'of one fixed size and cannot shorten them; leave dimensions ' +
+          'out (models marked matryoshka: true in the catalogue can)',
         { param: 'dimensions' },
       );
     }

@@ -68,7 +68,10 @@ export class UsageRecorder implements OnModuleInit {
     });
   }
 
-  /** Sums the stored records matching `query` as they are read, with an ordered consumer from the query's start up to the stream's last record now. */
+  /**
+   * Sums the stored records matching `query` as they are read, with an ordered consumer from the query's start up to
+   * the stream's last record now.
+   */
   async query(query: UsageQuery): Promise<UsageRow[]> {
     const info = await (await jetstreamManager(this.bus.nc, { timeout: USAGE_QUERY_MS })).streams.info(USAGE_STREAM);
     const start = Math.max(0, query.from - CLOCK_SLACK_MS);

@@ -8,7 +8,10 @@ import { Buckets } from '@cortex/contracts';
 const BUCKET = Buckets.affinity;
 /** Bindings one router keeps in memory; the oldest go first (KV keeps them for every router). */
 const MAX_BINDINGS = 100_000;
-/** The bucket's bound (~500,000 bindings): every request without a session key writes one. Past it new ones are refused until old ones age out. */
+/**
+ * The bucket's bound (~500,000 bindings): every request without a session key writes one. Past it new ones are refused
+ * until old ones age out.
+ */
 const MAX_BUCKET_BYTES = 64 * 2 ** 20;
 /** The longest a starting router waits for its watch to hold the bindings the bucket has. */
 const CATCH_UP_MS = 5_000;
@@ -20,12 +23,12 @@ interface Binding {
 }
 
 /**
- * Which worker served a conversation last, per model: follow-ups go there so the worker reuses the
- * prompt prefix it still holds. A conversation is named by its affinity key, or by the digest of a
- * request's whole prompt (`prefixKey`), which its follow-up finds among its own prompt's prefixes.
- * Bindings live in the KV bucket `cortex_affinity` (TTL `router.affinity_ttl_s`), watched by every router, so any replica routes a follow-up the same way
- * and a restarted router loses nothing. A binding is written only when it changes, or when half its
- * TTL has passed, so a steady conversation costs no writes.
+ * Which worker served a conversation last, per model: follow-ups go there so the worker reuses the prompt prefix it
+ * still holds. A conversation is named by its affinity key, or by the digest of a request's whole prompt (`prefixKey`),
+ * which its follow-up finds among its own prompt's prefixes. Bindings live in the KV bucket `cortex_affinity` (TTL
+ * `router.affinity_ttl_s`), watched by every router, so any replica routes a follow-up the same way and a restarted
+ * router loses nothing. A binding is written only when it changes, or when half its TTL has passed, so a steady
+ * conversation costs no writes.
  */
 @Injectable()
 export class AffinityTable implements OnModuleInit, OnModuleDestroy {

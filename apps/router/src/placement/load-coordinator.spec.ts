@@ -153,19 +153,23 @@ describe('load coordinator - on a real NATS', { skip: !natsServerOnPath() && 'na
     assert.deepEqual(loads.waitingByModel(), {}, 'nobody waits any more');
   });
 
-  it('load coordinator - a worker that dies while it loads: once its heartbeats stop and nothing serves it, the load goes to another worker', async () => {
-    const loads = await coordinator();
-    const dying = worker('w1', () => undefined);
-    const model = parts.catalogue.model('m');
-    const placing = loads.waitForLoad(model);
-    while (!loadsSent.includes('w1')) await new Promise((done) => setTimeout(done, 10));
-    // w2 joins while w1 holds the load; then w1 is killed.
-    worker('w2', loaded('w2'));
-    dying.die();
-    const placement = await placing;
-    assert.equal(placement.workerId, 'w2');
-    assert.deepEqual(loadsSent, ['w1', 'w2']);
-  });
+  it(
+    'load coordinator - a worker that dies while it loads: once its ' +
+      'heartbeats stop and nothing serves it, the load goes to another worker',
+    async () => {
+      const loads = await coordinator();
+      const dying = worker('w1', () => undefined);
+      const model = parts.catalogue.model('m');
+      const placing = loads.waitForLoad(model);
+      while (!loadsSent.includes('w1')) await new Promise((done) => setTimeout(done, 10));
+      // w2 joins while w1 holds the load; then w1 is killed.
+      worker('w2', loaded('w2'));
+      dying.die();
+      const placement = await placing;
+      assert.equal(placement.workerId, 'w2');
+      assert.deepEqual(loadsSent, ['w1', 'w2']);
+    },
+  );
 
   it("load coordinator - a load the worker refuses fails its waiting requests with the worker's error", async () => {
     const loads = await coordinator();

@@ -383,7 +383,10 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
     const roomiest = workers.reduce((a, b) => (b.freeBytes > a.freeBytes ? b : a), { workerId: 'none', freeBytes: 0 });
     return new CortexError(
       'insufficient_memory',
-      `${model.id} needs about ${mib(needed)} and no worker can make room: ${roomiest.workerId} has the most free (${mib(roomiest.freeBytes)}), and the models it could evict under '${this.config.eviction.strategy}' do not free enough (pinned or of higher priority); unload a model, raise worker.memory_budget, or add a worker`,
+      `${model.id} needs about ${mib(needed)} and no worker can make room: ${roomiest.workerId} ` +
+        `has the most free (${mib(roomiest.freeBytes)}), and the models it could evict ` +
+        `under '${this.config.eviction.strategy}' do not free enough (pinned or of higher ` +
+        'priority); unload a model, raise worker.memory_budget, or add a worker',
       { retryAfter: 10 },
     );
   }

@@ -211,7 +211,9 @@ export class ResponsesService {
       if (!stored) {
         throw new CortexError(
           'previous_response_not_found',
-          `Response '${ids[i]}', an earlier turn of '${last.resource.id}', is no longer stored (expired or deleted), so the conversation cannot be rebuilt; start a new one or send the history as input.`,
+          `Response '${ids[i]}', an earlier turn of '${last.resource.id}', ` +
+            'is no longer stored (expired or deleted), so the conversation ' +
+            'cannot be rebuilt; start a new one or send the history as input.',
           { param: 'previous_response_id' },
         );
       }
@@ -256,7 +258,10 @@ export class ResponsesService {
   }
 }
 
-/** What `compaction` hands the gateway: the summarisation request (null when nothing is older than the latest user turn) and the items kept. */
+/**
+ * What `compaction` hands the gateway: the summarisation request (null when nothing is older than the latest user turn)
+ * and the items kept.
+ */
 export interface CompactionPlan {
   request: CanonicalRequest | null;
   recent: ResponsesItem[];

@@ -140,7 +140,8 @@ async function reach<T>(bucket: string, operation: () => Promise<T>): Promise<T>
     if (error instanceof CortexError) throw error;
     throw new CortexError(
       'service_unavailable',
-      `the JetStream KV bucket ${bucket} did not answer (${(error as Error).message}); retry in a few seconds (a NATS cluster that lost a server first elects a new leader)`,
+      `the JetStream KV bucket ${bucket} did not answer (${(error as Error).message}); ` +
+        'retry in a few seconds (a NATS cluster that lost a server first elects a new leader)',
       { retryAfter: 2, cause: error },
     );
   }

@@ -85,7 +85,8 @@ export class RetrievalEngineModel implements EngineModel, RetrievalModel {
   private notChat(): CortexError {
     return new CortexError(
       'invalid_request',
-      `the model '${this.id}' is an ${this.kind} model and does not generate text; use /v1/${this.kind === 'ranking' ? 'rerank' : 'embeddings'}`,
+      `the model '${this.id}' is an ${this.kind} model and does not generate ` +
+        `text; use /v1/${this.kind === 'ranking' ? 'rerank' : 'embeddings'}`,
       { param: 'model' },
     );
   }

@@ -46,7 +46,10 @@ export interface ModelSpec {
   maxQueue: number;
   /** How waiting requests are ordered (`worker.queue_order`); `fair` when absent. */
   queueOrder?: QueueOrder;
-  /** How a free sequence is chosen for a prompt (see slot-choice.decider.ts); `similar` when absent, `longest` is the benchmark's baseline. */
+  /**
+   * How a free sequence is chosen for a prompt (see slot-choice.decider.ts); `similar` when absent, `longest` is the
+   * benchmark's baseline.
+   */
   slotChoice?: 'similar' | 'longest';
   /** False: this model keeps no prompt beyond its slots, whatever the worker's prompt cache (the benchmark's arms). */
   keepPrompts?: boolean;

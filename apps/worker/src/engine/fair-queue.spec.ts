@@ -107,7 +107,8 @@ describe('fair queue', () => {
     queue.admitted(b1);
     for (let i = 1; i <= 12; i++) queue.push(parse(`a${i}`), toTicket(parse(`a${i}`)));
     const order = [1, 2, 3, 4, 5].map(() => queue.shift()?.name);
-    // b1 turns out to cost 50 while a is admitted for four more rounds: b owes 60 (both estimates and b1's 40 over its own), less 40, when it waits again.
+    // b1 turns out to cost 50 while a is admitted for four more rounds: b owes 60 (both estimates and b1's 40 over its
+    // own), less 40, when it waits again.
     queue.settle(b1, 50);
     queue.push(parse('b2'), toTicket(parse('b2')));
     assert.equal(queue.describe().find((flow) => flow.flow === 'b')?.deficit, -20);

@@ -1,6 +1,9 @@
 import type { RequestPriority, Usage } from '@cortex/contracts';
 
-/** Where a waiting request stands in its model's queue: its tier, the account it is fair among, and the tokens it is charged on admission. */
+/**
+ * Where a waiting request stands in its model's queue: its tier, the account it is fair among, and the tokens it is
+ * charged on admission.
+ */
 export interface QueueTicket {
   /** Higher is served first: 1 to 9 for keys, 0 for requests without one. */
   tier: number;
@@ -13,7 +16,10 @@ export interface QueueTicket {
 /** A request made without a tier or account: the lowest tier, one shared flow, charged nothing up front. */
 export const UNRANKED: Readonly<QueueTicket> = Object.freeze({ tier: 0, flow: '', cost: 0 });
 
-/** What a finished request really cost its account: the prompt tokens it had to evaluate (not those reused from the sequence) plus its output. */
+/**
+ * What a finished request really cost its account: the prompt tokens it had to evaluate (not those reused from the
+ * sequence) plus its output.
+ */
 export function chargedTokens(usage: Pick<Usage, 'promptTokens' | 'cachedPromptTokens' | 'completionTokens'>): number {
   return Math.max(0, usage.promptTokens - usage.cachedPromptTokens) + usage.completionTokens;
 }

@@ -112,7 +112,8 @@ async function askManifest(
   if (response.status === 404)
     throw new CortexError(
       'model_load_failed',
-      `${answered}: no repository ${user}/${repo} with a tag ${tag}; check the names, or name the file itself (hf:${user}/${repo}/<file>.gguf)`,
+      `${answered}: no repository ${user}/${repo} with a tag ${tag}; check ` +
+        `the names, or name the file itself (hf:${user}/${repo}/<file>.gguf)`,
     );
   if (!response.ok) throw new HubUnavailable('model_load_failed', `${answered}: the hub failed; try again later`);
   const manifest: unknown = await response.json().catch(() => null);
@@ -124,7 +125,8 @@ async function askManifest(
   ) {
     throw new CortexError(
       'model_load_failed',
-      `${options.model}: the hub's manifest for ${source} names no GGUF file (ggufFile.rfilename); name the file itself (hf:${user}/${repo}/<file>.gguf)`,
+      `${options.model}: the hub's manifest for ${source} names no GGUF file ` +
+        `(ggufFile.rfilename); name the file itself (hf:${user}/${repo}/<file>.gguf)`,
     );
   }
   return file;

@@ -319,7 +319,9 @@ export class LlamaEngine implements Engine {
     } catch (error) {
       // A template the Jinja engine cannot run: node-llama-cpp's wrapper for the model renders instead.
       this.options.log(
-        `${spec.id}: ${whose} chat template cannot be rendered (${(error as Error).message}); node-llama-cpp's chat wrapper renders its prompts instead: give the model a chat_template in the catalogue to fix this`,
+        `${spec.id}: ${whose} chat template cannot be rendered (` +
+          `${(error as Error).message}); node-llama-cpp's chat wrapper renders ` +
+          'its prompts instead: give the model a chat_template in the catalogue to fix this',
       );
       return {
         prompt: this.chatWrapperFor(model, spec.path),

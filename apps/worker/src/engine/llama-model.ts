@@ -242,7 +242,9 @@ export class LlamaEngineModel implements EngineModel {
     if (!rendered || length >= contextSize) {
       throw new CortexError(
         'invalid_request',
-        `the prompt is ${atLeast === null ? '' : 'at least '}${length} tokens but ${this.id} has a context of ${contextSize}; shorten the ${request.raw ? 'prompt' : 'messages'}`,
+        `the prompt is ${atLeast === null ? '' : 'at least '}${length} ` +
+          `tokens but ${this.id} has a context of ${contextSize}; ` +
+          `shorten the ${request.raw ? 'prompt' : 'messages'}`,
         { param: request.raw ? 'prompt' : 'messages' },
       );
     }

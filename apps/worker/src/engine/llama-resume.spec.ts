@@ -188,23 +188,27 @@ describe('llama resume', () => {
     assert.ok((await everyCut(chat('cortex-tools', { tools, toolChoice: 'required' }))).resumed >= 2);
   });
 
-  it('llama resume - a json_schema response: the grammar goes on over the delivered tokens, and the document equals the unbroken one', async () => {
-    // Held to another schema the tools fixture writes `{"location": "get_weather"}` (see its fallback).
-    const schema = { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] };
-    const request = chat('cortex-tools', {
-      responseFormat: { type: 'json_schema', schema },
-      sampling: { temperature: 0, maxTokens: 64 },
-    });
-    const unbroken = await generate(request);
-    const text = unbroken.map((e) => (e.type === 'text' ? e.text : '')).join('');
-    assert.equal(
-      unbroken.at(-1)?.type,
-      'finish',
-      `the document is complete and matches the schema: ${unbroken.at(-1)?.type}`,
-    );
-    assert.doesNotThrow(() => JSON.parse(text), `the unbroken document parses: ${text}`);
-    assert.ok((await everyCut(request, undefined, 12)).resumed >= 2);
-  });
+  it(
+    'llama resume - a json_schema response: the grammar goes on over ' +
+      'the delivered tokens, and the document equals the unbroken one',
+    async () => {
+      // Held to another schema the tools fixture writes `{"location": "get_weather"}` (see its fallback).
+      const schema = { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] };
+      const request = chat('cortex-tools', {
+        responseFormat: { type: 'json_schema', schema },
+        sampling: { temperature: 0, maxTokens: 64 },
+      });
+      const unbroken = await generate(request);
+      const text = unbroken.map((e) => (e.type === 'text' ? e.text : '')).join('');
+      assert.equal(
+        unbroken.at(-1)?.type,
+        'finish',
+        `the document is complete and matches the schema: ${unbroken.at(-1)?.type}`,
+      );
+      assert.doesNotThrow(() => JSON.parse(text), `the unbroken document parses: ${text}`);
+      assert.ok((await everyCut(request, undefined, 12)).resumed >= 2);
+    },
+  );
 
   it('llama resume - a resume cancelled in its prompt counts as cached no more tokens than the prompt has', async () => {
     const request = chat('cortex-chat');

@@ -189,7 +189,8 @@ export class ModelDownload {
         }
         throw new CortexError(
           'model_load_failed',
-          `${model}: the connection to ${url} dropped after ${got} of ${total || '?'} bytes (${(error as Error).message}); the next attempt resumes from there`,
+          `${model}: the connection to ${url} dropped after ${got} of ${total || '?'} ` +
+            `bytes (${(error as Error).message}); the next attempt resumes from there`,
           { cause: error },
         );
       }
@@ -290,7 +291,9 @@ export class ModelDownload {
     if (needed > free) {
       throw new CortexError(
         'model_load_failed',
-        `${model}: not enough disk space in ${dir}: the download needs ${mib(needed)} but only ${mib(free)} is free; free some space or set worker.models_dir to a larger disk`,
+        `${model}: not enough disk space in ${dir}: the download ` +
+          `needs ${mib(needed)} but only ${mib(free)} is free; free ` +
+          'some space or set worker.models_dir to a larger disk',
       );
     }
   }
@@ -312,7 +315,8 @@ export class ModelDownload {
       await unlink(path).catch(() => undefined);
       throw new CortexError(
         'model_load_failed',
-        `${this.options.model}: ${url} is corrupted: its SHA-256 is ${actual}, expected ${expected}; it was deleted and is downloaded again on the next attempt`,
+        `${this.options.model}: ${url} is corrupted: its SHA-256 is ${actual}, expected ` +
+          `${expected}; it was deleted and is downloaded again on the next attempt`,
       );
     }
   }
@@ -324,7 +328,8 @@ export class ModelDownload {
     await Promise.all(paths.map((path) => unlink(path).catch(() => undefined)));
     throw new CortexError(
       'model_load_failed',
-      `${this.options.model}: the downloaded file is not a usable GGUF (${problem}); it was deleted and is downloaded again on the next attempt`,
+      `${this.options.model}: the downloaded file is not a usable GGUF (` +
+        `${problem}); it was deleted and is downloaded again on the next attempt`,
     );
   }
 }
@@ -339,7 +344,10 @@ export async function ggufProblem(paths: readonly string[]): Promise<string | nu
     for (const tensor of info.fullTensorInfo ?? []) {
       const size = sizes[tensor.filePart - 1] ?? 0;
       if (Number(tensor.fileOffset) >= size)
-        return `tensor ${tensor.name} starts at byte ${tensor.fileOffset}, past the end of part ${tensor.filePart} (${size} bytes): the file is truncated`;
+        return (
+          `tensor ${tensor.name} starts at byte ${tensor.fileOffset}, past the ` +
+          `end of part ${tensor.filePart} (${size} bytes): the file is truncated`
+        );
     }
     const insights = await GgufInsights.from(info);
     const total = sizes.reduce((a, b) => a + b, 0);
@@ -404,7 +412,10 @@ class BodyQueue {
 export function httpProblem(status: number, url: string, hub: boolean): string {
   if (status === 401 || status === 403) {
     const token = hub ? 'set HF_TOKEN to a token that may read it' : 'give the worker a URL it may read';
-    return `${url} answered ${status} (${status === 401 ? 'unauthorized' : 'forbidden'}): ${token}, or accept the model's licence on the hub`;
+    return (
+      `${url} answered ${status} (${status === 401 ? 'unauthorized' : 'forbidden'}): ` +
+      `${token}, or accept the model's licence on the hub`
+    );
   }
   if (status === 404)
     return `${url} answered 404: no such file; check the model's "file" (repository, branch and file name)`;

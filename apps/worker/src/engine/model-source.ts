@@ -44,7 +44,9 @@ export function remoteSource(source: string, env: NodeJS.ProcessEnv = process.en
   if (source.startsWith('hf:')) {
     const [spec = '', branch = 'main'] = source.slice('hf:'.length).split('#');
     const [user = '', repo = '', ...path] = spec.split('/');
-    url = `${hubEndpoint(env)}${encodeURIComponent(user)}/${encodeURIComponent(repo)}/resolve/${encodeURIComponent(branch)}/${path.map(encodeURIComponent).join('/')}`;
+    url =
+      `${hubEndpoint(env)}${encodeURIComponent(user)}/${encodeURIComponent(repo)}/resolve/` +
+      `${encodeURIComponent(branch)}/${path.map(encodeURIComponent).join('/')}`;
     prefix = `hf_${user}_${repo}_`;
     hub = true;
   } else {

@@ -35,40 +35,44 @@ describe('prompt bound', () => {
     for (const [name, request, long] of cases) assert.equal(hasLongRun(request), long, name);
   });
 
-  it('prompt bound - a long run under the bytes bound is counted in chunks and refused past the context; words are tokenized whole', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'cortex-prompt-bound-'));
-    const engine = await LlamaEngine.create({ gpu: 'cpu', threads: 1, log: () => undefined });
-    try {
-      const path = (await ensureFixtureModels(dir))['cortex-chat'] as string;
-      const model = await engine.load({ id: 'cortex-chat', path, contextSize: 8_192, slots: 1, maxQueue: 1 });
-      const refusal = async (content: string): Promise<string> => {
-        const error = await model
-          .generate({
-            request: { ...chat(content), model: 'cortex-chat' },
-            receivedAt: performance.now(),
-            signal: new AbortController().signal,
-            emit: () => undefined,
-          })
-          .then(
-            () => assert.fail('a prompt over the context must be refused'),
-            (thrown: unknown) => thrown,
-          );
-        assert.ok(error instanceof CortexError && error.code === 'invalid_request', String(error));
-        return error.message;
-      };
-      // 30,000 bytes: under 4 bytes per token of the context, where a prompt used to be tokenized whole.
-      assert.match(
-        await refusal('a'.repeat(30_000)),
-        /^the prompt is at least \d+ tokens but cortex-chat has a context of 8192/,
-      );
-      assert.match(
-        await refusal('the quick brown fox '.repeat(1_500)),
-        /^the prompt is \d+ tokens but cortex-chat has a context of 8192/,
-      );
-      await model.dispose();
-    } finally {
-      await engine.dispose();
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  it(
+    'prompt bound - a long run under the bytes bound is counted in ' +
+      'chunks and refused past the context; words are tokenized whole',
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'cortex-prompt-bound-'));
+      const engine = await LlamaEngine.create({ gpu: 'cpu', threads: 1, log: () => undefined });
+      try {
+        const path = (await ensureFixtureModels(dir))['cortex-chat'] as string;
+        const model = await engine.load({ id: 'cortex-chat', path, contextSize: 8_192, slots: 1, maxQueue: 1 });
+        const refusal = async (content: string): Promise<string> => {
+          const error = await model
+            .generate({
+              request: { ...chat(content), model: 'cortex-chat' },
+              receivedAt: performance.now(),
+              signal: new AbortController().signal,
+              emit: () => undefined,
+            })
+            .then(
+              () => assert.fail('a prompt over the context must be refused'),
+              (thrown: unknown) => thrown,
+            );
+          assert.ok(error instanceof CortexError && error.code === 'invalid_request', String(error));
+          return error.message;
+        };
+        // 30,000 bytes: under 4 bytes per token of the context, where a prompt used to be tokenized whole.
+        assert.match(
+          await refusal('a'.repeat(30_000)),
+          /^the prompt is at least \d+ tokens but cortex-chat has a context of 8192/,
+        );
+        assert.match(
+          await refusal('the quick brown fox '.repeat(1_500)),
+          /^the prompt is \d+ tokens but cortex-chat has a context of 8192/,
+        );
+        await model.dispose();
+      } finally {
+        await engine.dispose();
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });

@@ -234,47 +234,55 @@ describe('prompt cache', () => {
     });
   });
 
-  it("prompt cache - its files stay within the budget (least recently used out), go with the engine, and a killed worker's are removed by the next", async () => {
-    let cacheDir = '';
-    // A worker SIGKILLed left its store behind (no process has this pid).
-    const orphan = async (where: string): Promise<void> =>
-      void (await mkdir(join(where, 'cortex-prompt-cache-4194303-abc123'), { recursive: true }));
-    await withEngine(
-      1,
-      async (model, engine, where) => {
-        cacheDir = where;
-        const stores = await readdir(where);
-        assert.equal(stores.length, 1, `only this engine's store: ${stores.join(', ')}`);
-        for (let seed = 10; seed < 14; seed++) await turn(model, [opening(seed)]);
-        const stats = engine.promptCacheStats;
-        // The first state shows how big they are; after it none is even written.
-        assert.ok(
-          stats && stats.saved >= 1 && stats.dropped === stats.saved,
-          `a 1-byte budget keeps nothing: ${JSON.stringify(stats)}`,
-        );
-        assert.deepEqual(await readdir(join(where, stores[0] as string)), []);
-      },
-      orphan,
-    );
-    assert.deepEqual(await readdir(cacheDir), [], 'the engine removed its directory');
-  });
+  it(
+    'prompt cache - its files stay within the budget (least recently used ' +
+      "out), go with the engine, and a killed worker's are removed by the next",
+    async () => {
+      let cacheDir = '';
+      // A worker SIGKILLed left its store behind (no process has this pid).
+      const orphan = async (where: string): Promise<void> =>
+        void (await mkdir(join(where, 'cortex-prompt-cache-4194303-abc123'), { recursive: true }));
+      await withEngine(
+        1,
+        async (model, engine, where) => {
+          cacheDir = where;
+          const stores = await readdir(where);
+          assert.equal(stores.length, 1, `only this engine's store: ${stores.join(', ')}`);
+          for (let seed = 10; seed < 14; seed++) await turn(model, [opening(seed)]);
+          const stats = engine.promptCacheStats;
+          // The first state shows how big they are; after it none is even written.
+          assert.ok(
+            stats && stats.saved >= 1 && stats.dropped === stats.saved,
+            `a 1-byte budget keeps nothing: ${JSON.stringify(stats)}`,
+          );
+          assert.deepEqual(await readdir(join(where, stores[0] as string)), []);
+        },
+        orphan,
+      );
+      assert.deepEqual(await readdir(cacheDir), [], 'the engine removed its directory');
+    },
+  );
 
-  it("prompt cache - a dead worker's store this user cannot remove (another user's, in a shared /dev/shm) is left alone, and the cache starts", async () => {
-    const shared = await mkdtemp(join(dir, 'shared-'));
-    const theirs = join(shared, 'cortex-prompt-cache-4194302-theirs');
-    await mkdir(theirs);
-    await writeFile(join(theirs, 'state'), 'kept');
-    // Root removes anything it may write to, so the store belongs to another user; anyone else cannot write into a read-only directory.
-    if (process.getuid?.() === 0) await chown(theirs, 65534, 65534);
-    else await chmod(theirs, 0o500);
-    const cache = new PromptCache({ dir: shared, maxBytes: 2 ** 20 });
-    try {
-      assert.deepEqual(await readdir(theirs), ['state'], "the other user's store is untouched");
-      assert.equal((await readdir(shared)).length, 2, 'its own store beside it');
-    } finally {
-      cache.dispose();
-      await chmod(theirs, 0o700);
-    }
-    assert.ok((await stat(theirs)).isDirectory());
-  });
+  it(
+    "prompt cache - a dead worker's store this user cannot remove (another " +
+      "user's, in a shared /dev/shm) is left alone, and the cache starts",
+    async () => {
+      const shared = await mkdtemp(join(dir, 'shared-'));
+      const theirs = join(shared, 'cortex-prompt-cache-4194302-theirs');
+      await mkdir(theirs);
+      await writeFile(join(theirs, 'state'), 'kept');
+      // Root removes anything it may write to, so the store belongs to another user; anyone else cannot write into a read-only directory.
+      if (process.getuid?.() === 0) await chown(theirs, 65534, 65534);
+      else await chmod(theirs, 0o500);
+      const cache = new PromptCache({ dir: shared, maxBytes: 2 ** 20 });
+      try {
+        assert.deepEqual(await readdir(theirs), ['state'], "the other user's store is untouched");
+        assert.equal((await readdir(shared)).length, 2, 'its own store beside it');
+      } finally {
+        cache.dispose();
+        await chmod(theirs, 0o700);
+      }
+      assert.ok((await stat(theirs)).isDirectory());
+    },
+  );
 });

@@ -35,7 +35,8 @@ export class ResumeReplay {
     if (promptTokens + resume.tokens.length >= contextSize) {
       throw new CortexError(
         'invalid_request',
-        `resume.tokens: the prompt (${promptTokens}) and the ${resume.tokens.length} tokens to resume after fill the context of ${contextSize}`,
+        `resume.tokens: the prompt (${promptTokens}) and the ${resume.tokens.length} ` +
+          `tokens to resume after fill the context of ${contextSize}`,
         { param: 'resume.tokens' },
       );
     }

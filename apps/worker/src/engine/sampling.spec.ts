@@ -78,16 +78,20 @@ describe('sampling on a designed distribution', () => {
     return out;
   }
 
-  it("sampling - a request without a temperature samples at the one its GGUF carries (general.sampling.temp), not cortex's 0.8", async () => {
-    const byDefault = await answers({});
-    assert.deepEqual(byDefault, await answers({ temperature: 1.5 }), 'the same answers as at 1.5, seed by seed');
-    assert.notDeepEqual(byDefault, await answers({ temperature: 0.8 }));
-    assert.ok(
-      byDefault.some((answer) => answer !== 'Heads'),
-      byDefault.join(' '),
-    );
-    assert.deepEqual(new Set(await answers({ temperature: 0 })), new Set(['Heads']), 'the request wins');
-  });
+  it(
+    'sampling - a request without a temperature samples at the ' +
+      "one its GGUF carries (general.sampling.temp), not cortex's 0.8",
+    async () => {
+      const byDefault = await answers({});
+      assert.deepEqual(byDefault, await answers({ temperature: 1.5 }), 'the same answers as at 1.5, seed by seed');
+      assert.notDeepEqual(byDefault, await answers({ temperature: 0.8 }));
+      assert.ok(
+        byDefault.some((answer) => answer !== 'Heads'),
+        byDefault.join(' '),
+      );
+      assert.deepEqual(new Set(await answers({ temperature: 0 })), new Set(['Heads']), 'the request wins');
+    },
+  );
 
   it('sampling - min_p drops the choices below its share of the likeliest: 0.5 leaves Heads alone (Tails is 0.37 of it)', async () => {
     assert.ok((await answers({ temperature: 1.5 })).includes('Tails'));
@@ -114,45 +118,49 @@ describe('sampling on a designed distribution', () => {
     );
   });
 
-  it("sampling - logprobs: the generated token's and the likeliest of its step, by the designed logits; none for a request that did not ask", async () => {
-    const events: EngineEvent[] = [];
-    const request = {
-      model: coin.id,
-      messages: [{ role: 'user' as const, content: 'Flip.' }],
-      sampling: { temperature: 0 },
-      stream: true,
-      logprobs: 3,
-    };
-    await coin.generate({
-      request,
-      receivedAt: performance.now(),
-      signal: new AbortController().signal,
-      emit: (event) => events.push(event),
-    });
-    const logprobs = events.flatMap((event) => (event.type === 'text' ? (event.logprobs ?? []) : []));
-    assert.equal(logprobs.length, 1, 'one answer token; the end of generation has none');
-    const [entry] = logprobs;
-    const designed = [0, -1, -4];
-    const total = Math.log(designed.reduce((sum, logit) => sum + Math.exp(logit), 0));
-    assert.equal(entry?.token, 'Heads');
-    assert.deepEqual(entry?.bytes, [...Buffer.from('Heads')]);
-    assert.deepEqual(
-      entry?.top.map((t) => t.token),
-      ['Heads', 'Tails', 'Edge'],
-    );
-    entry?.top.forEach((t, i) =>
-      assert.ok(Math.abs(t.logprob - ((designed[i] ?? 0) - total)) < 0.01, `${t.token}: ${t.logprob}`),
-    );
-    assert.equal(entry?.logprob, entry?.top[0]?.logprob);
-    const plain: EngineEvent[] = [];
-    await coin.generate({
-      request: { ...request, logprobs: undefined },
-      receivedAt: performance.now(),
-      signal: new AbortController().signal,
-      emit: (event) => plain.push(event),
-    });
-    assert.ok(plain.every((event) => event.type !== 'text' || event.logprobs === undefined));
-  });
+  it(
+    "sampling - logprobs: the generated token's and the likeliest of its " +
+      'step, by the designed logits; none for a request that did not ask',
+    async () => {
+      const events: EngineEvent[] = [];
+      const request = {
+        model: coin.id,
+        messages: [{ role: 'user' as const, content: 'Flip.' }],
+        sampling: { temperature: 0 },
+        stream: true,
+        logprobs: 3,
+      };
+      await coin.generate({
+        request,
+        receivedAt: performance.now(),
+        signal: new AbortController().signal,
+        emit: (event) => events.push(event),
+      });
+      const logprobs = events.flatMap((event) => (event.type === 'text' ? (event.logprobs ?? []) : []));
+      assert.equal(logprobs.length, 1, 'one answer token; the end of generation has none');
+      const [entry] = logprobs;
+      const designed = [0, -1, -4];
+      const total = Math.log(designed.reduce((sum, logit) => sum + Math.exp(logit), 0));
+      assert.equal(entry?.token, 'Heads');
+      assert.deepEqual(entry?.bytes, [...Buffer.from('Heads')]);
+      assert.deepEqual(
+        entry?.top.map((t) => t.token),
+        ['Heads', 'Tails', 'Edge'],
+      );
+      entry?.top.forEach((t, i) =>
+        assert.ok(Math.abs(t.logprob - ((designed[i] ?? 0) - total)) < 0.01, `${t.token}: ${t.logprob}`),
+      );
+      assert.equal(entry?.logprob, entry?.top[0]?.logprob);
+      const plain: EngineEvent[] = [];
+      await coin.generate({
+        request: { ...request, logprobs: undefined },
+        receivedAt: performance.now(),
+        signal: new AbortController().signal,
+        emit: (event) => plain.push(event),
+      });
+      assert.ok(plain.every((event) => event.type !== 'text' || event.logprobs === undefined));
+    },
+  );
 });
 
 describe('sampling', { skip: !existsSync(STORIES_260K) && 'no ../shared/models' }, () => {
@@ -196,23 +204,30 @@ describe('sampling', { skip: !existsSync(STORIES_260K) && 'no ../shared/models' 
     );
   });
 
-  it('sampling - XTC and DRY reach the sampler: each changes the greedy output, and off (probability 0, no multiplier) it is unchanged', async () => {
-    const plain = await text(loop, { temperature: 0, maxTokens: 64 });
-    assert.notEqual(
-      await text(loop, { temperature: 0, xtc: { probability: 1, threshold: 0.05 }, maxTokens: 64 }),
-      plain,
-      'XTC removes the likeliest tokens',
-    );
-    assert.equal(await text(loop, { temperature: 0, xtc: { probability: 0, threshold: 0.05 }, maxTokens: 64 }), plain);
-    assert.notEqual(
-      await text(loop, { temperature: 0, dry: { multiplier: 5, allowedLength: 1 }, maxTokens: 64 }),
-      plain,
-      'DRY breaks the repeats',
-    );
-    assert.equal(
-      await text(loop, { temperature: 0, dry: { multiplier: 5, allowedLength: 1, lastN: 0 }, maxTokens: 64 }),
-      plain,
-      'looking at no token, it changes nothing',
-    );
-  });
+  it(
+    'sampling - XTC and DRY reach the sampler: each changes the greedy ' +
+      'output, and off (probability 0, no multiplier) it is unchanged',
+    async () => {
+      const plain = await text(loop, { temperature: 0, maxTokens: 64 });
+      assert.notEqual(
+        await text(loop, { temperature: 0, xtc: { probability: 1, threshold: 0.05 }, maxTokens: 64 }),
+        plain,
+        'XTC removes the likeliest tokens',
+      );
+      assert.equal(
+        await text(loop, { temperature: 0, xtc: { probability: 0, threshold: 0.05 }, maxTokens: 64 }),
+        plain,
+      );
+      assert.notEqual(
+        await text(loop, { temperature: 0, dry: { multiplier: 5, allowedLength: 1 }, maxTokens: 64 }),
+        plain,
+        'DRY breaks the repeats',
+      );
+      assert.equal(
+        await text(loop, { temperature: 0, dry: { multiplier: 5, allowedLength: 1, lastN: 0 }, maxTokens: 64 }),
+        plain,
+        'looking at no token, it changes nothing',
+      );
+    },
+  );
 });

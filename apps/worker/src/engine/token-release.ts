@@ -49,7 +49,10 @@ export class TokenRelease {
     if (!this.replaying) this.logprobs.push(logprob);
   }
 
-  /** Runs one token's handling (or, without a token, a flush of held output at the end) and sends what it emitted, ids on the last output. */
+  /**
+   * Runs one token's handling (or, without a token, a flush of held output at the end) and sends what it emitted, ids
+   * on the last output.
+   */
   step<T>(token: number | null, handle: () => T): T {
     if (token !== null) this.written(token);
     const held: EngineEvent[] = [];

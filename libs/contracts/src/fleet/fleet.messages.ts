@@ -309,7 +309,10 @@ export interface PullReply {
 
 /** How long a pull onto a worker may take: a large file on a slow link, bounded; a worker that dies ends it at once. */
 export const PULL_TIMEOUT_MS = 6 * 60 * 60 * 1000;
-/** What the router's callers wait for a pull: the router's bound, a little longer, so the router's answer (or its error) is what arrives. */
+/**
+ * What the router's callers wait for a pull: the router's bound, a little longer, so the router's answer (or its error)
+ * is what arrives.
+ */
 export const PULL_REPLY_TIMEOUT_MS = PULL_TIMEOUT_MS + 10_000;
 
 /** admin → router: `{"model": {…}}` adds a model, `{"id", "fields"}` changes one, `{"id"}` removes one. */

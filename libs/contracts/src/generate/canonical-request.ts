@@ -39,7 +39,10 @@ export interface ToolDefinition {
   name: string;
   description?: string;
   parameters?: Record<string, unknown>;
-  /** The call's arguments must match `parameters`: one that does not is an error, never returned (others are returned as written, with a warning). */
+  /**
+   * The call's arguments must match `parameters`: one that does not is an error, never returned (others are returned as
+   * written, with a warning).
+   */
   strict?: boolean;
 }
 

@@ -20,7 +20,8 @@ export function assertModelKind(model: string, kind: ModelKind, wanted: ModelKin
   if (kind === wanted) return;
   throw new CortexError(
     'invalid_request',
-    `the model '${model}' is ${kind === 'chat' ? 'a chat' : `an ${kind}`} model: it serves ${SERVES[kind]}, not ${SERVES[wanted]}; pick a model of that kind from /v1/models`,
+    `the model '${model}' is ${kind === 'chat' ? 'a chat' : `an ${kind}`} model: it serves ` +
+      `${SERVES[kind]}, not ${SERVES[wanted]}; pick a model of that kind from /v1/models`,
     { param: 'model' },
   );
 }

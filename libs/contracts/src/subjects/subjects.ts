@@ -72,7 +72,10 @@ export const Subjects = {
   serviceStatus: 'llm.status.v1.ping',
   /** Every service, every few seconds: its bus connection state (core NATS, not stored). */
   serviceBus: 'llm.status.v1.bus',
-  /** One usage record per run that used tokens, kept in the `CORTEX_USAGE` stream (not under `llm.evt.v1.`: billing outlives the events). */
+  /**
+   * One usage record per run that used tokens, kept in the `CORTEX_USAGE` stream (not under `llm.evt.v1.`: billing
+   * outlives the events).
+   */
   usageRecorded: 'llm.usage.v1.recorded',
   /** Everything under `llm.evt.v1.` is kept in this JetStream stream. */
   eventsAll: 'llm.evt.v1.>',

@@ -327,43 +327,47 @@ describe('openai chat codec', () => {
     });
   });
 
-  it('openai chat codec - several choices: each its own index and role, one usage chunk after the last finish; one body with every choice', () => {
-    const finish = (seq: number): StreamEvent => ({ seq, type: 'finish', reason: 'stop', usage, timings });
-    const encoder = new ChatChoicesEncoder({ id: 'c', model: 'm', created: 1, includeUsage: true, choices: 2 });
-    const first = encoder.encode({ seq: 0, type: 'text', text: 'a' }, 1);
-    assert.deepEqual((first[0]?.choices as unknown[])[0], {
-      index: 1,
-      delta: { role: 'assistant', content: 'a' },
-      logprobs: null,
-      finish_reason: null,
-    });
-    const second = encoder.encode({ seq: 0, type: 'text', text: 'b' }, 0);
-    assert.deepEqual(
-      (second[0]?.choices as Array<{ delta: unknown }>)[0]?.delta,
-      { role: 'assistant', content: 'b' },
-      'each choice starts with the role',
-    );
-    assert.equal(encoder.encode(finish(1), 0).length, 1, 'no usage before the last choice finishes');
-    const last = encoder.encode(finish(1), 1);
-    assert.deepEqual(last[1]?.choices, []);
-    assert.equal((last[1]?.usage as { completion_tokens: number }).completion_tokens, 6);
+  it(
+    'openai chat codec - several choices: each its own index and role, ' +
+      'one usage chunk after the last finish; one body with every choice',
+    () => {
+      const finish = (seq: number): StreamEvent => ({ seq, type: 'finish', reason: 'stop', usage, timings });
+      const encoder = new ChatChoicesEncoder({ id: 'c', model: 'm', created: 1, includeUsage: true, choices: 2 });
+      const first = encoder.encode({ seq: 0, type: 'text', text: 'a' }, 1);
+      assert.deepEqual((first[0]?.choices as unknown[])[0], {
+        index: 1,
+        delta: { role: 'assistant', content: 'a' },
+        logprobs: null,
+        finish_reason: null,
+      });
+      const second = encoder.encode({ seq: 0, type: 'text', text: 'b' }, 0);
+      assert.deepEqual(
+        (second[0]?.choices as Array<{ delta: unknown }>)[0]?.delta,
+        { role: 'assistant', content: 'b' },
+        'each choice starts with the role',
+      );
+      assert.equal(encoder.encode(finish(1), 0).length, 1, 'no usage before the last choice finishes');
+      const last = encoder.encode(finish(1), 1);
+      assert.deepEqual(last[1]?.choices, []);
+      assert.equal((last[1]?.usage as { completion_tokens: number }).completion_tokens, 6);
 
-    const body = new ChatChoicesAggregator({ id: 'c', model: 'm', created: 1, choices: 2 });
-    body.add({ seq: 0, type: 'text', text: 'x' }, 1);
-    body.add({ seq: 0, type: 'text', text: 'y' }, 0);
-    body.add(finish(1), 0);
-    body.add(finish(1), 1);
-    const whole = body.body() as {
-      choices: Array<{ index: number; message: { content: string } }>;
-      usage: { completion_tokens: number };
-    };
-    assert.deepEqual(
-      whole.choices.map((c) => [c.index, c.message.content]),
-      [
-        [0, 'y'],
-        [1, 'x'],
-      ],
-    );
-    assert.equal(whole.usage.completion_tokens, 6);
-  });
+      const body = new ChatChoicesAggregator({ id: 'c', model: 'm', created: 1, choices: 2 });
+      body.add({ seq: 0, type: 'text', text: 'x' }, 1);
+      body.add({ seq: 0, type: 'text', text: 'y' }, 0);
+      body.add(finish(1), 0);
+      body.add(finish(1), 1);
+      const whole = body.body() as {
+        choices: Array<{ index: number; message: { content: string } }>;
+        usage: { completion_tokens: number };
+      };
+      assert.deepEqual(
+        whole.choices.map((c) => [c.index, c.message.content]),
+        [
+          [0, 'y'],
+          [1, 'x'],
+        ],
+      );
+      assert.equal(whole.usage.completion_tokens, 6);
+    },
+  );
 });

@@ -92,54 +92,58 @@ describe('openai completions codec', () => {
     assert.deepEqual(last[1]?.choices, []);
   });
 
-  it("openai completions codec - logprobs in this API's shape: tokens, their logprobs, the likeliest as a map, offsets in the choice's text", () => {
-    assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 0 }).logprobs, 0);
-    assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 3 }).logprobs, 3);
-    assert.equal(
-      decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 1, echo: true, max_tokens: 0 }).sampling.maxTokens,
-      0,
-      'max_tokens 0 with echo: the prompt alone',
-    );
-    const entry = (token: string, logprob: number) => ({
-      token,
-      logprob,
-      bytes: [],
-      top: [
-        { token, logprob, bytes: [] },
-        { token: 'x', logprob: -5, bytes: [] },
-      ],
-    });
-    const encoder = new CompletionChunkEncoder({
-      id: 'cmpl-1',
-      model: 'm',
-      created: 1,
-      includeUsage: false,
-      choices: 1,
-      logprobs: true,
-    });
-    encoder.encode({ seq: 1, type: 'text', text: 'He', logprobs: [entry('He', -0.5)] });
-    const second = encoder.encode({
-      seq: 2,
-      type: 'text',
-      text: 'llo',
-      logprobs: [entry('l', -0.1), entry('lo', -0.2)],
-    });
-    assert.deepEqual((second[0]?.choices as Array<{ logprobs: unknown }>)[0]?.logprobs, {
-      tokens: ['l', 'lo'],
-      token_logprobs: [-0.1, -0.2],
-      top_logprobs: [
-        { l: -0.1, x: -5 },
-        { lo: -0.2, x: -5 },
-      ],
-      text_offset: [2, 3],
-    });
-    const body = new CompletionAggregator({ id: 'cmpl-1', model: 'm', created: 1, choices: 1, logprobs: true });
-    body.add({ seq: 1, type: 'text', text: 'He', logprobs: [entry('He', -0.5)] });
-    body.add({ seq: 2, type: 'text', text: 'llo', logprobs: [entry('llo', -0.1)] });
-    const choice = (body.body().choices as Array<{ logprobs: { tokens: string[]; text_offset: number[] } }>)[0];
-    assert.deepEqual(choice?.logprobs.tokens, ['He', 'llo']);
-    assert.deepEqual(choice?.logprobs.text_offset, [0, 2]);
-  });
+  it(
+    "openai completions codec - logprobs in this API's shape: tokens, " +
+      "their logprobs, the likeliest as a map, offsets in the choice's text",
+    () => {
+      assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 0 }).logprobs, 0);
+      assert.equal(decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 3 }).logprobs, 3);
+      assert.equal(
+        decodeCompletionRequest({ model: 'm', prompt: 'a', logprobs: 1, echo: true, max_tokens: 0 }).sampling.maxTokens,
+        0,
+        'max_tokens 0 with echo: the prompt alone',
+      );
+      const entry = (token: string, logprob: number) => ({
+        token,
+        logprob,
+        bytes: [],
+        top: [
+          { token, logprob, bytes: [] },
+          { token: 'x', logprob: -5, bytes: [] },
+        ],
+      });
+      const encoder = new CompletionChunkEncoder({
+        id: 'cmpl-1',
+        model: 'm',
+        created: 1,
+        includeUsage: false,
+        choices: 1,
+        logprobs: true,
+      });
+      encoder.encode({ seq: 1, type: 'text', text: 'He', logprobs: [entry('He', -0.5)] });
+      const second = encoder.encode({
+        seq: 2,
+        type: 'text',
+        text: 'llo',
+        logprobs: [entry('l', -0.1), entry('lo', -0.2)],
+      });
+      assert.deepEqual((second[0]?.choices as Array<{ logprobs: unknown }>)[0]?.logprobs, {
+        tokens: ['l', 'lo'],
+        token_logprobs: [-0.1, -0.2],
+        top_logprobs: [
+          { l: -0.1, x: -5 },
+          { lo: -0.2, x: -5 },
+        ],
+        text_offset: [2, 3],
+      });
+      const body = new CompletionAggregator({ id: 'cmpl-1', model: 'm', created: 1, choices: 1, logprobs: true });
+      body.add({ seq: 1, type: 'text', text: 'He', logprobs: [entry('He', -0.5)] });
+      body.add({ seq: 2, type: 'text', text: 'llo', logprobs: [entry('llo', -0.1)] });
+      const choice = (body.body().choices as Array<{ logprobs: { tokens: string[]; text_offset: number[] } }>)[0];
+      assert.deepEqual(choice?.logprobs.tokens, ['He', 'llo']);
+      assert.deepEqual(choice?.logprobs.text_offset, [0, 2]);
+    },
+  );
 
   it('openai completions codec - the body has one choice per prompt in order', () => {
     const body = new CompletionAggregator({ id: 'cmpl-1', model: 'm', created: 1, choices: 2 });

@@ -126,7 +126,8 @@ function decodeLogprobs(body: Json): number | undefined {
   ) {
     fail(
       'suffix',
-      'echo with logprobs gives the log-probabilities of the prompt as sent; a fill-in-the-middle prompt is rearranged around its suffix: leave suffix out, or echo',
+      'echo with logprobs gives the log-probabilities of the prompt as sent; a ' +
+        'fill-in-the-middle prompt is rearranged around its suffix: leave suffix out, or echo',
     );
   }
   return top;

@@ -12,7 +12,10 @@ export interface CompletionEncoderOptions {
   logprobs?: boolean;
 }
 
-/** This API's logprobs of some tokens: `text_offset` is each token's place in the choice's text; an echoed prompt's first token has null. */
+/**
+ * This API's logprobs of some tokens: `text_offset` is each token's place in the choice's text; an echoed prompt's
+ * first token has null.
+ */
 interface CompletionLogprobs {
   tokens: string[];
   token_logprobs: Array<number | null>;

@@ -30,13 +30,17 @@ describe('responses assembly', () => {
     );
   });
 
-  it('responses assembly - the raw body names stored state by previous_response_id or conversation; anything else is decoded to tell', () => {
-    assert.equal(namesStoredState(body({ previous_response_id: 'resp_1' })), true);
-    assert.equal(namesStoredState(body({ conversation: { id: 'conv_1' } })), true);
-    assert.equal(namesStoredState(body({ previous_response_id: null })), false);
-    assert.equal(namesStoredState(body({ input: [{ type: 'item_reference', id: 'msg_1' }] })), false);
-    assert.equal(namesStoredState('not an object'), false);
-  });
+  it(
+    'responses assembly - the raw body names stored state by ' +
+      'previous_response_id or conversation; anything else is decoded to tell',
+    () => {
+      assert.equal(namesStoredState(body({ previous_response_id: 'resp_1' })), true);
+      assert.equal(namesStoredState(body({ conversation: { id: 'conv_1' } })), true);
+      assert.equal(namesStoredState(body({ previous_response_id: null })), false);
+      assert.equal(namesStoredState(body({ input: [{ type: 'item_reference', id: 'msg_1' }] })), false);
+      assert.equal(namesStoredState('not an object'), false);
+    },
+  );
 
   it('responses assembly - a body that continues nothing: the messages, input ids from the response id, and the state', () => {
     const assembly = new ResponsesAssembly(undefined);

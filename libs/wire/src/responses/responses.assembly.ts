@@ -142,7 +142,9 @@ export class ResponsesAssembly {
     if (summary === undefined) {
       throw new CortexError(
         'invalid_request',
-        `${param}.encrypted_content: this compaction item was not made by this server (or its responses.reasoning_key changed), so it cannot be read; compact the conversation here with POST /v1/responses/compact`,
+        `${param}.encrypted_content: this compaction item was not made by this ` +
+          'server (or its responses.reasoning_key changed), so it cannot be ' +
+          'read; compact the conversation here with POST /v1/responses/compact',
         { param: `${param}.encrypted_content` },
       );
     }

@@ -65,61 +65,69 @@ describe('responses background replay', () => {
     assert.ok(isTerminalStatus('cancelled') && !isTerminalStatus('queued') && !isTerminalStatus('in_progress'));
   });
 
-  it("responses background replay - a run moved from a lost worker goes on in the same message; the lost run's keep-alives and late events make no frame", () => {
-    const replay = new BackgroundReplay(options);
-    const lost = stored('r1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Round and ' }));
-    const moving = stored(
-      'r1',
-      events({ type: 'keepalive' }).map((e) => ({ ...e, seq: 3 })),
-    );
-    const next = stored('r2', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'round.' }, finish('stop')));
-    const late = stored(
-      'r1',
-      events({ type: 'text', text: 'round and ' }).map((e) => ({ ...e, seq: 4 })),
-    );
-    const frames = [...lost, ...moving, ...next.slice(0, 1), ...late, ...next.slice(1)].flatMap((event) =>
-      replay.add(event),
-    );
-    assert.deepEqual(replay.run, { runId: 'r2', workerId: 'w2' });
-    assert.deepEqual(
-      frames.map((f) => f.data.sequence_number),
-      frames.map((_f, i) => i),
-    );
-    assert.equal(frames.filter((f) => f.event === 'response.output_item.added').length, 1, 'one message item');
-    const resource = replay.resource();
-    assert.equal(resource.status, 'completed');
-    assert.deepEqual(
-      resource.output.map((item) =>
-        'content' in item ? (item.content ?? []).map((part) => ('text' in part ? part.text : '')).join('') : '',
-      ),
-      ['Round and round.'],
-    );
-  });
+  it(
+    'responses background replay - a run moved from a lost worker goes on in ' +
+      "the same message; the lost run's keep-alives and late events make no frame",
+    () => {
+      const replay = new BackgroundReplay(options);
+      const lost = stored('r1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Round and ' }));
+      const moving = stored(
+        'r1',
+        events({ type: 'keepalive' }).map((e) => ({ ...e, seq: 3 })),
+      );
+      const next = stored('r2', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'round.' }, finish('stop')));
+      const late = stored(
+        'r1',
+        events({ type: 'text', text: 'round and ' }).map((e) => ({ ...e, seq: 4 })),
+      );
+      const frames = [...lost, ...moving, ...next.slice(0, 1), ...late, ...next.slice(1)].flatMap((event) =>
+        replay.add(event),
+      );
+      assert.deepEqual(replay.run, { runId: 'r2', workerId: 'w2' });
+      assert.deepEqual(
+        frames.map((f) => f.data.sequence_number),
+        frames.map((_f, i) => i),
+      );
+      assert.equal(frames.filter((f) => f.event === 'response.output_item.added').length, 1, 'one message item');
+      const resource = replay.resource();
+      assert.equal(resource.status, 'completed');
+      assert.deepEqual(
+        resource.output.map((item) =>
+          'content' in item ? (item.content ?? []).map((part) => ('text' in part ? part.text : '')).join('') : '',
+        ),
+        ['Round and round.'],
+      );
+    },
+  );
 
-  it("responses background replay - what a lost worker sends after its gateway's moving mark, before the next run starts, is left out", () => {
-    const replay = new BackgroundReplay(options);
-    const lost = stored('r1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Round and ' }));
-    const mark = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }]);
-    // A frozen worker wakes, sends what it decoded meanwhile, then hears its cancel: all before the next run's start.
-    const woken = stored(
-      'r1',
-      events({ type: 'text', text: 'round and ' }, finish('cancelled')).map((e, i) => ({ ...e, seq: 2 + i })),
-    );
-    const next = stored('r2', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'round.' }, finish('stop')));
-    const frames = [...lost, ...mark, ...woken, ...next].flatMap((event) => replay.add(event));
-    assert.deepEqual(
-      frames.map((f) => f.data.sequence_number),
-      frames.map((_f, i) => i),
-    );
-    const resource = replay.resource();
-    assert.equal(resource.status, 'completed');
-    assert.deepEqual(
-      resource.output.map((item) =>
-        'content' in item ? (item.content ?? []).map((part) => ('text' in part ? part.text : '')).join('') : '',
-      ),
-      ['Round and round.'],
-    );
-  });
+  it(
+    'responses background replay - what a lost worker sends after its ' +
+      "gateway's moving mark, before the next run starts, is left out",
+    () => {
+      const replay = new BackgroundReplay(options);
+      const lost = stored('r1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Round and ' }));
+      const mark = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }]);
+      // A frozen worker wakes, sends what it decoded meanwhile, then hears its cancel: all before the next run's start.
+      const woken = stored(
+        'r1',
+        events({ type: 'text', text: 'round and ' }, finish('cancelled')).map((e, i) => ({ ...e, seq: 2 + i })),
+      );
+      const next = stored('r2', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'round.' }, finish('stop')));
+      const frames = [...lost, ...mark, ...woken, ...next].flatMap((event) => replay.add(event));
+      assert.deepEqual(
+        frames.map((f) => f.data.sequence_number),
+        frames.map((_f, i) => i),
+      );
+      const resource = replay.resource();
+      assert.equal(resource.status, 'completed');
+      assert.deepEqual(
+        resource.output.map((item) =>
+          'content' in item ? (item.content ?? []).map((part) => ('text' in part ? part.text : '')).join('') : '',
+        ),
+        ['Round and round.'],
+      );
+    },
+  );
 
   it("responses background replay - a move that fails ends the response with the gateway's error on the marked run", () => {
     const replay = new BackgroundReplay(options);
@@ -141,27 +149,31 @@ describe('responses background replay', () => {
     assert.equal(unmarked.resource().status, 'failed');
   });
 
-  it("responses background replay - the lost worker's own error after the mark (it woke and shut down) does not end the moved response", () => {
-    const replay = new BackgroundReplay(options);
-    const lost = stored('r1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Round and ' }));
-    const mark = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }]);
-    const woken = stored('r1', [
-      {
-        seq: 2,
-        type: 'error',
-        error: { code: 'worker_lost', message: 'worker w1 stopped this background response (shutting down)' },
-      },
-    ]);
-    const next = stored('r2', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'round.' }, finish('stop')));
-    const beforeNext = [...lost, ...mark, ...woken].flatMap((event) => replay.add(event));
-    assert.equal(
-      beforeNext.some((frame) => frame.event === 'response.failed'),
-      false,
-      'the woken worker ended nothing',
-    );
-    [...next].forEach((event) => replay.add(event));
-    assert.equal(replay.resource().status, 'completed');
-  });
+  it(
+    "responses background replay - the lost worker's own error after " +
+      'the mark (it woke and shut down) does not end the moved response',
+    () => {
+      const replay = new BackgroundReplay(options);
+      const lost = stored('r1', events({ ...start, workerId: 'w1' }, { type: 'text', text: 'Round and ' }));
+      const mark = stored('r1', [{ seq: 0, type: 'keepalive', moving: true }]);
+      const woken = stored('r1', [
+        {
+          seq: 2,
+          type: 'error',
+          error: { code: 'worker_lost', message: 'worker w1 stopped this background response (shutting down)' },
+        },
+      ]);
+      const next = stored('r2', events({ ...start, workerId: 'w2' }, { type: 'text', text: 'round.' }, finish('stop')));
+      const beforeNext = [...lost, ...mark, ...woken].flatMap((event) => replay.add(event));
+      assert.equal(
+        beforeNext.some((frame) => frame.event === 'response.failed'),
+        false,
+        'the woken worker ended nothing',
+      );
+      [...next].forEach((event) => replay.add(event));
+      assert.equal(replay.resource().status, 'completed');
+    },
+  );
 
   it('responses background replay - a move stopped by a cancel ends the response cancelled', () => {
     const replay = new BackgroundReplay(options);

@@ -487,15 +487,20 @@ describe('responses codec - request decoding', () => {
     invalid({ ...base, prompt: { id: 'pmpt_1' } }, 'prompt', /not supported/);
   });
 
-  it("responses decoder - logprobs: the include asks for the generated tokens' log-probabilities, top_logprobs for the likeliest too", () => {
-    const base = { model: 'm', input: 'Hi.' };
-    assert.equal(decodeResponsesRequest(base).request.logprobs, undefined);
-    assert.equal(decodeResponsesRequest({ ...base, include: ['message.output_text.logprobs'] }).request.logprobs, 0);
-    assert.equal(
-      decodeResponsesRequest({ ...base, include: ['message.output_text.logprobs'], top_logprobs: 3 }).request.logprobs,
-      3,
-    );
-    assert.equal(decodeResponsesRequest({ ...base, top_logprobs: 2 }).request.logprobs, 2);
-    assert.equal(decodeResponsesRequest({ ...base, top_logprobs: 2 }).echo.top_logprobs, 2);
-  });
+  it(
+    'responses decoder - logprobs: the include asks for the generated ' +
+      "tokens' log-probabilities, top_logprobs for the likeliest too",
+    () => {
+      const base = { model: 'm', input: 'Hi.' };
+      assert.equal(decodeResponsesRequest(base).request.logprobs, undefined);
+      assert.equal(decodeResponsesRequest({ ...base, include: ['message.output_text.logprobs'] }).request.logprobs, 0);
+      assert.equal(
+        decodeResponsesRequest({ ...base, include: ['message.output_text.logprobs'], top_logprobs: 3 }).request
+          .logprobs,
+        3,
+      );
+      assert.equal(decodeResponsesRequest({ ...base, top_logprobs: 2 }).request.logprobs, 2);
+      assert.equal(decodeResponsesRequest({ ...base, top_logprobs: 2 }).echo.top_logprobs, 2);
+    },
+  );
 });

@@ -88,7 +88,8 @@ function decodeItem(input: unknown, param: string, model: string | undefined): R
       // local model can read or answer.
       return fail(
         `${param}.type`,
-        `unsupported item type ${JSON.stringify(type)}: only message, function_call, function_call_output, reasoning, compaction and item_reference items`,
+        `unsupported item type ${JSON.stringify(type)}: only message, function_call, ` +
+          'function_call_output, reasoning, compaction and item_reference items',
       );
   }
 }

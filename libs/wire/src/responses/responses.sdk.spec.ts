@@ -158,20 +158,27 @@ describe('responses codec with the openai client', () => {
     });
   });
 
-  it('responses codec - an HTTP error body (the OpenAI envelope the gateway sends) reads as the client error class with code and param', async () => {
-    const json = openAiError({
-      code: 'invalid_request',
-      message: 'background: background responses must be stored',
-      param: 'background',
-    });
-    await withServer({ status: 400, json }, async (client) => {
-      await assert.rejects(client.responses.create({ ...params, background: true, store: false }), (error: unknown) => {
-        assert.ok(error instanceof OpenAI.BadRequestError);
-        assert.equal(error.code, 'invalid_request');
-        assert.equal(error.param, 'background');
-        assert.equal(error.type, 'invalid_request_error');
-        return true;
+  it(
+    'responses codec - an HTTP error body (the OpenAI envelope the ' +
+      'gateway sends) reads as the client error class with code and param',
+    async () => {
+      const json = openAiError({
+        code: 'invalid_request',
+        message: 'background: background responses must be stored',
+        param: 'background',
       });
-    });
-  });
+      await withServer({ status: 400, json }, async (client) => {
+        await assert.rejects(
+          client.responses.create({ ...params, background: true, store: false }),
+          (error: unknown) => {
+            assert.ok(error instanceof OpenAI.BadRequestError);
+            assert.equal(error.code, 'invalid_request');
+            assert.equal(error.param, 'background');
+            assert.equal(error.type, 'invalid_request_error');
+            return true;
+          },
+        );
+      });
+    },
+  );
 });

@@ -190,7 +190,9 @@ export class ResponsesConnection {
       this.sendError(
         new CortexError(
           'rate_limit_exceeded',
-          `the bodies being sent and WebSocket messages waiting with this key would hold ${held + size} bytes, over gateway.max_upload_bytes_per_key (${cap}): wait for their responses, or send fewer at once`,
+          'the bodies being sent and WebSocket messages waiting with this ' +
+            `key would hold ${held + size} bytes, over gateway.max_upload_bytes_per_key ` +
+            `(${cap}): wait for their responses, or send fewer at once`,
           { retryAfter: 1 },
         ),
       );
@@ -366,7 +368,9 @@ export class ResponsesConnection {
     const minutes = Math.round(this.deps.limitMs / 60_000);
     const error = new CortexError(
       'websocket_connection_limit_reached',
-      `This WebSocket connection reached its limit of ${minutes >= 1 ? `${minutes} minutes` : `${this.deps.limitMs} ms`}: open a new connection and continue with previous_response_id (stored responses) or the full input.`,
+      'This WebSocket connection reached its limit of ' +
+        `${minutes >= 1 ? `${minutes} minutes` : `${this.deps.limitMs} ms`}: open ` +
+        'a new connection and continue with previous_response_id (stored responses) or the full input.',
     );
     this.end('the WebSocket connection reached its time limit');
     void this.queue.then(() => {

@@ -81,7 +81,9 @@ export class ResponsesSocket {
             this.deps.refusals.count('too_many_websockets');
             const error = new CortexError(
               'rate_limit_exceeded',
-              `this key holds ${open} Responses WebSockets on this gateway already (gateway.max_websockets_per_key is ${cap}): send more turns on an open one, or close one first`,
+              `this key holds ${open} Responses WebSockets on this ` +
+                'gateway already (gateway.max_websockets_per_key is ' +
+                `${cap}): send more turns on an open one, or close one first`,
               { retryAfter: 1 },
             );
             sendError(reply, request.url, error, contextOf(request).id);

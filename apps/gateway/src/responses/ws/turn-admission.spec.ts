@@ -43,56 +43,64 @@ const refusedWith = (code: string, message: RegExp) => (error: unknown) =>
   error instanceof CortexError && error.code === code && message.test(error.message);
 
 describe('websocket turn admission', () => {
-  it('turn admission - a turn of a usable key is asked of the key admission as a POST /v1/responses, and its done is returned', async () => {
-    let ended = 0;
-    const { turns, asked } = gate(
-      { kind: 'key', principal: { key: KEY } },
-      { kind: 'admit', requests: null, tokens: null, done: () => void ended++ },
-    );
-    const turn = turnOf('req.1');
-    const meter = turn.meter;
-    const done = await turns.admit(turn, { model: 'cortex-chat', input: 'hi' }, 42, true);
-    assert.deepEqual(asked, [
-      {
-        key: KEY,
-        requestId: 'req.1',
-        meter,
-        path: '/v1/responses',
-        body: { model: 'cortex-chat', input: 'hi' },
-        bytes: 42,
-        background: false,
-      },
-    ]);
-    done();
-    assert.equal(ended, 1);
-  });
+  it(
+    'turn admission - a turn of a usable key is asked of the key ' +
+      'admission as a POST /v1/responses, and its done is returned',
+    async () => {
+      let ended = 0;
+      const { turns, asked } = gate(
+        { kind: 'key', principal: { key: KEY } },
+        { kind: 'admit', requests: null, tokens: null, done: () => void ended++ },
+      );
+      const turn = turnOf('req.1');
+      const meter = turn.meter;
+      const done = await turns.admit(turn, { model: 'cortex-chat', input: 'hi' }, 42, true);
+      assert.deepEqual(asked, [
+        {
+          key: KEY,
+          requestId: 'req.1',
+          meter,
+          path: '/v1/responses',
+          body: { model: 'cortex-chat', input: 'hi' },
+          bytes: 42,
+          background: false,
+        },
+      ]);
+      done();
+      assert.equal(ended, 1);
+    },
+  );
 
-  it("turn admission - each turn runs at the key's tier and account as they are at that turn, lowered by the upgrade's priority header", async () => {
-    const identity = { kind: 'key' as const, principal: { key: KEY } };
-    const { turns } = gate(identity);
-    const first = turnOf('conn.1');
-    (await turns.admit(first, { model: 'cortex-chat' }, 10, true))();
-    assert.deepEqual(first.priority, { tier: 5, account: 'team-a', keyId: 'key_1' });
-    // An operator moves the key to another tier and account while its socket is open.
-    identity.principal = { key: { ...KEY, tier: 8, account: 'team-b' } };
-    const second = turnOf('conn.2');
-    await turns.admit(second, { model: 'cortex-chat' }, 10, true);
-    assert.deepEqual(second.priority, { tier: 8, account: 'team-b', keyId: 'key_1' });
-    assert.deepEqual(
-      first.priority,
-      { tier: 5, account: 'team-a', keyId: 'key_1' },
-      'an earlier turn keeps the tier it ran at',
-    );
+  it(
+    "turn admission - each turn runs at the key's tier and account as " +
+      "they are at that turn, lowered by the upgrade's priority header",
+    async () => {
+      const identity = { kind: 'key' as const, principal: { key: KEY } };
+      const { turns } = gate(identity);
+      const first = turnOf('conn.1');
+      (await turns.admit(first, { model: 'cortex-chat' }, 10, true))();
+      assert.deepEqual(first.priority, { tier: 5, account: 'team-a', keyId: 'key_1' });
+      // An operator moves the key to another tier and account while its socket is open.
+      identity.principal = { key: { ...KEY, tier: 8, account: 'team-b' } };
+      const second = turnOf('conn.2');
+      await turns.admit(second, { model: 'cortex-chat' }, 10, true);
+      assert.deepEqual(second.priority, { tier: 8, account: 'team-b', keyId: 'key_1' });
+      assert.deepEqual(
+        first.priority,
+        { tier: 5, account: 'team-a', keyId: 'key_1' },
+        'an earlier turn keeps the tier it ran at',
+      );
 
-    const lowered = gate({ kind: 'key', principal: { key: KEY } }, undefined, '2');
-    const loweredTurn = turnOf('conn.1');
-    await lowered.turns.admit(loweredTurn, { model: 'cortex-chat' }, 10, true);
-    assert.equal(loweredTurn.priority?.tier, 2);
-    const warmUp = gate({ kind: 'key', principal: { key: KEY } });
-    const warmUpTurn = turnOf('conn.1');
-    await warmUp.turns.admit(warmUpTurn, { model: 'cortex-chat' }, 10, false);
-    assert.equal(warmUpTurn.priority, undefined, 'a warm-up runs nothing, so it is given no tier');
-  });
+      const lowered = gate({ kind: 'key', principal: { key: KEY } }, undefined, '2');
+      const loweredTurn = turnOf('conn.1');
+      await lowered.turns.admit(loweredTurn, { model: 'cortex-chat' }, 10, true);
+      assert.equal(loweredTurn.priority?.tier, 2);
+      const warmUp = gate({ kind: 'key', principal: { key: KEY } });
+      const warmUpTurn = turnOf('conn.1');
+      await warmUp.turns.admit(warmUpTurn, { model: 'cortex-chat' }, 10, false);
+      assert.equal(warmUpTurn.priority, undefined, 'a warm-up runs nothing, so it is given no tier');
+    },
+  );
 
   it("turn admission - a refusal of the key's limits is thrown as it came", async () => {
     const error = new CortexError('rate_limit_exceeded', 'rate limit reached (requests per minute)');

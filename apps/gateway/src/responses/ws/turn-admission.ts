@@ -28,9 +28,9 @@ export class TurnAdmission {
   ) {}
 
   /**
-   * Admits one turn (a warm-up only has its key and model checked), or throws the refusal (a CortexError the turn answers as its error event). The
-   * returned `done` must be called once when the turn ends: it releases the turn's lease and settles
-   * its reservation with the usage it reported.
+   * Admits one turn (a warm-up only has its key and model checked), or throws the refusal (a CortexError the turn
+   * answers as its error event). The returned `done` must be called once when the turn ends: it releases the turn's
+   * lease and settles its reservation with the usage it reported.
    */
   async admit(
     turn: RequestContext,

@@ -70,7 +70,9 @@ class JsonCall implements CallParser {
       body.list || body.nameAsKey
         ? null
         : new RegExp(
-            `^\\s*\\{\\s*(?:"type"\\s*:\\s*"function"\\s*,\\s*)?"(?:${keys(body.nameKeys)})"\\s*:\\s*"((?:[^"\\\\]|\\\\.)*)"\\s*,\\s*"(?:${keys(body.argKeys)})"\\s*:\\s*`,
+            '^\\s*\\{\\s*(?:"type"\\s*:\\s*"function"\\s*,\\s*)?' +
+              `"(?:${keys(body.nameKeys)})"\\s*:\\s*"((?:[^"\\\\]|\\\\.)*)"\\s*,\\s*` +
+              `"(?:${keys(body.argKeys)})"\\s*:\\s*`,
           );
   }
 

@@ -75,7 +75,8 @@ describe('derived formats', () => {
       '{%- for m in messages %}{{ "<|turn|>" + m.role + "\\n" }}',
       '{%- if m.reasoning_content %}{{ "<reflect>" + m.reasoning_content + "</reflect>" }}{% endif %}',
       '{{- m.content }}',
-      '{%- for c in m.tool_calls or [] %}{{ "<call>" + ({"function": c.function.name, "args": c.function.arguments} | tojson) + "</call>" }}{% endfor %}',
+      '{%- for c in m.tool_calls or [] %}{{ "<call>" + ({"function": c.function.name, ' +
+        '"args": c.function.arguments} | tojson) + "</call>" }}{% endfor %}',
       '{{- "<|end|>\\n" }}{% endfor %}',
     ].join('');
     assert.equal(fingerprint(source), undefined, 'no fingerprint knows it');

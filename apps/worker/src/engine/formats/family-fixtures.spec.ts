@@ -213,76 +213,85 @@ describe('family fixtures', () => {
     }
   });
 
-  it('family fixtures - tool_choice: a named call is forced in formats that write the name as text; what cannot be forced is a 400 naming tool_choice', async () => {
-    // Hermes's forced call (the whole call held) is tested on cortex-tools, whose chain the call grammar fits.
-    for (const id of ['cortex-devstral', 'cortex-kimi-k2', 'cortex-deepseek-v3.1']) {
-      const fixture = FAMILY_FIXTURES.find((f) => f.id === id) ?? assert.fail(id);
-      for (const toolChoice of ['function:get_weather', 'required']) {
-        const events: EngineEvent[] = [];
-        const forced = { ...request(fixture, 'call'), toolChoice };
-        await (
-          await model(fixture)
-        ).generate({
-          request: forced,
-          receivedAt: performance.now(),
-          signal: new AbortController().signal,
-          emit: (event) => events.push(event),
-        });
-        const got = parsed(events);
-        assert.equal(got.finish, 'tool_calls', `${id} ${toolChoice}: ${JSON.stringify(got).slice(0, 300)}`);
-        assert.deepEqual(
-          got.calls.map((call) => [call.name, JSON.parse(call.arguments) as unknown]),
-          [['get_weather', { city: 'Paris' }]],
-          `${id} ${toolChoice}`,
-        );
+  it(
+    'family fixtures - tool_choice: a named call is forced in formats that ' +
+      'write the name as text; what cannot be forced is a 400 naming tool_choice',
+    async () => {
+      // Hermes's forced call (the whole call held) is tested on cortex-tools, whose chain the call grammar fits.
+      for (const id of ['cortex-devstral', 'cortex-kimi-k2', 'cortex-deepseek-v3.1']) {
+        const fixture = FAMILY_FIXTURES.find((f) => f.id === id) ?? assert.fail(id);
+        for (const toolChoice of ['function:get_weather', 'required']) {
+          const events: EngineEvent[] = [];
+          const forced = { ...request(fixture, 'call'), toolChoice };
+          await (
+            await model(fixture)
+          ).generate({
+            request: forced,
+            receivedAt: performance.now(),
+            signal: new AbortController().signal,
+            emit: (event) => events.push(event),
+          });
+          const got = parsed(events);
+          assert.equal(got.finish, 'tool_calls', `${id} ${toolChoice}: ${JSON.stringify(got).slice(0, 300)}`);
+          assert.deepEqual(
+            got.calls.map((call) => [call.name, JSON.parse(call.arguments) as unknown]),
+            [['get_weather', { city: 'Paris' }]],
+            `${id} ${toolChoice}`,
+          );
+        }
       }
-    }
-    const refused = async (id: string, toolChoice: string, tools: ToolDefinition[]): Promise<string> => {
-      const fixture = FAMILY_FIXTURES.find((f) => f.id === id) ?? assert.fail(id);
-      const events: EngineEvent[] = [];
-      const error = await (
-        await model(fixture)
-      )
-        .generate({
-          request: { ...request(fixture, 'call'), tools, toolChoice },
-          receivedAt: performance.now(),
-          signal: new AbortController().signal,
-          emit: (event) => events.push(event),
-        })
-        .then(
-          () => assert.fail(`${id} ${toolChoice} was not refused`),
-          (e: Error & { extra?: { param?: string } }) => e,
-        );
-      assert.equal(error.extra?.param, 'tool_choice');
-      return error.message;
-    };
-    assert.match(
-      await refused('cortex-devstral', 'required', [
-        TOOLS.get_weather as ToolDefinition,
-        TOOLS.get_time as ToolDefinition,
-      ]),
-      /forces one named tool at a time; name the function/,
-    );
-    assert.match(
-      await refused('cortex-glm', 'function:get_weather', [TOOLS.get_weather as ToolDefinition]),
-      /glm-4\.5 format, which cortex cannot hold to a grammar yet/,
-    );
-  });
+      const refused = async (id: string, toolChoice: string, tools: ToolDefinition[]): Promise<string> => {
+        const fixture = FAMILY_FIXTURES.find((f) => f.id === id) ?? assert.fail(id);
+        const events: EngineEvent[] = [];
+        const error = await (
+          await model(fixture)
+        )
+          .generate({
+            request: { ...request(fixture, 'call'), tools, toolChoice },
+            receivedAt: performance.now(),
+            signal: new AbortController().signal,
+            emit: (event) => events.push(event),
+          })
+          .then(
+            () => assert.fail(`${id} ${toolChoice} was not refused`),
+            (e: Error & { extra?: { param?: string } }) => e,
+          );
+        assert.equal(error.extra?.param, 'tool_choice');
+        return error.message;
+      };
+      assert.match(
+        await refused('cortex-devstral', 'required', [
+          TOOLS.get_weather as ToolDefinition,
+          TOOLS.get_time as ToolDefinition,
+        ]),
+        /forces one named tool at a time; name the function/,
+      );
+      assert.match(
+        await refused('cortex-glm', 'function:get_weather', [TOOLS.get_weather as ToolDefinition]),
+        /glm-4\.5 format, which cortex cannot hold to a grammar yet/,
+      );
+    },
+  );
 
   for (const fixture of FAMILY_FIXTURES) {
-    it(`family fixtures - ${fixture.family}: recognised as ${fixture.format}, its answer, call${fixture.chains.parallel ? ', two calls' : ''} and answer after a result parse as the family writes them`, async () => {
-      assert.equal((await model(fixture)).capabilities.format, fixture.format);
-      const situations: Situation[] = [
-        'answer',
-        'call',
-        ...(fixture.expected.parallel ? (['parallel'] as const) : []),
-        'afterResult',
-      ];
-      for (const situation of situations) {
-        const expected = fixture.expected[situation] ?? assert.fail(`${situation} expected`);
-        assertAnswer(fixture, situation, await generate(fixture, situation), expected);
-      }
-    });
+    it(
+      `family fixtures - ${fixture.family}: recognised as ${fixture.format}, ` +
+        `its answer, call${fixture.chains.parallel ? ', two calls' : ''} ` +
+        'and answer after a result parse as the family writes them',
+      async () => {
+        assert.equal((await model(fixture)).capabilities.format, fixture.format);
+        const situations: Situation[] = [
+          'answer',
+          'call',
+          ...(fixture.expected.parallel ? (['parallel'] as const) : []),
+          'afterResult',
+        ];
+        for (const situation of situations) {
+          const expected = fixture.expected[situation] ?? assert.fail(`${situation} expected`);
+          assertAnswer(fixture, situation, await generate(fixture, situation), expected);
+        }
+      },
+    );
 
     it(`family fixtures - ${fixture.family}: resumed after any delivered token, a run sends the rest exactly`, async () => {
       for (const situation of ['answer', 'call'] as const) {

@@ -23,7 +23,8 @@ function streamed(format: ChatFormat, text: string, options: Parameters<typeof p
 describe('output parser', () => {
   it('output parser - Hermes: the name first, then argument deltas without the wrapper brace, cut anywhere', () => {
     const text =
-      '<think>Let me see.</think>Sure.<tool_call>\n{"name": "get_weather", "arguments": {"city": "a}b\\"", "n": [1, {"x": 2}]}}\n</tool_call>';
+      '<think>Let me see.</think>Sure.<tool_call>\n' +
+      '{"name": "get_weather", "arguments": {"city": "a}b\\"", "n": [1, {"x": 2}]}}\n</tool_call>';
     const out = streamed(FORMATS.hermes, text, { tools: TOOLS });
     assert.deepEqual(out, {
       content: 'Sure.',
@@ -76,7 +77,8 @@ describe('output parser', () => {
 
   it('output parser - tagged arguments become JSON by the declared types, streamed', () => {
     const coder =
-      '<tool_call>\n<function=get_weather>\n<parameter=city>\n5123\n</parameter>\n<parameter=days>\n5\n</parameter>\n</function>\n</tool_call>';
+      '<tool_call>\n<function=get_weather>\n<parameter=city>\n5123\n' +
+      '</parameter>\n<parameter=days>\n5\n</parameter>\n</function>\n</tool_call>';
     assert.deepEqual(streamed(FORMATS['qwen3-coder'], coder, { tools: TOOLS }).toolCalls, [
       { name: 'get_weather', id: 'call_0', arguments: '{"city":"5123","days":5}' },
     ]);
@@ -87,7 +89,9 @@ describe('output parser', () => {
       { name: 'get_time', id: 'call_1', arguments: '{}' },
     ]);
     const minimax =
-      '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n</invoke>\n<invoke name="get_time">\n<parameter name="tz">UTC</parameter>\n</invoke>\n</minimax:tool_call>';
+      '<minimax:tool_call>\n<invoke name="get_weather">\n' +
+      '<parameter name="city">Paris</parameter>\n</invoke>\n' +
+      '<invoke name="get_time">\n<parameter name="tz">UTC</parameter>\n</invoke>\n</minimax:tool_call>';
     assert.deepEqual(streamed(FORMATS['minimax-m2'], minimax, { tools: TOOLS }).toolCalls, [
       { name: 'get_weather', id: 'call_0', arguments: '{"city":"Paris"}' },
       { name: 'get_time', id: 'call_1', arguments: '{"tz":"UTC"}' },
@@ -100,29 +104,35 @@ describe('output parser', () => {
     assert.equal(convertValue('2 dollars', ['string', 'integer'], false), '2 dollars');
   });
 
-  it('output parser - named calls keep the ids the format gives (Kimi, Mistral) and end where their JSON does without a closing marker', () => {
-    const kimi =
-      '<think>k</think>x<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>';
-    assert.deepEqual(streamed(FORMATS['kimi-k2'], kimi), {
-      content: 'x',
-      reasoning: 'k',
-      toolCalls: [{ name: 'get_weather', id: 'functions.get_weather:0', arguments: '{"city": "Paris"}' }],
-    });
-    const mistral =
-      '[THINK]plan[/THINK]ok[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[CALL_ID]abc123def[ARGS]{} done';
-    assert.deepEqual(streamed(FORMATS.mistral, mistral), {
-      content: 'ok done',
-      reasoning: 'plan',
-      toolCalls: [
-        { name: 'get_weather', id: 'call_0', arguments: '{"city": "Paris"}' },
-        { name: 'get_time', id: 'abc123def', arguments: '{}' },
-      ],
-    });
-  });
+  it(
+    'output parser - named calls keep the ids the format gives (Kimi, ' +
+      'Mistral) and end where their JSON does without a closing marker',
+    () => {
+      const kimi =
+        '<think>k</think>x<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0' +
+        '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>';
+      assert.deepEqual(streamed(FORMATS['kimi-k2'], kimi), {
+        content: 'x',
+        reasoning: 'k',
+        toolCalls: [{ name: 'get_weather', id: 'functions.get_weather:0', arguments: '{"city": "Paris"}' }],
+      });
+      const mistral =
+        '[THINK]plan[/THINK]ok[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[CALL_ID]abc123def[ARGS]{} done';
+      assert.deepEqual(streamed(FORMATS.mistral, mistral), {
+        content: 'ok done',
+        reasoning: 'plan',
+        toolCalls: [
+          { name: 'get_weather', id: 'call_0', arguments: '{"city": "Paris"}' },
+          { name: 'get_time', id: 'abc123def', arguments: '{}' },
+        ],
+      });
+    },
+  );
 
   it('output parser - Harmony: channels, recipients, a recipient before the channel, a preamble', () => {
     const call =
-      '<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}';
+      '<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary ' +
+      'to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}';
     assert.deepEqual(streamed(FORMATS['gpt-oss'], call), {
       content: '',
       reasoning: 'Need weather.',
@@ -143,18 +153,22 @@ describe('output parser', () => {
     });
   });
 
-  it('output parser - a template that opens the reasoning leaves the model inside it; a call marker inside reasoning stays reasoning', () => {
-    assert.deepEqual(streamed(FORMATS.hermes, 'hmm <tool_call></think>Hi', { startInReasoning: true }), {
-      content: 'Hi',
-      reasoning: 'hmm <tool_call>',
-      toolCalls: [],
-    });
-    assert.deepEqual(streamed(FORMATS.mistral, '[THINK]a [TOOL_CALLS]b[ARGS]{}[/THINK]c'), {
-      content: 'c',
-      reasoning: 'a [TOOL_CALLS]b[ARGS]{}',
-      toolCalls: [],
-    });
-  });
+  it(
+    'output parser - a template that opens the reasoning leaves the ' +
+      'model inside it; a call marker inside reasoning stays reasoning',
+    () => {
+      assert.deepEqual(streamed(FORMATS.hermes, 'hmm <tool_call></think>Hi', { startInReasoning: true }), {
+        content: 'Hi',
+        reasoning: 'hmm <tool_call>',
+        toolCalls: [],
+      });
+      assert.deepEqual(streamed(FORMATS.mistral, '[THINK]a [TOOL_CALLS]b[ARGS]{}[/THINK]c'), {
+        content: 'c',
+        reasoning: 'a [TOOL_CALLS]b[ARGS]{}',
+        toolCalls: [],
+      });
+    },
+  );
 
   it('output parser - list, pythonic and bare-JSON syntaxes', () => {
     assert.deepEqual(streamed(FORMATS.llama3, ' {"name": "get_weather", "parameters": {"city": "Paris"}}').toolCalls, [
@@ -171,7 +185,8 @@ describe('output parser', () => {
       toolCalls: [{ name: 'get_weather', id: 'call_0', arguments: '{"city":"Paris","days":3}' }],
     });
     const command =
-      '<|START_THINKING|>plan<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}]<|END_ACTION|>';
+      '<|START_THINKING|>plan<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", ' +
+      '"tool_name": "get_weather", "parameters": {"city": "Paris"}}]<|END_ACTION|>';
     assert.deepEqual(streamed(FORMATS['command-r7b'], command), {
       content: '',
       reasoning: 'plan',
