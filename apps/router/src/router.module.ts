@@ -5,6 +5,7 @@ import { BusModule, ModelCatalogue } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { FleetRegistry } from './fleet/fleet.registry.js';
 import { CatalogueService } from './catalogue/catalogue.service.js';
+import { FactsService } from './catalogue/facts.service.js';
 import { AdminService } from './placement/admin.service.js';
 import { LoadCoordinator } from './placement/load-coordinator.js';
 import { PlacementService } from './placement/placement.service.js';
@@ -39,6 +40,7 @@ export class RouterModule {
         },
         CatalogueService,
         WorkerCommands,
+        FactsService,
         LoadCoordinator,
         PlacementService,
         ReplicaService,

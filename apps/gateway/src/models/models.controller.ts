@@ -15,7 +15,10 @@ import {
 import { respondJson } from '../http/error-response.js';
 import { contextOf } from '../http/request-context.js';
 
-/** The catalogue merged with the fleet, in OpenAI's list format plus where each model is loaded. */
+/**
+ * The catalogue merged with the fleet, in OpenAI's list format plus where each model is loaded and
+ * what its GGUF header says (read into the catalogue when the model entered it, so before any request).
+ */
 @Controller()
 export class ModelsController {
   constructor(private readonly bus: BusClient) {}
@@ -62,6 +65,8 @@ function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
     priority: entry.priority,
     sampling: samplingOf(entry),
     ...(entry.facts && { gguf: gguf(entry.facts) }),
+    ...(entry.memoryBytes !== undefined && { memory_bytes: entry.memoryBytes }),
+    ...(entry.factsError !== undefined && { gguf_error: entry.factsError }),
   };
 }
 

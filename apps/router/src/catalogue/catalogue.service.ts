@@ -1,22 +1,35 @@
-import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { CONFIG, modelSource, type CortexConfig, type ModelConfig, type ModelSource } from '@cortex/config';
 import { ModelCatalogue } from '@cortex/bus';
-import { CortexError, type CatalogueEntry, type ModelCapabilities, type ModelFacts } from '@cortex/contracts';
+import {
+  CortexError,
+  factsSource,
+  type CatalogueEntry,
+  type ModelCapabilities,
+  type ModelFacts,
+  type StoredFacts,
+} from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { PinStore } from '../placement/pin.store.js';
 import type { ModelPolicy, ReplicaPolicy } from '../placement/planner.js';
+import { afterRead } from './facts.decider.js';
 
 /** The catalogue's models by id and alias, what placement weighs of each, and the catalogue clients list. */
 @Injectable()
 export class CatalogueService implements OnModuleDestroy {
+  private readonly logger = new Logger('catalogue');
   /** Capabilities a worker reported for a model, remembered after it is unloaded. */
   private readonly capabilities = new Map<string, ModelCapabilities>();
-  /** The model's memory need as a worker estimated it from the GGUF header, per model. */
-  private readonly estimates = new Map<string, number>();
-  /** What a worker read of the model's GGUF header when it estimated it (before any download), per model. */
-  private readonly facts = new Map<string, ModelFacts>();
+  /**
+   * Estimates this router's own loads asked for, per model, with the source they were read for: the
+   * answer while the catalogue bucket does not have it (its write failed, or has not come back yet).
+   */
+  private readonly estimates = new Map<string, { source: string; bytes: number; facts?: ModelFacts }>();
   /** How long the model's last load through this router took, per model. */
   private readonly loadTimes = new Map<string, number>();
+  /** Each model's `factsSource`, made once per version of the catalogue (a draft's file is another model's). */
+  private sources = new WeakMap<ModelConfig, string>();
+  private readonly stopWatch: () => void;
   private readonly created = Math.floor(Date.now() / 1000);
 
   constructor(
@@ -24,9 +37,12 @@ export class CatalogueService implements OnModuleDestroy {
     private readonly fleet: FleetRegistry,
     private readonly pins: PinStore,
     readonly store: ModelCatalogue,
-  ) {}
+  ) {
+    this.stopWatch = store.onChange(() => (this.sources = new WeakMap()));
+  }
 
   onModuleDestroy(): void {
+    this.stopWatch();
     this.store.close();
   }
 
@@ -61,6 +77,30 @@ export class CatalogueService implements OnModuleDestroy {
     return modelSource({ models: [...this.store.models()] }, model);
   }
 
+  /** What the model's estimate depends on, as the facts record names it. */
+  factsSourceOf(model: ModelConfig): string {
+    let source = this.sources.get(model);
+    if (source === undefined) {
+      source = factsSource(this.source(model));
+      this.sources.set(model, source);
+    }
+    return source;
+  }
+
+  /**
+   * The model's header facts and memory estimate for its current source: the catalogue bucket's
+   * (read when the model entered the catalogue, by whichever router did), else this router's own.
+   */
+  factsOf(model: ModelConfig): { bytes?: number; facts?: ModelFacts; error?: string } {
+    const source = this.factsSourceOf(model);
+    const stored: StoredFacts | undefined = this.store.facts.get(model.id);
+    if (stored?.source === source && stored.bytes !== undefined && stored.error === undefined)
+      return { bytes: stored.bytes, ...(stored.facts && { facts: stored.facts }) };
+    const own = this.estimates.get(model.id);
+    if (own?.source === source) return { bytes: own.bytes, ...(own.facts && { facts: own.facts }) };
+    return stored?.source === source && stored.error !== undefined ? { error: stored.error } : {};
+  }
+
   isPinned(model: ModelConfig): boolean {
     return this.pins.isPinned(model.id, model.pinned);
   }
@@ -71,7 +111,7 @@ export class CatalogueService implements OnModuleDestroy {
     return {
       pinned: this.pins.isPinned(modelId, model?.pinned ?? false),
       priority: model?.priority ?? 0,
-      estimate: this.estimates.get(modelId),
+      estimate: this.estimate(modelId),
       minReplicas: model?.minReplicas ?? 1,
     };
   }
@@ -99,12 +139,22 @@ export class CatalogueService implements OnModuleDestroy {
   }
 
   estimate(modelId: string): number | undefined {
-    return this.estimates.get(modelId);
+    const model = this.store.find(modelId);
+    return model ? this.factsOf(model).bytes : undefined;
   }
 
+  /**
+   * A worker's estimate for one of this router's loads: used at once, and written to the catalogue
+   * bucket for every router where the bucket lacks it (a model whose first read failed, then worked).
+   */
   rememberEstimate(modelId: string, bytes: number, facts?: ModelFacts): void {
-    this.estimates.set(modelId, bytes);
-    if (facts) this.facts.set(modelId, facts);
+    const model = this.store.find(modelId);
+    if (!model) return;
+    const source = this.factsSourceOf(model);
+    this.estimates.set(modelId, { source, bytes, ...(facts && { facts }) });
+    this.store.facts
+      .write(modelId, (current) => afterRead(current, source, { bytes, ...(facts && { facts }) }, Date.now()))
+      .catch((error: Error) => this.logger.warn(`could not keep the facts of ${modelId}: ${error.message}`));
   }
 
   catalogue(): CatalogueEntry[] {
@@ -143,8 +193,10 @@ export class CatalogueService implements OnModuleDestroy {
         kind: model.kind,
         ...(model.sampling && { sampling: { ...model.sampling } }),
       };
-      const facts = this.facts.get(model.id);
+      const { bytes, facts, error } = this.factsOf(model);
       if (facts) entry.facts = facts;
+      if (bytes !== undefined) entry.memoryBytes = bytes;
+      if (error !== undefined) entry.factsError = error;
       entries.push(entry, ...(model.aliases ?? []).map((alias) => ({ ...entry, id: alias })));
     }
     return entries;
