@@ -1,24 +1,43 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fixtureModel, fixtureTokenId } from '@cortex/fixtures';
+import { Kvm } from '@nats-io/kv';
+import { Buckets, factsKey, type FleetHealth } from '@cortex/contracts';
+import { encodeFixtureModel, fixtureModel, fixtureTokenId, ModelHub } from '@cortex/fixtures';
 import { postJson, runCli, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const ADMIN = 'sk-admin-e2e';
 const USER = 'sk-user-e2e';
 const user = [{ role: 'user' as const, content: 'Hi.' }];
 const HELLO = fixtureModel('cortex-chat').expected.text;
+const CHAT = encodeFixtureModel('cortex-chat');
+const file = (name: string): string => `/org/models/resolve/main/${name}`;
+/** The worker's budget: every fixture model here fits many times over; `remote-huge` (a 1M context, 64 slots) does not. */
+const BUDGET = 512 * 2 ** 20;
+
+interface ListedModel {
+  gguf?: { architecture?: string; size_bytes?: number };
+  memory_bytes?: number;
+  gguf_error?: string;
+}
 
 describe('live catalogue e2e (two gateways, two routers)', () => {
   let stack: TestStack;
   let gateways: string[];
+  let hub: ModelHub;
 
   before(async () => {
+    hub = await ModelHub.start();
+    hub.serve(file('remote.gguf'), CHAT);
+    hub.serve(file('huge.gguf'), CHAT);
     stack = await startStack({
       models: [
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true, slots: 2 },
         { id: 'cortex-reasoning', file: 'fixture:cortex-reasoning', context_size: 512, slots: 1 },
+        { id: 'remote-chat', file: hub.url(file('remote.gguf')), context_size: 512, slots: 1 },
+        { id: 'remote-huge', file: hub.url(file('huge.gguf')), context_size: 1_048_576, slots: 64 },
+        { id: 'remote-late', file: hub.url(file('late.gguf')), context_size: 512, slots: 1 },
       ],
-      config: { auth: { api_keys: [USER], admin_keys: [ADMIN] } },
+      config: { auth: { api_keys: [USER], admin_keys: [ADMIN] }, worker: { memory_budget: BUDGET } },
     });
     stack.spawnService('router');
     gateways = [stack.baseUrl, await stack.spawnGateway()];
@@ -26,7 +45,17 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
 
   after(async () => {
     await stack?.stop();
+    await hub?.close();
   });
+
+  const model = async (base: string, id: string): Promise<ListedModel> => {
+    const response = await fetch(`${base}/v1/models/${id}`, { headers: { authorization: `Bearer ${USER}` } });
+    return (await response.json()) as ListedModel;
+  };
+  const health = async (base: string): Promise<FleetHealth> => (await (await fetch(`${base}/health`)).json()) as never;
+  /** Requests for a path's whole body (a download), as opposed to a header reader's ranges (`bytes=A-B`). */
+  const downloads = (name: string): number =>
+    hub.requests.filter((r) => r.path === file(name) && !/^bytes=\d+-\d+$/.test(r.range ?? '')).length;
 
   const cli = (...args: string[]) => runCli(stack, ...args);
   const chat = async (base: string, model: string): Promise<{ status: number; body: unknown }> => {
@@ -57,6 +86,80 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
     });
     return { status: response.status, body: (await response.json()) as never };
   };
+
+  it('catalogue - a URL that cannot be read is shown with its error and read again later; `models add` and a changed context are read too', async () => {
+    await waitFor(async () => (await model(gateways[0]!, 'remote-late')).gguf_error !== undefined, 30_000, 100);
+    assert.match((await model(gateways[1]!, 'remote-late')).gguf_error ?? '', /late\.gguf/);
+    hub.serve(file('late.gguf'), CHAT);
+    // The first retry comes 5 s after the first failure, the next 10 s after the second, and so on.
+    for (const base of gateways)
+      await waitFor(async () => (await model(base, 'remote-late')).gguf?.size_bytes === CHAT.length, 45_000, 100);
+    assert.equal((await model(gateways[0]!, 'remote-late')).gguf_error, undefined);
+
+    const added = cli(
+      'models',
+      'add',
+      'remote-added',
+      hub.url(file('remote.gguf')),
+      '--context-size',
+      '512',
+      '--slots',
+      '1',
+    );
+    assert.equal(added.status, 0, added.stderr);
+    for (const base of gateways)
+      await waitFor(async () => (await model(base, 'remote-added')).gguf?.architecture === 'llama', 10_000, 50);
+    const small = (await model(gateways[0]!, 'remote-added')).memory_bytes ?? 0;
+    const set = cli('models', 'set', 'remote-added', '--context-size', '32768');
+    assert.equal(set.status, 0, set.stderr);
+    for (const base of gateways)
+      await waitFor(async () => ((await model(base, 'remote-added')).memory_bytes ?? 0) > small, 10_000, 50);
+    assert.equal(downloads('remote.gguf') + downloads('late.gguf'), 0);
+    assert.equal(cli('models', 'remove', 'remote-added').status, 0);
+  });
+
+  it("catalogue - a URL model's size and architecture are on /v1/models of both gateways before any request; one record, nothing downloaded", async () => {
+    for (const base of gateways)
+      await waitFor(async () => (await model(base, 'remote-chat')).gguf?.architecture !== undefined, 30_000, 100);
+    for (const base of gateways) {
+      const listed = await model(base, 'remote-chat');
+      assert.equal(listed.gguf?.architecture, 'llama');
+      assert.equal(listed.gguf?.size_bytes, CHAT.length);
+      assert.ok((listed.memory_bytes ?? 0) > 0, JSON.stringify(listed));
+    }
+    assert.equal(downloads('remote.gguf'), 0, 'only the header was read');
+    assert.equal(
+      (await stack.fleet())?.workers.flatMap((w) => w.models).some((m) => m.id === 'remote-chat'),
+      false,
+    );
+    // Two routers, one read: the record was written once, and not again by the other router.
+    const kv = await new Kvm(stack.nc).open(Buckets.catalogue);
+    const history = [];
+    for await (const entry of await kv.history({ key: factsKey('remote-chat') })) history.push(entry);
+    assert.equal(history.length, 1);
+  });
+
+  it('catalogue - /health names a URL model too large for every worker before anyone asks for it; a request is refused at once', async () => {
+    await waitFor(async () => (await health(gateways[1]!)).unservable.includes('remote-huge'), 30_000, 100);
+    const verdict = await health(gateways[0]!);
+    assert.equal(verdict.status, 'degraded');
+    assert.deepEqual(verdict.unservable, ['remote-huge']);
+    assert.match(
+      verdict.reasons.join(' | '),
+      /remote-huge needs about \d+ MiB, more than any worker can hold \(the largest, \S+, 512 MiB\)/,
+    );
+    assert.equal(downloads('huge.gguf'), 0);
+    const refused = await postJson(
+      `${gateways[0]}/v1/chat/completions`,
+      { model: 'remote-huge', messages: user },
+      { authorization: `Bearer ${USER}` },
+    );
+    assert.equal(refused.status, 503);
+    assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'insufficient_memory');
+    const removed = cli('models', 'remove', 'remote-huge');
+    assert.equal(removed.status, 0, removed.stderr);
+    await waitFor(async () => !(await health(gateways[1]!)).unservable.includes('remote-huge'), 5_000, 100);
+  });
 
   it('catalogue - a model added with `cortex models add` is served by the next request on every gateway', async () => {
     const added = cli('models', 'add', 'cortex-extra', 'fixture:cortex-chat', '--context-size', '512', '--slots', '1');
@@ -132,6 +235,8 @@ describe('live catalogue e2e (two gateways, two routers)', () => {
     stack.spawnService('router');
     await stack.workersUp(1);
     assert.equal((await chat(gateways[1]!, 'cortex-reasoning')).status, 404);
+    // The header facts outlive the routers that read them: the new one has them from the bucket.
+    assert.equal((await model(gateways[1]!, 'remote-chat')).gguf?.size_bytes, CHAT.length);
     const again = cli(
       'models',
       'add',
