@@ -37,7 +37,8 @@ export async function keysCommand(command: string, values: OptionValues, positio
         print(
           json,
           { ...view, secret },
-          `Created key ${key.id} "${key.name}" in account ${key.account}: ${describeKey(view, currency)}.\nIts secret, shown this once (store it now):\n\n  ${secret}\n`,
+          `Created key ${key.id} "${key.name}" in account ${key.account}: ${describeKey(view, currency)}.\n` +
+            `Its secret, shown this once (store it now):\n\n  ${secret}\n`,
         );
         return;
       }
@@ -66,7 +67,8 @@ export async function keysCommand(command: string, values: OptionValues, positio
         print(
           json,
           view,
-          `Updated key ${key.id} "${key.name}" (account ${key.account}): ${describeKey(view, currency)}. Every gateway applies it within a second.`,
+          `Updated key ${key.id} "${key.name}" (account ${key.account}): ${describeKey(view, currency)}. ` +
+            'Every gateway applies it within a second.',
         );
         return;
       }
@@ -74,7 +76,8 @@ export async function keysCommand(command: string, values: OptionValues, positio
         const grace = stringOption(values, 'grace');
         if (grace !== undefined && !/^\d+$/.test(grace))
           throw new UsageError(
-            `cortex keys rotate: --grace must be a whole number of seconds (got "${grace}"); run "cortex keys rotate --help" to see its usage`,
+            `cortex keys rotate: --grace must be a whole number of seconds (got "${grace}"); ` +
+              'run "cortex keys rotate --help" to see its usage',
           );
         const { grace_s } = parseRotate(grace === undefined ? {} : { grace_s: Number(grace) });
         const { key, secret } = await store.rotate(id, grace_s, now);
@@ -153,7 +156,8 @@ function limitsBody(command: string, values: OptionValues, clearable: boolean): 
     if (clearable && raw === 'none') return null;
     if (!/^\d+$/.test(raw) || Number(raw) < 1) {
       throw new UsageError(
-        `cortex ${command}: --${flag} must be a whole number of at least 1${clearable ? ', or "none" to remove it' : ''} (got "${raw}"); run "cortex ${command} --help" to see its usage`,
+        `cortex ${command}: --${flag} must be a whole number of at least 1${clearable ? ', or "none" to remove it' : ''} ` +
+          `(got "${raw}"); run "cortex ${command} --help" to see its usage`,
       );
     }
     return Number(raw);
@@ -181,7 +185,8 @@ function limitsBody(command: string, values: OptionValues, clearable: boolean): 
     // The amount itself (above 0, at most MAX_MONEY_BUDGET) is checked where the admin API checks it.
     if (!/^\d+(\.\d+)?$/.test(money))
       throw new UsageError(
-        `cortex ${command}: --money-budget must be an amount such as 50 or 0.25${clearable ? ', or "none" to remove it' : ''} (got "${money}"); run "cortex ${command} --help" to see its usage`,
+        `cortex ${command}: --money-budget must be an amount such as 50 or 0.25` +
+          `${clearable ? ', or "none" to remove it' : ''} (got "${money}"); run "cortex ${command} --help" to see its usage`,
       );
     limits.money_budget = { amount: Number(money), window: moneyWindow ?? 'balance' };
   }
@@ -200,7 +205,8 @@ export function describeLimits(limits: Limits, currency = ''): string {
     );
   if (limits.money_budget)
     parts.push(
-      `${limits.money_budget.amount}${currency ? ` ${currency}` : ''} ${limits.money_budget.window === 'balance' ? 'in all' : `a ${limits.money_budget.window}`}`,
+      `${limits.money_budget.amount}${currency ? ` ${currency}` : ''} ` +
+        `${limits.money_budget.window === 'balance' ? 'in all' : `a ${limits.money_budget.window}`}`,
     );
   return parts.length === 0 ? 'no limits' : parts.join(', ');
 }
@@ -239,7 +245,8 @@ function keyTable(views: KeyView[], currency: string): string {
 function showKey(view: KeyView, currency: string): string {
   const lines = [
     `Key ${view.id} "${view.name}", account ${view.account}: ${view.state}${view.revoked_at ? ` (revoked at ${view.revoked_at})` : ''}.`,
-    `  secret:  ${view.prefix}${view.previous_secret_valid_until ? ` (the previous one works until ${view.previous_secret_valid_until})` : ''}`,
+    `  secret:  ${view.prefix}` +
+      `${view.previous_secret_valid_until ? ` (the previous one works until ${view.previous_secret_valid_until})` : ''}`,
     `  limits:  ${describeLimits(view.limits, currency)}`,
     `  models:  ${view.models?.join(', ') ?? 'every model'}`,
     `  tier:    ${view.tier}`,

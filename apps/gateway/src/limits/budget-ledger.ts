@@ -49,7 +49,10 @@ export interface BudgetUse {
   money: number;
 }
 
-/** A refusal is `insufficient_quota` (spent: do not retry), `rate_limit_exceeded` (only reserved: retry after `retryAfterMs`) or `permission_denied` (a money budget and a model without a price). */
+/**
+ * A refusal is `insufficient_quota` (spent: do not retry), `rate_limit_exceeded` (only reserved: retry after
+ * `retryAfterMs`) or `permission_denied` (a money budget and a model without a price).
+ */
 export type ReserveResult =
   | { kind: 'admit'; settle: (used: BudgetUse) => Promise<void> }
   | { kind: 'refuse'; error: CortexError; retryAfterMs: number | null };
@@ -106,7 +109,10 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     this.held.stop();
   }
 
-  /** Reserves `ask` in the key's and the account's budgets for the request `requestId`; `settle` turns the reservations into what it used. */
+  /**
+   * Reserves `ask` in the key's and the account's budgets for the request `requestId`; `settle` turns the reservations
+   * into what it used.
+   */
   async reserve(
     key: KeyRecord,
     account: AccountRecord | undefined,
@@ -124,7 +130,9 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
         kind: 'refuse',
         error: new CortexError(
           'permission_denied',
-          `${priced.label} has a money budget, and the model "${ask.model}" has no price in the catalogue, so nothing bounds what a request would spend: use a model with a cost, or give this one a cost (PATCH /admin/models/<id> with {"cost": {"input": …, "output": …}})`,
+          `${priced.label} has a money budget, and the model "${ask.model}" has no price in the catalogue, ` +
+            'so nothing bounds what a request would spend: use a model with a cost, or give this one a cost ' +
+            '(PATCH /admin/models/<id> with {"cost": {"input": …, "output": …}})',
           { param: 'model' },
         ),
         retryAfterMs: null,
@@ -170,7 +178,8 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
           admitted.map((s) =>
             this.finish(s, id, used[s.counts]).catch((error: Error) =>
               this.logger.warn(
-                `could not settle ${s.entry} (${error.message}); the request is not charged, and its reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`,
+                `could not settle ${s.entry} (${error.message}); the request is not charged, ` +
+                  `and its reservation stops counting within ${RESERVATION_TTL_MS / 1000} s`,
               ),
             ),
           ),

@@ -129,7 +129,8 @@ describe('budget decider', () => {
       refused: { spent: 40e9, reserved: 12e9, resetsAt: Date.parse('2026-12-01T00:00:00Z') },
       code: 'rate_limit_exceeded',
       message:
-        'rate limit reached (money budget): the key k has 10.00 EUR of its budget left, all reserved by running requests (12.00 reserved); retry when they end',
+        'rate limit reached (money budget): the key k has 10.00 EUR of its budget left, ' +
+        'all reserved by running requests (12.00 reserved); retry when they end',
     },
     {
       what: 'tokens left, all of them reserved',
@@ -138,7 +139,8 @@ describe('budget decider', () => {
       refused: { spent: 20, reserved: 90, resetsAt: null },
       code: 'rate_limit_exceeded',
       message:
-        'rate limit reached (token budget): the key k has 80 tokens of its budget left, all reserved by running requests (90 reserved); retry when they end',
+        'rate limit reached (token budget): the key k has 80 tokens of its budget left, ' +
+        'all reserved by running requests (90 reserved); retry when they end',
     },
   ];
   for (const { what, budget, unit, refused, code, message } of refusals) {

@@ -115,7 +115,9 @@ export function refusalOf(
   if (refused.spent < limit)
     return {
       code: 'rate_limit_exceeded',
-      message: `rate limit reached (${unit.name} budget): ${label} has ${show(limit - refused.spent)} of its budget left, all reserved by running requests (${unit.amount(refused.reserved)} reserved); retry when they end`,
+      message:
+        `rate limit reached (${unit.name} budget): ${label} has ${show(limit - refused.spent)} of its budget left, ` +
+        `all reserved by running requests (${unit.amount(refused.reserved)} reserved); retry when they end`,
       retryAfterMs: 1_000,
     };
   const when =

@@ -197,7 +197,8 @@ export class KeyAdmission {
     } catch (error) {
       if (this.config.gateway.limitsUnavailable[check] !== 'admit') throw error;
       logger.warn(
-        `key ${key.id}: its ${CHECKS[check]} cannot be counted now (${(error as Error).message}); admitted without counting it (gateway.limits_unavailable.${check}: admit)`,
+        `key ${key.id}: its ${CHECKS[check]} cannot be counted now (${(error as Error).message}); ` +
+          `admitted without counting it (gateway.limits_unavailable.${check}: admit)`,
       );
       return uncounted;
     }

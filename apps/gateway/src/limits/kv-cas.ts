@@ -2,7 +2,10 @@ import type { KV } from '@nats-io/kv';
 import { casUpdate } from '@cortex/bus';
 import { CortexError } from '@cortex/contracts';
 
-/** Compare-and-set attempts before a decision gives up (503): only under heavy contention on one entry, which every gateway's requests of one key hit. */
+/**
+ * Compare-and-set attempts before a decision gives up (503): only under heavy contention on one entry, which every
+ * gateway's requests of one key hit.
+ */
 const CAS_ATTEMPTS = 50;
 
 /**

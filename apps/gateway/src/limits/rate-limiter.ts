@@ -92,8 +92,10 @@ export class RateLimiter implements OnModuleInit, OnModuleDestroy {
         const wait = Math.max(1, decision.retryAfterMs);
         const what =
           decision.limit === 'concurrent_requests'
-            ? `${scope.label} has ${decision.running} requests running, its limit of ${scope.limits.concurrent_requests} concurrent requests; retry when one ends`
-            : `${scope.label} has used its ${scope.limits.requests_per_minute} requests per minute; retry in ${(wait / 1000).toFixed(wait < 10_000 ? 1 : 0)} s`;
+            ? `${scope.label} has ${decision.running} requests running, ` +
+              `its limit of ${scope.limits.concurrent_requests} concurrent requests; retry when one ends`
+            : `${scope.label} has used its ${scope.limits.requests_per_minute} requests per minute; ` +
+              `retry in ${(wait / 1000).toFixed(wait < 10_000 ? 1 : 0)} s`;
         const error = new CortexError(
           'rate_limit_exceeded',
           `rate limit reached (${LIMIT_WORDS[decision.limit]}): ${what}`,

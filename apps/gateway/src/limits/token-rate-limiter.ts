@@ -61,7 +61,9 @@ export class TokenRateLimiter {
       if (decision.kind === 'refuse') {
         await giveBack(admitted, 0);
         const wait = decision.retryAfterMs;
-        const message = `rate limit reached (tokens per minute): ${scope.label} has used its ${scope.tpm} tokens per minute (this request reserves ${tokens}); retry in ${(wait / 1000).toFixed(wait < 10_000 ? 1 : 0)} s`;
+        const message =
+          `rate limit reached (tokens per minute): ${scope.label} has used its ${scope.tpm} tokens per minute ` +
+          `(this request reserves ${tokens}); retry in ${(wait / 1000).toFixed(wait < 10_000 ? 1 : 0)} s`;
         return {
           kind: 'refuse',
           error: new CortexError('rate_limit_exceeded', message, { retryAfter: Math.ceil(wait / 1000) }),

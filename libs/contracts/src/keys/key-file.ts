@@ -124,7 +124,8 @@ function declaredSecret(
     if (!SHA256.test(hex))
       throw bad(
         'secret_sha256',
-        `must be the secret's SHA-256 as 64 hexadecimal digits (printf %s "$SECRET" | sha256sum); this one is not (${typeof sha256 === 'string' ? `${sha256.length} characters` : typeof sha256})`,
+        `must be the secret's SHA-256 as 64 hexadecimal digits (printf %s "$SECRET" | sha256sum); ` +
+          `this one is not (${typeof sha256 === 'string' ? `${sha256.length} characters` : typeof sha256})`,
       );
     return { sha256: hex, prefix: `sha256:${hex.slice(0, 8)}…`, valid_until: null };
   }
@@ -138,7 +139,8 @@ function declaredSecret(
   if (secret !== secret.trim()) {
     throw bad(
       'secret_env',
-      `${envName} has white space (a newline?) around the secret, which no client sends: set it without (export ${envName}="$(printf %s "$${envName}" | tr -d '[:space:]')")`,
+      `${envName} has white space (a newline?) around the secret, which no client sends: ` +
+        `set it without (export ${envName}="$(printf %s "$${envName}" | tr -d '[:space:]')")`,
     );
   }
   // Inside an Authorization or x-api-key header a secret is visible ASCII: anything else is never sent as it is stored.
@@ -153,7 +155,8 @@ function declaredSecret(
         : 'a character outside visible ASCII';
     throw bad(
       'secret_env',
-      `${envName} holds ${what} at position ${at + 1}, which no client can send in an Authorization or x-api-key header: use letters, digits and punctuation only`,
+      `${envName} holds ${what} at position ${at + 1}, which no client can send in an Authorization or x-api-key header: ` +
+        'use letters, digits and punctuation only',
     );
   }
   // cortex's own prefix is no secret: what follows it must be long enough alone.
@@ -161,7 +164,8 @@ function declaredSecret(
   if (own < MIN_DECLARED_SECRET)
     throw bad(
       'secret_env',
-      `${envName} holds ${own} secret characters${own === secret.length ? '' : ` after ${SECRET_PREFIX}`}; a secret needs at least ${MIN_DECLARED_SECRET}`,
+      `${envName} holds ${own} secret characters${own === secret.length ? '' : ` after ${SECRET_PREFIX}`}; ` +
+        `a secret needs at least ${MIN_DECLARED_SECRET}`,
     );
   // A generated secret shows its first characters in lists; another shows as little as the hash's.
   return secret.startsWith(SECRET_PREFIX)
@@ -206,7 +210,8 @@ export function planKeyApply(
     if (named.length > 1) {
       throw bad(
         `keys[${i}].name`,
-        `${named.length} stored keys are named "${name}" (${named.map((k) => k.id).join(', ')}): revoke all but one (cortex keys revoke <id>) or rename one (cortex keys update <id> --name …), then apply again`,
+        `${named.length} stored keys are named "${name}" (${named.map((k) => k.id).join(', ')}): ` +
+          'revoke all but one (cortex keys revoke <id>) or rename one (cortex keys update <id> --name …), then apply again',
       );
     }
     const current = named[0];
