@@ -11,3 +11,4 @@ export * from './sampling-extensions.js';
 export * from './hosted-tools.js';
 export * from './decode-body.js';
 export * from './tool-results.js';
+export { refuseImages } from './media.js';

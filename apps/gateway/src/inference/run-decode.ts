@@ -12,6 +12,7 @@ import {
   namesStoredState,
   newResponseId,
   placementHint,
+  refuseImages,
   type AssembledResponses,
   type DecodeOptions,
   type ResponsesAssembly,
@@ -41,7 +42,8 @@ export interface RunDecoded {
  * Decodes a body here when it depends on nothing stored: Chat Completions, Messages and Completions
  * bodies always, a Responses body (not a WebSocket turn) that continues no stored state. Otherwise the
  * translator service, which holds the Responses API's stored state, decodes it; unless `placeEarly` is
- * false, the router is asked meanwhile (see PlacementClient.askEarly).
+ * false, the router is asked meanwhile (see PlacementClient.askEarly). Either way a request with
+ * images is refused here for a model that takes none (see refuseImages).
  */
 export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promise<RunDecoded> {
   const { dialect, requestId, body, session, socket } = ask;
@@ -65,6 +67,7 @@ export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promis
         requestId,
         dialect,
       });
+    refuseImages(local.request, dialect);
     return { request: local.request, ...(local.state && { state: local.state }), early: null };
   }
   const hint = ask.placeEarly ? placementHint(body, session) : null;
@@ -74,6 +77,7 @@ export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promis
     { dialect, body, ...(session && { session }), ...(socket && { socket }) },
     { requestId, decode: decodeDecodedRequest },
   );
+  refuseImages(decoded.request, dialect);
   return { ...decoded, early };
 }
 

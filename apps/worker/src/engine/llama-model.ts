@@ -7,7 +7,13 @@ import {
   type Token,
   type Tokenizer,
 } from 'node-llama-cpp';
-import { CortexError, type CanonicalRequest, type ModelCapabilities, type ToolDefinition } from '@cortex/contracts';
+import {
+  CortexError,
+  requestImages,
+  type CanonicalRequest,
+  type ModelCapabilities,
+  type ToolDefinition,
+} from '@cortex/contracts';
 import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
@@ -197,6 +203,17 @@ export class LlamaEngineModel implements EngineModel {
   }
 
   private render(request: CanonicalRequest): { prompt: Token[]; stops: string[]; startInReasoning: boolean } {
+    // The gateway refuses images for a model that takes none; a request that reaches a text engine with
+    // one anyway is refused too, never answered as if the image were not there.
+    const image = requestImages(request)[0];
+    if (image)
+      throw new CortexError(
+        'invalid_request',
+        `${image.part}: model ${this.id} takes text only (it has no projector)`,
+        {
+          param: image.part,
+        },
+      );
     if (request.raw)
       return { prompt: renderRawPrompt(this.model, this.id, request.raw), stops: [], startInReasoning: false };
     const { prompt: template, format } = this.dialect;

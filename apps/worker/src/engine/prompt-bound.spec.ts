@@ -68,6 +68,31 @@ describe('prompt bound', () => {
           await refusal('the quick brown fox '.repeat(1_500)),
           /^the prompt is \d+ tokens but cortex-chat has a context of 8192/,
         );
+        // An image that reached a text engine is refused, in counting and in generation alike.
+        const withImage: CanonicalRequest = {
+          ...chat('what is this?'),
+          model: 'cortex-chat',
+          messages: [
+            {
+              role: 'user',
+              content: 'what is this?',
+              images: [{ at: 0, part: 'messages[0].content[0]', data: 'iVBOR', mediaType: 'image/png' }],
+            },
+          ],
+        };
+        assert.throws(
+          () => model.countTokens(withImage),
+          /^CortexError: messages\[0\]\.content\[0\]: model cortex-chat takes text only/,
+        );
+        await assert.rejects(
+          model.generate({
+            request: withImage,
+            receivedAt: performance.now(),
+            signal: new AbortController().signal,
+            emit: () => undefined,
+          }),
+          (error: unknown) => error instanceof CortexError && error.extra.param === 'messages[0].content[0]',
+        );
         await model.dispose();
       } finally {
         await engine.dispose();

@@ -85,6 +85,22 @@ describe('canonical request decoding', () => {
     assert.equal(decodeGenerateCommand(minimal), minimal);
   });
 
+  it("canonical request - a message's images stand within its content, in order, each with bytes or a URL", () => {
+    const image = { at: 3, part: 'messages[1].content[1]', data: 'iVBOR', mediaType: 'image/png', width: 4, height: 3 };
+    const withImages = (images: unknown[]) =>
+      command((r) => void ((r.messages[1] as { images?: unknown }).images = images));
+    assert.doesNotThrow(() =>
+      decodeGenerateCommand(withImages([image, { ...image, at: 8, data: undefined, url: 'https://x/y.png' }])),
+    );
+    rejects(withImages([{ ...image, at: 9 }]), 'request.messages[1].images[0].at');
+    rejects(withImages([image, { ...image, at: 2 }]), 'request.messages[1].images[1].at');
+    rejects(withImages([{ ...image, url: 'https://x/y.png' }]), 'request.messages[1].images[0]');
+    rejects(withImages([{ ...image, data: undefined }]), 'request.messages[1].images[0]');
+    rejects(withImages([{ ...image, part: undefined }]), 'request.messages[1].images[0].part');
+    rejects(withImages([{ ...image, detail: 'huge' }]), 'request.messages[1].images[0].detail');
+    rejects(withImages([{ ...image, width: 0 }]), 'request.messages[1].images[0].width');
+  });
+
   it('canonical request - each rule names the field that breaks it', () => {
     rejects('generate me', 'generate');
     rejects({ ...command(), runId: 7 }, 'runId');

@@ -25,14 +25,41 @@ export interface ToolCall {
   arguments: string;
 }
 
-/** One conversation turn after dialect decoding: text only, tool calls and results as fields. */
+/**
+ * An image in a message's content. A dialect's decoder gives its bytes (base64, with the type the
+ * client claimed) or its URL; the gateway fetches URLs and reads every image's type and size from its
+ * bytes (`apps/gateway/src/media/image-source.ts`), so a worker only ever gets `data` with `mediaType`.
+ */
+export interface CanonicalImage {
+  /** The character offset in `content` where the image stands; a message's images are in order. */
+  at: number;
+  /** Where the client's body had it, to name it in errors: `messages[0].content[1]`. */
+  part: string;
+  /** The bytes, base64. */
+  data?: string;
+  mediaType?: string;
+  /** An http(s) URL the gateway has still to fetch. */
+  url?: string;
+  width?: number;
+  height?: number;
+  /** OpenAI's `detail`: how finely the client asked the image to be seen. */
+  detail?: 'auto' | 'low' | 'high';
+}
+
+/** One conversation turn after dialect decoding: text, images where they stood in it, tool calls and results as fields. */
 export interface CanonicalMessage {
   role: Role;
   content: string;
+  images?: CanonicalImage[];
   reasoning?: string;
   toolCalls?: ToolCall[];
   toolCallId?: string;
   name?: string;
+}
+
+/** The images of a request, in order, with the message each is in. */
+export function requestImages(request: Pick<CanonicalRequest, 'messages'>): CanonicalImage[] {
+  return request.messages.flatMap((message) => message.images ?? []);
 }
 
 export interface ToolDefinition {
@@ -293,7 +320,22 @@ export function decodeCanonicalRequest(value: unknown, at: string): CanonicalReq
 function checkMessage(value: unknown, at: string): void {
   const message = object(value, at);
   oneOf(message.role, `${at}.role`, ROLES);
-  string(message.content, `${at}.content`);
+  const content = string(message.content, `${at}.content`);
+  let last = 0;
+  optionalArray(message.images, `${at}.images`)?.forEach((input, i) => {
+    const image = object(input, `${at}.images[${i}]`);
+    last = integer(image.at, `${at}.images[${i}].at`, last);
+    if (last > content.length)
+      fail(`${at}.images[${i}].at`, `must be at most the content's length (${content.length})`);
+    string(image.part, `${at}.images[${i}].part`);
+    const data = optionalString(image.data, `${at}.images[${i}].data`);
+    const url = optionalString(image.url, `${at}.images[${i}].url`);
+    if ((data === undefined) === (url === undefined)) fail(`${at}.images[${i}]`, 'must have either data or url');
+    optionalString(image.mediaType, `${at}.images[${i}].mediaType`);
+    optionalInteger(image.width, `${at}.images[${i}].width`, 1);
+    optionalInteger(image.height, `${at}.images[${i}].height`, 1);
+    if (image.detail !== undefined) oneOf(image.detail, `${at}.images[${i}].detail`, ['auto', 'low', 'high'] as const);
+  });
   optionalString(message.reasoning, `${at}.reasoning`);
   optionalArray(message.toolCalls, `${at}.toolCalls`)?.forEach((input, i) => {
     const call = object(input, `${at}.toolCalls[${i}]`);

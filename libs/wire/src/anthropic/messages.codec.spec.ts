@@ -306,8 +306,9 @@ describe('anthropic messages codec', () => {
       'messages[1].content[0].type',
     );
     invalid({ ...base, messages: [user(5)] }, 'messages[0].content');
+    invalid({ ...base, messages: [user([{ type: 'image' }])] }, 'messages[0].content[0].source');
     invalid(
-      { ...base, messages: [user([{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: '' } }])] },
+      { ...base, messages: [user([{ type: 'document', source: { type: 'text', data: '' } }])] },
       'messages[0].content[0]',
     );
     invalid(
@@ -328,7 +329,7 @@ describe('anthropic messages codec', () => {
     );
     invalid(
       { ...base, messages: [user([{ type: 'tool_result', tool_use_id: 'a', content: [{ type: 'image' }] }])] },
-      'messages[0].content[0].content[0]',
+      'messages[0].content[0].content[0].source',
     );
     invalid({ ...base, messages: [user([{ type: 'wat' }])] }, 'messages[0].content[0].type');
     invalid({ ...base, system: [{ type: 'text' }] }, 'system[0].text');

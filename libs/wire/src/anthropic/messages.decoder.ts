@@ -1,7 +1,7 @@
 import { templateOptions } from '../template-options.js';
 import { cacheControlKeepsLonger, sessionFromAnthropicUserId } from '../affinity.js';
 import { unrunnableTool, type DecodeOptions } from '../hosted-tools.js';
-import { rejectMedia } from '../media.js';
+import { anthropicImage, ContentParts, rejectMedia } from '../media.js';
 import { ToolCallLedger } from '../tool-results.js';
 import {
   array,
@@ -162,38 +162,50 @@ interface Block {
 
 function decodeUserBlocks(blocks: Block[], model: string, ledger: ToolCallLedger): CanonicalMessage[] {
   const results: CanonicalMessage[] = [];
-  const texts: string[] = [];
+  const parts = new ContentParts(BLOCK_SEPARATOR);
+  let said = false;
   for (const { block, path, type } of blocks) {
-    if (type === 'text') texts.push(string(block.text, `${path}.text`));
+    if (type === 'text') parts.addText(string(block.text, `${path}.text`));
+    else if (type === 'image') parts.addImage(anthropicImage(block, path));
     else if (type === 'tool_result') {
       const result = decodeToolResult(block, path, model);
       ledger.answered(result.toolCallId ?? '', `${path}.tool_use_id`);
       results.push(result);
+      continue;
     } else rejectBlock(type, path, 'user', model);
+    said = true;
   }
   // Canonical chat templates expect the tool results right after the assistant's calls, so the
   // turn's text follows them as its own user message (Anthropic puts tool_result blocks first anyway).
-  if (texts.length > 0 || results.length === 0) results.push({ role: 'user', content: texts.join(BLOCK_SEPARATOR) });
+  if (said || results.length === 0) results.push({ role: 'user', ...parts.message });
   return results;
 }
 
 function decodeToolResult(block: Json, path: string, model: string): CanonicalMessage {
   const toolCallId = string(block.tool_use_id, `${path}.tool_use_id`);
-  let content: string;
-  if (block.content === undefined || block.content === null) content = '';
-  else if (typeof block.content === 'string') content = block.content;
+  const parts = new ContentParts(BLOCK_SEPARATOR);
+  if (block.content === undefined || block.content === null) parts.addText('');
+  else if (typeof block.content === 'string') parts.addText(block.content);
   else {
-    content = array(block.content, `${path}.content`)
-      .map((part, j) => {
-        const partPath = `${path}.content[${j}]`;
-        const type = string(object(part, partPath).type, `${partPath}.type`);
-        if (type !== 'text') rejectBlock(type, partPath, 'tool_result', model);
-        return textBlock(part, partPath);
-      })
-      .join(BLOCK_SEPARATOR);
+    array(block.content, `${path}.content`).forEach((part, j) => {
+      const partPath = `${path}.content[${j}]`;
+      const type = string(object(part, partPath).type, `${partPath}.type`);
+      // Claude Code's Read tool answers an image file with an image block here.
+      if (type === 'image') parts.addImage(anthropicImage(part as Json, partPath));
+      else if (type === 'text') parts.addText(textBlock(part, partPath));
+      else rejectBlock(type, partPath, 'tool_result', model);
+    });
   }
-  if (optionalBoolean(block.is_error, `${path}.is_error`)) content = `Error: ${content}`;
-  return { role: 'tool', content, toolCallId };
+  const { content, images } = parts.message;
+  const error = optionalBoolean(block.is_error, `${path}.is_error`);
+  // The prefix moves the images along with the text they stand in.
+  const prefix = error ? 'Error: ' : '';
+  return {
+    role: 'tool',
+    content: `${prefix}${content}`,
+    ...(images && { images: images.map((image) => ({ ...image, at: image.at + prefix.length })) }),
+    toolCallId,
+  };
 }
 
 function decodeAssistantBlocks(blocks: Block[], model: string): CanonicalMessage {
@@ -222,10 +234,12 @@ function decodeToolUse(block: Json, path: string): ToolCall {
   };
 }
 
-const MEDIA_BLOCKS = new Set(['image', 'document', 'search_result', 'container_upload']);
+/** Blocks no engine here reads (images are read, in user turns and tool results). */
+const MEDIA_BLOCKS = new Set(['document', 'search_result', 'container_upload']);
 
 function rejectBlock(type: string, path: string, where: 'user' | 'assistant' | 'tool_result', model: string): never {
   if (MEDIA_BLOCKS.has(type)) rejectMedia(path, `${type} blocks`, model);
+  if (type === 'image') fail(`${path}.type`, 'image blocks belong in user turns and tool results');
   if (type === 'tool_use' || type === 'thinking' || type === 'redacted_thinking')
     fail(`${path}.type`, `${type} blocks belong in assistant turns`);
   if (type === 'tool_result') fail(`${path}.type`, `tool_result blocks belong in user turns`);

@@ -1,6 +1,6 @@
 import { affinityKey, keepsPromptLonger } from '../affinity.js';
 import { REASONING_EFFORTS, templateOptions } from '../template-options.js';
-import { rejectMedia } from '../media.js';
+import { ContentParts, openaiImage, rejectMedia } from '../media.js';
 import { ToolCallLedger } from '../tool-results.js';
 import { samplingExtensions } from '../sampling-extensions.js';
 import {
@@ -95,7 +95,7 @@ function decodeMessage(input: unknown, param: string, model: string): CanonicalM
   const message = object(input, param);
   const role = oneOf(message.role, `${param}.role`, ROLES);
   const content = decodeContent(message.content, `${param}.content`, role === 'assistant', model);
-  const out: CanonicalMessage = { role: role === 'developer' ? 'system' : role, content };
+  const out: CanonicalMessage = { role: role === 'developer' ? 'system' : role, ...content };
   const name = optionalString(message.name, `${param}.name`);
   if (name) out.name = name;
   if (role === 'assistant') {
@@ -111,20 +111,25 @@ function decodeMessage(input: unknown, param: string, model: string): CanonicalM
   return out;
 }
 
-function decodeContent(value: unknown, param: string, nullable: boolean, model: string): string {
-  if (typeof value === 'string') return value;
-  if ((value === null || value === undefined) && nullable) return '';
+function decodeContent(
+  value: unknown,
+  param: string,
+  nullable: boolean,
+  model: string,
+): Pick<CanonicalMessage, 'content' | 'images'> {
+  if (typeof value === 'string') return { content: value };
+  if ((value === null || value === undefined) && nullable) return { content: '' };
   if (!Array.isArray(value)) fail(param, 'must be a string or an array of content parts');
-  return value
-    .map((part, i) => {
-      const p = object(part, `${param}[${i}]`);
-      const type = string(p.type, `${param}[${i}].type`);
-      if (type === 'text') return string(p.text, `${param}[${i}].text`);
-      if (type === 'image_url' || type === 'input_audio' || type === 'file')
-        rejectMedia(`${param}[${i}]`, `${type} parts`, model);
-      return fail(`${param}[${i}].type`, `unknown content part type '${type}'`);
-    })
-    .join('');
+  const parts = new ContentParts();
+  value.forEach((part, i) => {
+    const p = object(part, `${param}[${i}]`);
+    const type = string(p.type, `${param}[${i}].type`);
+    if (type === 'text') parts.addText(string(p.text, `${param}[${i}].text`));
+    else if (type === 'image_url') parts.addImage(openaiImage(p, `${param}[${i}]`));
+    else if (type === 'input_audio' || type === 'file') rejectMedia(`${param}[${i}]`, `${type} parts`, model);
+    else fail(`${param}[${i}].type`, `unknown content part type '${type}'`);
+  });
+  return parts.message;
 }
 
 function decodeToolCall(input: unknown, param: string): ToolCall {

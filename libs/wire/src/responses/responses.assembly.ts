@@ -83,7 +83,7 @@ export class ResponsesAssembly {
     const affinity = context.affinity ?? (decoded.store || socket ? affinityKey.response(responseId) : undefined);
     const input = this.input(decoded, responseId, context.referenced);
     checkToolResults(history, input);
-    const messages = conversationMessages(decoded.instructions, [...history, ...input]);
+    const messages = conversationMessages(decoded.instructions, [...history, ...input], history.length);
     if (messages.length === 0)
       throw new CortexError('invalid_request', 'input: there is nothing to respond to', { param: 'input' });
     const state: ResponsesState = {

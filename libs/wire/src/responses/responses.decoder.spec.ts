@@ -434,13 +434,13 @@ describe('responses codec - request decoding', () => {
             role: 'user',
             content: [
               { type: 'input_text', text: 'see' },
-              { type: 'input_image', image_url: 'https://x/y.png' },
+              { type: 'input_image', image_url: 'ftp://x/y.png' },
             ],
           },
         ],
       },
       'input[0].content[1]',
-      /text only/,
+      /an image URL must be http, https or a base64 data URI/,
     );
     invalid(
       { model: 'm', input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] },
@@ -453,7 +453,7 @@ describe('responses codec - request decoding', () => {
         input: [{ type: 'function_call_output', call_id: 'c', output: [{ type: 'input_image', image_url: 'x' }] }],
       },
       'input[0].output[0]',
-      /text only/,
+      /an image URL must be http, https or a base64 data URI/,
     );
     invalid({ model: 'm', input: [{ type: 'web_search_call', id: 'ws_1' }] }, 'input[0].type', /unsupported item type/);
     invalid({ model: 'm', input: [{ type: 'function_call', name: 'f', arguments: '{}' }] }, 'input[0].call_id');

@@ -390,7 +390,9 @@ describe('responses codec - stream encoding', () => {
       const { output_text: text, ...resource } = aggregate(scripts[name]);
       assert.deepEqual(resource, finalResource(frames), name);
       const expected = resource.output
-        .flatMap((item) => (item.type === 'message' ? item.content.map((part) => part.text) : []))
+        .flatMap((item) =>
+          item.type === 'message' ? item.content.flatMap((part) => ('text' in part ? [part.text] : [])) : [],
+        )
         .join('');
       assert.equal(text, expected, name);
     }

@@ -1,4 +1,4 @@
-import { rejectMedia } from '../media.js';
+import { ContentParts, openaiImage, rejectMedia } from '../media.js';
 import {
   array,
   CortexError,
@@ -15,15 +15,15 @@ import type {
   ResponsesCompactionItem,
   ResponsesFunctionCallItem,
   ResponsesFunctionCallOutputItem,
+  ResponsesInputImagePart,
   ResponsesInputTextPart,
   ResponsesItem,
   ResponsesMessageItem,
   ResponsesMessageRole,
-  ResponsesOutputTextPart,
   ResponsesReasoningItem,
 } from './responses.types.js';
 
-const MEDIA_PARTS = new Set(['input_image', 'input_file', 'input_audio', 'input_video']);
+const MEDIA_PARTS = new Set(['input_file', 'input_audio', 'input_video']);
 const ROLES = ['user', 'assistant', 'system', 'developer'] as const;
 
 // Separate content parts are separate pieces of text; gluing them would merge words across the seam.
@@ -96,32 +96,62 @@ function decodeItem(input: unknown, param: string, model: string | undefined): R
 
 function decodeMessageItem(item: Json, param: string, model: string | undefined): ResponsesMessageItem {
   const role = oneOf(item.role, `${param}.role`, ROLES);
-  const texts = decodeText(item.content, `${param}.content`, model);
+  const parts = decodeParts(item.content, `${param}.content`, model);
   // Stored as the wire writes each role: assistant text is output, everything else input.
-  const content: Array<ResponsesInputTextPart | ResponsesOutputTextPart> = texts.map((text) =>
-    role === 'assistant' ? { type: 'output_text', text, annotations: [] } : { type: 'input_text', text },
-  );
+  const content = parts.map((part): ResponsesMessageItem['content'][number] => {
+    if (part.type === 'input_image') {
+      if (role === 'assistant') fail(`${param}.content`, 'an assistant message has no input_image parts');
+      return part;
+    }
+    return role === 'assistant'
+      ? { type: 'output_text', text: part.text, annotations: [] }
+      : { type: 'input_text', text: part.text };
+  });
   return { type: 'message', role, content };
 }
 
-/** Message content: a string, or text parts (`input_text`, `output_text`, `text`, `refusal`). */
-function decodeText(value: unknown, param: string, model: string | undefined): string[] {
-  if (typeof value === 'string') return [value];
+/** Message content: a string, or parts (`input_text`, `output_text`, `text`, `refusal`, `input_image`). */
+function decodeParts(
+  value: unknown,
+  param: string,
+  model: string | undefined,
+): Array<ResponsesInputTextPart | ResponsesInputImagePart> {
+  if (typeof value === 'string') return [{ type: 'input_text', text: value }];
   return array(value, param).map((input, i) => {
     const path = `${param}[${i}]`;
     const part = object(input, path);
     const type = string(part.type, `${path}.type`);
-    if (type === 'input_text' || type === 'output_text' || type === 'text') return string(part.text, `${path}.text`);
+    if (type === 'input_text' || type === 'output_text' || type === 'text')
+      return { type: 'input_text', text: string(part.text, `${path}.text`) };
     // An assistant's earlier refusal is still what it said.
-    if (type === 'refusal') return string(part.refusal, `${path}.refusal`);
+    if (type === 'refusal') return { type: 'input_text', text: string(part.refusal, `${path}.refusal`) };
+    if (type === 'input_image') {
+      if (part.file_id !== undefined && part.file_id !== null)
+        fail(`${path}.file_id`, 'files are not kept here: send the image as image_url (a URL or a base64 data URL)');
+      // Checked now, so a stored item holds only what the gateway can fetch or read.
+      const image = openaiImage(part, path);
+      return {
+        type: 'input_image',
+        image_url: string(part.image_url, `${path}.image_url`),
+        detail: image.detail ?? 'auto',
+      };
+    }
     if (MEDIA_PARTS.has(type)) rejectMedia(path, `${type} parts`, model);
     return fail(`${path}.type`, `unknown content part type ${JSON.stringify(type)}`);
   });
 }
 
-function decodeOutput(value: unknown, param: string, model: string | undefined): string {
+function decodeOutput(
+  value: unknown,
+  param: string,
+  model: string | undefined,
+): ResponsesFunctionCallOutputItem['output'] {
   if (typeof value === 'string') return value;
-  return decodeText(value, param, model).join(PART_SEPARATOR);
+  const parts = decodeParts(value, param, model);
+  // Text alone stays the plain string it always was; with images the parts are kept.
+  return parts.some((part) => part.type === 'input_image')
+    ? parts
+    : parts.map((part) => (part as ResponsesInputTextPart).text).join(PART_SEPARATOR);
 }
 
 function decodeReasoningItem(item: Json, param: string): ResponsesReasoningItem {
@@ -176,13 +206,15 @@ export function resolveItemReferences(
 export function conversationMessages(
   instructions: string | undefined,
   items: readonly ResponsesItem[],
+  inputFrom = 0,
 ): CanonicalMessage[] {
-  const messages = itemsToMessages(items);
+  const messages = itemsToMessages(items, inputFrom);
   return instructions ? [{ role: 'system', content: instructions }, ...messages] : messages;
 }
 
 /**
- * Normalized items (input items, or a stored response's input then output items) → canonical messages.
+ * Normalized items (input items, or a stored response's input then output items, the request's own from
+ * `inputFrom`) → canonical messages.
  *
  * A model turn is spread over several items (`reasoning`, an assistant `message`, `function_call`s); they are
  * folded back into one assistant message, the shape chat templates render. A turn ends at any other item, at
@@ -190,8 +222,13 @@ export function conversationMessages(
  * messages become system messages; `function_call_output` becomes a `tool` message. Reasoning with only
  * encrypted content is dropped: it cannot be read here.
  */
-export function itemsToMessages(items: readonly ResponsesItem[]): CanonicalMessage[] {
+export function itemsToMessages(items: readonly ResponsesItem[], inputFrom = 0): CanonicalMessage[] {
   const messages: CanonicalMessage[] = [];
+  // An image is named in errors by where the request had it; items before `inputFrom` were stored earlier.
+  const partPath =
+    (index: number, field: 'content' | 'output') =>
+    (part: number): string =>
+      index >= inputFrom ? `input[${index - inputFrom}].${field}[${part}]` : `stored item ${index}, ${field}[${part}]`;
   // The assistant turn being folded, if any (a holder, so the helpers below can end it).
   const state: { turn: CanonicalMessage | null } = { turn: null };
   const flush = () => {
@@ -201,7 +238,7 @@ export function itemsToMessages(items: readonly ResponsesItem[]): CanonicalMessa
   const open = (): CanonicalMessage => (state.turn ??= { role: 'assistant', content: '' });
   const hasOutput = () => Boolean(state.turn && (state.turn.content || state.turn.toolCalls));
 
-  for (const item of items) {
+  for (const [index, item] of items.entries()) {
     switch (item.type) {
       case 'reasoning': {
         const text = reasoningText(item);
@@ -217,7 +254,7 @@ export function itemsToMessages(items: readonly ResponsesItem[]): CanonicalMessa
           open().content = textOf(item.content);
         } else {
           flush();
-          messages.push({ role: systemRole(item.role), content: textOf(item.content) });
+          messages.push({ role: systemRole(item.role), ...contentOf(item.content, partPath(index, 'content')) });
         }
         break;
       case 'function_call':
@@ -225,7 +262,7 @@ export function itemsToMessages(items: readonly ResponsesItem[]): CanonicalMessa
         break;
       case 'function_call_output':
         flush();
-        messages.push(toolMessage(item));
+        messages.push(toolMessage(item, partPath(index, 'output')));
         break;
       case 'compaction': {
         flush();
@@ -247,14 +284,28 @@ function reasoningText(item: ResponsesReasoningItem): string | undefined {
   return parts.length > 0 ? parts.map((part) => part.text).join(PART_SEPARATOR) : undefined;
 }
 
-function textOf(content: ReadonlyArray<{ text: string }>): string {
-  return content.map((part) => part.text).join(PART_SEPARATOR);
+function textOf(content: ResponsesMessageItem['content']): string {
+  return contentOf(content, () => '').content;
+}
+
+/** Parts as canonical content: text joined, images where they stand (named by `path(j)` in errors). */
+function contentOf(
+  content: ReadonlyArray<ResponsesMessageItem['content'][number]>,
+  path: (part: number) => string,
+): Pick<CanonicalMessage, 'content' | 'images'> {
+  const parts = new ContentParts(PART_SEPARATOR);
+  content.forEach((part, j) => {
+    if (part.type === 'input_image') parts.addImage(openaiImage(part as unknown as Json, path(j)));
+    else parts.addText(part.text);
+  });
+  return parts.message;
 }
 
 function systemRole(role: ResponsesMessageRole): 'user' | 'system' {
   return role === 'user' ? 'user' : 'system';
 }
 
-function toolMessage(item: ResponsesFunctionCallOutputItem): CanonicalMessage {
-  return { role: 'tool', content: item.output, toolCallId: item.call_id };
+function toolMessage(item: ResponsesFunctionCallOutputItem, path: (part: number) => string): CanonicalMessage {
+  const output = typeof item.output === 'string' ? { content: item.output } : contentOf(item.output, path);
+  return { role: 'tool', ...output, toolCallId: item.call_id };
 }

@@ -74,7 +74,9 @@ export function responsesUsage(usage: Usage): ResponsesUsage {
 /** All `output_text` of the resource's assistant messages, joined: OpenAI's `output_text` convenience. */
 export function responseOutputText(resource: ResponseResource): string {
   return resource.output
-    .flatMap((item) => (item.type === 'message' ? item.content.map((part) => part.text) : []))
+    .flatMap((item) =>
+      item.type === 'message' ? item.content.flatMap((part) => ('text' in part ? [part.text] : [])) : [],
+    )
     .join('');
 }
 

@@ -12,6 +12,13 @@ export interface ResponsesInputTextPart {
   text: string;
 }
 
+/** `InputImageContent`: a fully qualified URL or a base64 data URL; `detail` defaults to `auto`. */
+export interface ResponsesInputImagePart {
+  type: 'input_image';
+  image_url: string;
+  detail: 'auto' | 'low' | 'high';
+}
+
 /** `OutputTextContent`: `annotations` is required by the schema; cortex never annotates. */
 export interface ResponsesOutputTextPart {
   type: 'output_text';
@@ -36,7 +43,7 @@ export interface ResponsesMessageItem {
   id?: string;
   status?: ResponsesItemStatus;
   role: ResponsesMessageRole;
-  content: Array<ResponsesInputTextPart | ResponsesOutputTextPart>;
+  content: Array<ResponsesInputTextPart | ResponsesInputImagePart | ResponsesOutputTextPart>;
 }
 
 /** `FunctionCall`: `call_id` is the id a `function_call_output` answers; `id` is the item's own id. */
@@ -52,12 +59,12 @@ export interface ResponsesFunctionCallItem {
   status?: ResponsesItemStatus;
 }
 
-/** `FunctionCallOutput`, its output flattened to text (only text parts are accepted). */
+/** `FunctionCallOutput`: text, or text and image parts (a tool that read an image file answers with it). */
 export interface ResponsesFunctionCallOutputItem {
   type: 'function_call_output';
   id?: string;
   call_id: string;
-  output: string;
+  output: string | Array<ResponsesInputTextPart | ResponsesInputImagePart>;
   status?: ResponsesItemStatus;
 }
 
