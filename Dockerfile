@@ -61,12 +61,20 @@ RUN mkdir -p /out \
  && find /out/apps /out/libs -name '*.tsbuildinfo' -delete
 
 # The CPU image carries no GPU binaries: CUDA (~540 MB) and Vulkan (no loader in the image anyway).
+# @fugood/llama.node (the vision engine) installs every variant of its own as an optional package:
+# its CUDA (196 MB), Vulkan (59 MB) and WebAssembly (19 MB) builds go too, its CPU build stays.
 FROM build AS app-cpu
-RUN rm -rf /out/node_modules/@node-llama-cpp/*-cuda* /out/node_modules/@node-llama-cpp/*-vulkan*
+RUN rm -rf /out/node_modules/@node-llama-cpp/*-cuda* /out/node_modules/@node-llama-cpp/*-vulkan* \
+      /out/node_modules/@fugood/node-llama-*-cuda* /out/node_modules/@fugood/node-llama-*-vulkan* \
+      /out/node_modules/@fugood/node-llama-wasm
 
 # The CUDA image keeps both CUDA packages: linux-x64-cuda (CUDA 13) and linux-x64-cuda-ext (CUDA 12).
+# llama.node's CUDA build links CUDA 12 (cudart, cuBLAS, NCCL) and carries sm_89 code and compute_89
+# PTX only: an Ada GPU runs it, a Hopper one compiles the PTX at first load, an Ampere one cannot
+# (docs/deployment.md, "Serving a vision model").
 FROM build AS app-cuda
-RUN rm -rf /out/node_modules/@node-llama-cpp/*-vulkan*
+RUN rm -rf /out/node_modules/@node-llama-cpp/*-vulkan* \
+      /out/node_modules/@fugood/node-llama-*-vulkan* /out/node_modules/@fugood/node-llama-wasm
 
 # ---------------------------------------------------------------------------------------------------
 # NVIDIA GPU worker. Needs the NVIDIA container runtime on the host (compose: a device reservation;
