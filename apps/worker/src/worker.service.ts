@@ -116,8 +116,8 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
     return { runId, workerId: this.workerId, queuePosition };
   }
 
-  tokenize(request: CanonicalRequest): TokenCount {
-    return { model: request.model, inputTokens: this.models.ready(request.model).model.countTokens(request) };
+  async tokenize(request: CanonicalRequest): Promise<TokenCount> {
+    return { model: request.model, inputTokens: await this.models.ready(request.model).model.countTokens(request) };
   }
 
   embed(command: EmbedCommand, requestId?: string): Promise<EmbedResult> {

@@ -22,7 +22,7 @@ export interface Engine {
    * Bytes of device memory (VRAM on a GPU, RAM on CPU) a model and its context will take, from the
    * GGUF header; `path` may be a URL or `hf:` URI, whose header is read with range requests.
    */
-  estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind'>): Promise<number>;
+  estimate(spec: Pick<ModelSpec, 'path' | 'contextSize' | 'slots' | 'kind' | 'mmproj'>): Promise<number>;
   /** What the GGUF header (local, or remote as in `estimate`) says of the model. */
   facts(path: string): Promise<ModelFacts>;
   /** `signal` stops the load part-way (node-llama-cpp's `loadSignal`); the promise then rejects. */
@@ -61,6 +61,8 @@ export interface ModelSpec {
   chatTemplate?: string;
   /** The catalogue's output format, where the template's fingerprint is not enough (`format`). */
   format?: string;
+  /** A vision model's projector (the catalogue's `mmproj`), resolved to a local path: only the vision engine loads one. */
+  mmproj?: string;
 }
 
 /**
@@ -93,8 +95,11 @@ export interface EngineModel {
   /** How it writes reasoning and calls, and how that was chosen (`hermes (the template's fingerprint)`); null without chat output. */
   readonly format: string | null;
   readonly capabilities: ModelCapabilities;
-  /** Prompt tokens of a request as this model's template and tokenizer render it. */
-  countTokens(request: CanonicalRequest): number;
+  /**
+   * Prompt tokens of a request as this model's template and tokenizer render it, images included; the
+   * vision engine's tokenizer answers asynchronously.
+   */
+  countTokens(request: CanonicalRequest): number | Promise<number>;
   /** Runs one request to its end, emitting start, deltas and exactly one finish or error. */
   generate(job: GenerateJob): Promise<void>;
   dispose(): Promise<void>;

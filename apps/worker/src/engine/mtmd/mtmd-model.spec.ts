@@ -1,0 +1,206 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { CortexError, type CanonicalImage, type CanonicalRequest } from '@cortex/contracts';
+import { ensureVisionFixture, solidPng, VISION_FIXTURE, type VisionColour } from '@cortex/fixtures';
+import type { EngineEvent, EngineModel, GenerateJob } from '../engine.types.js';
+import { llamaNode, MEDIA_MARKER } from './llama-node.types.js';
+import { MtmdEngine } from './mtmd-engine.js';
+
+/*
+ * The vision engine on the real library and the vision fixture (cortex-vision.gguf with its mlp
+ * projector), one thread: the fixture answers the dominant colour of the image in its context, or
+ * `No image.` without one.
+ */
+
+const unavailable = (() => {
+  try {
+    llamaNode();
+    return false;
+  } catch (error) {
+    return `@fugood/llama.node cannot load here: ${(error as Error).message}`;
+  }
+})();
+
+const QUESTION = 'What colour is this image?';
+
+function image(colour: VisionColour, at = 0): CanonicalImage {
+  const rgb = VISION_FIXTURE.expected[colour].rgb as [number, number, number];
+  return { at, part: 'messages[0].content[0]', data: solidPng(32, 32, rgb).toString('base64'), mediaType: 'image/png' };
+}
+
+function request(images: CanonicalImage[] = [], extra: Partial<CanonicalRequest> = {}): CanonicalRequest {
+  return {
+    model: VISION_FIXTURE.id,
+    messages: [{ role: 'user', content: QUESTION, images }],
+    sampling: { temperature: 0, maxTokens: 16 },
+    stream: true,
+    ...extra,
+  };
+}
+
+async function run(
+  model: EngineModel,
+  req: CanonicalRequest,
+  job: Partial<GenerateJob> & { onEvent?: (event: EngineEvent) => void } = {},
+): Promise<{ text: string; events: EngineEvent[]; finish: Extract<EngineEvent, { type: 'finish' }> }> {
+  const events: EngineEvent[] = [];
+  await model.generate({
+    request: req,
+    receivedAt: performance.now(),
+    signal: new AbortController().signal,
+    ...job,
+    emit: (event) => {
+      events.push(event);
+      job.onEvent?.(event);
+    },
+  });
+  const finish = events.at(-1);
+  assert.ok(finish?.type === 'finish', `the last event is a finish: ${JSON.stringify(finish)}`);
+  const text = events.flatMap((e) => (e.type === 'text' ? [e.text] : [])).join('');
+  return { text, events, finish };
+}
+
+describe('vision engine', { skip: unavailable }, () => {
+  let dir: string;
+  let model: EngineModel;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cortex-mtmd-'));
+    const paths = await ensureVisionFixture(dir);
+    const engine = await MtmdEngine.create({ gpu: 'cpu', threads: 1, log: () => {} });
+    model = await engine.load({
+      id: VISION_FIXTURE.id,
+      path: paths.model,
+      mmproj: paths.projector,
+      contextSize: 256,
+      slots: 2,
+      maxQueue: 8,
+    });
+  });
+  after(async () => {
+    await model?.dispose();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('vision engine - a file that is no projector fails the load with its reason, before llama.cpp sees it', async () => {
+    const engine = await MtmdEngine.create({ gpu: 'cpu', threads: 1, log: () => {} });
+    const paths = await ensureVisionFixture(dir);
+    await assert.rejects(
+      engine.load({ id: 'bad', path: paths.model, mmproj: paths.model, contextSize: 256, slots: 1, maxQueue: 1 }),
+      /mmproj .*cortex-vision\.gguf cannot be loaded: its architecture is llama, not clip/,
+    );
+  });
+
+  it('vision engine - reports vision from the projector, and no tools, reasoning or raw completions', () => {
+    assert.deepEqual(model.capabilities, {
+      tools: false,
+      reasoning: false,
+      vision: true,
+      completions: false,
+      fim: false,
+    });
+  });
+
+  it('vision engine - an image in the context answers its colour; without one, No image.', async () => {
+    for (const colour of ['red', 'green', 'blue'] as const) {
+      const { text, finish } = await run(model, request([image(colour)]));
+      assert.equal(text, VISION_FIXTURE.expected[colour].text, colour);
+      assert.equal(finish.reason, 'stop');
+      assert.equal(finish.usage.completionTokens, VISION_FIXTURE.expected[colour].completionTokens);
+    }
+    assert.equal((await run(model, request())).text, VISION_FIXTURE.expected.none.text);
+  });
+
+  it('vision engine - two requests at once, one with an image and one without, each get their own answer', async () => {
+    const [withImage, without] = await Promise.all([run(model, request([image('blue')])), run(model, request())]);
+    assert.equal(withImage.text, VISION_FIXTURE.expected.blue.text);
+    assert.equal(without.text, VISION_FIXTURE.expected.none.text);
+  });
+
+  it('vision engine - prompt tokens count each image as the embeddings it takes, in the count and the usage', async () => {
+    const one = request([image('red')]);
+    const two = request([image('red'), image('green')]);
+    const [countOne, countTwo] = await Promise.all([model.countTokens(one), model.countTokens(two)]);
+    // Both images stand at the same offset: the text around them is the same, only the images differ.
+    assert.equal(countTwo - countOne, VISION_FIXTURE.tokensPerImage);
+    const { finish, events } = await run(model, two);
+    assert.equal(finish.usage.promptTokens, countTwo);
+    assert.equal(events[0]?.type === 'start' && events[0].promptTokens, countTwo);
+  });
+
+  it('vision engine - a kept prefix is never reused across a different image', async () => {
+    const red = await run(model, request([image('red')]));
+    const green = await run(model, request([image('green')]));
+    assert.equal(red.text, VISION_FIXTURE.expected.red.text);
+    assert.equal(green.text, VISION_FIXTURE.expected.green.text);
+    // The image stands at the start of the user's text: before it, only the template's `<|im_start|>user\n`,
+    // three tokens of the fixture's vocabulary, may be reused.
+    assert.ok(green.finish.usage.cachedPromptTokens <= 3, JSON.stringify(green.finish.usage));
+    assert.equal(green.finish.usage.promptTokens, red.finish.usage.promptTokens);
+  });
+
+  it('vision engine - a stop string ends the answer before it and is reported', async () => {
+    const { text, finish } = await run(
+      model,
+      request([image('red')], { sampling: { temperature: 0, stop: [' image'] } }),
+    );
+    assert.equal(text, 'A red');
+    assert.equal(finish.reason, 'stop');
+    assert.equal(finish.stopSequence, ' image');
+  });
+
+  it('vision engine - a cancel stops the run, and the slot serves the next request', async () => {
+    const controller = new AbortController();
+    const { text, finish } = await run(model, request([image('red')]), {
+      signal: controller.signal,
+      onEvent: (event) => {
+        if (event.type === 'start') controller.abort();
+      },
+    });
+    assert.equal(finish.reason, 'cancelled');
+    assert.equal(text, '');
+    assert.equal(model.inFlight, 0);
+    assert.equal((await run(model, request([image('green')]))).text, VISION_FIXTURE.expected.green.text);
+  });
+
+  it('vision engine - what it cannot serve is refused naming the field, before any event', async () => {
+    const cases: Array<[string, CanonicalRequest, string, string?]> = [
+      ['tools', request([], { tools: [{ name: 'f' }] }), 'tools'],
+      ['json', request([], { responseFormat: { type: 'json_object' } }), 'response_format'],
+      ['logprobs', request([], { logprobs: 2 }), 'logprobs'],
+      ['raw', request([], { raw: { prompt: 'hi' } } as Partial<CanonicalRequest>), 'prompt'],
+      [
+        'marker in text',
+        { ...request(), messages: [{ role: 'user', content: `look ${MEDIA_MARKER}` }] },
+        'messages[0].content',
+      ],
+    ];
+    for (const [name, req, param] of cases) {
+      const events: EngineEvent[] = [];
+      await assert.rejects(
+        model.generate({
+          request: req,
+          receivedAt: 0,
+          signal: new AbortController().signal,
+          emit: (e) => events.push(e),
+        }),
+        (error: unknown) =>
+          error instanceof CortexError && error.code === 'invalid_request' && error.extra.param === param,
+        name,
+      );
+      assert.equal(events.length, 0, name);
+    }
+    await assert.rejects(
+      model.generate({
+        request: request(),
+        receivedAt: 0,
+        signal: new AbortController().signal,
+        emit: () => {},
+        resume: { tokens: [1], text: 'x' } as unknown as GenerateJob['resume'],
+      }),
+      (error: unknown) => error instanceof CortexError && error.code === 'worker_lost',
+    );
+  });
+});

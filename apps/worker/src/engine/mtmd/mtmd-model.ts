@@ -1,0 +1,213 @@
+import { performance } from 'node:perf_hooks';
+import {
+  BUILTIN_SAMPLING,
+  CortexError,
+  withSamplingDefaults,
+  type CanonicalRequest,
+  type FinishReason,
+  type ModelCapabilities,
+  type SamplingDefaults,
+  type Usage,
+} from '@cortex/contracts';
+import type { EngineModel, GenerateJob, ModelSpec } from '../engine.types.js';
+import { chargedTokens, ticketOf } from '../fair-queue.js';
+import { SlotPool } from '../slot-pool.js';
+import { TextStreamer } from '../text-streamer.js';
+import type { LlamaNodeContext, LlamaNodeParallelResult } from './llama-node.types.js';
+import { mediaMessages, refusal } from './mtmd-request.js';
+
+/** A prompt as the model's template and tokenizer render it, images included. */
+interface Rendered {
+  prompt: string;
+  /** The images as data URLs, in prompt order. */
+  media: string[];
+  /** The template's own stop strings: they end the output but are not a user's stop sequence. */
+  stops: string[];
+  /** Prompt tokens, each image counted as the embeddings it takes. */
+  tokens: number;
+}
+
+/**
+ * One model with its projector on llama.node: `slots` parallel sequences of llama.node's slot API
+ * (its single `completion()` has a race that leaves it refusing every later call), queued by
+ * cortex's own SlotPool so that priorities and the queue limit hold as on the text path.
+ * llama.node keeps each slot's evaluated prompt and reuses its prefix, comparing images by the hash
+ * of their bitmaps, so a prefix is never reused across different images.
+ */
+export class MtmdEngineModel implements EngineModel {
+  readonly id: string;
+  readonly slots: number;
+  readonly format = null;
+  readonly capabilities: ModelCapabilities;
+  /** What the projector takes, as llama.node reports it; audio is not yet accepted by any dialect. */
+  readonly media: { vision: boolean; audio: boolean };
+  private readonly pool: SlotPool<number>;
+
+  constructor(
+    spec: ModelSpec,
+    private readonly context: LlamaNodeContext,
+    readonly sizeBytes: number,
+    /** Tokens one slot holds: llama.node divides its context evenly between the slots. */
+    private readonly slotContext: number,
+    private readonly samplingDefaults: SamplingDefaults,
+  ) {
+    this.id = spec.id;
+    this.slots = spec.slots;
+    this.pool = new SlotPool(
+      Array.from({ length: spec.slots }, (_, i) => i),
+      spec.maxQueue,
+      spec.queueOrder,
+    );
+    this.media = context.getMultimodalSupport();
+    this.capabilities = { tools: false, reasoning: false, vision: this.media.vision, completions: false, fim: false };
+    this.chatTemplate = spec.chatTemplate;
+  }
+
+  private readonly chatTemplate: string | undefined;
+
+  get inFlight(): number {
+    return this.pool.inUse;
+  }
+
+  get queued(): number {
+    return this.pool.queued;
+  }
+
+  /** The prompt's tokens as they will be evaluated: each image counts the embeddings it takes. */
+  async countTokens(request: CanonicalRequest): Promise<number> {
+    return (await this.render(request)).tokens;
+  }
+
+  private async render(request: CanonicalRequest): Promise<Rendered> {
+    const { messages, media } = mediaMessages(request.messages);
+    const chat = this.context.getFormattedChat(messages, this.chatTemplate, {
+      jinja: true,
+      add_generation_prompt: true,
+      ...(request.templateOptions && { chat_template_kwargs: request.templateOptions }),
+    });
+    const counted = await this.context.tokenize(chat.prompt, { media_paths: media });
+    return { prompt: chat.prompt, media, stops: chat.additional_stops ?? [], tokens: counted.tokens.length };
+  }
+
+  async generate(job: GenerateJob): Promise<void> {
+    const { request, signal } = job;
+    const refused = refusal(request, this.id, job.resume !== undefined);
+    if (refused) throw refused;
+    const rendered = await this.render(request);
+    if (rendered.tokens >= this.slotContext)
+      throw new CortexError(
+        'invalid_request',
+        `the prompt is ${rendered.tokens} tokens (images included) but ${this.id} has a context of ` +
+          `${this.slotContext}; shorten the messages or send fewer images`,
+        { param: 'messages' },
+      );
+    const slot = await this.pool.acquire(signal, undefined, ticketOf(job.priority, rendered.tokens));
+    let charged: number | undefined;
+    try {
+      charged = chargedTokens(await this.run(job, rendered));
+    } finally {
+      this.pool.release(slot, charged);
+    }
+  }
+
+  private async run(job: GenerateJob, rendered: Rendered): Promise<Usage> {
+    const { request, signal } = job;
+    const startedAt = performance.now();
+    const sampling = withSamplingDefaults(request.sampling, this.samplingDefaults, BUILTIN_SAMPLING);
+    const userStops = sampling.stop ?? [];
+    // llama.node sends a token before it checks the stop strings: the text that may be one is held here.
+    const streamer = new TextStreamer([...userStops, ...rendered.stops]);
+    const maxTokens = Math.min(sampling.maxTokens ?? Infinity, this.slotContext - rendered.tokens);
+    let completion = 0;
+    let firstTokenAt = 0;
+    let stopSeen = false;
+    let stopSequence: string | undefined;
+    job.emit({ type: 'start', model: this.id, promptTokens: rendered.tokens });
+    const { promise, stop } = await this.context.parallel.completion(
+      {
+        prompt: rendered.prompt,
+        media_paths: rendered.media,
+        n_predict: maxTokens,
+        temperature: sampling.temperature,
+        top_p: sampling.topP,
+        top_k: sampling.topK,
+        min_p: sampling.minP,
+        ...(sampling.seed !== undefined && { seed: sampling.seed }),
+        stop: [...userStops, ...rendered.stops],
+        penalty_repeat: sampling.repetitionPenalty,
+        penalty_last_n: sampling.repeatLastN,
+        penalty_present: sampling.presencePenalty ?? 0,
+        penalty_freq: sampling.frequencyPenalty ?? 0,
+        ...(sampling.xtc && { xtc_probability: sampling.xtc.probability, xtc_threshold: sampling.xtc.threshold }),
+        ...(sampling.dry && {
+          dry_multiplier: sampling.dry.multiplier,
+          ...(sampling.dry.base !== undefined && { dry_base: sampling.dry.base }),
+          ...(sampling.dry.allowedLength !== undefined && { dry_allowed_length: sampling.dry.allowedLength }),
+          dry_penalty_last_n: sampling.dry.lastN ?? -1,
+          ...(sampling.dry.sequenceBreakers && { dry_sequence_breakers: sampling.dry.sequenceBreakers }),
+        }),
+      },
+      (_requestId, data) => {
+        if (stopSeen || signal.aborted) return;
+        completion++;
+        if (firstTokenAt === 0) firstTokenAt = performance.now();
+        const { text, stopped, stop: matched } = streamer.push(data.token);
+        if (text) job.emit({ type: 'text', text });
+        if (!stopped) return;
+        stopSeen = true;
+        if (matched !== undefined && userStops.includes(matched)) stopSequence = matched;
+      },
+    );
+    // A cancel reaches llama.node's slot at its next step; its promise then rejects.
+    const cancel = (): void => stop();
+    signal.addEventListener('abort', cancel, { once: true });
+    if (signal.aborted) stop();
+    let result: LlamaNodeParallelResult | null = null;
+    try {
+      result = await promise;
+    } catch (error) {
+      if (!signal.aborted) throw error;
+    } finally {
+      signal.removeEventListener('abort', cancel);
+    }
+    const cancelled = signal.aborted && !stopSeen;
+    if (!stopSeen && !cancelled) {
+      const held = streamer.flush();
+      if (held) job.emit({ type: 'text', text: held });
+    }
+    const reason: FinishReason = cancelled
+      ? 'cancelled'
+      : stopSeen || result?.stopped_eos || result?.stopped_word
+        ? 'stop'
+        : 'length';
+    const endedAt = performance.now();
+    const completionTokens = cancelled ? completion : (result?.tokens_predicted ?? completion);
+    const decodeSeconds = firstTokenAt ? (endedAt - firstTokenAt) / 1000 : 0;
+    const usage: Usage = {
+      promptTokens: rendered.tokens,
+      cachedPromptTokens: Math.min(result?.timings.cache_n ?? 0, rendered.tokens),
+      completionTokens,
+      reasoningTokens: 0,
+    };
+    job.emit({
+      type: 'finish',
+      reason,
+      ...(stopSequence !== undefined && { stopSequence }),
+      usage,
+      timings: {
+        ttftMs: firstTokenAt ? firstTokenAt - job.receivedAt : 0,
+        promptMs: (firstTokenAt || endedAt) - startedAt,
+        decodeTokensPerSecond: decodeSeconds > 0 && completionTokens > 1 ? (completionTokens - 1) / decodeSeconds : 0,
+        durationMs: endedAt - job.receivedAt,
+        queueMs: startedAt - job.receivedAt,
+      },
+    });
+    return usage;
+  }
+
+  async dispose(): Promise<void> {
+    this.context.parallel.disable();
+    this.context.releaseMultimodal();
+    await this.context.release();
+  }
+}

@@ -1,0 +1,77 @@
+import { CortexError, type CanonicalMessage, type CanonicalRequest } from '@cortex/contracts';
+import { MEDIA_MARKER, type LlamaNodeMessage } from './llama-node.types.js';
+
+/*
+ * What a request to the vision engine may ask, decided before it waits for a slot. The engine has
+ * the text path's chat template (llama.cpp's jinja), sampling and stop strings, and counts image
+ * tokens; it has no output format parsing (tool calls, split reasoning), no grammars, no
+ * log-probabilities, no raw prompts and no resume of a migrated stream. A request that needs one of
+ * those is refused naming the field, never answered without it.
+ */
+
+/** Why this request cannot run on the vision engine, as the error to send; null when it can. */
+export function refusal(request: CanonicalRequest, model: string, resumed: boolean): CortexError | null {
+  const refuse = (param: string, what: string, fix: string): CortexError =>
+    new CortexError('invalid_request', `${param}: ${model} ${what}; ${fix}`, { param });
+  if (resumed)
+    return new CortexError(
+      'worker_lost',
+      `${model} runs on the vision engine, which cannot resume a stream moved from a lost worker; send the request again`,
+    );
+  if (request.raw) return refuse('prompt', 'serves chat only (no raw completions)', 'send messages');
+  if (request.tools?.length)
+    return refuse('tools', 'cannot call tools (its engine parses no tool calls)', 'leave tools out');
+  if (request.toolChoice && request.toolChoice !== 'auto')
+    return refuse('tool_choice', 'cannot call tools', "leave tool_choice out or send 'auto'");
+  if (request.responseFormat && request.responseFormat.type !== 'text')
+    return refuse(
+      'response_format',
+      'cannot hold its output to a JSON grammar',
+      "send response_format 'text' or use a text model",
+    );
+  if (request.logprobs !== undefined)
+    return refuse('logprobs', 'reports no log-probabilities', 'leave logprobs and top_logprobs out');
+  if (request.sampling.logitBias && Object.keys(request.sampling.logitBias).length > 0)
+    return refuse('logit_bias', 'takes no logit_bias', 'leave logit_bias out');
+  const i = request.messages.findIndex((m) => m.toolCalls?.length || m.role === 'tool');
+  if (i >= 0)
+    return refuse(`messages[${i}]`, 'cannot read tool calls or tool results', 'send a conversation without tools');
+  return null;
+}
+
+/**
+ * The conversation as llama.node's template reads it: each image's marker at its offset in the text,
+ * and the images as data URLs in prompt order. Text that spells the marker itself is refused: mtmd
+ * would read it as an image, and text must not stand for one.
+ */
+export function mediaMessages(messages: readonly CanonicalMessage[]): {
+  messages: LlamaNodeMessage[];
+  media: string[];
+} {
+  const media: string[] = [];
+  const out = messages.map((message, i) => {
+    if (message.content.includes(MEDIA_MARKER))
+      throw new CortexError(
+        'invalid_request',
+        `messages[${i}].content contains ${MEDIA_MARKER}, the marker that stands for an image here; remove it`,
+        { param: `messages[${i}].content` },
+      );
+    const images = message.images ?? [];
+    let content = '';
+    let from = 0;
+    images.forEach((image, j) => {
+      if (image.data === undefined || !image.mediaType?.startsWith('image/'))
+        throw new CortexError(
+          'invalid_request',
+          `messages[${i}].images[${j}] (${image.part}) reached the worker without its bytes; the gateway must fetch it`,
+          { param: image.part },
+        );
+      content += message.content.slice(from, image.at) + MEDIA_MARKER;
+      from = image.at;
+      media.push(`data:${image.mediaType};base64,${image.data}`);
+    });
+    content += message.content.slice(from);
+    return { role: message.role, content };
+  });
+  return { messages: out, media };
+}
