@@ -221,7 +221,7 @@ export class ModelRegistry implements HeartbeatSource {
     try {
       // A first word at once: the console shows the load, and why, before any progress.
       loading(1)(0);
-      const { path, draft, bytes } = await this.resolve(command, log, signal);
+      const { path, draft, mmproj, bytes } = await this.resolve(command, log, signal);
       signal?.throwIfAborted();
       entry.bytes = bytes;
       await this.assertFits(command.model, entry.bytes);
@@ -234,6 +234,7 @@ export class ModelRegistry implements HeartbeatSource {
           maxQueue: config.worker.maxQueue,
           queueOrder: config.worker.queueOrder,
           ...(draft && { draft }),
+          ...(mmproj && { mmproj }),
           ...(command.kind && { kind: command.kind }),
           ...(command.chatTemplate && { chatTemplate: command.chatTemplate }),
           ...(command.format && { format: command.format }),
@@ -361,7 +362,12 @@ export class ModelRegistry implements HeartbeatSource {
     };
     const path = await header(command.source);
     const draft = command.draft;
-    const { bytes } = await this.memoryOf(command, path, draft && draft !== 'lookup' ? () => header(draft) : undefined);
+    const mmproj = command.mmproj === undefined ? undefined : await header(command.mmproj);
+    const { bytes } = await this.memoryOf(
+      { ...command, ...(mmproj && { mmproj }) },
+      path,
+      draft && draft !== 'lookup' ? () => header(draft) : undefined,
+    );
     return { bytes, facts: await engine.facts(path) };
   }
 
@@ -370,13 +376,19 @@ export class ModelRegistry implements HeartbeatSource {
    * (not `lookup`): the draft's file is found (`draftPath`) only once the model's own estimate is in.
    */
   private async memoryOf(
-    command: Pick<LoadCommand, 'contextSize' | 'slots' | 'kind'>,
+    command: Pick<LoadCommand, 'contextSize' | 'slots' | 'kind' | 'mmproj'>,
     path: string,
     draftPath?: () => Promise<string>,
   ): Promise<{ bytes: number; draft?: string }> {
     const { engine } = this.deps;
     const shape = { contextSize: command.contextSize, slots: command.slots };
-    const bytes = await engine.estimate({ path, ...shape, ...(command.kind && { kind: command.kind }) });
+    const bytes = await engine.estimate({
+      path,
+      ...shape,
+      ...(command.kind && { kind: command.kind }),
+      // Resolved: the vision engine estimates a model with its projector.
+      ...(command.mmproj && { mmproj: command.mmproj }),
+    });
     if (!draftPath) return { bytes };
     const draft = await draftPath();
     return { bytes: bytes + (await engine.estimate({ path: draft, ...shape })), draft };
@@ -432,7 +444,7 @@ export class ModelRegistry implements HeartbeatSource {
     command: LoadCommand,
     log: (line: string) => void,
     signal?: AbortSignal,
-  ): Promise<{ path: string; draft?: string; bytes: number }> {
+  ): Promise<{ path: string; draft?: string; mmproj?: string; bytes: number }> {
     const { engine, config } = this.deps;
     const model = command.model;
     const onProgress = this.downloading(model, { tracked: true, trigger: command.trigger });
@@ -442,10 +454,17 @@ export class ModelRegistry implements HeartbeatSource {
         ...options,
         ...(command.sha256 && { sha256: command.sha256 }),
       });
+      // A projector is downloaded like its model (and before the estimate, which reads its size).
+      const mmproj = command.mmproj === undefined ? undefined : await engine.resolveSource(command.mmproj, options);
+      const sized = { ...command, mmproj };
       const draft = command.draft;
       if (!draft || draft === 'lookup')
-        return { path, ...(draft && { draft }), ...(await this.memoryOf(command, path)) };
-      return { path, ...(await this.memoryOf(command, path, () => engine.resolveSource(draft, options))) };
+        return { path, ...(draft && { draft }), ...(mmproj && { mmproj }), ...(await this.memoryOf(sized, path)) };
+      return {
+        path,
+        ...(mmproj && { mmproj }),
+        ...(await this.memoryOf(sized, path, () => engine.resolveSource(draft, options))),
+      };
     } finally {
       this.downloads.delete(model);
     }

@@ -11,6 +11,8 @@ export interface ModelSource {
   kind?: 'embedding' | 'ranking';
   /** The pinned SHA-256 of `source`, checked after a download. */
   sha256?: string;
+  /** A vision model's projector source (the catalogue's `mmproj`). */
+  mmproj?: string;
   /** The catalogue's chat template and output format, over the GGUF's own. */
   chatTemplate?: string;
   format?: string;
@@ -26,6 +28,7 @@ export function modelSource(config: Pick<CortexConfig, 'models'>, model: ModelCo
   if (model.sha256) source.sha256 = model.sha256;
   if (model.chatTemplate) source.chatTemplate = model.chatTemplate;
   if (model.format) source.format = model.format;
+  if (model.mmproj) source.mmproj = model.mmproj;
   if (model.draft)
     source.draft =
       model.draft === 'lookup' ? 'lookup' : (config.models.find((m) => m.id === model.draft)?.file ?? model.draft);

@@ -3,3 +3,5 @@ export { isRetrievalModel } from './engine.types.js';
 export { LlamaEngine } from './llama-engine.js';
 export { SyntheticEngine, SYNTHETIC_TOKEN } from './synthetic-engine.js';
 export { defaultPromptCacheDir } from './prompt-cache.js';
+export { ByModelEngine } from './by-model.js';
+export { MtmdEngine } from './mtmd/mtmd-engine.js';

@@ -1,5 +1,12 @@
 import { existsSync } from 'node:fs';
-import { ensureFamilyFixtures, ensureFixtureModels, familyFixture, type FixtureVocabulary } from '@cortex/fixtures';
+import {
+  ensureFamilyFixtures,
+  ensureFixtureModels,
+  ensureVisionFixture,
+  familyFixture,
+  VISION_FIXTURE,
+  type FixtureVocabulary,
+} from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
 import { memoAsync } from './memo.js';
 import { ModelDownload, type DownloadProgress } from './model-download.js';
@@ -55,6 +62,16 @@ export async function resolveSource(source: string, options: ResolveOptions): Pr
       if (path && existsSync(path)) return path;
       fixtureSets.delete(`family:${id}:${modelsDir}`);
       return (await ensureFamilyFixtures(modelsDir, { ids: [id], log }))[id] as string;
+    }
+    // The vision fixture's text model and its projector (`fixture:mmproj-cortex-vision`), written together.
+    const vision = id === VISION_FIXTURE.id ? 'model' : id === `mmproj-${VISION_FIXTURE.id}` ? 'projector' : null;
+    if (vision && variant === undefined) {
+      const written = await memoAsync(fixtureSets, `vision:${modelsDir}`, () =>
+        ensureVisionFixture(modelsDir, { log }),
+      );
+      if (written[vision] && existsSync(written[vision])) return written[vision];
+      fixtureSets.delete(`vision:${modelsDir}`);
+      return (await ensureVisionFixture(modelsDir, { log }))[vision];
     }
     let paths = await fixtures(modelsDir, vocabulary, log);
     if (paths[id] && !existsSync(paths[id])) {

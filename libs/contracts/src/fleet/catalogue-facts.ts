@@ -47,6 +47,7 @@ export function factsSource(source: {
   draft?: string;
   kind?: string;
   sha256?: string;
+  mmproj?: string;
 }): string {
   return JSON.stringify([
     source.source,
@@ -55,6 +56,8 @@ export function factsSource(source: {
     source.draft ?? null,
     source.kind ?? 'chat',
     source.sha256 ?? null,
+    // Only a vision model's: every other model's source reads as before.
+    ...(source.mmproj ? [source.mmproj] : []),
   ]);
 }
 

@@ -128,6 +128,8 @@ export class EstimateCommand {
   @IsInt() @Min(1) slots!: number;
   /** As in LoadCommand: a draft model is estimated with its target. */
   @IsOptional() @IsString() draft?: string;
+  /** As in LoadCommand: a projector is estimated with its model, by the vision engine. */
+  @IsOptional() @IsString() mmproj?: string;
   /** As in LoadCommand. */
   @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
   /** As in LoadCommand. */
@@ -147,6 +149,8 @@ export class LoadCommand {
   @IsInt() @Min(1) slots!: number;
   /** Speculative decoding: a draft model's source (same forms as `source`), or `lookup` for input lookup. */
   @IsOptional() @IsString() draft?: string;
+  /** A vision model's projector (same forms as `source`): the model is served by the vision engine. */
+  @IsOptional() @IsString() mmproj?: string;
   /** Absent: chat. Embedding and ranking models get contexts of their kind. */
   @IsOptional() @IsIn(MODEL_KINDS) kind?: ModelKind;
   /** The SHA-256 the catalogue pins for a downloaded `source`. */

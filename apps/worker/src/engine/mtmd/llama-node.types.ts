@@ -8,9 +8,14 @@ import { createRequire } from 'node:module';
 
 export type LibVariant = 'default' | 'cuda' | 'vulkan';
 
+/** A message as llama.cpp's chat templates read it (OpenAI's shape): tool calls and results included. */
 export interface LlamaNodeMessage {
   role: string;
   content: string;
+  reasoning_content?: string;
+  tool_calls?: Array<{ type: 'function'; id: string; function: { name: string; arguments: string } }>;
+  tool_call_id?: string;
+  name?: string;
 }
 
 export interface LlamaNodeTokenizeResult {

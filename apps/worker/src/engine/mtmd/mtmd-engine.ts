@@ -39,6 +39,11 @@ export class MtmdEngine implements Engine {
     return new MtmdEngine(options);
   }
 
+  /** Whether llama.node's build for `gpu` loads here (its package installed, its runtime libraries found). */
+  static available(gpu: 'cuda' | 'vulkan'): Promise<boolean> {
+    return llamaNode().isLibVariantAvailable(gpu);
+  }
+
   get backend(): string {
     return this.options.gpu;
   }

@@ -165,6 +165,22 @@ describe('vision engine', { skip: unavailable }, () => {
     assert.equal((await run(model, request([image('green')]))).text, VISION_FIXTURE.expected.green.text);
   });
 
+  it("vision engine - earlier tool calls and their results are rendered: an agent's Read tool answers with an image", async () => {
+    const read: CanonicalRequest = {
+      ...request(),
+      messages: [
+        { role: 'user', content: 'Look at blue.png' },
+        {
+          role: 'assistant',
+          content: '',
+          toolCalls: [{ id: 'c1', name: 'Read', arguments: '{"file_path":"blue.png"}' }],
+        },
+        { role: 'tool', content: '', toolCallId: 'c1', images: [{ ...image('blue'), part: 'messages[2].content[0]' }] },
+      ],
+    };
+    assert.equal((await run(model, read)).text, VISION_FIXTURE.expected.blue.text);
+  });
+
   it('vision engine - what it cannot serve is refused naming the field, before any event', async () => {
     const cases: Array<[string, CanonicalRequest, string, string?]> = [
       ['tools', request([], { tools: [{ name: 'f' }] }), 'tools'],

@@ -4,7 +4,7 @@ import { MEDIA_MARKER, type LlamaNodeMessage } from './llama-node.types.js';
 /*
  * What a request to the vision engine may ask, decided before it waits for a slot. The engine has
  * the text path's chat template (llama.cpp's jinja), sampling and stop strings, and counts image
- * tokens; it has no output format parsing (tool calls, split reasoning), no grammars, no
+ * tokens and renders earlier tool calls and results; it has no output format parsing (new tool calls, split reasoning), no grammars, no
  * log-probabilities, no raw prompts and no resume of a migrated stream. A request that needs one of
  * those is refused naming the field, never answered without it.
  */
@@ -33,9 +33,6 @@ export function refusal(request: CanonicalRequest, model: string, resumed: boole
     return refuse('logprobs', 'reports no log-probabilities', 'leave logprobs and top_logprobs out');
   if (request.sampling.logitBias && Object.keys(request.sampling.logitBias).length > 0)
     return refuse('logit_bias', 'takes no logit_bias', 'leave logit_bias out');
-  const i = request.messages.findIndex((m) => m.toolCalls?.length || m.role === 'tool');
-  if (i >= 0)
-    return refuse(`messages[${i}]`, 'cannot read tool calls or tool results', 'send a conversation without tools');
   return null;
 }
 
@@ -71,7 +68,22 @@ export function mediaMessages(messages: readonly CanonicalMessage[]): {
       media.push(`data:${image.mediaType};base64,${image.data}`);
     });
     content += message.content.slice(from);
-    return { role: message.role, content };
+    // Earlier tool calls and their results are rendered by the template (an agent's Read tool answers
+    // with an image); only new calls cannot be parsed from the output, so `tools` is refused above.
+    return {
+      role: message.role,
+      content,
+      ...(message.reasoning && { reasoning_content: message.reasoning }),
+      ...(message.toolCalls?.length && {
+        tool_calls: message.toolCalls.map((call) => ({
+          type: 'function' as const,
+          id: call.id,
+          function: { name: call.name, arguments: call.arguments },
+        })),
+      }),
+      ...(message.toolCallId !== undefined && { tool_call_id: message.toolCallId }),
+      ...(message.name !== undefined && { name: message.name }),
+    };
   });
   return { messages: out, media };
 }
