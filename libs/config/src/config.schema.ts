@@ -122,6 +122,28 @@ export class GatewayConfig {
    * (see docs/keys.md).
    */
   @ValidateNested() @Type(() => LimitsUnavailableConfig) limitsUnavailable = new LimitsUnavailableConfig();
+  /** What one request's images may take, and how image URLs are fetched (see docs/compatibility.md). */
+  @ValidateNested() @Type(() => ImagesConfig) images = new ImagesConfig();
+}
+
+/**
+ * Bounds on a request's images. Base64 images arrive in the body, so `body_limit_bytes` bounds them
+ * first (raise it to take large ones); URLs are fetched by the gateway within these limits.
+ */
+export class ImagesConfig {
+  /** Images in one request (every message and tool result together). */
+  @IsInt() @Min(1) @Max(1_000) maxPerRequest = 16;
+  /** Bytes of one image, decoded (OpenAI's limit: 20 MiB). */
+  @IsInt() @Min(1024) maxBytes = 20 * 1024 * 1024;
+  /** Bytes of all of one request's images together, decoded. */
+  @IsInt() @Min(1024) maxRequestBytes = 64 * 1024 * 1024;
+  /** How long fetching one image URL may take, redirects included. */
+  @IsInt() @Min(100) fetchTimeoutMs = 10_000;
+  /**
+   * Fetch URLs whose host resolves to loopback, private, link-local or other non-public addresses. Off:
+   * a client could otherwise make the gateway read the network it runs in (cloud metadata included).
+   */
+  @IsBoolean() allowPrivateUrls = false;
 }
 
 /**
@@ -414,6 +436,11 @@ export class ModelConfig {
    * vocabulary) — or `lookup`, which drafts from the prompt itself (input lookup). Unset: none.
    */
   @IsOptional() @IsString() draft?: string;
+  /**
+   * A vision model's projector (`mmproj` GGUF), in the forms of `file`: the model then takes images,
+   * served by the vision engine (llama.cpp's mtmd) instead of node-llama-cpp. Unset: text only.
+   */
+  @IsOptional() @IsString() mmproj?: string;
   /**
    * The chat template to render prompts with instead of the GGUF's own (a Jinja template, as the
    * model's `tokenizer_config.json` has it): for a GGUF whose template is missing or broken.

@@ -19,9 +19,9 @@ function refusesImages(request: CanonicalRequest, dialect: string, param: string
       assert.equal(error.extra.param, param);
       assert.equal(
         error.message,
-        `${param}: ${what} are not supported: model 'vision-less' takes text only. ` +
-          'node-llama-cpp, the inference backend, has no vision (image), audio or file input yet, ' +
-          "so GET /v1/models lists capabilities.vision: false for 'vision-less'; send the content as text instead",
+        `${param}: ${what} are not supported: model 'vision-less' takes text only ` +
+          '(its catalogue entry names no projector, mmproj), so GET /v1/models lists capabilities.vision: false ' +
+          'for it; send the content as text, or ask a model with vision',
       );
       return true;
     },

@@ -9,18 +9,13 @@ import {
   type Json,
 } from '@cortex/contracts';
 
-/**
- * An image (or audio, file, document) part: refused, because node-llama-cpp, the inference backend,
- * has no vision input yet, so no model here takes one. Names the model and where a client can see it.
- */
+/** An audio, file or document part: refused, because no engine here reads them (images: see refuseImages). */
 export function rejectMedia(path: string, what: string, model: string | undefined): never {
   const named = model === undefined ? 'this model' : `model '${model}'`;
   return fail(
     path,
-    `${what} are not supported: ${named} takes text only. node-llama-cpp, ` +
-      'the inference backend, has no vision (image), audio or file input yet, ' +
-      'so GET /v1/models lists capabilities.vision: false for ' +
-      `${model === undefined ? 'every model' : `'${model}'`}; send the content as text instead`,
+    `${what} are not supported: ${named} takes no audio, files or documents (no engine here reads them); ` +
+      'send the content as text instead',
   );
 }
 
@@ -32,13 +27,20 @@ const IMAGE_PARTS: Record<string, string> = {
 };
 
 /**
- * A decoded request's images are refused (see rejectMedia) for a model that takes none, naming the
- * first image's part. Decoders keep images (`CanonicalMessage.images`) so that the gateway decides,
- * once, for every dialect and every path a body takes (decoded here or by the translator).
+ * A decoded request's images are refused for a model that takes none (its catalogue entry names no
+ * projector), naming the first image's part, the model, and where a client can see which models do.
+ * Decoders keep images (`CanonicalMessage.images`) so that the gateway decides, once, for every
+ * dialect and every path a body takes (decoded there or by the translator).
  */
 export function refuseImages(request: Pick<CanonicalRequest, 'model' | 'messages'>, dialect: string): void {
   const first = requestImages(request)[0];
-  if (first) rejectMedia(first.part, IMAGE_PARTS[dialect] ?? 'images', request.model);
+  if (!first) return;
+  fail(
+    first.part,
+    `${IMAGE_PARTS[dialect] ?? 'images'} are not supported: model '${request.model}' takes text only ` +
+      '(its catalogue entry names no projector, mmproj), so GET /v1/models lists capabilities.vision: false ' +
+      'for it; send the content as text, or ask a model with vision',
+  );
 }
 
 /**

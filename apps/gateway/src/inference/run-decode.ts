@@ -20,6 +20,7 @@ import {
 } from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
 import type { RunServices } from './run-services.js';
+import { takeImages } from '../media/take-images.js';
 
 /** What a run's `decode` asks: the body, a session header's key, a WebSocket turn's additions, whether to ask the router early. */
 export interface DecodeAsk {
@@ -42,8 +43,8 @@ export interface RunDecoded {
  * Decodes a body here when it depends on nothing stored: Chat Completions, Messages and Completions
  * bodies always, a Responses body (not a WebSocket turn) that continues no stored state. Otherwise the
  * translator service, which holds the Responses API's stored state, decodes it; unless `placeEarly` is
- * false, the router is asked meanwhile (see PlacementClient.askEarly). Either way a request with
- * images is refused here for a model that takes none (see refuseImages).
+ * false, the router is asked meanwhile (see PlacementClient.askEarly). Either way its images are
+ * read here, or refused for a model that takes none (see withImages).
  */
 export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promise<RunDecoded> {
   const { dialect, requestId, body, session, socket } = ask;
@@ -67,8 +68,8 @@ export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promis
         requestId,
         dialect,
       });
-    refuseImages(local.request, dialect);
-    return { request: local.request, ...(local.state && { state: local.state }), early: null };
+    const request = await withImages(service, local.request, dialect);
+    return { request, ...(local.state && { state: local.state }), early: null };
   }
   const hint = ask.placeEarly ? placementHint(body, session) : null;
   const early = hint && service.placer.askEarly(hint, requestId);
@@ -77,8 +78,21 @@ export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promis
     { dialect, body, ...(session && { session }), ...(socket && { socket }) },
     { requestId, decode: decodeDecodedRequest },
   );
-  refuseImages(decoded.request, dialect);
-  return { ...decoded, early };
+  return { ...decoded, request: await withImages(service, decoded.request, dialect), early };
+}
+
+/**
+ * A request's images read (URLs fetched, bytes checked: see takeImages) for a model with a projector;
+ * for any other model, refused (see refuseImages).
+ */
+async function withImages(
+  service: RunServices,
+  request: CanonicalRequest,
+  dialect: Dialect | RetrievalApi,
+): Promise<CanonicalRequest> {
+  if (!request.messages.some((message) => message.images?.length)) return request;
+  if (service.catalogue.find(request.model)?.mmproj === undefined) refuseImages(request, dialect);
+  return takeImages(request, service.config.gateway.images);
 }
 
 /** A Responses body assembled with an empty context, or null when it continues stored state (the translator's to gather). */

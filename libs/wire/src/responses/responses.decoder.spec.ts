@@ -445,7 +445,7 @@ describe('responses codec - request decoding', () => {
     invalid(
       { model: 'm', input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] },
       'input[0].content[0]',
-      /text only/,
+      /takes no audio, files or documents/,
     );
     invalid(
       {
