@@ -1,38 +1,220 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import Anthropic from '@anthropic-ai/sdk';
+import { solidPng, VISION_FIXTURE } from '@cortex/fixtures';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const PIXEL =
   'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 const WHY =
-  /model 'cortex-chat' takes text only\. node-llama-cpp, the inference backend, has no vision \(image\), audio or file input yet, so GET \/v1\/models lists capabilities\.vision: false for 'cortex-chat'/;
+  /are not supported: model 'cortex-chat' takes text only \(its catalogue entry names no projector, mmproj\), so GET \/v1\/models lists capabilities\.vision: false/;
+const { expected } = VISION_FIXTURE;
+const png = (colour: 'red' | 'green' | 'blue'): Buffer =>
+  solidPng(32, 32, [...(expected[colour].rgb ?? [0, 0, 0])] as never);
+const dataUri = (colour: 'red' | 'green' | 'blue'): string => `data:image/png;base64,${png(colour).toString('base64')}`;
+const QUESTION = 'What is in the picture?';
 
 describe('images e2e', () => {
   let stack: TestStack;
   let openai: OpenAI;
+  let anthropic: Anthropic;
+  let images: Server;
+  let imageBase = '';
 
   before(async () => {
+    images = createServer((req, res) => {
+      const colour = /^\/(red|green|blue)\.png$/.exec(req.url ?? '')?.[1] as 'red' | 'green' | 'blue' | undefined;
+      if (colour) res.writeHead(200, { 'content-type': 'image/png' }).end(png(colour));
+      else res.writeHead(404).end();
+    });
+    await new Promise<void>((done) => images.listen(0, '127.0.0.1', done));
+    imageBase = `http://127.0.0.1:${(images.address() as AddressInfo).port}`;
     stack = await startStack({
-      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true }],
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true },
+        {
+          id: 'cortex-vision',
+          file: 'fixture:cortex-vision',
+          mmproj: 'fixture:mmproj-cortex-vision',
+          context_size: 512,
+          slots: 2,
+          pinned: true,
+        },
+      ],
+      // The test's image server is on loopback: allowed here (the address guard has its own spec).
+      config: { gateway: { images: { allow_private_urls: true, max_per_request: 3, max_bytes: 16_384 } } },
     });
     openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0 });
+    const vision = async (): Promise<boolean | undefined> =>
+      ((await openai.models.retrieve('cortex-vision')) as unknown as { capabilities?: { vision?: boolean } })
+        .capabilities?.vision;
+    await waitFor(async () => (await vision()) === true, 120_000, 200);
   });
 
   after(async () => {
     await stack?.stop();
+    await new Promise((done) => images?.close(done));
   });
 
-  it('images e2e - /v1/models says the model has no vision', async () => {
-    const model = (await openai.models.retrieve('cortex-chat')) as unknown as {
-      capabilities: { vision: boolean } | null;
+  it('images e2e - /v1/models says which model has vision: the one with a projector, as its engine reports', async () => {
+    const capabilities = async (id: string) =>
+      ((await openai.models.retrieve(id)) as unknown as { capabilities: { vision: boolean } | null }).capabilities;
+    assert.equal((await capabilities('cortex-chat'))?.vision, false);
+    assert.equal((await capabilities('cortex-vision'))?.vision, true);
+  });
+
+  it('images e2e - chat completions: a data URI and an http URL, streamed and not; usage counts the image tokens', async () => {
+    const ask = (content: OpenAI.ChatCompletionContentPart[]) => ({
+      model: 'cortex-vision',
+      messages: [{ role: 'user' as const, content }],
+      max_tokens: 16,
+      temperature: 0,
+    });
+    const plain = await openai.chat.completions.create(ask([{ type: 'text', text: QUESTION }]));
+    assert.equal(plain.choices[0]?.message.content, expected.none.text);
+    const red = await openai.chat.completions.create(
+      ask([
+        { type: 'text', text: QUESTION },
+        { type: 'image_url', image_url: { url: dataUri('red') } },
+      ]),
+    );
+    assert.equal(red.choices[0]?.message.content, expected.red.text);
+    assert.equal(
+      (red.usage?.prompt_tokens ?? 0) - (plain.usage?.prompt_tokens ?? 0),
+      VISION_FIXTURE.tokensPerImage,
+      'the image is counted as the tokens it took in the prompt',
+    );
+    const stream = await openai.chat.completions.create({
+      ...ask([
+        { type: 'text', text: QUESTION },
+        { type: 'image_url', image_url: { url: `${imageBase}/blue.png`, detail: 'low' } },
+      ]),
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = '';
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      usage ??= chunk.usage;
+    }
+    assert.equal(text, expected.blue.text);
+    assert.equal(usage?.prompt_tokens, red.usage?.prompt_tokens);
+  });
+
+  it('images e2e - responses: input_image by URL and by data URI, streamed and not, and in a function call output', async () => {
+    const green = await openai.responses.create({
+      model: 'cortex-vision',
+      max_output_tokens: 16,
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_text', text: QUESTION },
+            { type: 'input_image', image_url: `${imageBase}/green.png`, detail: 'auto' },
+          ],
+        },
+      ],
+    });
+    assert.equal(green.output_text, expected.green.text);
+    assert.ok((green.usage?.input_tokens ?? 0) > VISION_FIXTURE.tokensPerImage);
+    const stream = await openai.responses.create({
+      model: 'cortex-vision',
+      max_output_tokens: 16,
+      stream: true,
+      input: [{ role: 'user', content: [{ type: 'input_image', image_url: dataUri('red'), detail: 'auto' }] }],
+    });
+    let text = '';
+    for await (const event of stream) if (event.type === 'response.output_text.delta') text += event.delta;
+    assert.equal(text, expected.red.text);
+    // A function's output that is an image (a tool that read an image file).
+    const tool = await openai.responses.create({
+      model: 'cortex-vision',
+      max_output_tokens: 16,
+      input: [
+        { role: 'user', content: 'Open the picture' },
+        { type: 'function_call', call_id: 'call_1', name: 'open_image', arguments: '{"name":"blue.png"}' },
+        {
+          type: 'function_call_output',
+          call_id: 'call_1',
+          output: [{ type: 'input_image', image_url: `${imageBase}/blue.png`, detail: 'auto' }],
+        },
+      ],
+    });
+    assert.equal(tool.output_text, expected.blue.text);
+  });
+
+  it("images e2e - messages: a base64 block streamed and not, and a Claude Code Read tool's tool_result image", async () => {
+    const block = (colour: 'red' | 'green' | 'blue') => ({
+      type: 'image' as const,
+      source: { type: 'base64' as const, media_type: 'image/png' as const, data: png(colour).toString('base64') },
+    });
+    const green = await anthropic.messages.create({
+      model: 'cortex-vision',
+      max_tokens: 16,
+      messages: [{ role: 'user', content: [{ type: 'text', text: QUESTION }, block('green')] }],
+    });
+    assert.equal(green.content[0]?.type === 'text' ? green.content[0].text : '', expected.green.text);
+    const streamed = anthropic.messages.stream({
+      model: 'cortex-vision',
+      max_tokens: 16,
+      messages: [{ role: 'user', content: [block('blue')] }],
+    });
+    assert.equal((await streamed.finalText()).trim(), expected.blue.text);
+    // What Claude Code sends after its Read tool opened an image file.
+    const read = await anthropic.messages.create({
+      model: 'cortex-vision',
+      max_tokens: 16,
+      messages: [
+        { role: 'user', content: 'Look at red.png' },
+        {
+          role: 'assistant',
+          content: [{ type: 'tool_use', id: 'toolu_1', name: 'Read', input: { file_path: '/tmp/red.png' } }],
+        },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [block('red')] }] },
+      ],
+    });
+    assert.equal(read.content[0]?.type === 'text' ? read.content[0].text : '', expected.red.text);
+    assert.ok(read.usage.input_tokens > VISION_FIXTURE.tokensPerImage);
+  });
+
+  it('images e2e - too many, too large and corrupt images are 400s naming the part; the model serves on', async () => {
+    const refusal = async (content: OpenAI.ChatCompletionContentPart[], param: string, why: RegExp) => {
+      const error = await openai.chat.completions
+        .create({ model: 'cortex-vision', messages: [{ role: 'user', content }], max_tokens: 4 })
+        .then(
+          () => assert.fail('expected a 400'),
+          (e: unknown) => e,
+        );
+      assert.ok(error instanceof OpenAI.BadRequestError, String(error));
+      assert.equal((error.error as { param?: string } | undefined)?.param, param);
+      assert.match(error.message, why);
     };
-    assert.equal(model.capabilities?.vision, false);
+    const image = (url: string): OpenAI.ChatCompletionContentPart => ({ type: 'image_url', image_url: { url } });
+    await refusal(
+      [image(dataUri('red')), image(dataUri('red')), image(dataUri('red')), image(dataUri('red'))],
+      'messages[0].content[3]',
+      /at most 3 images/,
+    );
+    const large = Buffer.concat([png('red'), Buffer.alloc(20_000)]).toString('base64');
+    await refusal([image(`data:image/png;base64,${large}`)], 'messages[0].content[0]', /larger than 16384 bytes/);
+    const corrupt = Buffer.concat([png('red').subarray(0, 8), Buffer.from('garbage')]).toString('base64');
+    await refusal([image(`data:image/png;base64,${corrupt}`)], 'messages[0].content[0]', /corrupt/);
+    await refusal([image(`${imageBase}/missing.png`)], 'messages[0].content[0]', /HTTP 404/);
+    const after = await openai.chat.completions.create({
+      model: 'cortex-vision',
+      messages: [{ role: 'user', content: [image(dataUri('green'))] }],
+      max_tokens: 16,
+    });
+    assert.equal(after.choices[0]?.message.content, expected.green.text);
   });
 
-  it('images e2e - an image is a 400 naming the model and why, in chat, responses and messages', async () => {
+  it('images e2e - a text-only model refuses an image with a 400 naming the model and why, in every dialect', async () => {
     const badRequest = (param: string) => (error: unknown) => {
       assert.ok(error instanceof OpenAI.BadRequestError || error instanceof Anthropic.BadRequestError, String(error));
       assert.match(error.message, WHY);
@@ -61,7 +243,6 @@ describe('images e2e', () => {
       }),
       badRequest('input[0].content[0]'),
     );
-    const anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0 });
     const image = {
       type: 'image' as const,
       source: { type: 'base64' as const, media_type: 'image/png' as const, data: PIXEL.split(',')[1] ?? '' },
