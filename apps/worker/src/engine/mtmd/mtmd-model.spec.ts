@@ -161,8 +161,21 @@ describe('vision engine', { skip: unavailable }, () => {
     });
     assert.equal(finish.reason, 'cancelled');
     assert.equal(text, '');
+    assert.deepEqual([finish.usage.promptTokens, finish.usage.completionTokens], [0, 0], 'nothing was evaluated');
     assert.equal(model.inFlight, 0);
     assert.equal((await run(model, request([image('green')]))).text, VISION_FIXTURE.expected.green.text);
+    // Cancelled once it generates: stopped at its next token, and the slot serves on.
+    const later = new AbortController();
+    const midway = await run(model, request([image('blue')], { sampling: { temperature: 0, maxTokens: 64 } }), {
+      signal: later.signal,
+      onEvent: (event) => {
+        if (event.type === 'text') later.abort();
+      },
+    });
+    assert.equal(midway.finish.reason, 'cancelled');
+    assert.ok(VISION_FIXTURE.expected.blue.text.startsWith(midway.text), midway.text);
+    assert.equal(model.inFlight, 0);
+    assert.equal((await run(model, request([image('red')]))).text, VISION_FIXTURE.expected.red.text);
   });
 
   it("vision engine - earlier tool calls and their results are rendered: an agent's Read tool answers with an image", async () => {

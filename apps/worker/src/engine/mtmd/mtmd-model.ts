@@ -123,6 +123,14 @@ export class MtmdEngineModel implements EngineModel {
     let stopSeen = false;
     let stopSequence: string | undefined;
     job.emit({ type: 'start', model: this.id, promptTokens: rendered.tokens });
+    // Cancelled before anything was handed to llama.node: nothing was evaluated.
+    if (signal.aborted) return this.cancelledBeforeStart(job);
+    let stopAsked = false;
+    const stopOnce = (): void => {
+      if (stopAsked) return;
+      stopAsked = true;
+      stop();
+    };
     const { promise, stop } = await this.context.parallel.completion(
       {
         prompt: rendered.prompt,
@@ -148,7 +156,10 @@ export class MtmdEngineModel implements EngineModel {
         }),
       },
       (_requestId, data) => {
-        if (stopSeen || signal.aborted) return;
+        // A cancel is sent once the slot generates: llama.node 1.7.15 aborts the whole process
+        // (std::length_error) when a request is cancelled while its images are still being prepared.
+        if (signal.aborted) return stopOnce();
+        if (stopSeen) return;
         completion++;
         if (firstTokenAt === 0) firstTokenAt = performance.now();
         const { text, stopped, stop: matched } = streamer.push(data.token);
@@ -158,10 +169,12 @@ export class MtmdEngineModel implements EngineModel {
         if (matched !== undefined && userStops.includes(matched)) stopSequence = matched;
       },
     );
-    // A cancel reaches llama.node's slot at its next step; its promise then rejects.
-    const cancel = (): void => stop();
+    // A cancel reaches llama.node's slot at its next step; its promise then rejects. Before the first
+    // token the token callback sends it (see above): the prompt is evaluated, never cut short there.
+    const cancel = (): void => {
+      if (completion > 0) stopOnce();
+    };
     signal.addEventListener('abort', cancel, { once: true });
-    if (signal.aborted) stop();
     let result: LlamaNodeParallelResult | null = null;
     try {
       result = await promise;
@@ -201,6 +214,19 @@ export class MtmdEngineModel implements EngineModel {
         durationMs: endedAt - job.receivedAt,
         queueMs: startedAt - job.receivedAt,
       },
+    });
+    return usage;
+  }
+
+  /** The finish of a run cancelled before llama.node had it: no tokens evaluated or generated. */
+  private cancelledBeforeStart(job: GenerateJob): Usage {
+    const usage: Usage = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
+    const ms = performance.now() - job.receivedAt;
+    job.emit({
+      type: 'finish',
+      reason: 'cancelled',
+      usage,
+      timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: ms, queueMs: ms },
     });
     return usage;
   }
