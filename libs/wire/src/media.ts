@@ -71,7 +71,7 @@ export class ContentParts {
 }
 
 /** Where `url` points: a base64 data URI's bytes and type, or an http(s) URL for the gateway to fetch. */
-export function imageFromUrl(url: string, part: string): Omit<CanonicalImage, 'at' | 'part'> {
+function imageFromUrl(url: string, part: string): Omit<CanonicalImage, 'at' | 'part'> {
   const data = /^data:([^;,]*)((?:;[^;,]*)*);base64,/i.exec(url);
   if (data) return { data: url.slice(data[0].length), mediaType: (data[1] ?? '').toLowerCase() };
   if (/^data:/i.test(url)) fail(part, 'an image data URI must be base64 (data:image/png;base64,…)');

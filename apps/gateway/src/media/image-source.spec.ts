@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { solidPng } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
-import { parseDataUri, publicAddress, readImage, resolveImage, type ImageLimits } from './image-source.js';
+import { publicAddress, readImage, resolveImage, type ImageLimits } from './image-source.js';
 
 const PNG = solidPng(4, 3, [255, 0, 0]);
 const LIMITS: ImageLimits = { maxBytes: 64 * 1024, fetchTimeoutMs: 2_000, allowPrivate: true };
@@ -44,13 +44,6 @@ describe('image source', () => {
       ['not an address', false],
     ];
     for (const [address, expected] of table) assert.equal(publicAddress(address), expected, address);
-  });
-
-  it('image source - a data URI is split into its type and data; other URLs are not data URIs', () => {
-    assert.deepEqual(parseDataUri('data:image/PNG;base64,AAAA'), { mediaType: 'image/png', data: 'AAAA' });
-    assert.deepEqual(parseDataUri('data:image/jpeg;name=x.jpg;base64,QQ=='), { mediaType: 'image/jpeg', data: 'QQ==' });
-    assert.equal(parseDataUri('data:image/png,rawbytes'), null);
-    assert.equal(parseDataUri('https://example.com/a.png'), null);
   });
 
   it('image source - base64 bytes are read for their type and size; the type is what the bytes say', async () => {

@@ -7,8 +7,7 @@ import { imageSize } from 'image-size';
 import { CortexError } from '@cortex/contracts';
 
 /** The image formats a vision model's projector reads (llama.cpp decodes them with stb_image). */
-export const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'] as const;
-export type ImageType = (typeof IMAGE_TYPES)[number];
+export type ImageType = 'image/png' | 'image/jpeg' | 'image/gif' | 'image/webp';
 
 /** Where one image part's bytes come from, as its dialect gave them. */
 export type ImageSource = { kind: 'base64'; data: string; mediaType?: string } | { kind: 'url'; url: string };
@@ -43,13 +42,6 @@ export async function resolveImage(source: ImageSource, part: string, limits: Im
   const bytes =
     source.kind === 'base64' ? decodeBase64(source.data, part, limits) : await fetchImage(source.url, part, limits);
   return readImage(bytes, part);
-}
-
-/** `data:image/png;base64,…` as its parts; null when `url` is not a base64 data URI. */
-export function parseDataUri(url: string): { mediaType: string; data: string } | null {
-  const match = /^data:([^;,]*)(?:;[^;,]*)*;base64,/i.exec(url);
-  if (!match) return null;
-  return { mediaType: (match[1] ?? '').toLowerCase(), data: url.slice(match[0].length) };
 }
 
 function decodeBase64(data: string, part: string, limits: ImageLimits): Buffer {
