@@ -1,11 +1,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import Anthropic from '@anthropic-ai/sdk';
 import { solidPng, VISION_FIXTURE } from '@cortex/fixtures';
+import { freePort } from '@cortex/bus';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
 
 const PIXEL =
@@ -212,6 +214,37 @@ describe('images e2e', () => {
       max_tokens: 16,
     });
     assert.equal(after.choices[0]?.message.content, expected.green.text);
+  });
+
+  it("images e2e - a gateway that keeps to public addresses refuses an image URL on the test's own host, naming the part", async () => {
+    // A second gateway on the same bus, with the default `allow_private_urls: false`.
+    const config = JSON.parse(readFileSync(stack.configPath, 'utf8')) as Record<string, Record<string, unknown>>;
+    const port = await freePort();
+    config.gateway = { ...config.gateway, listen: `127.0.0.1:${port}`, images: { allow_private_urls: false } };
+    const path = `${stack.configPath}.strict.json`;
+    writeFileSync(path, JSON.stringify(config));
+    const child = stack.spawnService('gateway', { CORTEX_CONFIG: path });
+    try {
+      const strict = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0 });
+      await waitFor(async () => (await strict.models.list().catch(() => null)) !== null, 30_000);
+      for (const url of [`${imageBase}/red.png`, imageBase.replace('127.0.0.1', 'localhost') + '/red.png']) {
+        const error = await strict.chat.completions
+          .create({
+            model: 'cortex-vision',
+            messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }],
+            max_tokens: 4,
+          })
+          .then(
+            () => assert.fail(`${url} must be refused`),
+            (e: unknown) => e,
+          );
+        assert.ok(error instanceof OpenAI.BadRequestError, String(error));
+        assert.equal((error.error as { param?: string } | undefined)?.param, 'messages[0].content[0]');
+        assert.match(error.message, /non-public address; the gateway fetches public addresses only/);
+      }
+    } finally {
+      child.kill('SIGTERM');
+    }
   });
 
   it('images e2e - a text-only model refuses an image with a 400 naming the model and why, in every dialect', async () => {
