@@ -24,6 +24,7 @@ import { stopTexts } from './stop-texts.js';
 import { TextStreamer } from './text-streamer.js';
 import { CallGrammar } from './call-grammar.js';
 import { TokenRelease } from './token-release.js';
+import { runTimings } from './run-timings.js';
 import { acceptIntoGrammar } from './grammar-advance.js';
 import type { ResumeReplay } from './resume-replay.js';
 import type { ChatFormat } from './formats/chat-format.js';
@@ -500,7 +501,6 @@ export class Decode {
     const { prompt, job } = this.plan;
     const { firstTokenAt, completion } = this;
     const endedAt = performance.now();
-    const decodeSeconds = firstTokenAt ? (endedAt - firstTokenAt) / 1000 : 0;
     const restored = this.plan.restored && cached > 0 ? { restoredPromptTokens: cached } : {};
     const usage: Usage = {
       promptTokens: prompt.length,
@@ -515,14 +515,14 @@ export class Decode {
       reason,
       ...(this.stopSequence !== undefined && { stopSequence: this.stopSequence }),
       usage,
-      timings: {
-        ttftMs: firstTokenAt ? firstTokenAt - job.receivedAt : 0,
-        // Without a first token (cancelled during the prompt) this is the prompt time spent until the cancel.
-        promptMs: (firstTokenAt || endedAt) - evaluationStartedAt,
-        decodeTokensPerSecond: decodeSeconds > 0 && completion > 1 ? (completion - 1) / decodeSeconds : 0,
-        durationMs: endedAt - job.receivedAt,
-        queueMs: this.startedAt - job.receivedAt,
-      },
+      timings: runTimings({
+        receivedAt: job.receivedAt,
+        startedAt: this.startedAt,
+        promptFrom: evaluationStartedAt,
+        firstTokenAt,
+        endedAt,
+        completionTokens: completion,
+      }),
     });
     return usage;
   }

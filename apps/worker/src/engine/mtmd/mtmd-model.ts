@@ -13,6 +13,7 @@ import type { EngineModel, GenerateJob, ModelSpec } from '../engine.types.js';
 import { chargedTokens, ticketOf } from '../fair-queue.js';
 import { SlotPool } from '../slot-pool.js';
 import { TextStreamer } from '../text-streamer.js';
+import { runTimings } from '../run-timings.js';
 import type { LlamaNodeContext, LlamaNodeParallelResult } from './llama-node.types.js';
 import { mediaMessages, refusal } from './mtmd-request.js';
 
@@ -195,7 +196,6 @@ export class MtmdEngineModel implements EngineModel {
         : 'length';
     const endedAt = performance.now();
     const completionTokens = cancelled ? completion : (result?.tokens_predicted ?? completion);
-    const decodeSeconds = firstTokenAt ? (endedAt - firstTokenAt) / 1000 : 0;
     const usage: Usage = {
       promptTokens: rendered.tokens,
       cachedPromptTokens: Math.min(result?.timings.cache_n ?? 0, rendered.tokens),
@@ -207,13 +207,7 @@ export class MtmdEngineModel implements EngineModel {
       reason,
       ...(stopSequence !== undefined && { stopSequence }),
       usage,
-      timings: {
-        ttftMs: firstTokenAt ? firstTokenAt - job.receivedAt : 0,
-        promptMs: (firstTokenAt || endedAt) - startedAt,
-        decodeTokensPerSecond: decodeSeconds > 0 && completionTokens > 1 ? (completionTokens - 1) / decodeSeconds : 0,
-        durationMs: endedAt - job.receivedAt,
-        queueMs: startedAt - job.receivedAt,
-      },
+      timings: runTimings({ receivedAt: job.receivedAt, startedAt, firstTokenAt, endedAt, completionTokens }),
     });
     return usage;
   }
@@ -221,13 +215,15 @@ export class MtmdEngineModel implements EngineModel {
   /** The finish of a run cancelled before llama.node had it: no tokens evaluated or generated. */
   private cancelledBeforeStart(job: GenerateJob): Usage {
     const usage: Usage = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
-    const ms = performance.now() - job.receivedAt;
-    job.emit({
-      type: 'finish',
-      reason: 'cancelled',
-      usage,
-      timings: { ttftMs: 0, promptMs: 0, decodeTokensPerSecond: 0, durationMs: ms, queueMs: ms },
+    const now = performance.now();
+    const timings = runTimings({
+      receivedAt: job.receivedAt,
+      startedAt: now,
+      firstTokenAt: 0,
+      endedAt: now,
+      completionTokens: 0,
     });
+    job.emit({ type: 'finish', reason: 'cancelled', usage, timings });
     return usage;
   }
 
