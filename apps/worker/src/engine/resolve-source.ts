@@ -3,8 +3,8 @@ import {
   ensureFamilyFixtures,
   ensureFixtureModels,
   ensureVisionFixture,
+  visionFixtureFor,
   familyFixture,
-  VISION_FIXTURE,
   type FixtureVocabulary,
 } from '@cortex/fixtures';
 import { CortexError } from '@cortex/contracts';
@@ -63,15 +63,16 @@ export async function resolveSource(source: string, options: ResolveOptions): Pr
       fixtureSets.delete(`family:${id}:${modelsDir}`);
       return (await ensureFamilyFixtures(modelsDir, { ids: [id], log }))[id] as string;
     }
-    // The vision fixture's text model and its projector (`fixture:mmproj-cortex-vision`), written together.
-    const vision = id === VISION_FIXTURE.id ? 'model' : id === `mmproj-${VISION_FIXTURE.id}` ? 'projector' : null;
+    // A vision fixture's text model and its projector (`fixture:mmproj-<id>`), written together.
+    const vision = visionFixtureFor(id);
     if (vision && variant === undefined) {
-      const written = await memoAsync(fixtureSets, `vision:${modelsDir}`, () =>
-        ensureVisionFixture(modelsDir, { log }),
-      );
-      if (written[vision] && existsSync(written[vision])) return written[vision];
-      fixtureSets.delete(`vision:${modelsDir}`);
-      return (await ensureVisionFixture(modelsDir, { log }))[vision];
+      const key = `vision:${vision.fixture.id}:${modelsDir}`;
+      const write = () => ensureVisionFixture(modelsDir, { fixture: vision.fixture, log });
+      const written = await memoAsync(fixtureSets, key, write);
+      const path = written[vision.part];
+      if (path && existsSync(path)) return path;
+      fixtureSets.delete(key);
+      return (await write())[vision.part];
     }
     let paths = await fixtures(modelsDir, vocabulary, log);
     if (paths[id] && !existsSync(paths[id])) {
