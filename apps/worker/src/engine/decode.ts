@@ -21,7 +21,7 @@ import type { EngineEvent, GenerateJob } from './engine.types.js';
 import { evaluatePromptInBatches } from './evaluate-prompt.js';
 import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
-import { TextStreamer } from './text-streamer.js';
+import { AnswerRelease } from './answer-release.js';
 import { CallGrammar } from './call-grammar.js';
 import { TokenRelease } from './token-release.js';
 import { runTimings } from './run-timings.js';
@@ -100,8 +100,8 @@ export class Decode {
   private readonly emit: (event: EngineEvent) => void;
   /** Puts token ids on the events that send their output (see TokenRelease). */
   private readonly release: TokenRelease;
-  private readonly userStops: string[];
-  private readonly streamer: TextStreamer;
+  /** The answer through the stop strings, and every other parsed event, in order (see AnswerRelease). */
+  private readonly answer: AnswerRelease;
   private readonly maxTokens: number;
   private readonly maxToolCalls: number;
   private readonly startedAt = performance.now();
@@ -113,9 +113,6 @@ export class Decode {
   private completion = 0;
   private reasoningTokens = 0;
   private firstTokenAt = 0;
-  private stopSequence: string | undefined;
-  /** A stop string ended the output: what the parser still holds is past it, and is not sent. */
-  private stopSeen = false;
   /** The call grammar, switched on as each call (or its arguments) opens; null when no tool can be called. */
   private readonly calls: CallGrammar | null;
   /** The request's logit_bias while nothing holds the output; with the marker tokens banned while a grammar does. */
@@ -139,7 +136,6 @@ export class Decode {
     const { job, prompt, grammar, callGrammar, argumentGrammars } = plan;
     this.release = new TokenRelease(plan.emit, plan.replayed);
     this.emit = this.release.emit;
-    this.userStops = job.request.sampling.stop ?? [];
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
     const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
     const bias = requestBias(model, job.request.sampling.logitBias);
@@ -147,7 +143,12 @@ export class Decode {
     this.heldBias = bias?.held ?? model.markerBias;
     this.calls = callGrammar || argumentGrammars ? new CallGrammar(model.model, this.heldBias, this.freeBias) : null;
     this.formatState = grammar ? new LlamaGrammarEvaluationState({ model: model.model, grammar }) : null;
-    this.streamer = new TextStreamer([...this.userStops, ...plan.hiddenStops, ...grammarStops]);
+    this.answer = new AnswerRelease(
+      job.request.sampling.stop ?? [],
+      [...plan.hiddenStops, ...grammarStops],
+      this.emit,
+      grammar?.trimWhitespaceSuffix,
+    );
     this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
     this.maxToolCalls = job.request.maxToolCalls ?? Infinity;
     // A resumed stream's calls keep the ids the client already has.
@@ -292,7 +293,7 @@ export class Decode {
     this.completion += open.length;
     // A format that writes the name in its opening announces the call here.
     this.parser.push(this.model.model.detokenize(open, true));
-    this.publish();
+    this.answer.publish(this.parsed);
     this.forced = true;
     this.followCall(false, '');
   }
@@ -412,7 +413,7 @@ export class Decode {
     parser.push(text);
     if (wasReasoning || parser.reasoning) this.reasoningTokens += pending.length;
     pending.length = 0;
-    if (this.publish()) return 'stop';
+    if (this.answer.publish(this.parsed)) return 'stop';
     if (parser.completedCalls >= this.maxToolCalls) return 'tool_calls';
     return this.followCall(wasInCall, text);
   }
@@ -445,56 +446,11 @@ export class Decode {
     return null;
   }
 
-  /** Sends what the parser read, the answer through the stop strings; true when a stop string ended it. */
-  private publish(): boolean {
-    const { parsed } = this;
-    let stopped = false;
-    for (const event of parsed) {
-      if (event.type === 'text') {
-        stopped = this.emitText(event.text);
-        if (stopped) {
-          this.stopSeen = true;
-          break;
-        }
-        continue;
-      }
-      // Answer text held back (a possible stop string) goes out before what follows it.
-      this.flushText();
-      this.emit(event);
-    }
-    parsed.length = 0;
-    return stopped;
-  }
-
-  /** Sends text held back only as long as it may be a stop string; true when a stop string ended it. */
-  private emitText(text: string): boolean {
-    if (!this.streamer.holding) {
-      this.emitDelta(text);
-      return false;
-    }
-    const { text: safe, stopped, stop } = this.streamer.push(text);
-    if (safe) this.emitDelta(safe);
-    if (stop !== undefined && this.userStops.includes(stop)) this.stopSequence = stop;
-    return stopped;
-  }
-
-  private flushText(): void {
-    const held = this.streamer.flush();
-    const rest = this.plan.grammar?.trimWhitespaceSuffix ? held.trimEnd() : held;
-    if (rest) this.emitDelta(rest);
-  }
-
-  private emitDelta(text: string): void {
-    this.emit({ type: 'text', text });
-  }
-
   private finish(ended: FinishReason, cached: number, evaluationStartedAt: number): Usage {
     // What was held back goes out now, with the ids that produced it; after a stop string, nothing does.
     this.release.step(null, () => {
       this.parser.end();
-      if (this.stopSeen) this.parsed.length = 0;
-      this.publish();
-      if (!this.stopSeen) this.flushText();
+      this.answer.end(this.parsed);
     });
     // A call the parser could only complete at the end (a list whose closing marker never came) is still a call.
     const reason: FinishReason = ended === 'stop' && this.parser.calls > 0 ? 'tool_calls' : ended;
@@ -513,7 +469,7 @@ export class Decode {
     this.emit({
       type: 'finish',
       reason,
-      ...(this.stopSequence !== undefined && { stopSequence: this.stopSequence }),
+      ...(this.answer.stopSequence !== undefined && { stopSequence: this.answer.stopSequence }),
       usage,
       timings: runTimings({
         receivedAt: job.receivedAt,

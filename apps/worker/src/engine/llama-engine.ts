@@ -19,8 +19,7 @@ import type { ModelFacts, PromptCacheTier } from '@cortex/contracts';
 import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
 import { RetrievalEngineModel } from './embed.js';
 import { LlamaEngineModel, type ModelDialect } from './llama-model.js';
-import { fingerprint, formatById, FORMATS } from './formats/families.js';
-import { deriveFormat } from './formats/derive.js';
+import { chooseFormat } from './formats/choose-format.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { memoAsync } from './memo.js';
 import { remoteSizes } from './model-download.js';
@@ -300,41 +299,26 @@ export class LlamaEngine implements Engine {
     spec: Pick<ModelSpec, 'id' | 'path' | 'chatTemplate' | 'format'>,
   ): ModelDialect {
     const source = spec.chatTemplate ?? model.fileInfo.metadata.tokenizer?.chat_template ?? '';
-    const named = spec.format ? formatById(spec.format) : undefined;
-    if (spec.format && !named)
-      throw new Error(`its format '${spec.format}' is not one cortex knows (${Object.keys(FORMATS).join(', ')})`);
-    const whose = spec.chatTemplate ? "the catalogue's" : 'its';
-    const known = named ?? (source ? fingerprint(source) : undefined);
-    const chosenBy = named
-      ? 'named by the catalogue'
-      : known
-        ? `recognised in ${whose} chat template`
-        : source
-          ? `none recognised in ${whose} chat template`
-          : 'no chat template';
-    if (!source) return { prompt: this.chatWrapperFor(model, spec.path), format: FORMATS.plain, chosenBy };
+    if (!source) return { prompt: this.chatWrapperFor(model, spec.path), ...chooseFormat(spec, source, null) };
     let template: TemplatePrompt;
     try {
       template = TemplatePrompt.checked(source, model);
     } catch (error) {
       // A template the Jinja engine cannot run: node-llama-cpp's wrapper for the model renders instead.
+      const whose = spec.chatTemplate ? "the catalogue's" : 'its';
       this.options.log(
         `${spec.id}: ${whose} chat template cannot be rendered (` +
           `${(error as Error).message}); node-llama-cpp's chat wrapper renders ` +
           'its prompts instead: give the model a chat_template in the catalogue to fix this',
       );
+      const { format, chosenBy } = chooseFormat(spec, source, null);
       return {
         prompt: this.chatWrapperFor(model, spec.path),
-        format: known ?? FORMATS.plain,
+        format,
         chosenBy: `${chosenBy}, rendered by node-llama-cpp's wrapper`,
       };
     }
-    if (known) return { prompt: template, format: known, chosenBy };
-    // No fingerprint: the markers as the template itself writes them, compared across renders.
-    const derived = deriveFormat((messages, tools) => template.probe(messages, tools));
-    return derived
-      ? { prompt: template, format: derived, chosenBy: `derived from ${whose} chat template` }
-      : { prompt: template, format: FORMATS.plain, chosenBy };
+    return { prompt: template, ...chooseFormat(spec, source, (messages, tools) => template.probe(messages, tools)) };
   }
 
   private chatWrapperFor(model: LlamaModel, path: string): ChatWrapper {

@@ -18,6 +18,11 @@ export interface LlamaNodeMessage {
   name?: string;
 }
 
+export interface LlamaNodeTool {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
 export interface LlamaNodeTokenizeResult {
   /** -1 stands for each position an image's embeddings take. */
   tokens: Int32Array;
@@ -78,7 +83,12 @@ export interface LlamaNodeContext {
   getFormattedChat(
     messages: LlamaNodeMessage[],
     template?: string,
-    params?: { jinja?: boolean; add_generation_prompt?: boolean; chat_template_kwargs?: Record<string, unknown> },
+    params?: {
+      jinja?: boolean;
+      add_generation_prompt?: boolean;
+      tools?: LlamaNodeTool[];
+      chat_template_kwargs?: Record<string, unknown>;
+    },
   ): LlamaNodeFormattedChat;
   tokenize(text: string, options?: { media_paths?: string[] }): Promise<LlamaNodeTokenizeResult>;
   initMultimodal(options: { path: string; use_gpu: boolean }): boolean;

@@ -5,8 +5,11 @@ import type { ModelFacts } from '@cortex/contracts';
 import type { Engine, EngineModel, ModelSpec } from '../engine.types.js';
 import { resolveSource, type ResolveOptions } from '../resolve-source.js';
 import { ggufSamplingDefaults } from '../sampling-defaults.js';
-import { llamaNode, type LibVariant } from './llama-node.types.js';
+import { chooseFormat } from '../formats/choose-format.js';
+import type { ProbeRender } from '../formats/derive.js';
+import { llamaNode, type LibVariant, type LlamaNodeContext } from './llama-node.types.js';
 import { MtmdEngineModel } from './mtmd-model.js';
+import { llamaNodeTools, mediaMessages } from './mtmd-request.js';
 import { checkProjector } from './projector-check.js';
 
 export interface MtmdEngineOptions {
@@ -137,13 +140,19 @@ export class MtmdEngine implements Engine {
       if (!ready) throw new Error(`llama.cpp refused the mmproj ${projector} for ${spec.id}`);
       await context.parallel.enable({ n_parallel: spec.slots, n_batch: BATCH });
       const projectorBytes = (await stat(projector)).size;
-      this.options.log(`${spec.id}: loaded with ${projector} on llama.node ${llamaNode().BuildInfo.commit} (${gpu})`);
+      const source = spec.chatTemplate ?? info.metadata.tokenizer?.chat_template ?? '';
+      const dialect = { ...chooseFormat(spec, source, source ? probe(context, spec.chatTemplate) : null), source };
+      this.options.log(
+        `${spec.id}: loaded with ${projector} on llama.node ${llamaNode().BuildInfo.commit} (${gpu}); ` +
+          `output format ${dialect.format.id} (${dialect.chosenBy})`,
+      );
       return new MtmdEngineModel(
         spec,
         context,
         size.size + projectorBytes,
         spec.contextSize,
         ggufSamplingDefaults(info.metadata.general),
+        dialect,
       );
     } catch (error) {
       await context.release();
@@ -163,4 +172,14 @@ export class MtmdEngine implements Engine {
 
 function variantOf(gpu: MtmdEngineOptions['gpu']): LibVariant {
   return gpu === 'cpu' ? 'default' : gpu;
+}
+
+/** Renders a conversation with the model's template as it is, no generation prompt: for learning its format (deriveFormat). */
+function probe(context: LlamaNodeContext, template: string | undefined): ProbeRender {
+  return (messages, tools) =>
+    context.getFormattedChat(mediaMessages(messages).messages, template, {
+      jinja: true,
+      add_generation_prompt: false,
+      ...(tools?.length && { tools: llamaNodeTools(tools) }),
+    }).prompt;
 }

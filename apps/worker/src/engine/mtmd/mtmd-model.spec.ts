@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CortexError, type CanonicalImage, type CanonicalRequest } from '@cortex/contracts';
-import { ensureVisionFixture, solidPng, VISION_FIXTURE, type VisionColour } from '@cortex/fixtures';
+import {
+  ensureVisionFixture,
+  solidPng,
+  VISION_FIXTURE,
+  VISION_READ_FIXTURE,
+  VISION_READ_PATH,
+  type VisionColour,
+} from '@cortex/fixtures';
 import type { EngineEvent, EngineModel, GenerateJob } from '../engine.types.js';
 import { llamaNode, MEDIA_MARKER } from './llama-node.types.js';
 import { MtmdEngine } from './mtmd-engine.js';
@@ -93,14 +100,16 @@ describe('vision engine', { skip: unavailable }, () => {
     );
   });
 
-  it('vision engine - reports vision from the projector, and no tools, reasoning or raw completions', () => {
+  it("vision engine - reports vision from the projector, tools and reasoning from its template's format, no raw completions", () => {
     assert.deepEqual(model.capabilities, {
-      tools: false,
-      reasoning: false,
+      tools: true,
+      reasoning: true,
+      format: 'hermes',
       vision: true,
       completions: false,
       fim: false,
     });
+    assert.equal(model.format, 'hermes (recognised in its chat template)');
   });
 
   it('vision engine - an image in the context answers its colour; without one, No image.', async () => {
@@ -196,7 +205,7 @@ describe('vision engine', { skip: unavailable }, () => {
 
   it('vision engine - what it cannot serve is refused naming the field, before any event', async () => {
     const cases: Array<[string, CanonicalRequest, string, string?]> = [
-      ['tools', request([], { tools: [{ name: 'f' }] }), 'tools'],
+      ['forced call', request([], { tools: [{ name: 'f' }], toolChoice: 'required' }), 'tool_choice'],
       ['json', request([], { responseFormat: { type: 'json_object' } }), 'response_format'],
       ['logprobs', request([], { logprobs: 2 }), 'logprobs'],
       ['raw', request([], { raw: { prompt: 'hi' } } as Partial<CanonicalRequest>), 'prompt'],
@@ -231,5 +240,98 @@ describe('vision engine', { skip: unavailable }, () => {
       }),
       (error: unknown) => error instanceof CortexError && error.code === 'worker_lost',
     );
+  });
+});
+
+describe("vision engine - tool calls in the model's own format", { skip: unavailable }, () => {
+  let dir: string;
+  let model: EngineModel;
+  const READ = {
+    name: 'Read',
+    description: 'Reads a file',
+    parameters: { type: 'object', properties: { file_path: { type: 'string' } }, required: ['file_path'] },
+  };
+  const ask = (messages: CanonicalRequest['messages'], extra: Partial<CanonicalRequest> = {}): CanonicalRequest => ({
+    model: VISION_READ_FIXTURE.id,
+    messages,
+    tools: [READ],
+    sampling: { temperature: 0, maxTokens: 32 },
+    stream: true,
+    ...extra,
+  });
+  const question = { role: 'user' as const, content: 'What colour is the image in the file?' };
+  const call = { id: 'call_1', name: 'Read', arguments: JSON.stringify({ file_path: VISION_READ_PATH }) };
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cortex-mtmd-tools-'));
+    const paths = await ensureVisionFixture(dir, { fixture: VISION_READ_FIXTURE });
+    const engine = await MtmdEngine.create({ gpu: 'cpu', threads: 1, log: () => {} });
+    model = await engine.load({
+      id: VISION_READ_FIXTURE.id,
+      path: paths.model,
+      mmproj: paths.projector,
+      contextSize: 1024,
+      slots: 1,
+      maxQueue: 4,
+    });
+  });
+  after(async () => {
+    await model?.dispose();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('vision engine - a call the model writes comes out as a tool call with its arguments, never as text', async () => {
+    const { text, events, finish } = await run(model, ask([question]));
+    assert.equal(text, '');
+    const calls = events.filter((e) => e.type === 'tool_call');
+    assert.deepEqual(
+      calls.map((e) => e.type === 'tool_call' && [e.index, e.name]),
+      [[0, 'Read']],
+    );
+    const args = events.flatMap((e) => (e.type === 'tool_args' ? [e.delta] : [])).join('');
+    assert.deepEqual(JSON.parse(args), VISION_READ_FIXTURE.toolCall?.arguments);
+    assert.equal(finish.reason, 'tool_calls');
+    assert.equal(finish.usage.completionTokens, VISION_READ_FIXTURE.expected.none.completionTokens);
+  });
+
+  it("vision engine - the tool's result with an image answers its colour; without one, No image.", async () => {
+    const withImage = ask([
+      question,
+      { role: 'assistant', content: '', toolCalls: [call] },
+      {
+        role: 'tool',
+        content: '',
+        toolCallId: 'call_1',
+        images: [{ ...image('red'), part: 'messages[2].content[0]' }],
+      },
+    ]);
+    const answered = await run(model, withImage);
+    assert.equal(answered.text, VISION_READ_FIXTURE.expected.red.text);
+    assert.equal(answered.finish.reason, 'stop');
+    const missing = ask([
+      question,
+      { role: 'assistant', content: '', toolCalls: [call] },
+      { role: 'tool', content: 'File does not exist.', toolCallId: 'call_1' },
+    ]);
+    assert.equal((await run(model, missing)).text, VISION_READ_FIXTURE.afterToolResult?.text);
+  });
+
+  it('vision engine - without tools declared the call is not read as one: its text is the answer', async () => {
+    const { text, events, finish } = await run(model, ask([question], { tools: undefined }));
+    assert.equal(events.filter((e) => e.type === 'tool_call').length, 0);
+    assert.match(text, /^<tool_call>\{"name": "Read"/);
+    assert.equal(finish.reason, 'stop');
+  });
+
+  it("vision engine - a strict tool's arguments that miss its schema end in an error, not a call", async () => {
+    const strict = { ...READ, strict: true, parameters: { ...READ.parameters, required: ['path'] } };
+    const events: EngineEvent[] = [];
+    await model.generate({
+      request: ask([question], { tools: [strict] }),
+      receivedAt: performance.now(),
+      signal: new AbortController().signal,
+      emit: (event) => events.push(event),
+    });
+    const last = events.at(-1);
+    assert.ok(last?.type === 'error' && last.error.code === 'invalid_output', JSON.stringify(last));
   });
 });

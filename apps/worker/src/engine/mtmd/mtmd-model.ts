@@ -9,13 +9,18 @@ import {
   type SamplingDefaults,
   type Usage,
 } from '@cortex/contracts';
+import { randomBytes } from 'node:crypto';
 import type { EngineModel, GenerateJob, ModelSpec } from '../engine.types.js';
 import { chargedTokens, ticketOf } from '../fair-queue.js';
 import { SlotPool } from '../slot-pool.js';
-import { TextStreamer } from '../text-streamer.js';
+import { AnswerRelease } from '../answer-release.js';
+import { OutputCheck } from '../output-check.js';
 import { runTimings } from '../run-timings.js';
+import type { ChosenFormat } from '../formats/choose-format.js';
+import { inlineReasoningMarkers, type ChatFormat } from '../formats/chat-format.js';
+import { createOutputParser, type ParsedEvent } from '../formats/output-parser.js';
 import type { LlamaNodeContext, LlamaNodeParallelResult } from './llama-node.types.js';
-import { mediaMessages, refusal } from './mtmd-request.js';
+import { llamaNodeTools, mediaMessages, refusal } from './mtmd-request.js';
 
 /** A prompt as the model's template and tokenizer render it, images included. */
 interface Rendered {
@@ -26,6 +31,8 @@ interface Rendered {
   stops: string[];
   /** Prompt tokens, each image counted as the embeddings it takes. */
   tokens: number;
+  /** The prompt ends inside the reasoning block (the template's generation prompt opened it). */
+  startInReasoning: boolean;
 }
 
 /**
@@ -38,8 +45,10 @@ interface Rendered {
 export class MtmdEngineModel implements EngineModel {
   readonly id: string;
   readonly slots: number;
-  readonly format = null;
+  /** How it writes reasoning and calls, and how that was chosen (see chooseFormat). */
+  readonly format: string;
   readonly capabilities: ModelCapabilities;
+  private readonly chatFormat: ChatFormat;
   /** What the projector takes, as llama.node reports it; audio is not yet accepted by any dialect. */
   readonly media: { vision: boolean; audio: boolean };
   private readonly pool: SlotPool<number>;
@@ -51,6 +60,7 @@ export class MtmdEngineModel implements EngineModel {
     /** Tokens one slot holds: llama.node divides its context evenly between the slots. */
     private readonly slotContext: number,
     private readonly samplingDefaults: SamplingDefaults,
+    dialect: ChosenFormat & { source: string },
   ) {
     this.id = spec.id;
     this.slots = spec.slots;
@@ -60,7 +70,19 @@ export class MtmdEngineModel implements EngineModel {
       spec.queueOrder,
     );
     this.media = context.getMultimodalSupport();
-    this.capabilities = { tools: false, reasoning: false, vision: this.media.vision, completions: false, fim: false };
+    const { format } = dialect;
+    this.chatFormat = format;
+    this.format = `${format.id} (${dialect.chosenBy})`;
+    this.capabilities = {
+      tools: format.tools !== undefined || format.harmony !== undefined,
+      reasoning:
+        format.harmony !== undefined ||
+        (format.reasoning !== undefined && dialect.source.includes(format.reasoning.open)),
+      format: format.id,
+      vision: this.media.vision,
+      completions: false,
+      fim: false,
+    };
     this.chatTemplate = spec.chatTemplate;
   }
 
@@ -84,10 +106,19 @@ export class MtmdEngineModel implements EngineModel {
     const chat = this.context.getFormattedChat(messages, this.chatTemplate, {
       jinja: true,
       add_generation_prompt: true,
+      ...(request.tools?.length && { tools: llamaNodeTools(request.tools) }),
       ...(request.templateOptions && { chat_template_kwargs: request.templateOptions }),
     });
     const counted = await this.context.tokenize(chat.prompt, { media_paths: media });
-    return { prompt: chat.prompt, media, stops: chat.additional_stops ?? [], tokens: counted.tokens.length };
+    const open = this.chatFormat.reasoning?.open;
+    return {
+      prompt: chat.prompt,
+      media,
+      stops: chat.additional_stops ?? [],
+      tokens: counted.tokens.length,
+      // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
+      startInReasoning: open !== undefined && chat.prompt.trimEnd().endsWith(open),
+    };
   }
 
   async generate(job: GenerateJob): Promise<void> {
@@ -105,7 +136,9 @@ export class MtmdEngineModel implements EngineModel {
     const slot = await this.pool.acquire(signal, undefined, ticketOf(job.priority, rendered.tokens));
     let charged: number | undefined;
     try {
-      charged = chargedTokens(await this.run(job, rendered));
+      // A call's arguments are not held to their schema here (no grammar): a strict tool's are checked at the end.
+      const check = new OutputCheck(request, job.emit, job.warn);
+      charged = chargedTokens(await this.run({ ...job, emit: check.active ? check.emit : job.emit }, rendered));
     } finally {
       this.pool.release(slot, charged);
     }
@@ -116,14 +149,30 @@ export class MtmdEngineModel implements EngineModel {
     const startedAt = performance.now();
     const sampling = withSamplingDefaults(request.sampling, this.samplingDefaults, BUILTIN_SAMPLING);
     const userStops = sampling.stop ?? [];
-    // llama.node sends a token before it checks the stop strings: the text that may be one is held here.
-    const streamer = new TextStreamer([...userStops, ...rendered.stops]);
+    // llama.node sends a token before it checks the stop strings: the answer that may be one is held here.
+    const answer = new AnswerRelease(userStops, rendered.stops, job.emit);
+    // The token's text, special tokens shown, through the model's output parser (reasoning, calls, answer).
+    const parsed: ParsedEvent[] = [];
+    const parser = createOutputParser(this.chatFormat, {
+      tools: new Map(request.tools?.map((tool) => [tool.name, tool.parameters])),
+      startInReasoning: rendered.startInReasoning,
+      callId: () => `call_${randomBytes(12).toString('hex')}`,
+      emit: (event) => parsed.push(event),
+    });
     const maxTokens = Math.min(sampling.maxTokens ?? Infinity, this.slotContext - rendered.tokens);
+    const maxToolCalls = request.maxToolCalls ?? Infinity;
     let completion = 0;
+    let reasoningTokens = 0;
     let firstTokenAt = 0;
-    let stopSeen = false;
-    let stopSequence: string | undefined;
-    job.emit({ type: 'start', model: this.id, promptTokens: rendered.tokens });
+    /** The output ended by what cortex read: a stop string in the answer, or the last call allowed. */
+    let ended: 'stop' | 'tool_calls' | null = null;
+    const markers = inlineReasoningMarkers(this.chatFormat);
+    job.emit({
+      type: 'start',
+      model: this.id,
+      promptTokens: rendered.tokens,
+      ...(markers && { reasoningMarkers: markers }),
+    });
     // Cancelled before anything was handed to llama.node: nothing was evaluated.
     if (signal.aborted) return this.cancelledBeforeStart(job);
     let stopAsked = false;
@@ -160,14 +209,18 @@ export class MtmdEngineModel implements EngineModel {
         // A cancel is sent once the slot generates: llama.node 1.7.15 aborts the whole process
         // (std::length_error) when a request is cancelled while its images are still being prepared.
         if (signal.aborted) return stopOnce();
-        if (stopSeen) return;
+        if (ended) return;
         completion++;
         if (firstTokenAt === 0) firstTokenAt = performance.now();
-        const { text, stopped, stop: matched } = streamer.push(data.token);
-        if (text) job.emit({ type: 'text', text });
-        if (!stopped) return;
-        stopSeen = true;
-        if (matched !== undefined && userStops.includes(matched)) stopSequence = matched;
+        const wasReasoning = parser.reasoning;
+        parser.push(data.token);
+        if (wasReasoning || parser.reasoning) reasoningTokens++;
+        // A stop string ends llama.node's run too (it was given the same ones); the last call allowed is ended here.
+        if (answer.publish(parsed)) ended = 'stop';
+        else if (parser.completedCalls >= maxToolCalls) {
+          ended = 'tool_calls';
+          stopOnce();
+        }
       },
     );
     // A cancel reaches llama.node's slot at its next step; its promise then rejects. Before the first
@@ -180,32 +233,36 @@ export class MtmdEngineModel implements EngineModel {
     try {
       result = await promise;
     } catch (error) {
-      if (!signal.aborted) throw error;
+      if (!signal.aborted && !ended) throw error;
     } finally {
       signal.removeEventListener('abort', cancel);
     }
-    const cancelled = signal.aborted && !stopSeen;
-    if (!stopSeen && !cancelled) {
-      const held = streamer.flush();
-      if (held) job.emit({ type: 'text', text: held });
+    const cancelled = signal.aborted && !ended;
+    if (!cancelled) {
+      parser.end();
+      answer.end(parsed);
     }
+    const stopped = ended !== null || result?.stopped_eos || result?.stopped_word;
+    // A call the parser could only complete at the end (a list whose closing marker never came) is still a call.
     const reason: FinishReason = cancelled
       ? 'cancelled'
-      : stopSeen || result?.stopped_eos || result?.stopped_word
-        ? 'stop'
-        : 'length';
+      : ended === 'tool_calls' || (stopped && parser.calls > 0)
+        ? 'tool_calls'
+        : stopped
+          ? 'stop'
+          : 'length';
     const endedAt = performance.now();
     const completionTokens = cancelled ? completion : (result?.tokens_predicted ?? completion);
     const usage: Usage = {
       promptTokens: rendered.tokens,
       cachedPromptTokens: Math.min(result?.timings.cache_n ?? 0, rendered.tokens),
       completionTokens,
-      reasoningTokens: 0,
+      reasoningTokens,
     };
     job.emit({
       type: 'finish',
       reason,
-      ...(stopSequence !== undefined && { stopSequence }),
+      ...(answer.stopSequence !== undefined && { stopSequence: answer.stopSequence }),
       usage,
       timings: runTimings({ receivedAt: job.receivedAt, startedAt, firstTokenAt, endedAt, completionTokens }),
     });

@@ -1,12 +1,13 @@
-import { CortexError, type CanonicalMessage, type CanonicalRequest } from '@cortex/contracts';
-import { MEDIA_MARKER, type LlamaNodeMessage } from './llama-node.types.js';
+import { CortexError, type CanonicalMessage, type CanonicalRequest, type ToolDefinition } from '@cortex/contracts';
+import { MEDIA_MARKER, type LlamaNodeMessage, type LlamaNodeTool } from './llama-node.types.js';
 
 /*
  * What a request to the vision engine may ask, decided before it waits for a slot. The engine has
- * the text path's chat template (llama.cpp's jinja), sampling and stop strings, and counts image
- * tokens and renders earlier tool calls and results; it has no output format parsing (new tool calls, split reasoning), no grammars, no
- * log-probabilities, no raw prompts and no resume of a migrated stream. A request that needs one of
- * those is refused naming the field, never answered without it.
+ * the text path's chat template (llama.cpp's jinja, tools included), the model's output format read
+ * by the text path's parser (reasoning and tool calls), sampling and stop strings, and counts image
+ * tokens; it has no grammars (a call cannot be forced, nor JSON output held), no log-probabilities,
+ * no raw prompts and no resume of a migrated stream. A request that needs one of those is refused
+ * naming the field, never answered without it; a strict tool's arguments are checked at the end.
  */
 
 /** Why this request cannot run on the vision engine, as the error to send; null when it can. */
@@ -19,10 +20,12 @@ export function refusal(request: CanonicalRequest, model: string, resumed: boole
       `${model} runs on the vision engine, which cannot resume a stream moved from a lost worker; send the request again`,
     );
   if (request.raw) return refuse('prompt', 'serves chat only (no raw completions)', 'send messages');
-  if (request.tools?.length)
-    return refuse('tools', 'cannot call tools (its engine parses no tool calls)', 'leave tools out');
   if (request.toolChoice && request.toolChoice !== 'auto')
-    return refuse('tool_choice', 'cannot call tools', "leave tool_choice out or send 'auto'");
+    return refuse(
+      'tool_choice',
+      'cannot be held to a call (its engine has no grammars)',
+      "leave tool_choice out or send 'auto'",
+    );
   if (request.responseFormat && request.responseFormat.type !== 'text')
     return refuse(
       'response_format',
@@ -68,8 +71,7 @@ export function mediaMessages(messages: readonly CanonicalMessage[]): {
       media.push(`data:${image.mediaType};base64,${image.data}`);
     });
     content += message.content.slice(from);
-    // Earlier tool calls and their results are rendered by the template (an agent's Read tool answers
-    // with an image); only new calls cannot be parsed from the output, so `tools` is refused above.
+    // Earlier tool calls and their results are rendered by the template (an agent's Read tool answers with an image).
     return {
       role: message.role,
       content,
@@ -86,4 +88,16 @@ export function mediaMessages(messages: readonly CanonicalMessage[]): {
     };
   });
   return { messages: out, media };
+}
+
+/** The declared tools as llama.cpp's chat templates read them (OpenAI's shape). */
+export function llamaNodeTools(tools: readonly ToolDefinition[]): LlamaNodeTool[] {
+  return tools.map((tool) => ({
+    type: 'function',
+    function: {
+      name: tool.name,
+      description: tool.description ?? '',
+      parameters: tool.parameters ?? { type: 'object', properties: {} },
+    },
+  }));
 }
