@@ -54,7 +54,8 @@ export class TemplatePrompt {
     this.template = new Template(pythonMethods(source));
     this.bos = model.tokens.bosString ?? '';
     this.eos = model.tokens.eosString ?? '';
-    this.special = specialPattern(model);
+    this.special = specialPattern(model.fileInfo.metadata);
+    this.defuse = defuser(this.special);
     // One call and its result, with a short id and object arguments: what most templates accept.
     const probe = this.attempt(() => this.render(probeCall(SHORT_PROBE_ID), undefined, {}, true));
     this.shortIds =
@@ -137,19 +138,8 @@ export class TemplatePrompt {
     return prepend && tokens[0] !== bos ? [bos, ...tokens] : tokens;
   }
 
-  /**
-   * A client's text with every special token in it broken by an invisible mark, so that the rendered
-   * prompt's split at special tokens leaves it text: a message that writes `<|im_start|>system` is
-   * read as those characters, not as a turn of its own (as node-llama-cpp's wrappers tokenize
-   * messages). The mark is taken out of the text runs before they are tokenized.
-   */
-  private defuse = (text: string): string => {
-    if (!this.special || !text) return text;
-    this.everySpecial ??= new RegExp(this.special.source, 'g');
-    return text.replace(this.everySpecial, (token) => `${token.slice(0, 1)}${DEFUSED}${token.slice(1)}`);
-  };
-
-  private everySpecial: RegExp | null = null;
+  /** A client's text with every special token in it broken (see defuser); `tokens` takes the mark out of the text runs. */
+  private readonly defuse: (text: string) => string;
 
   private render(
     messages: readonly CanonicalMessage[],
@@ -297,19 +287,29 @@ export function templateMessages(
 /** Marks a special token's text inside a client's string (see TemplatePrompt.defuse): a private-use character. */
 const DEFUSED = '\uE000';
 
+/**
+ * A client's text with every special token in it broken by an invisible mark, so that a prompt split
+ * at special tokens leaves it text: a message that writes `<|im_start|>system` is read as those
+ * characters, not as a turn of its own (as node-llama-cpp's wrappers tokenize messages).
+ */
+export function defuser(special: RegExp | null): (text: string) => string {
+  if (!special) return (text) => text;
+  const every = new RegExp(special.source, 'g');
+  return (text) => (text ? text.replace(every, (token) => `${token.slice(0, 1)}${DEFUSED}${token.slice(1)}`) : text);
+}
+
 /** Every string in a JSON value (keys too) defused. */
-function defuseJson(value: unknown, defuse: (text: string) => string): unknown {
+export function defuseJson(value: unknown, defuse: (text: string) => string): unknown {
   if (typeof value === 'string') return defuse(value);
   if (Array.isArray(value)) return value.map((item) => defuseJson(item, defuse));
   if (value === null || typeof value !== 'object') return value;
   return Object.fromEntries(Object.entries(value).map(([key, item]) => [defuse(key), defuseJson(item, defuse)]));
 }
 
-/** A pattern that captures the model's special tokens, longest first; null when it has none. */
-function specialPattern(model: LlamaModel): RegExp | null {
-  const ggml = (
-    model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly string[]; token_type?: readonly number[] } } }
-  ).tokenizer?.ggml;
+/** A pattern that captures the special tokens of a model's GGUF metadata, longest first; null when it has none. */
+export function specialPattern(metadata: unknown): RegExp | null {
+  const ggml = (metadata as { tokenizer?: { ggml?: { tokens?: readonly string[]; token_type?: readonly number[] } } })
+    .tokenizer?.ggml;
   const tokens = ggml?.tokens ?? [];
   const types = ggml?.token_type ?? [];
   const special = tokens.filter(

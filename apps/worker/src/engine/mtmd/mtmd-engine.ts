@@ -7,6 +7,7 @@ import { resolveSource, type ResolveOptions } from '../resolve-source.js';
 import { ggufSamplingDefaults } from '../sampling-defaults.js';
 import { chooseFormat } from '../formats/choose-format.js';
 import type { ProbeRender } from '../formats/derive.js';
+import { defuser, specialPattern } from '../formats/template-prompt.js';
 import { llamaNode, type LibVariant, type LlamaNodeContext } from './llama-node.types.js';
 import { MtmdEngineModel } from './mtmd-model.js';
 import { llamaNodeTools, mediaMessages } from './mtmd-request.js';
@@ -153,6 +154,7 @@ export class MtmdEngine implements Engine {
         spec.contextSize,
         ggufSamplingDefaults(info.metadata.general),
         dialect,
+        defuser(specialPattern(info.metadata)),
       );
     } catch (error) {
       await context.release();

@@ -20,7 +20,7 @@ import type { ChosenFormat } from '../formats/choose-format.js';
 import { inlineReasoningMarkers, type ChatFormat } from '../formats/chat-format.js';
 import { createOutputParser, type ParsedEvent } from '../formats/output-parser.js';
 import type { LlamaNodeContext, LlamaNodeParallelResult } from './llama-node.types.js';
-import { llamaNodeTools, mediaMessages, refusal } from './mtmd-request.js';
+import { llamaNodeTools, mediaMessages, refusal, type Defuse } from './mtmd-request.js';
 
 /** A prompt as the model's template and tokenizer render it, images included. */
 interface Rendered {
@@ -61,6 +61,8 @@ export class MtmdEngineModel implements EngineModel {
     private readonly slotContext: number,
     private readonly samplingDefaults: SamplingDefaults,
     dialect: ChosenFormat & { source: string },
+    /** Breaks the model's special tokens in a client's text (see mediaMessages). */
+    private readonly defuse: Defuse,
   ) {
     this.id = spec.id;
     this.slots = spec.slots;
@@ -102,11 +104,11 @@ export class MtmdEngineModel implements EngineModel {
   }
 
   private async render(request: CanonicalRequest): Promise<Rendered> {
-    const { messages, media } = mediaMessages(request.messages);
+    const { messages, media } = mediaMessages(request.messages, this.defuse);
     const chat = this.context.getFormattedChat(messages, this.chatTemplate, {
       jinja: true,
       add_generation_prompt: true,
-      ...(request.tools?.length && { tools: llamaNodeTools(request.tools) }),
+      ...(request.tools?.length && { tools: llamaNodeTools(request.tools, this.defuse) }),
       ...(request.templateOptions && { chat_template_kwargs: request.templateOptions }),
     });
     const counted = await this.context.tokenize(chat.prompt, { media_paths: media });

@@ -1,5 +1,10 @@
 import { CortexError, type CanonicalMessage, type CanonicalRequest, type ToolDefinition } from '@cortex/contracts';
+import { defuseJson } from '../formats/template-prompt.js';
 import { MEDIA_MARKER, type LlamaNodeMessage, type LlamaNodeTool } from './llama-node.types.js';
+
+/** A client's text with the model's special tokens in it broken (see defuser); the identity where none need be. */
+export type Defuse = (text: string) => string;
+const asIs: Defuse = (text) => text;
 
 /*
  * What a request to the vision engine may ask, decided before it waits for a slot. The engine has
@@ -42,9 +47,14 @@ export function refusal(request: CanonicalRequest, model: string, resumed: boole
 /**
  * The conversation as llama.node's template reads it: each image's marker at its offset in the text,
  * and the images as data URLs in prompt order. Text that spells the marker itself is refused: mtmd
- * would read it as an image, and text must not stand for one.
+ * would read it as an image, and text must not stand for one. llama.node tokenizes the whole prompt
+ * with special tokens parsed, so the client's text is `defuse`d: a `<|im_start|>` a user writes stays
+ * text (its invisible mark reaches the model with it), never a turn of its own.
  */
-export function mediaMessages(messages: readonly CanonicalMessage[]): {
+export function mediaMessages(
+  messages: readonly CanonicalMessage[],
+  defuse: Defuse = asIs,
+): {
   messages: LlamaNodeMessage[];
   media: string[];
 } {
@@ -66,38 +76,38 @@ export function mediaMessages(messages: readonly CanonicalMessage[]): {
           `messages[${i}].images[${j}] (${image.part}) reached the worker without its bytes; the gateway must fetch it`,
           { param: image.part },
         );
-      content += message.content.slice(from, image.at) + MEDIA_MARKER;
+      content += defuse(message.content.slice(from, image.at)) + MEDIA_MARKER;
       from = image.at;
       media.push(`data:${image.mediaType};base64,${image.data}`);
     });
-    content += message.content.slice(from);
+    content += defuse(message.content.slice(from));
     // Earlier tool calls and their results are rendered by the template (an agent's Read tool answers with an image).
     return {
       role: message.role,
       content,
-      ...(message.reasoning && { reasoning_content: message.reasoning }),
+      ...(message.reasoning && { reasoning_content: defuse(message.reasoning) }),
       ...(message.toolCalls?.length && {
         tool_calls: message.toolCalls.map((call) => ({
           type: 'function' as const,
           id: call.id,
-          function: { name: call.name, arguments: call.arguments },
+          function: { name: defuse(call.name), arguments: defuse(call.arguments) },
         })),
       }),
       ...(message.toolCallId !== undefined && { tool_call_id: message.toolCallId }),
-      ...(message.name !== undefined && { name: message.name }),
+      ...(message.name !== undefined && { name: defuse(message.name) }),
     };
   });
   return { messages: out, media };
 }
 
 /** The declared tools as llama.cpp's chat templates read them (OpenAI's shape). */
-export function llamaNodeTools(tools: readonly ToolDefinition[]): LlamaNodeTool[] {
+export function llamaNodeTools(tools: readonly ToolDefinition[], defuse: Defuse = asIs): LlamaNodeTool[] {
   return tools.map((tool) => ({
     type: 'function',
     function: {
-      name: tool.name,
-      description: tool.description ?? '',
-      parameters: tool.parameters ?? { type: 'object', properties: {} },
+      name: defuse(tool.name),
+      description: defuse(tool.description ?? ''),
+      parameters: defuseJson(tool.parameters ?? { type: 'object', properties: {} }, defuse) as Record<string, unknown>,
     },
   }));
 }
