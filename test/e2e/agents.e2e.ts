@@ -7,7 +7,15 @@ import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { familyFixture, fixtureModel, MCP_FAMILY_FIXTURES, type FamilyFixture } from '@cortex/fixtures';
+import {
+  familyFixture,
+  fixtureModel,
+  MCP_FAMILY_FIXTURES,
+  solidPng,
+  VISION_READ_FIXTURE,
+  VISION_READ_PATH,
+  type FamilyFixture,
+} from '@cortex/fixtures';
 import { Subjects, type RequestFinishedEvent } from '@cortex/contracts';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 import { WEATHER_TOOL } from './weather-mcp.js';
@@ -189,6 +197,13 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: CONTEXT, pinned: true, slots: 1 },
         { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: CONTEXT, slots: 1 },
         { id: 'cortex-tools-mcp', file: 'fixture:cortex-tools-mcp', context_size: CONTEXT, slots: 1 },
+        {
+          id: VISION_READ_FIXTURE.id,
+          file: `fixture:${VISION_READ_FIXTURE.id}`,
+          mmproj: `fixture:mmproj-${VISION_READ_FIXTURE.id}`,
+          context_size: CONTEXT,
+          slots: 1,
+        },
         ...FAMILIES.flatMap(({ claude, codex }) =>
           [claude, codex].map((fixture) => ({
             id: fixture.id,
@@ -244,6 +259,23 @@ describe('agents e2e - Claude Code and Codex CLI against the gateway', () => {
       explain(run, stack),
     );
     assert.match(run.stdout, new RegExp(escape(claudeTools.expected.afterToolResult?.text ?? '')), explain(run, stack));
+  });
+
+  it('agents e2e - claude reads an image file with its Read tool and the vision model answers what the image shows', async () => {
+    const red = VISION_READ_FIXTURE.expected.red;
+    await writeFile(VISION_READ_PATH, solidPng(32, 32, red.rgb as [number, number, number]));
+    const finished = await watchBus<RequestFinishedEvent>(stack.nc, Subjects.requestFinished);
+    try {
+      const run = await claude('claude-image', VISION_READ_FIXTURE.id, {}, ['--allowedTools', 'Read']);
+      assert.equal(run.code, 0, explain(run, stack));
+      // The colour is only reachable through the projector: the image reached the model.
+      assert.match(run.stdout, new RegExp(escape(red.text)), explain(run, stack));
+    } finally {
+      await finished.stop();
+      await rm(VISION_READ_PATH, { force: true });
+    }
+    const turns = finished.messages.filter((event) => event.model === VISION_READ_FIXTURE.id && event.status === 200);
+    assert.ok(turns.length >= 2, `the call and the answer after it: ${JSON.stringify(turns)}`);
   });
 
   it('agents e2e - codex exec "say hi" prints the model\'s answer', async () => {

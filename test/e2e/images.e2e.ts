@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import Anthropic from '@anthropic-ai/sdk';
-import { solidPng, VISION_FIXTURE } from '@cortex/fixtures';
+import { solidPng, VISION_FIXTURE, VISION_READ_FIXTURE } from '@cortex/fixtures';
 import { freePort } from '@cortex/bus';
 import { startStack, waitFor, type TestStack } from '@cortex/testing';
 
@@ -45,6 +45,12 @@ describe('images e2e', () => {
           context_size: 512,
           slots: 2,
           pinned: true,
+        },
+        {
+          id: VISION_READ_FIXTURE.id,
+          file: `fixture:${VISION_READ_FIXTURE.id}`,
+          mmproj: `fixture:mmproj-${VISION_READ_FIXTURE.id}`,
+          context_size: 1024,
         },
       ],
       // The test's image server is on loopback: allowed here (the address guard has its own spec).
@@ -183,6 +189,61 @@ describe('images e2e', () => {
     });
     assert.equal(read.content[0]?.type === 'text' ? read.content[0].text : '', expected.red.text);
     assert.ok(read.usage.input_tokens > VISION_FIXTURE.tokensPerImage);
+  });
+
+  it("images e2e - a vision model's tool call comes back as a call in every dialect, and the image in its result answers", async () => {
+    const model = VISION_READ_FIXTURE.id;
+    const call = VISION_READ_FIXTURE.toolCall;
+    const parameters = { type: 'object', properties: { file_path: { type: 'string' } }, required: ['file_path'] };
+    const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: 'Read', parameters } }];
+    const question = { role: 'user' as const, content: QUESTION };
+    const asked = await openai.chat.completions.create({ model, messages: [question], tools });
+    const made = asked.choices[0]?.message.tool_calls?.[0];
+    assert.equal(asked.choices[0]?.finish_reason, 'tool_calls');
+    assert.ok(made?.type === 'function', JSON.stringify(asked.choices[0]?.message));
+    assert.deepEqual([made.function.name, JSON.parse(made.function.arguments)], [call?.name, call?.arguments]);
+    assert.equal(asked.choices[0]?.message.content ?? '', '');
+    let streamedArgs = '';
+    let finish: string | null | undefined;
+    for await (const chunk of await openai.chat.completions.create({
+      model,
+      messages: [question],
+      tools,
+      stream: true,
+    })) {
+      for (const delta of chunk.choices[0]?.delta.tool_calls ?? []) streamedArgs += delta.function?.arguments ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    assert.deepEqual([finish, JSON.parse(streamedArgs)], ['tool_calls', call?.arguments]);
+    // The tool's result is the image, as OpenAI tool messages with content parts carry it.
+    const answered = await openai.chat.completions.create({
+      model,
+      tools,
+      messages: [
+        question,
+        { role: 'assistant', content: null, tool_calls: [made] },
+        { role: 'tool', tool_call_id: made.id, content: [{ type: 'image_url', image_url: { url: dataUri('red') } }] },
+      ] as OpenAI.ChatCompletionMessageParam[],
+    });
+    assert.equal(answered.choices[0]?.message.content, expected.red.text);
+    const response = await openai.responses.create({
+      model,
+      input: QUESTION,
+      tools: [{ type: 'function', name: 'Read', parameters, strict: false }],
+    });
+    const item = response.output.find((o) => o.type === 'function_call');
+    assert.ok(item?.type === 'function_call', JSON.stringify(response.output));
+    assert.deepEqual([item.name, JSON.parse(item.arguments)], [call?.name, call?.arguments]);
+    const message = await anthropic.messages.create({
+      model,
+      max_tokens: 64,
+      tools: [{ name: 'Read', input_schema: parameters as Anthropic.Tool.InputSchema }],
+      messages: [question],
+    });
+    const use = message.content.find((block) => block.type === 'tool_use');
+    assert.equal(message.stop_reason, 'tool_use');
+    assert.ok(use?.type === 'tool_use', JSON.stringify(message.content));
+    assert.deepEqual([use.name, use.input], [call?.name, call?.arguments]);
   });
 
   it('images e2e - too many, too large and corrupt images are 400s naming the part; the model serves on', async () => {
