@@ -428,11 +428,10 @@ describe(
       await page.locator('#chat-tools').check();
       await page.locator('#chat-input').fill('Weather in Paris?');
       await page.locator('#chat-send').click();
-      await page.locator('[data-test=chat-tool-call]').first().waitFor({ timeout: 15_000 });
-      assert.equal(
-        await page.locator('[data-test=chat-tool-call]').first().textContent(),
-        'call get_weather({"city": "Paris"})',
-      );
+      // The call's arguments stream into the page: wait for them whole, not for the call's first piece.
+      const call = 'call get_weather({"city": "Paris"})';
+      await page.locator('[data-test=chat-tool-call]', { hasText: call }).first().waitFor({ timeout: 15_000 });
+      assert.equal(await page.locator('[data-test=chat-tool-call]').first().textContent(), call);
     });
 
     it('console - queue depth per model is charted from the fleet view', async () => {
