@@ -1,9 +1,7 @@
 import { Transform } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { CortexError } from '@cortex/contracts';
-import { sendError } from './error-response.js';
 import type { RefusalCounter } from './refusals.js';
-import { contextOf } from './request-context.js';
 
 /**
  * How deep a request body may nest. Real requests stay far below (a tool's JSON Schema is the
@@ -29,9 +27,9 @@ export function tooDeep(value: unknown, limit = MAX_BODY_DEPTH): string | null {
 }
 
 /**
- * Nesting the JSON text is refused at before it is parsed: far past MAX_BODY_DEPTH (which the parsed
- * body is checked against, naming the field), but it keeps a body nested millions deep from being
- * parsed into millions of objects at all.
+ * Nesting a Responses WebSocket message's text is refused at before it is parsed: past MAX_BODY_DEPTH
+ * (which its parsed body is checked against, naming the field), but it keeps a message nested
+ * millions deep from being parsed into millions of objects at all.
  */
 export const MAX_TEXT_DEPTH = 4 * MAX_BODY_DEPTH;
 
@@ -103,14 +101,15 @@ export function tooDeepText(what: string, field = ''): CortexError {
 }
 
 /**
- * Refuses bodies that nest deeper than MAX_BODY_DEPTH with a 400 in the route's dialect, before any
- * handler runs: a JSON body past MAX_TEXT_DEPTH while it arrives (before it is parsed), the parsed
- * body past MAX_BODY_DEPTH naming its field.
+ * Refuses bodies that nest deeper than MAX_BODY_DEPTH with a 400 in the route's dialect, naming the
+ * top-level field, before any handler runs: the JSON text is scanned as it arrives and the body
+ * refused at the first level too deep, before it is parsed. A text nests exactly as deep as the value
+ * it parses into, so the parsed body needs no second walk; only JSON bodies parse into objects.
  */
 export function installBodyDepth(fastify: FastifyInstance, refusals: RefusalCounter): void {
   fastify.addHook('preParsing', (request, _reply, payload, done) => {
     if (!String(request.headers['content-type'] ?? '').includes('json')) return done(null, payload);
-    const scan = new DepthScan();
+    const scan = new DepthScan(MAX_BODY_DEPTH);
     const guarded = new Transform({
       transform(chunk: Buffer, _encoding, next) {
         if (scan.push(chunk)) {
@@ -121,19 +120,5 @@ export function installBodyDepth(fastify: FastifyInstance, refusals: RefusalCoun
     });
     payload.on('error', (error) => guarded.destroy(error));
     done(null, payload.pipe(guarded));
-  });
-  fastify.addHook('preValidation', (request, reply, done) => {
-    const field = tooDeep(request.body);
-    if (field === null) return done();
-    refusals.count('body_too_deep');
-    const where = field ? `field \`${field}\`` : 'the request body';
-    sendError(
-      reply,
-      request.url,
-      new CortexError('invalid_request', `${where} nests deeper than ${MAX_BODY_DEPTH} levels`, {
-        param: field || undefined,
-      }),
-      contextOf(request).id,
-    );
   });
 }
