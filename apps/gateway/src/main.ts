@@ -43,7 +43,7 @@ export const start: ServiceStart = async (context) => {
         counter,
         app.get(HeldBytes),
       );
-      installBodyDepth(fastify, counter);
+      installBodyDepth(app, counter);
       installOversizeDrain(fastify, drainBudget(config.gateway.bodyLimitBytes));
       installModelAccess(fastify);
       installPriority(fastify, config);

@@ -1,5 +1,5 @@
-import { Transform } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
+import type { RawServerDefault } from 'fastify';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { CortexError } from '@cortex/contracts';
 import type { RefusalCounter } from './refusals.js';
 
@@ -102,23 +102,24 @@ export function tooDeepText(what: string, field = ''): CortexError {
 
 /**
  * Refuses bodies that nest deeper than MAX_BODY_DEPTH with a 400 in the route's dialect, naming the
- * top-level field, before any handler runs: the JSON text is scanned as it arrives and the body
- * refused at the first level too deep, before it is parsed. A text nests exactly as deep as the value
- * it parses into, so the parsed body needs no second walk; only JSON bodies parse into objects.
+ * top-level field, before any handler runs: the JSON parser scans the body's text first (one pass,
+ * strings skipped) and parses it only when it is not too deep, so a body nested millions of levels is
+ * never parsed into millions of objects. A text nests exactly as deep as the value it parses into, so
+ * the parsed body needs no second walk. Fastify's own parser does the parsing (prototype poisoning
+ * refused as before); the scan adds no stream stage to the body's way in.
  */
-export function installBodyDepth(fastify: FastifyInstance, refusals: RefusalCounter): void {
-  fastify.addHook('preParsing', (request, _reply, payload, done) => {
-    if (!String(request.headers['content-type'] ?? '').includes('json')) return done(null, payload);
-    const scan = new DepthScan(MAX_BODY_DEPTH);
-    const guarded = new Transform({
-      transform(chunk: Buffer, _encoding, next) {
-        if (scan.push(chunk)) {
-          refusals.count('body_too_deep');
-          next(tooDeepText('the request body', scan.field));
-        } else next(null, chunk);
-      },
-    });
-    payload.on('error', (error) => guarded.destroy(error));
-    done(null, payload.pipe(guarded));
-  });
+export function installBodyDepth(app: NestFastifyApplication, refusals: RefusalCounter): void {
+  const fastify = app.getHttpAdapter().getInstance();
+  const parse = fastify.getDefaultJsonParser('error', 'error');
+  // Through Nest, so that it keeps this parser in the place of its own default one.
+  app.useBodyParser<RawServerDefault>(
+    'application/json',
+    { bodyLimit: fastify.initialConfig.bodyLimit },
+    (request, body, done) => {
+      const scan = new DepthScan(MAX_BODY_DEPTH);
+      if (!scan.push(body)) return parse(request, body.toString('utf8'), done);
+      refusals.count('body_too_deep');
+      done(tooDeepText('the request body', scan.field), undefined);
+    },
+  );
 }
