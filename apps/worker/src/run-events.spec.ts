@@ -1,7 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { StreamEventBody, Usage, Timings } from '@cortex/contracts';
-import { backgroundStop, RunEvents } from './run-events.js';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { backgroundStop, RunEvents, startSoon } from './run-events.js';
 
 const usage: Usage = { promptTokens: 3, cachedPromptTokens: 0, completionTokens: 2, reasoningTokens: 0 };
 const timings: Timings = { ttftMs: 1, promptMs: 1, decodeTokensPerSecond: 10, durationMs: 2, queueMs: 0 };
@@ -53,5 +54,26 @@ describe('run events', () => {
     );
     assert.deepEqual(seen[0]?.[1], { type: 'start', model: 'm', promptTokens: 3, runId: 'r1', workerId: 'w1' });
     assert.equal(finished.length, 1);
+  });
+
+  it('run events - startSoon: the start goes out on the next turn, or at once before a later event; order kept', async () => {
+    const start: StreamEventBody = { type: 'start', model: 'm', promptTokens: 3, runId: 'r1', workerId: 'w1' };
+    const text: StreamEventBody = { type: 'text', text: 'x' };
+    const alone: StreamEventBody[] = [];
+    const sendAlone = startSoon((event) => alone.push(event));
+    sendAlone(start);
+    assert.deepEqual(alone, [], 'held while the current turn runs');
+    await nextTurn();
+    assert.deepEqual(alone, [start]);
+    sendAlone(text);
+    assert.deepEqual(alone, [start, text], 'sent once, never twice');
+    const early: StreamEventBody[] = [];
+    const sendEarly = startSoon((event) => early.push(event));
+    sendEarly(start);
+    sendEarly(text);
+    sendEarly(stopped);
+    assert.deepEqual(early, [start, text, stopped], 'a later event sends the start first');
+    await nextTurn();
+    assert.deepEqual(early, [start, text, stopped]);
   });
 });

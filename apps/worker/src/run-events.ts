@@ -1,5 +1,6 @@
 import { CortexError, type StreamEventBody } from '@cortex/contracts';
 import type { EngineEvent } from './engine/index.js';
+import { soonOrFirst } from './soon-or-first.js';
 
 /**
  * A background run this worker stopped itself (a shutdown, an unload), when nobody asked for it: its
@@ -58,5 +59,23 @@ export class RunEvents {
     if (event.type === 'finish' || event.type === 'error') this.done = true;
     if (event.type === 'finish') finished(event);
     for (const sink of sinks) sink(event);
+  };
+}
+
+/**
+ * A run's stream with its start event sent on the next turn of the event loop, or at once before
+ * any later event: the start is published (encoded and written to the bus's socket) while the model
+ * evaluates the prompt, not before the evaluation begins. Every event keeps its order.
+ */
+export function startSoon(send: (event: StreamEventBody) => void): (event: StreamEventBody) => void {
+  let start: (() => void) | null = null;
+  return (event) => {
+    if (event.type === 'start') {
+      start = soonOrFirst(() => send(event));
+      return;
+    }
+    start?.();
+    start = null;
+    send(event);
   };
 }

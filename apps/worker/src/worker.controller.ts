@@ -16,6 +16,7 @@ import {
   Subjects,
   UnloadCommand,
   WatchMessage,
+  type GenerateAccepted,
 } from '@cortex/contracts';
 import { WorkerService } from './worker.service.js';
 
@@ -27,7 +28,11 @@ export class WorkerController {
   @MessagePattern(Subjects.workerGenerate)
   generate(@Payload() payload: unknown, @Ctx() context: BusContext) {
     const receivedAt = performance.now();
-    return this.worker.generate(decodeGenerateCommand(payload), receivedAt, context.requestId);
+    const accepted = this.worker.generate(decodeGenerateCommand(payload), receivedAt, context.requestId);
+    // Acknowledged on the next turn of the event loop: by then the run has reached its first step that
+    // waits (the model evaluating its prompt, or a free slot), so encoding and writing the reply overlap
+    // the evaluation instead of delaying its start.
+    return new Promise<GenerateAccepted>((resolve) => setImmediate(() => resolve(accepted)));
   }
 
   @MessagePattern(Subjects.workerTokenize)

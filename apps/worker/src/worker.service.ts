@@ -26,7 +26,7 @@ import { CONFIG, type CortexConfig } from '@cortex/config';
 import { isRetrievalModel, type Engine, type EngineModel, type RetrievalModel } from './engine/index.js';
 import { HeartbeatPublisher } from './heartbeat.js';
 import { soonOrFirst } from './soon-or-first.js';
-import { RunEvents } from './run-events.js';
+import { RunEvents, startSoon } from './run-events.js';
 import { ModelRegistry, type RunningRequests } from './model-registry.js';
 import { ENGINE, WORKER_ID } from './worker.tokens.js';
 
@@ -262,7 +262,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       background: command.background === true,
       asked: () => this.runs.get(runId)?.asked === true,
       signal: controller.signal,
-      sinks: [(event) => trace.event(event), (event) => stream.emit(event)],
+      sinks: [(event) => trace.event(event), startSoon((event) => stream.emit(event))],
       finished: (event) => {
         started();
         this.logger.log({
