@@ -11,6 +11,7 @@ import {
   VISION_READ_FIXTURE,
   VISION_READ_PATH,
   type VisionColour,
+  type VisionFixture,
 } from '@cortex/fixtures';
 import type { EngineEvent, EngineModel, GenerateJob } from '../engine.types.js';
 import { llamaNode, MEDIA_MARKER } from './llama-node.types.js';
@@ -70,21 +71,23 @@ async function run(
   return { text, events, finish };
 }
 
+/** A vision fixture written into `dir` and loaded on the CPU with one thread. */
+async function loadFixture(
+  dir: string,
+  fixture: VisionFixture,
+  shape: { contextSize: number; slots: number; maxQueue: number },
+): Promise<EngineModel> {
+  const paths = await ensureVisionFixture(dir, { fixture });
+  const engine = await MtmdEngine.create({ gpu: 'cpu', threads: 1, log: () => {} });
+  return engine.load({ id: fixture.id, path: paths.model, mmproj: paths.projector, ...shape });
+}
+
 describe('vision engine', { skip: unavailable }, () => {
   let dir: string;
   let model: EngineModel;
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'cortex-mtmd-'));
-    const paths = await ensureVisionFixture(dir);
-    const engine = await MtmdEngine.create({ gpu: 'cpu', threads: 1, log: () => {} });
-    model = await engine.load({
-      id: VISION_FIXTURE.id,
-      path: paths.model,
-      mmproj: paths.projector,
-      contextSize: 256,
-      slots: 2,
-      maxQueue: 8,
-    });
+    model = await loadFixture(dir, VISION_FIXTURE, { contextSize: 256, slots: 2, maxQueue: 8 });
   });
   after(async () => {
     await model?.dispose();
@@ -263,16 +266,7 @@ describe("vision engine - tool calls in the model's own format", { skip: unavail
   const call = { id: 'call_1', name: 'Read', arguments: JSON.stringify({ file_path: VISION_READ_PATH }) };
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'cortex-mtmd-tools-'));
-    const paths = await ensureVisionFixture(dir, { fixture: VISION_READ_FIXTURE });
-    const engine = await MtmdEngine.create({ gpu: 'cpu', threads: 1, log: () => {} });
-    model = await engine.load({
-      id: VISION_READ_FIXTURE.id,
-      path: paths.model,
-      mmproj: paths.projector,
-      contextSize: 1024,
-      slots: 1,
-      maxQueue: 4,
-    });
+    model = await loadFixture(dir, VISION_READ_FIXTURE, { contextSize: 1024, slots: 1, maxQueue: 4 });
   });
   after(async () => {
     await model?.dispose();
