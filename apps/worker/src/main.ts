@@ -5,6 +5,7 @@ import {
   defaultPromptCacheDir,
   LlamaEngine,
   MtmdEngine,
+  RemoteEngine,
   SyntheticEngine,
   type Engine,
 } from './engine/index.js';
@@ -22,25 +23,27 @@ export const start: ServiceStart = async (context) => {
   const engine: Engine =
     config.worker.engine === 'synthetic'
       ? new SyntheticEngine(config.worker.syntheticTokensPerSecond)
-      : new ByModelEngine(
-          await LlamaEngine.create({
-            gpu: config.worker.gpu,
-            threads: config.worker.threads,
-            nativeGcBytes: config.worker.nativeGcMb * 2 ** 20,
-            promptCache: {
-              dir: config.worker.promptCacheDir ?? defaultPromptCacheDir(),
-              maxBytes: config.worker.promptCacheMb * 2 ** 20,
-              disk: {
-                dir: config.worker.promptCacheDiskDir ?? tmpdir(),
-                maxBytes: config.worker.promptCacheDiskMb * 2 ** 20,
+      : config.worker.engine === 'remote'
+        ? new RemoteEngine()
+        : new ByModelEngine(
+            await LlamaEngine.create({
+              gpu: config.worker.gpu,
+              threads: config.worker.threads,
+              nativeGcBytes: config.worker.nativeGcMb * 2 ** 20,
+              promptCache: {
+                dir: config.worker.promptCacheDir ?? defaultPromptCacheDir(),
+                maxBytes: config.worker.promptCacheMb * 2 ** 20,
+                disk: {
+                  dir: config.worker.promptCacheDiskDir ?? tmpdir(),
+                  maxBytes: config.worker.promptCacheDiskMb * 2 ** 20,
+                },
               },
-            },
-            log,
-          }),
-          // A model with a projector: llama.cpp's mtmd through @fugood/llama.node, on the worker's GPU kind.
-          async () =>
-            MtmdEngine.create({ gpu: await visionGpu(config.worker.gpu), threads: config.worker.threads, log }),
-        );
+              log,
+            }),
+            // A model with a projector: llama.cpp's mtmd through @fugood/llama.node, on the worker's GPU kind.
+            async () =>
+              MtmdEngine.create({ gpu: await visionGpu(config.worker.gpu), threads: config.worker.threads, log }),
+          );
   const workerId = defaultWorkerId(config, engine.backend);
   return startBusApp(WorkerModule.register(config, nc, engine, workerId), {
     service: 'worker',

@@ -238,6 +238,7 @@ export class ModelRegistry implements HeartbeatSource {
           ...(command.kind && { kind: command.kind }),
           ...(command.chatTemplate && { chatTemplate: command.chatTemplate }),
           ...(command.format && { format: command.format }),
+          ...(command.upstream && { upstream: command.upstream }),
         },
         loading(4),
         signal,

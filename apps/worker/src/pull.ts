@@ -10,7 +10,7 @@ export interface PullSource {
 
 /**
  * The sources `cortex pull` fetches, each once (with the first model that names it): each model's
- * file and each draft that is a source rather than a catalogue id or `lookup`.
+ * file (an upstream model has none) and each draft that is a source rather than a catalogue id or `lookup`.
  */
 export function pullSources(config: CortexConfig, target?: string): PullSource[] {
   const ids = new Set(config.models.map((m) => m.id));
@@ -25,7 +25,8 @@ export function pullSources(config: CortexConfig, target?: string): PullSource[]
     .map((m) => config.models.find((d) => d.id === m.draft))
     .filter((d): d is ModelConfig => d !== undefined && !models.includes(d));
   const all: PullSource[] = [
-    ...[...models, ...draftModels].map((model) => ({ source: model.file, model })),
+    // An upstream model has no file to fetch.
+    ...[...models, ...draftModels].flatMap((model) => (model.file === undefined ? [] : [{ source: model.file, model }])),
     ...drafts.map((source) => ({ source })),
   ];
   return all.filter((pair, i) => all.findIndex((other) => other.source === pair.source) === i);

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Type } from 'class-transformer';
-import { SAMPLING_DEFAULT_RANGES as RANGES } from '@cortex/contracts';
+import { SAMPLING_DEFAULT_RANGES as RANGES, UpstreamSpec } from '@cortex/contracts';
 import {
   IsArray,
   IsBoolean,
@@ -407,9 +407,12 @@ export class ModelConfig {
   id!: string;
   /**
    * A GGUF path (relative to the config file), an `http(s)://` URL, an `hf:<user>/<repo>/<file>` or
-   * `hf:<user>/<repo>:<quant>` URI, or `fixture:<name>[:bytes]` for a generated model.
+   * `hf:<user>/<repo>:<quant>` URI, or `fixture:<name>[:bytes]` for a generated model. A model with an
+   * `upstream` has none.
    */
-  @IsString() file!: string;
+  @IsOptional() @IsString() file?: string;
+  /** Served from an inference server or API instead of a GGUF, by a remote worker (see UpstreamSpec); exclusive with `file`. */
+  @IsOptional() @ValidateNested() @Type(() => UpstreamSpec) upstream?: UpstreamSpec;
   /** The SHA-256 of a downloaded `file` (unsplit): a download that does not match is deleted, never loaded. */
   @IsOptional() @Matches(/^[0-9a-fA-F]{64}$/, { message: 'must be 64 hexadecimal digits' }) sha256?: string;
   @IsInt() @Min(128) contextSize = 2048;
@@ -519,8 +522,9 @@ export class WorkerConfig {
   /**
    * `llama`: node-llama-cpp. `synthetic`: no inference at all — every model emits a fixed word at
    * `synthetic_tokens_per_second` per stream, to measure cortex's own pipeline (`npm run bench:pipeline`).
+   * `remote`: no local models; serves the catalogue's models that have an `upstream`, over HTTP.
    */
-  @IsIn(['llama', 'synthetic']) engine: 'llama' | 'synthetic' = 'llama';
+  @IsIn(['llama', 'synthetic', 'remote']) engine: 'llama' | 'synthetic' | 'remote' = 'llama';
   @IsInt() @Min(1) @Max(1_000_000) syntheticTokensPerSecond = 1_000;
 }
 

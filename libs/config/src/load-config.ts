@@ -3,6 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { plainToInstance } from 'class-transformer';
 import { validateSync, type ValidationError } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
+import { upstreamHeadersProblem } from '@cortex/contracts';
 import { CortexConfig, ModelConfig } from './config.schema.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/cortex.yaml';
@@ -79,7 +80,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   const local = (source: string): boolean => isLocalPath(source) && !isAbsolute(source);
   const ids = new Set(config.models.map((model) => model.id));
   for (const model of config.models) {
-    if (local(model.file)) model.file = resolve(base, model.file);
+    if (model.file !== undefined && local(model.file)) model.file = resolve(base, model.file);
     // A draft is a catalogue id, `lookup`, or a source written like `file` (relative to this file too).
     if (model.draft && model.draft !== 'lookup' && !ids.has(model.draft) && local(model.draft))
       model.draft = resolve(base, model.draft);
@@ -179,11 +180,29 @@ function checkModel(model: ModelConfig, where: string, replicationMaxReplicas: n
       `${where}.min_replicas: ${model.minReplicas} is more than max_replicas (${most}); lower min_replicas or raise max_replicas`,
     );
   }
+  if ((model.file === undefined) === (model.upstream === undefined))
+    throw new ConfigError(
+      `${where}: a model has a file (a GGUF) or an upstream (a server or API it is served from), exactly one`,
+    );
+  if (model.upstream) checkUpstream(model, where);
   if (model.draft !== undefined && model.kind !== 'chat') {
     throw new ConfigError(
       `${where}.draft: speculative decoding is for generating models, and ${model.id} is a ${model.kind} model; remove draft`,
     );
   }
+}
+
+/** What an upstream model may not have: the fields that only mean something for a GGUF a worker runs. */
+function checkUpstream(model: ModelConfig, where: string): void {
+  const problem = upstreamHeadersProblem(model.upstream?.headers);
+  if (problem) throw new ConfigError(`${where}.upstream.headers.${problem}`);
+  if (model.kind !== 'chat')
+    throw new ConfigError(`${where}.kind: an upstream model is a chat model; remove kind or upstream`);
+  for (const field of ['draft', 'mmproj', 'chatTemplate', 'format', 'sha256'] as const)
+    if (model[field] !== undefined)
+      throw new ConfigError(
+        `${where}.${toSnake(field)}: the upstream renders and parses its own output; remove ${toSnake(field)}`,
+      );
 }
 
 const isLocalPath = (source: string): boolean => !/^(hf:|fixture:|https?:)/.test(source);

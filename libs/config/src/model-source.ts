@@ -1,3 +1,4 @@
+import type { UpstreamSpec } from '@cortex/contracts';
 import type { CortexConfig, ModelConfig } from './config.schema.js';
 
 /** What a worker needs to estimate or load a catalogue model: its source, context, slots and draft. */
@@ -16,6 +17,8 @@ export interface ModelSource {
   /** The catalogue's chat template and output format, over the GGUF's own. */
   chatTemplate?: string;
   format?: string;
+  /** Served from an upstream (`source` is then its URL), by a remote worker. */
+  upstream?: UpstreamSpec;
 }
 
 /**
@@ -23,7 +26,11 @@ export interface ModelSource {
  * model's file; anything else is a source of its own (a path, `hf:` URI or `fixture:`), or `lookup`.
  */
 export function modelSource(config: Pick<CortexConfig, 'models'>, model: ModelConfig): ModelSource {
-  const source: ModelSource = { source: model.file, contextSize: model.contextSize, slots: model.slots };
+  if (model.upstream) {
+    const { upstream } = model;
+    return { source: upstream.url, contextSize: model.contextSize, slots: upstream.maxConcurrency, upstream };
+  }
+  const source: ModelSource = { source: model.file ?? '', contextSize: model.contextSize, slots: model.slots };
   if (model.kind !== 'chat') source.kind = model.kind;
   if (model.sha256) source.sha256 = model.sha256;
   if (model.chatTemplate) source.chatTemplate = model.chatTemplate;

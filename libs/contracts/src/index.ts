@@ -6,6 +6,7 @@ export * from './generate/generate.messages.js';
 export * from './generate/priority.js';
 export * from './generate/responses.messages.js';
 export * from './fleet/fleet.messages.js';
+export * from './fleet/upstream.js';
 export * from './events/request-finished.event.js';
 export * from './events/event-decoders.js';
 export * from './bus/bus.contract.js';

@@ -12,3 +12,4 @@ export * from './hosted-tools.js';
 export * from './decode-body.js';
 export * from './tool-results.js';
 export { refuseImages } from './media.js';
+export * from './upstream/upstream.codec.js';

@@ -182,7 +182,9 @@ export class InferenceRun {
     const tries = new Tries((workerId) => this.services.placer.forget(workerId));
     for (;;) {
       this.step('place');
-      const workerId = await this.placeGeneration(tries.exclude);
+      const workerId = await this.placeGeneration(tries.exclude).catch((error: unknown) => {
+        throw tries.placementFailed(error);
+      });
       // Cancelled while the router answered: nothing has started, so nothing runs for nobody.
       if (this.stopped.signal.aborted)
         throw new CortexError('cancelled', 'the request was cancelled while it was placed');

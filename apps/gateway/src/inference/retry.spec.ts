@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CortexError, type ErrorCode } from '@cortex/contracts';
-import { decideRetry, MAX_REPLACEMENTS, type RetryDecision } from './retry.js';
+import { decideRetry, MAX_REPLACEMENTS, Tries, type RetryDecision } from './retry.js';
 
 const failed = (code: ErrorCode): CortexError => new CortexError(code, `failed with ${code}`);
 
@@ -39,6 +39,16 @@ describe('retry decider', () => {
         { kind: 'elsewhere', forget: true },
       ],
       [
+        'an upstream that failed (unreachable, 5xx, timed out): another place',
+        { error: failed('upstream_unavailable'), cancelled: false, excluded: 0, replaced: 0 },
+        { kind: 'elsewhere', forget: true },
+      ],
+      [
+        'an upstream that answered 429: another place',
+        { error: failed('upstream_rate_limited'), cancelled: false, excluded: 0, replaced: 0 },
+        { kind: 'elsewhere', forget: true },
+      ],
+      [
         'a second worker failed it too',
         { error: failed('worker_lost'), cancelled: false, excluded: 1, replaced: 0 },
         { kind: 'fail', forget: true },
@@ -60,5 +70,16 @@ describe('retry decider', () => {
       ],
     ];
     for (const [name, ask, expected] of cases) assert.deepEqual(decideRetry(ask), expected, name);
+  });
+
+  it('retry - with no other place for the next try, the client hears what failed the try before', async () => {
+    const tries = new Tries(() => undefined);
+    const upstream = failed('upstream_unavailable');
+    const none = failed('no_worker');
+    assert.equal(tries.placementFailed(none), none, 'nothing failed yet: the placement error stands');
+    assert.equal(await tries.after(upstream, 'remote-1', false), 'elsewhere');
+    assert.equal(tries.placementFailed(none), upstream);
+    const other = failed('insufficient_memory');
+    assert.equal(tries.placementFailed(other), other, 'any other placement error stands');
   });
 });

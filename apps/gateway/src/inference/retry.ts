@@ -5,8 +5,17 @@ import { CortexError } from '@cortex/contracts';
 /** How often a request is placed again because its model left the worker it was placed on. */
 export const MAX_REPLACEMENTS = 3;
 
-/** Failures that say nothing about the request itself, only about the worker that had it. */
-export const RETRYABLE: ReadonlySet<string> = new Set(['worker_lost', 'service_unavailable', 'timeout']);
+/**
+ * Failures that say nothing about the request itself, only about the worker that had it (or the
+ * upstream it serves from: unreachable, failing or rate limited).
+ */
+export const RETRYABLE: ReadonlySet<string> = new Set([
+  'worker_lost',
+  'service_unavailable',
+  'timeout',
+  'upstream_unavailable',
+  'upstream_rate_limited',
+]);
 
 /**
  * A failure about the worker or the model it held, not the request: the request may be placed again,
@@ -62,6 +71,8 @@ export function decideRetry(ask: RetryAsk): RetryDecision {
 export class Tries {
   readonly exclude: string[] = [];
   private replaced = 0;
+  /** What failed the last try placed elsewhere. */
+  private failure: unknown;
 
   constructor(private readonly forget: (workerId: string) => void) {}
 
@@ -75,10 +86,21 @@ export class Tries {
     if (decision.kind === 'fail') throw error;
     if (decision.kind === 'elsewhere') {
       this.exclude.push(workerId);
+      this.failure = error;
       return 'elsewhere';
     }
     this.replaced++;
     await new Promise((done) => setTimeout(done, decision.delayMs));
     return 'replace';
+  }
+
+  /**
+   * What the client hears when the next try cannot be placed: with no other worker to go to, the
+   * failure of the try before (an upstream's 503, a lost worker), which says more than "no worker".
+   */
+  placementFailed(error: unknown): unknown {
+    return this.failure !== undefined && error instanceof CortexError && error.code === 'no_worker'
+      ? this.failure
+      : error;
   }
 }

@@ -82,8 +82,8 @@ export async function decodeForRun(service: RunServices, ask: DecodeAsk): Promis
 }
 
 /**
- * A request's images read (URLs fetched, bytes checked: see takeImages) for a model with a projector;
- * for any other model, refused (see refuseImages).
+ * A request's images read (URLs fetched, bytes checked: see takeImages) for a model with a projector
+ * or an upstream that takes images (`upstream.vision`); for any other model, refused (see refuseImages).
  */
 async function withImages(
   service: RunServices,
@@ -91,7 +91,8 @@ async function withImages(
   dialect: Dialect | RetrievalApi,
 ): Promise<CanonicalRequest> {
   if (!request.messages.some((message) => message.images?.length)) return request;
-  if (service.catalogue.find(request.model)?.mmproj === undefined) refuseImages(request, dialect);
+  const model = service.catalogue.find(request.model);
+  if (model?.mmproj === undefined && model?.upstream?.vision !== true) refuseImages(request, dialect);
   return takeImages(request, service.config.gateway.images);
 }
 

@@ -92,6 +92,8 @@ export class CatalogueService implements OnModuleDestroy {
    * (read when the model entered the catalogue, by whichever router did), else this router's own.
    */
   factsOf(model: ModelConfig): { bytes?: number; facts?: ModelFacts; error?: string } {
+    // An upstream model takes no memory here and has no header to read.
+    if (model.upstream) return { bytes: 0 };
     const source = this.factsSourceOf(model);
     const stored: StoredFacts | undefined = this.store.facts.get(model.id);
     if (stored?.source === source && stored.bytes !== undefined && stored.error === undefined)

@@ -51,7 +51,7 @@ export class FactsService implements OnApplicationBootstrap, OnModuleDestroy {
     const now = Date.now();
     const workersUp = this.fleet.available().length;
     for (const model of this.catalogue.models()) {
-      if (this.reading.has(model.id)) continue;
+      if (this.reading.has(model.id) || model.upstream) continue;
       const stored = this.catalogue.store.facts.get(model.id);
       const step = factsStep({ source: this.catalogue.factsSourceOf(model), stored, now, workersUp });
       if (step.kind !== 'read') continue;

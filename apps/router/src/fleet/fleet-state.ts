@@ -1,4 +1,4 @@
-import { heartbeatFresh, type Heartbeat, type LoadedModel } from '@cortex/contracts';
+import { heartbeatFresh, REMOTE_DEVICE, type Heartbeat, type LoadedModel } from '@cortex/contracts';
 
 /**
  * How long a claim this router made about a worker's models (a load started or finished, a model
@@ -17,6 +17,8 @@ export interface ModelView extends Readonly<LoadedModel> {
 export interface WorkerState {
   readonly workerId: string;
   readonly draining: boolean;
+  /** A remote worker (`worker.engine: remote`): it serves the catalogue's upstream models, and only those. */
+  readonly remote: boolean;
   /** The worker's free memory less what this router's claims take that the worker has not counted yet. */
   readonly freeBytes: number;
   readonly models: readonly ModelView[];
@@ -149,6 +151,7 @@ export class FleetState {
     return {
       workerId: beat.workerId,
       draining: beat.draining,
+      remote: beat.device.kind === REMOTE_DEVICE,
       freeBytes,
       models: models.map((m) => {
         const closingUntil = closing?.get(m.id);

@@ -34,13 +34,17 @@ export class AdminService {
   /** Downloads a model's file onto one worker or onto every worker up, ahead of any load. */
   async pull(name: string, workerId: string | undefined, all: boolean): Promise<PullReply> {
     const model = this.catalogue.model(name);
+    if (model.upstream)
+      throw new CortexError('invalid_request', `${model.id} is served from its upstream and has no file to pull`, {
+        param: 'model',
+      });
     if (!workerId && !all)
       throw new CortexError('invalid_request', 'name a worker ("worker") or ask for all of them ("all": true)', {
         param: 'worker',
       });
     if (workerId && !this.fleet.worker(workerId))
       throw new CortexError('not_found', `worker ${workerId} is not up; \`cortex status\` lists the workers`);
-    const targets = workerId ? [workerId] : this.fleet.available().map((w) => w.workerId);
+    const targets = workerId ? [workerId] : this.fleet.available().flatMap((w) => (w.remote ? [] : [w.workerId]));
     if (targets.length === 0)
       throw new CortexError('no_worker', `no worker is up to pull ${model.id} onto`, { retryAfter: 5 });
     const source = this.catalogue.source(model);
@@ -89,7 +93,9 @@ export class AdminService {
   /** Adds a model to the live catalogue: every router and gateway serves it from the next request. */
   async addModel(plain: unknown): Promise<CatalogueModelReply> {
     const model = await this.catalogue.store.add(plain);
-    this.logger.log(`${model.id} added to the catalogue (${model.file})`);
+    this.logger.log(
+      `${model.id} added to the catalogue (${model.file ?? `${model.upstream?.api} upstream ${model.upstream?.url}`})`,
+    );
     if (this.catalogue.isPinned(model)) this.placement.ensurePinned();
     return { model: modelEntry(model), origin: this.catalogue.store.origin(model.id) };
   }

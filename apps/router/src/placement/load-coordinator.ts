@@ -232,7 +232,10 @@ export class LoadCoordinator implements OnModuleInit, OnModuleDestroy {
           }
           throw new CortexError(
             'no_worker',
-            `no worker is up to run ${model.id}; start one with \`cortex serve worker\``,
+            decision.remote
+              ? `no remote worker is up to serve ${model.id} from its upstream; start one with ` +
+                  '`CORTEX_WORKER_ENGINE=remote cortex serve worker`'
+              : `no worker is up to run ${model.id}; start one with \`cortex serve worker\``,
             { retryAfter: 5 },
           );
         case 'wait':

@@ -32,9 +32,10 @@ const m = (id: string, over: Partial<ModelView> = {}): ModelView => ({
   sizeBytes: MiB,
   ...over,
 });
-const w = (workerId: string, freeMiB: number, models: ModelView[] = []): WorkerState => ({
+const w = (workerId: string, freeMiB: number, models: ModelView[] = [], remote = false): WorkerState => ({
   workerId,
   draining: false,
+  remote,
   freeBytes: freeMiB * MiB,
   models,
 });
@@ -42,18 +43,30 @@ const w = (workerId: string, freeMiB: number, models: ModelView[] = []): WorkerS
 interface Case {
   title: string;
   fleet: WorkerState[];
-  question?: Partial<PlaceQuestion> & { id?: string; priority?: number; workers?: string[] };
+  question?: Partial<PlaceQuestion> & { id?: string; priority?: number; workers?: string[]; upstream?: boolean };
   context?: Partial<PlanContext> & { policies?: Record<string, Partial<ModelPolicy>> };
   /** The decision's kind and the fields to check (victims by id). */
-  expect: { kind?: Decision['kind']; workerId?: string; sole?: boolean; victims?: string[]; closeUntil?: number };
+  expect: {
+    kind?: Decision['kind'];
+    workerId?: string;
+    sole?: boolean;
+    victims?: string[];
+    closeUntil?: number;
+    remote?: boolean;
+  };
 }
 
 function run(c: Case): Decision {
-  const { id = 'new', priority = 0, workers, ...question } = c.question ?? {};
+  const { id = 'new', priority = 0, workers, upstream, ...question } = c.question ?? {};
   const { policies = {}, ...context } = c.context ?? {};
   return decide(
     c.fleet,
-    { model: { id, priority, ...(workers && { workers }) }, exclude: [], needed: MiB, ...question },
+    {
+      model: { id, priority, ...(workers && { workers }), ...(upstream && { upstream: { api: 'chat' } }) },
+      exclude: [],
+      needed: MiB,
+      ...question,
+    },
     {
       now: NOW,
       strategy: 'lru',
@@ -192,7 +205,30 @@ const cases: Case[] = [
     question: { exclude: ['a'] },
     expect: { kind: 'no_worker' },
   },
-  { title: 'no worker - an empty fleet', fleet: [], expect: { kind: 'no_worker' } },
+  { title: 'no worker - an empty fleet', fleet: [], expect: { kind: 'no_worker', remote: false } },
+  // Remote workers serve upstream models, local workers GGUFs: neither loads the other's.
+  {
+    title: 'upstream - loaded on the remote worker, however roomy the local one',
+    fleet: [w('gpu', 100), w('remote', 0, [], true)],
+    question: { upstream: true, needed: 0 },
+    expect: { kind: 'load', workerId: 'remote', victims: [] },
+  },
+  {
+    title: 'upstream - no remote worker up: no worker, saying a remote one is needed',
+    fleet: [w('gpu', 100)],
+    question: { upstream: true, needed: 0 },
+    expect: { kind: 'no_worker', remote: true },
+  },
+  {
+    title: 'local - a GGUF is never loaded on a remote worker',
+    fleet: [w('remote', 100, [], true), w('gpu', 10)],
+    expect: { kind: 'load', workerId: 'gpu' },
+  },
+  {
+    title: 'local - only remote workers up: no worker',
+    fleet: [w('remote', 100, [], true)],
+    expect: { kind: 'no_worker', remote: false },
+  },
   {
     title: 'estimate - a load is planned only once the model is sized',
     fleet: [w('a', 10)],

@@ -30,7 +30,8 @@ export interface PlanContext {
 }
 
 export interface PlaceQuestion {
-  model: { id: string; priority: number; workers?: readonly string[] };
+  /** `upstream`: served from a server or API by a remote worker, never loaded on a local one (and the other way round). */
+  model: { id: string; priority: number; workers?: readonly string[]; upstream?: unknown };
   /** Workers to leave out (a retry after they failed, or an admin load on one worker). */
   exclude: readonly string[];
   /** The worker that served this conversation last, if any. */
@@ -54,7 +55,8 @@ export type Decision =
   /** Nothing fits now, but would once models loading, unloading or closing settle. */
   | { kind: 'wait' }
   | { kind: 'no_room'; roomiest: WorkerState }
-  | { kind: 'no_worker' };
+  /** `remote`: the kind of worker the model needs (a remote one for an upstream model). */
+  | { kind: 'no_worker'; remote: boolean };
 
 /** Serve, join or load: the first rule that applies wins, in the order the docs list them. */
 export function decide(workers: readonly WorkerState[], question: PlaceQuestion, context: PlanContext): Decision {
@@ -74,8 +76,9 @@ export function decide(workers: readonly WorkerState[], question: PlaceQuestion,
   // A load already under way (perhaps started by a router since restarted) is joined, not repeated.
   const loading = leastLoaded(workers, model.id, 'loading', exclude, context);
   if (loading) return { kind: 'join', workerId: loading.workerId };
-  const up = workers.filter((w) => !exclude.includes(w.workerId));
-  if (up.length === 0) return { kind: 'no_worker' };
+  const remote = model.upstream !== undefined;
+  const up = workers.filter((w) => !exclude.includes(w.workerId) && w.remote === remote);
+  if (up.length === 0) return { kind: 'no_worker', remote };
   if (question.needed === undefined) return { kind: 'estimate' };
   return planLoad(up, model, question.needed, context, workers);
 }

@@ -70,7 +70,7 @@ export class WorkerCommands {
       this.bus
         .unreachable(
           workerSubject(Subjects.workerEstimate, workerId),
-          { source: model.file, contextSize: model.contextSize, slots: model.slots },
+          { source: model.file ?? model.upstream?.url, contextSize: model.contextSize, slots: model.slots },
           PROBE_MS,
         )
         .then((gone) => !gone),

@@ -8,6 +8,7 @@ import type {
   Resume,
   RetrievalInput,
   StreamEventBody,
+  UpstreamSpec,
 } from '@cortex/contracts';
 import type { QueueOrder } from './slot-pool.js';
 import type { ResolveOptions } from './resolve-source.js';
@@ -63,6 +64,8 @@ export interface ModelSpec {
   format?: string;
   /** A vision model's projector (the catalogue's `mmproj`), resolved to a local path: only the vision engine loads one. */
   mmproj?: string;
+  /** Served from this upstream instead of a GGUF (`path` is then its URL): only the remote engine loads one. */
+  upstream?: UpstreamSpec;
 }
 
 /**

@@ -5,3 +5,4 @@ export { SyntheticEngine, SYNTHETIC_TOKEN } from './synthetic-engine.js';
 export { defaultPromptCacheDir } from './prompt-cache.js';
 export { ByModelEngine } from './by-model.js';
 export { MtmdEngine } from './mtmd/mtmd-engine.js';
+export { RemoteEngine } from './remote/remote-engine.js';

@@ -214,7 +214,9 @@ export function decodeCatalogueModelReply(value: unknown): CatalogueModelReply {
   const reply = object(value, 'reply');
   const model = object(reply.model, 'model');
   string(model.id, 'model.id');
-  string(model.file, 'model.file');
+  // A model has a file or an upstream.
+  if (model.upstream === undefined) string(model.file, 'model.file');
+  else object(model.upstream, 'model.upstream');
   return {
     model,
     origin: oneOf(reply.origin, 'origin', ['config', 'added', 'changed'] as const),

@@ -29,6 +29,13 @@ export const ErrorCodes = {
   model_not_ready: { status: 503, type: 'service_unavailable' },
   insufficient_memory: { status: 503, type: 'service_unavailable' },
   timeout: { status: 504, type: 'timeout_error' },
+  /**
+   * An upstream (a remote model's server or API) failed the request: unreachable, timed out, a 5xx, or
+   * refused cortex's own credential. Another place may serve it; the client is not at fault.
+   */
+  upstream_unavailable: { status: 502, type: 'api_error' },
+  /** An upstream answered 429: another place may serve the request; the last one's `retryAfter` is passed on. */
+  upstream_rate_limited: { status: 429, type: 'rate_limit_error' },
   worker_lost: { status: 502, type: 'api_error' },
   /** The model's output broke the request's JSON schema (response format or tool parameters): never sent as success. */
   invalid_output: { status: 502, type: 'api_error' },

@@ -13,6 +13,7 @@ import {
   IsObject,
 } from 'class-validator';
 import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
+import { UpstreamSpec } from './upstream.js';
 import type { SamplingDefaults } from '../generate/canonical-request.js';
 import {
   fail,
@@ -161,6 +162,8 @@ export class LoadCommand {
   @IsOptional() @IsString() @MaxLength(64) format?: string;
   /** Why the router loads it, for the console and the logs. */
   @IsOptional() @IsIn(LOAD_TRIGGERS) trigger?: LoadTrigger;
+  /** A model served from an upstream instead of a GGUF (`source` is then its URL): only a remote worker loads it. */
+  @IsOptional() @ValidateNested() @Type(() => UpstreamSpec) upstream?: UpstreamSpec;
 }
 
 /** Stops a load in progress on one worker; the router waiting for it hears `model_load_failed`. */

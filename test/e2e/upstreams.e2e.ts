@@ -1,0 +1,313 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { ResponsesWS } from 'openai/resources/responses/ws';
+import Anthropic from '@anthropic-ai/sdk';
+import { Subjects, type UsageRecord } from '@cortex/contracts';
+import { fixtureModel, solidPng, VISION_FIXTURE } from '@cortex/fixtures';
+import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
+
+// Two independent cortex stacks, each with its own NATS: the upstream serves the fixtures on local
+// workers; the front has only a remote worker and serves upstream models, one per wire format the
+// upstream is spoken to in. Every client dialect is asked through every upstream format.
+
+const UPSTREAM_KEY = 'sk-upstream-e2e';
+const APIS = ['chat', 'responses', 'messages'] as const;
+const reasoning = fixtureModel('cortex-reasoning').expected;
+const weather = fixtureModel('cortex-tools').expected;
+const ANSWER = 'The weather tool has answered.';
+const { expected: colours } = VISION_FIXTURE;
+const redPng = solidPng(32, 32, [...(colours.red.rgb ?? [0, 0, 0])] as never).toString('base64');
+const tool = {
+  name: 'get_weather',
+  description: 'The weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+
+/** What one answer said, whatever the dialect. */
+interface Answer {
+  text: string;
+  reasoning: string;
+  call?: { id: string; name: string; arguments: string };
+  usage: { input: number; output: number };
+}
+
+describe('upstreams e2e', () => {
+  let upstream: TestStack;
+  let front: TestStack;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+  let records: { messages: UsageRecord[]; stop: () => Promise<void> };
+
+  before(async () => {
+    upstream = await startStack({
+      models: [
+        { id: 'cortex-tools', file: 'fixture:cortex-tools', context_size: 1024, pinned: true },
+        { id: 'cortex-reasoning', file: 'fixture:cortex-reasoning', context_size: 512, pinned: true },
+        {
+          id: 'cortex-vision',
+          file: 'fixture:cortex-vision',
+          mmproj: 'fixture:mmproj-cortex-vision',
+          context_size: 512,
+          pinned: true,
+        },
+      ],
+      config: { auth: { api_keys: [UPSTREAM_KEY] } },
+    });
+    const url = `${upstream.baseUrl}/v1`;
+    const models = APIS.flatMap((api) => [
+      { id: `up-${api}-tools`, upstream: { url, api, model: 'cortex-tools', api_key_env: 'UPSTREAM_KEY' } },
+      {
+        id: `up-${api}-reasoning`,
+        upstream: { url, api, model: 'cortex-reasoning', api_key_env: 'UPSTREAM_KEY', reasoning: true },
+      },
+      {
+        id: `up-${api}-vision`,
+        upstream: { url, api, model: 'cortex-vision', api_key_env: 'UPSTREAM_KEY', vision: true },
+      },
+    ]);
+    front = await startStack({
+      models,
+      serviceEnv: { worker: { CORTEX_WORKER_ENGINE: 'remote', CORTEX_WORKER_ID: 'remote-1', UPSTREAM_KEY } },
+    });
+    openai = new OpenAI({ baseURL: `${front.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    anthropic = new Anthropic({ baseURL: front.baseUrl, apiKey: 'unused', maxRetries: 0 });
+    records = await watchBus<UsageRecord>(upstream.nc, Subjects.usageRecorded);
+  });
+
+  after(async () => {
+    await records?.stop();
+    await front?.stop();
+    await upstream?.stop();
+  });
+
+  /** The usage the upstream recorded for the request just answered (its own record, from its own bus). */
+  async function upstreamUsage(before: number): Promise<{ input: number; output: number }> {
+    await waitFor(() => records.messages.length > before, 10_000, 20);
+    const record = records.messages.at(-1) as UsageRecord;
+    return { input: record.prompt_tokens, output: record.completion_tokens };
+  }
+
+  // One function per client dialect: the question, streamed or not, and what came back.
+  type Turn = { model: string; stream: boolean; tools?: boolean; image?: boolean; result?: Answer['call'] };
+  const user = (turn: Turn): string => (turn.image ? 'What is in the picture?' : 'What is the weather in Paris?');
+
+  async function chat(turn: Turn): Promise<Answer> {
+    const content: OpenAI.ChatCompletionContentPart[] = [{ type: 'text', text: user(turn) }];
+    if (turn.image) content.push({ type: 'image_url', image_url: { url: `data:image/png;base64,${redPng}` } });
+    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content }];
+    if (turn.result) {
+      messages.push({
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          {
+            id: turn.result.id,
+            type: 'function',
+            function: { name: turn.result.name, arguments: turn.result.arguments },
+          },
+        ],
+      });
+      messages.push({ role: 'tool', tool_call_id: turn.result.id, content: '{"temperature": 21}' });
+    }
+    const body = {
+      model: turn.model,
+      messages,
+      // Room for an Anthropic upstream's least thinking budget.
+      max_tokens: 2048,
+      ...(turn.tools && { tools: [{ type: 'function' as const, function: tool }] }),
+    };
+    if (!turn.stream) {
+      const reply = await openai.chat.completions.create(body);
+      const message = reply.choices[0]?.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string };
+      const call = message.tool_calls?.[0];
+      return {
+        text: message.content ?? '',
+        reasoning: message.reasoning_content ?? '',
+        ...(call?.type === 'function' && { call: { id: call.id, ...call.function } }),
+        usage: { input: reply.usage?.prompt_tokens ?? -1, output: reply.usage?.completion_tokens ?? -1 },
+      };
+    }
+    const stream = await openai.chat.completions.create({
+      ...body,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const answer: Answer = { text: '', reasoning: '', usage: { input: -1, output: -1 } };
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta as
+        (OpenAI.ChatCompletionChunk.Choice.Delta & { reasoning_content?: string }) | undefined;
+      answer.text += delta?.content ?? '';
+      answer.reasoning += delta?.reasoning_content ?? '';
+      const call = delta?.tool_calls?.[0];
+      if (call?.id) answer.call = { id: call.id, name: call.function?.name ?? '', arguments: '' };
+      if (answer.call && call?.function?.arguments) answer.call.arguments += call.function.arguments;
+      if (chunk.usage) answer.usage = { input: chunk.usage.prompt_tokens, output: chunk.usage.completion_tokens };
+    }
+    return answer;
+  }
+
+  function responsesInput(turn: Turn): OpenAI.Responses.ResponseInput {
+    const content: OpenAI.Responses.ResponseInputContent[] = [{ type: 'input_text', text: user(turn) }];
+    if (turn.image) content.push({ type: 'input_image', image_url: `data:image/png;base64,${redPng}`, detail: 'auto' });
+    const input: OpenAI.Responses.ResponseInput = [{ role: 'user', content }];
+    if (turn.result) {
+      input.push({
+        type: 'function_call',
+        call_id: turn.result.id,
+        name: turn.result.name,
+        arguments: turn.result.arguments,
+      });
+      input.push({ type: 'function_call_output', call_id: turn.result.id, output: '{"temperature": 21}' });
+    }
+    return input;
+  }
+
+  function fromResponse(response: OpenAI.Responses.Response): Answer {
+    const answer: Answer = {
+      // The SDK's output_text is its own addition to what the HTTP API returns, not on a socket's events.
+      text: response.output
+        .flatMap((item) => (item.type === 'message' ? item.content : []))
+        .map((part) => (part.type === 'output_text' ? part.text : ''))
+        .join(''),
+      reasoning: '',
+      usage: { input: response.usage?.input_tokens ?? -1, output: response.usage?.output_tokens ?? -1 },
+    };
+    for (const item of response.output) {
+      if (item.type === 'reasoning')
+        answer.reasoning += [...item.summary, ...(item.content ?? [])].map((part) => part.text).join('');
+      if (item.type === 'function_call') answer.call = { id: item.call_id, name: item.name, arguments: item.arguments };
+    }
+    return answer;
+  }
+
+  async function responses(turn: Turn): Promise<Answer> {
+    const body = {
+      model: turn.model,
+      input: responsesInput(turn),
+      max_output_tokens: 2048,
+      ...(turn.tools && { tools: [{ type: 'function' as const, strict: false, ...tool }] }),
+    };
+    if (!turn.stream) return fromResponse(await openai.responses.create(body));
+    return fromResponse(await openai.responses.stream(body).finalResponse());
+  }
+
+  async function responsesSocket(turn: Turn): Promise<Answer> {
+    const ws = new ResponsesWS(openai);
+    const done = new Promise<OpenAI.Responses.Response>((resolve, reject) => {
+      ws.on('event', (event) => {
+        if (event.type === 'response.completed') resolve(event.response);
+        if (event.type === 'error') reject(new Error(JSON.stringify(event)));
+      });
+      ws.on('error', reject);
+    });
+    try {
+      ws.send({
+        type: 'response.create',
+        model: turn.model,
+        input: responsesInput(turn),
+        max_output_tokens: 2048,
+        ...(turn.tools && { tools: [{ type: 'function' as const, strict: false, ...tool }] }),
+      });
+      return fromResponse(await done);
+    } finally {
+      ws.close();
+    }
+  }
+
+  async function messages(turn: Turn): Promise<Answer> {
+    const content: Anthropic.ContentBlockParam[] = [{ type: 'text', text: user(turn) }];
+    if (turn.image) content.push({ type: 'image', source: { type: 'base64', media_type: 'image/png', data: redPng } });
+    const history: Anthropic.MessageParam[] = [{ role: 'user', content }];
+    if (turn.result) {
+      history.push({
+        role: 'assistant',
+        content: [
+          {
+            type: 'tool_use',
+            id: turn.result.id,
+            name: turn.result.name,
+            input: JSON.parse(turn.result.arguments) as object,
+          },
+        ],
+      });
+      history.push({
+        role: 'user',
+        content: [{ type: 'tool_result', tool_use_id: turn.result.id, content: '{"temperature": 21}' }],
+      });
+    }
+    const body = {
+      model: turn.model,
+      max_tokens: 2048,
+      messages: history,
+      thinking: { type: 'enabled' as const, budget_tokens: 1024 },
+      ...(turn.tools && {
+        tools: [
+          {
+            name: tool.name,
+            description: tool.description,
+            input_schema: tool.parameters as Anthropic.Tool.InputSchema,
+          },
+        ],
+      }),
+    };
+    const message = turn.stream
+      ? await anthropic.messages.stream(body).finalMessage()
+      : await anthropic.messages.create(body);
+    // Anthropic counts prompt tokens read from a cache apart from the rest.
+    const { input_tokens, cache_read_input_tokens, cache_creation_input_tokens, output_tokens } = message.usage;
+    const input = input_tokens + (cache_read_input_tokens ?? 0) + (cache_creation_input_tokens ?? 0);
+    const answer: Answer = { text: '', reasoning: '', usage: { input, output: output_tokens } };
+    for (const block of message.content) {
+      if (block.type === 'text') answer.text += block.text;
+      if (block.type === 'thinking') answer.reasoning += block.thinking;
+      if (block.type === 'tool_use')
+        answer.call = { id: block.id, name: block.name, arguments: JSON.stringify(block.input) };
+    }
+    return answer;
+  }
+
+  const clients = { chat, responses, 'responses over WebSocket': responsesSocket, messages } as const;
+
+  for (const [dialect, ask] of Object.entries(clients)) {
+    for (const api of APIS) {
+      it(`upstreams - a ${dialect} client through a ${api} upstream: reasoning and text, streamed and not, with the upstream's usage`, async () => {
+        for (const stream of dialect === 'responses over WebSocket' ? [true] : [false, true]) {
+          const seen = records.messages.length;
+          const answer = await ask({ model: `up-${api}-reasoning`, stream });
+          assert.equal(answer.text, reasoning.text, `${dialect} ${api} stream=${stream}: text`);
+          assert.equal(answer.reasoning, reasoning.reasoning, `${dialect} ${api} stream=${stream}: reasoning`);
+          assert.deepEqual(answer.usage, await upstreamUsage(seen), `${dialect} ${api} stream=${stream}: usage`);
+        }
+      });
+
+      it(`upstreams - a ${dialect} client through a ${api} upstream: a tool call, and the answer to its result`, async () => {
+        for (const stream of dialect === 'responses over WebSocket' ? [true] : [false, true]) {
+          const seen = records.messages.length;
+          const called = await ask({ model: `up-${api}-tools`, stream, tools: true });
+          assert.equal(called.call?.name, weather.toolCall?.name, `${dialect} ${api} stream=${stream}: the call`);
+          assert.deepEqual(JSON.parse(called.call?.arguments ?? 'null'), weather.toolCall?.arguments);
+          assert.deepEqual(called.usage, await upstreamUsage(seen), `${dialect} ${api}: usage of the call`);
+          const answered = await ask({ model: `up-${api}-tools`, stream, tools: true, result: called.call });
+          assert.equal(answered.text, ANSWER, `${dialect} ${api} stream=${stream}: the answer to the result`);
+          assert.equal(answered.call, undefined);
+        }
+      });
+
+      it(`upstreams - a ${dialect} client through a ${api} upstream: an image`, async () => {
+        const answer = await ask({ model: `up-${api}-vision`, stream: dialect !== 'chat', image: true });
+        assert.equal(answer.text, colours.red.text, `${dialect} ${api}: the image reached the upstream's vision model`);
+      });
+    }
+  }
+
+  it('upstreams - /v1/models lists the upstream models with what they can do', async () => {
+    const model = (await openai.models.retrieve('up-messages-vision')) as unknown as {
+      capabilities: { vision: boolean; tools: boolean; format: string } | null;
+    };
+    assert.deepEqual(
+      { vision: model.capabilities?.vision, tools: model.capabilities?.tools, format: model.capabilities?.format },
+      { vision: true, tools: true, format: 'upstream messages' },
+    );
+  });
+});
