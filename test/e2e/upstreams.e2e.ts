@@ -311,3 +311,119 @@ describe('upstreams e2e', () => {
     );
   });
 });
+
+describe('upstream failover e2e', () => {
+  const ADMIN = 'sk-upstream-admin';
+  const hello = fixtureModel('cortex-chat').expected.text;
+  let upstream: TestStack;
+  let front: TestStack;
+  let upstreamListen = '';
+
+  before(async () => {
+    upstream = await startStack({
+      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true }],
+      config: { auth: { api_keys: [UPSTREAM_KEY], admin_keys: [ADMIN] } },
+    });
+    upstreamListen = new URL(upstream.baseUrl).host;
+    // A key the upstream lets through once a minute: its second request gets the upstream's real 429.
+    const created = await fetch(`${upstream.baseUrl}/admin/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'once-a-minute', account: 'front', limits: { requests_per_minute: 1 } }),
+    });
+    assert.equal(created.status, 200);
+    const limitedKey = ((await created.json()) as { secret: string }).secret;
+    const url = `${upstream.baseUrl}/v1`;
+    front = await startStack({
+      models: [
+        { id: 'local-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true },
+        {
+          id: 'flaky',
+          upstream: { url, api: 'chat', model: 'cortex-chat', api_key_env: 'UPSTREAM_KEY', connect_timeout_ms: 2000 },
+          fallback: ['local-chat'],
+        },
+        {
+          id: 'limited',
+          upstream: { url, api: 'messages', model: 'cortex-chat', api_key_env: 'LIMITED_KEY' },
+          fallback: ['local-chat'],
+        },
+      ],
+    });
+    front.spawnService('worker', {
+      CORTEX_WORKER_ENGINE: 'remote',
+      CORTEX_WORKER_ID: 'remote-1',
+      UPSTREAM_KEY,
+      LIMITED_KEY: limitedKey,
+    });
+    await front.workersUp(2);
+  });
+
+  after(async () => {
+    await front?.stop();
+    await upstream?.stop();
+  });
+
+  async function ask(model: string, extra: Record<string, unknown> = {}): Promise<Response> {
+    return fetch(`${front.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 16, ...extra }),
+    });
+  }
+
+  it("upstreams - an upstream's 400 reaches the client in its dialect, never retried away to the fallback", async () => {
+    const response = await ask('flaky', { logit_bias: { '99999999': 1 } });
+    assert.equal(response.status, 400);
+    assert.equal(response.headers.get('x-cortex-served-by'), null);
+    const body = (await response.json()) as { error: { message: string; param: string | null; type: string } };
+    assert.equal(body.error.type, 'invalid_request_error');
+    assert.equal(body.error.param, 'logit_bias');
+    assert.match(body.error.message, /the upstream 127\.0\.0\.1:\d+ \(chat\) refused the request \(400\): logit_bias/);
+  });
+
+  it("upstreams - the upstream's real 429 sends the request to the fallback, which the answer names", async () => {
+    const first = await ask('limited');
+    assert.equal(first.status, 200);
+    assert.equal(first.headers.get('x-cortex-served-by'), null);
+    assert.equal(((await first.json()) as { model: string }).model, 'limited');
+    const second = await ask('limited');
+    assert.equal(second.status, 200);
+    assert.equal(second.headers.get('x-cortex-served-by'), 'local-chat');
+    const body = (await second.json()) as { model: string; choices: Array<{ message: { content: string } }> };
+    assert.equal(body.model, 'local-chat');
+    assert.equal(body.choices[0]?.message.content, hello);
+  });
+
+  it('upstreams - the upstream gateway SIGKILLed: served by the fallback, streamed and not; back once the upstream is', async () => {
+    const before = await ask('flaky');
+    assert.equal(before.status, 200);
+    assert.equal(before.headers.get('x-cortex-served-by'), null);
+    upstream.processes.get('gateway')?.kill('SIGKILL');
+    await waitFor(async () => (await fetch(`${upstream.baseUrl}/v1/models`).catch(() => null)) === null, 10_000);
+    const plain = await ask('flaky');
+    assert.equal(plain.status, 200);
+    assert.equal(plain.headers.get('x-cortex-served-by'), 'local-chat');
+    assert.equal(
+      ((await plain.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content,
+      hello,
+    );
+    // A stream's headers may have left with a keep-alive before it fell back: its chunks name the model.
+    const streamed = await ask('flaky', { stream: true });
+    assert.equal(streamed.status, 200);
+    const text = await streamed.text();
+    assert.match(text, /"model":"local-chat"/);
+    assert.match(text, /data: \[DONE\]/);
+    const messages = await fetch(`${front.baseUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'flaky', max_tokens: 16, messages: [{ role: 'user', content: 'Hi' }] }),
+    });
+    assert.equal(messages.status, 200);
+    assert.equal(messages.headers.get('x-cortex-served-by'), 'local-chat');
+    assert.equal(((await messages.json()) as { model: string }).model, 'local-chat');
+    await upstream.spawnGateway(upstreamListen);
+    const after = await ask('flaky');
+    assert.equal(after.status, 200);
+    assert.equal(after.headers.get('x-cortex-served-by'), null, 'the upstream serves again');
+  });
+});

@@ -413,6 +413,11 @@ export class ModelConfig {
   @IsOptional() @IsString() file?: string;
   /** Served from an inference server or API instead of a GGUF, by a remote worker (see UpstreamSpec); exclusive with `file`. */
   @IsOptional() @ValidateNested() @Type(() => UpstreamSpec) upstream?: UpstreamSpec;
+  /**
+   * Other catalogue models that serve a request this one cannot before its first token (no place for
+   * it, its places failing, busy or rate limited), tried in order; the answer says which served it.
+   */
+  @IsOptional() @IsArray() @ArrayUnique() @IsString({ each: true }) fallback?: string[];
   /** The SHA-256 of a downloaded `file` (unsplit): a download that does not match is deleted, never loaded. */
   @IsOptional() @Matches(/^[0-9a-fA-F]{64}$/, { message: 'must be 64 hexadecimal digits' }) sha256?: string;
   @IsInt() @Min(128) contextSize = 2048;

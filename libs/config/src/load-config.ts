@@ -139,6 +139,13 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
     }
     checkModel(model, `${where}: models[${i}]`, config.replication.maxReplicas);
   }
+  for (const [i, model] of config.models.entries())
+    for (const [j, name] of (model.fallback ?? []).entries()) {
+      if (!ids.has(name))
+        throw new ConfigError(`${where}: models[${i}].fallback[${j}]: no catalogue model is called "${name}"`);
+      if (name === model.id || model.aliases?.includes(name))
+        throw new ConfigError(`${where}: models[${i}].fallback[${j}]: a model cannot fall back to itself`);
+    }
   return config;
 }
 

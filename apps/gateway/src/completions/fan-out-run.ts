@@ -90,6 +90,11 @@ export class FanOutRun implements ResponderRun {
     return (this.runs[0] as InferenceRun).startedAt;
   }
 
+  /** The fallback model serving the choices, once one does (the first that fell back). */
+  get servedBy(): string | null {
+    return this.runs.find((run) => run.servedBy !== null)?.servedBy ?? null;
+  }
+
   /** Every choice's notices (a cold load's steps: its choices do not move). */
   listen(listener: RunListener): () => void {
     const stops = this.runs.map((run) => run.listen(listener));

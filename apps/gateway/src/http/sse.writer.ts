@@ -14,6 +14,8 @@ export class SseWriter {
     private readonly reply: Pick<FastifyReply, 'hijack' | 'raw'>,
     private readonly requestId: string,
     private readonly stallTimeoutMs: number,
+    /** Headers known only once the stream starts (which model served it). */
+    private readonly lateHeaders: () => Record<string, string> = () => ({}),
   ) {}
 
   get isStarted(): boolean {
@@ -41,6 +43,7 @@ export class SseWriter {
       connection: 'keep-alive',
       'x-accel-buffering': 'no',
       'x-request-id': this.requestId,
+      ...this.lateHeaders(),
     });
   }
 

@@ -43,4 +43,18 @@ export interface ResponseMeta {
   created: number;
   /** The HTTP request headers, for dialect switches such as `x-include-thinking`. */
   headers: Record<string, string | string[] | undefined>;
+  /** The fallback model serving the request, once one does (the answer names it); absent or null: the one asked for. */
+  servedBy?: () => string | null;
+}
+
+/**
+ * The model an answer names: the fallback that served it, once one does, else the one the request
+ * asked for. Read as a getter, so options built before the run fell back name the model that served.
+ */
+export function answerModel(request: { model: string }, meta: ResponseMeta): { readonly model: string } {
+  return {
+    get model(): string {
+      return meta.servedBy?.() ?? request.model;
+    },
+  };
 }

@@ -66,13 +66,22 @@ interface RunInput {
   target: { model: string; kind: ModelKind } | null;
   /** A background response's id: events go to its kept subject, and the worker runs it unwatched. */
   backgroundOf: string | null;
+  /** The model of the requested one's `fallback` chain that serves it now; null: the requested model. */
+  fallback: string | null;
 }
 
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
   readonly startedAt = Date.now();
   private attempt: Attempt = { runId: newRunId(), placement: null, subject: null, reader: null };
-  private readonly input: RunInput = { request: null, state: undefined, early: null, target: null, backgroundOf: null };
+  private readonly input: RunInput = {
+    request: null,
+    state: undefined,
+    early: null,
+    target: null,
+    backgroundOf: null,
+    fallback: null,
+  };
   /** What the run tells its observers besides its events (see RunNotice). */
   private readonly notices = new RunNotices();
   private readonly hops: RunHops;
@@ -179,12 +188,22 @@ export class InferenceRun {
   }
 
   private async startTraced(): Promise<AsyncIterable<StreamEvent>> {
-    const tries = new Tries((workerId) => this.services.placer.forget(workerId));
+    const asked = this.required().model;
+    const tries = new Tries(
+      (workerId) => this.services.placer.forget(workerId),
+      this.services.catalogue.find(asked)?.fallback ?? [],
+    );
     for (;;) {
       this.step('place');
-      const workerId = await this.placeGeneration(tries.exclude).catch((error: unknown) => {
-        throw tries.placementFailed(error);
-      });
+      let workerId: string;
+      try {
+        workerId = await this.placeGeneration(tries.exclude, tries.workerWaitMs());
+      } catch (error) {
+        // No place for the model: its fallback, if it has one left, else the failure stands.
+        this.fallBack(await tries.after(tries.placementFailed(error), null, this.stopped.signal.aborted));
+        this.retry();
+        continue;
+      }
       // Cancelled while the router answered: nothing has started, so nothing runs for nobody.
       if (this.stopped.signal.aborted)
         throw new CortexError('cancelled', 'the request was cancelled while it was placed');
@@ -196,6 +215,10 @@ export class InferenceRun {
         const iterator = reader[Symbol.asyncIterator]();
         const accepted = performance.now();
         const head = await untilFirstToken(iterator);
+        // The worker failed the try before any output (its upstream refused or failed, its queue was
+        // full): decided like any failure before the first token, so another place may serve it.
+        const last = head.at(-1);
+        if (last?.type === 'error') throw CortexError.fromBody(last.error);
         this.hops.firstEvent(accepted);
         this.trace.firstToken();
         this.step('first-token');
@@ -208,8 +231,10 @@ export class InferenceRun {
         const message = (error as Error).message;
         // The worker is fine but its model just went (swapped out between placement and generate):
         // the router knows by now, so ask again without holding it against the worker.
-        if ((await tries.after(error, workerId, this.stopped.signal.aborted)) === 'replace')
+        const next = await tries.after(error, workerId, this.stopped.signal.aborted);
+        if (next === 'replace')
           this.services.logger.log({ msg: `${message}; placing the request again`, requestId: this.requestId });
+        else if (typeof next === 'object') this.fallBack(next, message);
         else
           this.services.logger.warn({
             msg: `worker ${workerId} failed before the first token (${message}); placing the request again`,
@@ -218,6 +243,26 @@ export class InferenceRun {
         this.retry();
       }
     }
+  }
+
+  /**
+   * After a placement or try that failed with the model's next fallback to go to: the run goes on with
+   * that model (its usage and spend are that model's, and the client is told which).
+   */
+  private fallBack(next: 'replace' | 'elsewhere' | { fallback: string }, why?: string): void {
+    if (typeof next !== 'object') return;
+    const from = this.input.fallback ?? this.required().model;
+    this.services.logger.warn({
+      msg: `${from} cannot serve the request${why ? ` (${why})` : ''}; falling back to ${next.fallback}`,
+      requestId: this.requestId,
+    });
+    this.input.fallback = next.fallback;
+    this.attempt.placement = null;
+  }
+
+  /** The model serving the request in place of the one it asked for (its catalogue `fallback`), once one does. */
+  get servedBy(): string | null {
+    return this.input.fallback === null ? null : (this.placement?.model ?? this.input.fallback);
   }
 
   /**
@@ -288,7 +333,7 @@ export class InferenceRun {
     conversation: { affinity?: string | undefined; prefixes?: () => string[] } = {},
     workerWaitMs?: number,
   ): Promise<string> {
-    const model = this.input.target?.model ?? this.required().model;
+    const model = this.input.target?.model ?? this.input.fallback ?? this.required().model;
     const kind = this.input.target?.kind;
     const started = performance.now();
     const { affinity, prefixes } = conversation;

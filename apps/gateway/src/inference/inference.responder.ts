@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CortexError, mib, type LoadProgress } from '@cortex/contracts';
+import { CortexError, mib, REQUEST_ID_HEADER, SERVED_BY_HEADER, type LoadProgress } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
 import { sendError, toCortexError } from '../http/error-response.js';
 import { SseWriter } from '../http/sse.writer.js';
@@ -12,7 +12,17 @@ import { contextOf } from '../http/request-context.js';
 /** What the responder drives: one InferenceRun, or several behind one response (see FanOutRun). */
 export type ResponderRun = Pick<
   InferenceRun,
-  'runId' | 'startedAt' | 'state' | 'listen' | 'decode' | 'start' | 'cancel' | 'fail' | 'finish' | 'firstByteWritten'
+  | 'runId'
+  | 'startedAt'
+  | 'state'
+  | 'listen'
+  | 'decode'
+  | 'start'
+  | 'cancel'
+  | 'fail'
+  | 'finish'
+  | 'firstByteWritten'
+  | 'servedBy'
 >;
 
 /**
@@ -39,14 +49,21 @@ export class InferenceResponder {
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.cancel('client disconnected');
     });
-    const sse = new SseWriter(reply, requestId, this.inference.config.gateway.stallTimeoutMs);
+    const sse = new SseWriter(reply, requestId, this.inference.config.gateway.stallTimeoutMs, () =>
+      servedByHeader(run),
+    );
     let renderer: (() => DialectStream) | null = null;
     try {
       const request = await run.decode(
         req.body,
         sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders),
       );
-      const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: req.headers };
+      const meta = {
+        id: run.runId,
+        created: Math.floor(run.startedAt / 1000),
+        headers: req.headers,
+        servedBy: () => run.servedBy,
+      };
       if (request.stream) {
         // Built on first use: by `stream` once the generate command is on its way, or by a load's progress.
         let built: DialectStream | null = null;
@@ -62,7 +79,11 @@ export class InferenceResponder {
         }
         await body.settle?.();
         if (!reply.raw.destroyed)
-          void reply.status(200).header('x-request-id', requestId).type('application/json').send(body.body());
+          void reply
+            .status(200)
+            .headers({ [REQUEST_ID_HEADER]: requestId, ...servedByHeader(run) })
+            .type('application/json')
+            .send(body.body());
       }
     } catch (thrown) {
       const error = toCortexError(thrown);
@@ -192,4 +213,10 @@ function write(sse: FrameSink, frame: SseOut): void {
 function downloaded(progress: LoadProgress): string {
   if (progress.phase !== 'downloading' || progress.totalBytes === undefined) return '';
   return ` (${mib(progress.bytes ?? 0)} of ${mib(progress.totalBytes)})`;
+}
+
+/** `x-cortex-served-by` naming the fallback model that served the request, when one did. */
+function servedByHeader(run: Pick<ResponderRun, 'servedBy'>): Record<string, string> {
+  const model = run.servedBy;
+  return model === null ? {} : { [SERVED_BY_HEADER]: model };
 }

@@ -25,6 +25,20 @@ export function aboutTheWorker(error: CortexError): boolean {
   return error.code === 'model_not_ready' || RETRYABLE.has(error.code);
 }
 
+/**
+ * Failures after which a model's `fallback` serves the request: its places failed or cannot take it
+ * (none up, no room, busy, its upstream failing or rate limited). Never the request's own fault, nor
+ * the client's limits or budget.
+ */
+export const FALLS_BACK: ReadonlySet<string> = new Set([
+  ...RETRYABLE,
+  'no_worker',
+  'busy',
+  'model_load_failed',
+  'insufficient_memory',
+  'model_not_ready',
+]);
+
 /** Everything a retry decision before the first token depends on; no bus, no clock. */
 export interface RetryAsk {
   /** What failed the try. */
@@ -35,6 +49,8 @@ export interface RetryAsk {
   excluded: number;
   /** Times it was placed again because its model left the worker (see MAX_REPLACEMENTS). */
   replaced: number;
+  /** The models still to fall back to, in order (the requested model's `fallback` not tried yet). */
+  fallbacks?: readonly string[];
 }
 
 export type RetryDecision =
@@ -46,7 +62,9 @@ export type RetryDecision =
    */
   | { kind: 'replace'; delayMs: number; forget: true }
   /** The worker failed the request: place it again on another (once). */
-  | { kind: 'elsewhere'; forget: true };
+  | { kind: 'elsewhere'; forget: true }
+  /** The model cannot serve it: the next model of its fallback chain does, from a fresh start. */
+  | { kind: 'fallback'; model: string; forget: boolean };
 
 /**
  * Whether a try that failed before the client was given anything is placed again, and how. `forget`:
@@ -61,6 +79,8 @@ export function decideRetry(ask: RetryAsk): RetryDecision {
   if (error.code === 'model_not_ready' && ask.replaced < MAX_REPLACEMENTS)
     return { kind: 'replace', delayMs: 50 * (ask.replaced + 1), forget: true };
   if (ask.excluded === 0 && RETRYABLE.has(error.code)) return { kind: 'elsewhere', forget: true };
+  const next = ask.fallbacks?.[0];
+  if (next !== undefined && FALLS_BACK.has(error.code)) return { kind: 'fallback', model: next, forget };
   return { kind: 'fail', forget };
 }
 
@@ -69,21 +89,47 @@ export function decideRetry(ask: RetryAsk): RetryDecision {
  * excluded so far and the replacements used. `forget` drops a failed worker's reusable placements.
  */
 export class Tries {
-  readonly exclude: string[] = [];
+  exclude: string[] = [];
   private replaced = 0;
   /** What failed the last try placed elsewhere. */
   private failure: unknown;
+  /** The models still to fall back to. */
+  private readonly fallbacks: string[];
 
-  constructor(private readonly forget: (workerId: string) => void) {}
+  constructor(
+    private readonly forget: (workerId: string) => void,
+    fallbacks: readonly string[] = [],
+  ) {
+    this.fallbacks = [...fallbacks];
+  }
 
   /**
    * The try on `workerId` failed with `error`: resolves once the next try may be placed (saying why
    * there is one), or throws `error` when there is none.
    */
-  async after(error: unknown, workerId: string, cancelled: boolean): Promise<'replace' | 'elsewhere'> {
-    const decision = decideRetry({ error, cancelled, excluded: this.exclude.length, replaced: this.replaced });
-    if (decision.forget) this.forget(workerId);
+  async after(
+    error: unknown,
+    workerId: string | null,
+    cancelled: boolean,
+  ): Promise<'replace' | 'elsewhere' | { fallback: string }> {
+    const decision = decideRetry({
+      error,
+      cancelled,
+      excluded: this.exclude.length,
+      replaced: this.replaced,
+      fallbacks: this.fallbacks,
+    });
+    if (decision.forget && workerId !== null) this.forget(workerId);
     if (decision.kind === 'fail') throw error;
+    if (decision.kind === 'fallback') {
+      // The next model starts afresh: its own workers, none excluded, no replacements used.
+      this.fallbacks.shift();
+      this.exclude = [];
+      this.replaced = 0;
+      this.failure = undefined;
+      return { fallback: decision.model };
+    }
+    if (workerId === null) throw error;
     if (decision.kind === 'elsewhere') {
       this.exclude.push(workerId);
       this.failure = error;
@@ -92,6 +138,14 @@ export class Tries {
     this.replaced++;
     await new Promise((done) => setTimeout(done, decision.delayMs));
     return 'replace';
+  }
+
+  /**
+   * How long the next placement may wait for a worker to come up: not at all after a failed try when a
+   * fallback is left (it serves now, rather than the client waiting on a place that may never come).
+   */
+  workerWaitMs(): number | undefined {
+    return this.exclude.length > 0 && this.fallbacks.length > 0 ? 0 : undefined;
   }
 
   /**

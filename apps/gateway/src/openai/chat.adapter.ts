@@ -5,7 +5,7 @@ import {
   ChatCompletionAggregator,
   openAiError,
 } from '@cortex/wire';
-import type { DialectAdapter, ResponseMeta } from '../inference/dialect.js';
+import { answerModel, type DialectAdapter, type ResponseMeta } from '../inference/dialect.js';
 import { choiceOf, choicesOf } from '../completions/fan-out-run.js';
 
 /** `x-include-thinking: true` puts reasoning into `content` as `<think>…</think>`. */
@@ -19,14 +19,13 @@ const inlineReasoning = (meta: ResponseMeta): boolean =>
 export const openAiChatAdapter: DialectAdapter = {
   dialect: 'openai.chat',
   stream(request, meta, state) {
-    const options = {
+    const options = Object.assign(answerModel(request, meta), {
       id: `chatcmpl-${meta.id}`,
-      model: request.model,
       created: meta.created,
       includeUsage: request.includeUsage ?? false,
       inlineReasoning: inlineReasoning(meta),
       logprobs: request.logprobs !== undefined,
-    };
+    });
     const choices = choicesOf(state);
     const single = choices === 1 ? new ChatChunkEncoder(options) : null;
     const several = choices > 1 ? new ChatChoicesEncoder({ ...options, choices }) : null;
@@ -40,13 +39,12 @@ export const openAiChatAdapter: DialectAdapter = {
     };
   },
   complete(request, meta, state) {
-    const options = {
+    const options = Object.assign(answerModel(request, meta), {
       id: `chatcmpl-${meta.id}`,
-      model: request.model,
       created: meta.created,
       inlineReasoning: inlineReasoning(meta),
       logprobs: request.logprobs !== undefined,
-    };
+    });
     const choices = choicesOf(state);
     if (choices === 1) return new ChatCompletionAggregator(options);
     const aggregator = new ChatChoicesAggregator({ ...options, choices });

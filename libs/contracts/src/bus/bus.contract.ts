@@ -6,6 +6,9 @@ export type Reply<T> = { ok: true; data: T } | { ok: false; error: ErrorBody };
 /** The NATS header (and HTTP header) that carries a request's id from the gateway to every service. */
 export const REQUEST_ID_HEADER = 'x-request-id';
 
+/** The HTTP header naming the model that served a request in place of the one it asked for (its `fallback`). */
+export const SERVED_BY_HEADER = 'x-cortex-served-by';
+
 /** The NATS header naming the object that holds a body too large for one message (its data is then empty). */
 export const PAYLOAD_HEADER = 'cortex-payload';
 /** The JetStream object store bucket for request and reply bodies over the server's max_payload. */

@@ -188,7 +188,7 @@ export class MessagesAggregator {
   /** Raw argument JSON per tool_use block index, parsed once in `body()`. */
   private readonly toolJson = new Map<number, string>();
 
-  constructor(options: MessagesEncoderOptions) {
+  constructor(private readonly options: MessagesEncoderOptions) {
     this.encoder = new MessagesStreamEncoder(options);
     this.message = emptyMessage(options, anthropicUsage(NO_USAGE));
   }
@@ -212,6 +212,8 @@ export class MessagesAggregator {
     });
     return {
       ...this.message,
+      // Read now: a run that fell back names the model that served it (see the gateway's answerModel).
+      model: this.options.model,
       content,
       stop_reason: this.message.stop_reason ?? 'end_turn',
       usage: { ...this.message.usage },
