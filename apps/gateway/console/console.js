@@ -784,7 +784,9 @@ function applySnapshot(snapshot) {
   state.activitySource = snapshot.activitySource;
   state.activityNote = snapshot.activityNote;
   state.timeline = snapshot.timeline;
+  // The fleet's name after the product's; none when the title is the product's name (see consoleHeading).
   $('#title').textContent = snapshot.title;
+  $('#title').hidden = !snapshot.title;
   renderHealth();
   renderFleet();
   renderLive();

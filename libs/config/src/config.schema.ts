@@ -109,7 +109,10 @@ export class GatewayConfig {
    * proxy that ends TLS, and the origin check compares with the host the browser used. Empty: none.
    */
   @IsArray() @IsString({ each: true }) trustProxy: string[] = [];
-  /** The deployment's name, shown as the title of the web console (`/console`). */
+  /**
+   * The deployment's name, the title of the web console's tab (`/console`); its header shows it after
+   * the product name, less a leading "cortex" (the default, `cortex`, shows the product name alone).
+   */
   @IsString() @MaxLength(80) consoleTitle = 'cortex';
   /** Which API families this gateway serves. */
   @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();

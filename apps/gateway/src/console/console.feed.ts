@@ -34,6 +34,7 @@ export interface TimelineEntry {
 }
 
 export interface ConsoleSnapshot {
+  /** What the header shows after the product name: `gateway.console_title` without a leading product name (see consoleHeading). */
   title: string;
   at: number;
   fleet: FleetView | null;
