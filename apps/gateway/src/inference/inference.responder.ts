@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CortexError, mib, type LoadProgress } from '@cortex/contracts';
+import { CortexError, mib, SEED_HEADER, type LoadProgress } from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
 import { sendError, toCortexError } from '../http/error-response.js';
 import { SseWriter } from '../http/sse.writer.js';
@@ -12,7 +12,17 @@ import { contextOf } from '../http/request-context.js';
 /** What the responder drives: one InferenceRun, or several behind one response (see FanOutRun). */
 export type ResponderRun = Pick<
   InferenceRun,
-  'runId' | 'startedAt' | 'state' | 'listen' | 'decode' | 'start' | 'cancel' | 'fail' | 'finish' | 'firstByteWritten'
+  | 'runId'
+  | 'startedAt'
+  | 'state'
+  | 'seeds'
+  | 'listen'
+  | 'decode'
+  | 'start'
+  | 'cancel'
+  | 'fail'
+  | 'finish'
+  | 'firstByteWritten'
 >;
 
 /**
@@ -46,6 +56,8 @@ export class InferenceResponder {
         req.body,
         sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders),
       );
+      // Set on the raw response: both the JSON reply and the SSE stream's head carry it.
+      if (run.seeds.length > 0) reply.raw.setHeader(SEED_HEADER, run.seeds.join(','));
       const meta = { id: run.runId, created: Math.floor(run.startedAt / 1000), headers: req.headers };
       if (request.stream) {
         // Built on first use: by `stream` once the generate command is on its way, or by a load's progress.
