@@ -743,8 +743,10 @@ function renderTimeline() {
           'li',
           { 'data-test': 'timeline-entry', 'data-kind': e.kind },
           `${clock(e.at)}  `,
-          e.model ? `${e.model} ${words[e.kind]} ${e.workerId}` : `worker ${e.workerId} ${words[e.kind]}`,
-          e.detail ? ` (${e.detail})` : '',
+          e.model
+            ? `${e.model} ${words[e.kind]} ${e.workerId}`
+            : `worker ${e.workerId} ${e.detail === 'left' ? 'left' : words[e.kind]}`,
+          e.detail && e.detail !== 'left' ? ` (${e.detail})` : '',
           e.model && marked.has(e.model)
             ? el(
                 'span',

@@ -339,7 +339,8 @@ export class ConsoleFeed {
           kind: subject === Subjects.workerUp ? 'worker_up' : 'worker_down',
           workerId: event.workerId,
           model: null,
-          detail: '',
+          // `left`: it said goodbye (a graceful stop); `silent`: its heartbeats stopped.
+          detail: event.reason ?? '',
         };
         break;
       }
