@@ -174,6 +174,7 @@ describe(
 
     it('console - the workers and models appear', async () => {
       assert.equal(await page.locator('[data-test=title]').textContent(), 'lab fleet');
+      assert.equal(await page.locator('[data-test=heading]').innerText(), 'cortex lab fleet');
       await page.locator('[data-test=worker][data-worker=w1]').waitFor({ timeout: 5_000 });
       await page
         .locator('[data-test=worker-model][data-worker=w1][data-model=cortex-chat][data-state=ready]')
@@ -210,6 +211,27 @@ describe(
       await page.locator('#theme').click();
       await page.screenshot({ path: join(SHOTS, 'fleet-dark.png') });
       await page.locator('#theme').click();
+    });
+
+    it('console - a fleet titled with the product name reads "cortex" once in the header, "cortex · console" in the tab', async () => {
+      const address = `127.0.0.1:${await freePort()}`;
+      const gateway = stack.spawnService('gateway', { CORTEX_LISTEN: address, CORTEX_CONSOLE_TITLE: 'cortex' });
+      const other = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      try {
+        await waitFor(async () => {
+          if (gateway.exitCode !== null) throw new Error(`the gateway on ${address} exited`);
+          return (await fetch(`http://${address}/healthz`).catch(() => null))?.ok === true;
+        }, 60_000);
+        const named = await other.newPage();
+        assert.equal((await named.goto(`http://${address}/console?key=${ADMIN}`))?.status(), 200);
+        await named.locator('[data-test=connection]', { hasText: 'live' }).waitFor({ timeout: 5_000 });
+        assert.equal(await named.locator('[data-test=heading]').innerText(), 'cortex');
+        assert.equal(await named.locator('[data-test=title]').isHidden(), true);
+        assert.equal(await named.title(), 'cortex · console');
+      } finally {
+        await other.close();
+        gateway.kill('SIGTERM');
+      }
     });
 
     it('console - a request sent through the API shows in live with a growing token count, then in activity', async () => {

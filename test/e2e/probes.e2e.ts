@@ -106,7 +106,7 @@ describe('probes e2e', () => {
     assert.deepEqual(answer.body.unservable, [FIXTURE_CATALOGUE[0]!.id]);
     assert.match(
       answer.body.reasons.join(' | '),
-      /no worker takes new models .*1 catalogue model cannot be served: cortex-chat .*worker \S+ is down \(last seen \d+ s ago\)/,
+      /no worker takes new models .*1 catalogue model cannot be served: cortex-chat .*worker \S+ is down: it stopped heartbeating without saying goodbye \(last seen \d+ s ago; forgotten in \d+ s unless it heartbeats again\)/,
     );
     const cli = runCli(stack, 'health');
     assert.equal(cli.status, 4, cli.stdout + cli.stderr);

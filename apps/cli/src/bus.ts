@@ -20,9 +20,13 @@ export async function withBus<T>(
   try {
     return await work(new BusClient(nc, config.gateway.placementTimeoutMs), { nc, config });
   } finally {
-    await nc.close();
+    // A server that froze after the connect never acknowledges a close: wait a moment, not for ever.
+    await Promise.race([nc.close(), new Promise((done) => setTimeout(done, CLOSE_WAIT_MS).unref())]);
   }
 }
+
+/** How long a command waits for its connection's close before it ends anyway. */
+const CLOSE_WAIT_MS = 1_000;
 
 /** A sentence for people, or with `--json` the data as it is (indented) for scripts; a function is only called for people. */
 export function print(json: boolean, data: unknown, sentence: string | (() => string)): void {

@@ -80,10 +80,29 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-main(process.argv.slice(2)).catch((error: Error) => {
-  console.error(error.message.startsWith('cortex ') ? error.message : `cortex: ${error.message}`);
-  process.exit(error instanceof UsageError ? 2 : 1);
-});
+const argv = process.argv.slice(2);
+main(argv).then(
+  () => {
+    // A command ends when its work does: a socket or timer something left behind (a connect to a
+    // frozen NATS, a reply that never came) must not keep a cron job or a probe waiting. `serve` runs
+    // until it is stopped, and stops itself.
+    if (argv[0] !== 'serve') endProcess(process.exitCode === undefined ? 0 : Number(process.exitCode));
+  },
+  (error: Error) => {
+    console.error(error.message.startsWith('cortex ') ? error.message : `cortex: ${error.message}`);
+    endProcess(error instanceof UsageError ? 2 : 1);
+  },
+);
+
+/** Exits once what was written to stdout and stderr has been handed to the OS. */
+function endProcess(code: number): void {
+  let pending = 2;
+  const done = (): void => {
+    if (--pending === 0) process.exit(code);
+  };
+  process.stdout.write('', done);
+  process.stderr.write('', done);
+}
 
 type Pull = (
   config: unknown,

@@ -72,7 +72,7 @@ export function formatStatus(report: StatusReport): string {
       ['worker', 'state', 'device', 'memory used/free (budget)', 'models (state, in-flight/slots, queued)'],
       report.fleet.workers.map((w) => [
         w.workerId,
-        w.up ? (w.draining ? 'draining' : 'up') : `down (${Math.round(w.lastSeenMs / 1000)}s)`,
+        w.up ? (w.draining ? 'draining' : 'up') : downState(w.lastSeenMs, w.forgetInMs),
         `${w.device.kind}: ${w.device.name}`,
         `${mib(w.memory.usedBytes)}/${mib(w.memory.freeBytes)}` +
           `${w.memory.budgetBytes ? ` (${mib(w.memory.budgetBytes)})` : ` (device ${mib(w.device.totalBytes)})`}`,
@@ -118,6 +118,14 @@ function copies(m: CatalogueEntry): string {
   return `${m.replicas.ready} (${m.replicas.min}-${m.replicas.max === 0 ? 'any' : m.replicas.max})`;
 }
 
+/** A down worker's state column: how long it has been silent, and when routers forget it. */
+export function downState(lastSeenMs: number, forgetInMs: number | undefined): string {
+  const silent = `${Math.round(lastSeenMs / 1000)}s`;
+  return forgetInMs === undefined
+    ? `down (${silent})`
+    : `down (${silent}; forgotten in ${Math.ceil(forgetInMs / 1000)}s)`;
+}
+
 function where(m: CatalogueEntry): string {
   return (
     m.locations
@@ -156,7 +164,7 @@ function formatEvent(subject: string, event: Record<string, unknown>): string | 
     case Subjects.workerUp:
       return `${at}  worker ${worker} up`;
     case Subjects.workerDown:
-      return `${at}  worker ${worker} down`;
+      return event.reason === 'left' ? `${at}  worker ${worker} left` : `${at}  worker ${worker} down`;
     case Subjects.workerDefragmented:
       return `${at}  worker ${worker} recreated its backend after ${event.cycles} load/unload cycles`;
     default:

@@ -743,8 +743,10 @@ function renderTimeline() {
           'li',
           { 'data-test': 'timeline-entry', 'data-kind': e.kind },
           `${clock(e.at)}  `,
-          e.model ? `${e.model} ${words[e.kind]} ${e.workerId}` : `worker ${e.workerId} ${words[e.kind]}`,
-          e.detail ? ` (${e.detail})` : '',
+          e.model
+            ? `${e.model} ${words[e.kind]} ${e.workerId}`
+            : `worker ${e.workerId} ${e.detail === 'left' ? 'left' : words[e.kind]}`,
+          e.detail && e.detail !== 'left' ? ` (${e.detail})` : '',
           e.model && marked.has(e.model)
             ? el(
                 'span',
@@ -784,7 +786,9 @@ function applySnapshot(snapshot) {
   state.activitySource = snapshot.activitySource;
   state.activityNote = snapshot.activityNote;
   state.timeline = snapshot.timeline;
+  // The fleet's name after the product's; none when the title is the product's name (see consoleHeading).
   $('#title').textContent = snapshot.title;
+  $('#title').hidden = !snapshot.title;
   renderHealth();
   renderFleet();
   renderLive();

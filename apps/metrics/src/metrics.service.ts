@@ -70,7 +70,7 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
       ),
       this.bus.subscribe(Subjects.serviceBus, (data) => this.metrics.recordBus(decodeBusStatus(data)), onBad),
     );
-    this.timer = setInterval(() => this.metrics.expire(), 1_000);
+    this.timer = setInterval(() => this.metrics.expire(Date.now(), this.config.router.forgetWorkerAfterMs), 1_000);
     // The fleet's verdict, as GET /health gives it: a router's view and a JetStream answer, asked for every few seconds.
     const checkHealth = (): void =>
       void checkFleetHealth(this.bus.nc).then(

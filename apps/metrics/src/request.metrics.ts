@@ -11,7 +11,7 @@ import type {
   UnloadResult,
   UsageRecord,
 } from '@cortex/contracts';
-import { heartbeatFresh, HEALTH_VERDICTS, type FleetHealth } from '@cortex/contracts';
+import { HEALTH_VERDICTS, workerPresence, type FleetHealth } from '@cortex/contracts';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const RATES = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
@@ -354,6 +354,8 @@ export class CortexMetrics {
 
   recordHeartbeat(beat: Heartbeat): void {
     const worker = beat.workerId;
+    // A goodbye: the worker left on purpose, and its series go with it (`cortex_worker_up` too).
+    if (beat.leaving) return this.forgetWorker(worker);
     const previous = this.beats.get(worker);
     const present = beat.models.map((m) => m.id);
     for (const model of previous?.models ?? []) if (!present.includes(model)) this.dropModel(model, worker);
@@ -402,10 +404,19 @@ export class CortexMetrics {
     });
   }
 
-  /** Gauges of a worker or service that went silent go to 0 or away instead of freezing at their last value. */
-  expire(now = Date.now()): void {
+  /**
+   * Gauges of a worker or service that went silent go to 0 or away instead of freezing at their last
+   * value; a worker silent for `forgetAfterMs` (`router.forget_worker_after_ms`, as routers forget it)
+   * loses its `cortex_worker_up` series too.
+   */
+  expire(now = Date.now(), forgetAfterMs = Infinity): void {
     for (const [worker, beat] of this.beats) {
-      if (heartbeatFresh(beat.intervalMs, now - beat.at)) continue;
+      const presence = workerPresence(beat, now - beat.at, forgetAfterMs);
+      if (presence === 'up') continue;
+      if (presence === 'forgotten') {
+        this.forgetWorker(worker);
+        continue;
+      }
       this.workerUp.set({ worker }, 0);
       for (const model of beat.models) this.dropModel(model, worker);
       this.memoryUsed.remove({ worker, device: beat.device });
@@ -419,6 +430,21 @@ export class CortexMetrics {
     for (const bus of this.buses.values()) {
       if (now - bus.at > bus.intervalMs * 3) this.busConnected.set({ service: bus.service, instance: bus.instance }, 0);
     }
+  }
+
+  /** Every series of a worker that left or was forgotten. */
+  private forgetWorker(worker: string): void {
+    const beat = this.beats.get(worker);
+    this.workerUp.remove({ worker });
+    if (!beat) return;
+    for (const model of beat.models) this.dropModel(model, worker);
+    this.memoryUsed.remove({ worker, device: beat.device });
+    this.memoryFree.remove({ worker, device: beat.device });
+    for (const tier of ['memory', 'disk']) {
+      this.promptCacheBytes.remove({ worker, tier });
+      this.promptCacheMaxBytes.remove({ worker, tier });
+    }
+    this.beats.delete(worker);
   }
 
   private dropModel(model: string, worker: string): void {

@@ -6,6 +6,9 @@ import type { Engine } from './engine/index.js';
 
 export type Device = Awaited<ReturnType<Engine['device']>>;
 
+/** How long a goodbye waits for NATS to take it before the stop goes on. */
+const GOODBYE_FLUSH_MS = 1_000;
+
 /** What a heartbeat reports, read afresh at each beat. */
 export interface HeartbeatSource {
   readonly draining: boolean;
@@ -22,6 +25,8 @@ export class HeartbeatPublisher {
   private timer: NodeJS.Timeout | null = null;
   private beatSoon: NodeJS.Timeout | null = null;
   private readonly startedAt = Date.now();
+  /** Set by goodbye(): no beat may follow it (a beat that was reading the device when it came is dropped). */
+  private left = false;
 
   constructor(
     private readonly bus: BusClient,
@@ -54,10 +59,28 @@ export class HeartbeatPublisher {
     }, 20);
   }
 
-  async beat(): Promise<void> {
+  /**
+   * The last beat, once a graceful stop has drained the worker: routers forget it at once, so the fleet
+   * is not left impaired by a worker that is not coming back (a pod replaced in a rollout). Flushed,
+   * so it leaves before the connection drains; bounded, so a frozen NATS cannot hold the stop.
+   */
+  async goodbye(): Promise<void> {
+    this.stop();
+    await this.beat(true);
     if (this.bus.nc.isClosed()) return;
+    await Promise.race([
+      this.bus.nc.flush().catch(() => undefined),
+      new Promise((done) => setTimeout(done, GOODBYE_FLUSH_MS).unref()),
+    ]);
+  }
+
+  async beat(leaving = false): Promise<void> {
+    if (this.bus.nc.isClosed() || this.left) return;
     try {
       const device = await this.source.device();
+      // goodbye() came while the device was read: this beat would bring the worker back.
+      if (this.left) return;
+      if (leaving) this.left = true;
       const beat: Heartbeat = {
         workerId: this.workerId,
         host: hostname(),
@@ -66,6 +89,7 @@ export class HeartbeatPublisher {
         sentAt: Date.now(),
         intervalMs: this.intervalMs,
         draining: this.source.draining,
+        ...(leaving && { leaving }),
         device,
         memory: this.source.memory(device),
         models: this.source.loaded(),

@@ -330,9 +330,11 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /**
-   * Drain: refuse new work, say so, let running requests finish (bounded), then free the backend. The
-   * heartbeats go on (saying draining) until the runs are over: a worker that fell silent would be
-   * declared down, and gateways would end its streams as lost while it still generates them.
+   * Drain: refuse new work, say so, let running requests finish (bounded), say goodbye, then free the
+   * backend. The heartbeats go on (saying draining) until the runs are over: a worker that fell silent
+   * would be declared down, and gateways would end its streams as lost while it still generates them.
+   * The goodbye makes routers forget it at once: it left on purpose, and is no reason to call the fleet
+   * impaired.
    */
   async onApplicationShutdown(): Promise<void> {
     this.models.shutDown();
@@ -347,7 +349,7 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
       for (const id of this.runs.keys()) this.cancel(id, 'worker shutting down');
       await running();
     }
-    this.heartbeats.stop();
+    await this.heartbeats.goodbye();
     await this.models.disposeAll();
     await this.engine.dispose();
   }

@@ -1,5 +1,6 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { natsConnectOptions, redactNatsUrl, type NatsAuth } from './nats-auth.js';
+import { natsConnect } from './nats-transport.js';
 import { setStreamReplicas } from './replicas.js';
 
 export interface ConnectOptions {
@@ -13,7 +14,12 @@ export interface ConnectOptions {
   auth?: NatsAuth;
   /** Copies of each stream and bucket this connection creates (`nats.replicas`; 3 on a NATS cluster). */
   replicas?: number;
+  /** How long one connect attempt may take, handshake included (CONNECT_TIMEOUT_MS when absent). */
+  timeoutMs?: number;
 }
+
+/** How long one connect attempt waits for the server's handshake before it gives up and closes its socket. */
+export const CONNECT_TIMEOUT_MS = 5_000;
 
 const connected = new WeakMap<NatsConnection, boolean>();
 const reconnects = new WeakMap<NatsConnection, number>();
@@ -39,12 +45,14 @@ export async function connectBus(options: ConnectOptions): Promise<NatsConnectio
   const auth = natsConnectOptions(options.url, options.auth);
   for (let attempt = 1; !nc; attempt++) {
     try {
-      nc = await connect({
+      // A server that accepts TCP but never answers (frozen) fails the attempt after the timeout, and
+      // its socket is closed with it (see ClosingTransport).
+      nc = await natsConnect({
         ...auth,
         name: options.name,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 500,
-        timeout: 5_000,
+        timeout: options.timeoutMs ?? CONNECT_TIMEOUT_MS,
         // Without this every request builds two Errors up front just for their stack traces (about
         // 50 µs each on a 2-core VM, three requests per inference); BusClient names the subject in
         // its own errors, so the traces add nothing.

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { connect } from '@nats-io/transport-node';
 import { natsConnectOptions, type NatsAuth } from './nats-auth.js';
 import { findNatsServer } from './nats-server-install.js';
+import { natsConnect } from './nats-transport.js';
 
 export interface LocalNatsServer {
   url: string;
@@ -24,7 +24,7 @@ export function natsServerOnPath(): boolean {
 /** Whether a NATS server answers at `url` within `timeoutMs` and takes `auth` (credentials in the URL count). */
 export async function natsReachable(url: string, timeoutMs = 1_000, auth?: NatsAuth): Promise<boolean> {
   try {
-    const nc = await connect({ ...natsConnectOptions(url, auth), timeout: timeoutMs, reconnect: false });
+    const nc = await natsConnect({ ...natsConnectOptions(url, auth), timeout: timeoutMs, reconnect: false });
     await nc.close();
     return true;
   } catch {

@@ -109,7 +109,10 @@ export class GatewayConfig {
    * proxy that ends TLS, and the origin check compares with the host the browser used. Empty: none.
    */
   @IsArray() @IsString({ each: true }) trustProxy: string[] = [];
-  /** The deployment's name, shown as the title of the web console (`/console`). */
+  /**
+   * The deployment's name, the title of the web console's tab (`/console`); its header shows it after
+   * the product name, less a leading "cortex" (the default, `cortex`, shows the product name alone).
+   */
   @IsString() @MaxLength(80) consoleTitle = 'cortex';
   /** Which API families this gateway serves. */
   @ValidateNested() @Type(() => EndpointsConfig) endpoints = new EndpointsConfig();
@@ -362,6 +365,13 @@ export class RouterConfig {
    * router. 0: every request asks.
    */
   @IsInt() @Min(0) @Max(60_000) placementReuseMs = 5_000;
+  /**
+   * How long a worker that stopped heartbeating without saying goodbye (killed, crashed, cut off)
+   * stays in the fleet as down, impairing it, before routers and the metrics service forget it. A
+   * worker that stops gracefully says goodbye and is forgotten at once. At least 2 s: a worker is
+   * only down after 3 missed beats.
+   */
+  @IsInt() @Min(2_000) forgetWorkerAfterMs = 600_000;
 }
 
 /**

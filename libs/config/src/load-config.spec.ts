@@ -108,6 +108,13 @@ describe('config', () => {
     );
     assert.throws(() => parseConfig({ gateway: { console_title: 'x'.repeat(81) } }), /gateway\.console_title/);
     assert.equal(parseConfig({ gateway: { console_title: 'lab' } }).gateway.consoleTitle, 'lab');
+    assert.equal(parseConfig({}).router.forgetWorkerAfterMs, 600_000);
+    assert.equal(parseConfig({ router: { forget_worker_after_ms: 5_000 } }).router.forgetWorkerAfterMs, 5_000);
+    assert.throws(
+      () => parseConfig({ router: { forget_worker_after_ms: 500 } }),
+      /router\.forget_worker_after_ms/,
+      'shorter than a worker takes to be down',
+    );
   });
 
   it('config - unknown keys are rejected so typos do not pass silently', () => {

@@ -26,6 +26,7 @@ export const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: string; type: 'st
   { env: 'CORTEX_METRICS_LISTEN', path: 'metrics.listen', type: 'string' },
   { env: 'CORTEX_PROBE_LISTEN', path: 'probe_listen', type: 'string' },
   { env: 'CORTEX_DRAIN_TIMEOUT_MS', path: 'drain_timeout_ms', type: 'int' },
+  { env: 'CORTEX_FORGET_WORKER_AFTER_MS', path: 'router.forget_worker_after_ms', type: 'int' },
   { env: 'CORTEX_WORKER_ID', path: 'worker.id', type: 'string' },
   { env: 'CORTEX_WORKER_THREADS', path: 'worker.threads', type: 'int' },
   { env: 'CORTEX_WORKER_GPU', path: 'worker.gpu', type: 'string' },

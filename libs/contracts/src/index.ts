@@ -5,6 +5,7 @@ export * from './generate/canonical-request.js';
 export * from './generate/generate.messages.js';
 export * from './generate/priority.js';
 export * from './generate/responses.messages.js';
+export * from './generate/seed.js';
 export * from './fleet/fleet.messages.js';
 export * from './fleet/upstream.js';
 export * from './events/request-finished.event.js';

@@ -21,7 +21,7 @@ export const choicesOf = (state: unknown): number =>
 
 /**
  * The choices of one request: how many, and each one's body as a request of its own (`n` 1, and a
- * `seed` of its own so that seeded choices differ).
+ * `seed` of its own so that seeded choices differ; an unseeded choice's run draws its own, see withSeed).
  */
 export interface ChoiceBodies {
   count: number;
@@ -93,6 +93,11 @@ export class FanOutRun implements ResponderRun {
   /** The fallback model serving the choices, once one does (the first that fell back). */
   get servedBy(): string | null {
     return this.runs.find((run) => run.servedBy !== null)?.servedBy ?? null;
+  }
+
+  /** Each choice's seed, in choice order. */
+  get seeds(): readonly number[] {
+    return this.runs.flatMap((run) => run.seeds);
   }
 
   /** Every choice's notices (a cold load's steps: its choices do not move). */

@@ -48,7 +48,10 @@ export class ConsoleController {
       void reply.header('set-cookie', consoleCookie(key, secure)).redirect('/console', 303);
       return;
     }
-    const html = (await this.file('index.html')).replaceAll('{{title}}', escapeHtml(this.hub.title));
+    const html = (await this.file('index.html'))
+      .replaceAll('{{title}}', escapeHtml(this.hub.title))
+      .replaceAll('{{heading}}', escapeHtml(this.hub.heading))
+      .replaceAll('{{heading-hidden}}', this.hub.heading ? '' : ' hidden');
     void reply.header('cache-control', 'no-store').type('text/html; charset=utf-8').send(html);
   }
 

@@ -34,6 +34,7 @@ export interface TimelineEntry {
 }
 
 export interface ConsoleSnapshot {
+  /** What the header shows after the product name: `gateway.console_title` without a leading product name (see consoleHeading). */
   title: string;
   at: number;
   fleet: FleetView | null;
@@ -338,7 +339,8 @@ export class ConsoleFeed {
           kind: subject === Subjects.workerUp ? 'worker_up' : 'worker_down',
           workerId: event.workerId,
           model: null,
-          detail: '',
+          // `left`: it said goodbye (a graceful stop); `silent`: its heartbeats stopped.
+          detail: event.reason ?? '',
         };
         break;
       }

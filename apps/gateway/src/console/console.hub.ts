@@ -5,6 +5,7 @@ import { BusClient } from '@cortex/bus';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { Subjects, type PendingRun } from '@cortex/contracts';
 import { InferenceService } from '../inference/inference.service.js';
+import { consoleHeading } from './console-title.js';
 import { ConsoleFeed } from './console.feed.js';
 import { decideResume, tooFarBehind, type FeedEvent } from './feed-state.js';
 
@@ -92,6 +93,11 @@ export class ConsoleHub implements OnModuleInit, OnModuleDestroy {
     return this.config.gateway.consoleTitle;
   }
 
+  /** What the header shows after the product name (see consoleHeading). */
+  get heading(): string {
+    return consoleHeading(this.title);
+  }
+
   /** Ask the fleet view again now: a page changed something. */
   refresh(): void {
     this.feed?.refresh();
@@ -134,7 +140,7 @@ export class ConsoleHub implements OnModuleInit, OnModuleDestroy {
     this.logger.log('a console page is watching: starting the feed');
     const feed = new ConsoleFeed(
       this.bus,
-      { title: this.title, fleetIntervalMs: 1_000, liveIntervalMs: 250 },
+      { title: this.heading, fleetIntervalMs: 1_000, liveIntervalMs: 250 },
       (event) => {
         for (const client of this.clients) if (client.synced) client.send(event);
       },

@@ -22,6 +22,7 @@ import {
   decodeTokenCount,
   livenessWindowMs,
   withSamplingDefaults,
+  withSeed,
 } from '@cortex/contracts';
 import { promptPrefixes } from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
@@ -161,20 +162,30 @@ export class InferenceRun {
         placeEarly,
       }),
     );
-    this.trace.decoded(decoded.request);
-    this.input.request = decoded.request;
+    // Drawn once per run, before placement: a retry or a move samples with the same seed, and the
+    // response can name it (SEED_HEADER) before its first byte.
+    const request = withSeed(decoded.request);
+    this.trace.decoded(request);
+    this.input.request = request;
     this.input.state = decoded.state;
     this.input.early = decoded.early;
     this.step('decoded');
     this.hops.decoded(started);
-    return decoded.request;
+    return request;
   }
 
   /** A request the gateway made itself (a compaction's summary), run like a decoded one. */
   use(request: CanonicalRequest): void {
-    this.trace.decoded(request);
-    this.input.request = request;
+    const seeded = withSeed(request);
+    this.trace.decoded(seeded);
+    this.input.request = seeded;
     this.step('decoded');
+  }
+
+  /** The seed the run samples with (the request's, or one drawn for it), once decoded. */
+  get seeds(): readonly number[] {
+    const seed = this.input.request?.sampling.seed;
+    return seed === undefined ? [] : [seed];
   }
 
   /**

@@ -1,6 +1,13 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CortexError, mib, REQUEST_ID_HEADER, SERVED_BY_HEADER, type LoadProgress } from '@cortex/contracts';
+import {
+  CortexError,
+  mib,
+  REQUEST_ID_HEADER,
+  SEED_HEADER,
+  SERVED_BY_HEADER,
+  type LoadProgress,
+} from '@cortex/contracts';
 import { sessionFromHeaders } from '@cortex/wire';
 import { sendError, toCortexError } from '../http/error-response.js';
 import { SseWriter } from '../http/sse.writer.js';
@@ -15,6 +22,7 @@ export type ResponderRun = Pick<
   | 'runId'
   | 'startedAt'
   | 'state'
+  | 'seeds'
   | 'listen'
   | 'decode'
   | 'start'
@@ -58,6 +66,8 @@ export class InferenceResponder {
         req.body,
         sessionFromHeaders(req.headers, this.inference.config.gateway.sessionHeaders),
       );
+      // Set on the raw response: both the JSON reply and the SSE stream's head carry it.
+      if (run.seeds.length > 0) reply.raw.setHeader(SEED_HEADER, run.seeds.join(','));
       const meta = {
         id: run.runId,
         created: Math.floor(run.startedAt / 1000),

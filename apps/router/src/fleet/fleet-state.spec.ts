@@ -111,4 +111,25 @@ describe('fleet state', () => {
     assert.equal(state.observe(beat([], 10, { draining: true }), T + 4_000), true, 'back after being down');
     assert.equal(state.available(T + 4_000).length, 0);
   });
+
+  it('fleet state - a silent worker is forgotten after the forget window, with its claims; one forgotten comes back as new', () => {
+    const state = new FleetState();
+    state.observe(beat([model('m')]), T);
+    state.claimModel('w1', model('n'), 'n', T);
+    assert.deepEqual(state.forgetSilent(T + 5_000, 10_000), [], 'down, not yet forgotten');
+    assert.equal(state.all(T + 5_000).length, 1);
+    assert.deepEqual(state.forgetSilent(T + 10_000, 10_000), [{ workerId: 'w1', silentMs: 10_000 }]);
+    assert.deepEqual(state.all(T + 10_000), []);
+    assert.equal(state.lastBeat('w1'), undefined);
+    assert.equal(state.observe(beat([]), T + 11_000), true, 'a beat after it brings it back up');
+    assert.deepEqual(models(state, T + 11_000), [], 'without the claims it had before');
+  });
+
+  it('fleet state - forget (a goodbye) drops a worker at once; forgetting an unknown one says so', () => {
+    const state = new FleetState();
+    state.observe(beat([model('m')]), T);
+    assert.equal(state.forget('w1'), true);
+    assert.deepEqual(state.available(T), []);
+    assert.equal(state.forget('w1'), false);
+  });
 });

@@ -1,4 +1,4 @@
-import { heartbeatFresh, REMOTE_DEVICE, type Heartbeat, type LoadedModel } from '@cortex/contracts';
+import { heartbeatFresh, REMOTE_DEVICE, workerPresence, type Heartbeat, type LoadedModel } from '@cortex/contracts';
 
 /**
  * How long a claim this router made about a worker's models (a load started or finished, a model
@@ -67,6 +67,29 @@ export class FleetState {
     return cameUp;
   }
 
+  /**
+   * Forgets a worker and this router's claims over it: it said goodbye, or it was silent past the
+   * forget window. Returns whether it was known. A heartbeat from it later brings it back as new.
+   */
+  forget(workerId: string): boolean {
+    this.claims.delete(workerId);
+    this.closing.delete(workerId);
+    this.used.delete(workerId);
+    return this.observed.delete(workerId);
+  }
+
+  /** Forgets the workers silent for `forgetAfterMs` or more (see workerPresence); returns them with how long each was silent. */
+  forgetSilent(now: number, forgetAfterMs: number): Array<{ workerId: string; silentMs: number }> {
+    const forgotten: Array<{ workerId: string; silentMs: number }> = [];
+    for (const [workerId, entry] of this.observed) {
+      const silentMs = now - entry.receivedAt;
+      if (workerPresence(entry.beat, silentMs, forgetAfterMs) !== 'forgotten') continue;
+      this.forget(workerId);
+      forgotten.push({ workerId, silentMs });
+    }
+    return forgotten;
+  }
+
   /** Claims a model state on a worker ahead of its heartbeats (null: the router dropped the model). */
   claimModel(workerId: string, model: LoadedModel | null, id: string, now: number): void {
     const reported = this.observed.get(workerId)?.beat.models.find((m) => m.id === id);
@@ -125,7 +148,7 @@ export class FleetState {
       .map((entry) => this.state(entry));
   }
 
-  /** Every worker ever seen, up or not, claims applied (for `cortex status`). */
+  /** Every worker seen and not forgotten, up or not, claims applied (for `cortex status`). */
   all(now: number): Array<{ state: WorkerState; beat: Readonly<Heartbeat>; up: boolean; silentMs: number }> {
     return [...this.observed.values()].map((entry) => ({
       state: this.state(entry),

@@ -1,12 +1,14 @@
-import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type { Subscription } from '@nats-io/transport-node';
 import { BusClient, EventPublisher } from '@cortex/bus';
+import { CONFIG, type CortexConfig } from '@cortex/config';
 import {
   decodeMessage,
   fromWorker,
   Heartbeat,
   Subjects,
   type LoadedModel,
+  type WorkerDownReason,
   type WorkerLifecycleEvent,
   type WorkerView,
 } from '@cortex/contracts';
@@ -14,7 +16,10 @@ import { FleetState, type WorkerState } from './fleet-state.js';
 
 /**
  * The router's fleet: heartbeats in, up/down verdicts out, and the FleetState placement reads
- * (rebuilt from heartbeats alone, so a restarted router loses nothing).
+ * (rebuilt from heartbeats alone, so a restarted router loses nothing). A worker that says goodbye
+ * (a graceful stop) is forgotten at once; one that falls silent is down, then forgotten after
+ * `router.forget_worker_after_ms`: in Kubernetes worker ids are pod names, and every rollout or
+ * scale-down would otherwise leave the fleet impaired for good.
  */
 @Injectable()
 export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
@@ -27,8 +32,14 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   private readonly events: EventPublisher;
   private waiters: Array<() => void> = [];
 
-  constructor(private readonly bus: BusClient) {
+  private readonly forgetAfterMs: number;
+
+  constructor(
+    private readonly bus: BusClient,
+    @Inject(CONFIG) config: CortexConfig,
+  ) {
     this.events = new EventPublisher(bus.nc);
+    this.forgetAfterMs = config.router.forgetWorkerAfterMs;
   }
 
   onModuleInit(): void {
@@ -51,17 +62,36 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
    * from the worker's own timestamps, the same in every router, so JetStream keeps one.
    */
   private markDown(): void {
-    for (const { workerId, beat, silentMs } of this.state.silent(Date.now())) {
+    const now = Date.now();
+    for (const { workerId, beat, silentMs } of this.state.silent(now)) {
       if (this.down.has(workerId)) continue;
       this.down.add(workerId);
       this.logger.warn(`worker ${workerId} is down (no heartbeat for ${silentMs} ms)`);
-      this.announce(Subjects.workerDown, workerId, `${workerId}.down.${beat.sentAt}`);
+      this.announce(Subjects.workerDown, workerId, `${workerId}.down.${beat.sentAt}`, 'silent');
+      this.notify();
+    }
+    for (const { workerId, silentMs } of this.state.forgetSilent(now, this.forgetAfterMs)) {
+      this.down.delete(workerId);
+      this.logger.warn(
+        `forgot worker ${workerId}: silent for ${Math.round(silentMs / 1000)} s (router.forget_worker_after_ms)`,
+      );
       this.notify();
     }
   }
 
-  private announce(subject: string, workerId: string, id: string): void {
-    const event: WorkerLifecycleEvent = { workerId, at: Date.now() };
+  /** A worker said goodbye: it is gone from the fleet now, not down once its beats stop. */
+  private leave(beat: Heartbeat): void {
+    const wasUp = this.state.heartbeating(beat.workerId, Date.now()) && !this.down.has(beat.workerId);
+    if (!this.state.forget(beat.workerId)) return;
+    this.down.delete(beat.workerId);
+    this.logger.log(`worker ${beat.workerId} left (it said goodbye)`);
+    // Gateways forget its placements and streams as for a worker that went down; one already down was announced.
+    if (wasUp) this.announce(Subjects.workerDown, beat.workerId, `${beat.workerId}.left.${beat.startedAt}`, 'left');
+    this.notify();
+  }
+
+  private announce(subject: string, workerId: string, id: string, reason?: WorkerDownReason): void {
+    const event: WorkerLifecycleEvent = { workerId, at: Date.now(), ...(reason && { reason }) };
     this.events
       .publish(subject, event, id)
       .catch((error: Error) => this.logger.warn(`could not record ${subject}: ${error.message}`));
@@ -97,6 +127,7 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
   }
 
   accept(beat: Heartbeat): void {
+    if (beat.leaving) return this.leave(beat);
     const previous = this.state.lastBeat(beat.workerId);
     if (this.state.observe(beat, Date.now())) {
       this.logger.log(`worker ${beat.workerId} is up (${beat.device.kind}, ${beat.host})`);
@@ -172,6 +203,7 @@ export class FleetRegistry implements OnModuleInit, OnModuleDestroy {
       pid: beat.pid,
       up,
       lastSeenMs: silentMs,
+      ...(!up && { forgetInMs: Math.max(0, this.forgetAfterMs - silentMs) }),
       draining: beat.draining,
       device: beat.device,
       memory: { ...beat.memory, freeBytes: state.freeBytes },

@@ -88,7 +88,7 @@ describe('load coordinator - on a real NATS', { skip: !natsServerOnPath() && 'na
 
   async function coordinator(): Promise<LoadCoordinator> {
     const bus = new BusClient(nc);
-    const fleet = new FleetRegistry(bus);
+    const fleet = new FleetRegistry(bus, config);
     fleet.onModuleInit();
     const lease = new LoadLease(bus, config, `router-${Math.random().toString(36).slice(2)}`);
     await lease.onModuleInit();

@@ -11,6 +11,7 @@ import {
 } from 'node-llama-cpp';
 import {
   BUILTIN_SAMPLING,
+  seedFor,
   withSamplingDefaults,
   type FinishReason,
   type SamplingDefaults,
@@ -320,7 +321,9 @@ export class Decode {
       topP: sampling.topP,
       topK: sampling.topK,
       minP: sampling.minP,
-      seed: sampling.seed,
+      // Gateways seed every request; one that came without (another client of the bus) gets a fresh
+      // seed rather than node-llama-cpp's current second, which every request in that second shares.
+      seed: seedFor(sampling),
       yieldEogToken: true,
       grammarEvaluationState: this.formatState ?? this.calls?.evaluationState,
       tokenBias: grammar ? this.heldBias : (this.calls?.tokenBias ?? this.freeBias),

@@ -238,6 +238,7 @@ export function decodeFleetView(value: unknown): FleetView {
     boolean(w.up, `${at}.up`);
     boolean(w.draining, `${at}.draining`);
     number(w.lastSeenMs, `${at}.lastSeenMs`);
+    if (w.forgetInMs !== undefined) number(w.forgetInMs, `${at}.forgetInMs`);
     const device = object(w.device, `${at}.device`);
     string(device.name, `${at}.device.name`);
     number(device.totalBytes, `${at}.device.totalBytes`);

@@ -27,6 +27,7 @@ import {
   REPLICA_ADD_REASONS,
   REPLICA_BLOCK_REASONS,
   REPLICA_RETIRE_REASONS,
+  WORKER_DOWN_REASONS,
   type DefragEvent,
   type LoadFailedEvent,
   type LoadProgress,
@@ -76,7 +77,11 @@ export function decodeRequestFinished(value: unknown): RequestFinishedEvent {
 
 export function decodeWorkerLifecycle(value: unknown): WorkerLifecycleEvent {
   const event = object(value, 'event');
-  return { workerId: string(event.workerId, 'workerId'), at: number(event.at, 'at') };
+  return {
+    workerId: string(event.workerId, 'workerId'),
+    at: number(event.at, 'at'),
+    ...(event.reason != null && { reason: oneOf(event.reason, 'reason', WORKER_DOWN_REASONS) }),
+  };
 }
 
 export function decodeLoadFailed(value: unknown): LoadFailedEvent {

@@ -60,7 +60,24 @@ describe('fleet health', () => {
       { ...healthy, fleet: fleet([worker('w1', { up: false, lastSeenMs: 12_000 }), worker('w2')], [model('a')]) },
       'impaired',
       [],
-      /worker w1 is down \(last seen 12 s ago\)/,
+      /worker w1 is down: it stopped heartbeating without saying goodbye \(last seen 12 s ago\)/,
+    ],
+    [
+      'a worker down says when routers forget it',
+      {
+        ...healthy,
+        fleet: fleet([worker('w1', { up: false, lastSeenMs: 3_000, forgetInMs: 597_000 }), worker('w2')], [model('a')]),
+      },
+      'impaired',
+      [],
+      /worker w1 is down: .*\(last seen 3 s ago; forgotten in 597 s unless it heartbeats again\)/,
+    ],
+    [
+      'a worker that left (forgotten by the router) is no reason: the fleet that remains is whole',
+      { ...healthy, fleet: fleet([worker('w2')], [model('a', ['w2'])]) },
+      'ok',
+      [],
+      null,
     ],
     [
       'a worker draining',

@@ -4,7 +4,8 @@ import type { CatalogueEntry, FleetView, WorkerView } from './fleet.messages.js'
 /**
  * The fleet in one word: `ok` (everything up), `impaired` (something is down or draining, but every
  * catalogue model can still be served), `degraded` (some model cannot be served, or the bus, its
- * store or every router is gone).
+ * store or every router is gone). A worker that said goodbye (a graceful stop) is not in the fleet at
+ * all; one that stopped heartbeating is down until routers forget it (`router.forget_worker_after_ms`).
  */
 export const HEALTH_VERDICTS = ['ok', 'impaired', 'degraded'] as const;
 export type HealthVerdict = (typeof HEALTH_VERDICTS)[number];
@@ -48,7 +49,7 @@ export function fleetHealth(input: FleetHealthInput): FleetHealth {
   const up = workers.filter((w) => w.up);
   const accepting = up.filter((w) => !w.draining);
   for (const w of workers) {
-    if (!w.up) impaired.push(`worker ${w.workerId} is down (last seen ${Math.round(w.lastSeenMs / 1000)} s ago)`);
+    if (!w.up) impaired.push(downReason(w));
     else if (w.draining) impaired.push(`worker ${w.workerId} is draining`);
   }
   // With a worker that takes new models every model can be served (loaded there on demand); without,
@@ -83,6 +84,14 @@ export function fleetHealth(input: FleetHealthInput): FleetHealth {
     unservable,
     workers: { up: up.length, down: workers.length - up.length, draining: up.length - accepting.length },
   };
+}
+
+/** Why a worker that stopped heartbeating impairs the fleet, and for how long it still will. */
+function downReason(w: WorkerView): string {
+  const seen = `last seen ${Math.round(w.lastSeenMs / 1000)} s ago`;
+  const forget =
+    w.forgetInMs === undefined ? '' : `; forgotten in ${Math.ceil(w.forgetInMs / 1000)} s unless it heartbeats again`;
+  return `worker ${w.workerId} is down: it stopped heartbeating without saying goodbye (${seen}${forget})`;
 }
 
 /**

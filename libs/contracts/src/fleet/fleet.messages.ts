@@ -106,6 +106,24 @@ export function livenessWindowMs(intervalMs: number): number {
   return Math.max(intervalMs * 3, 2_000);
 }
 
+/**
+ * Where a worker stands by its last heartbeat (a pure decider, table-tested): `left` once it said
+ * goodbye, whatever came before; else `up` while its beats are fresh (see heartbeatFresh), `down` once
+ * they stopped, and `forgotten` after `forgetAfterMs` of silence (`router.forget_worker_after_ms`).
+ * A window shorter than the liveness window forgets nothing sooner than the worker is down.
+ */
+export type WorkerPresence = 'up' | 'down' | 'forgotten' | 'left';
+
+export function workerPresence(
+  beat: { intervalMs: number; leaving?: boolean },
+  silentMs: number,
+  forgetAfterMs: number,
+): WorkerPresence {
+  if (beat.leaving) return 'left';
+  if (heartbeatFresh(beat.intervalMs, silentMs)) return 'up';
+  return silentMs >= Math.max(forgetAfterMs, livenessWindowMs(beat.intervalMs)) ? 'forgotten' : 'down';
+}
+
 /** worker → everyone, about once a second on `llm.hb.v1.worker.<id>`. */
 export class Heartbeat {
   @IsString() workerId!: string;
@@ -115,6 +133,11 @@ export class Heartbeat {
   @IsNumber() sentAt!: number;
   @IsNumber() intervalMs!: number;
   @IsBoolean() draining!: boolean;
+  /**
+   * The worker's goodbye: its last beat, sent once a graceful stop has drained it. Routers forget it
+   * at once (it left on purpose) instead of declaring it down when its beats stop.
+   */
+  @IsOptional() @IsBoolean() leaving?: boolean;
   @ValidateNested() @Type(() => DeviceInfo) device!: DeviceInfo;
   @ValidateNested() @Type(() => MemoryInfo) memory!: MemoryInfo;
   @IsArray() @ValidateNested({ each: true }) @Type(() => LoadedModel) models!: LoadedModel[];
@@ -238,7 +261,16 @@ export interface UnloadResult {
 export interface WorkerLifecycleEvent {
   workerId: string;
   at: number;
+  /**
+   * `llm.evt.v1.worker.down` only: `left` when the worker said goodbye (a graceful stop: it is
+   * forgotten at once), `silent` when its heartbeats stopped (absent from routers before this field).
+   */
+  reason?: WorkerDownReason;
 }
+
+/** Why a worker is no longer up: it said goodbye, or it stopped heartbeating. */
+export const WORKER_DOWN_REASONS = ['left', 'silent'] as const;
+export type WorkerDownReason = (typeof WORKER_DOWN_REASONS)[number];
 
 export interface DefragEvent extends WorkerLifecycleEvent {
   cycles: number;
@@ -446,6 +478,11 @@ export interface WorkerView {
   pid: number;
   up: boolean;
   lastSeenMs: number;
+  /**
+   * A worker that is down (its heartbeats stopped): how long until routers forget it
+   * (`router.forget_worker_after_ms` after its last beat), unless it beats again. Absent while up.
+   */
+  forgetInMs?: number;
   draining: boolean;
   device: DeviceInfo;
   models: LoadedModel[];

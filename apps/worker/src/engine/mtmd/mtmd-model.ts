@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import {
   BUILTIN_SAMPLING,
+  seedFor,
   CortexError,
   withSamplingDefaults,
   type CanonicalRequest,
@@ -192,7 +193,7 @@ export class MtmdEngineModel implements EngineModel {
         top_p: sampling.topP,
         top_k: sampling.topK,
         min_p: sampling.minP,
-        ...(sampling.seed !== undefined && { seed: sampling.seed }),
+        seed: seedFor(sampling),
         stop: [...userStops, ...rendered.stops],
         penalty_repeat: sampling.repetitionPenalty,
         penalty_last_n: sampling.repeatLastN,
