@@ -146,6 +146,39 @@ describe('budgets e2e: requests that fan out (two gateways, one NATS)', () => {
     }
   });
 
+  it('budgets - one request of 16 runs against a 100-token budget overshoots it by at most its own reservation (read from its tokens-per-minute window), on either gateway', async () => {
+    // A long prompt, evaluated by every run: a reservation that counts it once is far below what the request spends.
+    const long = 'Please answer this question about the weather in Paris, briefly and in plain words. '.repeat(3);
+    const cases = [
+      { path: '/v1/chat/completions', body: { ...CHAT, messages: [{ role: 'user', content: long }] } },
+      { path: '/v1/completions', body: { model: 'cortex-chat', prompt: long, n: 16, max_tokens: CAP } },
+      { path: '/v1/completions', body: { ...LEGACY, prompt: PROMPTS.map((p) => `${long}${p}`) } },
+    ];
+    for (const [i, { path, body }] of cases.entries()) {
+      const key = (await admin('POST', '/admin/keys', {
+        name: `fan-out-100-${i}`,
+        limits: { token_budget: { tokens: 100, window: 'day' }, tokens_per_minute: 1_000_000 },
+      })) as { id: string; secret: string };
+      const response = await postJson(`${gateways[i % 2]}${path}`, body, { authorization: `Bearer ${key.secret}` });
+      const answer = (await response.json()) as { choices: unknown[]; usage: { total_tokens: number } };
+      assert.equal(response.status, 200, JSON.stringify(answer));
+      assert.equal(answer.choices.length, 16);
+      const reserved = 1_000_000 - Number(response.headers.get('x-ratelimit-remaining-tokens'));
+      const { tokens } = await settled(key.id);
+      assert.equal(tokens!.spent, answer.usage.total_tokens);
+      assert.ok(
+        tokens!.spent - 100 <= reserved,
+        `${path}: spent ${tokens!.spent} of 100, over by ${tokens!.spent - 100}, its reservation ${reserved}`,
+      );
+      // Spent: the next is refused, not worth retrying.
+      const refused = await postJson(`${gateways[(i + 1) % 2]}${path}`, body, {
+        authorization: `Bearer ${key.secret}`,
+      });
+      assert.equal(refused.status, 429);
+      assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'insufficient_quota');
+    }
+  });
+
   it('budgets - a token budget spent by n: 16 chats and 16-prompt completions on both gateways: overshoot at most one reservation, spend equals the usage answered', async () => {
     const budget = 8_000;
     const key = (await admin('POST', '/admin/keys', {
