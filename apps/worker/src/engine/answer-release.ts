@@ -24,6 +24,11 @@ export class AnswerRelease {
     this.streamer = new TextStreamer([...userStops, ...hiddenStops]);
   }
 
+  /** The answer's characters held back now (the possible start of a stop string). */
+  get held(): number {
+    return this.streamer.heldLength;
+  }
+
   /** Sends `events` and empties the list; true when a stop string ended the output. */
   publish(events: ParsedEvent[]): boolean {
     for (const event of events) {

@@ -135,7 +135,7 @@ export class Decode {
     private readonly plan: DecodePlan,
   ) {
     const { job, prompt, grammar, callGrammar, argumentGrammars } = plan;
-    this.release = new TokenRelease(plan.emit, plan.replayed);
+    this.release = new TokenRelease(plan.emit, plan.replayed, job.request.logprobs !== undefined);
     this.emit = this.release.emit;
     // A finished JSON grammar only admits whitespace; node-llama-cpp's grammars stop on a run of it.
     const grammarStops = grammar ? stopTexts(grammar.stopGenerationTriggers) : [];
@@ -293,8 +293,11 @@ export class Decode {
   private forceCall(open: Token[]): void {
     this.completion += open.length;
     // A format that writes the name in its opening announces the call here.
-    this.parser.push(this.model.model.detokenize(open, true));
+    const text = this.model.model.detokenize(open, true);
+    this.release.read(text);
+    this.parser.push(text);
     this.answer.publish(this.parsed);
+    this.release.hold(this.parser.held + this.answer.held);
     this.forced = true;
     this.followCall(false, '');
   }
@@ -413,10 +416,13 @@ export class Decode {
     // Reasoning is what the model wrote from its opening marker through its closing one, both counted.
     const wasReasoning = parser.reasoning;
     const wasInCall = parser.inCall;
+    this.release.read(text);
     parser.push(text);
     if (wasReasoning || parser.reasoning) this.reasoningTokens += pending.length;
     pending.length = 0;
-    if (this.answer.publish(this.parsed)) return 'stop';
+    const stopped = this.answer.publish(this.parsed);
+    this.release.hold(parser.held + this.answer.held);
+    if (stopped) return 'stop';
     if (parser.completedCalls >= this.maxToolCalls) return 'tool_calls';
     return this.followCall(wasInCall, text);
   }

@@ -15,6 +15,11 @@ export class TextStreamer {
     return this.longest > 0;
   }
 
+  /** The characters held back now. */
+  get heldLength(): number {
+    return this.held.length;
+  }
+
   /** Feeds a piece; returns what may be sent now, and whether a stop string was hit. */
   push(piece: string): { text: string; stopped: boolean; stop?: string } {
     if (this.longest === 0) return { text: piece, stopped: false };

@@ -99,4 +99,32 @@ describe('token release', () => {
     );
     assert.deepEqual(sent, [{ type: 'text', text: 'a', tokens: [1] }]);
   });
+
+  it("token release - with log-probabilities, each text event carries its own text's tokens: a marker's and the reasoning's none", () => {
+    const sent: EngineEvent[] = [];
+    const r = new TokenRelease((event) => sent.push(event), undefined, true);
+    const entry = (token: string, logprob: number) => ({ token, logprob, bytes: [...Buffer.from(token)], top: [] });
+    const token = (id: number, text: string, logprob: number, handle: () => void, hold = 0): void =>
+      r.step(id, () => {
+        r.sampled(entry(text, logprob));
+        r.read(text);
+        handle();
+        r.hold(hold);
+      });
+    token(1, 'Let', -0.1, () => r.emit({ type: 'reasoning', text: 'Let' }));
+    token(2, '</think>', -0.2, () => undefined);
+    token(3, 'Hi', -0.3, () => r.emit({ type: 'text', text: 'Hi' }));
+    token(4, ' there <', -0.4, () => r.emit({ type: 'text', text: ' there ' }), 1);
+    token(5, 'b', -0.5, () => {
+      r.emit({ type: 'text', text: '<b' });
+      r.emit({ type: 'keepalive' });
+    });
+    assert.deepEqual(sent, [
+      { type: 'reasoning', text: 'Let', tokens: [1] },
+      { type: 'text', text: 'Hi', tokens: [2, 3], logprobs: [entry('Hi', -0.3)] },
+      { type: 'text', text: ' there ', tokens: [4], logprobs: [entry(' there ', -0.4)] },
+      { type: 'text', text: '<b', tokens: [5], logprobs: [entry('<', -0.4), entry('b', -0.5)] },
+      { type: 'keepalive' },
+    ]);
+  });
 });

@@ -152,12 +152,17 @@ describe('family fixtures', () => {
     return loaded;
   }
 
-  async function generate(fixture: FamilyFixture, situation: Situation, resume?: Resume): Promise<EngineEvent[]> {
+  async function generate(
+    fixture: FamilyFixture,
+    situation: Situation,
+    resume?: Resume,
+    logprobs?: number,
+  ): Promise<EngineEvent[]> {
     const events: EngineEvent[] = [];
     await (
       await model(fixture)
     ).generate({
-      request: request(fixture, situation),
+      request: { ...request(fixture, situation), ...(logprobs !== undefined && { logprobs }) },
       receivedAt: performance.now(),
       signal: new AbortController().signal,
       emit: (event) => events.push(event),
@@ -289,6 +294,35 @@ describe('family fixtures', () => {
         for (const situation of situations) {
           const expected = fixture.expected[situation] ?? assert.fail(`${situation} expected`);
           assertAnswer(fixture, situation, await generate(fixture, situation), expected);
+        }
+      },
+    );
+
+    it(
+      `family fixtures - ${fixture.family}: the answer's log-probabilities join to exactly its text, ` +
+        'no marker, reasoning or call among them',
+      async () => {
+        const situations: Situation[] = [
+          'answer',
+          'call',
+          ...(fixture.expected.parallel ? (['parallel'] as const) : []),
+          'afterResult',
+        ];
+        for (const situation of situations) {
+          const expected = fixture.expected[situation] ?? assert.fail(`${situation} expected`);
+          const events = await generate(fixture, situation, undefined, 2);
+          assertAnswer(fixture, situation, events, expected);
+          const texts = events.filter((event) => event.type === 'text');
+          const entries = texts.flatMap((event) => event.logprobs ?? []);
+          const what = `${fixture.id} ${situation}: ${JSON.stringify(entries.map((e) => e.token))}`;
+          assert.equal(entries.map((entry) => entry.token).join(''), expected.content, what);
+          // Each event's own: its entries are its text.
+          for (const event of texts)
+            assert.equal((event.logprobs ?? []).map((e) => e.token).join(''), event.text, what);
+          for (const entry of entries) {
+            assert.ok(entry.logprob !== null && entry.logprob <= 0, what);
+            assert.equal(entry.top.length, 2, what);
+          }
         }
       },
     );

@@ -36,6 +36,12 @@ export interface OutputParser {
   readonly reasoning: boolean;
   /** The declared tool whose JSON arguments are being written now, for a grammar of its parameters (see CallParser). */
   readonly argumentsFor: string | null;
+  /**
+   * How many characters at the end of what it read may still reach the answer: text held as the
+   * possible start of a marker, the answer's white space it holds; inside a call everything (a call
+   * to a tool the request did not declare is given back as text).
+   */
+  readonly held: number;
 }
 
 export function createOutputParser(format: ChatFormat, options: ParserOptions): OutputParser {
@@ -172,6 +178,10 @@ class MarkerParser implements OutputParser {
 
   get reasoning(): boolean {
     return this.mode === 'reasoning';
+  }
+
+  get held(): number {
+    return this.mode === 'call' ? Infinity : this.buffer.length + this.heldSpace.length;
   }
 
   push(text: string): void {
@@ -421,6 +431,10 @@ class HarmonyParser implements OutputParser {
 
   get reasoning(): boolean {
     return this.phase === 'body' && this.body === 'reasoning';
+  }
+
+  get held(): number {
+    return this.buffer.length;
   }
 
   push(text: string): void {
