@@ -170,7 +170,7 @@ export function formatOverview(commands: readonly CommandSpec[], program = 'cort
   lines.push('', `"${program} ${family ? `${family} ` : ''}<command> --help" shows a command's options.`);
   if (!family)
     lines.push(
-      'environment: CORTEX_CONFIG (default config/cortex.yaml), CORTEX_NATS_URL, CORTEX_LISTEN, ... (see README)',
+      'environment: CORTEX_CONFIG (default config/cortex.yaml), CORTEX_NATS_URL, CORTEX_LISTEN, ... (see docs/configuration.md)',
     );
   return lines.join('\n');
 }
