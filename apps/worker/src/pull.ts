@@ -26,7 +26,9 @@ export function pullSources(config: CortexConfig, target?: string): PullSource[]
     .filter((d): d is ModelConfig => d !== undefined && !models.includes(d));
   const all: PullSource[] = [
     // An upstream model has no file to fetch.
-    ...[...models, ...draftModels].flatMap((model) => (model.file === undefined ? [] : [{ source: model.file, model }])),
+    ...[...models, ...draftModels].flatMap((model) =>
+      model.file === undefined ? [] : [{ source: model.file, model }],
+    ),
     ...drafts.map((source) => ({ source })),
   ];
   return all.filter((pair, i) => all.findIndex((other) => other.source === pair.source) === i);
