@@ -3,6 +3,7 @@ import {
   contentParts,
   num,
   parseJson,
+  readUsage,
   record,
   refuseUncarried,
   str,
@@ -10,7 +11,6 @@ import {
   type UpstreamBody,
   type UpstreamDecoder,
   type UpstreamEvent,
-  type UpstreamUsage,
 } from './upstream.types.js';
 
 /**
@@ -155,7 +155,7 @@ export class ChatUpstreamDecoder implements UpstreamDecoder {
       out.push({ type: 'finish', reason: finishReason(reason, this.calls.size > 0) });
     }
     const usage = record(chunk.usage);
-    if (usage) out.push({ type: 'usage', usage: chatUsage(usage) });
+    if (usage) out.push({ type: 'usage', usage: readUsage(usage, CHAT_USAGE) });
     return out;
   }
 
@@ -185,18 +185,13 @@ function finishReason(reason: string, called: boolean): 'stop' | 'length' | 'too
   return 'stop';
 }
 
-function chatUsage(usage: Record<string, unknown>): UpstreamUsage {
-  const out: UpstreamUsage = {};
-  const prompt = num(usage.prompt_tokens);
-  const completion = num(usage.completion_tokens);
-  const cached = num(record(usage.prompt_tokens_details)?.cached_tokens);
-  const reasoning = num(record(usage.completion_tokens_details)?.reasoning_tokens);
-  if (prompt !== undefined) out.promptTokens = prompt;
-  if (completion !== undefined) out.completionTokens = completion;
-  if (cached !== undefined) out.cachedPromptTokens = cached;
-  if (reasoning !== undefined) out.reasoningTokens = reasoning;
-  return out;
-}
+/** Chat Completions' usage fields. */
+const CHAT_USAGE = {
+  promptTokens: 'prompt_tokens',
+  completionTokens: 'completion_tokens',
+  cachedPromptTokens: 'prompt_tokens_details.cached_tokens',
+  reasoningTokens: 'completion_tokens_details.reasoning_tokens',
+} as const;
 
 function chatLogprobs(content: unknown): TokenLogprob[] | undefined {
   if (!Array.isArray(content) || content.length === 0) return undefined;

@@ -4,6 +4,7 @@ import {
   contentParts,
   num,
   parseJson,
+  readUsage,
   record,
   refuseUncarried,
   str,
@@ -12,7 +13,6 @@ import {
   type UpstreamBody,
   type UpstreamDecoder,
   type UpstreamEvent,
-  type UpstreamUsage,
 } from './upstream.types.js';
 
 /**
@@ -151,22 +151,17 @@ export class ResponsesUpstreamDecoder implements UpstreamDecoder {
     this.done = true;
     const out: UpstreamEvent[] = [];
     const usage = record(response?.usage);
-    if (usage) out.push({ type: 'usage', usage: responsesUsage(usage) });
+    if (usage) out.push({ type: 'usage', usage: readUsage(usage, RESPONSES_USAGE) });
     const reason = incomplete ? 'length' : this.calls.size > 0 ? 'tool_calls' : 'stop';
     out.push({ type: 'finish', reason });
     return out;
   }
 }
 
-function responsesUsage(usage: Record<string, unknown>): UpstreamUsage {
-  const out: UpstreamUsage = {};
-  const input = num(usage.input_tokens);
-  const output = num(usage.output_tokens);
-  const cached = num(record(usage.input_tokens_details)?.cached_tokens);
-  const reasoning = num(record(usage.output_tokens_details)?.reasoning_tokens);
-  if (input !== undefined) out.promptTokens = input;
-  if (output !== undefined) out.completionTokens = output;
-  if (cached !== undefined) out.cachedPromptTokens = cached;
-  if (reasoning !== undefined) out.reasoningTokens = reasoning;
-  return out;
-}
+/** The Responses API's usage fields. */
+const RESPONSES_USAGE = {
+  promptTokens: 'input_tokens',
+  completionTokens: 'output_tokens',
+  cachedPromptTokens: 'input_tokens_details.cached_tokens',
+  reasoningTokens: 'output_tokens_details.reasoning_tokens',
+} as const;

@@ -167,3 +167,16 @@ export function record(value: unknown): Record<string, unknown> | undefined {
 export const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 export const num = (value: unknown): number | undefined =>
   typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+
+/** Token counts from an API's usage object, each read at its path (`prompt_tokens_details.cached_tokens`); absent ones left out. */
+export function readUsage(
+  usage: Record<string, unknown>,
+  paths: { readonly [K in keyof UpstreamUsage]-?: string },
+): UpstreamUsage {
+  const out: UpstreamUsage = {};
+  for (const [key, path] of Object.entries(paths) as Array<[keyof UpstreamUsage, string]>) {
+    const value = num(path.split('.').reduce<unknown>((at, name) => record(at)?.[name], usage));
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
+}
