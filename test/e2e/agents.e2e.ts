@@ -488,3 +488,82 @@ describe('agents e2e - Claude Code and Codex CLI behind a stored key with limits
     assert.match(codexRun.stdout + codexRun.stderr, /Quota exceeded/, explain(codexRun, stack));
   });
 });
+
+describe('agents e2e - Claude Code and Codex CLI on remote models (another cortex as the upstream)', () => {
+  const UPSTREAM_KEY = 'sk-agents-upstream';
+  let upstream: TestStack;
+  let stack: TestStack;
+  let home: string;
+  const { claude, codex } = agentRunners(() => ({ stack, home }));
+
+  before(async () => {
+    await installAgents();
+    home = await mkdtemp(join(tmpdir(), 'cortex-agents-remote-'));
+    upstream = await startStack({
+      models: [claudeTools, codexTools].map((fixture) => ({
+        id: fixture.id,
+        file: `fixture:${fixture.id}`,
+        context_size: CONTEXT,
+        pinned: true,
+        slots: 1,
+      })),
+      config: { auth: { api_keys: [UPSTREAM_KEY] } },
+    });
+    // The front has no GPU worker at all: each agent's model is served by the upstream, in another format
+    // than the agent speaks (Claude Code's Messages through Chat Completions, Codex's Responses through Messages).
+    const url = `${upstream.baseUrl}/v1`;
+    stack = await startStack({
+      models: [
+        { id: claudeTools.id, upstream: { url, api: 'chat', api_key_env: 'UPSTREAM_KEY' } },
+        { id: codexTools.id, upstream: { url, api: 'messages', api_key_env: 'UPSTREAM_KEY' } },
+      ],
+      serviceEnv: { worker: { CORTEX_WORKER_ENGINE: 'remote', CORTEX_WORKER_ID: 'remote-agents', UPSTREAM_KEY } },
+    });
+  });
+
+  after(async () => {
+    await stack?.stop();
+    await upstream?.stop();
+    if (home) await rm(home, { recursive: true, force: true });
+  });
+
+  it('agents e2e - claude and codex each run the MCP tool a remote model calls and print its answer', async () => {
+    const claudeCalls = join(home, 'claude-remote.log');
+    const mcpConfig = join(home, 'claude-remote-mcp.json');
+    await writeFile(
+      mcpConfig,
+      JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MCP, claudeCalls] } } }),
+    );
+    const byClaude = await claude('claude-remote', claudeTools.id, { ENABLE_TOOL_SEARCH: 'false' }, [
+      '--mcp-config',
+      mcpConfig,
+      '--strict-mcp-config',
+      '--allowedTools',
+      claudeTools.expected.toolCall?.name ?? '',
+    ]);
+    assert.equal(byClaude.code, 0, explain(byClaude, stack));
+    assert.deepEqual(
+      await toolCalls(claudeCalls),
+      [{ name: WEATHER_TOOL, arguments: claudeTools.expected.toolCall?.arguments }],
+      explain(byClaude, stack),
+    );
+    assert.match(
+      byClaude.stdout,
+      new RegExp(escape(claudeTools.expected.afterToolResult?.text ?? '')),
+      explain(byClaude, stack),
+    );
+    const codexCalls = join(home, 'codex-remote.log');
+    const byCodex = await codex('codex-remote', codexTools.id, codexWeatherServer(codexCalls));
+    assert.equal(byCodex.code, 0, explain(byCodex, stack));
+    assert.deepEqual(
+      await toolCalls(codexCalls),
+      [{ name: WEATHER_TOOL, arguments: codexTools.expected.toolCall?.arguments }],
+      explain(byCodex, stack),
+    );
+    assert.match(
+      byCodex.stdout,
+      new RegExp(escape(codexTools.expected.afterToolResult?.text ?? '')),
+      explain(byCodex, stack),
+    );
+  });
+});

@@ -138,10 +138,17 @@ describe('upstream codecs', () => {
     ]);
   });
 
+  it('upstream - a seed goes where the format has room for one, and is left out elsewhere', () => {
+    const seeded = { ...conversation, sampling: { seed: 42 } };
+    assert.equal(UPSTREAM_CODECS.chat.encode(seeded, options).body.seed, 42);
+    assert.equal(UPSTREAM_CODECS.responses.encode(seeded, options).body.seed, undefined);
+    assert.equal(UPSTREAM_CODECS.messages.encode(seeded, options).body.seed, undefined);
+  });
+
   it('upstream - what a format cannot carry is refused naming the field', () => {
     const cases: Array<[keyof typeof UPSTREAM_CODECS, Partial<CanonicalRequest>, string]> = [
       ['responses', { sampling: { stop: ['\n'] } }, 'stop'],
-      ['responses', { sampling: { seed: 1 } }, 'seed'],
+      ['responses', { sampling: { topK: 5 } }, 'top_k'],
       ['responses', { logprobs: 2 }, 'logprobs'],
       ['messages', { sampling: { frequencyPenalty: 1 } }, 'frequency_penalty'],
       ['messages', { sampling: { temperature: 1.5 } }, 'temperature'],

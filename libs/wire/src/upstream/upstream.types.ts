@@ -96,7 +96,7 @@ const API_NAMES: Record<UpstreamApi, string> = {
 
 /**
  * Refuses, with `invalid_request` naming the field, what the upstream's API cannot carry: a sampling
- * field it has no name for, a legacy raw prompt, and the extras named in `also` (log-probabilities,
+ * field it has no name for (but `seed`, which is left out: every run has one), a legacy raw prompt, and the extras named in `also` (log-probabilities,
  * a response format) where the API lacks them.
  */
 export function refuseUncarried(
@@ -113,6 +113,8 @@ export function refuseUncarried(
   };
   if (request.raw) refuse('prompt');
   for (const key of Object.keys(request.sampling) as Array<keyof Sampling>) {
+    // Every run has a seed (the gateway draws one when the client set none): an API without one is not sent it.
+    if (key === 'seed') continue;
     if (request.sampling[key] !== undefined && !CARRIED_SAMPLING[api].has(key)) refuse(SAMPLING_NAMES[key]);
   }
   for (const { param, set } of also) if (set) refuse(param);
