@@ -96,8 +96,8 @@ const API_NAMES: Record<UpstreamApi, string> = {
 
 /**
  * Refuses, with `invalid_request` naming the field, what the upstream's API cannot carry: a sampling
- * field it has no name for (but `seed`, which is left out: every run has one), a legacy raw prompt, and the extras named in `also` (log-probabilities,
- * a response format) where the API lacks them.
+ * field it has no name for (but `seed`, which is left out: every run has one), a legacy raw prompt,
+ * and the extras named in `also` (log-probabilities, a response format) where the API lacks them.
  */
 export function refuseUncarried(
   request: CanonicalRequest,
