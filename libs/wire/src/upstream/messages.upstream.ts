@@ -15,7 +15,7 @@ import {
 } from './upstream.types.js';
 
 /** Anthropic requires `max_tokens`: what a request without one asks for. */
-export const MESSAGES_DEFAULT_MAX_TOKENS = 8192;
+const MESSAGES_DEFAULT_MAX_TOKENS = 8192;
 /** The least thinking budget Anthropic takes. */
 const MIN_THINKING_BUDGET = 1024;
 

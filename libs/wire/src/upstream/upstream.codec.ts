@@ -5,7 +5,6 @@ import { encodeResponsesUpstream, ResponsesUpstreamDecoder } from './responses.u
 import type { EncodeOptions, UpstreamBody, UpstreamDecoder } from './upstream.types.js';
 
 export * from './upstream.types.js';
-export { MESSAGES_DEFAULT_MAX_TOKENS } from './messages.upstream.js';
 
 /** One client provider per wire format: the request's encoder and the stream's decoder. */
 export interface UpstreamCodec {

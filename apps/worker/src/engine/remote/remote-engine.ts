@@ -15,6 +15,7 @@ import { promptBytes } from '../prompt-bound.js';
 import { chargedTokens, ticketOf } from '../fair-queue.js';
 import { SlotPool } from '../slot-pool.js';
 import { UpstreamClient } from './upstream-client.js';
+import { upstreamRefusal } from './upstream-failure.js';
 
 /**
  * The engine of a remote worker (`worker.engine: remote`): no device and no weights; each catalogue
@@ -146,12 +147,10 @@ class RemoteModel implements EngineModel {
             stopSequence = event.stopSequence;
             continue;
           case 'error':
-            throw new CortexError(
-              event.status !== undefined && event.status < 500 && event.status !== 429 && event.status !== 408
-                ? 'invalid_request'
-                : 'upstream_unavailable',
-              `the upstream ${this.client.label} failed mid-answer${event.status ? ` (${event.status})` : ''}: ${event.message}`,
-            );
+            // An error the upstream wrote into its stream is read by the same table as a refused request.
+            throw event.status === undefined
+              ? new CortexError('upstream_unavailable', `the upstream ${this.client.label} failed: ${event.message}`)
+              : upstreamRefusal({ status: event.status, message: event.message, upstream: this.client.label });
           default:
             if (firstAt === 0) firstAt = performance.now();
             pieces++;
