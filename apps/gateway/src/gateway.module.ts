@@ -18,6 +18,7 @@ import { RateLimiter } from './limits/rate-limiter.js';
 import { TokenRateLimiter } from './limits/token-rate-limiter.js';
 import { BudgetLedger } from './limits/budget-ledger.js';
 import { KeyAdmission } from './limits/key-admission.js';
+import { FinalWrites } from './usage/final-writes.js';
 import { UsageRecorder } from './usage/usage-recorder.js';
 import { UsageController } from './admin/usage.controller.js';
 import { InferenceResponder } from './inference/inference.responder.js';
@@ -71,6 +72,7 @@ export class GatewayModule {
         BudgetLedger,
         KeyAdmission,
         UsageRecorder,
+        FinalWrites,
         ConsoleHub,
       ],
     };

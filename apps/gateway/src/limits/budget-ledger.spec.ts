@@ -10,6 +10,7 @@ import { CortexConfig } from '@cortex/config';
 import type { KeyRecord, Usage } from '@cortex/contracts';
 import { BudgetLedger } from './budget-ledger.js';
 import { LimitsBucket } from './limits-bucket.js';
+import { FinalWrites } from '../usage/final-writes.js';
 
 const KEY: KeyRecord = {
   id: 'key_ledger',
@@ -40,12 +41,12 @@ describe('budget ledger - on a real NATS', { skip: !natsServerOnPath() && 'nats-
     await bucket.onModuleInit();
     const config = new CortexConfig();
     config.billing.currency = 'EUR';
-    ledger = new BudgetLedger(bucket, config);
+    ledger = new BudgetLedger(bucket, new FinalWrites(), config);
     ledger.onModuleInit();
   });
 
   after(async () => {
-    ledger?.onModuleDestroy();
+    ledger?.onApplicationShutdown();
     await nc?.close();
     await server?.stop();
     rmSync(storeDir, { recursive: true, force: true });

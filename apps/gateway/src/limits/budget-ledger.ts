@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { CONFIG, type CortexConfig } from '@cortex/config';
 import { billionthsOf, CortexError, type AccountRecord, type KeyRecord, type Limits } from '@cortex/contracts';
 import {
@@ -17,12 +17,11 @@ import {
 import { formatMoney } from './money.decider.js';
 import { HeldIds } from './held-ids.js';
 import { LimitsBucket } from './limits-bucket.js';
+import { FinalWrites } from '../usage/final-writes.js';
 
 /** How long a reservation counts without renewal: the bound on a dead gateway's reservations. */
 export const RESERVATION_TTL_MS = 15_000;
 const RENEW_EVERY_MS = 5_000;
-/** Pauses between the tries of a settlement that could not be written (NATS unreachable): about 30 s in all. */
-const SETTLE_RETRIES_MS = [1_000, 2_000, 4_000, 8_000, 16_000];
 
 interface Scope {
   entry: string;
@@ -71,14 +70,12 @@ export interface BudgetShown {
  * rate limits. A request reserves a bound before dispatch in each budget that applies: its tokens,
  * and those tokens at its model's price. Once its response closed and its runs reported (finished,
  * failed, cancelled or the client gone: see RequestMeter), each reservation is settled with what they
- * used: the tokens, and the cost of their usage records. Reservations are renewed while held, so those
- * of a dead gateway stop counting within RESERVATION_TTL_MS.
+ * used: the tokens, and the cost of their usage records. Reservations are renewed while held (also
+ * while the gateway drains), so those of a dead gateway stop counting within RESERVATION_TTL_MS.
  */
 @Injectable()
-export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
+export class BudgetLedger implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('budgets');
-  /** The gateway is stopping: a settlement that fails is not tried again. */
-  private stopped = false;
   /** The reservations this gateway holds, per budget entry, renewed every RENEW_EVERY_MS. */
   private readonly held = new HeldIds((entry, ids) =>
     this.bucket
@@ -95,6 +92,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
 
   constructor(
     private readonly bucket: LimitsBucket,
+    private readonly writes: FinalWrites,
     @Inject(CONFIG) config: CortexConfig,
   ) {
     this.money = { name: 'money', unit: config.billing.currency, amount: formatMoney };
@@ -104,8 +102,7 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
     this.held.start(RENEW_EVERY_MS);
   }
 
-  onModuleDestroy(): void {
-    this.stopped = true;
+  onApplicationShutdown(): void {
     this.held.stop();
   }
 
@@ -240,29 +237,23 @@ export class BudgetLedger implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * Turns the reservation into spend. While NATS is unreachable (a restart) the write fails: it is
-   * tried again for about as long as a usage record's publish (SETTLE_RETRIES_MS), the reservation
-   * still held and renewed meanwhile, so a request that ends during the outage is charged once NATS
-   * is back, as its usage record is stored then. Only past that is the request left uncharged.
+   * Turns the reservation into spend. While NATS does not take the write (a restart) it is tried again
+   * (FinalWrites: for about as long as a usage record's publish, and waited for when the gateway stops),
+   * the reservation still held and renewed meanwhile, so a request that ends during the outage is
+   * charged once NATS is back, as its usage record is stored then. A settlement tried again after a
+   * write whose answer was lost counts once (the entry remembers it). An admission taken back (`retry`
+   * false: nothing spent) is not worth a wait: its reservation expires.
    */
   private async finish(scope: Scope, id: string, used: number, retry = true): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.bucket.change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({
-          next: settle(state, scope.budget.window, id, used, now),
-          result: null,
-        }));
-        break;
-      } catch (error) {
-        const pause = SETTLE_RETRIES_MS[attempt];
-        // An admission taken back (nothing spent) is not worth a wait: its reservation expires.
-        if (pause === undefined || !retry || this.stopped) {
-          this.held.delete(scope.entry, id);
-          throw error;
-        }
-        await new Promise((done) => setTimeout(done, pause).unref());
-      }
+    const write = (): Promise<null> =>
+      this.bucket.change(scope.entry, EMPTY_BUDGET, (state: BudgetState, now) => ({
+        next: settle(state, scope.budget.window, id, used, now),
+        result: null,
+      }));
+    try {
+      await (retry ? this.writes.write(write) : write());
+    } finally {
+      this.held.delete(scope.entry, id);
     }
-    this.held.delete(scope.entry, id);
   }
 }

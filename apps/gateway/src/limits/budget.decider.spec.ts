@@ -8,6 +8,8 @@ import {
   refusalOf,
   reserve,
   settle,
+  SETTLED_MEMORY_COUNT,
+  SETTLED_MEMORY_MS,
   TOKENS,
   type Budget,
   type BudgetUnit,
@@ -41,10 +43,37 @@ describe('budget decider', () => {
     if (a.kind !== 'admit') return;
     assert.equal(a.remaining, 20);
     const settled = settle(a.next, 'balance', 'a', 12, T0);
-    assert.deepEqual(settled, { period: 'all', spent: 12, reservations: {} });
+    assert.deepEqual(settled, { period: 'all', spent: 12, reservations: {}, settled: { a: T0 + SETTLED_MEMORY_MS } });
     const b = reserve(settled, budget, 'b', R(80), T0);
     assert.equal(b.kind, 'admit');
     if (b.kind === 'admit') assert.deepEqual(settle(b.next, 'balance', 'b', 0, T0).spent, 12);
+  });
+
+  // A settlement whose write NATS took but whose answer was lost is tried again: it must count once,
+  // whether the reservation is still there, expired meanwhile, or remembered no more.
+  const again: Array<[string, number, number]> = [
+    ['tried again at once', T0 + 1_000, 12],
+    ['tried again after the reservation expired', T0 + 61_000, 12],
+    ['tried again within the memory', T0 + SETTLED_MEMORY_MS - 1, 12],
+    ['tried again past the memory (charged twice: retries stop long before)', T0 + SETTLED_MEMORY_MS, 24],
+  ];
+  for (const [name, at, spent] of again) {
+    it(`budget - a settlement ${name}: spent ${spent}`, () => {
+      const a = reserve(EMPTY_BUDGET, { limit: 100, window: 'balance' }, 'a', R(80), T0);
+      assert.equal(a.kind, 'admit');
+      if (a.kind !== 'admit') return;
+      const once = settle(a.next, 'balance', 'a', 12, T0);
+      assert.equal(settle(once, 'balance', 'a', 12, at).spent, spent);
+    });
+  }
+
+  it('budget - an entry remembers its latest settlements only, so its size stays bounded', () => {
+    let state: BudgetState = EMPTY_BUDGET;
+    for (let i = 0; i < SETTLED_MEMORY_COUNT + 10; i++) state = settle(state, 'balance', `r${i}`, 1, T0 + i);
+    assert.equal(Object.keys(state.settled ?? {}).length, SETTLED_MEMORY_COUNT);
+    assert.equal(state.settled?.r0, undefined, 'the oldest is forgotten');
+    assert.equal(settle(state, 'balance', `r${SETTLED_MEMORY_COUNT + 9}`, 1, T0 + 1_000).spent, state.spent);
+    assert.equal(current(state, 'balance', T0 + SETTLED_MEMORY_MS + 1e6).settled, undefined);
   });
 
   it('budget - a reservation nobody settles (its gateway died) stops counting at its expiry', () => {

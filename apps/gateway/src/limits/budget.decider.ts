@@ -21,7 +21,17 @@ export interface BudgetState {
   period: string;
   spent: number;
   reservations: Record<string, Reservation>;
+  /**
+   * The reservations settled lately, with when each is forgotten: a settlement tried again after a
+   * write whose answer was lost (NATS restarting) counts once. Entries stored before it have none.
+   */
+  settled?: Record<string, number>;
 }
+
+/** How long a settled reservation is remembered: longer than a settlement is tried (FINAL_WRITE_RETRIES_MS). */
+export const SETTLED_MEMORY_MS = 120_000;
+/** The most settled reservations one entry remembers (the oldest go first): it bounds the entry's size. */
+export const SETTLED_MEMORY_COUNT = 256;
 
 export interface Budget {
   /** The most the scope may spend per window, in the budget's unit. */
@@ -48,11 +58,20 @@ export function periodEnd(window: BudgetWindow, now: number): number | null {
   return null;
 }
 
-/** The state in the current window: a new day or month starts with nothing spent. Expired reservations are dropped. */
+/**
+ * The state in the current window: a new day or month starts with nothing spent. Expired reservations,
+ * and settled ones past their memory, are dropped.
+ */
 export function current(state: BudgetState, window: BudgetWindow, now: number): BudgetState {
   const period = periodOf(window, now);
   const reservations = Object.fromEntries(Object.entries(state.reservations).filter(([, r]) => r.expiresAt > now));
-  return { period, spent: state.period === period ? state.spent : 0, reservations };
+  const settled = Object.entries(state.settled ?? {}).filter(([, forgetAt]) => forgetAt > now);
+  return {
+    period,
+    spent: state.period === period ? state.spent : 0,
+    reservations,
+    ...(settled.length > 0 && { settled: Object.fromEntries(settled) }),
+  };
 }
 
 export function reservedOf(state: BudgetState): number {
@@ -74,11 +93,18 @@ export function reserve(
   return { kind: 'admit', next, remaining: Math.max(0, budget.limit - now_.spent - reserved - reservation.amount) };
 }
 
-/** The request ended having spent `used` (in the budget's unit): its reservation becomes spend. */
+/**
+ * The request ended having spent `used` (in the budget's unit): its reservation becomes spend, once —
+ * a reservation settled already (the same settlement tried again) changes nothing.
+ */
 export function settle(state: BudgetState, window: BudgetWindow, id: string, used: number, now: number): BudgetState {
   const next = current(state, window, now);
+  if (next.settled?.[id] !== undefined) return next;
   const { [id]: _gone, ...rest } = next.reservations;
-  return { ...next, spent: next.spent + used, reservations: rest };
+  const remembered = Object.entries({ ...next.settled, [id]: now + SETTLED_MEMORY_MS })
+    .sort(([, a], [, b]) => b - a)
+    .slice(0, SETTLED_MEMORY_COUNT);
+  return { ...next, spent: next.spent + used, reservations: rest, settled: Object.fromEntries(remembered) };
 }
 
 /** What a budget counts, as its messages name it. */

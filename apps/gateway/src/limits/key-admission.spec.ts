@@ -5,6 +5,7 @@ import { CortexConfig, type LimitsPolicy } from '@cortex/config';
 import { NO_USAGE, type KeyRecord, type UsageRecord } from '@cortex/contracts';
 import type { KeyDirectory } from '../keys/key-directory.js';
 import { RequestMeter } from '../usage/request-meter.js';
+import { FinalWrites } from '../usage/final-writes.js';
 import type { BudgetAsk, BudgetLedger, BudgetUse } from './budget-ledger.js';
 import { KeyAdmission, type AdmissionAsk } from './key-admission.js';
 import type { RateLimiter } from './rate-limiter.js';
@@ -71,7 +72,11 @@ function admission(
   const catalogue = { find: (name: string) => models[name] } as unknown as ModelCatalogue;
   const config = new CortexConfig();
   Object.assign(config.gateway.limitsUnavailable, policy);
-  return { keys: new KeyAdmission(limiter, tokens, budgets, directory, catalogue, config), calls, asks };
+  return {
+    keys: new KeyAdmission(limiter, tokens, budgets, directory, catalogue, new FinalWrites(), config),
+    calls,
+    asks,
+  };
 }
 
 const ask = (meter = new RequestMeter(), background = false): AdmissionAsk => ({

@@ -4,6 +4,7 @@ import { ModelCatalogue } from '@cortex/bus';
 import { CortexError, type KeyRecord } from '@cortex/contracts';
 import { KeyDirectory } from '../keys/key-directory.js';
 import type { RequestMeter } from '../usage/request-meter.js';
+import { FinalWrites } from '../usage/final-writes.js';
 import { BudgetLedger } from './budget-ledger.js';
 import type { RequestWindow } from './rate-limit.decider.js';
 import { RateLimiter } from './rate-limiter.js';
@@ -71,6 +72,7 @@ export class KeyAdmission {
     private readonly budgets: BudgetLedger,
     private readonly directory: KeyDirectory,
     private readonly catalogue: ModelCatalogue,
+    private readonly writes: FinalWrites,
     @Inject(CONFIG) private readonly config: CortexConfig,
   ) {}
 
@@ -170,13 +172,16 @@ export class KeyAdmission {
       // Settled once every run of the request reported what it used (a background response's run goes
       // on after its reply closed); the bound only guards against a run that never reports.
       const settleBound = ask.background ? BACKGROUND_SETTLE_BOUND_MS : SETTLE_BOUND_MS;
-      void settledWithin(ask.meter, settleBound).then(async (used) => {
-        await Promise.all([
-          budget.settle({ tokens: used, money: ask.meter.cost }),
-          perMinute.settle(used),
-          ask.background && rate.release(),
-        ]);
-      });
+      // Kept for the gateway's shutdown to wait for (FinalWrites): a request that ended just before is charged.
+      void this.writes.track(
+        settledWithin(ask.meter, settleBound).then(async (used) => {
+          await Promise.all([
+            budget.settle({ tokens: used, money: ask.meter.cost }),
+            perMinute.settle(used),
+            ask.background && rate.release(),
+          ]);
+        }),
+      );
     };
     return { kind: 'admit', requests: rate.requests, tokens: perMinute.window, done };
   }

@@ -11,8 +11,8 @@ import {
   type RequestFinishedEvent,
   type TokenPrice,
   type UsageOwner,
-  type UsageRecord,
 } from '@cortex/contracts';
+import { FinalWrites } from './final-writes.js';
 import { RequestMeter } from './request-meter.js';
 import { UsageSummary, type UsageQuery, type UsageRow } from './usage-query.decider.js';
 
@@ -34,6 +34,7 @@ export class UsageRecorder implements OnModuleInit {
 
   constructor(
     private readonly bus: BusClient,
+    private readonly writes: FinalWrites,
     @Inject(CONFIG) private readonly config: CortexConfig,
   ) {
     this.events = new EventPublisher(bus.nc);
@@ -54,18 +55,13 @@ export class UsageRecorder implements OnModuleInit {
     const record = usageRecordOf(event, payer, runId, price);
     if (!record) return;
     RequestMeter.charge(payer, record);
-    this.publish(record, 0);
-  }
-
-  private publish(record: UsageRecord, attempt: number): void {
-    this.events.publish(Subjects.usageRecorded, record, record.id).catch((error: Error) => {
-      // The message id makes a retry safe: JetStream keeps one copy within its 2-minute duplicate window.
-      if (attempt < 5) setTimeout(() => this.publish(record, attempt + 1), 1_000 * 2 ** attempt).unref();
-      else
-        this.logger.error(
-          `${record.request_id}: usage record ${record.id} lost after ${attempt + 1} tries: ${error.message}`,
-        );
-    });
+    // Tried again while NATS does not take it, and waited for at shutdown (FinalWrites); the message id
+    // makes a retry safe: JetStream keeps one copy within its 2-minute duplicate window.
+    void this.writes
+      .track(this.writes.write(() => this.events.publish(Subjects.usageRecorded, record, record.id)))
+      .catch((error: Error) =>
+        this.logger.error(`${record.request_id}: usage record ${record.id} lost: ${error.message}`),
+      );
   }
 
   /**
