@@ -314,6 +314,10 @@ describe('upstreams e2e', () => {
 
 describe('upstream failover e2e', () => {
   const ADMIN = 'sk-upstream-admin';
+  const FRONT_KEY = 'sk-front-e2e';
+  const FRONT_ADMIN = 'sk-front-admin';
+  /** The remote model's price per million tokens, in the default billing.currency (USD). */
+  const PRICE = { input: 2, output: 10 };
   const hello = fixtureModel('cortex-chat').expected.text;
   let upstream: TestStack;
   let front: TestStack;
@@ -347,7 +351,14 @@ describe('upstream failover e2e', () => {
           upstream: { url, api: 'messages', model: 'cortex-chat', api_key_env: 'LIMITED_KEY' },
           fallback: ['local-chat'],
         },
+        // No fallback: what it answers is what its budgets count.
+        {
+          id: 'priced',
+          upstream: { url, api: 'responses', model: 'cortex-chat', api_key_env: 'UPSTREAM_KEY' },
+          cost: PRICE,
+        },
       ],
+      config: { auth: { api_keys: [FRONT_KEY], admin_keys: [FRONT_ADMIN] } },
     });
     front.spawnService('worker', {
       CORTEX_WORKER_ENGINE: 'remote',
@@ -363,10 +374,10 @@ describe('upstream failover e2e', () => {
     await upstream?.stop();
   });
 
-  async function ask(model: string, extra: Record<string, unknown> = {}): Promise<Response> {
+  async function ask(model: string, extra: Record<string, unknown> = {}, key = FRONT_KEY): Promise<Response> {
     return fetch(`${front.baseUrl}/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 16, ...extra }),
     });
   }
@@ -394,6 +405,81 @@ describe('upstream failover e2e', () => {
     assert.equal(body.choices[0]?.message.content, hello);
   });
 
+  const admin = async <T>(path: string, body?: unknown): Promise<T> => {
+    const response = await fetch(`${front.baseUrl}${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { authorization: `Bearer ${FRONT_ADMIN}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    assert.equal(response.status, 200, `${path}: ${response.status}`);
+    return (await response.json()) as T;
+  };
+
+  for (const budget of ['token', 'money'] as const)
+    it(`upstreams - a key with a ${budget} budget on a remote model: refused at its end, charged exactly what its usage records say`, async () => {
+      const limits =
+        budget === 'token'
+          ? { token_budget: { tokens: 400, window: 'day' } }
+          : { money_budget: { amount: 0.0008, window: 'day' } };
+      const key = await admin<{ id: string; secret: string }>('/admin/keys', { name: `remote-${budget}`, limits });
+      const answered: Array<{ status: number; tokens: number; cost: number; code?: string; message?: string }> = [];
+      /** Waits until none of the key's requests holds a reservation, and returns its budget as shown. */
+      const settled = async (): Promise<{ spent: number; reserved: number }> => {
+        let shown = { spent: -1, reserved: -1 };
+        await waitFor(async () => {
+          const { usage } = await admin<{ usage: Record<string, typeof shown> }>(`/admin/keys/${key.id}`);
+          shown = usage[`${budget}_budget`]!;
+          return shown.reserved === 0;
+        }, 10_000);
+        return shown;
+      };
+      // One at a time, each settled before the next: only the spent budget refuses.
+      for (let i = 0; i < 40 && answered.at(-1)?.status !== 429; i++) {
+        await settled();
+        const response = await ask('priced', {}, key.secret);
+        const json = (await response.json()) as {
+          usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+          error?: { code: string; message: string };
+        };
+        answered.push({
+          status: response.status,
+          tokens: json.usage?.total_tokens ?? 0,
+          cost: json.usage
+            ? (json.usage.prompt_tokens * PRICE.input + json.usage.completion_tokens * PRICE.output) / 1e6
+            : 0,
+          code: json.error?.code,
+          message: json.error?.message,
+        });
+      }
+      const refusal = answered.at(-1)!;
+      assert.equal(refusal.status, 429, `the ${budget} budget ran out: ${JSON.stringify(answered)}`);
+      assert.equal(refusal.code, 'insufficient_quota');
+      assert.match(refusal.message ?? '', new RegExp(`has used its ${budget} budget`));
+      assert.ok(answered.length >= 3, `a few requests fit the budget first: ${answered.length - 1}`);
+      assert.ok(answered.slice(0, -1).every((a) => a.status === 200));
+      const shown = await settled();
+      // The usage records of the remote runs, written by the front's gateway as for a local model.
+      let row: { requests: number; total_tokens: number; cost: number; unpriced_requests: number } | undefined;
+      await waitFor(async () => {
+        [row] = (await admin<{ data: Array<NonNullable<typeof row>> }>(`/admin/usage?key=${key.id}&group_by=key`)).data;
+        return row?.requests === answered.length - 1;
+      }, 10_000);
+      console.log(
+        `remote model, ${budget} budget: ${answered.length - 1} requests admitted, then refused; ${shown.spent} spent`,
+      );
+      assert.equal(row!.unpriced_requests, 0);
+      const byAnswers = answered.reduce((sum, a) => sum + (budget === 'token' ? a.tokens : a.cost), 0);
+      const byRecords = budget === 'token' ? row!.total_tokens : row!.cost;
+      assert.ok(
+        Math.abs(shown.spent - byAnswers) < 1e-9,
+        `the ledger charged ${shown.spent}, the answers say ${byAnswers}`,
+      );
+      assert.ok(
+        Math.abs(shown.spent - byRecords) < 1e-9,
+        `the ledger charged ${shown.spent}, the usage records ${byRecords}`,
+      );
+    });
+
   it('upstreams - the upstream gateway SIGKILLed: served by the fallback, streamed and not; back once the upstream is', async () => {
     const before = await ask('flaky');
     assert.equal(before.status, 200);
@@ -415,7 +501,7 @@ describe('upstream failover e2e', () => {
     assert.match(text, /data: \[DONE\]/);
     const messages = await fetch(`${front.baseUrl}/v1/messages`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': FRONT_KEY },
       body: JSON.stringify({ model: 'flaky', max_tokens: 16, messages: [{ role: 'user', content: 'Hi' }] }),
     });
     assert.equal(messages.status, 200);
