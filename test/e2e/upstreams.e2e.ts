@@ -480,7 +480,7 @@ describe('upstream failover e2e', () => {
       );
     });
 
-  it('upstreams - the upstream gateway SIGKILLed: served by the fallback, streamed and not; back once the upstream is', async () => {
+  it('upstreams - the upstream gateway SIGKILLed: served by the fallback, streamed and not, /health impaired; ok and served again once the upstream is back', async () => {
     const before = await ask('flaky');
     assert.equal(before.status, 200);
     assert.equal(before.headers.get('x-cortex-served-by'), null);
@@ -507,7 +507,19 @@ describe('upstream failover e2e', () => {
     assert.equal(messages.status, 200);
     assert.equal(messages.headers.get('x-cortex-served-by'), 'local-chat');
     assert.equal(((await messages.json()) as { model: string }).model, 'local-chat');
+    // The remote worker's requests and probes found the upstream gone: the fleet is impaired, saying why.
+    const health = async (): Promise<{ status: string; reasons: string[] }> =>
+      (await (await fetch(`${front.baseUrl}/health`)).json()) as { status: string; reasons: string[] };
+    let shown = await health();
+    await waitFor(async () => (shown = await health()).status === 'impaired', 10_000);
+    assert.match(
+      shown.reasons.join(' | '),
+      /the upstream of flaky on worker remote-1 does not answer \(cannot be reached: ECONNREFUSED\) since \d{4}-.*: its requests go to another place or its fallback/,
+    );
     await upstream.spawnGateway(upstreamListen);
+    // Its probes find it back: ok again, with no request needed.
+    await waitFor(async () => (shown = await health()).status === 'ok', 20_000);
+    assert.deepEqual(shown.reasons, []);
     const after = await ask('flaky');
     assert.equal(after.status, 200);
     assert.equal(after.headers.get('x-cortex-served-by'), null, 'the upstream serves again');

@@ -173,6 +173,7 @@ export class CatalogueService implements OnModuleDestroy {
             inFlight: m.inFlight,
             queued: m.queued,
             ...(m.download && { download: m.download }),
+            ...(m.unreachable && { unreachable: m.unreachable }),
           })),
       );
       const reported = held.find((m) => m.id === model.id && m.capabilities)?.capabilities;

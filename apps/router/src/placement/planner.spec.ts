@@ -106,6 +106,25 @@ const cases: Case[] = [
     context: { turn: 1 },
     expect: { kind: 'serve', workerId: 'b' },
   },
+  {
+    title: 'ready - a copy whose upstream does not answer comes after a busier one that does',
+    fleet: [
+      w('r1', 0, [m('new', { unreachable: { since: 0, error: 'cannot be reached: ECONNREFUSED' } })], true),
+      w('r2', 0, [m('new', { inFlight: 5, queued: 3 })], true),
+    ],
+    question: { upstream: true },
+    expect: { kind: 'serve', workerId: 'r2' },
+  },
+  {
+    title:
+      'ready - with only copies whose upstream does not answer, the least loaded of them serves (it fails fast, to the fallback)',
+    fleet: [
+      w('r1', 0, [m('new', { inFlight: 1, unreachable: { since: 0, error: 'x' } })], true),
+      w('r2', 0, [m('new', { unreachable: { since: 0, error: 'x' } })], true),
+    ],
+    question: { upstream: true },
+    expect: { kind: 'serve', workerId: 'r2' },
+  },
   // Sole: the only worker that could serve the model, whatever the request; its answer may be reused.
   {
     title: 'sole - one worker with the model ready, others without it',

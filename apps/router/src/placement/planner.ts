@@ -115,7 +115,14 @@ export function affineWorker(
   return entry && !isClosed(entry, now) && entry.queued === 0 ? worker : undefined;
 }
 
-/** The least loaded worker (in flight + queued) with the model in this state; ties take turns. */
+/** What a copy whose upstream does not answer weighs on top of its load: more than any real load. */
+const UNREACHABLE_LOAD = 2 ** 40;
+
+/**
+ * The least loaded worker (in flight + queued) with the model in this state, copies whose upstream
+ * does not answer last (tried only when no other place has it: the request then fails fast and goes
+ * to the model's fallback); ties take turns.
+ */
 function leastLoaded(
   workers: readonly WorkerState[],
   modelId: string,
@@ -129,7 +136,8 @@ function leastLoaded(
     if (exclude.includes(worker.workerId)) continue;
     const entry = worker.models.find((m) => m.id === modelId && m.state === state);
     if (!entry || isClosed(entry, context.now)) continue;
-    const load = entry.inFlight + entry.queued;
+    // A copy whose upstream does not answer comes after every one that does, whatever their load.
+    const load = (entry.unreachable ? UNREACHABLE_LOAD : 0) + entry.inFlight + entry.queued;
     if (load < bestLoad) {
       best = [worker];
       bestLoad = load;

@@ -98,6 +98,8 @@ export interface EngineModel {
   /** How it writes reasoning and calls, and how that was chosen (`hermes (the template's fingerprint)`); null without chat output. */
   readonly format: string | null;
   readonly capabilities: ModelCapabilities;
+  /** A model served by an upstream that does not answer now: since when, and why (see UpstreamClient). */
+  readonly unreachable?: { since: number; error: string } | null;
   /**
    * Prompt tokens of a request as this model's template and tokenizer render it, images included; the
    * vision engine's tokenizer answers asynchronously.

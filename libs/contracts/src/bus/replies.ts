@@ -282,6 +282,11 @@ function catalogueEntry(value: unknown, at: string): CatalogueEntry {
     oneOf(l.state, `${at}.locations[${i}].state`, MODEL_STATES);
     integer(l.inFlight, `${at}.locations[${i}].inFlight`, 0);
     integer(l.queued, `${at}.locations[${i}].queued`, 0);
+    if (l.unreachable !== undefined) {
+      const u = object(l.unreachable, `${at}.locations[${i}].unreachable`);
+      number(u.since, `${at}.locations[${i}].unreachable.since`);
+      string(u.error, `${at}.locations[${i}].unreachable.error`);
+    }
   });
   if (entry.replicas !== undefined) {
     const r = object(entry.replicas, `${at}.replicas`);

@@ -160,6 +160,54 @@ describe('fleet health', () => {
       ['big'],
       /big needs about 3000 MiB, more than any worker can hold \(the largest, w1, 64 MiB\).*worker w2 is draining/s,
     ],
+    [
+      'an upstream that does not answer: its model goes to its fallback',
+      {
+        ...healthy,
+        fleet: fleet(
+          [worker('remote-1'), worker('w1')],
+          [
+            {
+              ...model('up-chat'),
+              loaded: true,
+              locations: [
+                {
+                  workerId: 'remote-1',
+                  state: 'ready',
+                  inFlight: 0,
+                  queued: 0,
+                  unreachable: { since: Date.UTC(2026, 0, 2, 3, 4, 5), error: 'cannot be reached: ECONNREFUSED' },
+                },
+              ],
+            },
+            model('local', ['w1']),
+          ],
+        ),
+      },
+      'impaired',
+      [],
+      /^the upstream of up-chat on worker remote-1 does not answer \(cannot be reached: ECONNREFUSED\) since 2026-01-02T03:04:05\.000Z: its requests go to another place or its fallback$/,
+    ],
+    [
+      'an upstream that does not answer on a worker that is down: the worker is the reason',
+      {
+        ...healthy,
+        fleet: fleet(
+          [worker('remote-1', { up: false, lastSeenMs: 9_000 }), worker('w1')],
+          [
+            {
+              ...model('up-chat'),
+              locations: [
+                { workerId: 'remote-1', state: 'ready', inFlight: 0, queued: 0, unreachable: { since: 0, error: 'x' } },
+              ],
+            },
+          ],
+        ),
+      },
+      'impaired',
+      [],
+      /^worker remote-1 is down: [^|]*$/,
+    ],
     ['NATS unreachable', { bus: false, jetstreamError: null, fleet: null }, 'degraded', [], /^NATS is unreachable/],
     [
       'JetStream failing',

@@ -2,8 +2,8 @@ import { mib } from '../bus/bus.contract.js';
 import type { CatalogueEntry, FleetView, WorkerView } from './fleet.messages.js';
 
 /**
- * The fleet in one word: `ok` (everything up), `impaired` (something is down or draining, but every
- * catalogue model can still be served), `degraded` (some model cannot be served, or the bus, its
+ * The fleet in one word: `ok` (everything up), `impaired` (something is down or draining, or an
+ * upstream does not answer, but every catalogue model can still be served), `degraded` (some model cannot be served, or the bus, its
  * store or every router is gone). A worker that said goodbye (a graceful stop) is not in the fleet at
  * all; one that stopped heartbeating is down until routers forget it (`router.forget_worker_after_ms`).
  */
@@ -52,6 +52,14 @@ export function fleetHealth(input: FleetHealthInput): FleetHealth {
     if (!w.up) impaired.push(downReason(w));
     else if (w.draining) impaired.push(`worker ${w.workerId} is draining`);
   }
+  // An upstream that does not answer: its model's requests go to the next place or its fallback.
+  for (const entry of fleet?.catalogue ?? [])
+    for (const l of entry.locations)
+      if (l.unreachable && up.some((w) => w.workerId === l.workerId))
+        impaired.push(
+          `the upstream of ${entry.id} on worker ${l.workerId} does not answer (${l.unreachable.error}) since ` +
+            `${new Date(l.unreachable.since).toISOString()}: its requests go to another place or its fallback`,
+        );
   // With a worker that takes new models every model can be served (loaded there on demand); without,
   // only those ready on a worker that still takes requests.
   const serving = (workerId: string): boolean => accepting.some((w) => w.workerId === workerId);

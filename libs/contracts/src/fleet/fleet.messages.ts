@@ -54,6 +54,12 @@ export class DownloadState {
   @IsNumber() @Min(0) totalBytes!: number;
 }
 
+/** An upstream model whose upstream does not answer: since when (epoch ms), and the last failure in words (no URL path, no key). */
+export class UnreachableUpstream {
+  @IsNumber() since!: number;
+  @IsString() @MaxLength(500) error!: string;
+}
+
 export class LoadedModel {
   @IsString() id!: string;
   @IsIn(MODEL_STATES) state!: ModelState;
@@ -66,6 +72,8 @@ export class LoadedModel {
   @IsOptional() @ValidateNested() @Type(() => ModelCapabilities) capabilities?: ModelCapabilities;
   /** While a `loading` model's file is still being fetched. */
   @IsOptional() @ValidateNested() @Type(() => DownloadState) download?: DownloadState;
+  /** Served by an upstream that does not answer now (a remote worker's probes and requests). */
+  @IsOptional() @ValidateNested() @Type(() => UnreachableUpstream) unreachable?: UnreachableUpstream;
 }
 
 export class DeviceInfo {
@@ -444,6 +452,8 @@ export interface ModelLocation {
   queued: number;
   /** While its file is being fetched for the load. */
   download?: { bytes: number; totalBytes: number };
+  /** Its upstream does not answer (an upstream model on a remote worker). */
+  unreachable?: { since: number; error: string };
 }
 
 export interface CatalogueEntry {

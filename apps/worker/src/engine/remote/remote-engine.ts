@@ -14,7 +14,7 @@ import type { Engine, EngineModel, GenerateJob, ModelSpec } from '../engine.type
 import { promptBytes } from '../prompt-bound.js';
 import { chargedTokens, ticketOf } from '../fair-queue.js';
 import { SlotPool } from '../slot-pool.js';
-import { UpstreamClient } from './upstream-client.js';
+import { UpstreamClient, type Unreachable } from './upstream-client.js';
 import { upstreamRefusal } from './upstream-failure.js';
 
 /**
@@ -107,6 +107,10 @@ class RemoteModel implements EngineModel {
     return this.pool.inUse;
   }
 
+  get unreachable(): Unreachable | null {
+    return this.client.unreachable;
+  }
+
   get queued(): number {
     return this.pool.queued;
   }
@@ -188,6 +192,7 @@ class RemoteModel implements EngineModel {
   }
 
   dispose(): Promise<void> {
+    this.client.close();
     for (const run of this.runs) run.abort(new CortexError('cancelled', `${this.id} was unloaded`));
     return Promise.resolve();
   }

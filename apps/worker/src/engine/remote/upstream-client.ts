@@ -9,9 +9,26 @@ const MAX_MESSAGE_BYTES = 8 * 2 ** 20;
 const MAX_ERROR_BYTES = 64 * 1024;
 /** The Messages API version asked for unless the model's headers name another. */
 const ANTHROPIC_VERSION = '2023-06-01';
+/** How often an upstream that does not answer is asked again whether it is back. */
+export const PROBE_DOWN_MS = 2_000;
+/** How often an upstream no request has heard from lately is asked whether it still answers. */
+export const PROBE_UP_MS = 15_000;
+
+/** Since when (epoch ms) an upstream has not answered, and the last failure in words. */
+export interface Unreachable {
+  since: number;
+  error: string;
+}
 
 /** One upstream, as a remote model holds it: where, how to authenticate (the key read at load, kept in memory only). */
 export class UpstreamClient {
+  /** Null while the upstream answers (any HTTP response counts, a refusal too). */
+  private down: Unreachable | null = null;
+  /** When the upstream last answered (epoch ms). */
+  private heardAt = 0;
+  private probeTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+
   private constructor(
     private readonly spec: UpstreamSpec,
     private readonly headers: Record<string, string>,
@@ -32,7 +49,59 @@ export class UpstreamClient {
       if (spec.api === 'messages') headers['x-api-key'] = key;
       else headers.authorization = `Bearer ${key}`;
     }
-    return new UpstreamClient(spec, headers, `${new URL(spec.url).host} (${spec.api})`);
+    const client = new UpstreamClient(spec, headers, `${new URL(spec.url).host} (${spec.api})`);
+    client.schedule(PROBE_UP_MS);
+    return client;
+  }
+
+  /** Whether the upstream answers, by the last request or probe: null while it does. */
+  get unreachable(): Unreachable | null {
+    return this.down;
+  }
+
+  /** Stops the probes (the model is unloaded). */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.probeTimer);
+  }
+
+  private answered(): void {
+    this.heardAt = Date.now();
+    this.down = null;
+  }
+
+  private unanswered(error: string): void {
+    this.down = { since: this.down?.since ?? Date.now(), error };
+  }
+
+  private schedule(ms: number): void {
+    if (this.closed) return;
+    clearTimeout(this.probeTimer);
+    this.probeTimer = setTimeout(() => void this.probe(), ms).unref();
+  }
+
+  /**
+   * Asks the upstream's model list (GET {url}/models, with the model's headers) whether it answers:
+   * every PROBE_DOWN_MS while it does not, else once no request has heard from it for PROBE_UP_MS.
+   * Any HTTP response means it answers; what it lists is not read.
+   */
+  private async probe(): Promise<void> {
+    if (this.down === null && Date.now() - this.heardAt < PROBE_UP_MS) {
+      this.schedule(PROBE_UP_MS - (Date.now() - this.heardAt));
+      return;
+    }
+    try {
+      const response = await fetch(this.spec.url.replace(/\/$/, '') + '/models', {
+        headers: this.headers,
+        signal: AbortSignal.timeout(this.spec.connectTimeoutMs),
+        redirect: 'manual',
+      });
+      await response.body?.cancel();
+      this.answered();
+    } catch (error) {
+      this.unanswered(`cannot be reached: ${describe(error)}`);
+    }
+    this.schedule(this.down ? PROBE_DOWN_MS : PROBE_UP_MS);
   }
 
   /**
@@ -75,8 +144,12 @@ export class UpstreamClient {
         });
       } catch (error) {
         if (signal.aborted) return;
-        throw failed(error);
+        const failure = failed(error);
+        this.unanswered(failure.message.replace(`the upstream ${this.label} `, ''));
+        this.schedule(PROBE_DOWN_MS);
+        throw failure;
       }
+      this.answered();
       if (!response.ok) {
         const text = await boundedText(response, MAX_ERROR_BYTES).catch(() => '');
         throw upstreamRefusal({
