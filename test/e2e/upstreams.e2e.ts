@@ -507,6 +507,19 @@ describe('upstream failover e2e', () => {
     assert.equal(messages.status, 200);
     assert.equal(messages.headers.get('x-cortex-served-by'), 'local-chat');
     assert.equal(((await messages.json()) as { model: string }).model, 'local-chat');
+    const response = await fetch(`${front.baseUrl}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${FRONT_KEY}` },
+      body: JSON.stringify({ model: 'flaky', max_output_tokens: 16, input: 'Hi' }),
+    });
+    assert.equal(response.status, 200);
+    assert.equal(response.headers.get('x-cortex-served-by'), 'local-chat');
+    const resource = (await response.json()) as { id: string; model: string; output_text?: string };
+    assert.equal(resource.model, 'local-chat', 'the Responses body names the model that served');
+    const stored = (await (
+      await fetch(`${front.baseUrl}/v1/responses/${resource.id}`, { headers: { authorization: `Bearer ${FRONT_KEY}` } })
+    ).json()) as { model: string };
+    assert.equal(stored.model, 'local-chat', 'and so does the stored response');
     // The remote worker's requests and probes found the upstream gone: the fleet is impaired, saying why.
     const health = async (): Promise<{ status: string; reasons: string[] }> =>
       (await (await fetch(`${front.baseUrl}/health`)).json()) as { status: string; reasons: string[] };

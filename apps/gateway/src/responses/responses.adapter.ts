@@ -10,7 +10,7 @@ import {
   type ResponsesFrame,
   type ResponsesState,
 } from '@cortex/wire';
-import type { DialectAdapter } from '../inference/dialect.js';
+import type { DialectAdapter, ResponseMeta } from '../inference/dialect.js';
 import { responsesStateOf } from './responses.state.js';
 
 /** The adapter as `config.responses` sets it up. */
@@ -29,7 +29,7 @@ function responsesAdapter(
   reasoningKey?: string,
 ): DialectAdapter {
   const seal = reasoningKey ? new ReasoningSeal(reasoningKey) : undefined;
-  const options = (state: ResponsesState) => {
+  const options = (state: ResponsesState, meta: ResponseMeta) => {
     const sealReasoning = seal && state.sealReasoning ? (text: string) => seal.seal(text) : undefined;
     return {
       id: state.responseId,
@@ -38,6 +38,7 @@ function responsesAdapter(
       reasoningEvents,
       ...(sealReasoning && { sealReasoning }),
       ...(state.toolNamespaces && { toolNamespaces: state.toolNamespaces }),
+      ...(meta.servedBy && { servedBy: meta.servedBy }),
     };
   };
   const save = async (state: ResponsesState, resource: ResponseResource): Promise<void> => {
@@ -45,9 +46,9 @@ function responsesAdapter(
   };
   return {
     dialect: 'openai.responses',
-    stream(_request, _meta, decoded) {
+    stream(_request, meta, decoded) {
       const state = responsesStateOf(decoded);
-      const encoder = new ResponsesStreamEncoder(options(state));
+      const encoder = new ResponsesStreamEncoder(options(state, meta));
       // The final event's frames, rendered but held back until the response is stored.
       let last: ResponsesFrame[] = [];
       return {
@@ -57,9 +58,9 @@ function responsesAdapter(
         settle: () => save(state, encoder.resource()),
       };
     },
-    complete(_request, _meta, decoded) {
+    complete(_request, meta, decoded) {
       const state = responsesStateOf(decoded);
-      const aggregator = new ResponsesAggregator(options(state));
+      const aggregator = new ResponsesAggregator(options(state, meta));
       return {
         add: (event) => aggregator.add(event),
         body: () => aggregator.body(),

@@ -361,6 +361,23 @@ describe('responses codec - stream encoding', () => {
     assert.deepEqual(encoder.resource(), resource);
   });
 
+  it('responses codec - a fallback chosen before the first frame is the model every frame names, the one asked for otherwise', () => {
+    let served: string | null = null;
+    const encoder = new ResponsesStreamEncoder({ ...encoderOptions(), servedBy: () => served });
+    const asked = encoderOptions().echo.model;
+    served = 'local-chat';
+    const frames = events(start, { type: 'text', text: 'Hi' }, finish('stop')).flatMap((event) =>
+      encoder.encode(event),
+    );
+    const models = frames.flatMap((frame) =>
+      frame.data && 'response' in frame.data ? [frame.data.response.model] : [],
+    );
+    assert.deepEqual(models, ['local-chat', 'local-chat', 'local-chat']);
+    assert.equal(encoder.resource().model, 'local-chat');
+    const plain = new ResponsesStreamEncoder({ ...encoderOptions(), servedBy: () => null });
+    assert.equal(finalResource(events(start, finish('stop')).flatMap((event) => plain.encode(event))).model, asked);
+  });
+
   it('responses codec - a cancelled finish fails the response with code cancelled', () => {
     const resource = finalResource(encodeAll(scripts.cancelled));
     assert.equal(resource.status, 'failed');

@@ -131,6 +131,9 @@ export class ResponsesStreamEncoder {
   private ensureStarted(): ResponsesFrame[] {
     if (this.started) return [];
     this.started = true;
+    // A fallback chosen before the first token is the model that answers.
+    const served = this.options.servedBy?.();
+    if (served) this.state.model = served;
     return [
       this.frame({ type: 'response.created', response: this.resource() }),
       this.frame({ type: 'response.in_progress', response: this.resource() }),

@@ -26,6 +26,8 @@ export interface ResponsesEncoderOptions {
   sealReasoning?: (text: string) => string;
   /** Function name → namespace (`decodeResponsesRequest(...).toolNamespaces`): calls of those functions carry it. */
   toolNamespaces?: Record<string, string>;
+  /** The fallback model serving the request, once one does: the resource names it from its first frame on. */
+  servedBy?: () => string | null;
   /** Clock for `completed_at`, in Unix seconds (tests pin it). */
   now?: () => number;
 }
