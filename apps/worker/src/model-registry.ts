@@ -328,7 +328,7 @@ export class ModelRegistry implements HeartbeatSource {
         sizeBytes: entry.bytes || model?.sizeBytes,
         capabilities: model?.capabilities,
         ...(this.downloads.has(entry.id) && { download: this.downloads.get(entry.id) }),
-        ...(model?.unreachable && { unreachable: { ...model.unreachable } }),
+        ...(model?.unreachable && { unreachable: model.unreachable }),
       };
     });
   }

@@ -9,6 +9,7 @@ import type {
   RetrievalInput,
   StreamEventBody,
   UpstreamSpec,
+  UnreachableUpstream,
 } from '@cortex/contracts';
 import type { QueueOrder } from './slot-pool.js';
 import type { ResolveOptions } from './resolve-source.js';
@@ -99,7 +100,7 @@ export interface EngineModel {
   readonly format: string | null;
   readonly capabilities: ModelCapabilities;
   /** A model served by an upstream that does not answer now: since when, and why (see UpstreamClient). */
-  readonly unreachable?: { since: number; error: string } | null;
+  readonly unreachable?: UnreachableUpstream | null;
   /**
    * Prompt tokens of a request as this model's template and tokenizer render it, images included; the
    * vision engine's tokenizer answers asynchronously.

@@ -453,7 +453,7 @@ export interface ModelLocation {
   /** While its file is being fetched for the load. */
   download?: { bytes: number; totalBytes: number };
   /** Its upstream does not answer (an upstream model on a remote worker). */
-  unreachable?: { since: number; error: string };
+  unreachable?: UnreachableUpstream;
 }
 
 export interface CatalogueEntry {

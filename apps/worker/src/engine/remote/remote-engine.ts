@@ -7,6 +7,7 @@ import {
   type FinishReason,
   type ModelCapabilities,
   type ModelFacts,
+  type UnreachableUpstream,
   type Usage,
 } from '@cortex/contracts';
 import { UPSTREAM_CODECS, type UpstreamCodec, type UpstreamUsage } from '@cortex/wire';
@@ -14,7 +15,7 @@ import type { Engine, EngineModel, GenerateJob, ModelSpec } from '../engine.type
 import { promptBytes } from '../prompt-bound.js';
 import { chargedTokens, ticketOf } from '../fair-queue.js';
 import { SlotPool } from '../slot-pool.js';
-import { UpstreamClient, type Unreachable } from './upstream-client.js';
+import { UpstreamClient } from './upstream-client.js';
 import { upstreamRefusal } from './upstream-failure.js';
 
 /**
@@ -107,7 +108,7 @@ class RemoteModel implements EngineModel {
     return this.pool.inUse;
   }
 
-  get unreachable(): Unreachable | null {
+  get unreachable(): UnreachableUpstream | null {
     return this.client.unreachable;
   }
 

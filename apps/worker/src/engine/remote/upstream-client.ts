@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { CortexError, type UpstreamSpec } from '@cortex/contracts';
+import { CortexError, type UnreachableUpstream, type UpstreamSpec } from '@cortex/contracts';
 import { SseParser, type UpstreamBody, type UpstreamDecoder, type UpstreamEvent } from '@cortex/wire';
 import { errorMessage, retryAfterSeconds, upstreamRefusal } from './upstream-failure.js';
 
@@ -14,16 +14,10 @@ export const PROBE_DOWN_MS = 2_000;
 /** How often an upstream no request has heard from lately is asked whether it still answers. */
 export const PROBE_UP_MS = 15_000;
 
-/** Since when (epoch ms) an upstream has not answered, and the last failure in words. */
-export interface Unreachable {
-  since: number;
-  error: string;
-}
-
 /** One upstream, as a remote model holds it: where, how to authenticate (the key read at load, kept in memory only). */
 export class UpstreamClient {
   /** Null while the upstream answers (any HTTP response counts, a refusal too). */
-  private down: Unreachable | null = null;
+  private down: UnreachableUpstream | null = null;
   /** When the upstream last answered (epoch ms). */
   private heardAt = 0;
   private probeTimer: NodeJS.Timeout | undefined;
@@ -55,7 +49,7 @@ export class UpstreamClient {
   }
 
   /** Whether the upstream answers, by the last request or probe: null while it does. */
-  get unreachable(): Unreachable | null {
+  get unreachable(): UnreachableUpstream | null {
     return this.down;
   }
 
@@ -99,7 +93,7 @@ export class UpstreamClient {
       await response.body?.cancel();
       this.answered();
     } catch (error) {
-      this.unanswered(`cannot be reached: ${describe(error)}`);
+      this.unanswered(unreachableWhy(error));
     }
     this.schedule(this.down ? PROBE_DOWN_MS : PROBE_UP_MS);
   }
@@ -125,12 +119,16 @@ export class UpstreamClient {
       expire(`no answer within ${spec.connectTimeoutMs} ms (connect_timeout_ms)`),
       spec.connectTimeoutMs,
     );
+    const why = (error: unknown): string => timedOut ?? unreachableWhy(error);
     const failed = (error: unknown): CortexError => {
       if (error instanceof CortexError) return error;
-      const why = timedOut ?? `cannot be reached: ${describe(error)}`;
-      return new CortexError('upstream_unavailable', `the upstream ${this.label} ${timedOut ? 'sent ' : ''}${why}`, {
-        cause: error,
-      });
+      return new CortexError(
+        'upstream_unavailable',
+        `the upstream ${this.label} ${timedOut ? 'sent ' : ''}${why(error)}`,
+        {
+          cause: error,
+        },
+      );
     };
     try {
       let response: Response;
@@ -144,10 +142,9 @@ export class UpstreamClient {
         });
       } catch (error) {
         if (signal.aborted) return;
-        const failure = failed(error);
-        this.unanswered(failure.message.replace(`the upstream ${this.label} `, ''));
+        this.unanswered(why(error));
         this.schedule(PROBE_DOWN_MS);
-        throw failure;
+        throw failed(error);
       }
       this.answered();
       if (!response.ok) {
@@ -236,6 +233,11 @@ async function boundedText(response: Response, limit: number): Promise<string> {
     if (size >= limit) break;
   }
   return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+}
+
+/** Why a request got no HTTP response, for messages and the heartbeat. */
+function unreachableWhy(error: unknown): string {
+  return `cannot be reached: ${describe(error)}`;
 }
 
 /** A fetch failure in words: undici puts the reason (ECONNREFUSED, a reset) in `cause`. */
