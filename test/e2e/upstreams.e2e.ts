@@ -6,6 +6,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { Subjects, type UsageRecord } from '@cortex/contracts';
 import { fixtureModel, solidPng, VISION_FIXTURE } from '@cortex/fixtures';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
+import { SseParser } from '@cortex/wire';
 
 // Two independent cortex stacks, each with its own NATS: the upstream serves the fixtures on local
 // workers; the front has only a remote worker and serves upstream models, one per wire format the
@@ -322,13 +323,21 @@ describe('upstream failover e2e', () => {
   let upstream: TestStack;
   let front: TestStack;
   let upstreamListen = '';
+  let secondUrl = '';
+  let secondGateway = '';
 
   before(async () => {
     upstream = await startStack({
-      models: [{ id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true }],
+      models: [
+        { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true },
+        { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, pinned: true },
+      ],
       config: { auth: { api_keys: [UPSTREAM_KEY], admin_keys: [ADMIN] } },
     });
     upstreamListen = new URL(upstream.baseUrl).host;
+    // A second gateway of the upstream: a place of its own, killed mid-answer while the first serves on.
+    secondUrl = await upstream.spawnGateway();
+    secondGateway = [...upstream.processes.keys()].at(-1) ?? '';
     // A key the upstream lets through once a minute: its second request gets the upstream's real 429.
     const created = await fetch(`${upstream.baseUrl}/admin/keys`, {
       method: 'POST',
@@ -350,6 +359,17 @@ describe('upstream failover e2e', () => {
           id: 'limited',
           upstream: { url, api: 'messages', model: 'cortex-chat', api_key_env: 'LIMITED_KEY' },
           fallback: ['local-chat'],
+        },
+        // Spoken to in Chat on the second gateway; when it fails mid-answer, the answer goes on in the
+        // next place, the same model through the first gateway in Messages, as an answer begun.
+        {
+          id: 'looping',
+          upstream: { url: `${secondUrl}/v1`, api: 'chat', model: 'cortex-loop', api_key_env: 'UPSTREAM_KEY' },
+          fallback: ['looping-b'],
+        },
+        {
+          id: 'looping-b',
+          upstream: { url, api: 'messages', model: 'cortex-loop', api_key_env: 'UPSTREAM_KEY' },
         },
         // No fallback: what it answers is what its budgets count.
         {
@@ -536,5 +556,85 @@ describe('upstream failover e2e', () => {
     const after = await ask('flaky');
     assert.equal(after.status, 200);
     assert.equal(after.headers.get('x-cortex-served-by'), null, 'the upstream serves again');
+  });
+
+  it("upstreams - the upstream's gateway SIGKILLed mid-answer: the stream goes on in the next place from the text given, nothing lost or repeated", async () => {
+    const cycle = fixtureModel('cortex-loop').expected.text;
+    const loop = (length: number): string => cycle.repeat(Math.ceil(length / cycle.length) + 1).slice(0, length);
+    // What the prompt alone counts at the upstream, for the continuation's count to be measured against.
+    const plain = await ask('looping-b', { max_tokens: 4 });
+    assert.equal(plain.status, 200);
+    const alone = ((await plain.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens;
+    const response = await fetch(`${front.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${FRONT_KEY}` },
+      body: JSON.stringify({
+        model: 'looping',
+        messages: [{ role: 'user', content: 'Sing.' }],
+        max_tokens: 2000,
+        temperature: 0,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    });
+    assert.equal(response.status, 200);
+    const parser = new SseParser();
+    const decoder = new TextDecoder();
+    const comments: string[] = [];
+    let text = '';
+    let atKill = -1;
+    let finish: string | null = null;
+    let failed: string | null = null;
+    let pieces = 0;
+    let line = '';
+    let promptTokens = 0;
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      const raw = decoder.decode(chunk, { stream: true });
+      const lines = (line + raw).split('\n');
+      line = lines.pop() ?? '';
+      for (const whole of lines) if (whole.startsWith(':')) comments.push(whole.slice(1).trim());
+      for (const message of parser.push(raw)) {
+        if (message.data === '[DONE]') continue;
+        const body = JSON.parse(message.data) as {
+          error?: { message: string };
+          choices?: Array<{ delta?: { content?: string }; finish_reason?: string | null }>;
+          usage?: { prompt_tokens: number };
+        };
+        if (body.error) failed = body.error.message;
+        if (body.usage) promptTokens = body.usage.prompt_tokens;
+        const choice = body.choices?.[0];
+        if (choice?.delta?.content) {
+          text += choice.delta.content;
+          pieces++;
+        }
+        if (choice?.finish_reason) finish = choice.finish_reason;
+        // A few pieces in, the upstream's gateway serving it dies: its worker and model live on.
+        if (pieces === 20 && atKill < 0) {
+          atKill = text.length;
+          upstream.processes.get(secondGateway)?.kill('SIGKILL');
+        }
+      }
+    }
+    assert.equal(failed, null, 'the stream ends without an error');
+    assert.ok(atKill > 0, 'the gateway was killed mid-answer');
+    assert.equal(finish, 'length');
+    assert.ok(
+      comments.some((comment) => comment.startsWith('resumed on ')),
+      `a comment says where it went on: ${comments.join(' | ')}`,
+    );
+    // The answer is the text given before the move, then what the next place wrote after it. cortex-loop's
+    // chain tokens cannot be spelled by text, so after any prompt, an answer begun included, it starts its
+    // round again: where the two parts meet is where the loop starts over (or, cut between rounds, nowhere).
+    let given = 0;
+    while (given < text.length && text[given] === loop(given + 1)[given]) given++;
+    assert.ok(given >= atKill, `nothing given before the kill is lost (${given} of the ${atKill} characters)`);
+    const after = text.slice(given);
+    assert.equal(after, loop(after.length), 'the next place wrote on after the text given, not over it');
+    assert.ok(text.length > atKill + cycle.length, `the answer went on (${atKill} → ${text.length} characters)`);
+    // The next place was given the text as an answer begun: its prompt holds it.
+    assert.ok(
+      promptTokens > alone + 10,
+      `the continuation's prompt (${promptTokens} tokens) holds the text given (the prompt alone: ${alone})`,
+    );
   });
 });

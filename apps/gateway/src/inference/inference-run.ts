@@ -27,7 +27,7 @@ import {
 import { promptPrefixes } from '@cortex/wire';
 import type { EarlyPlacement } from './placement-client.js';
 import { decideMigration } from './migration.decider.js';
-import { Tries } from './retry.js';
+import { FALLS_BACK, Tries } from './retry.js';
 import { decodeForRun } from './run-decode.js';
 import type { RunServices } from './run-services.js';
 import type { RequestContext } from '../http/request-context.js';
@@ -370,8 +370,7 @@ export class InferenceRun {
     return placement.workerId;
   }
 
-  private async launch(workerId: string, resume?: Resume): Promise<StreamReader> {
-    const request = this.required();
+  private async launch(workerId: string, resume?: Resume, request = this.required()): Promise<StreamReader> {
     // The subject names the worker: NATS lets no other worker's user write it.
     const { backgroundOf } = this.input;
     const subject = backgroundOf
@@ -546,28 +545,45 @@ export class InferenceRun {
         this.notices.emit({ type: 'resumed', workerId: event.workerId });
         continue;
       }
+      // An upstream that failed mid-answer ends its stream with an error: the stream may move as from a lost worker.
+      if (event.type === 'error' && event.error.code === 'upstream_unavailable') {
+        const failure = CortexError.fromBody(event.error);
+        const moved = await this.migrate(failure, lost).catch((error: unknown) => {
+          if (error === failure) return null;
+          throw error;
+        });
+        if (moved) {
+          rest = moved;
+          continue;
+        }
+      }
       yield this.observe(event);
     }
   }
 
   /**
-   * The stream's worker failed after the first token: where decideMigration allows it, the request is
-   * placed again (never on a worker lost before) and generated from the checkpoint, and the new
-   * stream is read in place of the old one. Otherwise, or when no worker takes it, `error` stands.
+   * The stream's place failed after the first token (its worker lost, its upstream failing): where
+   * decideMigration allows it, the request is placed again (never on a worker lost before) and goes
+   * on from the checkpoint — from its token ids on another copy, or from its text as an answer begun
+   * on another place or, with none, the model's next fallback — and the new stream is read in place
+   * of the old one. Otherwise, or when no place takes it, `error` stands.
    */
   private async migrate(error: unknown, lost: string[]): Promise<AsyncIterator<StreamEvent>> {
     if (!(error instanceof CortexError) || !this.placement) throw error;
+    const request = this.required();
     const decision = decideMigration({
       error,
       cancelled: this.stopped.signal.aborted,
       checkpoint: this.checkpoint.state,
       config: this.services.config.gateway.migration,
+      request,
     });
     const from = this.placement.workerId;
+    const place = error.code === 'worker_lost' ? `worker ${from}` : `the upstream on worker ${from}`;
     if (!decision.migrate) {
-      if (error.code === 'worker_lost')
+      if (error.code === 'worker_lost' || error.code === 'upstream_unavailable')
         this.services.logger.warn({
-          msg: `worker ${from} was lost mid-stream; the stream does not move: ${decision.reason}`,
+          msg: `${place} was lost mid-stream; the stream does not move: ${decision.reason}`,
           requestId: this.requestId,
         });
       throw error;
@@ -580,33 +596,67 @@ export class InferenceRun {
     this.checkpoint.moved();
     this.notices.emit({ type: 'moving' });
     this.retry();
-    const resume = this.checkpoint.resume();
+    const resume = decision.from === 'tokens' ? this.checkpoint.resume() : undefined;
+    const prefill = decision.from === 'text' ? this.checkpoint.prefill() : '';
+    // Text goes on in any model: with no other place for this one, its fallbacks are tried in turn.
+    const fallbacks = decision.from === 'text' ? this.fallbacksLeft() : [];
     try {
       // The client is already waiting: a live worker briefly declared down (its heartbeats late while it
       // loads a model on a busy host) is waited for one liveness window, not `worker_wait_ms`.
-      const waitMs = Math.min(
+      // With a fallback left, no place for the model now sends the stream on to it at once.
+      const window = Math.min(
         this.services.config.gateway.workerWaitMs,
         livenessWindowMs(this.services.config.worker.heartbeatMs),
       );
-      const workerId = await this.placeGeneration(lost, waitMs);
+      let workerId: string;
+      for (;;) {
+        try {
+          workerId = await this.placeGeneration(lost, fallbacks.length > 0 ? 0 : window);
+          break;
+        } catch (failure) {
+          const next = fallbacks.shift();
+          if (next === undefined || !(failure instanceof CortexError) || !FALLS_BACK.has(failure.code)) throw failure;
+          this.fallBack({ fallback: next }, failure.message);
+          // The next model's places are its own: of those that failed, only a lost worker is kept out.
+          lost.splice(0, lost.length, ...(error.code === 'worker_lost' ? [from] : []));
+        }
+      }
       if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
-      const reader = await this.launch(workerId, resume);
+      const reader = await this.launch(workerId, resume, resume ? request : this.begun(request, prefill));
       this.step('resumed');
       this.services.logger.warn({
         msg:
-          `worker ${from} was lost mid-stream (${error.message}); ` +
-          `the stream goes on on ${workerId} after ${resume.tokens.length} tokens`,
+          `${place} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ` +
+          (resume ? `${resume.tokens.length} tokens` : `${prefill.length} characters, as an answer begun`),
         requestId: this.requestId,
       });
       return reader[Symbol.asyncIterator]();
     } catch (failure) {
       if (failure instanceof CortexError && failure.code === 'cancelled') throw failure;
       this.services.logger.warn({
-        msg: `worker ${from} was lost mid-stream and no other worker went on with it: ${(failure as Error).message}`,
+        msg: `${place} was lost mid-stream and no other place went on with it: ${(failure as Error).message}`,
         requestId: this.requestId,
       });
       throw error;
     }
+  }
+
+  /** The request going on from the text the client has: an answer begun, its budget less what was given. */
+  private begun(request: CanonicalRequest, prefill: string): CanonicalRequest {
+    const { maxTokens } = request.sampling;
+    const given = this.checkpoint.state.textPieces;
+    return {
+      ...request,
+      prefill: (request.prefill ?? '') + prefill,
+      sampling: { ...request.sampling, ...(maxTokens !== undefined && { maxTokens: Math.max(1, maxTokens - given) }) },
+    };
+  }
+
+  /** The asked model's fallbacks after the one serving now (all of them while the asked model serves). */
+  private fallbacksLeft(): string[] {
+    const chain = this.services.catalogue.find(this.required().model)?.fallback ?? [];
+    const serving = this.input.fallback;
+    return serving === null ? [...chain] : chain.slice(chain.indexOf(serving) + 1);
   }
 
   private observe(event: StreamEvent): StreamEvent {

@@ -28,6 +28,8 @@ describe('stream checkpoint', () => {
       unaccounted: 0,
       migrations: 0,
       refused: null,
+      textPieces: 1,
+      beyondText: 'reasoning',
     });
   });
 
@@ -55,6 +57,8 @@ describe('stream checkpoint', () => {
       unaccounted: 0,
       migrations: 1,
       refused: 'first reason',
+      textPieces: 0,
+      beyondText: null,
     });
     assert.equal(checkpoint.moves, 1);
   });
@@ -75,5 +79,21 @@ describe('stream checkpoint', () => {
     checkpoint.delivered({ seq: 2, type: 'text', text: 'b', tokens: [2] });
     assert.deepEqual(checkpoint.resume(), { tokens: [], toolCallIds: [] });
     assert.equal(checkpoint.state.refused, 'a request with several choices does not move');
+  });
+
+  it("stream checkpoint - a stream without ids keeps the answer's text to go on from, and says what else it holds", () => {
+    const checkpoint = new StreamCheckpoint();
+    checkpoint.delivered(start(7));
+    checkpoint.delivered({ seq: 1, type: 'text', text: 'Round and' });
+    checkpoint.delivered({ seq: 2, type: 'keepalive' });
+    checkpoint.delivered({ seq: 3, type: 'text', text: ' round ' });
+    assert.equal(checkpoint.prefill(), 'Round and round ');
+    assert.equal(checkpoint.state.textPieces, 2);
+    assert.equal(checkpoint.state.unaccounted, 2);
+    assert.equal(checkpoint.state.beyondText, null);
+    checkpoint.delivered({ seq: 4, type: 'tool_call', index: 0, id: 'call_a', name: 'f' });
+    assert.equal(checkpoint.state.beyondText, 'a tool call');
+    checkpoint.refuse('several choices');
+    assert.equal(checkpoint.prefill(), '', 'a stream that never moves keeps no text');
   });
 });

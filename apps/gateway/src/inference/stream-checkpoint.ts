@@ -12,6 +12,10 @@ export interface CheckpointState {
   migrations: number;
   /** Why this stream must not move, whatever happens (set by whoever drives the run); null when it may. */
   refused: string | null;
+  /** Text events handed on (each about a token: what a stream without ids has given of its budget). */
+  textPieces: number;
+  /** Output other than text the client has (`reasoning`, `a tool call`), which an answer begun cannot carry; null when none. */
+  beyondText: string | null;
 }
 
 /**
@@ -28,6 +32,9 @@ export class StreamCheckpoint {
   private unaccounted = 0;
   private migrations = 0;
   private refused: string | null = null;
+  /** The answer's text the client has, in pieces: where a stream without ids goes on from (see prefill). */
+  private readonly answer: string[] = [];
+  private beyondText: string | null = null;
 
   /** An event handed on to the client. */
   delivered(event: StreamEvent): void {
@@ -38,16 +45,20 @@ export class StreamCheckpoint {
         return;
       case 'tool_call':
         this.toolCallIds[event.index] = event.id;
+        this.beyondText ??= 'a tool call';
+        break;
+      case 'reasoning':
+        this.beyondText ??= 'reasoning';
         break;
       case 'text':
-      case 'reasoning':
       case 'tool_args':
         break;
       default:
         return;
     }
-    // A stream that will never move needs no ids: they would only grow with the output.
+    // A stream that will never move needs no ids nor text: they would only grow with the output.
     if (this.refused !== null) return;
+    if (event.type === 'text') this.answer.push(event.text);
     if (event.tokens && event.tokens.length > 0) {
       for (const token of event.tokens) this.tokens.push(token);
       this.unaccounted = 0;
@@ -61,6 +72,7 @@ export class StreamCheckpoint {
     this.refused ??= reason;
     this.tokens.length = 0;
     this.toolCallIds.length = 0;
+    this.answer.length = 0;
   }
 
   /** The stream moves to another worker now. */
@@ -80,7 +92,14 @@ export class StreamCheckpoint {
       unaccounted: this.unaccounted,
       migrations: this.migrations,
       refused: this.refused,
+      textPieces: this.answer.length,
+      beyondText: this.beyondText,
     };
+  }
+
+  /** The answer's text the client has: what a stream whose events carry no token ids goes on from, as an answer begun. */
+  prefill(): string {
+    return this.answer.join('');
   }
 
   /** What the next worker is sent: a copy, so the checkpoint may go on advancing. */

@@ -220,11 +220,17 @@ export class LlamaEngineModel implements EngineModel {
     if (template instanceof TemplatePrompt) {
       const text = template.text(request.messages, request.tools, request.templateOptions);
       // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
-      const startInReasoning = format.reasoning !== undefined && text.trimEnd().endsWith(format.reasoning.open);
-      return { prompt: template.tokens(text, this.promptTokenizer), stops: [], startInReasoning };
+      const opened = format.reasoning !== undefined && text.trimEnd().endsWith(format.reasoning.open);
+      // An answer already begun is its text: the block the generation prompt opened is closed before it.
+      const prompt =
+        request.prefill === undefined
+          ? text
+          : template.continued(text + (opened ? (format.reasoning?.close ?? '') : ''), request.prefill);
+      const startInReasoning = opened && request.prefill === undefined;
+      return { prompt: template.tokens(prompt, this.promptTokenizer), stops: [], startInReasoning };
     }
     const { contextText, stopGenerationTriggers } = template.generateContextState({
-      chatHistory: toChatHistory(request.messages),
+      chatHistory: toChatHistory(request.messages, request.prefill),
       availableFunctions: toFunctions(request.tools),
     });
     return {

@@ -100,6 +100,7 @@ export function promptBytes(request: CanonicalRequest): number {
 function* promptTexts(request: CanonicalRequest): Iterable<string> {
   if (request.raw?.text) yield request.raw.text;
   if (request.raw?.suffix) yield request.raw.suffix;
+  if (request.prefill) yield request.prefill;
   for (const message of request.messages) {
     yield message.content;
     if (message.reasoning) yield message.reasoning;

@@ -4,9 +4,10 @@ import type { CanonicalMessage, ToolDefinition } from '@cortex/contracts';
 /**
  * Canonical messages → node-llama-cpp chat history, so the model's own template (or the chat wrapper
  * node-llama-cpp resolves for it) renders the prompt. Tool results attach to the assistant turn that
- * called them, which is how node-llama-cpp's wrappers render function calls.
+ * called them, which is how node-llama-cpp's wrappers render function calls. `prefill`: the start of
+ * the answer, already written (see CanonicalRequest).
  */
-export function toChatHistory(messages: readonly CanonicalMessage[]): ChatHistoryItem[] {
+export function toChatHistory(messages: readonly CanonicalMessage[], prefill?: string): ChatHistoryItem[] {
   const history: ChatHistoryItem[] = [];
   const pendingCalls = new Map<string, ChatModelFunctionCall>();
   for (const message of messages) {
@@ -41,7 +42,8 @@ export function toChatHistory(messages: readonly CanonicalMessage[]): ChatHistor
       }
     }
   }
-  history.push({ type: 'model', response: [] });
+  // The last model response is the one generated: an answer already begun goes on from its text.
+  history.push({ type: 'model', response: prefill ? [prefill] : [] });
   return history;
 }
 

@@ -260,6 +260,13 @@ export interface CanonicalRequest {
   templateOptions?: Record<string, unknown>;
   /** Set for a legacy completion: the worker evaluates this prompt as it is (no chat template). */
   raw?: RawPrompt;
+  /**
+   * The start of the answer, already written: the model goes on from this text (Anthropic's
+   * prefilled last assistant turn, vLLM's and llama.cpp's `continue_final_message`; a stream moved
+   * from a place that gave no token ids goes on this way). The answer's events carry only what
+   * follows it.
+   */
+  prefill?: string;
 }
 
 /** The template's own inputs, which options may not replace. */
@@ -314,6 +321,7 @@ export function decodeCanonicalRequest(value: unknown, at: string): CanonicalReq
   if (request.templateOptions !== undefined && request.templateOptions !== null)
     checkTemplateOptions(request.templateOptions, `${at}.templateOptions`);
   if (request.raw !== undefined && request.raw !== null) checkRawPrompt(request.raw, `${at}.raw`);
+  optionalString(request.prefill, `${at}.prefill`);
   return request as unknown as CanonicalRequest;
 }
 

@@ -120,6 +120,27 @@ describe('anthropic messages codec', () => {
     });
   });
 
+  it('anthropic codec - a last assistant turn of text is a prefill the answer goes on from; one with a tool_use is not', () => {
+    const { request } = decodeMessagesRequest({
+      ...base,
+      messages: [
+        { role: 'user', content: 'Answer in JSON.' },
+        { role: 'assistant', content: [{ type: 'text', text: '{"answer":' }] },
+      ],
+    });
+    assert.deepEqual(request.messages, [{ role: 'user', content: 'Answer in JSON.' }]);
+    assert.equal(request.prefill, '{"answer":');
+    const called = decodeMessagesRequest({
+      ...base,
+      messages: [
+        { role: 'user', content: 'Weather?' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'w', input: {} }] },
+      ],
+    }).request;
+    assert.equal(called.prefill, undefined);
+    assert.equal(called.messages.at(-1)?.role, 'assistant');
+  });
+
   it('anthropic codec - system text blocks and user text blocks become one message each', () => {
     const { request } = decodeMessagesRequest({
       ...base,

@@ -66,6 +66,11 @@ export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {
   turns.forEach((turn, i) => messages.push(...decodeTurn(turn, `messages[${i}]`, model, ledger)));
   if (messages.every((message) => message.role === 'system'))
     fail('messages', 'must contain a user or assistant turn, not only system turns');
+  // A last assistant turn of text is a prefill, as at Anthropic: the answer goes on from it.
+  const last = messages.at(-1);
+  const prefill =
+    last?.role === 'assistant' && !last.toolCalls?.length && !last.reasoning && last.content ? last.content : undefined;
+  if (prefill !== undefined) messages.pop();
 
   const droppedTools: string[] = [];
   let tools = optionalArray(body.tools, 'tools')?.flatMap((t, i) => {
@@ -96,6 +101,7 @@ export function decodeMessagesRequest(input: unknown, options: DecodeOptions = {
   };
   if (tools && tools.length > 0) request.tools = tools;
   if (toolChoice && toolChoice !== 'none') request.toolChoice = toolChoice;
+  if (prefill !== undefined) request.prefill = prefill;
   if (
     isObject(body.tool_choice) &&
     optionalBoolean(body.tool_choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use')

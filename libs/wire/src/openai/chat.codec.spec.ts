@@ -109,6 +109,28 @@ describe('openai chat codec', () => {
     assert.equal(decodeChatRequest({ ...body, parallel_tool_calls: true }).maxToolCalls, undefined);
   });
 
+  it("openai chat codec - continue_final_message goes on from the last assistant message (vLLM's extension)", () => {
+    const messages = [
+      { role: 'user', content: 'Sing.' },
+      { role: 'assistant', content: 'Round and round ' },
+    ];
+    const request = decodeChatRequest({
+      model: 'm',
+      messages,
+      continue_final_message: true,
+      add_generation_prompt: false,
+    });
+    assert.deepEqual(request.messages, [{ role: 'user', content: 'Sing.' }]);
+    assert.equal(request.prefill, 'Round and round ');
+    // Without it, a last assistant message is a turn of the conversation, as at OpenAI.
+    assert.equal(decodeChatRequest({ model: 'm', messages }).prefill, undefined);
+    invalid(
+      { model: 'm', messages, continue_final_message: true, add_generation_prompt: true },
+      'add_generation_prompt',
+    );
+    invalid({ model: 'm', messages: messages.slice(0, 1), continue_final_message: true }, 'continue_final_message');
+  });
+
   it('openai chat codec - tool_choice none drops the tools', () => {
     const request = decodeChatRequest({
       model: 'm',

@@ -79,7 +79,30 @@ export function decodeChatRequest(input: unknown): CanonicalRequest {
       }),
   });
   if (options) request.templateOptions = options;
+  const prefill = decodeContinue(body, messages);
+  if (prefill !== undefined) {
+    messages.pop();
+    request.prefill = prefill;
+  }
   return request;
+}
+
+/**
+ * vLLM's `continue_final_message` (with `add_generation_prompt: false`, which vLLM requires beside
+ * it): the last message, an assistant's text, is the start of the answer, which goes on from it.
+ */
+function decodeContinue(body: Record<string, unknown>, messages: readonly CanonicalMessage[]): string | undefined {
+  const generationPrompt = optionalBoolean(body.add_generation_prompt, 'add_generation_prompt');
+  if (!optionalBoolean(body.continue_final_message, 'continue_final_message')) return undefined;
+  if (generationPrompt === true)
+    fail(
+      'add_generation_prompt',
+      'cannot be true with continue_final_message: the answer goes on from the last message',
+    );
+  const last = messages.at(-1);
+  if (last?.role !== 'assistant' || last.toolCalls?.length || last.images?.length)
+    fail('continue_final_message', "needs the last message to be the assistant's text, which the answer goes on from");
+  return last.content;
 }
 
 /** Each `tool` message answers a call an earlier assistant message made. */

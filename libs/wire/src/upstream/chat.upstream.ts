@@ -27,6 +27,12 @@ export function encodeChatUpstream(request: CanonicalRequest, options: EncodeOpt
     stream: true,
     stream_options: { include_usage: true },
   };
+  // An answer already begun goes on from its text: vLLM's continue_final_message, which llama.cpp's server reads too.
+  if (request.prefill !== undefined) {
+    (body.messages as unknown[]).push({ role: 'assistant', content: request.prefill });
+    body.continue_final_message = true;
+    body.add_generation_prompt = false;
+  }
   if (request.tools?.length) {
     body.tools = request.tools.map((tool) => ({
       type: 'function',

@@ -61,6 +61,9 @@ export function encodeMessagesUpstream(request: CanonicalRequest, options: Encod
     for (const call of message.toolCalls ?? [])
       content.push({ type: 'tool_use', id: call.id, name: call.name, input: toolInput(call.arguments) });
   }
+  // An answer already begun is Anthropic's prefill: a last assistant turn, which may not end in white space.
+  const prefill = request.prefill?.trimEnd();
+  if (prefill) turn('assistant').push({ type: 'text', text: prefill });
   const { sampling } = request;
   const maxTokens = sampling.maxTokens ?? MESSAGES_DEFAULT_MAX_TOKENS;
   const body: Record<string, unknown> = { model: options.model, messages, max_tokens: maxTokens, stream: true };
@@ -94,7 +97,8 @@ export function encodeMessagesUpstream(request: CanonicalRequest, options: Encod
       type: 'enabled',
       budget_tokens: Math.min(maxTokens - 1, Math.max(MIN_THINKING_BUDGET, Math.floor(maxTokens / 2))),
     };
-  return { path: '/messages', body };
+  const heldBack = request.prefill?.slice(prefill?.length ?? 0);
+  return { path: '/messages', body, ...(heldBack && { heldBack }) };
 }
 
 /** A call's arguments as a `tool_use` input: the parsed object, or the text itself when it is not a JSON object. */

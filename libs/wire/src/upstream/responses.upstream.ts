@@ -1,4 +1,4 @@
-import type { CanonicalRequest } from '@cortex/contracts';
+import { CortexError, type CanonicalRequest } from '@cortex/contracts';
 import { status } from './chat.upstream.js';
 import {
   contentParts,
@@ -24,6 +24,13 @@ import {
  */
 export function encodeResponsesUpstream(request: CanonicalRequest, options: EncodeOptions): UpstreamBody {
   refuseUncarried(request, 'responses', [{ param: 'logprobs', set: request.logprobs !== undefined }]);
+  if (request.prefill !== undefined)
+    throw new CortexError(
+      'invalid_request',
+      `messages: ${request.model} is served by the OpenAI Responses API, which cannot go on from an answer ` +
+        'already begun (a last assistant turn to continue); end the messages with a user turn',
+      { param: 'messages' },
+    );
   const input: Array<Record<string, unknown>> = [];
   for (const message of request.messages) {
     if (message.role === 'system') continue;

@@ -145,6 +145,34 @@ describe('upstream codecs', () => {
     assert.equal(UPSTREAM_CODECS.messages.encode(seeded, options).body.seed, undefined);
   });
 
+  it('upstream - an answer begun: continue_final_message for chat, a last assistant turn for messages, refused by responses', () => {
+    const begun: CanonicalRequest = {
+      ...conversation,
+      messages: [{ role: 'user', content: 'Sing.' }],
+      prefill: 'Round and round ',
+    };
+    const chat = UPSTREAM_CODECS.chat.encode(begun, options);
+    assert.deepEqual((chat.body.messages as unknown[]).at(-1), { role: 'assistant', content: 'Round and round ' });
+    assert.equal(chat.body.continue_final_message, true);
+    assert.equal(chat.body.add_generation_prompt, false);
+    assert.equal(chat.heldBack, undefined);
+    // Anthropic refuses a prefill that ends in white space: it is held back, and the answer's first text gives it.
+    const messages = UPSTREAM_CODECS.messages.encode(begun, options);
+    assert.deepEqual((messages.body.messages as unknown[]).at(-1), {
+      role: 'assistant',
+      content: [{ type: 'text', text: 'Round and round' }],
+    });
+    assert.equal(messages.heldBack, ' ');
+    assert.equal(UPSTREAM_CODECS.messages.encode({ ...begun, prefill: 'Round' }, options).heldBack, undefined);
+    assert.throws(
+      () => UPSTREAM_CODECS.responses.encode(begun, options),
+      (error: unknown) =>
+        error instanceof CortexError &&
+        error.extra.param === 'messages' &&
+        /cannot go on from an answer already begun/.test(error.message),
+    );
+  });
+
   it('upstream - what a format cannot carry is refused naming the field', () => {
     const cases: Array<[keyof typeof UPSTREAM_CODECS, Partial<CanonicalRequest>, string]> = [
       ['responses', { sampling: { stop: ['\n'] } }, 'stop'],

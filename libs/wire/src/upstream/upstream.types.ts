@@ -42,6 +42,11 @@ export interface UpstreamDecoder {
 export interface UpstreamBody {
   path: string;
   body: Record<string, unknown>;
+  /**
+   * The end of the request's `prefill` the API could not be sent (Anthropic's prefill may not end in
+   * white space): the answer's first text repeats it, and is given without it.
+   */
+  heldBack?: string;
 }
 
 /** What an encoder needs besides the request: the upstream's name for the model, and whether it reasons. */

@@ -138,6 +138,14 @@ export class TemplatePrompt {
     return prepend && tokens[0] !== bos ? [bos, ...tokens] : tokens;
   }
 
+  /**
+   * The prompt with an answer already begun after its generation prompt (a request's `prefill`), as
+   * llama.cpp's server writes a prefilled assistant turn: the client's text, its special tokens broken.
+   */
+  continued(prompt: string, prefill: string): string {
+    return prompt + this.defuse(prefill);
+  }
+
   /** A client's text with every special token in it broken (see defuser); `tokens` takes the mark out of the text runs. */
   private readonly defuse: (text: string) => string;
 

@@ -112,15 +112,21 @@ export class MtmdEngineModel implements EngineModel {
       ...(request.tools?.length && { tools: llamaNodeTools(request.tools, this.defuse) }),
       ...(request.templateOptions && { chat_template_kwargs: request.templateOptions }),
     });
-    const counted = await this.context.tokenize(chat.prompt, { media_paths: media });
-    const open = this.chatFormat.reasoning?.open;
+    const reasoning = this.chatFormat.reasoning;
+    // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
+    const opened = reasoning !== undefined && chat.prompt.trimEnd().endsWith(reasoning.open);
+    // An answer already begun (`prefill`) goes on from its text, after the block the generation prompt opened.
+    const prompt =
+      request.prefill === undefined
+        ? chat.prompt
+        : chat.prompt + (opened ? (reasoning?.close ?? '') : '') + this.defuse(request.prefill);
+    const counted = await this.context.tokenize(prompt, { media_paths: media });
     return {
-      prompt: chat.prompt,
+      prompt,
       media,
       stops: chat.additional_stops ?? [],
       tokens: counted.tokens.length,
-      // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
-      startInReasoning: open !== undefined && chat.prompt.trimEnd().endsWith(open),
+      startInReasoning: opened && request.prefill === undefined,
     };
   }
 

@@ -124,9 +124,13 @@ class RemoteModel implements EngineModel {
   async generate(job: GenerateJob): Promise<void> {
     const { request } = job;
     if (job.resume)
-      throw new CortexError('model_not_ready', `${this.id} is served by an upstream, which cannot resume by tokens`);
+      throw new CortexError(
+        'model_not_ready',
+        `${this.id} is served by an upstream, which cannot resume by token ids (a stream goes on there from its text)`,
+      );
     // Refused before a slot is taken: what the upstream's format cannot carry is the request's fault.
     const body = this.codec.encode(request, { model: this.name, reasoning: this.reasoning });
+    let heldBack = body.heldBack ?? '';
     const estimate = this.countTokens(request);
     const slot = await this.pool.acquire(job.signal, undefined, ticketOf(job.priority, estimate));
     const started = performance.now();
@@ -156,6 +160,16 @@ class RemoteModel implements EngineModel {
             throw event.status === undefined
               ? new CortexError('upstream_unavailable', `the upstream ${this.client.label} failed: ${event.message}`)
               : upstreamRefusal({ status: event.status, message: event.message, upstream: this.client.label });
+          case 'text': {
+            // White space the prefill could not carry comes back first: the client has it already.
+            const text = heldBack ? afterHeldBack(heldBack, event.text) : event.text;
+            if (heldBack) heldBack = text === '' ? heldBack.slice(event.text.length) : '';
+            if (text === '') continue;
+            if (firstAt === 0) firstAt = performance.now();
+            pieces++;
+            job.emit(text === event.text ? event : { type: 'text', text });
+            continue;
+          }
           default:
             if (firstAt === 0) firstAt = performance.now();
             pieces++;
@@ -197,4 +211,11 @@ class RemoteModel implements EngineModel {
     for (const run of this.runs) run.abort(new CortexError('cancelled', `${this.id} was unloaded`));
     return Promise.resolve();
   }
+}
+
+/** `text` without the start it shares with `heldBack`: what the client lacks of an answer's first text. */
+export function afterHeldBack(heldBack: string, text: string): string {
+  let shared = 0;
+  while (shared < heldBack.length && shared < text.length && heldBack[shared] === text[shared]) shared++;
+  return text.slice(shared);
 }
