@@ -330,7 +330,8 @@ describe('upstream failover e2e', () => {
     upstream = await startStack({
       models: [
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 512, pinned: true },
-        { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 4096, pinned: true },
+        // Room for a stream that runs for seconds.
+        { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 16_384, pinned: true },
       ],
       config: { auth: { api_keys: [UPSTREAM_KEY], admin_keys: [ADMIN] } },
     });
@@ -371,6 +372,11 @@ describe('upstream failover e2e', () => {
           id: 'looping-b',
           upstream: { url, api: 'messages', model: 'cortex-loop', api_key_env: 'UPSTREAM_KEY' },
         },
+        // One request at the upstream at a time: the rest wait in the remote worker's fair queue.
+        {
+          id: 'one-at-a-time',
+          upstream: { url, api: 'chat', model: 'cortex-loop', api_key_env: 'UPSTREAM_KEY', max_concurrency: 1 },
+        },
         // No fallback: what it answers is what its budgets count.
         {
           id: 'priced',
@@ -378,7 +384,8 @@ describe('upstream failover e2e', () => {
           cost: PRICE,
         },
       ],
-      config: { auth: { api_keys: [FRONT_KEY], admin_keys: [FRONT_ADMIN] } },
+      // Heartbeats often, for a model's queue to be seen as it grows.
+      config: { auth: { api_keys: [FRONT_KEY], admin_keys: [FRONT_ADMIN] }, worker: { heartbeat_ms: 100 } },
     });
     front.spawnService('worker', {
       CORTEX_WORKER_ENGINE: 'remote',
@@ -556,6 +563,77 @@ describe('upstream failover e2e', () => {
     const after = await ask('flaky');
     assert.equal(after.status, 200);
     assert.equal(after.headers.get('x-cortex-served-by'), null, 'the upstream serves again');
+  });
+
+  it('upstreams - fair queueing on a remote model: with its one upstream slot taken by account A and more of A queued, account B’s later request goes first', async () => {
+    const key = async (name: string, account: string): Promise<string> =>
+      (await admin<{ secret: string }>('/admin/keys', { name, account, tier: 5 })).secret;
+    const a = await key('fair-a', 'team-a');
+    const b = await key('fair-b', 'team-b');
+    const queued = async (): Promise<number> =>
+      (await front.fleet())?.workers.flatMap((w) => w.models).find((m) => m.id === 'one-at-a-time')?.queued ?? -1;
+    const post = (secret: string, maxTokens: number, signal?: AbortSignal): Promise<Response> =>
+      fetch(`${front.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'one-at-a-time',
+          messages: [{ role: 'user', content: 'Go.' }],
+          // The loop fixture loops for as long as it is let at temperature 0.
+          temperature: 0,
+          stream: true,
+          max_tokens: maxTokens,
+        }),
+        signal,
+      });
+    // A's long stream holds the upstream slot until it is stopped (before its end: it owes for what it
+    // was given, far over the fair queue's quantum of 64 tokens).
+    const holding = new AbortController();
+    const held = await post(a, 16_000, holding.signal);
+    assert.equal(held.status, 200);
+    const holder = held.body!.getReader();
+    await holder.read();
+    let heldToItsEnd = false;
+    void (async () => {
+      try {
+        while (!(await holder.read()).done);
+        heldToItsEnd = true;
+      } catch {
+        // stopped
+      }
+    })();
+    const order: string[] = [];
+    const done: Promise<void>[] = [];
+    for (const [i, [name, secret]] of (
+      [
+        ['a2', a],
+        ['a3', a],
+        ['a4', a],
+        ['b1', b],
+      ] as const
+    ).entries()) {
+      done.push(
+        (async () => {
+          const response = await post(secret, 3);
+          assert.equal(response.status, 200, name);
+          const decoder = new TextDecoder();
+          let text = '';
+          for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+            text += decoder.decode(chunk, { stream: true });
+            // Keep-alive comments come while it waits; its first data frame once the upstream runs it.
+            if (!order.includes(name) && /^data: /m.test(text)) order.push(name);
+          }
+          assert.match(text, /data: \[DONE\]/, name);
+        })(),
+      );
+      // Each is sent once the one before it shows queued, so their arrival order is known.
+      await waitFor(async () => (await queued()) === i + 1, 10_000, 50);
+    }
+    assert.equal(heldToItsEnd, false, 'the long stream still held the slot when the others had queued');
+    holding.abort();
+    await Promise.all(done);
+    // A owes for the long stream it ran; B owes nothing. First come first served would be a2, a3, a4, b1.
+    assert.deepEqual(order, ['b1', 'a2', 'a3', 'a4']);
   });
 
   it("upstreams - the upstream's gateway SIGKILLed mid-answer: the stream goes on in the next place from the text given, nothing lost or repeated", async () => {

@@ -136,7 +136,7 @@ class RemoteModel implements EngineModel {
     const started = performance.now();
     const usage: Usage = { promptTokens: estimate, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
     let reported: UpstreamUsage = {};
-    let pieces = 0;
+    const output = new OutputEstimate();
     let firstAt = 0;
     let reason: Exclude<FinishReason, 'cancelled' | 'error'> = 'stop';
     let stopSequence: string | undefined;
@@ -166,23 +166,18 @@ class RemoteModel implements EngineModel {
             if (heldBack) heldBack = text === '' ? heldBack.slice(event.text.length) : '';
             if (text === '') continue;
             if (firstAt === 0) firstAt = performance.now();
-            pieces++;
+            output.add(text);
             job.emit(text === event.text ? event : { type: 'text', text });
             continue;
           }
           default:
             if (firstAt === 0) firstAt = performance.now();
-            pieces++;
+            output.add(event.type === 'reasoning' ? event.text : event.type === 'tool_args' ? event.delta : '');
             job.emit(event);
         }
       }
       const cancelled = run.signal.aborted;
-      Object.assign(usage, {
-        promptTokens: reported.promptTokens ?? usage.promptTokens,
-        cachedPromptTokens: reported.cachedPromptTokens ?? 0,
-        completionTokens: reported.completionTokens ?? pieces,
-        reasoningTokens: reported.reasoningTokens ?? 0,
-      });
+      Object.assign(usage, used(reported, usage.promptTokens, output.tokens));
       const now = performance.now();
       const decodeSeconds = firstAt ? (now - firstAt) / 1000 : 0;
       job.emit({
@@ -202,7 +197,8 @@ class RemoteModel implements EngineModel {
     } finally {
       job.signal.removeEventListener('abort', cancel);
       this.runs.delete(run);
-      this.pool.release(slot, chargedTokens(usage));
+      // Also a stream cancelled or broken before its usage came costs its account what it was given.
+      this.pool.release(slot, chargedTokens(used(reported, estimate, output.tokens)));
     }
   }
 
@@ -211,6 +207,35 @@ class RemoteModel implements EngineModel {
     for (const run of this.runs) run.abort(new CortexError('cancelled', `${this.id} was unloaded`));
     return Promise.resolve();
   }
+}
+
+/**
+ * The tokens of the output given, where the upstream reports none (a stream cancelled or broken before
+ * its usage): a piece each at least, and four bytes a token (as the prompt is estimated), since an
+ * upstream may send many tokens in one delta.
+ */
+export class OutputEstimate {
+  private pieces = 0;
+  private bytes = 0;
+
+  add(text: string): void {
+    this.pieces++;
+    this.bytes += Buffer.byteLength(text);
+  }
+
+  get tokens(): number {
+    return Math.max(this.pieces, Math.ceil(this.bytes / 4));
+  }
+}
+
+/** A run's usage: what the upstream reported, else the estimated prompt and output. */
+function used(reported: UpstreamUsage, promptTokens: number, outputTokens: number): Usage {
+  return {
+    promptTokens: reported.promptTokens ?? promptTokens,
+    cachedPromptTokens: reported.cachedPromptTokens ?? 0,
+    completionTokens: reported.completionTokens ?? outputTokens,
+    reasoningTokens: reported.reasoningTokens ?? 0,
+  };
 }
 
 /** `text` without the start it shares with `heldBack`: what the client lacks of an answer's first text. */
