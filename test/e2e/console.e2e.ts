@@ -610,6 +610,52 @@ describe(
     })()`);
     });
 
+    it('console - a remote worker and its upstream model show as such, and its requests as a local one’s do', async () => {
+      await page.locator('#tabs button[data-tab=fleet]').click();
+      // The upstream is this stack's own gateway, a real cortex server, asked in Anthropic Messages.
+      const added = await fetch(`${stack.baseUrl}/admin/models`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          id: 'cortex-upstream',
+          upstream: { url: `${stack.baseUrl}/v1`, api: 'messages', model: 'cortex-chat', api_key_env: 'UPSTREAM_KEY' },
+          fallback: ['cortex-chat'],
+        }),
+      });
+      assert.equal(added.status, 200, await added.text());
+      const row = page.locator('[data-test=catalogue-model][data-model=cortex-upstream]');
+      await row.waitFor({ timeout: 10_000 });
+      assert.equal(
+        await row.locator('[data-test=upstream]').textContent(),
+        `messages upstream at ${new URL(stack.baseUrl).host}`,
+      );
+      assert.equal(await row.locator('[data-test=fallback]').textContent(), 'falls back to cortex-chat');
+      // It stays up to the end: the later tests see a fleet with a remote worker in it.
+      stack.spawnService('worker', {
+        CORTEX_WORKER_ENGINE: 'remote',
+        CORTEX_WORKER_ID: 'remote-1',
+        UPSTREAM_KEY: 'sk-user',
+      });
+      const card = page.locator('[data-test=worker][data-worker=remote-1]');
+      await card.waitFor({ timeout: 30_000 });
+      assert.equal(
+        await card.locator('[data-test=worker-memory]').textContent(),
+        'serves its models from their upstreams: no device memory',
+      );
+      assert.equal(await card.locator('.mem').count(), 0, 'no memory bar for a worker without a device');
+      const answer = await client.chat.completions.create({ model: 'cortex-upstream', messages: user, max_tokens: 8 });
+      assert.equal(answer.model, 'cortex-upstream');
+      assert.ok(answer.choices[0]?.message.content, 'the upstream answered');
+      await page
+        .locator('[data-test=worker-model][data-worker=remote-1][data-model=cortex-upstream][data-state=ready]')
+        .waitFor({ timeout: 10_000 });
+      assert.match((await row.locator('td').nth(2).textContent()) ?? '', /^remote-1:ready$/);
+      await page.screenshot({ path: join(SHOTS, 'fleet-remote-light.png'), fullPage: true });
+      await page.locator('#tabs button[data-tab=activity]').click();
+      await page.locator('[data-test=activity-row][data-model=cortex-upstream]').first().waitFor({ timeout: 5_000 });
+      await page.locator('#tabs button[data-tab=fleet]').click();
+    });
+
     it('console - every tab fits a laptop screen without scrolling sideways', async () => {
       for (const width of [1280, 1024]) {
         await page.setViewportSize({ width, height: 700 });

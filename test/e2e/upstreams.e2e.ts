@@ -409,6 +409,44 @@ describe('upstream failover e2e', () => {
     });
   }
 
+  it('upstreams - /v1/models says before any request which models an upstream serves, in what format, with what they can do and their fallbacks', async () => {
+    const response = await fetch(`${front.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${FRONT_KEY}` } });
+    assert.equal(response.status, 200);
+    const { data } = (await response.json()) as {
+      data: Array<{
+        id: string;
+        loaded: boolean;
+        upstream?: { api: string };
+        fallback?: string[];
+        capabilities: Record<string, unknown>;
+      }>;
+    };
+    const looping = data.find((m) => m.id === 'looping');
+    const next = data.find((m) => m.id === 'looping-b');
+    assert.deepEqual(looping?.upstream, { api: 'chat' });
+    assert.deepEqual(looping?.fallback, ['looping-b']);
+    assert.equal(next?.loaded, false, 'nothing asked for it yet');
+    assert.deepEqual(next?.upstream, { api: 'messages' });
+    assert.equal(next?.fallback, undefined);
+    assert.deepEqual(
+      { ...next?.capabilities },
+      {
+        chat: true,
+        embeddings: false,
+        rerank: false,
+        tools: true,
+        reasoning: false,
+        vision: false,
+        format: 'upstream messages',
+        completions: false,
+      },
+    );
+    const local = data.find((m) => m.id === 'local-chat');
+    assert.equal(local?.upstream, undefined, 'a local model has no upstream');
+    // Where the upstream is stays with the operator: no URL in the list.
+    assert.doesNotMatch(JSON.stringify(data), new RegExp(upstreamListen.replace(/[.]/g, '\\.')));
+  });
+
   it("upstreams - an upstream's 400 reaches the client in its dialect, never retried away to the fallback", async () => {
     const response = await ask('flaky', { logit_bias: { '99999999': 1 } });
     assert.equal(response.status, 400);

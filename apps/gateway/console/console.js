@@ -203,6 +203,16 @@ function cancelLoadButton(workerId, model) {
 }
 
 function modelState(worker, model) {
+  if (model.unreachable)
+    return el(
+      'span',
+      {
+        class: 'badge down',
+        'data-test': 'unreachable',
+        title: `since ${new Date(model.unreachable.since).toLocaleTimeString()}: ${model.unreachable.error}`,
+      },
+      'upstream not answering',
+    );
   if (model.state !== 'loading') return el('span', { class: `badge ${model.state}` }, model.state);
   const load = state.loads.get(`${worker.workerId}/${model.id}`);
   return el(
@@ -225,6 +235,7 @@ function renderFleet() {
   if (fleet.workers.length === 0) workers.append(el('p', { class: 'muted' }, 'No workers yet.'));
   for (const worker of fleet.workers) {
     const status = !worker.up ? 'down' : worker.draining ? 'draining' : 'up';
+    const remote = worker.device.kind === 'remote';
     const capacity = worker.memory.budgetBytes || worker.device.totalBytes || 1;
     const segments = worker.models.map((model, i) =>
       el('span', {
@@ -300,11 +311,14 @@ function renderFleet() {
           ),
           el('span', { class: 'muted small' }, `${worker.host} · ${worker.device.kind}: ${worker.device.name}`),
         ),
-        el('div', { class: 'mem', title: 'memory by model' }, segments),
+        // A remote worker holds no weights: its models are served by their upstreams.
+        remote ? null : el('div', { class: 'mem', title: 'memory by model' }, segments),
         el(
           'div',
-          { class: 'muted small' },
-          `models ${mib(worker.memory.usedBytes)} · free ${mib(worker.memory.freeBytes)} · ${worker.memory.budgetBytes ? `budget ${mib(worker.memory.budgetBytes)}` : `device ${mib(worker.device.totalBytes)}`}`,
+          { class: 'muted small', 'data-test': 'worker-memory' },
+          remote
+            ? 'serves its models from their upstreams: no device memory'
+            : `models ${mib(worker.memory.usedBytes)} · free ${mib(worker.memory.freeBytes)} · ${worker.memory.budgetBytes ? `budget ${mib(worker.memory.budgetBytes)}` : `device ${mib(worker.device.totalBytes)}`}`,
         ),
         worker.memory.promptCache?.length
           ? el(
@@ -373,12 +387,27 @@ function renderCatalogue() {
         'tr',
         { 'data-test': 'catalogue-model', 'data-model': model.id },
         el('td', {}, model.id),
-        el('td', {}, model.kind ?? 'chat'),
         el(
           'td',
           {},
-          model.locations.map((l) => `${l.workerId}:${l.state}`).join(', ') ||
-            el('span', { class: 'muted' }, 'not loaded'),
+          model.kind ?? 'chat',
+          model.upstream
+            ? el(
+                'div',
+                { class: 'muted small', 'data-test': 'upstream' },
+                `${model.upstream.api} upstream at ${model.upstream.host}`,
+              )
+            : null,
+          model.fallback?.length
+            ? el('div', { class: 'muted small', 'data-test': 'fallback' }, `falls back to ${model.fallback.join(', ')}`)
+            : null,
+        ),
+        el(
+          'td',
+          {},
+          model.locations
+            .map((l) => `${l.workerId}:${l.state}${l.unreachable ? ' (upstream not answering)' : ''}`)
+            .join(', ') || el('span', { class: 'muted' }, 'not loaded'),
         ),
         el('td', {}, model.pinned ? el('span', { class: 'pin' }, 'pinned') : ''),
         el('td', { class: 'num' }, String(model.contextSize)),

@@ -67,6 +67,8 @@ function toOpenAiModel(entry: CatalogueEntry): Record<string, unknown> {
     ...(entry.facts && { gguf: gguf(entry.facts) }),
     ...(entry.memoryBytes !== undefined && { memory_bytes: entry.memoryBytes }),
     ...(entry.factsError !== undefined && { gguf_error: entry.factsError }),
+    ...(entry.upstream && { upstream: { api: entry.upstream.api } }),
+    ...(entry.fallback && { fallback: entry.fallback }),
   };
 }
 

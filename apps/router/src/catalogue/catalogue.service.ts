@@ -8,6 +8,8 @@ import {
   type ModelCapabilities,
   type ModelFacts,
   type StoredFacts,
+  upstreamCapabilities,
+  upstreamHost,
 } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { PinStore } from '../placement/pin.store.js';
@@ -192,9 +194,12 @@ export class CatalogueService implements OnModuleDestroy {
           min: model.minReplicas,
           max: model.maxReplicas ?? this.config.replication.maxReplicas,
         },
-        capabilities: this.capabilities.get(model.id) ?? null,
+        // An upstream model's are the catalogue's, known before any worker loads it.
+        capabilities: this.capabilities.get(model.id) ?? (model.upstream ? upstreamCapabilities(model.upstream) : null),
         kind: model.kind,
         ...(model.sampling && { sampling: { ...model.sampling } }),
+        ...(model.upstream && { upstream: { api: model.upstream.api, host: upstreamHost(model.upstream.url) } }),
+        ...(model.fallback?.length && { fallback: [...model.fallback] }),
       };
       const { bytes, facts, error } = this.factsOf(model);
       if (facts) entry.facts = facts;

@@ -14,6 +14,7 @@ import {
   decodeTokenCount,
   decodeUnloadResult,
 } from './replies.js';
+import { upstreamCapabilities, upstreamHost } from '../fleet/upstream.js';
 
 /** The reader throws `invalid_request` whose param is the field at fault. */
 function rejects(read: () => unknown, param: string): void {
@@ -51,6 +52,30 @@ describe('reply decoders', () => {
     assert.deepEqual(decodeEstimate({ bytes: 5 }), { bytes: 5 });
     rejects(() => decodeEstimate({ bytes: 5, facts: { trainedContextLength: 'long' } }), 'facts.trainedContextLength');
     rejects(() => decodeCatalogue([{ ...entry, facts: { tools: 'yes' } }]), 'catalogue[0].facts.tools');
+  });
+
+  it('reply decoders - an upstream model names its format, host and fallbacks', () => {
+    const remote = {
+      ...entry,
+      upstream: { api: 'messages', host: 'api.anthropic.com' },
+      fallback: ['local-chat'],
+      capabilities: upstreamCapabilities({ api: 'messages', reasoning: true, vision: false }),
+    };
+    assert.deepEqual(decodeCatalogue([remote]), [remote]);
+    rejects(() => decodeCatalogue([{ ...remote, upstream: { api: 'grpc', host: 'h' } }]), 'catalogue[0].upstream.api');
+    rejects(() => decodeCatalogue([{ ...remote, fallback: [3] }]), 'catalogue[0].fallback[0]');
+  });
+
+  it('upstream - its capabilities come from the catalogue; its host is all a person is shown of its URL', () => {
+    assert.deepEqual(upstreamCapabilities({ api: 'chat', reasoning: false, vision: true }), {
+      tools: true,
+      reasoning: false,
+      vision: true,
+      format: 'upstream chat',
+      completions: false,
+    });
+    assert.equal(upstreamHost('https://user:secret@gpu-box:8080/v1?x=1'), 'gpu-box:8080');
+    assert.equal(upstreamHost('not a url'), '');
   });
 
   it("reply decoders - the router's pull reply is the model and each worker's result", () => {

@@ -16,6 +16,7 @@ import {
 } from '../fields.js';
 import type { ErrorBody } from '../errors/error-codes.js';
 import { modelKindOf } from '../retrieval/retrieval.messages.js';
+import { UPSTREAM_APIS } from '../fleet/upstream.js';
 import {
   decodeCanonicalRequest,
   decodeSamplingDefaults,
@@ -301,6 +302,13 @@ function catalogueEntry(value: unknown, at: string): CatalogueEntry {
   optionalNumber(entry.memoryBytes, `${at}.memoryBytes`, 0, Number.MAX_SAFE_INTEGER);
   optionalString(entry.factsError, `${at}.factsError`);
   decodeSamplingDefaults(entry.sampling, `${at}.sampling`);
+  if (entry.upstream !== undefined) {
+    const upstream = object(entry.upstream, `${at}.upstream`);
+    oneOf(upstream.api, `${at}.upstream.api`, UPSTREAM_APIS);
+    string(upstream.host, `${at}.upstream.host`);
+  }
+  if (entry.fallback !== undefined)
+    array(entry.fallback, `${at}.fallback`).forEach((id, i) => string(id, `${at}.fallback[${i}]`));
   return entry as unknown as CatalogueEntry;
 }
 

@@ -13,7 +13,7 @@ import {
   IsObject,
 } from 'class-validator';
 import { MODEL_KINDS, type ModelKind } from '../retrieval/retrieval.messages.js';
-import { UpstreamSpec } from './upstream.js';
+import { UpstreamSpec, type UpstreamApi } from './upstream.js';
 import type { SamplingDefaults } from '../generate/canonical-request.js';
 import {
   fail,
@@ -479,6 +479,10 @@ export interface CatalogueEntry {
   factsError?: string;
   /** The catalogue's sampling defaults for the model (over its GGUF's). */
   sampling?: SamplingDefaults;
+  /** Served by an upstream: its format and host (never its path, key or headers). */
+  upstream?: { api: UpstreamApi; host: string };
+  /** The models that serve a request this one cannot, in turn (the catalogue's `fallback`). */
+  fallback?: string[];
 }
 
 export interface WorkerView {

@@ -63,3 +63,32 @@ export function upstreamHeadersProblem(headers: Record<string, unknown> | undefi
   }
   return null;
 }
+
+/**
+ * What a model served by `upstream` can do, known from the catalogue before any worker loads it: calls
+ * in every upstream format, reasoning and images as the catalogue says, no raw completions.
+ */
+export function upstreamCapabilities(upstream: Pick<UpstreamSpec, 'api' | 'reasoning' | 'vision'>): {
+  tools: boolean;
+  reasoning: boolean;
+  vision: boolean;
+  format: string;
+  completions: boolean;
+} {
+  return {
+    tools: true,
+    reasoning: upstream.reasoning,
+    vision: upstream.vision,
+    format: `upstream ${upstream.api}`,
+    completions: false,
+  };
+}
+
+/** Where an upstream is, for people: its host (and port), never its path, credentials or headers. */
+export function upstreamHost(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return '';
+  }
+}

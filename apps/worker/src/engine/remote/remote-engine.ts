@@ -9,6 +9,7 @@ import {
   type ModelFacts,
   type UnreachableUpstream,
   type Usage,
+  upstreamCapabilities,
 } from '@cortex/contracts';
 import { UPSTREAM_CODECS, type UpstreamCodec, type UpstreamUsage } from '@cortex/wire';
 import type { Engine, EngineModel, GenerateJob, ModelSpec } from '../engine.types.js';
@@ -94,14 +95,9 @@ class RemoteModel implements EngineModel {
     this.codec = UPSTREAM_CODECS[upstream.api];
     this.name = upstream.model ?? spec.id;
     this.reasoning = upstream.reasoning;
-    this.format = `upstream ${upstream.api}`;
-    this.capabilities = {
-      tools: true,
-      reasoning: upstream.reasoning,
-      vision: upstream.vision,
-      format: this.format,
-      completions: false,
-    };
+    const capabilities = upstreamCapabilities(upstream);
+    this.capabilities = capabilities;
+    this.format = capabilities.format;
   }
 
   get inFlight(): number {
