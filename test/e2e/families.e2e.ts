@@ -84,6 +84,14 @@ describe('model families e2e', () => {
         chat_template: familyTemplate('Qwen-Qwen3-0.6B.jinja'),
       },
       { id: 'named-format', file: 'fixture:cortex-chat', context_size: 4096, slots: 1, format: 'llama3' },
+      // Never asked for here: what /v1/models says of it comes from the catalogue and its header alone.
+      {
+        id: 'cortex-vision',
+        file: 'fixture:cortex-vision',
+        mmproj: 'fixture:mmproj-cortex-vision',
+        context_size: 512,
+        slots: 1,
+      },
     ];
     stack = await startStack({ models });
     openai = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
@@ -289,6 +297,34 @@ describe('model families e2e', () => {
     }
   }
 
+  /** What /v1/models said of each family fixture before anything loaded it: the next test's loads must agree. */
+  const beforeAnyLoad = new Map<string, Record<string, unknown> | null>();
+
+  it('families e2e - before any request /v1/models says what each model can do, from its GGUF header and the catalogue', async () => {
+    type Listed = { id: string; loaded: boolean; gguf?: unknown; capabilities: Record<string, unknown> | null };
+    let models: Listed[] = [];
+    const ids = [...FAMILY_FIXTURES.map((fixture) => fixture.id), 'cortex-vision', 'qwen3-templated'];
+    // The headers are read as the models enter the catalogue, once a worker is up.
+    await waitFor(async () => {
+      models = ((await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as { data: Listed[] }).data;
+      return ids.every((id) => models.find((model) => model.id === id)?.gguf !== undefined);
+    }, 60_000);
+    const listed = (id: string): Listed => models.find((model) => model.id === id) ?? assert.fail(id);
+    for (const fixture of FAMILY_FIXTURES) {
+      const model = listed(fixture.id);
+      assert.equal(model.loaded, false, `${fixture.id}: nothing loaded it yet`);
+      assert.equal(model.capabilities?.format, fixture.format, fixture.id);
+      assert.equal(model.capabilities?.tools, true, `${fixture.id}: its format writes calls`);
+      assert.equal(model.capabilities?.vision, false, fixture.id);
+      beforeAnyLoad.set(fixture.id, model.capabilities);
+    }
+    const vision = listed('cortex-vision');
+    assert.equal(vision.loaded, false);
+    assert.equal(vision.capabilities?.vision, true, 'a projector in the catalogue: it takes images');
+    // The catalogue's own template is read at load: until then what it makes of the model is not said.
+    assert.equal(listed('qwen3-templated').capabilities?.format, undefined);
+  });
+
   it("families e2e - /v1/models says which format each model got: its template's, or the catalogue's template or format", async () => {
     for (const id of ['qwen3-templated', 'named-format']) {
       const reply = await openai.chat.completions.create({
@@ -312,11 +348,23 @@ describe('model families e2e', () => {
     );
     const after = (
       (await (await fetch(`${stack.baseUrl}/v1/models`)).json()) as {
-        data: Array<{ id: string; capabilities?: { format?: string } }>;
+        data: Array<{
+          id: string;
+          capabilities?: { format?: string; tools?: boolean; reasoning?: boolean; vision?: boolean };
+        }>;
       }
     ).data;
-    for (const fixture of FAMILY_FIXTURES)
-      assert.equal(after.find((model) => model.id === fixture.id)?.capabilities?.format, fixture.format, fixture.id);
+    for (const fixture of FAMILY_FIXTURES) {
+      const loaded = after.find((model) => model.id === fixture.id)?.capabilities;
+      assert.equal(loaded?.format, fixture.format, fixture.id);
+      // What was said before the load is what the load found.
+      const said = beforeAnyLoad.get(fixture.id);
+      assert.deepEqual(
+        { tools: loaded?.tools, reasoning: loaded?.reasoning, format: loaded?.format, vision: loaded?.vision },
+        { tools: said?.tools, reasoning: said?.reasoning, format: said?.format, vision: said?.vision },
+        `${fixture.id}: as said before its load`,
+      );
+    }
   });
 
   it("families e2e - Qwen3 told not to think, in each dialect's words, gets the template's empty thinking block in its prompt", async () => {

@@ -8,13 +8,13 @@ import {
   type ModelCapabilities,
   type ModelFacts,
   type StoredFacts,
-  upstreamCapabilities,
   upstreamHost,
 } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { PinStore } from '../placement/pin.store.js';
 import type { ModelPolicy, ReplicaPolicy } from '../placement/planner.js';
 import { afterRead } from './facts.decider.js';
+import { beforeLoad } from './capabilities.decider.js';
 
 /** The catalogue's models by id and alias, what placement weighs of each, and the catalogue clients list. */
 @Injectable()
@@ -180,6 +180,7 @@ export class CatalogueService implements OnModuleDestroy {
       );
       const reported = held.find((m) => m.id === model.id && m.capabilities)?.capabilities;
       if (reported) this.capabilities.set(model.id, reported);
+      const { bytes, facts, error } = this.factsOf(model);
       const entry: CatalogueEntry = {
         id: model.id,
         ownedBy: model.ownedBy,
@@ -194,14 +195,12 @@ export class CatalogueService implements OnModuleDestroy {
           min: model.minReplicas,
           max: model.maxReplicas ?? this.config.replication.maxReplicas,
         },
-        // An upstream model's are the catalogue's, known before any worker loads it.
-        capabilities: this.capabilities.get(model.id) ?? (model.upstream ? upstreamCapabilities(model.upstream) : null),
+        capabilities: this.capabilities.get(model.id) ?? beforeLoad(model, facts),
         kind: model.kind,
         ...(model.sampling && { sampling: { ...model.sampling } }),
         ...(model.upstream && { upstream: { api: model.upstream.api, host: upstreamHost(model.upstream.url) } }),
         ...(model.fallback?.length && { fallback: [...model.fallback] }),
       };
-      const { bytes, facts, error } = this.factsOf(model);
       if (facts) entry.facts = facts;
       if (bytes !== undefined) entry.memoryBytes = bytes;
       if (error !== undefined) entry.factsError = error;

@@ -20,6 +20,8 @@ import type { Engine, EngineModel, ModelSpec } from './engine.types.js';
 import { RetrievalEngineModel } from './embed.js';
 import { LlamaEngineModel, type ModelDialect } from './llama-model.js';
 import { chooseFormat } from './formats/choose-format.js';
+import { fingerprint } from './formats/families.js';
+import { formatCapabilities } from './formats/format-capabilities.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { memoAsync } from './memo.js';
 import { remoteSizes } from './model-download.js';
@@ -27,7 +29,7 @@ import { isRemote, remoteSource } from './model-source.js';
 import { resolveSource, type ResolveOptions } from './resolve-source.js';
 import { draftSpeculation, inputLookup, type Speculation } from './speculative.js';
 import { NativeGarbage } from './native-garbage.js';
-import { vocabulary } from './vocabulary.js';
+import { headerVocabulary, vocabulary } from './vocabulary.js';
 import { PromptCache, type PromptCacheOptions } from './prompt-cache.js';
 import { ggufSamplingDefaults } from './sampling-defaults.js';
 
@@ -162,6 +164,12 @@ export class LlamaEngine implements Engine {
       ...(template && { tools: /\btools\b/.test(template), reasoning: /<think>|reasoning/.test(template) }),
       ...(Object.keys(sampling).length > 0 && { sampling }),
     };
+    // What a load would choose by the template's text alone (a template that must be rendered to be known is left to the load).
+    const known = template ? fingerprint(template) : undefined;
+    if (known) {
+      const { format, ...writes } = formatCapabilities(known, template, headerVocabulary(info.metadata));
+      facts.chatFormat = { id: format, ...writes };
+    }
     return facts;
   }
 

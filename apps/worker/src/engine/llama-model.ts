@@ -37,9 +37,10 @@ import { lookUpIn, type Speculation } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
 import { memoTokenizer } from './token-memo.js';
 import { NativeGarbage, samplerBytes } from './native-garbage.js';
-import { vocabularySize } from './vocabulary.js';
+import { vocabulary, vocabularySize } from './vocabulary.js';
 import { ggufSamplingDefaults } from './sampling-defaults.js';
 import type { PromptCache } from './prompt-cache.js';
+import { formatCapabilities } from './formats/format-capabilities.js';
 
 /**
  * How a loaded model renders prompts and reads its output: its own chat template (or, for a GGUF
@@ -142,9 +143,11 @@ export class LlamaEngineModel implements EngineModel {
     this.vocabularySize = vocabularySize(model);
     this.samplerBytes = samplerBytes(this.vocabularySize ?? 0);
     this.capabilities = {
-      tools: format.tools !== undefined || format.harmony !== undefined,
-      reasoning: writesReasoning(dialect, model),
-      format: format.id,
+      ...formatCapabilities(
+        format,
+        dialect.prompt instanceof TemplatePrompt ? dialect.prompt.source : '',
+        vocabulary(model),
+      ),
       vision: false,
       completions: true,
       fim: fimTokens(model) !== null,
@@ -434,20 +437,6 @@ export class LlamaEngineModel implements EngineModel {
     const failed = results.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
   }
-}
-
-/**
- * Whether the model writes reasoning cortex splits off: Harmony's analysis channel, or a reasoning
- * block whose opening marker its template writes or its vocabulary has as one token.
- */
-function writesReasoning(dialect: ModelDialect, model: LlamaModel): boolean {
-  const { format, prompt } = dialect;
-  if (format.harmony) return true;
-  if (!format.reasoning) return false;
-  return (
-    (prompt instanceof TemplatePrompt && prompt.source.includes(format.reasoning.open)) ||
-    singleToken(model, format.reasoning.open) !== null
-  );
 }
 
 /** Every text a format's data holds (markers, separators, tags): the special tokens among them are shown to the parser. */

@@ -182,7 +182,18 @@ export function decodeFacts(value: unknown, at: string): ModelFacts | undefined 
     tools: optionalBoolean(facts.tools, `${at}.tools`),
     reasoning: optionalBoolean(facts.reasoning, `${at}.reasoning`),
     sampling: decodeSamplingDefaults(facts.sampling, `${at}.sampling`),
+    chatFormat: decodeChatFormat(facts.chatFormat, `${at}.chatFormat`),
   });
+}
+
+function decodeChatFormat(value: unknown, at: string): ModelFacts['chatFormat'] {
+  const format = optionalObject(value, at);
+  if (!format) return undefined;
+  return {
+    id: string(format.id, `${at}.id`),
+    tools: boolean(format.tools, `${at}.tools`),
+    reasoning: boolean(format.reasoning, `${at}.reasoning`),
+  };
 }
 
 /** The translator's answer to `responses.store`. */

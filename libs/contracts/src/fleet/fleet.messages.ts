@@ -249,6 +249,11 @@ export interface ModelFacts {
   reasoning?: boolean;
   /** The maker's sampling defaults (`general.sampling.*`), applied to requests that leave them out. */
   sampling?: SamplingDefaults;
+  /**
+   * The output format its chat template is recognised as, and whether a model of it calls tools and
+   * reasons (as a load would find; absent where the template is not recognised by its text alone).
+   */
+  chatFormat?: { id: string; tools: boolean; reasoning: boolean };
 }
 
 /** A worker's answer to `estimate`. */

@@ -12,6 +12,7 @@ import { llamaNode, type LibVariant, type LlamaNodeContext } from './llama-node.
 import { MtmdEngineModel } from './mtmd-model.js';
 import { llamaNodeTools, mediaMessages } from './mtmd-request.js';
 import { checkProjector } from './projector-check.js';
+import { headerVocabulary } from '../vocabulary.js';
 
 export interface MtmdEngineOptions {
   /** `cuda` and `vulkan` use llama.node's prebuilt GPU packages (docs/deployment.md, "Serving a vision model"). */
@@ -142,7 +143,11 @@ export class MtmdEngine implements Engine {
       await context.parallel.enable({ n_parallel: spec.slots, n_batch: BATCH });
       const projectorBytes = (await stat(projector)).size;
       const source = spec.chatTemplate ?? info.metadata.tokenizer?.chat_template ?? '';
-      const dialect = { ...chooseFormat(spec, source, source ? probe(context, spec.chatTemplate) : null), source };
+      const dialect = {
+        ...chooseFormat(spec, source, source ? probe(context, spec.chatTemplate) : null),
+        source,
+        vocabulary: headerVocabulary(info.metadata),
+      };
       this.options.log(
         `${spec.id}: loaded with ${projector} on llama.node ${llamaNode().BuildInfo.commit} (${gpu}); ` +
           `output format ${dialect.format.id} (${dialect.chosenBy})`,

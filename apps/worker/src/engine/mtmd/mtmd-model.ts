@@ -22,6 +22,7 @@ import { inlineReasoningMarkers, type ChatFormat } from '../formats/chat-format.
 import { createOutputParser, type ParsedEvent } from '../formats/output-parser.js';
 import type { LlamaNodeContext, LlamaNodeParallelResult } from './llama-node.types.js';
 import { llamaNodeTools, mediaMessages, refusal, type Defuse } from './mtmd-request.js';
+import { formatCapabilities } from '../formats/format-capabilities.js';
 
 /** A prompt as the model's template and tokenizer render it, images included. */
 interface Rendered {
@@ -61,7 +62,7 @@ export class MtmdEngineModel implements EngineModel {
     /** Tokens one slot holds: llama.node divides its context evenly between the slots. */
     private readonly slotContext: number,
     private readonly samplingDefaults: SamplingDefaults,
-    dialect: ChosenFormat & { source: string },
+    dialect: ChosenFormat & { source: string; vocabulary?: readonly string[] },
     /** Breaks the model's special tokens in a client's text (see mediaMessages). */
     private readonly defuse: Defuse,
   ) {
@@ -77,11 +78,7 @@ export class MtmdEngineModel implements EngineModel {
     this.chatFormat = format;
     this.format = `${format.id} (${dialect.chosenBy})`;
     this.capabilities = {
-      tools: format.tools !== undefined || format.harmony !== undefined,
-      reasoning:
-        format.harmony !== undefined ||
-        (format.reasoning !== undefined && dialect.source.includes(format.reasoning.open)),
-      format: format.id,
+      ...formatCapabilities(format, dialect.source, dialect.vocabulary),
       vision: this.media.vision,
       completions: false,
       fim: false,
