@@ -49,6 +49,23 @@ describe('derived formats', () => {
       '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
       false,
     ],
+    // Tagged arguments, one pair per argument.
+    [
+      'Qwen3-Coder.jinja',
+      '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>',
+      false,
+    ],
+    [
+      'GLM-4.6.jinja',
+      '<think>Let me see.</think>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>',
+      true,
+    ],
+    ['glm_4_5.jinja', '<tool_call>get_weather<arg_key>city</arg_key>\n<arg_value>Paris</arg_value></tool_call>', false],
+    [
+      'unsloth-MiniMax-M2.jinja',
+      '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n</invoke>\n</minimax:tool_call>',
+      false,
+    ],
     [
       'llama-cpp-lfm2.jinja',
       '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|tool_call_end|>',
@@ -95,6 +112,38 @@ describe('derived formats', () => {
       reasoning: 'Think.',
       toolCalls: [{ name: 'get_weather', id: 'call_0', arguments: '{"city": "Paris"}' }],
     });
+  });
+
+  it('derived formats - an invented family of tagged arguments: read as its model writes them, values typed by the schema', () => {
+    // `<act><fn:NAME><arg:KEY>VALUE</arg></fn></act>`, arguments written one tag pair each.
+    const source = [
+      '{%- for m in messages %}{{ "<|turn|>" + m.role + "\\n" + m.content }}',
+      '{%- for c in m.tool_calls or [] %}{{ "<act><fn:" + c.function.name + ">" }}',
+      '{%- for k, v in c.function.arguments | items %}{{ "<arg:" + k + ">" + v + "</arg>" }}{% endfor %}',
+      '{{- "</fn></act>" }}{% endfor %}',
+      '{{- "<|end|>\\n" }}{% endfor %}',
+    ].join('');
+    assert.equal(fingerprint(source), undefined, 'no fingerprint knows it');
+    const template = new Template(source);
+    const format =
+      deriveFormat((messages) => template.render({ messages: templateMessages(messages, true, false) })) ??
+      assert.fail('nothing derived');
+    assert.equal(format.tools?.body.kind, 'named');
+    const tools = new Map([
+      ['forecast', { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } }],
+    ]);
+    const { output } = parseOutput(
+      format,
+      [...'Sure.<act><fn:forecast><arg:city>Paris</arg><arg:days>3</arg></fn></act>'],
+      {
+        tools,
+      },
+    );
+    assert.equal(output.content, 'Sure.');
+    assert.deepEqual(
+      output.toolCalls.map((call) => [call.name, JSON.parse(call.arguments) as unknown]),
+      [['forecast', { city: 'Paris', days: 3 }]],
+    );
   });
 
   it('derived formats - a template that teaches neither reasoning nor calls gives nothing (plain)', () => {

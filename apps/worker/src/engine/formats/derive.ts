@@ -14,7 +14,9 @@ const TOOL: ToolDefinition = {
   description: 'probe',
   parameters: { type: 'object', properties: { probe_key: { type: 'string' } } },
 };
-const CALL = { id: 'a1b2c3d4e', name: NAME, arguments: '{"probe_key":"probe_value"}' };
+const PROBE_KEY = 'probe_key';
+const PROBE_VALUE = 'probe_value';
+const CALL = { id: 'a1b2c3d4e', name: NAME, arguments: JSON.stringify({ [PROBE_KEY]: PROBE_VALUE }) };
 
 /**
  * A format for a template no fingerprint knows, found by rendering variants of one conversation and
@@ -22,8 +24,8 @@ const CALL = { id: 'a1b2c3d4e', name: NAME, arguments: '{"probe_key":"probe_valu
  * and with a call. What the template writes around the reasoning gives its markers; what it writes
  * for the call gives the call's opening and closing and its shape — a JSON object naming the tool
  * (`{"name": …, "arguments": …}`, whatever the keys), or the name as text, a separator and the
- * arguments as JSON. Null when neither reasoning nor a call is found: the template teaches neither,
- * or teaches a syntax this cannot read (tagged arguments), and the model is read as plain text.
+ * arguments as JSON, or as tags, one pair per argument. Null when neither reasoning nor a call is
+ * found: the template teaches neither, or a syntax this cannot read, and the model is read as plain text.
  */
 export function deriveFormat(render: ProbeRender): ChatFormat | null {
   const turn = (assistant: CanonicalMessage, tools?: readonly ToolDefinition[]): string | null => {
@@ -44,6 +46,9 @@ export function deriveFormat(render: ProbeRender): ChatFormat | null {
   if (!reasoning && !tools) return null;
   return { id: 'derived', ...(reasoning && { reasoning }), ...(tools && { tools }) };
 }
+
+/** A tag as tool-call syntaxes write them: `<tool_call>`, `</parameter>`, `<minimax:tool_call>`. */
+const TAG = String.raw`<[^<>\s]{1,40}>`;
 
 /** A marker: a tag (`<think>`, `<|inner_prefix|>`) or a bracketed word (`[THINK]`). */
 const MARKER = String.raw`(?:<[^<>\s]{1,40}>|\[[^[\]\s]{1,40}\])`;
@@ -71,7 +76,7 @@ function callSyntax(rendered: string | null, head: string, tail: string): ToolSy
   if (turnEnd && call.includes(turnEnd)) call = call.slice(0, call.lastIndexOf(turnEnd));
   const name = call.indexOf(NAME);
   const args = argumentsObject(call, name + NAME.length);
-  if (!args) return null;
+  if (!args) return taggedSyntax(call, name);
   // The name inside a JSON object that holds the arguments too: `{"name": …, "arguments": …}` (or a list of them).
   const holder = enclosingObject(call, name, args);
   if (holder) {
@@ -101,6 +106,63 @@ function callSyntax(rendered: string | null, head: string, tail: string): ToolSy
   };
 }
 
+/**
+ * A call whose arguments are tags, one pair per argument (`<parameter=K>\nV\n</parameter>`,
+ * `<arg_key>K</arg_key><arg_value>V</arg_value>`, `<parameter name="K">V</parameter>`): the call's
+ * opening marker, the text before the name and after it, the key's and the value's tags, then the
+ * markers that close the value, the arguments and the call — each read where the template writes it
+ * around the probe's name, key and value. Null for any other shape.
+ */
+function taggedSyntax(call: string, name: number): ToolSyntax | null {
+  const key = call.indexOf(PROBE_KEY, name + NAME.length);
+  const value = key === -1 ? -1 : call.indexOf(PROBE_VALUE, key + PROBE_KEY.length);
+  if (value === -1) return null;
+  // Before the name: the call's opening marker, then what precedes the name inside it (`<function=`, `<invoke name="`).
+  const opening = new RegExp(`^\\s*(${TAG})`).exec(call.slice(0, name));
+  if (!opening?.[1]) return null;
+  const callOpen = opening[1];
+  const namePrefix = call.slice(opening[0].length, name).trim();
+  // After the name: what ends it, then the key's opening tag (from its last `<`).
+  const afterName = call.slice(name + NAME.length, key);
+  const keyAt = afterName.lastIndexOf('<');
+  if (keyAt === -1) return null;
+  const keyOpen = afterName.slice(keyAt);
+  const nameEnd = afterName.slice(0, keyAt);
+  // Between key and value: the key's closing tag, and the value's opening tag where there is one.
+  const between = call.slice(key + PROBE_KEY.length, value);
+  const keyEnd = between.indexOf('>');
+  if (keyEnd === -1) return null;
+  const keyClose = between.slice(0, keyEnd + 1).trim();
+  const valueOpen = between.slice(keyEnd + 1).trim();
+  // After the value: its closing tag, the arguments' where there is one, and the call's, with only white space between.
+  const after = call.slice(value + PROBE_VALUE.length);
+  const closing = after.match(new RegExp(TAG, 'g')) ?? [];
+  if (closing.length < 2 || closing.length > 3 || closing.join('') !== after.replace(/\s+/g, '')) return null;
+  const [valueClose = '', ...rest] = closing;
+  const callClose = rest.at(-1) ?? '';
+  const argsClose = rest.length === 2 ? rest[0] : undefined;
+  if (!keyClose || (valueOpen && !valueOpen.startsWith('<'))) return null;
+  return {
+    callOpen,
+    callClose,
+    body: {
+      kind: 'named',
+      ...(namePrefix && { namePrefix }),
+      // A name the template ends with white space alone (GLM's newline) may also end where the first key opens.
+      nameEnd: nameEnd.trim() ? [nameEnd.trim()] : [...(nameEnd ? [nameEnd] : []), keyOpen],
+      args: {
+        kind: 'tagged',
+        keyOpen,
+        keyClose,
+        ...(valueOpen && { valueOpen }),
+        valueClose,
+        ...(between.endsWith('\n') && after.startsWith('\n') && { trimNewline: true }),
+      },
+      ...(argsClose && { argsClose }),
+    },
+  };
+}
+
 /** Where the JSON object of the probe's arguments is, at or after `from`. */
 function argumentsObject(text: string, from: number): { start: number; end: number } | null {
   for (let start = text.indexOf('{', from); start !== -1; start = text.indexOf('{', start + 1)) {
@@ -108,7 +170,7 @@ function argumentsObject(text: string, from: number): { start: number; end: numb
     if (end === -1) continue;
     try {
       const value = JSON.parse(text.slice(start, end)) as Record<string, unknown>;
-      if (value.probe_key === 'probe_value') return { start, end };
+      if (value[PROBE_KEY] === PROBE_VALUE) return { start, end };
     } catch {
       // Not JSON from here: look further.
     }
