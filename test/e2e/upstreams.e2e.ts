@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import Anthropic from '@anthropic-ai/sdk';
-import { Subjects, type UsageRecord } from '@cortex/contracts';
+import { Subjects, type RequestFinishedEvent, type UsageRecord } from '@cortex/contracts';
 import { fixtureModel, solidPng, VISION_FIXTURE } from '@cortex/fixtures';
 import { startStack, waitFor, watchBus, type TestStack } from '@cortex/testing';
 import { SseParser } from '@cortex/wire';
@@ -336,6 +336,13 @@ describe('upstream failover e2e', () => {
       config: { auth: { api_keys: [UPSTREAM_KEY], admin_keys: [ADMIN] } },
     });
     upstreamListen = new URL(upstream.baseUrl).host;
+    // A model of the upstream whose file is not there: every request for it gets a real 503.
+    const broken = await fetch(`${upstream.baseUrl}/admin/models`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 'broken', file: '/nonexistent/cortex-broken.gguf', context_size: 512 }),
+    });
+    assert.equal(broken.status, 200, await broken.text());
     // A second gateway of the upstream: a place of its own, killed mid-answer while the first serves on.
     secondUrl = await upstream.spawnGateway();
     secondGateway = [...upstream.processes.keys()].at(-1) ?? '';
@@ -371,6 +378,12 @@ describe('upstream failover e2e', () => {
         {
           id: 'looping-b',
           upstream: { url, api: 'messages', model: 'cortex-loop', api_key_env: 'UPSTREAM_KEY' },
+        },
+        // Its upstream model cannot load there (until the test fixes it): the upstream answers 503.
+        {
+          id: 'overloaded',
+          upstream: { url, api: 'chat', model: 'broken', api_key_env: 'UPSTREAM_KEY' },
+          fallback: ['local-chat'],
         },
         // One request at the upstream at a time: the rest wait in the remote worker's fair queue.
         {
@@ -592,7 +605,7 @@ describe('upstream failover e2e', () => {
     await waitFor(async () => (shown = await health()).status === 'impaired', 10_000);
     assert.match(
       shown.reasons.join(' | '),
-      /the upstream of flaky on worker remote-1 does not answer \(cannot be reached: ECONNREFUSED\) since \d{4}-.*: its requests go to another place or its fallback/,
+      /the upstream of flaky on worker remote-1 is failing \(cannot be reached: ECONNREFUSED\) since \d{4}-.*: its requests go to another place or its fallback/,
     );
     await upstream.spawnGateway(upstreamListen);
     // Its probes find it back: ok again, with no request needed.
@@ -752,5 +765,53 @@ describe('upstream failover e2e', () => {
       promptTokens > alone + 10,
       `the continuation's prompt (${promptTokens} tokens) holds the text given (the prompt alone: ${alone})`,
     );
+  });
+
+  it('upstreams - an upstream that answers only 503: after three in a row it rests, its requests served by the fallback without asking it; then tried again, and served', async () => {
+    const finished = await watchBus<RequestFinishedEvent>(upstream.nc, Subjects.requestFinished);
+    const asked = (): number => finished.messages.filter((event) => event.model === 'broken').length;
+    try {
+      for (let i = 0; i < 5; i++) {
+        const response = await ask('overloaded');
+        assert.equal(response.status, 200, `request ${i + 1}`);
+        assert.equal(response.headers.get('x-cortex-served-by'), 'local-chat', `request ${i + 1}`);
+        await response.body?.cancel();
+        // Each answer of the upstream is seen before the next request goes.
+        if (i < 3) await waitFor(() => asked() === i + 1, 10_000);
+      }
+      await new Promise((done) => setTimeout(done, 500));
+      assert.equal(asked(), 3, 'the fourth and fifth requests did not reach the upstream');
+      assert.ok(finished.messages.every((event) => event.status === 503));
+      const health = async (): Promise<{ status: string; reasons: string[] }> =>
+        (await (await fetch(`${front.baseUrl}/health`)).json()) as { status: string; reasons: string[] };
+      let shown = await health();
+      await waitFor(async () => (shown = await health()).status === 'impaired', 10_000);
+      assert.match(
+        shown.reasons.join(' | '),
+        /the upstream of overloaded on worker remote-1 is failing \(answers HTTP 503: .* \(3 in a row\)\) since \d{4}-/,
+      );
+      // The upstream's model is fixed; once the rest is over, the next request tries it and is served there.
+      const fixed = await fetch(`${upstream.baseUrl}/admin/models/broken`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ file: 'fixture:cortex-chat' }),
+      });
+      assert.equal(fixed.status, 200, await fixed.text());
+      let servedBy: string | null = 'local-chat';
+      await waitFor(
+        async () => {
+          const response = await ask('overloaded');
+          assert.equal(response.status, 200);
+          servedBy = response.headers.get('x-cortex-served-by');
+          await response.body?.cancel();
+          return servedBy === null;
+        },
+        30_000,
+        1_000,
+      );
+      await waitFor(async () => (shown = await health()).status === 'ok', 10_000);
+    } finally {
+      await finished.stop();
+    }
   });
 });

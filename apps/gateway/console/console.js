@@ -211,7 +211,7 @@ function modelState(worker, model) {
         'data-test': 'unreachable',
         title: `since ${new Date(model.unreachable.since).toLocaleTimeString()}: ${model.unreachable.error}`,
       },
-      'upstream not answering',
+      'upstream failing',
     );
   if (model.state !== 'loading') return el('span', { class: `badge ${model.state}` }, model.state);
   const load = state.loads.get(`${worker.workerId}/${model.id}`);
@@ -406,7 +406,7 @@ function renderCatalogue() {
           'td',
           {},
           model.locations
-            .map((l) => `${l.workerId}:${l.state}${l.unreachable ? ' (upstream not answering)' : ''}`)
+            .map((l) => `${l.workerId}:${l.state}${l.unreachable ? ' (upstream failing)' : ''}`)
             .join(', ') || el('span', { class: 'muted' }, 'not loaded'),
         ),
         el('td', {}, model.pinned ? el('span', { class: 'pin' }, 'pinned') : ''),

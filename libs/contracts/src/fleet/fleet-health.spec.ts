@@ -186,7 +186,7 @@ describe('fleet health', () => {
       },
       'impaired',
       [],
-      /^the upstream of up-chat on worker remote-1 does not answer \(cannot be reached: ECONNREFUSED\) since 2026-01-02T03:04:05\.000Z: its requests go to another place or its fallback$/,
+      /^the upstream of up-chat on worker remote-1 is failing \(cannot be reached: ECONNREFUSED\) since 2026-01-02T03:04:05\.000Z: its requests go to another place or its fallback$/,
     ],
     [
       'an upstream that does not answer on a worker that is down: the worker is the reason',

@@ -52,12 +52,12 @@ export function fleetHealth(input: FleetHealthInput): FleetHealth {
     if (!w.up) impaired.push(downReason(w));
     else if (w.draining) impaired.push(`worker ${w.workerId} is draining`);
   }
-  // An upstream that does not answer: its model's requests go to the next place or its fallback.
+  // An upstream that does not answer, or answers only with server errors: its model's requests go to the next place or its fallback.
   for (const entry of fleet?.catalogue ?? [])
     for (const l of entry.locations)
       if (l.unreachable && up.some((w) => w.workerId === l.workerId))
         impaired.push(
-          `the upstream of ${entry.id} on worker ${l.workerId} does not answer (${l.unreachable.error}) since ` +
+          `the upstream of ${entry.id} on worker ${l.workerId} is failing (${l.unreachable.error}) since ` +
             `${new Date(l.unreachable.since).toISOString()}: its requests go to another place or its fallback`,
         );
   // With a worker that takes new models every model can be served (loaded there on demand); without,

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { CortexError, type UnreachableUpstream, type UpstreamSpec } from '@cortex/contracts';
 import { SseParser, type UpstreamBody, type UpstreamDecoder, type UpstreamEvent } from '@cortex/wire';
 import { errorMessage, retryAfterSeconds, upstreamRefusal } from './upstream-failure.js';
+import { UpstreamBreaker } from './upstream-breaker.js';
 
 /** The most an SSE message from an upstream may hold before the stream is given up as broken. */
 const MAX_MESSAGE_BYTES = 8 * 2 ** 20;
@@ -22,6 +23,8 @@ export class UpstreamClient {
   private heardAt = 0;
   private probeTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Rests an upstream that keeps answering 5xx. */
+  private readonly breaker = new UpstreamBreaker();
 
   private constructor(
     private readonly spec: UpstreamSpec,
@@ -48,9 +51,9 @@ export class UpstreamClient {
     return client;
   }
 
-  /** Whether the upstream answers, by the last request or probe: null while it does. */
+  /** Whether the upstream answers, by the last request or probe, and with more than server errors: null while it does. */
   get unreachable(): UnreachableUpstream | null {
-    return this.down;
+    return this.down ?? this.breaker.failing;
   }
 
   /** Stops the probes (the model is unloaded). */
@@ -106,6 +109,12 @@ export class UpstreamClient {
    */
   async *stream(request: UpstreamBody, decoder: UpstreamDecoder, signal: AbortSignal): AsyncGenerator<UpstreamEvent> {
     const { spec } = this;
+    // An upstream that keeps answering 5xx is not asked while it rests: the request goes to the next place at once.
+    const resting = this.breaker.resting(Date.now());
+    if (resting)
+      throw new CortexError('upstream_unavailable', `the upstream ${this.label} ${resting.why}`, {
+        retryAfter: Math.ceil(resting.forMs / 1000),
+      });
     const abort = new AbortController();
     let timedOut: string | null = null;
     const expire = (why: string) => () => {
@@ -149,6 +158,7 @@ export class UpstreamClient {
       this.answered();
       if (!response.ok) {
         const text = await boundedText(response, MAX_ERROR_BYTES).catch(() => '');
+        this.breaker.answered(response.status, errorMessage(text), Date.now());
         throw upstreamRefusal({
           status: response.status,
           message: errorMessage(text),
@@ -156,6 +166,7 @@ export class UpstreamClient {
           ...optional('retryAfter', retryAfterSeconds(response.headers.get('retry-after'))),
         });
       }
+      this.breaker.answered(response.status, '', Date.now());
       if (!response.body) throw new CortexError('upstream_unavailable', `the upstream ${this.label} sent no body`);
       const parser = new SseParser();
       const text = new TextDecoder();
