@@ -42,13 +42,18 @@ export interface DecodeModel {
   reasoningMarkers: [string, string] | null;
   /**
    * What a grammar holds of a call (see CallGrammar): the whole `{"name", "arguments"}` object after
-   * the opening marker (`call`), the JSON arguments after the name (`arguments`), or nothing.
+   * the opening marker (`call`), the JSON arguments after the name (`arguments`), a tagged call from
+   * after its opening marker through its closing one (`tagged`), or nothing.
    */
-  callHold: 'call' | 'arguments' | null;
+  callHold: 'call' | 'arguments' | 'tagged' | null;
   /** Bans the marker tokens while a grammar holds the output. */
   markerBias: TokenBias | undefined;
   /** The tokens markerBias bans (a request's logit_bias is joined to them). */
   markerTokens: readonly Token[];
+  /** Bans the marker tokens while a call's grammar holds the output: all of them, or for a tagged call those not its own. */
+  callMarkerBias: TokenBias | undefined;
+  /** The tokens callMarkerBias bans. */
+  callMarkerTokens: readonly Token[];
   /** What a request that leaves a setting out samples with (the GGUF's `general.sampling.*`, see ggufSamplingDefaults). */
   samplingDefaults: SamplingDefaults;
   /**
@@ -142,7 +147,8 @@ export class Decode {
     const bias = requestBias(model, job.request.sampling.logitBias);
     this.freeBias = bias?.free;
     this.heldBias = bias?.held ?? model.markerBias;
-    this.calls = callGrammar || argumentGrammars ? new CallGrammar(model.model, this.heldBias, this.freeBias) : null;
+    const inCall = bias?.call ?? model.callMarkerBias;
+    this.calls = callGrammar || argumentGrammars ? new CallGrammar(model.model, inCall, this.freeBias) : null;
     this.formatState = grammar ? new LlamaGrammarEvaluationState({ model: model.model, grammar }) : null;
     this.answer = new AnswerRelease(
       job.request.sampling.stop ?? [],
@@ -299,7 +305,7 @@ export class Decode {
     this.answer.publish(this.parsed);
     this.release.hold(this.parser.held + this.answer.held);
     this.forced = true;
-    this.followCall(false, '');
+    this.followCall(false, text);
   }
 
   /** Samples until a token ends the output; returns why it ended. `resumed`: the tokens a migrated stream had delivered. */
@@ -441,10 +447,15 @@ export class Decode {
     if (!parser.inCall) {
       if (wasInCall) calls.close();
       this.heldFor = null;
-      return null;
+      // A forced call held through its closing marker ends the output there.
+      return wasInCall && this.forced && this.model.callHold === 'tagged' ? 'tool_calls' : null;
     }
     if (calls.holding) return null;
-    if (plan.callGrammar && !wasInCall) calls.open(plan.callGrammar);
+    if (plan.callGrammar && !wasInCall) {
+      // A tagged call's grammar starts after its opening marker, not after text that opened it without one.
+      const tagged = this.model.callHold === 'tagged';
+      if (!tagged || text.trim() === this.model.format.tools?.callOpen) calls.open(plan.callGrammar, tagged);
+    }
     const tool = parser.argumentsFor;
     if (tool === null) this.heldFor = null;
     else if (this.heldFor === null) {
@@ -494,23 +505,27 @@ export class Decode {
 }
 
 /**
- * A request's `logit_bias` as node-llama-cpp's token biases, added to the logits: `free` alone, and
- * `held` with the model's marker tokens banned as well, for while a grammar holds the output (the
- * model checked the ids against its vocabulary).
+ * A request's `logit_bias` as node-llama-cpp's token biases, added to the logits: `free` alone,
+ * `held` with the model's marker tokens banned as well, for while a grammar holds the output, and
+ * `call` with those a call's grammar does not write banned, for while it holds a call (the model
+ * checked the ids against its vocabulary).
  */
 function requestBias(
   model: DecodeModel,
   logitBias: Record<string, number> | undefined,
-): { free: TokenBias; held: TokenBias } | undefined {
+): { free: TokenBias; held: TokenBias; call: TokenBias } | undefined {
   if (!logitBias) return undefined;
-  const free = new TokenBias(model.model.tokenizer);
-  const held = new TokenBias(model.model.tokenizer);
+  const [free, held, call] = [0, 1, 2].map(() => new TokenBias(model.model.tokenizer)) as [
+    TokenBias,
+    TokenBias,
+    TokenBias,
+  ];
   for (const [id, logit] of Object.entries(logitBias)) {
-    free.set(Number(id) as Token, { logit });
-    held.set(Number(id) as Token, { logit });
+    for (const bias of [free, held, call]) bias.set(Number(id) as Token, { logit });
   }
   if (model.markerTokens.length > 0) held.set([...model.markerTokens], 'never');
-  return { free, held };
+  if (model.callMarkerTokens.length > 0) call.set([...model.callMarkerTokens], 'never');
+  return { free, held, call };
 }
 
 /** What a log-probability of 0 probability is written as (OpenAI's floor); JSON has no -Infinity. */

@@ -1,6 +1,8 @@
 import type { Llama, LlamaGrammar } from 'node-llama-cpp';
 import { CortexError, type ResponseFormat, type ToolDefinition } from '@cortex/contracts';
+import type { ToolSyntax } from './formats/chat-format.js';
 import { createJsonGrammar } from './json-grammar.js';
+import { taggedCallGrammar } from './tagged-grammar.js';
 import { memoAsync } from './memo.js';
 
 /**
@@ -65,6 +67,12 @@ export class GrammarCache {
         createJsonGrammar(this.llama, any, padded),
       ),
     );
+  }
+
+  /** One call of the tools in a tagged syntax, from after its opening marker through its closing one (see taggedCallGrammar). */
+  forTaggedCall(syntax: ToolSyntax, tools: readonly ToolDefinition[]): Promise<LlamaGrammar> {
+    const key = `tagged:${JSON.stringify([syntax, tools.map((t) => [t.name, t.parameters ?? null])])}`;
+    return this.cached(key, () => this.llama.createGrammar({ grammar: taggedCallGrammar(syntax, tools) }));
   }
 
   private cached(key: string, create: () => Promise<LlamaGrammar>): Promise<LlamaGrammar> {

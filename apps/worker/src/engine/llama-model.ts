@@ -41,6 +41,7 @@ import { vocabulary, vocabularySize } from './vocabulary.js';
 import { ggufSamplingDefaults } from './sampling-defaults.js';
 import type { PromptCache } from './prompt-cache.js';
 import { formatCapabilities } from './formats/format-capabilities.js';
+import { isTaggedSyntax, taggedMarkers } from './tagged-grammar.js';
 
 /**
  * How a loaded model renders prompts and reads its output: its own chat template (or, for a GGUF
@@ -112,6 +113,11 @@ export class LlamaEngineModel implements EngineModel {
     // string, and read as a marker it would open a new call (or reasoning) inside the one being written.
     const markers = formatMarkers(format).flatMap((marker) => singleToken(model, marker) ?? []);
     const markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
+    // Inside a tagged call its grammar writes the call's own markers; the others (a new call's opening, reasoning) stay banned.
+    const own = new Set(callHold === 'tagged' ? taggedMarkers(format.tools) : []);
+    const callMarkerTokens = formatMarkers(format)
+      .filter((marker) => !own.has(marker))
+      .flatMap((marker) => singleToken(model, marker) ?? []);
     const shownSpecials = new Set(
       formatTexts(format).flatMap((text) =>
         model.tokenize(text, true).filter((token) => model.tokenizer.isSpecialToken(token)),
@@ -127,6 +133,13 @@ export class LlamaEngineModel implements EngineModel {
       callHold,
       markerBias,
       markerTokens: markers,
+      callMarkerTokens,
+      callMarkerBias:
+        callHold !== 'tagged'
+          ? markerBias
+          : callMarkerTokens.length > 0
+            ? new TokenBias(model.tokenizer).set(callMarkerTokens, 'never')
+            : undefined,
       shownSpecials,
       samplingDefaults,
     };
@@ -137,6 +150,8 @@ export class LlamaEngineModel implements EngineModel {
       callHold: null,
       markerBias: undefined,
       markerTokens: [],
+      callMarkerBias: undefined,
+      callMarkerTokens: [],
       shownSpecials: new Set(),
     };
     this.grammars = new GrammarCache(model.llama);
@@ -284,7 +299,14 @@ export class LlamaEngineModel implements EngineModel {
       !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
     const hold = this.decodeModel.callHold;
     const callable = forced ?? (grammar || request.raw ? null : request.tools);
-    const callGrammar = hold === 'call' && callable?.length ? await this.grammars.forToolCall(callable) : null;
+    const syntax = this.decodeModel.format.tools;
+    const callGrammar = !callable?.length
+      ? null
+      : hold === 'call'
+        ? await this.grammars.forToolCall(callable)
+        : hold === 'tagged' && syntax
+          ? await this.grammars.forTaggedCall(syntax, callable)
+          : null;
     const argumentGrammars =
       hold === 'arguments' && callable?.length
         ? new Map(
@@ -422,7 +444,7 @@ export class LlamaEngineModel implements EngineModel {
   /** The tokens a forced call to `tools` starts with: Hermes's opening marker, or the format's call up to its arguments. */
   private forcedOpening(tools: readonly ToolDefinition[], request: CanonicalRequest): Token[] | null {
     const { callHold, format } = this.decodeModel;
-    if (callHold === 'call') return this.model.tokenize(format.tools?.callOpen ?? '', true);
+    if (callHold === 'call' || callHold === 'tagged') return this.model.tokenize(format.tools?.callOpen ?? '', true);
     const name = tools[0]?.name;
     if (!format.forcedCall || name === undefined) return null;
     const earlier = request.messages.reduce((count, message) => count + (message.toolCalls?.length ?? 0), 0);
@@ -476,14 +498,17 @@ function singleToken(model: LlamaModel, text: string): Token | null {
  * What a grammar can hold of the format's calls: the whole call where it is the `{"name": …,
  * "arguments": …}` object that GrammarCache.forToolCall writes, between single-token markers
  * (Hermes); the arguments where a call writes its name as text and then its arguments as one JSON
- * object (Mistral, DeepSeek V3.1, Kimi, Harmony's recipient calls); nothing for the other syntaxes,
- * whose calls are parsed as written.
+ * object (Mistral, DeepSeek V3.1, Kimi, Harmony's recipient calls); the whole call through its
+ * closing marker where its arguments are tags (Qwen3-Coder, GLM, Seed-OSS: GrammarCache.forTaggedCall);
+ * nothing for the other syntaxes, whose calls are parsed as written.
  */
-function callHoldOf(format: ChatFormat, model: LlamaModel): 'call' | 'arguments' | null {
+function callHoldOf(format: ChatFormat, model: LlamaModel): 'call' | 'arguments' | 'tagged' | null {
   if (format.harmony) return 'arguments';
   const tools = format.tools;
   if (!tools || tools.atStart) return null;
   const { body } = tools;
+  // A tagged call is held whole from its opening marker, a token of its own (a section around the calls is not held).
+  if (isTaggedSyntax(tools)) return !tools.sectionOpen && singleToken(model, tools.callOpen) !== null ? 'tagged' : null;
   // The grammar opens with the token after the separator: a separator of several tokens could share its last one with the JSON.
   if (body.kind === 'named')
     return body.args.kind === 'json' &&

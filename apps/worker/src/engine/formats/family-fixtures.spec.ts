@@ -220,10 +220,16 @@ describe('family fixtures', () => {
 
   it(
     'family fixtures - tool_choice: a named call is forced in formats that ' +
-      'write the name as text; what cannot be forced is a 400 naming tool_choice',
+      'write the name as text or the arguments as tags; what cannot be forced is a 400 naming tool_choice',
     async () => {
       // Hermes's forced call (the whole call held) is tested on cortex-tools, whose chain the call grammar fits.
-      for (const id of ['cortex-devstral', 'cortex-kimi-k2', 'cortex-deepseek-v3.1']) {
+      for (const id of [
+        'cortex-devstral',
+        'cortex-kimi-k2',
+        'cortex-deepseek-v3.1',
+        'cortex-qwen3-coder',
+        'cortex-glm',
+      ]) {
         const fixture = FAMILY_FIXTURES.find((f) => f.id === id) ?? assert.fail(id);
         for (const toolChoice of ['function:get_weather', 'required']) {
           const events: EngineEvent[] = [];
@@ -272,8 +278,8 @@ describe('family fixtures', () => {
         /forces one named tool at a time; name the function/,
       );
       assert.match(
-        await refused('cortex-glm', 'function:get_weather', [TOOLS.get_weather as ToolDefinition]),
-        /glm-4\.5 format, which cortex cannot hold to a grammar yet/,
+        await refused('cortex-minimax-m2', 'function:get_weather', [TOOLS.get_weather as ToolDefinition]),
+        /minimax-m2 format, which cortex cannot hold to a grammar yet/,
       );
     },
   );
