@@ -440,4 +440,109 @@ describe('model families e2e', () => {
       }
     });
   }
+
+  // Forced calls ----------------------------------------------------------------------------------
+
+  /** One forced call in `dialect`: `required`, or the named tool; the calls and how it finished, or the error. */
+  async function forced(
+    dialect: 'chat' | 'responses' | 'messages',
+    model: string,
+    named: boolean,
+    stream: boolean,
+  ): Promise<Reply> {
+    switch (dialect) {
+      case 'chat': {
+        const body = {
+          model,
+          messages: [{ role: 'user' as const, content: QUESTION }],
+          tools: [{ type: 'function' as const, function: weather }],
+          tool_choice: named ? { type: 'function' as const, function: { name: weather.name } } : ('required' as const),
+          parallel_tool_calls: false,
+        };
+        const completion = stream
+          ? await openai.chat.completions.stream(body).finalChatCompletion()
+          : await openai.chat.completions.create(body);
+        const choice = completion.choices[0] ?? assert.fail('no choice');
+        return {
+          content: choice.message.content ?? '',
+          reasoning: '',
+          calls: (choice.message.tool_calls ?? []).map((call) =>
+            call.type === 'function'
+              ? { id: call.id, name: call.function.name, arguments: JSON.parse(call.function.arguments) as unknown }
+              : assert.fail(call.type),
+          ),
+          finish: choice.finish_reason === 'tool_calls' ? 'calls' : String(choice.finish_reason),
+        };
+      }
+      case 'responses':
+        return responses(
+          {
+            model,
+            input: QUESTION,
+            tools: [{ type: 'function', ...weather, strict: true }],
+            tool_choice: named ? { type: 'function', name: weather.name } : 'required',
+            parallel_tool_calls: false,
+          },
+          stream,
+        );
+      case 'messages': {
+        const body = {
+          model,
+          max_tokens: 1024,
+          messages: [{ role: 'user' as const, content: QUESTION }],
+          tools: [
+            {
+              name: weather.name,
+              description: weather.description,
+              input_schema: weather.parameters as Anthropic.Tool.InputSchema,
+            },
+          ],
+          tool_choice: named
+            ? { type: 'tool' as const, name: weather.name, disable_parallel_tool_use: true }
+            : { type: 'any' as const, disable_parallel_tool_use: true },
+        };
+        const message = stream
+          ? await anthropic.messages.stream(body).finalMessage()
+          : await anthropic.messages.create(body);
+        const calls: Reply['calls'] = [];
+        for (const block of message.content)
+          if (block.type === 'tool_use') calls.push({ id: block.id, name: block.name, arguments: block.input });
+        return {
+          content: '',
+          reasoning: '',
+          calls,
+          finish: message.stop_reason === 'tool_use' ? 'calls' : String(message.stop_reason),
+        };
+      }
+    }
+  }
+
+  /** Families whose calls a grammar holds from their start: the JSON-bodied and the tagged (docs/compatibility.md). */
+  const FORCED = ['cortex-devstral', 'cortex-kimi-k2', 'cortex-deepseek-v3.1', 'cortex-qwen3-coder', 'cortex-glm'];
+
+  for (const id of FORCED)
+    it(`families e2e - ${id}: tool_choice required and a named tool give one call of it, of its schema, in Chat, Responses and Messages, streamed and not`, async () => {
+      for (const dialect of ['chat', 'responses', 'messages'] as const)
+        for (const named of [false, true])
+          for (const stream of [false, true]) {
+            const what = `${dialect} ${named ? 'named' : 'required'}${stream ? ' streamed' : ''}`;
+            const reply = await forced(dialect, id, named, stream);
+            assert.equal(reply.finish, 'calls', `${what}: ${JSON.stringify(reply)}`);
+            assert.deepEqual(
+              reply.calls.map((call) => [call.name, call.arguments]),
+              [['get_weather', { city: 'Paris' }]],
+              what,
+            );
+          }
+    });
+
+  it('families e2e - a family whose calls no grammar holds: a forced call is a 400 naming tool_choice, in each dialect', async () => {
+    for (const dialect of ['chat', 'responses', 'messages'] as const)
+      await assert.rejects(forced(dialect, 'cortex-lfm2', true, false), (error: unknown) => {
+        const status = (error as { status?: number }).status;
+        assert.equal(status, 400, `${dialect}: ${String(error)}`);
+        assert.match(String((error as Error).message), /tool_choice/, dialect);
+        return true;
+      });
+  });
 });
