@@ -246,6 +246,123 @@ describe('images e2e', () => {
     assert.deepEqual([use.name, use.input], [call?.name, call?.arguments]);
   });
 
+  it("images e2e - a vision model's answer held to a JSON schema, a forced call and a strict tool's arguments, in every dialect", async () => {
+    const schema = {
+      type: 'object',
+      properties: { colour: { enum: ['red', 'green', 'blue'] }, sure: { type: 'boolean' } },
+      required: ['colour', 'sure'],
+      additionalProperties: false,
+    };
+    const valid = (text: string, what: string): void => {
+      const answer = JSON.parse(text) as Record<string, unknown>;
+      assert.deepEqual(Object.keys(answer).sort(), ['colour', 'sure'], `${what}: ${text}`);
+      assert.ok(['red', 'green', 'blue'].includes(answer.colour as string), `${what}: ${text}`);
+      assert.equal(typeof answer.sure, 'boolean', `${what}: ${text}`);
+    };
+    const picture = { type: 'image_url' as const, image_url: { url: dataUri('red') } };
+    const chat = await openai.chat.completions.create({
+      model: 'cortex-vision',
+      messages: [{ role: 'user', content: [{ type: 'text', text: QUESTION }, picture] }],
+      response_format: { type: 'json_schema', json_schema: { name: 'colour', schema, strict: true } },
+      max_tokens: 64,
+    });
+    valid(chat.choices[0]?.message.content ?? '', 'chat');
+    const response = await openai.responses.create({
+      model: 'cortex-vision',
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_text', text: QUESTION },
+            { type: 'input_image', image_url: dataUri('red'), detail: 'auto' },
+          ],
+        },
+      ],
+      text: { format: { type: 'json_schema', name: 'colour', schema, strict: true } },
+      max_output_tokens: 64,
+    });
+    valid(response.output_text, 'responses');
+    const message = await anthropic.messages.create({
+      model: 'cortex-vision',
+      max_tokens: 64,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: QUESTION },
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png('red').toString('base64') } },
+          ],
+        },
+      ],
+      output_format: { type: 'json_schema', schema },
+    } as Anthropic.MessageCreateParamsNonStreaming);
+    valid(message.content.find((block) => block.type === 'text')?.text ?? '', 'messages');
+
+    // A forced call of a tool the fixture never calls itself, and a strict tool's call, whose arguments match.
+    const colour = {
+      type: 'object',
+      properties: { colour: { enum: ['red', 'green', 'blue'] }, count: { type: 'integer' } },
+      required: ['colour', 'count'],
+    };
+    const read = { type: 'object', properties: { file_path: { type: 'string' } }, required: ['file_path'] };
+    const model = VISION_READ_FIXTURE.id;
+    const typed = (args: Record<string, unknown>, what: string): void => {
+      assert.ok(['red', 'green', 'blue'].includes(args.colour as string), `${what}: ${JSON.stringify(args)}`);
+      assert.ok(Number.isInteger(args.count), `${what}: ${JSON.stringify(args)}`);
+    };
+    for (const strictRead of [false, true]) {
+      const forced = await openai.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: QUESTION }],
+        tools: [
+          { type: 'function', function: { name: 'Read', parameters: read, strict: strictRead } },
+          { type: 'function', function: { name: 'Colour', parameters: colour } },
+        ],
+        tool_choice: strictRead ? 'auto' : { type: 'function', function: { name: 'Colour' } },
+        max_tokens: 256,
+      });
+      const made = forced.choices[0]?.message.tool_calls?.[0];
+      assert.equal(forced.choices[0]?.finish_reason, 'tool_calls', JSON.stringify(forced.choices[0]));
+      assert.ok(made?.type === 'function');
+      if (strictRead)
+        assert.deepEqual(
+          [made.function.name, JSON.parse(made.function.arguments)],
+          ['Read', VISION_READ_FIXTURE.toolCall?.arguments],
+        );
+      else {
+        assert.equal(made.function.name, 'Colour');
+        typed(JSON.parse(made.function.arguments) as Record<string, unknown>, 'chat');
+      }
+    }
+    const called = await openai.responses.create({
+      model,
+      input: QUESTION,
+      tools: [
+        { type: 'function', name: 'Read', parameters: read, strict: true },
+        { type: 'function', name: 'Colour', parameters: colour, strict: true },
+      ],
+      tool_choice: { type: 'function', name: 'Colour' },
+      max_output_tokens: 256,
+    });
+    const item = called.output.find((o) => o.type === 'function_call');
+    assert.ok(item?.type === 'function_call' && item.name === 'Colour', JSON.stringify(called.output));
+    typed(JSON.parse(item.arguments) as Record<string, unknown>, 'responses');
+    const used = await anthropic.messages.create({
+      model,
+      max_tokens: 256,
+      tools: [
+        { name: 'Read', input_schema: read as Anthropic.Tool.InputSchema },
+        { name: 'Colour', input_schema: colour as Anthropic.Tool.InputSchema },
+      ],
+      tool_choice: { type: 'tool', name: 'Colour' },
+      messages: [{ role: 'user', content: QUESTION }],
+    });
+    const use = used.content.find((block) => block.type === 'tool_use');
+    assert.equal(used.stop_reason, 'tool_use');
+    assert.ok(use?.type === 'tool_use' && use.name === 'Colour', JSON.stringify(used.content));
+    typed(use.input as Record<string, unknown>, 'messages');
+  });
+
   it('images e2e - too many, too large and corrupt images are 400s naming the part; the model serves on', async () => {
     const refusal = async (content: OpenAI.ChatCompletionContentPart[], param: string, why: RegExp) => {
       const error = await openai.chat.completions

@@ -17,7 +17,7 @@ import {
 import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
-import { inlineReasoningMarkers, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
+import { formatMarkers, inlineReasoningMarkers, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { OutputCheck } from './output-check.js';
 import {
@@ -472,20 +472,6 @@ function formatTexts(format: ChatFormat): string[] {
   };
   walk({ ...format, id: '', forcedCall: format.forcedCall?.replace('{name}', '').replace('{index}', '') });
   return texts.filter(Boolean);
-}
-
-/** Every marker a format writes: banned as tokens while a grammar holds the output. */
-function formatMarkers(format: ChatFormat): string[] {
-  const { reasoning, tools, harmony } = format;
-  return [
-    reasoning?.open,
-    reasoning?.close,
-    tools?.sectionOpen,
-    tools?.sectionClose,
-    tools?.callOpen,
-    tools?.callClose,
-    ...(harmony ? [harmony.start, harmony.channel, harmony.message, harmony.constrain, ...harmony.ends] : []),
-  ].filter((marker): marker is string => Boolean(marker));
 }
 
 /** The one token `text` is, or null when it is several (or none). */

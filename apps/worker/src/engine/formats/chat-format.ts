@@ -123,3 +123,17 @@ export function inlineReasoningMarkers(format: ChatFormat): [string, string] | n
     return [`${format.harmony.channel}analysis${format.harmony.message}`, format.harmony.ends[0] ?? ''];
   return format.reasoning ? [format.reasoning.open, format.reasoning.close] : null;
 }
+
+/** Every marker a format writes: banned as tokens while a grammar holds the output (a marker inside JSON would read as one). */
+export function formatMarkers(format: ChatFormat): string[] {
+  const { reasoning, tools, harmony } = format;
+  return [
+    reasoning?.open,
+    reasoning?.close,
+    tools?.sectionOpen,
+    tools?.sectionClose,
+    tools?.callOpen,
+    tools?.callClose,
+    ...(harmony ? [harmony.start, harmony.channel, harmony.message, harmony.constrain, ...harmony.ends] : []),
+  ].filter((marker): marker is string => Boolean(marker));
+}

@@ -21,7 +21,7 @@ import type { ChosenFormat } from '../formats/choose-format.js';
 import { inlineReasoningMarkers, type ChatFormat } from '../formats/chat-format.js';
 import { createOutputParser, type ParsedEvent } from '../formats/output-parser.js';
 import type { LlamaNodeContext, LlamaNodeParallelResult } from './llama-node.types.js';
-import { llamaNodeTools, mediaMessages, refusal, type Defuse } from './mtmd-request.js';
+import { heldOutput, llamaNodeTools, mediaMessages, refusal, type Defuse } from './mtmd-request.js';
 import { formatCapabilities } from '../formats/format-capabilities.js';
 
 /** A prompt as the model's template and tokenizer render it, images included. */
@@ -35,6 +35,8 @@ interface Rendered {
   tokens: number;
   /** The prompt ends inside the reasoning block (the template's generation prompt opened it). */
   startInReasoning: boolean;
+  /** What holds the output (a JSON response format, a forced call whose opening ends the prompt); null: nothing. */
+  held: { schema: Record<string, unknown>; opening: string } | null;
 }
 
 /**
@@ -113,17 +115,21 @@ export class MtmdEngineModel implements EngineModel {
     // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
     const opened = reasoning !== undefined && chat.prompt.trimEnd().endsWith(reasoning.open);
     // An answer already begun (`prefill`) goes on from its text, after the block the generation prompt opened.
-    const prompt =
+    const begun =
       request.prefill === undefined
         ? chat.prompt
         : chat.prompt + (opened ? (reasoning?.close ?? '') : '') + this.defuse(request.prefill);
+    // A forced call's opening is written for the model: it starts inside the call, its JSON held by the schema.
+    const held = heldOutput(request, this.chatFormat, this.id);
+    const prompt = held?.opening ? begun + (opened ? (reasoning?.close ?? '') : '') + held.opening : begun;
     const counted = await this.context.tokenize(prompt, { media_paths: media });
     return {
       prompt,
       media,
       stops: chat.additional_stops ?? [],
       tokens: counted.tokens.length,
-      startInReasoning: opened && request.prefill === undefined,
+      startInReasoning: opened && request.prefill === undefined && !held?.opening,
+      held,
     };
   }
 
@@ -142,7 +148,7 @@ export class MtmdEngineModel implements EngineModel {
     const slot = await this.pool.acquire(signal, undefined, ticketOf(job.priority, rendered.tokens));
     let charged: number | undefined;
     try {
-      // A call's arguments are not held to their schema here (no grammar): a strict tool's are checked at the end.
+      // A call the model chose is not held to its schema here (no lazy grammar): a strict tool's is checked at the end.
       const check = new OutputCheck(request, job.emit, job.warn);
       charged = chargedTokens(await this.run({ ...job, emit: check.active ? check.emit : job.emit }, rendered));
     } finally {
@@ -165,6 +171,8 @@ export class MtmdEngineModel implements EngineModel {
       callId: () => `call_${randomBytes(12).toString('hex')}`,
       emit: (event) => parsed.push(event),
     });
+    // The forced call's opening, written for the model, is read as the output's start.
+    if (rendered.held?.opening) parser.push(rendered.held.opening);
     const maxTokens = Math.min(sampling.maxTokens ?? Infinity, this.slotContext - rendered.tokens);
     const maxToolCalls = request.maxToolCalls ?? Infinity;
     let completion = 0;
@@ -198,6 +206,10 @@ export class MtmdEngineModel implements EngineModel {
         min_p: sampling.minP,
         seed: seedFor(sampling),
         stop: [...userStops, ...rendered.stops],
+        // llama.cpp's grammar from the schema, as llama.node's queued completions read it.
+        ...(rendered.held && {
+          response_format: { type: 'json_schema', json_schema: { schema: rendered.held.schema } },
+        }),
         penalty_repeat: sampling.repetitionPenalty,
         penalty_last_n: sampling.repeatLastN,
         penalty_present: sampling.presencePenalty ?? 0,

@@ -1,4 +1,5 @@
 import { CortexError, type CanonicalMessage, type CanonicalRequest, type ToolDefinition } from '@cortex/contracts';
+import type { ChatFormat } from '../formats/chat-format.js';
 import { defuseJson } from '../formats/template-prompt.js';
 import { MEDIA_MARKER, type LlamaNodeMessage, type LlamaNodeTool } from './llama-node.types.js';
 
@@ -9,10 +10,11 @@ const asIs: Defuse = (text) => text;
 /*
  * What a request to the vision engine may ask, decided before it waits for a slot. The engine has
  * the text path's chat template (llama.cpp's jinja, tools included), the model's output format read
- * by the text path's parser (reasoning and tool calls), sampling and stop strings, and counts image
- * tokens; it has no grammars (a call cannot be forced, nor JSON output held), no log-probabilities,
- * no raw prompts and no resume of a migrated stream. A request that needs one of those is refused
- * naming the field, never answered without it; a strict tool's arguments are checked at the end.
+ * by the text path's parser (reasoning and tool calls), sampling and stop strings, JSON schemas
+ * (llama.cpp's own grammar from a schema: a JSON response format, a forced call), and counts image
+ * tokens; it has no log-probabilities, no raw prompts and no resume of a migrated stream. A request
+ * that needs one of those is refused naming the field, never answered without it; a strict tool's
+ * arguments in a call the model chose are checked at the end.
  */
 
 /** Why this request cannot run on the vision engine, as the error to send; null when it can. */
@@ -25,18 +27,6 @@ export function refusal(request: CanonicalRequest, model: string, resumed: boole
       `${model} runs on the vision engine, which cannot resume a stream moved from a lost worker; send the request again`,
     );
   if (request.raw) return refuse('prompt', 'serves chat only (no raw completions)', 'send messages');
-  if (request.toolChoice && request.toolChoice !== 'auto')
-    return refuse(
-      'tool_choice',
-      'cannot be held to a call (its engine has no grammars)',
-      "leave tool_choice out or send 'auto'",
-    );
-  if (request.responseFormat && request.responseFormat.type !== 'text')
-    return refuse(
-      'response_format',
-      'cannot hold its output to a JSON grammar',
-      "send response_format 'text' or use a text model",
-    );
   if (request.logprobs !== undefined)
     return refuse('logprobs', 'reports no log-probabilities', 'leave logprobs and top_logprobs out');
   if (request.sampling.logitBias && Object.keys(request.sampling.logitBias).length > 0)
@@ -110,4 +100,62 @@ export function llamaNodeTools(tools: readonly ToolDefinition[], defuse: Defuse 
       parameters: defuseJson(tool.parameters ?? { type: 'object', properties: {} }, defuse) as Record<string, unknown>,
     },
   }));
+}
+
+/**
+ * What holds the output to a grammar on the vision engine, from llama.cpp's own JSON-schema grammar:
+ * a JSON response format's schema (any object for `json_object`); or, for a forced call (`tool_choice`
+ * `required` or a named function) in a format whose call is a `{"name", "arguments"}` object between
+ * markers (Hermes), the call's opening written for the model and the schema of the object — one of
+ * the tools, with its parameters. A forced call in any other format is refused naming `tool_choice`.
+ * Null when nothing is held.
+ */
+export function heldOutput(
+  request: CanonicalRequest,
+  format: ChatFormat,
+  model: string,
+): { schema: Record<string, unknown>; opening: string } | null {
+  const choice = request.toolChoice;
+  if (choice && choice !== 'auto' && choice !== 'none' && request.tools?.length) {
+    const tools = request.tools;
+    const { tools: syntax } = format;
+    const body = syntax?.body;
+    if (
+      !syntax ||
+      body?.kind !== 'json' ||
+      body.list ||
+      body.nameAsKey ||
+      syntax.sectionOpen ||
+      syntax.atStart ||
+      !syntax.callOpen ||
+      !syntax.callClose
+    )
+      throw new CortexError(
+        'invalid_request',
+        `tool_choice '${choice}' cannot be enforced: ${model} writes its calls in the ${format.id} format, which ` +
+          "the vision engine cannot hold to a grammar yet; send tool_choice 'auto'",
+        { param: 'tool_choice' },
+      );
+    const named = choice.startsWith('function:') ? choice.slice('function:'.length) : null;
+    const chosen = named === null ? tools : tools.filter((tool) => tool.name === named);
+    if (chosen.length === 0)
+      throw new CortexError(
+        'invalid_request',
+        `tool_choice '${choice}' cannot be enforced: ${model} is asked for '${named}', which is not in tools; name a declared tool`,
+        { param: 'tool_choice' },
+      );
+    const call = (tool: ToolDefinition): Record<string, unknown> => ({
+      type: 'object',
+      properties: {
+        [body.nameKeys[0] ?? 'name']: { const: tool.name },
+        [body.argKeys[0] ?? 'arguments']: tool.parameters ?? { type: 'object' },
+      },
+      required: [body.nameKeys[0] ?? 'name', body.argKeys[0] ?? 'arguments'],
+    });
+    const schema = chosen.length === 1 ? call(chosen[0] as ToolDefinition) : { oneOf: chosen.map(call) };
+    return { schema, opening: `${syntax.callOpen}\n` };
+  }
+  const held = request.responseFormat;
+  if (!held || held.type === 'text') return null;
+  return { schema: held.type === 'json_schema' ? (held.schema ?? {}) : { type: 'object' }, opening: '' };
 }
