@@ -517,10 +517,23 @@ describe('model families e2e', () => {
     }
   }
 
-  /** Families whose calls a grammar holds from their start: the JSON-bodied and the tagged (docs/compatibility.md). */
-  const FORCED = ['cortex-devstral', 'cortex-kimi-k2', 'cortex-deepseek-v3.1', 'cortex-qwen3-coder', 'cortex-glm'];
+  /**
+   * Families whose calls a grammar holds from their start (docs/compatibility.md), and whether the
+   * fixture's own chain fits the call as cortex opens it (then the call is the fixture's, `Paris`;
+   * otherwise the grammar alone makes it a call of the tool with a string for `city`).
+   */
+  const FORCED: ReadonlyArray<[id: string, fits: boolean]> = [
+    ['cortex-devstral', true],
+    ['cortex-mistral-small', true],
+    ['cortex-kimi-k2', true],
+    ['cortex-deepseek-v3.1', true],
+    ['cortex-qwen3-coder', true],
+    ['cortex-glm', true],
+    ['cortex-gpt-oss', false],
+    ['cortex-qwen3', false],
+  ];
 
-  for (const id of FORCED)
+  for (const [id, fits] of FORCED)
     it(`families e2e - ${id}: tool_choice required and a named tool give one call of it, of its schema, in Chat, Responses and Messages, streamed and not`, async () => {
       for (const dialect of ['chat', 'responses', 'messages'] as const)
         for (const named of [false, true])
@@ -528,11 +541,15 @@ describe('model families e2e', () => {
             const what = `${dialect} ${named ? 'named' : 'required'}${stream ? ' streamed' : ''}`;
             const reply = await forced(dialect, id, named, stream);
             assert.equal(reply.finish, 'calls', `${what}: ${JSON.stringify(reply)}`);
-            assert.deepEqual(
-              reply.calls.map((call) => [call.name, call.arguments]),
-              [['get_weather', { city: 'Paris' }]],
-              what,
-            );
+            assert.equal(reply.calls.length, 1, `${what}: ${JSON.stringify(reply.calls)}`);
+            const [call] = reply.calls;
+            assert.equal(call?.name, 'get_weather', what);
+            if (fits) assert.deepEqual(call?.arguments, { city: 'Paris' }, what);
+            else {
+              const args = call?.arguments as Record<string, unknown>;
+              assert.deepEqual(Object.keys(args), ['city'], `${what}: ${JSON.stringify(args)}`);
+              assert.equal(typeof args.city, 'string', what);
+            }
           }
     });
 
