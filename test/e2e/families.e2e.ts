@@ -531,6 +531,7 @@ describe('model families e2e', () => {
     ['cortex-glm', true],
     ['cortex-gpt-oss', false],
     ['cortex-qwen3', false],
+    ['cortex-nemotron', false],
   ];
 
   for (const [id, fits] of FORCED)

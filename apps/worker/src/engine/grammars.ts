@@ -34,10 +34,10 @@ export class GrammarCache {
   }
 
   /**
-   * JSON of `{"name": <one of the tools>, "arguments": <that tool's parameters>}`, with white space
-   * allowed around it, compiled once per tool set.
+   * JSON of `{"name": <one of the tools>, "arguments": <that tool's parameters>}` (with `list`, a
+   * JSON list of one or more of them), with white space allowed around it, compiled once per tool set.
    */
-  forToolCall(tools: readonly ToolDefinition[]): Promise<LlamaGrammar> {
+  forToolCall(tools: readonly ToolDefinition[], list = false): Promise<LlamaGrammar> {
     const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => ({
       type: 'object',
       properties: {
@@ -46,9 +46,11 @@ export class GrammarCache {
           strictArguments && tool.parameters ? tool.parameters : { type: 'object', additionalProperties: true },
       },
     });
-    const schema = (strict: boolean): Record<string, unknown> =>
+    const one = (strict: boolean): Record<string, unknown> =>
       tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) };
-    const key = `tools:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
+    const schema = (strict: boolean): Record<string, unknown> =>
+      list ? { type: 'array', items: one(strict), minItems: 1 } : one(strict);
+    const key = `tools:${list ? 'list:' : ''}${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
     const padded = { padded: true };
     return this.cached(key, () =>

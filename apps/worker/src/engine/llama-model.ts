@@ -303,7 +303,7 @@ export class LlamaEngineModel implements EngineModel {
     const callGrammar = !callable?.length
       ? null
       : hold === 'call'
-        ? await this.grammars.forToolCall(callable)
+        ? await this.grammars.forToolCall(callable, syntax?.body.kind === 'json' && syntax.body.list === true)
         : hold === 'tagged' && syntax
           ? await this.grammars.forTaggedCall(syntax, callable)
           : null;
@@ -482,9 +482,10 @@ function singleToken(model: LlamaModel, text: string): Token | null {
 
 /**
  * What a grammar can hold of the format's calls: the whole call where it is the `{"name": …,
- * "arguments": …}` object that GrammarCache.forToolCall writes, between single-token markers
- * (Hermes); the arguments where a call writes its name as text and then its arguments as one JSON
- * object (Mistral, DeepSeek V3.1, Kimi, Harmony's recipient calls); the whole call through its
+ * "arguments": …}` object that GrammarCache.forToolCall writes, or a list of them, after a
+ * single-token marker (Hermes; Nemotron, Granite, Mistral Nemo); the arguments where a call writes
+ * its name as text and then its arguments as one JSON object (Mistral, DeepSeek V3.1, Kimi, Harmony's
+ * recipient calls); the whole call through its
  * closing marker where its arguments are tags (Qwen3-Coder, GLM, Seed-OSS: GrammarCache.forTaggedCall);
  * nothing for the other syntaxes, whose calls are parsed as written.
  */
@@ -502,7 +503,10 @@ function callHoldOf(format: ChatFormat, model: LlamaModel): 'call' | 'arguments'
       body.nameEnd.every((end) => singleToken(model, end) !== null)
       ? 'arguments'
       : null;
-  if (body.kind !== 'json' || tools.sectionOpen || !tools.callClose) return null;
-  if (body.list || body.nameAsKey || body.nameKeys[0] !== 'name' || body.argKeys[0] !== 'arguments') return null;
-  return singleToken(model, tools.callOpen) !== null && singleToken(model, tools.callClose) !== null ? 'call' : null;
+  if (body.kind !== 'json' || tools.sectionOpen) return null;
+  if (body.nameAsKey || body.nameKeys[0] !== 'name' || body.argKeys[0] !== 'arguments') return null;
+  // A list of calls may end where its JSON does (Granite's, Mistral Nemo's); one call closes with its marker.
+  if (!tools.callClose && !body.list) return null;
+  const closes = tools.callClose === undefined || singleToken(model, tools.callClose) !== null;
+  return singleToken(model, tools.callOpen) !== null && closes ? 'call' : null;
 }
