@@ -9,9 +9,9 @@ import { JsonDepth } from './formats/scan.js';
  * call's name and separator to that tool's parameters (formats that write the name as text), so the
  * arguments match the tool's schema by construction. When the JSON object closes it lets go and the
  * model closes the call itself; a tagged call's grammar (taggedCallGrammar) holds it through its
- * closing marker, and lets go when the call is over. node-llama-cpp asks for the grammar state and the token bias at every
- * sampling step (the callbacks below), which is how its own LlamaChat switches grammars for function
- * parameters: the evaluation is never restarted.
+ * closing marker, and lets go when the call is over. node-llama-cpp asks for the grammar state and
+ * the token bias at every sampling step (the callbacks below), which is how its own LlamaChat switches
+ * grammars for function parameters: the evaluation is never restarted.
  */
 export class CallGrammar {
   private state: LlamaGrammarEvaluationState | undefined;

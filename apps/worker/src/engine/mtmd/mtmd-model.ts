@@ -121,7 +121,8 @@ export class MtmdEngineModel implements EngineModel {
         : chat.prompt + (opened ? (reasoning?.close ?? '') : '') + this.defuse(request.prefill);
     // A forced call's opening is written for the model: it starts inside the call, its JSON held by the schema.
     const held = heldOutput(request, this.chatFormat, this.id);
-    const prompt = held?.opening ? begun + (opened ? (reasoning?.close ?? '') : '') + held.opening : begun;
+    const closed = opened && request.prefill === undefined ? (reasoning?.close ?? '') : '';
+    const prompt = held?.opening ? begun + closed + held.opening : begun;
     const counted = await this.context.tokenize(prompt, { media_paths: media });
     return {
       prompt,
