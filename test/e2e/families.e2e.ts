@@ -532,6 +532,7 @@ describe('model families e2e', () => {
     ['cortex-gpt-oss', false],
     ['cortex-qwen3', false],
     ['cortex-nemotron', false],
+    ['cortex-llama3', false],
   ];
 
   for (const [id, fits] of FORCED)

@@ -34,15 +34,20 @@ export class GrammarCache {
   }
 
   /**
-   * JSON of `{"name": <one of the tools>, "arguments": <that tool's parameters>}` (with `list`, a
-   * JSON list of one or more of them), with white space allowed around it, compiled once per tool set.
+   * JSON of `{"name": <one of the tools>, "arguments": <that tool's parameters>}` (under the format's
+   * `keys`; with `list`, a JSON list of one or more of them), with white space allowed around it,
+   * compiled once per tool set.
    */
-  forToolCall(tools: readonly ToolDefinition[], list = false): Promise<LlamaGrammar> {
+  forToolCall(
+    tools: readonly ToolDefinition[],
+    list = false,
+    keys: { name: string; args: string } = { name: 'name', args: 'arguments' },
+  ): Promise<LlamaGrammar> {
     const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => ({
       type: 'object',
       properties: {
-        name: { const: tool.name },
-        arguments:
+        [keys.name]: { const: tool.name },
+        [keys.args]:
           strictArguments && tool.parameters ? tool.parameters : { type: 'object', additionalProperties: true },
       },
     });
@@ -50,7 +55,7 @@ export class GrammarCache {
       tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) };
     const schema = (strict: boolean): Record<string, unknown> =>
       list ? { type: 'array', items: one(strict), minItems: 1 } : one(strict);
-    const key = `tools:${list ? 'list:' : ''}${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
+    const key = `tools:${list ? 'list:' : ''}${keys.name}:${keys.args}:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
     const padded = { padded: true };
     return this.cached(key, () =>

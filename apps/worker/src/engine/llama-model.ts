@@ -295,10 +295,15 @@ export class LlamaEngineModel implements EngineModel {
     const resume = job.resume ? this.resumeOf(job, prompt.length) : undefined;
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
     // grammar holds each call from its opening marker (a forced call from the first token).
-    const grammar =
-      !forced && request.responseFormat ? await this.grammars.forResponseFormat(request.responseFormat) : null;
+    // A format whose call is the whole answer (Llama 3's bare JSON) has a forced call held as the whole output.
+    const whole = forced && wholeAnswerCall(this.decodeModel.format);
+    const grammar = whole
+      ? await this.grammars.forToolCall(forced, false, whole)
+      : !forced && request.responseFormat
+        ? await this.grammars.forResponseFormat(request.responseFormat)
+        : null;
     const hold = this.decodeModel.callHold;
-    const callable = forced ?? (grammar || request.raw ? null : request.tools);
+    const callable = whole ? null : (forced ?? (grammar || request.raw ? null : request.tools));
     const syntax = this.decodeModel.format.tools;
     const callGrammar = !callable?.length
       ? null
@@ -416,7 +421,7 @@ export class LlamaEngineModel implements EngineModel {
         { param: 'tool_choice' },
       );
     };
-    if (!callHold || (callHold === 'arguments' && !format.forcedCall)) {
+    if (!wholeAnswerCall(format) && (!callHold || (callHold === 'arguments' && !format.forcedCall))) {
       const why = this.capabilities.tools
         ? `writes its calls in the ${format.id} format, which cortex cannot hold to a grammar yet`
         : 'writes no tool calls cortex can parse (its chat template teaches none)';
@@ -444,6 +449,8 @@ export class LlamaEngineModel implements EngineModel {
   /** The tokens a forced call to `tools` starts with: Hermes's opening marker, or the format's call up to its arguments. */
   private forcedOpening(tools: readonly ToolDefinition[], request: CanonicalRequest): Token[] | null {
     const { callHold, format } = this.decodeModel;
+    // A call that is the whole answer has no opening: the output grammar holds it from the first token.
+    if (wholeAnswerCall(format)) return null;
     if (callHold === 'call' || callHold === 'tagged') return this.model.tokenize(format.tools?.callOpen ?? '', true);
     const name = tools[0]?.name;
     if (!format.forcedCall || name === undefined) return null;
@@ -472,6 +479,17 @@ function formatTexts(format: ChatFormat): string[] {
   };
   walk({ ...format, id: '', forcedCall: format.forcedCall?.replace('{name}', '').replace('{index}', '') });
   return texts.filter(Boolean);
+}
+
+/**
+ * The keys of a call that is the whole answer, one JSON object (Llama 3's `{"name", "parameters"}`):
+ * a forced call is held by the whole output's grammar. Null for every other syntax.
+ */
+function wholeAnswerCall(format: ChatFormat): { name: string; args: string } | null {
+  const tools = format.tools;
+  if (!tools?.atStart || tools.body.kind !== 'json' || tools.body.list || tools.body.nameAsKey) return null;
+  const [name, args] = [tools.body.nameKeys[0], tools.body.argKeys[0]];
+  return name && args ? { name, args } : null;
 }
 
 /** The one token `text` is, or null when it is several (or none). */
