@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Template } from '@huggingface/jinja';
 import { familyTemplate } from '@cortex/fixtures';
+import type { ChatFormat } from './chat-format.js';
 import { deriveFormat } from './derive.js';
 import { fingerprint } from './families.js';
 import { parseOutput } from './parse-output.js';
@@ -27,6 +28,16 @@ function render(file: string): Parameters<typeof deriveFormat>[0] {
     const objects = run(true);
     return objects.includes('probe_value') || !messages.some((m) => m.toolCalls?.length) ? objects : run(false);
   };
+}
+
+/** The format derived from a template no fingerprint knows (it fails when one does, or nothing is derived). */
+function deriveUnknown(source: string): ChatFormat {
+  assert.equal(fingerprint(source), undefined, 'no fingerprint knows it');
+  const template = new Template(source);
+  return (
+    deriveFormat((messages) => template.render({ messages: templateMessages(messages, true, false) })) ??
+    assert.fail('nothing derived')
+  );
 }
 
 const TOOLS = new Map([['get_weather', { type: 'object', properties: { city: { type: 'string' } } }]]);
@@ -96,11 +107,7 @@ describe('derived formats', () => {
         '"args": c.function.arguments} | tojson) + "</call>" }}{% endfor %}',
       '{{- "<|end|>\\n" }}{% endfor %}',
     ].join('');
-    assert.equal(fingerprint(source), undefined, 'no fingerprint knows it');
-    const template = new Template(source);
-    const format =
-      deriveFormat((messages) => template.render({ messages: templateMessages(messages, true, false) })) ??
-      assert.fail('nothing derived');
+    const format = deriveUnknown(source);
     assert.deepEqual(format.reasoning, { open: '<reflect>', close: '</reflect>' });
     const { output } = parseOutput(
       format,
@@ -123,11 +130,7 @@ describe('derived formats', () => {
       '{{- "</fn></act>" }}{% endfor %}',
       '{{- "<|end|>\\n" }}{% endfor %}',
     ].join('');
-    assert.equal(fingerprint(source), undefined, 'no fingerprint knows it');
-    const template = new Template(source);
-    const format =
-      deriveFormat((messages) => template.render({ messages: templateMessages(messages, true, false) })) ??
-      assert.fail('nothing derived');
+    const format = deriveUnknown(source);
     assert.equal(format.tools?.body.kind, 'named');
     const tools = new Map([
       ['forecast', { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } }],

@@ -130,7 +130,6 @@ class RemoteModel implements EngineModel {
     const estimate = this.countTokens(request);
     const slot = await this.pool.acquire(job.signal, undefined, ticketOf(job.priority, estimate));
     const started = performance.now();
-    const usage: Usage = { promptTokens: estimate, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
     let reported: UpstreamUsage = {};
     const output = new OutputEstimate();
     let firstAt = 0;
@@ -173,7 +172,7 @@ class RemoteModel implements EngineModel {
         }
       }
       const cancelled = run.signal.aborted;
-      Object.assign(usage, used(reported, usage.promptTokens, output.tokens));
+      const usage = used(reported, estimate, output.tokens);
       const now = performance.now();
       const decodeSeconds = firstAt ? (now - firstAt) / 1000 : 0;
       job.emit({
