@@ -84,6 +84,8 @@ describe('model families e2e', () => {
         chat_template: familyTemplate('Qwen-Qwen3-0.6B.jinja'),
       },
       { id: 'named-format', file: 'fixture:cortex-chat', context_size: 4096, slots: 1, format: 'llama3' },
+      // Told it writes no calls at all: a forced call cannot be held to anything.
+      { id: 'plain-format', file: 'fixture:cortex-chat', context_size: 4096, slots: 1, format: 'plain' },
       // Never asked for here: what /v1/models says of it comes from the catalogue and its header alone.
       {
         id: 'cortex-vision',
@@ -529,6 +531,10 @@ describe('model families e2e', () => {
     ['cortex-deepseek-v3.1', true],
     ['cortex-qwen3-coder', true],
     ['cortex-glm', true],
+    ['cortex-deepseek-r1', true],
+    ['cortex-minimax-m2', true],
+    ['cortex-gemma4', true],
+    ['cortex-lfm2', true],
     ['cortex-gpt-oss', false],
     ['cortex-qwen3', false],
     ['cortex-nemotron', false],
@@ -555,9 +561,9 @@ describe('model families e2e', () => {
           }
     });
 
-  it('families e2e - a family whose calls no grammar holds: a forced call is a 400 naming tool_choice, in each dialect', async () => {
+  it('families e2e - a format that writes no calls: a forced call is a 400 naming tool_choice, in each dialect', async () => {
     for (const dialect of ['chat', 'responses', 'messages'] as const)
-      await assert.rejects(forced(dialect, 'cortex-lfm2', true, false), (error: unknown) => {
+      await assert.rejects(forced(dialect, 'plain-format', true, false), (error: unknown) => {
         const status = (error as { status?: number }).status;
         assert.equal(status, 400, `${dialect}: ${String(error)}`);
         assert.match(String((error as Error).message), /tool_choice/, dialect);

@@ -24,6 +24,7 @@ import { draftUsageSince, predictionCounts, type PredictionCounts } from './spec
 import { stopTexts } from './stop-texts.js';
 import { AnswerRelease } from './answer-release.js';
 import { CallGrammar } from './call-grammar.js';
+import type { CallHold } from './call-hold.js';
 import { TokenRelease } from './token-release.js';
 import { runTimings } from './run-timings.js';
 import { acceptIntoGrammar } from './grammar-advance.js';
@@ -40,17 +41,13 @@ export interface DecodeModel {
   format: ChatFormat;
   /** The format's reasoning markers, for a client that wants its reasoning inline (see inlineReasoningMarkers). */
   reasoningMarkers: [string, string] | null;
-  /**
-   * What a grammar holds of a call (see CallGrammar): the whole `{"name", "arguments"}` object after
-   * the opening marker (`call`), the JSON arguments after the name (`arguments`), a tagged call from
-   * after its opening marker through its closing one (`tagged`), or nothing.
-   */
-  callHold: 'call' | 'arguments' | 'tagged' | null;
+  /** What a grammar holds of a call (see CallHold), or nothing. */
+  callHold: CallHold | null;
   /** Bans the marker tokens while a grammar holds the output. */
   markerBias: TokenBias | undefined;
   /** The tokens markerBias bans (a request's logit_bias is joined to them). */
   markerTokens: readonly Token[];
-  /** Bans the marker tokens while a call's grammar holds the output: all of them, or for a tagged call those not its own. */
+  /** Bans the marker tokens while a call's grammar holds the output: all of them, or for a whole call those not its own. */
   callMarkerBias: TokenBias | undefined;
   /** The tokens callMarkerBias bans. */
   callMarkerTokens: readonly Token[];
@@ -85,6 +82,8 @@ export interface DecodePlan {
   argumentGrammars: ReadonlyMap<string, LlamaGrammar> | null;
   /** tool_choice required or named: the tokens a forced call starts with, written for the model; its grammar holds the rest. */
   forcedOpening: Token[] | null;
+  /** tool_choice required or named on a model that starts inside its reasoning: the call grammar holds from where the reasoning ends. */
+  forcedAfterReasoning: boolean;
   emit: (event: EngineEvent) => void;
   /** A migrated stream: the delivered tokens to evaluate and replay before sampling (see ResumeReplay). */
   resume?: ResumeReplay;
@@ -305,7 +304,10 @@ export class Decode {
     this.answer.publish(this.parsed);
     this.release.hold(this.parser.held + this.answer.held);
     this.forced = true;
-    this.followCall(false, text);
+    // A forced call in a section starts with the section's opening: its grammar writes the call's own.
+    const { callGrammar } = this.plan;
+    if (this.model.callHold === 'whole' && callGrammar && !this.parser.inCall) this.calls?.open(callGrammar, true);
+    else this.followCall(false, text);
   }
 
   /** Samples until a token ends the output; returns why it ended. `resumed`: the tokens a migrated stream had delivered. */
@@ -430,7 +432,15 @@ export class Decode {
     this.release.hold(parser.held + this.answer.held);
     if (stopped) return 'stop';
     if (parser.completedCalls >= this.maxToolCalls) return 'tool_calls';
+    if (this.plan.forcedAfterReasoning && !this.forced && !parser.reasoning) return this.forceAfterReasoning();
     return this.followCall(wasInCall, text);
+  }
+
+  /** A forced call's grammar, written from its openings on, holds the output from where the reasoning ended. */
+  private forceAfterReasoning(): null {
+    this.forced = true;
+    if (this.plan.callGrammar) this.calls?.open(this.plan.callGrammar, true);
+    return null;
   }
 
   /**
@@ -445,16 +455,20 @@ export class Decode {
       return this.forced || parser.calls >= this.maxToolCalls ? 'tool_calls' : null;
     }
     if (!parser.inCall) {
-      if (wasInCall) calls.close();
+      // A call in a section is held from the section's opening, before the call opens: a grammar holding
+      // outside a call is let go only once a call is over (it may open and close within one token).
+      if (wasInCall || parser.completedCalls > 0) calls.close();
       this.heldFor = null;
       // A forced call held through its closing marker ends the output there.
-      return wasInCall && this.forced && this.model.callHold === 'tagged' ? 'tool_calls' : null;
+      return this.forced && this.model.callHold === 'whole' && parser.completedCalls > 0 ? 'tool_calls' : null;
     }
     if (calls.holding) return null;
     if (plan.callGrammar && !wasInCall) {
-      // A tagged call's grammar starts after its opening marker, not after text that opened it without one.
-      const tagged = this.model.callHold === 'tagged';
-      if (!tagged || text.trim() === this.model.format.tools?.callOpen) calls.open(plan.callGrammar, tagged);
+      // A whole call's grammar starts after its opening marker (a forced call's written one, its section's
+      // included), not after text that opened the call without one.
+      const whole = this.model.callHold === 'whole';
+      if (!whole || this.forced || text.trim() === this.model.format.tools?.callOpen)
+        calls.open(plan.callGrammar, whole);
     }
     const tool = parser.argumentsFor;
     if (tool === null) this.heldFor = null;

@@ -1,9 +1,19 @@
 import type { Llama, LlamaGrammar } from 'node-llama-cpp';
 import { CortexError, type ResponseFormat, type ToolDefinition } from '@cortex/contracts';
 import type { ToolSyntax } from './formats/chat-format.js';
-import { createJsonGrammar } from './json-grammar.js';
-import { taggedCallGrammar } from './tagged-grammar.js';
+import { createJsonGrammar, jsonArgumentRules } from './json-grammar.js';
+import { wholeCallGrammar, type WholeCallOptions } from './whole-call-grammar.js';
 import { memoAsync } from './memo.js';
+
+/** The keys of a call written as one JSON object (see ToolSyntax's `json` body). */
+export interface CallKeys {
+  readonly name: string;
+  readonly args: string;
+  /** `{"NAME": {arguments}}` (Apertus). */
+  readonly nameAsKey?: boolean;
+}
+
+const HERMES_KEYS: CallKeys = { name: 'name', args: 'arguments' };
 
 /**
  * A model's compiled grammars by key, at most 64; clients tend to send the same schema again and
@@ -34,28 +44,37 @@ export class GrammarCache {
   }
 
   /**
-   * JSON of `{"name": <one of the tools>, "arguments": <that tool's parameters>}` (under the format's
-   * `keys`; with `list`, a JSON list of one or more of them), with white space allowed around it,
-   * compiled once per tool set.
+   * JSON of one call of the tools, `{"name": <one of the tools>, "arguments": <that tool's
+   * parameters>}` under the format's `keys` (`{"NAME": <parameters>}` with `nameAsKey`; an id the
+   * format may write is left out, and the parser gives the call one); with `list`, a JSON list of one
+   * or more of them (`oneCall`: one only), white space allowed around it, compiled once per tool set.
    */
   forToolCall(
     tools: readonly ToolDefinition[],
     list = false,
-    keys: { name: string; args: string } = { name: 'name', args: 'arguments' },
+    keys: CallKeys = HERMES_KEYS,
+    oneCall = false,
   ): Promise<LlamaGrammar> {
-    const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => ({
-      type: 'object',
-      properties: {
-        [keys.name]: { const: tool.name },
-        [keys.args]:
-          strictArguments && tool.parameters ? tool.parameters : { type: 'object', additionalProperties: true },
-      },
-    });
+    const any = { type: 'object', additionalProperties: true };
+    const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => {
+      const args = strictArguments && tool.parameters ? tool.parameters : any;
+      if (keys.nameAsKey)
+        return {
+          type: 'object',
+          properties: { [tool.name]: args },
+          required: [tool.name],
+          additionalProperties: false,
+        };
+      return {
+        type: 'object',
+        properties: { [keys.name]: { const: tool.name }, [keys.args]: args },
+      };
+    };
     const one = (strict: boolean): Record<string, unknown> =>
       tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) };
     const schema = (strict: boolean): Record<string, unknown> =>
-      list ? { type: 'array', items: one(strict), minItems: 1 } : one(strict);
-    const key = `tools:${list ? 'list:' : ''}${keys.name}:${keys.args}:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
+      list ? { type: 'array', items: one(strict), minItems: 1, ...(oneCall && { maxItems: 1 }) } : one(strict);
+    const key = `tools:${list ? `list:${oneCall ? 'one:' : ''}` : ''}${JSON.stringify(keys)}:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
     const padded = { padded: true };
     return this.cached(key, () =>
@@ -76,10 +95,23 @@ export class GrammarCache {
     );
   }
 
-  /** One call of the tools in a tagged syntax, from after its opening marker through its closing one (see taggedCallGrammar). */
-  forTaggedCall(syntax: ToolSyntax, tools: readonly ToolDefinition[]): Promise<LlamaGrammar> {
-    const key = `tagged:${JSON.stringify([syntax, tools.map((t) => [t.name, t.parameters ?? null])])}`;
-    return this.cached(key, () => this.llama.createGrammar({ grammar: taggedCallGrammar(syntax, tools) }));
+  /** One call of the tools, from where it starts holding through its closing marker (see wholeCallGrammar). */
+  forWholeCall(
+    syntax: ToolSyntax,
+    tools: readonly ToolDefinition[],
+    options: Omit<WholeCallOptions, 'json'>,
+  ): Promise<LlamaGrammar> {
+    const key = `whole:${JSON.stringify([options, syntax, tools.map((t) => [t.name, t.parameters ?? null])])}`;
+    const json = syntax.body.kind === 'named' && syntax.body.args.kind === 'json';
+    return this.cached(key, async () => {
+      const args = json
+        ? await jsonArgumentRules(
+            this.llama,
+            tools.map((tool) => tool.parameters),
+          )
+        : undefined;
+      return this.llama.createGrammar({ grammar: wholeCallGrammar(syntax, tools, { ...options, json: args }) });
+    });
   }
 
   private cached(key: string, create: () => Promise<LlamaGrammar>): Promise<LlamaGrammar> {

@@ -151,3 +151,51 @@ export function padded(grammar: string): string {
   lines[root] = (lines[root] as string).replace(/^root\s*::=/, 'padded-value ::=');
   return [...lines, 'root ::= [ \\t\\n]{0,3} padded-value [ \\t\\n]{0,3}'].join('\n');
 }
+
+/**
+ * The rules of JSON of each schema (any JSON object where one is missing, or cannot be written), as
+ * node-llama-cpp writes them with bounded numbers and without the run of newlines its grammars stop
+ * on, renamed `jN-…` so that several sit in one grammar beside its own rules: a call grammar's JSON
+ * arguments (see wholeCallGrammar).
+ */
+export async function jsonArgumentRules(
+  llama: Llama,
+  schemas: ReadonlyArray<Record<string, unknown> | undefined>,
+): Promise<{ roots: string[]; rules: string }> {
+  const any = { type: 'object', additionalProperties: true };
+  const texts = await Promise.all(
+    schemas.map(async (schema, i) => {
+      const generated = await llama
+        .createGrammarForJsonSchema(grammarSchema(schema ?? any) as never)
+        .catch(() => llama.createGrammarForJsonSchema(any as never));
+      const text = boundNumbers(generated.grammar).replace(/^(root\s*::=.*?)\s*"(?:\\n)+" \[\\n\]\*\s*$/m, '$1');
+      return renameRules(text, `j${i}-`);
+    }),
+  );
+  return { roots: schemas.map((_, i) => `j${i}-root`), rules: texts.join('\n') };
+}
+
+/** A GBNF grammar with every rule name prefixed; literals and character classes are left as they are. */
+export function renameRules(grammar: string, prefix: string): string {
+  let out = '';
+  for (let at = 0; at < grammar.length;) {
+    const char = grammar[at] as string;
+    if (char === '"' || char === '[') {
+      const close = char === '"' ? '"' : ']';
+      let end = at + 1;
+      while (end < grammar.length && grammar[end] !== close) end += grammar[end] === '\\' ? 2 : 1;
+      out += grammar.slice(at, end + 1);
+      at = end + 1;
+      continue;
+    }
+    const name = /^[a-zA-Z][a-zA-Z0-9-]*/.exec(grammar.slice(at, at + 128))?.[0];
+    if (name) {
+      out += prefix + name;
+      at += name.length;
+      continue;
+    }
+    out += char;
+    at++;
+  }
+  return out;
+}

@@ -7,13 +7,7 @@ import {
   type Token,
   type Tokenizer,
 } from 'node-llama-cpp';
-import {
-  CortexError,
-  requestImages,
-  type CanonicalRequest,
-  type ModelCapabilities,
-  type ToolDefinition,
-} from '@cortex/contracts';
+import { CortexError, requestImages, type CanonicalRequest, type ModelCapabilities } from '@cortex/contracts';
 import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
@@ -41,7 +35,16 @@ import { vocabulary, vocabularySize } from './vocabulary.js';
 import { ggufSamplingDefaults } from './sampling-defaults.js';
 import type { PromptCache } from './prompt-cache.js';
 import { formatCapabilities } from './formats/format-capabilities.js';
-import { isTaggedSyntax, taggedMarkers } from './tagged-grammar.js';
+import { wholeCallMarkers } from './whole-call-grammar.js';
+import {
+  callHoldOf,
+  callKeys,
+  forcedStart,
+  forcedTools,
+  singleToken,
+  wholeAnswerCall,
+  type CallHolding,
+} from './call-hold.js';
 
 /**
  * How a loaded model renders prompts and reads its output: its own chat template (or, for a GGUF
@@ -82,6 +85,8 @@ export class LlamaEngineModel implements EngineModel {
   /** A raw completion's decode: the model's markers are plain text there. */
   private readonly rawDecodeModel: DecodeModel;
   private readonly grammars: GrammarCache;
+  /** How a grammar holds this model's calls (see callHoldOf). */
+  private readonly holding: CallHolding;
   /** What each generation's sampler keeps natively until it is collected (see NativeGarbage). */
   /** Null when the model's header does not list its tokens. */
   private readonly vocabularySize: number | null;
@@ -108,13 +113,14 @@ export class LlamaEngineModel implements EngineModel {
     this.format = `${dialect.format.id} (${dialect.chosenBy})`;
     this.promptTokenizer = memoTokenizer(model.tokenizer, spec.contextSize * spec.slots * PLAUSIBLE_BYTES_PER_TOKEN);
     const { format } = dialect;
-    const callHold = callHoldOf(format, model);
+    this.holding = callHoldOf(format, (text) => singleToken(model, text) !== null);
+    const callHold = this.holding.hold;
     // Marker tokens banned while a grammar holds the output: a marker's text can fit inside a JSON
     // string, and read as a marker it would open a new call (or reasoning) inside the one being written.
     const markers = formatMarkers(format).flatMap((marker) => singleToken(model, marker) ?? []);
     const markerBias = markers.length > 0 ? new TokenBias(model.tokenizer).set(markers, 'never') : undefined;
-    // Inside a tagged call its grammar writes the call's own markers; the others (a new call's opening, reasoning) stay banned.
-    const own = new Set(callHold === 'tagged' ? taggedMarkers(format.tools) : []);
+    // Inside a whole call its grammar writes the call's own markers; the others (a new call's opening, reasoning) stay banned.
+    const own = new Set(callHold === 'whole' ? wholeCallMarkers(format.tools) : []);
     const callMarkerTokens = formatMarkers(format)
       .filter((marker) => !own.has(marker))
       .flatMap((marker) => singleToken(model, marker) ?? []);
@@ -135,7 +141,7 @@ export class LlamaEngineModel implements EngineModel {
       markerTokens: markers,
       callMarkerTokens,
       callMarkerBias:
-        callHold !== 'tagged'
+        callHold !== 'whole'
           ? markerBias
           : callMarkerTokens.length > 0
             ? new TokenBias(model.tokenizer).set(callMarkerTokens, 'never')
@@ -291,7 +297,12 @@ export class LlamaEngineModel implements EngineModel {
     }
     const { prompt, stops, startInReasoning } = rendered;
     this.checkLogitBias(request);
-    const forced = this.forcedToolCall(request);
+    const forced = forcedTools(request, {
+      id: this.id,
+      format: this.decodeModel.format,
+      holding: this.holding,
+      callsTools: this.capabilities.tools === true,
+    });
     const resume = job.resume ? this.resumeOf(job, prompt.length) : undefined;
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
     // grammar holds each call from its opening marker (a forced call from the first token).
@@ -302,15 +313,28 @@ export class LlamaEngineModel implements EngineModel {
       : !forced && request.responseFormat
         ? await this.grammars.forResponseFormat(request.responseFormat)
         : null;
-    const hold = this.decodeModel.callHold;
-    const callable = whole ? null : (forced ?? (grammar || request.raw ? null : request.tools));
+    const hold = this.holding.hold;
+    const start = forced ? forcedStart(forced, request, this.decodeModel.format, hold, startInReasoning) : null;
+    // A call the model opens by itself is held where the format allows (CallHolding.auto); a forced one always.
+    const chosen = grammar || request.raw || !this.holding.auto ? null : request.tools;
+    const callable = whole ? null : (forced ?? chosen);
     const syntax = this.decodeModel.format.tools;
+    // A forced call, or one at most: a list of calls is held to one.
+    const oneCall = forced !== null || request.maxToolCalls === 1;
     const callGrammar = !callable?.length
       ? null
       : hold === 'call'
-        ? await this.grammars.forToolCall(callable, syntax?.body.kind === 'json' && syntax.body.list === true)
-        : hold === 'tagged' && syntax
-          ? await this.grammars.forTaggedCall(syntax, callable)
+        ? await this.grammars.forToolCall(
+            callable,
+            syntax?.body.kind === 'json' && syntax.body.list === true,
+            callKeys(syntax) ?? undefined,
+            oneCall,
+          )
+        : hold === 'whole' && syntax
+          ? await this.grammars.forWholeCall(syntax, callable, {
+              from: start?.from ?? 'call',
+              oneCall,
+            })
           : null;
     const argumentGrammars =
       hold === 'arguments' && callable?.length
@@ -320,7 +344,8 @@ export class LlamaEngineModel implements EngineModel {
             ),
           )
         : null;
-    const forcedOpening = forced ? this.forcedOpening(forced, request) : null;
+    const forcedOpening = start?.text ? this.model.tokenize(start.text, true) : null;
+    const forcedAfterReasoning = !whole && start?.from === 'answer';
     const context = resume ? resume.context(prompt) : prompt;
     const sharedPrefix = (candidate: LlamaContextSequence): number =>
       candidate.compareContextTokens(context).firstDifferentIndex;
@@ -358,6 +383,7 @@ export class LlamaEngineModel implements EngineModel {
         callGrammar,
         argumentGrammars,
         forcedOpening,
+        forcedAfterReasoning,
         emit,
         echo,
         ...replay,
@@ -403,61 +429,6 @@ export class LlamaEngineModel implements EngineModel {
     });
   }
 
-  /**
-   * The tools a request obliges the model to call (`tool_choice` required: any of them; a named
-   * function: that one), or null when the model chooses. Enforcing needs a grammar that fits the
-   * model's format, and for a format that writes the name as text, one tool to write it for (a named
-   * function, or `required` with one tool declared); otherwise the request is refused rather than
-   * silently left to chance.
-   */
-  private forcedToolCall(request: CanonicalRequest): ToolDefinition[] | null {
-    const choice = request.toolChoice;
-    if (!choice || choice === 'auto' || !request.tools?.length) return null;
-    const { callHold, format } = this.decodeModel;
-    const refuse = (why: string, fix: string): never => {
-      throw new CortexError(
-        'invalid_request',
-        `tool_choice '${choice}' cannot be enforced: ${this.id} ${why}; ${fix}`,
-        { param: 'tool_choice' },
-      );
-    };
-    if (!wholeAnswerCall(format) && (!callHold || (callHold === 'arguments' && !format.forcedCall))) {
-      const why = this.capabilities.tools
-        ? `writes its calls in the ${format.id} format, which cortex cannot hold to a grammar yet`
-        : 'writes no tool calls cortex can parse (its chat template teaches none)';
-      refuse(why, "send tool_choice 'auto' or use a model whose format cortex holds (docs/compatibility.md)");
-    }
-    const tools =
-      choice === 'required'
-        ? request.tools
-        : [
-            request.tools.find((t) => t.name === choice.slice('function:'.length)) ??
-              refuse(
-                `is asked for '${choice.slice('function:'.length)}', which is not in tools`,
-                'name a declared tool',
-              ),
-          ];
-    if (callHold === 'arguments' && tools.length > 1) {
-      refuse(
-        `writes the tool's name itself in the ${format.id} format, so cortex forces one named tool at a time`,
-        'name the function to call',
-      );
-    }
-    return tools;
-  }
-
-  /** The tokens a forced call to `tools` starts with: Hermes's opening marker, or the format's call up to its arguments. */
-  private forcedOpening(tools: readonly ToolDefinition[], request: CanonicalRequest): Token[] | null {
-    const { callHold, format } = this.decodeModel;
-    // A call that is the whole answer has no opening: the output grammar holds it from the first token.
-    if (wholeAnswerCall(format)) return null;
-    if (callHold === 'call' || callHold === 'tagged') return this.model.tokenize(format.tools?.callOpen ?? '', true);
-    const name = tools[0]?.name;
-    if (!format.forcedCall || name === undefined) return null;
-    const earlier = request.messages.reduce((count, message) => count + (message.toolCalls?.length ?? 0), 0);
-    return this.model.tokenize(format.forcedCall.replace('{name}', name).replace('{index}', String(earlier)), true);
-  }
-
   /** Each part is disposed even when another fails: a context that throws must not leak the model's memory. */
   async dispose(): Promise<void> {
     this.promptCache?.forget(this.id);
@@ -479,52 +450,4 @@ function formatTexts(format: ChatFormat): string[] {
   };
   walk({ ...format, id: '', forcedCall: format.forcedCall?.replace('{name}', '').replace('{index}', '') });
   return texts.filter(Boolean);
-}
-
-/**
- * The keys of a call that is the whole answer, one JSON object (Llama 3's `{"name", "parameters"}`):
- * a forced call is held by the whole output's grammar. Null for every other syntax.
- */
-function wholeAnswerCall(format: ChatFormat): { name: string; args: string } | null {
-  const tools = format.tools;
-  if (!tools?.atStart || tools.body.kind !== 'json' || tools.body.list || tools.body.nameAsKey) return null;
-  const [name, args] = [tools.body.nameKeys[0], tools.body.argKeys[0]];
-  return name && args ? { name, args } : null;
-}
-
-/** The one token `text` is, or null when it is several (or none). */
-function singleToken(model: LlamaModel, text: string): Token | null {
-  const tokens = model.tokenize(text, true);
-  return tokens.length === 1 ? (tokens[0] as Token) : null;
-}
-
-/**
- * What a grammar can hold of the format's calls: the whole call where it is the `{"name": …,
- * "arguments": …}` object that GrammarCache.forToolCall writes, or a list of them, after a
- * single-token marker (Hermes; Nemotron, Granite, Mistral Nemo); the arguments where a call writes
- * its name as text and then its arguments as one JSON object (Mistral, DeepSeek V3.1, Kimi, Harmony's
- * recipient calls); the whole call through its
- * closing marker where its arguments are tags (Qwen3-Coder, GLM, Seed-OSS: GrammarCache.forTaggedCall);
- * nothing for the other syntaxes, whose calls are parsed as written.
- */
-function callHoldOf(format: ChatFormat, model: LlamaModel): 'call' | 'arguments' | 'tagged' | null {
-  if (format.harmony) return 'arguments';
-  const tools = format.tools;
-  if (!tools || tools.atStart) return null;
-  const { body } = tools;
-  // A tagged call is held whole from its opening marker, a token of its own (a section around the calls is not held).
-  if (isTaggedSyntax(tools)) return !tools.sectionOpen && singleToken(model, tools.callOpen) !== null ? 'tagged' : null;
-  // The grammar opens with the token after the separator: a separator of several tokens could share its last one with the JSON.
-  if (body.kind === 'named')
-    return body.args.kind === 'json' &&
-      !body.args.fence &&
-      body.nameEnd.every((end) => singleToken(model, end) !== null)
-      ? 'arguments'
-      : null;
-  if (body.kind !== 'json' || tools.sectionOpen) return null;
-  if (body.nameAsKey || body.nameKeys[0] !== 'name' || body.argKeys[0] !== 'arguments') return null;
-  // A list of calls may end where its JSON does (Granite's, Mistral Nemo's); one call closes with its marker.
-  if (!tools.callClose && !body.list) return null;
-  const closes = tools.callClose === undefined || singleToken(model, tools.callClose) !== null;
-  return singleToken(model, tools.callOpen) !== null && closes ? 'call' : null;
 }

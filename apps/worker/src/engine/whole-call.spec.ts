@@ -10,12 +10,18 @@ import type { EngineEvent, EngineModel } from './engine.types.js';
 import { LlamaEngine } from './llama-engine.js';
 
 /**
- * The real engine on the family fixtures whose calls are tags (Qwen3-Coder's `<parameter=K>`, GLM's
- * `<arg_key>`): a named tool the fixture would not call itself is called, with arguments of its schema
- * by the grammar built from the format's description (the fixture's own forced calls are in
- * family-fixtures.spec.ts), and a call left to the model is held by the same grammar.
+ * The real engine on the family fixtures whose calls are held whole (tags: Qwen3-Coder's
+ * `<parameter=K>`, GLM's `<arg_key>`, MiniMax's `<parameter name="K">`; DeepSeek R1's fenced JSON,
+ * Gemma 4's dict, LFM2's pythonic list): a named tool the fixture would not call itself is called,
+ * with arguments of its schema by the grammar built from the format's description (the fixture's own
+ * forced calls are in family-fixtures.spec.ts), and a call left to the model is held by the same
+ * grammar where its opening marker is one token outside any section.
  */
-const TAGGED = FAMILY_FIXTURES.filter((fixture) => ['qwen3-coder', 'glm-4.5'].includes(fixture.format));
+const WHOLE = FAMILY_FIXTURES.filter((fixture) =>
+  ['qwen3-coder', 'glm-4.5', 'minimax-m2', 'deepseek-r1', 'gemma4', 'lfm2'].includes(fixture.format),
+);
+/** Formats whose calls sit in a section: a call the model opens itself is parsed as written, not held. */
+const SECTIONED = ['minimax-m2', 'deepseek-r1'];
 
 const weather: ToolDefinition = {
   name: 'get_weather',
@@ -32,21 +38,21 @@ const forecast: ToolDefinition = {
   description: 'The forecast, some days ahead',
   parameters: {
     type: 'object',
-    properties: { days: { type: 'integer' }, metric: { type: 'boolean' }, unit: { enum: ['C', 'F'] } },
+    properties: { days: { type: 'integer' }, metric: { type: 'boolean' }, unit: { type: 'string', enum: ['C', 'F'] } },
     required: ['days', 'metric', 'unit'],
   },
 };
 
-describe('tagged calls held by their grammar', () => {
+describe('whole calls held by their grammar', () => {
   let dir: string;
   let engine: LlamaEngine;
   const models = new Map<string, EngineModel>();
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'cortex-tagged-'));
-    const paths = await ensureFamilyFixtures(dir, { ids: TAGGED.map((fixture) => fixture.id) });
+    dir = await mkdtemp(join(tmpdir(), 'cortex-whole-'));
+    const paths = await ensureFamilyFixtures(dir, { ids: WHOLE.map((fixture) => fixture.id) });
     engine = await LlamaEngine.create({ gpu: 'cpu', threads: 1, log: () => undefined });
-    for (const { id } of TAGGED)
+    for (const { id } of WHOLE)
       models.set(id, await engine.load({ id, path: paths[id] as string, contextSize: 4096, slots: 1, maxQueue: 4 }));
   });
 
@@ -90,8 +96,8 @@ describe('tagged calls held by their grammar', () => {
     return { calls: names.map((name, i) => [name, JSON.parse(args[i] ?? '{}') as unknown]), reason, text };
   }
 
-  for (const fixture of TAGGED) {
-    it(`tagged calls - ${fixture.family}: a named tool it would not call is called: integer, boolean and enum as typed`, async () => {
+  for (const fixture of WHOLE) {
+    it(`whole calls - ${fixture.family}: a named tool it would not call is called: integer, boolean and enum as typed`, async () => {
       const run = await calls(fixture.id, [weather, forecast], 'function:forecast');
       assert.equal(run.reason, 'tool_calls', JSON.stringify(run));
       assert.equal(run.calls.length, 1, JSON.stringify(run));
@@ -104,7 +110,8 @@ describe('tagged calls held by their grammar', () => {
       assert.deepEqual(Object.keys(args), ['days', 'metric', 'unit']);
     });
 
-    it(`tagged calls - ${fixture.family}: left to choose, its own call is held by the grammar, and comes out as written`, async () => {
+    const held = SECTIONED.includes(fixture.format) ? 'is parsed' : 'is held by the grammar, and comes out';
+    it(`whole calls - ${fixture.family}: left to choose, its own call ${held} as written`, async () => {
       const run = await calls(fixture.id, [weather], 'auto');
       assert.deepEqual(run.calls, [['get_weather', { city: 'Paris' }]], JSON.stringify(run));
     });
