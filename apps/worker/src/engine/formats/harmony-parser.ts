@@ -1,4 +1,4 @@
-import { JsonArgs } from './call-body.js';
+import { JsonArgs } from './call-args.js';
 import type { HarmonySyntax } from './chat-format.js';
 import type { OutputParser, ParserOptions } from './output-parser.js';
 import { Calls } from './output-calls.js';
