@@ -26,37 +26,15 @@ import type { CortexConfig } from '@cortex/config';
 import type { Engine, EngineModel } from './engine/index.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
 import { ModelFiles } from './model-files.js';
-import { loadAction, nextModelState, unloadAction, type ModelEvent } from './model-state.js';
-
-interface EntryBase {
-  readonly id: string;
-  lastUsedAt: number;
-  /** Estimated device memory of the model and its context, reserved from the budget while loading. */
-  bytes: number;
-}
-
-/** A load under way; `cancel_load` aborts it. An unload asked for meanwhile runs once it ends. */
-interface LoadingEntry extends EntryBase {
-  readonly state: 'loading';
-  readonly loading: Promise<LoadResult>;
-  readonly abort: AbortController;
-  unloadAfter: Promise<UnloadResult> | null;
-}
-
-interface ReadyEntry extends EntryBase {
-  readonly state: 'ready';
-  readonly model: EngineModel;
-}
-
-/** Its requests finishing (or cancelled), then freed; a second unload command (another router, an admin) joins it. */
-interface UnloadingEntry extends EntryBase {
-  readonly state: 'unloading';
-  readonly model: EngineModel;
-  readonly unloading: Promise<UnloadResult>;
-}
-
-/** A model this worker holds, in one of its states (see model-state.ts for the transitions). */
-type ModelEntry = LoadingEntry | ReadyEntry | UnloadingEntry;
+import {
+  loadAction,
+  nextModelState,
+  unloadAction,
+  type LoadingEntry,
+  type ModelEntry,
+  type ModelEvent,
+  type UnloadingEntry,
+} from './model-state.js';
 
 /** A loaded model as a request sees it. */
 export interface ReadyModel {
@@ -158,14 +136,14 @@ export class ModelRegistry implements HeartbeatSource {
       return Promise.reject(
         new CortexError('service_unavailable', `worker ${workerId} is draining`, { retryAfter: 1 }),
       );
-    const existing = this.models.get(command.model);
-    switch (loadAction(existing?.state ?? 'absent')) {
+    const action = loadAction(this.models.get(command.model));
+    switch (action.action) {
       case 'ready':
-        return Promise.resolve({ model: command.model, workerId, loadMs: 0, sizeBytes: existing?.bytes ?? 0 });
+        return Promise.resolve({ model: command.model, workerId, loadMs: 0, sizeBytes: action.entry.bytes });
       case 'join':
-        return (existing as LoadingEntry).loading;
+        return action.entry.loading;
       case 'after_unload':
-        return (existing as UnloadingEntry).unloading.then(
+        return action.entry.unloading.then(
           () => this.load(command),
           () => this.load(command),
         );
@@ -406,16 +384,14 @@ export class ModelRegistry implements HeartbeatSource {
 
   /** Stops serving a model: waits for its requests (or cancels them), then frees it; once, however often asked. */
   unload(model: string, drain = true, reason: UnloadReason = 'admin'): Promise<UnloadResult> {
-    const entry = this.models.get(model);
-    switch (unloadAction(entry?.state ?? 'absent', entry?.state === 'loading' && entry.unloadAfter !== null)) {
+    const action = unloadAction(this.models.get(model));
+    switch (action.action) {
       case 'not_found':
         return Promise.reject(new CortexError('not_found', `${model} is not loaded on ${this.deps.workerId}`));
       case 'join':
-        return entry?.state === 'unloading'
-          ? entry.unloading
-          : ((entry as LoadingEntry).unloadAfter as Promise<UnloadResult>);
+        return action.unloading;
       case 'after_load': {
-        const loading = entry as LoadingEntry;
+        const loading = action.entry;
         // Once the load ends: unloaded if it loaded, nothing to do if it failed.
         loading.unloadAfter = loading.loading.then(
           () => this.unload(model, drain, reason),
@@ -424,7 +400,7 @@ export class ModelRegistry implements HeartbeatSource {
         return loading.unloadAfter;
       }
       case 'start': {
-        const ready = entry as ReadyEntry;
+        const ready = action.entry;
         // In place before the unload's first step runs: its promise follows the unload once that starts.
         const { promise, follow } = following<UnloadResult>();
         const unloading: UnloadingEntry = {
