@@ -1,4 +1,3 @@
-import { stat } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@nestjs/common';
 import {
@@ -25,41 +24,17 @@ import {
 import { EventPublisher, type BusClient } from '@cortex/bus';
 import type { CortexConfig } from '@cortex/config';
 import type { Engine, EngineModel } from './engine/index.js';
-import { httpProblem } from './engine/model-download.js';
-import { resolveHubTag } from './engine/hub-tag.js';
-import { isHubTag, isRemote, localCopy, remoteSource } from './engine/model-source.js';
 import type { Device, HeartbeatSource } from './heartbeat.js';
-import { loadAction, nextModelState, unloadAction, type ModelEvent } from './model-state.js';
-
-interface EntryBase {
-  readonly id: string;
-  lastUsedAt: number;
-  /** Estimated device memory of the model and its context, reserved from the budget while loading. */
-  bytes: number;
-}
-
-/** A load under way; `cancel_load` aborts it. An unload asked for meanwhile runs once it ends. */
-interface LoadingEntry extends EntryBase {
-  readonly state: 'loading';
-  readonly loading: Promise<LoadResult>;
-  readonly abort: AbortController;
-  unloadAfter: Promise<UnloadResult> | null;
-}
-
-interface ReadyEntry extends EntryBase {
-  readonly state: 'ready';
-  readonly model: EngineModel;
-}
-
-/** Its requests finishing (or cancelled), then freed; a second unload command (another router, an admin) joins it. */
-interface UnloadingEntry extends EntryBase {
-  readonly state: 'unloading';
-  readonly model: EngineModel;
-  readonly unloading: Promise<UnloadResult>;
-}
-
-/** A model this worker holds, in one of its states (see model-state.ts for the transitions). */
-type ModelEntry = LoadingEntry | ReadyEntry | UnloadingEntry;
+import { ModelFiles } from './model-files.js';
+import {
+  loadAction,
+  nextModelState,
+  unloadAction,
+  type LoadingEntry,
+  type ModelEntry,
+  type ModelEvent,
+  type UnloadingEntry,
+} from './model-state.js';
 
 /** A loaded model as a request sees it. */
 export interface ReadyModel {
@@ -100,11 +75,12 @@ export class ModelRegistry implements HeartbeatSource {
   /** Load/unload cycles since the backend was (re)created; `eviction.defrag_after_cycles` acts on it. */
   private cycles = 0;
   private defragging = false;
-  /** Downloads under way for a load, by model: the heartbeat shows them as `downloading` with a share done. */
-  private readonly downloads = new Map<string, { bytes: number; totalBytes: number }>();
+  /** The models' sources, downloads and estimates. */
+  private readonly files: ModelFiles;
 
   constructor(private readonly deps: RegistryDeps) {
     this.events = new EventPublisher(deps.bus.nc);
+    this.files = new ModelFiles(deps, (progress, trigger) => this.publishProgress(progress, trigger));
   }
 
   /** Refusing new work: shutting down, or recreating the backend (a defrag ending must not undo a shutdown). */
@@ -160,14 +136,14 @@ export class ModelRegistry implements HeartbeatSource {
       return Promise.reject(
         new CortexError('service_unavailable', `worker ${workerId} is draining`, { retryAfter: 1 }),
       );
-    const existing = this.models.get(command.model);
-    switch (loadAction(existing?.state ?? 'absent')) {
+    const action = loadAction(this.models.get(command.model));
+    switch (action.action) {
       case 'ready':
-        return Promise.resolve({ model: command.model, workerId, loadMs: 0, sizeBytes: existing?.bytes ?? 0 });
+        return Promise.resolve({ model: command.model, workerId, loadMs: 0, sizeBytes: action.entry.bytes });
       case 'join':
-        return (existing as LoadingEntry).loading;
+        return action.entry.loading;
       case 'after_unload':
-        return (existing as UnloadingEntry).unloading.then(
+        return action.entry.unloading.then(
           () => this.load(command),
           () => this.load(command),
         );
@@ -221,7 +197,7 @@ export class ModelRegistry implements HeartbeatSource {
     try {
       // A first word at once: the console shows the load, and why, before any progress.
       loading(1)(0);
-      const { path, draft, mmproj, bytes } = await this.resolve(command, log, signal);
+      const { path, draft, mmproj, bytes } = await this.files.resolve(command, log, signal);
       signal?.throwIfAborted();
       entry.bytes = bytes;
       await this.assertFits(command.model, entry.bytes);
@@ -318,6 +294,7 @@ export class ModelRegistry implements HeartbeatSource {
   loaded(): LoadedModel[] {
     return [...this.models.values()].map((entry) => {
       const model = entry.state === 'loading' ? null : entry.model;
+      const download = this.files.download(entry.id);
       return {
         id: entry.id,
         state: entry.state,
@@ -327,90 +304,23 @@ export class ModelRegistry implements HeartbeatSource {
         lastUsedAt: entry.lastUsedAt,
         sizeBytes: entry.bytes || model?.sizeBytes,
         capabilities: model?.capabilities,
-        ...(this.downloads.has(entry.id) && { download: this.downloads.get(entry.id) }),
+        ...(download && { download }),
         ...(model?.unreachable && { unreachable: model.unreachable }),
       };
     });
   }
 
   /**
-   * The memory a model would take and what its header says, without fetching its weights: a remote
-   * source not yet on disk is estimated from its header read over the network (range requests).
+   * The memory a model would take and what its header says, without fetching its weights (see
+   * ModelFiles.estimate).
    */
-  async estimate(command: EstimateCommand): Promise<EstimateReply> {
-    try {
-      return await this.readEstimate(command);
-    } catch (error) {
-      if (error instanceof CortexError) throw error;
-      throw new CortexError(
-        'model_load_failed',
-        `${command.model ?? command.source}: cannot read the GGUF header of ` +
-          `${command.source}: ${headerProblem(error as Error, command.source)}`,
-        { cause: error },
-      );
-    }
+  estimate(command: EstimateCommand): Promise<EstimateReply> {
+    return this.files.estimate(command);
   }
 
-  private async readEstimate(command: EstimateCommand): Promise<EstimateReply> {
-    const { engine } = this.deps;
-    const log = (line: string): void => this.deps.logger.log(line);
-    const modelsDir = this.deps.config.worker.modelsDir;
-    const header = async (source: string): Promise<string> => {
-      // A quant tag's header is its file's: on disk when it is whole there, else read where it lies.
-      const named = isHubTag(source)
-        ? await resolveHubTag(source, { model: command.model ?? source, modelsDir, log })
-        : source;
-      return localCopy(named, modelsDir) ?? this.source(named, log);
-    };
-    const path = await header(command.source);
-    const draft = command.draft;
-    const mmproj = command.mmproj === undefined ? undefined : await header(command.mmproj);
-    const { bytes } = await this.memoryOf(
-      { ...command, ...(mmproj && { mmproj }) },
-      path,
-      draft && draft !== 'lookup' ? () => header(draft) : undefined,
-    );
-    return { bytes, facts: await engine.facts(path) };
-  }
-
-  /**
-   * The memory a model takes with its contexts, plus its draft model's with the same when it has one
-   * (not `lookup`): the draft's file is found (`draftPath`) only once the model's own estimate is in.
-   */
-  private async memoryOf(
-    command: Pick<LoadCommand, 'contextSize' | 'slots' | 'kind' | 'mmproj'>,
-    path: string,
-    draftPath?: () => Promise<string>,
-  ): Promise<{ bytes: number; draft?: string }> {
-    const { engine } = this.deps;
-    const shape = { contextSize: command.contextSize, slots: command.slots };
-    const bytes = await engine.estimate({
-      path,
-      ...shape,
-      ...(command.kind && { kind: command.kind }),
-      // Resolved: the vision engine estimates a model with its projector.
-      ...(command.mmproj && { mmproj: command.mmproj }),
-    });
-    if (!draftPath) return { bytes };
-    const draft = await draftPath();
-    return { bytes: bytes + (await engine.estimate({ path: draft, ...shape })), draft };
-  }
-
-  /**
-   * Download progress as events; a load's download (`tracked`) is also kept for the heartbeat until
-   * the load's resolve ends, a pull's is not.
-   */
-  private downloading(
-    model: string,
-    how: { tracked: boolean; trigger?: LoadTrigger | undefined },
-  ): (progress: { bytes: number; totalBytes: number }) => void {
-    return ({ bytes, totalBytes }) => {
-      this.publishProgress(
-        { model, fraction: totalBytes > 0 ? bytes / totalBytes : 0, phase: 'downloading', bytes, totalBytes },
-        how.trigger,
-      );
-      if (how.tracked) this.downloads.set(model, { bytes, totalBytes });
-    };
+  /** Downloads a model's file ahead of a load (`cortex pull --worker|--all`; see ModelFiles.pull). */
+  pull(command: PullCommand): Promise<PullResult> {
+    return this.files.pull(command);
   }
 
   private publishProgress(
@@ -419,57 +329,6 @@ export class ModelRegistry implements HeartbeatSource {
   ): void {
     const event: LoadProgress = { workerId: this.deps.workerId, ...progress, ...(trigger && { trigger }) };
     this.deps.bus.publish(Subjects.modelProgressed, event);
-  }
-
-  /** Downloads a model's file ahead of a load (`cortex pull --worker|--all`), with the same progress events a load's download has. */
-  async pull(command: PullCommand): Promise<PullResult> {
-    const { workerId, config } = this.deps;
-    const log = (line: string): void => this.deps.logger.log(`${command.model}: ${line}`);
-    const path = await this.deps.engine.resolveSource(command.source, {
-      modelsDir: config.worker.modelsDir,
-      log,
-      model: command.model,
-      onProgress: this.downloading(command.model, { tracked: false }),
-      ...(command.sha256 && { sha256: command.sha256 }),
-    });
-    return { model: command.model, workerId, path, bytes: (await stat(path)).size };
-  }
-
-  /** A fixture's or a local file's path; a remote source as is (its header is read where it lies). */
-  private source(source: string, log: (line: string) => void): Promise<string> {
-    if (isRemote(source)) return Promise.resolve(source);
-    return this.deps.engine.resolveSource(source, { modelsDir: this.deps.config.worker.modelsDir, log });
-  }
-
-  /** The model's local file (downloaded now if it is remote), its draft's (or `lookup`), and the memory both take with their contexts. */
-  private async resolve(
-    command: LoadCommand,
-    log: (line: string) => void,
-    signal?: AbortSignal,
-  ): Promise<{ path: string; draft?: string; mmproj?: string; bytes: number }> {
-    const { engine, config } = this.deps;
-    const model = command.model;
-    const onProgress = this.downloading(model, { tracked: true, trigger: command.trigger });
-    const options = { modelsDir: config.worker.modelsDir, log, model, onProgress, ...(signal && { signal }) };
-    try {
-      const path = await engine.resolveSource(command.source, {
-        ...options,
-        ...(command.sha256 && { sha256: command.sha256 }),
-      });
-      // A projector is downloaded like its model (and before the estimate, which reads its size).
-      const mmproj = command.mmproj === undefined ? undefined : await engine.resolveSource(command.mmproj, options);
-      const sized = { ...command, mmproj };
-      const draft = command.draft;
-      if (!draft || draft === 'lookup')
-        return { path, ...(draft && { draft }), ...(mmproj && { mmproj }), ...(await this.memoryOf(sized, path)) };
-      return {
-        path,
-        ...(mmproj && { mmproj }),
-        ...(await this.memoryOf(sized, path, () => engine.resolveSource(draft, options))),
-      };
-    } finally {
-      this.downloads.delete(model);
-    }
   }
 
   /**
@@ -525,16 +384,14 @@ export class ModelRegistry implements HeartbeatSource {
 
   /** Stops serving a model: waits for its requests (or cancels them), then frees it; once, however often asked. */
   unload(model: string, drain = true, reason: UnloadReason = 'admin'): Promise<UnloadResult> {
-    const entry = this.models.get(model);
-    switch (unloadAction(entry?.state ?? 'absent', entry?.state === 'loading' && entry.unloadAfter !== null)) {
+    const action = unloadAction(this.models.get(model));
+    switch (action.action) {
       case 'not_found':
         return Promise.reject(new CortexError('not_found', `${model} is not loaded on ${this.deps.workerId}`));
       case 'join':
-        return entry?.state === 'unloading'
-          ? entry.unloading
-          : ((entry as LoadingEntry).unloadAfter as Promise<UnloadResult>);
+        return action.unloading;
       case 'after_load': {
-        const loading = entry as LoadingEntry;
+        const loading = action.entry;
         // Once the load ends: unloaded if it loaded, nothing to do if it failed.
         loading.unloadAfter = loading.loading.then(
           () => this.unload(model, drain, reason),
@@ -543,7 +400,7 @@ export class ModelRegistry implements HeartbeatSource {
         return loading.unloadAfter;
       }
       case 'start': {
-        const ready = entry as ReadyEntry;
+        const ready = action.entry;
         // In place before the unload's first step runs: its promise follows the unload once that starts.
         const { promise, follow } = following<UnloadResult>();
         const unloading: UnloadingEntry = {
@@ -597,14 +454,6 @@ export class ModelRegistry implements HeartbeatSource {
       (error: Error) => this.deps.logger.warn(`could not record ${subject}: ${error.message}`),
     );
   }
-}
-
-/** node-llama-cpp's header reader says `Failed to fetch byte range: 401 Unauthorized`: the status, said as a download says it. */
-function headerProblem(error: Error, source: string): string {
-  const status = /\b([45]\d\d)\b/.exec(error.message)?.[1];
-  const remote = remoteSource(source);
-  if (!status || !remote) return error.message;
-  return httpProblem(Number(status), remote.urls[0] ?? source, remote.hub);
 }
 
 /** A promise made now that settles as the one handed to `follow` later does (an entry holds it before its work starts). */

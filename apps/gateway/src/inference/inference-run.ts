@@ -1,33 +1,21 @@
-import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { StreamReader, untilFirstToken } from '@cortex/bus';
+import { untilFirstToken, type StreamReader } from '@cortex/bus';
 import {
-  backgroundSubject,
   CortexError,
-  streamSubject,
   Subjects,
   workerSubject,
   type CanonicalRequest,
   type Dialect,
-  type GenerateCommand,
-  type LoadProgress,
   type ModelKind,
   type Placement,
   type RetrievalApi,
   type RequestFinishedEvent,
-  type Resume,
   type StreamEvent,
   type TokenCount,
-  decodeGenerateAccepted,
   decodeTokenCount,
-  livenessWindowMs,
-  withSamplingDefaults,
   withSeed,
 } from '@cortex/contracts';
-import { promptPrefixes } from '@cortex/wire';
-import type { EarlyPlacement } from './placement-client.js';
-import { decideMigration } from './migration.decider.js';
-import { FALLS_BACK, Tries } from './retry.js';
+import { Tries } from './retry.js';
 import { decodeForRun } from './run-decode.js';
 import type { RunServices } from './run-services.js';
 import type { RequestContext } from '../http/request-context.js';
@@ -38,51 +26,24 @@ import { RunNotices, type RunListener } from './run-notices.js';
 import { RunHops } from './run-hops.js';
 import { RunOutcome } from './run-outcome.js';
 import { nextPhase, streamEnded, type RunPhase, type RunStep } from './run-phase.js';
-
-/**
- * How long a run stopped before its stream ended (its client gone, a failure) waits for its worker's
- * last event, whose usage says what it generated; past it the run is charged what its client was given.
- */
-export const TAIL_MS = 2_000;
-
-/** One try of a run: its id on the bus, where it was placed, and the stream it reads. */
-interface Attempt {
-  /** A new one for each try, so a replaced worker's late events never reach the next try's stream. */
-  readonly runId: string;
-  /** Where the try runs; a new try keeps the last one's until it is placed. */
-  placement: Placement | null;
-  /** The subject of its events, once it started. */
-  subject: string | null;
-  reader: StreamReader | null;
-}
+import { RunAttempts } from './run-attempts.js';
+import { RunStream } from './run-stream.js';
 
 /** What the run was asked: a decoded request, or a model and kind for one with no translated body. */
 interface RunInput {
   request: CanonicalRequest | null;
   /** Dialect state from the translator (see DecodedRequest). */
   state: unknown;
-  /** The router's answer to the ready-only ask sent while the body decoded. */
-  early: EarlyPlacement | null;
   /** A request with no translated body (embeddings, rerank): the model it names and the kind it needs. */
   target: { model: string; kind: ModelKind } | null;
-  /** A background response's id: events go to its kept subject, and the worker runs it unwatched. */
-  backgroundOf: string | null;
-  /** The model of the requested one's `fallback` chain that serves it now; null: the requested model. */
-  fallback: string | null;
 }
 
 /** One request on its way through translator → router → worker, and back as events. */
 export class InferenceRun {
   readonly startedAt = Date.now();
-  private attempt: Attempt = { runId: newRunId(), placement: null, subject: null, reader: null };
-  private readonly input: RunInput = {
-    request: null,
-    state: undefined,
-    early: null,
-    target: null,
-    backgroundOf: null,
-    fallback: null,
-  };
+  /** Its tries on the bus: where each was placed, the stream it reads (see RunAttempts). */
+  private readonly attempts: RunAttempts;
+  private readonly input: RunInput = { request: null, state: undefined, target: null };
   /** What the run tells its observers besides its events (see RunNotice). */
   private readonly notices = new RunNotices();
   private readonly hops: RunHops;
@@ -97,7 +58,7 @@ export class InferenceRun {
 
   /** The current try's id on the bus. */
   get runId(): string {
-    return this.attempt.runId;
+    return this.attempts.runId;
   }
 
   get requestId(): string {
@@ -111,7 +72,7 @@ export class InferenceRun {
 
   /** Where the current try runs; null before it was placed. */
   get placement(): Placement | null {
-    return this.attempt.placement;
+    return this.attempts.placement;
   }
 
   /** `listener` hears the run's notices (a cold load's steps, a move and its resume) until the returned stop. */
@@ -124,12 +85,12 @@ export class InferenceRun {
    * and its worker runs it unwatched. Set before `start`.
    */
   inBackground(responseId: string): void {
-    this.input.backgroundOf = responseId;
+    this.attempts.backgroundOf = responseId;
   }
 
   /** The subject of the current try's events; null before one started. */
   get subject(): string | null {
-    return this.attempt.subject;
+    return this.attempts.subject;
   }
 
   constructor(
@@ -144,6 +105,16 @@ export class InferenceRun {
   ) {
     this.hops = new RunHops(context.arrival);
     this.outcome = new RunOutcome(meter?.opened() ?? null);
+    this.attempts = new RunAttempts({
+      services,
+      context,
+      hops: this.hops,
+      notices: this.notices,
+      outcome: this.outcome,
+      stopped: this.stopped.signal,
+      payer: meter?.payer ?? null,
+      streamEnded: () => streamEnded(this.phase),
+    });
   }
 
   /**
@@ -168,7 +139,7 @@ export class InferenceRun {
     this.trace.decoded(request);
     this.input.request = request;
     this.input.state = decoded.state;
-    this.input.early = decoded.early;
+    this.attempts.early = decoded.early;
     this.step('decoded');
     this.hops.decoded(started);
     return request;
@@ -208,11 +179,14 @@ export class InferenceRun {
       this.step('place');
       let workerId: string;
       try {
-        workerId = await this.placeGeneration(tries.exclude, tries.workerWaitMs());
+        workerId = await this.attempts.placeGeneration(this.required(), tries.exclude, tries.workerWaitMs());
       } catch (error) {
         // No place for the model: its fallback, if it has one left, else the failure stands.
-        this.fallBack(await tries.after(tries.placementFailed(error), null, this.stopped.signal.aborted));
-        this.retry();
+        this.attempts.fallBack(
+          asked,
+          await tries.after(tries.placementFailed(error), null, this.stopped.signal.aborted),
+        );
+        this.attempts.next();
         continue;
       }
       // Cancelled while the router answered: nothing has started, so nothing runs for nobody.
@@ -221,7 +195,7 @@ export class InferenceRun {
       let reader: StreamReader | null = null;
       this.trace.attempt(this.placement as Placement);
       try {
-        reader = await this.trace.run(() => this.launch(workerId));
+        reader = await this.trace.run(() => this.attempts.launch(workerId, this.required()));
         this.step('run');
         const iterator = reader[Symbol.asyncIterator]();
         const accepted = performance.now();
@@ -238,42 +212,28 @@ export class InferenceRun {
         this.trace.attemptFailed(error);
         // A worker that is alive but late (idle timeout) must not keep generating for nobody. The client
         // was given nothing, and another worker may start again: this try costs it nothing.
-        if (reader) this.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`, false);
+        if (reader)
+          this.attempts.stopReading(workerId, `the gateway stopped reading: ${(error as Error).message}`, false);
         const message = (error as Error).message;
         // The worker is fine but its model just went (swapped out between placement and generate):
         // the router knows by now, so ask again without holding it against the worker.
         const next = await tries.after(error, workerId, this.stopped.signal.aborted);
         if (next === 'replace')
           this.services.logger.log({ msg: `${message}; placing the request again`, requestId: this.requestId });
-        else if (typeof next === 'object') this.fallBack(next, message);
+        else if (typeof next === 'object') this.attempts.fallBack(asked, next, message);
         else
           this.services.logger.warn({
             msg: `worker ${workerId} failed before the first token (${message}); placing the request again`,
             requestId: this.requestId,
           });
-        this.retry();
+        this.attempts.next();
       }
     }
   }
 
-  /**
-   * After a placement or try that failed with the model's next fallback to go to: the run goes on with
-   * that model (its usage and spend are that model's, and the client is told which).
-   */
-  private fallBack(next: 'replace' | 'elsewhere' | { fallback: string }, why?: string): void {
-    if (typeof next !== 'object') return;
-    const from = this.input.fallback ?? this.required().model;
-    this.services.logger.warn({
-      msg: `${from} cannot serve the request${why ? ` (${why})` : ''}; falling back to ${next.fallback}`,
-      requestId: this.requestId,
-    });
-    this.input.fallback = next.fallback;
-    this.attempt.placement = null;
-  }
-
   /** The model serving the request in place of the one it asked for (its catalogue `fallback`), once one does. */
   get servedBy(): string | null {
-    return this.input.fallback === null ? null : (this.placement?.model ?? this.input.fallback);
+    return this.attempts.servedBy;
   }
 
   /**
@@ -288,7 +248,10 @@ export class InferenceRun {
     const tries = new Tries((workerId) => this.services.placer.forget(workerId));
     for (;;) {
       this.step('place');
-      const workerId = await this.placeOrWait(tries.exclude);
+      const workerId = await this.attempts.placeOrWait(
+        { model: this.attempts.serving(this.required().model) },
+        tries.exclude,
+      );
       this.step('run');
       const request = { ...this.required(), model: this.placement?.model ?? this.required().model };
       try {
@@ -308,113 +271,9 @@ export class InferenceRun {
   async placeFor(model: string, kind: ModelKind, exclude: string[] = []): Promise<Placement> {
     this.input.target = { model, kind };
     this.step('place');
-    await this.trace.run(() => this.placeOrWait(exclude));
+    await this.trace.run(() => this.attempts.placeOrWait({ model, kind }, exclude));
     this.step('run');
     return this.placement as Placement;
-  }
-
-  /**
-   * A generation's placement, with its conversation (affinity key, prompt prefixes) so a follow-up
-   * goes where its prompt was evaluated; shown in the console's rows (waiting, then on its worker)
-   * until the run's finish.
-   */
-  private async placeGeneration(exclude: string[], workerWaitMs?: number): Promise<string> {
-    const request = this.required();
-    let prefixes: string[] | undefined;
-    this.services.pending.placing(
-      this,
-      this.requestId,
-      this.runId,
-      request.model,
-      Date.now(),
-      this.meter?.payer ?? null,
-    );
-    const workerId = await this.placeOrWait(
-      exclude,
-      { affinity: request.affinityKey, prefixes: () => (prefixes ??= promptPrefixes(request)) },
-      workerWaitMs,
-    );
-    this.services.pending.placed(this, workerId);
-    return workerId;
-  }
-
-  /** Places the request (a cold load included) and notes where and how long it took; `workerWaitMs` see PlaceAsk. */
-  private async placeOrWait(
-    exclude: string[],
-    conversation: { affinity?: string | undefined; prefixes?: () => string[] } = {},
-    workerWaitMs?: number,
-  ): Promise<string> {
-    const model = this.input.target?.model ?? this.input.fallback ?? this.required().model;
-    const kind = this.input.target?.kind;
-    const started = performance.now();
-    const { affinity, prefixes } = conversation;
-    const ask = {
-      model,
-      runId: this.runId,
-      requestId: this.requestId,
-      exclude,
-      ...(affinity && { affinity }),
-      ...(prefixes && { prefixes }),
-      ...(kind && { kind }),
-      onLoadProgress: this.notices.heard
-        ? (progress: LoadProgress) => this.notices.emit({ type: 'loading', progress })
-        : null,
-      signal: this.stopped.signal,
-      workerWaitMs,
-    };
-    const { placement, ms } = await this.services.placer.place(ask, this.input.early);
-    this.input.early = null;
-    // A reused answer asked no router (ms null): the router round-trip metric only counts real asks.
-    this.hops.placed(started, ms);
-    this.attempt.placement = placement;
-    return placement.workerId;
-  }
-
-  private async launch(workerId: string, resume?: Resume, request = this.required()): Promise<StreamReader> {
-    // The subject names the worker: NATS lets no other worker's user write it.
-    const { backgroundOf } = this.input;
-    const subject = backgroundOf
-      ? backgroundSubject(backgroundOf, workerId, this.runId)
-      : streamSubject(workerId, this.runId);
-    this.attempt.subject = subject;
-    // Subscribe before asking the worker to start, so no early event is missed.
-    const reader = new StreamReader(this.services.bus.nc, subject, {
-      idleTimeoutMs: this.services.config.gateway.streamIdleTimeoutMs,
-    });
-    this.attempt.reader = reader;
-    const model = this.placement?.model ?? request.model;
-    const priority = this.context.priority;
-    // The catalogue's sampling defaults as the live catalogue has them now, under what the request set (the worker adds the GGUF's).
-    const sampling = withSamplingDefaults(request.sampling, this.services.catalogue.find(model)?.sampling);
-    const command: GenerateCommand = {
-      runId: this.runId,
-      streamSubject: subject,
-      request: { ...request, model, sampling },
-      ...(backgroundOf && { background: true }),
-      ...(priority && { priority }),
-      ...(resume && { resume }),
-    };
-    const sent = performance.now();
-    try {
-      await this.services.bus.request(workerSubject(Subjects.workerGenerate, workerId), command, {
-        requestId: this.requestId,
-        decode: decodeGenerateAccepted,
-      });
-      this.hops.accepted(sent);
-    } catch (error) {
-      reader.close();
-      // Unanswered (a stalled worker) is not refused: if it runs the command later, it stops at once.
-      if (error instanceof CortexError && error.code === 'timeout')
-        this.services.bus.publish(
-          workerSubject(Subjects.workerCancel, workerId),
-          { runId: this.runId, reason: 'generate went unanswered' },
-          this.requestId,
-        );
-      throw error;
-    }
-    reader.arm();
-    this.services.streams.watch(this.runId, workerId, reader);
-    return reader;
   }
 
   /** The client went away: end every wait and stop the worker so the slot frees at once. */
@@ -422,30 +281,7 @@ export class InferenceRun {
     this.stopped.abort();
     if (this.phase === 'finished') return;
     this.outcome.cancelled();
-    if (!this.placement || !this.attempt.reader) return;
-    this.stopReading(this.placement.workerId, reason);
-  }
-
-  /**
-   * Stops reading the current stream and tells its worker to stop generating, whatever made the
-   * gateway give up (client gone, idle timeout, worker declared down, a failure while rendering).
-   * A worker that is really gone never hears it; one that is only slow frees its slot at once
-   * instead of after the watch lapses. With `charge`, the worker's last event is still awaited
-   * (see TAIL_MS): the cancelled run's finish says what it generated, which the request pays for.
-   */
-  private stopReading(workerId: string, reason: string, charge = true): void {
-    const reader = this.attempt.reader;
-    if (!reader) return;
-    this.attempt.reader = null;
-    this.services.streams.unwatch(this.runId);
-    if (streamEnded(this.phase)) return reader.close();
-    this.services.bus.publish(
-      workerSubject(Subjects.workerCancel, workerId),
-      { runId: this.runId, reason },
-      this.requestId,
-    );
-    if (charge) this.outcome.awaitLast(reader.last(TAIL_MS));
-    else reader.close();
+    if (this.placement) this.attempts.stopReading(this.placement.workerId, reason);
   }
 
   /** The first token's frame is on the client's socket: the last hop of time to first byte. */
@@ -456,7 +292,7 @@ export class InferenceRun {
   /** A background run has its first token: stop reading and leave it to run on the worker (no cancel). */
   detach(): void {
     this.step('detach');
-    if (this.placement) this.stopReading(this.placement.workerId, 'detached');
+    if (this.placement) this.attempts.stopReading(this.placement.workerId, 'detached');
   }
 
   /** Runs `work` in this request's trace: what it sends on the bus (a retrieval's call to its worker) joins the request's spans. */
@@ -483,12 +319,12 @@ export class InferenceRun {
   finish(): void {
     if (this.phase === 'finished') return;
     if (this.placement)
-      this.stopReading(
+      this.attempts.stopReading(
         this.placement.workerId,
         this.outcome.failedWith ? `the request failed (${this.outcome.failedWith})` : 'the gateway stopped reading',
       );
     this.step('finish');
-    this.services.pending.done(this);
+    this.attempts.finished();
     this.outcome.whenSettled(
       () => this.checkpoint.state.promptTokens,
       () => this.record(),
@@ -523,140 +359,19 @@ export class InferenceRun {
     this.outcome.reported();
   }
 
-  /**
-   * The buffered head, then the rest of the stream, noting the finish for the request-finished event.
-   * A worker lost on the way costs the client a pause where the stream may move (see migrate): it goes
-   * on from another worker, whose own start event only says where it resumed.
-   */
-  private async *track(head: StreamEvent[], rest: AsyncIterator<StreamEvent>): AsyncIterable<StreamEvent> {
-    for (const event of head) yield this.observe(event);
-    const lost: string[] = [];
-    for (;;) {
-      let next: IteratorResult<StreamEvent>;
-      try {
-        next = await rest.next();
-      } catch (error) {
-        rest = await this.migrate(error, lost);
-        continue;
-      }
-      if (next.done) return;
-      const event = next.value;
-      if (event.type === 'start' && this.checkpoint.moves > 0) {
-        this.notices.emit({ type: 'resumed', workerId: event.workerId });
-        continue;
-      }
-      // An upstream that failed mid-answer ends its stream with an error: the stream may move as from a lost worker.
-      if (event.type === 'error' && event.error.code === 'upstream_unavailable') {
-        const failure = CortexError.fromBody(event.error);
-        const moved = await this.migrate(failure, lost).catch((error: unknown) => {
-          if (error === failure) return null;
-          throw error;
-        });
-        if (moved) {
-          rest = moved;
-          continue;
-        }
-      }
-      yield this.observe(event);
-    }
-  }
-
-  /**
-   * The stream's place failed after the first token (its worker lost, its upstream failing): where
-   * decideMigration allows it, the request is placed again (never on a worker lost before) and goes
-   * on from the checkpoint — from its token ids on another copy, or from its text as an answer begun
-   * on another place or, with none, the model's next fallback — and the new stream is read in place
-   * of the old one. Otherwise, or when no place takes it, `error` stands.
-   */
-  private async migrate(error: unknown, lost: string[]): Promise<AsyncIterator<StreamEvent>> {
-    if (!(error instanceof CortexError) || !this.placement) throw error;
-    const request = this.required();
-    const decision = decideMigration({
-      error,
-      cancelled: this.stopped.signal.aborted,
-      checkpoint: this.checkpoint.state,
-      config: this.services.config.gateway.migration,
-      request,
-    });
-    const from = this.placement.workerId;
-    const place = error.code === 'worker_lost' ? `worker ${from}` : `the upstream on worker ${from}`;
-    if (!decision.migrate) {
-      if (error.code === 'worker_lost' || error.code === 'upstream_unavailable')
-        this.services.logger.warn({
-          msg: `${place} was lost mid-stream; the stream does not move: ${decision.reason}`,
-          requestId: this.requestId,
-        });
-      throw error;
-    }
-    // The next worker counts the delivered output again as it replays it: the lost one is not charged.
-    this.step('lost');
-    this.stopReading(from, `the stream moves to another worker: ${error.message}`, false);
-    this.services.placer.forget(from);
-    lost.push(from);
-    this.checkpoint.moved();
-    this.notices.emit({ type: 'moving' });
-    this.retry();
-    const resume = decision.from === 'tokens' ? this.checkpoint.resume() : undefined;
-    const prefill = decision.from === 'text' ? this.checkpoint.prefill() : '';
-    // Text goes on in any model: with no other place for this one, its fallbacks are tried in turn.
-    const fallbacks = decision.from === 'text' ? this.fallbacksLeft() : [];
-    try {
-      // The client is already waiting: a live worker briefly declared down (its heartbeats late while it
-      // loads a model on a busy host) is waited for one liveness window, not `worker_wait_ms`.
-      // With a fallback left, no place for the model now sends the stream on to it at once.
-      const window = Math.min(
-        this.services.config.gateway.workerWaitMs,
-        livenessWindowMs(this.services.config.worker.heartbeatMs),
-      );
-      let workerId: string;
-      for (;;) {
-        try {
-          workerId = await this.placeGeneration(lost, fallbacks.length > 0 ? 0 : window);
-          break;
-        } catch (failure) {
-          const next = fallbacks.shift();
-          if (next === undefined || !(failure instanceof CortexError) || !FALLS_BACK.has(failure.code)) throw failure;
-          this.fallBack({ fallback: next }, failure.message);
-          // The next model's places are its own: of those that failed, only a lost worker is kept out.
-          lost.splice(0, lost.length, ...(error.code === 'worker_lost' ? [from] : []));
-        }
-      }
-      if (this.stopped.signal.aborted) throw new CortexError('cancelled', 'the request was cancelled while it moved');
-      const reader = await this.launch(workerId, resume, resume ? request : this.begun(request, prefill));
-      this.step('resumed');
-      this.services.logger.warn({
-        msg:
-          `${place} was lost mid-stream (${error.message}); the stream goes on on ${workerId} after ` +
-          (resume ? `${resume.tokens.length} tokens` : `${prefill.length} characters, as an answer begun`),
-        requestId: this.requestId,
-      });
-      return reader[Symbol.asyncIterator]();
-    } catch (failure) {
-      if (failure instanceof CortexError && failure.code === 'cancelled') throw failure;
-      this.services.logger.warn({
-        msg: `${place} was lost mid-stream and no other place went on with it: ${(failure as Error).message}`,
-        requestId: this.requestId,
-      });
-      throw error;
-    }
-  }
-
-  /** The request going on from the text the client has: an answer begun, its budget less what was given. */
-  private begun(request: CanonicalRequest, prefill: string): CanonicalRequest {
-    const { maxTokens } = request.sampling;
-    const given = this.checkpoint.state.textPieces;
-    return {
-      ...request,
-      prefill: (request.prefill ?? '') + prefill,
-      sampling: { ...request.sampling, ...(maxTokens !== undefined && { maxTokens: Math.max(1, maxTokens - given) }) },
-    };
-  }
-
-  /** The asked model's fallbacks after the one serving now (all of them while the asked model serves). */
-  private fallbacksLeft(): string[] {
-    const chain = this.services.catalogue.find(this.required().model)?.fallback ?? [];
-    const serving = this.input.fallback;
-    return serving === null ? [...chain] : chain.slice(chain.indexOf(serving) + 1);
+  /** The stream from its first token on, as the client reads it (see RunStream). */
+  private track(head: StreamEvent[], rest: AsyncIterator<StreamEvent>): AsyncIterable<StreamEvent> {
+    return new RunStream({
+      services: this.services,
+      requestId: this.requestId,
+      request: this.required(),
+      attempts: this.attempts,
+      checkpoint: this.checkpoint,
+      notices: this.notices,
+      stopped: this.stopped.signal,
+      observe: (event) => this.observe(event),
+      step: (step) => this.step(step),
+    }).read(head, rest);
   }
 
   private observe(event: StreamEvent): StreamEvent {
@@ -683,13 +398,4 @@ export class InferenceRun {
     if (!this.input.request) throw new Error('decode() must run before start()');
     return this.input.request;
   }
-
-  /** A new try: a new run id on the bus; the last placement stands until the try is placed. */
-  private retry(): void {
-    this.attempt = { runId: newRunId(), placement: this.attempt.placement, subject: null, reader: null };
-  }
-}
-
-function newRunId(): string {
-  return randomBytes(12).toString('hex');
 }

@@ -17,7 +17,7 @@ export type PublishEvent = (
  * The placing gateway's side of a started background run. It reads the run's events to their end, so
  * the request-finished event carries the finish and usage (the run does not depend on it: a gateway that
  * dies just stops counting). When the run's worker is lost the run moves to another worker like any
- * stream (InferenceRun.migrate); during the move this publishes keep-alives on the lost run's subject,
+ * stream (RunStream.migrate); during the move this publishes keep-alives on the lost run's subject,
  * so whoever reads the response's stored events (a client following it with `stream=true`, a translator
  * asked for it) sees a run that lives on, not one that fell silent. They are marked `moving`, the first
  * at once: the next run goes on from what this gateway read before it, so whatever the lost worker still

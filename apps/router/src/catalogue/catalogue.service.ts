@@ -12,7 +12,8 @@ import {
 } from '@cortex/contracts';
 import { FleetRegistry } from '../fleet/fleet.registry.js';
 import { PinStore } from '../placement/pin.store.js';
-import type { ModelPolicy, ReplicaPolicy } from '../placement/planner.js';
+import type { ModelPolicy } from '../placement/planner.js';
+import type { ReplicaPolicy } from '../placement/replica.planner.js';
 import { afterRead } from './facts.decider.js';
 import { beforeLoad } from './capabilities.decider.js';
 

@@ -3,21 +3,23 @@ import assert from 'node:assert/strict';
 import type { ModelView, WorkerState } from '../fleet/fleet-state.js';
 import {
   decide,
-  demand,
   idleExpired,
-  planReplicas,
-  pressure,
-  PressureClock,
   RECENT_USE_MS,
   type Decision,
   type ModelPolicy,
   type PlaceQuestion,
   type PlanContext,
+} from './planner.js';
+import {
+  demand,
+  planReplicas,
+  pressure,
+  PressureClock,
   type ReplicaDecision,
   type ReplicaPolicy,
   type ReplicaQuestion,
   type ReplicaSettings,
-} from './planner.js';
+} from './replica.planner.js';
 
 const MiB = 2 ** 20;
 const NOW = 1_000_000;

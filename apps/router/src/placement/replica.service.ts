@@ -13,7 +13,7 @@ import {
   PressureClock,
   type ReplicaDecision,
   type ReplicaSettings,
-} from './planner.js';
+} from './replica.planner.js';
 
 /**
  * Carries out the replication planner's decisions once a second: loads a copy of a model whose

@@ -2,7 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { fingerprint, FORMATS, formatById } from './families.js';
 import { cut, parseOutput } from './parse-output.js';
-import { convertValue, parsePythonic } from './call-body.js';
+import { parsePythonic } from './pythonic-calls.js';
+import { convertValue } from './tagged-args.js';
 import type { ChatFormat } from './chat-format.js';
 
 const WEATHER = { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } };
