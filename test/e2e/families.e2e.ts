@@ -561,6 +561,46 @@ describe('model families e2e', () => {
           }
     });
 
+  /** A tool the fixtures never call, of typed parameters only (what the grammar leaves a fixture to choose is bounded). */
+  const forecast: Tool = {
+    name: 'forecast',
+    description: 'The forecast, some days ahead',
+    parameters: {
+      type: 'object',
+      properties: {
+        days: { type: 'integer' },
+        metric: { type: 'boolean' },
+        unit: { type: 'string', enum: ['C', 'F'] },
+      },
+      required: ['days', 'metric', 'unit'],
+    },
+  };
+
+  for (const [id] of FORCED)
+    it(`families e2e - ${id}: a named tool it would not call is called with arguments of their types, streamed and not`, async () => {
+      for (const stream of [false, true]) {
+        const body = {
+          model: id,
+          messages: [{ role: 'user' as const, content: QUESTION }],
+          tools: [weather, forecast].map((tool) => ({ type: 'function' as const, function: tool })),
+          tool_choice: { type: 'function' as const, function: { name: forecast.name } },
+        };
+        const completion = stream
+          ? await openai.chat.completions.stream(body).finalChatCompletion()
+          : await openai.chat.completions.create(body);
+        const choice = completion.choices[0] ?? assert.fail('no choice');
+        const what = `${id}${stream ? ' streamed' : ''}: ${JSON.stringify(choice.message)}`;
+        assert.equal(choice.finish_reason, 'tool_calls', what);
+        const [call, ...more] = choice.message.tool_calls ?? [];
+        assert.equal(more.length, 0, what);
+        assert.ok(call?.type === 'function' && call.function.name === 'forecast', what);
+        const args = JSON.parse(call.function.arguments) as Record<string, unknown>;
+        assert.ok(Number.isInteger(args.days), what);
+        assert.equal(typeof args.metric, 'boolean', what);
+        assert.ok(args.unit === 'C' || args.unit === 'F', what);
+      }
+    });
+
   it('families e2e - a format that writes no calls: a forced call is a 400 naming tool_choice, in each dialect', async () => {
     for (const dialect of ['chat', 'responses', 'messages'] as const)
       await assert.rejects(forced(dialect, 'plain-format', true, false), (error: unknown) => {

@@ -78,6 +78,11 @@ describe('call hold', () => {
       ['minimax-m2', true, { text: null, from: 'answer' }],
       ['deepseek-r1', true, { text: null, from: 'answer' }],
       ['mistral', false, { text: '[TOOL_CALLS]get_weather[ARGS]', from: 'call' }],
+      [
+        'gpt-oss',
+        false,
+        { text: '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>', from: 'call' },
+      ],
       ['llama3', false, { text: null, from: 'call' }],
     ];
     for (const [id, reasoning, expected] of table)

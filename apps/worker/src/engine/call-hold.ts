@@ -149,14 +149,14 @@ export function forcedStart(
   startInReasoning: boolean,
 ): ForcedStart {
   const syntax = format.tools;
-  if (wholeAnswerCall(format) || !syntax) return { text: null, from: 'call' };
+  if (wholeAnswerCall(format)) return { text: null, from: 'call' };
   const reasoning = startInReasoning && format.reasoning !== undefined;
-  if (hold === 'whole') {
+  if (hold === 'whole' && syntax) {
     if (reasoning) return { text: null, from: 'answer' };
     return syntax.sectionOpen ? { text: syntax.sectionOpen, from: 'section' } : { text: syntax.callOpen, from: 'call' };
   }
   const reasoningClose = reasoning ? (format.reasoning?.close ?? '') : '';
-  if (hold === 'call') return { text: reasoningClose + syntax.callOpen, from: 'call' };
+  if (hold === 'call' && syntax) return { text: reasoningClose + syntax.callOpen, from: 'call' };
   const name = tools[0]?.name;
   if (!format.forcedCall || name === undefined) return { text: null, from: 'call' };
   const earlier = request.messages.reduce((count, message) => count + (message.toolCalls?.length ?? 0), 0);

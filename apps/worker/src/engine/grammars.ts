@@ -74,7 +74,7 @@ export class GrammarCache {
       tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) };
     const schema = (strict: boolean): Record<string, unknown> =>
       list ? { type: 'array', items: one(strict), minItems: 1, ...(oneCall && { maxItems: 1 }) } : one(strict);
-    const key = `tools:${list ? `list:${oneCall ? 'one:' : ''}` : ''}${JSON.stringify(keys)}:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
+    const key = `tools:${JSON.stringify([list, oneCall, keys, tools.map((t) => [t.name, t.parameters ?? null])])}`;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
     const padded = { padded: true };
     return this.cached(key, () =>
