@@ -215,7 +215,63 @@ export type StreamEvent =
   | { seq: number; type: 'keepalive'; moving?: boolean }
   | { seq: number; type: 'finish'; reason: FinishReason; usage: Usage; timings: Timings; stopSequence?: string }
   /** `moving`: published by the placing gateway to end a background run's move that failed or was cancelled (see BackgroundReplay). */
-  | { seq: number; type: 'error'; error: ErrorBody; moving?: boolean };
+  | { seq: number; type: 'error'; error: ErrorBody; moving?: boolean }
+  | McpListToolsEvent
+  | McpCallEvent
+  | McpApprovalRequestEvent;
+
+/** A tool a remote MCP server offers, as its `tools/list` describes it. */
+export interface McpToolListing {
+  name: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+  annotations?: Record<string, unknown>;
+}
+
+/**
+ * The gateway listed an MCP server's tools for a request (`mcp_list_tools`): never a worker's event,
+ * the gateway runs MCP tools itself (see McpLoopRun). `error`: the listing failed, and the model was
+ * not offered the server's tools.
+ */
+export interface McpListToolsEvent {
+  seq: number;
+  type: 'mcp_list_tools';
+  id: string;
+  serverLabel: string;
+  tools: McpToolListing[];
+  error?: string;
+}
+
+/**
+ * A call the model made to an MCP tool that needs the client's approval first: the response ends
+ * with it, and the call runs when a later request approves it (`mcp_approval_response`).
+ */
+export interface McpApprovalRequestEvent {
+  seq: number;
+  type: 'mcp_approval_request';
+  id: string;
+  serverLabel: string;
+  name: string;
+  arguments: string;
+}
+
+/**
+ * A call the model made to an MCP server's tool, which the gateway runs (`mcp_call`): `begun` with its
+ * arguments as the model wrote them, then `ended` with the tool's output or the error that ended it.
+ */
+export interface McpCallEvent {
+  seq: number;
+  type: 'mcp_call';
+  phase: 'begun' | 'ended';
+  id: string;
+  serverLabel: string;
+  name: string;
+  arguments: string;
+  output?: string;
+  error?: string;
+  /** The approval request it answers, for a call the client approved. */
+  approvalRequestId?: string;
+}
 
 /** Events without their sequence number, as a producer emits them before numbering. */
 export type StreamEventBody = StreamEvent extends infer E

@@ -65,6 +65,11 @@ export class MessagesStreamEncoder {
         return this.ensureStarted(event.promptTokens, event.cachedPromptTokens);
       case 'keepalive':
         return [frame({ type: 'ping' })];
+      // Anthropic's MCP connector blocks are not written yet: a Messages request names no MCP servers.
+      case 'mcp_list_tools':
+      case 'mcp_call':
+      case 'mcp_approval_request':
+        return [];
       case 'text':
         if (!event.text) return [];
         return [

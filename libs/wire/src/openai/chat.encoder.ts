@@ -58,8 +58,12 @@ export class ChatChunkEncoder {
         ];
       case 'tool_args':
         return [this.delta({ tool_calls: [{ index: event.index, function: { arguments: event.delta } }] })];
+      // MCP tools run server-side are a Responses and Messages feature: Chat Completions has no items for them.
       case 'keepalive':
       case 'error':
+      case 'mcp_list_tools':
+      case 'mcp_call':
+      case 'mcp_approval_request':
         return [];
       case 'finish': {
         const chunks = [...this.closeThinkingChunk(), this.delta({}, chatFinishReason(event.reason))];

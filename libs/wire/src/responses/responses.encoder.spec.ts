@@ -24,6 +24,94 @@ const finalUsage = {
 };
 
 describe('responses codec - stream encoding', () => {
+  it("responses codec - MCP tools run server-side: the listing, a call's arguments and output, an approval request", () => {
+    const call = { id: 'mcp_1', serverLabel: 'everything', name: 'echo', arguments: '{"message":"Paris"}' };
+    const frames = encodeAll(
+      events(
+        start,
+        {
+          type: 'mcp_list_tools',
+          id: 'mcpl_1',
+          serverLabel: 'everything',
+          tools: [{ name: 'echo', description: 'Echoes', inputSchema: { type: 'object' } }],
+        },
+        { type: 'mcp_call', phase: 'begun', ...call },
+        { type: 'mcp_call', phase: 'ended', ...call, output: 'Echo: Paris' },
+        { type: 'mcp_call', phase: 'begun', ...call, id: 'mcp_2' },
+        { type: 'mcp_call', phase: 'ended', ...call, id: 'mcp_2', error: 'the tool timed out' },
+        { type: 'text', text: 'Done.' },
+        { type: 'mcp_approval_request', id: 'mcpr_1', serverLabel: 'everything', name: 'add', arguments: '{}' },
+        finish('stop'),
+      ),
+    );
+    assert.deepEqual(names(frames), [
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.mcp_list_tools.in_progress',
+      'response.mcp_list_tools.completed',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.mcp_call_arguments.delta',
+      'response.mcp_call_arguments.done',
+      'response.mcp_call.in_progress',
+      'response.mcp_call.completed',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.mcp_call_arguments.delta',
+      'response.mcp_call_arguments.done',
+      'response.mcp_call.in_progress',
+      'response.mcp_call.failed',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    const output = finalResource(frames).output;
+    assert.deepEqual(output[0], {
+      type: 'mcp_list_tools',
+      id: 'mcpl_1',
+      server_label: 'everything',
+      tools: [{ name: 'echo', description: 'Echoes', input_schema: { type: 'object' } }],
+      error: null,
+    });
+    assert.deepEqual(output[1], {
+      type: 'mcp_call',
+      id: 'mcp_1',
+      server_label: 'everything',
+      name: 'echo',
+      arguments: '{"message":"Paris"}',
+      output: 'Echo: Paris',
+      error: null,
+      status: 'completed',
+    });
+    assert.equal(output[2]?.type === 'mcp_call' && output[2].error, 'the tool timed out');
+    assert.equal(output[2]?.type === 'mcp_call' && output[2].status, 'failed');
+    assert.deepEqual(output[4], {
+      type: 'mcp_approval_request',
+      id: 'mcpr_1',
+      server_label: 'everything',
+      name: 'add',
+      arguments: '{}',
+    });
+    // The item is announced without its output, and its arguments come as their own events.
+    const added = frames.find(
+      (frame) => frame.data.type === 'response.output_item.added' && frame.data.output_index === 1,
+    );
+    assert.deepEqual(added?.data.type === 'response.output_item.added' && added.data.item, {
+      ...output[1],
+      arguments: '',
+      output: null,
+      status: 'in_progress',
+    });
+  });
+
   it('responses codec - logprobs ride on each text delta, and the part and its done event hold them all', () => {
     const entry = (token: string, logprob: number) => ({
       token,

@@ -1,4 +1,13 @@
-import type { ErrorBody, FinishReason, StreamEvent, TokenLogprob, Usage } from '@cortex/contracts';
+import type {
+  ErrorBody,
+  FinishReason,
+  McpApprovalRequestEvent,
+  McpCallEvent,
+  McpListToolsEvent,
+  StreamEvent,
+  TokenLogprob,
+  Usage,
+} from '@cortex/contracts';
 import { openAiLogprob } from '../logprobs.js';
 import {
   emptyResponseResource,
@@ -62,6 +71,8 @@ export class ResponsesStreamEncoder {
   private open: number | null = null;
   /** Canonical tool-call index → output index of its function_call item. */
   private readonly calls = new Map<number, number>();
+  /** An MCP call's item id → its output index. */
+  private readonly mcpCalls = new Map<string, number>();
   private readonly reasoningEvents: (typeof REASONING_EVENTS)[ReasoningEventFamily];
   /** The request asked for a reasoning summary (`reasoning.summary`): reasoning text goes there. */
   private readonly summaries: boolean;
@@ -101,7 +112,116 @@ export class ResponsesStreamEncoder {
         return this.finish(event.reason, event.usage);
       case 'error':
         return this.fail(event.error);
+      case 'mcp_list_tools':
+        return [...this.ensureStarted(), ...this.listTools(event)];
+      case 'mcp_approval_request':
+        return [...this.ensureStarted(), ...this.approvalRequest(event)];
+      case 'mcp_call':
+        return [
+          ...this.ensureStarted(),
+          ...(event.phase === 'begun' ? this.beginMcpCall(event) : this.endMcpCall(event)),
+        ];
     }
+  }
+
+  /** An MCP server's tools, listed whole: the item added, in progress, then completed (or failed) and done. */
+  private listTools(event: McpListToolsEvent): ResponsesFrame[] {
+    const frames = this.closeItem('completed');
+    const index = this.state.output.length;
+    const item: ResponsesOutputItem = {
+      type: 'mcp_list_tools',
+      id: event.id,
+      server_label: event.serverLabel,
+      tools: event.tools.map((tool) => ({
+        name: tool.name,
+        description: tool.description ?? null,
+        input_schema: tool.inputSchema,
+        ...(tool.annotations && { annotations: tool.annotations }),
+      })),
+      error: event.error ?? null,
+    };
+    this.state.output.push(item);
+    const ref = { item_id: event.id, output_index: index };
+    frames.push(
+      this.frame({
+        type: 'response.output_item.added',
+        output_index: index,
+        item: { ...structuredClone(item), tools: [] },
+      }),
+      this.frame({ type: 'response.mcp_list_tools.in_progress', ...ref }),
+      this.frame({
+        type: event.error ? 'response.mcp_list_tools.failed' : 'response.mcp_list_tools.completed',
+        ...ref,
+      }),
+      this.frame({ type: 'response.output_item.done', output_index: index, item: structuredClone(item) }),
+    );
+    return frames;
+  }
+
+  /** A call that waits for the client's approval: one item, added and done. */
+  private approvalRequest(event: McpApprovalRequestEvent): ResponsesFrame[] {
+    const frames = this.closeItem('completed');
+    const index = this.state.output.length;
+    const item: ResponsesOutputItem = {
+      type: 'mcp_approval_request',
+      id: event.id,
+      server_label: event.serverLabel,
+      name: event.name,
+      arguments: event.arguments,
+    };
+    this.state.output.push(item);
+    frames.push(
+      this.frame({ type: 'response.output_item.added', output_index: index, item: structuredClone(item) }),
+      this.frame({ type: 'response.output_item.done', output_index: index, item: structuredClone(item) }),
+    );
+    return frames;
+  }
+
+  /** A call to an MCP tool, about to run: the item added with its arguments, then in progress. */
+  private beginMcpCall(event: McpCallEvent): ResponsesFrame[] {
+    const frames = this.closeItem('completed');
+    const index = this.state.output.length;
+    const item: ResponsesOutputItem = {
+      type: 'mcp_call',
+      id: event.id,
+      server_label: event.serverLabel,
+      name: event.name,
+      arguments: '',
+      output: null,
+      error: null,
+      status: 'in_progress',
+      ...(event.approvalRequestId !== undefined && { approval_request_id: event.approvalRequestId }),
+    };
+    this.state.output.push(item);
+    this.mcpCalls.set(event.id, index);
+    const ref = { item_id: event.id, output_index: index };
+    frames.push(this.frame({ type: 'response.output_item.added', output_index: index, item: structuredClone(item) }));
+    item.arguments = event.arguments;
+    if (event.arguments)
+      frames.push(this.frame({ type: 'response.mcp_call_arguments.delta', ...ref, delta: event.arguments }));
+    frames.push(
+      this.frame({ type: 'response.mcp_call_arguments.done', ...ref, arguments: event.arguments }),
+      this.frame({ type: 'response.mcp_call.in_progress', ...ref }),
+    );
+    return frames;
+  }
+
+  /** The call ran: its output (or error), completed or failed, and the item done. */
+  private endMcpCall(event: McpCallEvent): ResponsesFrame[] {
+    const index = this.mcpCalls.get(event.id);
+    const item = index === undefined ? undefined : this.state.output[index];
+    if (index === undefined || item?.type !== 'mcp_call') return [];
+    item.output = event.output ?? null;
+    item.error = event.error ?? null;
+    item.status = event.error === undefined ? 'completed' : 'failed';
+    const ref = { item_id: event.id, output_index: index };
+    return [
+      this.frame({
+        type: event.error === undefined ? 'response.mcp_call.completed' : 'response.mcp_call.failed',
+        ...ref,
+      }),
+      this.frame({ type: 'response.output_item.done', output_index: index, item: structuredClone(item) }),
+    ];
   }
 
   /** Ends the stream with an `error` frame and `response.failed` (also for errors before any event). */
@@ -304,7 +424,7 @@ export class ResponsesStreamEncoder {
           }),
         );
       }
-    } else {
+    } else if (item.type === 'function_call') {
       item.status = status;
       frames.push(
         this.frame({

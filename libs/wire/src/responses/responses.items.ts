@@ -3,6 +3,7 @@ import {
   array,
   CortexError,
   fail,
+  isObject,
   object,
   oneOf,
   optionalString,
@@ -83,13 +84,52 @@ function decodeItem(input: unknown, param: string, model: string | undefined): R
       if (summary !== undefined) compaction.summary = summary;
       return withId(compaction, id);
     }
+    // The items of MCP tools run server-side, sent back as input by a client that keeps its own history.
+    case 'mcp_list_tools':
+      return withId(
+        {
+          type: 'mcp_list_tools',
+          server_label: string(item.server_label, `${param}.server_label`),
+          tools: array(item.tools, `${param}.tools`).map((tool, i) => {
+            const listed = object(tool, `${param}.tools[${i}]`);
+            return {
+              name: string(listed.name, `${param}.tools[${i}].name`),
+              input_schema: isObject(listed.input_schema) ? listed.input_schema : {},
+            };
+          }),
+        },
+        id,
+      );
+    case 'mcp_call':
+      return withId(
+        {
+          type: 'mcp_call',
+          server_label: string(item.server_label, `${param}.server_label`),
+          name: string(item.name, `${param}.name`),
+          arguments: optionalString(item.arguments, `${param}.arguments`) ?? '',
+          output: optionalString(item.output ?? undefined, `${param}.output`) ?? null,
+          error: optionalString(item.error ?? undefined, `${param}.error`) ?? null,
+          ...(typeof item.approval_request_id === 'string' && { approval_request_id: item.approval_request_id }),
+        },
+        id,
+      );
+    case 'mcp_approval_request':
+      return withId(
+        {
+          type: 'mcp_approval_request',
+          server_label: string(item.server_label, `${param}.server_label`),
+          name: string(item.name, `${param}.name`),
+          arguments: optionalString(item.arguments, `${param}.arguments`) ?? '',
+        },
+        id,
+      );
     default:
-      // Hosted-tool calls (web_search_call, computer_call, mcp_call, …) and custom tools have nothing a
+      // Other hosted-tool calls (web_search_call, computer_call, …) and custom tools have nothing a
       // local model can read or answer.
       return fail(
         `${param}.type`,
         `unsupported item type ${JSON.stringify(type)}: only message, function_call, ` +
-          'function_call_output, reasoning, compaction and item_reference items',
+          'function_call_output, reasoning, compaction, mcp_list_tools, mcp_call, mcp_approval_request and item_reference items',
       );
   }
 }
@@ -270,6 +310,23 @@ export function itemsToMessages(items: readonly ResponsesItem[], inputFrom = 0):
         if (message) messages.push(message);
         break;
       }
+      case 'mcp_call': {
+        // A tool the gateway ran: the model sees it as its call and the tool's answer (or error).
+        const callId = item.id ?? `mcp_${index}`;
+        (open().toolCalls ??= []).push({ id: callId, name: item.name, arguments: item.arguments || '{}' });
+        flush();
+        messages.push({
+          role: 'tool',
+          content: item.output ?? `error: ${item.error ?? 'the tool gave no output'}`,
+          toolCallId: callId,
+        });
+        break;
+      }
+      // What a server offered is the request's tools, and a call waiting for approval has not run: the
+      // call the approval lets run comes as an mcp_call of its own.
+      case 'mcp_list_tools':
+      case 'mcp_approval_request':
+        break;
       case 'item_reference':
         // The decoder leaves references out of its own request; anything else must resolve them first.
         throw new CortexError('internal', `item_reference '${item.id}' was not resolved before building messages`);

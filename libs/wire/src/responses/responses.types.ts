@@ -95,6 +95,43 @@ export interface ResponsesCompactionItem {
   summary?: string;
 }
 
+/** `McpListTools`: the tools a remote MCP server offered, listed by the gateway for the model. */
+export interface ResponsesMcpListToolsItem {
+  type: 'mcp_list_tools';
+  id?: string;
+  server_label: string;
+  tools: Array<{
+    name: string;
+    description?: string | null;
+    input_schema: Record<string, unknown>;
+    annotations?: unknown;
+  }>;
+  error?: string | null;
+}
+
+/** `McpCall`: a call the model made to an MCP server's tool, run by the gateway, with its output or error. */
+export interface ResponsesMcpCallItem {
+  type: 'mcp_call';
+  id?: string;
+  server_label: string;
+  name: string;
+  /** JSON text, as the model wrote it. */
+  arguments: string;
+  output?: string | null;
+  error?: string | null;
+  status?: 'in_progress' | 'calling' | 'completed' | 'failed' | 'incomplete';
+  approval_request_id?: string | null;
+}
+
+/** `McpApprovalRequest`: a call of an MCP tool that waits for the client's approval. */
+export interface ResponsesMcpApprovalRequestItem {
+  type: 'mcp_approval_request';
+  id?: string;
+  server_label: string;
+  name: string;
+  arguments: string;
+}
+
 /** `ItemReferenceParam`: an earlier item by id, resolved by the caller (see `resolveItemReferences`). */
 export interface ResponsesItemReference {
   type: 'item_reference';
@@ -112,6 +149,9 @@ export type ResponsesItem =
   | ResponsesFunctionCallOutputItem
   | ResponsesReasoningItem
   | ResponsesCompactionItem
+  | ResponsesMcpListToolsItem
+  | ResponsesMcpCallItem
+  | ResponsesMcpApprovalRequestItem
   | ResponsesItemReference;
 
 /** Items a response produces (`ItemField`), each with its id and status. */
@@ -123,7 +163,10 @@ export type ResponsesOutputItem =
       content: ResponsesOutputTextPart[];
     })
   | (ResponsesFunctionCallItem & { id: string; status: ResponsesItemStatus })
-  | (ResponsesReasoningItem & { id: string });
+  | (ResponsesReasoningItem & { id: string })
+  | (ResponsesMcpListToolsItem & { id: string })
+  | (ResponsesMcpCallItem & { id: string; output: string | null; error: string | null })
+  | (ResponsesMcpApprovalRequestItem & { id: string });
 
 /** `FunctionTool` as echoed in the resource: every field present, nulls where the request had none. */
 export interface FunctionToolEcho {
@@ -257,6 +300,19 @@ export type ResponsesStreamEvent =
   | ({ type: 'response.reasoning_summary_text.done'; text: string } & SummaryRef & Seq)
   | ({ type: 'response.function_call_arguments.delta'; item_id: string; output_index: number; delta: string } & Seq)
   | ({ type: 'response.function_call_arguments.done'; item_id: string; output_index: number; arguments: string } & Seq)
+  | ({
+      type:
+        | 'response.mcp_list_tools.in_progress'
+        | 'response.mcp_list_tools.completed'
+        | 'response.mcp_list_tools.failed'
+        | 'response.mcp_call.in_progress'
+        | 'response.mcp_call.completed'
+        | 'response.mcp_call.failed';
+      item_id: string;
+      output_index: number;
+    } & Seq)
+  | ({ type: 'response.mcp_call_arguments.delta'; item_id: string; output_index: number; delta: string } & Seq)
+  | ({ type: 'response.mcp_call_arguments.done'; item_id: string; output_index: number; arguments: string } & Seq)
   // Both error shapes at once: OpenAI documents `code/message/param` at the top, the spec's `ErrorStreamingEvent`
   // requires them under `error` (and the openai client throws an APIError built from `data.error`).
   | ({ type: 'error'; code: string | null; message: string; param: string | null; error: ResponsesErrorPayload } & Seq);
