@@ -4,6 +4,7 @@ import type { ToolSyntax } from './formats/chat-format.js';
 import { createJsonGrammar } from './json-grammar.js';
 import { taggedCallGrammar } from './tagged-grammar.js';
 import { memoAsync } from './memo.js';
+import { toolCallSchema } from './tool-call-schema.js';
 
 /**
  * A model's compiled grammars by key, at most 64; clients tend to send the same schema again and
@@ -43,18 +44,8 @@ export class GrammarCache {
     list = false,
     keys: { name: string; args: string } = { name: 'name', args: 'arguments' },
   ): Promise<LlamaGrammar> {
-    const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => ({
-      type: 'object',
-      properties: {
-        [keys.name]: { const: tool.name },
-        [keys.args]:
-          strictArguments && tool.parameters ? tool.parameters : { type: 'object', additionalProperties: true },
-      },
-    });
-    const one = (strict: boolean): Record<string, unknown> =>
-      tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) };
     const schema = (strict: boolean): Record<string, unknown> =>
-      list ? { type: 'array', items: one(strict), minItems: 1 } : one(strict);
+      toolCallSchema(tools, { list, keys, anyArguments: !strict });
     const key = `tools:${list ? 'list:' : ''}${keys.name}:${keys.args}:${JSON.stringify(tools.map((t) => [t.name, t.parameters ?? null]))}`;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
     const padded = { padded: true };
