@@ -17,7 +17,13 @@ import {
 import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
-import { formatMarkers, inlineReasoningMarkers, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
+import {
+  formatMarkers,
+  inlineReasoningMarkers,
+  promptReasoning,
+  RAW_FORMAT,
+  type ChatFormat,
+} from './formats/chat-format.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { OutputCheck } from './output-check.js';
 import {
@@ -26,6 +32,7 @@ import {
   promptBytes,
   promptTokensAtLeast,
   promptTokensAtLeastAsync,
+  promptTooLong,
 } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
@@ -237,14 +244,9 @@ export class LlamaEngineModel implements EngineModel {
     const { prompt: template, format } = this.dialect;
     if (template instanceof TemplatePrompt) {
       const text = template.text(request.messages, request.tools, request.templateOptions);
-      // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
-      const opened = format.reasoning !== undefined && text.trimEnd().endsWith(format.reasoning.open);
+      const { startInReasoning, close } = promptReasoning(format, text, request.prefill !== undefined);
       // An answer already begun is its text: the block the generation prompt opened is closed before it.
-      const prompt =
-        request.prefill === undefined
-          ? text
-          : template.continued(text + (opened ? (format.reasoning?.close ?? '') : ''), request.prefill);
-      const startInReasoning = opened && request.prefill === undefined;
+      const prompt = request.prefill === undefined ? text : template.continued(text + close, request.prefill);
       return { prompt: template.tokens(prompt, this.promptTokenizer), stops: [], startInReasoning };
     }
     const { contextText, stopGenerationTriggers } = template.generateContextState({
@@ -281,13 +283,8 @@ export class LlamaEngineModel implements EngineModel {
     const rendered = atLeast === null ? this.render(request) : null;
     const length = atLeast ?? rendered?.prompt.length ?? 0;
     if (!rendered || length >= contextSize) {
-      throw new CortexError(
-        'invalid_request',
-        `the prompt is ${atLeast === null ? '' : 'at least '}${length} ` +
-          `tokens but ${this.id} has a context of ${contextSize}; ` +
-          `shorten the ${request.raw ? 'prompt' : 'messages'}`,
-        { param: request.raw ? 'prompt' : 'messages' },
-      );
+      const param = request.raw ? 'prompt' : 'messages';
+      throw promptTooLong({ model: this.id, tokens: length, contextSize, param, atLeast: atLeast !== null });
     }
     const { prompt, stops, startInReasoning } = rendered;
     this.checkLogitBias(request);

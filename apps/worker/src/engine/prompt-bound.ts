@@ -1,5 +1,5 @@
 import type { LlamaModel } from 'node-llama-cpp';
-import type { CanonicalRequest } from '@cortex/contracts';
+import { CortexError, type CanonicalRequest } from '@cortex/contracts';
 
 /**
  * Characters tokenized at a time. llama.cpp's SentencePiece tokenizer slows down with the square of a
@@ -110,4 +110,26 @@ function* promptTexts(request: CanonicalRequest): Iterable<string> {
     if (tool.description) yield tool.description;
     if (tool.parameters) yield JSON.stringify(tool.parameters);
   }
+}
+
+/**
+ * The error for a prompt its context cannot hold (the output needs a token of room), both engines
+ * alike: `atLeast` where the count stopped at a lower bound (see promptTokensAtLeast), `images` where
+ * it counts the images' embeddings; `param` is the field to shorten.
+ */
+export function promptTooLong(prompt: {
+  model: string;
+  tokens: number;
+  contextSize: number;
+  param: 'prompt' | 'messages';
+  atLeast?: boolean;
+  images?: boolean;
+}): CortexError {
+  const { model, tokens, contextSize, param, atLeast = false, images = false } = prompt;
+  return new CortexError(
+    'invalid_request',
+    `the prompt is ${atLeast ? 'at least ' : ''}${tokens} tokens${images ? ' (images included)' : ''} ` +
+      `but ${model} has a context of ${contextSize}; shorten the ${param}${images ? ' or send fewer images' : ''}`,
+    { param },
+  );
 }

@@ -117,6 +117,22 @@ export interface HarmonySyntax {
 /** A raw completion's output: no reasoning, no calls, special tokens not shown. */
 export const RAW_FORMAT: ChatFormat = { id: 'raw' };
 
+/**
+ * The reasoning block a rendered chat prompt leaves open: a generation prompt that opens it (DeepSeek
+ * R1, GLM, MiniMax) leaves the model inside it, unless an answer is already begun (`prefilled`), which
+ * goes on after the block's closing marker. `close` is that marker where the prompt opened the block,
+ * else ''.
+ */
+export function promptReasoning(
+  format: ChatFormat,
+  prompt: string,
+  prefilled: boolean,
+): { startInReasoning: boolean; close: string } {
+  const { reasoning } = format;
+  const opened = reasoning !== undefined && prompt.trimEnd().endsWith(reasoning.open);
+  return { startInReasoning: opened && !prefilled, close: opened ? reasoning.close : '' };
+}
+
 /** How a format marks its reasoning, for a client that wants it inline: its own markers (Harmony's analysis message). */
 export function inlineReasoningMarkers(format: ChatFormat): [string, string] | null {
   if (format.harmony)

@@ -2,7 +2,6 @@ import { performance } from 'node:perf_hooks';
 import {
   BUILTIN_SAMPLING,
   seedFor,
-  CortexError,
   withSamplingDefaults,
   type CanonicalRequest,
   type FinishReason,
@@ -18,11 +17,12 @@ import { AnswerRelease } from '../answer-release.js';
 import { OutputCheck } from '../output-check.js';
 import { runTimings } from '../run-timings.js';
 import type { ChosenFormat } from '../formats/choose-format.js';
-import { inlineReasoningMarkers, type ChatFormat } from '../formats/chat-format.js';
+import { inlineReasoningMarkers, promptReasoning, type ChatFormat } from '../formats/chat-format.js';
 import { createOutputParser, type ParsedEvent } from '../formats/output-parser.js';
 import type { LlamaNodeContext, LlamaNodeParallelResult } from './llama-node.types.js';
 import { heldOutput, llamaNodeTools, mediaMessages, refusal, type Defuse } from './mtmd-request.js';
 import { formatCapabilities } from '../formats/format-capabilities.js';
+import { promptTooLong } from '../prompt-bound.js';
 
 /** A prompt as the model's template and tokenizer render it, images included. */
 interface Rendered {
@@ -111,25 +111,20 @@ export class MtmdEngineModel implements EngineModel {
       ...(request.tools?.length && { tools: llamaNodeTools(request.tools, this.defuse) }),
       ...(request.templateOptions && { chat_template_kwargs: request.templateOptions }),
     });
-    const reasoning = this.chatFormat.reasoning;
-    // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
-    const opened = reasoning !== undefined && chat.prompt.trimEnd().endsWith(reasoning.open);
+    const reasoning = promptReasoning(this.chatFormat, chat.prompt, request.prefill !== undefined);
     // An answer already begun (`prefill`) goes on from its text, after the block the generation prompt opened.
     const begun =
-      request.prefill === undefined
-        ? chat.prompt
-        : chat.prompt + (opened ? (reasoning?.close ?? '') : '') + this.defuse(request.prefill);
+      request.prefill === undefined ? chat.prompt : chat.prompt + reasoning.close + this.defuse(request.prefill);
     // A forced call's opening is written for the model: it starts inside the call, its JSON held by the schema.
     const held = heldOutput(request, this.chatFormat, this.id);
-    const closed = opened && request.prefill === undefined ? (reasoning?.close ?? '') : '';
-    const prompt = held?.opening ? begun + closed + held.opening : begun;
+    const prompt = held?.opening ? begun + (reasoning.startInReasoning ? reasoning.close : '') + held.opening : begun;
     const counted = await this.context.tokenize(prompt, { media_paths: media });
     return {
       prompt,
       media,
       stops: chat.additional_stops ?? [],
       tokens: counted.tokens.length,
-      startInReasoning: opened && request.prefill === undefined && !held?.opening,
+      startInReasoning: reasoning.startInReasoning && !held?.opening,
       held,
     };
   }
@@ -139,13 +134,10 @@ export class MtmdEngineModel implements EngineModel {
     const refused = refusal(request, this.id, job.resume !== undefined);
     if (refused) throw refused;
     const rendered = await this.render(request);
-    if (rendered.tokens >= this.slotContext)
-      throw new CortexError(
-        'invalid_request',
-        `the prompt is ${rendered.tokens} tokens (images included) but ${this.id} has a context of ` +
-          `${this.slotContext}; shorten the messages or send fewer images`,
-        { param: 'messages' },
-      );
+    if (rendered.tokens >= this.slotContext) {
+      const { tokens } = rendered;
+      throw promptTooLong({ model: this.id, tokens, contextSize: this.slotContext, param: 'messages', images: true });
+    }
     const slot = await this.pool.acquire(signal, undefined, ticketOf(job.priority, rendered.tokens));
     let charged: number | undefined;
     try {
