@@ -17,13 +17,7 @@ import {
 import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
-import {
-  formatMarkers,
-  inlineReasoningMarkers,
-  promptReasoning,
-  RAW_FORMAT,
-  type ChatFormat,
-} from './formats/chat-format.js';
+import { formatMarkers, promptReasoning, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { OutputCheck } from './output-check.js';
 import {
@@ -136,7 +130,6 @@ export class LlamaEngineModel implements EngineModel {
       model,
       batchSize: context.batchSize,
       format,
-      reasoningMarkers: inlineReasoningMarkers(format),
       callHold,
       markerBias,
       markerTokens: markers,
@@ -153,7 +146,6 @@ export class LlamaEngineModel implements EngineModel {
     this.rawDecodeModel = {
       ...this.decodeModel,
       format: RAW_FORMAT,
-      reasoningMarkers: null,
       callHold: null,
       markerBias: undefined,
       markerTokens: [],
