@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import {
   LlamaGrammarEvaluationState,
-  TokenBias,
+  type TokenBias,
   type LlamaContextSequence,
   type LlamaGrammar,
   type LlamaModel,
@@ -25,6 +25,8 @@ import { CallGrammar } from './call-grammar.js';
 import { TokenRelease } from './token-release.js';
 import { acceptIntoGrammar } from './grammar-advance.js';
 import { OutputProcessor } from './output-processor.js';
+import { requestBias } from './token-bias.js';
+import { tokenLogprob, tokenPiece } from './token-logprob.js';
 import { TokenText } from './token-text.js';
 import type { ResumeReplay } from './resume-replay.js';
 import type { ChatFormat } from './formats/chat-format.js';
@@ -429,58 +431,4 @@ export class Decode {
       promptFrom: evaluationStartedAt,
     });
   }
-}
-
-/**
- * A request's `logit_bias` as node-llama-cpp's token biases, added to the logits: `free` alone,
- * `held` with the model's marker tokens banned as well, for while a grammar holds the output, and
- * `call` with those a call's grammar does not write banned, for while it holds a call (the model
- * checked the ids against its vocabulary).
- */
-function requestBias(
-  model: DecodeModel,
-  logitBias: Record<string, number> | undefined,
-): { free: TokenBias; held: TokenBias; call: TokenBias } | undefined {
-  if (!logitBias) return undefined;
-  const [free, held, call] = [0, 1, 2].map(() => new TokenBias(model.model.tokenizer)) as [
-    TokenBias,
-    TokenBias,
-    TokenBias,
-  ];
-  for (const [id, logit] of Object.entries(logitBias)) {
-    for (const bias of [free, held, call]) bias.set(Number(id) as Token, { logit });
-  }
-  if (model.markerTokens.length > 0) held.set([...model.markerTokens], 'never');
-  if (model.callMarkerTokens.length > 0) call.set([...model.callMarkerTokens], 'never');
-  return { free, held, call };
-}
-
-/** What a log-probability of 0 probability is written as (OpenAI's floor); JSON has no -Infinity. */
-const NO_PROBABILITY = -9999;
-
-/** A token's text (after `before`, the tokens ahead of it, for a tokenizer's spacing) and its UTF-8 bytes. */
-function tokenPiece(
-  model: Pick<LlamaModel, 'detokenize'>,
-  token: Token,
-  before: readonly Token[],
-): { token: string; bytes: number[] } {
-  const text = model.detokenize([token], true, before.length > 0 ? [...before] : undefined);
-  return { token: text, bytes: [...Buffer.from(text, 'utf8')] };
-}
-
-/** One token's log-probability and the `top` likeliest tokens of its step (the map is sorted, likeliest first). */
-function tokenLogprob(
-  model: Pick<LlamaModel, 'detokenize'>,
-  token: Token,
-  probabilities: ReadonlyMap<Token, number>,
-  top: number,
-  before: readonly Token[] = [],
-): TokenLogprob {
-  const logprob = (p: number | undefined): number => (p !== undefined && p > 0 ? Math.log(p) : NO_PROBABILITY);
-  const alternatives: TokenLogprob['top'] = [];
-  for (const [id, p] of probabilities) {
-    if (alternatives.length >= top) break;
-    alternatives.push({ ...tokenPiece(model, id, before), logprob: logprob(p) });
-  }
-  return { ...tokenPiece(model, token, before), logprob: logprob(probabilities.get(token)), top: alternatives };
 }
