@@ -17,16 +17,14 @@ import {
 import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
-import { formatMarkers, promptReasoning, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
+import { formatMarkers, formatTexts, promptReasoning, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { OutputCheck } from './output-check.js';
 import {
-  hasLongRun,
   PLAUSIBLE_BYTES_PER_TOKEN,
-  promptBytes,
-  promptTokensAtLeast,
-  promptTokensAtLeastAsync,
   promptTooLong,
+  tokensIfOverContext,
+  tokensIfOverContextAsync,
 } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
@@ -39,6 +37,7 @@ import { stopTexts } from './stop-texts.js';
 import { memoTokenizer } from './token-memo.js';
 import { NativeGarbage, samplerBytes } from './native-garbage.js';
 import { vocabulary, vocabularySize } from './vocabulary.js';
+import { checkLogitBias } from './token-bias.js';
 import { ggufSamplingDefaults } from './sampling-defaults.js';
 import type { PromptCache } from './prompt-cache.js';
 import { formatCapabilities } from './formats/format-capabilities.js';
@@ -186,37 +185,8 @@ export class LlamaEngineModel implements EngineModel {
    * reached (never less than the context): such a prompt cannot run here.
    */
   countTokens(request: CanonicalRequest): number {
-    const atLeast = this.tokensIfOverContext(request);
+    const atLeast = tokensIfOverContext(this.model, request, this.context.contextSize);
     return atLeast ?? this.render(request).prompt.length;
-  }
-
-  /**
-   * For a prompt whose text is far longer than the context could hold at a plausible bytes per
-   * token, or that has a long run without white space, a chunked lower bound of its length once that
-   * passes the context; otherwise null, and the caller tokenizes it whole. Whole tokenizing is
-   * quadratic on long runs (1.5 MB of one character took minutes of the event loop; 131 KB, under the
-   * bytes bound of a 32k context, 0.4 s a try), and counting first would tokenize ordinary prompts
-   * twice. A prompt counted and found to fit holds fewer tokens than the context, which bounds what
-   * its whole tokenizing costs.
-   */
-  private tokensIfOverContext(request: CanonicalRequest): number | null {
-    if (!this.countFirst(request)) return null;
-    const atLeast = promptTokensAtLeast(this.model, request, this.context.contextSize);
-    return atLeast >= this.context.contextSize ? atLeast : null;
-  }
-
-  /** As tokensIfOverContext, counting with turns of the event loop between chunks (a generation's path). */
-  private async tokensIfOverContextAsync(request: CanonicalRequest): Promise<number | null> {
-    if (!this.countFirst(request)) return null;
-    const atLeast = await promptTokensAtLeastAsync(this.model, request, this.context.contextSize);
-    return atLeast >= this.context.contextSize ? atLeast : null;
-  }
-
-  private countFirst(request: CanonicalRequest): boolean {
-    const contextSize = this.context.contextSize;
-    const bytes = promptBytes(request);
-    if (bytes <= contextSize) return false;
-    return bytes > contextSize * PLAUSIBLE_BYTES_PER_TOKEN || hasLongRun(request);
   }
 
   private render(request: CanonicalRequest): { prompt: Token[]; stops: string[]; startInReasoning: boolean } {
@@ -252,26 +222,12 @@ export class LlamaEngineModel implements EngineModel {
     };
   }
 
-  /** A logit_bias token id past the vocabulary is a 400 naming the field (llama.cpp would read past its logits). */
-  private checkLogitBias(request: CanonicalRequest): void {
-    const size = this.vocabularySize;
-    const outside =
-      size === null ? undefined : Object.keys(request.sampling.logitBias ?? {}).find((id) => Number(id) >= size);
-    if (outside !== undefined) {
-      throw new CortexError(
-        'invalid_request',
-        `logit_bias: token ${outside} is not in ${this.id}'s vocabulary (token ids 0 to ${(size ?? 0) - 1})`,
-        { param: 'logit_bias' },
-      );
-    }
-  }
-
   async generate(job: GenerateJob): Promise<void> {
     const { request, signal } = job;
     const check = new OutputCheck(request, job.emit, job.warn);
     const emit = check.active ? check.emit : job.emit;
     const contextSize = this.context.contextSize;
-    const atLeast = await this.tokensIfOverContextAsync(request);
+    const atLeast = await tokensIfOverContextAsync(this.model, request, contextSize);
     const rendered = atLeast === null ? this.render(request) : null;
     const length = atLeast ?? rendered?.prompt.length ?? 0;
     if (!rendered || length >= contextSize) {
@@ -279,7 +235,7 @@ export class LlamaEngineModel implements EngineModel {
       throw promptTooLong({ model: this.id, tokens: length, contextSize, param, atLeast: atLeast !== null });
     }
     const { prompt, stops, startInReasoning } = rendered;
-    this.checkLogitBias(request);
+    checkLogitBias(request, this.vocabularySize, this.id);
     const forced = this.forcedToolCall(request);
     const resume = job.resume ? this.resumeOf(job, prompt.length) : undefined;
     // A JSON response format holds the whole output (no call can start); otherwise the declared tools'
@@ -455,19 +411,6 @@ export class LlamaEngineModel implements EngineModel {
     const failed = results.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
   }
-}
-
-/** Every text a format's data holds (markers, separators, tags): the special tokens among them are shown to the parser. */
-function formatTexts(format: ChatFormat): string[] {
-  const texts: string[] = [];
-  const walk = (value: unknown): void => {
-    if (typeof value === 'string') texts.push(value);
-    else if (Array.isArray(value)) value.forEach(walk);
-    else if (value !== null && typeof value === 'object' && !(value instanceof RegExp))
-      Object.values(value).forEach(walk);
-  };
-  walk({ ...format, id: '', forcedCall: format.forcedCall?.replace('{name}', '').replace('{index}', '') });
-  return texts.filter(Boolean);
 }
 
 /**

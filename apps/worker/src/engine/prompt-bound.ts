@@ -25,6 +25,38 @@ export const PLAUSIBLE_BYTES_PER_TOKEN = 4;
 const BOUNDARY_SLACK = 2;
 
 /**
+ * For a prompt whose text is far longer than the context could hold at a plausible bytes per
+ * token, or that has a long run without white space, a chunked lower bound of its length once that
+ * passes the context; otherwise null, and the caller tokenizes it whole. Whole tokenizing is
+ * quadratic on long runs (1.5 MB of one character took minutes of the event loop; 131 KB, under the
+ * bytes bound of a 32k context, 0.4 s a try), and counting first would tokenize ordinary prompts
+ * twice. A prompt counted and found to fit holds fewer tokens than the context, which bounds what
+ * its whole tokenizing costs.
+ */
+export function tokensIfOverContext(model: LlamaModel, request: CanonicalRequest, contextSize: number): number | null {
+  if (!countFirst(request, contextSize)) return null;
+  const atLeast = promptTokensAtLeast(model, request, contextSize);
+  return atLeast >= contextSize ? atLeast : null;
+}
+
+/** As tokensIfOverContext, counting with turns of the event loop between chunks (a generation's path). */
+export async function tokensIfOverContextAsync(
+  model: LlamaModel,
+  request: CanonicalRequest,
+  contextSize: number,
+): Promise<number | null> {
+  if (!countFirst(request, contextSize)) return null;
+  const atLeast = await promptTokensAtLeastAsync(model, request, contextSize);
+  return atLeast >= contextSize ? atLeast : null;
+}
+
+function countFirst(request: CanonicalRequest, contextSize: number): boolean {
+  const bytes = promptBytes(request);
+  if (bytes <= contextSize) return false;
+  return bytes > contextSize * PLAUSIBLE_BYTES_PER_TOKEN || hasLongRun(request);
+}
+
+/**
  * A lower bound of the request's prompt length in tokens, counted chunk by chunk and only until it
  * reaches `limit`: a prompt far over the context is refused after a few chunks instead of being
  * tokenized whole. Returns a number below `limit` when the texts may fit.

@@ -1,4 +1,5 @@
 import { TokenBias, type Token } from 'node-llama-cpp';
+import { CortexError, type CanonicalRequest } from '@cortex/contracts';
 import type { DecodeModel } from './decode.js';
 
 /**
@@ -23,4 +24,20 @@ export function requestBias(
   if (model.markerTokens.length > 0) held.set([...model.markerTokens], 'never');
   if (model.callMarkerTokens.length > 0) call.set([...model.callMarkerTokens], 'never');
   return { free, held, call };
+}
+
+/**
+ * A logit_bias token id past the vocabulary (`size` tokens; null: not known) is a 400 naming the
+ * field: llama.cpp would read past its logits.
+ */
+export function checkLogitBias(request: CanonicalRequest, size: number | null, model: string): void {
+  const outside =
+    size === null ? undefined : Object.keys(request.sampling.logitBias ?? {}).find((id) => Number(id) >= size);
+  if (outside !== undefined) {
+    throw new CortexError(
+      'invalid_request',
+      `logit_bias: token ${outside} is not in ${model}'s vocabulary (token ids 0 to ${(size ?? 0) - 1})`,
+      { param: 'logit_bias' },
+    );
+  }
 }

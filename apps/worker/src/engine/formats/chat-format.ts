@@ -153,3 +153,16 @@ export function formatMarkers(format: ChatFormat): string[] {
     ...(harmony ? [harmony.start, harmony.channel, harmony.message, harmony.constrain, ...harmony.ends] : []),
   ].filter((marker): marker is string => Boolean(marker));
 }
+
+/** Every text a format's data holds (markers, separators, tags): the special tokens among them are shown to the parser. */
+export function formatTexts(format: ChatFormat): string[] {
+  const texts: string[] = [];
+  const walk = (value: unknown): void => {
+    if (typeof value === 'string') texts.push(value);
+    else if (Array.isArray(value)) value.forEach(walk);
+    else if (value !== null && typeof value === 'object' && !(value instanceof RegExp))
+      Object.values(value).forEach(walk);
+  };
+  walk({ ...format, id: '', forcedCall: format.forcedCall?.replace('{name}', '').replace('{index}', '') });
+  return texts.filter(Boolean);
+}
