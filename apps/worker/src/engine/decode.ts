@@ -108,6 +108,7 @@ export class Decode {
   private readonly release: TokenRelease;
   /** The output's parser, stop strings, limits, counts and finish (see OutputProcessor). */
   private readonly output: OutputProcessor;
+  /** max_tool_calls, as the processor reads it: the call grammar ends the output at the last call allowed. */
   private readonly maxToolCalls: number;
   /** The sequence's speculative decoding totals before this request (null without a predictor). */
   private readonly predictionsBefore: PredictionCounts | null;
