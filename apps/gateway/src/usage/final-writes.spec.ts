@@ -1,4 +1,4 @@
-import { describe, it } from 'node:test';
+import { afterEach, beforeEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { FinalWrites } from './final-writes.js';
 
@@ -16,6 +16,14 @@ const flaky = (failures: number): { tries: number; write: () => Promise<string> 
 };
 
 describe('final writes', () => {
+  // The retries wait on unref'd timers (a gateway's shutdown must not wait on them); something must keep
+  // the test's event loop alive while they run, or a busy runner can find nothing left and end the test.
+  let alive: NodeJS.Timeout;
+  beforeEach(() => {
+    alive = setInterval(() => undefined, 60_000);
+  });
+  afterEach(() => clearInterval(alive));
+
   it('final writes - a write NATS does not take is tried again until it does', async () => {
     const writes = new FinalWrites();
     const write = flaky(1);

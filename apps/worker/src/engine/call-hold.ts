@@ -1,7 +1,7 @@
 import type { LlamaModel, Token } from 'node-llama-cpp';
 import { CortexError, type CanonicalRequest, type ToolDefinition } from '@cortex/contracts';
 import type { ChatFormat, ToolSyntax } from './formats/chat-format.js';
-import type { CallKeys } from './grammars.js';
+import type { CallKeys } from './tool-call-schema.js';
 import { hasWholeCallGrammar, type WholeCallStart } from './whole-call-grammar.js';
 
 /**

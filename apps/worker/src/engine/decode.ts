@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   LlamaGrammarEvaluationState,
-  TokenBias,
+  type TokenBias,
   type LlamaContextSequence,
   type LlamaGrammar,
   type LlamaModel,
@@ -22,15 +21,17 @@ import type { EngineEvent, GenerateJob } from './engine.types.js';
 import { evaluatePromptInBatches } from './evaluate-prompt.js';
 import { draftUsageSince, predictionCounts, type PredictionCounts } from './speculative.js';
 import { stopTexts } from './stop-texts.js';
-import { AnswerRelease } from './answer-release.js';
 import { CallGrammar } from './call-grammar.js';
 import type { CallHold } from './call-hold.js';
 import { TokenRelease } from './token-release.js';
-import { runTimings } from './run-timings.js';
 import { acceptIntoGrammar } from './grammar-advance.js';
+import { OutputProcessor } from './output-processor.js';
+import { requestBias } from './token-bias.js';
+import { tokenLogprob, tokenPiece } from './token-logprob.js';
+import { TokenText } from './token-text.js';
 import type { ResumeReplay } from './resume-replay.js';
 import type { ChatFormat } from './formats/chat-format.js';
-import { createOutputParser, type OutputParser, type ParsedEvent } from './formats/output-parser.js';
+import type { OutputParser } from './formats/output-parser.js';
 
 /** What every decode reads from its loaded model: the same for every request. */
 export interface DecodeModel {
@@ -39,8 +40,6 @@ export interface DecodeModel {
   batchSize: number;
   /** How the model writes reasoning and calls (see ChatFormat); a raw completion's has neither. */
   format: ChatFormat;
-  /** The format's reasoning markers, for a client that wants its reasoning inline (see inlineReasoningMarkers). */
-  reasoningMarkers: [string, string] | null;
   /** What a grammar holds of a call (see CallHold), or nothing. */
   callHold: CallHold | null;
   /** Bans the marker tokens while a grammar holds the output. */
@@ -97,27 +96,23 @@ export interface DecodePlan {
 
 /**
  * One request's decode on one sequence, step by step: reuse the cached prefix, evaluate the prompt,
- * sample token by token, read each token's text (special tokens shown) through the model's output
- * parser (reasoning, tool calls, answer: see OutputParser), check stops, finish. Each generated token
- * is detokenized incrementally and what it completes is published at once.
+ * sample token by token, and hand each token's text (special tokens shown, detokenized incrementally)
+ * to the output processor, which reads it through the model's output parser, the stop strings and the
+ * limits (see OutputProcessor). What the decode keeps is its own: sampling, the grammars that follow
+ * the parser, the sequence, the token ids and log-probabilities on the events.
  */
 export class Decode {
   private readonly emit: (event: EngineEvent) => void;
   /** Puts token ids on the events that send their output (see TokenRelease). */
   private readonly release: TokenRelease;
-  /** The answer through the stop strings, and every other parsed event, in order (see AnswerRelease). */
-  private readonly answer: AnswerRelease;
-  private readonly maxTokens: number;
+  /** The output's parser, stop strings, limits, counts and finish (see OutputProcessor). */
+  private readonly output: OutputProcessor;
+  /** max_tool_calls, as the processor reads it: the call grammar ends the output at the last call allowed. */
   private readonly maxToolCalls: number;
-  private readonly startedAt = performance.now();
   /** The sequence's speculative decoding totals before this request (null without a predictor). */
   private readonly predictionsBefore: PredictionCounts | null;
+  /** The output processor's parser, which the call grammar follows. */
   private readonly parser: OutputParser;
-  /** What the parser sent while it read the current token, in order. */
-  private readonly parsed: ParsedEvent[] = [];
-  private completion = 0;
-  private reasoningTokens = 0;
-  private firstTokenAt = 0;
   /** The call grammar, switched on as each call (or its arguments) opens; null when no tool can be called. */
   private readonly calls: CallGrammar | null;
   /** The request's logit_bias while nothing holds the output; with the marker tokens banned while a grammar does. */
@@ -129,10 +124,8 @@ export class Decode {
   private readonly formatState: LlamaGrammarEvaluationState | null;
   /** A forced call: the output ends when its JSON object closes. */
   private forced = false;
-  /** Tokens of a multi-byte character not yet complete. */
-  private readonly pending: Token[] = [];
-  /** The last few tokens detokenized, for the tokenizer's leading-space context. */
-  private readonly recent: Token[];
+  /** The sampled tokens' text. */
+  private readonly text: TokenText;
 
   constructor(
     private readonly model: DecodeModel,
@@ -149,24 +142,25 @@ export class Decode {
     const inCall = bias?.call ?? model.callMarkerBias;
     this.calls = callGrammar || argumentGrammars ? new CallGrammar(model.model, inCall, this.freeBias) : null;
     this.formatState = grammar ? new LlamaGrammarEvaluationState({ model: model.model, grammar }) : null;
-    this.answer = new AnswerRelease(
-      job.request.sampling.stop ?? [],
-      [...plan.hiddenStops, ...grammarStops],
-      this.emit,
-      grammar?.trimWhitespaceSuffix,
-    );
-    this.maxTokens = Math.min(job.request.sampling.maxTokens ?? Infinity, plan.sequence.contextSize - prompt.length);
-    this.maxToolCalls = job.request.maxToolCalls ?? Infinity;
-    // A resumed stream's calls keep the ids the client already has.
-    const callId = (index: number): string =>
-      this.plan.toolCallIds?.[index] ?? `call_${randomBytes(12).toString('hex')}`;
-    this.parser = createOutputParser(model.format, {
-      tools: new Map(job.request.tools?.map((tool) => [tool.name, tool.parameters])),
+    this.output = new OutputProcessor({
+      job,
+      model: model.id,
+      format: model.format,
       startInReasoning: plan.startInReasoning,
-      callId,
-      emit: (event) => this.parsed.push(event),
+      hiddenStops: [...plan.hiddenStops, ...grammarStops],
+      trimEnd: grammar?.trimWhitespaceSuffix,
+      room: plan.sequence.contextSize - prompt.length,
+      callIds: plan.toolCallIds,
+      emit: this.emit,
+      release: this.release,
+      follow: (wasInCall, text) =>
+        plan.forcedAfterReasoning && !this.forced && !this.parser.reasoning
+          ? this.forceAfterReasoning()
+          : this.followCall(wasInCall, text),
     });
-    this.recent = prompt.slice(-4);
+    this.parser = this.output.parser;
+    this.maxToolCalls = this.output.maxToolCalls;
+    this.text = new TokenText(model.model, model.shownSpecials, prompt);
     this.predictionsBefore = predictionCounts(plan.sequence);
   }
 
@@ -181,14 +175,7 @@ export class Decode {
     const cached = await this.reusePrefix(context, promptLogprobs === null ? Infinity : 0);
     // A resumed stream's context runs past its prompt: what is reported cached is the prompt's share.
     const cachedPrompt = Math.min(cached, prompt.length);
-    const markers = this.model.reasoningMarkers;
-    this.emit({
-      type: 'start',
-      model: this.model.id,
-      promptTokens: prompt.length,
-      ...(cachedPrompt > 0 && { cachedPromptTokens: cachedPrompt }),
-      ...(markers && { reasoningMarkers: markers }),
-    });
+    this.output.start(prompt.length, cachedPrompt);
     if (this.plan.echo && !resume && promptLogprobs === null) this.emit({ type: 'text', text: this.plan.echo });
     // All but the last prompt token are evaluated batch by batch so that a cancel ends a long prompt
     // at the next batch boundary; the last one goes to evaluate() to produce the first token.
@@ -200,7 +187,7 @@ export class Decode {
     const promptDone = cached + evaluated === context.length - 1;
     if (!promptDone) return this.finish('cancelled', cachedPrompt, evaluationStartedAt);
     // max_tokens 0 (an echoed prompt alone): nothing is sampled.
-    if (this.maxTokens <= 0) return this.finish('length', cachedPrompt, evaluationStartedAt);
+    if (this.output.maxTokens <= 0) return this.finish('length', cachedPrompt, evaluationStartedAt);
     const replayed = resume ? this.replay(resume) : null;
     const finish =
       replayed ??
@@ -294,15 +281,10 @@ export class Decode {
     return input;
   }
 
-  /** The model starts inside a forced call, whose opening the decode wrote. */
+  /** The model starts inside a forced call, whose opening the decode wrote (its tokens are output). */
   private forceCall(open: Token[]): void {
-    this.completion += open.length;
-    // A format that writes the name in its opening announces the call here.
     const text = this.model.model.detokenize(open, true);
-    this.release.read(text);
-    this.parser.push(text);
-    this.answer.publish(this.parsed);
-    this.release.hold(this.parser.held + this.answer.held);
+    this.output.open(text, open.length);
     this.forced = true;
     // A forced call in a section starts with the section's opening: its grammar writes the call's own.
     const { callGrammar } = this.plan;
@@ -373,7 +355,7 @@ export class Decode {
     for await (const token of tokens) {
       penalized?.push(token);
       if (job.signal.aborted) return 'cancelled';
-      if (this.firstTokenAt === 0) this.firstTokenAt = performance.now();
+      this.output.arrived();
       const finish = this.release.step(token, () => this.step(token));
       if (finish) return finish;
     }
@@ -394,46 +376,20 @@ export class Decode {
     for await (const { token, probabilities, confidence } of steps) {
       if (!model.isEogToken(token))
         this.release.sampled(
-          tokenLogprob(model, token, probabilities ?? new Map([[token, confidence ?? 0]]), top, this.recent),
+          tokenLogprob(model, token, probabilities ?? new Map([[token, confidence ?? 0]]), top, this.text.recent),
         );
       yield token;
     }
   }
 
-  /** Reads one sampled token; returns a finish reason when it ends the output. */
+  /**
+   * Reads one sampled token (its text, once its character is whole, through the output processor);
+   * returns a finish reason when it ends the output.
+   */
   private step(token: Token): FinishReason | null {
-    if (this.model.model.isEogToken(token)) return this.parser.calls > 0 ? 'tool_calls' : 'stop';
-    this.completion++;
-    const outcome = this.onContent(token);
-    // A character still incomplete is not checked against the token limit until it is.
-    if (outcome === 'incomplete') return null;
-    if (outcome) return outcome;
-    return this.completion >= this.maxTokens ? 'length' : null;
-  }
-
-  /** The token's text through the parser; 'incomplete' while a character is split. */
-  private onContent(token: Token): FinishReason | 'incomplete' | null {
-    const { pending, recent, parser } = this;
-    pending.push(token);
-    const shown = pending.some((token) => this.model.shownSpecials.has(token));
-    const text = this.model.model.detokenize(pending, shown, recent);
-    // A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
-    if (text.endsWith('\uFFFD') && pending.length < 4) return 'incomplete';
-    recent.push(...pending);
-    if (recent.length > 4) recent.splice(0, recent.length - 4);
-    // Reasoning is what the model wrote from its opening marker through its closing one, both counted.
-    const wasReasoning = parser.reasoning;
-    const wasInCall = parser.inCall;
-    this.release.read(text);
-    parser.push(text);
-    if (wasReasoning || parser.reasoning) this.reasoningTokens += pending.length;
-    pending.length = 0;
-    const stopped = this.answer.publish(this.parsed);
-    this.release.hold(parser.held + this.answer.held);
-    if (stopped) return 'stop';
-    if (parser.completedCalls >= this.maxToolCalls) return 'tool_calls';
-    if (this.plan.forcedAfterReasoning && !this.forced && !parser.reasoning) return this.forceAfterReasoning();
-    return this.followCall(wasInCall, text);
+    // The end of generation: the finish makes it tool_calls where calls were read.
+    if (this.model.model.isEogToken(token)) return 'stop';
+    return this.output.push(this.text.next(token));
   }
 
   /** A forced call's grammar, written from its openings on, holds the output from where the reasoning ended. */
@@ -482,92 +438,14 @@ export class Decode {
 
   private finish(ended: FinishReason, cached: number, evaluationStartedAt: number): Usage {
     // What was held back goes out now, with the ids that produced it; after a stop string, nothing does.
-    this.release.step(null, () => {
-      this.parser.end();
-      this.answer.end(this.parsed);
-    });
-    // A call the parser could only complete at the end (a list whose closing marker never came) is still a call.
-    const reason: FinishReason = ended === 'stop' && this.parser.calls > 0 ? 'tool_calls' : ended;
-    const { prompt, job } = this.plan;
-    const { firstTokenAt, completion } = this;
-    const endedAt = performance.now();
-    const restored = this.plan.restored && cached > 0 ? { restoredPromptTokens: cached } : {};
-    const usage: Usage = {
-      promptTokens: prompt.length,
+    this.release.step(null, () => this.output.end());
+    return this.output.finish({
+      reason: ended,
+      promptTokens: this.plan.prompt.length,
       cachedPromptTokens: cached,
-      ...restored,
-      completionTokens: completion,
-      reasoningTokens: this.reasoningTokens,
-      ...draftUsageSince(this.predictionsBefore, this.plan.sequence),
-    };
-    this.emit({
-      type: 'finish',
-      reason,
-      ...(this.answer.stopSequence !== undefined && { stopSequence: this.answer.stopSequence }),
-      usage,
-      timings: runTimings({
-        receivedAt: job.receivedAt,
-        startedAt: this.startedAt,
-        promptFrom: evaluationStartedAt,
-        firstTokenAt,
-        endedAt,
-        completionTokens: completion,
-      }),
+      ...(this.plan.restored && cached > 0 && { restoredPromptTokens: cached }),
+      drafts: draftUsageSince(this.predictionsBefore, this.plan.sequence),
+      promptFrom: evaluationStartedAt,
     });
-    return usage;
   }
-}
-
-/**
- * A request's `logit_bias` as node-llama-cpp's token biases, added to the logits: `free` alone,
- * `held` with the model's marker tokens banned as well, for while a grammar holds the output, and
- * `call` with those a call's grammar does not write banned, for while it holds a call (the model
- * checked the ids against its vocabulary).
- */
-function requestBias(
-  model: DecodeModel,
-  logitBias: Record<string, number> | undefined,
-): { free: TokenBias; held: TokenBias; call: TokenBias } | undefined {
-  if (!logitBias) return undefined;
-  const [free, held, call] = [0, 1, 2].map(() => new TokenBias(model.model.tokenizer)) as [
-    TokenBias,
-    TokenBias,
-    TokenBias,
-  ];
-  for (const [id, logit] of Object.entries(logitBias)) {
-    for (const bias of [free, held, call]) bias.set(Number(id) as Token, { logit });
-  }
-  if (model.markerTokens.length > 0) held.set([...model.markerTokens], 'never');
-  if (model.callMarkerTokens.length > 0) call.set([...model.callMarkerTokens], 'never');
-  return { free, held, call };
-}
-
-/** What a log-probability of 0 probability is written as (OpenAI's floor); JSON has no -Infinity. */
-const NO_PROBABILITY = -9999;
-
-/** A token's text (after `before`, the tokens ahead of it, for a tokenizer's spacing) and its UTF-8 bytes. */
-function tokenPiece(
-  model: Pick<LlamaModel, 'detokenize'>,
-  token: Token,
-  before: readonly Token[],
-): { token: string; bytes: number[] } {
-  const text = model.detokenize([token], true, before.length > 0 ? [...before] : undefined);
-  return { token: text, bytes: [...Buffer.from(text, 'utf8')] };
-}
-
-/** One token's log-probability and the `top` likeliest tokens of its step (the map is sorted, likeliest first). */
-function tokenLogprob(
-  model: Pick<LlamaModel, 'detokenize'>,
-  token: Token,
-  probabilities: ReadonlyMap<Token, number>,
-  top: number,
-  before: readonly Token[] = [],
-): TokenLogprob {
-  const logprob = (p: number | undefined): number => (p !== undefined && p > 0 ? Math.log(p) : NO_PROBABILITY);
-  const alternatives: TokenLogprob['top'] = [];
-  for (const [id, p] of probabilities) {
-    if (alternatives.length >= top) break;
-    alternatives.push({ ...tokenPiece(model, id, before), logprob: logprob(p) });
-  }
-  return { ...tokenPiece(model, token, before), logprob: logprob(probabilities.get(token)), top: alternatives };
 }

@@ -4,16 +4,7 @@ import type { ToolSyntax } from './formats/chat-format.js';
 import { createJsonGrammar, jsonArgumentRules } from './json-grammar.js';
 import { wholeCallGrammar, type WholeCallOptions } from './whole-call-grammar.js';
 import { memoAsync } from './memo.js';
-
-/** The keys of a call written as one JSON object (see ToolSyntax's `json` body). */
-export interface CallKeys {
-  readonly name: string;
-  readonly args: string;
-  /** `{"NAME": {arguments}}` (Apertus). */
-  readonly nameAsKey?: boolean;
-}
-
-const HERMES_KEYS: CallKeys = { name: 'name', args: 'arguments' };
+import { CALL_KEYS, toolCallSchema, type CallKeys } from './tool-call-schema.js';
 
 /**
  * A model's compiled grammars by key, at most 64; clients tend to send the same schema again and
@@ -52,28 +43,11 @@ export class GrammarCache {
   forToolCall(
     tools: readonly ToolDefinition[],
     list = false,
-    keys: CallKeys = HERMES_KEYS,
+    keys: CallKeys = CALL_KEYS,
     oneCall = false,
   ): Promise<LlamaGrammar> {
-    const any = { type: 'object', additionalProperties: true };
-    const call = (tool: ToolDefinition, strictArguments: boolean): Record<string, unknown> => {
-      const args = strictArguments && tool.parameters ? tool.parameters : any;
-      if (keys.nameAsKey)
-        return {
-          type: 'object',
-          properties: { [tool.name]: args },
-          required: [tool.name],
-          additionalProperties: false,
-        };
-      return {
-        type: 'object',
-        properties: { [keys.name]: { const: tool.name }, [keys.args]: args },
-      };
-    };
-    const one = (strict: boolean): Record<string, unknown> =>
-      tools.length === 1 ? call(tools[0] as ToolDefinition, strict) : { oneOf: tools.map((t) => call(t, strict)) };
     const schema = (strict: boolean): Record<string, unknown> =>
-      list ? { type: 'array', items: one(strict), minItems: 1, ...(oneCall && { maxItems: 1 }) } : one(strict);
+      toolCallSchema(tools, { list, keys, anyArguments: !strict, oneCall });
     const key = `tools:${JSON.stringify([list, oneCall, keys, tools.map((t) => [t.name, t.parameters ?? null])])}`;
     // A parameter schema the grammar compiler cannot express still gets a JSON object for its arguments.
     const padded = { padded: true };

@@ -11,15 +11,14 @@ import { CortexError, requestImages, type CanonicalRequest, type ModelCapabiliti
 import { Decode, type DecodeModel } from './decode.js';
 import type { EngineModel, GenerateJob, ModelSpec } from './engine.types.js';
 import { GrammarCache } from './grammars.js';
-import { formatMarkers, inlineReasoningMarkers, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
+import { formatMarkers, formatTexts, promptReasoning, RAW_FORMAT, type ChatFormat } from './formats/chat-format.js';
 import { TemplatePrompt } from './formats/template-prompt.js';
 import { OutputCheck } from './output-check.js';
 import {
-  hasLongRun,
   PLAUSIBLE_BYTES_PER_TOKEN,
-  promptBytes,
-  promptTokensAtLeast,
-  promptTokensAtLeastAsync,
+  promptTooLong,
+  tokensIfOverContext,
+  tokensIfOverContextAsync,
 } from './prompt-bound.js';
 import { toChatHistory, toFunctions } from './prompt.js';
 import { fimTokens, rawPromptText, renderRawPrompt } from './raw-prompt.js';
@@ -32,6 +31,7 @@ import { stopTexts } from './stop-texts.js';
 import { memoTokenizer } from './token-memo.js';
 import { NativeGarbage, samplerBytes } from './native-garbage.js';
 import { vocabulary, vocabularySize } from './vocabulary.js';
+import { checkLogitBias } from './token-bias.js';
 import { ggufSamplingDefaults } from './sampling-defaults.js';
 import type { PromptCache } from './prompt-cache.js';
 import { formatCapabilities } from './formats/format-capabilities.js';
@@ -135,7 +135,6 @@ export class LlamaEngineModel implements EngineModel {
       model,
       batchSize: context.batchSize,
       format,
-      reasoningMarkers: inlineReasoningMarkers(format),
       callHold,
       markerBias,
       markerTokens: markers,
@@ -152,7 +151,6 @@ export class LlamaEngineModel implements EngineModel {
     this.rawDecodeModel = {
       ...this.decodeModel,
       format: RAW_FORMAT,
-      reasoningMarkers: null,
       callHold: null,
       markerBias: undefined,
       markerTokens: [],
@@ -193,37 +191,8 @@ export class LlamaEngineModel implements EngineModel {
    * reached (never less than the context): such a prompt cannot run here.
    */
   countTokens(request: CanonicalRequest): number {
-    const atLeast = this.tokensIfOverContext(request);
+    const atLeast = tokensIfOverContext(this.model, request, this.context.contextSize);
     return atLeast ?? this.render(request).prompt.length;
-  }
-
-  /**
-   * For a prompt whose text is far longer than the context could hold at a plausible bytes per
-   * token, or that has a long run without white space, a chunked lower bound of its length once that
-   * passes the context; otherwise null, and the caller tokenizes it whole. Whole tokenizing is
-   * quadratic on long runs (1.5 MB of one character took minutes of the event loop; 131 KB, under the
-   * bytes bound of a 32k context, 0.4 s a try), and counting first would tokenize ordinary prompts
-   * twice. A prompt counted and found to fit holds fewer tokens than the context, which bounds what
-   * its whole tokenizing costs.
-   */
-  private tokensIfOverContext(request: CanonicalRequest): number | null {
-    if (!this.countFirst(request)) return null;
-    const atLeast = promptTokensAtLeast(this.model, request, this.context.contextSize);
-    return atLeast >= this.context.contextSize ? atLeast : null;
-  }
-
-  /** As tokensIfOverContext, counting with turns of the event loop between chunks (a generation's path). */
-  private async tokensIfOverContextAsync(request: CanonicalRequest): Promise<number | null> {
-    if (!this.countFirst(request)) return null;
-    const atLeast = await promptTokensAtLeastAsync(this.model, request, this.context.contextSize);
-    return atLeast >= this.context.contextSize ? atLeast : null;
-  }
-
-  private countFirst(request: CanonicalRequest): boolean {
-    const contextSize = this.context.contextSize;
-    const bytes = promptBytes(request);
-    if (bytes <= contextSize) return false;
-    return bytes > contextSize * PLAUSIBLE_BYTES_PER_TOKEN || hasLongRun(request);
   }
 
   private render(request: CanonicalRequest): { prompt: Token[]; stops: string[]; startInReasoning: boolean } {
@@ -243,14 +212,9 @@ export class LlamaEngineModel implements EngineModel {
     const { prompt: template, format } = this.dialect;
     if (template instanceof TemplatePrompt) {
       const text = template.text(request.messages, request.tools, request.templateOptions);
-      // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
-      const opened = format.reasoning !== undefined && text.trimEnd().endsWith(format.reasoning.open);
+      const { startInReasoning, close } = promptReasoning(format, text, request.prefill !== undefined);
       // An answer already begun is its text: the block the generation prompt opened is closed before it.
-      const prompt =
-        request.prefill === undefined
-          ? text
-          : template.continued(text + (opened ? (format.reasoning?.close ?? '') : ''), request.prefill);
-      const startInReasoning = opened && request.prefill === undefined;
+      const prompt = request.prefill === undefined ? text : template.continued(text + close, request.prefill);
       return { prompt: template.tokens(prompt, this.promptTokenizer), stops: [], startInReasoning };
     }
     const { contextText, stopGenerationTriggers } = template.generateContextState({
@@ -264,39 +228,20 @@ export class LlamaEngineModel implements EngineModel {
     };
   }
 
-  /** A logit_bias token id past the vocabulary is a 400 naming the field (llama.cpp would read past its logits). */
-  private checkLogitBias(request: CanonicalRequest): void {
-    const size = this.vocabularySize;
-    const outside =
-      size === null ? undefined : Object.keys(request.sampling.logitBias ?? {}).find((id) => Number(id) >= size);
-    if (outside !== undefined) {
-      throw new CortexError(
-        'invalid_request',
-        `logit_bias: token ${outside} is not in ${this.id}'s vocabulary (token ids 0 to ${(size ?? 0) - 1})`,
-        { param: 'logit_bias' },
-      );
-    }
-  }
-
   async generate(job: GenerateJob): Promise<void> {
     const { request, signal } = job;
     const check = new OutputCheck(request, job.emit, job.warn);
     const emit = check.active ? check.emit : job.emit;
     const contextSize = this.context.contextSize;
-    const atLeast = await this.tokensIfOverContextAsync(request);
+    const atLeast = await tokensIfOverContextAsync(this.model, request, contextSize);
     const rendered = atLeast === null ? this.render(request) : null;
     const length = atLeast ?? rendered?.prompt.length ?? 0;
     if (!rendered || length >= contextSize) {
-      throw new CortexError(
-        'invalid_request',
-        `the prompt is ${atLeast === null ? '' : 'at least '}${length} ` +
-          `tokens but ${this.id} has a context of ${contextSize}; ` +
-          `shorten the ${request.raw ? 'prompt' : 'messages'}`,
-        { param: request.raw ? 'prompt' : 'messages' },
-      );
+      const param = request.raw ? 'prompt' : 'messages';
+      throw promptTooLong({ model: this.id, tokens: length, contextSize, param, atLeast: atLeast !== null });
     }
     const { prompt, stops, startInReasoning } = rendered;
-    this.checkLogitBias(request);
+    checkLogitBias(request, this.vocabularySize, this.id);
     const forced = forcedTools(request, {
       id: this.id,
       format: this.decodeModel.format,
@@ -437,17 +382,4 @@ export class LlamaEngineModel implements EngineModel {
     const failed = results.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
   }
-}
-
-/** Every text a format's data holds (markers, separators, tags): the special tokens among them are shown to the parser. */
-function formatTexts(format: ChatFormat): string[] {
-  const texts: string[] = [];
-  const walk = (value: unknown): void => {
-    if (typeof value === 'string') texts.push(value);
-    else if (Array.isArray(value)) value.forEach(walk);
-    else if (value !== null && typeof value === 'object' && !(value instanceof RegExp))
-      Object.values(value).forEach(walk);
-  };
-  walk({ ...format, id: '', forcedCall: format.forcedCall?.replace('{name}', '').replace('{index}', '') });
-  return texts.filter(Boolean);
 }

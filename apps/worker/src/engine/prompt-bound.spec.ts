@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { CortexError, type CanonicalRequest } from '@cortex/contracts';
 import { ensureFixtureModels } from '@cortex/fixtures';
 import { LlamaEngine } from './llama-engine.js';
-import { hasLongRun } from './prompt-bound.js';
+import { hasLongRun, promptTooLong } from './prompt-bound.js';
 
 const chat = (content: string, tools?: CanonicalRequest['tools']): CanonicalRequest => ({
   model: 'm',
@@ -18,6 +18,34 @@ const chat = (content: string, tools?: CanonicalRequest['tools']): CanonicalRequ
 });
 
 describe('prompt bound', () => {
+  it("prompt bound - a prompt too long for the context is a 400 naming the field: a count's lower bound and the images said", () => {
+    const cases: Array<[string, Parameters<typeof promptTooLong>[0], string]> = [
+      [
+        'counted whole',
+        { model: 'm', tokens: 600, contextSize: 512, param: 'messages' },
+        'the prompt is 600 tokens but m has a context of 512; shorten the messages',
+      ],
+      [
+        'a lower bound, raw',
+        { model: 'm', tokens: 530, contextSize: 512, param: 'prompt', atLeast: true },
+        'the prompt is at least 530 tokens but m has a context of 512; shorten the prompt',
+      ],
+      [
+        'images counted',
+        { model: 'v', tokens: 300, contextSize: 256, param: 'messages', images: true },
+        'the prompt is 300 tokens (images included) but v has a context of 256; shorten the messages or send fewer images',
+      ],
+    ];
+    for (const [name, prompt, message] of cases) {
+      const error = promptTooLong(prompt);
+      assert.deepEqual(
+        [error.code, error.message, error.extra.param],
+        ['invalid_request', message, prompt.param],
+        name,
+      );
+    }
+  });
+
   it('prompt bound - a run of over 4,096 characters without white space is found in any text of the prompt', () => {
     const cases: Array<[string, CanonicalRequest, boolean]> = [
       ['short', chat('a'.repeat(4_096)), false],

@@ -1,5 +1,5 @@
 import type { LlamaModel } from 'node-llama-cpp';
-import type { CanonicalRequest } from '@cortex/contracts';
+import { CortexError, type CanonicalRequest } from '@cortex/contracts';
 
 /**
  * Characters tokenized at a time. llama.cpp's SentencePiece tokenizer slows down with the square of a
@@ -23,6 +23,38 @@ const CHUNKS_PER_TURN = 4;
 export const PLAUSIBLE_BYTES_PER_TOKEN = 4;
 /** Tokens a chunk boundary may add (a piece split in two, a space prefix): the count stays a lower bound. */
 const BOUNDARY_SLACK = 2;
+
+/**
+ * For a prompt whose text is far longer than the context could hold at a plausible bytes per
+ * token, or that has a long run without white space, a chunked lower bound of its length once that
+ * passes the context; otherwise null, and the caller tokenizes it whole. Whole tokenizing is
+ * quadratic on long runs (1.5 MB of one character took minutes of the event loop; 131 KB, under the
+ * bytes bound of a 32k context, 0.4 s a try), and counting first would tokenize ordinary prompts
+ * twice. A prompt counted and found to fit holds fewer tokens than the context, which bounds what
+ * its whole tokenizing costs.
+ */
+export function tokensIfOverContext(model: LlamaModel, request: CanonicalRequest, contextSize: number): number | null {
+  if (!countFirst(request, contextSize)) return null;
+  const atLeast = promptTokensAtLeast(model, request, contextSize);
+  return atLeast >= contextSize ? atLeast : null;
+}
+
+/** As tokensIfOverContext, counting with turns of the event loop between chunks (a generation's path). */
+export async function tokensIfOverContextAsync(
+  model: LlamaModel,
+  request: CanonicalRequest,
+  contextSize: number,
+): Promise<number | null> {
+  if (!countFirst(request, contextSize)) return null;
+  const atLeast = await promptTokensAtLeastAsync(model, request, contextSize);
+  return atLeast >= contextSize ? atLeast : null;
+}
+
+function countFirst(request: CanonicalRequest, contextSize: number): boolean {
+  const bytes = promptBytes(request);
+  if (bytes <= contextSize) return false;
+  return bytes > contextSize * PLAUSIBLE_BYTES_PER_TOKEN || hasLongRun(request);
+}
 
 /**
  * A lower bound of the request's prompt length in tokens, counted chunk by chunk and only until it
@@ -110,4 +142,26 @@ function* promptTexts(request: CanonicalRequest): Iterable<string> {
     if (tool.description) yield tool.description;
     if (tool.parameters) yield JSON.stringify(tool.parameters);
   }
+}
+
+/**
+ * The error for a prompt its context cannot hold (the output needs a token of room), both engines
+ * alike: `atLeast` where the count stopped at a lower bound (see promptTokensAtLeast), `images` where
+ * it counts the images' embeddings; `param` is the field to shorten.
+ */
+export function promptTooLong(prompt: {
+  model: string;
+  tokens: number;
+  contextSize: number;
+  param: 'prompt' | 'messages';
+  atLeast?: boolean;
+  images?: boolean;
+}): CortexError {
+  const { model, tokens, contextSize, param, atLeast = false, images = false } = prompt;
+  return new CortexError(
+    'invalid_request',
+    `the prompt is ${atLeast ? 'at least ' : ''}${tokens} tokens${images ? ' (images included)' : ''} ` +
+      `but ${model} has a context of ${contextSize}; shorten the ${param}${images ? ' or send fewer images' : ''}`,
+    { param },
+  );
 }

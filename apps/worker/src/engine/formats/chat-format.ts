@@ -117,6 +117,22 @@ export interface HarmonySyntax {
 /** A raw completion's output: no reasoning, no calls, special tokens not shown. */
 export const RAW_FORMAT: ChatFormat = { id: 'raw' };
 
+/**
+ * The reasoning block a rendered chat prompt leaves open: a generation prompt that opens it (DeepSeek
+ * R1, GLM, MiniMax) leaves the model inside it, unless an answer is already begun (`prefilled`), which
+ * goes on after the block's closing marker. `close` is that marker where the prompt opened the block,
+ * else ''.
+ */
+export function promptReasoning(
+  format: ChatFormat,
+  prompt: string,
+  prefilled: boolean,
+): { startInReasoning: boolean; close: string } {
+  const { reasoning } = format;
+  const opened = reasoning !== undefined && prompt.trimEnd().endsWith(reasoning.open);
+  return { startInReasoning: opened && !prefilled, close: opened ? reasoning.close : '' };
+}
+
 /** How a format marks its reasoning, for a client that wants it inline: its own markers (Harmony's analysis message). */
 export function inlineReasoningMarkers(format: ChatFormat): [string, string] | null {
   if (format.harmony)
@@ -136,4 +152,17 @@ export function formatMarkers(format: ChatFormat): string[] {
     tools?.callClose,
     ...(harmony ? [harmony.start, harmony.channel, harmony.message, harmony.constrain, ...harmony.ends] : []),
   ].filter((marker): marker is string => Boolean(marker));
+}
+
+/** Every text a format's data holds (markers, separators, tags): the special tokens among them are shown to the parser. */
+export function formatTexts(format: ChatFormat): string[] {
+  const texts: string[] = [];
+  const walk = (value: unknown): void => {
+    if (typeof value === 'string') texts.push(value);
+    else if (Array.isArray(value)) value.forEach(walk);
+    else if (value !== null && typeof value === 'object' && !(value instanceof RegExp))
+      Object.values(value).forEach(walk);
+  };
+  walk({ ...format, id: '', forcedCall: format.forcedCall?.replace('{name}', '').replace('{index}', '') });
+  return texts.filter(Boolean);
 }

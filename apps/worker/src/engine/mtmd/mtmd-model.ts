@@ -1,28 +1,23 @@
-import { performance } from 'node:perf_hooks';
 import {
   BUILTIN_SAMPLING,
   seedFor,
-  CortexError,
   withSamplingDefaults,
   type CanonicalRequest,
-  type FinishReason,
   type ModelCapabilities,
   type SamplingDefaults,
   type Usage,
 } from '@cortex/contracts';
-import { randomBytes } from 'node:crypto';
 import type { EngineModel, GenerateJob, ModelSpec } from '../engine.types.js';
 import { chargedTokens, ticketOf } from '../fair-queue.js';
 import { SlotPool } from '../slot-pool.js';
-import { AnswerRelease } from '../answer-release.js';
 import { OutputCheck } from '../output-check.js';
-import { runTimings } from '../run-timings.js';
+import { OutputProcessor } from '../output-processor.js';
 import type { ChosenFormat } from '../formats/choose-format.js';
-import { inlineReasoningMarkers, type ChatFormat } from '../formats/chat-format.js';
-import { createOutputParser, type ParsedEvent } from '../formats/output-parser.js';
+import { promptReasoning, type ChatFormat } from '../formats/chat-format.js';
 import type { LlamaNodeContext, LlamaNodeParallelResult } from './llama-node.types.js';
 import { heldOutput, llamaNodeTools, mediaMessages, refusal, type Defuse } from './mtmd-request.js';
 import { formatCapabilities } from '../formats/format-capabilities.js';
+import { promptTooLong } from '../prompt-bound.js';
 
 /** A prompt as the model's template and tokenizer render it, images included. */
 interface Rendered {
@@ -111,25 +106,20 @@ export class MtmdEngineModel implements EngineModel {
       ...(request.tools?.length && { tools: llamaNodeTools(request.tools, this.defuse) }),
       ...(request.templateOptions && { chat_template_kwargs: request.templateOptions }),
     });
-    const reasoning = this.chatFormat.reasoning;
-    // A generation prompt that opens the reasoning block (DeepSeek R1, GLM, MiniMax) leaves the model inside it.
-    const opened = reasoning !== undefined && chat.prompt.trimEnd().endsWith(reasoning.open);
+    const reasoning = promptReasoning(this.chatFormat, chat.prompt, request.prefill !== undefined);
     // An answer already begun (`prefill`) goes on from its text, after the block the generation prompt opened.
     const begun =
-      request.prefill === undefined
-        ? chat.prompt
-        : chat.prompt + (opened ? (reasoning?.close ?? '') : '') + this.defuse(request.prefill);
+      request.prefill === undefined ? chat.prompt : chat.prompt + reasoning.close + this.defuse(request.prefill);
     // A forced call's opening is written for the model: it starts inside the call, its JSON held by the schema.
     const held = heldOutput(request, this.chatFormat, this.id);
-    const closed = opened && request.prefill === undefined ? (reasoning?.close ?? '') : '';
-    const prompt = held?.opening ? begun + closed + held.opening : begun;
+    const prompt = held?.opening ? begun + (reasoning.startInReasoning ? reasoning.close : '') + held.opening : begun;
     const counted = await this.context.tokenize(prompt, { media_paths: media });
     return {
       prompt,
       media,
       stops: chat.additional_stops ?? [],
       tokens: counted.tokens.length,
-      startInReasoning: opened && request.prefill === undefined && !held?.opening,
+      startInReasoning: reasoning.startInReasoning && !held?.opening,
       held,
     };
   }
@@ -139,13 +129,10 @@ export class MtmdEngineModel implements EngineModel {
     const refused = refusal(request, this.id, job.resume !== undefined);
     if (refused) throw refused;
     const rendered = await this.render(request);
-    if (rendered.tokens >= this.slotContext)
-      throw new CortexError(
-        'invalid_request',
-        `the prompt is ${rendered.tokens} tokens (images included) but ${this.id} has a context of ` +
-          `${this.slotContext}; shorten the messages or send fewer images`,
-        { param: 'messages' },
-      );
+    if (rendered.tokens >= this.slotContext) {
+      const { tokens } = rendered;
+      throw promptTooLong({ model: this.id, tokens, contextSize: this.slotContext, param: 'messages', images: true });
+    }
     const slot = await this.pool.acquire(signal, undefined, ticketOf(job.priority, rendered.tokens));
     let charged: number | undefined;
     try {
@@ -159,37 +146,22 @@ export class MtmdEngineModel implements EngineModel {
 
   private async run(job: GenerateJob, rendered: Rendered): Promise<Usage> {
     const { request, signal } = job;
-    const startedAt = performance.now();
     const sampling = withSamplingDefaults(request.sampling, this.samplingDefaults, BUILTIN_SAMPLING);
-    const userStops = sampling.stop ?? [];
-    // llama.node sends a token before it checks the stop strings: the answer that may be one is held here.
-    const answer = new AnswerRelease(userStops, rendered.stops, job.emit);
-    // The token's text, special tokens shown, through the model's output parser (reasoning, calls, answer).
-    const parsed: ParsedEvent[] = [];
-    const parser = createOutputParser(this.chatFormat, {
-      tools: new Map(request.tools?.map((tool) => [tool.name, tool.parameters])),
-      startInReasoning: rendered.startInReasoning,
-      callId: () => `call_${randomBytes(12).toString('hex')}`,
-      emit: (event) => parsed.push(event),
-    });
-    // The forced call's opening, written for the model, is read as the output's start.
-    if (rendered.held?.opening) parser.push(rendered.held.opening);
-    const maxTokens = Math.min(sampling.maxTokens ?? Infinity, this.slotContext - rendered.tokens);
-    const maxToolCalls = request.maxToolCalls ?? Infinity;
-    let completion = 0;
-    let reasoningTokens = 0;
-    let firstTokenAt = 0;
-    /** The output ended by what cortex read: a stop string in the answer, or the last call allowed. */
-    let ended: 'stop' | 'tool_calls' | null = null;
-    const markers = inlineReasoningMarkers(this.chatFormat);
-    job.emit({
-      type: 'start',
+    // llama.node sends a token before it checks the stop strings: the processor holds the answer that may be one.
+    const output = new OutputProcessor({
+      job,
       model: this.id,
-      promptTokens: rendered.tokens,
-      ...(markers && { reasoningMarkers: markers }),
+      format: this.chatFormat,
+      startInReasoning: rendered.startInReasoning,
+      hiddenStops: rendered.stops,
+      room: this.slotContext - rendered.tokens,
+      emit: job.emit,
     });
+    output.start(rendered.tokens);
+    // The forced call's opening, written for the model at the prompt's end, is read as the output's start.
+    if (rendered.held?.opening) output.open(rendered.held.opening, 0);
     // Cancelled before anything was handed to llama.node: nothing was evaluated.
-    if (signal.aborted) return this.cancelledBeforeStart(job);
+    if (signal.aborted) return output.finish({ reason: 'cancelled', promptTokens: 0, cachedPromptTokens: 0 });
     let stopAsked = false;
     const stopOnce = (): void => {
       if (stopAsked) return;
@@ -200,13 +172,13 @@ export class MtmdEngineModel implements EngineModel {
       {
         prompt: rendered.prompt,
         media_paths: rendered.media,
-        n_predict: maxTokens,
+        n_predict: output.maxTokens,
         temperature: sampling.temperature,
         top_p: sampling.topP,
         top_k: sampling.topK,
         min_p: sampling.minP,
         seed: seedFor(sampling),
-        stop: [...userStops, ...rendered.stops],
+        stop: [...(sampling.stop ?? []), ...rendered.stops],
         // llama.cpp's grammar from the schema, as llama.node's queued completions read it.
         ...(rendered.held && {
           response_format: { type: 'json_schema', json_schema: { schema: rendered.held.schema } },
@@ -228,79 +200,38 @@ export class MtmdEngineModel implements EngineModel {
         // A cancel is sent once the slot generates: llama.node 1.7.15 aborts the whole process
         // (std::length_error) when a request is cancelled while its images are still being prepared.
         if (signal.aborted) return stopOnce();
-        if (ended) return;
-        completion++;
-        if (firstTokenAt === 0) firstTokenAt = performance.now();
-        const wasReasoning = parser.reasoning;
-        parser.push(data.token);
-        if (wasReasoning || parser.reasoning) reasoningTokens++;
-        // A stop string ends llama.node's run too (it was given the same ones); the last call allowed is ended here.
-        if (answer.publish(parsed)) ended = 'stop';
-        else if (parser.completedCalls >= maxToolCalls) {
-          ended = 'tool_calls';
-          stopOnce();
-        }
+        if (output.ended) return;
+        output.arrived();
+        // A stop string ends llama.node's run too (it was given the same ones), and so does its n_predict;
+        // the last call allowed is ended here.
+        if (output.push(data.token) === 'tool_calls') stopOnce();
       },
     );
     // A cancel reaches llama.node's slot at its next step; its promise then rejects. Before the first
     // token the token callback sends it (see above): the prompt is evaluated, never cut short there.
     const cancel = (): void => {
-      if (completion > 0) stopOnce();
+      if (output.completionTokens > 0) stopOnce();
     };
     signal.addEventListener('abort', cancel, { once: true });
     let result: LlamaNodeParallelResult | null = null;
     try {
       result = await promise;
     } catch (error) {
-      if (!signal.aborted && !ended) throw error;
+      if (!signal.aborted && !output.ended) throw error;
     } finally {
       signal.removeEventListener('abort', cancel);
     }
-    const cancelled = signal.aborted && !ended;
-    if (!cancelled) {
-      parser.end();
-      answer.end(parsed);
-    }
-    const stopped = ended !== null || result?.stopped_eos || result?.stopped_word;
-    // A call the parser could only complete at the end (a list whose closing marker never came) is still a call.
-    const reason: FinishReason = cancelled
-      ? 'cancelled'
-      : ended === 'tool_calls' || (stopped && parser.calls > 0)
-        ? 'tool_calls'
-        : stopped
-          ? 'stop'
-          : 'length';
-    const endedAt = performance.now();
-    const completionTokens = cancelled ? completion : (result?.tokens_predicted ?? completion);
-    const usage: Usage = {
+    const cancelled = signal.aborted && !output.ended;
+    // A cancelled run's held output is dropped; otherwise it goes out.
+    if (!cancelled) output.end();
+    const stopped = result?.stopped_eos || result?.stopped_word;
+    return output.finish({
+      reason: cancelled ? 'cancelled' : stopped ? 'stop' : 'length',
       promptTokens: rendered.tokens,
       cachedPromptTokens: Math.min(result?.timings.cache_n ?? 0, rendered.tokens),
-      completionTokens,
-      reasoningTokens,
-    };
-    job.emit({
-      type: 'finish',
-      reason,
-      ...(answer.stopSequence !== undefined && { stopSequence: answer.stopSequence }),
-      usage,
-      timings: runTimings({ receivedAt: job.receivedAt, startedAt, firstTokenAt, endedAt, completionTokens }),
+      // llama.node counts the tokens it generated; a cancelled run counts those read.
+      ...(!cancelled && result && { completionTokens: result.tokens_predicted }),
     });
-    return usage;
-  }
-
-  /** The finish of a run cancelled before llama.node had it: no tokens evaluated or generated. */
-  private cancelledBeforeStart(job: GenerateJob): Usage {
-    const usage: Usage = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
-    const now = performance.now();
-    const timings = runTimings({
-      receivedAt: job.receivedAt,
-      startedAt: now,
-      firstTokenAt: 0,
-      endedAt: now,
-      completionTokens: 0,
-    });
-    job.emit({ type: 'finish', reason: 'cancelled', usage, timings });
-    return usage;
   }
 
   async dispose(): Promise<void> {

@@ -1,6 +1,7 @@
 import { CortexError, type CanonicalMessage, type CanonicalRequest, type ToolDefinition } from '@cortex/contracts';
 import type { ChatFormat } from '../formats/chat-format.js';
 import { defuseJson } from '../formats/template-prompt.js';
+import { toolCallSchema } from '../tool-call-schema.js';
 import { MEDIA_MARKER, type LlamaNodeMessage, type LlamaNodeTool } from './llama-node.types.js';
 
 /** A client's text with the model's special tokens in it broken (see defuser); the identity where none need be. */
@@ -144,15 +145,8 @@ export function heldOutput(
         `tool_choice '${choice}' cannot be enforced: ${model} is asked for '${named}', which is not in tools; name a declared tool`,
         { param: 'tool_choice' },
       );
-    const call = (tool: ToolDefinition): Record<string, unknown> => ({
-      type: 'object',
-      properties: {
-        [body.nameKeys[0] ?? 'name']: { const: tool.name },
-        [body.argKeys[0] ?? 'arguments']: tool.parameters ?? { type: 'object' },
-      },
-      required: [body.nameKeys[0] ?? 'name', body.argKeys[0] ?? 'arguments'],
-    });
-    const schema = chosen.length === 1 ? call(chosen[0] as ToolDefinition) : { oneOf: chosen.map(call) };
+    const keys = { name: body.nameKeys[0] ?? 'name', args: body.argKeys[0] ?? 'arguments' };
+    const schema = toolCallSchema(chosen, { keys });
     return { schema, opening: `${syntax.callOpen}\n` };
   }
   const held = request.responseFormat;
