@@ -143,9 +143,11 @@ describe('whole call grammars', () => {
     const minimax = FORMATS['minimax-m2'].tools ?? assert.fail();
     assert.deepEqual(wholeCallOpenings(minimax, 'section'), ['<invoke name="']);
     assert.deepEqual(wholeCallOpenings(minimax, 'answer'), ['<minimax:tool_call>', '<invoke name="']);
+    // GLM's name, without a prefix, is read from the call's first character: no white space before it.
+    assert.match(wholeCallGrammar(FORMATS['glm-4.5'].tools ?? assert.fail(), [none]), /^root ::= \(call-0\) ws$/m);
     assert.match(
       wholeCallGrammar(minimax, [none], { from: 'answer' }),
-      /^root ::= ws "<minimax:tool_call>" ws "<invoke name=\\"" ws \(call-0\) ws$/m,
+      /^root ::= ws "<minimax:tool_call>" ws "<invoke name=\\"" \(call-0\) ws$/m,
     );
     assert.deepEqual(wholeCallMarkers(FORMATS.hermes.tools), [], 'a JSON call is held as JSON');
   });

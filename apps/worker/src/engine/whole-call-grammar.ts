@@ -108,8 +108,11 @@ export function wholeCallGrammar(
     body.kind === 'pythonic'
       ? `"[" ${rules.add('py-call', one)}${options.oneCall ? '' : ' ("," " "? py-call)*'} "]" ws ${close}`
       : one;
-  const openings = wholeCallOpenings(syntax, options.from ?? 'call').map((marker) => `${lit(marker)} ws `);
-  rules.add('root', `ws ${openings.join('')}${held} ws`);
+  // White space before the call's own text only where the parser skips it: a name without a prefix is
+  // read from the first character on (GLM's ends at a newline, so one there would end it empty).
+  const lead = body.kind === 'named' && !body.namePrefix ? '' : 'ws ';
+  const openings = wholeCallOpenings(syntax, options.from ?? 'call').map((marker) => `ws ${lit(marker)} `);
+  rules.add('root', `${openings.join('')}${lead}${held} ws`);
   rules.add('ws', '[ \\t\\n]{0,3}');
   return [rules.text(), options.json?.rules].filter(Boolean).join('\n');
 }
