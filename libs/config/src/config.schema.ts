@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Type } from 'class-transformer';
-import { SAMPLING_DEFAULT_RANGES as RANGES, UpstreamSpec } from '@cortex/contracts';
+import { MCP_SERVER_LABEL, SAMPLING_DEFAULT_RANGES as RANGES, UpstreamSpec } from '@cortex/contracts';
 import {
   IsArray,
   IsBoolean,
@@ -543,16 +543,13 @@ export class WorkerConfig {
   @IsInt() @Min(1) @Max(1_000_000) syntheticTokensPerSecond = 1_000;
 }
 
-/** The names an MCP server's label may take: OpenAI's `server_label` (letters, digits, `_` and `-`). */
-export const MCP_LABEL = /^[A-Za-z0-9_-]{1,64}$/;
-
 /**
  * An MCP server the operator registers: reached over HTTP (`url`, Streamable HTTP or the older SSE
  * transport) or started by the gateway as a child process speaking stdio (`command`). A request names
  * it by `label`; its credentials (`headers`, `headers_env`) stay here and never come from a request.
  */
 export class McpServerConfig {
-  @Matches(MCP_LABEL, { message: 'must be 1-64 letters, digits, _ or -' }) label!: string;
+  @Matches(MCP_SERVER_LABEL, { message: 'must be 1-64 letters, digits, _ or -' }) label!: string;
   /** The server's endpoint (`https://mcp.example.com/mcp`); exclusive with `command`. */
   @IsOptional()
   @Matches(/^https?:\/\/[^\s/?#]+(\/[^\s#]*)?$/, { message: 'must be an http(s) URL' })

@@ -1,3 +1,6 @@
+/** An MCP server's label (`mcp.servers[].label`, a request's `server_label`): OpenAI's rule, letters, digits, `_` and `-`. */
+export const MCP_SERVER_LABEL = /^[A-Za-z0-9_-]{1,64}$/;
+
 /**
  * Header names neither the config (`mcp.servers[].headers`) nor a request's `mcp` tool may set: the
  * MCP transports' own (session, protocol version, resumption) and HTTP's framing.
