@@ -40,6 +40,12 @@ const KEY_OPTIONS = {
     value: 'id',
     description: 'a model it may use; comma-separated lists too (default: every model)',
   },
+  'mcp-server': {
+    type: 'string',
+    multiple: true,
+    value: 'label',
+    description: 'an MCP server (its mcp.servers label) it may use; comma-separated lists too (default: every server)',
+  },
   expires: { type: 'string', value: 'time', description: 'ISO 8601 time after which it is refused, e.g. 2027-01-31' },
   tier: {
     type: 'string',

@@ -141,6 +141,9 @@ function keyBody(command: string, values: OptionValues, update: boolean): Record
   if (Object.keys(limits).length > 0) body.limits = limits;
   const models = listOption(values, 'model');
   if (models !== undefined) body.models = update && models.length === 1 && models[0] === 'none' ? null : models;
+  const servers = listOption(values, 'mcp-server');
+  if (servers !== undefined)
+    body.mcp_servers = update && servers.length === 1 && servers[0] === 'none' ? null : servers;
   const expires = stringOption(values, 'expires');
   if (expires !== undefined) body.expires_at = update && expires === 'none' ? null : expires;
   const tier = stringOption(values, 'tier');
@@ -213,8 +216,9 @@ export function describeLimits(limits: Limits, currency = ''): string {
 
 function describeKey(view: KeyView, currency: string): string {
   const models = view.models === null ? 'every model' : `models ${view.models.join(', ')}`;
+  const servers = view.mcp_servers == null ? '' : `; MCP servers ${view.mcp_servers.join(', ')}`;
   const expiry = view.expires_at ? `, expires ${view.expires_at}` : '';
-  return `${describeLimits(view.limits, currency)}; ${models}; tier ${view.tier}${expiry}`;
+  return `${describeLimits(view.limits, currency)}; ${models}${servers}; tier ${view.tier}${expiry}`;
 }
 
 function keyTable(views: KeyView[], currency: string): string {
@@ -249,6 +253,7 @@ function showKey(view: KeyView, currency: string): string {
       `${view.previous_secret_valid_until ? ` (the previous one works until ${view.previous_secret_valid_until})` : ''}`,
     `  limits:  ${describeLimits(view.limits, currency)}`,
     `  models:  ${view.models?.join(', ') ?? 'every model'}`,
+    `  mcp:     ${view.mcp_servers?.join(', ') ?? 'every server'}`,
     `  tier:    ${view.tier}`,
     `  expires: ${view.expires_at ?? 'never'}`,
     `  created: ${view.created_at}, updated ${view.updated_at}`,

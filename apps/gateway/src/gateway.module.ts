@@ -29,6 +29,7 @@ import { ConsoleController } from './console/console.controller.js';
 import { ConsoleHub } from './console/console.hub.js';
 import { RefusalCounter } from './http/refusals.js';
 import { HeldBytes } from './http/upload-slots.js';
+import { McpService } from './mcp/mcp.service.js';
 
 @Module({})
 export class GatewayModule {
@@ -74,6 +75,7 @@ export class GatewayModule {
         UsageRecorder,
         FinalWrites,
         ConsoleHub,
+        McpService,
       ],
     };
   }

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Type } from 'class-transformer';
-import { SAMPLING_DEFAULT_RANGES as RANGES, UpstreamSpec } from '@cortex/contracts';
+import { MCP_SERVER_LABEL, SAMPLING_DEFAULT_RANGES as RANGES, UpstreamSpec } from '@cortex/contracts';
 import {
   IsArray,
   IsBoolean,
@@ -543,6 +543,74 @@ export class WorkerConfig {
   @IsInt() @Min(1) @Max(1_000_000) syntheticTokensPerSecond = 1_000;
 }
 
+/**
+ * An MCP server the operator registers: reached over HTTP (`url`, Streamable HTTP or the older SSE
+ * transport) or started by the gateway as a child process speaking stdio (`command`). A request names
+ * it by `label`; its credentials (`headers`, `headers_env`) stay here and never come from a request.
+ */
+export class McpServerConfig {
+  @Matches(MCP_SERVER_LABEL, { message: 'must be 1-64 letters, digits, _ or -' }) label!: string;
+  /** The server's endpoint (`https://mcp.example.com/mcp`); exclusive with `command`. */
+  @IsOptional()
+  @Matches(/^https?:\/\/[^\s/?#]+(\/[^\s#]*)?$/, { message: 'must be an http(s) URL' })
+  url?: string;
+  /** How `url` is spoken: `streamable_http` (MCP 2025-03-26 and later) or `sse` (the 2024-11-05 transport). */
+  @IsOptional() @IsIn(['streamable_http', 'sse']) transport?: 'streamable_http' | 'sse';
+  /** A program the gateway starts and speaks to over stdin/stdout; only ever from this file, never from a request. */
+  @IsOptional() @IsString() @MaxLength(4096) command?: string;
+  @IsOptional() @IsArray() @IsString({ each: true }) args?: string[];
+  /** The child's environment besides the few variables it inherits (HOME, LOGNAME, PATH, SHELL, TERM, USER). Kept as written. */
+  @IsOptional() @IsObject() env?: Record<string, string>;
+  /** The child's working directory (relative to the config file); unset: the gateway's. */
+  @IsOptional() @IsString() cwd?: string;
+  /** Headers sent with every request to `url` (credentials: `authorization`, `x-api-key`), names in lower case. Kept as written. */
+  @IsOptional() @IsObject() headers?: Record<string, string>;
+  /** Headers whose values are read from the gateway's environment at start: `{authorization: GITHUB_MCP_AUTH}`. Kept as written. */
+  @IsOptional() @IsObject() headersEnv?: Record<string, string>;
+  /** Tools of the server that requests may see and call; unset: every tool it lists. */
+  @IsOptional() @IsArray() @ArrayUnique() @IsString({ each: true }) allowedTools?: string[];
+  /** One tool call's bound; unset: `mcp.call_timeout_ms`. */
+  @IsOptional() @IsInt() @Min(100) @Max(3_600_000) timeoutMs?: number;
+  /** Bytes of one tool result's text; unset: `mcp.max_output_bytes`. */
+  @IsOptional() @IsInt() @Min(256) @Max(64 * 1024 * 1024) maxOutputBytes?: number;
+  /** Calls in flight to this server from one gateway; unset: `mcp.max_concurrency`. */
+  @IsOptional() @IsInt() @Min(1) @Max(1_024) maxConcurrency?: number;
+  /**
+   * MCP sessions to a `url` server held at once, one per set of request headers (credentials) in use;
+   * the least recently used idle one closes first.
+   */
+  @IsInt() @Min(1) @Max(1_024) maxSessions = 16;
+}
+
+/**
+ * MCP: servers whose tools cortex runs itself (OpenAI's `mcp` tool, Anthropic's `mcp_servers`). The
+ * gateway holds one client per server, bounded in time, bytes and connections (docs/configuration.md).
+ */
+export class McpConfig {
+  @IsArray() @ValidateNested({ each: true }) @Type(() => McpServerConfig) servers: McpServerConfig[] = [];
+  /**
+   * Requests may name a server by URL (`server_url`) instead of a registered label. Off: only
+   * registered servers are reached. Such URLs are fetched by the public-address rule of image URLs.
+   */
+  @IsBoolean() allowRequestUrls = false;
+  /** Request URLs may resolve to loopback, private, link-local or other non-public addresses. */
+  @IsBoolean() allowPrivateUrls = false;
+  /** How long one server's tool list is kept, per set of credentials; 0: asked every time. */
+  @IsInt() @Min(0) @Max(86_400_000) listCacheMs = 60_000;
+  /** One tool call's bound, from the request to the last byte of its answer. */
+  @IsInt() @Min(100) @Max(3_600_000) callTimeoutMs = 60_000;
+  /** Connecting (the spawn or the first HTTP request, and MCP's `initialize`), and listing tools. */
+  @IsInt() @Min(100) @Max(600_000) connectTimeoutMs = 10_000;
+  /** Bytes of one tool result's text; past it the text is cut, with a note saying so. */
+  @IsInt() @Min(256) @Max(64 * 1024 * 1024) maxOutputBytes = 256 * 1024;
+  /** Calls in flight to one server from one gateway; up to 64 more wait (within their timeout), past that a call is refused (429). */
+  @IsInt() @Min(1) @Max(1_024) maxConcurrency = 8;
+  /** MCP sessions to request URLs held at once, every URL and set of headers together; the least recently used idle one closes first. */
+  @IsInt() @Min(1) @Max(4_096) maxRequestUrlSessions = 64;
+  /** A session unused this long is closed (a stdio server's child too: it is started again when next needed). */
+  @IsInt() @Min(1_000) @Max(86_400_000) sessionIdleMs = 300_000;
+}
+
 /** After `drain_timeout_ms`, the time a service still has to cancel, free its models and close NATS. */
 export const DRAIN_EXIT_MARGIN_MS = 5_000;
 
@@ -558,6 +626,8 @@ export class CortexConfig {
   @ValidateNested() @Type(() => ReplicationConfig) replication = new ReplicationConfig();
   @IsArray() @ValidateNested({ each: true }) @Type(() => ModelConfig) models: ModelConfig[] = [];
   @ValidateNested() @Type(() => WorkerConfig) worker = new WorkerConfig();
+  /** MCP servers whose tools the gateway runs (see McpConfig). */
+  @ValidateNested() @Type(() => McpConfig) mcp = new McpConfig();
   /**
    * host:port for HTTP probes (`/healthz`, `/readyz`) of the services that serve no HTTP: router,
    * translator and worker (Kubernetes sets it). Unset: none.

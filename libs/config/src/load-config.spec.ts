@@ -178,6 +178,72 @@ describe('config', () => {
     assert.throws(() => loadConfig({ CORTEX_NATS_INBOX_PREFIX: '_INBOX.>' }, dir), /nats\.inbox_prefix/);
   });
 
+  it('config - mcp: defaults, servers by url or command with their maps kept as written, and each mistake named by path', () => {
+    const defaults = parseConfig({}).mcp;
+    assert.deepEqual(
+      [
+        defaults.servers,
+        defaults.allowRequestUrls,
+        defaults.allowPrivateUrls,
+        defaults.listCacheMs,
+        defaults.callTimeoutMs,
+        defaults.maxOutputBytes,
+      ],
+      [[], false, false, 60_000, 60_000, 256 * 1024],
+    );
+    const { dir, env } = tempConfig(
+      'mcp:\n  servers:\n' +
+        '    - label: docs\n      url: https://mcp.example.com/mcp\n      headers: { x-api_key: k }\n      headers_env: { authorization: DOCS_AUTH }\n' +
+        '    - label: fs\n      command: node\n      args: [server.js]\n      cwd: tools\n' +
+        '      env: { my_root: /srv, LOG_LEVEL: warn }\n      timeout_ms: 2000\n',
+    );
+    const [docs, fs] = loadConfig(env, '/').config.mcp.servers;
+    assert.deepEqual(docs?.headers, { 'x-api_key': 'k' });
+    assert.deepEqual(docs?.headersEnv, { authorization: 'DOCS_AUTH' });
+    assert.equal(docs?.maxSessions, 16);
+    assert.deepEqual(fs?.env, { my_root: '/srv', LOG_LEVEL: 'warn' });
+    assert.equal(fs?.cwd, join(dir, 'tools'));
+    assert.equal(fs?.timeoutMs, 2000);
+    const refused = (servers: unknown[], pattern: RegExp): void =>
+      assert.throws(() => parseConfig({ mcp: { servers } }), pattern);
+    refused([{ label: 'a' }], /mcp\.servers\[0\]: a server has a url .* or a command .*, exactly one/);
+    refused([{ label: 'a', url: 'https://x', command: 'y' }], /exactly one/);
+    refused([{ label: 'bad label', url: 'https://x' }], /mcp\.servers\[0\]\.label: must be 1-64 letters/);
+    refused(
+      [
+        { label: 'a', url: 'https://x' },
+        { label: 'a', command: 'y' },
+      ],
+      /mcp\.servers\[1\]\.label: "a" is the label of mcp\.servers\[0\] too/,
+    );
+    refused([{ label: 'a', url: 'ftp://x' }], /mcp\.servers\[0\]\.url: must be an http\(s\) URL/);
+    refused(
+      [{ label: 'a', command: 'y', headers: { authorization: 'z' } }],
+      /servers\[0\]\.headers: is for a server reached at a url/,
+    );
+    refused(
+      [{ label: 'a', url: 'https://x', args: ['z'] }],
+      /servers\[0\]\.args: is for a server started with command/,
+    );
+    refused([{ label: 'a', url: 'https://x', headers: { host: 'z' } }], /headers: host: is set by the MCP transport/);
+    refused(
+      [{ label: 'a', url: 'https://x', headers_env: { authorization: 'not a name' } }],
+      /headers_env\.authorization: must be the name/,
+    );
+    refused(
+      [{ label: 'a', url: 'https://x', headers: { Authorization: 'z' }, headers_env: { authorization: 'A' } }],
+      /headers_env\.authorization: is in headers too/,
+    );
+    refused(
+      [{ label: 'a', command: 'y', env: { 'NOT-A-NAME': 'z' } }],
+      /env\.NOT-A-NAME: is not an environment variable's name/,
+    );
+    assert.throws(
+      () => parseConfig({ mcp: { call_timeout_ms: 5 } }),
+      /mcp\.call_timeout_ms: must not be less than 100/,
+    );
+  });
+
   it('config - a named file that does not exist is an error', () => {
     assert.throws(() => loadConfig({ CORTEX_CONFIG: '/nonexistent/cortex.yaml' }), /does not exist/);
   });

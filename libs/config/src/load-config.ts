@@ -3,8 +3,8 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { plainToInstance } from 'class-transformer';
 import { validateSync, type ValidationError } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { upstreamHeadersProblem } from '@cortex/contracts';
-import { CortexConfig, ModelConfig } from './config.schema.js';
+import { mcpHeadersProblem, upstreamHeadersProblem } from '@cortex/contracts';
+import { CortexConfig, ModelConfig, type McpConfig } from './config.schema.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/cortex.yaml';
 
@@ -100,6 +100,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     }
   }
   if (!isAbsolute(config.worker.modelsDir)) config.worker.modelsDir = resolve(cwd, config.worker.modelsDir);
+  for (const server of config.mcp.servers) if (server.cwd !== undefined) server.cwd = resolve(base, server.cwd);
   return { config, path: usedPath };
 }
 
@@ -112,6 +113,7 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
     if (auth.keys !== undefined) config.auth.keys = auth.keys as unknown[];
     if (auth.accounts !== undefined) config.auth.accounts = auth.accounts as Record<string, unknown>;
   }
+  keepMcpMaps(plain, config);
   const errors = validateSync(config, { whitelist: true, forbidNonWhitelisted: true });
   if (errors.length > 0) {
     const lines = errors.flatMap((e) => describe(e, ''));
@@ -140,6 +142,7 @@ export function parseConfig(plain: Record<string, unknown>, where = 'config'): C
     }
     checkModel(model, `${where}: models[${i}]`, config.replication.maxReplicas);
   }
+  checkMcp(config.mcp, where);
   for (const [i, model] of config.models.entries())
     for (const [j, name] of (model.fallback ?? []).entries()) {
       if (!ids.has(name))
@@ -211,6 +214,82 @@ function checkUpstream(model: ModelConfig, where: string): void {
       throw new ConfigError(
         `${where}.${toSnake(field)}: the upstream renders and parses its own output; remove ${toSnake(field)}`,
       );
+}
+
+/** An MCP server's `env`, `headers` and `headers_env` are names the program or server reads: kept as written, not camelCased. */
+function keepMcpMaps(plain: Record<string, unknown>, config: CortexConfig): void {
+  const servers = (plain.mcp as { servers?: unknown } | null | undefined)?.servers;
+  if (!Array.isArray(servers)) return;
+  servers.forEach((raw: unknown, i) => {
+    const server = config.mcp.servers[i];
+    if (!server || raw === null || typeof raw !== 'object') return;
+    const { env, headers, headers_env: headersEnv } = raw as Record<string, unknown>;
+    if (env !== undefined) server.env = env as Record<string, string>;
+    if (headers !== undefined) server.headers = headers as Record<string, string>;
+    if (headersEnv !== undefined) server.headersEnv = headersEnv as Record<string, string>;
+  });
+}
+
+/** What class-validator cannot say about `mcp.servers`: one way to reach each, unique labels, well-formed maps. */
+function checkMcp(mcp: McpConfig, where: string): void {
+  const labels = new Map<string, number>();
+  for (const [i, server] of mcp.servers.entries()) {
+    const at = `${where}: mcp.servers[${i}]`;
+    const first = labels.get(server.label);
+    if (first !== undefined)
+      throw new ConfigError(
+        `${at}.label: "${server.label}" is the label of mcp.servers[${first}] too; labels are unique`,
+      );
+    labels.set(server.label, i);
+    if ((server.url === undefined) === (server.command === undefined))
+      throw new ConfigError(
+        `${at}: a server has a url (reached over HTTP) or a command (started by the gateway, spoken to over stdio), exactly one`,
+      );
+    const only = (fields: [string, unknown][], what: string): void => {
+      for (const [field, value] of fields)
+        if (value !== undefined) throw new ConfigError(`${at}.${field}: is for ${what}; remove it`);
+    };
+    if (server.url !== undefined)
+      only(
+        [
+          ['args', server.args],
+          ['env', server.env],
+          ['cwd', server.cwd],
+        ],
+        'a server started with command',
+      );
+    else
+      only(
+        [
+          ['transport', server.transport],
+          ['headers', server.headers],
+          ['headers_env', server.headersEnv],
+        ],
+        'a server reached at a url',
+      );
+    for (const [field, map] of [
+      ['env', server.env],
+      ['headers_env', server.headersEnv],
+    ] as const) {
+      for (const [name, value] of Object.entries(map ?? {})) {
+        if (field === 'env' && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+          throw new ConfigError(`${at}.env.${name}: is not an environment variable's name`);
+        if (field === 'env' ? typeof value !== 'string' : !/^[A-Za-z_][A-Za-z0-9_]*$/.test(String(value)))
+          throw new ConfigError(
+            `${at}.${field}.${name}: must be ${field === 'env' ? 'a string' : "the name of an environment variable (the header's value)"}`,
+          );
+      }
+    }
+    const lower = Object.keys(server.headers ?? {}).map((h) => h.toLowerCase());
+    const twice = Object.keys(server.headersEnv ?? {}).find((h) => lower.includes(h.toLowerCase()));
+    if (twice) throw new ConfigError(`${at}.headers_env.${twice}: is in headers too; keep one`);
+    const headers = {
+      ...server.headers,
+      ...Object.fromEntries(Object.keys(server.headersEnv ?? {}).map((h) => [h, ''])),
+    };
+    const problem = mcpHeadersProblem(headers);
+    if (problem) throw new ConfigError(`${at}.headers: ${problem}`);
+  }
 }
 
 const isLocalPath = (source: string): boolean => !/^(hf:|fixture:|https?:)/.test(source);

@@ -22,3 +22,4 @@ export * from './keys/key-file.js';
 export * from './usage/usage.record.js';
 export * from './fleet/fleet-health.js';
 export * from './fleet/catalogue-facts.js';
+export * from './mcp/mcp-servers.js';

@@ -106,9 +106,9 @@ export function publicAddress(address: string): boolean {
 /**
  * A DNS lookup that refuses a host any of whose addresses is not public: the socket then connects to
  * the very address checked, so a name that answers differently the second time (DNS rebinding) gains
- * nothing.
+ * nothing. A refusal is an error with the code `CORTEX_ADDRESS_REFUSED` (the MCP client's fetch uses it too).
  */
-function guardedLookup(allowPrivate: boolean): LookupFunction {
+export function guardedLookup(allowPrivate: boolean): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error, '', 4);

@@ -69,6 +69,7 @@ describe('key file', () => {
       account: 'team-a',
       limits: { concurrent_requests: 2 },
       models: null,
+      mcp_servers: null,
       expires_at: null,
       tier: 7,
     });
@@ -182,6 +183,7 @@ describe('key file', () => {
           { name: 'new' },
           { name: 'kept', limits: { concurrent_requests: 2, requests_per_minute: 10 } },
           { name: 'moved', account: 'other', secret_env: 'CI_KEY' },
+          { name: 'tooled', mcp_servers: ['docs'] },
         ],
       },
       env,
@@ -190,6 +192,8 @@ describe('key file', () => {
       // The same limits written in another order are the same limits.
       stored({ id: 'key_kept', name: 'kept', limits: { requests_per_minute: 10, concurrent_requests: 2 } }),
       stored({ id: 'key_moved', name: 'moved' }),
+      // Keys stored before keys had MCP servers have none written: the same as null (`kept` is unchanged).
+      stored({ id: 'key_tooled', name: 'tooled' }),
       stored({ id: 'key_old', name: 'old' }),
       stored({ id: 'key_gone', name: 'new', revoked_at: '2026-11-02T00:00:00.000Z' }),
     ];
@@ -203,6 +207,7 @@ describe('key file', () => {
         ['create', 'new', null],
         ['unchanged', 'kept', null],
         ['update', 'moved', ['account', 'secret']],
+        ['update', 'tooled', ['mcp_servers']],
       ],
     );
     assert.deepEqual(

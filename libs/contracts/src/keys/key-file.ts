@@ -34,6 +34,7 @@ import {
  *     account: team-a
  *     tier: 7
  *     models: [cortex-chat]
+ *     mcp_servers: [docs]
  *     limits: { requests_per_minute: 60 }
  *     secret_env: CORTEX_CI_KEY        # or secret_sha256: <64 hex digits>
  * ```
@@ -247,6 +248,7 @@ export function changedFields(key: KeyRecord, declared: DeclaredKey): string[] {
   if (key.account !== input.account) fields.push('account');
   if (!same(key.limits, input.limits)) fields.push('limits');
   if (!same(key.models, input.models)) fields.push('models');
+  if (!same(key.mcp_servers ?? null, input.mcp_servers ?? null)) fields.push('mcp_servers');
   if (key.expires_at !== input.expires_at) fields.push('expires_at');
   if (key.tier !== input.tier) fields.push('tier');
   const current = key.secrets.find((s) => s.valid_until === null) ?? null;

@@ -12,6 +12,7 @@ describe('keys input', () => {
       account: 'default',
       limits: {},
       models: null,
+      mcp_servers: null,
       expires_at: null,
       tier: 5,
     });
@@ -24,6 +25,7 @@ describe('keys input', () => {
         account: 'team-a',
         limits: { requests_per_minute: 60, concurrent_requests: 4, token_budget: { tokens: 1000, window: 'day' } },
         models: ['cortex-chat'],
+        mcp_servers: [' docs ', 'fs'],
         expires_at: '2027-01-01T01:00:00+01:00',
         tier: 2,
       },
@@ -34,6 +36,7 @@ describe('keys input', () => {
       account: 'team-a',
       limits: { requests_per_minute: 60, concurrent_requests: 4, token_budget: { tokens: 1000, window: 'day' } },
       models: ['cortex-chat'],
+      mcp_servers: ['docs', 'fs'],
       expires_at: '2027-01-01T00:00:00.000Z',
       tier: 2,
     });
@@ -82,6 +85,8 @@ describe('keys input', () => {
     ['a money budget that is a number', { name: 'a', limits: { money_budget: 50 } }, 'limits.money_budget'],
     ['an empty models list', { name: 'a', models: [] }, 'models'],
     ['a model that is not a string', { name: 'a', models: ['x', 3] }, 'models[1]'],
+    ['an empty MCP servers list', { name: 'a', mcp_servers: [] }, 'mcp_servers'],
+    ['an MCP server label with a space', { name: 'a', mcp_servers: ['docs', 'my server'] }, 'mcp_servers[1]'],
     ['an expiry in the past', { name: 'a', expires_at: '2020-01-01T00:00:00Z' }, 'expires_at'],
     ['an expiry that is not a time', { name: 'a', expires_at: 'tomorrow' }, 'expires_at'],
     ['tier 0', { name: 'a', tier: 0 }, 'tier'],
@@ -127,15 +132,21 @@ describe('keys input', () => {
     });
   });
 
-  it('keys - update takes any field; null clears a limit, models or the expiry', () => {
+  it('keys - update takes any field; null clears a limit, models, MCP servers or the expiry', () => {
     assert.deepEqual(
       parseKeyUpdate(
-        { limits: { requests_per_minute: null, concurrent_requests: 2 }, models: null, expires_at: null },
+        {
+          limits: { requests_per_minute: null, concurrent_requests: 2 },
+          models: null,
+          mcp_servers: null,
+          expires_at: null,
+        },
         NOW,
       ),
       {
         limits: { requests_per_minute: null, concurrent_requests: 2 },
         models: null,
+        mcp_servers: null,
         expires_at: null,
       },
     );

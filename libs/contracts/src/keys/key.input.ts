@@ -1,4 +1,5 @@
 import { CortexError } from '../errors/error-codes.js';
+import { MCP_SERVER_LABEL } from '../mcp/mcp-servers.js';
 import {
   BUDGET_WINDOWS,
   DEFAULT_TIER,
@@ -10,7 +11,10 @@ import {
 } from './key.record.js';
 
 /** What `POST /admin/keys` (and `cortex keys create`) accepts: a key record's settable fields. */
-export type KeyCreateInput = Pick<KeyRecord, 'name' | 'account' | 'limits' | 'models' | 'expires_at' | 'tier'>;
+export type KeyCreateInput = Pick<
+  KeyRecord,
+  'name' | 'account' | 'limits' | 'models' | 'mcp_servers' | 'expires_at' | 'tier'
+>;
 
 /** What `PATCH /admin/keys/{id}` accepts: any of the fields; in `limits` a field set to null is removed. */
 export interface KeyUpdateInput {
@@ -18,9 +22,13 @@ export interface KeyUpdateInput {
   account?: string;
   limits?: LimitsPatch;
   models?: string[] | null;
+  mcp_servers?: string[] | null;
   expires_at?: string | null;
   tier?: number;
 }
+
+/** The fields a key's create and update bodies take. */
+const KEY_FIELDS = ['name', 'account', 'limits', 'models', 'mcp_servers', 'expires_at', 'tier'] as const;
 
 export type LimitsPatch = { [F in keyof Limits]?: Limits[F] | null };
 
@@ -69,6 +77,21 @@ function modelsOf(value: unknown): string[] | null {
   return value.map((m, i) => {
     if (typeof m !== 'string' || m.trim() === '') throw bad(`models[${i}]`, 'must be a model id');
     return m.trim();
+  });
+}
+
+/** MCP server labels, as `mcp.servers[].label` writes them (the gateway checks they are registered when a request names one). */
+function mcpServersOf(value: unknown): string[] | null {
+  if (value === null) return null;
+  if (!Array.isArray(value) || value.length === 0)
+    throw bad('mcp_servers', 'must be a non-empty array of MCP server labels, or null for every server');
+  return value.map((label, i) => {
+    if (typeof label !== 'string' || !MCP_SERVER_LABEL.test(label.trim()))
+      throw bad(
+        `mcp_servers[${i}]`,
+        `must be an MCP server's label: 1-64 letters, digits, _ or - (got ${JSON.stringify(label)})`,
+      );
+    return label.trim();
   });
 }
 
@@ -144,13 +167,14 @@ export function applyLimitsPatch(limits: Limits, patch: LimitsPatch): Limits {
 
 export function parseKeyCreate(value: unknown, now: number): KeyCreateInput {
   const body = objectOf(value, 'body');
-  onlyFields(body, ['name', 'account', 'limits', 'models', 'expires_at', 'tier']);
+  onlyFields(body, KEY_FIELDS);
   if (body.name === undefined) throw bad('name', 'is required: a name that says whose key it is');
   return {
     name: nameOf(body.name),
     account: body.account === undefined ? DEFAULT_ACCOUNT : accountOf(body.account),
     limits: body.limits === undefined ? {} : applyLimitsPatch({}, limitsPatchOf(body.limits)),
     models: body.models === undefined ? null : modelsOf(body.models),
+    mcp_servers: body.mcp_servers === undefined ? null : mcpServersOf(body.mcp_servers),
     expires_at: body.expires_at === undefined ? null : expiryOf(body.expires_at, now),
     tier: body.tier === undefined ? DEFAULT_TIER : tierOf(body.tier),
   };
@@ -158,14 +182,14 @@ export function parseKeyCreate(value: unknown, now: number): KeyCreateInput {
 
 export function parseKeyUpdate(value: unknown, now: number): KeyUpdateInput {
   const body = objectOf(value, 'body');
-  onlyFields(body, ['name', 'account', 'limits', 'models', 'expires_at', 'tier']);
-  if (Object.keys(body).length === 0)
-    throw bad('body', 'names nothing to change (name, account, limits, models, expires_at, tier)');
+  onlyFields(body, KEY_FIELDS);
+  if (Object.keys(body).length === 0) throw bad('body', `names nothing to change (${KEY_FIELDS.join(', ')})`);
   const input: KeyUpdateInput = {};
   if (body.name !== undefined) input.name = nameOf(body.name);
   if (body.account !== undefined) input.account = accountOf(body.account);
   if (body.limits !== undefined) input.limits = limitsPatchOf(body.limits);
   if (body.models !== undefined) input.models = modelsOf(body.models);
+  if (body.mcp_servers !== undefined) input.mcp_servers = mcpServersOf(body.mcp_servers);
   if (body.expires_at !== undefined) input.expires_at = expiryOf(body.expires_at, now);
   if (body.tier !== undefined) input.tier = tierOf(body.tier);
   return input;

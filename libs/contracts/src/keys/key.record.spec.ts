@@ -4,6 +4,7 @@ import {
   hashSecret,
   judgeSecret,
   keyView,
+  mcpServerAllowed,
   modelAllowed,
   newKeyIdentity,
   rotateKey,
@@ -118,5 +119,13 @@ describe('keys record', () => {
     assert.equal(modelAllowed({ models: null }, 'anything'), true);
     assert.equal(modelAllowed({ models: ['a', 'b'] }, 'b'), true);
     assert.equal(modelAllowed({ models: ['a', 'b'] }, 'c'), false);
+  });
+
+  it('keys - mcp_servers: null or absent (a key stored before the field) allows every server, a list only its own', () => {
+    assert.equal(mcpServerAllowed({ mcp_servers: null }, 'docs'), true);
+    assert.equal(mcpServerAllowed({}, 'docs'), true);
+    assert.equal(mcpServerAllowed({ mcp_servers: ['docs'] }, 'docs'), true);
+    assert.equal(mcpServerAllowed({ mcp_servers: ['docs'] }, 'fs'), false);
+    assert.equal(keyView(key(), NOW).mcp_servers, null, 'the view shows an absent list as null');
   });
 });

@@ -50,6 +50,11 @@ export interface KeyRecord {
   limits: Limits;
   /** Models the key may use (catalogue ids or aliases as requested); null: every model. */
   models: string[] | null;
+  /**
+   * MCP servers (their `mcp.servers` labels) the key's requests may have cortex call; null, or absent
+   * (a key stored before this field), every registered server and, where the config allows them, URLs.
+   */
+  mcp_servers?: string[] | null;
   expires_at: string | null;
   /** Priority tier, 1 (lowest) to 9; requests without a key rank below every tier. */
   tier: number;
@@ -135,10 +140,16 @@ export function keyView(key: KeyRecord, now: number): KeyView {
   const previous = secrets.find((s) => s.valid_until !== null && Date.parse(s.valid_until) > now);
   return {
     ...rest,
+    mcp_servers: rest.mcp_servers ?? null,
     prefix: current?.prefix ?? '',
     previous_secret_valid_until: previous?.valid_until ?? null,
     state: keyState(key, now),
   };
+}
+
+/** Whether `key` may use the MCP server registered as `label`. */
+export function mcpServerAllowed(key: Pick<KeyRecord, 'mcp_servers'>, label: string): boolean {
+  return key.mcp_servers == null || key.mcp_servers.includes(label);
 }
 
 /** Whether `key` may use the model named in a request. */
