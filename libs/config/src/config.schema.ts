@@ -609,6 +609,13 @@ export class McpConfig {
   @IsInt() @Min(1) @Max(4_096) maxRequestUrlSessions = 64;
   /** A session unused this long is closed (a stdio server's child too: it is started again when next needed). */
   @IsInt() @Min(1_000) @Max(86_400_000) sessionIdleMs = 300_000;
+  /**
+   * Model turns of one response that runs MCP tools: after this many, the last turn's answer (or its
+   * calls, unrun) ends the response, so a model that calls tools forever is bounded.
+   */
+  @IsInt() @Min(1) @Max(64) maxRounds = 8;
+  /** Bytes of tool output one response gives its model, every call together; a call past it fails, and the model is told. */
+  @IsInt() @Min(1_024) @Max(256 * 1024 * 1024) maxResponseOutputBytes = 4 * 1024 * 1024;
 }
 
 /** After `drain_timeout_ms`, the time a service still has to cancel, free its models and close NATS. */

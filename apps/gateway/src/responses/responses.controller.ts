@@ -11,6 +11,9 @@ import { responsesAdapterFor } from './responses.adapter.js';
 import { ResponsesCompactor } from './responses.compact.js';
 import { BackgroundResponder } from './responses.background.js';
 import { contextOf } from '../http/request-context.js';
+import { McpLoopRun } from '../mcp/mcp-loop-run.js';
+import { hasMcpTools } from '../mcp/mcp-request.js';
+import { McpService } from '../mcp/mcp.service.js';
 
 /**
  * OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens,
@@ -26,7 +29,8 @@ export class ResponsesController {
     private readonly inference: InferenceService,
     private readonly bus: BusClient,
     private readonly background: BackgroundResponder,
-    @Inject(CONFIG) config: CortexConfig,
+    private readonly mcp: McpService,
+    @Inject(CONFIG) private readonly config: CortexConfig,
   ) {
     this.adapter = responsesAdapterFor(bus, config);
     this.compactor = new ResponsesCompactor(inference);
@@ -34,8 +38,32 @@ export class ResponsesController {
 
   @Post(['v1/responses', 'responses'])
   create(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    if ((req.body as { background?: unknown } | null)?.background === true) return this.background.create(req, reply);
+    const background = (req.body as { background?: unknown } | null)?.background === true;
+    if (hasMcpTools(req.body)) {
+      if (background)
+        return respondJson(req, reply, () => {
+          throw new CortexError(
+            'invalid_request',
+            'background: a response with mcp tools runs in the foreground here; leave background out',
+            { param: 'background' },
+          );
+        });
+      return this.responder.handle(req, reply, this.adapter, () => this.mcpRun(req));
+    }
+    if (background) return this.background.create(req, reply);
     return this.responder.handle(req, reply, this.adapter);
+  }
+
+  /** A response whose `mcp` tools the gateway runs, over as many model turns as its calls take (see McpLoopRun). */
+  private mcpRun(req: FastifyRequest): McpLoopRun {
+    const { mcp } = this.config;
+    return new McpLoopRun(
+      this.inference,
+      contextOf(req),
+      this.mcp,
+      { maxRounds: mcp.maxRounds, maxOutputBytes: mcp.maxResponseOutputBytes },
+      (id) => this.bus.request(Subjects.responsesGet, { id }, { requestId: contextOf(req).id }),
+    );
   }
 
   @Post(['v1/responses/compact', 'responses/compact'])

@@ -28,6 +28,33 @@ const tool = (name: string, extra: Record<string, unknown> = {}) => ({
 });
 
 describe('responses codec - request decoding', () => {
+  it("responses codec - an MCP call the gateway ran is the model's call and the tool's answer; a listing is not", () => {
+    const decoded = decodeResponsesRequest({
+      model: 'm',
+      input: [
+        { role: 'user', content: 'Echo Paris' },
+        { type: 'mcp_list_tools', id: 'mcpl_1', server_label: 's', tools: [{ name: 'echo', input_schema: {} }] },
+        { type: 'mcp_approval_request', id: 'mcpr_1', server_label: 's', name: 'echo', arguments: '{}' },
+        {
+          type: 'mcp_call',
+          id: 'mcp_1',
+          server_label: 's',
+          name: 'echo',
+          arguments: '{"message":"Paris"}',
+          output: 'Echo: Paris',
+        },
+        { type: 'mcp_call', id: 'mcp_2', server_label: 's', name: 'echo', arguments: '', error: 'timed out' },
+      ],
+    });
+    assert.deepEqual(decoded.request.messages, [
+      { role: 'user', content: 'Echo Paris' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'mcp_1', name: 'echo', arguments: '{"message":"Paris"}' }] },
+      { role: 'tool', content: 'Echo: Paris', toolCallId: 'mcp_1' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'mcp_2', name: 'echo', arguments: '{}' }] },
+      { role: 'tool', content: 'error: timed out', toolCallId: 'mcp_2' },
+    ]);
+  });
+
   it('responses codec - a string input is one user message, instructions a leading system message', () => {
     const decoded = decodeResponsesRequest({ model: 'm', instructions: 'Be brief.', input: 'Hello' });
     assert.deepEqual(decoded.request, {
