@@ -211,14 +211,27 @@ interface ValueSyntax {
 
 /** Any JSON value, white space bounded. */
 function jsonValue(rules: Rules): string {
-  rules.once('json-ws', '[ \\t\\n]{0,8}');
-  rules.once('json-string', '"\\"" ([^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\\""');
+  const string = rules.once(
+    'json-string',
+    '"\\"" ([^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\\""',
+  );
+  return structuredValue(rules, { prefix: 'json', string, key: string, ws: rules.once('json-ws', '[ \\t\\n]{0,8}') });
+}
+
+/**
+ * Objects, arrays and scalars of one syntax, named `PREFIX-value`: JSON's (quoted keys, white space
+ * between the parts) or Gemma 4's dict (bare keys, its own strings, no white space).
+ */
+function structuredValue(rules: Rules, syntax: { prefix: string; string: string; key: string; ws?: string }): string {
+  const { prefix, string, key } = syntax;
+  const ws = syntax.ws ? ` ${syntax.ws}` : '';
+  const [value, member] = [`${prefix}-value`, `${prefix}-member`];
   rules.once('number', NUMBER);
-  rules.once('json-value', 'json-object | json-array | json-string | number | "true" | "false" | "null"');
-  rules.once('json-member', 'json-string json-ws ":" json-ws json-value json-ws');
-  rules.once('json-object', '"{" json-ws (json-member ("," json-ws json-member)*)? "}"');
-  rules.once('json-array', '"[" json-ws (json-value json-ws ("," json-ws json-value json-ws)*)? "]"');
-  return 'json-value';
+  rules.once(value, `${prefix}-object | ${prefix}-array | ${string} | number | "true" | "false" | "null"`);
+  rules.once(member, `${key}${ws} ":"${ws} ${value}${ws}`);
+  rules.once(`${prefix}-object`, `"{"${ws} (${member} (","${ws} ${member})*)? "}"`);
+  rules.once(`${prefix}-array`, `"["${ws} (${value}${ws} (","${ws} ${value}${ws})*)? "]"`);
+  return value;
 }
 
 /** Any JSON object. */
@@ -249,15 +262,12 @@ function dictValues(rules: Rules, quote: string): ValueSyntax {
     rules.once('dict-string', `${lit(quote)} ${rules.once('dict-text', until(quote, rules))} ${lit(quote)}`);
   return {
     string,
-    structured: () => {
-      string();
-      rules.once('number', NUMBER);
-      rules.once('dict-key', '[A-Za-z_] [A-Za-z0-9_-]{0,63}');
-      rules.once('dict-value', 'dict-object | dict-array | dict-string | number | "true" | "false" | "null"');
-      rules.once('dict-object', '"{" (dict-key ":" dict-value ("," dict-key ":" dict-value)*)? "}"');
-      rules.once('dict-array', '"[" (dict-value ("," dict-value)*)? "]"');
-      return 'dict-value';
-    },
+    structured: () =>
+      structuredValue(rules, {
+        prefix: 'dict',
+        string: string(),
+        key: rules.once('dict-key', '[A-Za-z_] [A-Za-z0-9_-]{0,63}'),
+      }),
     choice: (choices) => `${lit(quote)} (${choices.map(lit).join(' | ')}) ${lit(quote)}`,
   };
 }
