@@ -70,6 +70,9 @@ export class McpLoopRun implements ResponderRun {
   /** Bytes of tool output given to the model so far. */
   private outputBytes = 0;
   private request: CanonicalRequest | null = null;
+  /** Each server's listing, or why it failed: the response's mcp_list_tools items. */
+  private listings: Array<{ request: McpToolRequest; server: McpServerRef; tools: McpToolListing[]; error?: string }> =
+    [];
 
   constructor(
     private readonly service: InferenceService,
@@ -130,6 +133,10 @@ export class McpLoopRun implements ResponderRun {
           const listed = await this.client.listTools(server, this.aborted.signal);
           return { request, server, tools: listed.map(listing) };
         } catch (error) {
+          // A refusal is the request's (a URL whose name resolves to a private address); a server that
+          // cannot be reached is the listing's error, and the model is offered none of its tools.
+          if (error instanceof CortexError && (error.code === 'invalid_request' || error.code === 'permission_denied'))
+            throw error;
           return { request, server, tools: [], error: (error as Error).message };
         }
       }),
@@ -184,9 +191,6 @@ export class McpLoopRun implements ResponderRun {
     this.request = request;
     return request;
   }
-
-  private listings: Array<{ request: McpToolRequest; server: McpServerRef; tools: McpToolListing[]; error?: string }> =
-    [];
 
   firstByteWritten(): void {
     this.current.firstByteWritten();
