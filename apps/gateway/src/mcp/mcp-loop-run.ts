@@ -249,6 +249,11 @@ export class McpLoopRun implements ResponderRun {
       usage = addUsage(usage, finish.usage);
       const ran = calls.size > 0 ? await this.runCalls([...calls.values()], out) : null;
       if (ran) for (const event of ran.events) yield event;
+      // A client that left while the tools ran is not answered: no next turn starts for nobody.
+      if (this.aborted.signal.aborted) {
+        yield out({ ...stripSeq(finish), usage, reason: 'cancelled' } as StreamEventBody);
+        return;
+      }
       // The model answered, called the client's own function, waits for an approval, or has had its turns.
       if (!ran || ran.waiting || clientCalls > 0 || round >= this.limits.maxRounds) {
         yield out({ ...stripSeq(finish), usage, reason: ran?.waiting ? 'stop' : finish.reason } as StreamEventBody);

@@ -1,4 +1,4 @@
-import { CortexError, isObject } from '@cortex/contracts';
+import { CortexError, isObject, MCP_SERVER_LABEL } from '@cortex/contracts';
 
 /** Which of a server's tools need the client's approval before they run (OpenAI's `require_approval`). */
 export type ApprovalRule =
@@ -51,7 +51,7 @@ export function mcpToolsOf(body: unknown): McpTools | null {
 
 function readMcpTool(tool: Record<string, unknown>, param: string): McpToolRequest {
   const label = tool.server_label;
-  if (typeof label !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(label))
+  if (typeof label !== 'string' || !MCP_SERVER_LABEL.test(label))
     invalid(`${param}.server_label`, 'must be 1-64 letters, digits, _ or -');
   if (tool.connector_id !== undefined && tool.connector_id !== null)
     invalid(`${param}.connector_id`, "OpenAI's connectors are not served here: name a server_label the gateway knows");

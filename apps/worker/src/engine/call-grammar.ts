@@ -8,8 +8,8 @@ import { JsonDepth } from './formats/scan.js';
  * `{"name": <a declared tool>, "arguments": <its parameters>}` (Hermes), or from the token after a
  * call's name and separator to that tool's parameters (formats that write the name as text), so the
  * arguments match the tool's schema by construction. When the JSON object closes it lets go and the
- * model closes the call itself; a tagged call's grammar (taggedCallGrammar) holds it through its
- * closing marker, and lets go when the call is over. node-llama-cpp asks for the grammar state and
+ * model closes the call itself; a whole call's grammar (wholeCallGrammar: tags, fenced JSON, a dict,
+ * a pythonic list) holds it through its closing marker, and lets go when the call is over. node-llama-cpp asks for the grammar state and
  * the token bias at every sampling step (the callbacks below), which is how its own LlamaChat switches
  * grammars for function parameters: the evaluation is never restarted.
  */
@@ -40,7 +40,7 @@ export class CallGrammar {
 
   /**
    * A call (or its arguments) opened, sampled or written for a forced call: `grammar` holds the next
-   * token, until its JSON closes, or with `toItsEnd` (a tagged call's grammar, closing marker included)
+   * token, until its JSON closes, or with `toItsEnd` (a whole call's grammar, closing marker included)
    * until the call is over (close).
    */
   open(grammar: LlamaGrammar, toItsEnd = false): void {
