@@ -10,6 +10,7 @@ import {
   type StreamEventBody,
   type Usage,
 } from '@cortex/contracts';
+import { addUsage } from '@cortex/wire';
 import type { RequestContext } from '../http/request-context.js';
 import type { InferenceRun } from '../inference/inference-run.js';
 import type { ResponderRun } from '../inference/inference.responder.js';
@@ -376,15 +377,6 @@ function nameOf(tool: unknown): string | undefined {
 function stripSeq(event: StreamEvent): StreamEventBody {
   const { seq: _seq, ...body } = event;
   return body as StreamEventBody;
-}
-
-function addUsage(a: Usage, b: Usage): Usage {
-  return {
-    promptTokens: a.promptTokens + b.promptTokens,
-    cachedPromptTokens: a.cachedPromptTokens + b.cachedPromptTokens,
-    completionTokens: a.completionTokens + b.completionTokens,
-    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
-  };
 }
 
 /** The body's input with each approval response replaced by the call it let run (or was declined), for the model to read. */
