@@ -1,24 +1,38 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import OpenAI from 'openai';
+import { freePort } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
 import { fixtureEntry as fixture, postJson, startStack, type TestStack } from '@cortex/testing';
 
 /*
- * MCP tools the gateway runs itself, on the MCP project's own reference server
- * (@modelcontextprotocol/server-everything, started over stdio from the config): the Responses API's
- * `mcp` tool through the openai SDK, the loop's items and events, approvals, the stored chain, and
- * what is refused. cortex-tools-echo calls the server's `echo` tool, and answers differently once a
- * tool's result is in its prompt: the answer shows the result reached the model.
+ * MCP tools the gateway runs itself, on the MCP project's own servers from npm: the reference server
+ * (@modelcontextprotocol/server-everything) started over stdio from the config and, as its own
+ * process, over Streamable HTTP; the filesystem server over stdio. The Responses API's `mcp` tool
+ * through the openai SDK, the loop's items and events, approvals, the stored chain, what is refused,
+ * a tool that outlasts its timeout and one whose answer is 50 MB. cortex-tools-echo calls the
+ * server's `echo` tool (cortex-tools-read the filesystem's read_text_file, cortex-tools-wait a long
+ * operation), and answers differently once a tool's result is in its prompt: the answer shows the
+ * result reached the model.
  */
 
 const require = createRequire(import.meta.url);
-const EVERYTHING = join(
-  dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')),
-  'dist/index.js',
-);
+const serverScript = (name: string): string =>
+  join(dirname(require.resolve(`@modelcontextprotocol/${name}/package.json`)), 'dist/index.js');
+const EVERYTHING = serverScript('server-everything');
+const FILESYSTEM = serverScript('server-filesystem');
+/** What the filesystem server's 50 MB file holds, over and over. */
+const LINE = 'The quick brown fox jumps over the lazy dog.\n';
+/** The filesystem server's cut (its `max_output_bytes`): small enough for the fixture's context. */
+const FILE_CAP = 1024;
+/** The HTTP server's call timeout: its long operation takes 10 s. */
+const HTTP_TIMEOUT_MS = 1500;
 const STATIC = 'sk-mcp-static';
 const ADMIN = 'sk-mcp-admin';
 const MODEL = 'cortex-tools-echo';
@@ -34,18 +48,55 @@ const echoTool = (approval: unknown = 'never'): Record<string, unknown> => ({
 
 type Item = { type: string } & Record<string, unknown>;
 
+/** server-everything over Streamable HTTP, as its own process on a free port: its endpoint. */
+async function startHttpServer(): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let said = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server-everything did not start: ${said}`)), 30_000);
+    child.stderr?.on('data', (chunk: Buffer) => {
+      said += chunk.toString();
+      if (said.includes('listening on port')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server-everything exited (${code}): ${said}`));
+    });
+  });
+  return { url: `http://127.0.0.1:${port}/mcp`, child };
+}
+
 describe('MCP tools run by the gateway e2e', () => {
   let stack: TestStack;
   let client: OpenAI;
+  let http: { url: string; child: ChildProcess } | undefined;
+  let files: string;
 
   before(async () => {
+    http = await startHttpServer();
+    files = await mkdtemp(join(tmpdir(), 'cortex-mcp-files-'));
+    // 50 MB that the filesystem server reads whole and sends in one message.
+    await writeFile(join(files, 'Paris'), LINE.repeat(Math.ceil((50 * 1024 * 1024) / LINE.length)));
     stack = await startStack({
       services: ['router', 'translator', 'worker', 'gateway'],
-      models: [fixture(MODEL, { context_size: 4096, pinned: true })],
+      models: [MODEL, 'cortex-tools-read', 'cortex-tools-wait'].map((id) =>
+        fixture(id, { context_size: 4096, pinned: true }),
+      ),
       config: {
         auth: { api_keys: [STATIC], admin_keys: [ADMIN] },
         mcp: {
-          servers: [{ label: 'everything', command: process.execPath, args: [EVERYTHING, 'stdio'] }],
+          servers: [
+            { label: 'everything', command: process.execPath, args: [EVERYTHING, 'stdio'] },
+            { label: 'everything-http', url: http.url, timeout_ms: HTTP_TIMEOUT_MS },
+            { label: 'files', command: process.execPath, args: [FILESYSTEM, files], max_output_bytes: FILE_CAP },
+          ],
           allow_request_urls: true,
         },
       },
@@ -55,6 +106,11 @@ describe('MCP tools run by the gateway e2e', () => {
 
   after(async () => {
     await stack?.stop();
+    if (http && http.child.exitCode === null) {
+      http.child.kill();
+      await once(http.child, 'exit');
+    }
+    if (files) await rm(files, { recursive: true, force: true });
   });
 
   const create = (body: Record<string, unknown>): Promise<OpenAI.Responses.Response> =>
@@ -185,6 +241,69 @@ describe('MCP tools run by the gateway e2e', () => {
         return true;
       },
     );
+  });
+
+  it('mcp e2e - a 50 MB answer (the filesystem server over stdio) is cut at the server cap, and the model reads the cut', async () => {
+    const response = await client.responses.create({
+      model: 'cortex-tools-read',
+      input: 'Read the file Paris.',
+      tools: [{ type: 'mcp', server_label: 'files', allowed_tools: ['read_text_file'], require_approval: 'never' }],
+    } as never);
+    const output = response.output as unknown as Item[];
+    assert.deepEqual(
+      output.map((item) => item.type),
+      ['mcp_list_tools', 'mcp_call', 'message'],
+      JSON.stringify(output).slice(0, 2000),
+    );
+    const call = output[1] as Item;
+    assert.deepEqual(JSON.parse(call.arguments as string), { path: 'Paris' });
+    const text = call.output as string;
+    const note = `\n[cortex: the tool's answer was cut at ${FILE_CAP} bytes (max_output_bytes); the rest is not shown]`;
+    assert.ok(text.endsWith(note), text.slice(-300));
+    const kept = text.slice(0, -note.length);
+    assert.ok(Buffer.byteLength(kept) <= FILE_CAP, `${Buffer.byteLength(kept)} bytes kept`);
+    assert.ok(kept.length > FILE_CAP / 2, 'the head of the file is kept');
+    assert.equal(kept, LINE.repeat(100).slice(0, kept.length), 'the file as it begins');
+    assert.equal(response.output_text, fixtureModel('cortex-tools-read').expected.afterToolResult?.text);
+    // The gateway is whole after it.
+    assertRan((await create({ tools: [echoTool()] })).output as unknown as Item[], 'after the 50 MB answer');
+  });
+
+  it('mcp e2e - Streamable HTTP: a tool that outlasts its timeout fails as the call error, the model is told, and the server goes on', async () => {
+    const tools = [
+      {
+        type: 'mcp',
+        server_label: 'everything-http',
+        allowed_tools: ['trigger-long-running-operation'],
+        require_approval: 'never',
+      },
+    ];
+    const response = await client.responses.create({ model: 'cortex-tools-wait', input: 'Wait.', tools } as never);
+    const output = response.output as unknown as Item[];
+    assert.deepEqual(
+      output.map((item) => item.type),
+      ['mcp_list_tools', 'mcp_call', 'message'],
+      JSON.stringify(output),
+    );
+    const call = output[1] as Item;
+    assert.equal(call.server_label, 'everything-http');
+    assert.equal(call.name, 'trigger-long-running-operation');
+    assert.equal(call.output ?? null, null);
+    assert.match(
+      String(call.error),
+      new RegExp(
+        `did not answer within ${HTTP_TIMEOUT_MS} ms \\(mcp\\.servers\\[1\\]\\.timeout_ms\\); the call was cancelled`,
+      ),
+    );
+    // The model was told: its next turn read the error as the tool's result.
+    assert.equal(response.output_text, fixtureModel('cortex-tools-wait').expected.afterToolResult?.text);
+    // The same server answers the next call.
+    const echoed = await create({
+      tools: [{ type: 'mcp', server_label: 'everything-http', allowed_tools: ['echo'], require_approval: 'never' }],
+    });
+    const ran = echoed.output as unknown as Item[];
+    assert.equal(ran[1]?.output, 'Echo: Paris', JSON.stringify(ran));
+    assert.equal(echoed.output_text, ANSWER);
   });
 
   it('mcp e2e - refused naming the field: a server the key may not use (403), an unknown label, a private server_url, background', async () => {

@@ -3,7 +3,15 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { getLlama, LlamaCompletion, LlamaLogLevel, type Llama } from 'node-llama-cpp';
-import { boundNumbers, createJsonGrammar, grammarSchema, INTEGER_RULE, NUMBER_RULE } from './json-grammar.js';
+import {
+  boundNumbers,
+  createJsonGrammar,
+  grammarSchema,
+  INTEGER_RULE,
+  NUMBER_RULE,
+  schemaGrammar,
+  type OptionalObject,
+} from './json-grammar.js';
 
 const STORIES = fileURLToPath(new URL('../../../../../shared/models/stories260K.gguf', import.meta.url));
 
@@ -79,6 +87,50 @@ describe('json grammar - rules', () => {
   });
 });
 
+describe('json grammar - objects with optional properties', () => {
+  it('json grammar - an object whose properties are not all required is a stand-in, collected with its rewritten properties', () => {
+    const objects: OptionalObject[] = [];
+    const schema = grammarSchema(
+      {
+        type: 'object',
+        properties: {
+          path: { type: 'string' },
+          range: {
+            type: 'object',
+            properties: {
+              head: { type: 'integer', minimum: 0 },
+              tail: { anyOf: [{ type: 'integer' }, { type: 'null' }] },
+            },
+          },
+        },
+        required: ['path'],
+        $schema: 'http://json-schema.org/draft-07/schema#',
+      },
+      objects,
+    );
+    assert.deepEqual(schema, { const: 'cortex-grammar:object:1' });
+    assert.deepEqual(objects, [
+      {
+        properties: {
+          head: { const: 'cortex-grammar:non-negative-integer' },
+          tail: { oneOf: [{ type: 'integer' }, { type: 'null' }] },
+        },
+        required: [],
+      },
+      { properties: { path: { type: 'string' }, range: { const: 'cortex-grammar:object:0' } }, required: ['path'] },
+    ]);
+  });
+
+  it('json grammar - every property required, other properties allowed, or schemas combined: node-llama-cpp writes it', () => {
+    const objects: OptionalObject[] = [];
+    const all = { type: 'object', properties: { a: { type: 'string' } }, required: ['a'] };
+    const open = { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: true };
+    const combined = { type: 'object', properties: { a: { type: 'string' } }, oneOf: [{ required: ['a'] }] };
+    for (const schema of [all, open, combined]) assert.deepEqual(grammarSchema(schema, objects), schema);
+    assert.deepEqual(objects, []);
+  });
+});
+
 describe('json grammar - generation', { skip: !existsSync(STORIES) && 'no ../shared/models' }, () => {
   let llama: Llama;
   before(async () => {
@@ -86,6 +138,70 @@ describe('json grammar - generation', { skip: !existsSync(STORIES) && 'no ../sha
   });
   after(async () => {
     await llama.dispose();
+  });
+
+  it('json grammar - the rule of an object with optional properties writes each at most once, in order, the required always', async () => {
+    const { grammar } = await schemaGrammar(llama, {
+      type: 'object',
+      properties: { path: { type: 'string' }, head: { type: 'integer' }, tail: { type: 'integer' } },
+      required: ['path'],
+      additionalProperties: false,
+    });
+    const rules = new Map(grammar.split('\n').map((line) => line.split(' ::= ') as [string, string]));
+    assert.equal(rules.get('root')?.startsWith('cgo0 '), true, grammar);
+    assert.equal(rules.get('cgo0'), '"{" cgo-ws cgo0-first-0 cgo-ws "}"');
+    assert.equal(rules.get('cgo0-first-0'), 'cgo0-member-0 cgo0-rest-1');
+    assert.equal(rules.get('cgo0-rest-1'), '("," cgo-ws cgo0-member-1)? cgo0-rest-2');
+    assert.equal(rules.get('cgo0-rest-2'), '("," cgo-ws cgo0-member-2)?');
+    assert.equal(rules.get('cgo0-member-0'), '"\\"path\\"" ":" [ ]? cgo0-v0-root');
+    assert.match(rules.get('cgo0-v1-root') ?? '', /integer-number-rule/);
+    assert.ok(!grammar.includes('cortex-grammar:object'), grammar);
+  });
+
+  it('json grammar - sampled objects with optional properties parse, name only declared keys, and keep the required ones', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        city: { type: 'string' },
+        days: { type: 'integer', minimum: 1, maximum: 7 },
+        units: { enum: ['metric', 'imperial'] },
+        detail: { type: 'object', properties: { hourly: { type: 'boolean' } } },
+      },
+      required: ['city'],
+      additionalProperties: false,
+    };
+    const model = await llama.loadModel({ modelPath: STORIES });
+    const context = await model.createContext({ contextSize: 512, threads: 1 });
+    const sequence = context.getSequence();
+    try {
+      const grammar = await createJsonGrammar(llama, schema);
+      for (let seed = 1; seed <= 8; seed++) {
+        await sequence.clearHistory();
+        const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
+        const text = await completion.generateCompletion('Once upon a time', {
+          grammar,
+          maxTokens: 200,
+          temperature: 1,
+          seed,
+        });
+        const at = `seed ${seed}: ${text}`;
+        const value = JSON.parse(text) as Record<string, unknown>;
+        assert.equal(typeof value.city, 'string', at);
+        const keys = Object.keys(value);
+        const order = ['city', 'days', 'units', 'detail'];
+        assert.deepEqual(
+          keys,
+          order.filter((key) => keys.includes(key)),
+          at,
+        );
+        if ('days' in value) assert.ok(Number.isInteger(value.days) && (value.days as number) >= 1, at);
+        if ('units' in value) assert.ok(['metric', 'imperial'].includes(value.units as string), at);
+        if ('detail' in value) for (const key of Object.keys(value.detail as object)) assert.equal(key, 'hourly', at);
+      }
+    } finally {
+      await context.dispose();
+      await model.dispose();
+    }
   });
 
   // node-llama-cpp's own grammar wrote `-0e-8`, `-2e5` and `-111e0` for integers and `-3.25e-1000`

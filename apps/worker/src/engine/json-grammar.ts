@@ -1,4 +1,5 @@
 import type { Llama, LlamaGrammar } from 'node-llama-cpp';
+import { lit, members, Rules } from './gbnf-rules.js';
 
 /**
  * Number rules for the JSON grammars. node-llama-cpp's own let an integer carry an exponent
@@ -62,18 +63,20 @@ const MAX_ENUM_RANGE = 64;
 /**
  * Rewrites a client's JSON schema into one node-llama-cpp's generator reads as meant: it knows
  * `oneOf` but not `anyOf` (which it turns into `null`; zod writes optional and nullable fields as
- * `anyOf`), and it ignores `minimum`/`maximum`, so a small integer range becomes an enum. Anything
- * else the grammar cannot hold is left to the validation of the final object.
+ * `anyOf`), and it ignores `minimum`/`maximum`, so a small integer range becomes an enum. It holds
+ * every property of an object as required: given `objects`, an object with optional properties
+ * becomes a stand-in, collected there, whose rule schemaGrammar writes itself. Anything else the
+ * grammar cannot hold is left to the validation of the final object.
  */
-export function grammarSchema(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(grammarSchema);
+export function grammarSchema(schema: unknown, objects?: OptionalObject[]): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => grammarSchema(item, objects));
   if (schema === null || typeof schema !== 'object') return schema;
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(schema as Record<string, unknown>)) {
     if (DATA_KEYWORDS.has(key)) out[key] = value;
     else if (NAME_MAPS.has(key) && value !== null && typeof value === 'object') {
-      out[key] = Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, grammarSchema(sub)]));
-    } else out[key === 'anyOf' ? 'oneOf' : key] = grammarSchema(value);
+      out[key] = Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, grammarSchema(sub, objects)]));
+    } else out[key === 'anyOf' ? 'oneOf' : key] = grammarSchema(value, objects);
   }
   const range = integerRange(out);
   if (range) {
@@ -82,8 +85,55 @@ export function grammarSchema(schema: unknown): unknown {
     out.enum = values;
     return out;
   }
+  const optional = objects ? optionalObject(out) : null;
+  if (optional && objects) {
+    objects.push(optional);
+    return { const: `${OBJECT_STAND}${objects.length - 1}` };
+  }
   const stand = signless(out);
   return stand ? { const: stand } : out;
+}
+
+/** An object whose properties are not all required, as schemaGrammar writes it: its properties' schemas rewritten. */
+export interface OptionalObject {
+  readonly properties: Readonly<Record<string, unknown>>;
+  readonly required: readonly string[];
+}
+
+/** The stand-in for an object with optional properties (its index in the collected list follows). */
+const OBJECT_STAND = 'cortex-grammar:object:';
+
+/** The keywords of a plain object schema: its members, and annotations that constrain nothing. */
+const PLAIN_OBJECT_KEYS = new Set([
+  'type',
+  'properties',
+  'required',
+  'additionalProperties',
+  '$schema',
+  '$id',
+  '$comment',
+  'title',
+  'description',
+  'default',
+  'examples',
+  'deprecated',
+  'readOnly',
+  'writeOnly',
+]);
+
+/**
+ * A plain object schema (`properties`, `required`, no extra properties) with a property that is not
+ * required, or null. One that allows other properties, or combines schemas, stays node-llama-cpp's.
+ */
+function optionalObject(schema: Record<string, unknown>): OptionalObject | null {
+  const { properties, required, additionalProperties, type } = schema;
+  if (type !== 'object' || properties === null || typeof properties !== 'object') return null;
+  if (Object.keys(schema).some((key) => !PLAIN_OBJECT_KEYS.has(key))) return null;
+  if (additionalProperties !== undefined && additionalProperties !== false) return null;
+  const keys = Object.keys(properties);
+  const needed = Array.isArray(required) ? required.filter((key): key is string => typeof key === 'string') : [];
+  if (keys.length === 0 || keys.every((key) => needed.includes(key))) return null;
+  return { properties: properties as Record<string, unknown>, required: needed };
 }
 
 /** The stand-in for an integer or number whose minimum leaves no room for a sign, or null. */
@@ -120,9 +170,63 @@ function bound(inclusive: unknown, exclusive: unknown, round: (x: number) => num
   return step > 0 ? Math.max(...candidates) : Math.min(...candidates);
 }
 
+/** A grammar's text and the stop settings node-llama-cpp generated it with. */
+interface GeneratedGrammar {
+  readonly grammar: string;
+  readonly stopGenerationTriggers: Awaited<ReturnType<Llama['createGrammarForJsonSchema']>>['stopGenerationTriggers'];
+  readonly trimWhitespaceSuffix: boolean;
+}
+
+/** The run of newlines node-llama-cpp's JSON grammars end their root with (its stop trigger). */
+const ROOT_STOP = /^(root\s*::=.*?)\s*"(?:\\n)+" \[\\n\]\*\s*$/m;
+
 /**
- * A grammar for JSON of `schema` (any JSON when null) with bounded numbers: node-llama-cpp writes the
- * grammar, the number rules are replaced and the result compiled again with the same stop triggers.
+ * The GBNF of JSON of `schema`, numbers bounded: node-llama-cpp writes it, except each object with
+ * optional properties, whose rule is written here (its members at most once each, in declared order,
+ * the required ones always, as llama.cpp's own converter writes them) over node-llama-cpp's rules of
+ * its properties' values. A schema with `$ref`s is node-llama-cpp's alone (a property's schema cannot
+ * be generated apart from its definitions): its objects hold every property as required.
+ */
+export async function schemaGrammar(llama: Llama, schema: Record<string, unknown>): Promise<GeneratedGrammar> {
+  const objects: OptionalObject[] = [];
+  const refs = JSON.stringify(schema).includes('"$ref"');
+  const generated = await llama.createGrammarForJsonSchema(grammarSchema(schema, refs ? undefined : objects) as never);
+  const stops = {
+    stopGenerationTriggers: generated.stopGenerationTriggers,
+    trimWhitespaceSuffix: generated.trimWhitespaceSuffix,
+  };
+  if (objects.length === 0) return { ...stops, grammar: boundNumbers(generated.grammar) };
+  const rules = new Rules();
+  const values: string[] = [];
+  // An object's rule names its values' roots, which may stand in for objects collected before it.
+  for (const [i, object] of objects.entries()) {
+    const keys = Object.keys(object.properties);
+    const roots = await Promise.all(
+      keys.map(async (key, j) => {
+        const value = await llama.createGrammarForJsonSchema(object.properties[key] as never);
+        values.push(renameRules(boundNumbers(value.grammar).replace(ROOT_STOP, '$1'), `cgo${i}-v${j}-`));
+        return `cgo${i}-v${j}-root`;
+      }),
+    );
+    const list = members(
+      rules,
+      `cgo${i}`,
+      object,
+      (key) => `${lit(JSON.stringify(key))} ":" [ ]? ${roots[keys.indexOf(key)] as string}`,
+      '"," cgo-ws',
+    );
+    rules.add(`cgo${i}`, `"{" cgo-ws ${list} cgo-ws "}"`);
+  }
+  rules.add('cgo-ws', '[ ]? | [\\n] [ \\t]{0,16}');
+  let text = [boundNumbers(generated.grammar), ...values, rules.text()].join('\n');
+  for (let i = objects.length - 1; i >= 0; i--)
+    text = text.replaceAll(lit(JSON.stringify(`${OBJECT_STAND}${i}`)), `cgo${i}`);
+  return { ...stops, grammar: text };
+}
+
+/**
+ * A grammar for JSON of `schema` (any JSON when null) with bounded numbers (see schemaGrammar),
+ * compiled with node-llama-cpp's stop triggers.
  */
 export async function createJsonGrammar(
   llama: Llama,
@@ -130,11 +234,14 @@ export async function createJsonGrammar(
   options: { padded?: boolean } = {},
 ): Promise<LlamaGrammar> {
   const generated = schema
-    ? await llama.createGrammarForJsonSchema(grammarSchema(schema) as never)
-    : await llama.getGrammarFor('json');
-  const bounded = boundNumbers(generated.grammar);
+    ? await schemaGrammar(llama, schema)
+    : await llama.getGrammarFor('json').then((json) => ({
+        grammar: boundNumbers(json.grammar),
+        stopGenerationTriggers: json.stopGenerationTriggers,
+        trimWhitespaceSuffix: json.trimWhitespaceSuffix,
+      }));
   return llama.createGrammar({
-    grammar: options.padded ? padded(bounded) : bounded,
+    grammar: options.padded ? padded(generated.grammar) : generated.grammar,
     stopGenerationTriggers: generated.stopGenerationTriggers,
     trimWhitespaceSuffix: generated.trimWhitespaceSuffix,
   });
@@ -165,10 +272,8 @@ export async function jsonArgumentRules(
   const any = { type: 'object', additionalProperties: true };
   const texts = await Promise.all(
     schemas.map(async (schema, i) => {
-      const generated = await llama
-        .createGrammarForJsonSchema(grammarSchema(schema ?? any) as never)
-        .catch(() => llama.createGrammarForJsonSchema(any as never));
-      const text = boundNumbers(generated.grammar).replace(/^(root\s*::=.*?)\s*"(?:\\n)+" \[\\n\]\*\s*$/m, '$1');
+      const generated = await schemaGrammar(llama, schema ?? any).catch(() => schemaGrammar(llama, any));
+      const text = generated.grammar.replace(ROOT_STOP, '$1');
       return renameRules(text, `j${i}-`);
     }),
   );

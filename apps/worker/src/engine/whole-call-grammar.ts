@@ -1,5 +1,6 @@
 import type { ToolDefinition } from '@cortex/contracts';
 import type { ArgSyntax, ToolSyntax } from './formats/chat-format.js';
+import { cls, lit, members, Rules } from './gbnf-rules.js';
 
 type Named = Extract<ToolSyntax['body'], { kind: 'named' }>;
 
@@ -166,38 +167,6 @@ function parameter(args: Extract<ArgSyntax, { kind: 'tagged' }>, key: string, va
   return `${lit(args.keyOpen)} ${lit(key)} ${lit(args.keyClose)}${open}${around} ${value}${around} ${lit(args.valueClose)}`;
 }
 
-/**
- * The declared parameters of `schema` as a separated list (`key=value, …`, `key:value,…`): each at
- * most once in its declared order, the required ones always. `first-K` is the list from parameter K
- * on with none written before it, `rest-K` what follows once one was; either may be empty where every
- * parameter from K on is optional.
- */
-function members(
-  rules: Rules,
-  prefix: string,
-  schema: ObjectSchema,
-  member: (key: string, property: Schema) => string,
-  separator = '"," " "?',
-): string {
-  const required = new Set(schema.required ?? []);
-  const items = Object.entries(schema.properties ?? {}).map(([key, property]) => ({
-    text: member(key, property),
-    required: required.has(key),
-  }));
-  let rest = '';
-  let first = '';
-  for (let k = items.length - 1; k >= 0; k--) {
-    const { text, required: must } = items[k] as (typeof items)[number];
-    const item = rules.add(`${prefix}-member-${k}`, text);
-    const tail = rest ? ` ${rest}` : '';
-    const written = `${item}${tail}`;
-    const next = must ? written : first ? `${written} | ${first}` : `(${written})?`;
-    rest = rules.add(`${prefix}-rest-${k}`, must ? `${separator} ${item}${tail}` : `(${separator} ${item})?${tail}`);
-    first = rules.add(`${prefix}-first-${k}`, next);
-  }
-  return first;
-}
-
 /** How a syntax writes the values the grammar narrows by type; the numbers are JSON's in every syntax. */
 interface ValueSyntax {
   /** A string, or a value of no declared type (for a tag, the whole value's text). */
@@ -334,51 +303,4 @@ function until(close: string, rules: Rules): string {
   if (close.length < 2) return `[^${cls(first)}]*`;
   step(1);
   return `([^${cls(first)}] | ${lit(first)}+ until-1)*`;
-}
-
-/** Rules by name, in the order they were added. */
-class Rules {
-  private readonly rules = new Map<string, string>();
-
-  add(name: string, body: string): string {
-    this.rules.set(name, body);
-    return name;
-  }
-
-  /** A rule of a fixed name, added the first time it is asked for. */
-  once(name: string, body: string): string {
-    if (!this.rules.has(name)) this.rules.set(name, body);
-    return name;
-  }
-
-  text(): string {
-    return [...this.rules].map(([name, body]) => `${name} ::= ${body}`).join('\n');
-  }
-}
-
-/** A GBNF string literal. */
-function lit(text: string): string {
-  return `"${[...text].map(escape).join('')}"`;
-}
-
-/** A character inside a GBNF character class. */
-function cls(char: string): string {
-  return /[\]\\^-]/.test(char) ? `\\${char}` : escape(char);
-}
-
-function escape(char: string): string {
-  switch (char) {
-    case '"':
-      return '\\"';
-    case '\\':
-      return '\\\\';
-    case '\n':
-      return '\\n';
-    case '\r':
-      return '\\r';
-    case '\t':
-      return '\\t';
-    default:
-      return char;
-  }
 }
