@@ -6,6 +6,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { freePort } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
@@ -304,6 +305,96 @@ describe('MCP tools run by the gateway e2e', () => {
     const ran = echoed.output as unknown as Item[];
     assert.equal(ran[1]?.output, 'Echo: Paris', JSON.stringify(ran));
     assert.equal(echoed.output_text, ANSWER);
+  });
+
+  it('mcp e2e - Anthropic: the SDK with mcp_servers gets mcp_tool_use and mcp_tool_result blocks, streamed and not', async () => {
+    const anthropic = new Anthropic({ baseURL: stack.baseUrl, apiKey: STATIC, maxRetries: 0 });
+    const question = { role: 'user' as const, content: 'Say Paris back to me.' };
+    // The 2025-11-20 beta: the registered HTTP server by its own URL, its echo tool alone by an mcp_toolset.
+    const body = {
+      model: MODEL,
+      max_tokens: 64,
+      messages: [question],
+      mcp_servers: [{ type: 'url' as const, name: 'everything-http', url: http?.url ?? '' }],
+      tools: [
+        {
+          type: 'mcp_toolset' as const,
+          mcp_server_name: 'everything-http',
+          default_config: { enabled: false },
+          configs: { echo: { enabled: true } },
+        },
+      ],
+      betas: ['mcp-client-2025-11-20'],
+    };
+    type Block = { type: string } & Record<string, unknown>;
+    const assertBlocks = (content: readonly Block[], server: string, what: string): void => {
+      assert.deepEqual(
+        content.map((block) => block.type),
+        ['mcp_tool_use', 'mcp_tool_result', 'text'],
+        `${what}: ${JSON.stringify(content)}`,
+      );
+      const [use, result, text] = content as [Block, Block, Block];
+      assert.equal(use.name, 'echo');
+      assert.equal(use.server_name, server);
+      assert.deepEqual(use.input, { message: 'Paris' });
+      assert.equal(result.tool_use_id, use.id);
+      assert.equal(result.is_error, false);
+      assert.deepEqual(result.content, [{ type: 'text', text: 'Echo: Paris' }]);
+      assert.equal(text.text, ANSWER, `${what}: the answer after the tool's result`);
+    };
+    const message = await anthropic.beta.messages.create(body);
+    assertBlocks(message.content as unknown as Block[], 'everything-http', 'not streamed');
+    assert.equal(message.stop_reason, 'end_turn');
+
+    // The 2025-04-04 beta, streamed: the stdio server by its name, its tools by tool_configuration.
+    const stream = anthropic.beta.messages.stream({
+      model: MODEL,
+      max_tokens: 64,
+      messages: [question],
+      mcp_servers: [{ type: 'url', name: 'everything', tool_configuration: { allowed_tools: ['echo'] } } as never],
+      betas: ['mcp-client-2025-04-04'],
+    });
+    const starts: string[] = [];
+    for await (const event of stream) if (event.type === 'content_block_start') starts.push(event.content_block.type);
+    assert.deepEqual(starts, ['mcp_tool_use', 'mcp_tool_result', 'text']);
+    const streamed = await stream.finalMessage();
+    assertBlocks(streamed.content as unknown as Block[], 'everything', 'streamed');
+
+    // The answer sent back as history reads as the calls and results it holds.
+    const again = await anthropic.beta.messages.create({
+      ...body,
+      messages: [
+        question,
+        { role: 'assistant', content: message.content as never },
+        { role: 'user', content: 'Once more.' },
+      ],
+    });
+    assert.equal(again.stop_reason, 'end_turn');
+    assert.ok(again.usage.input_tokens > message.usage.input_tokens / 2, JSON.stringify(again.usage));
+
+    // Without the beta header, as at Anthropic, mcp_servers is refused; so is a server the key may not use.
+    await assert.rejects(
+      anthropic.messages.create({ ...body, betas: undefined } as never),
+      (error: { status?: number; message?: string }) => {
+        assert.equal(error.status, 400);
+        assert.match(String(error.message), /mcp_servers: .*anthropic-beta: mcp-client-2025-11-20/);
+        return true;
+      },
+    );
+    const made = await postJson(
+      `${stack.baseUrl}/admin/keys`,
+      { name: 'docs-only', mcp_servers: ['docs'] },
+      { authorization: `Bearer ${ADMIN}` },
+    );
+    const { secret } = (await made.json()) as { secret: string };
+    await assert.rejects(
+      new Anthropic({ baseURL: stack.baseUrl, apiKey: secret, maxRetries: 0 }).beta.messages.create(body),
+      (error: { status?: number; message?: string }) => {
+        assert.equal(error.status, 403);
+        assert.match(String(error.message), /may not use the MCP server 'everything-http'/);
+        return true;
+      },
+    );
   });
 
   it('mcp e2e - refused naming the field: a server the key may not use (403), an unknown label, a private server_url, background', async () => {

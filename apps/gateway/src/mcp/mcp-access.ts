@@ -82,6 +82,21 @@ export interface McpServerRef {
   param: string;
 }
 
+/** What a dialect calls the fields of its MCP tool, for errors: OpenAI's names, or Anthropic's (see ANTHROPIC_MCP_FIELDS). */
+export interface McpFieldNames {
+  label: string;
+  url: string;
+  headers: string;
+  allowedTools: string;
+}
+
+export const OPENAI_MCP_FIELDS: McpFieldNames = {
+  label: 'server_label',
+  url: 'server_url',
+  headers: 'headers',
+  allowedTools: 'allowed_tools',
+};
+
 /** The longest server URL a request may give. */
 const MAX_URL_LENGTH = 2_048;
 
@@ -97,32 +112,33 @@ export function resolveMcpServer(
   spec: unknown,
   key: Pick<KeyRecord, 'id' | 'name' | 'mcp_servers'> | null,
   param: string,
+  fields: McpFieldNames = OPENAI_MCP_FIELDS,
 ): McpServerRef {
   if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) throw bad(param, 'must be an object');
   const tool = spec as McpToolSpec;
   const label = tool.server_label;
   if (typeof label !== 'string' || !MCP_SERVER_LABEL.test(label))
-    throw bad(`${param}.server_label`, 'must be 1-64 letters, digits, _ or -');
+    throw bad(`${param}.${fields.label}`, 'must be 1-64 letters, digits, _ or -');
   const index = mcp.servers.findIndex((server) => server.label === label);
   const registered = index === -1 ? null : mcp.servers[index]!;
-  const headers = headersOf(tool.headers, `${param}.headers`);
+  const headers = headersOf(tool.headers, `${param}.${fields.headers}`);
   const url = tool.server_url ?? undefined;
   if (url === undefined) {
     if (!registered)
       throw bad(
-        `${param}.server_label`,
+        `${param}.${fields.label}`,
         `no MCP server is registered as '${label}' on this gateway (${listed(mcp)})` +
-          (mcp.allowRequestUrls ? '; give its server_url to reach one by URL' : ''),
+          (mcp.allowRequestUrls ? `; give its ${fields.url} to reach one by URL` : ''),
       );
     if (key && !mcpServerAllowed(key, label))
       throw new CortexError(
         'permission_denied',
         `the API key ${key.id} ("${key.name}") may not use the MCP server '${label}'; it may use: ${key.mcp_servers?.join(', ')}`,
-        { param: `${param}.server_label` },
+        { param: `${param}.${fields.label}` },
       );
     if (registered.command !== undefined && Object.keys(headers).length > 0)
       throw bad(
-        `${param}.headers`,
+        `${param}.${fields.headers}`,
         `the MCP server '${label}' runs beside the gateway (stdio), which sends no headers; leave them out`,
       );
     return {
@@ -133,7 +149,7 @@ export function resolveMcpServer(
       transport: registered.command !== undefined ? 'stdio' : (registered.transport ?? 'streamable_http'),
       url: registered.url ?? null,
       credentials: new McpCredentials(headers),
-      tools: filterOf(registered.allowedTools, tool.allowed_tools, `${param}.allowed_tools`),
+      tools: filterOf(registered.allowedTools, tool.allowed_tools, `${param}.${fields.allowedTools}`),
       timeoutMs: registered.timeoutMs ?? mcp.callTimeoutMs,
       maxOutputBytes: registered.maxOutputBytes ?? mcp.maxOutputBytes,
       maxConcurrency: registered.maxConcurrency ?? mcp.maxConcurrency,
@@ -142,22 +158,22 @@ export function resolveMcpServer(
   }
   if (!mcp.allowRequestUrls)
     throw bad(
-      `${param}.server_url`,
+      `${param}.${fields.url}`,
       `this gateway does not reach MCP servers named by URL (mcp.allow_request_urls is off); ` +
-        `name one it registers by server_label alone (${listed(mcp)})`,
+        `name one it registers by ${fields.label} alone (${listed(mcp)})`,
     );
   if (registered)
     throw bad(
-      `${param}.server_label`,
-      `'${label}' is the label of an MCP server this gateway registers; leave server_url out to use it, or choose another label`,
+      `${param}.${fields.label}`,
+      `'${label}' is the label of an MCP server this gateway registers; leave ${fields.url} out to use it, or choose another label`,
     );
   if (key && key.mcp_servers != null)
     throw new CortexError(
       'permission_denied',
       `the API key ${key.id} ("${key.name}") may use only the MCP servers ${key.mcp_servers.join(', ')}, not one named by URL`,
-      { param: `${param}.server_url` },
+      { param: `${param}.${fields.url}` },
     );
-  const target = urlOf(url, `${param}.server_url`, mcp.allowPrivateUrls);
+  const target = urlOf(url, `${param}.${fields.url}`, mcp.allowPrivateUrls);
   return {
     label,
     id: `url:${target.href}`,
@@ -167,7 +183,7 @@ export function resolveMcpServer(
     transport: /\/sse\/?$/.test(target.pathname) ? 'sse' : 'streamable_http',
     url: target.href,
     credentials: new McpCredentials(headers),
-    tools: filterOf(undefined, tool.allowed_tools, `${param}.allowed_tools`),
+    tools: filterOf(undefined, tool.allowed_tools, `${param}.${fields.allowedTools}`),
     timeoutMs: mcp.callTimeoutMs,
     maxOutputBytes: mcp.maxOutputBytes,
     maxConcurrency: mcp.maxConcurrency,

@@ -16,7 +16,8 @@ import type { InferenceRun } from '../inference/inference-run.js';
 import type { ResponderRun } from '../inference/inference.responder.js';
 import type { RunListener } from '../inference/run-notices.js';
 import type { InferenceService } from '../inference/inference.service.js';
-import { mcpToolsOf, needsApproval, type McpToolRequest, type McpTools } from './mcp-request.js';
+import { needsApproval, type McpToolRequest, type McpTools } from './mcp-request.js';
+import type { Approval, McpDialect } from './mcp-dialects.js';
 import type { McpServerRef } from './mcp-access.js';
 import type { McpService, McpTool } from './mcp.service.js';
 import { approvalAnswers } from './mcp-approvals.js';
@@ -32,13 +33,6 @@ interface Offered {
   readonly server: McpServerRef;
   readonly request: McpToolRequest;
   readonly tool: McpToolListing;
-}
-
-/** A call that ran (or was declined) before the first turn, answering an approval request. */
-interface Approval {
-  /** The `mcp_approval_response` item it takes the place of. */
-  readonly item: unknown;
-  readonly call: Omit<Extract<StreamEventBody, { type: 'mcp_call' }>, 'type' | 'phase'>;
 }
 
 /** A call the model made in one turn, kept from its events. */
@@ -82,8 +76,9 @@ export class McpLoopRun implements ResponderRun {
     private readonly limits: McpLoopLimits,
     /** The stored response a body continues, for the approval requests it answers. */
     private readonly previous: (id: string) => Promise<unknown>,
+    private readonly shape: McpDialect,
   ) {
-    this.first = service.open('openai.responses', context);
+    this.first = service.open(shape.dialect, context);
     this.current = this.first;
     // A turn's stream could move alone, but the tool calls between turns are the gateway's: a run of
     // several turns keeps the error its turn gets.
@@ -120,19 +115,21 @@ export class McpLoopRun implements ResponderRun {
    * is found with the call it approves.
    */
   async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
-    this.tools = mcpToolsOf(body) ?? { servers: [], others: [] };
+    this.tools = this.shape.tools(body);
     for (const request of this.tools.servers)
       this.servers.push({
         request,
-        server: this.client.resolve(request.spec, this.context.principal?.key, request.param),
+        server: this.client.resolve(request.spec, this.context.principal?.key, request.param, request.fields),
       });
     const record = body as Record<string, unknown>;
-    const answers = await approvalAnswers(record, this.previous);
+    const answers = this.shape.approvals ? await approvalAnswers(record, this.previous) : [];
     this.listings = await Promise.all(
       this.servers.map(async ({ request, server }) => {
         try {
           const listed = await this.client.listTools(server, this.aborted.signal);
-          return { request, server, tools: listed.map(listing) };
+          // A tool the request turned off is neither listed nor offered.
+          const tools = listed.filter((tool) => !request.denied?.has(tool.name)).map(listing);
+          return { request, server, tools };
         } catch (error) {
           // A refusal is the request's (a URL whose name resolves to a private address); a server that
           // cannot be reached is the listing's error, and the model is offered none of its tools.
@@ -142,24 +139,20 @@ export class McpLoopRun implements ResponderRun {
         }
       }),
     );
-    const functions: unknown[] = [];
+    const offered: McpToolListing[] = [];
     for (const listing of this.listings)
       for (const tool of listing.tools) {
         const clash = this.offered.has(tool.name) || this.tools.others.some((other) => nameOf(other) === tool.name);
+        const fields = listing.request.fields;
         if (clash)
           throw new CortexError(
             'invalid_request',
             `${listing.request.param}: tool '${tool.name}' of server '${listing.request.serverLabel}' has the name ` +
-              'of another tool of this request; leave one out with allowed_tools',
-            { param: `${listing.request.param}.allowed_tools` },
+              `of another tool of this request; leave one out with ${fields?.allowedTools ?? 'allowed_tools'}`,
+            { param: `${listing.request.param}.${fields?.allowedTools ?? 'allowed_tools'}` },
           );
         this.offered.set(tool.name, { server: listing.server, request: listing.request, tool });
-        functions.push({
-          type: 'function',
-          name: tool.name,
-          ...(tool.description !== undefined && { description: tool.description }),
-          parameters: tool.inputSchema,
-        });
+        offered.push(tool);
       }
     // An approved call runs now: the first turn reads its result. A declined one tells the model so.
     for (const answer of answers) {
@@ -187,8 +180,10 @@ export class McpLoopRun implements ResponderRun {
         },
       });
     }
-    const input = approvedInput(record.input, this.approvals);
-    const request = await this.first.decode({ ...record, input, tools: [...this.tools.others, ...functions] }, session);
+    const request = await this.first.decode(
+      this.shape.body(record, this.tools.others, offered, this.approvals),
+      session,
+    );
     this.request = request;
     return request;
   }
@@ -262,7 +257,7 @@ export class McpLoopRun implements ResponderRun {
       }
       request = { ...request, messages: [...request.messages, ...ran.messages(text)] };
       this.current.finish();
-      this.current = this.service.open('openai.responses', this.context);
+      this.current = this.service.open(this.shape.dialect, this.context);
       this.current.checkpoint.refuse('a response that runs MCP tools does not move');
       this.current.use(request);
       events = await this.current.start();
@@ -377,24 +372,4 @@ function nameOf(tool: unknown): string | undefined {
 function stripSeq(event: StreamEvent): StreamEventBody {
   const { seq: _seq, ...body } = event;
   return body as StreamEventBody;
-}
-
-/** The body's input with each approval response replaced by the call it let run (or was declined), for the model to read. */
-function approvedInput(input: unknown, approvals: readonly Approval[]): unknown {
-  if (approvals.length === 0 || !Array.isArray(input)) return input;
-  return input.map((item: unknown) => {
-    const answered = approvals.find((approval) => approval.item === item);
-    if (!answered) return item;
-    const { call } = answered;
-    return {
-      type: 'mcp_call',
-      id: call.id,
-      server_label: call.serverLabel,
-      name: call.name,
-      arguments: call.arguments,
-      output: call.output ?? null,
-      error: call.error ?? null,
-      approval_request_id: call.approvalRequestId,
-    };
-  });
 }

@@ -1,6 +1,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mcpToolsOf, needsApproval, type ApprovalRule } from './mcp-request.js';
+import { CortexError } from '@cortex/contracts';
+import {
+  ANTHROPIC_MCP_FIELDS,
+  anthropicMcpServersOf,
+  mcpToolsOf,
+  needsApproval,
+  type ApprovalRule,
+} from './mcp-request.js';
 
 const fn = { type: 'function', name: 'lookup', parameters: { type: 'object' } };
 
@@ -63,5 +70,110 @@ describe('mcp request', () => {
     ];
     for (const [rule, tool, waits] of table)
       assert.equal(needsApproval(rule, tool), waits, JSON.stringify([rule, tool]));
+  });
+
+  it('mcp request - Anthropic mcp_servers: registered by name or its own URL, a token as bearer header, toolsets as filters', () => {
+    const registered = (label: string): string | null => (label === 'docs' ? 'https://docs.example.com/mcp' : null);
+    const custom = { name: 'lookup', input_schema: { type: 'object' } };
+    const { servers, others } = anthropicMcpServersOf(
+      {
+        mcp_servers: [
+          { type: 'url', name: 'docs', url: 'https://docs.example.com/mcp' },
+          { type: 'url', name: 'remote', url: 'https://mcp.example.com/mcp', authorization_token: 't0ken' },
+          { type: 'url', name: 'old', tool_configuration: { allowed_tools: ['a', 'b'] } },
+          { type: 'url', name: 'off', tool_configuration: { enabled: false } },
+        ],
+        tools: [
+          custom,
+          { type: 'mcp_toolset', mcp_server_name: 'docs', configs: { drop: { enabled: false } } },
+          {
+            type: 'mcp_toolset',
+            mcp_server_name: 'remote',
+            default_config: { enabled: false },
+            configs: { x: { enabled: true } },
+          },
+        ],
+      },
+      registered,
+    );
+    assert.deepEqual(others, [custom]);
+    assert.deepEqual(
+      servers.map(({ param, serverLabel, spec, approval, denied, fields }) => ({
+        param,
+        serverLabel,
+        spec,
+        approval,
+        denied,
+        fields,
+      })),
+      [
+        {
+          param: 'mcp_servers[0]',
+          serverLabel: 'docs',
+          spec: { server_label: 'docs' },
+          approval: 'never',
+          denied: new Set(['drop']),
+          fields: ANTHROPIC_MCP_FIELDS,
+        },
+        {
+          param: 'mcp_servers[1]',
+          serverLabel: 'remote',
+          spec: {
+            server_label: 'remote',
+            server_url: 'https://mcp.example.com/mcp',
+            headers: { authorization: 'Bearer t0ken' },
+            allowed_tools: ['x'],
+          },
+          approval: 'never',
+          denied: undefined,
+          fields: ANTHROPIC_MCP_FIELDS,
+        },
+        {
+          param: 'mcp_servers[2]',
+          serverLabel: 'old',
+          spec: { server_label: 'old', allowed_tools: ['a', 'b'] },
+          approval: 'never',
+          denied: undefined,
+          fields: ANTHROPIC_MCP_FIELDS,
+        },
+        {
+          param: 'mcp_servers[3]',
+          serverLabel: 'off',
+          spec: { server_label: 'off', allowed_tools: [] },
+          approval: 'never',
+          denied: undefined,
+          fields: ANTHROPIC_MCP_FIELDS,
+        },
+      ],
+    );
+  });
+
+  it('mcp request - Anthropic mcp_servers: what is refused names the field', () => {
+    const refused = (body: Record<string, unknown>, param: string): void =>
+      assert.throws(
+        () => anthropicMcpServersOf(body, () => null),
+        (error: unknown) =>
+          error instanceof CortexError && error.extra.param === param && error.message.startsWith(`${param}: `),
+        param,
+      );
+    refused({ mcp_servers: [{ type: 'stdio', name: 'a' }] }, 'mcp_servers[0].type');
+    refused({ mcp_servers: [{ type: 'url', name: 'a b' }] }, 'mcp_servers[0].name');
+    refused({ mcp_servers: [{ name: 'a' }, { name: 'a' }] }, 'mcp_servers[1].name');
+    refused({ mcp_servers: [{ name: 'a', authorization_token: 5 }] }, 'mcp_servers[0].authorization_token');
+    refused(
+      { mcp_servers: [{ name: 'a', tool_configuration: { allowed_tools: 'x' } }] },
+      'mcp_servers[0].tool_configuration.allowed_tools',
+    );
+    refused(
+      { mcp_servers: [{ name: 'a' }], tools: [{ type: 'mcp_toolset', mcp_server_name: 'b' }] },
+      'tools[0].mcp_server_name',
+    );
+    refused(
+      {
+        mcp_servers: [{ name: 'a' }],
+        tools: [{ type: 'mcp_toolset', mcp_server_name: 'a', configs: { t: { enabled: 'no' } } }],
+      },
+      'tools[0].configs.t.enabled',
+    );
   });
 });

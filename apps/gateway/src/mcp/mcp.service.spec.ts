@@ -47,7 +47,7 @@ function freePort(): Promise<number> {
  */
 async function startHttpServer(
   transport: 'streamableHttp' | 'sse' = 'streamableHttp',
-): Promise<{ child: ChildProcess; url: string; posts: () => number }> {
+): Promise<{ child: ChildProcess; url: string; posts: () => Promise<number> }> {
   const port = await freePort();
   const child = spawn(process.execPath, [EVERYTHING, transport], {
     env: { ...process.env, PORT: String(port) },
@@ -69,8 +69,25 @@ async function startHttpServer(
   return {
     child,
     url: `http://127.0.0.1:${port}/${path}`,
-    posts: () => log.split('Received MCP POST request').length - 1,
+    posts: () => settled(() => log.split('Received MCP POST request').length - 1),
   };
+}
+
+/**
+ * A count read from a server's log once it has stood still for 250 ms (at most 5 s): the log line of
+ * a POST comes on the server's stdout, which may reach the test after the POST's answer does.
+ */
+async function settled(count: () => number): Promise<number> {
+  const end = Date.now() + 5_000;
+  let last = count();
+  let since = Date.now();
+  while (Date.now() < end) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const now = count();
+    if (now !== last) [last, since] = [now, Date.now()];
+    else if (Date.now() - since >= 250) break;
+  }
+  return last;
 }
 
 /** The CortexError `work` fails with. */
@@ -193,20 +210,20 @@ describe('mcp service', () => {
   it('mcp service - a tool list is asked once per server and credentials within list_cache_ms', async () => {
     const server = mcp.resolve({ server_label: 'every-http' }, null, 'tools[0]');
     await mcp.listTools(server);
-    const before = http.posts();
+    const before = await http.posts();
     const again = await Promise.all([mcp.listTools(server), mcp.listTools(server)]);
     assert.equal(again[0]!.length > 0, true);
-    assert.equal(http.posts(), before, 'a cache hit sends nothing');
+    assert.equal(await http.posts(), before, 'a cache hit sends nothing');
     // Other credentials are another session and another list.
     const other = mcp.resolve({ server_label: 'every-http', headers: { authorization: 'Bearer other' } }, null, 't');
     await mcp.listTools(other);
-    assert.ok(http.posts() > before);
+    assert.ok((await http.posts()) > before);
     const uncached = make({ list_cache_ms: 0 });
     const fresh = uncached.resolve({ server_label: 'every-http' }, null, 't');
     await uncached.listTools(fresh);
-    const counted = http.posts();
+    const counted = await http.posts();
     await uncached.listTools(fresh);
-    assert.ok(http.posts() > counted, 'list_cache_ms: 0 asks every time');
+    assert.ok((await http.posts()) > counted, 'list_cache_ms: 0 asks every time');
   });
 
   it('mcp service - a request URL is refused unless allowed, and a private one unless private URLs are allowed', async () => {

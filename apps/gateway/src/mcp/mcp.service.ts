@@ -3,7 +3,7 @@ import { ErrorCode as McpErrorCode, McpError, type Tool } from '@modelcontextpro
 import { CONFIG, ConfigError, type CortexConfig, type McpServerConfig } from '@cortex/config';
 import { CortexError, upstreamHost, type KeyRecord } from '@cortex/contracts';
 import { CallSlots } from './call-slots.js';
-import { refusedAddress, resolveMcpServer, toolAllowed, type McpServerRef } from './mcp-access.js';
+import { refusedAddress, resolveMcpServer, toolAllowed, type McpFieldNames, type McpServerRef } from './mcp-access.js';
 import { McpConnection } from './mcp-connection.js';
 import { ANSWER_TOO_LARGE } from './message-cap.js';
 import { renderToolResult, type McpToolResult } from './tool-result.js';
@@ -93,8 +93,13 @@ export class McpService implements OnModuleInit, OnModuleDestroy {
    * none). Throws a 400 naming `param` for a server it cannot have, a 403 `permission_denied` naming
    * the label for one its key may not use (see resolveMcpServer).
    */
-  resolve(tool: unknown, key: KeyRecord | null | undefined, param: string): McpServerRef {
-    return resolveMcpServer(this.config.mcp, tool, key ?? null, param);
+  resolve(tool: unknown, key: KeyRecord | null | undefined, param: string, fields?: McpFieldNames): McpServerRef {
+    return resolveMcpServer(this.config.mcp, tool, key ?? null, param, fields);
+  }
+
+  /** The URL of the server the config registers as `label`, or null (none, or one it starts itself). */
+  registeredUrl(label: string): string | null {
+    return this.config.mcp.servers.find((server) => server.label === label)?.url ?? null;
   }
 
   /**

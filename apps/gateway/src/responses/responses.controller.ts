@@ -12,6 +12,7 @@ import { ResponsesCompactor } from './responses.compact.js';
 import { BackgroundResponder } from './responses.background.js';
 import { contextOf } from '../http/request-context.js';
 import { McpLoopRun } from '../mcp/mcp-loop-run.js';
+import { RESPONSES_MCP } from '../mcp/mcp-dialects.js';
 import { hasMcpTools } from '../mcp/mcp-request.js';
 import { McpService } from '../mcp/mcp.service.js';
 
@@ -63,6 +64,7 @@ export class ResponsesController {
       this.mcp,
       { maxRounds: mcp.maxRounds, maxOutputBytes: mcp.maxResponseOutputBytes },
       (id) => this.bus.request(Subjects.responsesGet, { id }, { requestId: contextOf(req).id }),
+      RESPONSES_MCP,
     );
   }
 

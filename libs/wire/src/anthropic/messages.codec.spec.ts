@@ -611,3 +611,90 @@ describe('anthropic messages codec', () => {
     });
   });
 });
+
+describe('anthropic messages codec - MCP connector blocks', () => {
+  const call = {
+    seq: 1,
+    type: 'mcp_call' as const,
+    id: 'mcp_1',
+    serverLabel: 'docs',
+    name: 'search',
+    arguments: '{"q":"x"}',
+  };
+  const events: StreamEvent[] = [
+    { seq: 0, type: 'start', promptTokens: 10, cachedPromptTokens: 0 } as StreamEvent,
+    { seq: 1, type: 'mcp_list_tools', id: 'mcpl_1', serverLabel: 'docs', tools: [] },
+    { ...call, seq: 2, phase: 'begun' },
+    { ...call, seq: 3, phase: 'ended', output: 'found it' },
+    { ...call, seq: 4, id: 'mcp_2', phase: 'begun' },
+    { ...call, seq: 5, id: 'mcp_2', phase: 'ended', error: 'timed out' },
+    { seq: 6, type: 'text', text: 'Done.' },
+    { seq: 7, type: 'finish', reason: 'stop', usage, timings } as StreamEvent,
+  ];
+
+  it('anthropic codec - an MCP call the gateway ran is an mcp_tool_use then an mcp_tool_result block; the listing is not shown', () => {
+    const aggregator = new MessagesAggregator(options);
+    for (const event of events) aggregator.add(event);
+    assert.deepEqual(aggregator.body().content, [
+      { type: 'mcp_tool_use', id: 'mcp_1', name: 'search', server_name: 'docs', input: { q: 'x' } },
+      { type: 'mcp_tool_result', tool_use_id: 'mcp_1', is_error: false, content: [{ type: 'text', text: 'found it' }] },
+      { type: 'mcp_tool_use', id: 'mcp_2', name: 'search', server_name: 'docs', input: { q: 'x' } },
+      { type: 'mcp_tool_result', tool_use_id: 'mcp_2', is_error: true, content: [{ type: 'text', text: 'timed out' }] },
+      { type: 'text', text: 'Done.' },
+    ]);
+    const encoder = new MessagesStreamEncoder(options);
+    const frames = events.flatMap((event) => encoder.encode(event));
+    const starts = frames.flatMap(({ data }) =>
+      data.type === 'content_block_start' ? [[data.index, data.content_block.type]] : [],
+    );
+    assert.deepEqual(starts, [
+      [0, 'mcp_tool_use'],
+      [1, 'mcp_tool_result'],
+      [2, 'mcp_tool_use'],
+      [3, 'mcp_tool_result'],
+      [4, 'text'],
+    ]);
+  });
+
+  it('anthropic codec - an assistant turn with MCP blocks sent back reads as the calls, their results, and the text after', () => {
+    const { request } = decodeMessagesRequest({
+      ...base,
+      messages: [
+        user('find x'),
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'Looking.' },
+            { type: 'mcp_tool_use', id: 'mcp_1', name: 'search', server_name: 'docs', input: { q: 'x' } },
+            {
+              type: 'mcp_tool_result',
+              tool_use_id: 'mcp_1',
+              is_error: false,
+              content: [{ type: 'text', text: 'found it' }],
+            },
+            { type: 'text', text: 'Done.' },
+          ],
+        },
+        user('thanks'),
+      ],
+    });
+    assert.deepEqual(request.messages, [
+      { role: 'user', content: 'find x' },
+      { role: 'assistant', content: 'Looking.', toolCalls: [{ id: 'mcp_1', name: 'search', arguments: '{"q":"x"}' }] },
+      { role: 'tool', content: 'found it', toolCallId: 'mcp_1' },
+      { role: 'assistant', content: 'Done.' },
+      { role: 'user', content: 'thanks' },
+    ]);
+    invalid(
+      {
+        ...base,
+        messages: [
+          user('find x'),
+          { role: 'assistant', content: [{ type: 'mcp_tool_result', tool_use_id: 'mcp_9', content: 'x' }] },
+          user('thanks'),
+        ],
+      },
+      'messages[1].content[0].tool_use_id',
+    );
+  });
+});

@@ -155,9 +155,11 @@ function decodeTurn(input: unknown, param: string, model: string, ledger: ToolCa
     return { block: b, path, type: string(b.type, `${path}.type`) };
   });
   if (role === 'user') return decodeUserBlocks(blocks, model, ledger);
-  const message = decodeAssistantBlocks(blocks, model);
-  for (const call of message.toolCalls ?? []) ledger.called(call.id);
-  return [message];
+  const messages = decodeAssistantBlocks(blocks, model);
+  // An MCP call the gateway ran is answered in the same turn; the client's own wait for a tool_result.
+  for (const message of messages)
+    for (const call of message.toolCalls ?? []) if (!message.mcpAnswered) ledger.called(call.id);
+  return messages.map(({ mcpAnswered: _answered, ...message }) => message);
 }
 
 interface Block {
@@ -214,22 +216,55 @@ function decodeToolResult(block: Json, path: string, model: string): CanonicalMe
   };
 }
 
-function decodeAssistantBlocks(blocks: Block[], model: string): CanonicalMessage {
-  const texts: string[] = [];
-  const reasoning: string[] = [];
-  const toolCalls: ToolCall[] = [];
+/**
+ * An assistant turn's blocks: one message, or, where the turn holds MCP calls the gateway ran
+ * (`mcp_tool_use` then its `mcp_tool_result`, Anthropic's connector), the message up to each result,
+ * the result as a tool message, and the message after it.
+ */
+function decodeAssistantBlocks(blocks: Block[], model: string): Array<CanonicalMessage & { mcpAnswered?: true }> {
+  const messages: Array<CanonicalMessage & { mcpAnswered?: true }> = [];
+  let texts: string[] = [];
+  let reasoning: string[] = [];
+  let toolCalls: ToolCall[] = [];
+  let mcpCalls = 0;
+  const mcpIds = new Set<string>();
+  const flush = (): void => {
+    const message: CanonicalMessage & { mcpAnswered?: true } = {
+      role: 'assistant',
+      content: texts.join(BLOCK_SEPARATOR),
+    };
+    if (reasoning.length > 0) message.reasoning = reasoning.join(BLOCK_SEPARATOR);
+    if (toolCalls.length > 0) message.toolCalls = toolCalls;
+    if (mcpCalls > 0) message.mcpAnswered = true;
+    messages.push(message);
+    texts = [];
+    reasoning = [];
+    toolCalls = [];
+    mcpCalls = 0;
+  };
   for (const { block, path, type } of blocks) {
     if (type === 'text') texts.push(string(block.text, `${path}.text`));
     else if (type === 'thinking') reasoning.push(string(block.thinking, `${path}.thinking`));
     else if (type === 'redacted_thinking')
       continue; // encrypted by another provider: nothing a local model can read
     else if (type === 'tool_use') toolCalls.push(decodeToolUse(block, path));
-    else rejectBlock(type, path, 'assistant', model);
+    else if (type === 'mcp_tool_use') {
+      if (mcpCalls < toolCalls.length)
+        fail(`${path}.type`, 'an mcp_tool_use block cannot follow a tool_use block of the same turn');
+      const call = decodeToolUse(block, path);
+      toolCalls.push(call);
+      mcpIds.add(call.id);
+      mcpCalls++;
+    } else if (type === 'mcp_tool_result') {
+      const result = decodeToolResult(block, path, model);
+      if (!mcpIds.has(result.toolCallId ?? ''))
+        fail(`${path}.tool_use_id`, 'must name an mcp_tool_use block before it in the same turn');
+      if (messages.at(-1)?.role !== 'tool' || texts.length > 0 || toolCalls.length > 0) flush();
+      messages.push(result);
+    } else rejectBlock(type, path, 'assistant', model);
   }
-  const message: CanonicalMessage = { role: 'assistant', content: texts.join(BLOCK_SEPARATOR) };
-  if (reasoning.length > 0) message.reasoning = reasoning.join(BLOCK_SEPARATOR);
-  if (toolCalls.length > 0) message.toolCalls = toolCalls;
-  return message;
+  if (messages.length === 0 || texts.length > 0 || reasoning.length > 0 || toolCalls.length > 0) flush();
+  return messages;
 }
 
 function decodeToolUse(block: Json, path: string): ToolCall {

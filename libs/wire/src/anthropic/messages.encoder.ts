@@ -65,11 +65,12 @@ export class MessagesStreamEncoder {
         return this.ensureStarted(event.promptTokens, event.cachedPromptTokens);
       case 'keepalive':
         return [frame({ type: 'ping' })];
-      // Anthropic's MCP connector blocks are not written yet: a Messages request names no MCP servers.
+      // Anthropic's MCP connector shows no listing, and asks no approval.
       case 'mcp_list_tools':
-      case 'mcp_call':
       case 'mcp_approval_request':
         return [];
+      case 'mcp_call':
+        return [...this.ensureStarted(), ...this.closeBlock(), ...this.mcpBlock(event)];
       case 'text':
         if (!event.text) return [];
         return [
@@ -148,6 +149,52 @@ export class MessagesStreamEncoder {
     return [frame({ type: 'message_start', message: emptyMessage(this.options, usage) })];
   }
 
+  /**
+   * An MCP call the gateway ran, as Anthropic's connector streams it: when it begins, its
+   * `mcp_tool_use` block (the arguments as one `input_json_delta`); when it ends, its
+   * `mcp_tool_result`. Each block opens and closes at once.
+   */
+  private mcpBlock(event: Extract<StreamEvent, { type: 'mcp_call' }>): AnthropicFrame[] {
+    const index = this.nextIndex++;
+    if (event.phase === 'begun')
+      return [
+        frame({
+          type: 'content_block_start',
+          index,
+          content_block: {
+            type: 'mcp_tool_use',
+            id: event.id,
+            name: event.name,
+            server_name: event.serverLabel,
+            input: {},
+          },
+        }),
+        ...(event.arguments
+          ? [
+              frame({
+                type: 'content_block_delta',
+                index,
+                delta: { type: 'input_json_delta', partial_json: event.arguments },
+              }),
+            ]
+          : []),
+        frame({ type: 'content_block_stop', index }),
+      ];
+    return [
+      frame({
+        type: 'content_block_start',
+        index,
+        content_block: {
+          type: 'mcp_tool_result',
+          tool_use_id: event.id,
+          is_error: event.error !== undefined,
+          content: [{ type: 'text', text: event.output ?? event.error ?? '' }],
+        },
+      }),
+      frame({ type: 'content_block_stop', index }),
+    ];
+  }
+
   private openBlock(kind: 'text' | 'thinking'): AnthropicFrame[] {
     if (this.open?.kind === kind) return [];
     const frames = this.closeBlock();
@@ -206,7 +253,7 @@ export class MessagesAggregator {
     const content: AnthropicContentBlock[] = [];
     this.message.content.forEach((block, index) => {
       const json = this.toolJson.get(index);
-      if (block.type !== 'tool_use' || json === undefined) {
+      if ((block.type !== 'tool_use' && block.type !== 'mcp_tool_use') || json === undefined) {
         content.push({ ...block });
         return;
       }
@@ -240,7 +287,7 @@ export class MessagesAggregator {
         if (block?.type === 'text' && delta.type === 'text_delta') block.text += delta.text;
         else if (block?.type === 'thinking' && delta.type === 'thinking_delta') block.thinking += delta.thinking;
         else if (block?.type === 'thinking' && delta.type === 'signature_delta') block.signature = delta.signature;
-        else if (block?.type === 'tool_use' && delta.type === 'input_json_delta') {
+        else if ((block?.type === 'tool_use' || block?.type === 'mcp_tool_use') && delta.type === 'input_json_delta') {
           this.toolJson.set(data.index, (this.toolJson.get(data.index) ?? '') + delta.partial_json);
         }
         break;

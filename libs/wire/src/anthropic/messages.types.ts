@@ -39,7 +39,29 @@ export interface AnthropicToolUseBlock {
   input: Record<string, unknown>;
 }
 
-export type AnthropicContentBlock = AnthropicTextBlock | AnthropicThinkingBlock | AnthropicToolUseBlock;
+/** A call of a tool of an MCP server the gateway ran itself (Anthropic's MCP connector). */
+export interface AnthropicMcpToolUseBlock {
+  type: 'mcp_tool_use';
+  id: string;
+  name: string;
+  server_name: string;
+  input: Record<string, unknown>;
+}
+
+/** The result of an `mcp_tool_use`, as the server gave it. */
+export interface AnthropicMcpToolResultBlock {
+  type: 'mcp_tool_result';
+  tool_use_id: string;
+  is_error: boolean;
+  content: AnthropicTextBlock[];
+}
+
+export type AnthropicContentBlock =
+  | AnthropicTextBlock
+  | AnthropicThinkingBlock
+  | AnthropicToolUseBlock
+  | AnthropicMcpToolUseBlock
+  | AnthropicMcpToolResultBlock;
 
 export type AnthropicDelta =
   | { type: 'text_delta'; text: string }
