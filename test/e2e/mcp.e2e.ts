@@ -10,7 +10,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { freePort } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
-import { fixtureEntry as fixture, postJson, startStack, type TestStack } from '@cortex/testing';
+import { fixtureEntry as fixture, postJson, scrapeMetrics, startStack, waitFor, type TestStack } from '@cortex/testing';
 
 /*
  * MCP tools the gateway runs itself, on the MCP project's own servers from npm: the reference server
@@ -86,7 +86,7 @@ describe('MCP tools run by the gateway e2e', () => {
     // 50 MB that the filesystem server reads whole and sends in one message.
     await writeFile(join(files, 'Paris'), LINE.repeat(Math.ceil((50 * 1024 * 1024) / LINE.length)));
     stack = await startStack({
-      services: ['router', 'translator', 'worker', 'gateway'],
+      services: ['router', 'translator', 'metrics', 'worker', 'gateway'],
       models: [MODEL, 'cortex-tools-read', 'cortex-tools-wait'].map((id) =>
         fixture(id, { context_size: 4096, pinned: true }),
       ),
@@ -305,6 +305,17 @@ describe('MCP tools run by the gateway e2e', () => {
     const ran = echoed.output as unknown as Item[];
     assert.equal(ran[1]?.output, 'Echo: Paris', JSON.stringify(ran));
     assert.equal(echoed.output_text, ANSWER);
+    // Counted per server, tool and outcome, with their time.
+    const series = (tool: string, outcome: string): string =>
+      `cortex_mcp_tool_calls_total{server="everything-http",tool="${tool}",outcome="${outcome}"}`;
+    let metrics = new Map<string, number>();
+    await waitFor(async () => {
+      metrics = await scrapeMetrics(stack.metricsUrl);
+      return (metrics.get(series('echo', 'ok')) ?? 0) >= 1;
+    }, 15_000).catch(() => assert.fail([...metrics].filter(([name]) => name.includes('mcp')).join('\n')));
+    assert.equal(metrics.get(series('trigger-long-running-operation', 'timeout')), 1);
+    const timed = `cortex_mcp_tool_call_seconds_sum{server="everything-http",tool="trigger-long-running-operation"}`;
+    assert.ok((metrics.get(timed) ?? 0) >= HTTP_TIMEOUT_MS / 1000, `${timed}: ${metrics.get(timed)}`);
   });
 
   it('mcp e2e - Anthropic: the SDK with mcp_servers gets mcp_tool_use and mcp_tool_result blocks, streamed and not', async () => {

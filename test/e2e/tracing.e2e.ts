@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
+import { dirname, join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import WebSocket from 'ws';
@@ -14,6 +16,11 @@ import { startStack, waitFor, type TestStack } from '@cortex/testing';
 // (JSON) to a receiver inside this test, which decodes every export request it gets.
 
 const chat = fixtureModel('cortex-chat');
+const EVERYTHING = join(
+  dirname(createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/package.json')),
+  'dist/index.js',
+);
+const CLIENT = 3; // OTLP SpanKind: SPAN_KIND_CLIENT
 const SERVICES = ['router', 'translator', 'metrics', 'worker', 'gateway'];
 const SERVER = 2; // OTLP SpanKind: SPAN_KIND_SERVER
 const user = [{ role: 'user' as const, content: 'Say hello.' }];
@@ -283,8 +290,12 @@ describe('tracing e2e', () => {
         { id: 'cortex-chat', file: 'fixture:cortex-chat', context_size: 1024 },
         { id: 'cortex-reasoning', file: 'fixture:cortex-reasoning', context_size: 1024 },
         { id: 'cortex-embed', file: 'fixture:cortex-embed', kind: 'embedding', context_size: 128 },
+        { id: 'cortex-tools-echo', file: 'fixture:cortex-tools-echo', context_size: 4096 },
       ],
-      config: { log_level: 'info' },
+      config: {
+        log_level: 'info',
+        mcp: { servers: [{ label: 'everything', command: process.execPath, args: [EVERYTHING, 'stdio'] }] },
+      },
       serviceEnv: Object.fromEntries(SERVICES.map((name) => [name, env])),
     });
   });
@@ -605,6 +616,48 @@ describe('tracing e2e', () => {
     const send = only(spans, 'cortex-gateway', /^send llm\.worker\.v1\.[^.]+\.embed$/);
     assert.equal(send.parentSpanId, root.spanId);
     assert.equal(only(spans, 'cortex-worker', /^process llm\.worker\.v1\.[^.]+\.embed$/).parentSpanId, send.spanId);
+  });
+
+  it('tracing - a response that runs an MCP tool: both model turns and the tool call (MCP conventions) in one trace', async () => {
+    const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const requestId = `req_trace_${randomBytes(6).toString('hex')}`;
+    const response = await client.responses.create(
+      {
+        model: 'cortex-tools-echo',
+        input: 'Say Paris back to me.',
+        tools: [{ type: 'mcp', server_label: 'everything', allowed_tools: ['echo'], require_approval: 'never' }],
+      } as never,
+      { headers: { 'x-request-id': requestId } },
+    );
+    assert.deepEqual(
+      (response as OpenAI.Responses.Response).output.map((item) => item.type),
+      ['mcp_list_tools', 'mcp_call', 'message'],
+    );
+    let traceId = '';
+    await waitFor(() => {
+      traceId =
+        receiver.spans.find((s) => s.service === 'cortex-gateway' && s.attributes['cortex.request_id'] === requestId)
+          ?.traceId ?? '';
+      return traceId !== '';
+    }, 15_000);
+    const spans = await receiver.waitForTrace(
+      traceId,
+      (seen) =>
+        seen.some((span) => span.name === 'tools/call echo') &&
+        seen.filter((span) => span.service === 'cortex-worker' && span.name === 'chat cortex-tools-echo').length === 2,
+    );
+    assertConnected(spans, '');
+    const call = only(spans, 'cortex-gateway', 'tools/call echo');
+    assert.equal(call.kind, CLIENT);
+    assert.equal(call.attributes['mcp.method.name'], 'tools/call');
+    assert.equal(call.attributes['gen_ai.tool.name'], 'echo');
+    assert.equal(call.attributes['gen_ai.operation.name'], 'execute_tool');
+    assert.equal(call.attributes['network.transport'], 'pipe');
+    // The call runs between the turns: after the first's generation ended, before the second's began.
+    const turns = spans
+      .filter((span) => span.service === 'cortex-worker' && span.name === 'chat cortex-tools-echo')
+      .sort((a, b) => a.start - b.start);
+    assert.ok(turns[0]!.end <= call.start + 1 && call.end <= turns[1]!.start + 1, formatTree(spans));
   });
 
   it('tracing - the real exporter sent OTLP/JSON, as OTEL_EXPORTER_OTLP_PROTOCOL asked', () => {

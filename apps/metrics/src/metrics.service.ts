@@ -8,6 +8,7 @@ import {
   decodeDefrag,
   decodeLoadFailed,
   decodeLoadResult,
+  decodeMcpToolCalled,
   decodeMessage,
   decodeReplicaEvent,
   decodeRequestFinished,
@@ -147,6 +148,8 @@ export class MetricsService implements OnModuleInit, OnModuleDestroy {
     switch (workerEventOf(subject)?.event ?? subject) {
       case Subjects.requestFinished:
         return this.metrics.recordRequest(decodeRequestFinished(data));
+      case Subjects.mcpToolCalled:
+        return this.metrics.recordMcpCall(decodeMcpToolCalled(data));
       case Subjects.modelLoaded:
         return this.metrics.recordLoaded(fromWorker(subject, decodeLoadResult(data)));
       case Subjects.modelUnloaded:

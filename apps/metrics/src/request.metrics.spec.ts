@@ -22,6 +22,23 @@ const finished = (requestId: string, queueMs: number, tier?: number): RequestFin
 });
 
 describe('request metrics', () => {
+  it('request metrics - MCP tool calls by server, tool and outcome; past 512 pairs a new one is counted as other', async () => {
+    const metrics = new CortexMetrics();
+    const call = (server: string, tool: string, outcome: 'ok' | 'timeout', durationMs: number) =>
+      metrics.recordMcpCall({ requestId: 'r', server, tool, outcome, durationMs, at: 1 });
+    call('docs', 'search', 'ok', 200);
+    call('docs', 'search', 'timeout', 1_500);
+    for (let i = 0; i < 511; i++) call('many', `tool_${i}`, 'ok', 1);
+    call('late', 'one', 'ok', 1);
+    call('docs', 'search', 'ok', 100);
+    const text = await metrics.registry.metrics();
+    assert.match(text, /^cortex_mcp_tool_calls_total\{server="docs",tool="search",outcome="ok"\} 2$/m);
+    assert.match(text, /^cortex_mcp_tool_calls_total\{server="docs",tool="search",outcome="timeout"\} 1$/m);
+    assert.match(text, /^cortex_mcp_tool_call_seconds_sum\{server="docs",tool="search"\} 1\.8$/m);
+    assert.match(text, /^cortex_mcp_tool_calls_total\{server="other",tool="other",outcome="ok"\} 1$/m);
+    assert.doesNotMatch(text, /server="late"/);
+  });
+
   it('request metrics - queue wait is counted by the tier each request ran at; events without a tier only in the total', async () => {
     const metrics = new CortexMetrics();
     metrics.recordRequest(finished('a', 2_000, 7));

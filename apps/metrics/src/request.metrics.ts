@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type {
   BusStatusEvent,
   DefragEvent,
+  McpToolCalledEvent,
   ForgedEventError,
   Heartbeat,
   LoadFailedEvent,
@@ -15,6 +16,8 @@ import { HEALTH_VERDICTS, workerPresence, type FleetHealth } from '@cortex/contr
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const RATES = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
+/** Distinct (server, tool) pairs of MCP calls with series of their own. */
+const MAX_MCP_SERIES = 512;
 /** Error codes that mean "turned away for lack of capacity", counted as rejections. */
 const REJECTIONS = new Set(['busy', 'no_worker', 'insufficient_memory', 'service_unavailable', 'model_load_failed']);
 
@@ -214,6 +217,19 @@ export class CortexMetrics {
     'model',
     'worker',
   ]);
+  private readonly mcpCalls = this.counter(
+    'cortex_mcp_tool_calls_total',
+    'Tool calls of MCP servers the gateways ran for requests, by server, tool and outcome ' +
+      '(ok, tool_error, timeout, cancelled, failed)',
+    ['server', 'tool', 'outcome'],
+  );
+  private readonly mcpCallTime = this.histogram(
+    'cortex_mcp_tool_call_seconds',
+    'Time of one MCP tool call, from the gateway asking to its answer (or its error)',
+    ['server', 'tool'],
+  );
+  /** The server and tool pairs counted so far; past MAX_MCP_SERIES a new pair is counted as `other`. */
+  private readonly mcpSeries = new Set<string>();
   private readonly replications = this.counter(
     'cortex_replications_total',
     'Copies of a model loaded on another worker, by reason (queue_wait, min_replicas)',
@@ -345,6 +361,18 @@ export class CortexMetrics {
   /** A heartbeat or worker event whose subject's worker is not the one it names (see fromItsWorker). */
   recordForged(error: ForgedEventError): void {
     this.forged.inc({ publisher: error.subject.slice(error.subject.lastIndexOf('.') + 1), named: error.named });
+  }
+
+  /** A tool call a gateway ran; the series are bounded, whatever names servers and models come up with. */
+  recordMcpCall(event: McpToolCalledEvent): void {
+    let { server, tool } = event;
+    const key = `${server}\n${tool}`;
+    if (!this.mcpSeries.has(key)) {
+      if (this.mcpSeries.size >= MAX_MCP_SERIES) [server, tool] = ['other', 'other'];
+      else this.mcpSeries.add(key);
+    }
+    this.mcpCalls.inc({ server, tool, outcome: event.outcome });
+    this.mcpCallTime.observe({ server, tool }, event.durationMs / 1000);
   }
 
   recordDefrag(event: DefragEvent): void {

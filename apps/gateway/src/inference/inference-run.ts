@@ -285,6 +285,11 @@ export class InferenceRun {
   }
 
   /** The first token's frame is on the client's socket: the last hop of time to first byte. */
+  /** Runs `fn` in the run's trace context: spans it opens (an MCP tool call between turns) are the request's children. */
+  inTrace<T>(fn: () => T): T {
+    return this.trace.run(fn);
+  }
+
   firstByteWritten(): void {
     this.hops.firstByteWritten();
   }

@@ -257,7 +257,8 @@ export class McpLoopRun implements ResponderRun {
       }
       request = { ...request, messages: [...request.messages, ...ran.messages(text)] };
       this.current.finish();
-      this.current = this.service.open(this.shape.dialect, this.context);
+      // In the first turn's trace context: without a caller's traceparent the turns still make one trace.
+      this.current = this.first.inTrace(() => this.service.open(this.shape.dialect, this.context));
       this.current.checkpoint.refuse('a response that runs MCP tools does not move');
       this.current.use(request);
       events = await this.current.start();
@@ -329,7 +330,9 @@ export class McpLoopRun implements ResponderRun {
         error: `this response's tools have given ${this.limits.maxOutputBytes} bytes (mcp.max_response_output_bytes); no more are run`,
       };
     try {
-      const result = await this.client.callTool(offered.server, offered.tool.name, parsed, this.aborted.signal);
+      const result = await this.current.inTrace(() =>
+        this.client.callTool(offered.server, offered.tool.name, parsed, this.aborted.signal, this.context.id),
+      );
       this.outputBytes += Buffer.byteLength(result.text);
       return result.isError ? { error: result.text } : { output: result.text };
     } catch (error) {

@@ -1,7 +1,19 @@
-import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { activeTracer, BusClient, EventPublisher, failSpan } from '@cortex/bus';
 import { ErrorCode as McpErrorCode, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { CONFIG, ConfigError, type CortexConfig, type McpServerConfig } from '@cortex/config';
-import { CortexError, upstreamHost, type KeyRecord } from '@cortex/contracts';
+import {
+  CortexError,
+  MCP_REQUEST_URL_SERVER,
+  Subjects,
+  upstreamHost,
+  type KeyRecord,
+  type McpCallOutcome,
+  type McpToolCalledEvent,
+} from '@cortex/contracts';
 import { CallSlots } from './call-slots.js';
 import { refusedAddress, resolveMcpServer, toolAllowed, type McpFieldNames, type McpServerRef } from './mcp-access.js';
 import { McpConnection } from './mcp-connection.js';
@@ -54,7 +66,14 @@ export class McpService implements OnModuleInit, OnModuleDestroy {
   private sweeper: NodeJS.Timeout | null = null;
   private stopping = false;
 
-  constructor(@Inject(CONFIG) private readonly config: CortexConfig) {}
+  private readonly events: EventPublisher | null;
+
+  constructor(
+    @Inject(CONFIG) private readonly config: CortexConfig,
+    @Optional() bus?: BusClient,
+  ) {
+    this.events = bus ? new EventPublisher(bus.nc) : null;
+  }
 
   /** Reads each registered server's `headers_env` from the environment: a variable that is not set stops the gateway, naming it. */
   onModuleInit(env: NodeJS.ProcessEnv = process.env): void {
@@ -150,7 +169,67 @@ export class McpService implements OnModuleInit, OnModuleDestroy {
    * ended it, 429 `busy` when the server's calls and queue are full, 502 `upstream_unavailable` when
    * the server cannot be reached or its process died.
    */
-  async callTool(ref: McpServerRef, name: string, args: unknown, signal?: AbortSignal): Promise<McpToolResult> {
+  async callTool(
+    ref: McpServerRef,
+    name: string,
+    args: unknown,
+    signal?: AbortSignal,
+    requestId = '',
+  ): Promise<McpToolResult> {
+    const started = performance.now();
+    const tracer = activeTracer();
+    // OpenTelemetry's MCP conventions: a client span `tools/call <tool>`.
+    const span = tracer?.startSpan(`tools/call ${name}`, {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'mcp.method.name': 'tools/call',
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': name,
+        'cortex.mcp.server': ref.label,
+        'network.transport': ref.transport === 'stdio' ? 'pipe' : 'tcp',
+        ...(ref.url !== null && ref.index !== null && { 'server.address': new URL(ref.url).hostname }),
+      },
+    });
+    let outcome: McpCallOutcome = 'ok';
+    try {
+      const result = await (span
+        ? context.with(trace.setSpan(context.active(), span), () => this.runTool(ref, name, args, signal))
+        : this.runTool(ref, name, args, signal));
+      if (result.isError) {
+        outcome = 'tool_error';
+        span?.setAttribute('error.type', 'tool_error');
+        span?.setStatus({ code: SpanStatusCode.ERROR, message: 'the tool answered with an error' });
+      }
+      return result;
+    } catch (error) {
+      const code = error instanceof CortexError ? error.code : undefined;
+      outcome = code === 'timeout' ? 'timeout' : code === 'cancelled' ? 'cancelled' : 'failed';
+      if (span) failSpan(span, error);
+      throw error;
+    } finally {
+      span?.end();
+      this.recordCall(ref, name, outcome, performance.now() - started, requestId);
+    }
+  }
+
+  /** A call's event for the metrics service: a request URL's server and tools go uncounted by name (a client chose them). */
+  private recordCall(ref: McpServerRef, tool: string, outcome: McpCallOutcome, ms: number, requestId: string): void {
+    if (!this.events) return;
+    const named = ref.index !== null;
+    const event: McpToolCalledEvent = {
+      requestId,
+      server: named ? ref.label : MCP_REQUEST_URL_SERVER,
+      tool: named ? tool : MCP_REQUEST_URL_SERVER,
+      outcome,
+      durationMs: Math.round(ms),
+      at: Date.now(),
+    };
+    this.events
+      .publish(Subjects.mcpToolCalled, event, randomUUID())
+      .catch((error: Error) => this.logger.warn(`${requestId}: an MCP call's event was lost: ${error.message}`));
+  }
+
+  private async runTool(ref: McpServerRef, name: string, args: unknown, signal?: AbortSignal): Promise<McpToolResult> {
     if (typeof name !== 'string' || !toolAllowed({ names: ref.tools.names, readOnly: false }, name))
       return refusedTool(ref, name);
     if (ref.tools.readOnly && !(await this.listTools(ref, signal)).some((tool) => tool.name === name))

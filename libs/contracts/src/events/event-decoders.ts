@@ -15,6 +15,7 @@ import {
   type Json,
 } from '../fields.js';
 import { ErrorCodes, type ErrorCode } from '../errors/error-codes.js';
+import { MCP_CALL_OUTCOMES, type McpToolCalledEvent } from '../mcp/mcp-servers.js';
 import {
   DIALECTS,
   type FinishReason,
@@ -106,6 +107,19 @@ export function decodeReplicaEvent(value: unknown, kind: 'added' | 'retired' | '
     model: string(event.model, 'model'),
     ...(workerId !== undefined && { workerId }),
     reason: oneOf(event.reason, 'reason', reasons),
+    at: number(event.at, 'at'),
+  };
+}
+
+/** A gateway's MCP tool call (see McpToolCalledEvent). */
+export function decodeMcpToolCalled(value: unknown): McpToolCalledEvent {
+  const event = object(value, 'event');
+  return {
+    requestId: string(event.requestId, 'requestId'),
+    server: string(event.server, 'server'),
+    tool: string(event.tool, 'tool'),
+    outcome: oneOf(event.outcome, 'outcome', MCP_CALL_OUTCOMES),
+    durationMs: number(event.durationMs, 'durationMs'),
     at: number(event.at, 'at'),
   };
 }

@@ -45,3 +45,24 @@ export function mcpHeadersProblem(headers: Record<string, unknown>): string | nu
   if (bytes > MAX_MCP_HEADER_BYTES) return `the headers are more than ${MAX_MCP_HEADER_BYTES} bytes together`;
   return null;
 }
+
+/** How a tool call of an MCP server ended: answered, answered with the tool's own error, out of time, cancelled, or failed to reach. */
+export const MCP_CALL_OUTCOMES = ['ok', 'tool_error', 'timeout', 'cancelled', 'failed'] as const;
+export type McpCallOutcome = (typeof MCP_CALL_OUTCOMES)[number];
+
+/**
+ * A tool call a gateway ran for a request (`llm.evt.v1.mcp.tool_called`), for the metrics service.
+ * `server` is a registered server's label, or `(request url)` for one a request named by URL, whose
+ * tools are then not named either (a client chooses both).
+ */
+export interface McpToolCalledEvent {
+  requestId: string;
+  server: string;
+  tool: string;
+  outcome: McpCallOutcome;
+  durationMs: number;
+  at: number;
+}
+
+/** What a server a request named by URL is counted as, its tools too. */
+export const MCP_REQUEST_URL_SERVER = '(request url)';

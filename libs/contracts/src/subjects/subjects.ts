@@ -53,6 +53,8 @@ export const Subjects = {
   /** Every request's token stream (observers and tests; a gateway reads only its own, `streamSubject`). */
   streamsAll: 'llm.stream.v1.>',
   requestFinished: 'llm.evt.v1.request.finished',
+  /** A gateway ran a tool of an MCP server for a request (see McpToolCalledEvent). */
+  mcpToolCalled: 'llm.evt.v1.mcp.tool_called',
   modelLoaded: 'llm.evt.v1.model.loaded',
   modelUnloaded: 'llm.evt.v1.model.unloaded',
   modelLoadFailed: 'llm.evt.v1.model.load_failed',
