@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import { ResponsesWS } from 'openai/resources/responses/ws';
 import { freePort } from '@cortex/bus';
 import { fixtureModel } from '@cortex/fixtures';
 import { fixtureEntry as fixture, postJson, scrapeMetrics, startStack, waitFor, type TestStack } from '@cortex/testing';
@@ -406,6 +407,50 @@ describe('MCP tools run by the gateway e2e', () => {
         return true;
       },
     );
+  });
+
+  it('mcp e2e - over the WebSocket mode: the loop in one turn, and an approval of the unstored response before it', async () => {
+    const ws = new ResponsesWS(client);
+    type Event = { type: string; response?: { id: string; output: Item[] } };
+    const events: Event[] = [];
+    ws.on('event', (event) => void events.push(event as unknown as Event));
+    ws.on('error', () => undefined);
+    const turn = async (body: Record<string, unknown>): Promise<Event[]> => {
+      const from = events.length;
+      ws.send({ type: 'response.create', model: MODEL, input: 'Say Paris back to me.', ...body } as never);
+      const end = (): number =>
+        events.findIndex((event, i) => i >= from && (event.type === 'response.completed' || event.type === 'error'));
+      await waitFor(() => end() !== -1, 60_000, 20);
+      return events.slice(from, end() + 1);
+    };
+    try {
+      const ran = await turn({ tools: [echoTool()], store: false });
+      const done = ran.at(-1) as Event;
+      assert.equal(done.type, 'response.completed', JSON.stringify(done));
+      assertRan(done.response?.output ?? [], 'over the WebSocket');
+      assert.ok(ran.some((event) => event.type === 'response.mcp_call.completed'));
+      // Unstored, so only the connection holds the approval request the next turn answers.
+      const asked = (await turn({ tools: [echoTool('always')], store: false })).at(-1) as Event;
+      const request = asked.response?.output[1] as Item;
+      assert.equal(request.type, 'mcp_approval_request', JSON.stringify(asked));
+      const approved = (
+        await turn({
+          previous_response_id: asked.response?.id,
+          input: [{ type: 'mcp_approval_response', approval_request_id: request.id, approve: true }],
+          tools: [echoTool('always')],
+          store: false,
+        })
+      ).at(-1) as Event;
+      const output = approved.response?.output ?? [];
+      assert.deepEqual(
+        output.map((item) => item.type),
+        ['mcp_list_tools', 'mcp_call', 'message'],
+        JSON.stringify(approved),
+      );
+      assert.equal(output[1]?.output, 'Echo: Paris');
+    } finally {
+      ws.close({ code: 1000, reason: 'done' });
+    }
   });
 
   it('mcp e2e - refused naming the field: a server the key may not use (403), an unknown label, a private server_url, background', async () => {

@@ -30,6 +30,7 @@ import { ConsoleHub } from './console/console.hub.js';
 import { RefusalCounter } from './http/refusals.js';
 import { HeldBytes } from './http/upload-slots.js';
 import { McpService } from './mcp/mcp.service.js';
+import { McpLoops } from './mcp/mcp-loops.js';
 
 @Module({})
 export class GatewayModule {
@@ -76,6 +77,7 @@ export class GatewayModule {
         FinalWrites,
         ConsoleHub,
         McpService,
+        McpLoops,
       ],
     };
   }

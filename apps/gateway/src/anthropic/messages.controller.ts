@@ -1,16 +1,13 @@
-import { Controller, Inject, Post, Req, Res } from '@nestjs/common';
+import { Controller, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CONFIG, type CortexConfig } from '@cortex/config';
 import { CortexError } from '@cortex/contracts';
 import { InferenceResponder } from '../inference/inference.responder.js';
 import { InferenceService } from '../inference/inference.service.js';
 import { respondJson } from '../http/error-response.js';
 import { anthropicMessagesAdapter } from './messages.adapter.js';
 import { contextOf } from '../http/request-context.js';
-import { anthropicMcp } from '../mcp/mcp-dialects.js';
-import { McpLoopRun } from '../mcp/mcp-loop-run.js';
+import { McpLoops } from '../mcp/mcp-loops.js';
 import { ANTHROPIC_MCP_BETAS, hasMcpServers } from '../mcp/mcp-request.js';
-import { McpService } from '../mcp/mcp.service.js';
 
 /** Anthropic Messages, streaming and not, and token counting with the model's real tokenizer. */
 @Controller()
@@ -18,8 +15,7 @@ export class MessagesController {
   constructor(
     private readonly responder: InferenceResponder,
     private readonly inference: InferenceService,
-    private readonly mcp: McpService,
-    @Inject(CONFIG) private readonly config: CortexConfig,
+    private readonly loops: McpLoops,
   ) {}
 
   @Post(['v1/messages', 'messages'])
@@ -37,20 +33,7 @@ export class MessagesController {
           { param: 'mcp_servers' },
         );
       });
-    return this.responder.handle(req, reply, anthropicMessagesAdapter, () => this.mcpRun(req));
-  }
-
-  /** A message whose `mcp_servers` the gateway runs, over as many model turns as its calls take (see McpLoopRun). */
-  private mcpRun(req: FastifyRequest): McpLoopRun {
-    const { mcp } = this.config;
-    return new McpLoopRun(
-      this.inference,
-      contextOf(req),
-      this.mcp,
-      { maxRounds: mcp.maxRounds, maxOutputBytes: mcp.maxResponseOutputBytes },
-      () => Promise.reject(new Error('Anthropic messages continue no stored response')),
-      anthropicMcp((label) => this.mcp.registeredUrl(label)),
-    );
+    return this.responder.handle(req, reply, anthropicMessagesAdapter, () => this.loops.messages(contextOf(req)));
   }
 
   @Post(['v1/messages/count_tokens', 'messages/count_tokens'])

@@ -112,9 +112,10 @@ export class McpLoopRun implements ResponderRun {
   /**
    * Opens each server (the key's and the URL rules' refusals come here, before anything runs), lists
    * its tools, and decodes the body with them in place of the `mcp` tools; an approval the body gives
-   * is found with the call it approves.
+   * is found with the call it approves. `socket` and `placeEarly` are a WebSocket turn's (see
+   * InferenceRun.decode).
    */
-  async decode(body: unknown, session?: string): Promise<CanonicalRequest> {
+  async decode(body: unknown, session?: string, socket?: object, placeEarly = true): Promise<CanonicalRequest> {
     this.tools = this.shape.tools(body);
     for (const request of this.tools.servers)
       this.servers.push({
@@ -183,6 +184,8 @@ export class McpLoopRun implements ResponderRun {
     const request = await this.first.decode(
       this.shape.body(record, this.tools.others, offered, this.approvals),
       session,
+      socket,
+      placeEarly,
     );
     this.request = request;
     return request;

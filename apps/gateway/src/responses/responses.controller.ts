@@ -11,10 +11,8 @@ import { responsesAdapterFor } from './responses.adapter.js';
 import { ResponsesCompactor } from './responses.compact.js';
 import { BackgroundResponder } from './responses.background.js';
 import { contextOf } from '../http/request-context.js';
-import { McpLoopRun } from '../mcp/mcp-loop-run.js';
-import { RESPONSES_MCP } from '../mcp/mcp-dialects.js';
+import { McpLoops } from '../mcp/mcp-loops.js';
 import { hasMcpTools } from '../mcp/mcp-request.js';
-import { McpService } from '../mcp/mcp.service.js';
 
 /**
  * OpenResponses / OpenAI Responses: create (streaming and not), retrieve, delete, cancel, input items, input tokens,
@@ -30,7 +28,7 @@ export class ResponsesController {
     private readonly inference: InferenceService,
     private readonly bus: BusClient,
     private readonly background: BackgroundResponder,
-    private readonly mcp: McpService,
+    private readonly loops: McpLoops,
     @Inject(CONFIG) private readonly config: CortexConfig,
   ) {
     this.adapter = responsesAdapterFor(bus, config);
@@ -49,23 +47,10 @@ export class ResponsesController {
             { param: 'background' },
           );
         });
-      return this.responder.handle(req, reply, this.adapter, () => this.mcpRun(req));
+      return this.responder.handle(req, reply, this.adapter, () => this.loops.responses(contextOf(req)));
     }
     if (background) return this.background.create(req, reply);
     return this.responder.handle(req, reply, this.adapter);
-  }
-
-  /** A response whose `mcp` tools the gateway runs, over as many model turns as its calls take (see McpLoopRun). */
-  private mcpRun(req: FastifyRequest): McpLoopRun {
-    const { mcp } = this.config;
-    return new McpLoopRun(
-      this.inference,
-      contextOf(req),
-      this.mcp,
-      { maxRounds: mcp.maxRounds, maxOutputBytes: mcp.maxResponseOutputBytes },
-      (id) => this.bus.request(Subjects.responsesGet, { id }, { requestId: contextOf(req).id }),
-      RESPONSES_MCP,
-    );
   }
 
   @Post(['v1/responses/compact', 'responses/compact'])

@@ -19,6 +19,8 @@ import { SocketSink } from './socket.sink.js';
 import type { TurnAdmission } from './turn-admission.js';
 import type { RequestContext } from '../../http/request-context.js';
 import type { RefusalCounter } from '../../http/refusals.js';
+import { hasMcpTools } from '../../mcp/mcp-request.js';
+import type { McpLoops } from '../../mcp/mcp-loops.js';
 import type { HeldBytes } from '../../http/upload-slots.js';
 
 /** Creates one connection may have waiting behind the one in flight; more is a client that does not wait. */
@@ -36,6 +38,8 @@ export interface ConnectionDeps {
   refusals: RefusalCounter;
   /** What the connection's key holds in this gateway, its bodies and queued messages together (`gateway.max_upload_bytes_per_key`). */
   held: HeldBytes;
+  /** The runs of turns with `mcp` tools, which the gateway runs itself. */
+  loops: McpLoops;
 }
 
 /** What the upgrade request gives every turn of the connection. */
@@ -249,7 +253,14 @@ export class ResponsesConnection {
     if (!(message instanceof CortexError) && message.type === 'response.processed') return;
     // Each turn is a request of its own: its span continues the socket's traceparent, if it had one.
     // The turn's own meter: its admission bills it, its run reports to it.
-    const run = inference.open('openai.responses', context);
+    // A turn with `mcp` tools is a loop of model turns and tool calls; an approval it gives may answer
+    // a request of the connection's latest response, stored or not.
+    const run =
+      !(message instanceof CortexError) && hasMcpTools(message.body)
+        ? this.deps.loops.responses(context, (id) =>
+            this.latest?.id === id ? { output: this.latest.items } : undefined,
+          )
+        : inference.open('openai.responses', context);
     this.cancelCurrent = (reason) => run.cancel(reason);
     const sink = new SocketSink(this.socket, inference.config.gateway.stallTimeoutMs);
     let previous: string | undefined;

@@ -12,6 +12,7 @@ import { KeyAdmission } from '../../limits/key-admission.js';
 import { InferenceResponder } from '../../inference/inference.responder.js';
 import { InferenceService } from '../../inference/inference.service.js';
 import { responsesAdapterFor } from '../responses.adapter.js';
+import { McpLoops } from '../../mcp/mcp-loops.js';
 import { ResponsesConnection, type ConnectionDeps } from './responses.connection.js';
 import { RefusalCounter } from '../../http/refusals.js';
 import { ClientCounts, clientOf, HeldBytes } from '../../http/upload-slots.js';
@@ -40,6 +41,7 @@ export class ResponsesSocket {
     private readonly admission: KeyAdmission,
     refusals: RefusalCounter,
     held: HeldBytes,
+    loops: McpLoops,
   ) {
     this.deps = {
       inference,
@@ -48,6 +50,7 @@ export class ResponsesSocket {
       limitMs: config.responses.websocketConnectionLimitMs,
       refusals,
       held,
+      loops,
     };
   }
 
