@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
@@ -11,6 +12,11 @@ import { freePort } from '@cortex/bus';
 import { encodeFixtureModel } from '@cortex/fixtures';
 import { decodeLoadProgress, decodeMessage, heartbeatSubject, Heartbeat, Subjects } from '@cortex/contracts';
 import { FIXTURE_CATALOGUE, startStack, startTestNats, waitFor, type TestStack } from '@cortex/testing';
+
+const EVERYTHING = join(
+  dirname(createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/package.json')),
+  'dist/index.js',
+);
 
 /**
  * The web console in a real headless Chromium (Debian's `chromium-headless-shell`, which `.ci/run`
@@ -96,12 +102,19 @@ describe(
           { id: 'cortex-loop', file: 'fixture:cortex-loop', context_size: 8192, slots: 2, pinned: true },
           { id: 'cortex-embed', file: 'fixture:cortex-embed', kind: 'embedding', context_size: 128, slots: 1 },
           { id: 'cortex-rank', file: 'fixture:cortex-rank', kind: 'ranking', context_size: 256, slots: 1 },
+          { id: 'cortex-tools-wait', file: 'fixture:cortex-tools-wait', context_size: 4096, slots: 1 },
           { id: 'cortex-slow', file: `http://127.0.0.1:${filesPort}/cortex-slow.gguf`, context_size: 512, slots: 1 },
         ],
         config: {
           auth: { api_keys: ['sk-user'], admin_keys: [ADMIN] },
           worker: { id: 'w1', heartbeat_ms: 100 },
           gateway: { console_title: 'lab fleet' },
+          // Its long operation outlasts the call's 3 s: long enough to be seen waiting.
+          mcp: {
+            servers: [
+              { label: 'everything', command: process.execPath, args: [EVERYTHING, 'stdio'], timeout_ms: 3_000 },
+            ],
+          },
         },
       });
       client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'sk-user', maxRetries: 0 });
@@ -198,6 +211,7 @@ describe(
         'cortex-reasoning',
         'cortex-slow',
         'cortex-tools',
+        'cortex-tools-wait',
       ]);
       // The fleet's verdict in the header, the one GET /health answers.
       await page.locator('[data-test=health].ok', { hasText: 'ok' }).waitFor({ timeout: 10_000 });
@@ -275,6 +289,32 @@ describe(
       await page.locator('#theme').click();
       await page.screenshot({ path: join(SHOTS, 'activity-dark.png') });
       await page.locator('#theme').click();
+    });
+
+    it('console - a response waiting on an MCP tool between its model turns shows the tool it waits on', async () => {
+      await page.locator('#tabs button[data-tab=live]').click();
+      const answered = client.responses.create({
+        model: 'cortex-tools-wait',
+        input: 'Wait.',
+        tools: [
+          {
+            type: 'mcp',
+            server_label: 'everything',
+            allowed_tools: ['trigger-long-running-operation'],
+            require_approval: 'never',
+          },
+        ],
+      } as never);
+      const row = page.locator('[data-test=live-row][data-state=tool]');
+      await row.first().waitFor({ timeout: 5_000 });
+      assert.equal(
+        await row.first().locator('[data-test=live-state]').textContent(),
+        'tool everything · trigger-long-running-operation',
+      );
+      assert.equal(await row.first().getAttribute('data-model'), 'cortex-tools-wait');
+      const response = (await answered) as OpenAI.Responses.Response;
+      assert.equal(response.output[1]?.type, 'mcp_call');
+      await row.first().waitFor({ state: 'detached', timeout: 5_000 });
     });
 
     it('console - cancelling a generation from the page frees the worker slot', async () => {

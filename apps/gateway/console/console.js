@@ -470,10 +470,11 @@ function liveCells(row, since) {
       el(
         'span',
         {
-          class: `badge ${row.state === 'generating' ? 'ready' : row.state === 'queued' ? 'draining' : 'loading'}`,
+          class: `badge ${row.state === 'generating' ? 'ready' : row.state === 'queued' || row.state === 'tool' ? 'draining' : 'loading'}`,
           'data-test': 'live-state',
+          ...(row.tool && { title: `waiting on the MCP tool ${row.tool}` }),
         },
-        row.state,
+        row.state === 'tool' ? `tool ${row.tool}` : row.state,
       ),
     ),
     el('td', {}, row.model ?? '?'),

@@ -89,6 +89,19 @@ describe('console feed state', () => {
     );
   });
 
+  it('console - a response waiting on an MCP tool between its turns shows the tool, and leaves when the call ends', () => {
+    const live = new LiveRuns();
+    live.apply('r1', start(), 1_000);
+    live.apply('r1', { seq: 1, type: 'finish', reason: 'tool_calls', usage, timings } as StreamEvent, 1_100);
+    assert.equal(live.size, 0, 'the turn ended');
+    const waiting = { requestId: 'q1', runId: 'r1', model: 'm', workerId: null, since: 1_100, tool: 'docs · search' };
+    live.pending([waiting], new Set(['m']), 1_200);
+    const [row] = live.take(1_200) ?? [];
+    assert.deepEqual([row?.state, row?.tool, row?.model], ['tool', 'docs · search', 'm']);
+    live.pending([], new Set(), 1_300);
+    assert.equal(live.size, 0, 'the call ended: the next turn is a stream of its own');
+  });
+
   it('console - a stream joined mid-way shows with an unknown model; silent streams are swept', () => {
     const live = new LiveRuns();
     live.apply('r1', text(9), 1_000);

@@ -7,9 +7,10 @@ import type { LoadProgress, LoadTrigger, PendingRun, StreamEvent } from '@cortex
 
 /**
  * `queued`: waiting for a router's answer or, placed, for a slot on its worker; `loading`: waiting for
- * its model to load; `prompt`: its stream started (the prompt is evaluated); `generating`: tokens flow.
+ * its model to load; `prompt`: its stream started (the prompt is evaluated); `generating`: tokens flow;
+ * `tool`: between model turns, an MCP tool its gateway runs for it.
  */
-export type LiveState = 'queued' | 'loading' | 'prompt' | 'generating';
+export type LiveState = 'queued' | 'loading' | 'prompt' | 'generating' | 'tool';
 
 /** One request in flight on some worker, as its token stream shows it. */
 export interface LiveRow {
@@ -18,6 +19,8 @@ export interface LiveRow {
   model: string | null;
   workerId: string | null;
   state: LiveState;
+  /** The MCP tool it waits on (`<server> · <tool>`) in state `tool`, else null. */
+  tool: string | null;
   /** The stored key the request was made with, and its account (from its gateway); null when none or not known. */
   keyId: string | null;
   account: string | null;
@@ -64,6 +67,7 @@ export class LiveRuns {
         model: null,
         workerId: null,
         state: 'prompt',
+        tool: null,
         keyId: null,
         account: null,
         streamed: true,
@@ -117,6 +121,7 @@ export class LiveRuns {
           model: run.model,
           workerId: null,
           state: 'queued',
+          tool: null,
           keyId,
           account,
           streamed: false,
@@ -134,12 +139,15 @@ export class LiveRuns {
         row.account = account;
         this.dirty = true;
       }
-      if (row.streamed) continue;
+      if (row.streamed && run.tool === undefined) continue;
       row.lastEventAt = now;
-      const state: LiveState = run.workerId === null && loading.has(run.model) ? 'loading' : 'queued';
-      if (row.state !== state || row.workerId !== run.workerId) {
+      const tool = run.tool ?? null;
+      const state: LiveState =
+        tool !== null ? 'tool' : run.workerId === null && loading.has(run.model) ? 'loading' : 'queued';
+      if (row.state !== state || row.workerId !== run.workerId || row.tool !== tool) {
         row.state = state;
         row.workerId = run.workerId;
+        row.tool = tool;
         this.dirty = true;
       }
     }

@@ -39,6 +39,31 @@ export class PendingRuns {
     });
   }
 
+  /**
+   * A request waits on an MCP tool between its model turns (`owner` is its loop): shown under the run
+   * id of the turn that called it, until `done`.
+   */
+  toolCall(
+    owner: unknown,
+    requestId: string,
+    runId: string,
+    model: string,
+    tool: string,
+    now: number,
+    payer: UsageOwner | null,
+  ): void {
+    if (!this.runs.has(owner) && this.runs.size >= MAX_PENDING) return;
+    this.runs.set(owner, {
+      requestId,
+      runId,
+      model,
+      workerId: null,
+      since: now,
+      tool,
+      ...(payer && { keyId: payer.keyId, account: payer.account }),
+    });
+  }
+
   placed(owner: unknown, workerId: string): void {
     const run = this.runs.get(owner);
     if (run) run.workerId = workerId;

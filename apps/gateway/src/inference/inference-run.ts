@@ -12,6 +12,7 @@ import {
   type RequestFinishedEvent,
   type StreamEvent,
   type TokenCount,
+  type UsageOwner,
   decodeTokenCount,
   withSeed,
 } from '@cortex/contracts';
@@ -285,6 +286,11 @@ export class InferenceRun {
   }
 
   /** The first token's frame is on the client's socket: the last hop of time to first byte. */
+  /** The stored key that pays for the run, with its account; null for a config-file key or none. */
+  get payer(): UsageOwner | null {
+    return this.meter?.payer ?? null;
+  }
+
   /** Runs `fn` in the run's trace context: spans it opens (an MCP tool call between turns) are the request's children. */
   inTrace<T>(fn: () => T): T {
     return this.trace.run(fn);

@@ -332,6 +332,18 @@ export class McpLoopRun implements ResponderRun {
       return {
         error: `this response's tools have given ${this.limits.maxOutputBytes} bytes (mcp.max_response_output_bytes); no more are run`,
       };
+    // The console's live view shows the response waiting on the tool, under the turn that called it.
+    const { pending } = this.service;
+    const turn = this.current;
+    pending.toolCall(
+      this,
+      this.context.id,
+      turn.runId,
+      this.request?.model ?? '',
+      `${offered.request.serverLabel} · ${offered.tool.name}`,
+      Date.now(),
+      turn.payer,
+    );
     try {
       const result = await this.current.inTrace(() =>
         this.client.callTool(offered.server, offered.tool.name, parsed, this.aborted.signal, this.context.id),
@@ -340,6 +352,8 @@ export class McpLoopRun implements ResponderRun {
       return result.isError ? { error: result.text } : { output: result.text };
     } catch (error) {
       return { error: (error as Error).message };
+    } finally {
+      pending.done(this);
     }
   }
 

@@ -336,6 +336,7 @@ export function decodeGatewayRuns(value: unknown): PendingRun[] {
     const workerId = run.workerId === null ? null : string(run.workerId, `${at}.workerId`);
     const keyId = optionalString(run.keyId, `${at}.keyId`);
     const account = optionalString(run.account, `${at}.account`);
+    const tool = optionalString(run.tool, `${at}.tool`);
     return {
       requestId: string(run.requestId, `${at}.requestId`),
       runId: string(run.runId, `${at}.runId`),
@@ -344,6 +345,7 @@ export function decodeGatewayRuns(value: unknown): PendingRun[] {
       since: number(run.since, `${at}.since`),
       ...(keyId !== undefined && { keyId }),
       ...(account !== undefined && { account }),
+      ...(tool !== undefined && { tool }),
     };
   });
 }

@@ -528,4 +528,6 @@ export interface PendingRun {
   /** The stored key it was made with, and its account; absent for a config-file key or none. */
   keyId?: string;
   account?: string;
+  /** The MCP tool it waits on between model turns (`<server> · <tool>`); absent while a model runs it. */
+  tool?: string;
 }
