@@ -141,6 +141,18 @@ class OtlpReceiver {
     return this.spans.filter((span) => span.traceId === traceId);
   }
 
+  /** The trace of the request the gateway knows as `requestId`, once its span arrived (bounded). */
+  async traceOfRequest(requestId: string): Promise<string> {
+    let traceId = '';
+    await waitFor(() => {
+      traceId =
+        this.spans.find((s) => s.service === 'cortex-gateway' && s.attributes['cortex.request_id'] === requestId)
+          ?.traceId ?? '';
+      return traceId !== '';
+    }, 15_000);
+    return traceId;
+  }
+
   /** The trace's spans once `complete` holds for them (bounded). */
   async waitForTrace(traceId: string, complete: (spans: SeenSpan[]) => boolean): Promise<SeenSpan[]> {
     await waitFor(() => complete(this.trace(traceId)), 15_000).catch(() => {
@@ -408,13 +420,7 @@ describe('tracing e2e', () => {
     const message = await stream.finalMessage();
     assert.equal((message.content[0] as Anthropic.TextBlock).text, chat.expected.text);
 
-    let traceId = '';
-    await waitFor(() => {
-      traceId =
-        receiver.spans.find((s) => s.service === 'cortex-gateway' && s.attributes['cortex.request_id'] === requestId)
-          ?.traceId ?? '';
-      return traceId !== '';
-    }, 15_000);
+    const traceId = await receiver.traceOfRequest(requestId);
     const spans = await receiver.waitForTrace(traceId, (seen) =>
       seen.some((s) => s.service === 'cortex-worker' && s.name === 'chat cortex-chat'),
     );
@@ -633,13 +639,7 @@ describe('tracing e2e', () => {
       (response as OpenAI.Responses.Response).output.map((item) => item.type),
       ['mcp_list_tools', 'mcp_call', 'message'],
     );
-    let traceId = '';
-    await waitFor(() => {
-      traceId =
-        receiver.spans.find((s) => s.service === 'cortex-gateway' && s.attributes['cortex.request_id'] === requestId)
-          ?.traceId ?? '';
-      return traceId !== '';
-    }, 15_000);
+    const traceId = await receiver.traceOfRequest(requestId);
     const spans = await receiver.waitForTrace(
       traceId,
       (seen) =>

@@ -29,14 +29,7 @@ export class PendingRuns {
       return;
     }
     if (this.runs.size >= MAX_PENDING) return;
-    this.runs.set(owner, {
-      requestId,
-      runId,
-      model,
-      workerId: null,
-      since: now,
-      ...(payer && { keyId: payer.keyId, account: payer.account }),
-    });
+    this.runs.set(owner, row(requestId, runId, model, now, payer));
   }
 
   /**
@@ -53,15 +46,7 @@ export class PendingRuns {
     payer: UsageOwner | null,
   ): void {
     if (!this.runs.has(owner) && this.runs.size >= MAX_PENDING) return;
-    this.runs.set(owner, {
-      requestId,
-      runId,
-      model,
-      workerId: null,
-      since: now,
-      tool,
-      ...(payer && { keyId: payer.keyId, account: payer.account }),
-    });
+    this.runs.set(owner, { ...row(requestId, runId, model, now, payer), tool });
   }
 
   placed(owner: unknown, workerId: string): void {
@@ -85,4 +70,16 @@ export class PendingRuns {
   list(): PendingRun[] {
     return [...this.runs.values()].map((run) => ({ ...run }));
   }
+}
+
+/** A request's row, not placed yet. */
+function row(requestId: string, runId: string, model: string, now: number, payer: UsageOwner | null): PendingRun {
+  return {
+    requestId,
+    runId,
+    model,
+    workerId: null,
+    since: now,
+    ...(payer && { keyId: payer.keyId, account: payer.account }),
+  };
 }
